@@ -1,0 +1,118 @@
+"""The seam between user code and the engine: the RunContext interface and where it lives.
+
+The interface is declared here; `cairn.core.live_run` implements it. In-run functions look
+up the active context with `current()`, which raises NotInRun outside a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from cairn.errors import NotInRun
+from cairn.models import RunInfo
+
+if TYPE_CHECKING:
+    from cairn.authoring.step import StepDef
+    from cairn.authoring.workflow import WorkflowDef
+
+
+class RunContext:
+    """What a run offers the code running inside it (implemented by the core)."""
+
+    def info(self) -> RunInfo:
+        """Facts about this run."""
+        raise NotImplementedError
+
+    def call_step(
+        self, step: StepDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """Run `step` durably: an awaitable from async workflows, the value from sync ones."""
+        raise NotImplementedError
+
+    def call_inline(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        retries: Any,
+        timeout: Any,
+    ) -> Any:
+        """Run `fn` as a durable step called `name` (`cairn.run_step`)."""
+        raise NotImplementedError
+
+    def call_child(
+        self, workflow: WorkflowDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """Start `workflow` as a child run and wait for its result."""
+        raise NotImplementedError
+
+    def sleep(self, seconds: float) -> Awaitable[None]:
+        """Durable sleep for `seconds`."""
+        raise NotImplementedError
+
+    def sleep_until(self, when: datetime) -> Awaitable[None]:
+        """Durable sleep until `when`."""
+        raise NotImplementedError
+
+    def set_columns(self, values: dict[str, Any]) -> None:
+        """Record searchable facts about this run."""
+        raise NotImplementedError
+
+    def progress(self, message: str, current: float | None, total: float | None) -> None:
+        """Record this run's progress."""
+        raise NotImplementedError
+
+    def check_cancelled(self) -> None:
+        """Raise Cancelled if the run was cancelled."""
+        raise NotImplementedError
+
+
+_current: ContextVar[RunContext | None] = ContextVar("cairn_run", default=None)
+# True while a step's own code runs: steps called inside a step are plain calls.
+_in_step: ContextVar[bool] = ContextVar("cairn_in_step", default=False)
+
+
+def current(what: str = "this function") -> RunContext:
+    """The active run; NotInRun names `what` when called outside one."""
+    ctx = _current.get()
+    if ctx is None:
+        raise NotInRun(
+            f"{what} only works inside a running workflow; start one with engine.start()"
+        )
+    return ctx
+
+
+def active() -> RunContext | None:
+    """The active run, or None outside a run (or inside a step's own code)."""
+    if _in_step.get():
+        return None
+    return _current.get()
+
+
+def in_run() -> RunContext | None:
+    """The active run even inside a step's code, or None outside a run."""
+    return _current.get()
+
+
+def enter(ctx: RunContext) -> object:
+    """Make `ctx` the active run in this context; returns a token for `leave`."""
+    return _current.set(ctx)
+
+
+def leave(token: object) -> None:
+    """Undo `enter`."""
+    _current.reset(token)  # type: ignore[arg-type]
+
+
+def mark_in_step() -> object:
+    """Flag the current context as running a step's own code."""
+    return _in_step.set(True)
+
+
+def unmark_in_step(token: object) -> None:
+    """Undo `mark_in_step`."""
+    _in_step.reset(token)  # type: ignore[arg-type]

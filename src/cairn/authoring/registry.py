@@ -1,0 +1,71 @@
+"""The registry of workflow definitions: a plain object the engine takes explicitly."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from cairn.errors import ConfigError
+
+if TYPE_CHECKING:
+    from cairn.authoring.step import StepDef
+    from cairn.authoring.workflow import WorkflowDef
+
+
+def describe(fn: Callable[..., Any]) -> str:
+    """`module.qualname (file:line)` of a function, for error messages."""
+    where = f"{fn.__module__}.{fn.__qualname__}"
+    try:
+        source = inspect.getsourcefile(fn)
+        line = inspect.getsourcelines(fn)[1]
+    except (OSError, TypeError):
+        return where
+    return f"{where} ({source}:{line})"
+
+
+def _same_definition(a: Callable[..., Any], b: Callable[..., Any]) -> bool:
+    # A module imported twice (or reloaded) redefines the same function: not a conflict.
+    return (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
+
+
+class Registry:
+    """Workflows and steps by name. Duplicate names raise ValueError naming both."""
+
+    def __init__(self) -> None:
+        self.workflows: dict[str, WorkflowDef[Any, Any]] = {}
+        self.steps: dict[str, StepDef[Any, Any]] = {}
+
+    def add_workflow(self, workflow: WorkflowDef[Any, Any]) -> None:
+        """Register `workflow` under its name."""
+        existing = self.workflows.get(workflow.name)
+        if existing is not None and not _same_definition(existing.fn, workflow.fn):
+            raise ValueError(
+                f"workflow name {workflow.name!r} is already registered by "
+                f"{describe(existing.fn)}; cannot register {describe(workflow.fn)}"
+            )
+        self.workflows[workflow.name] = workflow
+
+    def add_step(self, step: StepDef[Any, Any]) -> None:
+        """Register `step` under its name."""
+        existing = self.steps.get(step.name)
+        if existing is not None and not _same_definition(existing.fn, step.fn):
+            raise ValueError(
+                f"step name {step.name!r} is already registered by "
+                f"{describe(existing.fn)}; cannot register {describe(step.fn)}"
+            )
+        self.steps[step.name] = step
+
+    def workflow(self, name: str) -> WorkflowDef[Any, Any]:
+        """The workflow called `name`; ConfigError lists what is known."""
+        try:
+            return self.workflows[name]
+        except KeyError:
+            known = ", ".join(sorted(self.workflows)) or "none"
+            raise ConfigError(
+                f"unknown workflow {name!r} (registered: {known}); "
+                "import the module that defines it (-m MODULE or Engine(modules=...))"
+            ) from None
+
+
+default_registry = Registry()

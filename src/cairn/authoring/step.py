@@ -1,0 +1,125 @@
+"""`@cairn.step`, StepDef and `cairn.run_step`: durable operations inside a run."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+from cairn import durations
+from cairn.authoring import context, registry
+from cairn.authoring.retry import Retry, coerce
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(eq=False)
+class StepDef(Generic[P, R]):
+    """A registered step. Calling it inside a run executes it durably."""
+
+    name: str
+    fn: Callable[P, R]
+    retry: Retry
+    timeout: float | None
+    is_async: bool
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run the step: durably inside a run, as a plain call outside one."""
+        ctx = context.active()
+        if ctx is None:
+            return self.fn(*args, **kwargs)
+        result: R = ctx.call_step(self, args, kwargs)
+        return result
+
+
+def _timeout_seconds(timeout: Any, what: str) -> float | None:
+    if timeout is None:
+        return None
+    seconds = durations.parse(timeout, what=what).total_seconds()
+    if seconds <= 0:
+        raise ValueError(f"invalid {what}: {timeout!r} (must be positive)")
+    return seconds
+
+
+def make_step(
+    fn: Callable[P, R],
+    name: str | None,
+    retries: Retry | int | None,
+    timeout: Any,
+    reg: registry.Registry,
+) -> StepDef[P, R]:
+    """Build and register a StepDef for `fn`."""
+    if not callable(fn):
+        raise TypeError(f"@cairn.step needs a function, got {fn!r}")
+    step_name = name or fn.__qualname__
+    defn = StepDef(
+        name=step_name,
+        fn=fn,
+        retry=coerce(retries),
+        timeout=_timeout_seconds(timeout, f"timeout of step {step_name!r}"),
+        is_async=inspect.iscoroutinefunction(fn),
+    )
+    functools.update_wrapper(defn, fn)
+    reg.add_step(defn)
+    return defn
+
+
+@overload
+def step(fn: Callable[P, R], /) -> StepDef[P, R]: ...
+
+
+@overload
+def step(
+    name: str | None = None,
+    *,
+    retries: Retry | int | None = None,
+    timeout: Any = None,
+) -> Callable[[Callable[P, R]], StepDef[P, R]]: ...
+
+
+def step(
+    name: Any = None,
+    *,
+    retries: Retry | int | None = None,
+    timeout: Any = None,
+) -> Any:
+    """Declare a durable step.
+
+    Args:
+        name: Stored name of the step (default: the function's qualified name).
+        retries: A Retry policy, or an int of max attempts (default `Retry()`).
+        timeout: Per-attempt time limit as a duration (default: none).
+
+    Returns:
+        A StepDef that keeps the function's signature. Inside a run a call is checkpointed;
+        outside any run it is a plain call.
+    """
+    if callable(name):
+        return make_step(name, None, retries, timeout, registry.default_registry)
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"@cairn.step name must be a string, got {name!r}")
+
+    def decorate(fn: Callable[P, R]) -> StepDef[P, R]:
+        return make_step(fn, name, retries, timeout, registry.default_registry)
+
+    return decorate
+
+
+async def run_step(
+    name: str,
+    fn: Callable[..., Any],
+    *args: Any,
+    retries: Retry | int | None = None,
+    timeout: Any = None,
+    **kwargs: Any,
+) -> Any:
+    """Run `fn(*args, **kwargs)` as a durable step called `name`.
+
+    Raises:
+        NotInRun: outside a run.
+    """
+    ctx = context.current("cairn.run_step()")
+    return await ctx.call_inline(name, fn, args, kwargs, retries, timeout)

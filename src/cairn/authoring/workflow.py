@@ -1,0 +1,157 @@
+"""`@cairn.workflow`, WorkflowDef and `cairn.chain`."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+from cairn.authoring import context, registry
+from cairn.authoring.step import StepDef, _timeout_seconds
+from cairn.errors import NotInRun
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(eq=False)
+class WorkflowDef(Generic[P, R]):
+    """A registered workflow.
+
+    Start it with `engine.start`; inside a run, calling it starts a child run and waits
+    for its result.
+    """
+
+    name: str
+    fn: Callable[P, R]
+    queue: str | None
+    on: str | None
+    timeout: float | None
+    version: str | None
+    max_recoveries: int
+    is_async: bool
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Inside a run: start this workflow as a child run and wait for its result."""
+        ctx = context.active()
+        if ctx is None:
+            raise NotInRun(
+                f"workflow {self.name!r} was called outside a run; "
+                f"start it with `await engine.start({self.fn.__name__}, ...)`"
+            )
+        result: R = ctx.call_child(self, args, kwargs)
+        return result
+
+
+def make_workflow(
+    fn: Callable[P, R],
+    *,
+    name: str | None = None,
+    queue: Any = None,
+    on: str | None = None,
+    timeout: Any = None,
+    version: str | None = None,
+    max_recoveries: int = 8,
+    reg: registry.Registry | None = None,
+) -> WorkflowDef[P, R]:
+    """Build and register a WorkflowDef for `fn`."""
+    if not callable(fn):
+        raise TypeError(f"@cairn.workflow needs a function, got {fn!r}")
+    wf_name = name or f"{fn.__module__}.{fn.__qualname__}"
+    if not isinstance(max_recoveries, int) or max_recoveries < 0:
+        raise ValueError(f"invalid max_recoveries for workflow {wf_name!r}: {max_recoveries!r}")
+    queue_name = getattr(queue, "name", queue)
+    if queue_name is not None and not isinstance(queue_name, str):
+        raise TypeError(f"invalid queue for workflow {wf_name!r}: {queue!r}")
+    defn = WorkflowDef(
+        name=wf_name,
+        fn=fn,
+        queue=queue_name,
+        on=on,
+        timeout=_timeout_seconds(timeout, f"timeout of workflow {wf_name!r}"),
+        version=version,
+        max_recoveries=max_recoveries,
+        is_async=inspect.iscoroutinefunction(fn),
+    )
+    functools.update_wrapper(defn, fn)
+    (reg or registry.default_registry).add_workflow(defn)
+    return defn
+
+
+@overload
+def workflow(fn: Callable[P, R], /) -> WorkflowDef[P, R]: ...
+
+
+@overload
+def workflow(
+    name: str | None = None,
+    *,
+    queue: Any = None,
+    on: str | None = None,
+    timeout: Any = None,
+    version: str | None = None,
+    max_recoveries: int = 8,
+) -> Callable[[Callable[P, R]], WorkflowDef[P, R]]: ...
+
+
+def workflow(
+    name: Any = None,
+    *,
+    queue: Any = None,
+    on: str | None = None,
+    timeout: Any = None,
+    version: str | None = None,
+    max_recoveries: int = 8,
+) -> Any:
+    """Declare a workflow.
+
+    Args:
+        name: Stored name (default `module.qualname`; an explicit name is recommended).
+        queue: Queue name or `cairn.Queue` its runs go to (default: none).
+        on: Event type that starts it (see `cairn.emit`).
+        timeout: Whole-run time limit; the run is cancelled when it expires.
+        version: Free-form code version, recorded with each run.
+        max_recoveries: Crash recoveries allowed before the run fails with PoisonRun (8).
+
+    Returns:
+        A WorkflowDef that keeps the function's signature.
+    """
+    options: dict[str, Any] = dict(
+        queue=queue, on=on, timeout=timeout, version=version, max_recoveries=max_recoveries
+    )
+    if callable(name):
+        return make_workflow(name, **options)
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"@cairn.workflow name must be a string, got {name!r}")
+
+    def decorate(fn: Callable[P, R]) -> WorkflowDef[P, R]:
+        return make_workflow(fn, name=name, **options)
+
+    return decorate
+
+
+def chain(name: str, *steps: StepDef[Any, Any]) -> WorkflowDef[..., Any]:
+    """A workflow that runs `steps` in order, each receiving the previous one's result.
+
+    The first step receives the workflow's arguments.
+    """
+    if not steps:
+        raise ValueError(f"cairn.chain({name!r}) needs at least one step")
+    for item in steps:
+        if not isinstance(item, StepDef):
+            raise TypeError(f"cairn.chain({name!r}): {item!r} is not a @cairn.step")
+
+    async def run_chain(*args: Any, **kwargs: Any) -> Any:
+        value = steps[0](*args, **kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+        for item in steps[1:]:
+            value = item(value)
+            if inspect.isawaitable(value):
+                value = await value
+        return value
+
+    run_chain.__qualname__ = run_chain.__name__ = name.replace(".", "_")
+    return make_workflow(run_chain, name=name)

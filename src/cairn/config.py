@@ -1,0 +1,52 @@
+"""Where settings come from: arguments, CAIRN_* environment, [tool.cairn] in pyproject.toml.
+
+The only module that reads the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+from cairn.errors import ConfigError
+
+DEFAULT_URL = "sqlite:///cairn.db"
+
+
+def _pyproject() -> dict[str, object]:
+    path = Path.cwd() / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    section = data.get("tool", {}).get("cairn", {})
+    return section if isinstance(section, dict) else {}
+
+
+def database_url(explicit: str | None = None) -> str:
+    """The database URL: argument, else CAIRN_DATABASE_URL, else [tool.cairn] url, else default."""
+    if explicit:
+        return explicit
+    env = os.environ.get("CAIRN_DATABASE_URL")
+    if env:
+        return env
+    url = _pyproject().get("url")
+    return url if isinstance(url, str) and url else DEFAULT_URL
+
+
+def modules(explicit: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
+    """Workflow modules to import: argument, else CAIRN_MODULES (comma list), else pyproject."""
+    if explicit:
+        return tuple(explicit)
+    env = os.environ.get("CAIRN_MODULES")
+    if env:
+        return tuple(m.strip() for m in env.split(",") if m.strip())
+    found = _pyproject().get("modules", [])
+    if isinstance(found, str):
+        return (found,)
+    if isinstance(found, list) and all(isinstance(m, str) for m in found):
+        return tuple(found)
+    raise ConfigError("[tool.cairn] modules must be a list of module names")

@@ -1,0 +1,1 @@
+"""The replay engine: deterministic execution of one run against its journal."""

@@ -1,0 +1,198 @@
+"""LiveRun: the RunContext of one executing attempt of a run (journal, store, clock)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from cairn import durations
+from cairn.authoring import context
+from cairn.authoring.context import RunContext
+from cairn.authoring.registry import Registry
+from cairn.authoring.retry import Retry, coerce
+from cairn.clock import Clock
+from cairn.core import attempts, journal
+from cairn.core.signals import Suspend, Unwind
+from cairn.errors import StepFailed
+from cairn.models import RunInfo
+from cairn.serialization import Serializer
+from cairn.store.protocol import LeaseLost, Store
+from cairn.store.records import AttemptRecord, RunRecord, StepRecord
+
+if TYPE_CHECKING:
+    from cairn.authoring.step import StepDef
+    from cairn.authoring.workflow import WorkflowDef
+
+
+@dataclass(slots=True)
+class RunEnv:
+    """What executing a run needs from the process around it."""
+
+    store: Store
+    clock: Clock
+    serializer: Serializer
+    registry: Registry
+    owner: str
+    loop: asyncio.AbstractEventLoop
+    threads: ThreadPoolExecutor
+    workflow_threads: ThreadPoolExecutor
+    # Sleeps shorter than this stay in memory; longer ones park the run in the database.
+    sleep_window: float = 1.0
+
+
+def _utc(ts: float | None) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+class LiveRun(RunContext):
+    """One attempt of one run: replays recorded outcomes and records new ones."""
+
+    def __init__(
+        self,
+        env: RunEnv,
+        run: RunRecord,
+        workflow: WorkflowDef[Any, Any],
+        records: list[StepRecord],
+        prior_attempts: dict[str, list[AttemptRecord]],
+    ) -> None:
+        self.env = env
+        self.run = run
+        self.workflow = workflow
+        self.journal = journal.Journal(records)
+        self.prior_attempts = prior_attempts
+        self._loop_thread = threading.get_ident()
+        self._columns: dict[str, Any] | None = None
+
+    def info(self) -> RunInfo:
+        """Facts about this run."""
+        run = self.run
+        return RunInfo(
+            run_id=run.run_id,
+            workflow=run.workflow,
+            attempt=max(run.attempt, 1),
+            started_at=_utc(run.started_at or run.created_at) or datetime.now(UTC),
+            parent_id=run.parent_id,
+            scheduled_at=_utc(run.scheduled_at),
+        )
+
+    def _deliver(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        # Async workflows await the coroutine; a sync workflow's thread blocks on the loop.
+        if threading.get_ident() == self._loop_thread:
+            return coro
+        return asyncio.run_coroutine_threadsafe(coro, self.env.loop).result()
+
+    def call_step(
+        self, step: StepDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """Run a declared step durably."""
+        key = self.journal.next_key(step.name)
+        coro = self._step(key, step.name, step.fn, args, kwargs, step.retry, step.timeout)
+        return self._deliver(coro)
+
+    def call_inline(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        retries: Any,
+        timeout: Any,
+    ) -> Any:
+        """Run `fn` as a durable step called `name`."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"cairn.run_step needs a non-empty name, got {name!r}")
+        retry = coerce(retries)
+        seconds = None
+        if timeout is not None:
+            seconds = durations.parse(timeout, what=f"timeout of step {name!r}").total_seconds()
+        key = self.journal.next_key(name)
+        return self._deliver(self._step(key, name, fn, args, kwargs, retry, seconds))
+
+    async def _step(
+        self,
+        key: str,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        retry: Retry,
+        timeout: float | None,
+    ) -> Any:
+        record = self.journal.take(key, "step")
+        if record is not None:
+            return self.outcome(record)
+        await self.journal.check_new_work(f"started step {key!r}")
+        token = context.enter(self)  # a sync workflow's steps run in a loop task of their own
+        try:
+            return await attempts.run_new_step(self, key, name, fn, args, kwargs, retry, timeout)
+        finally:
+            context.leave(token)
+
+    def outcome(self, record: StepRecord) -> Any:
+        """The recorded result of a completed operation, or its recorded failure raised."""
+        if record.status == "failed":
+            raise StepFailed.from_dict(json.loads(record.error or "{}"))
+        return None if record.result is None else self.env.serializer.loads(record.result)
+
+    async def commit_step(self, record: StepRecord) -> None:
+        """Commit a new outcome; Unwind if this worker no longer owns the run."""
+        try:
+            await self.env.store.record_step(self.env.owner, record)
+        except LeaseLost:
+            raise Unwind() from None
+
+    async def commit_attempt(self, record: AttemptRecord) -> None:
+        """Commit a failed attempt; Unwind if this worker no longer owns the run."""
+        try:
+            await self.env.store.record_attempt(self.env.owner, record)
+        except LeaseLost:
+            raise Unwind() from None
+
+    async def _sleep_until_ts(self, wake_at: float) -> None:
+        key = self.journal.next_key(journal.SLEEP)
+        record = self.journal.take(key, "sleep")
+        if record is None:
+            await self.journal.check_new_work(f"started sleep {key!r}")
+            now = self.env.clock.now()
+            await self.commit_step(
+                StepRecord(
+                    run_id=self.run.run_id,
+                    seq=self.journal.allocate_seq(),
+                    key=key,
+                    kind="sleep",
+                    name="sleep",
+                    status="completed",
+                    attempts=1,
+                    started_at=now,
+                    finished_at=now,
+                    result=json.dumps(wake_at),
+                )
+            )
+        else:
+            wake_at = float(json.loads(record.result or "0"))
+        remaining = wake_at - self.env.clock.now()
+        if remaining <= 0:
+            return
+        if remaining <= self.env.sleep_window:
+            await self.env.clock.sleep(remaining)
+            return
+        raise Suspend("SLEEPING", wake_at)
+
+    def sleep(self, seconds: float) -> Any:
+        """Durable sleep for `seconds`."""
+        return self._deliver(self._sleep_until_ts(self.env.clock.now() + seconds))
+
+    def sleep_until(self, when: datetime) -> Any:
+        """Durable sleep until `when` (naive datetimes are taken as UTC)."""
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return self._deliver(self._sleep_until_ts(when.timestamp()))
+
+    def check_cancelled(self) -> None:
+        """Cancellation arrives with a later issue; nothing to check yet."""

@@ -1,0 +1,17 @@
+"""Internal control flow that user code must not catch: BaseExceptions, never exported."""
+
+from __future__ import annotations
+
+
+class Suspend(BaseException):
+    """Unwind the workflow: the run is parked (sleeping or waiting) and leaves memory."""
+
+    def __init__(self, status: str, wake_at: float | None, waiting_for: str | None = None) -> None:
+        super().__init__(status)
+        self.status = status
+        self.wake_at = wake_at
+        self.waiting_for = waiting_for
+
+
+class Unwind(BaseException):
+    """Abandon the attempt without writing: the run was taken over or the engine stops."""

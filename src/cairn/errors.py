@@ -1,0 +1,247 @@
+"""Every exception cairn raises, in one place.
+
+The tree::
+
+    CairnError
+    ├── NotInRun                 an in-run function called outside a run
+    ├── SerializationError       a value that cannot be stored
+    ├── NonDeterminismError      replay met different work than was recorded
+    ├── StepFailed               a step failed for good (retries exhausted or fatal)
+    │   └── StepTimeout          ... because an attempt ran past its timeout
+    ├── RetryableError           raised by user code: retry, maybe after retry_after
+    ├── FatalError               raised by user code: never retry
+    ├── RunFailed                awaiting a run that ended FAILED
+    │   ├── ChildFailed          ... a child run, seen from its parent
+    │   └── PoisonRun            ... recovered more than max_recoveries times
+    ├── RunCancelled             awaiting a run that ended CANCELLED
+    ├── RunNotFound              no run with that id
+    ├── RunFinished              the run already ended
+    ├── DuplicateRun             a dedup key is held by an active run
+    ├── EventTimeout             a wait, hook or task expired
+    ├── HookNotFound             unknown, used or expired hook token
+    ├── InvalidSubmission        human-task values that do not fit the form
+    ├── TaskNotFound             no human task with that id
+    ├── StoreError               the database failed (driver error chained)
+    │   └── SchemaTooNew         the database was migrated by newer code
+    └── ConfigError              bad URL, module or setting
+
+    BaseException
+    └── Cancelled                delivered into a cancelled run; not an Exception on purpose
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CairnError(Exception):
+    """A cairn error."""
+
+    def __init__(self, message: str | None = None, *args: Any) -> None:
+        super().__init__(message or (self.__doc__ or "").strip(), *args)
+
+    @property
+    def message(self) -> str:
+        """The human-readable message."""
+        return str(self.args[0]) if self.args else ""
+
+
+class NotInRun(CairnError):
+    """This function only works inside a running workflow; outside one use engine.start()."""
+
+
+class SerializationError(CairnError):
+    """A value could not be serialized for storage."""
+
+    def __init__(self, message: str, *, what: str = "", type_name: str = "") -> None:
+        super().__init__(message)
+        self.what = what
+        self.type_name = type_name
+
+
+class NonDeterminismError(CairnError):
+    """The workflow code did different work on replay than its history records."""
+
+    def __init__(self, message: str, *, expected: str = "", met: str = "") -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.met = met
+
+
+class RetryableError(CairnError):
+    """A step failure worth retrying, optionally not before `retry_after`."""
+
+    def __init__(self, message: str = "", retry_after: Any = None) -> None:
+        super().__init__(message or "retryable failure")
+        from cairn import durations
+
+        self.retry_after = (
+            None if retry_after is None else durations.parse(retry_after, what="retry_after")
+        )
+
+
+class FatalError(CairnError):
+    """A step failure that must never be retried."""
+
+
+class StepFailed(CairnError):
+    """A step failed for good: its retries are exhausted or the error was fatal."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        step_name: str = "",
+        attempts: int = 0,
+        error_type: str = "",
+        error_message: str = "",
+        traceback: str = "",
+        fatal: bool = False,
+    ) -> None:
+        super().__init__(
+            message
+            or f"step {step_name!r} failed after {attempts} attempt(s): "
+            f"{error_type}: {error_message}"
+        )
+        self.step_name = step_name
+        self.attempts = attempts
+        self.error_type = error_type
+        self.error_message = error_message
+        self.traceback = traceback
+        self.fatal = fatal
+
+    @property
+    def message(self) -> str:
+        """The failing exception's own message."""
+        return self.error_message
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts of this failure, as stored in the journal."""
+        return {
+            "step_name": self.step_name,
+            "attempts": self.attempts,
+            "error_type": self.error_type,
+            "message": self.error_message,
+            "traceback": self.traceback,
+            "fatal": self.fatal,
+            "timeout": isinstance(self, StepTimeout),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StepFailed:
+        """Rebuild a failure recorded by :meth:`to_dict`."""
+        klass: type[StepFailed] = StepTimeout if data.get("timeout") else StepFailed
+        return klass(
+            step_name=data["step_name"],
+            attempts=data["attempts"],
+            error_type=data["error_type"],
+            error_message=data["message"],
+            traceback=data.get("traceback", ""),
+            fatal=data.get("fatal", False),
+        )
+
+
+class StepTimeout(StepFailed):
+    """A step attempt ran past its timeout."""
+
+
+class RunFailed(CairnError):
+    """The run ended FAILED."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        run_id: str = "",
+        error_type: str = "",
+        error_message: str = "",
+        traceback: str = "",
+    ) -> None:
+        super().__init__(message or f"run {run_id!r} failed: {error_type}: {error_message}")
+        self.run_id = run_id
+        self.error_type = error_type
+        self.error_message = error_message
+        self.traceback = traceback
+
+
+class ChildFailed(RunFailed):
+    """A child run ended FAILED."""
+
+
+class PoisonRun(RunFailed):
+    """The run kept killing the processes that executed it and was given up."""
+
+
+class RunCancelled(CairnError):
+    """The run ended CANCELLED."""
+
+    def __init__(self, message: str = "", *, run_id: str = "") -> None:
+        super().__init__(message or f"run {run_id!r} was cancelled")
+        self.run_id = run_id
+
+
+class RunNotFound(CairnError):
+    """No run has that id."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id!r} not found")
+        self.run_id = run_id
+
+
+class RunFinished(CairnError):
+    """The run has already finished."""
+
+    def __init__(self, run_id: str, status: str) -> None:
+        super().__init__(f"run {run_id!r} already finished ({status})")
+        self.run_id = run_id
+        self.status = status
+
+
+class DuplicateRun(CairnError):
+    """An active run already holds that dedup key."""
+
+    def __init__(self, message: str = "", *, run_id: str = "", dedup_key: str = "") -> None:
+        super().__init__(message or f"dedup key {dedup_key!r} is held by active run {run_id!r}")
+        self.run_id = run_id
+        self.dedup_key = dedup_key
+
+
+class EventTimeout(CairnError):
+    """A wait for an event, hook or human task timed out."""
+
+
+class HookNotFound(CairnError):
+    """The hook token is unknown, already used or expired."""
+
+
+class TaskNotFound(CairnError):
+    """No human task has that id."""
+
+
+class InvalidSubmission(CairnError):
+    """The submitted values do not fit the task's form."""
+
+    def __init__(self, message: str = "", *, fields: dict[str, str] | None = None) -> None:
+        self.fields = dict(fields or {})
+        detail = "; ".join(f"{k}: {v}" for k, v in self.fields.items())
+        super().__init__(message or f"invalid submission: {detail}")
+
+
+class StoreError(CairnError):
+    """The database failed."""
+
+
+class SchemaTooNew(StoreError):
+    """The database schema is newer than this version of cairn."""
+
+
+class ConfigError(CairnError):
+    """A setting, URL or module is wrong."""
+
+
+class Cancelled(BaseException):
+    """The run was cancelled.
+
+    A BaseException, like asyncio.CancelledError, so that `except Exception` in user code
+    does not swallow a cancellation.
+    """

@@ -1,0 +1,105 @@
+"""Public value types: run statuses, run summaries and history entries."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class RunStatus(enum.StrEnum):
+    """The life-cycle state of a run."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SLEEPING = "SLEEPING"
+    WAITING = "WAITING"
+    PAUSED = "PAUSED"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    CONTINUED = "CONTINUED"
+
+    @property
+    def finished(self) -> bool:
+        """True once the run can no longer change."""
+        return self in _FINISHED
+
+    @classmethod
+    def parse(cls, value: RunStatus | str) -> RunStatus:
+        """Accept the enum or its (case-insensitive) name; ValueError names a bad one."""
+        if isinstance(value, RunStatus):
+            return value
+        try:
+            return cls(str(value).upper())
+        except ValueError:
+            names = ", ".join(s.value for s in cls)
+            raise ValueError(f"unknown run status {value!r} (one of {names})") from None
+
+
+_FINISHED = frozenset(
+    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.CONTINUED}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """Facts about the current run, from `cairn.current_run()`."""
+
+    run_id: str
+    workflow: str
+    attempt: int
+    started_at: datetime
+    parent_id: str | None = None
+    scheduled_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One run as listed by `engine.list_runs()`."""
+
+    run_id: str
+    workflow: str
+    status: RunStatus
+    created_at: datetime
+    updated_at: datetime
+    columns: dict[str, Any] = field(default_factory=dict)
+    progress: dict[str, Any] | None = None
+    parent_id: str | None = None
+    queue: str | None = None
+    error: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    """A page of runs; pass `next_cursor` back as `cursor` for the next page."""
+
+    runs: list[RunSummary]
+    next_cursor: str | None = None
+
+    def __iter__(self) -> Iterator[RunSummary]:
+        return iter(self.runs)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def __getitem__(self, index: int) -> RunSummary:
+        return self.runs[index]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One durable operation of a run, as shown by `engine.history()`."""
+
+    seq: int
+    kind: str
+    name: str
+    status: str
+    attempts: int
+    started_at: datetime | None
+    finished_at: datetime | None
+    result: Any = None
+    error: dict[str, Any] | None = None
+    key: str = ""

@@ -1,0 +1,317 @@
+"""RunControl: the one implementation of start/get/list/history behind Engine, Client and CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from cairn import durations
+from cairn.authoring.registry import Registry
+from cairn.authoring.workflow import WorkflowDef
+from cairn.clock import Clock
+from cairn.errors import PoisonRun, RunCancelled, RunFailed, RunNotFound
+from cairn.models import HistoryEntry, RunPage, RunStatus, RunSummary
+from cairn.runtime.handle import RunHandle
+from cairn.serialization import Serializer
+from cairn.store.protocol import Store
+from cairn.store.records import RunQuery, RunRecord
+
+
+class LocalExecutor(Protocol):
+    """A worker in this process that can execute a run the moment it is started."""
+
+    def reserve(self) -> str | None:
+        """Hold a slot; returns the owner id to store with the run, or None if full."""
+        ...
+
+    def release(self) -> None:
+        """Give back a slot reserved for a run that was not created."""
+        ...
+
+    def launch(self, run: RunRecord, *, fresh: bool) -> None:
+        """Execute a run stored with a reserved slot."""
+        ...
+
+
+def _dt(ts: float | None) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+def _json(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+class RunControl:
+    """Start, inspect and wait for runs through a Store."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Clock,
+        serializer: Serializer,
+        registry: Registry,
+        local: LocalExecutor | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.serializer = serializer
+        self.registry = registry
+        self.local = local
+        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+
+    # starting
+
+    async def start(
+        self,
+        workflow: WorkflowDef[Any, Any] | str,
+        *args: Any,
+        run_id: str | None = None,
+        queue: Any = None,
+        priority: int = 0,
+        dedup_key: str | None = None,
+        delay: Any = None,
+        partition: str | None = None,
+        parent_id: str | None = None,
+        **kwargs: Any,
+    ) -> RunHandle:
+        """Start a run of `workflow`; an existing `run_id` returns that run instead."""
+        defn = self._definition(workflow)
+        name = defn.name if defn is not None else str(workflow)
+        if run_id is not None and (not isinstance(run_id, str) or not run_id):
+            raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
+        args_text = self.serializer.dumps(
+            {"args": list(args), "kwargs": kwargs}, what=f"arguments of workflow {name!r}"
+        )
+        now = self.clock.now()
+        wake_at = None
+        if delay is not None:
+            wake_at = now + durations.parse(delay, what="start delay").total_seconds()
+        queue_name = getattr(queue, "name", queue)
+        if queue_name is None and defn is not None:
+            queue_name = defn.queue
+        record = RunRecord(
+            run_id=run_id or uuid.uuid4().hex,
+            workflow=name,
+            status=RunStatus.PENDING.value,
+            args=args_text,
+            created_at=now,
+            updated_at=now,
+            max_recoveries=defn.max_recoveries if defn is not None else 8,
+            wake_at=wake_at,
+            parent_id=parent_id,
+            queue=queue_name,
+            priority=priority,
+            dedup_key=dedup_key,
+            partition_key=partition,
+        )
+        local = self.local if wake_at is None and queue_name is None else None
+        owner = local.reserve() if local is not None else None
+        if owner is not None:
+            # Fast path: this process executes the run now, with no claim round trip.
+            record.status = RunStatus.RUNNING.value
+            record.owner = owner
+            record.attempt = 1
+            record.started_at = now
+        try:
+            stored, created = await self.store.create_run(record)
+        except BaseException:
+            if owner is not None and local is not None:
+                local.release()
+            raise
+        if local is not None and owner is not None:
+            if created:
+                local.launch(stored, fresh=True)
+            else:
+                local.release()
+        return RunHandle(self, stored.run_id)
+
+    def _definition(self, workflow: WorkflowDef[Any, Any] | str) -> WorkflowDef[Any, Any] | None:
+        if isinstance(workflow, WorkflowDef):
+            return workflow
+        if isinstance(workflow, str) and workflow:
+            return self.registry.workflows.get(workflow)
+        raise TypeError(f"expected a @cairn.workflow or a workflow name, got {workflow!r}")
+
+    # reading
+
+    async def record(self, run_id: str) -> RunRecord:
+        """The stored run; RunNotFound if unknown."""
+        run = await self.store.get_run(run_id)
+        if run is None:
+            raise RunNotFound(run_id)
+        return run
+
+    async def get(self, run_id: str) -> RunHandle:
+        """A handle on an existing run; RunNotFound if unknown."""
+        await self.record(run_id)
+        return RunHandle(self, run_id)
+
+    async def status(self, run_id: str) -> RunStatus:
+        """The run's status."""
+        return RunStatus((await self.record(run_id)).status)
+
+    async def list_runs(
+        self,
+        status: RunStatus | str | None = None,
+        workflow: WorkflowDef[Any, Any] | str | None = None,
+        columns: dict[str, Any] | None = None,
+        since: datetime | float | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """A page of runs, newest first."""
+        if not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        query = RunQuery(
+            status=None if status is None else RunStatus.parse(status).value,
+            workflow=workflow.name if isinstance(workflow, WorkflowDef) else workflow,
+            columns={k: json.dumps(v, sort_keys=True) for k, v in (columns or {}).items()},
+            since=since.timestamp() if isinstance(since, datetime) else since,
+            limit=limit + 1,
+            cursor=_parse_cursor(cursor),
+        )
+        rows = await self.store.list_runs(query)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        next_cursor = f"{rows[-1].created_at!r}|{rows[-1].run_id}" if more else None
+        return RunPage([summary(row) for row in rows], next_cursor)
+
+    async def history(self, run_id: str) -> list[HistoryEntry]:
+        """Every durable operation of the run, in order, failed attempts included."""
+        await self.record(run_id)
+        steps = await self.store.load_journal(run_id)
+        failures: dict[str, int] = {}
+        for attempt in await self.store.load_attempts(run_id):
+            failures[attempt.key] = max(failures.get(attempt.key, 0), attempt.attempt)
+        entries = []
+        for step in steps:
+            result = None
+            if step.result is not None:
+                try:
+                    result = self.serializer.loads(step.result)
+                except Exception:
+                    result = step.result
+            entries.append(
+                HistoryEntry(
+                    seq=step.seq,
+                    kind=step.kind,
+                    name=step.name,
+                    status=step.status,
+                    attempts=max(step.attempts, failures.get(step.key, 0)),
+                    started_at=_dt(step.started_at),
+                    finished_at=_dt(step.finished_at),
+                    result=result,
+                    error=_json(step.error),
+                    key=step.key,
+                )
+            )
+        return entries
+
+    async def attempts(self, run_id: str) -> list[dict[str, Any]]:
+        """Every failed step attempt of the run, oldest first."""
+        return [
+            {
+                "key": a.key,
+                "attempt": a.attempt,
+                "error_type": a.error_type,
+                "message": a.message,
+                "traceback": a.traceback,
+                "failed_at": _dt(a.failed_at),
+                "retry_at": _dt(a.retry_at),
+            }
+            for a in await self.store.load_attempts(run_id)
+        ]
+
+    # waiting
+
+    def notify_finished(self, run_id: str) -> None:
+        """Wake local waiters of `run_id` (called by the worker when a run stops)."""
+        for future in self._waiters.pop(run_id, ()):
+            if not future.done():
+                future.set_result(None)
+
+    async def wait(self, run_id: str, *, timeout: float | None = None) -> RunRecord:
+        """Wait until the run is finished; local completions wake at once, others by polling."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        delay = 0.01
+        while True:
+            future: asyncio.Future[None] = loop.create_future()
+            self._waiters.setdefault(run_id, []).append(future)
+            run = await self.record(run_id)
+            if RunStatus(run.status).finished:
+                self._discard(run_id, future)
+                return run
+            wait_for = delay
+            if deadline is not None:
+                wait_for = min(wait_for, deadline - loop.time())
+                if wait_for <= 0:
+                    self._discard(run_id, future)
+                    raise TimeoutError(f"run {run_id!r} did not finish within {timeout}s")
+            try:
+                async with asyncio.timeout(wait_for):
+                    await future
+            except TimeoutError:
+                self._discard(run_id, future)
+            delay = min(delay * 2, 0.5)
+
+    def _discard(self, run_id: str, future: asyncio.Future[None]) -> None:
+        waiters = self._waiters.get(run_id)
+        if waiters and future in waiters:
+            waiters.remove(future)
+            if not waiters:
+                del self._waiters[run_id]
+
+    async def result(self, run_id: str, *, timeout: float | None = None) -> Any:
+        """The run's result once finished; RunFailed / RunCancelled otherwise."""
+        run = await self.wait(run_id, timeout=timeout)
+        return self.outcome(run)
+
+    def outcome(self, run: RunRecord) -> Any:
+        """The result of a finished run, or the error it ended with, raised."""
+        status = RunStatus(run.status)
+        if status is RunStatus.COMPLETED:
+            return None if run.result is None else self.serializer.loads(run.result)
+        if status is RunStatus.CANCELLED:
+            raise RunCancelled(run_id=run.run_id)
+        error = _json(run.error) or {}
+        kind = PoisonRun if error.get("type") == "cairn.errors.PoisonRun" else RunFailed
+        raise kind(
+            f"run {run.run_id!r} failed: {error.get('message', '')}",
+            run_id=run.run_id,
+            error_type=error.get("cause_type") or error.get("type", ""),
+            error_message=error.get("message", ""),
+            traceback=error.get("traceback", ""),
+        )
+
+
+def summary(run: RunRecord) -> RunSummary:
+    """The public summary of a stored run."""
+    return RunSummary(
+        run_id=run.run_id,
+        workflow=run.workflow,
+        status=RunStatus(run.status),
+        created_at=datetime.fromtimestamp(run.created_at, UTC),
+        updated_at=datetime.fromtimestamp(run.updated_at, UTC),
+        columns=_json(run.columns) or {},
+        progress=_json(run.progress),
+        parent_id=run.parent_id,
+        queue=run.queue,
+        error=_json(run.error),
+    )
+
+
+def _parse_cursor(cursor: str | None) -> tuple[float, str] | None:
+    if cursor is None:
+        return None
+    created, sep, run_id = cursor.partition("|")
+    try:
+        if not sep:
+            raise ValueError
+        return float(created), run_id
+    except ValueError:
+        raise ValueError(f"invalid cursor {cursor!r} (pass back RunPage.next_cursor)") from None

@@ -1,0 +1,176 @@
+"""Engine: wires a store, a worker and run control together for one process."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+from cairn import config, durations, serialization
+from cairn.authoring.registry import Registry, default_registry
+from cairn.authoring.workflow import WorkflowDef
+from cairn.clock import Clock, SystemClock
+from cairn.core.executor import Outcome
+from cairn.core.live_run import RunEnv
+from cairn.errors import ConfigError
+from cairn.models import HistoryEntry, RunPage
+from cairn.runtime import leases
+from cairn.runtime.control import RunControl
+from cairn.runtime.handle import RunHandle
+from cairn.runtime.worker import Worker
+from cairn.store import Store, open_store
+
+log = logging.getLogger("cairn.engine")
+
+
+def import_modules(modules: tuple[str, ...] | list[str]) -> None:
+    """Import workflow modules so their decorators register; ConfigError names a bad one."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigError(f"cannot import workflow module {name!r}: {exc}") from exc
+
+
+class Engine:
+    """Runs workflows in this process against one database.
+
+    `async with Engine(url)` opens the database (applying migrations), recovers runs left
+    by dead processes, and executes runs until the block exits.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        workers: int = 16,
+        lease: Any = "10s",
+        serializer: str = "json",
+        modules: tuple[str, ...] | list[str] = (),
+        registry: Registry | None = None,
+        clock: Clock | None = None,
+        store: Store | None = None,
+        poll_interval: float = 0.5,
+    ) -> None:
+        """Configure an engine.
+
+        Args:
+            url: Database URL (default: CAIRN_DATABASE_URL, else sqlite:///cairn.db).
+            workers: Runs this process executes at once (0: start and inspect only).
+            lease: How long a silent worker keeps its runs before others take them ("10s").
+            serializer: "json" (default) or "pickle" (opt-in unpickling of other types).
+            modules: Modules to import so their workflows register.
+            registry: Workflow registry (default: the one the decorators fill).
+            clock: Time source (default: the system clock; tests pass a VirtualClock).
+            store: An already built store (overrides `url`).
+            poll_interval: Seconds between checks for work started by other processes.
+        """
+        if not isinstance(workers, int) or workers < 0:
+            raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
+        self.url = url or config.database_url()
+        self.store = store if store is not None else open_store(self.url)
+        self.lease = durations.parse(lease, what="lease").total_seconds()
+        if self.lease <= 0:
+            raise ValueError(f"lease must be positive, got {lease!r}")
+        self.serializer = serialization.get(serializer)
+        self.modules = tuple(modules) or config.modules()
+        self.registry = registry or default_registry
+        self.clock = clock or SystemClock()
+        self.workers = workers
+        self.poll_interval = poll_interval
+        self.worker: Worker | None = None
+        self.control = RunControl(
+            self.store, clock=self.clock, serializer=self.serializer, registry=self.registry
+        )
+        self._threads: list[ThreadPoolExecutor] = []
+        self._open = False
+
+    async def __aenter__(self) -> Engine:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Open the database, register as a worker and recover orphaned runs."""
+        if self._open:
+            return
+        import_modules(self.modules)
+        await self.store.open()
+        if self.workers > 0:
+            import asyncio
+
+            step_threads = ThreadPoolExecutor(max(8, self.workers), "cairn-step")
+            self._threads = [step_threads]
+            env = RunEnv(
+                store=self.store,
+                clock=self.clock,
+                serializer=self.serializer,
+                registry=self.registry,
+                owner=leases.new_worker_id(),
+                loop=asyncio.get_running_loop(),
+                threads=step_threads,
+                workflow_threads=ThreadPoolExecutor(self.workers, "cairn-workflow"),
+            )
+            self._threads.append(env.workflow_threads)
+            self.worker = Worker(
+                env,
+                concurrency=self.workers,
+                lease=self.lease,
+                on_finished=self._finished,
+                poll_interval=self.poll_interval,
+            )
+            self.control.local = self.worker
+            await self.worker.start()
+        self._open = True
+
+    async def close(self) -> None:
+        """Stop executing; runs still in flight are handed back for recovery."""
+        if not self._open:
+            return
+        self._open = False
+        if self.worker is not None:
+            self.control.local = None
+            await self.worker.stop()
+            self.worker = None
+        for pool in self._threads:
+            pool.shutdown(wait=False, cancel_futures=True)
+        await self.store.close()
+
+    def _finished(self, run_id: str, outcome: Outcome) -> None:
+        self.control.notify_finished(run_id)
+
+    async def start(
+        self, workflow: WorkflowDef[Any, Any] | str, *args: Any, **options: Any
+    ) -> RunHandle:
+        """Start a run; see `RunControl.start` for the options (run_id, queue, delay, ...)."""
+        return await self.control.start(workflow, *args, **options)
+
+    async def get(self, run_id: str) -> RunHandle:
+        """A handle on an existing run; RunNotFound if unknown."""
+        return await self.control.get(run_id)
+
+    async def list_runs(
+        self,
+        status: Any = None,
+        workflow: Any = None,
+        columns: dict[str, Any] | None = None,
+        since: datetime | float | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """A page of runs, newest first, filtered by status, workflow, columns and age."""
+        return await self.control.list_runs(status, workflow, columns, since, limit, cursor)
+
+    async def history(self, run_id: str) -> list[HistoryEntry]:
+        """The run's durable operations in order."""
+        return await self.control.history(run_id)

@@ -1,0 +1,43 @@
+"""RunHandle: a reference to one run, from any process."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cairn.models import RunStatus
+
+if TYPE_CHECKING:
+    from cairn.runtime.control import RunControl
+
+
+class RunHandle:
+    """A run by id. Cheap to create; every method asks the database."""
+
+    __slots__ = ("_control", "run_id")
+
+    def __init__(self, control: RunControl, run_id: str) -> None:
+        self._control = control
+        self.run_id = run_id
+
+    def __repr__(self) -> str:
+        return f"RunHandle({self.run_id!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RunHandle) and other.run_id == self.run_id
+
+    def __hash__(self) -> int:
+        return hash(self.run_id)
+
+    async def status(self) -> RunStatus:
+        """The run's current status."""
+        return await self._control.status(self.run_id)
+
+    async def result(self, timeout: float | None = None) -> Any:
+        """Wait for the run to finish and return its result.
+
+        Raises:
+            RunFailed: the run ended FAILED.
+            RunCancelled: the run ended CANCELLED.
+            TimeoutError: `timeout` seconds passed first.
+        """
+        return await self._control.result(self.run_id, timeout=timeout)

@@ -1,0 +1,161 @@
+"""The claim -> execute -> release loop, with bounded concurrency and heartbeats."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable
+
+from cairn.core import executor
+from cairn.core.live_run import RunEnv
+from cairn.runtime import leases
+from cairn.store.records import RunRecord, WorkerRecord
+
+log = logging.getLogger("cairn.worker")
+
+Finished = Callable[[str, executor.Outcome], None]
+
+
+class Worker:
+    """Executes runs in this process: those started here and those it claims."""
+
+    def __init__(
+        self,
+        env: RunEnv,
+        *,
+        concurrency: int,
+        lease: float,
+        on_finished: Finished,
+        poll_interval: float = 0.5,
+    ) -> None:
+        self.env = env
+        self.concurrency = concurrency
+        self.lease = lease
+        self.poll_interval = poll_interval
+        self._on_finished = on_finished
+        self.active: dict[str, asyncio.Task[None]] = {}
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self._reserved = 0
+
+    @property
+    def free(self) -> int:
+        """Slots left for new runs."""
+        return self.concurrency - len(self.active) - self._reserved
+
+    async def start(self) -> None:
+        """Register, recover what dead local workers left, and start the loops."""
+        now = self.env.clock.now()
+        await self.env.store.register_worker(
+            WorkerRecord(
+                worker_id=self.env.owner,
+                host=leases.HOST,
+                pid=os.getpid(),
+                started_at=now,
+                heartbeat_at=now,
+                concurrency=self.concurrency,
+            )
+        )
+        await self._expire_dead_neighbours()
+        await self.claim_once()
+        self._tasks = [
+            asyncio.create_task(self._claim_loop(), name="cairn-claim"),
+            asyncio.create_task(self._heartbeat_loop(), name="cairn-heartbeat"),
+        ]
+
+    async def stop(self) -> None:
+        """Stop claiming, abandon in-flight runs and hand them back for others to take."""
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+        running = list(self.active.values())
+        for task in running:
+            task.cancel()
+        for task in [*self._tasks, *running]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.env.store.remove_worker(self.env.owner)
+
+    def wake(self) -> None:
+        """Look for work now rather than at the next poll."""
+        self._wake.set()
+
+    def reserve(self) -> str | None:
+        """Hold a slot for a run started in this process; None when full or stopping."""
+        if self._stopping or self.free <= 0:
+            return None
+        self._reserved += 1
+        return self.env.owner
+
+    def release(self) -> None:
+        """Give back a reserved slot."""
+        self._reserved -= 1
+        self._wake.set()
+
+    def launch(self, run: RunRecord, *, fresh: bool) -> None:
+        """Execute a run stored with a slot from `reserve`."""
+        self._reserved -= 1
+        self._start(run, fresh=fresh)
+
+    def _start(self, run: RunRecord, *, fresh: bool) -> None:
+        task = asyncio.create_task(self._execute(run, fresh), name=f"cairn-run-{run.run_id}")
+        self.active[run.run_id] = task
+
+    async def _execute(self, run: RunRecord, fresh: bool) -> None:
+        outcome = executor.Outcome(None)
+        try:
+            outcome = await executor.execute(self.env, run, fresh=fresh)
+        except Exception:
+            log.exception("run %s: unexpected engine error; left for recovery", run.run_id)
+        finally:
+            self.active.pop(run.run_id, None)
+            if not self._stopping:
+                self._wake.set()
+        self._on_finished(run.run_id, outcome)
+
+    async def claim_once(self) -> int:
+        """Claim and launch as many runs as there are free slots; returns how many."""
+        if self.free <= 0 or self._stopping:
+            return 0
+        claimed = await self.env.store.claim_runs(
+            self.env.owner, self.free, now=self.env.clock.now(), lease=self.lease
+        )
+        for run_id in claimed.poisoned:
+            log.error("run %s given up after too many recoveries (PoisonRun)", run_id)
+            self._on_finished(run_id, executor.Outcome("FAILED"))
+        for run in claimed.runs:
+            self._start(run, fresh=False)
+        return len(claimed.runs)
+
+    async def _claim_loop(self) -> None:
+        while True:
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.poll_interval):
+                    await self._wake.wait()
+            self._wake.clear()
+            try:
+                while await self.claim_once() and self.free > 0:
+                    pass
+            except Exception:
+                log.exception("claiming runs failed; retrying")
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            try:
+                await self.env.store.heartbeat(self.env.owner, self.env.clock.now())
+                await self._expire_dead_neighbours()
+            except Exception:
+                log.exception("heartbeat failed; retrying")
+
+    async def _expire_dead_neighbours(self) -> None:
+        workers = await self.env.store.list_workers()
+        dead = leases.dead_local_workers(workers, me=self.env.owner)
+        if dead:
+            log.info("recovering runs of dead workers %s", ", ".join(dead))
+            await self.env.store.expire_workers(dead)
+            self._wake.set()

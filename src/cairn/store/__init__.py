@@ -1,0 +1,47 @@
+"""The storage interface and its backends; `open_store(url)` picks one by URL scheme."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote, urlsplit
+
+from cairn.errors import ConfigError
+from cairn.store.protocol import LeaseLost, Store
+from cairn.store.records import RunQuery, RunRecord, StepRecord
+
+__all__ = ["LeaseLost", "RunQuery", "RunRecord", "StepRecord", "Store", "open_store"]
+
+DEFAULT_URL = "sqlite:///cairn.db"
+
+
+def sqlite_path(url: str) -> str:
+    """The file path of a `sqlite://` URL (three slashes: relative, four: absolute)."""
+    if not url.startswith("sqlite:///"):
+        raise ConfigError(
+            f"invalid SQLite URL {url!r} (use sqlite:///relative.db, sqlite:////abs/path.db "
+            "or sqlite:///:memory:)"
+        )
+    path = unquote(url[len("sqlite:///") :].split("?", 1)[0])
+    if not path:
+        raise ConfigError(f"invalid SQLite URL {url!r}: no file name")
+    return path
+
+
+def open_store(url: str) -> Store:
+    """A store for `url` (not yet opened); ConfigError names an unsupported URL."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "sqlite":
+        from cairn.store.sqlite import SqliteStore
+
+        return SqliteStore(sqlite_path(url))
+    if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
+        try:
+            from cairn.store.postgres import PostgresStore  # type: ignore[import-not-found]
+        except ImportError as exc:
+            raise ConfigError(
+                f"database URL {url!r} needs the PostgreSQL extra: pip install 'cairn[postgres]'"
+            ) from exc
+        store: Store = PostgresStore(url)
+        return store
+    raise ConfigError(
+        f"unsupported database URL {url!r} (use sqlite:///path.db or postgresql://...)"
+    )

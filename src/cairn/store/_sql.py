@@ -1,0 +1,195 @@
+"""Dialect-neutral SQL text (with `?` placeholders) and row <-> record mapping."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from cairn.store.records import (
+    ATTEMPT_FIELDS,
+    RUN_FIELDS,
+    STEP_FIELDS,
+    WORKER_FIELDS,
+    AttemptRecord,
+    RunQuery,
+    RunRecord,
+    StepRecord,
+    WorkerRecord,
+)
+
+RUN_COLUMNS = ", ".join(RUN_FIELDS)
+STEP_COLUMNS = ", ".join(STEP_FIELDS)
+ATTEMPT_COLUMNS = ", ".join(ATTEMPT_FIELDS)
+WORKER_COLUMNS = ", ".join(WORKER_FIELDS)
+
+
+def _placeholders(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+INSERT_RUN = (
+    f"INSERT INTO runs ({RUN_COLUMNS}) VALUES ({_placeholders(len(RUN_FIELDS))}) "
+    "ON CONFLICT (run_id) DO NOTHING"
+)
+SELECT_RUN = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"
+INSERT_COLUMN = (
+    "INSERT INTO run_columns (run_id, name, value) VALUES (?, ?, ?) "
+    "ON CONFLICT (run_id, name) DO UPDATE SET value = excluded.value"
+)
+
+# Fencing: every write on behalf of a run first touches the run row guarded by its owner.
+# A worker whose run was taken over sees rowcount 0 and writes nothing else.
+TOUCH_OWNED = "UPDATE runs SET updated_at = ? WHERE run_id = ? AND owner = ?"
+INSERT_STEP = f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_placeholders(len(STEP_FIELDS))})"
+INSERT_ATTEMPT = (
+    f"INSERT INTO step_attempts ({ATTEMPT_COLUMNS}) "
+    f"VALUES ({_placeholders(len(ATTEMPT_FIELDS))}) "
+    "ON CONFLICT (run_id, key, attempt) DO NOTHING"
+)
+FINISH_RUN = (
+    "UPDATE runs SET status = ?, result = ?, error = ?, updated_at = ?, finished_at = ?, "
+    "owner = NULL, wake_at = NULL, waiting_for = NULL WHERE run_id = ? AND owner = ?"
+)
+PARK_RUN = (
+    "UPDATE runs SET status = ?, wake_at = ?, waiting_for = ?, owner = NULL, updated_at = ? "
+    "WHERE run_id = ? AND owner = ?"
+)
+UPDATE_META = (
+    "UPDATE runs SET columns = COALESCE(?, columns), progress = COALESCE(?, progress), "
+    "updated_at = ? WHERE run_id = ? AND owner = ?"
+)
+SELECT_JOURNAL = f"SELECT {STEP_COLUMNS} FROM steps WHERE run_id = ? ORDER BY seq"
+SELECT_ATTEMPTS = (
+    f"SELECT {ATTEMPT_COLUMNS} FROM step_attempts WHERE run_id = ? ORDER BY key, attempt"
+)
+
+UPSERT_WORKER = (
+    f"INSERT INTO workers ({WORKER_COLUMNS}) VALUES ({_placeholders(len(WORKER_FIELDS))}) "
+    "ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, "
+    "concurrency = excluded.concurrency, queues = excluded.queues"
+)
+HEARTBEAT = "UPDATE workers SET heartbeat_at = ? WHERE worker_id = ?"
+SELECT_WORKERS = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY started_at"
+EXPIRE_WORKER = "UPDATE workers SET heartbeat_at = 0 WHERE worker_id = ?"
+DELETE_WORKER = "DELETE FROM workers WHERE worker_id = ?"
+RELEASE_OWNED = (
+    "UPDATE runs SET status = 'PENDING', owner = NULL, updated_at = ? "
+    "WHERE owner = ? AND status = 'RUNNING'"
+)
+
+# Claiming, in two parts run inside one write transaction by each backend.
+SELECT_DUE = (
+    "SELECT run_id, status FROM runs WHERE status IN ('PENDING', 'SLEEPING') "
+    "AND (wake_at IS NULL OR wake_at <= ?) ORDER BY priority, created_at LIMIT ?"
+)
+SELECT_ORPHANED = (
+    "SELECT run_id, recoveries, max_recoveries FROM runs WHERE status = 'RUNNING' AND "
+    "(owner IS NULL OR owner NOT IN (SELECT worker_id FROM workers WHERE heartbeat_at >= ?)) "
+    "LIMIT ?"
+)
+# Params: owner, attempt increment, recoveries increment, now, now, run_id, expected status.
+# A sleeper waking is the same execution going on, so its attempt does not grow.
+CLAIM_ONE = (
+    "UPDATE runs SET status = 'RUNNING', owner = ?, attempt = attempt + ?, "
+    "recoveries = recoveries + ?, started_at = COALESCE(started_at, ?), updated_at = ?, "
+    "wake_at = NULL WHERE run_id = ? AND status = ?"
+)
+POISON_ONE = (
+    "UPDATE runs SET status = 'FAILED', error = ?, owner = NULL, updated_at = ?, "
+    "finished_at = ? WHERE run_id = ? AND status = 'RUNNING'"
+)
+
+
+def run_params(run: RunRecord) -> tuple[Any, ...]:
+    """The values of `run` in RUN_FIELDS order."""
+    return tuple(getattr(run, name) for name in RUN_FIELDS)
+
+
+def run_from_row(row: Sequence[Any]) -> RunRecord:
+    """A RunRecord from a row selected with RUN_COLUMNS."""
+    return RunRecord(*row)
+
+
+def step_params(step: StepRecord) -> tuple[Any, ...]:
+    """The values of `step` in STEP_FIELDS order."""
+    return (
+        step.run_id,
+        step.seq,
+        step.key,
+        step.kind,
+        step.name,
+        step.status,
+        step.attempts,
+        step.started_at,
+        step.finished_at,
+        step.result,
+        step.error,
+    )
+
+
+def step_from_row(row: Sequence[Any]) -> StepRecord:
+    """A StepRecord from a row selected with STEP_COLUMNS."""
+    return StepRecord(*row)
+
+
+def attempt_params(attempt: AttemptRecord) -> tuple[Any, ...]:
+    """The values of `attempt` in ATTEMPT_FIELDS order."""
+    return tuple(getattr(attempt, name) for name in ATTEMPT_FIELDS)
+
+
+def attempt_from_row(row: Sequence[Any]) -> AttemptRecord:
+    """An AttemptRecord from a row selected with ATTEMPT_COLUMNS."""
+    return AttemptRecord(*row)
+
+
+def worker_params(worker: WorkerRecord) -> tuple[Any, ...]:
+    """The values of `worker` in WORKER_FIELDS order."""
+    return tuple(getattr(worker, name) for name in WORKER_FIELDS)
+
+
+def worker_from_row(row: Sequence[Any]) -> WorkerRecord:
+    """A WorkerRecord from a row selected with WORKER_COLUMNS."""
+    return WorkerRecord(*row)
+
+
+def list_runs(query: RunQuery) -> tuple[str, list[Any]]:
+    """SELECT text and parameters for `query`, newest first."""
+    where: list[str] = []
+    params: list[Any] = []
+    if query.status is not None:
+        where.append("status = ?")
+        params.append(query.status)
+    if query.workflow is not None:
+        where.append("workflow = ?")
+        params.append(query.workflow)
+    if query.since is not None:
+        where.append("created_at >= ?")
+        params.append(query.since)
+    if query.parent_id is not None:
+        where.append("parent_id = ?")
+        params.append(query.parent_id)
+    for name, value in query.columns.items():
+        where.append(
+            "EXISTS (SELECT 1 FROM run_columns c WHERE c.run_id = runs.run_id "
+            "AND c.name = ? AND c.value = ?)"
+        )
+        params.extend((name, value))
+    if query.cursor is not None:
+        where.append("(created_at < ? OR (created_at = ? AND run_id < ?))")
+        params.extend((query.cursor[0], query.cursor[0], query.cursor[1]))
+    sql = f"SELECT {RUN_COLUMNS} FROM runs"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY created_at DESC, run_id DESC LIMIT ?"
+    params.append(query.limit)
+    return sql, params
+
+
+def poison_error(run_id: str, recoveries: int) -> str:
+    """The stored error of a run given up after too many recoveries."""
+    message = (
+        f"run {run_id!r} was recovered {recoveries} time(s) without finishing; "
+        "giving up (max_recoveries)"
+    )
+    return json.dumps({"type": "cairn.errors.PoisonRun", "message": message, "traceback": ""})

@@ -1,0 +1,114 @@
+"""Plain records that cross the storage boundary; no driver types leak out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class RunRecord:
+    """One row of `runs`. Serialized fields (`args`, `result`, ...) are JSON text."""
+
+    run_id: str
+    workflow: str
+    status: str
+    args: str
+    created_at: float
+    updated_at: float
+    result: str | None = None
+    error: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    attempt: int = 0
+    recoveries: int = 0
+    max_recoveries: int = 8
+    owner: str | None = None
+    wake_at: float | None = None
+    parent_id: str | None = None
+    queue: str | None = None
+    priority: int = 0
+    dedup_key: str | None = None
+    partition_key: str | None = None
+    columns: str | None = None
+    progress: str | None = None
+    waiting_for: str | None = None
+    scheduled_at: float | None = None
+    continued_from: str | None = None
+    continued_to: str | None = None
+
+
+RUN_FIELDS: tuple[str, ...] = tuple(RunRecord.__dataclass_fields__)
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One journal entry: the recorded outcome of a durable operation."""
+
+    run_id: str
+    seq: int
+    key: str
+    kind: str
+    name: str
+    status: str
+    attempts: int
+    started_at: float | None
+    finished_at: float | None
+    result: str | None = None
+    error: str | None = None
+
+
+STEP_FIELDS: tuple[str, ...] = tuple(StepRecord.__dataclass_fields__)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """A failed attempt of a step, kept for history and for retry accounting."""
+
+    run_id: str
+    key: str
+    attempt: int
+    error_type: str
+    message: str
+    traceback: str
+    failed_at: float
+    retry_at: float | None
+
+
+ATTEMPT_FIELDS: tuple[str, ...] = tuple(AttemptRecord.__dataclass_fields__)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRecord:
+    """A live (or recently live) worker process."""
+
+    worker_id: str
+    host: str
+    pid: int
+    started_at: float
+    heartbeat_at: float
+    concurrency: int = 0
+    queues: str | None = None
+
+
+WORKER_FIELDS: tuple[str, ...] = tuple(WorkerRecord.__dataclass_fields__)
+
+
+@dataclass(frozen=True, slots=True)
+class RunQuery:
+    """Filters for listing runs; `cursor` is `(created_at, run_id)` of the last row seen."""
+
+    status: str | None = None
+    workflow: str | None = None
+    columns: dict[str, str] = field(default_factory=dict)
+    since: float | None = None
+    parent_id: str | None = None
+    limit: int = 100
+    cursor: tuple[float, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """What a claim handed to a worker: runs to execute, and runs it gave up as poisoned."""
+
+    runs: list[RunRecord]
+    poisoned: list[str]

@@ -1,0 +1,125 @@
+"""Shared fixtures: `store_url` runs a test on SQLite and on PostgreSQL.
+
+PostgreSQL tests use a fresh database per test, copied from a template migrated once per
+session. Locally they skip (with the reason) when PostgreSQL is unreachable; with CI=true
+they fail instead, so an outage can never pass as green.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+import cairn
+
+PG_URL = os.environ.get("CAIRN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+TEMPLATE = "cairn_test_template"
+
+
+def _pg_problem() -> str | None:
+    """Why PostgreSQL tests cannot run here, or None when they can."""
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed (pip install 'cairn[postgres]')"
+    try:
+        import cairn.store.postgres  # noqa: F401
+    except ImportError as exc:
+        return f"PostgresStore is unavailable: {exc}"
+    try:
+        with psycopg.connect(PG_URL, connect_timeout=3):
+            pass
+    except psycopg.Error as exc:
+        return f"PostgreSQL at {PG_URL} is unreachable: {exc}".splitlines()[0]
+    return None
+
+
+_PG_PROBLEM: str | None | bool = False  # False: not checked yet
+
+
+def pg_problem() -> str | None:
+    global _PG_PROBLEM
+    if _PG_PROBLEM is False:
+        _PG_PROBLEM = _pg_problem()
+    return _PG_PROBLEM  # type: ignore[return-value]
+
+
+def require_postgres() -> None:
+    """Skip (locally) or fail (CI=true) when PostgreSQL cannot be used."""
+    problem = pg_problem()
+    if problem is None:
+        return
+    if IN_CI:
+        pytest.fail(f"CI=true but PostgreSQL tests cannot run: {problem}", pytrace=False)
+    pytest.skip(problem)
+
+
+def _admin_url(database: str) -> str:
+    base = PG_URL.rsplit("/", 1)[0]
+    return f"{base}/{database}"
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[str]:
+    """A database migrated once, copied for each test."""
+    require_postgres()
+    import asyncio
+
+    import psycopg
+
+    from cairn.store.postgres import PostgresStore
+
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE}")
+        conn.execute(f"CREATE DATABASE {TEMPLATE}")
+
+    async def migrate() -> None:
+        store = PostgresStore(_admin_url(TEMPLATE))
+        await store.open()
+        await store.close()
+
+    asyncio.run(migrate())
+    yield TEMPLATE
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
+
+
+@pytest.fixture
+def pg_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database for one test."""
+    require_postgres()
+    import psycopg
+
+    template = request.getfixturevalue("pg_template")
+    name = f"cairn_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
+    yield _admin_url(name)
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A fresh SQLite database file for one test."""
+    return f"sqlite:///{tmp_path / 'cairn.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """The same test on both stores."""
+    if request.param == "sqlite":
+        return str(request.getfixturevalue("sqlite_url"))
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+async def engine(store_url: str) -> AsyncIterator[cairn.Engine]:
+    """A running engine on a fresh database of each store."""
+    async with cairn.Engine(store_url, workers=16, poll_interval=0.05) as eng:
+        yield eng
