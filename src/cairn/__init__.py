@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
-from cairn.authoring.primitives import check_cancelled, current_run, sleep, sleep_until
+from cairn.authoring.hook import Hook
+from cairn.authoring.primitives import (
+    check_cancelled,
+    create_hook,
+    current_run,
+    human_task,
+    progress,
+    set_columns,
+    sleep,
+    sleep_until,
+    wait_for_event,
+)
 from cairn.authoring.registry import Registry
 from cairn.authoring.retry import Retry
 from cairn.authoring.step import run_step, step
 from cairn.authoring.workflow import chain, workflow
+from cairn.client import Client, ClientRunHandle
 from cairn.errors import (
     CairnError,
     Cancelled,
@@ -35,6 +47,7 @@ from cairn.errors import (
 from cairn.models import HistoryEntry, RunInfo, RunPage, RunStatus, RunSummary
 from cairn.runtime.engine import Engine
 from cairn.runtime.handle import RunHandle
+from cairn.runtime.tasks import TaskInfo
 
 __version__ = "0.1.0"
 
@@ -42,12 +55,15 @@ __all__ = [
     "CairnError",
     "Cancelled",
     "ChildFailed",
+    "Client",
+    "ClientRunHandle",
     "ConfigError",
     "DuplicateRun",
     "Engine",
     "EventTimeout",
     "FatalError",
     "HistoryEntry",
+    "Hook",
     "HookNotFound",
     "InvalidSubmission",
     "NonDeterminismError",
@@ -70,13 +86,19 @@ __all__ = [
     "StepFailed",
     "StepTimeout",
     "StoreError",
+    "TaskInfo",
     "TaskNotFound",
     "chain",
     "check_cancelled",
+    "create_hook",
     "current_run",
+    "human_task",
+    "progress",
     "run_step",
+    "set_columns",
     "sleep",
     "sleep_until",
     "step",
+    "wait_for_event",
     "workflow",
 ]

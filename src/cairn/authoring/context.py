@@ -70,6 +70,26 @@ class RunContext:
         """Raise Cancelled if the run was cancelled."""
         raise NotImplementedError
 
+    def wait_for_event(self, name: str, timeout: float | None, default: Any) -> Any:
+        """The payload of the next event `name` sent to this run."""
+        raise NotImplementedError
+
+    def create_hook(self, name: str, timeout: float | None) -> Any:
+        """A new single-use Hook."""
+        raise NotImplementedError
+
+    def human_task(
+        self,
+        name: str,
+        title: str,
+        data: Any,
+        form: Any,
+        assignee: str | None,
+        timeout: float | None,
+    ) -> Any:
+        """Create a task for a person and wait for its submitted values."""
+        raise NotImplementedError
+
 
 _current: ContextVar[RunContext | None] = ContextVar("cairn_run", default=None)
 # True while a step's own code runs: steps called inside a step are plain calls.

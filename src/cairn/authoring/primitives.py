@@ -48,3 +48,81 @@ def check_cancelled() -> None:
         context.current("cairn.check_cancelled()")
     assert ctx is not None
     ctx.check_cancelled()
+
+
+_MISSING: Any = object()
+
+
+def wait_for_event(name: str, *, timeout: Any = None, default: Any = _MISSING) -> Awaitable[Any]:
+    """Wait for the next event `name` sent to this run and return its payload.
+
+    Events queue per name (FIFO) and each wait consumes one, so an event sent before the
+    wait is kept. While waiting the run is WAITING and holds no worker slot.
+
+    Args:
+        name: The event name.
+        timeout: How long to wait (a duration); None waits forever.
+        default: Returned on timeout instead of raising.
+
+    Raises:
+        EventTimeout: the timeout passed and no default was given.
+    """
+    from cairn.core.waits import MISSING
+
+    seconds = _seconds(timeout, f"timeout of wait_for_event({name!r})")
+    ctx = context.current("cairn.wait_for_event()")
+    return ctx.wait_for_event(name, seconds, MISSING if default is _MISSING else default)  # type: ignore[no-any-return]
+
+
+def create_hook(name: str, *, timeout: Any = None) -> Awaitable[Any]:
+    """Create a single-use callback; `await` it for a Hook whose `token` outsiders call."""
+    seconds = _seconds(timeout, f"timeout of hook {name!r}")
+    return context.current("cairn.create_hook()").create_hook(name, seconds)  # type: ignore[no-any-return]
+
+
+def human_task(
+    name: str,
+    *,
+    title: str,
+    data: Any = None,
+    form: Any = None,
+    assignee: str | None = None,
+    timeout: Any = None,
+) -> Awaitable[Any]:
+    """Ask a person to fill in a form; returns the submitted values.
+
+    Args:
+        name: Task name (stable across code versions).
+        title: What the person sees.
+        data: Facts shown with the task.
+        form: A JSON Schema dict or a pydantic model class (then a model instance returns).
+        assignee: Who should act (free text).
+        timeout: How long the task stays open (a duration); EventTimeout after that.
+    """
+    seconds = _seconds(timeout, f"timeout of human task {name!r}")
+    ctx = context.current("cairn.human_task()")
+    return ctx.human_task(name, title, data, form, assignee, seconds)  # type: ignore[no-any-return]
+
+
+def set_columns(**values: Any) -> None:
+    """Record searchable facts about this run (order number, customer, status)."""
+    ctx = context.in_run()
+    if ctx is None:
+        context.current("cairn.set_columns()")
+    assert ctx is not None
+    ctx.set_columns(values)
+
+
+def progress(message: str, *, current: float | None = None, total: float | None = None) -> None:
+    """Record this run's progress, shown by `cairn runs show` and `cairn run`."""
+    ctx = context.in_run()
+    if ctx is None:
+        context.current("cairn.progress()")
+    assert ctx is not None
+    ctx.progress(message, current, total)
+
+
+def _seconds(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    return durations.parse(value, what=what).total_seconds()

@@ -108,7 +108,7 @@ def step(
     return decorate
 
 
-async def run_step(
+def run_step(
     name: str,
     fn: Callable[..., Any],
     *args: Any,
@@ -118,8 +118,12 @@ async def run_step(
 ) -> Any:
     """Run `fn(*args, **kwargs)` as a durable step called `name`.
 
+    Returns:
+        An awaitable of the result in an async workflow; the result itself in a sync
+        workflow, where the call blocks like the other primitives.
+
     Raises:
         NotInRun: outside a run.
     """
     ctx = context.current("cairn.run_step()")
-    return await ctx.call_inline(name, fn, args, kwargs, retries, timeout)
+    return ctx.call_inline(name, fn, args, kwargs, retries, timeout)

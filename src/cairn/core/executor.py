@@ -83,6 +83,7 @@ async def execute(env: RunEnv, run: RunRecord, *, fresh: bool) -> Outcome:
                 env.workflow_threads, lambda: ctx.run(workflow.fn, *args, **kwargs)
             )
         live.journal.check_finished("returned")
+        await live.flush_meta()
         text = env.serializer.dumps(value, what=f"result of workflow {run.workflow!r}")
         return await _finish(env, run, "COMPLETED", result=text)
     except Suspend as parked:

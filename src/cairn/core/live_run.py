@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 from cairn import durations
 from cairn.authoring import context
 from cairn.authoring.context import RunContext
+from cairn.authoring.hook import Hook
 from cairn.authoring.registry import Registry
 from cairn.authoring.retry import Retry, coerce
 from cairn.clock import Clock
-from cairn.core import attempts, journal
+from cairn.core import attempts, journal, waits
 from cairn.core.signals import Suspend, Unwind
 from cairn.errors import StepFailed
 from cairn.models import RunInfo
@@ -67,7 +68,12 @@ class LiveRun(RunContext):
         self.journal = journal.Journal(records)
         self.prior_attempts = prior_attempts
         self._loop_thread = threading.get_ident()
-        self._columns: dict[str, Any] | None = None
+        # Column values (JSON text) already stored, so replays write nothing new.
+        self._columns: dict[str, str] = {
+            name: json.dumps(value, sort_keys=True)
+            for name, value in json.loads(run.columns or "{}").items()
+        }
+        self._meta_writes: set[asyncio.Task[None]] = set()
 
     def info(self) -> RunInfo:
         """Facts about this run."""
@@ -196,3 +202,72 @@ class LiveRun(RunContext):
 
     def check_cancelled(self) -> None:
         """Cancellation arrives with a later issue; nothing to check yet."""
+
+    def wait_for_event(self, name: str, timeout: float | None, default: Any) -> Any:
+        """The payload of the next event `name` sent to this run."""
+        return self._deliver(waits.wait_for_event(self, name, timeout, default))
+
+    def create_hook(self, name: str, timeout: float | None) -> Any:
+        """A new single-use Hook (an awaitable in async workflows, the Hook in sync ones)."""
+        return self._deliver(self._create_hook(name, timeout))
+
+    async def _create_hook(self, name: str, timeout: float | None) -> Hook:
+        token, deadline, record = await waits.open_hook(self, name, timeout)
+        expires = _utc(deadline)
+        return Hook(
+            name, token, expires, lambda: self._deliver(waits.await_hook(self, name, record))
+        )
+
+    def human_task(
+        self,
+        name: str,
+        title: str,
+        data: Any,
+        form: Any,
+        assignee: str | None,
+        timeout: float | None,
+    ) -> Any:
+        """Create a task for a person and wait for the submitted values."""
+        coro = waits.human_task(self, name, title, data, form, assignee, timeout)
+        return self._deliver(coro)
+
+    def set_columns(self, values: dict[str, Any]) -> None:
+        """Store searchable facts about this run (written in the background, batched)."""
+        changed: dict[str, str] = {}
+        for name, value in values.items():
+            try:
+                text = json.dumps(value, sort_keys=True)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"column {name!r} must be a JSON value (str, number, bool, null, list, "
+                    f"dict), got {type(value).__qualname__}"
+                ) from None
+            if self._columns.get(name) != text:
+                changed[name] = text
+        if changed:
+            self._columns.update(changed)
+            self._write_meta(changed, None)
+
+    def progress(self, message: str, current: float | None, total: float | None) -> None:
+        """Store this run's progress (written in the background, batched)."""
+        data = {"message": message, "current": current, "total": total, "at": self.env.clock.now()}
+        self._write_meta(None, json.dumps(data))
+
+    def _write_meta(self, columns: dict[str, str] | None, progress: str | None) -> None:
+        def spawn() -> None:
+            write = self.env.store.update_run_meta(
+                self.run.run_id, columns=columns, progress=progress, now=self.env.clock.now()
+            )
+            task = asyncio.ensure_future(write)
+            self._meta_writes.add(task)
+            task.add_done_callback(self._meta_writes.discard)
+
+        if threading.get_ident() == self._loop_thread:
+            spawn()
+        else:
+            self.env.loop.call_soon_threadsafe(spawn)
+
+    async def flush_meta(self) -> None:
+        """Wait for background column/progress writes (before the run finishes)."""
+        if self._meta_writes:
+            await asyncio.gather(*self._meta_writes, return_exceptions=True)

@@ -12,9 +12,17 @@ from cairn import durations
 from cairn.authoring.registry import Registry
 from cairn.authoring.workflow import WorkflowDef
 from cairn.clock import Clock
-from cairn.errors import PoisonRun, RunCancelled, RunFailed, RunNotFound
+from cairn.errors import (
+    HookNotFound,
+    PoisonRun,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunNotFound,
+)
 from cairn.models import HistoryEntry, RunPage, RunStatus, RunSummary
 from cairn.runtime.handle import RunHandle
+from cairn.runtime.tasks import TaskControl
 from cairn.serialization import Serializer
 from cairn.store.protocol import Store
 from cairn.store.records import RunQuery, RunRecord
@@ -33,6 +41,10 @@ class LocalExecutor(Protocol):
 
     def launch(self, run: RunRecord, *, fresh: bool) -> None:
         """Execute a run stored with a reserved slot."""
+        ...
+
+    def wake(self) -> None:
+        """Look for claimable runs now (a waiting run just received a message)."""
         ...
 
 
@@ -61,6 +73,7 @@ class RunControl:
         self.serializer = serializer
         self.registry = registry
         self.local = local
+        self.tasks = TaskControl(self)
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
 
     # starting
@@ -135,6 +148,47 @@ class RunControl:
         if isinstance(workflow, str) and workflow:
             return self.registry.workflows.get(workflow)
         raise TypeError(f"expected a @cairn.workflow or a workflow name, got {workflow!r}")
+
+    # messages
+
+    def wake_local(self) -> None:
+        """Let this process's worker pick up a run that just became due."""
+        if self.local is not None:
+            self.local.wake()
+
+    async def send_event(
+        self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
+    ) -> None:
+        """Queue event `name` for the run; it is consumed by the run's next wait for it.
+
+        Raises:
+            RunNotFound: no run has that id.
+            RunFinished: the run has already finished.
+        """
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"event name must be a non-empty string, got {name!r}")
+        text = self.serializer.dumps(payload, what=f"payload of event {name!r}")
+        status = await self.store.send_message(
+            run_id, f"event:{name}", text, idempotency_key=idempotency_key, now=self.clock.now()
+        )
+        if status is None:
+            raise RunNotFound(run_id)
+        if RunStatus(status).finished:
+            raise RunFinished(run_id, status)
+        self.wake_local()
+
+    async def resume_hook(self, token: str, payload: Any = None) -> str:
+        """Call a hook once; returns the run id it resumed.
+
+        Raises:
+            HookNotFound: the token is unknown, already used or expired (nothing changes).
+        """
+        text = self.serializer.dumps(payload, what="hook payload")
+        run_id = await self.store.resume_hook(str(token), text, now=self.clock.now())
+        if run_id is None:
+            raise HookNotFound("hook token is unknown, already used or expired")
+        self.wake_local()
+        return run_id
 
     # reading
 

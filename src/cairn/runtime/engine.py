@@ -20,6 +20,7 @@ from cairn.models import HistoryEntry, RunPage
 from cairn.runtime import leases
 from cairn.runtime.control import RunControl
 from cairn.runtime.handle import RunHandle
+from cairn.runtime.tasks import TaskControl
 from cairn.runtime.worker import Worker
 from cairn.store import Store, open_store
 
@@ -46,7 +47,7 @@ class Engine:
         self,
         url: str | None = None,
         *,
-        workers: int = 16,
+        workers: int = 100,
         lease: Any = "10s",
         serializer: str = "json",
         modules: tuple[str, ...] | list[str] = (),
@@ -54,6 +55,7 @@ class Engine:
         clock: Clock | None = None,
         store: Store | None = None,
         poll_interval: float = 0.5,
+        claim: bool = True,
     ) -> None:
         """Configure an engine.
 
@@ -67,6 +69,8 @@ class Engine:
             clock: Time source (default: the system clock; tests pass a VirtualClock).
             store: An already built store (overrides `url`).
             poll_interval: Seconds between checks for work started by other processes.
+            claim: Also execute runs started elsewhere (queued, due, orphaned); False
+                executes only the runs this engine starts (what `cairn run` uses).
         """
         if not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
@@ -81,6 +85,7 @@ class Engine:
         self.clock = clock or SystemClock()
         self.workers = workers
         self.poll_interval = poll_interval
+        self.claim = claim
         self.worker: Worker | None = None
         self.control = RunControl(
             self.store, clock=self.clock, serializer=self.serializer, registry=self.registry
@@ -128,6 +133,7 @@ class Engine:
                 lease=self.lease,
                 on_finished=self._finished,
                 poll_interval=self.poll_interval,
+                claim=self.claim,
             )
             self.control.local = self.worker
             await self.worker.start()
@@ -170,6 +176,21 @@ class Engine:
     ) -> RunPage:
         """A page of runs, newest first, filtered by status, workflow, columns and age."""
         return await self.control.list_runs(status, workflow, columns, since, limit, cursor)
+
+    @property
+    def tasks(self) -> TaskControl:
+        """The human-task inbox: `list`, `get`, `submit`."""
+        return self.control.tasks
+
+    async def send_event(
+        self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
+    ) -> None:
+        """Send event `name` to a run; RunNotFound / RunFinished for a bad target."""
+        await self.control.send_event(run_id, name, payload, idempotency_key=idempotency_key)
+
+    async def resume_hook(self, token: str, payload: Any = None) -> str:
+        """Call a hook once; HookNotFound for an unknown, used or expired token."""
+        return await self.control.resume_hook(token, payload)
 
     async def history(self, run_id: str) -> list[HistoryEntry]:
         """The run's durable operations in order."""

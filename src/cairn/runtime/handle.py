@@ -41,3 +41,9 @@ class RunHandle:
             TimeoutError: `timeout` seconds passed first.
         """
         return await self._control.result(self.run_id, timeout=timeout)
+
+    async def send_event(
+        self, name: str, payload: Any = None, *, idempotency_key: str | None = None
+    ) -> None:
+        """Send event `name` to this run (see `Engine.send_event`)."""
+        await self._control.send_event(self.run_id, name, payload, idempotency_key=idempotency_key)

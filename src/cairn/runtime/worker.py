@@ -29,8 +29,11 @@ class Worker:
         lease: float,
         on_finished: Finished,
         poll_interval: float = 0.5,
+        claim: bool = True,
     ) -> None:
         self.env = env
+        # False: execute only runs started in this process (`cairn run`), never claim others.
+        self.claim = claim
         self.concurrency = concurrency
         self.lease = lease
         self.poll_interval = poll_interval
@@ -60,11 +63,10 @@ class Worker:
             )
         )
         await self._expire_dead_neighbours()
-        await self.claim_once()
-        self._tasks = [
-            asyncio.create_task(self._claim_loop(), name="cairn-claim"),
-            asyncio.create_task(self._heartbeat_loop(), name="cairn-heartbeat"),
-        ]
+        self._tasks = [asyncio.create_task(self._heartbeat_loop(), name="cairn-heartbeat")]
+        if self.claim:
+            await self.claim_once()
+            self._tasks.append(asyncio.create_task(self._claim_loop(), name="cairn-claim"))
 
     async def stop(self) -> None:
         """Stop claiming, abandon in-flight runs and hand them back for others to take."""
@@ -101,6 +103,7 @@ class Worker:
         self._start(run, fresh=fresh)
 
     def _start(self, run: RunRecord, *, fresh: bool) -> None:
+        log.info("run %s (%s) started, attempt %d", run.run_id, run.workflow, run.attempt)
         task = asyncio.create_task(self._execute(run, fresh), name=f"cairn-run-{run.run_id}")
         self.active[run.run_id] = task
 
@@ -114,6 +117,7 @@ class Worker:
             self.active.pop(run.run_id, None)
             if not self._stopping:
                 self._wake.set()
+        log.info("run %s %s", run.run_id, outcome.status or "left for recovery")
         self._on_finished(run.run_id, outcome)
 
     async def claim_once(self) -> int:

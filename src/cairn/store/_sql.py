@@ -10,11 +10,13 @@ from cairn.store.records import (
     ATTEMPT_FIELDS,
     RUN_FIELDS,
     STEP_FIELDS,
+    TASK_FIELDS,
     WORKER_FIELDS,
     AttemptRecord,
     RunQuery,
     RunRecord,
     StepRecord,
+    TaskRecord,
     WorkerRecord,
 )
 
@@ -41,7 +43,12 @@ INSERT_COLUMN = (
 # Fencing: every write on behalf of a run first touches the run row guarded by its owner.
 # A worker whose run was taken over sees rowcount 0 and writes nothing else.
 TOUCH_OWNED = "UPDATE runs SET updated_at = ? WHERE run_id = ? AND owner = ?"
-INSERT_STEP = f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_placeholders(len(STEP_FIELDS))})"
+# A step is inserted only while its run is owned by the writer: one statement, no row
+# rewrite of `runs` on the hot path. Params: the step's values, then run_id, owner.
+INSERT_STEP_OWNED = (
+    f"INSERT INTO steps ({STEP_COLUMNS}) SELECT {_placeholders(len(STEP_FIELDS))} "
+    "WHERE EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND owner = ?)"
+)
 INSERT_ATTEMPT = (
     f"INSERT INTO step_attempts ({ATTEMPT_COLUMNS}) "
     f"VALUES ({_placeholders(len(ATTEMPT_FIELDS))}) "
@@ -57,8 +64,16 @@ PARK_RUN = (
 )
 UPDATE_META = (
     "UPDATE runs SET columns = COALESCE(?, columns), progress = COALESCE(?, progress), "
-    "updated_at = ? WHERE run_id = ? AND owner = ?"
+    "updated_at = ? WHERE run_id = ?"
 )
+SELECT_COLUMNS = "SELECT name, value FROM run_columns WHERE run_id = ? ORDER BY name"
+
+
+def columns_json(rows: Sequence[Sequence[Any]]) -> str:
+    """The runs.columns JSON object from (name, JSON value) rows."""
+    return json.dumps({name: json.loads(value) for name, value in rows}, sort_keys=True)
+
+
 SELECT_JOURNAL = f"SELECT {STEP_COLUMNS} FROM steps WHERE run_id = ? ORDER BY seq"
 SELECT_ATTEMPTS = (
     f"SELECT {ATTEMPT_COLUMNS} FROM step_attempts WHERE run_id = ? ORDER BY key, attempt"
@@ -78,10 +93,89 @@ RELEASE_OWNED = (
     "WHERE owner = ? AND status = 'RUNNING'"
 )
 
+# Writing a journal entry that may already exist as "waiting" (events, hooks, tasks).
+UPSERT_STEP_OWNED = (
+    INSERT_STEP_OWNED + " ON CONFLICT (run_id, key) DO UPDATE SET status = excluded.status, "
+    "attempts = excluded.attempts, finished_at = excluded.finished_at, "
+    "result = excluded.result, error = excluded.error"
+)
+
+# Messages: what waiting runs consume, oldest first per channel.
+INSERT_MESSAGE = (
+    "INSERT INTO messages (run_id, channel, payload, idempotency_key, created_at) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
+SELECT_OLDEST_MESSAGE = (
+    "SELECT id, payload FROM messages WHERE run_id = ? AND channel = ? AND consumed_by IS NULL "
+    "ORDER BY id LIMIT 1"
+)
+CONSUME_MESSAGE = "UPDATE messages SET consumed_by = ? WHERE id = ? AND consumed_by IS NULL"
+HAS_MESSAGES = "SELECT 1 FROM messages WHERE run_id = ? AND consumed_by IS NULL LIMIT 1"
+SELECT_STATUS = "SELECT status FROM runs WHERE run_id = ?"
+# A message for a waiting run makes it due now; it then replays and consumes the message.
+WAKE_WAITING = "UPDATE runs SET wake_at = ? WHERE run_id = ? AND status = 'WAITING'"
+
+INSERT_HOOK = (
+    "INSERT INTO hooks (token, run_id, name, created_at, expires_at) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (token) DO NOTHING"
+)
+USE_HOOK = (
+    "UPDATE hooks SET used_at = ? WHERE token = ? AND used_at IS NULL "
+    "AND (expires_at IS NULL OR expires_at > ?)"
+)
+SELECT_HOOK_RUN = "SELECT run_id FROM hooks WHERE token = ?"
+
+TASK_COLUMNS = ", ".join(TASK_FIELDS)
+INSERT_TASK = (
+    f"INSERT INTO tasks ({TASK_COLUMNS}) VALUES ({_placeholders(len(TASK_FIELDS))}) "
+    "ON CONFLICT (task_id) DO NOTHING"
+)
+SELECT_TASK = f"SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = ?"
+SUBMIT_TASK = (
+    "UPDATE tasks SET status = 'submitted', submitted_at = ?, submitted_by = ?, "
+    "submitted_values = ? WHERE task_id = ? AND status = 'open'"
+)
+CLOSE_TASKS = (
+    "UPDATE tasks SET status = ? WHERE run_id = ? AND status = 'open' "
+    "AND (? IS NULL OR task_id = ?)"
+)
+
+
+def list_tasks(
+    status: str | None, assignee: str | None, run_id: str | None
+) -> tuple[str, list[Any]]:
+    """SELECT text and parameters for tasks, oldest first."""
+    where: list[str] = []
+    params: list[Any] = []
+    for column, value in (("status", status), ("assignee", assignee), ("run_id", run_id)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    sql = f"SELECT {TASK_COLUMNS} FROM tasks"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    return sql + " ORDER BY created_at, task_id", params
+
+
+def task_params(task: TaskRecord) -> tuple[Any, ...]:
+    """The values of `task` in TASK_FIELDS order."""
+    return tuple(getattr(task, name) for name in TASK_FIELDS)
+
+
+def task_from_row(row: Sequence[Any]) -> TaskRecord:
+    """A TaskRecord from a row selected with TASK_COLUMNS."""
+    return TaskRecord(*row)
+
+
 # Claiming, in two parts run inside one write transaction by each backend.
-SELECT_DUE = (
-    "SELECT run_id, status FROM runs WHERE status IN ('PENDING', 'SLEEPING') "
+SELECT_PENDING = (
+    "SELECT run_id, status FROM runs WHERE status = 'PENDING' "
     "AND (wake_at IS NULL OR wake_at <= ?) ORDER BY priority, created_at LIMIT ?"
+)
+# Parked runs whose timer is due or that received a message (wake_at set to now).
+SELECT_WOKEN = (
+    "SELECT run_id, status FROM runs WHERE status IN ('SLEEPING', 'WAITING') "
+    "AND wake_at <= ? ORDER BY wake_at LIMIT ?"
 )
 SELECT_ORPHANED = (
     "SELECT run_id, recoveries, max_recoveries FROM runs WHERE status = 'RUNNING' AND "

@@ -14,6 +14,7 @@ from cairn.store.records import (
     RunQuery,
     RunRecord,
     StepRecord,
+    TaskRecord,
     WorkerRecord,
 )
 
@@ -79,9 +80,17 @@ class Store(Protocol):
         ...
 
     async def update_run_meta(
-        self, run_id: str, owner: str, *, columns: str | None, progress: str | None, now: float
+        self,
+        run_id: str,
+        *,
+        columns: dict[str, str] | None,
+        progress: str | None,
+        now: float,
     ) -> None:
-        """Store a run's columns and progress (JSON text; None leaves a field unchanged)."""
+        """Merge indexed columns (name -> JSON text) and set progress (JSON text).
+
+        None leaves a field unchanged.
+        """
         ...
 
     # journal
@@ -100,6 +109,71 @@ class Store(Protocol):
 
     async def load_attempts(self, run_id: str) -> list[AttemptRecord]:
         """Every failed attempt recorded for the run, by key then attempt."""
+        ...
+
+    async def upsert_step(self, owner: str, step: StepRecord) -> None:
+        """Like record_step, but replaces an entry with the same key (a "waiting" one)."""
+        ...
+
+    # messages, hooks and tasks
+
+    async def send_message(
+        self, run_id: str, channel: str, payload: str, *, idempotency_key: str | None, now: float
+    ) -> str | None:
+        """Queue `payload` on the run's `channel` and make a WAITING run due now.
+
+        Returns the run's status; None when no run has that id. A finished run gets no
+        message (its status is returned). A repeated (run, channel, idempotency_key) is
+        stored once.
+        """
+        ...
+
+    async def consume_message(self, owner: str, channel: str, step: StepRecord) -> str | None:
+        """Atomically take the oldest unconsumed message on `channel` of `step.run_id`.
+
+        `step` is upserted with the payload as its result. Returns None (nothing written)
+        if none is queued; raises LeaseLost if not owned.
+        """
+        ...
+
+    async def create_hook(
+        self, owner: str, step: StepRecord, *, token: str, name: str, expires_at: float | None
+    ) -> None:
+        """Upsert the hook's journal entry and insert its row, in one transaction."""
+        ...
+
+    async def resume_hook(self, token: str, payload: str, *, now: float) -> str | None:
+        """Mark the hook used and queue `payload` on channel `hook:TOKEN` of its run.
+
+        Returns the run id; None (nothing written) if the token is unknown, used or expired.
+        """
+        ...
+
+    async def create_task(self, owner: str, step: StepRecord, task: TaskRecord) -> None:
+        """Upsert the task's journal entry and insert its row, in one transaction."""
+        ...
+
+    async def get_task(self, task_id: str) -> TaskRecord | None:
+        """The task, or None."""
+        ...
+
+    async def list_tasks(
+        self, *, status: str | None, assignee: str | None, run_id: str | None = None
+    ) -> list[TaskRecord]:
+        """Tasks matching every given filter, oldest first."""
+        ...
+
+    async def submit_task(
+        self, task_id: str, values: str, *, by: str | None, now: float
+    ) -> TaskRecord | None:
+        """Mark an open task submitted (by, when, values) and queue the values for its run.
+
+        The values go on channel `task:ID`. Returns None (nothing written) if not open.
+        """
+        ...
+
+    async def close_tasks(self, run_id: str, status: str, task_id: str | None = None) -> None:
+        """Give the run's open tasks (or only `task_id`) a final `status`."""
         ...
 
     # workers and claims

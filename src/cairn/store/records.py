@@ -112,3 +112,26 @@ class Claimed:
 
     runs: list[RunRecord]
     poisoned: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """A human task: a form a person fills in to let a waiting run go on."""
+
+    task_id: str
+    run_id: str
+    name: str
+    title: str
+    data: str | None
+    form: str | None
+    form_model: str | None
+    assignee: str | None
+    status: str
+    created_at: float
+    due_at: float | None = None
+    submitted_at: float | None = None
+    submitted_by: str | None = None
+    submitted_values: str | None = None
+
+
+TASK_FIELDS: tuple[str, ...] = tuple(TaskRecord.__dataclass_fields__)

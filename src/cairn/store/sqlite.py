@@ -23,6 +23,7 @@ from cairn.store.records import (
     RunQuery,
     RunRecord,
     StepRecord,
+    TaskRecord,
     WorkerRecord,
 )
 
@@ -111,6 +112,11 @@ class SqliteStore:
         loop = self._loop or asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._pending.append((op, future))
+        if not self._flush_scheduled and not _others_ready(loop):
+            # Nobody else can add to this batch before the loop idles: commit now and
+            # save the writer a trip around the event loop.
+            self._flush()
+            return future
         if not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._flush)
@@ -220,31 +226,34 @@ class SqliteStore:
         """Park a run (SLEEPING/WAITING) and release it."""
 
         def op(conn: sqlite3.Connection) -> None:
-            params = (status, wake_at, waiting_for, now, run_id, owner)
+            due = wake_at
+            if status == "WAITING" and conn.execute(_sql.HAS_MESSAGES, (run_id,)).fetchone():
+                due = now  # a message arrived while the run was deciding to wait
+            params = (status, due, waiting_for, now, run_id, owner)
             if not conn.execute(_sql.PARK_RUN, params).rowcount:
                 raise LeaseLost(run_id)
 
         await self._write(op)
 
     async def update_run_meta(
-        self, run_id: str, owner: str, *, columns: str | None, progress: str | None, now: float
+        self,
+        run_id: str,
+        *,
+        columns: dict[str, str] | None,
+        progress: str | None,
+        now: float,
     ) -> None:
-        """Store columns and progress; column values are also indexed for filtering."""
+        """Store a run's columns (name -> JSON text, merged and indexed) and progress."""
 
         def op(conn: sqlite3.Connection) -> None:
-            params = (columns, progress, now, run_id, owner)
-            if not conn.execute(_sql.UPDATE_META, params).rowcount:
-                raise LeaseLost(run_id)
-
-        await self._write(op)
-
-    async def set_columns(self, run_id: str, owner: str, values: dict[str, str]) -> None:
-        """Index column values (name -> JSON text) for `list_runs(columns=...)`."""
-
-        def op(conn: sqlite3.Connection) -> None:
-            conn.executemany(
-                _sql.INSERT_COLUMN, [(run_id, name, value) for name, value in values.items()]
-            )
+            merged = None
+            if columns:
+                conn.executemany(
+                    _sql.INSERT_COLUMN, [(run_id, name, value) for name, value in columns.items()]
+                )
+                rows = conn.execute(_sql.SELECT_COLUMNS, (run_id,)).fetchall()
+                merged = _sql.columns_json(rows)
+            conn.execute(_sql.UPDATE_META, (merged, progress, now, run_id))
 
         await self._write(op)
 
@@ -256,11 +265,11 @@ class SqliteStore:
 
     async def record_step(self, owner: str, step: StepRecord) -> None:
         """Commit a step outcome for a run owned by `owner`."""
+        params = (*_sql.step_params(step), step.run_id, owner)
 
         def op(conn: sqlite3.Connection) -> None:
-            if not conn.execute(_sql.TOUCH_OWNED, (step.finished_at, step.run_id, owner)).rowcount:
+            if not conn.execute(_sql.INSERT_STEP_OWNED, params).rowcount:
                 raise LeaseLost(step.run_id)
-            conn.execute(_sql.INSERT_STEP, _sql.step_params(step))
 
         await self._write(op)
 
@@ -279,6 +288,126 @@ class SqliteStore:
         """Every failed attempt of the run."""
         rows = self._read(_sql.SELECT_ATTEMPTS, (run_id,))
         return [_sql.attempt_from_row(row) for row in rows]
+
+    async def upsert_step(self, owner: str, step: StepRecord) -> None:
+        """Commit a journal entry that may replace a "waiting" one with the same key."""
+        params = (*_sql.step_params(step), step.run_id, owner)
+
+        def op(conn: sqlite3.Connection) -> None:
+            if not conn.execute(_sql.UPSERT_STEP_OWNED, params).rowcount:
+                raise LeaseLost(step.run_id)
+
+        await self._write(op)
+
+    # messages, hooks and tasks
+
+    async def send_message(
+        self, run_id: str, channel: str, payload: str, *, idempotency_key: str | None, now: float
+    ) -> str | None:
+        """Queue a message for a run and wake it if waiting.
+
+        Returns the run's status (None if no such run). Finished runs get no message.
+        """
+
+        def op(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(_sql.SELECT_STATUS, (run_id,)).fetchone()
+            if row is None or row[0] in _FINISHED:
+                return None if row is None else str(row[0])
+            conn.execute(_sql.INSERT_MESSAGE, (run_id, channel, payload, idempotency_key, now))
+            conn.execute(_sql.WAKE_WAITING, (now, run_id))
+            return str(row[0])
+
+        return await self._write(op)
+
+    async def consume_message(self, owner: str, channel: str, step: StepRecord) -> str | None:
+        """Take the oldest message on `channel` and record it as the outcome of `step`.
+
+        Returns the payload, or None if there is none.
+        """
+
+        def op(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(_sql.SELECT_OLDEST_MESSAGE, (step.run_id, channel)).fetchone()
+            if row is None:
+                return None
+            message_id, payload = row
+            params = (*_sql.step_params(step), step.run_id, owner)
+            params = (*params[:9], payload, *params[10:])
+            if not conn.execute(_sql.UPSERT_STEP_OWNED, params).rowcount:
+                raise LeaseLost(step.run_id)
+            conn.execute(_sql.CONSUME_MESSAGE, (step.key, message_id))
+            return str(payload)
+
+        return await self._write(op)
+
+    async def create_hook(
+        self, owner: str, step: StepRecord, *, token: str, name: str, expires_at: float | None
+    ) -> None:
+        """Record a hook's creation (journal entry and hook row) in one transaction."""
+        params = (*_sql.step_params(step), step.run_id, owner)
+
+        def op(conn: sqlite3.Connection) -> None:
+            if not conn.execute(_sql.UPSERT_STEP_OWNED, params).rowcount:
+                raise LeaseLost(step.run_id)
+            hook = (token, step.run_id, name, step.started_at, expires_at)
+            conn.execute(_sql.INSERT_HOOK, hook)
+
+        await self._write(op)
+
+    async def resume_hook(self, token: str, payload: str, *, now: float) -> str | None:
+        """Use a hook once: queue `payload` for its run; None if unknown, used or expired."""
+
+        def op(conn: sqlite3.Connection) -> str | None:
+            if not conn.execute(_sql.USE_HOOK, (now, token, now)).rowcount:
+                return None
+            (run_id,) = conn.execute(_sql.SELECT_HOOK_RUN, (token,)).fetchone()
+            conn.execute(_sql.INSERT_MESSAGE, (run_id, f"hook:{token}", payload, None, now))
+            conn.execute(_sql.WAKE_WAITING, (now, run_id))
+            return str(run_id)
+
+        return await self._write(op)
+
+    async def create_task(self, owner: str, step: StepRecord, task: TaskRecord) -> None:
+        """Record a human task's creation (journal entry and task row) in one transaction."""
+        params = (*_sql.step_params(step), step.run_id, owner)
+
+        def op(conn: sqlite3.Connection) -> None:
+            if not conn.execute(_sql.UPSERT_STEP_OWNED, params).rowcount:
+                raise LeaseLost(step.run_id)
+            conn.execute(_sql.INSERT_TASK, _sql.task_params(task))
+
+        await self._write(op)
+
+    async def get_task(self, task_id: str) -> TaskRecord | None:
+        """The task, or None."""
+        rows = self._read(_sql.SELECT_TASK, (task_id,))
+        return _sql.task_from_row(rows[0]) if rows else None
+
+    async def list_tasks(
+        self, *, status: str | None, assignee: str | None, run_id: str | None = None
+    ) -> list[TaskRecord]:
+        """Tasks matching the filters, oldest first."""
+        sql, params = _sql.list_tasks(status, assignee, run_id)
+        return [_sql.task_from_row(row) for row in self._read(sql, params)]
+
+    async def submit_task(
+        self, task_id: str, values: str, *, by: str | None, now: float
+    ) -> TaskRecord | None:
+        """Mark an open task submitted and queue its values for the run; None if not open."""
+
+        def op(conn: sqlite3.Connection) -> TaskRecord | None:
+            if not conn.execute(_sql.SUBMIT_TASK, (now, by, values, task_id)).rowcount:
+                return None
+            task = _sql.task_from_row(conn.execute(_sql.SELECT_TASK, (task_id,)).fetchone())
+            conn.execute(_sql.INSERT_MESSAGE, (task.run_id, f"task:{task_id}", values, None, now))
+            conn.execute(_sql.WAKE_WAITING, (now, task.run_id))
+            return task
+
+        return await self._write(op)
+
+    async def close_tasks(self, run_id: str, status: str, task_id: str | None = None) -> None:
+        """Give a run's open tasks (or just `task_id`) a final status."""
+        params = (status, run_id, task_id, task_id)
+        await self._write(lambda conn: conn.execute(_sql.CLOSE_TASKS, params))
 
     # workers and claims
 
@@ -331,6 +460,19 @@ class SqliteStore:
         return await self._write(op)
 
 
+_FINISHED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "CONTINUED"})
+
+
+def _others_ready(loop: asyncio.AbstractEventLoop) -> bool:
+    """True if other callbacks are queued to run in this loop iteration.
+
+    Reads the stock event loop's ready queue; on loops without one (uvloop), assume yes,
+    which keeps group commit and costs one loop iteration per write.
+    """
+    ready = getattr(loop, "_ready", None)
+    return ready is None or len(ready) > 0
+
+
 def _now_of(conn: sqlite3.Connection) -> float:
     row = conn.execute("SELECT (julianday('now') - 2440587.5) * 86400.0").fetchone()
     return float(row[0])
@@ -341,8 +483,10 @@ def _claim(
 ) -> Claimed:
     claimed: list[str] = []
     poisoned: list[str] = []
-    for run_id, status in conn.execute(_sql.SELECT_DUE, (now, limit)).fetchall():
-        grow = 0 if status == "SLEEPING" else 1
+    due = conn.execute(_sql.SELECT_WOKEN, (now, limit)).fetchall()
+    due += conn.execute(_sql.SELECT_PENDING, (now, limit - len(due))).fetchall()
+    for run_id, status in due:
+        grow = 1 if status == "PENDING" else 0
         if conn.execute(_sql.CLAIM_ONE, (worker_id, grow, 0, now, now, run_id, status)).rowcount:
             claimed.append(run_id)
     room = limit - len(claimed)

@@ -28,6 +28,7 @@ CREATE TABLE runs (
     continued_to    TEXT
 );
 CREATE INDEX runs_by_status ON runs (status, priority, created_at);
+CREATE INDEX runs_due ON runs (wake_at) WHERE status IN ('SLEEPING', 'WAITING');
 CREATE INDEX runs_by_owner ON runs (owner) WHERE owner IS NOT NULL;
 CREATE INDEX runs_by_created ON runs (created_at, run_id);
 CREATE INDEX runs_by_workflow ON runs (workflow, created_at);

@@ -28,6 +28,7 @@ CREATE TABLE runs (
     continued_to    TEXT
 );
 CREATE INDEX runs_by_status ON runs (status, priority, created_at);
+CREATE INDEX runs_due ON runs (wake_at) WHERE status IN ('SLEEPING', 'WAITING');
 CREATE INDEX runs_by_owner ON runs (owner) WHERE owner IS NOT NULL;
 CREATE INDEX runs_by_created ON runs (created_at, run_id);
 CREATE INDEX runs_by_workflow ON runs (workflow, created_at);
@@ -38,7 +39,7 @@ CREATE TABLE run_columns (
     name    TEXT NOT NULL,
     value   TEXT NOT NULL,
     PRIMARY KEY (run_id, name)
-);
+) WITHOUT ROWID;
 CREATE INDEX run_columns_by_value ON run_columns (name, value);
 
 CREATE TABLE steps (
@@ -54,7 +55,7 @@ CREATE TABLE steps (
     result       TEXT,
     error        TEXT,
     PRIMARY KEY (run_id, key)
-);
+) WITHOUT ROWID;
 
 CREATE TABLE step_attempts (
     run_id      TEXT NOT NULL,
@@ -66,7 +67,7 @@ CREATE TABLE step_attempts (
     failed_at   REAL NOT NULL,
     retry_at    REAL,
     PRIMARY KEY (run_id, key, attempt)
-);
+) WITHOUT ROWID;
 
 CREATE TABLE workers (
     worker_id     TEXT PRIMARY KEY,

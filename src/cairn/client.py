@@ -1,0 +1,128 @@
+"""Client: the synchronous face of RunControl for Flask, Django and scripts.
+
+It runs RunControl on a private event-loop thread and blocks on each call. It queues runs
+for workers and never executes them itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from types import TracebackType
+from typing import Any, TypeVar
+
+from cairn import config, serialization
+from cairn.authoring.registry import Registry, default_registry
+from cairn.clock import SystemClock
+from cairn.models import HistoryEntry, RunPage, RunStatus
+from cairn.runtime.control import RunControl
+from cairn.store import open_store
+
+T = TypeVar("T")
+
+
+class ClientRunHandle:
+    """A run seen through a Client; every method blocks."""
+
+    __slots__ = ("_client", "run_id")
+
+    def __init__(self, client: Client, run_id: str) -> None:
+        self._client = client
+        self.run_id = run_id
+
+    def __repr__(self) -> str:
+        return f"ClientRunHandle({self.run_id!r})"
+
+    def status(self) -> RunStatus:
+        """The run's current status."""
+        return self._client._call(self._client.control.status(self.run_id))
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Block until the run finishes; its result, or RunFailed/RunCancelled/TimeoutError."""
+        return self._client._call(self._client.control.result(self.run_id, timeout=timeout))
+
+
+class Client:
+    """A synchronous client: start, inspect and wait for runs that workers execute."""
+
+    def __init__(
+        self, url: str | None = None, *, serializer: str = "json", registry: Registry | None = None
+    ) -> None:
+        """Open a client on `url` (default: CAIRN_DATABASE_URL, else sqlite:///cairn.db)."""
+        self.url = config.database_url(url)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="cairn-client", daemon=True
+        )
+        self._thread.start()
+        store = open_store(self.url)
+        self.control = RunControl(
+            store,
+            clock=SystemClock(),
+            serializer=serialization.get(serializer),
+            registry=registry or default_registry,
+        )
+        try:
+            self._call(store.open())
+        except BaseException:
+            self._stop_loop()
+            raise
+        self._closed = False
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the database connection and stop the client's thread."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._call(self.control.store.close())
+        finally:
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        self._loop.close()
+
+    def start(self, workflow: Any, *args: Any, **options: Any) -> ClientRunHandle:
+        """Queue a run for workers (same options as `Engine.start`)."""
+        handle = self._call(self.control.start(workflow, *args, **options))
+        return ClientRunHandle(self, handle.run_id)
+
+    def get(self, run_id: str) -> ClientRunHandle:
+        """A handle on an existing run; RunNotFound if unknown."""
+        self._call(self.control.get(run_id))
+        return ClientRunHandle(self, run_id)
+
+    def list_runs(self, **filters: Any) -> RunPage:
+        """A page of runs (same filters as `Engine.list_runs`)."""
+        return self._call(self.control.list_runs(**filters))
+
+    def send_event(
+        self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
+    ) -> None:
+        """Send event `name` to a run; RunNotFound / RunFinished for a bad target."""
+        self._call(self.control.send_event(run_id, name, payload, idempotency_key=idempotency_key))
+
+    def resume_hook(self, token: str, payload: Any = None) -> str:
+        """Call a hook once; HookNotFound for an unknown, used or expired token."""
+        return self._call(self.control.resume_hook(token, payload))
+
+    def history(self, run_id: str) -> list[HistoryEntry]:
+        """The run's durable operations in order."""
+        return self._call(self.control.history(run_id))

@@ -1,0 +1,240 @@
+"""Waiting for the outside world: events, hook calls and human-task submissions.
+
+All three are messages on a channel of the run. A wait first tries to consume one; if
+none is queued it records its deadline once ("waiting" journal entry) and parks the run
+as WAITING, holding no worker slot. A message makes the run due, it replays to the wait
+and consumes the message atomically with recording the outcome.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from cairn.core.signals import Suspend, Unwind
+from cairn.errors import EventTimeout
+from cairn.store.protocol import LeaseLost
+from cairn.store.records import StepRecord
+
+if TYPE_CHECKING:
+    from cairn.core.live_run import LiveRun
+
+MISSING: Any = object()
+
+
+def waiting_record(
+    live: LiveRun, key: str, kind: str, name: str, seq: int, facts: dict[str, Any]
+) -> StepRecord:
+    """A "waiting" journal entry; `facts` (deadline, token, task id) survive restarts."""
+    now = live.env.clock.now()
+    return StepRecord(
+        run_id=live.run.run_id,
+        seq=seq,
+        key=key,
+        kind=kind,
+        name=name,
+        status="waiting",
+        attempts=1,
+        started_at=now,
+        finished_at=None,
+        result=json.dumps(facts),
+    )
+
+
+def facts_of(record: StepRecord) -> dict[str, Any]:
+    """The facts stored in a "waiting" entry."""
+    data = json.loads(record.result or "{}")
+    return data if isinstance(data, dict) else {}
+
+
+async def wait_message(
+    live: LiveRun,
+    *,
+    key: str,
+    kind: str,
+    name: str,
+    channel: str,
+    record: StepRecord | None,
+    deadline: float | None,
+    default: Any = MISSING,
+    facts: dict[str, Any] | None = None,
+) -> Any:
+    """Return the payload of the next message on `channel`, parking the run until one comes.
+
+    `record` is the entry already journaled for `key` (None for a wait never started).
+    """
+    store = live.env.store
+    owner = live.env.owner
+    if record is not None and record.status == "completed":
+        return live.outcome(record)
+    if record is not None and record.status == "timeout":
+        return _timed_out(kind, name, default)
+    if record is not None:
+        seq = record.seq
+        deadline = facts_of(record).get("deadline")
+    else:
+        seq = live.journal.allocate_seq()
+    clock = live.env.clock
+    done = StepRecord(
+        run_id=live.run.run_id,
+        seq=seq,
+        key=key,
+        kind=kind,
+        name=name,
+        status="completed",
+        attempts=1,
+        started_at=record.started_at if record is not None else clock.now(),
+        finished_at=clock.now(),
+    )
+    try:
+        payload = await store.consume_message(owner, channel, done)
+        if payload is not None:
+            return live.env.serializer.loads(payload)
+        if deadline is not None and clock.now() >= deadline:
+            timeout = StepRecord(**{**_fields(done), "status": "timeout", "result": None})
+            await store.upsert_step(owner, timeout)
+            return _timed_out(kind, name, default)
+        if record is None:
+            info = {**(facts or {}), "deadline": deadline, "channel": channel}
+            await store.upsert_step(owner, waiting_record(live, key, kind, name, seq, info))
+    except LeaseLost:
+        raise Unwind() from None
+    raise Suspend("WAITING", deadline, f"{kind}:{name}")
+
+
+def _fields(record: StepRecord) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in StepRecord.__dataclass_fields__}
+
+
+def _timed_out(kind: str, name: str, default: Any) -> Any:
+    if default is not MISSING:
+        return default
+    raise EventTimeout(f"{kind} {name!r} timed out")
+
+
+async def wait_for_event(
+    live: LiveRun, name: str, timeout: float | None, default: Any = MISSING
+) -> Any:
+    """`cairn.wait_for_event`: the next event `name` sent to this run (FIFO)."""
+    key = live.journal.next_key(f"~event:{name}")
+    record = live.journal.take(key, "event")
+    if record is None:
+        await live.journal.check_new_work(f"started waiting for event {name!r}")
+    deadline = None if timeout is None else live.env.clock.now() + timeout
+    return await wait_message(
+        live,
+        key=key,
+        kind="event",
+        name=name,
+        channel=f"event:{name}",
+        record=record,
+        deadline=deadline,
+        default=default,
+    )
+
+
+async def open_hook(
+    live: LiveRun, name: str, timeout: float | None
+) -> tuple[str, float | None, StepRecord]:
+    """Create (or, on replay, find) the hook: its token, expiry and journal entry."""
+    import secrets
+
+    key = live.journal.next_key(f"~hook:{name}")
+    record = live.journal.take(key, "hook")
+    if record is not None:
+        facts = facts_of(record) if record.status == "waiting" else {}
+        return str(facts.get("token", "")), facts.get("deadline"), record
+    await live.journal.check_new_work(f"created hook {name!r}")
+    token = secrets.token_urlsafe(24)  # 192 random bits
+    deadline = None if timeout is None else live.env.clock.now() + timeout
+    facts = {"token": token, "deadline": deadline, "channel": f"hook:{token}"}
+    record = waiting_record(live, key, "hook", name, live.journal.allocate_seq(), facts)
+    try:
+        await live.env.store.create_hook(
+            live.env.owner, record, token=token, name=name, expires_at=deadline
+        )
+    except LeaseLost:
+        raise Unwind() from None
+    return token, deadline, record
+
+
+async def await_hook(live: LiveRun, name: str, record: StepRecord) -> Any:
+    """Wait for the hook's single call."""
+    facts = facts_of(record) if record.status == "waiting" else {}
+    return await wait_message(
+        live,
+        key=record.key,
+        kind="hook",
+        name=name,
+        channel=str(facts.get("channel", "")),
+        record=record,
+        deadline=facts.get("deadline"),
+    )
+
+
+async def human_task(
+    live: LiveRun,
+    name: str,
+    title: str,
+    data: Any,
+    form: Any,
+    assignee: str | None,
+    timeout: float | None,
+) -> Any:
+    """`cairn.human_task`: create a task for a person and wait for its submitted values."""
+    import uuid
+
+    from cairn.authoring import forms
+    from cairn.store.records import TaskRecord
+
+    key = live.journal.next_key(f"~task:{name}")
+    record = live.journal.take(key, "task")
+    if record is None:
+        await live.journal.check_new_work(f"created human task {name!r}")
+        schema, model_path = forms.describe_form(form)
+        data_text = live.env.serializer.dumps(data, what=f"data of human task {name!r}")
+        now = live.env.clock.now()
+        deadline = None if timeout is None else now + timeout
+        task_id = uuid.uuid4().hex
+        record = waiting_record(
+            live,
+            key,
+            "task",
+            name,
+            live.journal.allocate_seq(),
+            {"task_id": task_id, "deadline": deadline, "channel": f"task:{task_id}"},
+        )
+        task = TaskRecord(
+            task_id=task_id,
+            run_id=live.run.run_id,
+            name=name,
+            title=title,
+            data=data_text,
+            form=schema,
+            form_model=model_path,
+            assignee=assignee,
+            status="open",
+            created_at=now,
+            due_at=deadline,
+        )
+        try:
+            await live.env.store.create_task(live.env.owner, record, task)
+        except LeaseLost:
+            raise Unwind() from None
+    facts: dict[str, Any] = facts_of(record) if record.status == "waiting" else {}
+    try:
+        values = await wait_message(
+            live,
+            key=key,
+            kind="task",
+            name=name,
+            channel=str(facts.get("channel", "")),
+            record=record,
+            deadline=facts.get("deadline"),
+        )
+    except EventTimeout:
+        await live.env.store.close_tasks(live.run.run_id, "expired", facts.get("task_id"))
+        raise
+    if isinstance(form, type) and hasattr(form, "model_validate"):
+        return form.model_validate(values)
+    return values

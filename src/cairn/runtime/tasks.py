@@ -1,0 +1,104 @@
+"""TaskControl: the human-task inbox behind `engine.tasks`, the Client and the CLI."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from cairn.authoring import forms
+from cairn.errors import InvalidSubmission, TaskNotFound
+from cairn.store.records import TaskRecord
+
+if TYPE_CHECKING:
+    from cairn.runtime.control import RunControl
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInfo:
+    """A human task as people and programs see it."""
+
+    task_id: str
+    run_id: str
+    name: str
+    title: str
+    status: str
+    data: Any
+    form: dict[str, Any] | None
+    assignee: str | None
+    created_at: datetime
+    due_at: datetime | None
+    submitted_at: datetime | None
+    submitted_by: str | None
+    values: Any
+
+
+def _dt(ts: float | None) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+class TaskControl:
+    """List, read and submit human tasks."""
+
+    def __init__(self, control: RunControl) -> None:
+        self._control = control
+
+    def _info(self, task: TaskRecord) -> TaskInfo:
+        loads = self._control.serializer.loads
+        return TaskInfo(
+            task_id=task.task_id,
+            run_id=task.run_id,
+            name=task.name,
+            title=task.title,
+            status=task.status,
+            data=None if task.data is None else loads(task.data),
+            form=None if task.form is None else json.loads(task.form),
+            assignee=task.assignee,
+            created_at=_dt(task.created_at) or datetime.now(UTC),
+            due_at=_dt(task.due_at),
+            submitted_at=_dt(task.submitted_at),
+            submitted_by=task.submitted_by,
+            values=None if task.submitted_values is None else json.loads(task.submitted_values),
+        )
+
+    async def list(
+        self, status: str | None = "open", assignee: str | None = None, run_id: str | None = None
+    ) -> list[TaskInfo]:
+        """Tasks, oldest first; `status=None` lists every status."""
+        tasks = await self._control.store.list_tasks(
+            status=status, assignee=assignee, run_id=run_id
+        )
+        return [self._info(task) for task in tasks]
+
+    async def get(self, task_id: str) -> TaskInfo:
+        """One task; TaskNotFound if unknown."""
+        task = await self._control.store.get_task(task_id)
+        if task is None:
+            raise TaskNotFound(f"human task {task_id!r} not found")
+        return self._info(task)
+
+    async def submit(self, task_id: str, values: Any, *, by: str | None = None) -> TaskInfo:
+        """Submit the form; the waiting run continues with the values.
+
+        Raises:
+            TaskNotFound: unknown task.
+            InvalidSubmission: values that do not fit the form (the fields are listed).
+            TaskNotFound: ... or the task is no longer open (submitted, expired, cancelled).
+        """
+        task = await self._control.store.get_task(task_id)
+        if task is None:
+            raise TaskNotFound(f"human task {task_id!r} not found")
+        if task.status != "open":
+            raise TaskNotFound(f"human task {task_id!r} is not open (it is {task.status})")
+        if not isinstance(values, dict):
+            raise InvalidSubmission(fields={"(form)": "values must be a JSON object"})
+        checked = forms.validate(values, task.form, task.form_model)
+        text = json.dumps(checked)
+        stored = await self._control.store.submit_task(
+            task_id, text, by=by, now=self._control.clock.now()
+        )
+        if stored is None:
+            raise TaskNotFound(f"human task {task_id!r} is no longer open")
+        self._control.wake_local()
+        return self._info(stored)
