@@ -50,6 +50,21 @@ class RunContext:
         """Start `workflow` as a child run and wait for its result."""
         raise NotImplementedError
 
+    def start_child(
+        self,
+        workflow: WorkflowDef[Any, Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        run_id: str | None,
+        detached: bool,
+    ) -> Any:
+        """Start a child run and return its handle."""
+        raise NotImplementedError
+
+    def continue_as_new(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """End this run and continue as a fresh one."""
+        raise NotImplementedError
+
     def sleep(self, seconds: float) -> Awaitable[None]:
         """Durable sleep for `seconds`."""
         raise NotImplementedError
@@ -111,6 +126,11 @@ def active() -> RunContext | None:
     if _in_step.get():
         return None
     return _current.get()
+
+
+def in_step() -> bool:
+    """True while a step's own code runs."""
+    return _in_step.get()
 
 
 def in_run() -> RunContext | None:

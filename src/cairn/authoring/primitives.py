@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from cairn import durations
 from cairn.authoring import context
@@ -126,3 +126,39 @@ def _seconds(value: Any, what: str) -> float | None:
     if value is None:
         return None
     return durations.parse(value, what=what).total_seconds()
+
+
+def start_child(
+    workflow: Any, *args: Any, run_id: str | None = None, detached: bool = False, **kwargs: Any
+) -> Awaitable[Any]:
+    """Start `workflow` as a child run without waiting; `await handle.result()` later.
+
+    Args:
+        workflow: A @cairn.workflow.
+        *args: Its positional arguments.
+        run_id: The child's id (default: derived from this run's id and the call).
+        detached: Keep the child running when this run ends or is cancelled.
+        **kwargs: Its keyword arguments.
+    """
+    from cairn.authoring.workflow import WorkflowDef
+
+    if not isinstance(workflow, WorkflowDef):
+        raise TypeError(f"cairn.start_child needs a @cairn.workflow, got {workflow!r}")
+    ctx = context.current("cairn.start_child()")
+    return ctx.start_child(workflow, args, kwargs, run_id, detached)  # type: ignore[no-any-return]
+
+
+def continue_as_new(*args: Any, **kwargs: Any) -> NoReturn:
+    """End this run as CONTINUED; a fresh run of the workflow gets these arguments.
+
+    The new run starts with an empty history. Does not return.
+    """
+    context.current("cairn.continue_as_new()").continue_as_new(args, kwargs)
+    raise AssertionError("continue_as_new returned")  # pragma: no cover
+
+
+def shield() -> Any:
+    """`async with cairn.shield():` cleanup inside runs even after cancel or pause."""
+    from cairn.authoring.shield import Shield
+
+    return Shield()

@@ -6,6 +6,7 @@ import contextvars
 import json
 import logging
 import traceback
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -13,8 +14,14 @@ from typing import Any
 from cairn.authoring import context
 from cairn.core.attempts import type_name
 from cairn.core.live_run import LiveRun, RunEnv
-from cairn.core.signals import Suspend, Unwind
-from cairn.errors import CairnError, Cancelled, NonDeterminismError, StepFailed
+from cairn.core.signals import ContinueAsNew, Suspend, Unwind
+from cairn.errors import (
+    CairnError,
+    Cancelled,
+    NonDeterminismError,
+    SerializationError,
+    StepFailed,
+)
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import AttemptRecord, RunRecord
 
@@ -57,10 +64,13 @@ def decode_args(env: RunEnv, run: RunRecord) -> tuple[tuple[Any, ...], dict[str,
     return tuple(payload.get("args", ())), dict(payload.get("kwargs", {}))
 
 
-async def execute(env: RunEnv, run: RunRecord, *, fresh: bool) -> Outcome:
+async def execute(
+    env: RunEnv, run: RunRecord, *, fresh: bool, live_runs: dict[str, LiveRun] | None = None
+) -> Outcome:
     """Execute one attempt of `run`, which this worker owns, and store how it ended.
 
-    `fresh` says the run was just created here, so it has no journal to load.
+    `fresh` says the run was just created here, so it has no journal to load. The LiveRun
+    is kept in `live_runs` while it executes, so operator requests can reach it.
     """
     try:
         workflow = env.registry.workflow(run.workflow)
@@ -72,6 +82,8 @@ async def execute(env: RunEnv, run: RunRecord, *, fresh: bool) -> Outcome:
         records = await env.store.load_journal(run.run_id)
         prior = _group(await env.store.load_attempts(run.run_id)) if run.attempt > 1 else {}
     live = LiveRun(env, run, workflow, records, prior)
+    if live_runs is not None:
+        live_runs[run.run_id] = live
     token = context.enter(live)
     try:
         args, kwargs = decode_args(env, run)
@@ -85,12 +97,19 @@ async def execute(env: RunEnv, run: RunRecord, *, fresh: bool) -> Outcome:
         live.journal.check_finished("returned")
         await live.flush_meta()
         text = env.serializer.dumps(value, what=f"result of workflow {run.workflow!r}")
-        return await _finish(env, run, "COMPLETED", result=text)
+        # A workflow that caught its cancellation and returned still ends CANCELLED.
+        status = "CANCELLED" if live.interrupts.delivered else "COMPLETED"
+        return await _finish(env, run, status, result=text)
     except Suspend as parked:
-        return await _park(env, run, parked)
+        await live.flush_meta()
+        return await _park(env, run, parked, live.park_time(parked.wake_at))
+    except ContinueAsNew as again:
+        await live.flush_meta()
+        return await _continue(env, run, again)
     except Unwind:
         return Outcome(None)
     except Cancelled as exc:
+        await live.flush_meta()
         return await _finish(env, run, "CANCELLED", error=error_json(exc))
     except NonDeterminismError as exc:
         log.error("run %s: %s", run.run_id, exc)
@@ -99,6 +118,9 @@ async def execute(env: RunEnv, run: RunRecord, *, fresh: bool) -> Outcome:
         return await _finish(env, run, "FAILED", error=error_json(exc))
     finally:
         context.leave(token)
+        live.close()
+        if live_runs is not None:
+            live_runs.pop(run.run_id, None)
 
 
 def _group(attempts: list[AttemptRecord]) -> dict[str, list[AttemptRecord]]:
@@ -120,13 +142,44 @@ async def _finish(
     return Outcome(status, result, error)
 
 
-async def _park(env: RunEnv, run: RunRecord, parked: Suspend) -> Outcome:
+async def _continue(env: RunEnv, run: RunRecord, again: ContinueAsNew) -> Outcome:
+    try:
+        args = env.serializer.dumps(
+            {"args": list(again.args_), "kwargs": again.kwargs},
+            what=f"arguments of workflow {run.workflow!r}",
+        )
+    except SerializationError as exc:
+        return await _finish(env, run, "FAILED", error=error_json(exc))
+    now = env.clock.now()
+    successor = RunRecord(
+        run_id=uuid.uuid4().hex,
+        workflow=run.workflow,
+        status="PENDING",
+        args=args,
+        created_at=now,
+        updated_at=now,
+        max_recoveries=run.max_recoveries,
+        parent_id=run.parent_id,
+        queue=run.queue,
+        priority=run.priority,
+        partition_key=run.partition_key,
+        continued_from=run.run_id,
+        detached=run.detached,
+    )
+    try:
+        await env.store.continue_run(run.run_id, env.owner, successor, now)
+    except LeaseLost:
+        return Outcome(None)
+    return Outcome("CONTINUED", successor.run_id)
+
+
+async def _park(env: RunEnv, run: RunRecord, parked: Suspend, wake_at: float | None) -> Outcome:
     try:
         await env.store.park_run(
             run.run_id,
             env.owner,
             parked.status,
-            wake_at=parked.wake_at,
+            wake_at=wake_at,
             waiting_for=parked.waiting_for,
             now=env.clock.now(),
         )

@@ -57,6 +57,10 @@ class Journal:
             self._visits += 1
         return record
 
+    def caught_up(self) -> bool:
+        """True once every recorded outcome has been replayed."""
+        return not self._unvisited
+
     def allocate_seq(self) -> int:
         """The history position of the next new outcome."""
         seq = self.next_seq

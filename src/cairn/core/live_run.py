@@ -18,9 +18,10 @@ from cairn.authoring.hook import Hook
 from cairn.authoring.registry import Registry
 from cairn.authoring.retry import Retry, coerce
 from cairn.clock import Clock
-from cairn.core import attempts, journal, waits
-from cairn.core.signals import Suspend, Unwind
-from cairn.errors import StepFailed
+from cairn.core import attempts, children, journal, waits
+from cairn.core.interrupts import Interrupts
+from cairn.core.signals import ContinueAsNew, Suspend, Unwind
+from cairn.errors import Cancelled, StepFailed
 from cairn.models import RunInfo
 from cairn.serialization import Serializer
 from cairn.store.protocol import LeaseLost, Store
@@ -45,6 +46,8 @@ class RunEnv:
     workflow_threads: ThreadPoolExecutor
     # Sleeps shorter than this stay in memory; longer ones park the run in the database.
     sleep_window: float = 1.0
+    # Called when this run creates work for workers (a child run), to look for it now.
+    on_new_work: Callable[[], None] | None = None
 
 
 def _utc(ts: float | None) -> datetime | None:
@@ -74,6 +77,31 @@ class LiveRun(RunContext):
             for name, value in json.loads(run.columns or "{}").items()
         }
         self._meta_writes: set[asyncio.Task[None]] = set()
+        self.interrupts = Interrupts(env.loop, run.control)
+        # The workflow timeout: a cancellation requested when it expires.
+        self.deadline: float | None = None
+        self._deadline_timer: asyncio.TimerHandle | None = None
+        if workflow.timeout is not None:
+            self.deadline = (run.started_at or run.created_at) + workflow.timeout
+            left = self.deadline - env.clock.now()
+            reason = f"workflow timeout ({workflow.timeout:g}s) expired"
+            if left <= 0:
+                self.interrupts.request("cancel", reason)
+            else:
+                self._deadline_timer = env.loop.call_later(
+                    left, self.interrupts.request, "cancel", reason
+                )
+
+    def close(self) -> None:
+        """Release timers once the attempt is over."""
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+
+    def park_time(self, wake_at: float | None) -> float | None:
+        """When a parked run must wake: its own time, or the workflow deadline if sooner."""
+        if self.deadline is None:
+            return wake_at
+        return self.deadline if wake_at is None else min(wake_at, self.deadline)
 
     def info(self) -> RunInfo:
         """Facts about this run."""
@@ -87,8 +115,11 @@ class LiveRun(RunContext):
             scheduled_at=_utc(run.scheduled_at),
         )
 
-    def _deliver(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        # Async workflows await the coroutine; a sync workflow's thread blocks on the loop.
+    def deliver(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Hand `coro` to the caller.
+
+        Async workflows get it to await; a sync workflow's thread blocks until it is done.
+        """
         if threading.get_ident() == self._loop_thread:
             return coro
         return asyncio.run_coroutine_threadsafe(coro, self.env.loop).result()
@@ -99,7 +130,7 @@ class LiveRun(RunContext):
         """Run a declared step durably."""
         key = self.journal.next_key(step.name)
         coro = self._step(key, step.name, step.fn, args, kwargs, step.retry, step.timeout)
-        return self._deliver(coro)
+        return self.deliver(coro)
 
     def call_inline(
         self,
@@ -118,7 +149,7 @@ class LiveRun(RunContext):
         if timeout is not None:
             seconds = durations.parse(timeout, what=f"timeout of step {name!r}").total_seconds()
         key = self.journal.next_key(name)
-        return self._deliver(self._step(key, name, fn, args, kwargs, retry, seconds))
+        return self.deliver(self._step(key, name, fn, args, kwargs, retry, seconds))
 
     async def _step(
         self,
@@ -134,6 +165,7 @@ class LiveRun(RunContext):
         if record is not None:
             return self.outcome(record)
         await self.journal.check_new_work(f"started step {key!r}")
+        self.interrupts.checkpoint()
         token = context.enter(self)  # a sync workflow's steps run in a loop task of their own
         try:
             return await attempts.run_new_step(self, key, name, fn, args, kwargs, retry, timeout)
@@ -165,6 +197,7 @@ class LiveRun(RunContext):
         record = self.journal.take(key, "sleep")
         if record is None:
             await self.journal.check_new_work(f"started sleep {key!r}")
+            self.interrupts.checkpoint()
             now = self.env.clock.now()
             await self.commit_step(
                 StepRecord(
@@ -185,37 +218,76 @@ class LiveRun(RunContext):
         remaining = wake_at - self.env.clock.now()
         if remaining <= 0:
             return
+        self.interrupts.checkpoint()
         if remaining <= self.env.sleep_window:
-            await self.env.clock.sleep(remaining)
+            await self.interrupts.wait(self.env.clock.sleep(remaining))
             return
         raise Suspend("SLEEPING", wake_at)
 
     def sleep(self, seconds: float) -> Any:
         """Durable sleep for `seconds`."""
-        return self._deliver(self._sleep_until_ts(self.env.clock.now() + seconds))
+        return self.deliver(self._sleep_until_ts(self.env.clock.now() + seconds))
 
     def sleep_until(self, when: datetime) -> Any:
         """Durable sleep until `when` (naive datetimes are taken as UTC)."""
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
-        return self._deliver(self._sleep_until_ts(when.timestamp()))
+        return self.deliver(self._sleep_until_ts(when.timestamp()))
+
+    def call_child(
+        self, workflow: WorkflowDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """Start `workflow` as a child run and wait for its result."""
+
+        async def run_child() -> Any:
+            handle = await children.start_child(
+                self, workflow, args, kwargs, run_id=None, detached=False
+            )
+            return await children.child_result(self, handle)
+
+        return self.deliver(run_child())
+
+    def start_child(
+        self,
+        workflow: WorkflowDef[Any, Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        run_id: str | None,
+        detached: bool,
+    ) -> Any:
+        """Start a child run; a ChildHandle (awaitable in async workflows)."""
+        coro = children.start_child(self, workflow, args, kwargs, run_id=run_id, detached=detached)
+        return self.deliver(coro)
+
+    def continue_as_new(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """End this run as CONTINUED; a fresh run takes `args` and `kwargs`."""
+        raise ContinueAsNew(args, kwargs)
 
     def check_cancelled(self) -> None:
-        """Cancellation arrives with a later issue; nothing to check yet."""
+        """Raise Cancelled if the run was cancelled.
+
+        In a step's code it raises at once; in workflow code only once replay has caught up
+        with the history, so a replay takes the same path as the original execution.
+        """
+        if not self.interrupts.cancel or self.interrupts.shielded():
+            return
+        if context.in_step() or self.journal.caught_up():
+            self.interrupts.delivered = True
+            raise Cancelled(self.interrupts.reason)
 
     def wait_for_event(self, name: str, timeout: float | None, default: Any) -> Any:
         """The payload of the next event `name` sent to this run."""
-        return self._deliver(waits.wait_for_event(self, name, timeout, default))
+        return self.deliver(waits.wait_for_event(self, name, timeout, default))
 
     def create_hook(self, name: str, timeout: float | None) -> Any:
         """A new single-use Hook (an awaitable in async workflows, the Hook in sync ones)."""
-        return self._deliver(self._create_hook(name, timeout))
+        return self.deliver(self._create_hook(name, timeout))
 
     async def _create_hook(self, name: str, timeout: float | None) -> Hook:
         token, deadline, record = await waits.open_hook(self, name, timeout)
         expires = _utc(deadline)
         return Hook(
-            name, token, expires, lambda: self._deliver(waits.await_hook(self, name, record))
+            name, token, expires, lambda: self.deliver(waits.await_hook(self, name, record))
         )
 
     def human_task(
@@ -229,7 +301,7 @@ class LiveRun(RunContext):
     ) -> Any:
         """Create a task for a person and wait for the submitted values."""
         coro = waits.human_task(self, name, title, data, form, assignee, timeout)
-        return self._deliver(coro)
+        return self.deliver(coro)
 
     def set_columns(self, values: dict[str, Any]) -> None:
         """Store searchable facts about this run (written in the background, batched)."""

@@ -15,3 +15,12 @@ class Suspend(BaseException):
 
 class Unwind(BaseException):
     """Abandon the attempt without writing: the run was taken over or the engine stops."""
+
+
+class ContinueAsNew(BaseException):
+    """End this run as CONTINUED and start a fresh one with these arguments."""
+
+    def __init__(self, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+        super().__init__("continue_as_new")
+        self.args_ = args
+        self.kwargs = kwargs

@@ -8,6 +8,7 @@ and consumes the message atomically with recording the outcome.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,7 @@ async def wait_message(
         return live.outcome(record)
     if record is not None and record.status == "timeout":
         return _timed_out(kind, name, default)
+    live.interrupts.checkpoint()
     if record is not None:
         seq = record.seq
         deadline = facts_of(record).get("deadline")
@@ -99,6 +101,9 @@ async def wait_message(
             await store.upsert_step(owner, waiting_record(live, key, kind, name, seq, info))
     except LeaseLost:
         raise Unwind() from None
+    # Let sibling branches of a gather reach their own waits before the run parks.
+    for _ in range(3):
+        await asyncio.sleep(0)
     raise Suspend("WAITING", deadline, f"{kind}:{name}")
 
 

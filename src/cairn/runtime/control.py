@@ -47,6 +47,10 @@ class LocalExecutor(Protocol):
         """Look for claimable runs now (a waiting run just received a message)."""
         ...
 
+    def deliver(self, run_id: str, control: str | None) -> None:
+        """Pass a cancel/pause/resume request to a run executing in this process."""
+        ...
+
 
 def _dt(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
@@ -190,6 +194,81 @@ class RunControl:
         self.wake_local()
         return run_id
 
+    # operator control
+
+    async def _control(self, run_id: str, action: str) -> RunStatus:
+        status = await self.store.control_run(run_id, action, now=self.clock.now())
+        if status is None:
+            raise RunNotFound(run_id)
+        if self.local is not None:
+            self.local.deliver(run_id, None if action == "resume" else action)
+            self.local.wake()
+        if RunStatus(status).finished:
+            self.notify_finished(run_id)
+        return RunStatus(status)
+
+    async def cancel(self, run_id: str) -> RunStatus:
+        """Cancel a run; it ends CANCELLED.
+
+        Cancelled is delivered at its current or next durable point (at once if it
+        sleeps or waits). A finished run is unchanged. Returns the status right after.
+        """
+        return await self._control(run_id, "cancel")
+
+    async def pause(self, run_id: str) -> RunStatus:
+        """Pause a run at its next durable point (at once if it sleeps, waits or is queued)."""
+        return await self._control(run_id, "pause")
+
+    async def resume(self, run_id: str) -> RunStatus:
+        """Resume a paused run; timers and events that came meanwhile are honoured."""
+        return await self._control(run_id, "resume")
+
+    async def retry(self, run_id: str) -> RunHandle:
+        """Continue a FAILED run from its failed step; completed steps do not run again.
+
+        Raises:
+            RunNotFound: unknown run.
+            RunFinished: the run is not FAILED.
+        """
+        run = await self.record(run_id)
+        if not await self.store.retry_run(run_id, now=self.clock.now()):
+            raise RunFinished(run_id, f"{run.status}; only FAILED runs can be retried")
+        self.wake_local()
+        return RunHandle(self, run_id)
+
+    async def restart(self, run_id: str) -> RunHandle:
+        """Start a new run of the same workflow with the same input."""
+        run = await self.record(run_id)
+        return await self._copy(run, before_seq=None)
+
+    async def fork(self, run_id: str, from_step: int) -> RunHandle:
+        """Start a new run reusing the recorded outcomes before history entry `from_step`."""
+        if not isinstance(from_step, int) or from_step < 1:
+            raise ValueError(f"from_step must be a history seq (1 or more), got {from_step!r}")
+        run = await self.record(run_id)
+        return await self._copy(run, before_seq=from_step)
+
+    async def _copy(self, run: RunRecord, *, before_seq: int | None) -> RunHandle:
+        now = self.clock.now()
+        copy = RunRecord(
+            run_id=uuid.uuid4().hex,
+            workflow=run.workflow,
+            status=RunStatus.PENDING.value,
+            args=run.args,
+            created_at=now,
+            updated_at=now,
+            max_recoveries=run.max_recoveries,
+            queue=run.queue,
+            priority=run.priority,
+            partition_key=run.partition_key,
+        )
+        if before_seq is None:
+            await self.store.create_run(copy)
+        else:
+            await self.store.fork_run(copy, run.run_id, before_seq)
+        self.wake_local()
+        return RunHandle(self, copy.run_id)
+
     # reading
 
     async def record(self, run_id: str) -> RunRecord:
@@ -249,12 +328,15 @@ class RunControl:
                     result = self.serializer.loads(step.result)
                 except Exception:
                     result = step.result
+            status = step.status
+            if step.kind == "child" and isinstance(result, dict) and "status" in result:
+                status = str(result["status"]).lower()  # how the child itself ended
             entries.append(
                 HistoryEntry(
                     seq=step.seq,
                     kind=step.kind,
                     name=step.name,
-                    status=step.status,
+                    status=status,
                     attempts=max(step.attempts, failures.get(step.key, 0)),
                     started_at=_dt(step.started_at),
                     finished_at=_dt(step.finished_at),
@@ -322,8 +404,14 @@ class RunControl:
 
     async def result(self, run_id: str, *, timeout: float | None = None) -> Any:
         """The run's result once finished; RunFailed / RunCancelled otherwise."""
-        run = await self.wait(run_id, timeout=timeout)
-        return self.outcome(run)
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - loop.time())
+            run = await self.wait(run_id, timeout=left)
+            if run.status != RunStatus.CONTINUED.value or run.continued_to is None:
+                return self.outcome(run)
+            run_id = run.continued_to  # the chain's final result is the answer
 
     def outcome(self, run: RunRecord) -> Any:
         """The result of a finished run, or the error it ended with, raised."""

@@ -16,7 +16,7 @@ from cairn.clock import Clock, SystemClock
 from cairn.core.executor import Outcome
 from cairn.core.live_run import RunEnv
 from cairn.errors import ConfigError
-from cairn.models import HistoryEntry, RunPage
+from cairn.models import HistoryEntry, RunPage, RunStatus
 from cairn.runtime import leases
 from cairn.runtime.control import RunControl
 from cairn.runtime.handle import RunHandle
@@ -191,6 +191,30 @@ class Engine:
     async def resume_hook(self, token: str, payload: Any = None) -> str:
         """Call a hook once; HookNotFound for an unknown, used or expired token."""
         return await self.control.resume_hook(token, payload)
+
+    async def cancel(self, run_id: str) -> RunStatus:
+        """Cancel a run (see RunControl.cancel)."""
+        return await self.control.cancel(run_id)
+
+    async def pause(self, run_id: str) -> RunStatus:
+        """Pause a run at its next durable point."""
+        return await self.control.pause(run_id)
+
+    async def resume(self, run_id: str) -> RunStatus:
+        """Resume a paused run."""
+        return await self.control.resume(run_id)
+
+    async def retry(self, run_id: str) -> RunHandle:
+        """Continue a FAILED run from its failed step."""
+        return await self.control.retry(run_id)
+
+    async def restart(self, run_id: str) -> RunHandle:
+        """Start a new run with the same input."""
+        return await self.control.restart(run_id)
+
+    async def fork(self, run_id: str, from_step: int) -> RunHandle:
+        """Start a new run reusing the recorded steps before history entry `from_step`."""
+        return await self.control.fork(run_id, from_step)
 
     async def history(self, run_id: str) -> list[HistoryEntry]:
         """The run's durable operations in order."""

@@ -42,6 +42,18 @@ class RunHandle:
         """
         return await self._control.result(self.run_id, timeout=timeout)
 
+    async def cancel(self) -> RunStatus:
+        """Cancel this run."""
+        return await self._control.cancel(self.run_id)
+
+    async def pause(self) -> RunStatus:
+        """Pause this run at its next durable point."""
+        return await self._control.pause(self.run_id)
+
+    async def resume(self) -> RunStatus:
+        """Resume this run if paused."""
+        return await self._control.resume(self.run_id)
+
     async def send_event(
         self, name: str, payload: Any = None, *, idempotency_key: str | None = None
     ) -> None:

@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable
 
 from cairn.core import executor
-from cairn.core.live_run import RunEnv
+from cairn.core.live_run import LiveRun, RunEnv
 from cairn.runtime import leases
 from cairn.store.records import RunRecord, WorkerRecord
 
@@ -39,6 +39,9 @@ class Worker:
         self.poll_interval = poll_interval
         self._on_finished = on_finished
         self.active: dict[str, asyncio.Task[None]] = {}
+        # The live state of executing runs, for cancel/pause requests to reach them.
+        self.live: dict[str, LiveRun] = {}
+        env.on_new_work = self.wake
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -110,7 +113,7 @@ class Worker:
     async def _execute(self, run: RunRecord, fresh: bool) -> None:
         outcome = executor.Outcome(None)
         try:
-            outcome = await executor.execute(self.env, run, fresh=fresh)
+            outcome = await executor.execute(self.env, run, fresh=fresh, live_runs=self.live)
         except Exception:
             log.exception("run %s: unexpected engine error; left for recovery", run.run_id)
         finally:
@@ -119,6 +122,21 @@ class Worker:
                 self._wake.set()
         log.info("run %s %s", run.run_id, outcome.status or "left for recovery")
         self._on_finished(run.run_id, outcome)
+
+    def deliver(self, run_id: str, control: str | None) -> None:
+        """Pass an operator request to a run executing here (no-op if it is not)."""
+        live = self.live.get(run_id)
+        if live is not None:
+            live.interrupts.request(control)
+
+    async def _poll_controls(self) -> None:
+        # Requests made by other processes reach the runs we execute here.
+        if not self.live:
+            return
+        for run_id, control in await self.env.store.controlled_runs(self.env.owner):
+            live = self.live.get(run_id)
+            if live is not None and not _already(live, control):
+                live.interrupts.request(control)
 
     async def claim_once(self) -> int:
         """Claim and launch as many runs as there are free slots; returns how many."""
@@ -144,6 +162,7 @@ class Worker:
             try:
                 while await self.claim_once() and self.free > 0:
                     pass
+                await self._poll_controls()
             except Exception:
                 log.exception("claiming runs failed; retrying")
 
@@ -163,3 +182,8 @@ class Worker:
             log.info("recovering runs of dead workers %s", ", ".join(dead))
             await self.env.store.expire_workers(dead)
             self._wake.set()
+
+
+def _already(live: LiveRun, control: str) -> bool:
+    interrupts = live.interrupts
+    return (control == "cancel" and interrupts.cancel) or (control == "pause" and interrupts.pause)

@@ -195,6 +195,55 @@ POISON_ONE = (
 )
 
 
+# Operator control. A run that is executing gets `control` set and acts on it at its next
+# durable point; a parked or pending one is changed here directly.
+FINISHED_SQL = "('COMPLETED', 'FAILED', 'CANCELLED', 'CONTINUED')"
+SELECT_CONTROL_STATE = "SELECT status, attempt, owner FROM runs WHERE run_id = ?"
+SET_CONTROL = "UPDATE runs SET control = ?, updated_at = ? WHERE run_id = ?"
+# Parked runs are made due so they replay and meet the request at their durable point.
+SET_CONTROL_AND_WAKE = "UPDATE runs SET control = ?, wake_at = ?, updated_at = ? WHERE run_id = ?"
+CANCEL_UNSTARTED = (
+    "UPDATE runs SET status = 'CANCELLED', control = NULL, owner = NULL, wake_at = NULL, "
+    "updated_at = ?, finished_at = ? WHERE run_id = ?"
+)
+PAUSE_PARKED = "UPDATE runs SET status = 'PAUSED', control = NULL, updated_at = ? WHERE run_id = ?"
+# A resumed run replays from its journal, so remaining sleeps and queued events carry on.
+RESUME_PAUSED = (
+    "UPDATE runs SET status = CASE WHEN attempt = 0 THEN 'PENDING' ELSE 'WAITING' END, "
+    "wake_at = ?, control = NULL, updated_at = ? WHERE run_id = ? AND status = 'PAUSED'"
+)
+SELECT_CONTROLLED = "SELECT run_id, control FROM runs WHERE owner = ? AND control IS NOT NULL"
+CANCEL_CHILDREN = (
+    "UPDATE runs SET control = 'cancel', updated_at = ?, "
+    "wake_at = CASE WHEN status IN ('SLEEPING', 'WAITING', 'PAUSED') THEN ? ELSE wake_at END, "
+    "status = CASE WHEN status = 'PAUSED' THEN 'WAITING' ELSE status END "
+    f"WHERE parent_id = ? AND detached = 0 AND status NOT IN {FINISHED_SQL}"
+)
+SELECT_PARENT = "SELECT parent_id FROM runs WHERE run_id = ?"
+# Retrying a FAILED run: forget the failure so the failed step runs again.
+DELETE_STEP = "DELETE FROM steps WHERE run_id = ? AND key = ?"
+DELETE_ATTEMPTS = "DELETE FROM step_attempts WHERE run_id = ? AND key = ?"
+LAST_STEP = "SELECT key, status FROM steps WHERE run_id = ? ORDER BY seq DESC LIMIT 1"
+REQUEUE_FAILED = (
+    "UPDATE runs SET status = 'PENDING', error = NULL, result = NULL, finished_at = NULL, "
+    "control = NULL, owner = NULL, wake_at = NULL, updated_at = ? "
+    "WHERE run_id = ? AND status = 'FAILED'"
+)
+COPY_STEPS = (
+    f"INSERT INTO steps ({STEP_COLUMNS}) SELECT ?, {STEP_COLUMNS.replace('run_id, ', '', 1)} "
+    "FROM steps WHERE run_id = ? AND seq < ? AND status <> 'waiting'"
+)
+CONTINUE_RUN = (
+    "UPDATE runs SET status = 'CONTINUED', continued_to = ?, result = NULL, owner = NULL, "
+    "wake_at = NULL, updated_at = ?, finished_at = ? WHERE run_id = ? AND owner = ?"
+)
+
+
+def child_message(run_id: str, status: str, result: str | None, error: str | None) -> str:
+    """What a finished child tells its parent (consumed by the parent's wait)."""
+    return json.dumps({"run_id": run_id, "status": status, "result": result, "error": error})
+
+
 def run_params(run: RunRecord) -> tuple[Any, ...]:
     """The values of `run` in RUN_FIELDS order."""
     return tuple(getattr(run, name) for name in RUN_FIELDS)

@@ -60,7 +60,47 @@ class Store(Protocol):
         error: str | None,
         now: float,
     ) -> None:
-        """End a run owned by `owner` and release it. Raises LeaseLost if not owned."""
+        """End a run owned by `owner` and release it. Raises LeaseLost if not owned.
+
+        In the same transaction: a parent run gets a message on channel `child:RUN_ID`
+        (and is woken), and the run's unfinished attached children are asked to cancel.
+        """
+        ...
+
+    async def continue_run(self, run_id: str, owner: str, new_run: RunRecord, now: float) -> None:
+        """End a run as CONTINUED and create its successor, in one transaction.
+
+        `continued_to` of the old run names `new_run`. Raises LeaseLost if not owned.
+        """
+        ...
+
+    async def control_run(self, run_id: str, action: str, *, now: float) -> str | None:
+        """Apply "cancel", "pause" or "resume" in one transaction; returns the status after.
+
+        A never-started run is cancelled at once; a parked run is paused at once, or made
+        due so it replays into the cancellation; an executing run gets `control` set for
+        its worker to act on. None if no run has that id; a finished run is unchanged.
+        """
+        ...
+
+    async def controlled_runs(self, owner: str) -> list[tuple[str, str]]:
+        """(run_id, control) of the runs `owner` executes that have a pending request."""
+        ...
+
+    async def retry_run(self, run_id: str, *, now: float) -> bool:
+        """Requeue a FAILED run as PENDING so it continues from the failed step.
+
+        Its last journal entry is deleted if that entry failed (with its attempts).
+        False (nothing written) if the run is not FAILED.
+        """
+        ...
+
+    async def fork_run(self, new_run: RunRecord, source_id: str, before_seq: int) -> None:
+        """Create `new_run` with copies of the source's journal entries before a seq.
+
+        Entries with seq < `before_seq` that are not "waiting" are copied, in one
+        transaction.
+        """
         ...
 
     async def park_run(

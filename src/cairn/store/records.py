@@ -35,6 +35,8 @@ class RunRecord:
     scheduled_at: float | None = None
     continued_from: str | None = None
     continued_to: str | None = None
+    control: str | None = None
+    detached: int = 0
 
 
 RUN_FIELDS: tuple[str, ...] = tuple(RunRecord.__dataclass_fields__)

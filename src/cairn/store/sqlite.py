@@ -210,6 +210,57 @@ class SqliteStore:
             params = (status, result, error, now, now, run_id, owner)
             if not conn.execute(_sql.FINISH_RUN, params).rowcount:
                 raise LeaseLost(run_id)
+            _after_finish(conn, run_id, status, result, error, now)
+
+        await self._write(op)
+
+    async def continue_run(self, run_id: str, owner: str, new_run: RunRecord, now: float) -> None:
+        """End a run CONTINUED and create its successor, in one transaction."""
+
+        def op(conn: sqlite3.Connection) -> None:
+            params = (new_run.run_id, now, now, run_id, owner)
+            if not conn.execute(_sql.CONTINUE_RUN, params).rowcount:
+                raise LeaseLost(run_id)
+            conn.execute(_sql.INSERT_RUN, _sql.run_params(new_run))
+            # A parent waiting on this run learns the successor's id (in `result`).
+            _after_finish(conn, run_id, "CONTINUED", new_run.run_id, None, now)
+
+        await self._write(op)
+
+    # operator control
+
+    async def control_run(self, run_id: str, action: str, *, now: float) -> str | None:
+        """Apply cancel / pause / resume to a run (see Store.control_run)."""
+
+        def op(conn: sqlite3.Connection) -> str | None:
+            return _control(conn, run_id, action, now)
+
+        return await self._write(op)
+
+    async def controlled_runs(self, owner: str) -> list[tuple[str, str]]:
+        """(run_id, control) of runs owned by `owner` with a pending request."""
+        return [(str(r), str(c)) for r, c in self._read(_sql.SELECT_CONTROLLED, (owner,))]
+
+    async def retry_run(self, run_id: str, *, now: float) -> bool:
+        """Requeue a FAILED run, forgetting its last failed step; False if not FAILED."""
+
+        def op(conn: sqlite3.Connection) -> bool:
+            last = conn.execute(_sql.LAST_STEP, (run_id,)).fetchone()
+            if not conn.execute(_sql.REQUEUE_FAILED, (now, run_id)).rowcount:
+                return False
+            if last is not None and last[1] == "failed":
+                conn.execute(_sql.DELETE_STEP, (run_id, last[0]))
+                conn.execute(_sql.DELETE_ATTEMPTS, (run_id, last[0]))
+            return True
+
+        return await self._write(op)
+
+    async def fork_run(self, new_run: RunRecord, source_id: str, before_seq: int) -> None:
+        """Create `new_run` with a copy of the source's journal entries before `before_seq`."""
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(_sql.INSERT_RUN, _sql.run_params(new_run))
+            conn.execute(_sql.COPY_STEPS, (new_run.run_id, source_id, before_seq))
 
         await self._write(op)
 
@@ -458,6 +509,60 @@ class SqliteStore:
             return _sql.run_from_row(conn.execute(_sql.SELECT_RUN, (run_id,)).fetchone())
 
         return await self._write(op)
+
+
+def _after_finish(
+    conn: sqlite3.Connection,
+    run_id: str,
+    status: str,
+    result: str | None,
+    error: str | None,
+    now: float,
+) -> None:
+    # Tell a waiting parent, and cancel this run's own unfinished attached children.
+    row = conn.execute(_sql.SELECT_PARENT, (run_id,)).fetchone()
+    if row is not None and row[0] is not None:
+        message = _sql.child_message(run_id, status, result, error)
+        conn.execute(_sql.INSERT_MESSAGE, (row[0], f"child:{run_id}", message, None, now))
+        conn.execute(_sql.WAKE_WAITING, (now, row[0]))
+    conn.execute(_sql.CANCEL_CHILDREN, (now, now, run_id))
+
+
+def _control(conn: sqlite3.Connection, run_id: str, action: str, now: float) -> str | None:
+    row = conn.execute(_sql.SELECT_CONTROL_STATE, (run_id,)).fetchone()
+    if row is None:
+        return None
+    status, attempt, _owner = row
+    if status in _FINISHED:
+        return str(status)
+    if action == "cancel":
+        if status in ("PENDING", "PAUSED") and attempt == 0:
+            conn.execute(_sql.CANCEL_UNSTARTED, (now, now, run_id))
+            _after_finish(conn, run_id, "CANCELLED", None, None, now)
+            return "CANCELLED"
+        if status in ("SLEEPING", "WAITING", "PENDING", "PAUSED"):
+            conn.execute(_sql.SET_CONTROL_AND_WAKE, ("cancel", now, now, run_id))
+            if status == "PAUSED":
+                conn.execute(_sql.RESUME_PAUSED, (now, now, run_id))
+                conn.execute(_sql.SET_CONTROL, ("cancel", now, run_id))
+            return str(status)
+        conn.execute(_sql.SET_CONTROL, ("cancel", now, run_id))
+        return str(status)
+    if action == "pause":
+        if status in ("SLEEPING", "WAITING", "PENDING"):
+            conn.execute(_sql.PAUSE_PARKED, (now, run_id))
+            return "PAUSED"
+        if status == "RUNNING":
+            conn.execute(_sql.SET_CONTROL, ("pause", now, run_id))
+        return str(status)
+    if action == "resume":
+        if status == "PAUSED":
+            conn.execute(_sql.RESUME_PAUSED, (now, now, run_id))
+            return "PENDING" if attempt == 0 else "WAITING"
+        if status == "RUNNING":
+            conn.execute(_sql.SET_CONTROL, (None, now, run_id))
+        return str(status)
+    raise ValueError(f"unknown control action {action!r}")
 
 
 _FINISHED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "CONTINUED"})

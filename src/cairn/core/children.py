@@ -1,0 +1,141 @@
+"""Child runs: a workflow called inside a workflow runs as its own run, awaited by the parent.
+
+The child's id is derived from the parent's id and the call's key, so a parent that
+crashes between starting a child and recording it finds the same child again. A finished
+child messages its parent in the transaction that finishes it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from cairn.core.signals import Unwind
+from cairn.core.waits import facts_of, wait_message, waiting_record
+from cairn.errors import ChildFailed
+from cairn.store.protocol import LeaseLost
+from cairn.store.records import RunRecord, StepRecord
+
+if TYPE_CHECKING:
+    from cairn.authoring.workflow import WorkflowDef
+    from cairn.core.live_run import LiveRun
+
+
+class ChildHandle:
+    """A child run started with `cairn.start_child`; `await handle.result()` waits for it."""
+
+    __slots__ = ("_live", "_record", "run_id", "workflow")
+
+    def __init__(self, live: LiveRun, workflow: str, run_id: str, record: StepRecord) -> None:
+        self._live = live
+        self.workflow = workflow
+        self.run_id = run_id
+        self._record = record
+
+    def __repr__(self) -> str:
+        return f"ChildHandle({self.run_id!r})"
+
+    def result(self) -> Any:
+        """The child's result (ChildFailed if it failed or was cancelled).
+
+        An awaitable in async workflows; the value itself in sync ones.
+        """
+        return self._live.deliver(child_result(self._live, self))
+
+
+async def start_child(
+    live: LiveRun,
+    workflow: WorkflowDef[Any, Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    run_id: str | None,
+    detached: bool,
+) -> ChildHandle:
+    """Start (or, on replay, find) a child run of `workflow`."""
+    key = live.journal.next_key(f"~child:{workflow.name}")
+    record = live.journal.take(key, "child")
+    if record is not None:
+        if record.status == "waiting":
+            child_id = str(facts_of(record)["child_id"])
+        else:
+            outcome = live.env.serializer.loads(record.result or "{}")
+            child_id = str(outcome.get("run_id", "")) if isinstance(outcome, dict) else ""
+        return ChildHandle(live, workflow.name, child_id, record)
+    await live.journal.check_new_work(f"started child workflow {workflow.name!r}")
+    live.interrupts.checkpoint()
+    env = live.env
+    child_id = run_id or f"{live.run.run_id}/{key[len('~child:') :]}"
+    now = env.clock.now()
+    args_text = env.serializer.dumps(
+        {"args": list(args), "kwargs": kwargs}, what=f"arguments of workflow {workflow.name!r}"
+    )
+    child = RunRecord(
+        run_id=child_id,
+        workflow=workflow.name,
+        status="PENDING",
+        args=args_text,
+        created_at=now,
+        updated_at=now,
+        max_recoveries=workflow.max_recoveries,
+        parent_id=live.run.run_id,
+        queue=workflow.queue,
+        detached=1 if detached else 0,
+    )
+    facts = {"child_id": child_id, "channel": f"child:{child_id}", "deadline": None}
+    record = waiting_record(live, key, "child", workflow.name, live.journal.allocate_seq(), facts)
+    await env.store.create_run(child)
+    try:
+        await env.store.upsert_step(env.owner, record)
+    except LeaseLost:
+        raise Unwind() from None
+    if env.on_new_work is not None:
+        env.on_new_work()
+    return ChildHandle(live, workflow.name, child_id, record)
+
+
+async def child_result(live: LiveRun, handle: ChildHandle) -> Any:
+    """Wait for the child (following continue_as_new) and return its result."""
+    record: StepRecord | None = handle._record
+    key = handle._record.key
+    child_id = handle.run_id
+    hop = 0
+    while True:
+        message = await wait_message(
+            live,
+            key=key,
+            kind="child",
+            name=handle.workflow,
+            channel=f"child:{child_id}",
+            record=record,
+            deadline=None,
+        )
+        status = message.get("status")
+        if status == "COMPLETED":
+            result = message.get("result")
+            return None if result is None else live.env.serializer.loads(result)
+        if status == "CONTINUED":
+            # The child went on as a new run: wait for that one under a key of its own.
+            child_id = str(message.get("result"))
+            hop += 1
+            key = f"{handle._record.key}>{hop}"
+            record = live.journal.take(key, "child")
+            if record is None:
+                facts = {"child_id": child_id, "channel": f"child:{child_id}", "deadline": None}
+                record = waiting_record(
+                    live, key, "child", handle.workflow, live.journal.allocate_seq(), facts
+                )
+                try:
+                    await live.env.store.upsert_step(live.env.owner, record)
+                except LeaseLost:
+                    raise Unwind() from None
+            continue
+        error = json.loads(message.get("error") or "{}")
+        raise ChildFailed(
+            f"child run {child_id!r} ({handle.workflow}) ended {status}: "
+            f"{error.get('message', '')}",
+            run_id=child_id,
+            error_type=error.get("cause_type") or error.get("type", ""),
+            error_message=error.get("message", ""),
+            traceback=error.get("traceback", ""),
+        )

@@ -1,0 +1,57 @@
+"""Wake-up hints for a worker's claim loop: "runs may be claimable now" or "at time T".
+
+A hint is never a promise (the claim decides), so a lost or spurious one costs at most a
+poll interval or an empty claim. Wake times are compared with the wall clock, so under a
+virtual clock they only cause early or late wake-ups, never wrong claims.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import time
+
+MAX_TIMERS = 1024
+
+
+class WakeSignal:
+    """An asyncio event plus the earliest known wake times of parked runs."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self._timers: list[float] = []
+
+    def set(self) -> None:
+        """Runs may be claimable now."""
+        self._event.set()
+
+    def at(self, when: float) -> None:
+        """A run becomes claimable at `when` (epoch seconds)."""
+        heapq.heappush(self._timers, when)
+        if len(self._timers) > 2 * MAX_TIMERS:
+            # Keep the earliest: later ones are found by polling if they are dropped.
+            self._timers = heapq.nsmallest(MAX_TIMERS, self._timers)
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a hint; True if one arrived or a timer is due."""
+        if self._take():
+            return True
+        delay = timeout
+        if self._timers:
+            delay = min(delay, max(0.0, self._timers[0] - time.time()))
+        if delay > 0:
+            try:
+                async with asyncio.timeout(delay):
+                    await self._event.wait()
+            except TimeoutError:
+                pass
+        return self._take()
+
+    def _take(self) -> bool:
+        woke = self._event.is_set()
+        self._event.clear()
+        now = time.time()
+        while self._timers and self._timers[0] <= now:
+            heapq.heappop(self._timers)
+            woke = True
+        return woke
