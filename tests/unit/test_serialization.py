@@ -206,7 +206,8 @@ def test_roundtrip__rich_type(value: Any) -> None:
     restored = roundtrip(value)
     assert type(restored) is type(value)
     assert restored == value
-    assert repr(restored) == repr(value)  # same tzinfo, exponent, member...
+    if not isinstance(value, (set, frozenset)):  # set order varies with hash seeds
+        assert repr(restored) == repr(value)  # same tzinfo, exponent, member...
 
 
 def test_roundtrip__datetime_fold_kept() -> None:

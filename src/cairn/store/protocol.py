@@ -247,7 +247,3 @@ class Store(Protocol):
         ended FAILED instead and reported in `poisoned`. A run is never handed to two workers.
         """
         ...
-
-    async def claim_run(self, run_id: str, worker_id: str, *, now: float) -> RunRecord | None:
-        """Take one PENDING run by id (the in-process fast path); None if another worker has it."""
-        ...

@@ -1,0 +1,323 @@
+"""Transaction bodies shared by every SQL backend, written once as "programs".
+
+A program is a generator that yields `Sql` statements and receives each one's result (a
+row count, one row, or all rows); its return value is the transaction's result. Backends
+only run programs (`SqliteStore` synchronously, `PostgresStore` with await), so the logic
+of claiming, fencing, waking and control lives here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from cairn.store import _sql
+from cairn.store.protocol import LeaseLost
+from cairn.store.records import (
+    AttemptRecord,
+    Claimed,
+    RunRecord,
+    StepRecord,
+    TaskRecord,
+    WorkerRecord,
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Sql:
+    """One statement of a program.
+
+    `fetch` says what the program gets back: the row count, the first row (or None), or
+    all rows. `lock` marks a SELECT whose rows the transaction claims: PostgreSQL adds
+    `FOR UPDATE SKIP LOCKED`; SQLite needs nothing (a write transaction is exclusive).
+    """
+
+    text: str
+    params: Sequence[Any] = ()
+    fetch: Literal["count", "one", "all"] = "count"
+    lock: bool = False
+
+
+Program = Generator[Sql, Any, T]
+
+FINISHED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "CONTINUED"})
+
+
+def _one(text: str, params: Sequence[Any] = ()) -> Sql:
+    return Sql(text, params, "one")
+
+
+def _all(text: str, params: Sequence[Any] = (), *, lock: bool = False) -> Sql:
+    return Sql(text, params, "all", lock)
+
+
+# runs
+
+
+def create_run(run: RunRecord) -> Program[RunRecord | None]:
+    """Insert `run` unless its id exists; returns the existing run, or None if inserted."""
+    if (yield Sql(_sql.INSERT_RUN, _sql.run_params(run))):
+        return None
+    row = yield _one(_sql.SELECT_RUN, (run.run_id,))
+    return _sql.run_from_row(row)
+
+
+def get_run(run_id: str) -> Program[RunRecord | None]:
+    """The run, or None."""
+    row = yield _one(_sql.SELECT_RUN, (run_id,))
+    return None if row is None else _sql.run_from_row(row)
+
+
+def finish_run(
+    run_id: str, owner: str, status: str, result: str | None, error: str | None, now: float
+) -> Program[None]:
+    """End a run owned by `owner`, then tell its parent and cancel its children."""
+    params = (status, result, error, now, now, run_id, owner)
+    if not (yield Sql(_sql.FINISH_RUN, params)):
+        raise LeaseLost(run_id)
+    yield from _after_finish(run_id, status, result, error, now)
+
+
+def _after_finish(
+    run_id: str, status: str, result: str | None, error: str | None, now: float
+) -> Program[None]:
+    row = yield _one(_sql.SELECT_PARENT, (run_id,))
+    if row is not None and row[0] is not None:
+        message = _sql.child_message(run_id, status, result, error)
+        yield Sql(_sql.INSERT_MESSAGE, (row[0], f"child:{run_id}", message, None, now))
+        yield Sql(_sql.WAKE_WAITING, (now, row[0]))
+    yield Sql(_sql.CANCEL_CHILDREN, (now, now, run_id))
+
+
+def continue_run(run_id: str, owner: str, new_run: RunRecord, now: float) -> Program[None]:
+    """End a run CONTINUED and create its successor."""
+    if not (yield Sql(_sql.CONTINUE_RUN, (new_run.run_id, now, now, run_id, owner))):
+        raise LeaseLost(run_id)
+    yield Sql(_sql.INSERT_RUN, _sql.run_params(new_run))
+    # A parent waiting on this run learns the successor's id (in `result`).
+    yield from _after_finish(run_id, "CONTINUED", new_run.run_id, None, now)
+
+
+def park_run(
+    run_id: str,
+    owner: str,
+    status: str,
+    wake_at: float | None,
+    waiting_for: str | None,
+    now: float,
+) -> Program[None]:
+    """Park a run (SLEEPING, WAITING, PAUSED) and release it."""
+    due = wake_at
+    if status == "WAITING" and (yield _one(_sql.HAS_MESSAGES, (run_id,))):
+        due = now  # a message arrived while the run was deciding to wait
+    if not (yield Sql(_sql.PARK_RUN, (status, due, waiting_for, now, run_id, owner))):
+        raise LeaseLost(run_id)
+
+
+def update_run_meta(
+    run_id: str, columns: dict[str, str] | None, progress: str | None, now: float
+) -> Program[None]:
+    """Merge indexed columns and set progress."""
+    merged = None
+    if columns:
+        for name, value in columns.items():
+            yield Sql(_sql.INSERT_COLUMN, (run_id, name, value))
+        rows = yield _all(_sql.SELECT_COLUMNS, (run_id,))
+        merged = _sql.columns_json(rows)
+    yield Sql(_sql.UPDATE_META, (merged, progress, now, run_id))
+
+
+# journal
+
+
+def record_step(owner: str, step: StepRecord, *, upsert: bool = False) -> Program[None]:
+    """Insert (or upsert) a journal entry of a run owned by `owner`."""
+    text = _sql.UPSERT_STEP_OWNED if upsert else _sql.INSERT_STEP_OWNED
+    if not (yield Sql(text, (*_sql.step_params(step), step.run_id, owner))):
+        raise LeaseLost(step.run_id)
+
+
+def record_attempt(owner: str, attempt: AttemptRecord) -> Program[None]:
+    """Insert a failed attempt of a step of a run owned by `owner`."""
+    if not (yield Sql(_sql.TOUCH_OWNED, (attempt.failed_at, attempt.run_id, owner))):
+        raise LeaseLost(attempt.run_id)
+    yield Sql(_sql.INSERT_ATTEMPT, _sql.attempt_params(attempt))
+
+
+# messages, hooks and tasks
+
+
+def send_message(
+    run_id: str, channel: str, payload: str, idempotency_key: str | None, now: float
+) -> Program[str | None]:
+    """Queue a message and wake a waiting run; the run's status, None if unknown."""
+    row = yield _one(_sql.SELECT_STATUS, (run_id,))
+    if row is None or row[0] in FINISHED:
+        return None if row is None else str(row[0])
+    yield Sql(_sql.INSERT_MESSAGE, (run_id, channel, payload, idempotency_key, now))
+    yield Sql(_sql.WAKE_WAITING, (now, run_id))
+    return str(row[0])
+
+
+def consume_message(owner: str, channel: str, step: StepRecord) -> Program[str | None]:
+    """Take the oldest message on `channel` as the outcome of `step`; None if none."""
+    row = yield _one(_sql.SELECT_OLDEST_MESSAGE, (step.run_id, channel))
+    if row is None:
+        return None
+    message_id, payload = row
+    params = _sql.step_params(step)
+    params = (*params[:9], payload, *params[10:], step.run_id, owner)
+    if not (yield Sql(_sql.UPSERT_STEP_OWNED, params)):
+        raise LeaseLost(step.run_id)
+    yield Sql(_sql.CONSUME_MESSAGE, (step.key, message_id))
+    return str(payload)
+
+
+def create_hook(
+    owner: str, step: StepRecord, token: str, name: str, expires_at: float | None
+) -> Program[None]:
+    """Journal a hook's creation and insert its row."""
+    yield from record_step(owner, step, upsert=True)
+    yield Sql(_sql.INSERT_HOOK, (token, step.run_id, name, step.started_at, expires_at))
+
+
+def resume_hook(token: str, payload: str, now: float) -> Program[str | None]:
+    """Use a hook once; the run id, or None if unknown, used or expired."""
+    if not (yield Sql(_sql.USE_HOOK, (now, token, now))):
+        return None
+    (run_id,) = yield _one(_sql.SELECT_HOOK_RUN, (token,))
+    yield Sql(_sql.INSERT_MESSAGE, (run_id, f"hook:{token}", payload, None, now))
+    yield Sql(_sql.WAKE_WAITING, (now, run_id))
+    return str(run_id)
+
+
+def create_task(owner: str, step: StepRecord, task: TaskRecord) -> Program[None]:
+    """Journal a human task's creation and insert its row."""
+    yield from record_step(owner, step, upsert=True)
+    yield Sql(_sql.INSERT_TASK, _sql.task_params(task))
+
+
+def submit_task(
+    task_id: str, values: str, by: str | None, now: float
+) -> Program[TaskRecord | None]:
+    """Submit an open task and queue its values; None if it is not open."""
+    if not (yield Sql(_sql.SUBMIT_TASK, (now, by, values, task_id))):
+        return None
+    task = _sql.task_from_row((yield _one(_sql.SELECT_TASK, (task_id,))))
+    yield Sql(_sql.INSERT_MESSAGE, (task.run_id, f"task:{task_id}", values, None, now))
+    yield Sql(_sql.WAKE_WAITING, (now, task.run_id))
+    return task
+
+
+# operator control
+
+
+def control_run(run_id: str, action: str, now: float) -> Program[str | None]:
+    """Apply cancel / pause / resume; the status after, None if no such run."""
+    row = yield _one(_sql.SELECT_CONTROL_STATE, (run_id,))
+    if row is None:
+        return None
+    status, attempt, _owner = row
+    status = str(status)
+    if status in FINISHED:
+        return status
+    if action == "cancel":
+        if status in ("PENDING", "PAUSED") and attempt == 0:
+            yield Sql(_sql.CANCEL_UNSTARTED, (now, now, run_id))
+            yield from _after_finish(run_id, "CANCELLED", None, None, now)
+            return "CANCELLED"
+        if status == "PAUSED":
+            yield Sql(_sql.RESUME_PAUSED, (now, now, run_id))
+        if status in ("SLEEPING", "WAITING", "PENDING", "PAUSED"):
+            yield Sql(_sql.SET_CONTROL_AND_WAKE, ("cancel", now, now, run_id))
+        else:
+            yield Sql(_sql.SET_CONTROL, ("cancel", now, run_id))
+        return status
+    if action == "pause":
+        if status in ("SLEEPING", "WAITING", "PENDING"):
+            yield Sql(_sql.PAUSE_PARKED, (now, run_id))
+            return "PAUSED"
+        if status == "RUNNING":
+            yield Sql(_sql.SET_CONTROL, ("pause", now, run_id))
+        return status
+    if action == "resume":
+        if status == "PAUSED":
+            yield Sql(_sql.RESUME_PAUSED, (now, now, run_id))
+            return "PENDING" if attempt == 0 else "WAITING"
+        if status == "RUNNING":
+            yield Sql(_sql.SET_CONTROL, (None, now, run_id))
+        return status
+    raise ValueError(f"unknown control action {action!r} (cancel, pause or resume)")
+
+
+def retry_run(run_id: str, now: float) -> Program[bool]:
+    """Requeue a FAILED run, forgetting its last failed entry; False if not FAILED."""
+    last = yield _one(_sql.LAST_STEP, (run_id,))
+    if not (yield Sql(_sql.REQUEUE_FAILED, (now, run_id))):
+        return False
+    if last is not None and last[1] == "failed":
+        yield Sql(_sql.DELETE_STEP, (run_id, last[0]))
+        yield Sql(_sql.DELETE_ATTEMPTS, (run_id, last[0]))
+    return True
+
+
+def fork_run(new_run: RunRecord, source_id: str, before_seq: int) -> Program[None]:
+    """Create `new_run` with the source's completed entries before `before_seq`."""
+    yield Sql(_sql.INSERT_RUN, _sql.run_params(new_run))
+    yield Sql(_sql.COPY_STEPS, (new_run.run_id, source_id, before_seq))
+
+
+# workers and claims
+
+
+def register_worker(worker: WorkerRecord) -> Program[None]:
+    """Insert or refresh a worker row."""
+    yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
+
+
+def heartbeat(worker_id: str, now: float) -> Program[None]:
+    """Mark the worker alive."""
+    yield Sql(_sql.HEARTBEAT, (now, worker_id))
+
+
+def expire_workers(worker_ids: Sequence[str]) -> Program[None]:
+    """Mark workers dead now."""
+    for worker_id in worker_ids:
+        yield Sql(_sql.EXPIRE_WORKER, (worker_id,))
+
+
+def remove_worker(worker_id: str, now: float) -> Program[None]:
+    """Delete a worker and hand its running runs back to PENDING."""
+    yield Sql(_sql.RELEASE_OWNED, (now, worker_id))
+    yield Sql(_sql.DELETE_WORKER, (worker_id,))
+
+
+def claim_runs(worker_id: str, limit: int, now: float, lease: float) -> Program[Claimed]:
+    """Take due runs, then orphaned ones (see Store.claim_runs)."""
+    claimed: list[str] = []
+    poisoned: list[str] = []
+    due = yield _all(_sql.SELECT_WOKEN, (now, limit), lock=True)
+    if len(due) < limit:
+        due = [*due, *(yield _all(_sql.SELECT_PENDING, (now, limit - len(due)), lock=True))]
+    for run_id, status in due:
+        grow = 1 if status == "PENDING" else 0  # a waking sleeper is the same attempt
+        if (yield Sql(_sql.CLAIM_ONE, (worker_id, grow, 0, now, now, run_id, status))):
+            claimed.append(run_id)
+    room = limit - len(claimed)
+    if room > 0:
+        orphans = yield _all(_sql.SELECT_ORPHANED, (now - lease, room), lock=True)
+        for run_id, recoveries, max_recoveries in orphans:
+            if recoveries >= max_recoveries:
+                error = _sql.poison_error(run_id, recoveries)
+                yield Sql(_sql.POISON_ONE, (error, now, now, run_id))
+                yield from _after_finish(run_id, "FAILED", None, error, now)
+                poisoned.append(run_id)
+            elif (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 1, now, now, run_id, "RUNNING"))):
+                claimed.append(run_id)
+    runs = []
+    for run_id in claimed:
+        runs.append(_sql.run_from_row((yield _one(_sql.SELECT_RUN, (run_id,)))))
+    return Claimed(runs, poisoned)

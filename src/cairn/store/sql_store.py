@@ -1,0 +1,224 @@
+"""SqlStore: the Store protocol over programs; a backend supplies only how to run them.
+
+Backends implement `open`, `close`, `write` (run a program in a write transaction and
+commit before answering) and `read` (run a program without one). Everything else is here,
+once, for both dialects.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from cairn.store import _sql, programs
+from cairn.store.programs import Program, Sql
+from cairn.store.records import (
+    AttemptRecord,
+    Claimed,
+    RunQuery,
+    RunRecord,
+    StepRecord,
+    TaskRecord,
+    WorkerRecord,
+)
+
+T = TypeVar("T")
+
+
+def _rows(text: str, params: Sequence[Any] = ()) -> Program[list[Any]]:
+    rows: list[Any] = yield Sql(text, params, "all")
+    return rows
+
+
+class SqlStore:
+    """Every Store method, as a program handed to the backend's `write` or `read`."""
+
+    dialect = "sql"
+
+    async def write(self, program: Program[T]) -> T:
+        """Run `program` in a write transaction; return once it has committed."""
+        raise NotImplementedError
+
+    async def read(self, program: Program[T]) -> T:
+        """Run a read-only `program`."""
+        raise NotImplementedError
+
+    # runs
+
+    async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """Insert `run` unless its run_id exists; returns the stored run and whether it is new."""
+        existing = await self.write(programs.create_run(run))
+        return (run, True) if existing is None else (existing, False)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run, or None."""
+        return await self.read(programs.get_run(run_id))
+
+    async def list_runs(self, query: RunQuery) -> list[RunRecord]:
+        """Runs matching `query`, newest first."""
+        text, params = _sql.list_runs(query)
+        return [_sql.run_from_row(row) for row in await self.read(_rows(text, params))]
+
+    async def finish_run(
+        self,
+        run_id: str,
+        owner: str,
+        status: str,
+        *,
+        result: str | None,
+        error: str | None,
+        now: float,
+    ) -> None:
+        """End a run owned by `owner` (see Store.finish_run)."""
+        await self.write(programs.finish_run(run_id, owner, status, result, error, now))
+
+    async def continue_run(self, run_id: str, owner: str, new_run: RunRecord, now: float) -> None:
+        """End a run CONTINUED and create its successor."""
+        await self.write(programs.continue_run(run_id, owner, new_run, now))
+
+    async def park_run(
+        self,
+        run_id: str,
+        owner: str,
+        status: str,
+        *,
+        wake_at: float | None,
+        waiting_for: str | None,
+        now: float,
+    ) -> None:
+        """Park a run and release it."""
+        await self.write(programs.park_run(run_id, owner, status, wake_at, waiting_for, now))
+
+    async def update_run_meta(
+        self,
+        run_id: str,
+        *,
+        columns: dict[str, str] | None,
+        progress: str | None,
+        now: float,
+    ) -> None:
+        """Merge indexed columns and set progress."""
+        await self.write(programs.update_run_meta(run_id, columns, progress, now))
+
+    # journal
+
+    async def load_journal(self, run_id: str) -> list[StepRecord]:
+        """Every recorded outcome, in seq order."""
+        rows = await self.read(_rows(_sql.SELECT_JOURNAL, (run_id,)))
+        return [_sql.step_from_row(row) for row in rows]
+
+    async def record_step(self, owner: str, step: StepRecord) -> None:
+        """Commit a step outcome for a run owned by `owner`."""
+        await self.write(programs.record_step(owner, step))
+
+    async def upsert_step(self, owner: str, step: StepRecord) -> None:
+        """Commit a journal entry that may replace a "waiting" one with the same key."""
+        await self.write(programs.record_step(owner, step, upsert=True))
+
+    async def record_attempt(self, owner: str, attempt: AttemptRecord) -> None:
+        """Commit a failed attempt."""
+        await self.write(programs.record_attempt(owner, attempt))
+
+    async def load_attempts(self, run_id: str) -> list[AttemptRecord]:
+        """Every failed attempt of the run."""
+        rows = await self.read(_rows(_sql.SELECT_ATTEMPTS, (run_id,)))
+        return [_sql.attempt_from_row(row) for row in rows]
+
+    # messages, hooks and tasks
+
+    async def send_message(
+        self, run_id: str, channel: str, payload: str, *, idempotency_key: str | None, now: float
+    ) -> str | None:
+        """Queue a message for a run and wake it if waiting (see Store.send_message)."""
+        return await self.write(
+            programs.send_message(run_id, channel, payload, idempotency_key, now)
+        )
+
+    async def consume_message(self, owner: str, channel: str, step: StepRecord) -> str | None:
+        """Take the oldest message on `channel` as the outcome of `step`."""
+        return await self.write(programs.consume_message(owner, channel, step))
+
+    async def create_hook(
+        self, owner: str, step: StepRecord, *, token: str, name: str, expires_at: float | None
+    ) -> None:
+        """Journal a hook's creation and insert its row."""
+        await self.write(programs.create_hook(owner, step, token, name, expires_at))
+
+    async def resume_hook(self, token: str, payload: str, *, now: float) -> str | None:
+        """Use a hook once; the run id, None if unknown, used or expired."""
+        return await self.write(programs.resume_hook(token, payload, now))
+
+    async def create_task(self, owner: str, step: StepRecord, task: TaskRecord) -> None:
+        """Journal a human task's creation and insert its row."""
+        await self.write(programs.create_task(owner, step, task))
+
+    async def get_task(self, task_id: str) -> TaskRecord | None:
+        """The task, or None."""
+        rows = await self.read(_rows(_sql.SELECT_TASK, (task_id,)))
+        return _sql.task_from_row(rows[0]) if rows else None
+
+    async def list_tasks(
+        self, *, status: str | None, assignee: str | None, run_id: str | None = None
+    ) -> list[TaskRecord]:
+        """Tasks matching the filters, oldest first."""
+        text, params = _sql.list_tasks(status, assignee, run_id)
+        return [_sql.task_from_row(row) for row in await self.read(_rows(text, params))]
+
+    async def submit_task(
+        self, task_id: str, values: str, *, by: str | None, now: float
+    ) -> TaskRecord | None:
+        """Submit an open task; None if it is not open."""
+        return await self.write(programs.submit_task(task_id, values, by, now))
+
+    async def close_tasks(self, run_id: str, status: str, task_id: str | None = None) -> None:
+        """Give a run's open tasks (or just `task_id`) a final status."""
+        await self.write(_rows(_sql.CLOSE_TASKS, (status, run_id, task_id, task_id)))
+
+    # operator control
+
+    async def control_run(self, run_id: str, action: str, *, now: float) -> str | None:
+        """Apply cancel / pause / resume (see Store.control_run)."""
+        return await self.write(programs.control_run(run_id, action, now))
+
+    async def controlled_runs(self, owner: str) -> list[tuple[str, str]]:
+        """(run_id, control) of runs owned by `owner` with a pending request."""
+        rows = await self.read(_rows(_sql.SELECT_CONTROLLED, (owner,)))
+        return [(str(run_id), str(control)) for run_id, control in rows]
+
+    async def retry_run(self, run_id: str, *, now: float) -> bool:
+        """Requeue a FAILED run from its failed step; False if not FAILED."""
+        return await self.write(programs.retry_run(run_id, now))
+
+    async def fork_run(self, new_run: RunRecord, source_id: str, before_seq: int) -> None:
+        """Create `new_run` with the source's entries before `before_seq`."""
+        await self.write(programs.fork_run(new_run, source_id, before_seq))
+
+    # workers and claims
+
+    async def register_worker(self, worker: WorkerRecord) -> None:
+        """Insert or refresh a worker row."""
+        await self.write(programs.register_worker(worker))
+
+    async def heartbeat(self, worker_id: str, now: float) -> None:
+        """Mark the worker alive."""
+        await self.write(programs.heartbeat(worker_id, now))
+
+    async def list_workers(self) -> list[WorkerRecord]:
+        """Every worker row."""
+        return [_sql.worker_from_row(row) for row in await self.read(_rows(_sql.SELECT_WORKERS))]
+
+    async def expire_workers(self, worker_ids: list[str]) -> None:
+        """Mark workers dead now."""
+        if worker_ids:
+            await self.write(programs.expire_workers(worker_ids))
+
+    async def remove_worker(self, worker_id: str) -> None:
+        """Delete the worker and hand its running runs back to PENDING."""
+        await self.write(programs.remove_worker(worker_id, time.time()))
+
+    async def claim_runs(self, worker_id: str, limit: int, *, now: float, lease: float) -> Claimed:
+        """Atomically take due and orphaned runs (see Store.claim_runs)."""
+        if limit <= 0:
+            return Claimed([], [])
+        return await self.write(programs.claim_runs(worker_id, limit, now, lease))
