@@ -17,6 +17,7 @@ from cairn.authoring.primitives import (
     start_child,
     wait_for_event,
 )
+from cairn.authoring.queues import Queue
 from cairn.authoring.registry import Registry
 from cairn.authoring.retry import Retry
 from cairn.authoring.step import run_step, step
@@ -72,6 +73,7 @@ __all__ = [
     "NonDeterminismError",
     "NotInRun",
     "PoisonRun",
+    "Queue",
     "Registry",
     "Retry",
     "RetryableError",

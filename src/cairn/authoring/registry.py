@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.errors import ConfigError
 
 if TYPE_CHECKING:
+    from cairn.authoring.queues import Queue
     from cairn.authoring.step import StepDef
     from cairn.authoring.workflow import WorkflowDef
 
@@ -35,6 +36,7 @@ class Registry:
     def __init__(self) -> None:
         self.workflows: dict[str, WorkflowDef[Any, Any]] = {}
         self.steps: dict[str, StepDef[Any, Any]] = {}
+        self.queues: dict[str, Queue] = {}
 
     def add_workflow(self, workflow: WorkflowDef[Any, Any]) -> None:
         """Register `workflow` under its name."""
@@ -55,6 +57,16 @@ class Registry:
                 f"{describe(existing.fn)}; cannot register {describe(step.fn)}"
             )
         self.steps[step.name] = step
+
+    def add_queue(self, queue: Queue) -> None:
+        """Register a queue declaration; a second, different one under the name fails."""
+        existing = self.queues.get(queue.name)
+        if existing is not None and existing != queue:
+            raise ValueError(
+                f"queue {queue.name!r} is already declared as {existing!r}; cannot redeclare "
+                f"it as {queue!r}"
+            )
+        self.queues[queue.name] = queue
 
     def workflow(self, name: str) -> WorkflowDef[Any, Any]:
         """The workflow called `name`; ConfigError lists what is known."""

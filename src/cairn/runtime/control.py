@@ -22,6 +22,7 @@ from cairn.errors import (
 )
 from cairn.models import HistoryEntry, RunPage, RunStatus, RunSummary
 from cairn.runtime.handle import RunHandle
+from cairn.runtime.queues import QueueControl
 from cairn.runtime.tasks import TaskControl
 from cairn.serialization import Serializer
 from cairn.store.protocol import Store
@@ -78,6 +79,7 @@ class RunControl:
         self.registry = registry
         self.local = local
         self.tasks = TaskControl(self)
+        self.queues = QueueControl(self)
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
 
     # starting
@@ -144,6 +146,8 @@ class RunControl:
                 local.launch(stored, fresh=True)
             else:
                 local.release()
+        elif created:
+            self.wake_local()  # queued or delayed: let this process's worker look now
         return RunHandle(self, stored.run_id)
 
     def _definition(self, workflow: WorkflowDef[Any, Any] | str) -> WorkflowDef[Any, Any] | None:

@@ -20,6 +20,7 @@ from cairn.models import HistoryEntry, RunPage, RunStatus
 from cairn.runtime import leases
 from cairn.runtime.control import RunControl
 from cairn.runtime.handle import RunHandle
+from cairn.runtime.queues import QueueControl
 from cairn.runtime.tasks import TaskControl
 from cairn.runtime.worker import Worker
 from cairn.store import Store, open_store
@@ -56,6 +57,7 @@ class Engine:
         store: Store | None = None,
         poll_interval: float = 0.5,
         claim: bool = True,
+        queues: list[str] | tuple[str, ...] | None = None,
     ) -> None:
         """Configure an engine.
 
@@ -69,6 +71,7 @@ class Engine:
             clock: Time source (default: the system clock; tests pass a VirtualClock).
             store: An already built store (overrides `url`).
             poll_interval: Seconds between checks for work started by other processes.
+            queues: Only claim queued runs of these queues (default: every run).
             claim: Also execute runs started elsewhere (queued, due, orphaned); False
                 executes only the runs this engine starts (what `cairn run` uses).
         """
@@ -86,6 +89,7 @@ class Engine:
         self.workers = workers
         self.poll_interval = poll_interval
         self.claim = claim
+        self.serve_queues = list(queues) if queues else None
         self.worker: Worker | None = None
         self.control = RunControl(
             self.store, clock=self.clock, serializer=self.serializer, registry=self.registry
@@ -111,6 +115,8 @@ class Engine:
             return
         import_modules(self.modules)
         await self.store.open()
+        if self.registry.queues:
+            await self.control.queues.declare(list(self.registry.queues.values()))
         if self.workers > 0:
             import asyncio
 
@@ -134,6 +140,7 @@ class Engine:
                 on_finished=self._finished,
                 poll_interval=self.poll_interval,
                 claim=self.claim,
+                queues=self.serve_queues,
             )
             self.control.local = self.worker
             await self.worker.start()
@@ -215,6 +222,11 @@ class Engine:
     async def fork(self, run_id: str, from_step: int) -> RunHandle:
         """Start a new run reusing the recorded steps before history entry `from_step`."""
         return await self.control.fork(run_id, from_step)
+
+    @property
+    def queues(self) -> QueueControl:
+        """Queue limits: `list`, `get`, `update` (live, no restart needed)."""
+        return self.control.queues
 
     async def history(self, run_id: str) -> list[HistoryEntry]:
         """The run's durable operations in order."""

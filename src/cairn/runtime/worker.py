@@ -30,8 +30,10 @@ class Worker:
         on_finished: Finished,
         poll_interval: float = 0.5,
         claim: bool = True,
+        queues: list[str] | None = None,
     ) -> None:
         self.env = env
+        self.queues = queues
         # False: execute only runs started in this process (`cairn run`), never claim others.
         self.claim = claim
         self.concurrency = concurrency
@@ -143,7 +145,11 @@ class Worker:
         if self.free <= 0 or self._stopping:
             return 0
         claimed = await self.env.store.claim_runs(
-            self.env.owner, self.free, now=self.env.clock.now(), lease=self.lease
+            self.env.owner,
+            self.free,
+            now=self.env.clock.now(),
+            lease=self.lease,
+            queues=self.queues,
         )
         for run_id in claimed.poisoned:
             log.error("run %s given up after too many recoveries (PoisonRun)", run_id)

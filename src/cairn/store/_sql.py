@@ -169,8 +169,60 @@ def task_from_row(row: Sequence[Any]) -> TaskRecord:
 
 # Claiming, in two parts run inside one write transaction by each backend.
 SELECT_PENDING = (
-    "SELECT run_id, status FROM runs WHERE status = 'PENDING' "
-    "AND (wake_at IS NULL OR wake_at <= ?) ORDER BY priority, created_at LIMIT ?"
+    "SELECT run_id, status, queue, partition_key, waiting_for FROM runs "
+    "WHERE status = 'PENDING' AND (wake_at IS NULL OR wake_at <= ?) "
+    "ORDER BY priority, created_at LIMIT ?"
+)
+
+
+def select_pending(queues: list[str] | None) -> str:
+    """SELECT_PENDING, restricted to `queues` when a worker serves only those."""
+    if not queues:
+        return SELECT_PENDING
+    marks = ", ".join("?" * len(queues))
+    return SELECT_PENDING.replace("WHERE status", f"WHERE queue IN ({marks}) AND status", 1)
+
+
+# Queue limits. The queue row is locked while claiming so that concurrent claimers of one
+# queue count each other's claims (PostgreSQL); SQLite's write transaction is exclusive.
+SELECT_QUEUE = (
+    "SELECT name, concurrency, per_worker, rate_count, rate_period, partition_concurrency "
+    "FROM queues WHERE name = ?"
+)
+SELECT_QUEUES = (
+    "SELECT name, concurrency, per_worker, rate_count, rate_period, partition_concurrency "
+    "FROM queues ORDER BY name"
+)
+COUNT_EXECUTING = "SELECT COUNT(*) FROM runs WHERE queue = ? AND status = 'RUNNING'"
+COUNT_EXECUTING_MINE = (
+    "SELECT COUNT(*) FROM runs WHERE queue = ? AND status = 'RUNNING' AND owner = ?"
+)
+COUNT_EXECUTING_PARTITION = (
+    "SELECT COUNT(*) FROM runs WHERE queue = ? AND status = 'RUNNING' AND partition_key = ?"
+)
+COUNT_STARTS = "SELECT COUNT(*) FROM runs WHERE queue = ? AND started_at >= ?"
+SET_WAITING_FOR = "UPDATE runs SET waiting_for = ? WHERE run_id = ?"
+# Code declarations win when they change; an operator's live update lasts until then.
+DECLARE_QUEUE = (
+    "INSERT INTO queues (name, concurrency, per_worker, rate_count, rate_period, "
+    "partition_concurrency, declared, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, "
+    "per_worker = excluded.per_worker, rate_count = excluded.rate_count, "
+    "rate_period = excluded.rate_period, partition_concurrency = excluded.partition_concurrency, "
+    "declared = excluded.declared, updated_at = excluded.updated_at "
+    "WHERE queues.declared IS NULL OR queues.declared <> excluded.declared"
+)
+UPSERT_QUEUE_LIMITS = (
+    "INSERT INTO queues (name, concurrency, per_worker, rate_count, rate_period, "
+    "partition_concurrency, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, "
+    "per_worker = excluded.per_worker, rate_count = excluded.rate_count, "
+    "rate_period = excluded.rate_period, partition_concurrency = excluded.partition_concurrency, "
+    "updated_at = excluded.updated_at"
+)
+SELECT_ACTIVE_DEDUP = (
+    "SELECT run_id FROM runs WHERE COALESCE(queue, '') = ? AND dedup_key = ? "
+    "AND status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'CONTINUED')"
 )
 # Parked runs whose timer is due or that received a message (wake_at set to now).
 SELECT_WOKEN = (
@@ -187,7 +239,7 @@ SELECT_ORPHANED = (
 CLAIM_ONE = (
     "UPDATE runs SET status = 'RUNNING', owner = ?, attempt = attempt + ?, "
     "recoveries = recoveries + ?, started_at = COALESCE(started_at, ?), updated_at = ?, "
-    "wake_at = NULL WHERE run_id = ? AND status = ?"
+    "wake_at = NULL, waiting_for = NULL WHERE run_id = ? AND status = ?"
 )
 POISON_ONE = (
     "UPDATE runs SET status = 'FAILED', error = ?, owner = NULL, updated_at = ?, "

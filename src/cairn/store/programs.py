@@ -12,11 +12,13 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from cairn.errors import DuplicateRun
 from cairn.store import _sql
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import (
     AttemptRecord,
     Claimed,
+    QueueRecord,
     RunRecord,
     StepRecord,
     TaskRecord,
@@ -32,13 +34,14 @@ class Sql:
 
     `fetch` says what the program gets back: the row count, the first row (or None), or
     all rows. `lock` marks a SELECT whose rows the transaction claims: PostgreSQL adds
-    `FOR UPDATE SKIP LOCKED`; SQLite needs nothing (a write transaction is exclusive).
+    `FOR UPDATE SKIP LOCKED` ("skip") or `FOR UPDATE` ("update", waiting for the lock);
+    SQLite needs nothing (its write transaction is exclusive).
     """
 
     text: str
     params: Sequence[Any] = ()
     fetch: Literal["count", "one", "all"] = "count"
-    lock: bool = False
+    lock: Literal["", "skip", "update"] = ""
 
 
 Program = Generator[Sql, Any, T]
@@ -51,14 +54,29 @@ def _one(text: str, params: Sequence[Any] = ()) -> Sql:
 
 
 def _all(text: str, params: Sequence[Any] = (), *, lock: bool = False) -> Sql:
-    return Sql(text, params, "all", lock)
+    return Sql(text, params, "all", "skip" if lock else "")
 
 
 # runs
 
 
 def create_run(run: RunRecord) -> Program[RunRecord | None]:
-    """Insert `run` unless its id exists; returns the existing run, or None if inserted."""
+    """Insert `run` unless its id exists; returns the existing run, or None if inserted.
+
+    Raises DuplicateRun (before writing) if an active run of the queue holds its dedup key.
+    """
+    row = yield _one(_sql.SELECT_RUN, (run.run_id,))
+    if row is not None:
+        return _sql.run_from_row(row)
+    if run.dedup_key is not None:
+        holder = yield _one(_sql.SELECT_ACTIVE_DEDUP, (run.queue or "", run.dedup_key))
+        if holder is not None:
+            where = f" in queue {run.queue!r}" if run.queue else ""
+            raise DuplicateRun(
+                f"dedup key {run.dedup_key!r}{where} is held by active run {holder[0]!r}",
+                run_id=str(holder[0]),
+                dedup_key=run.dedup_key,
+            )
     if (yield Sql(_sql.INSERT_RUN, _sql.run_params(run))):
         return None
     row = yield _one(_sql.SELECT_RUN, (run.run_id,))
@@ -295,17 +313,40 @@ def remove_worker(worker_id: str, now: float) -> Program[None]:
     yield Sql(_sql.DELETE_WORKER, (worker_id,))
 
 
-def claim_runs(worker_id: str, limit: int, now: float, lease: float) -> Program[Claimed]:
-    """Take due runs, then orphaned ones (see Store.claim_runs)."""
+def claim_runs(
+    worker_id: str, limit: int, now: float, lease: float, queues: list[str] | None = None
+) -> Program[Claimed]:
+    """Take due runs, then orphaned ones (see Store.claim_runs).
+
+    Pending runs of a queue are taken only while the queue's limits allow; a run held back
+    gets `waiting_for` saying which limit holds it.
+    """
     claimed: list[str] = []
     poisoned: list[str] = []
     due = yield _all(_sql.SELECT_WOKEN, (now, limit), lock=True)
-    if len(due) < limit:
-        due = [*due, *(yield _all(_sql.SELECT_PENDING, (now, limit - len(due)), lock=True))]
     for run_id, status in due:
-        grow = 1 if status == "PENDING" else 0  # a waking sleeper is the same attempt
-        if (yield Sql(_sql.CLAIM_ONE, (worker_id, grow, 0, now, now, run_id, status))):
+        # A waking sleeper is the same attempt going on, so its attempt does not grow.
+        if (yield Sql(_sql.CLAIM_ONE, (worker_id, 0, 0, now, now, run_id, status))):
             claimed.append(run_id)
+    if len(claimed) < limit:
+        # Over-fetch: some candidates may be held back by their queue's limits.
+        want = (limit - len(claimed)) * 4
+        text = _sql.select_pending(queues)
+        pending = yield _all(text, (*(queues or ()), now, want), lock=True)
+        gate = _QueueGate(worker_id, now)
+        for run_id, _status, queue, partition, waiting_for in pending:
+            if len(claimed) >= limit:
+                break
+            if queue is not None:
+                held = yield from gate.held(queue, partition)
+                if held is not None:
+                    if held != waiting_for:
+                        yield Sql(_sql.SET_WAITING_FOR, (held, run_id))
+                    continue
+            if (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 0, now, now, run_id, "PENDING"))):
+                claimed.append(run_id)
+                if queue is not None:
+                    gate.took(queue, partition)
     room = limit - len(claimed)
     if room > 0:
         orphans = yield _all(_sql.SELECT_ORPHANED, (now - lease, room), lock=True)
@@ -321,3 +362,97 @@ def claim_runs(worker_id: str, limit: int, now: float, lease: float) -> Program[
     for run_id in claimed:
         runs.append(_sql.run_from_row((yield _one(_sql.SELECT_RUN, (run_id,)))))
     return Claimed(runs, poisoned)
+
+
+class _QueueGate:
+    """Counts of one claim transaction, per queue, checked against the queue's limits."""
+
+    def __init__(self, worker_id: str, now: float) -> None:
+        self.worker_id = worker_id
+        self.now = now
+        self.limits: dict[str, QueueRecord | None] = {}
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def _count(self, key: tuple[str, str], text: str, params: tuple[Any, ...]) -> Program[int]:
+        if key not in self.counts:
+            row = yield _one(text, params)
+            self.counts[key] = int(row[0])
+        return self.counts[key]
+
+    def held(self, queue: str, partition: str | None) -> Program[str | None]:
+        """Why a run of `queue` cannot start now, or None if it can."""
+        if queue not in self.limits:
+            row = yield Sql(_sql.SELECT_QUEUE, (queue,), "one", "update")
+            self.limits[queue] = None if row is None else QueueRecord(*row)
+        limits = self.limits[queue]
+        if limits is None:
+            return None
+        name = f"queue {queue!r}"
+        if limits.concurrency is not None:
+            n = yield from self._count((queue, "all"), _sql.COUNT_EXECUTING, (queue,))
+            if n >= limits.concurrency:
+                return f"{name}: concurrency limit {limits.concurrency} reached"
+        if limits.per_worker is not None:
+            key = (queue, "mine")
+            n = yield from self._count(key, _sql.COUNT_EXECUTING_MINE, (queue, self.worker_id))
+            if n >= limits.per_worker:
+                return f"{name}: per-worker limit {limits.per_worker} reached"
+        if limits.partition_concurrency is not None and partition is not None:
+            key = (queue, f"p:{partition}")
+            n = yield from self._count(key, _sql.COUNT_EXECUTING_PARTITION, (queue, partition))
+            if n >= limits.partition_concurrency:
+                return (
+                    f"{name}: partition {partition!r} limit {limits.partition_concurrency} reached"
+                )
+        if limits.rate_count is not None and limits.rate_period is not None:
+            since = self.now - limits.rate_period
+            n = yield from self._count((queue, "rate"), _sql.COUNT_STARTS, (queue, since))
+            if n >= limits.rate_count:
+                return f"{name}: rate limit {limits.rate_count}/{limits.rate_period:g}s reached"
+        return None
+
+    def took(self, queue: str, partition: str | None) -> None:
+        """Count a run of `queue` just claimed."""
+        for kind in ("all", "mine", "rate", f"p:{partition}"):
+            key = (queue, kind)
+            if key in self.counts:
+                self.counts[key] += 1
+
+
+def declare_queue(queue: QueueRecord, declared: str, now: float) -> Program[None]:
+    """Store a code declaration's limits if the declaration changed since last stored."""
+    yield Sql(
+        _sql.DECLARE_QUEUE,
+        (
+            queue.name,
+            queue.concurrency,
+            queue.per_worker,
+            queue.rate_count,
+            queue.rate_period,
+            queue.partition_concurrency,
+            declared,
+            now,
+        ),
+    )
+
+
+def update_queue(queue: QueueRecord, now: float) -> Program[None]:
+    """Set a queue's limits (an operator's change, live)."""
+    yield Sql(
+        _sql.UPSERT_QUEUE_LIMITS,
+        (
+            queue.name,
+            queue.concurrency,
+            queue.per_worker,
+            queue.rate_count,
+            queue.rate_period,
+            queue.partition_concurrency,
+            now,
+        ),
+    )
+
+
+def list_queues() -> Program[list[QueueRecord]]:
+    """Every queue with stored limits."""
+    rows = yield _all(_sql.SELECT_QUEUES)
+    return [QueueRecord(*row) for row in rows]

@@ -11,6 +11,7 @@ from typing import Protocol
 from cairn.store.records import (
     AttemptRecord,
     Claimed,
+    QueueRecord,
     RunQuery,
     RunRecord,
     StepRecord,
@@ -238,12 +239,40 @@ class Store(Protocol):
         """Delete a worker row and release the runs it still owns back to PENDING."""
         ...
 
-    async def claim_runs(self, worker_id: str, limit: int, *, now: float, lease: float) -> Claimed:
+    async def claim_runs(
+        self,
+        worker_id: str,
+        limit: int,
+        *,
+        now: float,
+        lease: float,
+        queues: list[str] | None = None,
+    ) -> Claimed:
         """Atomically take up to `limit` runs to execute.
 
-        Candidates are PENDING runs that are due and RUNNING runs whose owner's heartbeat
-        is older than `lease` (recoveries). Claimed runs become RUNNING, owned by
-        `worker_id`, with `attempt` incremented; a recovered run past its max_recoveries is
-        ended FAILED instead and reported in `poisoned`. A run is never handed to two workers.
+        Candidates are parked runs now due, PENDING runs that are due (only of `queues`
+        when given) and whose queue's limits allow another start, and RUNNING runs whose
+        owner's heartbeat is older than `lease` (recoveries). Claimed runs become RUNNING,
+        owned by `worker_id`; `attempt` grows for a start or recovery, not for a wake-up.
+        A recovered run past its max_recoveries is ended FAILED instead and reported in
+        `poisoned`. A PENDING run held back by a limit gets `waiting_for` naming it. A run
+        is never handed to two workers.
         """
+        ...
+
+    # queues
+
+    async def declare_queue(self, queue: QueueRecord, *, declared: str, now: float) -> None:
+        """Store a code declaration's limits, unless the same declaration is stored.
+
+        An operator's live change therefore stays until the code's declaration changes.
+        """
+        ...
+
+    async def update_queue(self, queue: QueueRecord, *, now: float) -> None:
+        """Set a queue's limits (creating the queue row if needed)."""
+        ...
+
+    async def list_queues(self) -> list[QueueRecord]:
+        """Every queue with stored limits, by name."""
         ...

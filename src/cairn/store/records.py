@@ -137,3 +137,15 @@ class TaskRecord:
 
 
 TASK_FIELDS: tuple[str, ...] = tuple(TaskRecord.__dataclass_fields__)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRecord:
+    """A queue's limits as stored (None: no limit)."""
+
+    name: str
+    concurrency: int | None = None
+    per_worker: int | None = None
+    rate_count: int | None = None
+    rate_period: float | None = None
+    partition_concurrency: int | None = None

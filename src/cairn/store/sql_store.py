@@ -16,6 +16,7 @@ from cairn.store.programs import Program, Sql
 from cairn.store.records import (
     AttemptRecord,
     Claimed,
+    QueueRecord,
     RunQuery,
     RunRecord,
     StepRecord,
@@ -217,8 +218,30 @@ class SqlStore:
         """Delete the worker and hand its running runs back to PENDING."""
         await self.write(programs.remove_worker(worker_id, time.time()))
 
-    async def claim_runs(self, worker_id: str, limit: int, *, now: float, lease: float) -> Claimed:
+    async def claim_runs(
+        self,
+        worker_id: str,
+        limit: int,
+        *,
+        now: float,
+        lease: float,
+        queues: list[str] | None = None,
+    ) -> Claimed:
         """Atomically take due and orphaned runs (see Store.claim_runs)."""
         if limit <= 0:
             return Claimed([], [])
-        return await self.write(programs.claim_runs(worker_id, limit, now, lease))
+        return await self.write(programs.claim_runs(worker_id, limit, now, lease, queues))
+
+    # queues
+
+    async def declare_queue(self, queue: QueueRecord, *, declared: str, now: float) -> None:
+        """Store a code declaration's limits when the declaration changed."""
+        await self.write(programs.declare_queue(queue, declared, now))
+
+    async def update_queue(self, queue: QueueRecord, *, now: float) -> None:
+        """Set a queue's limits now (workers apply them at their next claim)."""
+        await self.write(programs.update_queue(queue, now))
+
+    async def list_queues(self) -> list[QueueRecord]:
+        """Every queue with stored limits, by name."""
+        return await self.read(programs.list_queues())

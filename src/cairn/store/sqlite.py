@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 from cairn.errors import StoreError
 from cairn.store import migrate
 from cairn.store.programs import Program
-from cairn.store.protocol import LeaseLost
 from cairn.store.sql_store import SqlStore
 
 T = TypeVar("T")
@@ -148,7 +147,11 @@ class SqliteStore(SqlStore):
             for op, _ in batch:
                 try:
                     outcomes.append(op(conn))
-                except LeaseLost as exc:
+                except sqlite3.Error:
+                    raise
+                except Exception as exc:
+                    # LeaseLost, DuplicateRun...: programs raise these before writing, so
+                    # the failure is this writer's alone and the batch goes on.
                     outcomes.append(exc)
             conn.execute("COMMIT")
         except BaseException:

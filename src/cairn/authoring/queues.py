@@ -1,0 +1,64 @@
+"""`cairn.Queue`: a named lane for runs with concurrency and rate limits."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from cairn import durations
+
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\S+)\s*$")
+
+
+def parse_rate(rate: str, *, what: str = "rate") -> tuple[int, float]:
+    """`"100/1m"` -> (100, 60.0): at most 100 starts in any 60 seconds."""
+    match = _RATE.match(rate) if isinstance(rate, str) else None
+    if match is None:
+        raise ValueError(f'invalid {what}: {rate!r} (use COUNT/DURATION, e.g. "100/1m")')
+    count = int(match[1])
+    period = durations.parse(match[2], what=what).total_seconds()
+    if count < 1 or period <= 0:
+        raise ValueError(f"invalid {what}: {rate!r} (count and period must be positive)")
+    return count, period
+
+
+def _limit(value: int | None, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"invalid {what}: {value!r} (a positive integer or None)")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A queue declared in code; limits are stored in the database and changeable live.
+
+    Args:
+        name: The queue's name (`@workflow(queue=...)` and `engine.start(queue=...)`).
+        concurrency: Runs of this queue executing at once across all workers (None: any).
+        per_worker: Runs of this queue executing at once on one worker (None: any).
+        rate: At most COUNT starts in any DURATION, as "COUNT/DURATION" (None: no limit).
+        partition_concurrency: Runs executing at once per `partition=` value (None: any).
+    """
+
+    name: str
+    concurrency: int | None = None
+    per_worker: int | None = None
+    rate: str | None = None
+    partition_concurrency: int | None = None
+    rate_limit: tuple[int, float] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError(f"invalid queue name {self.name!r}")
+        _limit(self.concurrency, f"concurrency of queue {self.name!r}")
+        _limit(self.per_worker, f"per_worker of queue {self.name!r}")
+        _limit(self.partition_concurrency, f"partition_concurrency of queue {self.name!r}")
+        parsed = None
+        if self.rate is not None:
+            parsed = parse_rate(self.rate, what=f"rate of queue {self.name!r}")
+        object.__setattr__(self, "rate_limit", parsed)
+        from cairn.authoring import registry
+
+        registry.default_registry.add_queue(self)

@@ -1,0 +1,140 @@
+"""QueueControl: queue limits in the database, readable and changeable while workers run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cairn.authoring.queues import Queue, parse_rate
+from cairn.store.records import QueueRecord
+
+if TYPE_CHECKING:
+    from cairn.runtime.control import RunControl
+
+_KEEP: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """A queue's limits as workers apply them now (None: no limit)."""
+
+    name: str
+    concurrency: int | None
+    per_worker: int | None
+    rate: str | None
+    partition_concurrency: int | None
+
+
+def _rate_text(record: QueueRecord) -> str | None:
+    if record.rate_count is None or record.rate_period is None:
+        return None
+    return f"{record.rate_count}/{record.rate_period:g}s"
+
+
+def record_of(queue: Queue) -> QueueRecord:
+    """The stored form of a code declaration."""
+    count, period = queue.rate_limit if queue.rate_limit else (None, None)
+    return QueueRecord(
+        name=queue.name,
+        concurrency=queue.concurrency,
+        per_worker=queue.per_worker,
+        rate_count=count,
+        rate_period=period,
+        partition_concurrency=queue.partition_concurrency,
+    )
+
+
+class QueueControl:
+    """List and change queue limits (`engine.queues`, `cairn queues`)."""
+
+    def __init__(self, control: RunControl) -> None:
+        self._control = control
+
+    async def declare(self, queues: list[Queue]) -> None:
+        """Store code declarations (a changed declaration replaces live limits)."""
+        now = self._control.clock.now()
+        for queue in queues:
+            record = record_of(queue)
+            declared = json.dumps(
+                [
+                    record.concurrency,
+                    record.per_worker,
+                    record.rate_count,
+                    record.rate_period,
+                    record.partition_concurrency,
+                ]
+            )
+            await self._control.store.declare_queue(record, declared=declared, now=now)
+
+    async def list(self) -> list[QueueInfo]:
+        """Every queue with stored limits."""
+        return [
+            QueueInfo(q.name, q.concurrency, q.per_worker, _rate_text(q), q.partition_concurrency)
+            for q in await self._control.store.list_queues()
+        ]
+
+    async def get(self, name: str) -> QueueInfo | None:
+        """One queue's limits, or None if it has none stored."""
+        for queue in await self.list():
+            if queue.name == name:
+                return queue
+        return None
+
+    async def update(
+        self,
+        name: str,
+        *,
+        concurrency: int | None = _KEEP,
+        per_worker: int | None = _KEEP,
+        rate: str | None = _KEEP,
+        partition_concurrency: int | None = _KEEP,
+    ) -> QueueInfo:
+        """Change limits live; omitted ones stay, None removes one.
+
+        Workers apply the new limits at their next claim, without a restart.
+        """
+        current = await self.get(name)
+        merged: dict[str, Any] = {
+            "concurrency": concurrency,
+            "per_worker": per_worker,
+            "rate": rate,
+            "partition_concurrency": partition_concurrency,
+        }
+        for key, value in merged.items():
+            if value is _KEEP:
+                merged[key] = getattr(current, key) if current is not None else None
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"invalid queue name {name!r}")
+        _validate(name, merged)
+        count, period = (None, None)
+        if merged["rate"] is not None:
+            count, period = parse_rate(str(merged["rate"]), what=f"rate of queue {name!r}")
+        record = QueueRecord(
+            name=name,
+            concurrency=merged["concurrency"],
+            per_worker=merged["per_worker"],
+            rate_count=count,
+            rate_period=period,
+            partition_concurrency=merged["partition_concurrency"],
+        )
+        await self._control.store.update_queue(record, now=self._control.clock.now())
+        self._control.wake_local()
+        return QueueInfo(
+            name,
+            record.concurrency,
+            record.per_worker,
+            _rate_text(record),
+            record.partition_concurrency,
+        )
+
+
+def _validate(name: str, values: dict[str, Any]) -> None:
+    for key in ("concurrency", "per_worker", "partition_concurrency"):
+        value = values[key]
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ValueError(
+                f"invalid {key} of queue {name!r}: {value!r} (a positive integer or None)"
+            )
