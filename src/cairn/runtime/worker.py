@@ -162,7 +162,7 @@ class Worker:
         while True:
             # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.poll_interval):
+                async with asyncio.timeout(await self._idle_time()):
                     await self._wake.wait()
             self._wake.clear()
             try:
@@ -171,6 +171,16 @@ class Worker:
                 await self._poll_controls()
             except Exception:
                 log.exception("claiming runs failed; retrying")
+
+    async def _idle_time(self) -> float:
+        # Sleep until the next timer is due (so timers fire on time), at most a poll interval.
+        try:
+            due = await self.env.store.next_wake()
+        except Exception:
+            return self.poll_interval
+        if due is None:
+            return self.poll_interval
+        return max(0.0, min(self.poll_interval, due - self.env.clock.now()))
 
     async def _heartbeat_loop(self) -> None:
         while True:

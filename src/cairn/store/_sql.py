@@ -224,6 +224,11 @@ SELECT_ACTIVE_DEDUP = (
     "SELECT run_id FROM runs WHERE COALESCE(queue, '') = ? AND dedup_key = ? "
     "AND status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'CONTINUED')"
 )
+# The earliest timer: when a worker with nothing else to do should look again.
+NEXT_WAKE = (
+    "SELECT MIN(wake_at) FROM runs WHERE status IN ('SLEEPING', 'WAITING') "
+    "UNION ALL SELECT MIN(wake_at) FROM runs WHERE status = 'PENDING' AND wake_at IS NOT NULL"
+)
 # Parked runs whose timer is due or that received a message (wake_at set to now).
 SELECT_WOKEN = (
     "SELECT run_id, status FROM runs WHERE status IN ('SLEEPING', 'WAITING') "

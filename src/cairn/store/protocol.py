@@ -260,6 +260,10 @@ class Store(Protocol):
         """
         ...
 
+    async def next_wake(self) -> float | None:
+        """The earliest `wake_at` of a SLEEPING, WAITING or delayed PENDING run, or None."""
+        ...
+
     # queues
 
     async def declare_queue(self, queue: QueueRecord, *, declared: str, now: float) -> None:

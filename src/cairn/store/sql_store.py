@@ -232,6 +232,12 @@ class SqlStore:
             return Claimed([], [])
         return await self.write(programs.claim_runs(worker_id, limit, now, lease, queues))
 
+    async def next_wake(self) -> float | None:
+        """The earliest wake time of a parked or delayed run, None if there is none."""
+        rows = await self.read(_rows(_sql.NEXT_WAKE))
+        times = [float(row[0]) for row in rows if row[0] is not None]
+        return min(times) if times else None
+
     # queues
 
     async def declare_queue(self, queue: QueueRecord, *, declared: str, now: float) -> None:
