@@ -8,6 +8,7 @@ from cairn.authoring.primitives import (
     continue_as_new,
     create_hook,
     current_run,
+    emit,
     human_task,
     progress,
     set_columns,
@@ -20,6 +21,7 @@ from cairn.authoring.primitives import (
 from cairn.authoring.queues import Queue
 from cairn.authoring.registry import Registry
 from cairn.authoring.retry import Retry
+from cairn.authoring.schedules import schedule
 from cairn.authoring.step import run_step, step
 from cairn.authoring.workflow import chain, workflow
 from cairn.client import Client, ClientRunHandle
@@ -41,6 +43,7 @@ from cairn.errors import (
     RunFailed,
     RunFinished,
     RunNotFound,
+    ScheduleNotFound,
     SchemaTooNew,
     SerializationError,
     StepFailed,
@@ -48,9 +51,10 @@ from cairn.errors import (
     StoreError,
     TaskNotFound,
 )
-from cairn.models import HistoryEntry, RunInfo, RunPage, RunStatus, RunSummary
+from cairn.models import History, HistoryEntry, RunInfo, RunPage, RunStatus, RunSummary
 from cairn.runtime.engine import Engine
 from cairn.runtime.handle import RunHandle
+from cairn.runtime.schedules import ScheduleInfo
 from cairn.runtime.tasks import TaskInfo
 
 __version__ = "0.1.0"
@@ -66,6 +70,7 @@ __all__ = [
     "Engine",
     "EventTimeout",
     "FatalError",
+    "History",
     "HistoryEntry",
     "Hook",
     "HookNotFound",
@@ -86,6 +91,8 @@ __all__ = [
     "RunPage",
     "RunStatus",
     "RunSummary",
+    "ScheduleInfo",
+    "ScheduleNotFound",
     "SchemaTooNew",
     "SerializationError",
     "StepFailed",
@@ -98,9 +105,11 @@ __all__ = [
     "continue_as_new",
     "create_hook",
     "current_run",
+    "emit",
     "human_task",
     "progress",
     "run_step",
+    "schedule",
     "set_columns",
     "shield",
     "sleep",

@@ -103,3 +103,22 @@ class HistoryEntry:
     result: Any = None
     error: dict[str, Any] | None = None
     key: str = ""
+
+
+class History(list[HistoryEntry]):
+    """A run's history entries, with what replaying them needs: the workflow and input."""
+
+    def __init__(
+        self,
+        entries: list[HistoryEntry] | tuple[HistoryEntry, ...] = (),
+        *,
+        run_id: str = "",
+        workflow: str = "",
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(entries)
+        self.run_id = run_id
+        self.workflow = workflow
+        self.args = args
+        self.kwargs = dict(kwargs or {})

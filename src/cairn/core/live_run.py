@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import threading
 from collections.abc import Callable, Coroutine
@@ -18,7 +19,7 @@ from cairn.authoring.hook import Hook
 from cairn.authoring.registry import Registry
 from cairn.authoring.retry import Retry, coerce
 from cairn.clock import Clock
-from cairn.core import attempts, children, journal, waits
+from cairn.core import attempts, children, emits, journal, waits
 from cairn.core.interrupts import Interrupts
 from cairn.core.signals import ContinueAsNew, Suspend, Unwind
 from cairn.errors import Cancelled, StepFailed
@@ -48,6 +49,8 @@ class RunEnv:
     sleep_window: float = 1.0
     # Called when this run creates work for workers (a child run), to look for it now.
     on_new_work: Callable[[], None] | None = None
+    # Called after each step outcome commits (cairn.testing's crash injection).
+    commit_hook: Callable[[StepRecord], None] | None = None
 
 
 def _utc(ts: float | None) -> datetime | None:
@@ -77,6 +80,9 @@ class LiveRun(RunContext):
             for name, value in json.loads(run.columns or "{}").items()
         }
         self._meta_writes: set[asyncio.Task[None]] = set()
+        # Calls a sync workflow's thread is blocked on; cancelled by close().
+        self._blocked: set[concurrent.futures.Future[Any]] = set()
+        self._closed = False
         self.interrupts = Interrupts(env.loop, run.control)
         # The workflow timeout: a cancellation requested when it expires.
         self.deadline: float | None = None
@@ -93,9 +99,14 @@ class LiveRun(RunContext):
                 )
 
     def close(self) -> None:
-        """Release timers once the attempt is over."""
+        """Release timers once the attempt is over; abandon a sync workflow's pending call."""
         if self._deadline_timer is not None:
             self._deadline_timer.cancel()
+        # An attempt abandoned while a sync workflow's thread waits (the engine closing):
+        # cancel what the thread waits for, and refuse it anything more.
+        self._closed = True
+        for future in list(self._blocked):
+            future.cancel()
 
     def park_time(self, wake_at: float | None) -> float | None:
         """When a parked run must wake: its own time, or the workflow deadline if sooner."""
@@ -122,7 +133,21 @@ class LiveRun(RunContext):
         """
         if threading.get_ident() == self._loop_thread:
             return coro
-        return asyncio.run_coroutine_threadsafe(coro, self.env.loop).result()
+        if self._closed:
+            coro.close()
+            raise Unwind()
+        future = asyncio.run_coroutine_threadsafe(coro, self.env.loop)
+        self._blocked.add(future)
+        if self._closed:  # closed between the check and the add
+            future.cancel()
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            if self._closed:  # Unwind is a BaseException: `except Exception` cannot swallow it
+                raise Unwind() from None
+            raise
+        finally:
+            self._blocked.discard(future)
 
     def call_step(
         self, step: StepDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -184,6 +209,8 @@ class LiveRun(RunContext):
             await self.env.store.record_step(self.env.owner, record)
         except LeaseLost:
             raise Unwind() from None
+        if self.env.commit_hook is not None:
+            self.env.commit_hook(record)
 
     async def commit_attempt(self, record: AttemptRecord) -> None:
         """Commit a failed attempt; Unwind if this worker no longer owns the run."""
@@ -302,6 +329,11 @@ class LiveRun(RunContext):
         """Create a task for a person and wait for the submitted values."""
         coro = waits.human_task(self, name, title, data, form, assignee, timeout)
         return self.deliver(coro)
+
+    def emit(self, event_type: str, payload: Any, key: str | None) -> Any:
+        """Start the subscribers of `event_type` once; their run ids (replay returns them)."""
+        emits.check(event_type, key)
+        return self.deliver(emits.emit(self, event_type, payload, key))
 
     def set_columns(self, values: dict[str, Any]) -> None:
         """Store searchable facts about this run (written in the background, batched)."""

@@ -20,9 +20,11 @@ from cairn.errors import (
     RunFinished,
     RunNotFound,
 )
-from cairn.models import HistoryEntry, RunPage, RunStatus, RunSummary
+from cairn.models import History, HistoryEntry, RunPage, RunStatus, RunSummary
+from cairn.runtime import triggers
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.queues import QueueControl
+from cairn.runtime.schedules import ScheduleControl
 from cairn.runtime.tasks import TaskControl
 from cairn.serialization import Serializer
 from cairn.store.protocol import Store
@@ -80,6 +82,7 @@ class RunControl:
         self.local = local
         self.tasks = TaskControl(self)
         self.queues = QueueControl(self)
+        self.schedules = ScheduleControl(self)
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
 
     # starting
@@ -184,6 +187,12 @@ class RunControl:
         if RunStatus(status).finished:
             raise RunFinished(run_id, status)
         self.wake_local()
+
+    async def emit(
+        self, event_type: str, payload: Any = None, *, key: str | None = None
+    ) -> list[RunHandle]:
+        """Start the workflows subscribed to `event_type` (see `runtime.triggers.emit`)."""
+        return await triggers.emit(self, event_type, payload, key=key)
 
     async def resume_hook(self, token: str, payload: Any = None) -> str:
         """Call a hook once; returns the run id it resumed.
@@ -317,9 +326,9 @@ class RunControl:
         next_cursor = f"{rows[-1].created_at!r}|{rows[-1].run_id}" if more else None
         return RunPage([summary(row) for row in rows], next_cursor)
 
-    async def history(self, run_id: str) -> list[HistoryEntry]:
+    async def history(self, run_id: str) -> History:
         """Every durable operation of the run, in order, failed attempts included."""
-        await self.record(run_id)
+        run = await self.record(run_id)
         steps = await self.store.load_journal(run_id)
         failures: dict[str, int] = {}
         for attempt in await self.store.load_attempts(run_id):
@@ -349,7 +358,12 @@ class RunControl:
                     key=step.key,
                 )
             )
-        return entries
+        try:
+            payload = self.serializer.loads(run.args)
+            args, kwargs = tuple(payload.get("args", ())), dict(payload.get("kwargs", {}))
+        except Exception:  # an argument type that cannot be restored here
+            args, kwargs = (), {}
+        return History(entries, run_id=run_id, workflow=run.workflow, args=args, kwargs=kwargs)
 
     async def attempts(self, run_id: str) -> list[dict[str, Any]]:
         """Every failed step attempt of the run, oldest first."""

@@ -16,11 +16,13 @@ from cairn.clock import Clock, SystemClock
 from cairn.core.executor import Outcome
 from cairn.core.live_run import RunEnv
 from cairn.errors import ConfigError
-from cairn.models import HistoryEntry, RunPage, RunStatus
-from cairn.runtime import leases
+from cairn.models import History, RunPage, RunStatus
+from cairn.runtime import leases, triggers
 from cairn.runtime.control import RunControl
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.queues import QueueControl
+from cairn.runtime.scheduler import Scheduler
+from cairn.runtime.schedules import ScheduleControl
 from cairn.runtime.tasks import TaskControl
 from cairn.runtime.worker import Worker
 from cairn.store import Store, open_store
@@ -79,6 +81,7 @@ class Engine:
             raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
         self.url = url or config.database_url()
         self.store = store if store is not None else open_store(self.url)
+        self._owns_store = store is None  # a store passed in is closed by its owner
         self.lease = durations.parse(lease, what="lease").total_seconds()
         if self.lease <= 0:
             raise ValueError(f"lease must be positive, got {lease!r}")
@@ -91,6 +94,7 @@ class Engine:
         self.claim = claim
         self.serve_queues = list(queues) if queues else None
         self.worker: Worker | None = None
+        self.scheduler: Scheduler | None = None
         self.control = RunControl(
             self.store, clock=self.clock, serializer=self.serializer, registry=self.registry
         )
@@ -120,6 +124,11 @@ class Engine:
         if self.workers > 0:
             import asyncio
 
+            # What the code declares for event triggers and schedules goes to the database.
+            await triggers.declare(self.control)
+            if self.claim:
+                self.scheduler = Scheduler(self.control, poll_interval=self.poll_interval)
+                await self.scheduler.declare()
             step_threads = ThreadPoolExecutor(max(8, self.workers), "cairn-step")
             self._threads = [step_threads]
             env = RunEnv(
@@ -144,6 +153,8 @@ class Engine:
             )
             self.control.local = self.worker
             await self.worker.start()
+            if self.scheduler is not None:
+                self.scheduler.start()
         self._open = True
 
     async def close(self) -> None:
@@ -151,13 +162,33 @@ class Engine:
         if not self._open:
             return
         self._open = False
+        if self.scheduler is not None:
+            await self.scheduler.stop()
+            self.scheduler = None
         if self.worker is not None:
             self.control.local = None
             await self.worker.stop()
             self.worker = None
         for pool in self._threads:
             pool.shutdown(wait=False, cancel_futures=True)
-        await self.store.close()
+        if self._owns_store:
+            await self.store.close()
+
+    async def _die(self) -> None:
+        """Stop at once, as if the process were killed (for testing).
+
+        Nothing is handed back: its runs stay RUNNING under its now silent worker id.
+        """
+        self._open = False
+        if self.scheduler is not None:
+            await self.scheduler.stop()
+            self.scheduler = None
+        if self.worker is not None:
+            worker, self.worker = self.worker, None
+            self.control.local = None
+            await worker.abandon()
+        for pool in self._threads:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def _finished(self, run_id: str, outcome: Outcome) -> None:
         self.control.notify_finished(run_id)
@@ -183,6 +214,21 @@ class Engine:
     ) -> RunPage:
         """A page of runs, newest first, filtered by status, workflow, columns and age."""
         return await self.control.list_runs(status, workflow, columns, since, limit, cursor)
+
+    @property
+    def schedules(self) -> ScheduleControl:
+        """Schedules: `create`, `list`, `get`, `pause`, `resume`, `delete`, `trigger`."""
+        return self.control.schedules
+
+    async def emit(
+        self, event_type: str, payload: Any = None, *, key: str | None = None
+    ) -> list[RunHandle]:
+        """Start the workflows subscribed to `event_type` with `payload`; their handles.
+
+        A `key` is remembered per event type: emitting it again starts nothing new and
+        returns the same handles. With no subscriber, nothing starts and [] is returned.
+        """
+        return await self.control.emit(event_type, payload, key=key)
 
     @property
     def tasks(self) -> TaskControl:
@@ -228,6 +274,6 @@ class Engine:
         """Queue limits: `list`, `get`, `update` (live, no restart needed)."""
         return self.control.queues
 
-    async def history(self, run_id: str) -> list[HistoryEntry]:
+    async def history(self, run_id: str) -> History:
         """The run's durable operations in order."""
         return await self.control.history(run_id)

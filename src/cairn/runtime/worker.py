@@ -86,6 +86,16 @@ class Worker:
                 await task
         await self.env.store.remove_worker(self.env.owner)
 
+    async def abandon(self) -> None:
+        """Stop without a word to the database, like a killed process (for testing)."""
+        self._stopping = True
+        tasks = [*self._tasks, *self.active.values()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
     def wake(self) -> None:
         """Look for work now rather than at the next poll."""
         self._wake.set()

@@ -1,0 +1,187 @@
+"""TestEngine: the real engine on SQLite `:memory:` with a virtual clock.
+
+Nothing is re-implemented: runs go through the same store, replay and workers as in
+production. Time only moves when the test says so, and crashes are injected at commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+from typing import Any
+
+from cairn import durations
+from cairn.authoring.registry import Registry, default_registry
+from cairn.authoring.workflow import WorkflowDef
+from cairn.clock import VirtualClock
+from cairn.core.signals import Unwind
+from cairn.models import History, RunPage, RunStatus
+from cairn.runtime.engine import Engine
+from cairn.runtime.handle import RunHandle
+from cairn.runtime.tasks import TaskControl
+from cairn.store.records import RunQuery, StepRecord
+from cairn.store.sqlite import SqliteStore
+
+
+class SimulatedCrash(Exception):
+    """Raised by TestEngine methods used while the engine is "dead" after a crash."""
+
+
+class TestEngine:
+    """An engine for tests: in-memory SQLite, a virtual clock, crash injection.
+
+    `async with TestEngine() as env:` then `env.start(...)`, `await env.advance("1h")`
+    (sleeps and timeouts due within that time complete now), `env.crash_after_step(name)`
+    and `await env.recover()` (a fresh engine on the same store takes over).
+    """
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(
+        self, *, registry: Registry | None = None, workers: int = 100, start: float | None = None
+    ) -> None:
+        self.clock = VirtualClock(start)
+        self.store = SqliteStore(":memory:")
+        self.registry = registry or default_registry
+        self.workers = workers
+        self.engine = self._new_engine()
+        self._crash_step: str | None = None
+        self._crashed = False
+
+    def _new_engine(self) -> Engine:
+        return Engine(
+            "sqlite:///:memory:",
+            store=self.store,
+            clock=self.clock,
+            registry=self.registry,
+            workers=self.workers,
+            poll_interval=0.02,
+        )
+
+    async def __aenter__(self) -> TestEngine:
+        await self.store.open()
+        await self._open_engine()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._crashed:
+            await self.engine.close()
+        await self.store.close()
+
+    async def _open_engine(self) -> None:
+        await self.engine.open()
+        if self.engine.worker is not None:
+            self.engine.worker.env.commit_hook = self._after_commit
+
+    # time
+
+    async def advance(self, duration: Any) -> None:
+        """Move the clock forward; what falls due in that time runs now.
+
+        Returns once no run can make progress without more time passing.
+        """
+        seconds = durations.parse(duration, what="advance").total_seconds()
+        await self.settle()  # runs started just now reach their sleeps first
+        self.clock.advance(seconds)
+        await self.settle()
+
+    async def settle(self, timeout: float = 10.0) -> None:
+        """Wait (in real time, at most `timeout`) until every run is parked or finished."""
+        worker = self.engine.worker
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        quiet = 0
+        while quiet < 3 and loop.time() < deadline:
+            if worker is not None:
+                worker.wake()
+            await asyncio.sleep(0.01)
+            busy = worker is not None and bool(worker.active)
+            due = await self.store.next_wake()
+            now = self.clock.now()
+            pending = [
+                run
+                for run in await self.store.list_runs(RunQuery(status="PENDING", limit=100))
+                if run.waiting_for is None and (run.wake_at is None or run.wake_at <= now)
+            ]
+            if busy or pending or (due is not None and due <= now):
+                quiet = 0
+            else:
+                quiet += 1
+
+    # crashes
+
+    def crash_after_step(self, name: str) -> None:
+        """The next commit of step `name` "kills" the engine right after it commits."""
+        self._crash_step = name
+
+    def _after_commit(self, record: StepRecord) -> None:
+        if self._crashed or (self._crash_step is not None and record.name == self._crash_step):
+            self._crash_step = None
+            if not self._crashed:
+                self._crashed = True
+                asyncio.get_running_loop().create_task(self.engine._die())
+            raise Unwind()
+
+    async def recover(self) -> None:
+        """Start a fresh engine on the same store; it recovers the dead engine's runs."""
+        await self.engine._die()
+        dead = [w.worker_id for w in await self.store.list_workers()]
+        await self.store.expire_workers(dead)
+        self._crashed = False
+        self.engine = self._new_engine()
+        await self._open_engine()
+        await self.settle()
+
+    # the engine's surface
+
+    async def start(
+        self, workflow: WorkflowDef[Any, Any] | str, *args: Any, **options: Any
+    ) -> RunHandle:
+        """Start a run (see Engine.start)."""
+        return await self.engine.start(workflow, *args, **options)
+
+    async def get(self, run_id: str) -> RunHandle:
+        """A handle on an existing run."""
+        return await self.engine.get(run_id)
+
+    async def list_runs(self, **filters: Any) -> RunPage:
+        """A page of runs (see Engine.list_runs)."""
+        return await self.engine.list_runs(**filters)
+
+    async def history(self, run_id: str) -> History:
+        """The run's history."""
+        return await self.engine.history(run_id)
+
+    async def send_event(self, run_id: str, name: str, payload: Any = None, **options: Any) -> None:
+        """Send an event to a run."""
+        await self.engine.send_event(run_id, name, payload, **options)
+
+    async def resume_hook(self, token: str, payload: Any = None) -> str:
+        """Call a hook once."""
+        return await self.engine.resume_hook(token, payload)
+
+    @property
+    def tasks(self) -> TaskControl:
+        """The human-task inbox."""
+        return self.engine.tasks
+
+    async def cancel(self, run_id: str) -> RunStatus:
+        """Cancel a run."""
+        return await self.engine.cancel(run_id)
+
+    async def pause(self, run_id: str) -> RunStatus:
+        """Pause a run."""
+        return await self.engine.pause(run_id)
+
+    async def resume(self, run_id: str) -> RunStatus:
+        """Resume a paused run."""
+        return await self.engine.resume(run_id)
+
+    async def retry(self, run_id: str) -> RunHandle:
+        """Continue a FAILED run from its failed step."""
+        return await self.engine.retry(run_id)
