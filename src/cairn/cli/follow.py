@@ -1,0 +1,107 @@
+"""The live view of one run for `cairn run`: each step printed as it completes.
+
+It polls the store (history, failed attempts, status) every `interval` seconds and wakes
+at once when the run finishes in this process. It only reads; executing is the engine's job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from cairn.cli import output
+from cairn.models import HistoryEntry, RunStatus
+from cairn.runtime.control import RunControl
+from cairn.store.records import RunRecord
+
+ACTIVE = frozenset({RunStatus.RUNNING})
+
+
+class Follower:
+    """Prints what a run records that it has not printed yet."""
+
+    def __init__(self, control: RunControl, run_id: str, console: Console) -> None:
+        self.control = control
+        self.run_id = run_id
+        self.console = console
+        self._steps: set[int] = set()
+        self._attempts: set[tuple[str, int]] = set()
+
+    async def poll(self) -> RunRecord:
+        """Print new history entries and failed attempts; returns the run as read first."""
+        # Status first, history second: when the status says finished, the history is whole.
+        run = await self.control.record(self.run_id)
+        lines: list[tuple[datetime | None, int, Text]] = []
+        for attempt in await self.control.attempts(self.run_id):
+            mark = (attempt["key"], attempt["attempt"])
+            if mark not in self._attempts:
+                self._attempts.add(mark)
+                lines.append((attempt["failed_at"], 0, attempt_line(attempt)))
+        for entry in await self.control.history(self.run_id):
+            if entry.seq not in self._steps:
+                self._steps.add(entry.seq)
+                lines.append((entry.finished_at, 1, entry_line(entry)))
+        for _, _, line in sorted(lines, key=_order):
+            self.console.print(line)
+        return run
+
+    async def follow(self, *, interval: float = 0.1) -> RunRecord:
+        """Poll until the run stops running here: finished, parked, paused or queued.
+
+        On a terminal a spinner below the printed steps shows that the run is still going.
+        """
+        spinner = self.console.status("running", spinner="dots")
+        with spinner if self.console.is_terminal else contextlib.nullcontext():
+            started = time.monotonic()
+            while True:
+                run = await self.poll()
+                if RunStatus(run.status) not in ACTIVE:
+                    return run
+                elapsed = output.seconds(time.monotonic() - started)
+                spinner.update(f"running step {len(self._steps) + 1} · {elapsed}")
+                try:
+                    await self.control.wait(self.run_id, timeout=interval)
+                except TimeoutError:
+                    pass
+
+
+def _order(item: tuple[datetime | None, int, Text]) -> tuple[float, int]:
+    moment, rank, _ = item
+    return (moment.timestamp() if moment is not None else float("inf"), rank)
+
+
+def entry_line(entry: HistoryEntry) -> Text:
+    """One line for a completed (or failed-for-good) durable operation."""
+    line = Text(f"{entry.seq:>4}  ")
+    line.append(f"{entry.key or entry.name:<24}", style="bold")
+    if entry.kind == "sleep":
+        wake = entry.result if isinstance(entry.result, int | float) else None
+        line.append(f" sleep until {output.when(wake)}", style="blue")
+        return line
+    failed = entry.status == "failed"
+    line.append(" ✗ failed" if failed else " ✓", style="red" if failed else "green")
+    if entry.attempts > 1 or failed:
+        line.append(f"  {entry.attempts} attempt{'s' if entry.attempts != 1 else ''}")
+    line.append(f"  {output.seconds(output.span(entry.started_at, entry.finished_at))}")
+    if failed:
+        line.append(f"  {output.error_line(entry.error)}", style="red")
+    else:
+        line.append(f"  {output.short(entry.result)}", style="dim")
+    return line
+
+
+def attempt_line(attempt: dict[str, Any]) -> Text:
+    """One line for a failed step attempt."""
+    line = Text("        ")
+    line.append(f"{attempt['key']} attempt {attempt['attempt']} failed: ", style="yellow")
+    line.append(output.error_line(attempt))
+    retry_at = attempt["retry_at"]
+    failed_at = attempt["failed_at"]
+    if retry_at is not None and failed_at is not None:
+        line.append(f"; retry in {output.seconds((retry_at - failed_at).total_seconds())}")
+    return line

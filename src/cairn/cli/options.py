@@ -1,0 +1,160 @@
+"""What every command shares: global options, and turning typed text into Python values.
+
+Values follow one rule everywhere: text that parses as JSON is that JSON value, anything
+else is the string itself (`42` is a number, `"42"` and `o-1` are strings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from cairn import config
+from cairn.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Globals:
+    """Settings resolved from --db, -m/--module, the environment and pyproject.toml."""
+
+    url: str
+    modules: tuple[str, ...]
+
+
+def add_global_options(parser: argparse.ArgumentParser, *, suffix: str = "") -> None:
+    """Add --db and -m/--module to `parser`, stored as `db{suffix}` and `modules{suffix}`.
+
+    The top-level parser and every sub-command get them, so they may stand before or
+    after the command name.
+    """
+    parser.add_argument(
+        "--db",
+        dest=f"db{suffix}",
+        metavar="URL",
+        default=None,
+        help="database URL (default: CAIRN_DATABASE_URL, else [tool.cairn] url in "
+        "pyproject.toml, else sqlite:///cairn.db)",
+    )
+    parser.add_argument(
+        "-m",
+        "--module",
+        dest=f"modules{suffix}",
+        metavar="MODULE",
+        action="append",
+        default=None,
+        help="import MODULE to register its workflows (repeatable; default: CAIRN_MODULES, "
+        "else [tool.cairn] modules)",
+    )
+
+
+def resolve_globals(ns: argparse.Namespace) -> Globals:
+    """Merge the global options given before and after the command name."""
+    db = getattr(ns, "db_cmd", None) or getattr(ns, "db", None)
+    modules = [*(getattr(ns, "modules", None) or []), *(getattr(ns, "modules_cmd", None) or [])]
+    return Globals(url=config.database_url(db), modules=config.modules(modules))
+
+
+def import_module(name: str) -> ModuleType:
+    """Import a user module, the current directory first on the path; ConfigError on failure.
+
+    Any exception raised while importing (a syntax error, a failing top-level statement)
+    becomes a one-line ConfigError naming the module.
+    """
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:
+        detail = " ".join(str(exc).split()) or "no message"
+        raise ConfigError(f"cannot import module {name!r}: {type(exc).__name__}: {detail}") from exc
+
+
+def import_modules(names: tuple[str, ...]) -> None:
+    """Import every module of -m/--module (or the configured ones)."""
+    for name in names:
+        import_module(name)
+
+
+# Name prefixes of the engine's thread pools (runtime/engine.py).
+_RUN_THREADS = ("cairn-step", "cairn-workflow")
+
+
+def busy_run_threads(*, wait: float = 0.5) -> int:
+    """How many engine threads still run user code after the engine closed.
+
+    Idle pool threads exit within moments, so each gets up to `wait` seconds in all. A
+    sync step cannot be interrupted; its run is already handed back by then, so the
+    process should exit without joining its thread (see `main.main`).
+    """
+    deadline = time.monotonic() + wait
+    busy = 0
+    for thread in threading.enumerate():
+        if thread.name.startswith(_RUN_THREADS):
+            thread.join(max(0.0, deadline - time.monotonic()))
+            busy += thread.is_alive()
+    return busy
+
+
+def _no_constant(name: str) -> Any:
+    # json.loads accepts NaN and Infinity; on a command line they are words, not numbers.
+    raise ValueError(name)
+
+
+def parse_value(text: str) -> Any:
+    """`text` as JSON when it parses, else the string itself."""
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except ValueError:
+        return text
+    if isinstance(value, float) and not math.isfinite(value):
+        return text  # 1e999 overflows to inf
+    return value
+
+
+def parse_input(text: str | None) -> dict[str, Any]:
+    """The keyword arguments of `--input`: a JSON object; ValueError names the problem."""
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--input is not valid JSON ({exc}): {_clip(text)!r}") from None
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"--input must be a JSON object of keyword arguments, got {type(value).__name__}: "
+            f"{_clip(text)!r}"
+        )
+    return value
+
+
+def parse_where(items: list[str] | None) -> dict[str, Any]:
+    """`COL=VALUE` filters as a dict; the value is JSON-or-string. ValueError names a bad one."""
+    found: dict[str, Any] = {}
+    for item in items or ():
+        name, sep, raw = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ValueError(f"--where {item!r} is not COL=VALUE (e.g. --where order_no=42)")
+        if not name.replace("_", "a").replace(".", "a").replace("-", "a").isalnum():
+            raise ValueError(
+                f"--where {item!r}: column name {name!r} may hold only letters, digits, "
+                "'_', '-' and '.'"
+            )
+        if name in found:
+            raise ValueError(f"--where names column {name!r} twice")
+        found[name] = parse_value(raw)
+    return found
+
+
+def _clip(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

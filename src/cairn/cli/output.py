@@ -1,0 +1,316 @@
+"""Rendering for people (rich tables) and for scripts (--json); nothing here touches a database.
+
+JSON output turns cairn's rich values into plain JSON: datetimes as ISO 8601 text in UTC,
+Decimal and UUID as strings, bytes as base64, sets and tuples as lists, dataclasses and
+pydantic models as objects.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import enum
+import json
+import os
+import sys
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from cairn.models import HistoryEntry, RunStatus, RunSummary
+from cairn.store.records import RunRecord
+
+STATUS_STYLE = {
+    RunStatus.PENDING: "yellow",
+    RunStatus.RUNNING: "cyan",
+    RunStatus.SLEEPING: "blue",
+    RunStatus.WAITING: "blue",
+    RunStatus.PAUSED: "magenta",
+    RunStatus.COMPLETED: "green",
+    RunStatus.FAILED: "red",
+    RunStatus.CANCELLED: "red",
+    RunStatus.CONTINUED: "green",
+}
+
+
+def stdout() -> Console:
+    """The console for results; piped output gets wide lines instead of folded cells."""
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = 200
+    return console
+
+
+def stderr() -> Console:
+    """The console for progress, logs and hints, so stdout stays parseable."""
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def error(message: str) -> None:
+    """Write `error: message` to stderr as exactly one line."""
+    sys.stderr.write(f"error: {' '.join(message.split())}\n")
+    sys.stderr.flush()
+
+
+def jsonable(value: Any) -> Any:
+    """`value` made of JSON types only (see the module docstring for the mapping)."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, enum.Enum):
+        return jsonable(value.value)
+    if isinstance(value, datetime):
+        return (value if value.tzinfo is None else value.astimezone(UTC)).isoformat()
+    if isinstance(value, date | time):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, Decimal | uuid.UUID):
+        return str(value)
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, set | frozenset):
+        items = [jsonable(v) for v in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return jsonable(dump(mode="json"))
+    return repr(value)
+
+
+def dumps(value: Any, *, indent: int | None = 2) -> str:
+    """JSON text of `value` (after `jsonable`)."""
+    return json.dumps(jsonable(value), indent=indent, ensure_ascii=False)
+
+
+def print_json(value: Any) -> None:
+    """Write `value` as indented JSON to stdout."""
+    sys.stdout.write(dumps(value) + "\n")
+    sys.stdout.flush()
+
+
+def short(value: Any, width: int = 60) -> str:
+    """Compact one-line JSON of `value`, clipped to `width` characters."""
+    text = dumps(value, indent=None)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def when(moment: datetime | float | None) -> str:
+    """A timestamp for people: local time to the second."""
+    if moment is None:
+        return ""
+    if not isinstance(moment, datetime):
+        moment = datetime.fromtimestamp(moment, UTC)
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def seconds(value: float | None) -> str:
+    """A duration for people: `850µs`, `12ms`, `1.24s`, `3m05s`, `2h01m`."""
+    if value is None:
+        return ""
+    if value < 0.001:
+        return f"{value * 1e6:.0f}µs"
+    if value < 1:
+        return f"{value * 1000:.0f}ms"
+    if value < 60:
+        return f"{value:.2f}s"
+    minutes, secs = divmod(int(value), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def span(start: datetime | None, end: datetime | None) -> float | None:
+    """Seconds from `start` to `end`, or None if either is missing."""
+    return None if start is None or end is None else (end - start).total_seconds()
+
+
+def redact(url: str) -> str:
+    """`url` with any password replaced by `***`, for printing."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    netloc = f"{parts.username or ''}:***@{host}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def status_text(status: str) -> Text:
+    """A run status, coloured."""
+    try:
+        style = STATUS_STYLE[RunStatus(status)]
+    except ValueError:
+        style = ""
+    return Text(status, style=style)
+
+
+def error_line(error: Mapping[str, Any] | None) -> str:
+    """`type: message` of a stored error (run, step or attempt), on one line."""
+    if not error:
+        return ""
+    message = " ".join(str(error.get("message", "")).split())
+    kind = error.get("error_type") or error.get("type") or ""
+    if kind in _SELF_DESCRIBING:
+        return message  # "step 'charge' failed after 3 attempt(s): builtins.ValueError: ..."
+    return f"{kind}: {message}" if kind else message
+
+
+_SELF_DESCRIBING = frozenset({"cairn.errors.StepFailed", "cairn.errors.StepTimeout"})
+
+
+def summary_dict(run: RunSummary) -> dict[str, Any]:
+    """The JSON form of a listed run."""
+    return {
+        "run_id": run.run_id,
+        "workflow": run.workflow,
+        "status": run.status.value,
+        "created_at": jsonable(run.created_at),
+        "updated_at": jsonable(run.updated_at),
+        "columns": jsonable(run.columns),
+        "progress": jsonable(run.progress),
+        "parent_id": run.parent_id,
+        "queue": run.queue,
+        "error": jsonable(run.error),
+    }
+
+
+def entry_dict(entry: HistoryEntry) -> dict[str, Any]:
+    """The JSON form of a history entry."""
+    return {
+        "seq": entry.seq,
+        "key": entry.key,
+        "kind": entry.kind,
+        "name": entry.name,
+        "status": entry.status,
+        "attempts": entry.attempts,
+        "started_at": jsonable(entry.started_at),
+        "finished_at": jsonable(entry.finished_at),
+        "duration": span(entry.started_at, entry.finished_at),
+        "result": jsonable(entry.result),
+        "error": jsonable(entry.error),
+    }
+
+
+def runs_table(runs: Iterable[RunSummary]) -> Table:
+    """A table of listed runs."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name in ("RUN ID", "WORKFLOW", "STATUS", "CREATED", "UPDATED", "COLUMNS", "ERROR"):
+        table.add_column(name, no_wrap=True, overflow="fold" if name == "RUN ID" else "ellipsis")
+    for run in runs:
+        columns = " ".join(f"{k}={short(v, 30)}" for k, v in run.columns.items())
+        table.add_row(
+            run.run_id,
+            run.workflow,
+            status_text(run.status.value),
+            when(run.created_at),
+            when(run.updated_at),
+            columns,
+            error_line(run.error),
+        )
+    return table
+
+
+def facts_table(run: RunRecord, args: Any, result: Any, error: dict[str, Any] | None) -> Table:
+    """The facts of one run as a two-column grid."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    started = run.started_at
+    rows: list[tuple[str, str | Text]] = [
+        ("run id", run.run_id),
+        ("workflow", run.workflow),
+        ("status", status_text(run.status)),
+        ("created", when(run.created_at)),
+        ("started", when(started)),
+        ("finished", when(run.finished_at)),
+        (
+            "duration",
+            seconds(None if started is None or not run.finished_at else run.finished_at - started),
+        ),
+        ("attempt", str(run.attempt)),
+        ("recoveries", f"{run.recoveries} of at most {run.max_recoveries}"),
+        ("arguments", short(args, 200)),
+    ]
+    optional: list[tuple[str, Any]] = [
+        ("parent", run.parent_id),
+        ("queue", run.queue),
+        ("owner", run.owner),
+        ("wakes at", when(run.wake_at) if run.wake_at else None),
+        ("waiting for", run.waiting_for),
+        ("continued from", run.continued_from),
+        ("continued to", run.continued_to),
+    ]
+    rows += [(k, str(v)) for k, v in optional if v]
+    if run.columns:
+        rows.append(("columns", short(json.loads(run.columns), 200)))
+    if run.progress:
+        rows.append(("progress", short(json.loads(run.progress), 200)))
+    if run.status == RunStatus.COMPLETED:
+        rows.append(("result", short(result, 200)))
+    if error:
+        rows.append(("error", Text(error_line(error), style="red")))
+        if error.get("step"):
+            rows.append(("failed step", str(error["step"])))
+    for key, value in rows:
+        grid.add_row(key, value)
+    return grid
+
+
+def history_table(entries: Iterable[HistoryEntry]) -> Table:
+    """A table of a run's durable operations."""
+    table = Table(box=None, header_style="bold", pad_edge=False, title_justify="left")
+    for name in ("SEQ", "KIND", "KEY", "STATUS", "ATTEMPTS", "STARTED", "DURATION", "OUTCOME"):
+        justify: Any = "right" if name in ("SEQ", "ATTEMPTS", "DURATION") else "left"
+        table.add_column(name, justify=justify, overflow="ellipsis", no_wrap=name != "OUTCOME")
+    for entry in entries:
+        failed = entry.status == "failed"
+        outcome = Text(error_line(entry.error), style="red") if failed else short(entry.result, 50)
+        if entry.kind == "sleep" and isinstance(entry.result, int | float):
+            outcome = f"until {when(entry.result)}"
+        table.add_row(
+            str(entry.seq),
+            entry.kind,
+            entry.key or entry.name,
+            Text(entry.status, style="red" if failed else "green"),
+            str(entry.attempts),
+            when(entry.started_at),
+            seconds(span(entry.started_at, entry.finished_at)),
+            outcome,
+        )
+    return table
+
+
+def attempts_table(attempts: Iterable[Mapping[str, Any]]) -> Table:
+    """A table of failed step attempts."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name in ("KEY", "ATTEMPT", "FAILED AT", "ERROR", "RETRY AT"):
+        table.add_column(name, justify="right" if name == "ATTEMPT" else "left")
+    for attempt in attempts:
+        table.add_row(
+            attempt["key"],
+            str(attempt["attempt"]),
+            when(attempt["failed_at"]),
+            Text(error_line(attempt), style="red"),
+            when(attempt["retry_at"]) or "no retry",
+        )
+    return table

@@ -1,0 +1,240 @@
+"""Project commands: `cairn run MODULE:WORKFLOW` (start a run here and follow it, or enqueue it)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import json
+from typing import Any
+
+from rich.console import Console
+
+from cairn.authoring.registry import default_registry
+from cairn.authoring.workflow import WorkflowDef
+from cairn.cli import follow, options, output
+from cairn.errors import ConfigError, RunNotFound
+from cairn.models import RunStatus
+from cairn.runtime.control import RunControl
+from cairn.runtime.engine import Engine
+from cairn.store.records import RunRecord
+
+# Keyword names engine.start() keeps for itself (run_id, queue, delay, ...); a workflow
+# parameter by one of these names cannot be passed through --input.
+START_OPTIONS = frozenset(
+    name
+    for name, param in inspect.signature(RunControl.start).parameters.items()
+    if param.kind is inspect.Parameter.KEYWORD_ONLY
+)
+
+# Runs `cairn run` may execute at once: the run itself plus its child runs.
+RUN_SLOTS = 8
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Register `cairn run`."""
+    parser = commands.add_parser(
+        "run",
+        parents=[common],
+        help="start a workflow run and follow it step by step",
+        description="Start a run of WORKFLOW (an attribute of MODULE decorated with "
+        "@cairn.workflow) and execute it in this process, printing each step as it "
+        "completes, until it finishes or goes to sleep or waits. The result is printed "
+        "as JSON on stdout; progress goes to stderr.",
+    )
+    parser.add_argument(
+        "target",
+        metavar="MODULE:WORKFLOW",
+        help="e.g. shop.orders:process_order (the current directory is on the import path)",
+    )
+    parser.add_argument(
+        "args",
+        metavar="ARG",
+        nargs="*",
+        help="positional arguments: JSON when the text parses as JSON, else a string "
+        "(put -- before an ARG that starts with '-')",
+    )
+    parser.add_argument("--input", metavar="JSON", help="JSON object of keyword arguments")
+    parser.add_argument(
+        "--run-id", metavar="ID", help="id for the run; an existing run with it is shown instead"
+    )
+    parser.add_argument(
+        "--enqueue",
+        action="store_true",
+        help="only store the run as PENDING for `cairn worker` and print its id",
+    )
+    parser.set_defaults(handler=handle, takes_extra_args=True)
+
+
+def resolve(target: str) -> WorkflowDef[Any, Any]:
+    """The workflow named by `MODULE:WORKFLOW`; ConfigError names what is wrong."""
+    module_name, sep, attr = target.partition(":")
+    module_name, attr = module_name.strip(), attr.strip()
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"{target!r} is not MODULE:WORKFLOW (e.g. shop.orders:process_order)")
+    module = options.import_module(module_name)
+    found: Any = module
+    for part in attr.split("."):
+        found = getattr(found, part, None)
+        if found is None:
+            break
+    if found is None:
+        found = default_registry.workflows.get(attr)
+    if found is None:
+        there = sorted(n for n, v in vars(module).items() if isinstance(v, WorkflowDef))
+        raise ConfigError(
+            f"module {module_name!r} has no workflow {attr!r} "
+            f"(workflows there: {', '.join(there) or 'none'})"
+        )
+    if not isinstance(found, WorkflowDef):
+        raise ConfigError(
+            f"{target!r} is a {type(found).__name__}, not a @cairn.workflow "
+            "(decorate it with @cairn.workflow)"
+        )
+    return found
+
+
+def check_arguments(
+    workflow: WorkflowDef[Any, Any], args: list[Any], kwargs: dict[str, Any]
+) -> None:
+    """ValueError, before anything is stored, when the arguments do not fit the workflow."""
+    clash = sorted(START_OPTIONS & kwargs.keys())
+    if clash:
+        raise ValueError(
+            f"--input key {clash[0]!r} is reserved by engine.start; rename that parameter of "
+            f"workflow {workflow.name!r}"
+        )
+    try:
+        signature = inspect.signature(workflow.fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise ValueError(
+            f"arguments do not fit workflow {workflow.name!r} {signature}: {exc}"
+        ) from None
+
+
+def handle(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn run`."""
+    workflow = resolve(ns.target)
+    args = [options.parse_value(a) for a in ns.args]
+    kwargs = options.parse_input(ns.input)
+    check_arguments(workflow, args, kwargs)
+    if ns.run_id is not None and not ns.run_id:
+        raise ValueError("--run-id must not be empty")
+    if ns.enqueue:
+        return asyncio.run(_enqueue(glob, workflow, args, kwargs, ns.run_id))
+    return asyncio.run(_execute(glob, workflow, args, kwargs, ns.run_id))
+
+
+async def _enqueue(
+    glob: options.Globals,
+    workflow: WorkflowDef[Any, Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    run_id: str | None,
+) -> int:
+    async with Engine(glob.url, workers=0, modules=glob.modules) as engine:
+        existing = await _existing(engine, run_id)
+        handle = await engine.start(workflow, *args, run_id=run_id, **kwargs)
+    if existing is not None:
+        output.stderr().print(f"run {handle.run_id} already exists ({existing.status})")
+    print(handle.run_id, flush=True)
+    return 0
+
+
+async def _existing(engine: Engine, run_id: str | None) -> RunRecord | None:
+    if run_id is None:
+        return None
+    try:
+        return await engine.control.record(run_id)
+    except RunNotFound:
+        return None
+
+
+async def _execute(
+    glob: options.Globals,
+    workflow: WorkflowDef[Any, Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    run_id: str | None,
+) -> int:
+    err = output.stderr()
+    run_id_started: str | None = None
+    try:
+        # claim=False: this process executes the run it starts (and its children), nothing else.
+        async with Engine(glob.url, workers=RUN_SLOTS, modules=glob.modules, claim=False) as engine:
+            existing = await _existing(engine, run_id)
+            handle = await engine.start(workflow, *args, run_id=run_id, **kwargs)
+            run_id_started = handle.run_id
+            if existing is None:
+                err.print(f"run {handle.run_id} of {workflow.name} started", style="bold")
+            else:
+                err.print(
+                    f"run {handle.run_id} already exists ({existing.status}); showing it",
+                    style="bold",
+                )
+            run = await follow.Follower(engine.control, handle.run_id, err).follow()
+            return report(engine, run, err)
+    except asyncio.CancelledError:
+        if run_id_started is not None:
+            err.print(
+                f"interrupted: run {run_id_started} is handed back for `cairn worker` to "
+                f"finish; check it with `cairn runs show {run_id_started}`",
+                markup=False,
+            )
+        raise
+
+
+def report(engine: Engine, run: RunRecord, err: Console) -> int:
+    """Print how a followed run ended; returns the exit code."""
+    status = RunStatus(run.status)
+    show = f"cairn runs show {run.run_id}"
+    took = ""
+    if run.started_at is not None and run.finished_at:
+        took = f" in {output.seconds(run.finished_at - run.started_at)}"
+    if status is RunStatus.COMPLETED:
+        err.print(f"run {run.run_id} COMPLETED{took}", style="green")
+        output.print_json(engine.control.outcome(run))
+        return 0
+    if status is RunStatus.FAILED:
+        error = output.error_line(_error(run))
+        err.print(f"run {run.run_id} FAILED{took}; traceback: {show}", style="red")
+        output.error(f"run {run.run_id!r} failed: {error}")
+        return 1
+    if status is RunStatus.CANCELLED:
+        output.error(f"run {run.run_id!r} was cancelled")
+        return 1
+    if status is RunStatus.CONTINUED:
+        err.print(f"run {run.run_id} continued as new run {run.continued_to}; follow: {show}")
+        return 0
+    if status is RunStatus.SLEEPING:
+        err.print(
+            f"run {run.run_id} is SLEEPING until {output.when(run.wake_at)}; "
+            f"`cairn worker` resumes it then; check it with `{show}`",
+            markup=False,
+        )
+        return 0
+    if status is RunStatus.WAITING:
+        err.print(
+            f"run {run.run_id} is WAITING for {run.waiting_for or 'an event'}; "
+            f"`cairn worker` resumes it when that arrives; check it with `{show}`",
+            markup=False,
+        )
+        return 0
+    if status is RunStatus.PAUSED:
+        err.print(f"run {run.run_id} is PAUSED; check it with `{show}`", markup=False)
+        return 0
+    where = f" on queue {run.queue!r}" if run.queue else ""
+    err.print(
+        f"run {run.run_id} is {status.value}{where}, queued for workers: start one with "
+        f"`cairn worker`; check it with `{show}`",
+        markup=False,
+    )
+    return 0
+
+
+def _error(run: RunRecord) -> dict[str, Any] | None:
+    return None if run.error is None else dict(json.loads(run.error))

@@ -1,0 +1,107 @@
+"""`cairn worker`: execute runs from the database until SIGINT or SIGTERM.
+
+On the signal it stops claiming and exits; runs still in flight are handed back (PENDING)
+for another worker, and their completed steps are never repeated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from typing import Any
+
+from cairn.cli import options, output
+from cairn.runtime.engine import Engine
+
+log = logging.getLogger("cairn.cli.worker")
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Register `cairn worker`."""
+    parser = commands.add_parser(
+        "worker",
+        parents=[common],
+        help="execute queued, due and recovered runs until stopped",
+        description="Execute runs stored in the database (started with --enqueue, woken "
+        "from a sleep, or left by a dead process) until SIGINT or SIGTERM. Logs one line "
+        "per run started and finished on stderr.",
+    )
+    parser.add_argument(
+        "--concurrency", metavar="N", type=int, default=None, help="runs executed at once"
+    )
+    parser.add_argument(
+        "--queue",
+        metavar="NAME",
+        action="append",
+        nargs="+",
+        help="serve only runs on these queues (repeatable; default: every run, queued or not)",
+    )
+    parser.add_argument(
+        "--lease",
+        metavar="DUR",
+        default="10s",
+        help="how long a silent worker keeps its runs before others take them over (10s)",
+    )
+    parser.set_defaults(handler=serve)
+
+
+def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn worker`."""
+    if ns.concurrency is not None and ns.concurrency < 1:
+        raise ValueError(f"--concurrency must be a positive integer, got {ns.concurrency}")
+    queues = [name for group in ns.queue or () for name in group]
+    options.import_modules(glob.modules)
+    _log_to_stderr()
+    code = asyncio.run(_serve(ns, glob, queues))
+    stuck = options.busy_run_threads(wait=1.0)
+    if stuck:
+        log.info("exiting without waiting for %d sync step thread(s) still running", stuck)
+    return code
+
+
+def _log_to_stderr() -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    root = logging.getLogger("cairn")
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+
+
+async def _serve(ns: argparse.Namespace, glob: options.Globals, queues: list[str]) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    received: list[str] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        received.append(sig.name)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
+    extra: dict[str, Any] = {}
+    if ns.concurrency is not None:
+        extra["workers"] = ns.concurrency
+    if queues:
+        extra["queues"] = queues
+    engine = Engine(glob.url, lease=ns.lease, modules=glob.modules, **extra)
+    log.info(
+        "worker starting: concurrency %d, lease %s, database %s, queues %s",
+        engine.workers,
+        ns.lease,
+        output.redact(engine.url),
+        ", ".join(queues) if queues else "all",
+    )
+    async with engine:
+        owner = engine.worker.env.owner if engine.worker is not None else "?"
+        log.info("worker %s ready", owner)
+        await stop.wait()
+        in_flight = len(engine.worker.active) if engine.worker is not None else 0
+        log.info(
+            "%s received: stopping; %d run(s) in flight handed back",
+            received[0] if received else "signal",
+            in_flight,
+        )
+    log.info("worker %s stopped", owner)
+    return 0
