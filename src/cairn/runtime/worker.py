@@ -160,6 +160,7 @@ class Worker:
             now=self.env.clock.now(),
             lease=self.lease,
             queues=self.queues,
+            workflows=sorted(self.env.registry.workflows),
         )
         for run_id in claimed.poisoned:
             log.error("run %s given up after too many recoveries (PoisonRun)", run_id)
@@ -170,10 +171,7 @@ class Worker:
 
     async def _claim_loop(self) -> None:
         while True:
-            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(await self._idle_time()):
-                    await self._wake.wait()
+            await self._wait_for_work(await self._idle_time())
             self._wake.clear()
             try:
                 while await self.claim_once() and self.free > 0:
@@ -181,6 +179,23 @@ class Worker:
                 await self._poll_controls()
             except Exception:
                 log.exception("claiming runs failed; retrying")
+
+    async def _wait_for_work(self, timeout: float) -> None:
+        # Until this process has new work, the store hints that others made some (NOTIFY
+        # on PostgreSQL, data_version on SQLite), or `timeout` passes: polling is the
+        # fallback for what no hint reports (a dead worker's lease running out).
+        local = asyncio.ensure_future(self._wake.wait())
+        remote = asyncio.ensure_future(self.env.store.wait_for_work(timeout))
+        try:
+            await asyncio.wait(
+                {local, remote}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for waiter in (local, remote):
+                if not waiter.done():
+                    waiter.cancel()
+                elif not waiter.cancelled() and waiter.exception() is not None:
+                    log.warning("waiting for work failed: %s", waiter.exception())
 
     async def _idle_time(self) -> float:
         # Sleep until the next timer is due (so timers fire on time), at most a poll interval.

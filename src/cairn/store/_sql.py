@@ -9,12 +9,14 @@ from typing import Any
 from cairn.store.records import (
     ATTEMPT_FIELDS,
     RUN_FIELDS,
+    SCHEDULE_FIELDS,
     STEP_FIELDS,
     TASK_FIELDS,
     WORKER_FIELDS,
     AttemptRecord,
     RunQuery,
     RunRecord,
+    ScheduleRecord,
     StepRecord,
     TaskRecord,
     WorkerRecord,
@@ -61,6 +63,15 @@ FINISH_RUN = (
 PARK_RUN = (
     "UPDATE runs SET status = ?, wake_at = ?, waiting_for = ?, owner = NULL, updated_at = ? "
     "WHERE run_id = ? AND owner = ?"
+)
+# After PARK_RUN: an operator request its worker had not acted on. A cancel makes the run
+# due (it replays into Cancelled); a pause parks it PAUSED. Params: now, run_id.
+PARKED_CONTROL = (
+    "UPDATE runs SET status = CASE WHEN control = 'pause' THEN 'PAUSED' "
+    "WHEN status = 'PAUSED' THEN 'WAITING' ELSE status END, "
+    "wake_at = CASE WHEN control = 'cancel' THEN ? ELSE wake_at END, "
+    "control = CASE WHEN control = 'pause' THEN NULL ELSE control END "
+    "WHERE run_id = ? AND control IS NOT NULL AND owner IS NULL"
 )
 UPDATE_META = (
     "UPDATE runs SET columns = COALESCE(?, columns), progress = COALESCE(?, progress), "
@@ -175,12 +186,15 @@ SELECT_PENDING = (
 )
 
 
-def select_pending(queues: list[str] | None) -> str:
-    """SELECT_PENDING, restricted to `queues` when a worker serves only those."""
-    if not queues:
-        return SELECT_PENDING
-    marks = ", ".join("?" * len(queues))
-    return SELECT_PENDING.replace("WHERE status", f"WHERE queue IN ({marks}) AND status", 1)
+def restrict(sql: str, column: str, values: list[str] | None) -> str:
+    """`sql` with `column IN (values)` added first to its WHERE clause (None: unchanged).
+
+    The values' placeholders come first, so pass them before the query's own parameters.
+    """
+    if values is None:
+        return sql
+    marks = ", ".join("?" * len(values))
+    return sql.replace("WHERE ", f"WHERE {column} IN ({marks}) AND ", 1)
 
 
 # Queue limits. The queue row is locked while claiming so that concurrent claimers of one
@@ -234,10 +248,12 @@ SELECT_WOKEN = (
     "SELECT run_id, status FROM runs WHERE status IN ('SLEEPING', 'WAITING') "
     "AND wake_at <= ? ORDER BY wake_at LIMIT ?"
 )
+# A worker never recovers its own runs: it is executing them (however stale its heartbeat
+# looks, e.g. under a virtual clock), and a second copy would pass the owner fence.
 SELECT_ORPHANED = (
     "SELECT run_id, recoveries, max_recoveries FROM runs WHERE status = 'RUNNING' AND "
-    "(owner IS NULL OR owner NOT IN (SELECT worker_id FROM workers WHERE heartbeat_at >= ?)) "
-    "LIMIT ?"
+    "(owner IS NULL OR (owner <> ? AND owner NOT IN "
+    "(SELECT worker_id FROM workers WHERE heartbeat_at >= ?))) LIMIT ?"
 )
 # Params: owner, attempt increment, recoveries increment, now, now, run_id, expected status.
 # A sleeper waking is the same execution going on, so its attempt does not grow.
@@ -393,3 +409,77 @@ def poison_error(run_id: str, recoveries: int) -> str:
         "giving up (max_recoveries)"
     )
     return json.dumps({"type": "cairn.errors.PoisonRun", "message": message, "traceback": ""})
+
+
+# Schedules. A tick is fired by moving `next_tick` on with a compare-and-set, so of any
+# number of engines exactly one fires it.
+SCHEDULE_COLUMNS = ", ".join(SCHEDULE_FIELDS)
+INSERT_SCHEDULE = (
+    f"INSERT INTO schedules ({SCHEDULE_COLUMNS}) "
+    f"VALUES ({_placeholders(len(SCHEDULE_FIELDS))}) ON CONFLICT (schedule_id) DO NOTHING"
+)
+SELECT_SCHEDULE = f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE schedule_id = ?"
+SELECT_SCHEDULES = f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY schedule_id"
+UPDATE_SCHEDULE_DEFINITION = (
+    "UPDATE schedules SET workflow = ?, cron = ?, every = ?, tz = ?, overlap = ?, "
+    "catchup = ?, args = ?, queue = ?, max_recoveries = ?, source = ?, next_tick = ?, "
+    "updated_at = ? WHERE schedule_id = ?"
+)
+# Pausing drops a buffered tick; resuming sets the next tick (no catch-up of the pause).
+SET_SCHEDULE_PAUSED = (
+    "UPDATE schedules SET paused = ?, next_tick = COALESCE(?, next_tick), "
+    "buffered_tick = NULL, updated_at = ? WHERE schedule_id = ?"
+)
+DELETE_SCHEDULE = "DELETE FROM schedules WHERE schedule_id = ?"
+SELECT_DUE_SCHEDULES = (
+    f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE paused = 0 "
+    "AND (next_tick <= ? OR buffered_tick IS NOT NULL) ORDER BY next_tick LIMIT ?"
+)
+NEXT_SCHEDULE_TICK = "SELECT MIN(next_tick) FROM schedules WHERE paused = 0"
+ADVANCE_SCHEDULE = (
+    "UPDATE schedules SET next_tick = ?, updated_at = ? "
+    "WHERE schedule_id = ? AND next_tick = ? AND paused = 0"
+)
+SET_SCHEDULE_STATE = (
+    "UPDATE schedules SET buffered_tick = ?, last_run_id = ?, updated_at = ? WHERE schedule_id = ?"
+)
+SET_SCHEDULE_LAST_RUN = "UPDATE schedules SET last_run_id = ?, updated_at = ? WHERE schedule_id = ?"
+TAKE_BUFFERED = (
+    "UPDATE schedules SET buffered_tick = NULL, updated_at = ? "
+    "WHERE schedule_id = ? AND buffered_tick = ? AND paused = 0"
+)
+SELECT_RUN_CHAIN = "SELECT status, continued_to FROM runs WHERE run_id = ?"
+
+
+def schedule_params(schedule: ScheduleRecord) -> tuple[Any, ...]:
+    """The values of `schedule` in SCHEDULE_FIELDS order."""
+    return tuple(getattr(schedule, name) for name in SCHEDULE_FIELDS)
+
+
+def schedule_from_row(row: Sequence[Any]) -> ScheduleRecord:
+    """A ScheduleRecord from a row selected with SCHEDULE_COLUMNS."""
+    return ScheduleRecord(*row)
+
+
+# Event triggers: which workflows an event type starts, and the run ids of keyed emits.
+UPSERT_SUBSCRIPTION = (
+    "INSERT INTO subscriptions (event_type, workflow, queue, max_recoveries, updated_at) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (event_type, workflow) DO UPDATE SET "
+    "queue = excluded.queue, max_recoveries = excluded.max_recoveries, "
+    "updated_at = excluded.updated_at"
+)
+DELETE_SUBSCRIPTIONS = "DELETE FROM subscriptions WHERE workflow = ?"
+DELETE_OTHER_SUBSCRIPTIONS = "DELETE FROM subscriptions WHERE workflow = ? AND event_type <> ?"
+SELECT_SUBSCRIBERS = (
+    "SELECT event_type, workflow, queue, max_recoveries FROM subscriptions "
+    "WHERE event_type = ? ORDER BY workflow"
+)
+SELECT_SUBSCRIPTIONS = (
+    "SELECT event_type, workflow, queue, max_recoveries FROM subscriptions "
+    "ORDER BY event_type, workflow"
+)
+SELECT_EMIT_KEY = "SELECT run_ids FROM emit_keys WHERE event_type = ? AND key = ?"
+INSERT_EMIT_KEY = (
+    "INSERT INTO emit_keys (event_type, key, run_ids, created_at) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (event_type, key) DO NOTHING"
+)

@@ -1,0 +1,195 @@
+"""`python -m bench`: cairn on SQLite (and PostgreSQL when reachable) beside raw commits.
+
+Prints a table, or the same numbers as JSON with `--json`. Every ratio is against a raw
+commit measured in the same run on the same machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import cairn
+from bench import crash, postgres, raw, throughput
+from bench.workflows import ten_steps
+
+SEQUENTIAL_RUNS = 300
+CONCURRENT_RUNS = 200
+
+
+def note(message: str) -> None:
+    print(f"... {message}", file=sys.stderr, flush=True)
+
+
+async def transactions_per_run(url: str, runs: int) -> dict[str, float]:
+    """PostgreSQL commits per ten-step run, engine start and stop subtracted."""
+    before = postgres.committed_transactions(url)
+    async with cairn.Engine(url, workers=runs):
+        pass
+    overhead = postgres.committed_transactions(url) - before
+    before = postgres.committed_transactions(url)
+    async with cairn.Engine(url, workers=runs) as engine:
+        handles = await asyncio.gather(*(engine.start(ten_steps, i) for i in range(runs)))
+        await asyncio.gather(*(run.result() for run in handles))
+    total = postgres.committed_transactions(url) - before
+    return {
+        "runs": runs,
+        "committed": total,
+        "engine_open_close": overhead,
+        "per_run": (total - overhead) / runs,
+    }
+
+
+def measure_store(name: str, url: str, raw_commit_us: float, folder: Path) -> dict[str, Any]:
+    note(f"{name}: {SEQUENTIAL_RUNS} ten-step runs one after another")
+    seq = asyncio.run(throughput.sequential(url, runs=SEQUENTIAL_RUNS))
+    note(f"{name}: {CONCURRENT_RUNS} ten-step runs at once")
+    conc = asyncio.run(throughput.concurrent(url, runs=CONCURRENT_RUNS))
+    note(f"{name}: crash recovery (kill -9, then a fresh process)")
+    rec = crash.measure(url, folder)
+    result: dict[str, Any] = {
+        "raw_commit_us": raw_commit_us,
+        "sequential": {
+            "runs": seq.runs,
+            "steps_per_run": 10,
+            "seconds": seq.seconds,
+            "rounds_seconds": seq.rounds,
+            "us_per_step": seq.us_per_step,
+            "us_per_run": seq.us_per_run,
+            "ratio_to_raw_commit": seq.us_per_step / raw_commit_us,
+        },
+        "concurrent": {
+            "runs": conc.runs,
+            "engine_workers": conc.workers,
+            "seconds": conc.seconds,
+            "rounds_seconds": conc.rounds,
+            "runs_per_second": conc.runs_per_second,
+        },
+        "recovery": {
+            "trials": len(rec.from_process_start),
+            "from_process_start_s": rec.process_median,
+            "from_engine_open_s": rec.engine_median,
+            "all_from_process_start_s": rec.from_process_start,
+            "all_from_engine_open_s": rec.from_engine_open,
+        },
+    }
+    return result
+
+
+def run_sqlite(folder: Path) -> dict[str, Any]:
+    note("sqlite: raw WAL commit baseline")
+    raw_us = raw.sqlite_commit_us(str(folder / "raw.db"))
+    return measure_store("sqlite", f"sqlite:///{folder / 'cairn.db'}", raw_us, folder)
+
+
+def run_postgres(folder: Path) -> dict[str, Any]:
+    reason = postgres.problem()
+    if reason is not None:
+        return {"skipped": reason}
+    with postgres.fresh_database() as url:
+        note("postgres: raw commit baseline")
+        raw_us = raw.postgres_commit_us(url)
+        result = measure_store("postgres", url, raw_us, folder)
+        note("postgres: transactions per run (pg_stat_database)")
+        result["transactions"] = asyncio.run(transactions_per_run(url, CONCURRENT_RUNS))
+    return result
+
+
+def _us(value: float) -> str:
+    return f"{value:,.0f} µs" if value >= 100 else f"{value:,.1f} µs"
+
+
+def table(report: dict[str, Any]) -> str:
+    stores = [("SQLite", report["sqlite"]), ("PostgreSQL", report["postgres"])]
+    rows: list[tuple[str, list[str], str]] = []
+
+    def row(label: str, fmt: Any, target: str = "") -> None:
+        cells = []
+        for _, data in stores:
+            try:
+                cells.append("-" if "skipped" in data else fmt(data))
+            except KeyError:
+                cells.append("-")
+        rows.append((label, cells, target))
+
+    row("raw commit: INSERT + COMMIT", lambda d: _us(d["raw_commit_us"]))
+    row(
+        f"{SEQUENTIAL_RUNS} ten-step runs one after another: per step",
+        lambda d: _us(d["sequential"]["us_per_step"]),
+        "<= 80 µs / <= 400 µs",
+    )
+    row(
+        "  ratio to the raw commit",
+        lambda d: f"{d['sequential']['ratio_to_raw_commit']:.2f}x",
+        "<= 2x (SQLite)",
+    )
+    row("  per run (start, 10 steps, finish)", lambda d: _us(d["sequential"]["us_per_run"]))
+    row(
+        f"{CONCURRENT_RUNS} ten-step runs at once",
+        lambda d: f"{d['concurrent']['runs_per_second']:,.0f} runs/s",
+        ">= 2,000 / >= 1,000",
+    )
+    row(
+        "  PostgreSQL commits per run (pg_stat_database)",
+        lambda d: f"{d['transactions']['per_run']:.1f}",
+        "<= 12 (PostgreSQL)",
+    )
+    row(
+        "crash recovery: process start -> run done",
+        lambda d: f"{d['recovery']['from_process_start_s']:.3f} s",
+        "<= 0.4 s",
+    )
+    row("  Engine open -> run done", lambda d: f"{d['recovery']['from_engine_open_s']:.3f} s")
+
+    width = max(len(label) for label, _, _ in rows)
+    header = f"{'':<{width}}  {'SQLite':>14}  {'PostgreSQL':>14}  target"
+    lines = [header, "-" * len(header)]
+    for label, cells, target in rows:
+        lines.append(f"{label:<{width}}  {cells[0]:>14}  {cells[1]:>14}  {target}")
+    if "skipped" in report["postgres"]:
+        lines.append(f"\nPostgreSQL skipped: {report['postgres']['skipped']}")
+    machine = report["machine"]
+    lines.append(
+        f"\nPython {machine['python']}, SQLite {machine['sqlite']}, {machine['cpus']} CPUs;"
+        " each figure is the median of 3 rounds (one after another), 5 rounds (at once)"
+        f" or {report['sqlite']['recovery']['trials']} kills (recovery);"
+        f" total {report['seconds']:.1f} s"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    parser.add_argument("--no-postgres", action="store_true", help="measure SQLite only")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp:
+        folder = Path(tmp)
+        report: dict[str, Any] = {
+            "machine": {
+                "python": platform.python_version(),
+                "sqlite": sqlite3.sqlite_version,
+                "cpus": os.cpu_count(),
+            },
+            "sqlite": run_sqlite(folder),
+            "postgres": (
+                {"skipped": "--no-postgres"} if args.no_postgres else run_postgres(folder)
+            ),
+        }
+    report["seconds"] = time.perf_counter() - started
+    print(json.dumps(report, indent=2) if args.json else table(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

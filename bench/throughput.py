@@ -1,0 +1,73 @@
+"""Ten-step workflows through a real Engine: one after another, and many at once."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from dataclasses import dataclass
+
+import cairn
+from bench.workflows import STEPS, ten_steps
+
+
+@dataclass(frozen=True)
+class Sequential:
+    runs: int
+    seconds: float  # the median round
+    rounds: list[float]
+
+    @property
+    def us_per_step(self) -> float:
+        return self.seconds / (self.runs * STEPS) * 1e6
+
+    @property
+    def us_per_run(self) -> float:
+        return self.seconds / self.runs * 1e6
+
+
+@dataclass(frozen=True)
+class Concurrent:
+    runs: int
+    seconds: float  # the median round
+    workers: int
+    rounds: list[float]
+
+    @property
+    def runs_per_second(self) -> float:
+        return self.runs / self.seconds
+
+
+async def sequential(url: str, *, runs: int = 300, rounds: int = 3, warmup: int = 30) -> Sequential:
+    """Start each run and await its result before starting the next, `rounds` times."""
+    times = []
+    async with cairn.Engine(url) as engine:
+        for i in range(warmup):
+            await (await engine.start(ten_steps, i)).result()
+        for _ in range(rounds):
+            started = time.perf_counter()
+            for i in range(runs):
+                run = await engine.start(ten_steps, i)
+                if await run.result() != i + STEPS:
+                    raise RuntimeError(f"run {run.run_id} returned a wrong result")
+            times.append(time.perf_counter() - started)
+    return Sequential(runs, statistics.median(times), times)
+
+
+async def concurrent(url: str, *, runs: int = 200, rounds: int = 5, warmup: int = 50) -> Concurrent:
+    """Start `runs` runs at once (one engine, a slot for each) and await them all."""
+    times = []
+    async with cairn.Engine(url, workers=runs) as engine:
+        await _batch(engine, warmup)
+        for _ in range(rounds):
+            started = time.perf_counter()
+            await _batch(engine, runs)
+            times.append(time.perf_counter() - started)
+    return Concurrent(runs, statistics.median(times), runs, times)
+
+
+async def _batch(engine: cairn.Engine, runs: int) -> None:
+    handles = await asyncio.gather(*(engine.start(ten_steps, i) for i in range(runs)))
+    results = await asyncio.gather(*(run.result() for run in handles))
+    if results != [i + STEPS for i in range(runs)]:
+        raise RuntimeError("a concurrent run returned a wrong result")
