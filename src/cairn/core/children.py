@@ -84,6 +84,7 @@ async def start_child(
     )
     facts = {"child_id": child_id, "channel": f"child:{child_id}", "deadline": None}
     record = waiting_record(live, key, "child", workflow.name, live.journal.allocate_seq(), facts)
+    live.spawned = True
     await env.store.create_run(child)
     try:
         await env.store.upsert_step(env.owner, record)

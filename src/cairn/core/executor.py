@@ -99,8 +99,9 @@ async def execute(
         text = env.serializer.dumps(value, what=f"result of workflow {run.workflow!r}")
         # A workflow that caught its cancellation and returned still ends CANCELLED.
         status = "CANCELLED" if live.interrupts.delivered else "COMPLETED"
-        return await _finish(env, run, status, result=text)
+        return await _finish(env, run, status, result=text, live=live)
     except Suspend as parked:
+        await live.settle()
         await live.flush_meta()
         return await _park(env, run, parked, live.park_time(parked.wake_at))
     except ContinueAsNew as again:
@@ -131,11 +132,23 @@ def _group(attempts: list[AttemptRecord]) -> dict[str, list[AttemptRecord]]:
 
 
 async def _finish(
-    env: RunEnv, run: RunRecord, status: str, *, result: str | None = None, error: str | None = None
+    env: RunEnv,
+    run: RunRecord,
+    status: str,
+    *,
+    result: str | None = None,
+    error: str | None = None,
+    live: LiveRun | None = None,
 ) -> Outcome:
     try:
         await env.store.finish_run(
-            run.run_id, env.owner, status, result=result, error=error, now=env.clock.now()
+            run.run_id,
+            env.owner,
+            status,
+            result=result,
+            error=error,
+            now=env.clock.now(),
+            alone=live is not None and live.alone(),
         )
     except LeaseLost:
         return Outcome(None)

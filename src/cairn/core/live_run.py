@@ -80,9 +80,13 @@ class LiveRun(RunContext):
             for name, value in json.loads(run.columns or "{}").items()
         }
         self._meta_writes: set[asyncio.Task[None]] = set()
+        self.spawned = False  # started a child run or a human task in this attempt
         # Calls a sync workflow's thread is blocked on; cancelled by close().
         self._blocked: set[concurrent.futures.Future[Any]] = set()
         self._closed = False
+        # Steps executing now. A run parks only once the steps its other gather branches
+        # started have committed (see settle), so no write of this attempt comes later.
+        self._running_steps: set[asyncio.Future[None]] = set()
         self.interrupts = Interrupts(env.loop, run.control)
         # The workflow timeout: a cancellation requested when it expires.
         self.deadline: float | None = None
@@ -98,6 +102,13 @@ class LiveRun(RunContext):
                     left, self.interrupts.request, "cancel", reason
                 )
 
+    def alone(self) -> bool:
+        """True if the run has no parent and never started a child or a human task, so
+        finishing it need not look for either."""
+        if self.run.parent_id is not None or self.spawned:
+            return False
+        return not any(r.kind in ("child", "task") for r in self.journal.recorded.values())
+
     def close(self) -> None:
         """Release timers once the attempt is over; abandon a sync workflow's pending call."""
         if self._deadline_timer is not None:
@@ -105,8 +116,19 @@ class LiveRun(RunContext):
         # An attempt abandoned while a sync workflow's thread waits (the engine closing):
         # cancel what the thread waits for, and refuse it anything more.
         self._closed = True
+        self.journal.closed = True
         for future in list(self._blocked):
             future.cancel()
+
+    async def settle(self) -> None:
+        """Before parking: refuse new durable work and let steps already running commit.
+
+        A branch of an `asyncio.gather` that parks the run leaves its sibling branches
+        running; their steps finish here rather than run again on the next replay.
+        """
+        self.journal.closed = True
+        while self._running_steps:
+            await asyncio.wait(set(self._running_steps))
 
     def park_time(self, wake_at: float | None) -> float | None:
         """When a parked run must wake: its own time, or the workflow deadline if sooner."""
@@ -192,10 +214,14 @@ class LiveRun(RunContext):
         await self.journal.check_new_work(f"started step {key!r}")
         self.interrupts.checkpoint()
         token = context.enter(self)  # a sync workflow's steps run in a loop task of their own
+        running: asyncio.Future[None] = self.env.loop.create_future()
+        self._running_steps.add(running)
         try:
             return await attempts.run_new_step(self, key, name, fn, args, kwargs, retry, timeout)
         finally:
             context.leave(token)
+            self._running_steps.discard(running)
+            running.set_result(None)
 
     def outcome(self, record: StepRecord) -> Any:
         """The recorded result of a completed operation, or its recorded failure raised."""
@@ -205,6 +231,8 @@ class LiveRun(RunContext):
 
     async def commit_step(self, record: StepRecord) -> None:
         """Commit a new outcome; Unwind if this worker no longer owns the run."""
+        if self._closed:  # a stray branch of an attempt already over must not write
+            raise Unwind()
         try:
             await self.env.store.record_step(self.env.owner, record)
         except LeaseLost:
@@ -214,6 +242,8 @@ class LiveRun(RunContext):
 
     async def commit_attempt(self, record: AttemptRecord) -> None:
         """Commit a failed attempt; Unwind if this worker no longer owns the run."""
+        if self._closed:
+            raise Unwind()
         try:
             await self.env.store.record_attempt(self.env.owner, record)
         except LeaseLost:

@@ -70,6 +70,8 @@ async def wait_message(
         return live.outcome(record)
     if record is not None and record.status == "timeout":
         return _timed_out(kind, name, default)
+    if live.journal.closed:  # a branch going on after another one parked the run
+        raise Unwind()
     live.interrupts.checkpoint()
     if record is not None:
         seq = record.seq
@@ -222,6 +224,7 @@ async def human_task(
             created_at=now,
             due_at=deadline,
         )
+        live.spawned = True
         try:
             await live.env.store.create_task(live.env.owner, record, task)
         except LeaseLost:

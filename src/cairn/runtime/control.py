@@ -54,6 +54,10 @@ class LocalExecutor(Protocol):
         """Pass a cancel/pause/resume request to a run executing in this process."""
         ...
 
+    def executing(self, run_id: str) -> bool:
+        """True while the run executes in this process (its end will be announced here)."""
+        ...
+
 
 def _dt(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
@@ -198,7 +202,8 @@ class RunControl:
         """Call a hook once; returns the run id it resumed.
 
         Raises:
-            HookNotFound: the token is unknown, already used or expired (nothing changes).
+            HookNotFound: the token is unknown, already used or expired, or its run has
+                finished (nothing changes).
         """
         text = self.serializer.dumps(payload, what="hook payload")
         run_id = await self.store.resume_hook(str(token), text, now=self.clock.now())
@@ -396,13 +401,17 @@ class RunControl:
         while True:
             future: asyncio.Future[None] = loop.create_future()
             self._waiters.setdefault(run_id, []).append(future)
-            run = await self.record(run_id)
-            if RunStatus(run.status).finished:
-                self._discard(run_id, future)
-                return run
-            wait_for = delay
+            # A run executing here announces its end here: no need to ask the database.
+            local = self.local is not None and self.local.executing(run_id)
+            if not local:
+                run = await self.record(run_id)
+                if RunStatus(run.status).finished:
+                    self._discard(run_id, future)
+                    return run
+            wait_for: float | None = None if local else delay
             if deadline is not None:
-                wait_for = min(wait_for, deadline - loop.time())
+                left = deadline - loop.time()
+                wait_for = left if wait_for is None else min(wait_for, left)
                 if wait_for <= 0:
                     self._discard(run_id, future)
                     raise TimeoutError(f"run {run_id!r} did not finish within {timeout}s")
@@ -411,7 +420,8 @@ class RunControl:
                     await future
             except TimeoutError:
                 self._discard(run_id, future)
-            delay = min(delay * 2, 0.5)
+            if not local:
+                delay = min(delay * 2, 0.5)
 
     def _discard(self, run_id: str, future: asyncio.Future[None]) -> None:
         waiters = self._waiters.get(run_id)

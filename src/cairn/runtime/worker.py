@@ -48,6 +48,7 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._reserved = 0
+        self._backlog = False  # the last claim may have left claimable runs behind
 
     @property
     def free(self) -> int:
@@ -130,10 +131,16 @@ class Worker:
             log.exception("run %s: unexpected engine error; left for recovery", run.run_id)
         finally:
             self.active.pop(run.run_id, None)
-            if not self._stopping:
+            # A freed slot matters only if work may be waiting for one: the last claim
+            # filled every slot it asked for, or this run's queue had runs held back.
+            if not self._stopping and (self._backlog or run.queue is not None):
                 self._wake.set()
         log.info("run %s %s", run.run_id, outcome.status or "left for recovery")
         self._on_finished(run.run_id, outcome)
+
+    def executing(self, run_id: str) -> bool:
+        """True while `run_id` executes in this worker."""
+        return run_id in self.active
 
     def deliver(self, run_id: str, control: str | None) -> None:
         """Pass an operator request to a run executing here (no-op if it is not)."""
@@ -154,9 +161,10 @@ class Worker:
         """Claim and launch as many runs as there are free slots; returns how many."""
         if self.free <= 0 or self._stopping:
             return 0
+        limit = self.free
         claimed = await self.env.store.claim_runs(
             self.env.owner,
-            self.free,
+            limit,
             now=self.env.clock.now(),
             lease=self.lease,
             queues=self.queues,
@@ -167,6 +175,7 @@ class Worker:
             self._on_finished(run_id, executor.Outcome("FAILED"))
         for run in claimed.runs:
             self._start(run, fresh=False)
+        self._backlog = len(claimed.runs) >= limit
         return len(claimed.runs)
 
     async def _claim_loop(self) -> None:

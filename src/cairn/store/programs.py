@@ -71,6 +71,11 @@ def create_run(run: RunRecord) -> Program[RunRecord | None]:
 
     Raises DuplicateRun (before writing) if an active run of the queue holds its dedup key.
     """
+    if run.dedup_key is None:
+        # The common case in one statement: insert unless the id exists.
+        if (yield Sql(_sql.INSERT_RUN, _sql.run_params(run))):
+            return None
+        return _sql.run_from_row((yield _one(_sql.SELECT_RUN, (run.run_id,))))
     row = yield _one(_sql.SELECT_RUN, (run.run_id,))
     if row is not None:
         return _sql.run_from_row(row)
@@ -96,13 +101,23 @@ def get_run(run_id: str) -> Program[RunRecord | None]:
 
 
 def finish_run(
-    run_id: str, owner: str, status: str, result: str | None, error: str | None, now: float
+    run_id: str,
+    owner: str,
+    status: str,
+    result: str | None,
+    error: str | None,
+    now: float,
+    alone: bool = False,
 ) -> Program[None]:
-    """End a run owned by `owner`, then tell its parent and cancel its children."""
+    """End a run owned by `owner`, then tell its parent and cancel its children.
+
+    `alone` (the caller knows the run has no parent, children or tasks) skips that part.
+    """
     params = (status, result, error, now, now, run_id, owner)
     if not (yield Sql(_sql.FINISH_RUN, params)):
         raise LeaseLost(run_id)
-    yield from _after_finish(run_id, status, result, error, now)
+    if not alone:
+        yield from _after_finish(run_id, status, result, error, now)
 
 
 def _after_finish(

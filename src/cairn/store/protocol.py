@@ -64,6 +64,7 @@ class Store(Protocol):
         result: str | None,
         error: str | None,
         now: float,
+        alone: bool = False,
     ) -> None:
         """End a run owned by `owner` and release it. Raises LeaseLost if not owned.
 

@@ -73,9 +73,10 @@ class SqlStore:
         result: str | None,
         error: str | None,
         now: float,
+        alone: bool = False,
     ) -> None:
         """End a run owned by `owner` (see Store.finish_run)."""
-        await self.write(programs.finish_run(run_id, owner, status, result, error, now))
+        await self.write(programs.finish_run(run_id, owner, status, result, error, now, alone))
 
     async def continue_run(self, run_id: str, owner: str, new_run: RunRecord, now: float) -> None:
         """End a run CONTINUED and create its successor."""

@@ -16,7 +16,9 @@ from typing import Any, TypeVar
 
 from cairn.errors import StoreError
 from cairn.store import migrate
+from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
 from cairn.store.programs import Program
+from cairn.store.records import RunRecord
 from cairn.store.sql_store import SqlStore
 
 T = TypeVar("T")
@@ -35,6 +37,8 @@ class SqliteStore(SqlStore):
         self._pending: list[tuple[_Op, asyncio.Future[Any]]] = []
         self._flush_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._signal = WakeSignal()
+        self._data_version: int | None = None
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
@@ -63,6 +67,7 @@ class SqliteStore(SqlStore):
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute("PRAGMA busy_timeout=30000")
             conn.execute("PRAGMA temp_store=MEMORY")
+            conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: journals of many runs stay hot
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open database {self.path!r}: {exc}") from exc
         self._conn = conn
@@ -122,14 +127,10 @@ class SqliteStore(SqlStore):
         conn = self.conn
         try:
             outcomes = self._run_batch(conn, batch)
-        except sqlite3.Error:
-            # One bad write must not sink its neighbours: retry each in its own transaction.
-            outcomes = []
-            for item in batch:
-                try:
-                    outcomes.extend(self._run_batch(conn, [item]))
-                except sqlite3.Error as exc:
-                    outcomes.append(StoreError(f"database {self.path!r}: {exc}"))
+        except sqlite3.Error as exc:
+            # The transaction itself failed and nothing was written. A program cannot be
+            # run again (it is a generator part-way through), so every writer gets the error.
+            outcomes = [StoreError(f"database {self.path!r}: {exc}") for _ in batch]
         for (_, future), outcome in zip(batch, outcomes, strict=True):
             if future.done():
                 continue
@@ -142,17 +143,29 @@ class SqliteStore(SqlStore):
         self, conn: sqlite3.Connection, batch: list[tuple[_Op, asyncio.Future[Any]]]
     ) -> list[Any]:
         outcomes: list[Any] = []
+        # With neighbours in the batch, each write runs in a savepoint: one bad write is
+        # undone alone and must not sink the others.
+        guard = len(batch) > 1
         conn.execute("BEGIN IMMEDIATE")
         try:
             for op, _ in batch:
+                if guard:
+                    conn.execute("SAVEPOINT cairn_write")
                 try:
                     outcomes.append(op(conn))
-                except sqlite3.Error:
-                    raise
+                except sqlite3.Error as exc:
+                    if not guard:
+                        raise
+                    conn.execute("ROLLBACK TO cairn_write")
+                    outcomes.append(StoreError(f"database {self.path!r}: {exc}"))
                 except Exception as exc:
-                    # LeaseLost, DuplicateRun...: programs raise these before writing, so
-                    # the failure is this writer's alone and the batch goes on.
+                    # LeaseLost, DuplicateRun...: the failure is this writer's alone and
+                    # the batch goes on.
+                    if guard:
+                        conn.execute("ROLLBACK TO cairn_write")
                     outcomes.append(exc)
+                if guard:
+                    conn.execute("RELEASE cairn_write")
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -162,7 +175,37 @@ class SqliteStore(SqlStore):
 
     async def write(self, program: Program[T]) -> T:
         """Run `program` in a write transaction shared with concurrent writers."""
-        return await self._write(lambda conn: run(conn, program))
+        outcome = await self._write(lambda conn: run(conn, program))
+        if getattr(program, "__name__", "") in WAKING_PROGRAMS:
+            self._signal.set()
+        return outcome
+
+    async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """Insert `run` unless its run_id exists; returns the stored run and whether it is new."""
+        stored, created = await super().create_run(run)
+        if created and run.status == "PENDING":
+            self._signal.at(run.wake_at or 0.0)
+        return stored, created
+
+    async def wait_for_work(self, timeout: float) -> None:
+        """Return when runs may have become claimable, or after `timeout` seconds.
+
+        This store's own writes wake it at once. SQLite cannot notify other processes, so
+        their commits are noticed by checking PRAGMA data_version every 50 ms.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while (left := deadline - loop.time()) > 0:
+            if await self._signal.wait(min(left, 0.05)) or self._others_committed():
+                return
+
+    def _others_committed(self) -> bool:
+        if self._conn is None:
+            return False
+        version = int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+        changed = self._data_version is not None and version != self._data_version
+        self._data_version = version
+        return changed
 
     async def read(self, program: Program[T]) -> T:
         """Run a read-only `program` at once (WAL readers see the last commit)."""
