@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from cairn.errors import StoreError
 from cairn.store import migrate
+from cairn.store._checkpoints import Checkpointer
 from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
 from cairn.store.programs import Program
 from cairn.store.records import RunRecord
@@ -39,6 +40,7 @@ class SqliteStore(SqlStore):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._signal = WakeSignal()
         self._data_version: int | None = None
+        self._checkpointer: Checkpointer | None = None
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
@@ -72,6 +74,10 @@ class SqliteStore(SqlStore):
             raise StoreError(f"cannot open database {self.path!r}: {exc}") from exc
         self._conn = conn
         self._migrate()
+        if self.path != ":memory:":
+            conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer thread does it
+            self._checkpointer = Checkpointer(self.path)
+            self._checkpointer.start()
 
     def _migrate(self) -> None:
         conn = self.conn
@@ -102,6 +108,9 @@ class SqliteStore(SqlStore):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+            self._checkpointer = None
 
     # group commit
 
