@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import argparse
+import re
+
 import pytest
 
-from cairn.cli import main, options
+from cairn.cli import main, options, queues
 
 
 def test_parse_value__json_when_it_parses():
@@ -168,3 +171,138 @@ def test_bad_usage__one_line_and_exit_2(argv, capsys):
 def test_help__exit_0(capsys):
     assert main.run(["--help"]) == 0
     assert "run" in capsys.readouterr().out
+
+
+def test_send__event_payload_and_key():
+    ns = main.parse(["send", "r1", "approval", '{"ok": true}', "--key", "k1"])
+    assert (ns.run_id, ns.event, ns.payload, ns.key) == ("r1", "approval", '{"ok": true}', "k1")
+    ns = main.parse(["send", "r1", "ping"])
+    assert ns.payload is None
+    assert ns.key is None
+
+
+@pytest.mark.parametrize("verb", ["cancel", "pause", "resume", "retry", "restart"])
+def test_runs_verbs__take_a_run_id_and_json(verb):
+    ns = main.parse(["runs", verb, "r1", "--json"])
+    assert ns.run_id == "r1"
+    assert ns.json is True
+    assert callable(ns.handler)
+
+
+def test_runs_fork__from_step_is_an_int():
+    ns = main.parse(["runs", "fork", "r1", "--from-step", "3"])
+    assert (ns.run_id, ns.from_step) == ("r1", 3)
+
+
+def test_tasks__list_defaults_and_submit():
+    ns = main.parse(["tasks", "list"])
+    assert (ns.status, ns.all, ns.assignee, ns.run) == (None, False, None, None)
+    ns = main.parse(["tasks", "list", "--all", "--assignee", "ann", "--run", "r1"])
+    assert (ns.all, ns.assignee, ns.run) == (True, "ann", "r1")
+    ns = main.parse(["tasks", "submit", "t1", '{"ok": true}', "--by", "bob"])
+    assert (ns.task_id, ns.values, ns.by) == ("t1", '{"ok": true}', "bob")
+
+
+def test_queues_set__omitted_limits_are_absent_and_none_removes():
+    ns = main.parse(["queues", "set", "mail", "--concurrency", "4", "--rate", "none"])
+    assert queues.changes(ns) == {"concurrency": 4, "rate": None}
+    ns = main.parse(["queues", "set", "mail", "--per-worker", "none"])
+    assert queues.changes(ns) == {"per_worker": None}
+    ns = main.parse(["queues", "set", "mail", "--partition-concurrency", "2", "--rate", "5/1s"])
+    assert queues.changes(ns) == {"partition_concurrency": 2, "rate": "5/1s"}
+
+
+def test_queues_set__nothing_to_change_is_bad_usage():
+    with pytest.raises(options.UsageError, match="nothing to change"):
+        queues.changes(main.parse(["queues", "set", "mail"]))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--concurrency", "0"], "--concurrency must be a positive integer or none, got 0"),
+        (["--per-worker", "-1"], "--per-worker must be a positive integer or none"),
+        (["--rate", "fast"], "invalid --rate: 'fast'"),
+        (["--rate", "0/1m"], "count and period must be positive"),
+    ],
+)
+def test_queues_set__bad_limits_name_the_option(argv, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        queues.changes(main.parse(["queues", "set", "mail", *argv]))
+
+
+def test_limit__number_or_none():
+    assert options.limit("3") == 3
+    assert options.limit("None") is None
+    with pytest.raises(argparse.ArgumentTypeError, match="'x'"):
+        options.limit("x")
+
+
+def test_parse_object__names_what_was_given():
+    assert options.parse_object('{"ok": true}', what="JSON") == {"ok": True}
+    with pytest.raises(ValueError, match="JSON is not valid JSON"):
+        options.parse_object("{", what="JSON")
+    with pytest.raises(ValueError, match="must be a JSON object of values, got list"):
+        options.parse_object("[1]", what="JSON")
+
+
+def test_init__directory_defaults_to_here():
+    assert main.parse(["init"]).directory == "."
+    assert main.parse(["init", "shop"]).directory == "shop"
+
+
+COMMANDS = [
+    ["init", "d"],
+    ["run", "m:wf"],
+    ["send", "r1", "e"],
+    ["check"],
+    ["runs", "list"],
+    ["runs", "show", "r1"],
+    ["runs", "cancel", "r1"],
+    ["runs", "pause", "r1"],
+    ["runs", "resume", "r1"],
+    ["runs", "retry", "r1"],
+    ["runs", "restart", "r1"],
+    ["runs", "fork", "r1", "--from-step", "2"],
+    ["tasks", "list"],
+    ["tasks", "show", "t1"],
+    ["tasks", "submit", "t1", "{}"],
+    ["queues", "list"],
+    ["queues", "set", "q", "--concurrency", "1"],
+    ["worker"],
+    ["db", "upgrade"],
+]
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=[" ".join(a[:2]) for a in COMMANDS])
+def test_every_command__takes_db_and_module(argv):
+    glob = options.resolve_globals(main.parse([*argv, "--db", "sqlite:///x.db", "-m", "shop"]))
+    assert glob == options.Globals(url="sqlite:///x.db", modules=("shop",))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["send"],
+        ["send", "r1"],
+        ["runs", "cancel"],
+        ["runs", "fork", "r1"],
+        ["runs", "fork", "r1", "--from-step", "x"],
+        ["tasks"],
+        ["tasks", "submit", "t1"],
+        ["tasks", "list", "--status", "open", "--all"],
+        ["queues"],
+        ["queues", "set"],
+        ["queues", "set", "q", "--concurrency", "many"],
+        ["queues", "set", "q"],
+        ["init", "a", "b"],
+        ["check", "extra"],
+    ],
+)
+def test_bad_usage__new_commands_one_line_and_exit_2(argv, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main.run([*argv, "--db", f"sqlite:///{tmp_path / 'x.db'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("error: ")
+    assert not (tmp_path / "x.db").exists()

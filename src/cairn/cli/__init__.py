@@ -1,4 +1,4 @@
-"""The `cairn` command line: `cairn run`, `cairn runs`, `cairn worker`, `cairn db`.
+"""The `cairn` command line: init, run, send, check, runs, tasks, queues, schedules, worker, db.
 
 Internal: the supported interface is the command itself (docs/reference/cli.md).
 """

@@ -1,14 +1,15 @@
-"""The live view of one run for `cairn run`: each step printed as it completes.
+"""The live view of one run for `cairn run`: each step and progress message as it comes.
 
-It polls the store (history, failed attempts, status) every `interval` seconds and wakes
-at once when the run finishes in this process. It only reads; executing is the engine's job.
+It polls the store every `interval` seconds (a burst of progress updates shows its
+latest) and wakes at once when the run finishes here. It only reads; the engine executes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
@@ -31,6 +32,8 @@ class Follower:
         self.console = console
         self._steps: set[int] = set()
         self._attempts: set[tuple[str, int]] = set()
+        self._progress: str | None = None
+        self.progress = ""
 
     async def poll(self) -> RunRecord:
         """Print new history entries and failed attempts; returns the run as read first."""
@@ -46,6 +49,12 @@ class Follower:
             if entry.seq not in self._steps:
                 self._steps.add(entry.seq)
                 lines.append((entry.finished_at, 1, entry_line(entry)))
+        if run.progress is not None and run.progress != self._progress:
+            self._progress = run.progress
+            update = progress_line(json.loads(run.progress))
+            if update is not None:
+                moment, self.progress = update
+                lines.append((moment, 2, Text(f"        … {self.progress}", style="cyan")))
         for _, _, line in sorted(lines, key=_order):
             self.console.print(line)
         return run
@@ -63,7 +72,8 @@ class Follower:
                 if RunStatus(run.status) not in ACTIVE:
                     return run
                 elapsed = output.seconds(time.monotonic() - started)
-                spinner.update(f"running step {len(self._steps) + 1} · {elapsed}")
+                doing = f" · {self.progress}" if self.progress else ""
+                spinner.update(f"running step {len(self._steps) + 1}{doing} · {elapsed}")
                 try:
                     await self.control.wait(self.run_id, timeout=interval)
                 except TimeoutError:
@@ -75,6 +85,18 @@ def _order(item: tuple[datetime | None, int, Text]) -> tuple[float, int]:
     return (moment.timestamp() if moment is not None else float("inf"), rank)
 
 
+def progress_line(progress: Any) -> tuple[datetime | None, str] | None:
+    """When a progress update was made and its text; None for one with nothing to show."""
+    if not isinstance(progress, dict):
+        return None
+    text = output.progress_text(progress)
+    if not text:
+        return None
+    at = progress.get("at")
+    moment = datetime.fromtimestamp(at, UTC) if isinstance(at, int | float) else None
+    return moment, text
+
+
 def entry_line(entry: HistoryEntry) -> Text:
     """One line for a completed (or failed-for-good) durable operation."""
     line = Text(f"{entry.seq:>4}  ")
@@ -82,6 +104,10 @@ def entry_line(entry: HistoryEntry) -> Text:
     if entry.kind == "sleep":
         wake = entry.result if isinstance(entry.result, int | float) else None
         line.append(f" sleep until {output.when(wake)}", style="blue")
+        return line
+    if entry.status == "waiting":
+        line.append(f" waiting for {entry.kind} {entry.name!r}", style="blue")
+        line.append(f"  {output.waiting_outcome(entry)}", style="dim")
         return line
     failed = entry.status == "failed"
     line.append(" ✗ failed" if failed else " ✓", style="red" if failed else "green")

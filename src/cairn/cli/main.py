@@ -1,7 +1,8 @@
 """The `cairn` entry point: global options, command dispatch, one-line errors, exit codes.
 
 Exit codes: 0 success, 1 a failed action (a cairn error, a bad value, a run that
-failed), 2 bad usage (unknown command or option, missing argument), 130 interrupted.
+failed, a verb a finished run cannot take), 2 bad usage (unknown command or option,
+missing argument, nothing to do), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -14,7 +15,20 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from cairn import __version__
-from cairn.cli import db, options, output, project, runs, schedules, worker
+from cairn.cli import (
+    check,
+    control,
+    db,
+    options,
+    output,
+    project,
+    queues,
+    runs,
+    scaffold,
+    schedules,
+    tasks,
+    worker,
+)
 from cairn.errors import CairnError
 
 
@@ -39,8 +53,13 @@ def build_parser() -> Parser:
     common = Parser(add_help=False)
     options.add_global_options(common, suffix="_cmd")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    scaffold.add_parser(commands, common)
     project.add_parser(commands, common)
+    control.add_parser(commands, common)
+    check.add_parser(commands, common)
     runs.add_parser(commands, common)
+    tasks.add_parser(commands, common)
+    queues.add_parser(commands, common)
     schedules.add_parser(commands, common)
     worker.add_parser(commands, common)
     db.add_parser(commands, common)
@@ -82,6 +101,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         glob = options.resolve_globals(ns)
         code: int = ns.handler(ns, glob)
         return code
+    except options.UsageError as exc:
+        output.error(str(exc))
+        return 2
     except (CairnError, ValueError) as exc:
         output.error(str(exc) or type(exc).__name__)
         return 1

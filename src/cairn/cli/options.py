@@ -7,6 +7,7 @@ else is the string itself (`42` is a number, `"42"` and `o-1` are strings).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import json
 import math
@@ -14,12 +15,20 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from cairn import config
 from cairn.errors import ConfigError
+from cairn.runtime.engine import Engine
+
+T = TypeVar("T")
+
+
+class UsageError(Exception):
+    """Bad usage found after parsing (e.g. `queues set NAME` with nothing to set): exit 2."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +94,20 @@ def import_modules(names: tuple[str, ...]) -> None:
         import_module(name)
 
 
+def with_engine(glob: Globals, work: Callable[[Engine], Coroutine[Any, Any, T]]) -> T:
+    """Run `work` on an engine without workers: it reads and writes, never executes a run.
+
+    Runs it starts, retries or wakes are left for `cairn worker`.
+    """
+    import_modules(glob.modules)
+
+    async def go() -> T:
+        async with Engine(glob.url, workers=0, modules=glob.modules) as engine:
+            return await work(engine)
+
+    return asyncio.run(go())
+
+
 # Name prefixes of the engine's thread pools (runtime/engine.py).
 _RUN_THREADS = ("cairn-step", "cairn-workflow")
 
@@ -125,16 +148,32 @@ def parse_input(text: str | None) -> dict[str, Any]:
     """The keyword arguments of `--input`: a JSON object; ValueError names the problem."""
     if text is None:
         return {}
+    return parse_object(text, what="--input", of="keyword arguments")
+
+
+def parse_object(text: str, *, what: str, of: str = "values") -> dict[str, Any]:
+    """`text` as a JSON object; ValueError names `what` (the option or argument) and the problem."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"--input is not valid JSON ({exc}): {_clip(text)!r}") from None
+        raise ValueError(f"{what} is not valid JSON ({exc}): {_clip(text)!r}") from None
     if not isinstance(value, dict):
         raise ValueError(
-            f"--input must be a JSON object of keyword arguments, got {type(value).__name__}: "
-            f"{_clip(text)!r}"
+            f"{what} must be a JSON object of {of}, got {type(value).__name__}: {_clip(text)!r}"
         )
     return value
+
+
+def limit(text: str) -> int | None:
+    """An argparse type: a whole number, or `none` (no limit) as None."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid limit {text!r} (a positive integer, or none to remove the limit)"
+        ) from None
 
 
 def parse_where(items: list[str] | None) -> dict[str, Any]:

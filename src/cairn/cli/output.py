@@ -25,7 +25,6 @@ from rich.table import Table
 from rich.text import Text
 
 from cairn.models import HistoryEntry, RunStatus, RunSummary
-from cairn.store.records import RunRecord
 
 STATUS_STYLE = {
     RunStatus.PENDING: "yellow",
@@ -211,10 +210,25 @@ def entry_dict(entry: HistoryEntry) -> dict[str, Any]:
     }
 
 
+def progress_text(progress: Mapping[str, Any] | None) -> str:
+    """`loading rows · 40/100 (40%)`; empty when there is no progress."""
+    if not progress:
+        return ""
+    message = " ".join(str(progress.get("message") or "").split())
+    current, total = progress.get("current"), progress.get("total")
+    count = ""
+    if isinstance(current, int | float) and isinstance(total, int | float) and total > 0:
+        count = f"{current:g}/{total:g} ({current / total:.0%})"
+    elif isinstance(current, int | float):
+        count = f"{current:g}"
+    return " · ".join(part for part in (message, count) if part)
+
+
 def runs_table(runs: Iterable[RunSummary]) -> Table:
     """A table of listed runs."""
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for name in ("RUN ID", "WORKFLOW", "STATUS", "CREATED", "UPDATED", "COLUMNS", "ERROR"):
+    names = ("RUN ID", "WORKFLOW", "STATUS", "CREATED", "UPDATED", "COLUMNS", "PROGRESS", "ERROR")
+    for name in names:
         table.add_column(name, no_wrap=True, overflow="fold" if name == "RUN ID" else "ellipsis")
     for run in runs:
         columns = " ".join(f"{k}={short(v, 30)}" for k, v in run.columns.items())
@@ -225,55 +239,10 @@ def runs_table(runs: Iterable[RunSummary]) -> Table:
             when(run.created_at),
             when(run.updated_at),
             columns,
+            progress_text(run.progress),
             error_line(run.error),
         )
     return table
-
-
-def facts_table(run: RunRecord, args: Any, result: Any, error: dict[str, Any] | None) -> Table:
-    """The facts of one run as a two-column grid."""
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column(overflow="fold")
-    started = run.started_at
-    rows: list[tuple[str, str | Text]] = [
-        ("run id", run.run_id),
-        ("workflow", run.workflow),
-        ("status", status_text(run.status)),
-        ("created", when(run.created_at)),
-        ("started", when(started)),
-        ("finished", when(run.finished_at)),
-        (
-            "duration",
-            seconds(None if started is None or not run.finished_at else run.finished_at - started),
-        ),
-        ("attempt", str(run.attempt)),
-        ("recoveries", f"{run.recoveries} of at most {run.max_recoveries}"),
-        ("arguments", short(args, 200)),
-    ]
-    optional: list[tuple[str, Any]] = [
-        ("parent", run.parent_id),
-        ("queue", run.queue),
-        ("owner", run.owner),
-        ("wakes at", when(run.wake_at) if run.wake_at else None),
-        ("waiting for", run.waiting_for),
-        ("continued from", run.continued_from),
-        ("continued to", run.continued_to),
-    ]
-    rows += [(k, str(v)) for k, v in optional if v]
-    if run.columns:
-        rows.append(("columns", short(json.loads(run.columns), 200)))
-    if run.progress:
-        rows.append(("progress", short(json.loads(run.progress), 200)))
-    if run.status == RunStatus.COMPLETED:
-        rows.append(("result", short(result, 200)))
-    if error:
-        rows.append(("error", Text(error_line(error), style="red")))
-        if error.get("step"):
-            rows.append(("failed step", str(error["step"])))
-    for key, value in rows:
-        grid.add_row(key, value)
-    return grid
 
 
 def history_table(entries: Iterable[HistoryEntry]) -> Table:
@@ -287,6 +256,8 @@ def history_table(entries: Iterable[HistoryEntry]) -> Table:
         outcome = Text(error_line(entry.error), style="red") if failed else short(entry.result, 50)
         if entry.kind == "sleep" and isinstance(entry.result, int | float):
             outcome = f"until {when(entry.result)}"
+        elif entry.status == "waiting":
+            outcome = waiting_outcome(entry)
         table.add_row(
             str(entry.seq),
             entry.kind,
@@ -298,6 +269,17 @@ def history_table(entries: Iterable[HistoryEntry]) -> Table:
             outcome,
         )
     return table
+
+
+def waiting_outcome(entry: HistoryEntry) -> str:
+    """What an unfinished wait records: its task and deadline (never a hook's token)."""
+    facts = entry.result if isinstance(entry.result, dict) else {}
+    parts = []
+    if facts.get("task_id"):
+        parts.append(f"task {facts['task_id']}")
+    if isinstance(facts.get("deadline"), int | float):
+        parts.append(f"until {when(facts['deadline'])}")
+    return ", ".join(parts) or "no deadline"
 
 
 def attempts_table(attempts: Iterable[Mapping[str, Any]]) -> Table:

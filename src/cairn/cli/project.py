@@ -12,7 +12,7 @@ from rich.console import Console
 
 from cairn.authoring.registry import default_registry
 from cairn.authoring.workflow import WorkflowDef
-from cairn.cli import follow, options, output
+from cairn.cli import describe, follow, options, output, runs
 from cairn.errors import ConfigError, RunNotFound
 from cairn.models import RunStatus
 from cairn.runtime.control import RunControl
@@ -177,7 +177,11 @@ async def _execute(
                     style="bold",
                 )
             run = await follow.Follower(engine.control, handle.run_id, err).follow()
-            return report(engine, run, err)
+            task_id = None
+            if run.status == RunStatus.WAITING:
+                task_id = await runs.open_task(engine, run)
+            found = describe.waiting(run, now=engine.clock.now(), task_id=task_id)
+            return report(engine, run, err, found)
     except asyncio.CancelledError:
         if run_id_started is not None:
             err.print(
@@ -188,9 +192,15 @@ async def _execute(
         raise
 
 
-def report(engine: Engine, run: RunRecord, err: Console) -> int:
-    """Print how a followed run ended; returns the exit code."""
+def report(
+    engine: Engine, run: RunRecord, err: Console, found: dict[str, Any] | None = None
+) -> int:
+    """Print how a followed run ended, or what it waits for; returns the exit code.
+
+    `found` is what holds a parked run (`describe.waiting`).
+    """
     status = RunStatus(run.status)
+    now = engine.clock.now()
     show = f"cairn runs show {run.run_id}"
     took = ""
     if run.started_at is not None and run.finished_at:
@@ -218,18 +228,25 @@ def report(engine: Engine, run: RunRecord, err: Console) -> int:
         )
         return 0
     if status is RunStatus.WAITING:
+        waits = describe.waiting_text(found, now=now, run_id=run.run_id) if found else "an event"
+        hint = describe.follow_up(run, found)
+        hint = f"{hint}, and `cairn worker` continues it" if hint else "`cairn worker` continues it"
         err.print(
-            f"run {run.run_id} is WAITING for {run.waiting_for or 'an event'}; "
-            f"`cairn worker` resumes it when that arrives; check it with `{show}`",
+            f"run {run.run_id} is WAITING for {waits}; {hint}; check it with `{show}`",
             markup=False,
         )
         return 0
     if status is RunStatus.PAUSED:
-        err.print(f"run {run.run_id} is PAUSED; check it with `{show}`", markup=False)
+        err.print(
+            f"run {run.run_id} is PAUSED; resume it with `cairn runs resume {run.run_id}`, "
+            f"then `cairn worker` continues it; check it with `{show}`",
+            markup=False,
+        )
         return 0
     where = f" on queue {run.queue!r}" if run.queue else ""
+    held = f" ({run.waiting_for})" if run.waiting_for else ""
     err.print(
-        f"run {run.run_id} is {status.value}{where}, queued for workers: start one with "
+        f"run {run.run_id} is {status.value}{where}{held}, queued for workers: start one with "
         f"`cairn worker`; check it with `{show}`",
         markup=False,
     )

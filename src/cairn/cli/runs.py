@@ -1,30 +1,35 @@
 """`cairn runs list` and `cairn runs show`: read-only views of stored runs.
 
 They open the database with an engine that has no workers, so looking never executes.
+The verbs that steer a run (`cancel`, `pause`, ...) are registered here from `control`.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 
-from cairn.cli import options, output
-from cairn.models import RunStatus
+from cairn.cli import control, describe, options, output
+from cairn.models import HistoryEntry, RunStatus
 from cairn.runtime.control import RunControl
 from cairn.runtime.engine import Engine
 from cairn.store.records import RunRecord
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
-    """Register `cairn runs list|show`."""
+    """Register `cairn runs list|show|cancel|pause|resume|retry|restart|fork`."""
     runs = commands.add_parser(
-        "runs", parents=[common], help="list and inspect runs", description="Inspect runs."
+        "runs",
+        parents=[common],
+        help="list, inspect and steer runs",
+        description="Inspect runs, and cancel, pause, resume, retry, restart or fork them.",
     )
     actions = runs.add_subparsers(dest="action", metavar="ACTION", required=True)
 
@@ -60,6 +65,8 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     show.add_argument("--json", action="store_true", help="machine-readable output")
     show.set_defaults(handler=show_run)
 
+    control.add_run_actions(actions, common)
+
 
 def list_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn runs list`."""
@@ -67,19 +74,16 @@ def list_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
     where = options.parse_where([item for group in ns.where or () for item in group])
     if ns.limit < 1:
         raise ValueError(f"--limit must be a positive integer, got {ns.limit}")
-    options.import_modules(glob.modules)
-
-    async def fetch() -> Any:
-        async with Engine(glob.url, workers=0, modules=glob.modules) as engine:
-            return await engine.list_runs(
-                status=status,
-                workflow=ns.workflow,
-                columns=where or None,
-                limit=ns.limit,
-                cursor=ns.cursor,
-            )
-
-    page = asyncio.run(fetch())
+    page = options.with_engine(
+        glob,
+        lambda engine: engine.list_runs(
+            status=status,
+            workflow=ns.workflow,
+            columns=where or None,
+            limit=ns.limit,
+            cursor=ns.cursor,
+        ),
+    )
     if ns.json:
         output.print_json(
             {"runs": [output.summary_dict(r) for r in page], "next_cursor": page.next_cursor}
@@ -97,32 +101,64 @@ def list_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
     return 0
 
 
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """Everything `cairn runs show` prints about one run."""
+
+    run: RunRecord
+    args: Any
+    result: Any
+    error: dict[str, Any] | None
+    history: list[HistoryEntry]
+    attempts: list[dict[str, Any]]
+    waiting: dict[str, Any] | None
+    now: float
+
+
+async def fetch(engine: Engine, run_id: str) -> Shown:
+    """Read one run, its history, failed attempts and what it waits for."""
+    control = engine.control
+    run = await control.record(run_id)
+    history = await control.history(run_id)
+    attempts = await control.attempts(run_id)
+    now = control.clock.now()
+    task_id = None
+    if run.status == RunStatus.WAITING and (run.waiting_for or "").startswith("task:"):
+        task_id = await open_task(engine, run)
+    return Shown(
+        run=run,
+        args=_decode(control, run.args),
+        result=_decode(control, run.result),
+        error=None if run.error is None else json.loads(run.error),
+        history=list(history),
+        attempts=attempts,
+        waiting=describe.waiting(run, now=now, task_id=task_id),
+        now=now,
+    )
+
+
+async def open_task(engine: Engine, run: RunRecord) -> str | None:
+    """The id of the open human task a WAITING run waits for, if any."""
+    name = (run.waiting_for or "").partition(":")[2]
+    tasks = await engine.tasks.list(status="open", run_id=run.run_id)
+    matching = [t for t in tasks if t.name == name] or tasks
+    return matching[-1].task_id if matching else None
+
+
 def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn runs show`."""
-    options.import_modules(glob.modules)
-
-    async def fetch() -> tuple[RunRecord, Any, Any, Any, list[Any], list[dict[str, Any]]]:
-        async with Engine(glob.url, workers=0, modules=glob.modules) as engine:
-            control = engine.control
-            run = await control.record(ns.run_id)
-            history = await control.history(ns.run_id)
-            attempts = await control.attempts(ns.run_id)
-            args = _decode(control, run.args)
-            result = _decode(control, run.result)
-            error = None if run.error is None else json.loads(run.error)
-            return run, args, result, error, history, attempts
-
-    run, args, result, error, history, attempts = asyncio.run(fetch())
+    shown = options.with_engine(glob, lambda engine: fetch(engine, ns.run_id))
     if ns.json:
         output.print_json(
             {
-                "run": run_dict(run, args, result, error),
-                "history": [output.entry_dict(e) for e in history],
-                "attempts": output.jsonable(attempts),
+                "run": run_dict(shown),
+                "history": [output.entry_dict(e) for e in shown.history],
+                "attempts": output.jsonable(shown.attempts),
             }
         )
         return 0
-    parts: list[Any] = [output.facts_table(run, args, result, error)]
+    history, attempts, error = shown.history, shown.attempts, shown.error
+    parts: list[Any] = [facts_table(shown)]
     parts += [Text(""), Text(f"history ({len(history)})", style="bold underline")]
     parts.append(output.history_table(history) if history else Text("no steps yet"))
     if attempts:
@@ -135,6 +171,69 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
     return 0
 
 
+def facts_table(shown: Shown) -> Table:
+    """The facts of one run as a two-column grid."""
+    run, error = shown.run, shown.error
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    started = run.started_at
+    duration = None if started is None or not run.finished_at else run.finished_at - started
+    rows: list[tuple[str, str | Text]] = [
+        ("run id", run.run_id),
+        ("workflow", run.workflow),
+        ("status", output.status_text(run.status)),
+    ]
+    if shown.waiting is not None:
+        rows.append(
+            ("waiting for", describe.waiting_text(shown.waiting, now=shown.now, run_id=run.run_id))
+        )
+    if run.control and not RunStatus(run.status).finished:
+        rows.append(("requested", f"{run.control} (at its next durable point)"))
+    rows += [
+        ("created", output.when(run.created_at)),
+        ("started", output.when(started)),
+        ("finished", output.when(run.finished_at)),
+        ("duration", output.seconds(duration)),
+        ("attempt", str(run.attempt)),
+        ("recoveries", f"{run.recoveries} of at most {run.max_recoveries}"),
+        ("arguments", output.short(shown.args, 200)),
+    ]
+    queue = None
+    if run.queue:
+        queue = f"{run.queue} (priority {run.priority})"
+    elif run.priority:
+        queue = f"none (priority {run.priority})"
+    optional: list[tuple[str, Any]] = [
+        ("queue", queue),
+        ("partition", run.partition_key),
+        ("dedup key", run.dedup_key),
+        ("parent", run.parent_id),
+        ("scheduled at", output.when(run.scheduled_at) if run.scheduled_at else None),
+        ("owner", run.owner),
+        ("continued from", run.continued_from),
+        ("continued to", run.continued_to),
+    ]
+    rows += [(k, str(v)) for k, v in optional if v]
+    if run.columns:
+        rows.append(("columns", output.short(json.loads(run.columns), 200)))
+    if run.progress:
+        progress = json.loads(run.progress)
+        text = output.progress_text(progress)
+        if isinstance(progress, dict) and progress.get("at"):
+            text += f" (at {output.when(progress['at'])})"
+        rows.append(("progress", text))
+    if run.status == RunStatus.COMPLETED:
+        rows.append(("result", output.short(shown.result, 200)))
+    if error:
+        rows.append(("error", Text(output.error_line(error), style="red")))
+        if error.get("step"):
+            rows.append(("failed step", str(error["step"])))
+    for key, value in rows:
+        grid.add_row(key, value)
+    return grid
+
+
 def _decode(control: RunControl, text: str | None) -> Any:
     if text is None:
         return None
@@ -145,16 +244,20 @@ def _decode(control: RunControl, text: str | None) -> Any:
         return text
 
 
-def run_dict(run: RunRecord, args: Any, result: Any, error: Any) -> dict[str, Any]:
+def run_dict(shown: Shown) -> dict[str, Any]:
     """The JSON form of one run's facts."""
+    run, args = shown.run, shown.args
+    waiting = None
+    if shown.waiting is not None:
+        waiting = {**shown.waiting, "until": output.jsonable(_utc(shown.waiting.get("until")))}
     return {
         "run_id": run.run_id,
         "workflow": run.workflow,
         "status": run.status,
         "args": output.jsonable((args or {}).get("args", []) if isinstance(args, dict) else args),
         "kwargs": output.jsonable(args.get("kwargs", {}) if isinstance(args, dict) else {}),
-        "result": output.jsonable(result),
-        "error": output.jsonable(error),
+        "result": output.jsonable(shown.result),
+        "error": output.jsonable(shown.error),
         "created_at": output.jsonable(_utc(run.created_at)),
         "updated_at": output.jsonable(_utc(run.updated_at)),
         "started_at": output.jsonable(_utc(run.started_at)),
@@ -165,6 +268,8 @@ def run_dict(run: RunRecord, args: Any, result: Any, error: Any) -> dict[str, An
         "owner": run.owner,
         "wake_at": output.jsonable(_utc(run.wake_at)),
         "waiting_for": run.waiting_for,
+        "waiting": waiting,
+        "control": run.control,
         "parent_id": run.parent_id,
         "queue": run.queue,
         "priority": run.priority,

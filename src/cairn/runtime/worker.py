@@ -73,6 +73,10 @@ class Worker:
         if self.claim:
             await self.claim_once()
             self._tasks.append(asyncio.create_task(self._claim_loop(), name="cairn-claim"))
+        else:
+            # No claim loop to carry them: requests from other processes (`cairn runs
+            # pause|cancel`) still have to reach the runs this engine executes.
+            self._tasks.append(asyncio.create_task(self._control_loop(), name="cairn-control"))
 
     async def stop(self) -> None:
         """Stop claiming, abandon in-flight runs and hand them back for others to take."""
@@ -188,6 +192,15 @@ class Worker:
                 await self._poll_controls()
             except Exception:
                 log.exception("claiming runs failed; retrying")
+
+    async def _control_loop(self) -> None:
+        while True:
+            await self._wait_for_work(self.poll_interval)
+            self._wake.clear()
+            try:
+                await self._poll_controls()
+            except Exception:
+                log.exception("reading operator requests failed; retrying")
 
     async def _wait_for_work(self, timeout: float) -> None:
         # Until this process has new work, the store hints that others made some (NOTIFY

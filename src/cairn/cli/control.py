@@ -1,0 +1,242 @@
+"""Steering runs: `cairn runs cancel|pause|resume|retry|restart|fork` and `cairn send`.
+
+Requests are stored by an engine without workers; the worker that has the run acts on
+them. A verb exits 0 when the run is or will be in the requested state, 1 when it cannot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from cairn.cli import options, output
+from cairn.errors import CairnError, RunFinished
+from cairn.models import RunStatus
+from cairn.runtime.engine import Engine
+from cairn.store.records import RunRecord
+
+_VERBS = {
+    "cancel": "cancel a run: it ends CANCELLED at its current or next durable point",
+    "pause": "pause a run at its next durable point (at once if it sleeps, waits or is queued)",
+    "resume": "resume a paused run; timers and events that came meanwhile are honoured",
+    "retry": "continue a FAILED run from its failed step (completed steps do not run again)",
+    "restart": "start a new run of the same workflow with the same input; prints its id",
+}
+
+
+def add_run_actions(actions: Any, common: argparse.ArgumentParser) -> None:
+    """Register the steering verbs under `cairn runs`."""
+    handlers = {"cancel": cancel, "pause": pause, "resume": resume, "retry": retry}
+    for verb, text in _VERBS.items():
+        parser = actions.add_parser(verb, parents=[common], help=text, description=text + ".")
+        parser.add_argument("run_id", metavar="RUN_ID")
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+        parser.set_defaults(handler=handlers.get(verb, restart))
+    fork = actions.add_parser(
+        "fork",
+        parents=[common],
+        help="start a new run that reuses the recorded steps before history entry SEQ",
+        description="Start a new run of the same workflow with the same input that reuses "
+        "the recorded outcomes of the history entries before SEQ (see `cairn runs show`) "
+        "and runs the rest anew; prints the new run's id.",
+    )
+    fork.add_argument("run_id", metavar="RUN_ID")
+    fork.add_argument(
+        "--from-step",
+        metavar="SEQ",
+        type=int,
+        required=True,
+        help="the history entry to run again, and everything after it",
+    )
+    fork.add_argument("--json", action="store_true", help="machine-readable output")
+    fork.set_defaults(handler=fork_run)
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Register `cairn send`."""
+    send = commands.add_parser(
+        "send",
+        parents=[common],
+        help="send an event to a run",
+        description="Send event EVENT to a run. It is kept until the run waits for it "
+        "(cairn.wait_for_event), so it may be sent before the wait. A worker continues "
+        "the run.",
+    )
+    send.add_argument("run_id", metavar="RUN_ID")
+    send.add_argument("event", metavar="EVENT", help="the event's name")
+    send.add_argument(
+        "payload",
+        metavar="JSON",
+        nargs="?",
+        help="the payload: JSON when the text parses as JSON, else a string (default: null)",
+    )
+    send.add_argument(
+        "--key",
+        metavar="IDEMPOTENCY_KEY",
+        help="send at most once per key: a repeat with the same key is ignored",
+    )
+    send.add_argument("--json", action="store_true", help="machine-readable output")
+    send.set_defaults(handler=send_event)
+
+
+def _say(ns: argparse.Namespace, line: str, facts: dict[str, Any]) -> int:
+    if ns.json:
+        output.print_json(facts)
+    else:
+        output.stdout().print(line, markup=False, highlight=False)
+    return 0
+
+
+def _facts(run: RunRecord, action: str) -> dict[str, Any]:
+    return {"run_id": run.run_id, "action": action, "status": run.status, "requested": run.control}
+
+
+def cancel(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn runs cancel`."""
+
+    async def act(engine: Engine) -> RunRecord:
+        status = await engine.cancel(ns.run_id)
+        if status.finished and status is not RunStatus.CANCELLED:
+            raise RunFinished(ns.run_id, f"{status.value}; nothing to cancel")
+        return await engine.control.record(ns.run_id)
+
+    run = options.with_engine(glob, act)
+    if run.status == RunStatus.CANCELLED:
+        line = f"run {run.run_id} CANCELLED"
+    else:
+        line = (
+            f"run {run.run_id}: cancel requested; it is {run.status} and ends CANCELLED at "
+            "its current or next durable point"
+        )
+    return _say(ns, line, _facts(run, "cancel"))
+
+
+def pause(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn runs pause`."""
+
+    async def act(engine: Engine) -> RunRecord:
+        status = await engine.pause(ns.run_id)
+        if status.finished:
+            raise RunFinished(ns.run_id, f"{status.value}; nothing to pause")
+        return await engine.control.record(ns.run_id)
+
+    run = options.with_engine(glob, act)
+    if run.status == RunStatus.PAUSED:
+        line = f"run {run.run_id} PAUSED; resume it with `cairn runs resume {run.run_id}`"
+    else:
+        line = (
+            f"run {run.run_id}: pause requested; it is {run.status} and pauses at its next "
+            "durable point"
+        )
+    return _say(ns, line, _facts(run, "pause"))
+
+
+def resume(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn runs resume`."""
+
+    async def act(engine: Engine) -> tuple[RunRecord, RunRecord]:
+        before = await engine.control.record(ns.run_id)
+        if RunStatus(before.status).finished:
+            raise RunFinished(ns.run_id, f"{before.status}; nothing to resume")
+        await engine.resume(ns.run_id)
+        return before, await engine.control.record(ns.run_id)
+
+    before, run = options.with_engine(glob, act)
+    if before.status == RunStatus.PAUSED:
+        line = f"run {run.run_id} resumed: {run.status}, for a worker to continue"
+    elif before.control == "pause":
+        line = f"run {run.run_id}: pause request withdrawn; it is {run.status}"
+    else:
+        line = f"run {run.run_id} is not paused ({run.status}); nothing to resume"
+    return _say(ns, line, _facts(run, "resume"))
+
+
+def retry(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn runs retry`."""
+
+    async def act(engine: Engine) -> tuple[RunRecord, RunRecord]:
+        before = await engine.control.record(ns.run_id)
+        if before.status != RunStatus.FAILED:
+            raise CairnError(
+                f"run {ns.run_id!r} is {before.status}, not FAILED; only FAILED runs can "
+                "be retried (a new run with the same input: `cairn runs restart`)"
+            )
+        await engine.retry(ns.run_id)
+        return before, await engine.control.record(ns.run_id)
+
+    before, run = options.with_engine(glob, act)
+    error = json.loads(before.error) if before.error else {}
+    step = error.get("step") if isinstance(error, dict) else None
+    where = f"its failed step {step!r}" if step else "where it failed"
+    line = f"run {run.run_id} retried: {run.status}; a worker continues it from {where}"
+    return _say(ns, line, _facts(run, "retry"))
+
+
+def restart(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn runs restart`: print the new run's id."""
+
+    async def act(engine: Engine) -> RunRecord:
+        handle = await engine.restart(ns.run_id)
+        return await engine.control.record(handle.run_id)
+
+    run = options.with_engine(glob, act)
+    return _started(ns, run, f"restarts run {ns.run_id} with the same input", {})
+
+
+def fork_run(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn runs fork`: print the new run's id."""
+    if ns.from_step < 1:
+        raise ValueError(f"--from-step must be a history seq (1 or more), got {ns.from_step}")
+
+    async def act(engine: Engine) -> RunRecord:
+        history = await engine.history(ns.run_id)
+        seqs = [entry.seq for entry in history]
+        if ns.from_step not in seqs:
+            span = f"{min(seqs)} to {max(seqs)}" if seqs else "none yet"
+            raise CairnError(
+                f"run {ns.run_id!r} has no history entry {ns.from_step} (its entries: {span}; "
+                f"see `cairn runs show {ns.run_id}`)"
+            )
+        handle = await engine.fork(ns.run_id, from_step=ns.from_step)
+        return await engine.control.record(handle.run_id)
+
+    run = options.with_engine(glob, act)
+    what = f"forks run {ns.run_id}: reuses its history before entry {ns.from_step}"
+    return _started(ns, run, what, {"from_step": ns.from_step})
+
+
+def _started(ns: argparse.Namespace, run: RunRecord, what: str, extra: dict[str, Any]) -> int:
+    if ns.json:
+        output.print_json(
+            {"run_id": run.run_id, "status": run.status, "source": ns.run_id, **extra}
+        )
+        return 0
+    output.stderr().print(
+        f"run {run.run_id} {what}; {run.status}, for `cairn worker` to execute",
+        markup=False,
+    )
+    print(run.run_id, flush=True)
+    return 0
+
+
+def send_event(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn send`."""
+    payload = None if ns.payload is None else options.parse_value(ns.payload)
+    if not ns.event:
+        raise ValueError("EVENT must not be empty")
+
+    async def act(engine: Engine) -> RunRecord:
+        await engine.send_event(ns.run_id, ns.event, payload, idempotency_key=ns.key)
+        return await engine.control.record(ns.run_id)
+
+    run = options.with_engine(glob, act)
+    kind, sep, name = (run.waiting_for or "").partition(":")
+    if run.status == RunStatus.WAITING and sep and kind == "event" and name != ns.event:
+        output.stderr().print(
+            f"note: run {run.run_id} waits for event {name!r}, not {ns.event!r}; "
+            f"{ns.event!r} is kept until the run waits for it",
+            markup=False,
+        )
+    facts = {"run_id": run.run_id, "event": ns.event, "status": run.status, "key": ns.key}
+    return _say(ns, f"event {ns.event!r} sent to run {run.run_id} ({run.status})", facts)

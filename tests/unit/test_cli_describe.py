@@ -1,0 +1,130 @@
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from cairn.authoring.registry import Registry
+from cairn.authoring.schedules import define
+from cairn.cli import check, describe, output, scaffold
+from cairn.store.records import RunRecord
+
+NOW = 1_000_000.0
+
+
+def run(status: str, **fields) -> RunRecord:
+    return RunRecord(
+        run_id="r1",
+        workflow="w",
+        status=status,
+        args="{}",
+        created_at=NOW,
+        updated_at=NOW,
+        **fields,
+    )
+
+
+def test_waiting__event_with_timeout():
+    found = describe.waiting(
+        run("WAITING", waiting_for="event:approval", wake_at=NOW + 3600), now=NOW
+    )
+    assert found == {"kind": "event", "name": "approval", "until": NOW + 3600}
+    text = describe.waiting_text(found, now=NOW)
+    assert text.startswith("event 'approval', times out ")
+    assert text.endswith("(in 1h00m)")
+    assert describe.follow_up(run("WAITING"), found) == (
+        "send it with `cairn send r1 approval JSON`"
+    )
+
+
+def test_waiting__human_task_names_the_task():
+    record = run("WAITING", waiting_for="task:review")
+    found = describe.waiting(record, now=NOW, task_id="t9")
+    assert found == {"kind": "task", "name": "review", "until": None, "task_id": "t9"}
+    assert describe.waiting_text(found, now=NOW) == "human task 'review' (task t9)"
+    assert "cairn tasks submit t9 JSON" in describe.follow_up(record, found)
+
+
+@pytest.mark.parametrize("channel", ["hook:cb", "child:billing"])
+def test_waiting__hooks_and_children(channel):
+    found = describe.waiting(run("WAITING", waiting_for=channel), now=NOW)
+    assert found is not None
+    assert found["kind"] == channel.partition(":")[0]
+    assert repr(channel.partition(":")[2]) in describe.waiting_text(found, now=NOW)
+
+
+def test_waiting__a_due_wait_is_for_a_worker():
+    # The event came (or the run was resumed): it is due, and a worker replays it.
+    found = describe.waiting(run("WAITING", waiting_for="event:x", wake_at=NOW - 1), now=NOW)
+    assert found is not None
+    assert found["kind"] == "worker"
+    assert "cairn worker" in describe.waiting_text(found, now=NOW)
+
+
+def test_waiting__pending_run_held_by_a_queue_limit():
+    held = "queue 'mail': concurrency limit 2 reached"
+    found = describe.waiting(run("PENDING", queue="mail", waiting_for=held), now=NOW)
+    assert found == {"kind": "queue", "name": "mail", "until": None, "reason": held}
+    assert describe.waiting_text(found, now=NOW) == held
+
+
+def test_waiting__pending_delayed_or_for_a_worker():
+    delayed = describe.waiting(run("PENDING", wake_at=NOW + 60), now=NOW)
+    assert delayed is not None
+    assert delayed["kind"] == "delay"
+    assert "(in 1m00s)" in describe.waiting_text(delayed, now=NOW)
+    queued = describe.waiting(run("PENDING", queue="mail"), now=NOW)
+    assert queued is not None
+    text = describe.waiting_text(queued, now=NOW)
+    assert text == "a worker serving queue 'mail' to take it (`cairn worker`)"
+
+
+def test_waiting__sleeping_paused_and_none():
+    sleeping = describe.waiting(run("SLEEPING", wake_at=NOW + 5), now=NOW)
+    assert sleeping == {"kind": "sleep", "name": None, "until": NOW + 5}
+    paused = describe.waiting(run("PAUSED"), now=NOW)
+    assert paused is not None
+    assert describe.waiting_text(paused, now=NOW, run_id="r1") == (
+        "`cairn runs resume r1` (it is paused)"
+    )
+    for status in ("RUNNING", "COMPLETED", "FAILED", "CANCELLED", "CONTINUED"):
+        assert describe.waiting(run(status), now=NOW) is None
+
+
+@pytest.mark.parametrize(
+    ("progress", "text"),
+    [
+        ({"message": "rows", "current": 40, "total": 100}, "rows · 40/100 (40%)"),
+        ({"message": "rows", "current": 2.5, "total": None}, "rows · 2.5"),
+        ({"message": "just a\nmessage"}, "just a message"),
+        ({"message": "", "current": 1, "total": 4}, "1/4 (25%)"),
+        (None, ""),
+    ],
+)
+def test_progress_text(progress, text):
+    assert output.progress_text(progress) == text
+
+
+def test_scaffold__files_are_valid_and_name_the_module(tmp_path):
+    planned = scaffold.files(tmp_path / "My Shop", module="flows", url="sqlite:///shop.db")
+    by_name = {path.name: text for path, text in planned.items()}
+    assert set(by_name) == {"pyproject.toml", "flows.py", "README.md"}
+    config = tomllib.loads(by_name["pyproject.toml"])
+    assert config["project"]["name"] == "my-shop"
+    assert config["tool"]["cairn"] == {"modules": ["flows"], "url": "sqlite:///shop.db"}
+    compile(by_name["flows.py"], "flows.py", "exec")
+    assert "cairn run flows:greet" in by_name["README.md"]
+    assert "cairn worker" in by_name["README.md"]
+
+
+def test_scaffold__project_name_fallback():
+    assert scaffold.project_name(Path("/")) == "cairn-project"
+
+
+def test_check__schedule_of_an_unknown_workflow_is_a_problem():
+    registry = Registry()
+    registry.add_schedule(define("ghost", every="1h"))
+    assert check.problems(registry) == [
+        "schedule 'ghost' starts workflow 'ghost', which no module registers"
+    ]
