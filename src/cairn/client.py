@@ -119,6 +119,13 @@ class Client:
         """Send event `name` to a run; RunNotFound / RunFinished for a bad target."""
         self._call(self.control.send_event(run_id, name, payload, idempotency_key=idempotency_key))
 
+    def emit(
+        self, event_type: str, payload: Any = None, *, key: str | None = None
+    ) -> list[ClientRunHandle]:
+        """Start the workflows subscribed to `event_type` (see `Engine.emit`)."""
+        handles = self._call(self.control.emit(event_type, payload, key=key))
+        return [ClientRunHandle(self, handle.run_id) for handle in handles]
+
     def resume_hook(self, token: str, payload: Any = None) -> str:
         """Call a hook once; HookNotFound for an unknown, used or expired token."""
         return self._call(self.control.resume_hook(token, payload))

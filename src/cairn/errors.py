@@ -21,6 +21,7 @@ The tree::
     ├── HookNotFound             unknown, used or expired hook token
     ├── InvalidSubmission        human-task values that do not fit the form
     ├── TaskNotFound             no human task with that id
+    ├── ScheduleNotFound         no schedule with that id
     ├── StoreError               the database failed (driver error chained)
     │   └── SchemaTooNew         the database was migrated by newer code
     └── ConfigError              bad URL, module or setting
@@ -216,6 +217,14 @@ class HookNotFound(CairnError):
 
 class TaskNotFound(CairnError):
     """No human task has that id."""
+
+
+class ScheduleNotFound(CairnError):
+    """No schedule has that id."""
+
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(f"schedule {schedule_id!r} not found")
+        self.schedule_id = schedule_id
 
 
 class InvalidSubmission(CairnError):

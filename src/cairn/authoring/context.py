@@ -105,6 +105,10 @@ class RunContext:
         """Create a task for a person and wait for its submitted values."""
         raise NotImplementedError
 
+    def emit(self, event_type: str, payload: Any, key: str | None) -> Any:
+        """Durably start the workflows subscribed to `event_type`; their run ids."""
+        raise NotImplementedError
+
 
 _current: ContextVar[RunContext | None] = ContextVar("cairn_run", default=None)
 # True while a step's own code runs: steps called inside a step are plain calls.

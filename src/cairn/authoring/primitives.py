@@ -8,6 +8,7 @@ from typing import Any, NoReturn
 
 from cairn import durations
 from cairn.authoring import context
+from cairn.errors import NotInRun
 from cairn.models import RunInfo
 
 
@@ -102,6 +103,34 @@ def human_task(
     seconds = _seconds(timeout, f"timeout of human task {name!r}")
     ctx = context.current("cairn.human_task()")
     return ctx.human_task(name, title, data, form, assignee, seconds)  # type: ignore[no-any-return]
+
+
+def emit(event_type: str, payload: Any = None, *, key: str | None = None) -> Awaitable[list[str]]:
+    """Start the workflows subscribed to `event_type` (`@cairn.workflow(on=...)`).
+
+    A durable operation: the runs are started once and replay returns the same ids. Each
+    subscribed workflow gets `payload` as its single argument. An event type with no
+    subscriber starts nothing and returns [].
+
+    Args:
+        event_type: The event type, e.g. "order.created".
+        payload: The event's data (stored like workflow arguments).
+        key: Remembered per event type: emitting the same key again, from any run or
+            process, starts nothing new and returns the same run ids.
+
+    Returns:
+        The ids of the runs started (or found, for a key emitted before).
+
+    Raises:
+        NotInRun: outside workflow code (use `await engine.emit(...)` there).
+    """
+    ctx = context.active()
+    if ctx is None:
+        raise NotInRun(
+            "cairn.emit() works in workflow code only; outside a run, or inside a step, "
+            "use `await engine.emit(...)`"
+        )
+    return ctx.emit(event_type, payload, key)  # type: ignore[no-any-return]
 
 
 def set_columns(**values: Any) -> None:

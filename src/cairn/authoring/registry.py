@@ -10,6 +10,7 @@ from cairn.errors import ConfigError
 
 if TYPE_CHECKING:
     from cairn.authoring.queues import Queue
+    from cairn.authoring.schedules import ScheduleDef
     from cairn.authoring.step import StepDef
     from cairn.authoring.workflow import WorkflowDef
 
@@ -37,6 +38,7 @@ class Registry:
         self.workflows: dict[str, WorkflowDef[Any, Any]] = {}
         self.steps: dict[str, StepDef[Any, Any]] = {}
         self.queues: dict[str, Queue] = {}
+        self.schedules: dict[str, ScheduleDef] = {}
 
     def add_workflow(self, workflow: WorkflowDef[Any, Any]) -> None:
         """Register `workflow` under its name."""
@@ -67,6 +69,16 @@ class Registry:
                 f"it as {queue!r}"
             )
         self.queues[queue.name] = queue
+
+    def add_schedule(self, schedule: ScheduleDef) -> None:
+        """Register a schedule declaration; a second, different one under its id fails."""
+        existing = self.schedules.get(schedule.id)
+        if existing is not None and existing != schedule:
+            raise ValueError(
+                f"schedule id {schedule.id!r} is already declared ({existing.workflow}, "
+                f"{existing.describe()}); pass id= to tell the schedules apart"
+            )
+        self.schedules[schedule.id] = schedule
 
     def workflow(self, name: str) -> WorkflowDef[Any, Any]:
         """The workflow called `name`; ConfigError lists what is known."""

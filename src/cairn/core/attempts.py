@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from cairn.core.live_run import LiveRun
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def type_name(exc: BaseException) -> str:
     """Module-qualified class name, e.g. `builtins.ValueError`."""
     kind = type(exc)
@@ -92,7 +95,11 @@ async def run_new_step(
                 result=text,
             )
         )
-        return value
+        if type(value) in _SCALARS:
+            return value
+        # Hand the workflow what a replay will: the stored form. A dataclass that replay
+        # cannot import, or a Counter, would otherwise change type when the run recovers.
+        return live.env.serializer.loads(text)
 
 
 async def _record_failure(

@@ -94,6 +94,7 @@ async def execute(
             value = await env.loop.run_in_executor(
                 env.workflow_threads, lambda: ctx.run(workflow.fn, *args, **kwargs)
             )
+        _raise_divergence(live)
         live.journal.check_finished("returned")
         await live.flush_meta()
         text = env.serializer.dumps(value, what=f"result of workflow {run.workflow!r}")
@@ -101,27 +102,40 @@ async def execute(
         status = "CANCELLED" if live.interrupts.delivered else "COMPLETED"
         return await _finish(env, run, status, result=text, live=live)
     except Suspend as parked:
+        if live.journal.divergence is not None:
+            return await _finish(env, run, "FAILED", error=error_json(live.journal.divergence))
         await live.settle()
         await live.flush_meta()
         return await _park(env, run, parked, live.park_time(parked.wake_at))
     except ContinueAsNew as again:
+        if live.journal.divergence is not None:
+            return await _finish(env, run, "FAILED", error=error_json(live.journal.divergence))
         await live.flush_meta()
         return await _continue(env, run, again)
     except Unwind:
         return Outcome(None)
     except Cancelled as exc:
+        if live.journal.divergence is not None:
+            return await _finish(env, run, "FAILED", error=error_json(live.journal.divergence))
         await live.flush_meta()
         return await _finish(env, run, "CANCELLED", error=error_json(exc))
     except NonDeterminismError as exc:
         log.error("run %s: %s", run.run_id, exc)
         return await _finish(env, run, "FAILED", error=error_json(exc))
     except Exception as exc:
-        return await _finish(env, run, "FAILED", error=error_json(exc))
+        failure = live.journal.divergence or exc
+        return await _finish(env, run, "FAILED", error=error_json(failure))
     finally:
         context.leave(token)
         live.close()
         if live_runs is not None:
             live_runs.pop(run.run_id, None)
+
+
+def _raise_divergence(live: LiveRun) -> None:
+    # Workflow code may have caught the NonDeterminismError; the run fails all the same.
+    if live.journal.divergence is not None:
+        raise live.journal.divergence
 
 
 def _group(attempts: list[AttemptRecord]) -> dict[str, list[AttemptRecord]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from cairn.core.signals import Unwind
 from cairn.errors import NonDeterminismError
 from cairn.store.records import StepRecord
 
@@ -25,7 +26,15 @@ def describe(record: StepRecord) -> str:
 class Journal:
     """The recorded outcomes of one run and which of them this attempt has replayed."""
 
-    __slots__ = ("_counters", "_unvisited", "_visits", "next_seq", "recorded")
+    __slots__ = (
+        "_counters",
+        "_unvisited",
+        "_visits",
+        "closed",
+        "divergence",
+        "next_seq",
+        "recorded",
+    )
 
     def __init__(self, records: list[StepRecord]) -> None:
         self.recorded = {r.key: r for r in records}
@@ -33,6 +42,9 @@ class Journal:
         self._counters: dict[str, int] = {}
         self._visits = 0
         self.next_seq = max((r.seq for r in records), default=0) + 1
+        self.divergence: NonDeterminismError | None = None
+        # Set when the attempt ends (or parks): no new durable work may start after that.
+        self.closed = False
 
     def next_key(self, name: str) -> str:
         """The key of the next call of `name` in this run."""
@@ -48,11 +60,12 @@ class Journal:
         if record is None:
             return None
         if record.kind != kind:
-            raise NonDeterminismError(
+            self.divergence = NonDeterminismError(
                 f"replay met {kind} {key!r} where the history records {describe(record)}",
                 expected=describe(record),
                 met=f"{kind} {key!r}",
             )
+            raise self.divergence
         if self._unvisited.pop(key, None) is not None:
             self._visits += 1
         return record
@@ -72,7 +85,10 @@ class Journal:
 
         Branches of an `asyncio.gather` replay concurrently, so first let the event loop
         run until replay stops making progress; only outcomes still unvisited then count.
+        Unwinds a branch that goes on after its attempt ended (another branch parked it).
         """
+        if self.closed:
+            raise Unwind()
         if not self._unvisited:
             return
         idle = 0
@@ -95,9 +111,12 @@ class Journal:
         """Raise the NonDeterminismError for `met` against the first unvisited outcome."""
         first = next(iter(self._unvisited.values()))
         expected = describe(first)
-        raise NonDeterminismError(
+        error = NonDeterminismError(
             f"workflow code diverged from its history: it {met}, but the history records "
             f"{expected} that replay never reached",
             expected=expected,
             met=met,
         )
+        # Kept, so that workflow code catching it cannot hide it: the run fails anyway.
+        self.divergence = error
+        raise error

@@ -84,9 +84,10 @@ class LiveRun(RunContext):
         # Calls a sync workflow's thread is blocked on; cancelled by close().
         self._blocked: set[concurrent.futures.Future[Any]] = set()
         self._closed = False
-        # Steps executing now. A run parks only once the steps its other gather branches
-        # started have committed (see settle), so no write of this attempt comes later.
-        self._running_steps: set[asyncio.Future[None]] = set()
+        # Steps executing now (done-future -> the task running it). A run parks only once
+        # the steps its other gather branches started have committed (see settle), and an
+        # attempt that ends otherwise cancels them (see close): nothing of it runs on.
+        self._running_steps: dict[asyncio.Future[None], asyncio.Task[Any] | None] = {}
         self.interrupts = Interrupts(env.loop, run.control)
         # The workflow timeout: a cancellation requested when it expires.
         self.deadline: float | None = None
@@ -103,8 +104,10 @@ class LiveRun(RunContext):
                 )
 
     def alone(self) -> bool:
-        """True if the run has no parent and never started a child or a human task, so
-        finishing it need not look for either."""
+        """True if the run has no parent and never started a child or a human task.
+
+        Finishing such a run need not look for either.
+        """
         if self.run.parent_id is not None or self.spawned:
             return False
         return not any(r.kind in ("child", "task") for r in self.journal.recorded.values())
@@ -119,6 +122,13 @@ class LiveRun(RunContext):
         self.journal.closed = True
         for future in list(self._blocked):
             future.cancel()
+        try:
+            current = asyncio.current_task()
+        except RuntimeError:  # no running loop
+            current = None
+        for task in list(self._running_steps.values()):
+            if task is not None and task is not current:
+                task.cancel()
 
     async def settle(self) -> None:
         """Before parking: refuse new durable work and let steps already running commit.
@@ -215,12 +225,12 @@ class LiveRun(RunContext):
         self.interrupts.checkpoint()
         token = context.enter(self)  # a sync workflow's steps run in a loop task of their own
         running: asyncio.Future[None] = self.env.loop.create_future()
-        self._running_steps.add(running)
+        self._running_steps[running] = asyncio.current_task()
         try:
             return await attempts.run_new_step(self, key, name, fn, args, kwargs, retry, timeout)
         finally:
             context.leave(token)
-            self._running_steps.discard(running)
+            self._running_steps.pop(running, None)
             running.set_result(None)
 
     def outcome(self, record: StepRecord) -> Any:

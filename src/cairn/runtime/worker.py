@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Callable
 
 from cairn.core import executor
@@ -63,7 +64,8 @@ class Worker:
                 worker_id=self.env.owner,
                 host=leases.HOST,
                 pid=os.getpid(),
-                started_at=now,
+                # Real time, not the engine's clock: process liveness is checked against it.
+                started_at=time.time(),
                 heartbeat_at=now,
                 concurrency=self.concurrency,
             )

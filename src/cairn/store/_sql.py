@@ -37,6 +37,7 @@ INSERT_RUN = (
     "ON CONFLICT (run_id) DO NOTHING"
 )
 SELECT_RUN = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"
+SELECT_RUN_ID = "SELECT run_id FROM runs WHERE run_id = ?"
 INSERT_COLUMN = (
     "INSERT INTO run_columns (run_id, name, value) VALUES (?, ?, ?) "
     "ON CONFLICT (run_id, name) DO UPDATE SET value = excluded.value"

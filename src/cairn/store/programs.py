@@ -166,6 +166,9 @@ def update_run_meta(
     """Merge indexed columns and set progress."""
     merged = None
     if columns:
+        # Lock the run row first: concurrent merges (a step and its workflow setting
+        # columns at once) then see each other's columns instead of overwriting them.
+        yield Sql(_sql.SELECT_RUN_ID, (run_id,), "one", "update")
         for name, value in columns.items():
             yield Sql(_sql.INSERT_COLUMN, (run_id, name, value))
         rows = yield _all(_sql.SELECT_COLUMNS, (run_id,))

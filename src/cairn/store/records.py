@@ -149,3 +149,54 @@ class QueueRecord:
     rate_count: int | None = None
     rate_period: float | None = None
     partition_concurrency: int | None = None
+
+
+@dataclass(slots=True)
+class ScheduleRecord:
+    """One row of `schedules`: a definition plus the state of its next tick.
+
+    `every`, `catchup` and the tick times are seconds (epoch seconds for times); `args`
+    is the serialized `{"args": [...], "kwargs": {...}}` each run gets. `source` is
+    "code" (declared with `cairn.schedule`) or "api" (created at run time).
+    """
+
+    schedule_id: str
+    workflow: str
+    cron: str | None
+    every: float | None
+    tz: str
+    overlap: str
+    catchup: float
+    args: str
+    queue: str | None = None
+    max_recoveries: int = 8
+    source: str = "api"
+    paused: int = 0
+    next_tick: float | None = None
+    buffered_tick: float | None = None
+    last_run_id: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+SCHEDULE_FIELDS: tuple[str, ...] = tuple(ScheduleRecord.__dataclass_fields__)
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """What firing schedule ticks did: runs started, runs cancelled (cancel_other), skips."""
+
+    started: list[str]
+    cancelled: list[str]
+    skipped: int = 0
+    buffered: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """A workflow started by every emit of `event_type` (its payload as the one argument)."""
+
+    event_type: str
+    workflow: str
+    queue: str | None = None
+    max_recoveries: int = 8

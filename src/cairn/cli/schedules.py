@@ -1,0 +1,222 @@
+"""`cairn schedules list|create|pause|resume|delete|trigger`: schedules in the database.
+
+They open the database with an engine that has no workers: the ticks themselves are fired
+by the engines that run workers (`cairn worker`, or an application's Engine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from rich.table import Table
+
+from cairn.authoring.schedules import describe_seconds
+from cairn.cli import options, output
+from cairn.runtime.engine import Engine
+from cairn.runtime.schedules import ScheduleInfo
+
+T = TypeVar("T")
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Register `cairn schedules ...`."""
+    schedules = commands.add_parser(
+        "schedules",
+        parents=[common],
+        help="list, create, pause, resume, delete and trigger schedules",
+        description="Manage schedules. Engines with workers fire their ticks; each tick "
+        "starts exactly one run however many workers run.",
+    )
+    actions = schedules.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    listing = actions.add_parser(
+        "list", parents=[common], help="list schedules", description="List every schedule."
+    )
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.set_defaults(handler=list_schedules)
+
+    create = actions.add_parser(
+        "create",
+        parents=[common],
+        help="create a schedule",
+        description="Create a schedule that starts WORKFLOW on every tick of --cron or "
+        "--every. Its first run is at its next tick.",
+    )
+    create.add_argument("schedule_id", metavar="ID", help="the schedule's id")
+    create.add_argument(
+        "workflow",
+        metavar="WORKFLOW",
+        help="the workflow's name (e.g. reports.nightly), or MODULE:WORKFLOW to import it",
+    )
+    create.add_argument(
+        "args",
+        metavar="ARG",
+        nargs="*",
+        help="positional arguments of each run: JSON when the text parses, else a string",
+    )
+    timing = create.add_mutually_exclusive_group(required=True)
+    timing.add_argument("--cron", metavar="EXPR", help='5-field cron, e.g. "0 9 * * 1-5"')
+    timing.add_argument("--every", metavar="DUR", help='an interval, e.g. "15m" (at least 1s)')
+    create.add_argument("--tz", default="UTC", help="time zone of --cron (UTC)")
+    create.add_argument(
+        "--overlap",
+        default="skip",
+        choices=("skip", "buffer_one", "allow", "cancel_other"),
+        help="what a tick does while the previous run is active (skip)",
+    )
+    create.add_argument(
+        "--catchup", metavar="DUR", default="1h", help="how far back missed ticks still run (1h)"
+    )
+    create.add_argument("--input", metavar="JSON", help="JSON object of keyword arguments")
+    create.add_argument("--json", action="store_true", help="machine-readable output")
+    create.set_defaults(handler=create_schedule, takes_extra_args=True)
+
+    for name, help_text, handler in (
+        ("pause", "stop firing ticks (runs already started go on)", pause),
+        ("resume", "fire ticks again, from the next one", resume),
+        ("delete", "delete a schedule (its runs are kept)", delete),
+        ("trigger", "start one run now and print its id", trigger),
+    ):
+        action = actions.add_parser(name, parents=[common], help=help_text, description=help_text)
+        action.add_argument("schedule_id", metavar="ID")
+        action.set_defaults(handler=handler)
+
+
+def _with_engine(glob: options.Globals, work: Callable[[Engine], Coroutine[Any, Any, T]]) -> T:
+    options.import_modules(glob.modules)
+
+    async def go() -> T:
+        async with Engine(glob.url, workers=0, modules=glob.modules) as engine:
+            return await work(engine)
+
+    return asyncio.run(go())
+
+
+def schedule_dict(info: ScheduleInfo) -> dict[str, Any]:
+    """The JSON form of a schedule."""
+    return {
+        "id": info.id,
+        "workflow": info.workflow,
+        "cron": info.cron,
+        "every": None if info.every is None else info.every.total_seconds(),
+        "tz": info.tz,
+        "overlap": info.overlap,
+        "catchup": info.catchup.total_seconds(),
+        "args": output.jsonable(list(info.args)),
+        "kwargs": output.jsonable(info.kwargs),
+        "paused": info.paused,
+        "next_tick": output.jsonable(info.next_tick),
+        "buffered_tick": output.jsonable(info.buffered_tick),
+        "last_run_id": info.last_run_id,
+        "source": info.source,
+        "created_at": output.jsonable(info.created_at),
+        "updated_at": output.jsonable(info.updated_at),
+    }
+
+
+def _timing(info: ScheduleInfo) -> str:
+    if info.cron is not None:
+        return f"cron {info.cron} ({info.tz})"
+    assert info.every is not None
+    return f"every {describe_seconds(info.every.total_seconds())}"
+
+
+def schedules_table(infos: list[ScheduleInfo]) -> Table:
+    """A table of schedules."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name in ("ID", "WORKFLOW", "WHEN", "OVERLAP", "STATE", "NEXT TICK", "LAST RUN", "SOURCE"):
+        table.add_column(name, no_wrap=True, overflow="fold" if name == "ID" else "ellipsis")
+    for info in infos:
+        table.add_row(
+            info.id,
+            info.workflow,
+            _timing(info),
+            info.overlap,
+            "paused" if info.paused else "active",
+            "" if info.paused else output.when(info.next_tick),
+            info.last_run_id or "",
+            info.source,
+        )
+    return table
+
+
+def list_schedules(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn schedules list`."""
+    infos = _with_engine(glob, lambda engine: engine.schedules.list())
+    if ns.json:
+        output.print_json({"schedules": [schedule_dict(info) for info in infos]})
+        return 0
+    console = output.stdout()
+    console.print(schedules_table(infos) if infos else "no schedules")
+    return 0
+
+
+def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn schedules create`."""
+    kwargs = options.parse_input(ns.input)
+    args = [options.parse_value(text) for text in ns.args]
+    workflow: Any = ns.workflow
+    if ":" in workflow:
+        from cairn.cli import project
+
+        workflow = project.resolve(workflow)
+
+    async def create(engine: Engine) -> ScheduleInfo:
+        return await engine.schedules.create(
+            ns.schedule_id,
+            workflow,
+            cron=ns.cron,
+            every=ns.every,
+            tz=ns.tz,
+            overlap=ns.overlap,
+            catchup=ns.catchup,
+            args=args,
+            kwargs=kwargs,
+        )
+
+    info = _with_engine(glob, create)
+    if ns.json:
+        output.print_json(schedule_dict(info))
+    else:
+        output.stdout().print(
+            f"schedule {info.id} created: {_timing(info)}, first tick "
+            f"{output.when(info.next_tick)}",
+            markup=False,
+        )
+    return 0
+
+
+def pause(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn schedules pause`."""
+    info = _with_engine(glob, lambda engine: engine.schedules.pause(ns.schedule_id))
+    output.stdout().print(f"schedule {info.id} paused", markup=False)
+    return 0
+
+
+def resume(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn schedules resume`."""
+    info = _with_engine(glob, lambda engine: engine.schedules.resume(ns.schedule_id))
+    output.stdout().print(
+        f"schedule {info.id} resumed, next tick {output.when(info.next_tick)}", markup=False
+    )
+    return 0
+
+
+def delete(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn schedules delete`."""
+    _with_engine(glob, lambda engine: engine.schedules.delete(ns.schedule_id))
+    output.stdout().print(f"schedule {ns.schedule_id} deleted", markup=False)
+    return 0
+
+
+def trigger(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn schedules trigger`: print the id of the run it started."""
+
+    async def start(engine: Engine) -> str:
+        return (await engine.schedules.trigger(ns.schedule_id)).run_id
+
+    output.stdout().print(_with_engine(glob, start), markup=False)
+    return 0

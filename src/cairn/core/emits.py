@@ -1,0 +1,79 @@
+"""`cairn.emit` inside a run: a durable operation that starts the subscribed workflows.
+
+The runs are created and the emit is journaled (with their ids) in one transaction, so a
+crash either leaves no trace or a recorded emit that replay returns without starting
+anything again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cairn.authoring.registry import Registry
+from cairn.core.signals import Unwind
+from cairn.store.protocol import LeaseLost
+from cairn.store.records import StepRecord, Subscription
+
+if TYPE_CHECKING:
+    from cairn.core.live_run import LiveRun
+
+
+def check(event_type: Any, key: Any) -> None:
+    """ValueError for an event type or key that is not a non-empty string."""
+    if not isinstance(event_type, str) or not event_type:
+        raise ValueError(f"event type must be a non-empty string, got {event_type!r}")
+    if key is not None and (not isinstance(key, str) or not key):
+        raise ValueError(f"emit key for {event_type!r} must be a non-empty string, got {key!r}")
+
+
+def local_subscribers(registry: Registry, event_type: str) -> list[Subscription]:
+    """The workflows of `registry` declared with `on=event_type`."""
+    return [
+        Subscription(event_type, wf.name, wf.queue, wf.max_recoveries)
+        for wf in registry.workflows.values()
+        if wf.on == event_type
+    ]
+
+
+def args_of(payload: Any) -> dict[str, Any]:
+    """The stored arguments of a triggered run: the payload as its single argument."""
+    return {"args": [payload], "kwargs": {}}
+
+
+async def emit(live: LiveRun, event_type: str, payload: Any, key: str | None) -> list[str]:
+    """Start (or, on replay, find) the runs of an emit; their ids."""
+    journal_key = live.journal.next_key(f"~emit:{event_type}")
+    record = live.journal.take(journal_key, "emit")
+    if record is not None:
+        return [str(run_id) for run_id in live.outcome(record)]
+    await live.journal.check_new_work(f"emitted event {event_type!r}")
+    live.interrupts.checkpoint()
+    env = live.env
+    args = env.serializer.dumps(args_of(payload), what=f"payload of event {event_type!r}")
+    now = env.clock.now()
+    step = StepRecord(
+        run_id=live.run.run_id,
+        seq=live.journal.allocate_seq(),
+        key=journal_key,
+        kind="emit",
+        name=event_type,
+        status="completed",
+        attempts=1,
+        started_at=now,
+        finished_at=now,
+    )
+    try:
+        run_ids = await env.store.emit_event(
+            event_type,
+            args,
+            key=key,
+            now=now,
+            local=local_subscribers(env.registry, event_type),
+            owner=env.owner,
+            step=step,
+        )
+    except LeaseLost:
+        raise Unwind() from None
+    if run_ids and env.on_new_work is not None:
+        env.on_new_work()
+    return run_ids

@@ -1,0 +1,175 @@
+"""The scheduler: fires each schedule tick exactly once, from inside engines with workers.
+
+Every such engine runs this loop; no extra process is needed. A tick is fired by
+advancing the schedule's next tick with a compare-and-set, so whichever engine gets there
+first fires it and the others find nothing to do. Its run id is derived from the schedule
+and the tick time, so even a repeated insert cannot start a second run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from cairn.runtime.schedules import spec_of
+from cairn.store.records import Fired, ScheduleRecord
+
+if TYPE_CHECKING:
+    from cairn.runtime.control import RunControl
+
+log = logging.getLogger("cairn.scheduler")
+
+# Schedules looked at per query; more are picked up by the next query of the same pass.
+BATCH = 100
+# A run in one of these may have ended its chain (CONTINUED is checked by the store).
+_ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "CONTINUED"})
+# Queries per pass at most, so a huge backlog cannot starve the event loop.
+MAX_ROUNDS = 50
+
+
+class Scheduler:
+    """Fires due ticks of the schedules in the database, with their overlap policies."""
+
+    def __init__(self, control: RunControl, *, poll_interval: float) -> None:
+        self.control = control
+        # How often to look for schedules changed by other processes (and buffered ticks
+        # whose blocking run ended); due ticks themselves are waited for precisely.
+        self.poll_interval = poll_interval
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    async def declare(self) -> None:
+        """Store the schedules declared in code (see `ScheduleControl.declare`)."""
+        await self.control.schedules.declare(self.control.registry.schedules.values())
+
+    def start(self) -> None:
+        """Start the loop; its first pass fires whatever is due now."""
+        self.control.schedules.on_change = self.wake
+        self._task = asyncio.create_task(self._loop(), name="cairn-scheduler")
+
+    async def stop(self) -> None:
+        """Stop the loop (a pass in progress is abandoned; its transaction is atomic)."""
+        self.control.schedules.on_change = None
+        # The flag ends the loop even if a database driver swallowed the cancellation.
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+
+    def wake(self) -> None:
+        """Look at the schedules now (one was created, resumed or changed here)."""
+        self._wake.set()
+
+    async def run_due(self) -> list[str]:
+        """Fire every tick due now that no other engine fired; the run ids this started."""
+        store = self.control.store
+        started: list[str] = []
+        for _ in range(MAX_ROUNDS):
+            now = self.control.clock.now()
+            due = await store.due_schedules(now, BATCH)
+            more = False
+            fired_any = False
+            for record in due:
+                try:
+                    fired, behind = await self._fire(record, now)
+                except Exception:
+                    # One broken schedule (say, a time zone this machine lacks) must not
+                    # stop the others.
+                    log.exception("schedule %r: firing failed", record.schedule_id)
+                    continue
+                more = more or behind
+                fired_any = fired_any or bool(fired)
+                started.extend(self._started(fired))
+            # Again while a backlog remains (or a full batch made progress).
+            if not (more or (fired_any and len(due) == BATCH)):
+                break
+        return started
+
+    async def _fire(self, record: ScheduleRecord, now: float) -> tuple[list[Fired], bool]:
+        """Fire `record`'s buffered and due ticks; True if ticks are still due after."""
+        store = self.control.store
+        spec = spec_of(record)
+        outcomes: list[Fired] = []
+        if record.buffered_tick is not None and await self._may_release(record):
+            tick = record.buffered_tick
+            released = await store.release_buffered(
+                record.schedule_id, tick=tick, run_id=spec.run_id(tick), now=now
+            )
+            if released is not None:
+                outcomes.append(released)
+        if record.next_tick is None or record.next_tick > now:
+            return outcomes, False
+        ticks, new_next = spec.due(record.next_tick, now)
+        fired = await store.fire_schedule(
+            record.schedule_id,
+            expected_next=record.next_tick,
+            new_next=new_next,
+            ticks=[(tick, spec.run_id(tick)) for tick in ticks],
+            now=now,
+        )
+        if fired is None:
+            return outcomes, False  # another engine fired it first
+        if fired.skipped or fired.buffered:
+            log.info(
+                "schedule %r: %d tick(s) started, %d skipped%s",
+                record.schedule_id,
+                len(fired.started),
+                fired.skipped,
+                ", one buffered" if fired.buffered else "",
+            )
+        outcomes.append(fired)
+        return outcomes, new_next <= now
+
+    async def _may_release(self, record: ScheduleRecord) -> bool:
+        """False while the run holding back a buffered tick is certainly active.
+
+        A cheap read that spares a write transaction on every poll.
+        """
+        if record.last_run_id is None:
+            return True
+        run = await self.control.store.get_run(record.last_run_id)
+        return run is None or run.status in _ENDED
+
+    def _started(self, outcomes: list[Fired]) -> list[str]:
+        started: list[str] = []
+        local = self.control.local
+        for fired in outcomes:
+            for run_id in fired.cancelled:
+                log.info("run %s cancelled by its schedule (cancel_other)", run_id)
+                if local is not None:
+                    local.deliver(run_id, "cancel")
+            started.extend(fired.started)
+        if started or any(fired.cancelled for fired in outcomes):
+            self.control.wake_local()
+        return started
+
+    async def _loop(self) -> None:
+        while not self._stopping:
+            next_tick = None
+            try:
+                await self.run_due()
+                next_tick = await self.control.store.next_schedule_tick()
+            except Exception:
+                log.exception("scheduling failed; retrying")
+            await self._wait(next_tick)
+
+    async def _wait(self, next_tick: float | None) -> None:
+        """Until `next_tick` by the engine's clock, a wake-up, or the poll interval."""
+        clock = self.control.clock
+        waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(self._wake.wait())]
+        if next_tick is not None:
+            waiters.append(asyncio.ensure_future(clock.sleep(max(0.0, next_tick - clock.now()))))
+        try:
+            await asyncio.wait(
+                waiters, timeout=self.poll_interval, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+        self._wake.clear()

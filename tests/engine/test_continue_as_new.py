@@ -1,0 +1,127 @@
+"""continue_as_new: CONTINUED runs linked both ways, fresh histories, results that follow."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import cairn
+
+from .kit import WAIT, Kit
+
+
+def _declare(kit: Kit, calls: Counter[str]) -> Any:
+    @kit.step("visit")
+    def visit(n: int) -> int:
+        calls[f"visit {n}"] += 1
+        return n
+
+    @kit.workflow("can.counter")
+    async def counter(n: int, *, until: int = 3) -> dict[str, Any]:
+        await visit(n)
+        if n < until:
+            cairn.continue_as_new(n + 1, until=until)
+        return {"n": n, "run": cairn.current_run().run_id}
+
+    return counter
+
+
+async def test_continue_as_new__chain_is_linked_both_ways(kit: Kit) -> None:
+    calls: Counter[str] = Counter()
+    counter = _declare(kit, calls)
+
+    async with kit.engine() as engine:
+        first = await engine.start(counter, 1, run_id="chain-1")
+        result = await first.result(timeout=WAIT)
+        chain = [await engine.control.record("chain-1")]
+        while chain[-1].continued_to is not None:
+            chain.append(await engine.control.record(chain[-1].continued_to))
+        histories = [await engine.history(run.run_id) for run in chain]
+        statuses = [await (await engine.get(run.run_id)).status() for run in chain]
+    assert [run.status for run in chain] == ["CONTINUED", "CONTINUED", "COMPLETED"]
+    assert statuses == [
+        cairn.RunStatus.CONTINUED,
+        cairn.RunStatus.CONTINUED,
+        cairn.RunStatus.COMPLETED,
+    ]
+    assert [run.continued_from for run in chain] == [None, chain[0].run_id, chain[1].run_id]
+    assert result == {"n": 3, "run": chain[2].run_id}
+    assert all(run.workflow == "can.counter" for run in chain)
+    # Each run has a history of its own: one visit, keyed afresh.
+    assert [[(h.key, h.result) for h in history] for history in histories] == [
+        [("visit#1", 1)],
+        [("visit#1", 2)],
+        [("visit#1", 3)],
+    ]
+    assert calls == {"visit 1": 1, "visit 2": 1, "visit 3": 1}
+
+
+async def test_continue_as_new__result_of_any_run_in_the_chain_is_the_final_one(
+    kit: Kit,
+) -> None:
+    counter = _declare(kit, Counter())
+
+    async with kit.engine() as engine:
+        first = await engine.start(counter, 1, until=4, run_id="c1")
+        final = await first.result(timeout=WAIT)
+        middle = (await engine.control.record("c1")).continued_to
+        assert middle is not None
+        assert await (await engine.get(middle)).result(timeout=WAIT) == final
+        [summary] = await engine.list_runs(status="COMPLETED")
+    assert final == {"n": 4, "run": summary.run_id}
+
+
+async def test_continue_as_new__sync_workflow(kit: Kit) -> None:
+    @kit.workflow("can.sync")
+    def sync_loop(items: list[int], total: int = 0) -> int:
+        if not items:
+            return total
+        cairn.continue_as_new(items[1:], total + items[0])
+        raise AssertionError("continue_as_new returned")
+
+    async with kit.engine() as engine:
+        run = await engine.start(sync_loop, [1, 2, 3, 4])
+        assert await run.result(timeout=WAIT) == 10
+        assert len(await engine.list_runs(status="CONTINUED")) == 4
+
+
+async def test_continue_as_new__child_chain_is_followed_by_its_parent(kit: Kit) -> None:
+    counter = _declare(kit, Counter())
+
+    @kit.workflow("can.parent")
+    async def parent() -> Any:
+        return await counter(1)
+
+    async with kit.engine() as engine:
+        run = await engine.start(parent, run_id="par")
+        result = await run.result(timeout=WAIT)
+        history = await engine.history("par")
+        children = [r for r in await engine.list_runs() if r.parent_id == "par"]
+    assert result["n"] == 3
+    assert len(children) == 3  # each run of the child's chain belongs to the parent
+    assert {c.status for c in children} == {
+        cairn.RunStatus.CONTINUED,
+        cairn.RunStatus.COMPLETED,
+    }
+    assert [h.kind for h in history] == ["child", "child", "child"]
+
+
+async def test_continue_as_new__bad_arguments_fail_the_run(kit: Kit) -> None:
+    @kit.workflow("can.bad")
+    async def bad() -> None:
+        cairn.continue_as_new(object())
+
+    async with kit.engine() as engine:
+        run = await engine.start(bad)
+        with pytest.raises(cairn.RunFailed) as info:
+            await run.result(timeout=WAIT)
+        assert await engine.list_runs(status="PENDING") == cairn.RunPage([])
+    assert info.value.error_type == "cairn.errors.SerializationError"
+    assert "object" in str(info.value)
+
+
+async def test_continue_as_new__outside_a_run_raises_not_in_run() -> None:
+    with pytest.raises(cairn.NotInRun, match="continue_as_new"):
+        cairn.continue_as_new(1)

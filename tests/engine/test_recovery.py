@@ -1,0 +1,229 @@
+"""Recovery at engine start: runs left RUNNING by dead workers, and max_recoveries.
+
+A dead worker is written through the Store API, exactly as a killed process leaves it: a
+worker row (a local pid that no longer exists, or a heartbeat older than the lease) and a
+RUNNING run it owns, with whatever of its journal was committed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import cairn
+from cairn import serialization
+from cairn.runtime import leases
+from cairn.store import Store, open_store
+from cairn.store.records import AttemptRecord, RunRecord, StepRecord, WorkerRecord
+
+from .kit import WAIT, Kit
+
+JSON = serialization.get("json")
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+async def _leave_orphan(
+    url: str,
+    workflow: str,
+    *,
+    dead: str = "pid",
+    recoveries: int = 0,
+    max_recoveries: int = 8,
+    steps: tuple[tuple[str, Any], ...] = (),
+    attempts: tuple[AttemptRecord, ...] = (),
+    args: tuple[Any, ...] = (),
+    run_id: str = "orphan-1",
+) -> str:
+    """Write what a worker killed mid-run leaves behind; returns the dead worker's id."""
+    now = time.time()
+    if dead == "pid":
+        pid, host, heartbeat = _dead_pid(), leases.HOST, now  # died a moment ago
+    elif dead == "heartbeat":
+        pid, host, heartbeat = 1, "elsewhere.example", now - 3600  # silent for an hour
+    else:
+        pid, host, heartbeat = os.getpid(), leases.HOST, now  # alive: this very process
+    worker_id = f"{host}:{pid}:{dead}"
+    store: Store = open_store(url)
+    await store.open()
+    try:
+        await store.register_worker(WorkerRecord(worker_id, host, pid, now, heartbeat, 4))
+        run = RunRecord(
+            run_id=run_id,
+            workflow=workflow,
+            status="RUNNING",
+            args=JSON.dumps({"args": list(args), "kwargs": {}}, what="args"),
+            created_at=now - 5,
+            updated_at=now - 1,
+            started_at=now - 5,
+            attempt=1 + recoveries,
+            recoveries=recoveries,
+            max_recoveries=max_recoveries,
+            owner=worker_id,
+        )
+        assert (await store.create_run(run))[1]
+        for seq, (key, result) in enumerate(steps, start=1):
+            name = key.split("#")[0]
+            text = JSON.dumps(result, what=key)
+            step = StepRecord(run_id, seq, key, "step", name, "completed", 1, now, now, text)
+            await store.record_step(worker_id, step)
+        for attempt in attempts:
+            await store.record_attempt(worker_id, attempt)
+    finally:
+        await store.close()
+    return worker_id
+
+
+async def _stored(url: str, run_id: str) -> RunRecord:
+    store: Store = open_store(url)
+    await store.open()
+    try:
+        run = await store.get_run(run_id)
+    finally:
+        await store.close()
+    assert run is not None
+    return run
+
+
+def _declare(kit: Kit, calls: Counter[str], *, max_recoveries: int = 8) -> None:
+    @kit.step("reserve")
+    def reserve(item: str) -> str:
+        calls["reserve"] += 1
+        return f"reserved {item}"
+
+    @kit.step("charge")
+    async def charge(amount: int) -> str:
+        calls["charge"] += 1
+        return f"charged {amount}"
+
+    @kit.workflow("recovery.order", max_recoveries=max_recoveries)
+    async def order(item: str, amount: int) -> list[Any]:
+        calls["workflow"] += 1
+        return [await reserve(item), await charge(amount), cairn.current_run().attempt]
+
+
+@pytest.mark.parametrize("dead", ["pid", "heartbeat"])
+async def test_recovery__run_of_a_dead_worker_is_recovered_at_engine_start(
+    kit: Kit, dead: str
+) -> None:
+    calls: Counter[str] = Counter()
+    _declare(kit, calls)
+    worker_id = await _leave_orphan(
+        kit.url,
+        "recovery.order",
+        dead=dead,
+        args=("sku-1", 30),
+        steps=(("reserve#1", "reserved sku-1 earlier"),),
+    )
+    started = time.monotonic()
+    async with kit.engine() as engine:  # lease 10s: recovery must not wait for it
+        result = await (await engine.get("orphan-1")).result(timeout=WAIT)
+        elapsed = time.monotonic() - started
+        workers = {w.worker_id: w for w in await engine.store.list_workers()}
+    assert result == ["reserved sku-1 earlier", "charged 30", 2]
+    assert calls == {"workflow": 1, "charge": 1}  # reserve#1 was replayed, not re-run
+    assert elapsed < engine.lease / 2
+    run = await _stored(kit.url, "orphan-1")
+    assert (run.status, run.attempt, run.recoveries, run.owner) == ("COMPLETED", 2, 1, None)
+    if dead == "pid":  # a dead local process is declared dead at once
+        assert workers[worker_id].heartbeat_at == 0
+
+
+async def test_recovery__run_of_a_live_worker_is_left_alone(kit: Kit) -> None:
+    calls: Counter[str] = Counter()
+    _declare(kit, calls)
+    await _leave_orphan(kit.url, "recovery.order", dead="alive", args=("sku-2", 5))
+    async with kit.engine() as engine:
+        assert engine.worker is not None
+        assert await engine.worker.claim_once() == 0
+        assert await (await engine.get("orphan-1")).status() == cairn.RunStatus.RUNNING
+    assert calls == {}
+
+
+async def test_recovery__pending_run_is_executed_by_the_next_engine(kit: Kit) -> None:
+    calls: Counter[str] = Counter()
+    _declare(kit, calls)
+    async with kit.engine(workers=0) as queuer:
+        run = await queuer.start("recovery.order", "sku-3", 7)
+    async with kit.engine() as engine:
+        assert await (await engine.get(run.run_id)).result(timeout=WAIT) == [
+            "reserved sku-3",
+            "charged 7",
+            1,
+        ]
+
+
+@pytest.mark.parametrize(("recoveries", "max_recoveries"), [(2, 2), (0, 0)])
+async def test_recovery__past_max_recoveries_ends_the_run_with_poison_run(
+    kit: Kit, recoveries: int, max_recoveries: int
+) -> None:
+    calls: Counter[str] = Counter()
+    _declare(kit, calls, max_recoveries=max_recoveries)
+    await _leave_orphan(
+        kit.url,
+        "recovery.order",
+        recoveries=recoveries,
+        max_recoveries=max_recoveries,
+        args=("sku-4", 1),
+    )
+    async with kit.engine() as engine:
+        handle = await engine.get("orphan-1")
+        with pytest.raises(cairn.PoisonRun) as info:
+            await handle.result(timeout=WAIT)
+        assert await handle.status() == cairn.RunStatus.FAILED
+        [summary] = await engine.list_runs(status="FAILED")
+    assert calls == {}  # given up without executing it again
+    assert isinstance(info.value, cairn.RunFailed)
+    assert info.value.run_id == "orphan-1" and "'orphan-1'" in str(info.value)
+    assert "max_recoveries" in str(info.value)
+    assert summary.error is not None and summary.error["type"] == "cairn.errors.PoisonRun"
+
+
+async def test_recovery__below_max_recoveries_is_recovered(kit: Kit) -> None:
+    calls: Counter[str] = Counter()
+    _declare(kit, calls, max_recoveries=2)
+    await _leave_orphan(
+        kit.url, "recovery.order", recoveries=1, max_recoveries=2, args=("sku-5", 2)
+    )
+    async with kit.engine() as engine:
+        result = await (await engine.get("orphan-1")).result(timeout=WAIT)
+    assert result == ["reserved sku-5", "charged 2", 3]
+    assert (await _stored(kit.url, "orphan-1")).recoveries == 2
+
+
+async def test_recovery__during_backoff_waits_only_what_is_left(kit: Kit) -> None:
+    calls: list[float] = []
+
+    @kit.step("flaky", retries=cairn.Retry(max_attempts=3, delay="1h", max_delay="1h"))
+    def flaky() -> str:
+        calls.append(time.time())
+        return "recovered"
+
+    @kit.workflow("recovery.backoff")
+    async def backoff() -> str:
+        return str(await flaky())
+
+    now = time.time()
+    retry_at = now + 0.2  # the dead worker's first attempt failed; the retry is due soon
+    failed = AttemptRecord(
+        "orphan-1", "flaky#1", 1, "builtins.OSError", "reset", "tb", now, retry_at
+    )
+    await _leave_orphan(kit.url, "recovery.backoff", attempts=(failed,))
+    async with kit.engine() as engine:
+        assert await (await engine.get("orphan-1")).result(timeout=WAIT) == "recovered"
+        [entry] = await engine.history("orphan-1")
+        [attempt] = await engine.control.attempts("orphan-1")
+    assert len(calls) == 1
+    assert retry_at <= calls[0] < retry_at + 1.0  # neither early nor a fresh hour-long wait
+    assert (entry.key, entry.attempts) == ("flaky#1", 2)
+    assert attempt["message"] == "reset"

@@ -1,0 +1,116 @@
+"""The public surface of `cairn`, pinned: a name added or removed must change this file."""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+import cairn
+
+PUBLIC = [
+    "CairnError",
+    "Cancelled",
+    "ChildFailed",
+    "Client",
+    "ClientRunHandle",
+    "ConfigError",
+    "DuplicateRun",
+    "Engine",
+    "EventTimeout",
+    "FatalError",
+    "History",
+    "HistoryEntry",
+    "Hook",
+    "HookNotFound",
+    "InvalidSubmission",
+    "NonDeterminismError",
+    "NotInRun",
+    "PoisonRun",
+    "Queue",
+    "Registry",
+    "Retry",
+    "RetryableError",
+    "RunCancelled",
+    "RunFailed",
+    "RunFinished",
+    "RunHandle",
+    "RunInfo",
+    "RunNotFound",
+    "RunPage",
+    "RunStatus",
+    "RunSummary",
+    "ScheduleInfo",
+    "ScheduleNotFound",
+    "SchemaTooNew",
+    "SerializationError",
+    "StepFailed",
+    "StepTimeout",
+    "StoreError",
+    "TaskInfo",
+    "TaskNotFound",
+    "chain",
+    "check_cancelled",
+    "continue_as_new",
+    "create_hook",
+    "current_run",
+    "emit",
+    "human_task",
+    "progress",
+    "run_step",
+    "schedule",
+    "set_columns",
+    "shield",
+    "sleep",
+    "sleep_until",
+    "start_child",
+    "step",
+    "wait_for_event",
+    "workflow",
+]
+
+# API.md §1, §2 and §4 name these; they must stay exported whatever else changes.
+CONTRACT = {
+    "workflow", "step", "run_step", "chain", "Retry", "NotInRun", "SerializationError",
+    "NonDeterminismError", "RetryableError", "FatalError", "StepFailed", "StepTimeout",
+    "RunFailed", "PoisonRun", "CairnError", "Cancelled", "Engine", "RunHandle", "RunStatus",
+    "RunSummary", "RunPage", "HistoryEntry", "RunNotFound", "RunFinished", "RunCancelled",
+    "current_run", "Client", "DuplicateRun", "InvalidSubmission", "schedule", "emit",
+}  # fmt: skip
+
+
+def test_public_api__all_is_pinned() -> None:
+    assert cairn.__all__ == PUBLIC
+
+
+def test_public_api__all_is_sorted_and_unique() -> None:
+    assert cairn.__all__ == sorted(set(cairn.__all__))
+
+
+def test_public_api__every_name_resolves() -> None:
+    missing = [name for name in cairn.__all__ if not hasattr(cairn, name)]
+    assert missing == []
+
+
+def test_public_api__nothing_public_outside_all() -> None:
+    extra = {
+        name
+        for name, value in vars(cairn).items()
+        if not name.startswith("_")
+        and name not in cairn.__all__
+        and not isinstance(value, types.ModuleType)
+        and name != "annotations"  # from __future__ import annotations
+    }
+    assert extra == set()
+
+
+def test_public_api__contract_names_are_exported() -> None:
+    assert CONTRACT <= set(cairn.__all__)
+
+
+def test_public_api__public_names_are_documented() -> None:
+    undocumented = [name for name in cairn.__all__ if not inspect.getdoc(getattr(cairn, name))]
+    assert undocumented == []
+
+
+def test_public_api__version() -> None:
+    assert isinstance(cairn.__version__, str) and cairn.__version__.count(".") == 2
