@@ -18,7 +18,8 @@ import cairn
 
 PG_URL = os.environ.get("CAIRN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() == "true"
-TEMPLATE = "cairn_test_template"
+# One template per test session: sessions run side by side (several engineers, xdist).
+TEMPLATE = f"cairn_test_template_{uuid.uuid4().hex[:8]}"
 
 
 def _pg_problem() -> str | None:
@@ -39,7 +40,7 @@ def _pg_problem() -> str | None:
     return None
 
 
-_PG_PROBLEM: str | None | bool = False  # False: not checked yet
+_PG_PROBLEM: str | bool | None = False  # False: not checked yet
 
 
 def pg_problem() -> str | None:
@@ -75,7 +76,6 @@ def pg_template() -> Iterator[str]:
     from cairn.store.postgres import PostgresStore
 
     with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE}")
         conn.execute(f"CREATE DATABASE {TEMPLATE}")
 
     async def migrate() -> None:
@@ -99,6 +99,23 @@ def pg_url(request: pytest.FixtureRequest) -> Iterator[str]:
     name = f"cairn_test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(PG_URL, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
+    yield _admin_url(name)
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database that no store has opened yet (so not migrated), on each backend."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.db'}"
+        return
+    require_postgres()
+    import psycopg
+
+    name = f"cairn_test_empty_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
     yield _admin_url(name)
     with psycopg.connect(PG_URL, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from cairn.errors import ConfigError
 from cairn.store.protocol import LeaseLost, Store
@@ -26,6 +26,16 @@ def sqlite_path(url: str) -> str:
     return path
 
 
+def redact(url: str) -> str:
+    """`url` without a password (in the user part or the query), for messages."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = f"{parts.username or ''}@{netloc.rpartition('@')[2]}"
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k.lower() != "password"])
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
 def open_store(url: str) -> Store:
     """A store for `url` (not yet opened); ConfigError names an unsupported URL."""
     scheme = urlsplit(url).scheme.lower()
@@ -35,13 +45,14 @@ def open_store(url: str) -> Store:
         return SqliteStore(sqlite_path(url))
     if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
         try:
-            from cairn.store.postgres import PostgresStore  # type: ignore[import-not-found]
+            from cairn.store.postgres import PostgresStore
         except ImportError as exc:
             raise ConfigError(
-                f"database URL {url!r} needs the PostgreSQL extra: pip install 'cairn[postgres]'"
+                f"database URL {redact(url)!r} needs the PostgreSQL extra: "
+                "pip install 'cairn[postgres]'"
             ) from exc
         store: Store = PostgresStore(url)
         return store
     raise ConfigError(
-        f"unsupported database URL {url!r} (use sqlite:///path.db or postgresql://...)"
+        f"unsupported database URL {redact(url)!r} (use sqlite:///path.db or postgresql://...)"
     )

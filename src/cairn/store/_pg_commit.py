@@ -1,0 +1,287 @@
+"""Group commit for PostgresStore: one-round writes share implicit transactions.
+
+A write that sends everything in one round (one statement, or statements that need no
+result from each other) is a "shot". The writer drains every queued shot into one
+implicit transaction in pipeline mode: one round trip and one commit for the batch, and
+shots whose statement has a bulk form share one statement. A shot's future is resolved
+only after its commit. A shot that raises LeaseLost is answered with it and the batch
+goes on; a batch that fails is retried one shot per transaction; a batch that loses its
+connection (the server restarted) is retried on a new one for up to `retry_for` seconds
+before its shots fail with StoreError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from cairn.errors import StoreError
+from cairn.store import _pg_sql
+from cairn.store._pg_conn import (
+    Conn,
+    Disconnected,
+    Native,
+    Pool,
+    Program,
+    Request,
+    first_line,
+    is_lost,
+    payload,
+    results,
+    rollback,
+    send_all,
+    statement_count,
+    store_error,
+)
+from cairn.store.programs import Sql
+
+log = logging.getLogger("cairn.store.postgres")
+
+MAX_BATCH = 500
+NOW = 0.0  # a wake time meaning "claimable now"
+Make = Callable[[], Program[Any]]
+
+
+def one_round(make: Make) -> Sql | list[Sql | Native] | None:
+    """The request a program makes if it is a shot, None if it may need another round.
+
+    A program whose first request is a list sends everything at once by design. One that
+    asks for a single statement's row count is a shot if it finishes (or raises) whatever
+    that count is; it is tried with a few counts on throw-away copies of the program.
+    """
+    try:
+        first = next(make())
+    except StopIteration:
+        return None
+    if isinstance(first, list):
+        return first
+    if isinstance(first, Native) or first.fetch != "count":
+        return None
+    for count in (0, 1, 2):
+        program = make()
+        next(program)
+        try:
+            program.send(count)
+        except StopIteration:
+            continue
+        except Exception:  # LeaseLost and the like end it too
+            continue
+        program.close()
+        return None
+    return first
+
+
+@dataclass(eq=False, slots=True)
+class Shot:
+    """A queued one-round write; `make` builds a fresh program for each attempt."""
+
+    make: Make
+    future: asyncio.Future[Any]
+    wake: float | None
+    bulk: _pg_sql.Bulk | None = None
+    params: Sequence[Any] = ()
+    done: bool = False
+
+    def settle(self, outcome: Any) -> None:
+        self.done = True
+        if self.future.done():
+            return
+        if isinstance(outcome, BaseException):
+            self.future.set_exception(outcome)
+        else:
+            self.future.set_result(outcome)
+
+
+class Writer:
+    """The group-commit writer of one store: a queue of shots and the lanes that drain it.
+
+    Each lane is a task with its own connection that takes everything queued when it is
+    free. With two lanes, one batch is built and sent while the previous one waits for
+    its commit to reach the disk.
+    """
+
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        where: str,
+        retry_for: float,
+        on_commit: Callable[[list[float]], None],
+        lanes: int = 2,
+    ) -> None:
+        self._pool = pool
+        self._where = where
+        self._retry_for = retry_for
+        self._on_commit = on_commit
+        self._lanes = lanes
+        self._queue: list[Shot] = []
+        self._ready = asyncio.Event()
+        self._conns: list[Conn | None] = [None] * lanes
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+
+    def start(self) -> None:
+        """Start the lanes in the running loop."""
+        self._tasks = [
+            asyncio.create_task(self._run(lane), name=f"cairn-pg-writer-{lane}")
+            for lane in range(self._lanes)
+        ]
+
+    async def stop(self) -> None:
+        """Commit what is queued, then stop and give the connections back."""
+        self._closing = True
+        self._ready.set()
+        await asyncio.gather(*self._tasks)
+        self._tasks = []
+        for lane in range(self._lanes):
+            await self._drop_connection(lane)
+
+    def submit(self, shot: Shot) -> None:
+        """Queue a shot; its future resolves after COMMIT."""
+        if not self._tasks or self._closing:
+            raise StoreError(f"store {self._where} is not open")
+        self._queue.append(shot)
+        self._ready.set()
+
+    async def _run(self, lane: int) -> None:
+        while True:
+            await self._ready.wait()
+            while self._queue:
+                batch = self._queue[:MAX_BATCH]
+                del self._queue[:MAX_BATCH]
+                if not self._queue:
+                    self._ready.clear()
+                try:
+                    await self._commit(lane, batch)
+                except Exception as exc:  # a bug here must not leave writers waiting forever
+                    log.exception("cairn: PostgreSQL writer failed")
+                    for shot in batch:
+                        if not shot.done:
+                            shot.settle(store_error(self._where, exc))
+            self._ready.clear()
+            if self._closing:
+                self._ready.set()  # let the other lanes see it too
+                return
+
+    async def _commit(self, lane: int, batch: list[Shot]) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._retry_for
+        delay = 0.01
+        while True:
+            todo = [shot for shot in batch if not shot.done]
+            if not todo:
+                return
+            try:
+                await self._apply(await self._connection(lane), todo)
+                return
+            except Disconnected as exc:
+                await self._drop_connection(lane)
+                cause = exc.__cause__ or exc
+                if loop.time() >= deadline:
+                    message = f"unreachable for {self._retry_for:g}s ({first_line(cause)})"
+                    for shot in todo:
+                        shot.settle(StoreError(f"database {self._where}: {message}"))
+                    return
+                log.warning("cairn: lost %s (%s); retrying", self._where, first_line(cause))
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    async def _connection(self, lane: int) -> Conn:
+        conn = self._conns[lane]
+        if conn is None:
+            try:
+                conn = await self._pool.getconn(timeout=max(0.1, self._retry_for))
+            except psycopg.Error as exc:
+                raise Disconnected() from exc
+            self._conns[lane] = conn
+        return conn
+
+    async def _drop_connection(self, lane: int) -> None:
+        conn, self._conns[lane] = self._conns[lane], None
+        if conn is not None:
+            await self._pool.putconn(conn)  # the pool discards a broken connection
+
+    async def _apply(self, conn: Conn, shots: list[Shot]) -> None:
+        """Commit `shots` in one transaction, or each alone if that fails."""
+        try:
+            outcomes = await self._transaction(conn, shots)
+        except Exception as exc:
+            if is_lost(conn, exc):
+                raise Disconnected() from exc
+            await rollback(conn)
+            if len(shots) == 1:
+                error = store_error(self._where, exc) if isinstance(exc, psycopg.Error) else exc
+                shots[0].settle(error)
+                return
+            # One bad write must not sink its neighbours: retry each in its own transaction.
+            for shot in shots:
+                await self._apply(conn, [shot])
+            return
+        for shot, outcome in zip(shots, outcomes, strict=True):
+            shot.settle(outcome)
+        wakes = [shot.wake for shot in shots if shot.wake is not None]
+        if wakes:
+            self._on_commit(wakes)
+
+    async def _transaction(self, conn: Conn, shots: list[Shot]) -> list[Any]:
+        # Shots whose statement has a bulk form share one statement when there are several.
+        kinds: dict[_pg_sql.Bulk, list[int]] = {}
+        for i, shot in enumerate(shots):
+            if shot.bulk is not None:
+                kinds.setdefault(shot.bulk, []).append(i)
+        bulks = {bulk: members for bulk, members in kinds.items() if len(members) > 1}
+        shared = {i for members in bulks.values() for i in members}
+        singles = [i for i in range(len(shots)) if i not in shared]
+        programs = {i: shots[i].make() for i in singles}
+        requests: dict[int, Request] = {i: next(programs[i]) for i in singles}
+        wakes = [shot.wake for shot in shots if shot.wake is not None]
+        bulk_sent = {}
+        if (
+            not bulks
+            and not wakes
+            and len(singles) == 1
+            and statement_count(requests[singles[0]]) == 1
+        ):
+            # A lone statement is its own implicit transaction; a pipeline would only add
+            # its entry and exit (tens of µs: the sequential case).
+            sent = {i: await send_all(conn, requests[i]) for i in singles}
+        else:
+            # Statements between two pipeline syncs form one implicit transaction.
+            async with conn.pipeline():
+                sent = {i: await send_all(conn, requests[i]) for i in singles}
+                for bulk, members in bulks.items():
+                    rows = [shots[i].params for i in members]
+                    bulk_sent[bulk] = await conn.execute(bulk.text, bulk.params(rows))
+                if wakes:
+                    await conn.execute(_pg_sql.NOTIFY, (payload(wakes),))
+        outcomes: list[Any] = [None] * len(shots)
+        for i in singles:
+            outcomes[i] = _outcome(programs[i], await results(requests[i], sent[i]))
+        for bulk, members in bulks.items():
+            written = Counter(tuple(row) for row in await bulk_sent[bulk].fetchall())
+            for i in members:
+                key = bulk.key(shots[i].params)
+                hit = written[key] > 0
+                written[key] -= 1  # the same row twice in a batch: only the first wrote
+                program = shots[i].make()
+                next(program)
+                outcomes[i] = _outcome(program, 1 if hit else 0)
+        return outcomes
+
+
+def _outcome(program: Program[Any], results: Any) -> Any:
+    """What a shot's program makes of its results: a value, or the exception it raised."""
+    try:
+        program.send(results)
+    except StopIteration as done:
+        return done.value
+    except Exception as exc:  # LeaseLost, or a bug: this shot's alone
+        return exc
+    program.close()
+    return RuntimeError("cairn: a one-round write asked for a second round")

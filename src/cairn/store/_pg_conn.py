@@ -1,0 +1,334 @@
+"""Statements on pooled PostgreSQL connections, retried while the server is away.
+
+Reads run statement by statement (`read`); a write that is not group-committed runs alone
+in an explicit transaction (`run_alone`); concurrent reads of runs by id share a query
+(`RunReader`). A lost connection (the server restarted) is replaced and the work retried
+for up to `retry_for` seconds, then fails with StoreError naming the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import psycopg
+from psycopg import AsyncConnection, AsyncCursor
+from psycopg.pq import TransactionStatus
+from psycopg_pool import AsyncConnectionPool
+
+from cairn.errors import StoreError
+from cairn.store import _pg_sql, _sql
+from cairn.store.programs import Sql
+
+T = TypeVar("T")
+Conn = AsyncConnection[Any]
+Pool = AsyncConnectionPool[Conn]
+
+
+@dataclass(frozen=True, slots=True)
+class Native:
+    """A statement already in PostgreSQL form (`%s` placeholders), run as is."""
+
+    text: str
+    params: Sequence[Any] = ()
+    fetch: Literal["count", "one", "all"] = "count"
+
+
+Request = Sql | Native | list[Sql | Native]
+Program = Generator[Request, Any, T]
+
+
+class Disconnected(Exception):
+    """The connection is gone; the work may be retried on a new one."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (driver messages run to several)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def is_lost(conn: Conn | None, exc: BaseException) -> bool:
+    """True when `exc` means the connection or server is gone, not that a statement failed."""
+    if isinstance(exc, Disconnected):
+        return True
+    if conn is not None:
+        return conn.broken or conn.closed
+    return isinstance(exc, psycopg.OperationalError)
+
+
+def store_error(where: str, exc: BaseException) -> StoreError:
+    """StoreError naming the database, chained to the driver error."""
+    error = StoreError(f"database {where}: {first_line(exc)}")
+    error.__cause__ = exc
+    return error
+
+
+def payload(wakes: Sequence[float]) -> str:
+    """A NOTIFY payload: wake times, "0" meaning now (kept well under the 8 kB limit)."""
+    return " ".join(f"{w:.3f}" for w in sorted(set(wakes))[:500])
+
+
+async def retrying(
+    pool: Pool, where: str, retry_for: float, work: Callable[[Conn], Awaitable[T]]
+) -> T:
+    """Run `work` on a pooled connection, again on a new one while the server is away."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + retry_for
+    delay = 0.01
+    while True:
+        conn: Conn | None = None
+        try:
+            async with _pooled(pool, max(0.1, deadline - loop.time())) as conn:
+                return await work(conn)
+        except (psycopg.Error, Disconnected) as exc:
+            if not is_lost(conn, exc):
+                raise store_error(where, exc) from exc
+            if loop.time() >= deadline:
+                cause = exc.__cause__ if isinstance(exc, Disconnected) else exc
+                raise StoreError(
+                    f"database {where}: unreachable for {retry_for:g}s ({first_line(cause or exc)})"
+                ) from exc
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+@contextlib.asynccontextmanager
+async def _pooled(pool: Pool, timeout: float) -> AsyncIterator[Conn]:
+    """A connection from `pool`, like `pool.connection()` but never losing a cancellation.
+
+    The pool waits with asyncio.wait_for, which on Python 3.11 can swallow a cancellation
+    that arrives as a connection frees up (the engine's loops then never stop). Waiting
+    in a shielded task of its own keeps the cancellation with the caller; a connection
+    that comes too late goes back to the pool.
+    """
+    getting = asyncio.ensure_future(pool.getconn(timeout=timeout))
+    try:
+        conn = await asyncio.shield(getting)  # a cancellation stops here, not in the pool
+    except asyncio.CancelledError:
+        getting.add_done_callback(lambda done: _give_back(pool, done))
+        raise
+    try:
+        yield conn
+    finally:
+        await pool.putconn(conn)
+
+
+def _give_back(pool: Pool, getting: asyncio.Future[Conn]) -> None:
+    if not getting.cancelled() and getting.exception() is None:
+        task = asyncio.ensure_future(pool.putconn(getting.result()))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+
+_background: set[asyncio.Future[None]] = set()
+
+
+async def read(pool: Pool, where: str, retry_for: float, program: Program[T]) -> T:
+    """Run a read-only program; each statement is retried on a new connection if lost."""
+    try:
+        request = next(program)
+        while True:
+
+            async def answer(conn: Conn, request: Request = request) -> Any:
+                return await _answer(conn, request)
+
+            request = program.send(await retrying(pool, where, retry_for, answer))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def run_alone(
+    pool: Pool, where: str, retry_for: float, program: Program[T], wake: float | None
+) -> T:
+    """Run a write program alone in an explicit transaction on a pooled connection.
+
+    A connection found dead before the program starts is replaced (for up to `retry_for`
+    seconds). One lost after it started fails with StoreError, unless it was the reply to
+    COMMIT that was lost and the server says the transaction committed.
+    """
+    try:
+        return await retrying(pool, where, retry_for, lambda conn: _transact(conn, program, wake))
+    except _CommitUnknown as unknown:
+        xid, outcome, cause = unknown.xid, unknown.outcome, unknown.__cause__
+
+    async def status(conn: Conn) -> Any:
+        cursor = await conn.execute("SELECT txid_status(%s::bigint)", (xid,))
+        row = await cursor.fetchone()
+        return None if row is None else row[0]
+
+    if await retrying(pool, where, retry_for, status) == "committed":
+        return outcome  # type: ignore[no-any-return]
+    raise StoreError(
+        f"database {where}: connection lost at COMMIT; the transaction was not applied"
+    ) from cause
+
+
+_XID = "SELECT txid_current_if_assigned()::text"
+_XID_AND_NOTIFY = "SELECT txid_current_if_assigned()::text, pg_notify('cairn_runs', %s)"
+
+
+class _CommitUnknown(Exception):
+    def __init__(self, xid: str, outcome: Any) -> None:
+        super().__init__(xid)
+        self.xid = xid
+        self.outcome = outcome
+
+
+async def _transact(conn: Conn, program: Program[T], wake: float | None) -> T:
+    try:
+        await conn.execute("BEGIN")  # also proves the pooled connection is alive
+    except psycopg.Error as exc:
+        if is_lost(conn, exc):
+            raise Disconnected() from exc
+        raise
+    try:
+        outcome: T
+        try:
+            request = next(program)
+            while True:
+                request = program.send(await _answer(conn, request))
+        except StopIteration as done:
+            outcome = done.value
+        if wake is None:
+            cursor = await conn.execute(_XID)
+        else:
+            cursor = await conn.execute(_XID_AND_NOTIFY, (payload([wake]),))
+        row = await cursor.fetchone()
+    except BaseException as exc:
+        await rollback(conn)
+        if isinstance(exc, psycopg.Error) and is_lost(conn, exc):
+            raise StoreError(
+                f"connection lost mid-transaction; not applied ({first_line(exc)})"
+            ) from exc
+        raise
+    xid = None if row is None else row[0]
+    try:
+        await conn.execute("COMMIT")
+    except psycopg.Error as exc:
+        if not is_lost(conn, exc):
+            raise
+        if xid is None:
+            return outcome  # nothing was written, so nothing was lost
+        raise _CommitUnknown(xid, outcome) from exc
+    return outcome
+
+
+class RunReader:
+    """Reads of runs by id issued in the same loop iteration share one query.
+
+    Many coroutines waiting on runs (a busy `result()`, a dashboard) then cost one round
+    trip per loop iteration instead of one each.
+    """
+
+    def __init__(self, pool: Pool, *, where: str, retry_for: float) -> None:
+        self._pool = pool
+        self._where = where
+        self._retry_for = retry_for
+        self._pending: dict[str, list[asyncio.Future[Any]]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def get(self, run_id: str) -> asyncio.Future[Any]:
+        """The future row of `run_id` (None when there is no such run)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        if not self._pending:
+            loop.call_soon(self._flush)
+        self._pending.setdefault(run_id, []).append(future)
+        return future
+
+    def _flush(self) -> None:
+        batch, self._pending = self._pending, {}
+        task = asyncio.create_task(self._read(batch), name="cairn-pg-read")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _read(self, batch: dict[str, list[asyncio.Future[Any]]]) -> None:
+        async def rows(conn: Conn) -> list[Any]:
+            cursor = await conn.execute(_SELECT_RUNS, (list(batch),))
+            return await cursor.fetchall()
+
+        try:
+            found = {
+                row[0]: row
+                for row in await retrying(self._pool, self._where, self._retry_for, rows)
+            }
+        except Exception as exc:
+            for futures in batch.values():
+                for future in futures:
+                    if not future.done():
+                        future.set_exception(exc)
+            return
+        for run_id, futures in batch.items():
+            for future in futures:
+                if not future.done():
+                    future.set_result(found.get(run_id))
+
+
+_SELECT_RUNS = _pg_sql.convert(_sql.SELECT_RUN).replace("run_id = %s", "run_id = ANY(%s)")
+
+
+async def _send(conn: Conn, statement: Sql | Native) -> AsyncCursor[Any]:
+    """Execute (or, in pipeline mode, queue) one statement; the cursor of its result."""
+    if isinstance(statement, Native):
+        return await conn.execute(statement.text, statement.params)
+    cursor = None
+    for text, params in _pg_sql.program_statements(
+        statement.text, statement.params, lock=statement.lock
+    ):
+        cursor = await conn.execute(text, params)
+    assert cursor is not None
+    return cursor
+
+
+def statement_count(request: Request) -> int:
+    """How many statements `request` sends (a program's may carry a lock first)."""
+    statements = request if isinstance(request, list) else [request]
+    return sum(
+        1
+        if isinstance(s, Native)
+        else len(_pg_sql.program_statements(s.text, s.params, lock=s.lock))
+        for s in statements
+    )
+
+
+async def send_all(conn: Conn, request: Request) -> list[AsyncCursor[Any]]:
+    statements = request if isinstance(request, list) else [request]
+    return [await _send(conn, statement) for statement in statements]
+
+
+async def results(request: Request, cursors: list[AsyncCursor[Any]]) -> Any:
+    statements = request if isinstance(request, list) else [request]
+    results = [
+        await _result(cursor, statement.fetch)
+        for cursor, statement in zip(cursors, statements, strict=True)
+    ]
+    return results if isinstance(request, list) else results[0]
+
+
+async def _answer(conn: Conn, request: Request) -> Any:
+    """Run a request's statements on `conn` and return what the program expects."""
+    return await results(request, await send_all(conn, request))
+
+
+async def _result(cursor: AsyncCursor[Any], fetch: str) -> Any:
+    if fetch == "count":
+        return cursor.rowcount
+    if cursor.description is None:  # no rows to fetch (an UPDATE), as sqlite3 answers
+        return None if fetch == "one" else []
+    if fetch == "one":
+        return await cursor.fetchone()
+    return await cursor.fetchall()
+
+
+async def rollback(conn: Conn) -> None:
+    if conn.broken or conn.closed:
+        return
+    try:
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            await conn.execute("ROLLBACK")
+    except psycopg.Error:
+        pass  # a broken connection is discarded when it goes back to the pool

@@ -1,0 +1,371 @@
+"""PostgresStore: the shared programs on PostgreSQL (psycopg 3, a connection pool).
+
+Any number of processes on any number of machines share one database. The hot one-round
+writes of runs share commits through one writer (group commit, see `_pg_commit`); the
+other programs run alone, each in its own transaction. Claims use FOR UPDATE SKIP LOCKED,
+and commits that make a run claimable send NOTIFY cairn_runs, on which `wait_for_work`
+returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from cairn.errors import ConfigError, StoreError
+from cairn.store import _pg_commit, _pg_conn, _pg_sql, _sql, migrate, programs, redact
+from cairn.store._pg_commit import NOW, Make, Shot
+from cairn.store._pg_conn import Conn, Native, Pool
+from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
+from cairn.store.programs import Program, Sql
+from cairn.store.records import Claimed, RunRecord, StepRecord, WorkerRecord
+from cairn.store.sql_store import SqlStore
+
+T = TypeVar("T")
+log = logging.getLogger("cairn.store.postgres")
+
+# Taken (for the transaction) while migrating, so processes starting together take turns.
+MIGRATION_LOCK = 0x636169726E  # "cairn"
+
+
+def conninfo(url: str) -> str:
+    """The libpq URL for a cairn PostgreSQL URL (postgresql://, postgres://, postgresql+x://)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower().split("+", 1)[0] not in ("postgresql", "postgres"):
+        raise ConfigError(f"invalid PostgreSQL URL {redact(url)!r} (use postgresql://...)")
+    return f"postgresql://{rest}"
+
+
+class PostgresStore(SqlStore):
+    """The Store protocol on one PostgreSQL database."""
+
+    dialect = "postgres"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_connections: int = 2,
+        max_connections: int = 10,
+        retry_for: float = 30.0,
+    ) -> None:
+        """Configure a store (nothing connects before `open`).
+
+        Args:
+            url: `postgresql://user:password@host:port/database` (or `postgres://`).
+            min_connections: Connections the pool keeps open (at least 3).
+            max_connections: Connections the pool may open (plus one for LISTEN).
+            retry_for: Seconds to keep retrying while the server is unreachable (a
+                restart) before an operation fails with StoreError.
+        """
+        self.url = url
+        self._conninfo = conninfo(url)
+        self.where = redact(url)
+        self._min = max(3, min_connections)
+        self._max = max(self._min + 1, max_connections)
+        self._retry_for = retry_for
+        self._pool: Pool | None = None
+        self._writer: _pg_commit.Writer | None = None
+        self._reader: _pg_conn.RunReader | None = None
+        self._bulk: dict[str, _pg_sql.Bulk] = {}
+        self._listener: asyncio.Task[None] | None = None
+        self._signal = WakeSignal()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.where!r})"
+
+    @property
+    def pool(self) -> Pool:
+        """The open connection pool; StoreError if the store is closed."""
+        if self._pool is None:
+            raise StoreError(f"store {self.where} is not open")
+        return self._pool
+
+    async def open(self) -> None:
+        """Connect, apply pending migrations and start the writer."""
+        if self._pool is not None:
+            return
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self._conninfo, autocommit=True, connect_timeout=10
+            )
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot open database {self.where}: {_pg_conn.first_line(exc)}"
+            ) from exc
+        async with conn:
+            await self._migrate(conn)
+            self._bulk = await _bulk_forms(conn)
+        pool: Pool = AsyncConnectionPool(
+            self._conninfo,
+            min_size=self._min,
+            max_size=self._max,
+            kwargs={"autocommit": True},
+            open=False,
+            name="cairn",
+        )
+        try:
+            await pool.open(wait=True, timeout=30.0)
+        except psycopg.Error as exc:
+            await pool.close()
+            raise StoreError(f"cannot open database {self.where}: {exc}") from exc
+        self._pool = pool
+        self._signal = WakeSignal()
+        self._writer = _pg_commit.Writer(
+            pool, where=self.where, retry_for=self._retry_for, on_commit=self._signal.wake_times
+        )
+        self._writer.start()
+        self._reader = _pg_conn.RunReader(pool, where=self.where, retry_for=self._retry_for)
+
+    async def _migrate(self, conn: Conn) -> None:
+        try:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                await conn.execute(migrate.TABLE_SQL)
+                cursor = await conn.execute("SELECT version FROM cairn_migrations")
+                applied = {row[0] for row in await cursor.fetchall()}
+                for migration in migrate.pending("postgres", applied, where=self.where):
+                    for statement in migrate.statements(migration.sql):
+                        await conn.execute(statement)
+                    await conn.execute(
+                        "INSERT INTO cairn_migrations (version, name, applied_at) "
+                        "VALUES (%s, %s, EXTRACT(EPOCH FROM now()))",
+                        (migration.version, migration.name),
+                    )
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot migrate database {self.where}: {_pg_conn.first_line(exc)}"
+            ) from exc
+
+    async def close(self) -> None:
+        """Commit queued writes, stop listening and close every connection."""
+        if self._pool is None:
+            return
+        if self._listener is not None:
+            self._listener.cancel()
+            try:
+                await self._listener
+            except asyncio.CancelledError:
+                pass
+            self._listener = None
+        if self._writer is not None:
+            await self._writer.stop()
+            self._writer = None
+        self._reader = None
+        pool, self._pool = self._pool, None
+        await pool.close()
+
+    # running programs
+
+    async def write(self, program: Program[T]) -> T:
+        """Run `program` alone in a write transaction; return once it has committed."""
+        wake = NOW if getattr(program, "__name__", "") in WAKING_PROGRAMS else None
+        return await self._alone(program, wake)
+
+    async def read(self, program: Program[T]) -> T:
+        """Run a read-only `program`, each statement on a pooled connection."""
+        return await _pg_conn.read(self.pool, self.where, self._retry_for, program)
+
+    async def _alone(self, program: _pg_conn.Program[T], wake: float | None) -> T:
+        outcome = await _pg_conn.run_alone(self.pool, self.where, self._retry_for, program, wake)
+        if wake is not None:
+            self._signal.at(wake)
+        return outcome
+
+    async def _shared(self, make: Make, wake: float | None = None) -> Any:
+        """Run a program in a group commit if it is one round, else alone."""
+        if self._writer is None:
+            raise StoreError(f"store {self.where} is not open")
+        request = _pg_commit.one_round(make)
+        if request is None:
+            return await self._alone(make(), wake)
+        bulk = None
+        if isinstance(request, Sql) and not request.lock:
+            bulk = self._bulk.get(request.text)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        params = request.params if isinstance(request, Sql) else ()
+        self._writer.submit(Shot(make, future, wake, bulk, params))
+        return await future
+
+    # the hot writes of a run, group-committed
+
+    async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """Insert `run` unless its run_id exists; returns the stored run and whether it is new."""
+        wake = (run.wake_at or NOW) if run.status == "PENDING" else None
+        if run.dedup_key is not None:  # the key is checked first: not one round
+            existing = await self._alone(programs.create_run(run), wake)
+            return (run, True) if existing is None else (existing, False)
+
+        def insert() -> _pg_conn.Program[bool]:
+            # The shared program's first statement; the existing run is read afterwards.
+            inserted = yield Sql(_sql.INSERT_RUN, _sql.run_params(run))
+            return bool(inserted)
+
+        if await self._shared(insert, wake):
+            return run, True
+        existing = await self.get_run(run.run_id)
+        if existing is None:
+            raise StoreError(f"database {self.where}: run {run.run_id!r} vanished")
+        return existing, False
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run, or None (concurrent calls share one query)."""
+        if self._reader is None:
+            raise StoreError(f"store {self.where} is not open")
+        row = await self._reader.get(run_id)
+        return None if row is None else _sql.run_from_row(row)
+
+    async def finish_run(
+        self,
+        run_id: str,
+        owner: str,
+        status: str,
+        *,
+        result: str | None,
+        error: str | None,
+        now: float,
+        alone: bool = False,
+    ) -> None:
+        """End a run owned by `owner` (see Store.finish_run)."""
+        # Unless alone, a parent may be woken: wake-ups go out with the commit.
+        await self._shared(
+            lambda: programs.finish_run(run_id, owner, status, result, error, now, alone),
+            None if alone else NOW,
+        )
+
+    async def park_run(
+        self,
+        run_id: str,
+        owner: str,
+        status: str,
+        *,
+        wake_at: float | None,
+        waiting_for: str | None,
+        now: float,
+    ) -> None:
+        """Park a run and release it (see Store.park_run)."""
+        await self._shared(
+            lambda: programs.park_run(run_id, owner, status, wake_at, waiting_for, now),
+            wake_at,
+        )
+
+    async def record_step(self, owner: str, step: StepRecord) -> None:
+        """Commit a step outcome for a run owned by `owner`."""
+        await self._shared(lambda: programs.record_step(owner, step))
+
+    async def upsert_step(self, owner: str, step: StepRecord) -> None:
+        """Commit a journal entry that may replace a "waiting" one with the same key."""
+        await self._shared(lambda: programs.record_step(owner, step, upsert=True))
+
+    async def register_worker(self, worker: WorkerRecord) -> None:
+        """Insert or refresh a worker row."""
+        await self._shared(lambda: programs.register_worker(worker))
+
+    async def heartbeat(self, worker_id: str, now: float) -> None:
+        """Mark the worker alive."""
+        await self._shared(lambda: programs.heartbeat(worker_id, now))
+
+    async def claim_runs(self, worker_id: str, limit: int, **options: Any) -> Claimed:
+        """Atomically take due and orphaned runs (see Store.claim_runs).
+
+        One read first asks whether any candidate exists, so that the common idle claim
+        costs one round trip instead of a locking transaction.
+        """
+        if limit > 0 and all(value != [] for value in options.values()):
+            idle = _idle_path(programs.claim_runs(worker_id, limit, **options))
+            if idle is not None:
+                selects, nothing = idle
+                probe = "SELECT " + " OR ".join(
+                    f"EXISTS ({_pg_sql.convert(s.text)})" for s in selects
+                )
+                params = [param for s in selects for param in s.params]
+                found = _fetch_one(probe, params)
+                if not await _pg_conn.read(self.pool, self.where, self._retry_for, found):
+                    return nothing
+        return await super().claim_runs(worker_id, limit, **options)
+
+    # wake-ups
+
+    async def wait_for_work(self, timeout: float) -> None:
+        """Return when runs may have become claimable, or after `timeout` seconds.
+
+        Wake-ups come from NOTIFY cairn_runs (sent with every commit, by any process,
+        that makes a run claimable) and from this store's own writes. They are hints:
+        polling every `timeout` seconds still finds what no notification reports (a dead
+        worker's lease running out) or what a lost connection missed.
+        """
+        if self._pool is not None and self._listener is None:
+            self._listener = asyncio.create_task(self._listen(), name="cairn-pg-listen")
+        await self._signal.wait(timeout)
+
+    async def _listen(self) -> None:
+        delay = 0.05
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+                async with conn:
+                    await conn.execute(f"LISTEN {_pg_sql.CHANNEL}")
+                    self._signal.set()  # whatever was sent while nobody listened
+                    delay = 0.05
+                    async for note in conn.notifies():
+                        self._notified(note.payload)
+            except psycopg.Error as exc:
+                log.debug("cairn: LISTEN on %s failed (%s); retrying", self.where, exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    def _notified(self, payload: str) -> None:
+        try:
+            wakes = [float(token) for token in payload.split()] or [NOW]
+        except ValueError:
+            wakes = [NOW]
+        self._signal.wake_times(wakes)
+
+
+async def _bulk_forms(conn: Conn) -> dict[str, _pg_sql.Bulk]:
+    """Bulk forms of the statements that have one, typed as the server types them."""
+    forms = {}
+    for text in _pg_sql.BULK_KEYS:
+        pg = _pg_sql.program_statements(text, (), lock="")[-1][0]
+        await conn.execute(f"PREPARE cairn_describe AS {_pg_sql.numbered(pg)}")
+        try:
+            cursor = await conn.execute(
+                "SELECT parameter_types::text[] FROM pg_prepared_statements "
+                "WHERE name = 'cairn_describe'"
+            )
+            row = await cursor.fetchone()
+        finally:
+            await conn.execute("DEALLOCATE cairn_describe")
+        form = None if row is None else _pg_sql.bulk_form(text, row[0])
+        if form is not None:
+            forms[text] = form
+        else:
+            log.debug("cairn: no bulk form for %r", text)
+    return forms
+
+
+def _idle_path(program: Program[T]) -> tuple[list[Sql], T] | None:
+    """The candidate SELECTs a program runs when each finds nothing, and what it returns.
+
+    None unless that path is only row-locking SELECTs (so it writes nothing).
+    """
+    selects: list[Sql] = []
+    try:
+        request = next(program)
+        while True:
+            if request.lock == "" or request.fetch != "all":
+                return None
+            selects.append(request)
+            request = program.send([])
+    except StopIteration as done:
+        return selects, done.value
+
+
+def _fetch_one(text: str, params: Sequence[Any]) -> _pg_conn.Program[Any]:
+    row = yield Native(text, params, "one")
+    return None if row is None else row[0]

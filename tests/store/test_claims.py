@@ -1,0 +1,132 @@
+"""Claims: due runs and orphans go to exactly one worker; poison after max_recoveries."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from cairn.store import LeaseLost, Store
+
+from .kit import LEASE, T0, OpenStore, run_record, step_record, worker_record
+
+
+async def test_claim_runs__takes_due_pending_runs_by_priority(store: Store) -> None:
+    await store.create_run(run_record("low", priority=5))
+    await store.create_run(run_record("high", priority=0, created_at=T0 + 1))
+    await store.create_run(run_record("later", wake_at=T0 + 60))
+
+    claimed = await store.claim_runs("w1", 10, now=T0, lease=LEASE)
+
+    assert [run.run_id for run in claimed.runs] == ["high", "low"]
+    assert claimed.poisoned == []
+    run = claimed.runs[0]
+    assert (run.status, run.owner, run.attempt, run.started_at) == ("RUNNING", "w1", 1, T0)
+
+
+async def test_claim_runs__takes_no_more_than_the_limit(store: Store) -> None:
+    for i in range(5):
+        await store.create_run(run_record(f"r{i}", created_at=T0 + i))
+
+    first = await store.claim_runs("w1", 2, now=T0, lease=LEASE)
+    rest = await store.claim_runs("w1", 10, now=T0, lease=LEASE)
+    none = await store.claim_runs("w1", 0, now=T0, lease=LEASE)
+
+    assert [run.run_id for run in first.runs] == ["r0", "r1"]
+    assert [run.run_id for run in rest.runs] == ["r2", "r3", "r4"]
+    assert none.runs == []
+
+
+async def test_claim_runs__wakes_a_sleeper_without_a_new_attempt(store: Store) -> None:
+    await store.register_worker(worker_record("w1"))
+    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.park_run("r1", "w1", "SLEEPING", wake_at=T0 + 60, waiting_for=None, now=T0)
+
+    early = await store.claim_runs("w2", 10, now=T0 + 59, lease=LEASE)
+    due = await store.claim_runs("w2", 10, now=T0 + 60, lease=LEASE)
+
+    assert early.runs == []
+    assert [(run.run_id, run.attempt, run.owner) for run in due.runs] == [("r1", 1, "w2")]
+
+
+async def test_claim_runs__never_hands_a_run_to_two_claimers(open_store_at: OpenStore) -> None:
+    stores = [await open_store_at() for _ in range(6)]
+    for i in range(12):
+        await stores[0].register_worker(worker_record(f"w{i}", heartbeat_at=T0 + 100))
+    for i in range(60):
+        await stores[0].create_run(run_record(f"r{i:02}", created_at=T0 + i))
+
+    async def claimer(store: Store, worker: str) -> list[str]:
+        taken: list[str] = []
+        while True:
+            claimed = await store.claim_runs(worker, 3, now=T0 + 100, lease=LEASE)
+            if not claimed.runs:
+                return taken
+            taken += [run.run_id for run in claimed.runs]
+
+    # Two claimers per store and six stores: concurrent transactions on one database.
+    results = await asyncio.gather(*(claimer(store, f"w{i}") for i, store in enumerate(stores * 2)))
+
+    taken = [run_id for result in results for run_id in result]
+    assert sorted(taken) == [f"r{i:02}" for i in range(60)]
+    for i, result in enumerate(results):
+        for run_id in result:
+            run = await stores[0].get_run(run_id)
+            assert run is not None and run.owner == f"w{i}"
+
+
+async def test_claim_runs__recovers_an_orphan_once_its_lease_expires(store: Store) -> None:
+    await store.register_worker(worker_record("dead", heartbeat_at=T0))
+    await store.register_worker(worker_record("alive", heartbeat_at=T0 + LEASE + 5))
+    await store.create_run(run_record("r1", status="RUNNING", owner="dead"))
+    await store.record_step("dead", step_record("r1", 1))
+
+    within = await store.claim_runs("alive", 10, now=T0 + LEASE - 1, lease=LEASE)
+    after = await store.claim_runs("alive", 10, now=T0 + LEASE + 1, lease=LEASE)
+
+    assert within.runs == []
+    [run] = after.runs
+    assert (run.run_id, run.owner, run.attempt, run.recoveries) == ("r1", "alive", 2, 1)
+    with pytest.raises(LeaseLost):  # the old owner, if it was only slow, is fenced off
+        await store.record_step("dead", step_record("r1", 2))
+    with pytest.raises(LeaseLost):
+        await store.finish_run("r1", "dead", "COMPLETED", result=None, error=None, now=T0)
+    assert len(await store.load_journal("r1")) == 1
+
+
+async def test_claim_runs__an_orphan_of_an_unregistered_worker_is_recovered(
+    store: Store,
+) -> None:
+    await store.create_run(run_record("r1", status="RUNNING", owner="gone"))
+
+    claimed = await store.claim_runs("w1", 10, now=T0, lease=LEASE)
+
+    assert [(run.run_id, run.recoveries) for run in claimed.runs] == [("r1", 1)]
+
+
+async def test_claim_runs__poisons_a_run_recovered_max_recoveries_times(store: Store) -> None:
+    await store.create_run(run_record("r1", status="RUNNING", owner="gone", max_recoveries=2))
+    recoveries = []
+    for worker in ("a", "b"):  # never heartbeating, each counts as dead at once
+        claimed = await store.claim_runs(worker, 10, now=T0, lease=LEASE)
+        recoveries += [run.recoveries for run in claimed.runs]
+
+    last = await store.claim_runs("c", 10, now=T0, lease=LEASE)
+
+    assert recoveries == [1, 2]
+    assert (last.runs, last.poisoned) == ([], ["r1"])
+    run = await store.get_run("r1")
+    assert run is not None
+    assert (run.status, run.owner) == ("FAILED", None)
+    assert json.loads(run.error or "{}")["type"] == "cairn.errors.PoisonRun"
+
+
+async def test_claim_run_over_a_live_owner__leaves_it_alone(store: Store) -> None:
+    await store.register_worker(worker_record("w1", heartbeat_at=T0))
+    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+
+    claimed = await store.claim_runs("w2", 10, now=T0 + 1, lease=LEASE)
+
+    assert claimed.runs == []
+    assert claimed.poisoned == []

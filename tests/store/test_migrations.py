@@ -1,0 +1,144 @@
+"""Migrations: applied once, concurrently safe, refused when newer, the same on both dialects."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from typing import Any
+
+import pytest
+
+from cairn.errors import SchemaTooNew, StoreError
+from cairn.store import migrate, open_store, sqlite_path
+
+from .kit import execute
+
+
+def shipped(dialect: str) -> list[tuple[int, str]]:
+    return [(m.version, m.name) for m in migrate.available(dialect)]
+
+
+def dialect_of(url: str) -> str:
+    return "sqlite" if url.startswith("sqlite") else "postgres"
+
+
+async def test_open__applies_every_migration_once(empty_url: str) -> None:
+    for _ in range(2):
+        store = open_store(empty_url)
+        await store.open()
+        await store.close()
+
+    rows = execute(empty_url, "SELECT version, name FROM cairn_migrations ORDER BY version")
+    assert [tuple(row) for row in rows] == shipped(dialect_of(empty_url))
+
+
+async def test_open__processes_starting_together_migrate_once(empty_url: str) -> None:
+    stores = [open_store(empty_url) for _ in range(5)]
+
+    await asyncio.gather(*(store.open() for store in stores))
+    for store in stores:
+        await store.close()
+
+    rows = execute(empty_url, "SELECT version FROM cairn_migrations ORDER BY version")
+    assert [row[0] for row in rows] == [v for v, _ in shipped(dialect_of(empty_url))]
+
+
+async def test_open__a_schema_newer_than_the_code_is_refused(empty_url: str) -> None:
+    store = open_store(empty_url)
+    await store.open()
+    await store.close()
+    execute(
+        empty_url,
+        "INSERT INTO cairn_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+        (9999, "from_the_future", 0.0),
+    )
+
+    with pytest.raises(SchemaTooNew, match="schema version 9999"):
+        await open_store(empty_url).open()
+
+
+async def test_open__unreachable_postgres_is_named_without_its_password() -> None:
+    pytest.importorskip("psycopg")
+    url = "postgresql://someone:s3cret@127.0.0.1:1/nowhere"
+
+    with pytest.raises(StoreError) as caught:
+        await open_store(url).open()
+
+    assert "127.0.0.1:1/nowhere" in str(caught.value)
+    assert "s3cret" not in str(caught.value)
+
+
+async def test_migrations__same_tables_and_columns_on_both_dialects(
+    sqlite_url: str, pg_url: str
+) -> None:
+    store = open_store(sqlite_url)
+    await store.open()
+    await store.close()
+
+    schema = sqlite_schema(sqlite_url)
+    assert {"runs", "steps", "workers", "cairn_migrations"} <= set(schema["tables"])
+    assert schema == postgres_schema(pg_url)
+
+
+# Column facts both dialects can state: a type family, NOT NULL, part of the primary key.
+_FAMILY = {
+    "text": "text",
+    "real": "float",
+    "double precision": "float",
+    "integer": "int",
+    "bigint": "int",
+}
+Schema = dict[str, Any]
+
+
+def sqlite_schema(url: str) -> Schema:
+    tables: dict[str, dict[str, tuple[str, bool, bool]]] = {}
+    with contextlib.closing(sqlite3.connect(sqlite_path(url))) as conn:
+        names = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+        ).fetchall()
+        for (table,) in names:
+            columns = conn.execute(f"PRAGMA table_info({table})").fetchall()
+            tables[table] = {
+                name: (_FAMILY[kind.lower()], bool(notnull or pk), pk > 0)
+                for _, name, kind, notnull, _, pk in columns
+            }
+        indexes = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+        ).fetchall()
+    return {"tables": tables, "indexes": sorted(name for (name,) in indexes)}
+
+
+def postgres_schema(url: str) -> Schema:
+    columns = execute(
+        url,
+        "SELECT c.table_name, c.column_name, c.data_type, c.is_nullable = 'NO', "
+        "EXISTS (SELECT 1 FROM information_schema.table_constraints t "
+        "JOIN information_schema.key_column_usage k ON k.constraint_name = t.constraint_name "
+        "AND k.table_schema = t.table_schema AND k.table_name = t.table_name "
+        "WHERE t.constraint_type = 'PRIMARY KEY' AND t.table_schema = c.table_schema "
+        "AND t.table_name = c.table_name AND k.column_name = c.column_name) "
+        "FROM information_schema.columns c WHERE c.table_schema = 'public'",
+    )
+    tables: dict[str, dict[str, tuple[str, bool, bool]]] = {}
+    for table, column, kind, notnull, pk in columns:
+        tables.setdefault(table, {})[column] = (_FAMILY[kind], notnull, pk)
+    indexes = execute(
+        url,
+        "SELECT indexname FROM pg_indexes WHERE schemaname = 'public' "
+        "AND indexname NOT LIKE '%%_pkey'",
+    )
+    return {"tables": dict(sorted(tables.items())), "indexes": sorted(n for (n,) in indexes)}
+
+
+@pytest.mark.parametrize("scheme", ["postgres", "postgresql+psycopg"])
+async def test_open__other_postgres_url_schemes_are_accepted(pg_url: str, scheme: str) -> None:
+    store = open_store(scheme + pg_url[len("postgresql") :])
+
+    await store.open()
+    try:
+        assert await store.get_run("nope") is None
+    finally:
+        await store.close()
