@@ -17,6 +17,7 @@ from cairn.authoring.registry import Registry, default_registry
 from cairn.clock import SystemClock
 from cairn.models import HistoryEntry, RunPage, RunStatus
 from cairn.runtime.control import RunControl
+from cairn.runtime.tasks import TaskInfo
 from cairn.store import open_store
 
 T = TypeVar("T")
@@ -41,6 +42,47 @@ class ClientRunHandle:
     def result(self, timeout: float | None = None) -> Any:
         """Block until the run finishes; its result, or RunFailed/RunCancelled/TimeoutError."""
         return self._client._call(self._client.control.result(self.run_id, timeout=timeout))
+
+    def cancel(self) -> RunStatus:
+        """Cancel this run."""
+        return self._client.cancel(self.run_id)
+
+    def pause(self) -> RunStatus:
+        """Pause this run at its next durable point."""
+        return self._client.pause(self.run_id)
+
+    def resume(self) -> RunStatus:
+        """Resume this run if paused."""
+        return self._client.resume(self.run_id)
+
+    def send_event(
+        self, name: str, payload: Any = None, *, idempotency_key: str | None = None
+    ) -> None:
+        """Send event `name` to this run."""
+        self._client.send_event(self.run_id, name, payload, idempotency_key=idempotency_key)
+
+
+class ClientTasks:
+    """The human-task inbox through a Client; every method blocks."""
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def list(
+        self, status: str | None = "open", assignee: str | None = None, run_id: str | None = None
+    ) -> list[TaskInfo]:
+        """Tasks, oldest first; `status=None` lists every status."""
+        return self._client._call(self._client.control.tasks.list(status, assignee, run_id))
+
+    def get(self, task_id: str) -> TaskInfo:
+        """One task; TaskNotFound if unknown."""
+        return self._client._call(self._client.control.tasks.get(task_id))
+
+    def submit(self, task_id: str, values: Any, *, by: str | None = None) -> TaskInfo:
+        """Submit the task's form (InvalidSubmission lists bad fields)."""
+        return self._client._call(self._client.control.tasks.submit(task_id, values, by=by))
 
 
 class Client:
@@ -129,6 +171,35 @@ class Client:
     def resume_hook(self, token: str, payload: Any = None) -> str:
         """Call a hook once; HookNotFound for an unknown, used or expired token."""
         return self._call(self.control.resume_hook(token, payload))
+
+    @property
+    def tasks(self) -> ClientTasks:
+        """The human-task inbox: `list`, `get`, `submit`."""
+        return ClientTasks(self)
+
+    def cancel(self, run_id: str) -> RunStatus:
+        """Cancel a run (see Engine.cancel)."""
+        return self._call(self.control.cancel(run_id))
+
+    def pause(self, run_id: str) -> RunStatus:
+        """Pause a run at its next durable point."""
+        return self._call(self.control.pause(run_id))
+
+    def resume(self, run_id: str) -> RunStatus:
+        """Resume a paused run."""
+        return self._call(self.control.resume(run_id))
+
+    def retry(self, run_id: str) -> ClientRunHandle:
+        """Continue a FAILED run from its failed step."""
+        return ClientRunHandle(self, self._call(self.control.retry(run_id)).run_id)
+
+    def restart(self, run_id: str) -> ClientRunHandle:
+        """Start a new run with the same input."""
+        return ClientRunHandle(self, self._call(self.control.restart(run_id)).run_id)
+
+    def fork(self, run_id: str, from_step: int) -> ClientRunHandle:
+        """Start a new run reusing the recorded steps before history entry `from_step`."""
+        return ClientRunHandle(self, self._call(self.control.fork(run_id, from_step)).run_id)
 
     def history(self, run_id: str) -> list[HistoryEntry]:
         """The run's durable operations in order."""

@@ -205,3 +205,31 @@ async def test_send_message__wakes_a_waiting_run_from_another_store(
     first = await worker.consume_message("w1", "go", step_record("r1", 1))
     second = await worker.consume_message("w1", "go", step_record("r1", 2))
     assert (first, second) == ("1", None)  # the idempotency key stored it once
+
+
+async def test_finish_run__alone_many_at_once_are_each_fenced(store: Store) -> None:
+    for i in range(6):
+        await store.create_run(run_record(f"r{i}", status="RUNNING", owner="w1"))
+
+    outcomes = await asyncio.gather(
+        *(
+            store.finish_run(
+                f"r{i}",
+                "w1" if i != 4 else "w2",
+                "COMPLETED",
+                result=str(i),
+                error=None,
+                now=T0 + i,
+                alone=True,
+            )
+            for i in range(6)
+        ),
+        return_exceptions=True,
+    )
+
+    assert [isinstance(o, LeaseLost) for o in outcomes] == [i == 4 for i in range(6)]
+    for i in range(6):
+        run = await store.get_run(f"r{i}")
+        assert run is not None
+        expected = ("RUNNING", None, None) if i == 4 else ("COMPLETED", str(i), T0 + i)
+        assert (run.status, run.result, run.finished_at) == expected

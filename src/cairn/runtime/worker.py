@@ -138,8 +138,11 @@ class Worker:
         finally:
             self.active.pop(run.run_id, None)
             # A freed slot matters only if work may be waiting for one: the last claim
-            # filled every slot it asked for, or this run's queue had runs held back.
-            if not self._stopping and (self._backlog or run.queue is not None):
+            # filled every slot it asked for, or this run's queue had runs held back. A run
+            # that just parked may itself be due already (a message or a cancel arrived as
+            # it parked), so look then too.
+            parked = outcome.status in ("SLEEPING", "WAITING", "PAUSED")
+            if not self._stopping and (self._backlog or parked or run.queue is not None):
                 self._wake.set()
         log.info("run %s %s", run.run_id, outcome.status or "left for recovery")
         self._on_finished(run.run_id, outcome)

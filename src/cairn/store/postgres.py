@@ -328,19 +328,26 @@ class PostgresStore(SqlStore):
 
 
 async def _bulk_forms(conn: Conn) -> dict[str, _pg_sql.Bulk]:
-    """Bulk forms of the statements that have one, typed as the server types them."""
+    """Bulk forms of the statements that have one, typed as the server types them.
+
+    A bulk form is only faster: a statement without one is written row by row.
+    """
     forms = {}
     for text in _pg_sql.BULK_KEYS:
         pg = _pg_sql.program_statements(text, (), lock="")[-1][0]
-        await conn.execute(f"PREPARE cairn_describe AS {_pg_sql.numbered(pg)}")
         try:
-            cursor = await conn.execute(
-                "SELECT parameter_types::text[] FROM pg_prepared_statements "
-                "WHERE name = 'cairn_describe'"
-            )
-            row = await cursor.fetchone()
-        finally:
-            await conn.execute("DEALLOCATE cairn_describe")
+            await conn.execute(f"PREPARE cairn_describe AS {_pg_sql.numbered(pg)}")
+            try:
+                cursor = await conn.execute(
+                    "SELECT parameter_types::text[] FROM pg_prepared_statements "
+                    "WHERE name = 'cairn_describe'"
+                )
+                row = await cursor.fetchone()
+            finally:
+                await conn.execute("DEALLOCATE cairn_describe")
+        except psycopg.Error as exc:
+            log.debug("cairn: cannot describe %r: %s", text, exc)
+            row = None
         form = None if row is None else _pg_sql.bulk_form(text, row[0])
         if form is not None:
             forms[text] = form

@@ -1,4 +1,4 @@
-"""Lost connections (a PostgreSQL restart, as the client sees it): retried, then reported."""
+"""PostgreSQL only: lost connections (a restart) are retried, then reported; bulk writes."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from cairn.errors import StoreError
+from cairn.store import _sql
 from cairn.store.postgres import PostgresStore
 
 from .kit import T0, execute, run_record, step_record, worker_record
@@ -74,3 +75,8 @@ async def test_writes__fail_with_store_error_once_the_server_stays_away(pg_url: 
     finally:
         execute(server, f"ALTER DATABASE {database} ALLOW_CONNECTIONS true")
         await store.close()
+
+
+async def test_open__hot_statements_get_bulk_forms(pg_store: PostgresStore) -> None:
+    # Without them every step of every run costs a statement of its own.
+    assert set(pg_store._bulk) == {_sql.INSERT_RUN, _sql.INSERT_STEP_OWNED, _sql.FINISH_RUN}
