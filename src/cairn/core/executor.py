@@ -6,11 +6,11 @@ import contextvars
 import json
 import logging
 import traceback
-import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from cairn import ids
 from cairn.authoring import context
 from cairn.core.attempts import type_name
 from cairn.core.live_run import LiveRun, RunEnv
@@ -179,7 +179,7 @@ async def _continue(env: RunEnv, run: RunRecord, again: ContinueAsNew) -> Outcom
         return await _finish(env, run, "FAILED", error=error_json(exc))
     now = env.clock.now()
     successor = RunRecord(
-        run_id=uuid.uuid4().hex,
+        run_id=ids.new_run_id(),
         workflow=run.workflow,
         status="PENDING",
         args=args,

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from cairn import durations
+from cairn import durations, ids
 from cairn.authoring.registry import Registry
 from cairn.authoring.workflow import WorkflowDef
 from cairn.clock import Clock
@@ -120,7 +119,7 @@ class RunControl:
         if queue_name is None and defn is not None:
             queue_name = defn.queue
         record = RunRecord(
-            run_id=run_id or uuid.uuid4().hex,
+            run_id=run_id or ids.new_run_id(),
             workflow=name,
             status=RunStatus.PENDING.value,
             args=args_text,
@@ -269,7 +268,7 @@ class RunControl:
     async def _copy(self, run: RunRecord, *, before_seq: int | None) -> RunHandle:
         now = self.clock.now()
         copy = RunRecord(
-            run_id=uuid.uuid4().hex,
+            run_id=ids.new_run_id(),
             workflow=run.workflow,
             status=RunStatus.PENDING.value,
             args=run.args,

@@ -9,12 +9,12 @@ of claiming, fencing, waking and control lives here and nowhere else.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
+from cairn import ids
 from cairn.errors import DuplicateRun
 from cairn.store import _sql
 from cairn.store.protocol import LeaseLost
@@ -723,7 +723,7 @@ def emit_event(
         run_ids = []
         for name in sorted(subscribers):
             sub = subscribers[name]
-            run_id = uuid.uuid4().hex if key is None else emit_run_id(event_type, key, name)
+            run_id = ids.new_run_id() if key is None else emit_run_id(event_type, key, name)
             run = RunRecord(
                 run_id=run_id,
                 workflow=name,
