@@ -20,6 +20,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+	$(BIN)/python -m bench.sleepers 1000
 
 check: $(STAMP)
 	$(BIN)/ruff format --check src tests bench examples
