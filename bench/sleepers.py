@@ -59,11 +59,12 @@ async def main(count: int, folder: Path) -> None:
         # Asleep once none is left pending or running (cheap: at most one row each).
         while any([await engine.list_runs(status=s, limit=1) for s in ("PENDING", "RUNNING")]):
             await asyncio.sleep(0.05)
-        assert len(await engine.list_runs(status="SLEEPING", limit=count)) == count
         asleep = time.perf_counter() - started
+        rss, threads = rss_mb(), threading.active_count()  # before listing them below
+        assert len(await engine.list_runs(status="SLEEPING", limit=count)) == count
         print(
-            f"{count:,} sleepers durably asleep in {asleep:.2f} s; RSS {rss_mb():.0f} MB "
-            f"(empty engine {base:.0f} MB); threads {threading.active_count()}"
+            f"{count:,} sleepers durably asleep in {asleep:.2f} s; RSS {rss:.0f} MB "
+            f"(empty engine {base:.0f} MB); threads {threads}"
         )
         runs = [await engine.start(late) for _ in range(5)]
         lateness = [await run.result(timeout=30) for run in runs]
