@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from cairn.errors import StoreError
 from cairn.store import _sql
 from cairn.store.postgres import PostgresStore
+from cairn.store.protocol import LeaseLost
 
 from .kit import T0, execute, run_record, step_record, worker_record
 
@@ -80,3 +82,51 @@ async def test_writes__fail_with_store_error_once_the_server_stays_away(pg_url: 
 async def test_open__hot_statements_get_bulk_forms(pg_store: PostgresStore) -> None:
     # Without them every step of every run costs a statement of its own.
     assert set(pg_store._bulk) == {_sql.INSERT_RUN, _sql.INSERT_STEP_OWNED, _sql.FINISH_RUN}
+
+
+async def test_lone_writes__survive_their_connection_being_killed(
+    pg_store: PostgresStore, pg_url: str
+) -> None:
+    # One run alone writes straight through libpq (`_pg_fast`): a killed connection
+    # must be noticed and the write retried on a new one, as for batches.
+    server, database = admin(pg_url)
+    await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    for seq in range(1, 31):
+        if seq % 10 == 0:
+            execute(server, TERMINATE, (database,))
+        await pg_store.record_step("w1", step_record("r1", seq))
+
+    assert [s.seq for s in await pg_store.load_journal("r1")] == list(range(1, 31))
+
+
+async def test_a_failing_lone_write__fails_alone_and_the_next_one_works(
+    pg_store: PostgresStore,
+) -> None:
+    await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await pg_store.record_step("w1", step_record("r1", 1))
+
+    with pytest.raises(StoreError, match="duplicate key"):
+        await pg_store.record_step("w1", step_record("r1", 1))  # the same key again
+    with pytest.raises(LeaseLost):
+        await pg_store.record_step("w2", step_record("r1", 2))  # not the owner
+    await pg_store.record_step("w1", step_record("r1", 2))
+
+    assert [s.seq for s in await pg_store.load_journal("r1")] == [1, 2]
+
+
+async def test_a_lone_write_cancelled_in_flight__does_not_jam_the_writer(
+    pg_store: PostgresStore,
+) -> None:
+    await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    for seq in range(1, 6):
+        write = asyncio.create_task(pg_store.record_step("w1", step_record("r1", seq)))
+        for _ in range(seq):  # cancel at different points of its round trip
+            await asyncio.sleep(0)
+        write.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await write
+
+    # Whether or not the cancelled writes landed, later writes commit and nothing hangs.
+    await asyncio.wait_for(pg_store.record_step("w1", step_record("r1", 10)), 5)
+    await asyncio.wait_for(pg_store.create_run(run_record("r2")), 5)
+    assert 10 in [s.seq for s in await pg_store.load_journal("r1")]

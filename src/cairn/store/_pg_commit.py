@@ -39,6 +39,7 @@ from cairn.store._pg_conn import (
     statement_count,
     store_error,
 )
+from cairn.store._pg_fast import FastPath
 from cairn.store.programs import Sql
 
 log = logging.getLogger("cairn.store.postgres")
@@ -46,6 +47,17 @@ log = logging.getLogger("cairn.store.postgres")
 MAX_BATCH = 500
 NOW = 0.0  # a wake time meaning "claimable now"
 Make = Callable[[], Program[Any]]
+
+
+def first_request(make: Make) -> Sql | list[Sql | Native] | None:
+    """The first request of a program known to be one round (None if it makes none)."""
+    program = make()
+    try:
+        request = next(program)
+    except StopIteration:
+        return None
+    program.close()
+    return None if isinstance(request, Native) else request
 
 
 def one_round(make: Make) -> Sql | list[Sql | Native] | None:
@@ -103,7 +115,9 @@ class Writer:
 
     Each lane is a task with its own connection that takes everything queued when it is
     free. With two lanes, one batch is built and sent while the previous one waits for
-    its commit to reach the disk.
+    its commit to reach the disk. A shot that finds nothing queued and a lane free is
+    committed at once by its own caller on that lane's connection: one run alone then
+    pays for no hand-over between tasks.
     """
 
     def __init__(
@@ -123,6 +137,8 @@ class Writer:
         self._queue: list[Shot] = []
         self._ready = asyncio.Event()
         self._conns: list[Conn | None] = [None] * lanes
+        self._fast: list[FastPath | None] = [None] * lanes
+        self._locks = [asyncio.Lock() for _ in range(lanes)]  # who uses a lane's connection
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
 
@@ -140,30 +156,50 @@ class Writer:
         await asyncio.gather(*self._tasks)
         self._tasks = []
         for lane in range(self._lanes):
-            await self._drop_connection(lane)
+            async with self._locks[lane]:
+                await self._drop_connection(lane)
 
-    def submit(self, shot: Shot) -> None:
-        """Queue a shot; its future resolves after COMMIT."""
+    async def commit(self, shot: Shot) -> Any:
+        """Commit a shot and return its outcome (or raise its error) once committed."""
         if not self._tasks or self._closing:
             raise StoreError(f"store {self._where} is not open")
+        if not self._queue:
+            for lane, lock in enumerate(self._locks):
+                if not lock.locked():
+                    async with lock:  # free, so taken without waiting
+                        await self._commit_now(lane, shot)
+                    return await shot.future
         self._queue.append(shot)
         self._ready.set()
+        return await shot.future
+
+    async def _commit_now(self, lane: int, shot: Shot) -> None:
+        try:
+            await self._commit(lane, [shot])
+        except asyncio.CancelledError:
+            if not shot.done:  # its statement may be in flight: the connection is unusable
+                await self._drop_connection(lane)
+            raise
+        except Exception as exc:  # a bug here must not leave the caller waiting forever
+            log.exception("cairn: PostgreSQL writer failed")
+            shot.settle(store_error(self._where, exc))
 
     async def _run(self, lane: int) -> None:
         while True:
             await self._ready.wait()
             while self._queue:
-                batch = self._queue[:MAX_BATCH]
-                del self._queue[:MAX_BATCH]
-                if not self._queue:
-                    self._ready.clear()
-                try:
-                    await self._commit(lane, batch)
-                except Exception as exc:  # a bug here must not leave writers waiting forever
-                    log.exception("cairn: PostgreSQL writer failed")
-                    for shot in batch:
-                        if not shot.done:
-                            shot.settle(store_error(self._where, exc))
+                async with self._locks[lane]:
+                    batch = self._queue[:MAX_BATCH]
+                    del self._queue[:MAX_BATCH]
+                    if not self._queue:
+                        self._ready.clear()
+                    try:
+                        await self._commit(lane, batch)
+                    except Exception as exc:  # a bug must not leave writers waiting forever
+                        log.exception("cairn: PostgreSQL writer failed")
+                        for shot in batch:
+                            if not shot.done:
+                                shot.settle(store_error(self._where, exc))
             self._ready.clear()
             if self._closing:
                 self._ready.set()  # let the other lanes see it too
@@ -178,7 +214,10 @@ class Writer:
             if not todo:
                 return
             try:
-                await self._apply(await self._connection(lane), todo)
+                conn = await self._connection(lane)
+                fast = self._fast[lane]
+                assert fast is not None
+                await self._apply(conn, fast, todo)
                 return
             except Disconnected as exc:
                 await self._drop_connection(lane)
@@ -200,20 +239,25 @@ class Writer:
             except psycopg.Error as exc:
                 raise Disconnected() from exc
             self._conns[lane] = conn
+            self._fast[lane] = FastPath(conn)
         return conn
 
     async def _drop_connection(self, lane: int) -> None:
         conn, self._conns[lane] = self._conns[lane], None
+        fast, self._fast[lane] = self._fast[lane], None
+        if fast is not None:
+            fast.pause()
         if conn is not None:
             await self._pool.putconn(conn)  # the pool discards a broken connection
 
-    async def _apply(self, conn: Conn, shots: list[Shot]) -> None:
+    async def _apply(self, conn: Conn, fast: FastPath, shots: list[Shot]) -> None:
         """Commit `shots` in one transaction, or each alone if that fails."""
         try:
-            outcomes = await self._transaction(conn, shots)
+            outcomes = await self._transaction(conn, fast, shots)
         except Exception as exc:
             if is_lost(conn, exc):
                 raise Disconnected() from exc
+            fast.pause()
             await rollback(conn)
             if len(shots) == 1:
                 error = store_error(self._where, exc) if isinstance(exc, psycopg.Error) else exc
@@ -221,7 +265,7 @@ class Writer:
                 return
             # One bad write must not sink its neighbours: retry each in its own transaction.
             for shot in shots:
-                await self._apply(conn, [shot])
+                await self._apply(conn, fast, [shot])
             return
         for shot, outcome in zip(shots, outcomes, strict=True):
             shot.settle(outcome)
@@ -229,7 +273,19 @@ class Writer:
         if wakes:
             self._on_commit(wakes)
 
-    async def _transaction(self, conn: Conn, shots: list[Shot]) -> list[Any]:
+    async def _transaction(self, conn: Conn, fast: FastPath, shots: list[Shot]) -> list[Any]:
+        if len(shots) == 1 and shots[0].wake is None:
+            # A lone statement is its own implicit transaction (the sequential case).
+            program = shots[0].make()
+            request = next(program)
+            if isinstance(request, Sql) and request.fetch == "count":
+                statements = _pg_sql.program_statements(
+                    request.text, request.params, lock=request.lock
+                )
+                if len(statements) == 1:
+                    return [_outcome(program, await fast.count(*statements[0]))]
+            program.close()
+        fast.pause()  # psycopg takes the connection back
         # Shots whose statement has a bulk form share one statement when there are several.
         kinds: dict[_pg_sql.Bulk, list[int]] = {}
         for i, shot in enumerate(shots):

@@ -177,11 +177,14 @@ class PostgresStore(SqlStore):
             self._signal.at(wake)
         return outcome
 
-    async def _shared(self, make: Make, wake: float | None = None) -> Any:
-        """Run a program in a group commit if it is one round, else alone."""
+    async def _shared(self, make: Make, wake: float | None = None, *, shot: bool = False) -> Any:
+        """Run a program in a group commit if it is one round, else alone.
+
+        `shot=True` says the caller knows the program is one round (saving the trial).
+        """
         if self._writer is None:
             raise StoreError(f"store {self.where} is not open")
-        request = _pg_commit.one_round(make)
+        request = _pg_commit.first_request(make) if shot else _pg_commit.one_round(make)
         if request is None:
             return await self._alone(make(), wake)
         bulk = None
@@ -189,8 +192,7 @@ class PostgresStore(SqlStore):
             bulk = self._bulk.get(request.text)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         params = request.params if isinstance(request, Sql) else ()
-        self._writer.submit(Shot(make, future, wake, bulk, params))
-        return await future
+        return await self._writer.commit(Shot(make, future, wake, bulk, params))
 
     # the hot writes of a run, group-committed
 
@@ -206,7 +208,7 @@ class PostgresStore(SqlStore):
             inserted = yield Sql(_sql.INSERT_RUN, _sql.run_params(run))
             return bool(inserted)
 
-        if await self._shared(insert, wake):
+        if await self._shared(insert, wake, shot=True):
             return run, True
         existing = await self.get_run(run.run_id)
         if existing is None:
@@ -236,6 +238,7 @@ class PostgresStore(SqlStore):
         await self._shared(
             lambda: programs.finish_run(run_id, owner, status, result, error, now, alone),
             None if alone else NOW,
+            shot=alone,
         )
 
     async def park_run(
@@ -256,7 +259,7 @@ class PostgresStore(SqlStore):
 
     async def record_step(self, owner: str, step: StepRecord) -> None:
         """Commit a step outcome for a run owned by `owner`."""
-        await self._shared(lambda: programs.record_step(owner, step))
+        await self._shared(lambda: programs.record_step(owner, step), shot=True)
 
     async def upsert_step(self, owner: str, step: StepRecord) -> None:
         """Commit a journal entry that may replace a "waiting" one with the same key."""
