@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -86,7 +87,7 @@ class RunControl:
         self.tasks = TaskControl(self)
         self.queues = QueueControl(self)
         self.schedules = ScheduleControl(self)
-        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._waiters: dict[str, list[asyncio.Future[Ended | None]]] = {}
 
     # starting
 
@@ -386,19 +387,27 @@ class RunControl:
 
     # waiting
 
-    def notify_finished(self, run_id: str) -> None:
-        """Wake local waiters of `run_id` (called by the worker when a run stops)."""
+    def notify_finished(self, run_id: str, ended: Ended | None = None) -> None:
+        """Wake local waiters of `run_id` (called by the worker when a run stops).
+
+        `ended` is how the run ended, as committed by this process's worker: waiters of a
+        finished run then answer without reading it back.
+        """
         for future in self._waiters.pop(run_id, ()):
             if not future.done():
-                future.set_result(None)
+                future.set_result(ended)
 
     async def wait(self, run_id: str, *, timeout: float | None = None) -> RunRecord:
         """Wait until the run is finished; local completions wake at once, others by polling."""
+        ended = await self._wait(run_id, timeout)
+        return await self.record(run_id) if isinstance(ended, Ended) else ended
+
+    async def _wait(self, run_id: str, timeout: float | None) -> RunRecord | Ended:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         delay = 0.01
         while True:
-            future: asyncio.Future[None] = loop.create_future()
+            future: asyncio.Future[Ended | None] = loop.create_future()
             self._waiters.setdefault(run_id, []).append(future)
             # A run executing here announces its end here: no need to ask the database.
             local = self.local is not None and self.local.executing(run_id)
@@ -416,13 +425,15 @@ class RunControl:
                     raise TimeoutError(f"run {run_id!r} did not finish within {timeout}s")
             try:
                 async with asyncio.timeout(wait_for):
-                    await future
+                    ended = await future
+                if ended is not None and ended.final:
+                    return ended
             except TimeoutError:
                 self._discard(run_id, future)
             if not local:
                 delay = min(delay * 2, 0.5)
 
-    def _discard(self, run_id: str, future: asyncio.Future[None]) -> None:
+    def _discard(self, run_id: str, future: asyncio.Future[Ended | None]) -> None:
         waiters = self._waiters.get(run_id)
         if waiters and future in waiters:
             waiters.remove(future)
@@ -435,27 +446,47 @@ class RunControl:
         deadline = None if timeout is None else loop.time() + timeout
         while True:
             left = None if deadline is None else max(0.0, deadline - loop.time())
-            run = await self.wait(run_id, timeout=left)
+            run = await self._wait(run_id, timeout=left)
+            if isinstance(run, Ended):
+                return self._answer(run_id, run.status, run.result, run.error)
             if run.status != RunStatus.CONTINUED.value or run.continued_to is None:
                 return self.outcome(run)
             run_id = run.continued_to  # the chain's final result is the answer
 
     def outcome(self, run: RunRecord) -> Any:
         """The result of a finished run, or the error it ended with, raised."""
-        status = RunStatus(run.status)
-        if status is RunStatus.COMPLETED:
-            return None if run.result is None else self.serializer.loads(run.result)
-        if status is RunStatus.CANCELLED:
-            raise RunCancelled(run_id=run.run_id)
-        error = _json(run.error) or {}
-        kind = PoisonRun if error.get("type") == "cairn.errors.PoisonRun" else RunFailed
+        return self._answer(run.run_id, run.status, run.result, run.error)
+
+    def _answer(self, run_id: str, status: str, result: str | None, error: str | None) -> Any:
+        if status == RunStatus.COMPLETED.value:
+            return None if result is None else self.serializer.loads(result)
+        if status == RunStatus.CANCELLED.value:
+            raise RunCancelled(run_id=run_id)
+        data = _json(error) or {}
+        kind = PoisonRun if data.get("type") == "cairn.errors.PoisonRun" else RunFailed
         raise kind(
-            f"run {run.run_id!r} failed: {error.get('message', '')}",
-            run_id=run.run_id,
-            error_type=error.get("cause_type") or error.get("type", ""),
-            error_message=error.get("message", ""),
-            traceback=error.get("traceback", ""),
+            f"run {run_id!r} failed: {data.get('message', '')}",
+            run_id=run_id,
+            error_type=data.get("cause_type") or data.get("type", ""),
+            error_message=data.get("message", ""),
+            traceback=data.get("traceback", ""),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """How a run executing in this process ended, as its worker committed it."""
+
+    status: str
+    result: str | None = None
+    error: str | None = None
+
+    @property
+    def final(self) -> bool:
+        """True if this alone answers `result()` (a continued run's answer is elsewhere)."""
+        if self.status == RunStatus.FAILED.value:
+            return self.error is not None  # a poisoned run's error is only in the database
+        return self.status in (RunStatus.COMPLETED.value, RunStatus.CANCELLED.value)
 
 
 def summary(run: RunRecord) -> RunSummary:
