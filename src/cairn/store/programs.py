@@ -9,8 +9,9 @@ of claiming, fencing, waking and control lives here and nowhere else.
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, replace
+from types import CodeType
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
@@ -51,8 +52,28 @@ class Sql:
 
 
 Program = Generator[Sql, Any, T]
+F = TypeVar("F", bound=Callable[..., Program[Any]])
 
 FINISHED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "CONTINUED"})
+
+_SINGLE_WRITE: set[CodeType] = set()
+
+
+def single_write(fn: F) -> F:
+    """Declare that `fn`'s programs change rows only with their last statement.
+
+    Such a program raises nothing once it has changed a row, so when it fails it has
+    changed nothing (SQLite undoes a failing statement by itself), and a backend need not
+    guard it with a savepoint. SqliteStore checks the promise: a program that breaks it
+    rolls its whole batch back rather than leave part of its work behind.
+    """
+    _SINGLE_WRITE.add(fn.__code__)
+    return fn
+
+
+def is_single_write(program: Program[Any]) -> bool:
+    """True if `program` comes from a function declared `@single_write`."""
+    return getattr(program, "gi_code", None) in _SINGLE_WRITE
 
 
 def _one(text: str, params: Sequence[Any] = ()) -> Sql:
@@ -66,6 +87,7 @@ def _all(text: str, params: Sequence[Any] = (), *, lock: bool = False) -> Sql:
 # runs
 
 
+@single_write
 def create_run(run: RunRecord) -> Program[RunRecord | None]:
     """Insert `run` unless its id exists; returns the existing run, or None if inserted.
 
@@ -114,10 +136,27 @@ def finish_run(
     `alone` (the caller knows the run has no parent, children or tasks) skips that part.
     """
     params = (status, result, error, now, now, run_id, owner)
+    if alone:
+        return _finish_owned(run_id, params)
+    return _finish_and_tell(run_id, params, status, result, error, now)
+
+
+@single_write
+def _finish_owned(run_id: str, params: tuple[Any, ...]) -> Program[None]:
     if not (yield Sql(_sql.FINISH_RUN, params)):
         raise LeaseLost(run_id)
-    if not alone:
-        yield from _after_finish(run_id, status, result, error, now)
+
+
+def _finish_and_tell(
+    run_id: str,
+    params: tuple[Any, ...],
+    status: str,
+    result: str | None,
+    error: str | None,
+    now: float,
+) -> Program[None]:
+    yield from _finish_owned(run_id, params)
+    yield from _after_finish(run_id, status, result, error, now)
 
 
 def _after_finish(
@@ -179,6 +218,7 @@ def update_run_meta(
 # journal
 
 
+@single_write
 def record_step(owner: str, step: StepRecord, *, upsert: bool = False) -> Program[None]:
     """Insert (or upsert) a journal entry of a run owned by `owner`."""
     text = _sql.UPSERT_STEP_OWNED if upsert else _sql.INSERT_STEP_OWNED

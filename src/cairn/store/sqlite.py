@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 from cairn.errors import StoreError
-from cairn.store import migrate
+from cairn.store import migrate, programs
 from cairn.store._checkpoints import Checkpointer
 from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
 from cairn.store.programs import Program
@@ -23,7 +22,16 @@ from cairn.store.records import RunRecord
 from cairn.store.sql_store import SqlStore
 
 T = TypeVar("T")
-_Op = Callable[[sqlite3.Connection], Any]
+_Pending = tuple[Program[Any], asyncio.Future[Any]]
+
+
+class _Sunk(Exception):
+    """A write failed in a way that cannot be undone alone: the whole batch rolls back."""
+
+    def __init__(self, program: Program[Any], error: Exception) -> None:
+        super().__init__(str(error))
+        self.program = program
+        self.error = error
 
 
 class SqliteStore(SqlStore):
@@ -35,7 +43,7 @@ class SqliteStore(SqlStore):
         self.path = path
         self._synchronous = synchronous
         self._conn: sqlite3.Connection | None = None
-        self._pending: list[tuple[_Op, asyncio.Future[Any]]] = []
+        self._pending: list[_Pending] = []
         self._flush_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._signal = WakeSignal()
@@ -114,10 +122,10 @@ class SqliteStore(SqlStore):
 
     # group commit
 
-    def _write(self, op: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+    def _write(self, program: Program[T]) -> asyncio.Future[T]:
         loop = self._loop or asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._pending.append((op, future))
+        self._pending.append((program, future))
         if not self._flush_scheduled and not _others_ready(loop):
             # Nobody else can add to this batch before the loop idles: commit now and
             # save the writer a trip around the event loop.
@@ -136,9 +144,15 @@ class SqliteStore(SqlStore):
         conn = self.conn
         try:
             outcomes = self._run_batch(conn, batch)
+        except _Sunk as sunk:
+            # Nothing was written. A program cannot be run again (it is a generator
+            # part-way through), so its neighbours get an error too.
+            outcomes = [
+                self._failure(sunk.error) if program is sunk.program else self._sunk(sunk)
+                for program, _ in batch
+            ]
         except sqlite3.Error as exc:
-            # The transaction itself failed and nothing was written. A program cannot be
-            # run again (it is a generator part-way through), so every writer gets the error.
+            # The transaction itself failed and nothing was written.
             outcomes = [StoreError(f"database {self.path!r}: {exc}") for _ in batch]
         for (_, future), outcome in zip(batch, outcomes, strict=True):
             if future.done():
@@ -148,33 +162,13 @@ class SqliteStore(SqlStore):
             else:
                 future.set_result(outcome)
 
-    def _run_batch(
-        self, conn: sqlite3.Connection, batch: list[tuple[_Op, asyncio.Future[Any]]]
-    ) -> list[Any]:
-        outcomes: list[Any] = []
-        # With neighbours in the batch, each write runs in a savepoint: one bad write is
-        # undone alone and must not sink the others.
+    def _run_batch(self, conn: sqlite3.Connection, batch: list[_Pending]) -> list[Any]:
+        # With neighbours in the batch, one bad write is undone alone and must not sink
+        # the others.
         guard = len(batch) > 1
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for op, _ in batch:
-                if guard:
-                    conn.execute("SAVEPOINT cairn_write")
-                try:
-                    outcomes.append(op(conn))
-                except sqlite3.Error as exc:
-                    if not guard:
-                        raise
-                    conn.execute("ROLLBACK TO cairn_write")
-                    outcomes.append(StoreError(f"database {self.path!r}: {exc}"))
-                except Exception as exc:
-                    # LeaseLost, DuplicateRun...: the failure is this writer's alone and
-                    # the batch goes on.
-                    if guard:
-                        conn.execute("ROLLBACK TO cairn_write")
-                    outcomes.append(exc)
-                if guard:
-                    conn.execute("RELEASE cairn_write")
+            outcomes = [self._run_one(conn, program, guard) for program, _ in batch]
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -182,9 +176,47 @@ class SqliteStore(SqlStore):
             raise
         return outcomes
 
+    def _run_one(self, conn: sqlite3.Connection, program: Program[Any], guard: bool) -> Any:
+        """Run one program of a batch; its outcome, or the exception it failed with."""
+        if guard and not programs.is_single_write(program):
+            return self._run_in_savepoint(conn, program)
+        # Alone in its batch, or a program that changes rows only with its last statement:
+        # if it fails, there is nothing of it to undo, so no savepoint is needed.
+        changes = conn.total_changes
+        try:
+            return run(conn, program)
+        except Exception as exc:
+            if conn.total_changes != changes or not conn.in_transaction:
+                # It failed after changing rows (or SQLite rolled the transaction back).
+                raise _Sunk(program, exc) from exc
+            return self._failure(exc)
+
+    def _run_in_savepoint(self, conn: sqlite3.Connection, program: Program[Any]) -> Any:
+        conn.execute("SAVEPOINT cairn_write")
+        try:
+            outcome = run(conn, program)
+        except Exception as exc:
+            # Raises (and sinks the batch) if SQLite already rolled the transaction back.
+            conn.execute("ROLLBACK TO cairn_write")
+            outcome = self._failure(exc)
+        conn.execute("RELEASE cairn_write")
+        return outcome
+
+    def _failure(self, exc: Exception) -> Exception:
+        # LeaseLost, DuplicateRun...: the failure is this writer's alone.
+        if isinstance(exc, sqlite3.Error):
+            return StoreError(f"database {self.path!r}: {exc}")
+        return exc
+
+    def _sunk(self, sunk: _Sunk) -> StoreError:
+        return StoreError(
+            f"database {self.path!r}: a write batch was rolled back: one of its writes failed "
+            f"in a way that could not be undone alone ({type(sunk.error).__name__}: {sunk.error})"
+        )
+
     async def write(self, program: Program[T]) -> T:
         """Run `program` in a write transaction shared with concurrent writers."""
-        outcome = await self._write(lambda conn: run(conn, program))
+        outcome = await self._write(program)
         if getattr(program, "__name__", "") in WAKING_PROGRAMS:
             self._signal.set()
         return outcome

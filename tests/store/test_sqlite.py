@@ -1,0 +1,81 @@
+"""SQLite only: how a failing write of a shared commit is undone without its neighbours."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from cairn.errors import StoreError
+from cairn.store import _sql, programs, sqlite_path
+from cairn.store.programs import Program, Sql
+from cairn.store.sqlite import SqliteStore
+
+from .kit import run_record
+
+
+class Boom(Exception):
+    pass
+
+
+@pytest.fixture
+async def sqlite_store(sqlite_url: str) -> AsyncIterator[SqliteStore]:
+    store = SqliteStore(sqlite_path(sqlite_url))
+    await store.open()
+    yield store
+    await store.close()
+
+
+def insert_then_fail(run_id: str) -> Program[None]:
+    yield Sql(_sql.INSERT_RUN, _sql.run_params(run_record(run_id)))
+    raise Boom(run_id)
+
+
+@programs.single_write
+def broken_promise(run_id: str) -> Program[None]:
+    # Declared single-write, yet it raises after changing a row.
+    yield from insert_then_fail(run_id)
+
+
+async def test_write__a_failing_program_is_undone_without_its_neighbours(
+    sqlite_store: SqliteStore,
+) -> None:
+    outcomes = await asyncio.gather(
+        sqlite_store.create_run(run_record("before")),
+        sqlite_store.write(insert_then_fail("bad")),
+        sqlite_store.create_run(run_record("after")),
+        return_exceptions=True,
+    )
+
+    assert isinstance(outcomes[1], Boom)
+    assert await sqlite_store.get_run("bad") is None
+    assert await sqlite_store.get_run("before") is not None
+    assert await sqlite_store.get_run("after") is not None
+
+
+async def test_write__a_program_alone_in_its_commit_leaves_nothing_when_it_fails(
+    sqlite_store: SqliteStore,
+) -> None:
+    with pytest.raises(Boom):
+        await sqlite_store.write(insert_then_fail("bad"))
+
+    assert await sqlite_store.get_run("bad") is None
+
+
+async def test_write__a_single_write_program_failing_after_a_change_sinks_its_commit(
+    sqlite_store: SqliteStore,
+) -> None:
+    outcomes = await asyncio.gather(
+        sqlite_store.create_run(run_record("before")),
+        sqlite_store.write(broken_promise("bad")),
+        sqlite_store.create_run(run_record("after")),
+        return_exceptions=True,
+    )
+
+    # Nothing of it may stay behind, so the whole commit is rolled back and reported.
+    assert isinstance(outcomes[1], Boom)
+    assert isinstance(outcomes[0], StoreError)
+    assert isinstance(outcomes[2], StoreError)
+    for run_id in ("before", "bad", "after"):
+        assert await sqlite_store.get_run(run_id) is None
