@@ -30,16 +30,24 @@ def note(message: str) -> None:
     print(f"... {message}", file=sys.stderr, flush=True)
 
 
-async def transactions_per_run(url: str, runs: int) -> dict[str, float]:
-    """PostgreSQL commits per ten-step run, engine start and stop subtracted."""
+async def transactions_per_run(url: str, runs: int, *, at_once: bool) -> dict[str, float]:
+    """PostgreSQL commits per ten-step run, engine start and stop subtracted.
+
+    `at_once` starts all `runs` together (their writes share commits); otherwise each
+    run is started after the previous one finished, the worst case.
+    """
     before = postgres.committed_transactions(url)
     async with cairn.Engine(url, workers=runs):
         pass
     overhead = postgres.committed_transactions(url) - before
     before = postgres.committed_transactions(url)
     async with cairn.Engine(url, workers=runs) as engine:
-        handles = await asyncio.gather(*(engine.start(ten_steps, i) for i in range(runs)))
-        await asyncio.gather(*(run.result() for run in handles))
+        if at_once:
+            handles = await asyncio.gather(*(engine.start(ten_steps, i) for i in range(runs)))
+            await asyncio.gather(*(run.result() for run in handles))
+        else:
+            for i in range(runs):
+                await (await engine.start(ten_steps, i)).result()
     total = postgres.committed_transactions(url) - before
     return {
         "runs": runs,
@@ -100,7 +108,12 @@ def run_postgres(folder: Path) -> dict[str, Any]:
         raw_us = raw.postgres_commit_us(url)
         result = measure_store("postgres", url, raw_us, folder)
         note("postgres: transactions per run (pg_stat_database)")
-        result["transactions"] = asyncio.run(transactions_per_run(url, CONCURRENT_RUNS))
+        result["transactions"] = asyncio.run(
+            transactions_per_run(url, CONCURRENT_RUNS, at_once=True)
+        )
+        result["transactions_one_after_another"] = asyncio.run(
+            transactions_per_run(url, 100, at_once=False)
+        )
     return result
 
 
@@ -141,6 +154,11 @@ def table(report: dict[str, Any]) -> str:
     row(
         "  PostgreSQL commits per run (pg_stat_database)",
         lambda d: f"{d['transactions']['per_run']:.1f}",
+        "<= 12 (PostgreSQL)",
+    )
+    row(
+        "PostgreSQL commits per run, one after another",
+        lambda d: f"{d['transactions_one_after_another']['per_run']:.1f}",
         "<= 12 (PostgreSQL)",
     )
     row(
