@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
@@ -60,7 +60,8 @@ def make_step(
         fn=fn,
         retry=coerce(retries),
         timeout=_timeout_seconds(timeout, f"timeout of step {step_name!r}"),
-        is_async=inspect.iscoroutinefunction(fn),
+        # What executing a step goes by (asyncio's test also knows mocks' coroutine marker).
+        is_async=asyncio.iscoroutinefunction(fn),
     )
     functools.update_wrapper(defn, fn)
     reg.add_step(defn)

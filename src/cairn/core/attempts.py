@@ -6,7 +6,6 @@ import asyncio
 import contextvars
 import json
 import traceback
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cairn.authoring import context
@@ -15,6 +14,7 @@ from cairn.errors import FatalError, RetryableError, StepFailed, StepTimeout
 from cairn.store.records import AttemptRecord, StepRecord
 
 if TYPE_CHECKING:
+    from cairn.authoring.step import StepDef
     from cairn.core.live_run import LiveRun
 
 
@@ -28,11 +28,12 @@ def type_name(exc: BaseException) -> str:
 
 
 async def _call(
-    live: LiveRun, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    live: LiveRun, step: StepDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     token = context.mark_in_step()
+    fn = step.fn
     try:
-        if asyncio.iscoroutinefunction(fn):
+        if step.is_async:
             return await fn(*args, **kwargs)
         loop = live.env.loop
         # run_in_executor does not carry contextvars over: copy them so current_run() works.
@@ -48,14 +49,12 @@ async def _call(
 async def run_new_step(
     live: LiveRun,
     key: str,
-    name: str,
-    fn: Callable[..., Any],
+    step: StepDef[Any, Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    retry: Retry,
-    timeout: float | None,
 ) -> Any:
     """Execute a step that has no recorded outcome; commit its result before returning."""
+    name, retry, timeout = step.name, step.retry, step.timeout
     clock = live.env.clock
     prior = live.prior_attempts.get(key, ())
     attempt = len(prior)
@@ -68,10 +67,10 @@ async def run_new_step(
         limit = None
         try:
             if timeout is None:
-                value = await _call(live, fn, args, kwargs)
+                value = await _call(live, step, args, kwargs)
             else:
                 async with asyncio.timeout(timeout) as limit:
-                    value = await _call(live, fn, args, kwargs)
+                    value = await _call(live, step, args, kwargs)
         except Exception as exc:
             timed_out = limit is not None and limit.expired()
             failure = await _record_failure(

@@ -49,7 +49,7 @@ class Interrupts:
 
     def checkpoint(self) -> None:
         """Act on a pending request at a durable point (unless shielded)."""
-        if self.shielded():
+        if not (self.cancel or self.pause) or self.shielded():
             return
         if self.cancel:
             self.delivered = True

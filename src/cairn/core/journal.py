@@ -80,6 +80,10 @@ class Journal:
         self.next_seq += 1
         return seq
 
+    def open_for_new_work(self) -> bool:
+        """True if new work may start at once; if not, `check_new_work` decides."""
+        return not self.closed and not self._unvisited
+
     async def check_new_work(self, met: str) -> None:
         """Raise NonDeterminismError if new work starts while recorded outcomes remain.
 

@@ -17,7 +17,8 @@ from cairn.authoring import context
 from cairn.authoring.context import RunContext
 from cairn.authoring.hook import Hook
 from cairn.authoring.registry import Registry
-from cairn.authoring.retry import Retry, coerce
+from cairn.authoring.retry import coerce
+from cairn.authoring.step import StepDef
 from cairn.clock import Clock
 from cairn.core import attempts, children, emits, journal, waits
 from cairn.core.interrupts import Interrupts
@@ -29,7 +30,6 @@ from cairn.store.protocol import LeaseLost, Store
 from cairn.store.records import AttemptRecord, RunRecord, StepRecord
 
 if TYPE_CHECKING:
-    from cairn.authoring.step import StepDef
     from cairn.authoring.workflow import WorkflowDef
 
 
@@ -75,10 +75,12 @@ class LiveRun(RunContext):
         self.prior_attempts = prior_attempts
         self._loop_thread = threading.get_ident()
         # Column values (JSON text) already stored, so replays write nothing new.
-        self._columns: dict[str, str] = {
-            name: json.dumps(value, sort_keys=True)
-            for name, value in json.loads(run.columns or "{}").items()
-        }
+        self._columns: dict[str, str] = {}
+        if run.columns:
+            self._columns = {
+                name: json.dumps(value, sort_keys=True)
+                for name, value in json.loads(run.columns).items()
+            }
         self._meta_writes: set[asyncio.Task[None]] = set()
         self.spawned = False  # started a child run or a human task in this attempt
         # Calls a sync workflow's thread is blocked on; cancelled by close().
@@ -186,8 +188,7 @@ class LiveRun(RunContext):
     ) -> Any:
         """Run a declared step durably."""
         key = self.journal.next_key(step.name)
-        coro = self._step(key, step.name, step.fn, args, kwargs, step.retry, step.timeout)
-        return self.deliver(coro)
+        return self.deliver(self._step(key, step, args, kwargs))
 
     def call_inline(
         self,
@@ -206,28 +207,24 @@ class LiveRun(RunContext):
         if timeout is not None:
             seconds = durations.parse(timeout, what=f"timeout of step {name!r}").total_seconds()
         key = self.journal.next_key(name)
-        return self.deliver(self._step(key, name, fn, args, kwargs, retry, seconds))
+        step = StepDef(name, fn, retry, seconds, asyncio.iscoroutinefunction(fn))
+        return self.deliver(self._step(key, step, args, kwargs))
 
     async def _step(
-        self,
-        key: str,
-        name: str,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        retry: Retry,
-        timeout: float | None,
+        self, key: str, step: StepDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         record = self.journal.take(key, "step")
         if record is not None:
             return self.outcome(record)
-        await self.journal.check_new_work(f"started step {key!r}")
+        if not self.journal.open_for_new_work():
+            await self.journal.check_new_work(f"started step {key!r}")
         self.interrupts.checkpoint()
         token = context.enter(self)  # a sync workflow's steps run in a loop task of their own
-        running: asyncio.Future[None] = self.env.loop.create_future()
-        self._running_steps[running] = asyncio.current_task()
+        loop = self.env.loop
+        running: asyncio.Future[None] = loop.create_future()
+        self._running_steps[running] = asyncio.current_task(loop)
         try:
-            return await attempts.run_new_step(self, key, name, fn, args, kwargs, retry, timeout)
+            return await attempts.run_new_step(self, key, step, args, kwargs)
         finally:
             context.leave(token)
             self._running_steps.pop(running, None)
