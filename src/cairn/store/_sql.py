@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -320,9 +321,13 @@ def child_message(run_id: str, status: str, result: str | None, error: str | Non
     return json.dumps({"run_id": run_id, "status": status, "result": result, "error": error})
 
 
+_RUN_VALUES = operator.attrgetter(*RUN_FIELDS)
+
+
 def run_params(run: RunRecord) -> tuple[Any, ...]:
     """The values of `run` in RUN_FIELDS order."""
-    return tuple(getattr(run, name) for name in RUN_FIELDS)
+    values: tuple[Any, ...] = _RUN_VALUES(run)
+    return values
 
 
 def run_from_row(row: Sequence[Any]) -> RunRecord:
