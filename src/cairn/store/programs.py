@@ -35,7 +35,8 @@ from cairn.store.records import (
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, like StepRecord: frozen fields cost an object.__setattr__ each per statement.
+@dataclass(slots=True)
 class Sql:
     """One statement of a program.
 

@@ -42,7 +42,9 @@ class RunRecord:
 RUN_FIELDS: tuple[str, ...] = tuple(RunRecord.__dataclass_fields__)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, and a run
+# builds one of these per step (about a tenth of a step's CPU time). Treat as read-only.
+@dataclass(slots=True)
 class StepRecord:
     """One journal entry: the recorded outcome of a durable operation."""
 
