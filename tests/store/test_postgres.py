@@ -118,10 +118,12 @@ async def test_a_lone_write_cancelled_in_flight__does_not_jam_the_writer(
     pg_store: PostgresStore,
 ) -> None:
     await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    for seq in range(1, 6):
+    for seq in range(1, 9):
         write = asyncio.create_task(pg_store.record_step("w1", step_record("r1", seq)))
-        for _ in range(seq):  # cancel at different points of its round trip
+        for _ in range(seq % 4):  # cancel at different points of its round trips
             await asyncio.sleep(0)
+        if seq > 4:
+            await asyncio.sleep(0.0005 * seq)  # about when the reply comes in
         write.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await write

@@ -49,15 +49,17 @@ NOW = 0.0  # a wake time meaning "claimable now"
 Make = Callable[[], Program[Any]]
 
 
-def first_request(make: Make) -> Sql | list[Sql | Native] | None:
-    """The first request of a program known to be one round (None if it makes none)."""
+def first_request(make: Make) -> tuple[Program[Any], Request] | None:
+    """A program known to be one round, started: it and its request (None if it makes none)."""
     program = make()
     try:
         request = next(program)
     except StopIteration:
         return None
-    program.close()
-    return None if isinstance(request, Native) else request
+    if isinstance(request, Native):
+        program.close()
+        return None
+    return program, request
 
 
 def one_round(make: Make) -> Sql | list[Sql | Native] | None:
@@ -99,6 +101,15 @@ class Shot:
     bulk: _pg_sql.Bulk | None = None
     params: Sequence[Any] = ()
     done: bool = False
+    started: tuple[Program[Any], Request] | None = None  # made already, for the 1st attempt
+
+    def begin(self) -> tuple[Program[Any], Request]:
+        """A program for this attempt, and its (first and only) request."""
+        if self.started is not None:
+            started, self.started = self.started, None
+            return started
+        program = self.make()
+        return program, next(program)
 
     def settle(self, outcome: Any) -> None:
         self.done = True
@@ -276,8 +287,7 @@ class Writer:
     async def _transaction(self, conn: Conn, fast: FastPath, shots: list[Shot]) -> list[Any]:
         if len(shots) == 1 and shots[0].wake is None:
             # A lone statement is its own implicit transaction (the sequential case).
-            program = shots[0].make()
-            request = next(program)
+            program, request = shots[0].begin()
             if isinstance(request, Sql) and request.fetch == "count":
                 statements = _pg_sql.program_statements(
                     request.text, request.params, lock=request.lock
@@ -294,8 +304,10 @@ class Writer:
         bulks = {bulk: members for bulk, members in kinds.items() if len(members) > 1}
         shared = {i for members in bulks.values() for i in members}
         singles = [i for i in range(len(shots)) if i not in shared]
-        programs = {i: shots[i].make() for i in singles}
-        requests: dict[int, Request] = {i: next(programs[i]) for i in singles}
+        programs: dict[int, Program[Any]] = {}
+        requests: dict[int, Request] = {}
+        for i in singles:
+            programs[i], requests[i] = shots[i].begin()
         wakes = [shot.wake for shot in shots if shot.wake is not None]
         bulk_sent = {}
         if (
@@ -325,8 +337,7 @@ class Writer:
                 key = bulk.key(shots[i].params)
                 hit = written[key] > 0
                 written[key] -= 1  # the same row twice in a batch: only the first wrote
-                program = shots[i].make()
-                next(program)
+                program, _ = shots[i].begin()
                 outcomes[i] = _outcome(program, 1 if hit else 0)
         return outcomes
 

@@ -14,6 +14,8 @@ batches of `_pg_commit` use psycopg itself), and psycopg sees a broken socket as
 from __future__ import annotations
 
 import asyncio
+import itertools
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +27,11 @@ from cairn.store._pg_conn import Conn, Disconnected
 from cairn.store._pg_sql import numbered
 
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
+_prepared: weakref.WeakKeyDictionary[Any, dict[tuple[str, tuple[int, ...]], bytes]] = (
+    weakref.WeakKeyDictionary()
+)
+_serial = itertools.count(1)
+
 # Connection exceptions, and the server shutting down or starting up.
 _GONE = ("08", "57P01", "57P02", "57P03")
 
@@ -39,7 +46,9 @@ class FastPath:
         self._loop = asyncio.get_running_loop()
         self._dumper = Transformer(conn)
         self._encoding = conn.info.encoding
-        self._names: dict[tuple[str, tuple[int, ...]], bytes] = {}
+        # Statements prepared on this connection outlive this object: the connection
+        # may go back to the pool and come to another lane later.
+        self._names = _prepared.setdefault(self._pg, {})
         self._listening = False
         self._waiter: asyncio.Future[pq.abc.PGresult | None] | None = None
         self._result: pq.abc.PGresult | None = None
@@ -51,7 +60,9 @@ class FastPath:
         formats = list(self._dumper.formats or ())
         name = self._names.get((text, types))
         if name is None:
-            name = f"cairn_fast_{len(self._names)}".encode()
+            # Unique in the process: a PREPARE whose reply was never read (its writer was
+            # cancelled) may exist on the server, and its name must never come back.
+            name = f"cairn_fast_{next(_serial)}".encode()
             sql = numbered(text).encode(self._encoding)
             await self._round(lambda: self._pg.send_prepare(name, sql, types))
             self._names[(text, types)] = name

@@ -184,7 +184,10 @@ class PostgresStore(SqlStore):
         """
         if self._writer is None:
             raise StoreError(f"store {self.where} is not open")
-        request = _pg_commit.first_request(make) if shot else _pg_commit.one_round(make)
+        started = _pg_commit.first_request(make) if shot else None
+        request = started[1] if started is not None else None
+        if not shot:
+            request = _pg_commit.one_round(make)
         if request is None:
             return await self._alone(make(), wake)
         bulk = None
@@ -192,7 +195,7 @@ class PostgresStore(SqlStore):
             bulk = self._bulk.get(request.text)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         params = request.params if isinstance(request, Sql) else ()
-        return await self._writer.commit(Shot(make, future, wake, bulk, params))
+        return await self._writer.commit(Shot(make, future, wake, bulk, params, started=started))
 
     # the hot writes of a run, group-committed
 
