@@ -109,6 +109,28 @@ async def test_dedup__second_active_start_is_refused_naming_the_holder(kit: Kit)
         assert await again.result(timeout=WAIT) == "done"
 
 
+async def test_dedup__starts_racing_for_one_key__one_wins_the_rest_name_it(kit: Kit) -> None:
+    release = asyncio.Event()
+
+    @kit.workflow("q.dedup-race", queue="q-dedup-race")
+    async def once() -> str:
+        await release.wait()
+        return "done"
+
+    async with kit.engine() as engine:
+        outcomes = await asyncio.gather(
+            *(engine.start(once, dedup_key="order-9") for _ in range(8)),
+            return_exceptions=True,
+        )
+        started = [o for o in outcomes if isinstance(o, cairn.RunHandle)]
+        refused = [o for o in outcomes if isinstance(o, cairn.DuplicateRun)]
+        assert len(started) == 1, outcomes
+        assert len(refused) == 7, outcomes
+        assert {error.run_id for error in refused} == {started[0].run_id}
+        release.set()
+        assert await started[0].result(timeout=WAIT) == "done"
+
+
 async def test_update__a_limit_changed_live_takes_effect_without_a_restart(kit: Kit) -> None:
     release = asyncio.Event()
 

@@ -203,7 +203,14 @@ class PostgresStore(SqlStore):
         """Insert `run` unless its run_id exists; returns the stored run and whether it is new."""
         wake = (run.wake_at or NOW) if run.status == "PENDING" else None
         if run.dedup_key is not None:  # the key is checked first: not one round
-            existing = await self._alone(programs.create_run(run), wake)
+            try:
+                existing = await self._alone(programs.create_run(run), wake)
+            except StoreError as exc:
+                if not _dedup_clash(exc):
+                    raise
+                # A concurrent start took the key between our check and our insert; asked
+                # again, the program names the holder (DuplicateRun).
+                existing = await self._alone(programs.create_run(run), wake)
             return (run, True) if existing is None else (existing, False)
 
         def insert() -> _pg_conn.Program[bool]:
@@ -377,6 +384,15 @@ def _idle_path(program: Program[T]) -> tuple[list[Sql], T] | None:
             request = program.send([])
     except StopIteration as done:
         return selects, done.value
+
+
+def _dedup_clash(exc: StoreError) -> bool:
+    """True if `exc` is an insert refused by the unique index on active dedup keys."""
+    cause = exc.__cause__
+    return (
+        isinstance(cause, psycopg.errors.UniqueViolation)
+        and cause.diag.constraint_name == "runs_dedup"
+    )
 
 
 def _fetch_one(text: str, params: Sequence[Any]) -> _pg_conn.Program[Any]:
