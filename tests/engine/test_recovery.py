@@ -227,3 +227,44 @@ async def test_recovery__during_backoff_waits_only_what_is_left(kit: Kit) -> Non
     assert retry_at <= calls[0] < retry_at + 1.0  # neither early nor a fresh hour-long wait
     assert (entry.key, entry.attempts) == ("flaky#1", 2)
     assert attempt["message"] == "reset"
+
+
+async def test_store_failure_mid_run__the_worker_hands_the_run_back_and_it_completes(
+    kit: Kit,
+) -> None:
+    # The database failing for longer than the store retries (an outage) ends the attempt,
+    # not the run: the living worker hands the run back, and it is recovered on replay.
+    calls: Counter[str] = Counter()
+
+    @kit.step("rec.outage.a")
+    async def a() -> str:
+        calls["a"] += 1
+        return "a"
+
+    @kit.step("rec.outage.b")
+    async def b() -> str:
+        calls["b"] += 1
+        return "b"
+
+    @kit.workflow("rec.outage")
+    async def flow() -> str:
+        return await a() + await b()
+
+    async with kit.engine() as engine:
+        store = engine.store
+        record_step = store.record_step
+        failed: list[str] = []
+
+        async def flaky(owner: str, step: StepRecord) -> None:
+            if step.name == "rec.outage.b" and not failed:
+                failed.append(step.key)
+                raise cairn.StoreError("database test: unreachable for 30s (simulated)")
+            await record_step(owner, step)
+
+        store.record_step = flaky  # type: ignore[method-assign]
+        run = await engine.start(flow)
+        assert await run.result(timeout=WAIT) == "ab"
+        assert await run.status() is cairn.RunStatus.COMPLETED
+
+    assert failed == ["rec.outage.b#1"]
+    assert calls == {"a": 1, "b": 2}  # b's first outcome never reached the journal

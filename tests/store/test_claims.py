@@ -130,3 +130,20 @@ async def test_claim_run_over_a_live_owner__leaves_it_alone(store: Store) -> Non
 
     assert claimed.runs == []
     assert claimed.poisoned == []
+
+
+async def test_release_run__a_live_owner_hands_one_run_back_as_an_orphan(store: Store) -> None:
+    await store.register_worker(worker_record("w1", heartbeat_at=T0))
+    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.create_run(run_record("r2", status="RUNNING", owner="w1"))
+
+    await store.release_run("r1", "w2")  # not its owner: nothing happens
+    untouched = await store.claim_runs("w2", 10, now=T0 + 1, lease=LEASE)
+    await store.release_run("r1", "w1")
+    claimed = await store.claim_runs("w2", 10, now=T0 + 1, lease=LEASE)
+
+    assert untouched.runs == []
+    # Only r1, and recovered like an orphan: the hand-back counts towards max_recoveries.
+    assert [(run.run_id, run.owner, run.recoveries) for run in claimed.runs] == [("r1", "w2", 1)]
+    with pytest.raises(LeaseLost):
+        await store.record_step("w1", step_record("r1", 1))

@@ -21,6 +21,7 @@ from cairn.errors import (
     NonDeterminismError,
     SerializationError,
     StepFailed,
+    StoreError,
 )
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import AttemptRecord, RunRecord
@@ -122,6 +123,10 @@ async def execute(
     except NonDeterminismError as exc:
         log.error("run %s: %s", run.run_id, exc)
         return await _finish(env, run, "FAILED", error=error_json(exc))
+    except StoreError as exc:
+        # The database failed, not the workflow: leave the run to be recovered.
+        log.warning("run %s: attempt abandoned, the store failed: %s", run.run_id, exc)
+        return Outcome(None)
     except Exception as exc:
         failure = live.journal.divergence or exc
         return await _finish(env, run, "FAILED", error=error_json(failure))

@@ -23,7 +23,7 @@ from cairn.clock import Clock
 from cairn.core import attempts, children, emits, journal, waits
 from cairn.core.interrupts import Interrupts
 from cairn.core.signals import ContinueAsNew, Suspend, Unwind
-from cairn.errors import Cancelled, StepFailed
+from cairn.errors import Cancelled, StepFailed, StoreError
 from cairn.models import RunInfo
 from cairn.serialization import Serializer
 from cairn.store.protocol import LeaseLost, Store
@@ -244,6 +244,8 @@ class LiveRun(RunContext):
             await self.env.store.record_step(self.env.owner, record)
         except LeaseLost:
             raise Unwind() from None
+        except StoreError as exc:  # not the run's fault: its worker hands it back
+            raise Unwind() from exc
         if self.env.commit_hook is not None:
             self.env.commit_hook(record)
 
@@ -255,6 +257,8 @@ class LiveRun(RunContext):
             await self.env.store.record_attempt(self.env.owner, record)
         except LeaseLost:
             raise Unwind() from None
+        except StoreError as exc:
+            raise Unwind() from exc
 
     async def _sleep_until_ts(self, wake_at: float) -> None:
         key = self.journal.next_key(journal.SLEEP)

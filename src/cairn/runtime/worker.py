@@ -47,6 +47,7 @@ class Worker:
         env.on_new_work = self.wake
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._handing_back: set[asyncio.Task[None]] = set()
         self._stopping = False
         self._reserved = 0
         self._backlog = False  # the last claim may have left claimable runs behind
@@ -83,12 +84,12 @@ class Worker:
     async def stop(self) -> None:
         """Stop claiming, abandon in-flight runs and hand them back for others to take."""
         self._stopping = True
-        for task in self._tasks:
+        for task in [*self._tasks, *self._handing_back]:
             task.cancel()
         running = list(self.active.values())
         for task in running:
             task.cancel()
-        for task in [*self._tasks, *running]:
+        for task in [*self._tasks, *self._handing_back, *running]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self.env.store.remove_worker(self.env.owner)
@@ -96,7 +97,7 @@ class Worker:
     async def abandon(self) -> None:
         """Stop without a word to the database, like a killed process (for testing)."""
         self._stopping = True
-        tasks = [*self._tasks, *self.active.values()]
+        tasks = [*self._tasks, *self._handing_back, *self.active.values()]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -145,7 +146,30 @@ class Worker:
             if not self._stopping and (self._backlog or parked or run.queue is not None):
                 self._wake.set()
         log.info("run %s %s", run.run_id, outcome.status or "left for recovery")
+        if outcome.status is None and not self._stopping:
+            self._hand_back(run.run_id)
         self._on_finished(run.run_id, outcome)
+
+    def _hand_back(self, run_id: str) -> None:
+        # An attempt abandoned while this worker lives (the store failed, or the engine
+        # did) would keep its run RUNNING under a heartbeating owner forever: release it
+        # as an orphan, retrying until the database answers. If the run was taken over,
+        # this matches nothing.
+        task = asyncio.create_task(self._release(run_id), name=f"cairn-hand-back-{run_id}")
+        self._handing_back.add(task)
+        task.add_done_callback(self._handing_back.discard)
+
+    async def _release(self, run_id: str) -> None:
+        delay = 0.05
+        while True:
+            try:
+                await self.env.store.release_run(run_id, self.env.owner)
+                break
+            except Exception as exc:
+                log.warning("run %s: cannot hand it back yet (%s); retrying", run_id, exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+        self._wake.set()
 
     def executing(self, run_id: str) -> bool:
         """True while `run_id` executes in this worker."""

@@ -101,6 +101,13 @@ HEARTBEAT = "UPDATE workers SET heartbeat_at = ? WHERE worker_id = ?"
 SELECT_WORKERS = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY started_at"
 EXPIRE_WORKER = "UPDATE workers SET heartbeat_at = 0 WHERE worker_id = ?"
 DELETE_WORKER = "DELETE FROM workers WHERE worker_id = ?"
+# A run whose attempt the store interrupted, handed back by its still-living worker. It
+# stays RUNNING without an owner: claimed as an orphan, so each hand-back counts towards
+# max_recoveries. Params: now, run_id, owner.
+RELEASE_ONE = (
+    "UPDATE runs SET owner = NULL, updated_at = ? "
+    "WHERE run_id = ? AND owner = ? AND status = 'RUNNING'"
+)
 RELEASE_OWNED = (
     "UPDATE runs SET status = 'PENDING', owner = NULL, updated_at = ? "
     "WHERE owner = ? AND status = 'RUNNING'"

@@ -382,6 +382,11 @@ def expire_workers(worker_ids: Sequence[str]) -> Program[None]:
         yield Sql(_sql.EXPIRE_WORKER, (worker_id,))
 
 
+def release_run(run_id: str, owner: str, now: float) -> Program[None]:
+    """Hand back one run `owner` still holds, for any worker (this one too) to recover."""
+    yield Sql(_sql.RELEASE_ONE, (now, run_id, owner))
+
+
 def remove_worker(worker_id: str, now: float) -> Program[None]:
     """Delete a worker and hand its running runs back to PENDING."""
     yield Sql(_sql.RELEASE_OWNED, (now, worker_id))

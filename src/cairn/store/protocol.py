@@ -242,6 +242,13 @@ class Store(Protocol):
         """Mark workers dead now, so their runs can be recovered without waiting for the lease."""
         ...
 
+    async def release_run(self, run_id: str, owner: str) -> None:
+        """Hand back a run `owner` holds but can no longer execute; recovered as an orphan.
+
+        Used when an attempt hit a store failure. A no-op if `owner` no longer holds it.
+        """
+        ...
+
     async def remove_worker(self, worker_id: str) -> None:
         """Delete a worker row and release the runs it still owns back to PENDING."""
         ...

@@ -218,6 +218,10 @@ class SqlStore:
         if worker_ids:
             await self.write(programs.expire_workers(worker_ids))
 
+    async def release_run(self, run_id: str, owner: str) -> None:
+        """Hand back one run, as an orphan (see Store.release_run)."""
+        await self.write(programs.release_run(run_id, owner, time.time()))
+
     async def remove_worker(self, worker_id: str) -> None:
         """Delete the worker and hand its running runs back to PENDING."""
         await self.write(programs.remove_worker(worker_id, time.time()))
