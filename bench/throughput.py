@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import cairn
@@ -16,6 +17,23 @@ class Sequential:
     runs: int
     seconds: float  # the median round
     rounds: list[float]
+    raw_rounds: list[float]  # µs of a raw commit measured just before each round
+
+    @property
+    def raw_us(self) -> float:
+        return statistics.median(self.raw_rounds)
+
+    @property
+    def ratio(self) -> float:
+        """The median over rounds of (µs per step / raw commit µs measured beside it).
+
+        Commit latency drifts by tens of percent within minutes on a shared machine, so
+        each round is compared with the floor measured right before it.
+        """
+        step = 1e6 / (self.runs * STEPS)
+        return statistics.median(
+            seconds * step / raw for seconds, raw in zip(self.rounds, self.raw_rounds, strict=True)
+        )
 
     @property
     def us_per_step(self) -> float:
@@ -38,20 +56,32 @@ class Concurrent:
         return self.runs / self.seconds
 
 
-async def sequential(url: str, *, runs: int = 300, rounds: int = 3, warmup: int = 30) -> Sequential:
-    """Start each run and await its result before starting the next, `rounds` times."""
+async def sequential(
+    url: str,
+    raw_commit_us: Callable[[], float],
+    *,
+    runs: int = 300,
+    rounds: int = 3,
+    warmup: int = 30,
+) -> Sequential:
+    """Start each run and await its result before starting the next, `rounds` times.
+
+    `raw_commit_us` measures the raw commit floor; it runs before every round.
+    """
     times = []
+    raws = []
     async with cairn.Engine(url) as engine:
         for i in range(warmup):
             await (await engine.start(ten_steps, i)).result()
         for _ in range(rounds):
+            raws.append(await asyncio.to_thread(raw_commit_us))
             started = time.perf_counter()
             for i in range(runs):
                 run = await engine.start(ten_steps, i)
                 if await run.result() != i + STEPS:
                     raise RuntimeError(f"run {run.run_id} returned a wrong result")
             times.append(time.perf_counter() - started)
-    return Sequential(runs, statistics.median(times), times)
+    return Sequential(runs, statistics.median(times), times, raws)
 
 
 async def concurrent(url: str, *, runs: int = 200, rounds: int = 5, warmup: int = 50) -> Concurrent:
