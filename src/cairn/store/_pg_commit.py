@@ -62,6 +62,24 @@ def first_request(make: Make) -> tuple[Program[Any], Request] | None:
     return program, request
 
 
+def lone_statement(request: Request) -> tuple[str, Sequence[Any]] | None:
+    """The statement and parameters of a request that is one row-count statement, else None."""
+    if not isinstance(request, Sql) or request.fetch != "count":
+        return None
+    statements = _pg_sql.program_statements(request.text, request.params, lock=request.lock)
+    return statements[0] if len(statements) == 1 else None
+
+
+def answer(program: Program[Any], results: Any) -> Any:
+    """Send a one-round program its results: its return value, or the exception it raises."""
+    try:
+        program.send(results)
+    except StopIteration as done:
+        return done.value
+    program.close()
+    raise RuntimeError("cairn: a one-round write asked for a second round")
+
+
 def one_round(make: Make) -> Sql | list[Sql | Native] | None:
     """The request a program makes if it is a shot, None if it may need another round.
 
@@ -184,6 +202,37 @@ class Writer:
         self._ready.set()
         return await shot.future
 
+    async def lone(self, text: str, params: Sequence[Any]) -> int | None:
+        """Run one row-count statement now, committed alone; the rows it touched.
+
+        Only when nothing is queued and a lane with a connection is free; otherwise, or
+        if that connection turns out lost, None: the caller then goes through `commit`
+        (which waits its turn, or retries on a new connection). This is the whole cost
+        of a step of a run alone, so it skips everything a batch needs.
+        """
+        if self._queue or self._closing or not self._tasks:
+            return None
+        for lane, lock in enumerate(self._locks):
+            fast = self._fast[lane]
+            if fast is not None and not lock.locked():
+                async with lock:  # free, so taken without waiting
+                    return await self._lone_on(lane, fast, text, params)
+        return None
+
+    async def _lone_on(
+        self, lane: int, fast: FastPath, text: str, params: Sequence[Any]
+    ) -> int | None:
+        try:
+            return await fast.count(text, params)
+        except asyncio.CancelledError:
+            await self._drop_connection(lane)  # its statement may be in flight
+            raise
+        except (psycopg.Error, Disconnected) as exc:
+            if is_lost(self._conns[lane], exc):
+                await self._drop_connection(lane)
+                return None
+            raise store_error(self._where, exc) from exc
+
     async def _commit_now(self, lane: int, shot: Shot) -> None:
         try:
             await self._commit(lane, [shot])
@@ -288,12 +337,9 @@ class Writer:
         if len(shots) == 1 and shots[0].wake is None:
             # A lone statement is its own implicit transaction (the sequential case).
             program, request = shots[0].begin()
-            if isinstance(request, Sql) and request.fetch == "count":
-                statements = _pg_sql.program_statements(
-                    request.text, request.params, lock=request.lock
-                )
-                if len(statements) == 1:
-                    return [_outcome(program, await fast.count(*statements[0]))]
+            lone = lone_statement(request)
+            if lone is not None:
+                return [_outcome(program, await fast.count(*lone))]
             program.close()
         fast.pause()  # psycopg takes the connection back
         # Shots whose statement has a bulk form share one statement when there are several.
