@@ -122,7 +122,7 @@ def run_postgres(folder: Path) -> dict[str, Any]:
             transactions_per_run(url, CONCURRENT_RUNS, at_once=True)
         )
         result["transactions_one_after_another"] = asyncio.run(
-            transactions_per_run(url, 100, at_once=False)
+            transactions_per_run(url, SEQUENTIAL_RUNS, at_once=False)
         )
     return result
 
