@@ -1,4 +1,4 @@
-"""SQLite only: how a failing write of a shared commit is undone without its neighbours."""
+"""SQLite only: a failing write of a shared commit undone alone; the plans of hot reads."""
 
 from __future__ import annotations
 
@@ -79,3 +79,22 @@ async def test_write__a_single_write_program_failing_after_a_change_sinks_its_co
     assert isinstance(outcomes[2], StoreError)
     for run_id in ("before", "bad", "after"):
         assert await sqlite_store.get_run(run_id) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "params"),
+    [
+        ("due sleepers", _sql.SELECT_WOKEN, (0.0, 10)),
+        ("next timer", _sql.NEXT_WAKE, ()),
+    ],
+)
+async def test_parked_runs__are_found_by_index_not_by_reading_every_sleeper(
+    sqlite_store: SqliteStore, name: str, text: str, params: tuple[object, ...]
+) -> None:
+    # Every claim and every idle wait asks these; with runs_by_status (status, priority,
+    # created_at) they read all sleeping runs: 100,000 sleepers made each claim a scan.
+    plan = sqlite_store.conn.execute(f"EXPLAIN QUERY PLAN {text}", params).fetchall()
+    searches = [row[3] for row in plan if "runs" in row[3]]
+
+    assert searches, plan
+    assert all("runs_by_status_wake" in step for step in searches), (name, searches)
