@@ -97,4 +97,4 @@ async def test_parked_runs__are_found_by_index_not_by_reading_every_sleeper(
     searches = [row[3] for row in plan if "runs" in row[3]]
 
     assert searches, plan
-    assert all("runs_by_status_wake" in step for step in searches), (name, searches)
+    assert all("runs_parked" in step for step in searches), (name, searches)

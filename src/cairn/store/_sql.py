@@ -251,7 +251,7 @@ SELECT_ACTIVE_DEDUP = (
 )
 # The earliest timer: when a worker with nothing else to do should look again.
 NEXT_WAKE = (
-    # One MIN per status: each is a single seek in runs_by_status_wake (an IN is not).
+    # One MIN per status: each is a single seek in runs_parked (an IN is not).
     "SELECT MIN(wake_at) FROM runs WHERE status = 'SLEEPING' AND wake_at IS NOT NULL "
     "UNION ALL SELECT MIN(wake_at) FROM runs WHERE status = 'WAITING' AND wake_at IS NOT NULL "
     "UNION ALL SELECT MIN(wake_at) FROM runs WHERE status = 'PENDING' AND wake_at IS NOT NULL"
