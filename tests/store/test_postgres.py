@@ -132,3 +132,33 @@ async def test_a_lone_write_cancelled_in_flight__does_not_jam_the_writer(
     await asyncio.wait_for(pg_store.record_step("w1", step_record("r1", 10)), 5)
     await asyncio.wait_for(pg_store.create_run(run_record("r2")), 5)
     assert 10 in [s.seq for s in await pg_store.load_journal("r1")]
+
+
+async def test_transactions_alone__are_run_again_when_their_connection_dies_mid_way(
+    pg_store: PostgresStore, pg_url: str
+) -> None:
+    # send_message is a transaction of several statements (lock, insert, wake). One whose
+    # connection dies before COMMIT was rolled back by the server, so it is run afresh on
+    # a new connection: every message lands exactly once, and no caller sees an error.
+    server, database = admin(pg_url)
+    for i in range(10):
+        await pg_store.create_run(run_record(f"r{i}", status="WAITING"))
+    killed = 0
+
+    async def sends(i: int) -> None:
+        for n in range(15):
+            await pg_store.send_message(f"r{i}", "go", str(n), idempotency_key=None, now=T0 + n)
+
+    async def killer() -> None:
+        nonlocal killed
+        for _ in range(4):
+            await asyncio.sleep(0.03)
+            killed += (await asyncio.to_thread(execute, server, TERMINATE, (database,)))[0][0]
+
+    await asyncio.gather(killer(), *(sends(i) for i in range(10)))
+
+    assert killed > 0
+    rows = execute(
+        pg_url, "SELECT run_id, count(*), count(DISTINCT payload) FROM messages GROUP BY run_id"
+    )
+    assert sorted(rows) == sorted((f"r{i}", 15, 15) for i in range(10))

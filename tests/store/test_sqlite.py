@@ -43,7 +43,7 @@ async def test_write__a_failing_program_is_undone_without_its_neighbours(
 ) -> None:
     outcomes = await asyncio.gather(
         sqlite_store.create_run(run_record("before")),
-        sqlite_store.write(insert_then_fail("bad")),
+        sqlite_store.write(lambda: insert_then_fail("bad")),
         sqlite_store.create_run(run_record("after")),
         return_exceptions=True,
     )
@@ -58,7 +58,7 @@ async def test_write__a_program_alone_in_its_commit_leaves_nothing_when_it_fails
     sqlite_store: SqliteStore,
 ) -> None:
     with pytest.raises(Boom):
-        await sqlite_store.write(insert_then_fail("bad"))
+        await sqlite_store.write(lambda: insert_then_fail("bad"))
 
     assert await sqlite_store.get_run("bad") is None
 
@@ -68,7 +68,7 @@ async def test_write__a_single_write_program_failing_after_a_change_sinks_its_co
 ) -> None:
     outcomes = await asyncio.gather(
         sqlite_store.create_run(run_record("before")),
-        sqlite_store.write(broken_promise("bad")),
+        sqlite_store.write(lambda: broken_promise("bad")),
         sqlite_store.create_run(run_record("after")),
         return_exceptions=True,
     )

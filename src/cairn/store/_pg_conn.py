@@ -142,29 +142,52 @@ async def read(pool: Pool, where: str, retry_for: float, program: Program[T]) ->
 
 
 async def run_alone(
-    pool: Pool, where: str, retry_for: float, program: Program[T], wake: float | None
+    pool: Pool,
+    where: str,
+    retry_for: float,
+    make: Callable[[], Program[T]],
+    wake: float | None,
 ) -> T:
-    """Run a write program alone in an explicit transaction on a pooled connection.
+    """Run the write program `make()` builds alone in an explicit transaction.
 
-    A connection found dead before the program starts is replaced (for up to `retry_for`
-    seconds). One lost after it started fails with StoreError, unless it was the reply to
-    COMMIT that was lost and the server says the transaction committed.
+    A connection lost before COMMIT was sent (the server restarted) is replaced and the
+    transaction run again with a fresh program, for up to `retry_for` seconds: the server
+    rolled the lost one back. If the reply to COMMIT itself is lost, the server is asked
+    how the transaction ended: committed, its outcome stands; aborted, it is run again.
     """
-    try:
-        return await retrying(pool, where, retry_for, lambda conn: _transact(conn, program, wake))
-    except _CommitUnknown as unknown:
-        xid, outcome, cause = unknown.xid, unknown.outcome, unknown.__cause__
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + retry_for
+    while True:
+        left = max(0.1, deadline - loop.time())
+        try:
+            return await retrying(pool, where, left, lambda conn: _transact(conn, make(), wake))
+        except _CommitUnknown as unknown:
+            ended = await _ended(pool, where, max(0.1, deadline - loop.time()), unknown.xid)
+            if ended == "committed":
+                return unknown.outcome  # type: ignore[no-any-return]
+            if ended != "aborted" or loop.time() >= deadline:
+                raise StoreError(
+                    f"database {where}: connection lost at COMMIT; the transaction's fate "
+                    f"is unknown ({ended or 'forgotten'})"
+                ) from unknown.__cause__
+
+
+async def _ended(pool: Pool, where: str, retry_for: float, xid: str) -> str | None:
+    """How transaction `xid` ended: "committed", "aborted", or still "in progress"."""
 
     async def status(conn: Conn) -> Any:
         cursor = await conn.execute("SELECT txid_status(%s::bigint)", (xid,))
         row = await cursor.fetchone()
         return None if row is None else row[0]
 
-    if await retrying(pool, where, retry_for, status) == "committed":
-        return outcome  # type: ignore[no-any-return]
-    raise StoreError(
-        f"database {where}: connection lost at COMMIT; the transaction was not applied"
-    ) from cause
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + retry_for
+    while True:
+        ended = await retrying(pool, where, retry_for, status)
+        # A backend whose client vanished finishes (or aborts) its COMMIT on its own.
+        if ended != "in progress" or loop.time() >= deadline:
+            return None if ended is None else str(ended)
+        await asyncio.sleep(0.01)
 
 
 _XID = "SELECT txid_current_if_assigned()::text"
@@ -201,9 +224,7 @@ async def _transact(conn: Conn, program: Program[T], wake: float | None) -> T:
     except BaseException as exc:
         await rollback(conn)
         if isinstance(exc, psycopg.Error) and is_lost(conn, exc):
-            raise StoreError(
-                f"connection lost mid-transaction; not applied ({first_line(exc)})"
-            ) from exc
+            raise Disconnected() from exc  # rolled back by the server: `retrying` runs it anew
         raise
     xid = None if row is None else row[0]
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -162,17 +162,18 @@ class PostgresStore(SqlStore):
 
     # running programs
 
-    async def write(self, program: Program[T]) -> T:
-        """Run `program` alone in a write transaction; return once it has committed."""
+    async def write(self, make: Callable[[], Program[T]]) -> T:
+        """Run the program `make()` builds alone in a write transaction (see SqlStore.write)."""
+        program = make()
         wake = NOW if getattr(program, "__name__", "") in WAKING_PROGRAMS else None
-        return await self._alone(program, wake)
+        return await self._alone(_first_then(program, make), wake)
 
     async def read(self, program: Program[T]) -> T:
         """Run a read-only `program`, each statement on a pooled connection."""
         return await _pg_conn.read(self.pool, self.where, self._retry_for, program)
 
-    async def _alone(self, program: _pg_conn.Program[T], wake: float | None) -> T:
-        outcome = await _pg_conn.run_alone(self.pool, self.where, self._retry_for, program, wake)
+    async def _alone(self, make: Callable[[], _pg_conn.Program[T]], wake: float | None) -> T:
+        outcome = await _pg_conn.run_alone(self.pool, self.where, self._retry_for, make, wake)
         if wake is not None:
             self._signal.at(wake)
         return outcome
@@ -198,7 +199,7 @@ class PostgresStore(SqlStore):
         if not shot:
             request = _pg_commit.one_round(make)
         if request is None:
-            return await self._alone(make(), wake)
+            return await self._alone(make, wake)
         bulk = None
         if isinstance(request, Sql) and not request.lock:
             bulk = self._bulk.get(request.text)
@@ -213,13 +214,13 @@ class PostgresStore(SqlStore):
         wake = (run.wake_at or NOW) if run.status == "PENDING" else None
         if run.dedup_key is not None:  # the key is checked first: not one round
             try:
-                existing = await self._alone(programs.create_run(run), wake)
+                existing = await self._alone(lambda: programs.create_run(run), wake)
             except StoreError as exc:
                 if not _dedup_clash(exc):
                     raise
                 # A concurrent start took the key between our check and our insert; asked
                 # again, the program names the holder (DuplicateRun).
-                existing = await self._alone(programs.create_run(run), wake)
+                existing = await self._alone(lambda: programs.create_run(run), wake)
             return (run, True) if existing is None else (existing, False)
 
         def insert() -> _pg_conn.Program[bool]:
@@ -393,6 +394,16 @@ def _idle_path(program: Program[T]) -> tuple[list[Sql], T] | None:
             request = program.send([])
     except StopIteration as done:
         return selects, done.value
+
+
+def _first_then(program: Program[T], make: Callable[[], Program[T]]) -> Callable[[], Program[T]]:
+    """A maker that hands out `program` first, then fresh ones from `make`."""
+    ready = [program]
+
+    def fresh() -> Program[T]:
+        return ready.pop() if ready else make()
+
+    return fresh
 
 
 def _dedup_clash(exc: StoreError) -> bool:

@@ -8,7 +8,7 @@ once, for both dialects.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from cairn.store import _sql, programs
@@ -40,8 +40,12 @@ class SqlStore:
 
     dialect = "sql"
 
-    async def write(self, program: Program[T]) -> T:
-        """Run `program` in a write transaction; return once it has committed."""
+    async def write(self, make: Callable[[], Program[T]]) -> T:
+        """Run the program `make()` builds in a write transaction; return once committed.
+
+        A backend may call `make` again to run the transaction afresh (PostgreSQL does
+        when the connection is lost before COMMIT, which the server rolls back).
+        """
         raise NotImplementedError
 
     async def read(self, program: Program[T]) -> T:
@@ -52,7 +56,7 @@ class SqlStore:
 
     async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
         """Insert `run` unless its run_id exists; returns the stored run and whether it is new."""
-        existing = await self.write(programs.create_run(run))
+        existing = await self.write(lambda: programs.create_run(run))
         return (run, True) if existing is None else (existing, False)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
@@ -76,11 +80,13 @@ class SqlStore:
         alone: bool = False,
     ) -> None:
         """End a run owned by `owner` (see Store.finish_run)."""
-        await self.write(programs.finish_run(run_id, owner, status, result, error, now, alone))
+        await self.write(
+            lambda: programs.finish_run(run_id, owner, status, result, error, now, alone)
+        )
 
     async def continue_run(self, run_id: str, owner: str, new_run: RunRecord, now: float) -> None:
         """End a run CONTINUED and create its successor."""
-        await self.write(programs.continue_run(run_id, owner, new_run, now))
+        await self.write(lambda: programs.continue_run(run_id, owner, new_run, now))
 
     async def park_run(
         self,
@@ -93,7 +99,9 @@ class SqlStore:
         now: float,
     ) -> None:
         """Park a run and release it."""
-        await self.write(programs.park_run(run_id, owner, status, wake_at, waiting_for, now))
+        await self.write(
+            lambda: programs.park_run(run_id, owner, status, wake_at, waiting_for, now)
+        )
 
     async def update_run_meta(
         self,
@@ -104,7 +112,7 @@ class SqlStore:
         now: float,
     ) -> None:
         """Merge indexed columns and set progress."""
-        await self.write(programs.update_run_meta(run_id, columns, progress, now))
+        await self.write(lambda: programs.update_run_meta(run_id, columns, progress, now))
 
     # journal
 
@@ -115,15 +123,15 @@ class SqlStore:
 
     async def record_step(self, owner: str, step: StepRecord) -> None:
         """Commit a step outcome for a run owned by `owner`."""
-        await self.write(programs.record_step(owner, step))
+        await self.write(lambda: programs.record_step(owner, step))
 
     async def upsert_step(self, owner: str, step: StepRecord) -> None:
         """Commit a journal entry that may replace a "waiting" one with the same key."""
-        await self.write(programs.record_step(owner, step, upsert=True))
+        await self.write(lambda: programs.record_step(owner, step, upsert=True))
 
     async def record_attempt(self, owner: str, attempt: AttemptRecord) -> None:
         """Commit a failed attempt."""
-        await self.write(programs.record_attempt(owner, attempt))
+        await self.write(lambda: programs.record_attempt(owner, attempt))
 
     async def load_attempts(self, run_id: str) -> list[AttemptRecord]:
         """Every failed attempt of the run."""
@@ -137,26 +145,26 @@ class SqlStore:
     ) -> str | None:
         """Queue a message for a run and wake it if waiting (see Store.send_message)."""
         return await self.write(
-            programs.send_message(run_id, channel, payload, idempotency_key, now)
+            lambda: programs.send_message(run_id, channel, payload, idempotency_key, now)
         )
 
     async def consume_message(self, owner: str, channel: str, step: StepRecord) -> str | None:
         """Take the oldest message on `channel` as the outcome of `step`."""
-        return await self.write(programs.consume_message(owner, channel, step))
+        return await self.write(lambda: programs.consume_message(owner, channel, step))
 
     async def create_hook(
         self, owner: str, step: StepRecord, *, token: str, name: str, expires_at: float | None
     ) -> None:
         """Journal a hook's creation and insert its row."""
-        await self.write(programs.create_hook(owner, step, token, name, expires_at))
+        await self.write(lambda: programs.create_hook(owner, step, token, name, expires_at))
 
     async def resume_hook(self, token: str, payload: str, *, now: float) -> str | None:
         """Use a hook once; the run id, None if unknown, used or expired."""
-        return await self.write(programs.resume_hook(token, payload, now))
+        return await self.write(lambda: programs.resume_hook(token, payload, now))
 
     async def create_task(self, owner: str, step: StepRecord, task: TaskRecord) -> None:
         """Journal a human task's creation and insert its row."""
-        await self.write(programs.create_task(owner, step, task))
+        await self.write(lambda: programs.create_task(owner, step, task))
 
     async def get_task(self, task_id: str) -> TaskRecord | None:
         """The task, or None."""
@@ -174,17 +182,17 @@ class SqlStore:
         self, task_id: str, values: str, *, by: str | None, now: float
     ) -> TaskRecord | None:
         """Submit an open task; None if it is not open."""
-        return await self.write(programs.submit_task(task_id, values, by, now))
+        return await self.write(lambda: programs.submit_task(task_id, values, by, now))
 
     async def close_tasks(self, run_id: str, status: str, task_id: str | None = None) -> None:
         """Give a run's open tasks (or just `task_id`) a final status."""
-        await self.write(_rows(_sql.CLOSE_TASKS, (status, run_id, task_id, task_id)))
+        await self.write(lambda: _rows(_sql.CLOSE_TASKS, (status, run_id, task_id, task_id)))
 
     # operator control
 
     async def control_run(self, run_id: str, action: str, *, now: float) -> str | None:
         """Apply cancel / pause / resume (see Store.control_run)."""
-        return await self.write(programs.control_run(run_id, action, now))
+        return await self.write(lambda: programs.control_run(run_id, action, now))
 
     async def controlled_runs(self, owner: str) -> list[tuple[str, str]]:
         """(run_id, control) of runs owned by `owner` with a pending request."""
@@ -193,21 +201,21 @@ class SqlStore:
 
     async def retry_run(self, run_id: str, *, now: float) -> bool:
         """Requeue a FAILED run from its failed step; False if not FAILED."""
-        return await self.write(programs.retry_run(run_id, now))
+        return await self.write(lambda: programs.retry_run(run_id, now))
 
     async def fork_run(self, new_run: RunRecord, source_id: str, before_seq: int) -> None:
         """Create `new_run` with the source's entries before `before_seq`."""
-        await self.write(programs.fork_run(new_run, source_id, before_seq))
+        await self.write(lambda: programs.fork_run(new_run, source_id, before_seq))
 
     # workers and claims
 
     async def register_worker(self, worker: WorkerRecord) -> None:
         """Insert or refresh a worker row."""
-        await self.write(programs.register_worker(worker))
+        await self.write(lambda: programs.register_worker(worker))
 
     async def heartbeat(self, worker_id: str, now: float) -> None:
         """Mark the worker alive."""
-        await self.write(programs.heartbeat(worker_id, now))
+        await self.write(lambda: programs.heartbeat(worker_id, now))
 
     async def list_workers(self) -> list[WorkerRecord]:
         """Every worker row."""
@@ -216,15 +224,15 @@ class SqlStore:
     async def expire_workers(self, worker_ids: list[str]) -> None:
         """Mark workers dead now."""
         if worker_ids:
-            await self.write(programs.expire_workers(worker_ids))
+            await self.write(lambda: programs.expire_workers(worker_ids))
 
     async def release_run(self, run_id: str, owner: str) -> None:
         """Hand back one run, as an orphan (see Store.release_run)."""
-        await self.write(programs.release_run(run_id, owner, time.time()))
+        await self.write(lambda: programs.release_run(run_id, owner, time.time()))
 
     async def remove_worker(self, worker_id: str) -> None:
         """Delete the worker and hand its running runs back to PENDING."""
-        await self.write(programs.remove_worker(worker_id, time.time()))
+        await self.write(lambda: programs.remove_worker(worker_id, time.time()))
 
     async def claim_runs(
         self,
@@ -240,7 +248,7 @@ class SqlStore:
         if limit <= 0 or workflows == [] or queues == []:
             return Claimed([], [])
         return await self.write(
-            programs.claim_runs(worker_id, limit, now, lease, queues, workflows)
+            lambda: programs.claim_runs(worker_id, limit, now, lease, queues, workflows)
         )
 
     async def next_wake(self) -> float | None:
@@ -253,11 +261,11 @@ class SqlStore:
 
     async def declare_queue(self, queue: QueueRecord, *, declared: str, now: float) -> None:
         """Store a code declaration's limits when the declaration changed."""
-        await self.write(programs.declare_queue(queue, declared, now))
+        await self.write(lambda: programs.declare_queue(queue, declared, now))
 
     async def update_queue(self, queue: QueueRecord, *, now: float) -> None:
         """Set a queue's limits now (workers apply them at their next claim)."""
-        await self.write(programs.update_queue(queue, now))
+        await self.write(lambda: programs.update_queue(queue, now))
 
     async def list_queues(self) -> list[QueueRecord]:
         """Every queue with stored limits, by name."""
@@ -267,11 +275,11 @@ class SqlStore:
 
     async def create_schedule(self, schedule: ScheduleRecord) -> bool:
         """Insert a new schedule; False if its id is taken."""
-        return await self.write(programs.create_schedule(schedule))
+        return await self.write(lambda: programs.create_schedule(schedule))
 
     async def sync_schedule(self, schedule: ScheduleRecord) -> ScheduleRecord:
         """Insert a declared schedule or update the stored one (see Store.sync_schedule)."""
-        return await self.write(programs.sync_schedule(schedule))
+        return await self.write(lambda: programs.sync_schedule(schedule))
 
     async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
         """The schedule, or None."""
@@ -287,11 +295,13 @@ class SqlStore:
         self, schedule_id: str, *, paused: bool, next_tick: float | None, now: float
     ) -> ScheduleRecord | None:
         """Pause or resume a schedule; None if unknown."""
-        return await self.write(programs.set_schedule_paused(schedule_id, paused, next_tick, now))
+        return await self.write(
+            lambda: programs.set_schedule_paused(schedule_id, paused, next_tick, now)
+        )
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         """Delete a schedule; False if unknown."""
-        return await self.write(programs.delete_schedule(schedule_id))
+        return await self.write(lambda: programs.delete_schedule(schedule_id))
 
     async def due_schedules(self, now: float, limit: int) -> list[ScheduleRecord]:
         """Unpaused schedules with a tick due by `now` or a buffered tick."""
@@ -313,20 +323,21 @@ class SqlStore:
         now: float,
     ) -> Fired | None:
         """Advance a schedule by compare-and-set and fire its ticks (see Store.fire_schedule)."""
-        program = programs.fire_schedule(schedule_id, expected_next, new_next, ticks, now)
-        return await self.write(program)
+        return await self.write(
+            lambda: programs.fire_schedule(schedule_id, expected_next, new_next, ticks, now)
+        )
 
     async def release_buffered(
         self, schedule_id: str, *, tick: float, run_id: str, now: float
     ) -> Fired | None:
         """Start a buffered tick whose blocking run has ended; None if not (yet)."""
-        return await self.write(programs.release_buffered(schedule_id, tick, run_id, now))
+        return await self.write(lambda: programs.release_buffered(schedule_id, tick, run_id, now))
 
     async def trigger_schedule(
         self, schedule_id: str, *, run_id: str, now: float
     ) -> RunRecord | None:
         """Start one run of the schedule now; None if unknown."""
-        return await self.write(programs.trigger_schedule(schedule_id, run_id, now))
+        return await self.write(lambda: programs.trigger_schedule(schedule_id, run_id, now))
 
     # event triggers
 
@@ -335,7 +346,7 @@ class SqlStore:
     ) -> None:
         """Store the event types the given workflows subscribe to."""
         if workflows:
-            await self.write(programs.sync_subscriptions(workflows, now))
+            await self.write(lambda: programs.sync_subscriptions(workflows, now))
 
     async def list_subscriptions(self) -> list[Subscription]:
         """Every stored subscription."""
@@ -353,4 +364,6 @@ class SqlStore:
         step: StepRecord | None = None,
     ) -> list[str]:
         """Start the subscribers of `event_type` (see Store.emit_event)."""
-        return await self.write(programs.emit_event(event_type, args, key, now, local, owner, step))
+        return await self.write(
+            lambda: programs.emit_event(event_type, args, key, now, local, owner, step)
+        )

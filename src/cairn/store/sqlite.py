@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from cairn.errors import StoreError
@@ -214,8 +215,9 @@ class SqliteStore(SqlStore):
             f"in a way that could not be undone alone ({type(sunk.error).__name__}: {sunk.error})"
         )
 
-    async def write(self, program: Program[T]) -> T:
-        """Run `program` in a write transaction shared with concurrent writers."""
+    async def write(self, make: Callable[[], Program[T]]) -> T:
+        """Run the program `make()` builds in a write transaction shared with others."""
+        program = make()
         outcome = await self._write(program)
         if getattr(program, "__name__", "") in WAKING_PROGRAMS:
             self._signal.set()
