@@ -3,7 +3,7 @@
 A step of a lone run is one statement committed on its own, and its workflow waits for
 it. Through psycopg's `execute` that statement costs about 190 µs of CPU (generators, a
 reader added to and removed from the event loop per wait, query conversion) on top of
-the round trip; here it costs about 75 µs: psycopg's Transformer dumps the parameters,
+the round trip; here it costs 80-100 µs: psycopg's Transformer dumps the parameters,
 the statement is prepared once per connection, and a reader stays registered on the
 socket while a writer lane uses its connection this way.
 
