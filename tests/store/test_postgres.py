@@ -28,6 +28,16 @@ def admin(pg_url: str) -> tuple[str, str]:
     return f"{base}/postgres", database
 
 
+async def kill_sessions(pg_url: str, *, times: int, every: float) -> int:
+    """End every session on the test database `times` times, `every` seconds apart."""
+    server, database = admin(pg_url)
+    killed = 0
+    for _ in range(times):
+        await asyncio.sleep(every)
+        killed += (await asyncio.to_thread(execute, server, TERMINATE, (database,)))[0][0]
+    return killed
+
+
 @pytest.fixture
 async def pg_store(pg_url: str) -> AsyncIterator[PostgresStore]:
     store = PostgresStore(pg_url, retry_for=10.0)
@@ -39,24 +49,18 @@ async def pg_store(pg_url: str) -> AsyncIterator[PostgresStore]:
 async def test_writes_and_reads__survive_every_connection_being_killed(
     pg_store: PostgresStore, pg_url: str
 ) -> None:
-    server, database = admin(pg_url)
     await pg_store.register_worker(worker_record("w1"))
     for i in range(20):
         await pg_store.create_run(run_record(f"r{i}", status="RUNNING", owner="w1"))
-    killed = 0
 
     async def steps(i: int) -> None:
         for seq in range(1, 21):
             await pg_store.record_step("w1", step_record(f"r{i}", seq))
             await pg_store.get_run(f"r{i}")
 
-    async def killer() -> None:
-        nonlocal killed
-        for _ in range(3):
-            await asyncio.sleep(0.05)
-            killed += (await asyncio.to_thread(execute, server, TERMINATE, (database,)))[0][0]
-
-    await asyncio.gather(killer(), *(steps(i) for i in range(20)))
+    killed, *_ = await asyncio.gather(
+        kill_sessions(pg_url, times=3, every=0.05), *(steps(i) for i in range(20))
+    )
     await pg_store.heartbeat("w1", T0 + 1)
 
     assert killed > 0
@@ -140,22 +144,16 @@ async def test_transactions_alone__are_run_again_when_their_connection_dies_mid_
     # send_message is a transaction of several statements (lock, insert, wake). One whose
     # connection dies before COMMIT was rolled back by the server, so it is run afresh on
     # a new connection: every message lands exactly once, and no caller sees an error.
-    server, database = admin(pg_url)
     for i in range(10):
         await pg_store.create_run(run_record(f"r{i}", status="WAITING"))
-    killed = 0
 
     async def sends(i: int) -> None:
         for n in range(15):
             await pg_store.send_message(f"r{i}", "go", str(n), idempotency_key=None, now=T0 + n)
 
-    async def killer() -> None:
-        nonlocal killed
-        for _ in range(4):
-            await asyncio.sleep(0.03)
-            killed += (await asyncio.to_thread(execute, server, TERMINATE, (database,)))[0][0]
-
-    await asyncio.gather(killer(), *(sends(i) for i in range(10)))
+    killed, *_ = await asyncio.gather(
+        kill_sessions(pg_url, times=4, every=0.03), *(sends(i) for i in range(10))
+    )
 
     assert killed > 0
     rows = execute(

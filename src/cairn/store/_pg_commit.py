@@ -70,16 +70,6 @@ def lone_statement(request: Request) -> tuple[str, Sequence[Any]] | None:
     return statements[0] if len(statements) == 1 else None
 
 
-def answer(program: Program[Any], results: Any) -> Any:
-    """Send a one-round program its results: its return value, or the exception it raises."""
-    try:
-        program.send(results)
-    except StopIteration as done:
-        return done.value
-    program.close()
-    raise RuntimeError("cairn: a one-round write asked for a second round")
-
-
 def one_round(make: Make) -> Sql | list[Sql | Native] | None:
     """The request a program makes if it is a shot, None if it may need another round.
 
@@ -192,12 +182,11 @@ class Writer:
         """Commit a shot and return its outcome (or raise its error) once committed."""
         if not self._tasks or self._closing:
             raise StoreError(f"store {self._where} is not open")
-        if not self._queue:
-            for lane, lock in enumerate(self._locks):
-                if not lock.locked():
-                    async with lock:  # free, so taken without waiting
-                        await self._commit_now(lane, shot)
-                    return await shot.future
+        lane = self._free_lane()
+        if lane is not None:
+            async with self._locks[lane]:  # free, so taken without waiting
+                await self._commit_now(lane, shot)
+            return await shot.future
         self._queue.append(shot)
         self._ready.set()
         return await shot.future
@@ -210,13 +199,22 @@ class Writer:
         (which waits its turn, or retries on a new connection). This is the whole cost
         of a step of a run alone, so it skips everything a batch needs.
         """
-        if self._queue or self._closing or not self._tasks:
+        if self._closing or not self._tasks:
+            return None
+        lane = self._free_lane()
+        fast = None if lane is None else self._fast[lane]
+        if lane is None or fast is None:  # no connection yet: `commit` gets one
+            return None
+        async with self._locks[lane]:  # free, so taken without waiting
+            return await self._lone_on(lane, fast, text, params)
+
+    def _free_lane(self) -> int | None:
+        """A lane whose connection nobody uses, if nothing is queued (else wait your turn)."""
+        if self._queue:
             return None
         for lane, lock in enumerate(self._locks):
-            fast = self._fast[lane]
-            if fast is not None and not lock.locked():
-                async with lock:  # free, so taken without waiting
-                    return await self._lone_on(lane, fast, text, params)
+            if not lock.locked():
+                return lane
         return None
 
     async def _lone_on(
@@ -339,7 +337,7 @@ class Writer:
             program, request = shots[0].begin()
             lone = lone_statement(request)
             if lone is not None:
-                return [_outcome(program, await fast.count(*lone))]
+                return [outcome(program, await fast.count(*lone))]
             program.close()
         fast.pause()  # psycopg takes the connection back
         # Shots whose statement has a bulk form share one statement when there are several.
@@ -376,7 +374,7 @@ class Writer:
                     await conn.execute(_pg_sql.NOTIFY, (payload(wakes),))
         outcomes: list[Any] = [None] * len(shots)
         for i in singles:
-            outcomes[i] = _outcome(programs[i], await results(requests[i], sent[i]))
+            outcomes[i] = outcome(programs[i], await results(requests[i], sent[i]))
         for bulk, members in bulks.items():
             written = Counter(tuple(row) for row in await bulk_sent[bulk].fetchall())
             for i in members:
@@ -384,12 +382,15 @@ class Writer:
                 hit = written[key] > 0
                 written[key] -= 1  # the same row twice in a batch: only the first wrote
                 program, _ = shots[i].begin()
-                outcomes[i] = _outcome(program, 1 if hit else 0)
+                outcomes[i] = outcome(program, 1 if hit else 0)
         return outcomes
 
 
-def _outcome(program: Program[Any], results: Any) -> Any:
-    """What a shot's program makes of its results: a value, or the exception it raised."""
+def outcome(program: Program[Any], results: Any) -> Any:
+    """What a one-round program makes of its results: a value, or the exception it raised.
+
+    The exception is returned, not raised: one shot's LeaseLost must not fail its batch.
+    """
     try:
         program.send(results)
     except StopIteration as done:

@@ -185,19 +185,23 @@ class PostgresStore(SqlStore):
         """
         if self._writer is None:
             raise StoreError(f"store {self.where} is not open")
-        started = _pg_commit.first_request(make) if shot else None
-        if started is not None and wake is None:
-            # A one-statement write with nothing queued commits at once, alone.
-            lone = _pg_commit.lone_statement(started[1])
-            if lone is not None:
-                count = await self._writer.lone(*lone)
-                if count is not None:
-                    return _pg_commit.answer(started[0], count)
-                # Busy, or the connection was lost: the program, still waiting for its
-                # first answer, goes the general way.
-        request = started[1] if started is not None else None
+        started = None
+        request: _pg_conn.Request | None
         if not shot:
             request = _pg_commit.one_round(make)
+        elif (started := _pg_commit.first_request(make)) is None:
+            request = None
+        else:
+            request = started[1]
+            lone = _pg_commit.lone_statement(request) if wake is None else None
+            # A one-statement write with nothing queued commits at once, alone. If the
+            # writer is busy or the connection was lost, the program (still waiting for
+            # its first answer) goes the general way below.
+            if lone is not None and (count := await self._writer.lone(*lone)) is not None:
+                done = _pg_commit.outcome(started[0], count)
+                if isinstance(done, BaseException):
+                    raise done
+                return done
         if request is None:
             return await self._alone(make, wake)
         bulk = None
