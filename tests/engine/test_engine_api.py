@@ -84,6 +84,39 @@ async def test_result__timeout_raises_timeout_error(kit: Kit) -> None:
         assert await run.status() == cairn.RunStatus.PENDING
 
 
+async def test_result__of_a_run_finished_here_needs_no_read_back(kit: Kit) -> None:
+    # The worker hands its committed outcome to local waiters: a run alone then costs its
+    # writes and nothing else. A failed run's error comes the same way.
+    @kit.workflow("api.local_ok")
+    async def local_ok(x: int) -> int:
+        await asyncio.sleep(0.01)  # still executing when result() starts waiting
+        return x * 2
+
+    @kit.workflow("api.local_fail")
+    async def local_fail() -> None:
+        await asyncio.sleep(0.01)
+        raise ValueError("nope")
+
+    async with kit.engine() as engine:
+        ok = await engine.start(local_ok, 21)
+        failing = await engine.start(local_fail)
+        reads: list[str] = []
+        get_run = engine.store.get_run
+
+        async def counting(run_id: str) -> Any:
+            reads.append(run_id)
+            return await get_run(run_id)
+
+        engine.store.get_run = counting  # type: ignore[method-assign]
+        answers = await asyncio.gather(
+            ok.result(timeout=WAIT), failing.result(timeout=WAIT), return_exceptions=True
+        )
+
+    assert answers[0] == 42
+    assert isinstance(answers[1], cairn.RunFailed) and "nope" in str(answers[1])
+    assert reads == []  # a run already over before result() is asked is read, of course
+
+
 async def test_list_runs__filters_and_cursor_pagination(kit: Kit) -> None:
     @kit.workflow("api.listed_a")
     async def listed_a() -> None:

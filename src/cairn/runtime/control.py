@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -12,6 +11,7 @@ from cairn import durations, ids
 from cairn.authoring.registry import Registry
 from cairn.authoring.workflow import WorkflowDef
 from cairn.clock import Clock
+from cairn.core.executor import Outcome
 from cairn.errors import (
     HookNotFound,
     PoisonRun,
@@ -87,7 +87,7 @@ class RunControl:
         self.tasks = TaskControl(self)
         self.queues = QueueControl(self)
         self.schedules = ScheduleControl(self)
-        self._waiters: dict[str, list[asyncio.Future[Ended | None]]] = {}
+        self._waiters: dict[str, list[asyncio.Future[Outcome | None]]] = {}
 
     # starting
 
@@ -387,7 +387,7 @@ class RunControl:
 
     # waiting
 
-    def notify_finished(self, run_id: str, ended: Ended | None = None) -> None:
+    def notify_finished(self, run_id: str, ended: Outcome | None = None) -> None:
         """Wake local waiters of `run_id` (called by the worker when a run stops).
 
         `ended` is how the run ended, as committed by this process's worker: waiters of a
@@ -400,14 +400,14 @@ class RunControl:
     async def wait(self, run_id: str, *, timeout: float | None = None) -> RunRecord:
         """Wait until the run is finished; local completions wake at once, others by polling."""
         ended = await self._wait(run_id, timeout)
-        return await self.record(run_id) if isinstance(ended, Ended) else ended
+        return await self.record(run_id) if isinstance(ended, Outcome) else ended
 
-    async def _wait(self, run_id: str, timeout: float | None) -> RunRecord | Ended:
+    async def _wait(self, run_id: str, timeout: float | None) -> RunRecord | Outcome:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         delay = 0.01
         while True:
-            future: asyncio.Future[Ended | None] = loop.create_future()
+            future: asyncio.Future[Outcome | None] = loop.create_future()
             self._waiters.setdefault(run_id, []).append(future)
             # A run executing here announces its end here: no need to ask the database.
             local = self.local is not None and self.local.executing(run_id)
@@ -426,14 +426,14 @@ class RunControl:
             try:
                 async with asyncio.timeout(wait_for):
                     ended = await future
-                if ended is not None and ended.final:
+                if ended is not None and _final(ended):
                     return ended
             except TimeoutError:
                 self._discard(run_id, future)
             if not local:
                 delay = min(delay * 2, 0.5)
 
-    def _discard(self, run_id: str, future: asyncio.Future[Ended | None]) -> None:
+    def _discard(self, run_id: str, future: asyncio.Future[Outcome | None]) -> None:
         waiters = self._waiters.get(run_id)
         if waiters and future in waiters:
             waiters.remove(future)
@@ -447,7 +447,7 @@ class RunControl:
         while True:
             left = None if deadline is None else max(0.0, deadline - loop.time())
             run = await self._wait(run_id, timeout=left)
-            if isinstance(run, Ended):
+            if isinstance(run, Outcome):
                 return self._answer(run_id, run.status, run.result, run.error)
             if run.status != RunStatus.CONTINUED.value or run.continued_to is None:
                 return self.outcome(run)
@@ -457,7 +457,9 @@ class RunControl:
         """The result of a finished run, or the error it ended with, raised."""
         return self._answer(run.run_id, run.status, run.result, run.error)
 
-    def _answer(self, run_id: str, status: str, result: str | None, error: str | None) -> Any:
+    def _answer(
+        self, run_id: str, status: str | None, result: str | None, error: str | None
+    ) -> Any:
         if status == RunStatus.COMPLETED.value:
             return None if result is None else self.serializer.loads(result)
         if status == RunStatus.CANCELLED.value:
@@ -473,20 +475,12 @@ class RunControl:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Ended:
-    """How a run executing in this process ended, as its worker committed it."""
-
-    status: str
-    result: str | None = None
-    error: str | None = None
-
-    @property
-    def final(self) -> bool:
-        """True if this alone answers `result()` (a continued run's answer is elsewhere)."""
-        if self.status == RunStatus.FAILED.value:
-            return self.error is not None  # a poisoned run's error is only in the database
-        return self.status in (RunStatus.COMPLETED.value, RunStatus.CANCELLED.value)
+def _final(ended: Outcome) -> bool:
+    """True if how a run ended, as its worker committed it, alone answers `result()`."""
+    if ended.status == RunStatus.FAILED.value:
+        return ended.error is not None  # a poisoned run's error is only in the database
+    # A continued run's answer is its successor's.
+    return ended.status in (RunStatus.COMPLETED.value, RunStatus.CANCELLED.value)
 
 
 def summary(run: RunRecord) -> RunSummary:

@@ -18,7 +18,7 @@ from cairn.core.live_run import RunEnv
 from cairn.errors import ConfigError
 from cairn.models import History, RunPage, RunStatus
 from cairn.runtime import leases, triggers
-from cairn.runtime.control import Ended, RunControl
+from cairn.runtime.control import RunControl
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.queues import QueueControl
 from cairn.runtime.scheduler import Scheduler
@@ -191,10 +191,7 @@ class Engine:
             pool.shutdown(wait=False, cancel_futures=True)
 
     def _finished(self, run_id: str, outcome: Outcome) -> None:
-        ended = None
-        if outcome.status is not None:
-            ended = Ended(outcome.status, outcome.result, outcome.error)
-        self.control.notify_finished(run_id, ended)
+        self.control.notify_finished(run_id, outcome)
 
     async def start(
         self, workflow: WorkflowDef[Any, Any] | str, *args: Any, **options: Any
