@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +100,32 @@ async def test_parked_runs__are_found_by_index_not_by_reading_every_sleeper(
 
     assert searches, plan
     assert all("runs_parked" in step for step in searches), (name, searches)
+
+
+def test_open__processes_opening_a_new_database_at_once_all_succeed(tmp_path: Path) -> None:
+    # SQLite refuses the switch to WAL ("database is locked") without waiting while
+    # another connection holds the new file; every opener must wait, not fail.
+    failures = []
+    for trial in range(25):  # the race is lost in roughly one trial in six
+        path = str(tmp_path / f"new-{trial}.db")
+        start = threading.Barrier(6)
+
+        def opener(path: str = path, start: threading.Barrier = start) -> None:
+            async def open_and_close() -> None:
+                store = SqliteStore(path)
+                await store.open()
+                await store.close()
+
+            start.wait()
+            try:
+                asyncio.run(open_and_close())
+            except StoreError as exc:
+                failures.append(str(exc))
+
+        threads = [threading.Thread(target=opener) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    assert failures == []

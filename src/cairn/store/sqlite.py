@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -74,7 +75,7 @@ class SqliteStore(SqlStore):
             conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=30.0
             )
-            conn.execute("PRAGMA journal_mode=WAL")
+            await _switch_to_wal(conn)
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute("PRAGMA busy_timeout=30000")
             conn.execute("PRAGMA temp_store=MEMORY")
@@ -256,6 +257,23 @@ class SqliteStore(SqlStore):
             return run(self.conn, program)
         except sqlite3.Error as exc:
             raise StoreError(f"database {self.path!r}: {exc}") from exc
+
+
+async def _switch_to_wal(conn: sqlite3.Connection, *, within: float = 30.0) -> None:
+    """Put the database in WAL mode, waiting while other processes hold it.
+
+    When several processes open a new database at once, SQLite refuses the switch with
+    "database is locked" at once, without waiting out its busy timeout, so wait here.
+    """
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        await asyncio.sleep(0.01)
 
 
 def run(conn: sqlite3.Connection, program: Program[T]) -> T:
