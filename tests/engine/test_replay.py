@@ -216,8 +216,13 @@ async def test_replay__gather_of_steps_replays_deterministically(kit: Kit, gate:
     run = await first.start(gathered)
     async with asyncio.timeout(WAIT):
         await gate.entered.wait()
-    async with kit.engine(workers=0) as reader:
-        before = {h.key: h.result for h in await reader.history(run.run_id)}
+    async with kit.engine(workers=0) as reader, asyncio.timeout(WAIT):
+        # The gate can be entered before pipeline w's last step has committed: wait for
+        # it, so that everything but the gate step is on record before the replay.
+        while "save-w#1" not in (
+            before := {h.key: h.result for h in await reader.history(run.run_id)}
+        ):
+            await asyncio.sleep(0.005)
     result = await _replay_in_second_engine(kit, first, gate, run.run_id)
 
     items, saved, tail = result  # type: ignore[misc]
