@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from cairn.errors import StoreError
 from cairn.store import migrate, programs
 from cairn.store._checkpoints import Checkpointer
+from cairn.store._loop import others_ready
 from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
 from cairn.store.programs import Program
 from cairn.store.records import RunRecord
@@ -128,7 +129,7 @@ class SqliteStore(SqlStore):
         loop = self._loop or asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._pending.append((program, future))
-        if not self._flush_scheduled and not _others_ready(loop):
+        if not self._flush_scheduled and not others_ready(loop):
             # Nobody else can add to this batch before the loop idles: commit now and
             # save the writer a trip around the event loop.
             self._flush()
@@ -291,13 +292,3 @@ def run(conn: sqlite3.Connection, program: Program[T]) -> T:
             statement = program.send(answer)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
-
-
-def _others_ready(loop: asyncio.AbstractEventLoop) -> bool:
-    """True if other callbacks are queued to run in this loop iteration.
-
-    Reads the stock event loop's ready queue; on loops without one (uvloop), assume yes,
-    which keeps group commit and costs one loop iteration per write.
-    """
-    ready = getattr(loop, "_ready", None)
-    return ready is None or len(ready) > 0

@@ -1,0 +1,112 @@
+"""PostgreSQL only: lone statements straight through libpq (`cairn.store._pg_fast`)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Callable
+
+import psycopg
+import pytest
+
+from cairn.store import _pg_fast
+from cairn.store._pg_fast import FastPath
+
+INSERT = "INSERT INTO t VALUES (%s)"
+# The reply comes a little later: anything already ready in the loop is ready first.
+INSERT_SLOWLY = "INSERT INTO t SELECT %s FROM pg_sleep(0.002)"
+
+
+@pytest.fixture
+async def fast(pg_url: str) -> AsyncIterator[FastPath]:
+    conn = await psycopg.AsyncConnection.connect(pg_url, autocommit=True)
+    await conn.execute("CREATE TEMPORARY TABLE t (id INTEGER PRIMARY KEY)")
+    try:
+        yield FastPath(conn)
+    finally:
+        await conn.close()
+
+
+async def test_count__rows_touched_whether_the_reply_is_quick_or_slow(fast: FastPath) -> None:
+    assert await fast.count("INSERT INTO t VALUES (%s), (%s)", [1, 2]) == 2
+    # Slower than the wait outside the event loop: the loop's reader takes over.
+    slow = "UPDATE t SET id = id + 10 WHERE pg_sleep(%s) IS NOT NULL"
+    assert await fast.count(slow, [_pg_fast._HERE_MS * 5 / 1000]) == 2
+    assert await fast.count("DELETE FROM t WHERE id > %s", [10]) == 2
+
+
+async def test_count__errors_are_raised_and_the_connection_stays_usable(fast: FastPath) -> None:
+    await fast.count("INSERT INTO t VALUES (%s)", [1])
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        await fast.count("INSERT INTO t VALUES (%s)", [1])
+    slow_clash = "INSERT INTO t SELECT %s FROM pg_sleep(0.01)"
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        await fast.count(slow_clash, [1])
+    assert await fast.count("INSERT INTO t VALUES (%s)", [2]) == 1
+
+
+async def _loop_turns(
+    fast: FastPath, statements: int, counter: Callable[[], int], insert: str = INSERT
+) -> int:
+    """How many of `statements` lone inserts let the event loop run (`counter` moved)."""
+    turns = 0
+    for i in range(statements):
+        before = counter()
+        await fast.count(insert, [i])
+        turns += counter() != before
+    return turns
+
+
+async def test_count__statements_in_a_row_still_let_the_event_loop_run(
+    fast: FastPath, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Waiting for replies outside the loop must not starve it (heartbeats) when a run's
+    # steps never yield: with nothing else ready, the loop must still run at least once
+    # every _HERE_ROUNDS + 1 statements, and not at every one.
+    monkeypatch.setattr(_pg_fast, "others_ready", lambda loop: False)
+    monkeypatch.setattr(_pg_fast, "_HERE_MS", 60_000)  # however slow the server is today
+    loop = asyncio.get_running_loop()
+    ticks = 0
+
+    def tick() -> None:  # runs once per loop iteration
+        nonlocal ticks
+        ticks += 1
+        handle[0] = loop.call_later(0, tick)
+
+    handle = [loop.call_later(0, tick)]
+    rounds = 4
+    try:
+        turns = await _loop_turns(fast, rounds * (_pg_fast._HERE_ROUNDS + 1), lambda: ticks)
+    finally:
+        handle[0].cancel()
+
+    assert turns == rounds
+
+
+async def test_count__other_io_ready_ends_the_wait_outside_the_loop(
+    fast: FastPath, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Runs side by side must still overlap their commits: a reply is waited for outside
+    # the loop only while nothing else the loop watches is ready. Here a socket always has
+    # data for its reader, so every statement lets the loop run.
+    monkeypatch.setattr(_pg_fast, "others_ready", lambda loop: False)
+    monkeypatch.setattr(_pg_fast, "_HERE_MS", 60_000)
+    loop = asyncio.get_running_loop()
+    served = 0
+
+    def serve() -> None:
+        nonlocal served
+        served += 1  # leaves the byte unread: the socket stays ready
+
+    ours, theirs = socket.socketpair()
+    theirs.send(b"x")
+    loop.add_reader(ours.fileno(), serve)
+    statements = 2 * (_pg_fast._HERE_ROUNDS + 1)
+    try:
+        turns = await _loop_turns(fast, statements, lambda: served, INSERT_SLOWLY)
+    finally:
+        loop.remove_reader(ours.fileno())
+        ours.close()
+        theirs.close()
+
+    assert turns == statements
