@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
 import cairn
+
+from .kit import Kit
 
 
 @cairn.workflow(name="client.approve")
@@ -54,3 +57,35 @@ async def test_client__cancels_a_waiting_run(engine: cairn.Engine) -> None:
             await asyncio.to_thread(handle.result, 10)
     finally:
         await asyncio.to_thread(client.close)
+
+
+async def test_client__warns_when_no_live_worker_executes_the_workflow_named(
+    engine: cairn.Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A name no live worker knows (here unqualified: the workflow is `client.approve`)
+    # would leave the run PENDING in silence.
+    client = await asyncio.to_thread(cairn.Client, engine.url)
+    try:
+        with caplog.at_level(logging.WARNING, logger="cairn.control"):
+            unknown = await asyncio.to_thread(client.start, "approve", "o-9")
+            await asyncio.to_thread(client.start, "client.approve", "o-10")
+            await asyncio.to_thread(client.start, approve, "o-11")
+    finally:
+        await asyncio.to_thread(client.close)
+
+    warnings = [record.getMessage() for record in caplog.records if record.name == "cairn.control"]
+    assert len(warnings) == 1
+    assert unknown.run_id in warnings[0]
+    assert "'approve'" in warnings[0]
+    assert "client.approve" in warnings[0]  # what the live workers do know
+
+
+async def test_start__by_name_with_no_live_worker_says_nothing(
+    kit: Kit, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Queuing runs for workers that start later is normal.
+    async with kit.engine(workers=0) as queuer:
+        with caplog.at_level(logging.WARNING, logger="cairn.control"):
+            run = await queuer.start("later.workflow")
+        assert await run.status() == cairn.RunStatus.PENDING
+    assert not [record for record in caplog.records if record.name == "cairn.control"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from cairn.store import Store
 
@@ -17,6 +18,14 @@ async def test_register_worker__inserts_then_refreshes(store: Store) -> None:
     workers = await store.list_workers()
 
     assert [(w.worker_id, w.heartbeat_at) for w in workers] == [("w1", T0 + 5), ("w2", T0)]
+
+
+async def test_register_worker__keeps_the_workflows_it_executes(store: Store) -> None:
+    await store.register_worker(replace(worker_record("w1"), workflows='["a", "b"]'))
+    await store.register_worker(replace(worker_record("w1"), workflows='["a"]'))  # redeployed
+    await store.register_worker(worker_record("w2"))  # says nothing
+
+    assert [w.workflows for w in await store.list_workers()] == ['["a"]', None]
 
 
 async def test_heartbeat__moves_the_heartbeat(store: Store) -> None:

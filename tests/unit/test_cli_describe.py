@@ -8,7 +8,8 @@ import pytest
 from cairn.authoring.registry import Registry
 from cairn.authoring.schedules import define
 from cairn.cli import check, describe, output, scaffold
-from cairn.store.records import RunRecord
+from cairn.runtime import leases
+from cairn.store.records import RunRecord, WorkerRecord
 
 NOW = 1_000_000.0
 
@@ -78,6 +79,24 @@ def test_waiting__pending_delayed_or_for_a_worker():
     assert queued is not None
     text = describe.waiting_text(queued, now=NOW)
     assert text == "a worker serving queue 'mail' to take it (`cairn worker`)"
+
+
+def test_waiting__a_worker_nobody_live_can_be():
+    found = describe.waiting(run("PENDING"), now=NOW)
+    assert found is not None
+    found["workers_know"] = ["shop.checkout"]  # what `cairn runs show` adds
+    text = describe.waiting_text(found, now=NOW)
+    assert text == "a worker that imports its workflow (live workers know: shop.checkout)"
+
+
+def test_known_workflows__of_live_workers_only_and_none_when_one_does_not_say():
+    def worker(heartbeat_at: float, workflows: str | None) -> WorkerRecord:
+        return WorkerRecord("w", "host", 1, NOW, heartbeat_at, workflows=workflows)
+
+    assert leases.known_workflows([]) is None  # nobody to ask: queuing for later is fine
+    assert leases.known_workflows([worker(NOW, '["a"]'), worker(0, '["b"]')]) == {"a"}
+    assert leases.known_workflows([worker(NOW, '["a"]'), worker(NOW, None)]) is None
+    assert leases.known_workflows([worker(NOW, "[]")]) == set()  # `cairn run` takes nothing
 
 
 def test_waiting__sleeping_paused_and_none():

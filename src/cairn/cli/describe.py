@@ -22,7 +22,9 @@ def waiting(run: RunRecord, *, now: float, task_id: str | None = None) -> dict[s
 
     `kind` is one of sleep, event, hook, task, child (a WAITING or SLEEPING run), queue (a
     PENDING run held back by a queue limit, `reason` says which), delay (a start delay),
-    worker (due, for a worker to take) or resume (PAUSED). `until` is the wake time or the
+    worker (due, for a worker to take) or resume (PAUSED). `cairn runs show` adds
+    `workers_know` to a worker wait when live workers exist and none executes the run's
+    workflow: the workflows they do execute. `until` is the wake time or the
     wait's timeout (epoch seconds), `task_id` the open human task.
     """
     status = RunStatus(run.status)
@@ -62,6 +64,9 @@ def waiting_text(found: Mapping[str, Any], *, now: float, run_id: str = "RUN_ID"
         return f"its start delay to end at {output.when(until)}{_in(until, now)}"
     if kind == "worker":
         where = f" serving queue {name!r}" if name else ""
+        if "workers_know" in found:  # live workers exist, and none executes this workflow
+            know = ", ".join(found["workers_know"]) or "no workflows"
+            return f"a worker{where} that imports its workflow (live workers know: {know})"
         return f"a worker{where} to take it (`cairn worker`)"
     text = f"{_KINDS[kind]} {name!r}"
     if kind == "task" and found.get("task_id"):

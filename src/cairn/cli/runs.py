@@ -18,6 +18,7 @@ from rich.text import Text
 
 from cairn.cli import control, describe, options, output
 from cairn.models import HistoryEntry, RunStatus
+from cairn.runtime import leases
 from cairn.runtime.control import RunControl
 from cairn.runtime.engine import Engine
 from cairn.store.records import RunRecord
@@ -125,6 +126,11 @@ async def fetch(engine: Engine, run_id: str) -> Shown:
     task_id = None
     if run.status == RunStatus.WAITING and (run.waiting_for or "").startswith("task:"):
         task_id = await open_task(engine, run)
+    waiting = describe.waiting(run, now=now, task_id=task_id)
+    if waiting is not None and waiting["kind"] == "worker":
+        known = leases.known_workflows(await engine.store.list_workers())
+        if known is not None and run.workflow not in known:
+            waiting["workers_know"] = sorted(known)  # and none of them executes this one
     return Shown(
         run=run,
         args=_decode(control, run.args),
@@ -132,7 +138,7 @@ async def fetch(engine: Engine, run_id: str) -> Shown:
         error=None if run.error is None else json.loads(run.error),
         history=list(history),
         attempts=attempts,
-        waiting=describe.waiting(run, now=now, task_id=task_id),
+        waiting=waiting,
         now=now,
     )
 

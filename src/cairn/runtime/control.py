@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -21,7 +22,7 @@ from cairn.errors import (
     RunNotFound,
 )
 from cairn.models import History, HistoryEntry, RunPage, RunStatus, RunSummary
-from cairn.runtime import triggers
+from cairn.runtime import leases, triggers
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.queues import QueueControl
 from cairn.runtime.schedules import ScheduleControl
@@ -29,6 +30,8 @@ from cairn.runtime.tasks import TaskControl
 from cairn.serialization import Serializer
 from cairn.store.protocol import Store
 from cairn.store.records import RunQuery, RunRecord
+
+log = logging.getLogger("cairn.control")
 
 
 class LocalExecutor(Protocol):
@@ -155,7 +158,26 @@ class RunControl:
                 local.release()
         elif created:
             self.wake_local()  # queued or delayed: let this process's worker look now
+        if created and defn is None and owner is None:  # queued under a name we do not know
+            await self._warn_if_no_worker_knows(name, stored.run_id)
         return RunHandle(self, stored.run_id)
+
+    async def _warn_if_no_worker_knows(self, name: str, run_id: str) -> None:
+        """Log a warning when live workers exist and none can execute workflow `name`.
+
+        Queuing for workers that start later is normal, so with no live worker this says
+        nothing; but a misspelt or unqualified name (`checkout` for `shop.checkout`) would
+        otherwise leave the run PENDING in silence.
+        """
+        known = leases.known_workflows(await self.store.list_workers())
+        if known is not None and name not in known:
+            log.warning(
+                "run %s: no live worker executes workflow %r, so it stays PENDING until one "
+                "that imports it starts (live workers know: %s)",
+                run_id,
+                name,
+                ", ".join(sorted(known)) or "no workflows",
+            )
 
     def _definition(self, workflow: WorkflowDef[Any, Any] | str) -> WorkflowDef[Any, Any] | None:
         if isinstance(workflow, WorkflowDef):

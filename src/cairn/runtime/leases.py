@@ -7,6 +7,7 @@ runs of a killed one at once instead of waiting out the lease.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import uuid
@@ -71,3 +72,14 @@ def dead_local_workers(workers: list[WorkerRecord], *, me: str) -> list[str]:
         and w.heartbeat_at > 0
         and not process_alive(w.pid, w.started_at)
     ]
+
+
+def known_workflows(workers: list[WorkerRecord]) -> set[str] | None:
+    """The workflows live `workers` take from the queue.
+
+    None if there is no live worker, or one does not say (it may know any workflow).
+    """
+    live = [worker for worker in workers if worker.heartbeat_at > 0]
+    if not live or any(worker.workflows is None for worker in live):
+        return None
+    return {name for worker in live for name in json.loads(worker.workflows or "[]")}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import time
@@ -69,6 +70,9 @@ class Worker:
                 started_at=time.time(),
                 heartbeat_at=now,
                 concurrency=self.concurrency,
+                # What it takes from the queue: a run of any other workflow is reported
+                # as one no worker can execute (nothing, for an engine that never claims).
+                workflows=json.dumps(sorted(self.env.registry.workflows) if self.claim else []),
             )
         )
         await self._expire_dead_neighbours()

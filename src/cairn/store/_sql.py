@@ -95,7 +95,8 @@ SELECT_ATTEMPTS = (
 UPSERT_WORKER = (
     f"INSERT INTO workers ({WORKER_COLUMNS}) VALUES ({_placeholders(len(WORKER_FIELDS))}) "
     "ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, "
-    "concurrency = excluded.concurrency, queues = excluded.queues"
+    "concurrency = excluded.concurrency, queues = excluded.queues, "
+    "workflows = excluded.workflows"
 )
 HEARTBEAT = "UPDATE workers SET heartbeat_at = ? WHERE worker_id = ?"
 SELECT_WORKERS = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY started_at"

@@ -92,6 +92,7 @@ class WorkerRecord:
     heartbeat_at: float
     concurrency: int = 0
     queues: str | None = None
+    workflows: str | None = None  # JSON list of the workflows it claims; None: unknown
 
 
 WORKER_FIELDS: tuple[str, ...] = tuple(WorkerRecord.__dataclass_fields__)
