@@ -40,6 +40,7 @@ class Scheduler:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._buffered = False  # the last pass saw a tick held back by its running run
 
     async def declare(self) -> None:
         """Store the schedules declared in code (see `ScheduleControl.declare`)."""
@@ -74,6 +75,7 @@ class Scheduler:
             due = await store.due_schedules(now, BATCH)
             more = False
             fired_any = False
+            self._buffered = any(record.buffered_tick is not None for record in due)
             for record in due:
                 try:
                     fired, behind = await self._fire(record, now)
@@ -149,23 +151,37 @@ class Scheduler:
         return started
 
     async def _loop(self) -> None:
+        # An idle pass costs one read (the next tick): the due schedules are read only when
+        # a tick is due, a change was made here, or a held-back tick may be released.
+        look = True  # the first pass fires whatever is due now
         while not self._stopping:
             next_tick = None
+            store = self.control.store
             try:
-                await self.run_due()
-                next_tick = await self.control.store.next_schedule_tick()
+                if not look:
+                    next_tick = await store.next_schedule_tick()
+                    look = self._buffered or (
+                        next_tick is not None and next_tick <= self.control.clock.now()
+                    )
+                if look:
+                    await self.run_due()
+                    next_tick = await store.next_schedule_tick()
             except Exception:
                 log.exception("scheduling failed; retrying")
-            await self._wait(next_tick)
+            look = await self._wait(next_tick)
 
-    async def _wait(self, next_tick: float | None) -> None:
-        """Until `next_tick` by the engine's clock, a wake-up, or the poll interval."""
+    async def _wait(self, next_tick: float | None) -> bool:
+        """Until `next_tick` by the engine's clock, a wake-up, or the poll interval.
+
+        True unless only the poll interval passed (then nothing here says a tick is due).
+        """
         clock = self.control.clock
-        waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(self._wake.wait())]
+        woken = asyncio.ensure_future(self._wake.wait())
+        waiters: list[asyncio.Future[Any]] = [woken]
         if next_tick is not None:
             waiters.append(asyncio.ensure_future(clock.sleep(max(0.0, next_tick - clock.now()))))
         try:
-            await asyncio.wait(
+            done, _ = await asyncio.wait(
                 waiters, timeout=self.poll_interval, return_when=asyncio.FIRST_COMPLETED
             )
         finally:
@@ -173,3 +189,4 @@ class Scheduler:
                 waiter.cancel()
             await asyncio.gather(*waiters, return_exceptions=True)
         self._wake.clear()
+        return bool(done)
