@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.store import _sql
+from cairn.store import _pg_arrays, _sql
 
 Statement = tuple[str, Sequence[Any]]
 
@@ -90,13 +90,18 @@ class Bulk:
 
     text: str
     key_positions: tuple[int, ...]
+    types: tuple[str, ...] = ()  # of the parameters, when `_pg_arrays` can encode them all
 
     def key(self, params: Sequence[Any]) -> tuple[Any, ...]:
         """What RETURNING gives back for the row with these parameters."""
         return tuple(params[i] for i in self.key_positions)
 
-    def params(self, rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    def params(self, rows: Sequence[Sequence[Any]]) -> Sequence[Any]:
         """One array per parameter, for `rows`."""
+        if self.types:
+            encoded = _pg_arrays.encode(self.types, rows)
+            if encoded is not None:
+                return encoded
         return [list(column) for column in zip(*rows, strict=True)]
 
 
@@ -147,7 +152,8 @@ def bulk_form(text: str, types: Sequence[str]) -> Bulk | None:
             return None
     except ValueError:
         return None
-    return Bulk(f"{body} RETURNING {returning}", positions)
+    encodable = tuple(types) if _pg_arrays.encodable(types) else ()
+    return Bulk(f"{body} RETURNING {returning}", positions, encodable)
 
 
 def _before_where(text: str, insert: str) -> str:
