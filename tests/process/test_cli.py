@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import queue
@@ -9,12 +10,14 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import cairn
+from cairn.store import open_store
 
 pytestmark = pytest.mark.process
 
@@ -466,3 +469,31 @@ def test_worker__queue_option_serves_only_those_queues(project, workers):
         plain: "PENDING",
         mail: "COMPLETED",
     }
+
+
+def test_run__a_run_handed_back_mid_run_is_reported_not_followed_forever(project):
+    # `cairn run` claims nothing: a run whose attempt ended and was handed back (RUNNING,
+    # no owner: the database failed mid-run) is for `cairn worker` to finish.
+    url = f"sqlite:///{project / 'cairn.db'}"
+
+    async def hand_back() -> None:
+        async with cairn.Engine(url, workers=0) as engine:
+            await engine.start("flows.total", 1, 2, run_id="orphan")
+        store = open_store(url)
+        await store.open()
+        try:
+            claimed = await store.claim_runs("gone-worker", 1, now=time.time(), lease=10.0)
+            assert [run.run_id for run in claimed.runs] == ["orphan"]
+            await store.release_run("orphan", "gone-worker")
+        finally:
+            await store.close()
+
+    asyncio.run(hand_back())
+    proc = cairn_cmd(
+        project, "run", "flows:total", "1", "2", "--run-id", "orphan", *db_args(project)
+    )
+
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: run 'orphan' was handed back mid-run")
+    assert "cairn worker" in last

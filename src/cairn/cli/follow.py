@@ -60,7 +60,10 @@ class Follower:
         return run
 
     async def follow(self, *, interval: float = 0.1) -> RunRecord:
-        """Poll until the run stops running here: finished, parked, paused or queued.
+        """Poll until the run stops running here.
+
+        That is: finished, parked, paused, queued, or handed back (RUNNING with no owner:
+        its attempt ended, say because the database failed).
 
         On a terminal a spinner below the printed steps shows that the run is still going.
         """
@@ -69,8 +72,8 @@ class Follower:
             started = time.monotonic()
             while True:
                 run = await self.poll()
-                if RunStatus(run.status) not in ACTIVE:
-                    return run
+                if RunStatus(run.status) not in ACTIVE or run.owner is None:
+                    return run  # done here; or RUNNING with no owner: handed back
                 elapsed = output.seconds(time.monotonic() - started)
                 doing = f" · {self.progress}" if self.progress else ""
                 spinner.update(f"running step {len(self._steps) + 1}{doing} · {elapsed}")

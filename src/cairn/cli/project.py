@@ -243,6 +243,13 @@ def report(
             markup=False,
         )
         return 0
+    if status is RunStatus.RUNNING and run.owner is None:
+        output.error(
+            f"run {run.run_id!r} was handed back mid-run (its attempt ended, e.g. the database "
+            f"was unreachable): `cairn worker` finishes it from its last step; check it with "
+            f"`{show}`"
+        )
+        return 1
     where = f" on queue {run.queue!r}" if run.queue else ""
     held = f" ({run.waiting_for})" if run.waiting_for else ""
     err.print(
