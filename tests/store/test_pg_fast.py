@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 import psycopg
 import pytest
 
-from cairn.store import _pg_fast
+from cairn.store import _pg_arrays, _pg_fast
 from cairn.store._pg_fast import FastPath
 
 INSERT = "INSERT INTO t VALUES (%s)"
@@ -110,3 +110,17 @@ async def test_count__other_io_ready_ends_the_wait_outside_the_loop(
         theirs.close()
 
     assert turns == statements
+
+
+async def test_rows__what_a_statement_returns_with_binary_array_parameters(
+    fast: FastPath,
+) -> None:
+    # A batch of one bulk statement goes this way: arrays in (`%b`), written keys out.
+    ids = _pg_arrays.encode(["integer"], [(1,), (2,), (3,)])
+    assert ids is not None
+    insert = "INSERT INTO t SELECT u.id FROM unnest(%b::integer[]) AS u(id) RETURNING id"
+
+    assert sorted(await fast.rows(insert, ids)) == [(1,), (2,), (3,)]
+    again = "INSERT INTO t SELECT u.id FROM unnest(%b::integer[]) AS u(id) ON CONFLICT DO NOTHING "
+    assert await fast.rows(again + "RETURNING id", [[3, 4]]) == [(4,)]  # psycopg's lists too
+    assert await fast.rows("DELETE FROM t WHERE id > %s RETURNING id", [10]) == []

@@ -339,7 +339,6 @@ class Writer:
             if lone is not None:
                 return [outcome(program, await fast.count(*lone))]
             program.close()
-        fast.pause()  # psycopg takes the connection back
         # Shots whose statement has a bulk form share one statement when there are several.
         kinds: dict[_pg_sql.Bulk, list[int]] = {}
         for i, shot in enumerate(shots):
@@ -354,6 +353,13 @@ class Writer:
             programs[i], requests[i] = shots[i].begin()
         wakes = [shot.wake for shot in shots if shot.wake is not None]
         bulk_sent = {}
+        if len(bulks) == 1 and not singles and not wakes:
+            # One statement for the whole batch (steps of runs side by side, mostly): its
+            # own implicit transaction, straight through libpq like a lone write.
+            [(bulk, members)] = bulks.items()
+            returned = await fast.rows(bulk.text, bulk.params([shots[i].params for i in members]))
+            return _bulk_outcomes(shots, bulk, members, returned, [None] * len(shots))
+        fast.pause()  # psycopg takes the connection back
         if (
             not bulks
             and not wakes
@@ -376,14 +382,27 @@ class Writer:
         for i in singles:
             outcomes[i] = outcome(programs[i], await results(requests[i], sent[i]))
         for bulk, members in bulks.items():
-            written = Counter(tuple(row) for row in await bulk_sent[bulk].fetchall())
-            for i in members:
-                key = bulk.key(shots[i].params)
-                hit = written[key] > 0
-                written[key] -= 1  # the same row twice in a batch: only the first wrote
-                program, _ = shots[i].begin()
-                outcomes[i] = outcome(program, 1 if hit else 0)
+            returned = await bulk_sent[bulk].fetchall()
+            outcomes = _bulk_outcomes(shots, bulk, members, returned, outcomes)
         return outcomes
+
+
+def _bulk_outcomes(
+    shots: list[Shot],
+    bulk: _pg_sql.Bulk,
+    members: list[int],
+    returned: Sequence[Sequence[Any]],
+    outcomes: list[Any],
+) -> list[Any]:
+    """`outcomes` with those of `members`, from the keys their bulk statement returned."""
+    written = Counter(tuple(row) for row in returned)
+    for i in members:
+        key = bulk.key(shots[i].params)
+        hit = written[key] > 0
+        written[key] -= 1  # the same row twice in a batch: only the first wrote
+        program, _ = shots[i].begin()
+        outcomes[i] = outcome(program, 1 if hit else 0)
+    return outcomes
 
 
 def outcome(program: Program[Any], results: Any) -> Any:

@@ -77,6 +77,18 @@ class FastPath:
 
     async def count(self, text: str, params: Sequence[Any]) -> int:
         """Execute `text` (psycopg `%s` placeholders) on its own; the rows it touched."""
+        result = await self._execute(text, params)
+        return int(result.command_tuples or 0) if result is not None else 0
+
+    async def rows(self, text: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Execute `text` (`%s` or `%b` placeholders) on its own; the rows it returns."""
+        result = await self._execute(text, params)
+        if result is None or not result.ntuples:
+            return []
+        self._dumper.set_pgresult(result)
+        return self._dumper.load_rows(0, result.ntuples, tuple)
+
+    async def _execute(self, text: str, params: Sequence[Any]) -> pq.abc.PGresult | None:
         dumped = self._dumper.dump_sequence(params, [PyFormat.AUTO] * len(params))
         types = tuple(self._dumper.types or ())
         formats = list(self._dumper.formats or ())
@@ -88,8 +100,7 @@ class FastPath:
             sql = numbered(text).encode(self._encoding)
             await self._round(lambda: self._pg.send_prepare(name, sql, types))
             self._names[(text, types)] = name
-        result = await self._round(lambda: self._pg.send_query_prepared(name, dumped, formats))
-        return int(result.command_tuples or 0) if result is not None else 0
+        return await self._round(lambda: self._pg.send_query_prepared(name, dumped, formats))
 
     def pause(self) -> None:
         """Stop watching the socket (psycopg is about to use the connection)."""

@@ -16,6 +16,7 @@ A bulk form runs one statement of a program for many rows at once (arrays, unnes
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -76,9 +77,9 @@ def program_statements(text: str, params: Sequence[Any], *, lock: str) -> list[S
 
 
 def numbered(pg: str) -> str:
-    """`pg` with `$1, $2, ...` for its `%s` (and `%` for `%%`), to PREPARE it."""
-    count = iter(range(1, pg.count("%s") + 1))
-    return re.sub(r"%%|%s", lambda m: "%" if m[0] == "%%" else f"${next(count)}", pg)
+    """`pg` with `$1, $2, ...` for its `%s` and `%b` (and `%` for `%%`), to PREPARE it."""
+    count = itertools.count(1)
+    return re.sub(r"%%|%[sb]", lambda m: "%" if m[0] == "%%" else f"${next(count)}", pg)
 
 
 @dataclass(frozen=True, slots=True)
