@@ -26,6 +26,7 @@ from bench.workflows import ten_steps
 SEQUENTIAL_RUNS = 300
 SEQUENTIAL_ROUNDS = 5
 CONCURRENT_RUNS = 200
+STREAM_CALLERS = 4
 
 
 def note(message: str) -> None:
@@ -95,6 +96,8 @@ def measure_store(
     )
     note(f"{name}: {CONCURRENT_RUNS} ten-step runs at once")
     conc = asyncio.run(throughput.concurrent(url, runs=CONCURRENT_RUNS))
+    note(f"{name}: {STREAM_CALLERS} callers, each starting runs one after another")
+    streams = asyncio.run(throughput.streams(url, callers=STREAM_CALLERS))
     note(f"{name}: crash recovery (kill -9, then a fresh process)")
     rec = crash.measure(url, folder)
     result: dict[str, Any] = {
@@ -116,6 +119,7 @@ def measure_store(
             "rounds_seconds": conc.rounds,
             "runs_per_second": conc.runs_per_second,
         },
+        "streams": {"callers": STREAM_CALLERS, "runs_per_second": streams},
         "recovery": {
             "trials": len(rec.from_process_start),
             "from_process_start_s": rec.process_median,
@@ -192,6 +196,10 @@ def table(report: dict[str, Any]) -> str:
         "  PostgreSQL commits per run (pg_stat_database)",
         lambda d: f"{d['transactions']['per_run']:.1f}",
         "<= 12 (PostgreSQL)",
+    )
+    row(
+        f"{STREAM_CALLERS} callers, each starting ten-step runs one after another",
+        lambda d: f"{d['streams']['runs_per_second']:,.0f} runs/s",
     )
     row(
         "PostgreSQL commits per run, one after another",

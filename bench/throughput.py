@@ -101,3 +101,22 @@ async def _batch(engine: cairn.Engine, runs: int) -> None:
     results = await asyncio.gather(*(run.result() for run in handles))
     if results != [i + STEPS for i in range(runs)]:
         raise RuntimeError("a concurrent run returned a wrong result")
+
+
+async def streams(url: str, *, callers: int = 4, runs: int = 100, rounds: int = 3) -> float:
+    """Runs per second (median round) of `callers` that each start a run and await it, then
+    the next: a few runs in flight at a time, as a lightly loaded service has."""
+
+    async def caller(engine: cairn.Engine, count: int) -> None:
+        for i in range(count):
+            if await (await engine.start(ten_steps, i)).result() != i + STEPS:
+                raise RuntimeError("a run returned a wrong result")
+
+    rates = []
+    async with cairn.Engine(url, workers=max(16, callers)) as engine:
+        await asyncio.gather(*(caller(engine, 5) for _ in range(callers)))
+        for _ in range(rounds):
+            started = time.perf_counter()
+            await asyncio.gather(*(caller(engine, runs) for _ in range(callers)))
+            rates.append(callers * runs / (time.perf_counter() - started))
+    return statistics.median(rates)
