@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -10,6 +11,7 @@ import pytest
 
 import cairn
 from cairn.clock import VirtualClock
+from cairn.store import open_store
 from cairn.store.records import RunRecord
 
 from .kit import WAIT, Gate, Kit
@@ -248,3 +250,35 @@ async def test_sleep__timer_fires_promptly_in_real_time(kit: Kit) -> None:
     assert finished.finished_at is not None
     late = finished.finished_at - parked.wake_at
     assert 0 <= late < 0.5, f"timer fired {late:.3f}s after due"
+
+
+async def test_sleep__a_timer_stored_before_the_engine_started_fires_on_time(
+    kit: Kit, store_url: str
+) -> None:
+    # A run parked by a process that is gone: nobody notifies this engine of its timer,
+    # which must still fire on time, not at the next poll (an hour here).
+    @kit.workflow("sleep.stored_timer")
+    async def stored_timer() -> str:
+        return "woke"
+
+    store = open_store(store_url)
+    await store.open()
+    try:
+        now = time.time()
+        await store.create_run(
+            RunRecord(
+                run_id="stored-timer",
+                workflow="sleep.stored_timer",
+                status="SLEEPING",
+                args='{"args": [], "kwargs": {}}',
+                created_at=now,
+                updated_at=now,
+                wake_at=now + 0.5,
+            )
+        )
+    finally:
+        await store.close()
+
+    async with kit.engine(poll_interval=3600) as engine:
+        run = await engine.get("stored-timer")
+        assert await run.result(timeout=WAIT) == "woke"

@@ -254,6 +254,8 @@ class Worker:
 
     async def _idle_time(self) -> float:
         # Sleep until the next timer is due (so timers fire on time), at most a poll interval.
+        if self.env.store.wakes_for_timers:
+            return self.poll_interval  # the store's wait ends at each timer by itself
         try:
             due = await self.env.store.next_wake()
         except Exception:

@@ -45,6 +45,9 @@ class PostgresStore(SqlStore):
     """The Store protocol on one PostgreSQL database."""
 
     dialect = "postgres"
+    # Wake times travel with NOTIFY (and this store's own commits), and the next one due
+    # is read whenever LISTEN starts: workers need no read of their own before a wait.
+    wakes_for_timers = True
 
     def __init__(
         self,
@@ -338,6 +341,7 @@ class PostgresStore(SqlStore):
                 async with conn:
                     await conn.execute(f"LISTEN {_pg_sql.CHANNEL}")
                     self._signal.set()  # whatever was sent while nobody listened
+                    await self._timers_from_database()
                     delay = 0.05
                     async for note in conn.notifies():
                         self._notified(note.payload)
@@ -345,6 +349,16 @@ class PostgresStore(SqlStore):
                 log.debug("cairn: LISTEN on %s failed (%s); retrying", self.where, exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
+
+    async def _timers_from_database(self) -> None:
+        """Hint the next wake time stored: timers set while nobody listened, or before."""
+        try:
+            due = await self.next_wake()
+        except Exception as exc:  # the claim loop's polling still finds due runs
+            log.debug("cairn: reading the next wake time on %s failed (%s)", self.where, exc)
+            return
+        if due is not None:
+            self._signal.at(due)
 
     def _notified(self, payload: str) -> None:
         try:

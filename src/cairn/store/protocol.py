@@ -32,6 +32,10 @@ class Store(Protocol):
     """Persistence for runs, their journals, and the workers that execute them."""
 
     dialect: str
+    # True when `wait_for_work` itself wakes for every known timer (wake times come with
+    # this store's commits and other processes' notifications), so a worker need not
+    # read `next_wake` before each wait.
+    wakes_for_timers: bool
 
     async def open(self) -> None:
         """Connect and apply pending migrations. Raises SchemaTooNew for a newer schema."""

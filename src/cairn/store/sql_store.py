@@ -39,6 +39,7 @@ class SqlStore:
     """Every Store method, as a program handed to the backend's `write` or `read`."""
 
     dialect = "sql"
+    wakes_for_timers = False  # see Store.wakes_for_timers
 
     async def write(self, make: Callable[[], Program[T]]) -> T:
         """Run the program `make()` builds in a write transaction; return once committed.
