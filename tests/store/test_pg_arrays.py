@@ -61,6 +61,8 @@ def test_encode__a_whole_row_of_columns(conn: psycopg.Connection[Any]) -> None:
         ("integer", True),  # psycopg would send a boolean
         ("bigint", "7"),
         ("double precision", "1.0"),
+        ("double precision", False),
+        ("boolean", 1),  # psycopg would send a number
         ("numeric", 1),  # a type this does not encode
     ],
 )

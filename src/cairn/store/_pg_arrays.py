@@ -38,32 +38,46 @@ class _EncodedDumper(Dumper):
 psycopg.adapters.register_dumper(Encoded, _EncodedDumper)
 
 
-def _text(value: Any) -> bytes:
-    if not isinstance(value, str):
-        raise TypeError(value)
-    data = value.encode()
-    return _LENGTH(len(data)) + data
+def _texts(values: Sequence[Any]) -> bytes:
+    parts = []
+    for value in values:
+        if value is None:
+            parts.append(_NULL)
+        elif isinstance(value, str):
+            data = value.encode()
+            parts.append(_LENGTH(len(data)))
+            parts.append(data)
+        else:
+            raise TypeError(value)
+    return b"".join(parts)
 
 
-def _fixed(fmt: str) -> Callable[[Any], bytes]:
-    pack = struct.Struct(fmt).pack
-    prefix = _LENGTH(struct.calcsize(fmt))
+def _fixed(fmt: str) -> Callable[[Sequence[Any]], bytes]:
+    size = struct.calcsize(fmt)
+    pack = struct.Struct(f"!i{fmt}").pack  # each element: its length, then its value
+    boolean = fmt == "?"
 
-    def encode(value: Any) -> bytes:
-        if type(value) is bool and fmt != "!?":
-            raise TypeError(value)  # psycopg sends a bool as boolean, not as a number
-        return prefix + pack(value)
+    def encode(values: Sequence[Any]) -> bytes:
+        parts = []
+        for value in values:
+            if value is None:
+                parts.append(_NULL)
+            elif (type(value) is bool) != boolean:
+                raise TypeError(value)  # psycopg sends bools as boolean, and only them
+            else:
+                parts.append(pack(size, value))
+        return b"".join(parts)
 
     return encode
 
 
-# Type name (as PREPARE reports it) -> element type oid, element encoder.
-_ELEMENTS: dict[str, tuple[int, Callable[[Any], bytes]]] = {
-    "text": (25, _text),
-    "integer": (23, _fixed("!i")),
-    "bigint": (20, _fixed("!q")),
-    "double precision": (701, _fixed("!d")),
-    "boolean": (16, _fixed("!?")),
+# Type name (as PREPARE reports it) -> element type oid, encoder of a column's elements.
+_ELEMENTS: dict[str, tuple[int, Callable[[Sequence[Any]], bytes]]] = {
+    "text": (25, _texts),
+    "integer": (23, _fixed("i")),
+    "bigint": (20, _fixed("q")),
+    "double precision": (701, _fixed("d")),
+    "boolean": (16, _fixed("?")),
 }
 
 
@@ -77,10 +91,9 @@ def encode(types: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[Encoded]
     columns = []
     try:
         for kind, values in zip(types, zip(*rows, strict=True), strict=True):
-            oid, element = _ELEMENTS[kind]
-            parts = [_NULL if value is None else element(value) for value in values]
+            oid, elements = _ELEMENTS[kind]
             has_null = 1 if None in values else 0
-            columns.append(Encoded(_HEADER(1, has_null, oid, len(parts), 1) + b"".join(parts)))
+            columns.append(Encoded(_HEADER(1, has_null, oid, len(values), 1) + elements(values)))
     except (TypeError, struct.error, KeyError, UnicodeEncodeError):
         return None
     return columns
