@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import pytest
 
@@ -89,3 +90,31 @@ async def test_start__by_name_with_no_live_worker_says_nothing(
             run = await queuer.start("later.workflow")
         assert await run.status() == cairn.RunStatus.PENDING
     assert not [record for record in caplog.records if record.name == "cairn.control"]
+
+
+async def test_start__by_name_looks_at_the_workers_once_for_a_burst_of_starts(
+    kit: Kit, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Starting by name is a Client's everyday path: one read of the workers serves a
+    # burst of starts (a few seconds), not one read each.
+    @kit.workflow("known.flow")
+    async def known() -> None:
+        return None
+
+    async with kit.engine(), kit.engine(workers=0) as queuer:
+        reads = 0
+        list_workers = queuer.store.list_workers
+
+        async def counted() -> list[Any]:
+            nonlocal reads
+            reads += 1
+            return await list_workers()
+
+        monkeypatch.setattr(queuer.store, "list_workers", counted)
+        with caplog.at_level(logging.WARNING, logger="cairn.control"):
+            for _ in range(3):
+                await queuer.start("unknown.flow")
+
+    warnings = [record for record in caplog.records if record.name == "cairn.control"]
+    assert len(warnings) == 3
+    assert reads == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -32,6 +33,8 @@ from cairn.store.protocol import Store
 from cairn.store.records import RunQuery, RunRecord
 
 log = logging.getLogger("cairn.control")
+
+WORKERS_FRESH = 5.0  # seconds a look at the live workers serves starts by name
 
 
 class LocalExecutor(Protocol):
@@ -91,6 +94,9 @@ class RunControl:
         self.queues = QueueControl(self)
         self.schedules = ScheduleControl(self)
         self._waiters: dict[str, list[asyncio.Future[Outcome | None]]] = {}
+        # (when read, what live workers execute): starts by name read the workers at
+        # most every WORKERS_FRESH seconds, not once each.
+        self._workers_seen: tuple[float, set[str] | None] | None = None
 
     # starting
 
@@ -169,7 +175,10 @@ class RunControl:
         nothing; but a misspelt or unqualified name (`checkout` for `shop.checkout`) would
         otherwise leave the run PENDING in silence.
         """
-        known = leases.known_workflows(await self.store.list_workers())
+        now = time.monotonic()
+        if self._workers_seen is None or now - self._workers_seen[0] > WORKERS_FRESH:
+            self._workers_seen = (now, leases.known_workflows(await self.store.list_workers()))
+        known = self._workers_seen[1]
         if known is not None and name not in known:
             log.warning(
                 "run %s: no live worker executes workflow %r, so it stays PENDING until one "

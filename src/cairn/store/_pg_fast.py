@@ -52,7 +52,7 @@ _HERE_ROUNDS = 16  # waits outside the loop in a row, at most
 
 
 class FastPath:
-    """Row-count statements on one connection that nothing else uses meanwhile."""
+    """Statements committed alone, on a connection that nothing else uses meanwhile."""
 
     def __init__(self, conn: Conn) -> None:
         self._conn = conn
