@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from cairn.store import Store, sqlite_path
-from cairn.store.records import RunRecord, StepRecord, WorkerRecord
+from cairn.store.records import AttemptRecord, Lease, RunRecord, StepRecord, WorkerRecord
 
 T0 = 1_700_000_000.0  # a fixed "now" for runs; claims and leases compare against it
 LEASE = 10.0
@@ -38,8 +38,20 @@ def run_record(
         "attempt": 1 if status == "RUNNING" else 0,
         "started_at": T0 if status == "RUNNING" else None,
     }
+    if owner is not None:
+        values["fence"] = 1  # as a local start or a first claim leaves it
     values.update(fields)
     return RunRecord(run_id=run_id, status=status, owner=owner, **values)
+
+
+def attempt_record(run_id: str, key: str, attempt: int) -> AttemptRecord:
+    """A failed attempt of a step."""
+    return AttemptRecord(run_id, key, attempt, "builtins.ValueError", "boom", "tb", T0, T0 + 1)
+
+
+def held(owner: str, fence: int = 1) -> Lease:
+    """The lease of an attempt of `owner` (fence 1: the run's first claim)."""
+    return Lease(owner, fence)
 
 
 def step_record(run_id: str, seq: int, name: str = "add", **fields: Any) -> StepRecord:
@@ -58,9 +70,20 @@ def step_record(run_id: str, seq: int, name: str = "add", **fields: Any) -> Step
     return StepRecord(run_id=run_id, seq=seq, **values)
 
 
-def worker_record(worker_id: str, *, heartbeat_at: float = T0) -> WorkerRecord:
-    """A worker row (on another host, so no process check applies)."""
-    return WorkerRecord(worker_id, "elsewhere", 1, T0, heartbeat_at, concurrency=4)
+def worker_record(worker_id: str, *, lease: float = LEASE) -> WorkerRecord:
+    """A worker row (no process identity, so no process check applies).
+
+    The store writes its times with the database's clock; `age_heartbeat` moves them.
+    """
+    return WorkerRecord(worker_id, "elsewhere", 1, 0.0, 0.0, concurrency=4, lease=lease)
+
+
+def age_heartbeat(url: str, worker_id: str, seconds: float) -> None:
+    """Make a worker's heartbeat `seconds` old by the database's clock (0: expired)."""
+    import time
+
+    when = time.time() - seconds if seconds else 0.0
+    execute(url, "UPDATE workers SET heartbeat_at = ? WHERE worker_id = ?", (when, worker_id))
 
 
 OpenStore = Callable[[], Awaitable[Store]]

@@ -9,7 +9,17 @@ import pytest
 
 from cairn.store import LeaseLost, Store
 
-from .kit import LEASE, T0, OpenStore, run_record, step_record, worker_record
+from .kit import (
+    LEASE,
+    T0,
+    OpenStore,
+    age_heartbeat,
+    attempt_record,
+    held,
+    run_record,
+    step_record,
+    worker_record,
+)
 
 
 async def test_claim_runs__takes_due_pending_runs_by_priority(store: Store) -> None:
@@ -17,7 +27,7 @@ async def test_claim_runs__takes_due_pending_runs_by_priority(store: Store) -> N
     await store.create_run(run_record("high", priority=0, created_at=T0 + 1))
     await store.create_run(run_record("later", wake_at=T0 + 60))
 
-    claimed = await store.claim_runs("w1", 10, now=T0, lease=LEASE)
+    claimed = await store.claim_runs("w1", 10, now=T0, stale=True)
 
     assert [run.run_id for run in claimed.runs] == ["high", "low"]
     assert claimed.poisoned == []
@@ -29,9 +39,9 @@ async def test_claim_runs__takes_no_more_than_the_limit(store: Store) -> None:
     for i in range(5):
         await store.create_run(run_record(f"r{i}", created_at=T0 + i))
 
-    first = await store.claim_runs("w1", 2, now=T0, lease=LEASE)
-    rest = await store.claim_runs("w1", 10, now=T0, lease=LEASE)
-    none = await store.claim_runs("w1", 0, now=T0, lease=LEASE)
+    first = await store.claim_runs("w1", 2, now=T0, stale=True)
+    rest = await store.claim_runs("w1", 10, now=T0, stale=True)
+    none = await store.claim_runs("w1", 0, now=T0, stale=True)
 
     assert [run.run_id for run in first.runs] == ["r0", "r1"]
     assert [run.run_id for run in rest.runs] == ["r2", "r3", "r4"]
@@ -41,10 +51,10 @@ async def test_claim_runs__takes_no_more_than_the_limit(store: Store) -> None:
 async def test_claim_runs__wakes_a_sleeper_without_a_new_attempt(store: Store) -> None:
     await store.register_worker(worker_record("w1"))
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await store.park_run("r1", "w1", "SLEEPING", wake_at=T0 + 60, waiting_for=None, now=T0)
+    await store.park_run("r1", held("w1"), "SLEEPING", wake_at=T0 + 60, waiting_for=None, now=T0)
 
-    early = await store.claim_runs("w2", 10, now=T0 + 59, lease=LEASE)
-    due = await store.claim_runs("w2", 10, now=T0 + 60, lease=LEASE)
+    early = await store.claim_runs("w2", 10, now=T0 + 59, stale=True)
+    due = await store.claim_runs("w2", 10, now=T0 + 60, stale=True)
 
     assert early.runs == []
     assert [(run.run_id, run.attempt, run.owner) for run in due.runs] == [("r1", 1, "w2")]
@@ -53,14 +63,14 @@ async def test_claim_runs__wakes_a_sleeper_without_a_new_attempt(store: Store) -
 async def test_claim_runs__never_hands_a_run_to_two_claimers(open_store_at: OpenStore) -> None:
     stores = [await open_store_at() for _ in range(6)]
     for i in range(12):
-        await stores[0].register_worker(worker_record(f"w{i}", heartbeat_at=T0 + 100))
+        await stores[0].register_worker(worker_record(f"w{i}"))
     for i in range(60):
         await stores[0].create_run(run_record(f"r{i:02}", created_at=T0 + i))
 
     async def claimer(store: Store, worker: str) -> list[str]:
         taken: list[str] = []
         while True:
-            claimed = await store.claim_runs(worker, 3, now=T0 + 100, lease=LEASE)
+            claimed = await store.claim_runs(worker, 3, now=T0 + 100, stale=True)
             if not claimed.runs:
                 return taken
             taken += [run.run_id for run in claimed.runs]
@@ -76,23 +86,75 @@ async def test_claim_runs__never_hands_a_run_to_two_claimers(open_store_at: Open
             assert run is not None and run.owner == f"w{i}"
 
 
-async def test_claim_runs__recovers_an_orphan_once_its_lease_expires(store: Store) -> None:
-    await store.register_worker(worker_record("dead", heartbeat_at=T0))
-    await store.register_worker(worker_record("alive", heartbeat_at=T0 + LEASE + 5))
+async def test_claim_runs__recovers_an_orphan_once_its_owners_lease_expires(
+    store: Store, store_url: str
+) -> None:
+    await store.register_worker(worker_record("dead", lease=LEASE))
+    await store.register_worker(worker_record("alive"))
     await store.create_run(run_record("r1", status="RUNNING", owner="dead"))
-    await store.record_step("dead", step_record("r1", 1))
+    await store.record_step(held("dead"), step_record("r1", 1))
 
-    within = await store.claim_runs("alive", 10, now=T0 + LEASE - 1, lease=LEASE)
-    after = await store.claim_runs("alive", 10, now=T0 + LEASE + 1, lease=LEASE)
+    age_heartbeat(store_url, "dead", LEASE - 2)  # by the database's clock
+    within = await store.claim_runs("alive", 10, now=T0, stale=True)
+    age_heartbeat(store_url, "dead", LEASE + 2)
+    unjudged = await store.claim_runs("alive", 10, now=T0, stale=False)
+    after = await store.claim_runs("alive", 10, now=T0, stale=True)
 
     assert within.runs == []
+    assert unjudged.runs == []  # a claimer not yet entitled to judge heartbeats leaves it
     [run] = after.runs
     assert (run.run_id, run.owner, run.attempt, run.recoveries) == ("r1", "alive", 2, 1)
+    assert run.fence == 2
     with pytest.raises(LeaseLost):  # the old owner, if it was only slow, is fenced off
-        await store.record_step("dead", step_record("r1", 2))
+        await store.record_step(held("dead"), step_record("r1", 2))
     with pytest.raises(LeaseLost):
-        await store.finish_run("r1", "dead", "COMPLETED", result=None, error=None, now=T0)
+        await store.finish_run("r1", held("dead"), "COMPLETED", result=None, error=None, now=T0)
     assert len(await store.load_journal("r1")) == 1
+
+
+async def test_claim_runs__judges_a_heartbeat_by_its_owners_own_lease(
+    store: Store, store_url: str
+) -> None:
+    await store.register_worker(worker_record("patient", lease=60.0))
+    await store.register_worker(worker_record("hasty", lease=5.0))
+    await store.create_run(run_record("slow", status="RUNNING", owner="patient"))
+    await store.create_run(run_record("quick", status="RUNNING", owner="hasty"))
+    age_heartbeat(store_url, "patient", 30.0)
+    age_heartbeat(store_url, "hasty", 30.0)
+
+    claimed = await store.claim_runs("w9", 10, now=T0, stale=True)
+
+    # Thirty seconds of silence is within the patient worker's 60 s, past the hasty one's 5 s.
+    assert [run.run_id for run in claimed.runs] == ["quick"]
+
+
+async def test_claim_runs__a_run_claimed_again_gets_a_new_fence(
+    store: Store, store_url: str
+) -> None:
+    await store.register_worker(worker_record("a"))
+    await store.register_worker(worker_record("b"))
+    await store.create_run(run_record("r1", status="RUNNING", owner="a"))
+    await store.park_run("r1", held("a"), "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+    [first] = (await store.claim_runs("a", 10, now=T0 + 1, stale=True)).runs
+    age_heartbeat(store_url, "a", 0)  # presumed dead (while only paused, say)
+    [second] = (await store.claim_runs("b", 10, now=T0 + 1, stale=True)).runs
+    await store.park_run("r1", held("b", 3), "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+    [third] = (await store.claim_runs("a", 10, now=T0 + 2, stale=True)).runs
+
+    assert [(r.owner, r.fence) for r in (first, second, third)] == [("a", 2), ("b", 3), ("a", 4)]
+    # The same worker, but the attempt of its earlier claim: fenced off in each write.
+    old = held("a", 2)
+    with pytest.raises(LeaseLost):
+        await store.record_step(old, step_record("r1", 1))
+    with pytest.raises(LeaseLost):
+        await store.record_attempt(old, attempt_record("r1", "add#1", 1))
+    with pytest.raises(LeaseLost):
+        await store.park_run("r1", old, "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+    with pytest.raises(LeaseLost):
+        await store.finish_run("r1", old, "COMPLETED", result=None, error=None, now=T0)
+    assert not await store.release_run("r1", old)
+    await store.record_step(held("a", 4), step_record("r1", 1))
+    assert [(s.key, s.result) for s in await store.load_journal("r1")] == [("add#1", "1")]
 
 
 async def test_claim_runs__an_orphan_of_an_unregistered_worker_is_recovered(
@@ -100,7 +162,7 @@ async def test_claim_runs__an_orphan_of_an_unregistered_worker_is_recovered(
 ) -> None:
     await store.create_run(run_record("r1", status="RUNNING", owner="gone"))
 
-    claimed = await store.claim_runs("w1", 10, now=T0, lease=LEASE)
+    claimed = await store.claim_runs("w1", 10, now=T0, stale=True)
 
     assert [(run.run_id, run.recoveries) for run in claimed.runs] == [("r1", 1)]
 
@@ -109,10 +171,10 @@ async def test_claim_runs__poisons_a_run_recovered_max_recoveries_times(store: S
     await store.create_run(run_record("r1", status="RUNNING", owner="gone", max_recoveries=2))
     recoveries = []
     for worker in ("a", "b"):  # never heartbeating, each counts as dead at once
-        claimed = await store.claim_runs(worker, 10, now=T0, lease=LEASE)
+        claimed = await store.claim_runs(worker, 10, now=T0, stale=True)
         recoveries += [run.recoveries for run in claimed.runs]
 
-    last = await store.claim_runs("c", 10, now=T0, lease=LEASE)
+    last = await store.claim_runs("c", 10, now=T0, stale=True)
 
     assert recoveries == [1, 2]
     assert (last.runs, last.poisoned) == ([], ["r1"])
@@ -123,27 +185,31 @@ async def test_claim_runs__poisons_a_run_recovered_max_recoveries_times(store: S
 
 
 async def test_claim_run_over_a_live_owner__leaves_it_alone(store: Store) -> None:
-    await store.register_worker(worker_record("w1", heartbeat_at=T0))
+    await store.register_worker(worker_record("w1"))
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
 
-    claimed = await store.claim_runs("w2", 10, now=T0 + 1, lease=LEASE)
+    claimed = await store.claim_runs("w2", 10, now=T0 + 1, stale=True)
 
     assert claimed.runs == []
     assert claimed.poisoned == []
 
 
-async def test_release_run__a_live_owner_hands_one_run_back_as_an_orphan(store: Store) -> None:
-    await store.register_worker(worker_record("w1", heartbeat_at=T0))
+async def test_release_run__a_live_owner_queues_one_run_again(store: Store) -> None:
+    await store.register_worker(worker_record("w1"))
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
     await store.create_run(run_record("r2", status="RUNNING", owner="w1"))
 
-    await store.release_run("r1", "w2")  # not its owner: nothing happens
-    untouched = await store.claim_runs("w2", 10, now=T0 + 1, lease=LEASE)
-    await store.release_run("r1", "w1")
-    claimed = await store.claim_runs("w2", 10, now=T0 + 1, lease=LEASE)
+    refused = await store.release_run("r1", held("w2"))  # not its owner: nothing happens
+    untouched = await store.claim_runs("w2", 10, now=T0 + 1, stale=True)
+    released = await store.release_run("r1", held("w1"))
+    claimed = await store.claim_runs("w2", 10, now=T0 + 1, stale=True)
 
+    assert (refused, released) == (False, True)
     assert untouched.runs == []
-    # Only r1, and recovered like an orphan: the hand-back counts towards max_recoveries.
-    assert [(run.run_id, run.owner, run.recoveries) for run in claimed.runs] == [("r1", "w2", 1)]
+    # Only r1, queued again: a hand-back is not a recovery (a flapping database must not
+    # poison healthy runs), but it is a new attempt.
+    assert [(r.run_id, r.owner, r.recoveries, r.attempt) for r in claimed.runs] == [
+        ("r1", "w2", 0, 2)
+    ]
     with pytest.raises(LeaseLost):
-        await store.record_step("w1", step_record("r1", 1))
+        await store.record_step(held("w1"), step_record("r1", 1))

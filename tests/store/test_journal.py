@@ -8,20 +8,15 @@ import pytest
 
 from cairn.errors import StoreError
 from cairn.store import LeaseLost, Store
-from cairn.store.records import AttemptRecord
 
-from .kit import T0, run_record, step_record
-
-
-def attempt_record(run_id: str, key: str, attempt: int) -> AttemptRecord:
-    return AttemptRecord(run_id, key, attempt, "builtins.ValueError", "boom", "tb", T0, T0 + 1)
+from .kit import T0, attempt_record, held, run_record, step_record
 
 
 async def test_record_step__owner_appends_entries_in_seq_order(store: Store) -> None:
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
 
     for seq in (1, 2, 3):
-        await store.record_step("w1", step_record("r1", seq))
+        await store.record_step(held("w1"), step_record("r1", seq))
 
     assert await store.load_journal("r1") == [step_record("r1", seq) for seq in (1, 2, 3)]
 
@@ -30,26 +25,29 @@ async def test_record_step__non_owner_raises_lease_lost_and_writes_nothing(store
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
 
     with pytest.raises(LeaseLost):
-        await store.record_step("w2", step_record("r1", 1))
+        await store.record_step(held("w2"), step_record("r1", 1))
 
     assert await store.load_journal("r1") == []
 
 
 async def test_record_step__finished_run_is_fenced(store: Store) -> None:
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await store.finish_run("r1", "w1", "COMPLETED", result=None, error=None, now=T0)
+    await store.finish_run("r1", held("w1"), "COMPLETED", result=None, error=None, now=T0)
 
     with pytest.raises(LeaseLost):
-        await store.record_step("w1", step_record("r1", 1))
+        await store.record_step(held("w1"), step_record("r1", 1))
 
 
 async def test_record_step__concurrent_writers_share_commits_and_fail_alone(store: Store) -> None:
     for i in range(10):
         await store.create_run(run_record(f"r{i}", status="RUNNING", owner="w1"))
-    await store.record_step("w1", step_record("r7", 1))
+    await store.record_step(held("w1"), step_record("r7", 1))
 
     outcomes = await asyncio.gather(
-        *(store.record_step("w1" if i != 4 else "w2", step_record(f"r{i}", 1)) for i in range(10)),
+        *(
+            store.record_step(held("w1" if i != 4 else "w2"), step_record(f"r{i}", 1))
+            for i in range(10)
+        ),
         return_exceptions=True,
     )
 
@@ -64,10 +62,10 @@ async def test_record_step__concurrent_writers_share_commits_and_fail_alone(stor
 async def test_upsert_step__replaces_a_waiting_entry(store: Store) -> None:
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
     waiting = step_record("r1", 1, name="event", status="waiting", finished_at=None, result=None)
-    await store.upsert_step("w1", waiting)
+    await store.upsert_step(held("w1"), waiting)
 
     done = step_record("r1", 1, name="event", result='"payload"')
-    await store.upsert_step("w1", done)
+    await store.upsert_step(held("w1"), done)
 
     assert await store.load_journal("r1") == [done]
 
@@ -76,14 +74,14 @@ async def test_upsert_step__non_owner_raises_lease_lost(store: Store) -> None:
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
 
     with pytest.raises(LeaseLost):
-        await store.upsert_step("w2", step_record("r1", 1))
+        await store.upsert_step(held("w2"), step_record("r1", 1))
 
 
 async def test_record_attempt__kept_once_per_attempt_in_order(store: Store) -> None:
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
 
     for attempt in (2, 1, 1):
-        await store.record_attempt("w1", attempt_record("r1", "add#1", attempt))
+        await store.record_attempt(held("w1"), attempt_record("r1", "add#1", attempt))
 
     loaded = await store.load_attempts("r1")
     assert [(a.key, a.attempt) for a in loaded] == [("add#1", 1), ("add#1", 2)]
@@ -95,7 +93,7 @@ async def test_record_attempt__non_owner_raises_lease_lost_and_writes_nothing(
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
 
     with pytest.raises(LeaseLost):
-        await store.record_attempt("w2", attempt_record("r1", "add#1", 1))
+        await store.record_attempt(held("w2"), attempt_record("r1", "add#1", 1))
 
     assert await store.load_attempts("r1") == []
 
@@ -105,9 +103,9 @@ async def test_consume_message__takes_the_oldest_once(store: Store) -> None:
     for payload in ("1", "2"):
         await store.send_message("r1", "go", payload, idempotency_key=None, now=T0)
 
-    first = await store.consume_message("w1", "go", step_record("r1", 1, name="event"))
-    second = await store.consume_message("w1", "go", step_record("r1", 2, name="event"))
-    third = await store.consume_message("w1", "go", step_record("r1", 3, name="event"))
+    first = await store.consume_message(held("w1"), "go", step_record("r1", 1, name="event"))
+    second = await store.consume_message(held("w1"), "go", step_record("r1", 2, name="event"))
+    third = await store.consume_message(held("w1"), "go", step_record("r1", 3, name="event"))
 
     assert (first, second, third) == ("1", "2", None)
     assert [step.result for step in await store.load_journal("r1")] == ["1", "2"]

@@ -9,7 +9,7 @@ import pytest
 
 from cairn.store import LeaseLost, RunQuery, Store
 
-from .kit import LEASE, T0, OpenStore, run_record, step_record
+from .kit import T0, OpenStore, held, run_record, step_record
 
 
 async def test_create_run__new_run_is_stored(store: Store) -> None:
@@ -85,7 +85,7 @@ async def test_list_runs__filters_by_status_and_workflow(store: Store) -> None:
 async def test_finish_run__owner_ends_and_releases_it(store: Store) -> None:
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
 
-    await store.finish_run("r1", "w1", "COMPLETED", result="42", error=None, now=T0 + 5)
+    await store.finish_run("r1", held("w1"), "COMPLETED", result="42", error=None, now=T0 + 5)
 
     run = await store.get_run("r1")
     assert run is not None
@@ -96,7 +96,7 @@ async def test_finish_run__non_owner_raises_lease_lost_and_changes_nothing(store
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
 
     with pytest.raises(LeaseLost):
-        await store.finish_run("r1", "w2", "COMPLETED", result="42", error=None, now=T0 + 5)
+        await store.finish_run("r1", held("w2"), "COMPLETED", result="42", error=None, now=T0 + 5)
 
     run = await store.get_run("r1")
     assert run is not None
@@ -105,7 +105,9 @@ async def test_finish_run__non_owner_raises_lease_lost_and_changes_nothing(store
 
 async def test_finish_run__many_at_once_tell_parents_and_fence_each(store: Store) -> None:
     await store.create_run(run_record("parent", status="RUNNING", owner="w1"))
-    await store.park_run("parent", "w1", "WAITING", wake_at=None, waiting_for="children", now=T0)
+    await store.park_run(
+        "parent", held("w1"), "WAITING", wake_at=None, waiting_for="children", now=T0
+    )
     for i in range(6):
         await store.create_run(
             run_record(f"c{i}", status="RUNNING", owner="w1", parent_id="parent")
@@ -115,7 +117,7 @@ async def test_finish_run__many_at_once_tell_parents_and_fence_each(store: Store
         *(
             store.finish_run(
                 f"c{i}",
-                "w1" if i != 2 else "w9",
+                held("w1" if i != 2 else "w9"),
                 "COMPLETED",
                 result=str(i),
                 error=None,
@@ -131,11 +133,13 @@ async def test_finish_run__many_at_once_tell_parents_and_fence_each(store: Store
     ] * 3
     parent = await store.get_run("parent")
     assert parent is not None and parent.wake_at == T0 + 1  # woken by its children
-    claimed = await store.claim_runs("w1", 5, now=T0 + 2, lease=LEASE)
+    claimed = await store.claim_runs("w1", 5, now=T0 + 2, stale=True)
     assert [run.run_id for run in claimed.runs] == ["parent"]
     told = {}
     for i in range(6):
-        payload = await store.consume_message("w1", f"child:c{i}", step_record("parent", i))
+        payload = await store.consume_message(
+            held("w1", 2), f"child:c{i}", step_record("parent", i)
+        )
         told[i] = None if payload is None else json.loads(payload)["result"]
     assert told == {0: "0", 1: "1", 2: None, 3: "3", 4: "4", 5: "5"}
 
@@ -143,10 +147,10 @@ async def test_finish_run__many_at_once_tell_parents_and_fence_each(store: Store
 async def test_finish_run__parent_ending_cancels_attached_children(store: Store) -> None:
     await store.create_run(run_record("p", status="RUNNING", owner="w1"))
     await store.create_run(run_record("kid", status="RUNNING", owner="w1", parent_id="p"))
-    await store.park_run("kid", "w1", "SLEEPING", wake_at=T0 + 3600, waiting_for=None, now=T0)
+    await store.park_run("kid", held("w1"), "SLEEPING", wake_at=T0 + 3600, waiting_for=None, now=T0)
     await store.create_run(run_record("free", status="PENDING", parent_id="p", detached=1))
 
-    await store.finish_run("p", "w1", "COMPLETED", result=None, error=None, now=T0 + 1)
+    await store.finish_run("p", held("w1"), "COMPLETED", result=None, error=None, now=T0 + 1)
 
     kid = await store.get_run("kid")
     free = await store.get_run("free")
@@ -158,7 +162,7 @@ async def test_finish_run__parent_ending_cancels_attached_children(store: Store)
 async def test_park_run__sleeping_run_is_released_until_its_wake_time(store: Store) -> None:
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
 
-    await store.park_run("r1", "w1", "SLEEPING", wake_at=T0 + 60, waiting_for=None, now=T0)
+    await store.park_run("r1", held("w1"), "SLEEPING", wake_at=T0 + 60, waiting_for=None, now=T0)
 
     run = await store.get_run("r1")
     assert run is not None
@@ -172,7 +176,9 @@ async def test_park_run__waiting_run_with_a_queued_message_is_due_at_once(store:
         "r1", "approval", json.dumps({"ok": True}), idempotency_key=None, now=T0 + 1
     )
 
-    await store.park_run("r1", "w1", "WAITING", wake_at=None, waiting_for="approval", now=T0 + 2)
+    await store.park_run(
+        "r1", held("w1"), "WAITING", wake_at=None, waiting_for="approval", now=T0 + 2
+    )
 
     run = await store.get_run("r1")
     assert status == "RUNNING"
@@ -184,7 +190,9 @@ async def test_park_run__non_owner_raises_lease_lost(store: Store) -> None:
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
 
     with pytest.raises(LeaseLost):
-        await store.park_run("r1", "w2", "SLEEPING", wake_at=T0 + 60, waiting_for=None, now=T0)
+        await store.park_run(
+            "r1", held("w2"), "SLEEPING", wake_at=T0 + 60, waiting_for=None, now=T0
+        )
 
 
 async def test_send_message__wakes_a_waiting_run_from_another_store(
@@ -192,7 +200,7 @@ async def test_send_message__wakes_a_waiting_run_from_another_store(
 ) -> None:
     worker, client = await open_store_at(), await open_store_at()
     await worker.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await worker.park_run("r1", "w1", "WAITING", wake_at=None, waiting_for="go", now=T0)
+    await worker.park_run("r1", held("w1"), "WAITING", wake_at=None, waiting_for="go", now=T0)
 
     status = await client.send_message("r1", "go", "1", idempotency_key="k", now=T0 + 1)
     again = await client.send_message("r1", "go", "1", idempotency_key="k", now=T0 + 2)
@@ -200,10 +208,10 @@ async def test_send_message__wakes_a_waiting_run_from_another_store(
     run = await worker.get_run("r1")
     assert (status, again) == ("WAITING", "WAITING")
     assert run is not None and run.wake_at is not None and run.wake_at <= T0 + 2
-    claimed = await worker.claim_runs("w1", 1, now=T0 + 3, lease=LEASE)
+    claimed = await worker.claim_runs("w1", 1, now=T0 + 3, stale=True)
     assert [r.run_id for r in claimed.runs] == ["r1"]
-    first = await worker.consume_message("w1", "go", step_record("r1", 1))
-    second = await worker.consume_message("w1", "go", step_record("r1", 2))
+    first = await worker.consume_message(held("w1", 2), "go", step_record("r1", 1))
+    second = await worker.consume_message(held("w1", 2), "go", step_record("r1", 2))
     assert (first, second) == ("1", None)  # the idempotency key stored it once
 
 
@@ -215,7 +223,7 @@ async def test_finish_run__alone_many_at_once_are_each_fenced(store: Store) -> N
         *(
             store.finish_run(
                 f"r{i}",
-                "w1" if i != 4 else "w2",
+                held("w1" if i != 4 else "w2"),
                 "COMPLETED",
                 result=str(i),
                 error=None,

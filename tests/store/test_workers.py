@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import replace
+
+import pytest
 
 from cairn.store import Store
 
-from .kit import LEASE, T0, OpenStore, run_record, worker_record
+from .kit import LEASE, T0, OpenStore, age_heartbeat, held, run_record, worker_record
 
 
-async def test_register_worker__inserts_then_refreshes(store: Store) -> None:
-    await store.register_worker(worker_record("w1"))
-    await store.register_worker(worker_record("w1", heartbeat_at=T0 + 5))
+async def test_register_worker__inserts_then_refreshes_by_the_databases_clock(
+    store: Store, store_url: str
+) -> None:
+    before = time.time()
+    await store.register_worker(worker_record("w1", lease=30.0))
     await store.register_worker(worker_record("w2"))
+    age_heartbeat(store_url, "w1", 100)
+    await store.register_worker(worker_record("w1", lease=20.0))
 
-    workers = await store.list_workers()
+    workers = {w.worker_id: w for w in await store.list_workers()}
 
-    assert [(w.worker_id, w.heartbeat_at) for w in workers] == [("w1", T0 + 5), ("w2", T0)]
+    assert set(workers) == {"w1", "w2"}
+    for worker in workers.values():  # the times are the database's, not the record's 0.0
+        assert before - 5 <= worker.started_at <= time.time() + 5
+        assert before - 5 <= worker.heartbeat_at <= time.time() + 5
+    assert (workers["w1"].lease, workers["w2"].lease) == (20.0, LEASE)
 
 
 async def test_register_worker__keeps_the_workflows_it_executes(store: Store) -> None:
@@ -28,22 +39,57 @@ async def test_register_worker__keeps_the_workflows_it_executes(store: Store) ->
     assert [w.workflows for w in await store.list_workers()] == ['["a"]', None]
 
 
-async def test_heartbeat__moves_the_heartbeat(store: Store) -> None:
+async def test_beat__moves_the_heartbeat_and_says_what_the_worker_holds(
+    store: Store, store_url: str
+) -> None:
     await store.register_worker(worker_record("w1"))
+    await store.register_worker(worker_record("w2"))
+    await store.create_run(run_record("mine", status="RUNNING", owner="w1"))
+    await store.create_run(run_record("theirs", status="RUNNING", owner="w2"))
+    await store.create_run(run_record("parked", status="RUNNING", owner="w1"))
+    await store.park_run("parked", held("w1"), "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+    age_heartbeat(store_url, "w1", 100)
 
-    await store.heartbeat("w1", T0 + 7)
+    beat = await store.beat(worker_record("w1"))
 
-    assert [w.heartbeat_at for w in await store.list_workers()] == [T0 + 7]
+    assert beat.owned == {"mine": 1}
+    assert {w.worker_id for w in beat.workers} == {"w1", "w2"}
+    [w1] = [w for w in await store.list_workers() if w.worker_id == "w1"]
+    assert abs(w1.heartbeat_at - time.time()) < 5
+
+
+async def test_beat__a_worker_whose_row_was_removed_registers_again(store: Store) -> None:
+    await store.register_worker(worker_record("w1"))
+    await store.remove_worker("w1")
+
+    beat = await store.beat(worker_record("w1"))
+
+    assert [w.worker_id for w in beat.workers] == ["w1"]
+
+
+async def test_side_channel__beats_from_a_thread_of_its_own(store: Store) -> None:
+    await store.register_worker(worker_record("w1"))
+    await store.create_run(run_record("mine", status="RUNNING", owner="w1"))
+    channel = store.side_channel()
+    if channel is None:
+        pytest.skip(f"{store!r} has no side channel")
+    try:
+        beat = await asyncio.to_thread(channel.beat, worker_record("w1"))
+    finally:
+        channel.close()
+
+    assert beat.owned == {"mine": 1}
 
 
 async def test_expire_workers__makes_their_runs_recoverable_at_once(store: Store) -> None:
-    await store.register_worker(worker_record("w1", heartbeat_at=T0 + 100))
+    await store.register_worker(worker_record("w1"))
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    before = await store.claim_runs("w2", 10, now=T0, lease=LEASE)
+    before = await store.claim_runs("w2", 10, now=T0, stale=True)
 
     await store.expire_workers(["w1"])
 
-    after = await store.claim_runs("w2", 10, now=T0, lease=LEASE)
+    # Expired workers are dead for any claimer, one not yet judging heartbeats too.
+    after = await store.claim_runs("w2", 10, now=T0, stale=False)
     assert before.runs == []
     assert [(run.run_id, run.owner, run.recoveries) for run in after.runs] == [("r1", "w2", 1)]
 
@@ -105,7 +151,7 @@ async def test_wait_for_work__wakes_on_a_message_for_a_waiting_run(
 ) -> None:
     worker, client = await open_store_at(), await open_store_at()
     await worker.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await worker.park_run("r1", "w1", "WAITING", wake_at=None, waiting_for="go", now=T0)
+    await worker.park_run("r1", held("w1"), "WAITING", wake_at=None, waiting_for="go", now=T0)
     await settle(worker)
     waiting = asyncio.create_task(worker.wait_for_work(30))
     await asyncio.sleep(0)

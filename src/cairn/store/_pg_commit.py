@@ -7,7 +7,12 @@ shots whose statement has a bulk form share one statement. A shot's future is re
 only after its commit. A shot that raises LeaseLost is answered with it and the batch
 goes on; a batch that fails is retried one shot per transaction; a batch that loses its
 connection (the server restarted) is retried on a new one for up to `retry_for` seconds
-before its shots fail with StoreError.
+before its shots fail with StoreUnavailable.
+
+A batch whose connection was lost may have committed before its reply was lost. Its
+shots are sent again and are then "ambiguous": success is definitive (a fenced write that
+succeeds now cannot have succeeded before), but a failure may only mean that the first
+send did it, so it is reported as StoreUnavailable with `unknown` set, never as LeaseLost.
 """
 
 from __future__ import annotations
@@ -21,13 +26,13 @@ from typing import Any
 
 import psycopg
 
-from cairn.errors import StoreError
+from cairn.errors import StoreError, StoreUnavailable
 from cairn.store import _pg_sql
 from cairn.store._pg_conn import (
     Conn,
+    Db,
     Disconnected,
     Native,
-    Pool,
     Program,
     Request,
     first_line,
@@ -46,6 +51,7 @@ log = logging.getLogger("cairn.store.postgres")
 
 MAX_BATCH = 500
 NOW = 0.0  # a wake time meaning "claimable now"
+LOST = -1  # what `Writer.lone` answers when its connection was lost after sending
 Make = Callable[[], Program[Any]]
 
 
@@ -110,6 +116,7 @@ class Shot:
     params: Sequence[Any] = ()
     done: bool = False
     started: tuple[Program[Any], Request] | None = None  # made already, for the 1st attempt
+    ambiguous: bool = False  # sent before on a connection that was lost (module docstring)
 
     def begin(self) -> tuple[Program[Any], Request]:
         """A program for this attempt, and its (first and only) request."""
@@ -123,6 +130,17 @@ class Shot:
         self.done = True
         if self.future.done():
             return
+        if self.ambiguous and isinstance(outcome, Exception):
+            if not isinstance(outcome, StoreUnavailable):
+                unknown = StoreUnavailable(
+                    f"a write was sent again after its connection was lost, and failed "
+                    f"({type(outcome).__name__}: {outcome}): the first may have committed",
+                    unknown=True,
+                )
+                unknown.__cause__ = outcome
+                outcome = unknown
+            else:
+                outcome.unknown = True
         if isinstance(outcome, BaseException):
             self.future.set_exception(outcome)
         else:
@@ -141,16 +159,15 @@ class Writer:
 
     def __init__(
         self,
-        pool: Pool,
+        db: Db,
         *,
-        where: str,
-        retry_for: float,
         on_commit: Callable[[list[float]], None],
         lanes: int = 2,
     ) -> None:
-        self._pool = pool
-        self._where = where
-        self._retry_for = retry_for
+        self._db = db
+        self._pool = db.pool
+        self._where = db.where
+        self._retry_for = db.retry_for
         self._on_commit = on_commit
         self._lanes = lanes
         self._queue: list[Shot] = []
@@ -194,10 +211,11 @@ class Writer:
     async def lone(self, text: str, params: Sequence[Any]) -> int | None:
         """Run one row-count statement now, committed alone; the rows it touched.
 
-        Only when nothing is queued and a lane with a connection is free; otherwise, or
-        if that connection turns out lost, None: the caller then goes through `commit`
-        (which waits its turn, or retries on a new connection). This is the whole cost
-        of a step of a run alone, so it skips everything a batch needs.
+        Only when nothing is queued and a lane with a connection is free; otherwise None,
+        or LOST if that connection turned out lost once the statement was sent: the caller
+        then goes through `commit` (which waits its turn, or retries on a new connection;
+        after LOST, as an ambiguous shot). This is the whole cost of a step of a run
+        alone, so it skips everything a batch needs.
         """
         if self._closing or not self._tasks:
             return None
@@ -225,10 +243,11 @@ class Writer:
         except asyncio.CancelledError:
             await self._drop_connection(lane)  # its statement may be in flight
             raise
-        except (psycopg.Error, Disconnected) as exc:
+        except (psycopg.Error, Disconnected, UnicodeError) as exc:
             if is_lost(self._conns[lane], exc):
+                self._db.health.trouble()
                 await self._drop_connection(lane)
-                return None
+                return LOST
             raise store_error(self._where, exc) from exc
 
     async def _commit_now(self, lane: int, shot: Shot) -> None:
@@ -265,25 +284,34 @@ class Writer:
 
     async def _commit(self, lane: int, batch: list[Shot]) -> None:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._retry_for
+        started = loop.time()
+        deadline = started + self._retry_for
         delay = 0.01
         while True:
             todo = [shot for shot in batch if not shot.done]
             if not todo:
+                if delay > 0.01:
+                    self._db.health.waited(loop.time() - started)
                 return
+            sent = False
             try:
                 conn = await self._connection(lane)
                 fast = self._fast[lane]
                 assert fast is not None
+                sent = True
                 await self._apply(conn, fast, todo)
-                return
+                continue  # settled: the top of the loop returns
             except Disconnected as exc:
+                self._db.health.trouble()
                 await self._drop_connection(lane)
+                if sent:  # they may have committed before the reply was lost
+                    for shot in todo:
+                        shot.ambiguous = True
                 cause = exc.__cause__ or exc
                 if loop.time() >= deadline:
                     message = f"unreachable for {self._retry_for:g}s ({first_line(cause)})"
                     for shot in todo:
-                        shot.settle(StoreError(f"database {self._where}: {message}"))
+                        shot.settle(StoreUnavailable(f"database {self._where}: {message}"))
                     return
                 log.warning("cairn: lost %s (%s); retrying", self._where, first_line(cause))
             await asyncio.sleep(delay)
@@ -318,8 +346,8 @@ class Writer:
             fast.pause()
             await rollback(conn)
             if len(shots) == 1:
-                error = store_error(self._where, exc) if isinstance(exc, psycopg.Error) else exc
-                shots[0].settle(error)
+                failed = isinstance(exc, psycopg.Error | UnicodeError)
+                shots[0].settle(store_error(self._where, exc) if failed else exc)
                 return
             # One bad write must not sink its neighbours: retry each in its own transaction.
             for shot in shots:

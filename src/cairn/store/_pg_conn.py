@@ -2,8 +2,10 @@
 
 Reads run statement by statement (`read`); a write that is not group-committed runs alone
 in an explicit transaction (`run_alone`); concurrent reads of runs by id share a query
-(`RunReader`). A lost connection (the server restarted) is replaced and the work retried
-for up to `retry_for` seconds, then fails with StoreError naming the database.
+(`RunReader`). A lost connection (the server restarted) or a transient refusal (a
+serialization failure, a deadlock, a lock timeout) is retried on a new connection for up
+to `retry_for` seconds, then fails with StoreUnavailable naming the database. Errors are
+classified once, here: values the server will always refuse are StoreRefused.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from psycopg import AsyncConnection, AsyncCursor
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
-from cairn.errors import StoreError
+from cairn.errors import StoreError, StoreRefused, StoreUnavailable
 from cairn.store import _pg_sql, _sql
+from cairn.store._health import StoreHealth
 from cairn.store.programs import Sql
 
 T = TypeVar("T")
@@ -39,6 +42,19 @@ class Native:
 
 Request = Sql | Native | list[Sql | Native]
 Program = Generator[Request, Any, T]
+
+
+@dataclass(frozen=True, slots=True)
+class Db:
+    """Where statements go, and how long to keep retrying while the database is away.
+
+    `where` names the database in messages; `health` hears of every outage.
+    """
+
+    pool: Pool
+    where: str
+    retry_for: float
+    health: StoreHealth
 
 
 class Disconnected(Exception):
@@ -60,9 +76,38 @@ def is_lost(conn: Conn | None, exc: BaseException) -> bool:
     return isinstance(exc, psycopg.OperationalError)
 
 
+# SQLSTATE classes and codes worth another try: connections, transaction rollbacks
+# (serialization failure, deadlock), resources, lock timeouts, cancelled statements,
+# the server shutting down or starting, system errors.
+_TRANSIENT = ("08", "40", "53", "55P03", "57014", "57P", "58")
+# What the server will refuse every time: data exceptions (a value too long, a bad byte,
+# NUL), integrity violations, program limits (an index row too big).
+_REFUSED = ("22", "23", "54")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True if the statement failed for now (see _TRANSIENT), not for good."""
+    sqlstate = getattr(exc, "sqlstate", None) or ""
+    return sqlstate.startswith(_TRANSIENT)
+
+
 def store_error(where: str, exc: BaseException) -> StoreError:
-    """StoreError naming the database, chained to the driver error."""
-    error = StoreError(f"database {where}: {first_line(exc)}")
+    """The StoreError for a driver error, naming the database, chained to it.
+
+    StoreUnavailable for what another try may not meet, StoreRefused for values the
+    server (or psycopg, before sending: NUL bytes, unencodable strings) always refuses.
+    """
+    message = f"database {where}: {first_line(exc)}"
+    sqlstate = getattr(exc, "sqlstate", None) or ""
+    error: StoreError
+    if isinstance(exc, Disconnected) or is_transient(exc):
+        error = StoreUnavailable(message)
+    elif sqlstate.startswith(_REFUSED) or isinstance(exc, UnicodeError):
+        error = StoreRefused(message)
+    elif not sqlstate and isinstance(exc, psycopg.DataError | psycopg.IntegrityError):
+        error = StoreRefused(message)  # refused by psycopg itself
+    else:
+        error = StoreError(message)
     error.__cause__ = exc
     return error
 
@@ -72,25 +117,33 @@ def payload(wakes: Sequence[float]) -> str:
     return " ".join(f"{w:.3f}" for w in sorted(set(wakes))[:500])
 
 
-async def retrying(
-    pool: Pool, where: str, retry_for: float, work: Callable[[Conn], Awaitable[T]]
-) -> T:
-    """Run `work` on a pooled connection, again on a new one while the server is away."""
+async def retrying(db: Db, work: Callable[[Conn], Awaitable[T]], *, within: float = -1) -> T:
+    """Run `work` on a pooled connection, again while the server is away or says "later".
+
+    `within` (seconds, default `db.retry_for`) bounds the retries; then StoreUnavailable.
+    """
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + retry_for
+    retry_for = db.retry_for if within < 0 else within
+    started = loop.time()
+    deadline = started + retry_for
     delay = 0.01
     while True:
         conn: Conn | None = None
         try:
-            async with _pooled(pool, max(0.1, deadline - loop.time())) as conn:
-                return await work(conn)
-        except (psycopg.Error, Disconnected) as exc:
-            if not is_lost(conn, exc):
-                raise store_error(where, exc) from exc
+            async with _pooled(db.pool, max(0.1, deadline - loop.time())) as conn:
+                done = await work(conn)
+            if delay > 0.01:  # it took retries: tell the health of the wait
+                db.health.waited(loop.time() - started)
+            return done
+        except (psycopg.Error, Disconnected, UnicodeError) as exc:
+            if not (is_lost(conn, exc) or is_transient(exc)):
+                raise store_error(db.where, exc) from exc
+            db.health.trouble()
             if loop.time() >= deadline:
                 cause = exc.__cause__ if isinstance(exc, Disconnected) else exc
-                raise StoreError(
-                    f"database {where}: unreachable for {retry_for:g}s ({first_line(cause or exc)})"
+                raise StoreUnavailable(
+                    f"database {db.where}: unreachable for {retry_for:g}s "
+                    f"({first_line(cause or exc)})"
                 ) from exc
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.5)
@@ -127,7 +180,7 @@ def _give_back(pool: Pool, getting: asyncio.Future[Conn]) -> None:
 _background: set[asyncio.Future[None]] = set()
 
 
-async def read(pool: Pool, where: str, retry_for: float, program: Program[T]) -> T:
+async def read(db: Db, program: Program[T]) -> T:
     """Run a read-only program; each statement is retried on a new connection if lost."""
     try:
         request = next(program)
@@ -136,18 +189,12 @@ async def read(pool: Pool, where: str, retry_for: float, program: Program[T]) ->
             async def answer(conn: Conn, request: Request = request) -> Any:
                 return await _answer(conn, request)
 
-            request = program.send(await retrying(pool, where, retry_for, answer))
+            request = program.send(await retrying(db, answer))
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
 
 
-async def run_alone(
-    pool: Pool,
-    where: str,
-    retry_for: float,
-    make: Callable[[], Program[T]],
-    wake: float | None,
-) -> T:
+async def run_alone(db: Db, make: Callable[[], Program[T]], wake: float | None) -> T:
     """Run the write program `make()` builds alone in an explicit transaction.
 
     A connection lost before COMMIT was sent (the server restarted) is replaced and the
@@ -156,23 +203,24 @@ async def run_alone(
     how the transaction ended: committed, its outcome stands; aborted, it is run again.
     """
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + retry_for
+    deadline = loop.time() + db.retry_for
     while True:
         left = max(0.1, deadline - loop.time())
         try:
-            return await retrying(pool, where, left, lambda conn: _transact(conn, make(), wake))
+            return await retrying(db, lambda conn: _transact(conn, make(), wake), within=left)
         except _CommitUnknown as unknown:
-            ended = await _ended(pool, where, max(0.1, deadline - loop.time()), unknown.xid)
+            ended = await _ended(db, max(0.1, deadline - loop.time()), unknown.xid)
             if ended == "committed":
                 return unknown.outcome  # type: ignore[no-any-return]
             if ended != "aborted" or loop.time() >= deadline:
-                raise StoreError(
-                    f"database {where}: connection lost at COMMIT; the transaction's fate "
-                    f"is unknown ({ended or 'forgotten'})"
+                raise StoreUnavailable(
+                    f"database {db.where}: connection lost at COMMIT; the transaction's fate "
+                    f"is unknown ({ended or 'forgotten'})",
+                    unknown=True,
                 ) from unknown.__cause__
 
 
-async def _ended(pool: Pool, where: str, retry_for: float, xid: str) -> str | None:
+async def _ended(db: Db, retry_for: float, xid: str) -> str | None:
     """How transaction `xid` ended: "committed", "aborted", or still "in progress"."""
 
     async def status(conn: Conn) -> Any:
@@ -183,7 +231,7 @@ async def _ended(pool: Pool, where: str, retry_for: float, xid: str) -> str | No
     loop = asyncio.get_running_loop()
     deadline = loop.time() + retry_for
     while True:
-        ended = await retrying(pool, where, retry_for, status)
+        ended = await retrying(db, status, within=retry_for)
         # A backend whose client vanished finishes (or aborts) its COMMIT on its own.
         if ended != "in progress" or loop.time() >= deadline:
             return None if ended is None else str(ended)
@@ -245,10 +293,8 @@ class RunReader:
     trip per loop iteration instead of one each.
     """
 
-    def __init__(self, pool: Pool, *, where: str, retry_for: float) -> None:
-        self._pool = pool
-        self._where = where
-        self._retry_for = retry_for
+    def __init__(self, db: Db) -> None:
+        self._db = db
         self._pending: dict[str, list[asyncio.Future[Any]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -273,10 +319,7 @@ class RunReader:
             return await cursor.fetchall()
 
         try:
-            found = {
-                row[0]: row
-                for row in await retrying(self._pool, self._where, self._retry_for, rows)
-            }
+            found = {row[0]: row for row in await retrying(self._db, rows)}
         except Exception as exc:
             for futures in batch.values():
                 for future in futures:

@@ -38,10 +38,10 @@ def convert(text: str) -> str:
 
 
 def _fenced(text: str) -> str:
-    fence = "FROM runs WHERE run_id = ? AND owner = ?)"
+    fence = f"FROM runs WHERE {_sql.FENCE})"
     if fence not in text:
         raise RuntimeError(f"cairn.store._pg_sql is out of date with _sql: no {fence!r}")
-    return text.replace(fence, "FROM runs WHERE run_id = ? AND owner = ? FOR KEY SHARE)")
+    return text.replace(fence, f"FROM runs WHERE {_sql.FENCE} FOR KEY SHARE)")
 
 
 # Statements of shared programs that PostgreSQL runs differently (see the module docstring).

@@ -15,6 +15,7 @@ from cairn.store.records import (
     TASK_FIELDS,
     WORKER_FIELDS,
     AttemptRecord,
+    Lease,
     RunQuery,
     RunRecord,
     ScheduleRecord,
@@ -44,14 +45,22 @@ INSERT_COLUMN = (
     "ON CONFLICT (run_id, name) DO UPDATE SET value = excluded.value"
 )
 
-# Fencing: every write on behalf of a run first touches the run row guarded by its owner.
-# A worker whose run was taken over sees rowcount 0 and writes nothing else.
-TOUCH_OWNED = "UPDATE runs SET updated_at = ? WHERE run_id = ? AND owner = ?"
-# A step is inserted only while its run is owned by the writer: one statement, no row
-# rewrite of `runs` on the hot path. Params: the step's values, then run_id, owner.
+# The database's clock, in epoch seconds: PostgreSQL defines cairn_now() in migration 9,
+# SQLite's connections from the machine's clock. Liveness is judged with it, never with
+# the clocks of the workers being judged.
+DB_NOW = "cairn_now()"
+
+# Fencing: every write on behalf of an attempt is guarded, in the same statement, by its
+# lease: the run's owner and its fence (bumped by every claim). An attempt whose run was
+# taken over, or claimed again since it began, sees rowcount 0 and writes nothing.
+FENCE = "run_id = ? AND owner = ? AND fence = ?"
+TOUCH_OWNED = f"UPDATE runs SET updated_at = ? WHERE {FENCE}"
+# A step is inserted only while its run is held by the writer's lease: one statement, no
+# row rewrite of `runs` on the hot path. Params: the step's values, then run_id, owner,
+# fence.
 INSERT_STEP_OWNED = (
     f"INSERT INTO steps ({STEP_COLUMNS}) SELECT {_placeholders(len(STEP_FIELDS))} "
-    "WHERE EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND owner = ?)"
+    f"WHERE EXISTS (SELECT 1 FROM runs WHERE {FENCE})"
 )
 INSERT_ATTEMPT = (
     f"INSERT INTO step_attempts ({ATTEMPT_COLUMNS}) "
@@ -60,11 +69,11 @@ INSERT_ATTEMPT = (
 )
 FINISH_RUN = (
     "UPDATE runs SET status = ?, result = ?, error = ?, updated_at = ?, finished_at = ?, "
-    "owner = NULL, wake_at = NULL, waiting_for = NULL WHERE run_id = ? AND owner = ?"
+    f"owner = NULL, wake_at = NULL, waiting_for = NULL WHERE {FENCE}"
 )
 PARK_RUN = (
     "UPDATE runs SET status = ?, wake_at = ?, waiting_for = ?, owner = NULL, updated_at = ? "
-    "WHERE run_id = ? AND owner = ?"
+    f"WHERE {FENCE}"
 )
 # After PARK_RUN: an operator request its worker had not acted on. A cancel makes the run
 # due (it replays into Cancelled); a pause parks it PAUSED. Params: now, run_id.
@@ -92,22 +101,28 @@ SELECT_ATTEMPTS = (
     f"SELECT {ATTEMPT_COLUMNS} FROM step_attempts WHERE run_id = ? ORDER BY key, attempt"
 )
 
+# Registered and heartbeated with the database's clock (started_at and heartbeat_at).
+# Params: worker_id, host, pid, concurrency, queues, workflows, lease, process.
 UPSERT_WORKER = (
-    f"INSERT INTO workers ({WORKER_COLUMNS}) VALUES ({_placeholders(len(WORKER_FIELDS))}) "
+    "INSERT INTO workers (worker_id, host, pid, started_at, heartbeat_at, concurrency, "
+    f"queues, workflows, lease, process) VALUES (?, ?, ?, {DB_NOW}, {DB_NOW}, ?, ?, ?, ?, ?) "
     "ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, "
     "concurrency = excluded.concurrency, queues = excluded.queues, "
-    "workflows = excluded.workflows"
+    "workflows = excluded.workflows, lease = excluded.lease, process = excluded.process"
 )
-HEARTBEAT = "UPDATE workers SET heartbeat_at = ? WHERE worker_id = ?"
+HEARTBEAT = f"UPDATE workers SET heartbeat_at = {DB_NOW} WHERE worker_id = ?"
 SELECT_WORKERS = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY started_at"
+# What a heartbeat reads back: the runs its worker holds, for the reconciler.
+SELECT_OWNED = "SELECT run_id, fence FROM runs WHERE owner = ? AND status = 'RUNNING'"
 EXPIRE_WORKER = "UPDATE workers SET heartbeat_at = 0 WHERE worker_id = ?"
 DELETE_WORKER = "DELETE FROM workers WHERE worker_id = ?"
-# A run whose attempt the store interrupted, handed back by its still-living worker. It
-# stays RUNNING without an owner: claimed as an orphan, so each hand-back counts towards
-# max_recoveries. Params: now, run_id, owner.
+# A run whose attempt ended early (the database was away too long, the engine stops) is
+# handed back by its living worker: queued again, PENDING without an owner, for any
+# worker to claim. Not an orphan, so it does not count as a recovery.
+# Params: now, run_id, owner, fence.
 RELEASE_ONE = (
-    "UPDATE runs SET owner = NULL, updated_at = ? "
-    "WHERE run_id = ? AND owner = ? AND status = 'RUNNING'"
+    f"UPDATE runs SET status = 'PENDING', owner = NULL, updated_at = ? WHERE {FENCE} "
+    "AND status = 'RUNNING'"
 )
 RELEASE_OWNED = (
     "UPDATE runs SET status = 'PENDING', owner = NULL, updated_at = ? "
@@ -190,7 +205,7 @@ def task_from_row(row: Sequence[Any]) -> TaskRecord:
 
 # Claiming, in two parts run inside one write transaction by each backend.
 SELECT_PENDING = (
-    "SELECT run_id, status, queue, partition_key, waiting_for FROM runs "
+    "SELECT run_id, status, queue, partition_key, waiting_for, workflow FROM runs "
     "WHERE status = 'PENDING' AND (wake_at IS NULL OR wake_at <= ?) "
     "ORDER BY priority, created_at LIMIT ?"
 )
@@ -262,20 +277,32 @@ SELECT_WOKEN = (
     "SELECT run_id, status FROM runs WHERE status IN ('SLEEPING', 'WAITING') "
     "AND wake_at <= ? ORDER BY wake_at LIMIT ?"
 )
-# A worker never recovers its own runs: it is executing them (however stale its heartbeat
-# looks, e.g. under a virtual clock), and a second copy would pass the owner fence.
+# Runs whose owner is dead: it has no worker row, or was expired (a neighbour on its own
+# machine saw its process gone). A worker never recovers its own runs: the reconciler
+# deals with those.
+SELECT_ORPHANED_DEAD = (
+    "SELECT run_id, recoveries, max_recoveries FROM runs WHERE status = 'RUNNING' AND "
+    "(owner IS NULL OR (owner <> ? AND owner NOT IN "
+    "(SELECT worker_id FROM workers WHERE heartbeat_at > 0))) LIMIT ?"
+)
+# ... and also those whose owner's heartbeat is older than the owner's own lease, by the
+# database's clock. Only a worker that has itself seen the database answer for a whole
+# lease asks this (see runtime/leases.py): after an outage every heartbeat looks old.
 SELECT_ORPHANED = (
     "SELECT run_id, recoveries, max_recoveries FROM runs WHERE status = 'RUNNING' AND "
     "(owner IS NULL OR (owner <> ? AND owner NOT IN "
-    "(SELECT worker_id FROM workers WHERE heartbeat_at >= ?))) LIMIT ?"
+    f"(SELECT worker_id FROM workers WHERE heartbeat_at + lease >= {DB_NOW}))) LIMIT ?"
 )
 # Params: owner, attempt increment, recoveries increment, now, now, run_id, expected status.
-# A sleeper waking is the same execution going on, so its attempt does not grow.
+# A sleeper waking is the same execution going on, so its attempt does not grow; every
+# claim bumps the fence.
 CLAIM_ONE = (
     "UPDATE runs SET status = 'RUNNING', owner = ?, attempt = attempt + ?, "
     "recoveries = recoveries + ?, started_at = COALESCE(started_at, ?), updated_at = ?, "
-    "wake_at = NULL, waiting_for = NULL WHERE run_id = ? AND status = ?"
+    "wake_at = NULL, waiting_for = NULL, fence = fence + 1 WHERE run_id = ? AND status = ?"
 )
+# A run queued by name (no code at hand) takes the version of the code that first runs it.
+SET_VERSION = "UPDATE runs SET version = ? WHERE run_id = ? AND version IS NULL"
 POISON_ONE = (
     "UPDATE runs SET status = 'FAILED', error = ?, owner = NULL, updated_at = ?, "
     "finished_at = ? WHERE run_id = ? AND status = 'RUNNING'"
@@ -322,7 +349,7 @@ COPY_STEPS = (
 )
 CONTINUE_RUN = (
     "UPDATE runs SET status = 'CONTINUED', continued_to = ?, result = NULL, owner = NULL, "
-    "wake_at = NULL, updated_at = ?, finished_at = ? WHERE run_id = ? AND owner = ?"
+    f"wake_at = NULL, updated_at = ?, finished_at = ? WHERE {FENCE}"
 )
 
 
@@ -345,8 +372,28 @@ def run_from_row(row: Sequence[Any]) -> RunRecord:
     return RunRecord(*row)
 
 
-def step_params(step: StepRecord) -> tuple[Any, ...]:
-    """The values of `step` in STEP_FIELDS order."""
+def step_params(step: StepRecord, lease: Lease | None = None) -> tuple[Any, ...]:
+    """The values of `step` in STEP_FIELDS order; then its run's id and `lease`, if given.
+
+    (With a lease: the parameters of INSERT_STEP_OWNED, built as one tuple per step.)
+    """
+    if lease is not None:
+        return (
+            step.run_id,
+            step.seq,
+            step.key,
+            step.kind,
+            step.name,
+            step.status,
+            step.attempts,
+            step.started_at,
+            step.finished_at,
+            step.result,
+            step.error,
+            step.run_id,
+            lease.owner,
+            lease.fence,
+        )
     return (
         step.run_id,
         step.seq,
@@ -378,8 +425,17 @@ def attempt_from_row(row: Sequence[Any]) -> AttemptRecord:
 
 
 def worker_params(worker: WorkerRecord) -> tuple[Any, ...]:
-    """The values of `worker` in WORKER_FIELDS order."""
-    return tuple(getattr(worker, name) for name in WORKER_FIELDS)
+    """The parameters of UPSERT_WORKER for `worker` (its times come from the database)."""
+    return (
+        worker.worker_id,
+        worker.host,
+        worker.pid,
+        worker.concurrency,
+        worker.queues,
+        worker.workflows,
+        worker.lease,
+        worker.process,
+    )
 
 
 def worker_from_row(row: Sequence[Any]) -> WorkerRecord:
@@ -403,6 +459,9 @@ def list_runs(query: RunQuery) -> tuple[str, list[Any]]:
     if query.parent_id is not None:
         where.append("parent_id = ?")
         params.append(query.parent_id)
+    if query.version is not None:
+        where.append("version = ?")
+        params.append(query.version)
     for name, value in query.columns.items():
         where.append(
             "EXISTS (SELECT 1 FROM run_columns c WHERE c.run_id = runs.run_id "

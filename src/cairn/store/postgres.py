@@ -19,11 +19,13 @@ from psycopg_pool import AsyncConnectionPool
 
 from cairn.errors import ConfigError, StoreError
 from cairn.store import _pg_commit, _pg_conn, _pg_sql, _sql, migrate, programs, redact
-from cairn.store._pg_commit import NOW, Make, Shot
-from cairn.store._pg_conn import Conn, Native, Pool
+from cairn.store._health import StoreHealth
+from cairn.store._pg_commit import LOST, NOW, Make, Shot
+from cairn.store._pg_conn import Conn, Db, Native, Pool
+from cairn.store._pg_side import PostgresSideChannel
 from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
 from cairn.store.programs import Program, Sql
-from cairn.store.records import Claimed, RunRecord, StepRecord, WorkerRecord
+from cairn.store.records import Claimed, Lease, RunRecord, StepRecord, WorkerRecord
 from cairn.store.sql_store import SqlStore
 
 T = TypeVar("T")
@@ -72,6 +74,8 @@ class PostgresStore(SqlStore):
         self._min = max(3, min_connections)
         self._max = max(self._min + 1, max_connections)
         self._retry_for = retry_for
+        self.health = StoreHealth()
+        self._db: Db | None = None
         self._pool: Pool | None = None
         self._writer: _pg_commit.Writer | None = None
         self._reader: _pg_conn.RunReader | None = None
@@ -88,6 +92,13 @@ class PostgresStore(SqlStore):
         if self._pool is None:
             raise StoreError(f"store {self.where} is not open")
         return self._pool
+
+    @property
+    def db(self) -> Db:
+        """The pool with its retry settings; StoreError if the store is closed."""
+        if self._db is None:
+            raise StoreError(f"store {self.where} is not open")
+        return self._db
 
     async def open(self) -> None:
         """Connect, apply pending migrations and start the writer."""
@@ -118,12 +129,11 @@ class PostgresStore(SqlStore):
             await pool.close()
             raise StoreError(f"cannot open database {self.where}: {exc}") from exc
         self._pool = pool
+        self._db = Db(pool, self.where, self._retry_for, self.health)
         self._signal = WakeSignal()
-        self._writer = _pg_commit.Writer(
-            pool, where=self.where, retry_for=self._retry_for, on_commit=self._signal.wake_times
-        )
+        self._writer = _pg_commit.Writer(self._db, on_commit=self._signal.wake_times)
         self._writer.start()
-        self._reader = _pg_conn.RunReader(pool, where=self.where, retry_for=self._retry_for)
+        self._reader = _pg_conn.RunReader(self._db)
 
     async def _migrate(self, conn: Conn) -> None:
         try:
@@ -160,8 +170,13 @@ class PostgresStore(SqlStore):
             await self._writer.stop()
             self._writer = None
         self._reader = None
+        self._db = None
         pool, self._pool = self._pool, None
         await pool.close()
+
+    def side_channel(self) -> PostgresSideChannel:
+        """A connection of its own for the heartbeat thread."""
+        return PostgresSideChannel(self._conninfo, where=self.where)
 
     # running programs
 
@@ -171,12 +186,12 @@ class PostgresStore(SqlStore):
         wake = NOW if getattr(program, "__name__", "") in WAKING_PROGRAMS else None
         return await self._alone(_first_then(program, make), wake)
 
-    async def read(self, program: Program[T]) -> T:
-        """Run a read-only `program`, each statement on a pooled connection."""
-        return await _pg_conn.read(self.pool, self.where, self._retry_for, program)
+    async def read(self, make: Callable[[], Program[T]]) -> T:
+        """Run a read-only program, each statement on a pooled connection."""
+        return await _pg_conn.read(self.db, make())
 
     async def _alone(self, make: Callable[[], _pg_conn.Program[T]], wake: float | None) -> T:
-        outcome = await _pg_conn.run_alone(self.pool, self.where, self._retry_for, make, wake)
+        outcome = await _pg_conn.run_alone(self.db, make, wake)
         if wake is not None:
             self._signal.at(wake)
         return outcome
@@ -189,6 +204,7 @@ class PostgresStore(SqlStore):
         if self._writer is None:
             raise StoreError(f"store {self.where} is not open")
         started = None
+        ambiguous = False
         request: _pg_conn.Request | None
         if not shot:
             request = _pg_commit.one_round(make)
@@ -201,10 +217,13 @@ class PostgresStore(SqlStore):
             # writer is busy or the connection was lost, the program (still waiting for
             # its first answer) goes the general way below.
             if lone is not None and (count := await self._writer.lone(*lone)) is not None:
-                done = _pg_commit.outcome(started[0], count)
-                if isinstance(done, BaseException):
-                    raise done
-                return done
+                if count == LOST:
+                    ambiguous = True  # it may have committed before the reply was lost
+                else:
+                    done = _pg_commit.outcome(started[0], count)
+                    if isinstance(done, BaseException):
+                        raise done
+                    return done
         if request is None:
             return await self._alone(make, wake)
         bulk = None
@@ -212,7 +231,9 @@ class PostgresStore(SqlStore):
             bulk = self._bulk.get(request.text)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         params = request.params if isinstance(request, Sql) else ()
-        return await self._writer.commit(Shot(make, future, wake, bulk, params, started=started))
+        return await self._writer.commit(
+            Shot(make, future, wake, bulk, params, started=started, ambiguous=ambiguous)
+        )
 
     # the hot writes of a run, group-committed
 
@@ -252,7 +273,7 @@ class PostgresStore(SqlStore):
     async def finish_run(
         self,
         run_id: str,
-        owner: str,
+        lease: Lease,
         status: str,
         *,
         result: str | None,
@@ -260,10 +281,10 @@ class PostgresStore(SqlStore):
         now: float,
         alone: bool = False,
     ) -> None:
-        """End a run owned by `owner` (see Store.finish_run)."""
+        """End a run held by `lease` (see Store.finish_run)."""
         # Unless alone, a parent may be woken: wake-ups go out with the commit.
         await self._shared(
-            lambda: programs.finish_run(run_id, owner, status, result, error, now, alone),
+            lambda: programs.finish_run(run_id, lease, status, result, error, now, alone),
             None if alone else NOW,
             shot=alone,
         )
@@ -271,7 +292,7 @@ class PostgresStore(SqlStore):
     async def park_run(
         self,
         run_id: str,
-        owner: str,
+        lease: Lease,
         status: str,
         *,
         wake_at: float | None,
@@ -280,25 +301,21 @@ class PostgresStore(SqlStore):
     ) -> None:
         """Park a run and release it (see Store.park_run)."""
         await self._shared(
-            lambda: programs.park_run(run_id, owner, status, wake_at, waiting_for, now),
+            lambda: programs.park_run(run_id, lease, status, wake_at, waiting_for, now),
             wake_at,
         )
 
-    async def record_step(self, owner: str, step: StepRecord) -> None:
-        """Commit a step outcome for a run owned by `owner`."""
-        await self._shared(lambda: programs.record_step(owner, step), shot=True)
+    async def record_step(self, lease: Lease, step: StepRecord) -> None:
+        """Commit a step outcome for a run held by `lease`."""
+        await self._shared(lambda: programs.record_step(lease, step), shot=True)
 
-    async def upsert_step(self, owner: str, step: StepRecord) -> None:
+    async def upsert_step(self, lease: Lease, step: StepRecord) -> None:
         """Commit a journal entry that may replace a "waiting" one with the same key."""
-        await self._shared(lambda: programs.record_step(owner, step, upsert=True))
+        await self._shared(lambda: programs.record_step(lease, step, upsert=True))
 
     async def register_worker(self, worker: WorkerRecord) -> None:
         """Insert or refresh a worker row."""
         await self._shared(lambda: programs.register_worker(worker))
-
-    async def heartbeat(self, worker_id: str, now: float) -> None:
-        """Mark the worker alive."""
-        await self._shared(lambda: programs.heartbeat(worker_id, now))
 
     async def claim_runs(self, worker_id: str, limit: int, **options: Any) -> Claimed:
         """Atomically take due and orphaned runs (see Store.claim_runs).
@@ -315,7 +332,7 @@ class PostgresStore(SqlStore):
                 )
                 params = [param for s in selects for param in s.params]
                 found = _fetch_one(probe, params)
-                if not await _pg_conn.read(self.pool, self.where, self._retry_for, found):
+                if not await _pg_conn.read(self.db, found):
                     return nothing
         return await super().claim_runs(worker_id, limit, **options)
 
@@ -346,6 +363,7 @@ class PostgresStore(SqlStore):
                     async for note in conn.notifies():
                         self._notified(note.payload)
             except psycopg.Error as exc:
+                self.health.trouble()
                 log.debug("cairn: LISTEN on %s failed (%s); retrying", self.where, exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)

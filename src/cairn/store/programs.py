@@ -21,8 +21,10 @@ from cairn.store import _sql
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import (
     AttemptRecord,
+    Beat,
     Claimed,
     Fired,
+    Lease,
     QueueRecord,
     RunRecord,
     ScheduleRecord,
@@ -125,18 +127,18 @@ def get_run(run_id: str) -> Program[RunRecord | None]:
 
 def finish_run(
     run_id: str,
-    owner: str,
+    lease: Lease,
     status: str,
     result: str | None,
     error: str | None,
     now: float,
     alone: bool = False,
 ) -> Program[None]:
-    """End a run owned by `owner`, then tell its parent and cancel its children.
+    """End a run held by `lease`, then tell its parent and cancel its children.
 
     `alone` (the caller knows the run has no parent, children or tasks) skips that part.
     """
-    params = (status, result, error, now, now, run_id, owner)
+    params = (status, result, error, now, now, run_id, lease.owner, lease.fence)
     if alone:
         return _finish_owned(run_id, params)
     return _finish_and_tell(run_id, params, status, result, error, now)
@@ -173,9 +175,10 @@ def _after_finish(
     yield Sql(_sql.CLOSE_TASKS, ("cancelled", run_id, None, None))
 
 
-def continue_run(run_id: str, owner: str, new_run: RunRecord, now: float) -> Program[None]:
+def continue_run(run_id: str, lease: Lease, new_run: RunRecord, now: float) -> Program[None]:
     """End a run CONTINUED and create its successor."""
-    if not (yield Sql(_sql.CONTINUE_RUN, (new_run.run_id, now, now, run_id, owner))):
+    params = (new_run.run_id, now, now, run_id, lease.owner, lease.fence)
+    if not (yield Sql(_sql.CONTINUE_RUN, params)):
         raise LeaseLost(run_id)
     yield Sql(_sql.INSERT_RUN, _sql.run_params(new_run))
     # A parent waiting on this run learns the successor's id (in `result`).
@@ -184,7 +187,7 @@ def continue_run(run_id: str, owner: str, new_run: RunRecord, now: float) -> Pro
 
 def park_run(
     run_id: str,
-    owner: str,
+    lease: Lease,
     status: str,
     wake_at: float | None,
     waiting_for: str | None,
@@ -194,7 +197,8 @@ def park_run(
     due = wake_at
     if status == "WAITING" and (yield _one(_sql.HAS_MESSAGES, (run_id,))):
         due = now  # a message arrived while the run was deciding to wait
-    if not (yield Sql(_sql.PARK_RUN, (status, due, waiting_for, now, run_id, owner))):
+    params = (status, due, waiting_for, now, run_id, lease.owner, lease.fence)
+    if not (yield Sql(_sql.PARK_RUN, params)):
         raise LeaseLost(run_id)
     # A cancel or pause that came after the run's last durable point is acted on now.
     yield Sql(_sql.PARKED_CONTROL, (now, run_id))
@@ -220,16 +224,17 @@ def update_run_meta(
 
 
 @single_write
-def record_step(owner: str, step: StepRecord, *, upsert: bool = False) -> Program[None]:
-    """Insert (or upsert) a journal entry of a run owned by `owner`."""
+def record_step(lease: Lease, step: StepRecord, *, upsert: bool = False) -> Program[None]:
+    """Insert (or upsert) a journal entry of a run held by `lease`."""
     text = _sql.UPSERT_STEP_OWNED if upsert else _sql.INSERT_STEP_OWNED
-    if not (yield Sql(text, (*_sql.step_params(step), step.run_id, owner))):
+    if not (yield Sql(text, _sql.step_params(step, lease))):
         raise LeaseLost(step.run_id)
 
 
-def record_attempt(owner: str, attempt: AttemptRecord) -> Program[None]:
-    """Insert a failed attempt of a step of a run owned by `owner`."""
-    if not (yield Sql(_sql.TOUCH_OWNED, (attempt.failed_at, attempt.run_id, owner))):
+def record_attempt(lease: Lease, attempt: AttemptRecord) -> Program[None]:
+    """Insert a failed attempt of a step of a run held by `lease`."""
+    params = (attempt.failed_at, attempt.run_id, lease.owner, lease.fence)
+    if not (yield Sql(_sql.TOUCH_OWNED, params)):
         raise LeaseLost(attempt.run_id)
     yield Sql(_sql.INSERT_ATTEMPT, _sql.attempt_params(attempt))
 
@@ -249,14 +254,14 @@ def send_message(
     return str(row[0])
 
 
-def consume_message(owner: str, channel: str, step: StepRecord) -> Program[str | None]:
+def consume_message(lease: Lease, channel: str, step: StepRecord) -> Program[str | None]:
     """Take the oldest message on `channel` as the outcome of `step`; None if none."""
     row = yield _one(_sql.SELECT_OLDEST_MESSAGE, (step.run_id, channel))
     if row is None:
         return None
     message_id, payload = row
     params = _sql.step_params(step)
-    params = (*params[:9], payload, *params[10:], step.run_id, owner)
+    params = (*params[:9], payload, *params[10:], step.run_id, lease.owner, lease.fence)
     if not (yield Sql(_sql.UPSERT_STEP_OWNED, params)):
         raise LeaseLost(step.run_id)
     yield Sql(_sql.CONSUME_MESSAGE, (step.key, message_id))
@@ -264,10 +269,10 @@ def consume_message(owner: str, channel: str, step: StepRecord) -> Program[str |
 
 
 def create_hook(
-    owner: str, step: StepRecord, token: str, name: str, expires_at: float | None
+    lease: Lease, step: StepRecord, token: str, name: str, expires_at: float | None
 ) -> Program[None]:
     """Journal a hook's creation and insert its row."""
-    yield from record_step(owner, step, upsert=True)
+    yield from record_step(lease, step, upsert=True)
     yield Sql(_sql.INSERT_HOOK, (token, step.run_id, name, step.started_at, expires_at))
 
 
@@ -287,9 +292,9 @@ def resume_hook(token: str, payload: str, now: float) -> Program[str | None]:
     return str(run_id)
 
 
-def create_task(owner: str, step: StepRecord, task: TaskRecord) -> Program[None]:
+def create_task(lease: Lease, step: StepRecord, task: TaskRecord) -> Program[None]:
     """Journal a human task's creation and insert its row."""
-    yield from record_step(owner, step, upsert=True)
+    yield from record_step(lease, step, upsert=True)
     yield Sql(_sql.INSERT_TASK, _sql.task_params(task))
 
 
@@ -371,9 +376,19 @@ def register_worker(worker: WorkerRecord) -> Program[None]:
     yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
 
 
-def heartbeat(worker_id: str, now: float) -> Program[None]:
-    """Mark the worker alive."""
-    yield Sql(_sql.HEARTBEAT, (now, worker_id))
+def beat(worker: WorkerRecord) -> Program[Beat]:
+    """Mark the worker alive (by the database's clock); what it holds, and every worker.
+
+    A worker whose row is gone (removed while it was presumed dead) registers again.
+    """
+    if not (yield Sql(_sql.HEARTBEAT, (worker.worker_id,))):
+        yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
+    owned = yield _all(_sql.SELECT_OWNED, (worker.worker_id,))
+    workers = yield _all(_sql.SELECT_WORKERS)
+    return Beat(
+        {str(run_id): int(fence) for run_id, fence in owned},
+        [_sql.worker_from_row(row) for row in workers],
+    )
 
 
 def expire_workers(worker_ids: Sequence[str]) -> Program[None]:
@@ -382,9 +397,9 @@ def expire_workers(worker_ids: Sequence[str]) -> Program[None]:
         yield Sql(_sql.EXPIRE_WORKER, (worker_id,))
 
 
-def release_run(run_id: str, owner: str, now: float) -> Program[None]:
-    """Hand back one run `owner` still holds, for any worker (this one too) to recover."""
-    yield Sql(_sql.RELEASE_ONE, (now, run_id, owner))
+def release_run(run_id: str, lease: Lease, now: float) -> Program[bool]:
+    """Queue again a run `lease` still holds, for any worker (this one too) to claim."""
+    return bool((yield Sql(_sql.RELEASE_ONE, (now, run_id, lease.owner, lease.fence))))
 
 
 def remove_worker(worker_id: str, now: float) -> Program[None]:
@@ -397,9 +412,10 @@ def claim_runs(
     worker_id: str,
     limit: int,
     now: float,
-    lease: float,
+    stale: bool,
     queues: list[str] | None = None,
     workflows: list[str] | None = None,
+    versions: dict[str, str] | None = None,
 ) -> Program[Claimed]:
     """Take due runs, then orphaned ones (see Store.claim_runs).
 
@@ -424,7 +440,7 @@ def claim_runs(
         )
         pending = yield _all(text, (*known, *(queues or ()), now, want), lock=True)
         gate = _QueueGate(worker_id, now)
-        for run_id, _status, queue, partition, waiting_for in pending:
+        for run_id, _status, queue, partition, waiting_for, workflow in pending:
             if len(claimed) >= limit:
                 break
             if queue is not None:
@@ -435,12 +451,16 @@ def claim_runs(
                     continue
             if (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 0, now, now, run_id, "PENDING"))):
                 claimed.append(run_id)
+                version = (versions or {}).get(str(workflow))
+                if version is not None:
+                    yield Sql(_sql.SET_VERSION, (version, run_id))
                 if queue is not None:
                     gate.took(queue, partition)
     room = limit - len(claimed)
     if room > 0:
-        orphaned = _sql.restrict(_sql.SELECT_ORPHANED, "workflow", workflows)
-        orphans = yield _all(orphaned, (*known, worker_id, now - lease, room), lock=True)
+        text = _sql.SELECT_ORPHANED if stale else _sql.SELECT_ORPHANED_DEAD
+        orphaned = _sql.restrict(text, "workflow", workflows)
+        orphans = yield _all(orphaned, (*known, worker_id, room), lock=True)
         for run_id, recoveries, max_recoveries in orphans:
             if recoveries >= max_recoveries:
                 error = _sql.poison_error(run_id, recoveries)
@@ -751,12 +771,14 @@ def emit_event(
     key: str | None,
     now: float,
     local: Sequence[Subscription],
-    owner: str | None = None,
+    lease: Lease | None = None,
     step: StepRecord | None = None,
 ) -> Program[list[str]]:
     """Start every subscriber of `event_type` with `args`; their run ids (see Store.emit)."""
-    if step is not None and not (yield Sql(_sql.TOUCH_OWNED, (now, step.run_id, owner))):
-        raise LeaseLost(step.run_id)
+    if step is not None:
+        assert lease is not None
+        if not (yield Sql(_sql.TOUCH_OWNED, (now, step.run_id, lease.owner, lease.fence))):
+            raise LeaseLost(step.run_id)
     run_ids: list[str] | None = None
     if key is not None:
         row = yield _one(_sql.SELECT_EMIT_KEY, (event_type, key))
@@ -788,6 +810,6 @@ def emit_event(
             (stored,) = yield _one(_sql.SELECT_EMIT_KEY, (event_type, key))
             run_ids = [str(run_id) for run_id in json.loads(stored)]
     if step is not None:
-        assert owner is not None
-        yield from record_step(owner, replace(step, result=json.dumps(run_ids)))
+        assert lease is not None
+        yield from record_step(lease, replace(step, result=json.dumps(run_ids)))
     return run_ids

@@ -11,8 +11,10 @@ from typing import Protocol
 
 from cairn.store.records import (
     AttemptRecord,
+    Beat,
     Claimed,
     Fired,
+    Lease,
     QueueRecord,
     RunQuery,
     RunRecord,
@@ -25,7 +27,38 @@ from cairn.store.records import (
 
 
 class LeaseLost(Exception):
-    """The run is no longer owned by this worker; the write was not applied."""
+    """The run is no longer held by this lease (taken over or claimed again); nothing written."""
+
+
+class Health(Protocol):
+    """How recently a store could not reach its database (see `Store.health`)."""
+
+    def trouble_at(self) -> float:
+        """When (time.monotonic()) the store last met an outage or a long lock wait.
+
+        0.0 if never. A worker judges other workers' heartbeats only after a whole lease
+        without trouble: while the database was away, theirs could not be written either.
+        """
+        ...
+
+    def trouble(self) -> None:
+        """Note that the database is away or locked now (a heartbeat failed, say)."""
+        ...
+
+
+class SideChannel(Protocol):
+    """A connection of its own, for one thread: heartbeats that go on when the loop is busy.
+
+    Every method blocks the calling thread (never an event loop) and may raise StoreError.
+    """
+
+    def beat(self, worker: WorkerRecord) -> Beat:
+        """Heartbeat `worker` by the database's clock (see `Store.beat`)."""
+        ...
+
+    def close(self) -> None:
+        """Disconnect."""
+        ...
 
 
 class Store(Protocol):
@@ -36,6 +69,11 @@ class Store(Protocol):
     # this store's commits and other processes' notifications), so a worker need not
     # read `next_wake` before each wait.
     wakes_for_timers: bool
+
+    @property
+    def health(self) -> Health:
+        """When the store last met trouble (an outage, a long wait for a lock)."""
+        ...
 
     async def open(self) -> None:
         """Connect and apply pending migrations. Raises SchemaTooNew for a newer schema."""
@@ -62,7 +100,7 @@ class Store(Protocol):
     async def finish_run(
         self,
         run_id: str,
-        owner: str,
+        lease: Lease,
         status: str,
         *,
         result: str | None,
@@ -70,7 +108,7 @@ class Store(Protocol):
         now: float,
         alone: bool = False,
     ) -> None:
-        """End a run owned by `owner` and release it. Raises LeaseLost if not owned.
+        """End a run held by `lease` and release it. Raises LeaseLost if not held.
 
         In the same transaction: a parent run gets a message on channel `child:RUN_ID`
         (and is woken), the run's unfinished attached children are asked to cancel, and
@@ -78,10 +116,10 @@ class Store(Protocol):
         """
         ...
 
-    async def continue_run(self, run_id: str, owner: str, new_run: RunRecord, now: float) -> None:
+    async def continue_run(self, run_id: str, lease: Lease, new_run: RunRecord, now: float) -> None:
         """End a run as CONTINUED and create its successor, in one transaction.
 
-        `continued_to` of the old run names `new_run`. Raises LeaseLost if not owned.
+        `continued_to` of the old run names `new_run`. Raises LeaseLost if not held.
         """
         ...
 
@@ -95,7 +133,7 @@ class Store(Protocol):
         ...
 
     async def controlled_runs(self, owner: str) -> list[tuple[str, str]]:
-        """(run_id, control) of the runs `owner` executes that have a pending request."""
+        """(run_id, control) of the runs `owner` (a worker id) holds with a pending request."""
         ...
 
     async def retry_run(self, run_id: str, *, now: float) -> bool:
@@ -117,16 +155,16 @@ class Store(Protocol):
     async def park_run(
         self,
         run_id: str,
-        owner: str,
+        lease: Lease,
         status: str,
         *,
         wake_at: float | None,
         waiting_for: str | None,
         now: float,
     ) -> None:
-        """Park a run owned by `owner` as SLEEPING or WAITING and release it.
+        """Park a run held by `lease` as SLEEPING or WAITING and release it.
 
-        It becomes claimable again at `wake_at`. Raises LeaseLost if not owned.
+        It becomes claimable again at `wake_at`. Raises LeaseLost if not held.
         """
         ...
 
@@ -150,19 +188,23 @@ class Store(Protocol):
         """Every recorded outcome of the run, in seq order."""
         ...
 
-    async def record_step(self, owner: str, step: StepRecord) -> None:
-        """Commit a step outcome for a run owned by `owner`. Raises LeaseLost if not owned."""
+    async def record_step(self, lease: Lease, step: StepRecord) -> None:
+        """Commit a step outcome for a run held by `lease`. Raises LeaseLost if not held.
+
+        On PostgreSQL a write whose reply was lost is sent again; if that second try fails
+        the outcome of the first is unknown: StoreUnavailable with `.unknown` set.
+        """
         ...
 
-    async def record_attempt(self, owner: str, attempt: AttemptRecord) -> None:
-        """Commit a failed attempt of a step. Raises LeaseLost if not owned."""
+    async def record_attempt(self, lease: Lease, attempt: AttemptRecord) -> None:
+        """Commit a failed attempt of a step. Raises LeaseLost if not held."""
         ...
 
     async def load_attempts(self, run_id: str) -> list[AttemptRecord]:
         """Every failed attempt recorded for the run, by key then attempt."""
         ...
 
-    async def upsert_step(self, owner: str, step: StepRecord) -> None:
+    async def upsert_step(self, lease: Lease, step: StepRecord) -> None:
         """Like record_step, but replaces an entry with the same key (a "waiting" one)."""
         ...
 
@@ -179,16 +221,16 @@ class Store(Protocol):
         """
         ...
 
-    async def consume_message(self, owner: str, channel: str, step: StepRecord) -> str | None:
+    async def consume_message(self, lease: Lease, channel: str, step: StepRecord) -> str | None:
         """Atomically take the oldest unconsumed message on `channel` of `step.run_id`.
 
         `step` is upserted with the payload as its result. Returns None (nothing written)
-        if none is queued; raises LeaseLost if not owned.
+        if none is queued; raises LeaseLost if not held.
         """
         ...
 
     async def create_hook(
-        self, owner: str, step: StepRecord, *, token: str, name: str, expires_at: float | None
+        self, lease: Lease, step: StepRecord, *, token: str, name: str, expires_at: float | None
     ) -> None:
         """Upsert the hook's journal entry and insert its row, in one transaction."""
         ...
@@ -201,7 +243,7 @@ class Store(Protocol):
         """
         ...
 
-    async def create_task(self, owner: str, step: StepRecord, task: TaskRecord) -> None:
+    async def create_task(self, lease: Lease, step: StepRecord, task: TaskRecord) -> None:
         """Upsert the task's journal entry and insert its row, in one transaction."""
         ...
 
@@ -231,11 +273,23 @@ class Store(Protocol):
     # workers and claims
 
     async def register_worker(self, worker: WorkerRecord) -> None:
-        """Insert or refresh a worker row."""
+        """Insert or refresh a worker row; its times are the database's clock."""
         ...
 
-    async def heartbeat(self, worker_id: str, now: float) -> None:
-        """Mark the worker alive at `now`."""
+    async def beat(self, worker: WorkerRecord) -> Beat:
+        """Mark `worker` alive now, by the database's clock; what it holds, every worker.
+
+        A worker whose row is gone registers again. `side_channel()` does the same from a
+        thread of its own.
+        """
+        ...
+
+    def side_channel(self) -> SideChannel | None:
+        """A connection of its own for a heartbeat thread; None if the store has none.
+
+        (SQLite `:memory:` has none: no other process can share it, so nobody else can
+        judge its heartbeats.)
+        """
         ...
 
     async def list_workers(self) -> list[WorkerRecord]:
@@ -246,10 +300,11 @@ class Store(Protocol):
         """Mark workers dead now, so their runs can be recovered without waiting for the lease."""
         ...
 
-    async def release_run(self, run_id: str, owner: str) -> None:
-        """Hand back a run `owner` holds but can no longer execute; recovered as an orphan.
+    async def release_run(self, run_id: str, lease: Lease) -> bool:
+        """Queue again a run `lease` holds but whose attempt ended early; True if it did.
 
-        Used when an attempt hit a store failure. A no-op if `owner` no longer holds it.
+        The run becomes PENDING with no owner (claimed again without counting a
+        recovery). A no-op (False) if `lease` no longer holds it.
         """
         ...
 
@@ -263,19 +318,23 @@ class Store(Protocol):
         limit: int,
         *,
         now: float,
-        lease: float,
+        stale: bool,
         queues: list[str] | None = None,
         workflows: list[str] | None = None,
+        versions: dict[str, str] | None = None,
     ) -> Claimed:
         """Atomically take up to `limit` runs to execute.
 
         Only runs of `workflows` are taken when it is given (a worker takes only what its
-        code can execute).
+        code can execute). A queued run without a version gets `versions[workflow]` (the
+        version of the code that first executes it).
 
         Candidates are parked runs now due, PENDING runs that are due (only of `queues`
         when given) and whose queue's limits allow another start, and RUNNING runs whose
-        owner's heartbeat is older than `lease` (recoveries). Claimed runs become RUNNING,
-        owned by `worker_id`; `attempt` grows for a start or recovery, not for a wake-up.
+        owner is dead (recoveries): it has no worker row or was expired, or (only with
+        `stale`) its heartbeat is older than its own lease by the database's clock.
+        Claimed runs become RUNNING, owned by `worker_id`, with their fence bumped;
+        `attempt` grows for a start or recovery, not for a wake-up.
         A recovered run past its max_recoveries is ended FAILED instead and reported in
         `poisoned`. A PENDING run held back by a limit gets `waiting_for` naming it. A run
         is never handed to two workers.
@@ -425,7 +484,7 @@ class Store(Protocol):
         key: str | None,
         now: float,
         local: Sequence[Subscription] = (),
-        owner: str | None = None,
+        lease: Lease | None = None,
         step: StepRecord | None = None,
     ) -> list[str]:
         """Start one PENDING run (with `args`) per subscriber of `event_type`; their ids.
@@ -433,8 +492,8 @@ class Store(Protocol):
         Subscribers are the stored subscriptions plus `local` ones (which win for the same
         workflow). With a `key`, a (event_type, key) already emitted returns the ids
         stored then and starts nothing; a new one stores its ids when it started any run
-        (run ids `emit_run_id(...)`). With `step`, the emit is part of the run owned by
-        `owner`: LeaseLost (nothing written) if not owned, else `step` is journaled with
+        (run ids `emit_run_id(...)`). With `step`, the emit is part of the run held by
+        `lease`: LeaseLost (nothing written) if not held, else `step` is journaled with
         the ids as its result, in the same transaction.
         """
         ...

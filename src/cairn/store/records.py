@@ -37,9 +37,25 @@ class RunRecord:
     continued_to: str | None = None
     control: str | None = None
     detached: int = 0
+    version: str | None = None
+    fence: int = 0  # bumped by every claim: see Lease
 
 
 RUN_FIELDS: tuple[str, ...] = tuple(RunRecord.__dataclass_fields__)
+
+
+# Not frozen, like StepRecord: every step passes one. Treat as read-only.
+@dataclass(slots=True)
+class Lease:
+    """The right of one attempt to write for a run: its worker and the run's fence then.
+
+    Every claim (and a local start) bumps `runs.fence`; each write on behalf of an attempt
+    checks owner and fence in the same statement, so an older attempt of the run (a
+    worker that was paused past its lease and came back) can write nothing.
+    """
+
+    owner: str
+    fence: int
 
 
 # Not frozen: a frozen dataclass sets each field through object.__setattr__, and a run
@@ -93,9 +109,23 @@ class WorkerRecord:
     concurrency: int = 0
     queues: str | None = None
     workflows: str | None = None  # JSON list of the workflows it claims; None: unknown
+    lease: float = 10.0  # its own lease: its heartbeat is judged by it
+    process: str | None = None  # "boot id/pid namespace/pid/start ticks" (leases.py)
 
 
 WORKER_FIELDS: tuple[str, ...] = tuple(WorkerRecord.__dataclass_fields__)
+
+
+@dataclass(frozen=True, slots=True)
+class Beat:
+    """What one heartbeat saw: the runs its worker owns, and every worker row.
+
+    `owned` maps the id of each RUNNING run owned by the worker to its fence; `workers`
+    lets the worker look for dead neighbours without another query.
+    """
+
+    owned: dict[str, int]
+    workers: list[WorkerRecord]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +137,7 @@ class RunQuery:
     columns: dict[str, str] = field(default_factory=dict)
     since: float | None = None
     parent_id: str | None = None
+    version: str | None = None
     limit: int = 100
     cursor: tuple[float, str] | None = None
 

@@ -12,11 +12,15 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from cairn.store import _sql, programs
+from cairn.store._health import StoreHealth
 from cairn.store.programs import Program, Sql
+from cairn.store.protocol import SideChannel
 from cairn.store.records import (
     AttemptRecord,
+    Beat,
     Claimed,
     Fired,
+    Lease,
     QueueRecord,
     RunQuery,
     RunRecord,
@@ -40,6 +44,7 @@ class SqlStore:
 
     dialect = "sql"
     wakes_for_timers = False  # see Store.wakes_for_timers
+    health: StoreHealth
 
     async def write(self, make: Callable[[], Program[T]]) -> T:
         """Run the program `make()` builds in a write transaction; return once committed.
@@ -49,9 +54,13 @@ class SqlStore:
         """
         raise NotImplementedError
 
-    async def read(self, program: Program[T]) -> T:
-        """Run a read-only `program`."""
+    async def read(self, make: Callable[[], Program[T]]) -> T:
+        """Run the read-only program `make()` builds (again, if the backend must retry)."""
         raise NotImplementedError
+
+    def side_channel(self) -> SideChannel | None:
+        """A connection of its own for a heartbeat thread (see Store.side_channel)."""
+        return None
 
     # runs
 
@@ -62,17 +71,17 @@ class SqlStore:
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """The run, or None."""
-        return await self.read(programs.get_run(run_id))
+        return await self.read(lambda: programs.get_run(run_id))
 
     async def list_runs(self, query: RunQuery) -> list[RunRecord]:
         """Runs matching `query`, newest first."""
         text, params = _sql.list_runs(query)
-        return [_sql.run_from_row(row) for row in await self.read(_rows(text, params))]
+        return [_sql.run_from_row(row) for row in await self.read(lambda: _rows(text, params))]
 
     async def finish_run(
         self,
         run_id: str,
-        owner: str,
+        lease: Lease,
         status: str,
         *,
         result: str | None,
@@ -80,19 +89,19 @@ class SqlStore:
         now: float,
         alone: bool = False,
     ) -> None:
-        """End a run owned by `owner` (see Store.finish_run)."""
+        """End a run held by `lease` (see Store.finish_run)."""
         await self.write(
-            lambda: programs.finish_run(run_id, owner, status, result, error, now, alone)
+            lambda: programs.finish_run(run_id, lease, status, result, error, now, alone)
         )
 
-    async def continue_run(self, run_id: str, owner: str, new_run: RunRecord, now: float) -> None:
+    async def continue_run(self, run_id: str, lease: Lease, new_run: RunRecord, now: float) -> None:
         """End a run CONTINUED and create its successor."""
-        await self.write(lambda: programs.continue_run(run_id, owner, new_run, now))
+        await self.write(lambda: programs.continue_run(run_id, lease, new_run, now))
 
     async def park_run(
         self,
         run_id: str,
-        owner: str,
+        lease: Lease,
         status: str,
         *,
         wake_at: float | None,
@@ -101,7 +110,7 @@ class SqlStore:
     ) -> None:
         """Park a run and release it."""
         await self.write(
-            lambda: programs.park_run(run_id, owner, status, wake_at, waiting_for, now)
+            lambda: programs.park_run(run_id, lease, status, wake_at, waiting_for, now)
         )
 
     async def update_run_meta(
@@ -119,24 +128,24 @@ class SqlStore:
 
     async def load_journal(self, run_id: str) -> list[StepRecord]:
         """Every recorded outcome, in seq order."""
-        rows = await self.read(_rows(_sql.SELECT_JOURNAL, (run_id,)))
+        rows = await self.read(lambda: _rows(_sql.SELECT_JOURNAL, (run_id,)))
         return [_sql.step_from_row(row) for row in rows]
 
-    async def record_step(self, owner: str, step: StepRecord) -> None:
-        """Commit a step outcome for a run owned by `owner`."""
-        await self.write(lambda: programs.record_step(owner, step))
+    async def record_step(self, lease: Lease, step: StepRecord) -> None:
+        """Commit a step outcome for a run held by `lease`."""
+        await self.write(lambda: programs.record_step(lease, step))
 
-    async def upsert_step(self, owner: str, step: StepRecord) -> None:
+    async def upsert_step(self, lease: Lease, step: StepRecord) -> None:
         """Commit a journal entry that may replace a "waiting" one with the same key."""
-        await self.write(lambda: programs.record_step(owner, step, upsert=True))
+        await self.write(lambda: programs.record_step(lease, step, upsert=True))
 
-    async def record_attempt(self, owner: str, attempt: AttemptRecord) -> None:
+    async def record_attempt(self, lease: Lease, attempt: AttemptRecord) -> None:
         """Commit a failed attempt."""
-        await self.write(lambda: programs.record_attempt(owner, attempt))
+        await self.write(lambda: programs.record_attempt(lease, attempt))
 
     async def load_attempts(self, run_id: str) -> list[AttemptRecord]:
         """Every failed attempt of the run."""
-        rows = await self.read(_rows(_sql.SELECT_ATTEMPTS, (run_id,)))
+        rows = await self.read(lambda: _rows(_sql.SELECT_ATTEMPTS, (run_id,)))
         return [_sql.attempt_from_row(row) for row in rows]
 
     # messages, hooks and tasks
@@ -149,27 +158,27 @@ class SqlStore:
             lambda: programs.send_message(run_id, channel, payload, idempotency_key, now)
         )
 
-    async def consume_message(self, owner: str, channel: str, step: StepRecord) -> str | None:
+    async def consume_message(self, lease: Lease, channel: str, step: StepRecord) -> str | None:
         """Take the oldest message on `channel` as the outcome of `step`."""
-        return await self.write(lambda: programs.consume_message(owner, channel, step))
+        return await self.write(lambda: programs.consume_message(lease, channel, step))
 
     async def create_hook(
-        self, owner: str, step: StepRecord, *, token: str, name: str, expires_at: float | None
+        self, lease: Lease, step: StepRecord, *, token: str, name: str, expires_at: float | None
     ) -> None:
         """Journal a hook's creation and insert its row."""
-        await self.write(lambda: programs.create_hook(owner, step, token, name, expires_at))
+        await self.write(lambda: programs.create_hook(lease, step, token, name, expires_at))
 
     async def resume_hook(self, token: str, payload: str, *, now: float) -> str | None:
         """Use a hook once; the run id, None if unknown, used or expired."""
         return await self.write(lambda: programs.resume_hook(token, payload, now))
 
-    async def create_task(self, owner: str, step: StepRecord, task: TaskRecord) -> None:
+    async def create_task(self, lease: Lease, step: StepRecord, task: TaskRecord) -> None:
         """Journal a human task's creation and insert its row."""
-        await self.write(lambda: programs.create_task(owner, step, task))
+        await self.write(lambda: programs.create_task(lease, step, task))
 
     async def get_task(self, task_id: str) -> TaskRecord | None:
         """The task, or None."""
-        rows = await self.read(_rows(_sql.SELECT_TASK, (task_id,)))
+        rows = await self.read(lambda: _rows(_sql.SELECT_TASK, (task_id,)))
         return _sql.task_from_row(rows[0]) if rows else None
 
     async def list_tasks(
@@ -177,7 +186,7 @@ class SqlStore:
     ) -> list[TaskRecord]:
         """Tasks matching the filters, oldest first."""
         text, params = _sql.list_tasks(status, assignee, run_id)
-        return [_sql.task_from_row(row) for row in await self.read(_rows(text, params))]
+        return [_sql.task_from_row(row) for row in await self.read(lambda: _rows(text, params))]
 
     async def submit_task(
         self, task_id: str, values: str, *, by: str | None, now: float
@@ -197,7 +206,7 @@ class SqlStore:
 
     async def controlled_runs(self, owner: str) -> list[tuple[str, str]]:
         """(run_id, control) of runs owned by `owner` with a pending request."""
-        rows = await self.read(_rows(_sql.SELECT_CONTROLLED, (owner,)))
+        rows = await self.read(lambda: _rows(_sql.SELECT_CONTROLLED, (owner,)))
         return [(str(run_id), str(control)) for run_id, control in rows]
 
     async def retry_run(self, run_id: str, *, now: float) -> bool:
@@ -214,22 +223,24 @@ class SqlStore:
         """Insert or refresh a worker row."""
         await self.write(lambda: programs.register_worker(worker))
 
-    async def heartbeat(self, worker_id: str, now: float) -> None:
-        """Mark the worker alive."""
-        await self.write(lambda: programs.heartbeat(worker_id, now))
+    async def beat(self, worker: WorkerRecord) -> Beat:
+        """Mark the worker alive by the database's clock; what it holds, every worker."""
+        return await self.write(lambda: programs.beat(worker))
 
     async def list_workers(self) -> list[WorkerRecord]:
         """Every worker row."""
-        return [_sql.worker_from_row(row) for row in await self.read(_rows(_sql.SELECT_WORKERS))]
+        return [
+            _sql.worker_from_row(row) for row in await self.read(lambda: _rows(_sql.SELECT_WORKERS))
+        ]
 
     async def expire_workers(self, worker_ids: list[str]) -> None:
         """Mark workers dead now."""
         if worker_ids:
             await self.write(lambda: programs.expire_workers(worker_ids))
 
-    async def release_run(self, run_id: str, owner: str) -> None:
-        """Hand back one run, as an orphan (see Store.release_run)."""
-        await self.write(lambda: programs.release_run(run_id, owner, time.time()))
+    async def release_run(self, run_id: str, lease: Lease) -> bool:
+        """Queue again a run whose attempt ended early (see Store.release_run)."""
+        return await self.write(lambda: programs.release_run(run_id, lease, time.time()))
 
     async def remove_worker(self, worker_id: str) -> None:
         """Delete the worker and hand its running runs back to PENDING."""
@@ -241,20 +252,21 @@ class SqlStore:
         limit: int,
         *,
         now: float,
-        lease: float,
+        stale: bool,
         queues: list[str] | None = None,
         workflows: list[str] | None = None,
+        versions: dict[str, str] | None = None,
     ) -> Claimed:
         """Atomically take due and orphaned runs (see Store.claim_runs)."""
         if limit <= 0 or workflows == [] or queues == []:
             return Claimed([], [])
         return await self.write(
-            lambda: programs.claim_runs(worker_id, limit, now, lease, queues, workflows)
+            lambda: programs.claim_runs(worker_id, limit, now, stale, queues, workflows, versions)
         )
 
     async def next_wake(self) -> float | None:
         """The earliest wake time of a parked or delayed run, None if there is none."""
-        rows = await self.read(_rows(_sql.NEXT_WAKE))
+        rows = await self.read(lambda: _rows(_sql.NEXT_WAKE))
         times = [float(row[0]) for row in rows if row[0] is not None]
         return min(times) if times else None
 
@@ -270,7 +282,7 @@ class SqlStore:
 
     async def list_queues(self) -> list[QueueRecord]:
         """Every queue with stored limits, by name."""
-        return await self.read(programs.list_queues())
+        return await self.read(programs.list_queues)
 
     # schedules
 
@@ -284,12 +296,12 @@ class SqlStore:
 
     async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
         """The schedule, or None."""
-        rows = await self.read(_rows(_sql.SELECT_SCHEDULE, (schedule_id,)))
+        rows = await self.read(lambda: _rows(_sql.SELECT_SCHEDULE, (schedule_id,)))
         return _sql.schedule_from_row(rows[0]) if rows else None
 
     async def list_schedules(self) -> list[ScheduleRecord]:
         """Every schedule, by id."""
-        rows = await self.read(_rows(_sql.SELECT_SCHEDULES))
+        rows = await self.read(lambda: _rows(_sql.SELECT_SCHEDULES))
         return [_sql.schedule_from_row(row) for row in rows]
 
     async def set_schedule_paused(
@@ -306,12 +318,12 @@ class SqlStore:
 
     async def due_schedules(self, now: float, limit: int) -> list[ScheduleRecord]:
         """Unpaused schedules with a tick due by `now` or a buffered tick."""
-        rows = await self.read(_rows(_sql.SELECT_DUE_SCHEDULES, (now, limit)))
+        rows = await self.read(lambda: _rows(_sql.SELECT_DUE_SCHEDULES, (now, limit)))
         return [_sql.schedule_from_row(row) for row in rows]
 
     async def next_schedule_tick(self) -> float | None:
         """The earliest next tick of an unpaused schedule, None if there is none."""
-        rows = await self.read(_rows(_sql.NEXT_SCHEDULE_TICK))
+        rows = await self.read(lambda: _rows(_sql.NEXT_SCHEDULE_TICK))
         return None if not rows or rows[0][0] is None else float(rows[0][0])
 
     async def fire_schedule(
@@ -351,7 +363,7 @@ class SqlStore:
 
     async def list_subscriptions(self) -> list[Subscription]:
         """Every stored subscription."""
-        return await self.read(programs.list_subscriptions())
+        return await self.read(programs.list_subscriptions)
 
     async def emit_event(
         self,
@@ -361,10 +373,10 @@ class SqlStore:
         key: str | None,
         now: float,
         local: Sequence[Subscription] = (),
-        owner: str | None = None,
+        lease: Lease | None = None,
         step: StepRecord | None = None,
     ) -> list[str]:
         """Start the subscribers of `event_type` (see Store.emit_event)."""
         return await self.write(
-            lambda: programs.emit_event(event_type, args, key, now, local, owner, step)
+            lambda: programs.emit_event(event_type, args, key, now, local, lease, step)
         )

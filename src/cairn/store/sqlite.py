@@ -3,7 +3,9 @@
 Statements run synchronously on the event loop's thread: a WAL commit costs tens of
 microseconds, less than handing work to another thread and back. Writes issued in the same
 loop iteration share one transaction (group commit), and no writer is answered before its
-transaction commits.
+transaction commits. The loop never waits for the write lock: while another connection
+holds it, `BEGIN IMMEDIATE` fails at once and the batch is tried again a moment later,
+so heartbeats, timers and other runs go on meanwhile.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from typing import Any, TypeVar
 from cairn.errors import StoreError
 from cairn.store import migrate, programs
 from cairn.store._checkpoints import Checkpointer
+from cairn.store._health import StoreHealth
 from cairn.store._loop import others_ready
+from cairn.store._sqlite_conn import SqliteSideChannel, classify, connect, is_busy, run
 from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
 from cairn.store.programs import Program
 from cairn.store.records import RunRecord
@@ -26,6 +30,10 @@ from cairn.store.sql_store import SqlStore
 
 T = TypeVar("T")
 _Pending = tuple[Program[Any], asyncio.Future[Any]]
+
+# Waiting for the write lock: first retry after 1 ms, doubling up to 50 ms.
+_FIRST_RETRY = 0.001
+_LAST_RETRY = 0.05
 
 
 class _Sunk(Exception):
@@ -44,6 +52,7 @@ class SqliteStore(SqlStore):
 
     def __init__(self, path: str, *, synchronous: str = "NORMAL") -> None:
         self.path = path
+        self.health = StoreHealth()
         self._synchronous = synchronous
         self._conn: sqlite3.Connection | None = None
         self._pending: list[_Pending] = []
@@ -52,6 +61,9 @@ class SqliteStore(SqlStore):
         self._signal = WakeSignal()
         self._data_version: int | None = None
         self._checkpointer: Checkpointer | None = None
+        # While another connection holds the write lock: since when, and the next delay.
+        self._locked_since: float | None = None
+        self._retry_delay = _FIRST_RETRY
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
@@ -73,18 +85,18 @@ class SqliteStore(SqlStore):
             if not os.path.isdir(folder):
                 raise StoreError(f"cannot open database {self.path!r}: no folder {folder!r}")
         try:
-            conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
-            )
+            # Opening waits for other processes (migrating, switching to WAL) like any
+            # start-up; once open, the loop never waits for a lock (busy_timeout 0).
+            conn = connect(self.path, busy_ms=30_000)
             await _switch_to_wal(conn)
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            conn.execute("PRAGMA busy_timeout=30000")
             conn.execute("PRAGMA temp_store=MEMORY")
             conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: journals of many runs stay hot
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open database {self.path!r}: {exc}") from exc
         self._conn = conn
         self._migrate()
+        conn.execute("PRAGMA busy_timeout=0")
         if self.path != ":memory:":
             conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer thread does it
             self._checkpointer = Checkpointer(self.path)
@@ -113,9 +125,11 @@ class SqliteStore(SqlStore):
             raise
 
     async def close(self) -> None:
-        """Flush pending writes and close the connection."""
-        if self._pending:
+        """Flush pending writes (waiting for the write lock if need be) and close."""
+        while self._pending and self._conn is not None:
             self._flush()
+            if self._pending:
+                await asyncio.sleep(_LAST_RETRY)
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -123,12 +137,18 @@ class SqliteStore(SqlStore):
             self._checkpointer.stop()
             self._checkpointer = None
 
+    def side_channel(self) -> SqliteSideChannel | None:
+        """A connection of its own for the heartbeat thread (none for `:memory:`)."""
+        return None if self.path == ":memory:" else SqliteSideChannel(self.path)
+
     # group commit
 
     def _write(self, program: Program[T]) -> asyncio.Future[T]:
         loop = self._loop or asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._pending.append((program, future))
+        if self._locked_since is not None:
+            return future  # the batch waiting for the lock takes this write along
         if not self._flush_scheduled and not others_ready(loop):
             # Nobody else can add to this batch before the loop idles: commit now and
             # save the writer a trip around the event loop.
@@ -141,10 +161,23 @@ class SqliteStore(SqlStore):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        batch, self._pending = self._pending, []
-        if not batch:
+        if not self._pending:
             return
         conn = self.conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            if is_busy(exc):
+                self._wait_for_lock()
+                return
+            self._answer(self._pending, [classify(repr(self.path), exc)] * len(self._pending))
+            self._pending = []
+            return
+        if self._locked_since is not None:
+            self.health.waited(time.monotonic() - self._locked_since)
+            self._locked_since = None
+            self._retry_delay = _FIRST_RETRY
+        batch, self._pending = self._pending, []
         try:
             outcomes = self._run_batch(conn, batch)
         except _Sunk as sunk:
@@ -156,7 +189,23 @@ class SqliteStore(SqlStore):
             ]
         except sqlite3.Error as exc:
             # The transaction itself failed and nothing was written.
-            outcomes = [StoreError(f"database {self.path!r}: {exc}") for _ in batch]
+            outcomes = [classify(repr(self.path), exc) for _ in batch]
+        self._answer(batch, outcomes)
+
+    def _wait_for_lock(self) -> None:
+        """Another connection holds the write lock: try the batch again a moment later."""
+        now = time.monotonic()
+        if self._locked_since is None:
+            self._locked_since = now
+        elif now - self._locked_since >= 1.0:
+            self.health.trouble()
+        loop = self._loop or asyncio.get_running_loop()
+        self._flush_scheduled = True
+        loop.call_later(self._retry_delay, self._flush)
+        self._retry_delay = min(self._retry_delay * 2, _LAST_RETRY)
+
+    @staticmethod
+    def _answer(batch: list[_Pending], outcomes: list[Any]) -> None:
         for (_, future), outcome in zip(batch, outcomes, strict=True):
             if future.done():
                 continue
@@ -166,10 +215,9 @@ class SqliteStore(SqlStore):
                 future.set_result(outcome)
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Pending]) -> list[Any]:
-        # With neighbours in the batch, one bad write is undone alone and must not sink
-        # the others.
+        # The transaction is open (BEGIN IMMEDIATE). With neighbours in the batch, one bad
+        # write is undone alone and must not sink the others.
         guard = len(batch) > 1
-        conn.execute("BEGIN IMMEDIATE")
         try:
             outcomes = [self._run_one(conn, program, guard) for program, _ in batch]
             conn.execute("COMMIT")
@@ -207,12 +255,14 @@ class SqliteStore(SqlStore):
 
     def _failure(self, exc: Exception) -> Exception:
         # LeaseLost, DuplicateRun...: the failure is this writer's alone.
-        if isinstance(exc, sqlite3.Error):
-            return StoreError(f"database {self.path!r}: {exc}")
+        if isinstance(exc, sqlite3.Error | UnicodeError | ValueError | OverflowError):
+            return classify(repr(self.path), exc)
         return exc
 
     def _sunk(self, sunk: _Sunk) -> StoreError:
-        return StoreError(
+        error = self._failure(sunk.error)
+        kind = type(error) if isinstance(error, StoreError) else StoreError
+        return kind(
             f"database {self.path!r}: a write batch was rolled back: one of its writes failed "
             f"in a way that could not be undone alone ({type(sunk.error).__name__}: {sunk.error})"
         )
@@ -252,12 +302,22 @@ class SqliteStore(SqlStore):
         self._data_version = version
         return changed
 
-    async def read(self, program: Program[T]) -> T:
-        """Run a read-only `program` at once (WAL readers see the last commit)."""
-        try:
-            return run(self.conn, program)
-        except sqlite3.Error as exc:
-            raise StoreError(f"database {self.path!r}: {exc}") from exc
+    async def read(self, make: Callable[[], Program[T]]) -> T:
+        """Run a read-only program at once (WAL readers see the last commit).
+
+        A reader does not wait for the write lock; should SQLite still answer busy (a
+        checkpoint resetting the log), it is asked again a moment later.
+        """
+        delay = _FIRST_RETRY
+        started = time.monotonic()
+        while True:
+            try:
+                return run(self.conn, make())
+            except (sqlite3.Error, UnicodeError, ValueError) as exc:
+                if not is_busy(exc) or time.monotonic() - started > 30.0:
+                    raise classify(repr(self.path), exc) from exc
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _LAST_RETRY)
 
 
 async def _switch_to_wal(conn: sqlite3.Connection, *, within: float = 30.0) -> None:
@@ -275,20 +335,3 @@ async def _switch_to_wal(conn: sqlite3.Connection, *, within: float = 30.0) -> N
             if "locked" not in str(exc) or time.monotonic() >= deadline:
                 raise
         await asyncio.sleep(0.01)
-
-
-def run(conn: sqlite3.Connection, program: Program[T]) -> T:
-    """Drive a program with synchronous sqlite3 calls."""
-    try:
-        statement = next(program)
-        while True:
-            cursor = conn.execute(statement.text, statement.params)
-            if statement.fetch == "count":
-                answer: Any = cursor.rowcount
-            elif statement.fetch == "one":
-                answer = cursor.fetchone()
-            else:
-                answer = cursor.fetchall()
-            statement = program.send(answer)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]

@@ -1,0 +1,36 @@
+"""When a store last met trouble: an outage, or a wait for a lock longer than a moment.
+
+Workers read it before judging others dead by their heartbeats: while this process could
+not write to the database, nobody else's heartbeat could be written either (a server
+restart, a connection holding SQLite's write lock), so old heartbeats prove nothing then.
+"""
+
+from __future__ import annotations
+
+import time
+
+# A write that waited this long for the database counts as trouble. Heartbeats come every
+# lease / 3, so a wait shorter than a second cannot age one past any sane lease.
+LONG_WAIT = 1.0
+
+
+class StoreHealth:
+    """The monotonic time of the last trouble; written from any thread (a float store)."""
+
+    __slots__ = ("_trouble_at",)
+
+    def __init__(self) -> None:
+        self._trouble_at = 0.0
+
+    def trouble_at(self) -> float:
+        """When (time.monotonic()) trouble was last seen; 0.0 if never."""
+        return self._trouble_at
+
+    def trouble(self) -> None:
+        """The database is away or locked now."""
+        self._trouble_at = time.monotonic()
+
+    def waited(self, seconds: float) -> None:
+        """A request succeeded after waiting `seconds` (for a lock, or through retries)."""
+        if seconds >= LONG_WAIT:
+            self.trouble()

@@ -1,0 +1,135 @@
+"""SQLite connections as cairn opens them, the program driver, and what a failure means.
+
+Every connection defines `cairn_now()`, the database's clock: on SQLite that is the
+machine's real-time clock (`clock_gettime(CLOCK_REALTIME)`, what SQLite's own
+`julianday('now')` reads), shared by every process that can open the file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any, TypeVar
+
+from cairn.errors import StoreError, StoreRefused, StoreUnavailable
+from cairn.store import programs
+from cairn.store.programs import Program
+from cairn.store.records import Beat, WorkerRecord
+
+T = TypeVar("T")
+
+
+def db_now() -> float:
+    """The machine's real-time clock in epoch seconds (not `time.time`, which tests shift)."""
+    return time.clock_gettime(time.CLOCK_REALTIME)
+
+
+def connect(path: str, *, busy_ms: int) -> sqlite3.Connection:
+    """A connection in autocommit mode that waits up to `busy_ms` for a lock."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0)
+    conn.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
+    conn.create_function("cairn_now", 0, db_now, deterministic=False)
+    return conn
+
+
+def is_busy(exc: BaseException) -> bool:
+    """True if `exc` says another connection holds a lock this one needs."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+# Failures that another try may not meet: locks, a full or failing disk, a file that
+# cannot be opened right now. Anything about the values themselves will always fail.
+_TRANSIENT = frozenset(
+    getattr(sqlite3, name, -1)
+    for name in (
+        "SQLITE_BUSY",
+        "SQLITE_LOCKED",
+        "SQLITE_IOERR",
+        "SQLITE_FULL",
+        "SQLITE_CANTOPEN",
+        "SQLITE_PROTOCOL",
+        "SQLITE_NOMEM",
+    )
+)
+
+
+def classify(where: str, exc: BaseException) -> StoreError:
+    """The StoreError for a failure of the driver: unavailable, refused, or other.
+
+    Values SQLite will never take (a string or blob too big, a constraint, a string that
+    cannot be encoded) are refused; locks and disk trouble are unavailable.
+    """
+    message = f"database {where}: {exc}"
+    error: StoreError
+    if isinstance(exc, sqlite3.OperationalError):
+        code = getattr(exc, "sqlite_errorcode", None)
+        transient = is_busy(exc) or (code is not None and code & 0xFF in _TRANSIENT)
+        error = StoreUnavailable(message) if transient else StoreError(message)
+    elif isinstance(exc, sqlite3.DataError | sqlite3.IntegrityError | sqlite3.InterfaceError):
+        error = StoreRefused(message)
+    elif isinstance(exc, sqlite3.ProgrammingError | UnicodeError | ValueError | OverflowError):
+        error = StoreRefused(message)  # a value that cannot be bound or encoded
+    else:
+        error = StoreError(message)
+    error.__cause__ = exc
+    return error
+
+
+def run(conn: sqlite3.Connection, program: Program[T]) -> T:
+    """Drive a program with synchronous sqlite3 calls."""
+    try:
+        statement = next(program)
+        while True:
+            cursor = conn.execute(statement.text, statement.params)
+            if statement.fetch == "count":
+                answer: Any = cursor.rowcount
+            elif statement.fetch == "one":
+                answer = cursor.fetchone()
+            else:
+                answer = cursor.fetchall()
+            statement = program.send(answer)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+class SqliteSideChannel:
+    """The heartbeat thread's own connection to the file (see Store.side_channel).
+
+    It waits for the write lock in its own thread, so a connection that holds the lock
+    for long delays heartbeats but never the event loop.
+    """
+
+    def __init__(self, path: str, *, wait: float = 5.0) -> None:
+        self.path = path
+        self._wait_ms = int(wait * 1000)
+        self._conn: sqlite3.Connection | None = None
+
+    def beat(self, worker: WorkerRecord) -> Beat:
+        """Heartbeat `worker` and read what it holds (StoreError if the file is locked)."""
+        try:
+            if self._conn is None:
+                self._conn = connect(self.path, busy_ms=self._wait_ms)
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                beat = run(conn, programs.beat(worker))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return beat
+        except (sqlite3.Error, ValueError) as exc:
+            raise classify(repr(self.path), exc) from exc
+
+    def close(self) -> None:
+        """Disconnect."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
