@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 import cairn
+from cairn.clock import VirtualClock
 from cairn.store.records import RunRecord
 
-from .kit import WAIT, Kit
+from .kit import WAIT, Gate, Kit
 
 
 async def until(engine: cairn.Engine, run_id: str, *statuses: str) -> RunRecord:
@@ -55,11 +56,13 @@ async def test_cancel__running_run_stops_at_its_next_durable_point(kit: Kit) -> 
         with pytest.raises(cairn.RunCancelled) as info:
             await run.result(timeout=WAIT)
         assert await run.status() == cairn.RunStatus.CANCELLED
-        [entry] = await engine.history(run.run_id)
+        entry, delivered = await engine.history(run.run_id)
         [summary] = await engine.list_runs(status="CANCELLED")
     assert info.value.run_id == run.run_id
     assert calls == {"busy": 1}
     assert (entry.key, entry.status, entry.result) == ("busy#1", "completed", "finished")
+    # Where the cancellation reached the workflow: at its next durable point.
+    assert (delivered.kind, delivered.result["at"]) == ("cancel", "next_one#1")
     assert summary.error is not None and summary.error["type"] == "cairn.errors.Cancelled"
 
 
@@ -141,11 +144,13 @@ async def test_cancel__check_cancelled_stops_long_steps(kit: Kit) -> None:
             with pytest.raises(cairn.RunCancelled):
                 await run.result(timeout=WAIT)
             history = await engine.history(run.run_id)
-            assert all(h.status != "completed" for h in history)
+            assert [(h.kind, h.result["at"]) for h in history] == [
+                ("cancel", f"long_{kind}#1")  # the step stopped, and was never recorded
+            ]
     assert stopped == ["async", "sync"]
 
 
-async def test_cancel__shield_lets_cleanup_steps_run(kit: Kit) -> None:
+async def test_cancel__delivered_once_so_cleanup_may_call_steps(kit: Kit) -> None:
     calls: Counter[str] = Counter()
 
     @kit.step("cleanup")
@@ -153,33 +158,175 @@ async def test_cancel__shield_lets_cleanup_steps_run(kit: Kit) -> None:
         calls[what] += 1
         return f"cleaned {what}"
 
-    @kit.workflow("cancel.shielded")
-    async def shielded() -> None:
+    @kit.workflow("cancel.cleanup")
+    async def cleans_up() -> None:
         try:
             await cairn.wait_for_event("never")
         except cairn.Cancelled:
-            try:
-                await cleanup("unshielded")
-            except cairn.Cancelled:
-                calls["refused"] += 1
+            await cleanup("after")  # Cancelled reached the workflow once; this runs
+            await cairn.sleep("10ms")
+            cairn.check_cancelled()  # delivered already: does not raise again
+            raise
+
+    async with kit.engine() as engine:
+        run = await engine.start(cleans_up)
+        await until(engine, run.run_id, "WAITING")
+        await run.cancel()
+        with pytest.raises(cairn.RunCancelled):
+            await run.result(timeout=WAIT)
+        history = await engine.history(run.run_id)
+    assert calls == {"after": 1}
+    assert [(h.kind, h.status) for h in history] == [
+        ("event", "waiting"),
+        ("cancel", "completed"),
+        ("step", "completed"),
+        ("sleep", "completed"),
+    ]
+
+
+async def test_cancel__shield_holds_it_off_until_the_shielded_code_is_done(kit: Kit) -> None:
+    order: list[str] = []
+
+    @kit.step("critical")
+    def critical(part: int) -> int:
+        order.append(f"critical {part}")
+        return part
+
+    @kit.workflow("cancel.shielded")
+    async def shielded() -> None:
+        try:
             async with cairn.shield():
-                await cleanup("shielded")
-                await cairn.sleep("10ms")
-                cairn.check_cancelled()  # shielded: does not raise
+                await critical(1)
+                await cairn.wait_for_event("go")
+                await critical(2)  # the cancel came meanwhile: shielded, this still runs
+            await critical(3)
+        except cairn.Cancelled:
+            order.append("cancelled")
             raise
 
     async with kit.engine() as engine:
         run = await engine.start(shielded)
         await until(engine, run.run_id, "WAITING")
         await run.cancel()
+        await run.send_event("go")
+        with pytest.raises(cairn.RunCancelled):
+            await run.result(timeout=WAIT)
+    assert order == ["critical 1", "critical 2", "cancelled"]
+
+
+@pytest.mark.parametrize("parked", ["sleep", "event", "memory_sleep", "child", "sync"])
+async def test_cancel__a_parked_run_runs_its_finally_cleanup_once(kit: Kit, parked: str) -> None:
+    # Issue 12, item 1. Before, a `finally:` cleanup step ran when the run *parked*
+    # (its Suspend unwound through the finally), and never at the cancel.
+    calls: Counter[str] = Counter()
+
+    @kit.step("undo")
+    async def undo(how: str) -> str:
+        calls[how] += 1
+        return how
+
+    @kit.workflow("cancel.child_waits")
+    async def child() -> None:
+        await cairn.wait_for_event("never")
+
+    @kit.workflow("cancel.finally")
+    async def finally_wf(how: str) -> None:
+        try:
+            if how == "sleep":
+                await cairn.sleep("1h")
+            elif how == "event":
+                await cairn.wait_for_event("never")
+            elif how == "memory_sleep":
+                await cairn.sleep("900ms")
+            else:
+                await child()
+        finally:
+            await undo(how)
+
+    @kit.workflow("cancel.finally_sync")
+    def finally_sync(how: str) -> None:
+        try:
+            cairn.sleep("1h")
+        finally:
+            undo(how)
+
+    async with kit.engine() as engine:
+        flow = finally_sync if parked == "sync" else finally_wf
+        run = await engine.start(flow, parked)
+        if parked == "memory_sleep":
+            async with asyncio.timeout(WAIT):
+                while not await engine.history(run.run_id):
+                    await asyncio.sleep(0.005)
+        else:
+            await until(engine, run.run_id, "SLEEPING", "WAITING")
+        parked_calls = dict(calls)
+        await engine.cancel(run.run_id)
         with pytest.raises(cairn.RunCancelled):
             await run.result(timeout=WAIT)
         history = await engine.history(run.run_id)
-    assert calls == {"refused": 1, "shielded": 1}
-    assert [(h.kind, h.status) for h in history][-2:] == [
-        ("step", "completed"),
-        ("sleep", "completed"),
-    ]
+    assert parked_calls == {}  # parking ran no cleanup
+    assert calls == {parked: 1}
+    assert [h.kind for h in history][-2:] == ["cancel", "step"]
+
+
+async def test_cancel__a_cancelled_run_never_continues_as_new(kit: Kit) -> None:
+    # Issue 12, item 2.
+    @kit.workflow("cancel.chain")
+    async def chain(n: int) -> None:
+        try:
+            await cairn.sleep("1h")
+        finally:
+            cairn.continue_as_new(n + 1)
+
+    async with kit.engine() as engine:
+        run = await engine.start(chain, 1)
+        await until(engine, run.run_id, "SLEEPING")
+        await engine.cancel(run.run_id)
+        with pytest.raises(cairn.RunCancelled):
+            await run.result(timeout=WAIT)
+        stored = await engine.control.record(run.run_id)
+        runs = await engine.list_runs()
+    assert (stored.status, stored.continued_to) == ("CANCELLED", None)
+    assert len(runs) == 1
+
+
+async def test_cancel__a_replay_delivers_it_where_it_was_delivered(kit: Kit, gate: Gate) -> None:
+    # The run is cancelled while it sleeps, its cleanup step is cut off by the engine
+    # closing, and it replays an hour later, when the sleep would be over: the replay
+    # still raises Cancelled at the sleep (recorded), so it takes the same path.
+    calls: Counter[str] = Counter()
+    clock = VirtualClock()
+
+    @kit.step("slow_undo")
+    async def slow_undo() -> str:
+        calls["undo"] += 1
+        return await gate()
+
+    @kit.step("after_sleep")
+    async def after_sleep() -> None:
+        calls["after"] += 1
+
+    @kit.workflow("cancel.replayed")
+    async def replayed() -> None:
+        try:
+            await cairn.sleep("1h")
+            await after_sleep()
+        except cairn.Cancelled:
+            await slow_undo()
+            raise
+
+    async with kit.engine(clock=clock) as engine:
+        run = await engine.start(replayed)
+        await until(engine, run.run_id, "SLEEPING")
+        await engine.cancel(run.run_id)
+        await gate.hold(engine)
+    clock.advance(7200)
+    async with kit.engine(clock=clock) as engine:
+        with pytest.raises(cairn.RunCancelled):
+            await (await engine.get(run.run_id)).result(timeout=WAIT)
+        history = await engine.history(run.run_id)
+    assert calls == {"undo": 2}  # cut off once, then completed; after_sleep never ran
+    assert [h.kind for h in history] == ["sleep", "cancel", "step"]
 
 
 async def test_cancel__caught_cancellation_still_ends_cancelled(kit: Kit) -> None:

@@ -1,8 +1,8 @@
 """Recovery at engine start: runs left RUNNING by dead workers, and max_recoveries.
 
 A dead worker is written through the Store API, exactly as a killed process leaves it: a
-worker row (a local pid that no longer exists, or a heartbeat older than the lease) and a
-RUNNING run it owns, with whatever of its journal was committed.
+worker row (a process in this PID namespace that no longer exists, or a heartbeat older
+than its lease) and a RUNNING run it holds, with whatever of its journal was committed.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from tests.store.kit import age_heartbeat
 
 import cairn
 from cairn import serialization
 from cairn.runtime import leases
 from cairn.store import Store, open_store
-from cairn.store.records import AttemptRecord, RunRecord, StepRecord, WorkerRecord
+from cairn.store.records import AttemptRecord, Lease, RunRecord, StepRecord, WorkerRecord
 
 from .kit import WAIT, Kit
 
@@ -47,17 +48,25 @@ async def _leave_orphan(
 ) -> str:
     """Write what a worker killed mid-run leaves behind; returns the dead worker's id."""
     now = time.time()
-    if dead == "pid":
-        pid, host, heartbeat = _dead_pid(), leases.HOST, now  # died a moment ago
-    elif dead == "heartbeat":
-        pid, host, heartbeat = 1, "elsewhere.example", now - 3600  # silent for an hour
-    else:
-        pid, host, heartbeat = os.getpid(), leases.HOST, now  # alive: this very process
+    me = leases.this_process()
+    assert me is not None
+    process: str | None
+    if dead == "pid":  # died a moment ago, in this PID namespace
+        pid, host = _dead_pid(), leases.HOST
+        process = str(leases.Process(me.boot_id, me.pid_ns, pid, 12345))
+    elif dead == "heartbeat":  # silent for an hour, somewhere else
+        pid, host, process = 1, "elsewhere.example", None
+    else:  # alive: this very process
+        pid, host, process = os.getpid(), leases.HOST, str(me)
     worker_id = f"{host}:{pid}:{dead}"
     store: Store = open_store(url)
     await store.open()
     try:
-        await store.register_worker(WorkerRecord(worker_id, host, pid, now, heartbeat, 4))
+        await store.register_worker(
+            WorkerRecord(worker_id, host, pid, 0.0, 0.0, 4, process=process)
+        )
+        if dead == "heartbeat":
+            age_heartbeat(url, worker_id, 3600)
         run = RunRecord(
             run_id=run_id,
             workflow=workflow,
@@ -70,15 +79,16 @@ async def _leave_orphan(
             recoveries=recoveries,
             max_recoveries=max_recoveries,
             owner=worker_id,
+            fence=1,
         )
         assert (await store.create_run(run))[1]
         for seq, (key, result) in enumerate(steps, start=1):
             name = key.split("#")[0]
             text = JSON.dumps(result, what=key)
             step = StepRecord(run_id, seq, key, "step", name, "completed", 1, now, now, text)
-            await store.record_step(worker_id, step)
+            await store.record_step(Lease(worker_id, 1), step)
         for attempt in attempts:
-            await store.record_attempt(worker_id, attempt)
+            await store.record_attempt(Lease(worker_id, 1), attempt)
     finally:
         await store.close()
     return worker_id
@@ -126,13 +136,21 @@ async def test_recovery__run_of_a_dead_worker_is_recovered_at_engine_start(
         steps=(("reserve#1", "reserved sku-1 earlier"),),
     )
     started = time.monotonic()
-    async with kit.engine() as engine:  # lease 10s: recovery must not wait for it
+    # A dead process in this PID namespace is recovered at once, however long the lease.
+    # A silent worker elsewhere is judged by its heartbeat, and only once this engine has
+    # itself seen the database answer for a whole lease (after an outage every heartbeat
+    # looks old): here a 1 s lease.
+    lease = "10s" if dead == "pid" else "1s"
+    async with kit.engine(lease=lease) as engine:
         result = await (await engine.get("orphan-1")).result(timeout=WAIT)
         elapsed = time.monotonic() - started
         workers = {w.worker_id: w for w in await engine.store.list_workers()}
     assert result == ["reserved sku-1 earlier", "charged 30", 2]
     assert calls == {"workflow": 1, "charge": 1}  # reserve#1 was replayed, not re-run
-    assert elapsed < engine.lease / 2
+    if dead == "pid":
+        assert elapsed < engine.lease / 2
+    else:
+        assert engine.lease <= elapsed < engine.lease + 2
     run = await _stored(kit.url, "orphan-1")
     assert (run.status, run.attempt, run.recoveries, run.owner) == ("COMPLETED", 2, 1, None)
     if dead == "pid":  # a dead local process is declared dead at once
@@ -232,8 +250,8 @@ async def test_recovery__during_backoff_waits_only_what_is_left(kit: Kit) -> Non
 async def test_store_failure_mid_run__the_worker_hands_the_run_back_and_it_completes(
     kit: Kit,
 ) -> None:
-    # The database failing for longer than the store retries (an outage) ends the attempt,
-    # not the run: the living worker hands the run back, and it is recovered on replay.
+    # A store failure that is neither "unavailable" nor "refused" ends the attempt, not the
+    # run: the living worker hands the run back, and it is recovered on replay.
     calls: Counter[str] = Counter()
 
     @kit.step("rec.outage.a")
@@ -255,11 +273,11 @@ async def test_store_failure_mid_run__the_worker_hands_the_run_back_and_it_compl
         record_step = store.record_step
         failed: list[str] = []
 
-        async def flaky(owner: str, step: StepRecord) -> None:
+        async def flaky(lease: Lease, step: StepRecord) -> None:
             if step.name == "rec.outage.b" and not failed:
                 failed.append(step.key)
-                raise cairn.StoreError("database test: unreachable for 30s (simulated)")
-            await record_step(owner, step)
+                raise cairn.StoreError("database test: schema broken (simulated)")
+            await record_step(lease, step)
 
         store.record_step = flaky  # type: ignore[method-assign]
         run = await engine.start(flow)

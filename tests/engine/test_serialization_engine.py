@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import threading
 import uuid
@@ -97,8 +98,47 @@ async def test_step_result__unserializable_raises_at_the_call_site(kit: Kit) -> 
     assert result["type_name"].endswith("test_serialization_engine.Lock")
     assert "'make_lock'" in result["message"] and "Lock" in result["message"]
     assert result["next"] == "fine"
-    assert [h.key for h in history] == ["fine#1"]  # nothing was recorded for make_lock
+    # Recorded as failed (not retried), so that a replay raises it again right there.
+    assert [(h.key, h.status) for h in history] == [
+        ("make_lock#1", "failed"),
+        ("fine#1", "completed"),
+    ]
+    assert history[0].error is not None
+    assert history[0].error["error_type"] == "cairn.errors.SerializationError"
     assert failed_attempts == []
+
+
+async def test_step_result__unserializable_replays_as_the_same_error(kit: Kit) -> None:
+    # Issue 12, item 3: the run waits after catching the error, and the engine restarts;
+    # the replay must raise the same SerializationError at the same place, not diverge.
+    calls: list[int] = []
+
+    @kit.step("make_lock")
+    def make_lock() -> Lock:
+        calls.append(1)
+        return Lock()
+
+    @kit.workflow("serial.replayed")
+    async def replayed() -> str:
+        try:
+            await make_lock()
+        except cairn.SerializationError as exc:
+            caught = exc.what
+        approval = await cairn.wait_for_event("go")
+        return f"{caught} / {approval}"
+
+    async with kit.engine() as engine:
+        run = await engine.start(replayed)
+        for _ in range(500):
+            if await run.status() == cairn.RunStatus.WAITING:
+                break
+            await asyncio.sleep(0.01)
+    async with kit.engine() as engine:
+        again = await engine.get(run.run_id)
+        await again.send_event("go", "ok")
+        result = await again.result(timeout=WAIT)
+    assert result == "result of step 'make_lock' / ok"
+    assert calls == [1]
 
 
 @pytest.mark.parametrize("sync", [False, True], ids=["async_workflow", "sync_workflow"])

@@ -69,26 +69,45 @@ async def test_sleep__long_sleep_unloads_and_replays_on_wake(kit: Kit) -> None:
     assert history[1].result == pytest.approx(started + 3600)  # the recorded wake time
 
 
-async def test_sleep__short_sleep_stays_in_memory(kit: Kit) -> None:
+async def test_sleep__short_sleep_reports_sleeping(kit: Kit) -> None:
     calls: Counter[str] = Counter()
     clock = VirtualClock()
 
     @kit.workflow("sleep.short")
     async def short_sleep() -> str:
         calls["workflow"] += 1
-        await cairn.sleep("500ms")  # inside the one-second in-memory window
+        await cairn.sleep("500ms")
         return "rested"
 
     async with kit.engine(clock=clock) as engine:
-        assert engine.worker is not None and engine.worker.env.sleep_window == 1.0
         run = await engine.start(short_sleep)
-        async with asyncio.timeout(WAIT):
-            while not (await engine.history(run.run_id)):
-                await asyncio.sleep(0.005)
-        assert await run.status() == cairn.RunStatus.RUNNING
+        record = await until(engine, run.run_id, "SLEEPING")
+        assert record.wake_at == pytest.approx(clock.now() + 0.5, abs=0.01)
+        assert await run.status() == cairn.RunStatus.SLEEPING
         clock.advance(0.5)
         assert await run.result(timeout=WAIT) == "rested"
-    assert calls == {"workflow": 1}
+    assert calls == {"workflow": 2}  # parked, then replayed once on wake
+
+
+async def test_sleep__pause_during_a_short_sleep_holds_the_run(kit: Kit) -> None:
+    clock = VirtualClock()
+
+    @kit.workflow("sleep.paused")
+    async def paused() -> str:
+        await cairn.sleep("200ms")
+        return "rested"
+
+    async with kit.engine(clock=clock) as engine:
+        run = await engine.start(paused)
+        await until(engine, run.run_id, "SLEEPING")
+        await run.pause()
+        clock.advance(1)
+        assert engine.worker is not None
+        await engine.worker.claim_once()
+        await asyncio.sleep(0.05)
+        assert await run.status() == cairn.RunStatus.PAUSED
+        await run.resume()
+        assert await run.result(timeout=WAIT) == "rested"
 
 
 async def test_sleep__wake_time_is_recorded_once_across_a_restart(kit: Kit, gate: Gate) -> None:
@@ -126,7 +145,7 @@ async def test_sleep__wake_time_is_recorded_once_across_a_restart(kit: Kit, gate
     assert calls == {"hold": 1}
 
 
-async def test_sleep__in_memory_sleep_resumes_after_recovery_with_what_is_left(kit: Kit) -> None:
+async def test_sleep__short_sleep_wakes_on_time_after_a_restart(kit: Kit) -> None:
     clock = VirtualClock()
 
     @kit.workflow("sleep.recovered")
@@ -138,17 +157,14 @@ async def test_sleep__in_memory_sleep_resumes_after_recovery_with_what_is_left(k
     await first.open()
     started = clock.now()
     run = await first.start(recovered)
-    async with asyncio.timeout(WAIT):
-        while not (await first.history(run.run_id)):
-            await asyncio.sleep(0.005)
-    await first.close()  # handed back mid-sleep: the run is RUNNING with no owner
+    await until(first, run.run_id, "SLEEPING")
+    await first.close()  # the engine goes away mid-sleep: the timer is in the database
     clock.advance(0.5)
     async with kit.engine(clock=clock) as second:
-        async with asyncio.timeout(WAIT):  # the replay sleeps only the 300ms left
-            while not second.worker or not second.worker.active:
-                await asyncio.sleep(0.005)
+        run = await second.get(run.run_id)
+        assert second.worker is not None and await second.worker.claim_once() == 0
         clock.advance(0.3)
-        finished_at = await (await second.get(run.run_id)).result(timeout=WAIT)
+        finished_at = await run.result(timeout=WAIT)
     assert finished_at == pytest.approx(started + 0.8)
 
 

@@ -8,7 +8,7 @@ import pytest
 from cairn.authoring.registry import Registry
 from cairn.authoring.schedules import define
 from cairn.cli import check, describe, output, scaffold
-from cairn.runtime import leases
+from cairn.runtime import blocking, leases
 from cairn.store.records import RunRecord, WorkerRecord
 
 NOW = 1_000_000.0
@@ -27,7 +27,7 @@ def run(status: str, **fields) -> RunRecord:
 
 
 def test_waiting__event_with_timeout():
-    found = describe.waiting(
+    found = blocking.waiting(
         run("WAITING", waiting_for="event:approval", wake_at=NOW + 3600), now=NOW
     )
     assert found == {"kind": "event", "name": "approval", "until": NOW + 3600}
@@ -41,7 +41,7 @@ def test_waiting__event_with_timeout():
 
 def test_waiting__human_task_names_the_task():
     record = run("WAITING", waiting_for="task:review")
-    found = describe.waiting(record, now=NOW, task_id="t9")
+    found = blocking.waiting(record, now=NOW, task_id="t9")
     assert found == {"kind": "task", "name": "review", "until": None, "task_id": "t9"}
     assert describe.waiting_text(found, now=NOW) == "human task 'review' (task t9)"
     assert "cairn tasks submit t9 JSON" in describe.follow_up(record, found)
@@ -49,7 +49,7 @@ def test_waiting__human_task_names_the_task():
 
 @pytest.mark.parametrize("channel", ["hook:cb", "child:billing"])
 def test_waiting__hooks_and_children(channel):
-    found = describe.waiting(run("WAITING", waiting_for=channel), now=NOW)
+    found = blocking.waiting(run("WAITING", waiting_for=channel), now=NOW)
     assert found is not None
     assert found["kind"] == channel.partition(":")[0]
     assert repr(channel.partition(":")[2]) in describe.waiting_text(found, now=NOW)
@@ -57,7 +57,7 @@ def test_waiting__hooks_and_children(channel):
 
 def test_waiting__a_due_wait_is_for_a_worker():
     # The event came (or the run was resumed): it is due, and a worker replays it.
-    found = describe.waiting(run("WAITING", waiting_for="event:x", wake_at=NOW - 1), now=NOW)
+    found = blocking.waiting(run("WAITING", waiting_for="event:x", wake_at=NOW - 1), now=NOW)
     assert found is not None
     assert found["kind"] == "worker"
     assert "cairn worker" in describe.waiting_text(found, now=NOW)
@@ -65,24 +65,24 @@ def test_waiting__a_due_wait_is_for_a_worker():
 
 def test_waiting__pending_run_held_by_a_queue_limit():
     held = "queue 'mail': concurrency limit 2 reached"
-    found = describe.waiting(run("PENDING", queue="mail", waiting_for=held), now=NOW)
+    found = blocking.waiting(run("PENDING", queue="mail", waiting_for=held), now=NOW)
     assert found == {"kind": "queue", "name": "mail", "until": None, "reason": held}
     assert describe.waiting_text(found, now=NOW) == held
 
 
 def test_waiting__pending_delayed_or_for_a_worker():
-    delayed = describe.waiting(run("PENDING", wake_at=NOW + 60), now=NOW)
+    delayed = blocking.waiting(run("PENDING", wake_at=NOW + 60), now=NOW)
     assert delayed is not None
     assert delayed["kind"] == "delay"
     assert "(in 1m00s)" in describe.waiting_text(delayed, now=NOW)
-    queued = describe.waiting(run("PENDING", queue="mail"), now=NOW)
+    queued = blocking.waiting(run("PENDING", queue="mail"), now=NOW)
     assert queued is not None
     text = describe.waiting_text(queued, now=NOW)
     assert text == "a worker serving queue 'mail' to take it (`cairn worker`)"
 
 
 def test_waiting__a_worker_nobody_live_can_be():
-    found = describe.waiting(run("PENDING"), now=NOW)
+    found = blocking.waiting(run("PENDING"), now=NOW)
     assert found is not None
     found["workers_know"] = ["shop.checkout"]  # what `cairn runs show` adds
     text = describe.waiting_text(found, now=NOW)
@@ -100,15 +100,15 @@ def test_known_workflows__of_live_workers_only_and_none_when_one_does_not_say():
 
 
 def test_waiting__sleeping_paused_and_none():
-    sleeping = describe.waiting(run("SLEEPING", wake_at=NOW + 5), now=NOW)
+    sleeping = blocking.waiting(run("SLEEPING", wake_at=NOW + 5), now=NOW)
     assert sleeping == {"kind": "sleep", "name": None, "until": NOW + 5}
-    paused = describe.waiting(run("PAUSED"), now=NOW)
+    paused = blocking.waiting(run("PAUSED"), now=NOW)
     assert paused is not None
     assert describe.waiting_text(paused, now=NOW, run_id="r1") == (
         "`cairn runs resume r1` (it is paused)"
     )
     for status in ("RUNNING", "COMPLETED", "FAILED", "CANCELLED", "CONTINUED"):
-        assert describe.waiting(run(status), now=NOW) is None
+        assert blocking.waiting(run(status), now=NOW) is None
 
 
 @pytest.mark.parametrize(

@@ -5,12 +5,21 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
 from cairn.authoring import context
 from cairn.authoring.retry import Retry, next_delay
-from cairn.errors import FatalError, RetryableError, StepFailed, StepTimeout
+from cairn.core.signals import Suspend
+from cairn.errors import (
+    FatalError,
+    RetryableError,
+    SerializationError,
+    StepFailed,
+    StepTimeout,
+    StoreRefused,
+)
 from cairn.store.records import AttemptRecord, StepRecord
 
 if TYPE_CHECKING:
@@ -19,6 +28,10 @@ if TYPE_CHECKING:
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+# A retry backoff longer than this parks the run instead of holding its slot in memory.
+PARK_BACKOFF_AFTER = 1.0
+# `waiting_for` of a run parked in a backoff: "retry:STEP".
+RETRY = "retry"
 
 
 def type_name(exc: BaseException) -> str:
@@ -28,17 +41,28 @@ def type_name(exc: BaseException) -> str:
 
 
 async def _call(
-    live: LiveRun, step: StepDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    live: LiveRun,
+    step: StepDef[Any, Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
 ) -> Any:
-    token = context.mark_in_step()
+    # No step body starts unless this attempt surely still holds its run (a clock read,
+    # while the worker's heartbeat is fresh: core/tenure.py).
+    tenure = live.env.tenure
+    if tenure is not None:
+        until, epoch = tenure.state  # Tenure.trusts, inlined: this runs for every step
+        if epoch != live.epoch or time.monotonic() >= until:
+            await live.hold_lease()
+    token = context.mark_in_step(step.name)
     fn = step.fn
     try:
         if step.is_async:
             return await fn(*args, **kwargs)
-        loop = live.env.loop
-        # run_in_executor does not carry contextvars over: copy them so current_run() works.
+        # The executor does not carry contextvars over: copy them so current_run() works.
         ctx = contextvars.copy_context()
-        result = await loop.run_in_executor(live.env.threads, lambda: ctx.run(fn, *args, **kwargs))
+        running = live.env.threads.submit(lambda: ctx.run(fn, *args, **kwargs))
+        live.track_thread(running)  # the attempt is not over while its thread runs
+        result = await asyncio.wrap_future(running)
         if asyncio.iscoroutine(result):  # a plain function that returned a coroutine
             result = await result
         return result
@@ -60,8 +84,11 @@ async def run_new_step(
     attempt = len(prior)
     started = clock.now()
     if prior and prior[-1].retry_at is not None:
-        # Recovered during a backoff: wait only what is left of it.
-        await clock.sleep(prior[-1].retry_at - clock.now())
+        # Woken (or recovered) in a backoff: wait only what is left of it.
+        left = prior[-1].retry_at - clock.now()
+        if left > PARK_BACKOFF_AFTER:
+            raise live.leave(Suspend("SLEEPING", prior[-1].retry_at, f"{RETRY}:{name}"))
+        await clock.sleep(left)
     while True:
         attempt += 1
         limit = None
@@ -79,26 +106,104 @@ async def run_new_step(
             if failure is not None:
                 raise failure from None
             continue
-        text = live.env.serializer.dumps(value, what=f"result of step {name!r}")
-        await live.commit_step(
-            StepRecord(
-                run_id=live.run.run_id,
-                seq=live.journal.allocate_seq(),
-                key=key,
-                kind="step",
-                name=name,
-                status="completed",
-                attempts=attempt,
-                started_at=started,
-                finished_at=clock.now(),
-                result=text,
+        try:
+            text = live.env.serializer.dumps(value, what=f"result of step {name!r}")
+        except SerializationError as exc:
+            # Raised at the call site, not retried, and recorded: a replay raises it again
+            # at the same place instead of meeting the next entry where this one is.
+            await _record_unserializable(live, key, name, attempt, started, exc)
+            raise
+        seq = live.journal.allocate_seq()
+        try:
+            # Positional: this runs for every step, and keywords cost more to pass.
+            record = StepRecord(
+                live.run.run_id,
+                seq,
+                key,
+                "step",
+                name,
+                "completed",
+                attempt,
+                started,
+                clock.now(),
+                text,
             )
-        )
+            await live.commit_step(record)
+        except StoreRefused as refused:
+            # The database will never take this result (too long for it, say): the step
+            # fails once, for good, and says why, instead of running again and again.
+            raise await _refused(live, key, name, seq, attempt, started, refused) from None
         if type(value) in _SCALARS:
             return value
         # Hand the workflow what a replay will: the stored form. A dataclass that replay
         # cannot import, or a Counter, would otherwise change type when the run recovers.
         return live.env.serializer.loads(text)
+
+
+async def _record_unserializable(
+    live: LiveRun, key: str, name: str, attempt: int, started: float, exc: SerializationError
+) -> None:
+    """Record step `name` as failed for good: its result cannot be stored."""
+    error = {
+        "step_name": name,
+        "attempts": attempt,
+        "error_type": "cairn.errors.SerializationError",
+        "message": str(exc),
+        "traceback": "",
+        "fatal": True,
+        "timeout": False,
+        "serialization": {"what": exc.what, "type_name": exc.type_name},
+    }
+    await live.commit_step(
+        StepRecord(
+            run_id=live.run.run_id,
+            seq=live.journal.allocate_seq(),
+            key=key,
+            kind="step",
+            name=name,
+            status="failed",
+            attempts=attempt,
+            started_at=started,
+            finished_at=live.env.clock.now(),
+            error=json.dumps(error),
+        )
+    )
+
+
+async def _refused(
+    live: LiveRun,
+    key: str,
+    name: str,
+    seq: int,
+    attempt: int,
+    started: float,
+    refused: StoreRefused,
+) -> StepFailed:
+    """Record step `name` as failed for good because its result was refused."""
+    message = f"the database refused the result of step {name!r}: {refused}"
+    failure = StepFailed(
+        step_name=name,
+        attempts=attempt,
+        error_type="cairn.errors.StoreRefused",
+        error_message=message,
+        traceback="",
+        fatal=True,
+    )
+    await live.commit_step(
+        StepRecord(
+            run_id=live.run.run_id,
+            seq=seq,
+            key=key,
+            kind="step",
+            name=name,
+            status="failed",
+            attempts=attempt,
+            started_at=started,
+            finished_at=live.env.clock.now(),
+            error=json.dumps(failure.to_dict()),
+        )
+    )
+    return failure
 
 
 async def _record_failure(
@@ -141,6 +246,11 @@ async def _record_failure(
         AttemptRecord(live.run.run_id, key, attempt, error_type, message, text, now, retry_at)
     )
     if delay is not None:
+        if delay > PARK_BACKOFF_AFTER and retry_at is not None:
+            # A long backoff parks the run, like a sleep: it holds no worker or queue slot,
+            # and a crash meanwhile loses nothing (the attempt and its retry time are
+            # stored). The run wakes at retry_at and replays into the next attempt.
+            raise live.leave(Suspend("SLEEPING", retry_at, f"{RETRY}:{name}"))
         await clock.sleep(delay)
         return None
     kind = StepTimeout if timed_out else StepFailed

@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from cairn.core.signals import Unwind
+from cairn.core import durable
 from cairn.core.waits import facts_of, wait_message, waiting_record
 from cairn.errors import ChildFailed
-from cairn.store.protocol import LeaseLost
 from cairn.store.records import RunRecord, StepRecord
 
 if TYPE_CHECKING:
@@ -63,7 +62,7 @@ async def start_child(
             child_id = str(outcome.get("run_id", "")) if isinstance(outcome, dict) else ""
         return ChildHandle(live, workflow.name, child_id, record)
     await live.journal.check_new_work(f"started child workflow {workflow.name!r}")
-    live.interrupts.checkpoint()
+    await live.point(key)
     env = live.env
     child_id = run_id or f"{live.run.run_id}/{key[len('~child:') :]}"
     now = env.clock.now()
@@ -81,15 +80,17 @@ async def start_child(
         parent_id=live.run.run_id,
         queue=workflow.queue,
         detached=1 if detached else 0,
+        version=workflow.version,
     )
     facts = {"child_id": child_id, "channel": f"child:{child_id}", "deadline": None}
     record = waiting_record(live, key, "child", workflow.name, live.journal.allocate_seq(), facts)
     live.spawned = True
-    await env.store.create_run(child)
-    try:
-        await env.store.upsert_step(env.owner, record)
-    except LeaseLost:
-        raise Unwind() from None
+    # Creating the child is idempotent (its id is derived from the parent's), so it is
+    # simply sent again while the database is away.
+    await durable.write(live, lambda: env.store.create_run(child), what=f"child run {child_id!r}")
+    await durable.write(
+        live, lambda: env.store.upsert_step(live.lease, record), what=f"child {key!r}"
+    )
     if env.on_new_work is not None:
         env.on_new_work()
     return ChildHandle(live, workflow.name, child_id, record)
@@ -126,10 +127,7 @@ async def child_result(live: LiveRun, handle: ChildHandle) -> Any:
                 record = waiting_record(
                     live, key, "child", handle.workflow, live.journal.allocate_seq(), facts
                 )
-                try:
-                    await live.env.store.upsert_step(live.env.owner, record)
-                except LeaseLost:
-                    raise Unwind() from None
+                await _record_wait(live, record)
             continue
         error = json.loads(message.get("error") or "{}")
         raise ChildFailed(
@@ -140,3 +138,10 @@ async def child_result(live: LiveRun, handle: ChildHandle) -> Any:
             error_message=error.get("message", ""),
             traceback=error.get("traceback", ""),
         )
+
+
+async def _record_wait(live: LiveRun, record: StepRecord) -> None:
+    """Journal the wait for a child's successor (after a continue_as_new)."""
+    await durable.write(
+        live, lambda: live.env.store.upsert_step(live.lease, record), what=f"child {record.key!r}"
+    )

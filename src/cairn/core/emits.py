@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cairn.authoring.registry import Registry
-from cairn.core.signals import Unwind
-from cairn.store.protocol import LeaseLost
+from cairn.core import durable
 from cairn.store.records import StepRecord, Subscription
 
 if TYPE_CHECKING:
@@ -47,7 +46,7 @@ async def emit(live: LiveRun, event_type: str, payload: Any, key: str | None) ->
     if record is not None:
         return [str(run_id) for run_id in live.outcome(record)]
     await live.journal.check_new_work(f"emitted event {event_type!r}")
-    live.interrupts.checkpoint()
+    await live.point(journal_key)
     env = live.env
     args = env.serializer.dumps(args_of(payload), what=f"payload of event {event_type!r}")
     now = env.clock.now()
@@ -62,18 +61,14 @@ async def emit(live: LiveRun, event_type: str, payload: Any, key: str | None) ->
         started_at=now,
         finished_at=now,
     )
-    try:
-        run_ids = await env.store.emit_event(
-            event_type,
-            args,
-            key=key,
-            now=now,
-            local=local_subscribers(env.registry, event_type),
-            owner=env.owner,
-            step=step,
-        )
-    except LeaseLost:
-        raise Unwind() from None
+    local = local_subscribers(env.registry, event_type)
+    run_ids = await durable.write(
+        live,
+        lambda: env.store.emit_event(
+            event_type, args, key=key, now=now, local=local, lease=live.lease, step=step
+        ),
+        what=f"emit of {event_type!r}",
+    )
     if run_ids and env.on_new_work is not None:
         env.on_new_work()
     return run_ids

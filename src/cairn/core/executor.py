@@ -7,11 +7,13 @@ import json
 import logging
 import traceback
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from cairn import ids
 from cairn.authoring import context
+from cairn.core import durable
 from cairn.core.attempts import type_name
 from cairn.core.live_run import LiveRun, RunEnv
 from cairn.core.signals import ContinueAsNew, Suspend, Unwind
@@ -22,9 +24,10 @@ from cairn.errors import (
     SerializationError,
     StepFailed,
     StoreError,
+    StoreRefused,
 )
 from cairn.store.protocol import LeaseLost
-from cairn.store.records import AttemptRecord, RunRecord
+from cairn.store.records import AttemptRecord, Lease, RunRecord
 
 log = logging.getLogger("cairn.executor")
 
@@ -66,25 +69,33 @@ def decode_args(env: RunEnv, run: RunRecord) -> tuple[tuple[Any, ...], dict[str,
 
 
 async def execute(
-    env: RunEnv, run: RunRecord, *, fresh: bool, live_runs: dict[str, LiveRun] | None = None
+    env: RunEnv,
+    run: RunRecord,
+    *,
+    fresh: bool,
+    on_live: Callable[[LiveRun], None] | None = None,
+    epoch: int = 0,
 ) -> Outcome:
-    """Execute one attempt of `run`, which this worker owns, and store how it ended.
+    """Execute one attempt of `run`, which this worker holds, and store how it ended.
 
-    `fresh` says the run was just created here, so it has no journal to load. The LiveRun
-    is kept in `live_runs` while it executes, so operator requests can reach it.
+    `fresh` says the run was just created here, so it has no journal to load. `on_live`
+    gets the attempt's LiveRun as soon as it exists, so operator requests can reach it.
+    `epoch` is the worker's tenure epoch when it claimed the run (see core/tenure.py).
     """
-    try:
-        workflow = env.registry.workflow(run.workflow)
-    except CairnError as exc:
-        return await _finish(env, run, "FAILED", error=error_json(exc))
     if fresh:
         records, prior = [], {}
     else:
         records = await env.store.load_journal(run.run_id)
-        prior = _group(await env.store.load_attempts(run.run_id)) if run.attempt > 1 else {}
-    live = LiveRun(env, run, workflow, records, prior)
-    if live_runs is not None:
-        live_runs[run.run_id] = live
+        # Failed attempts of the step being retried: after a recovery, or a backoff parked.
+        prior = _group(await env.store.load_attempts(run.run_id))
+    try:
+        workflow = env.registry.workflow(run.workflow)
+    except CairnError as exc:
+        bare = durable.Bare(run, Lease(env.owner, run.fence))
+        return await _finish(env, bare, "FAILED", error=error_json(exc))
+    live = LiveRun(env, run, workflow, records, prior, epoch=epoch)
+    if on_live is not None:
+        on_live(live)
     token = context.enter(live)
     try:
         args, kwargs = decode_args(env, run)
@@ -97,44 +108,54 @@ async def execute(
             )
         _raise_divergence(live)
         live.journal.check_finished("returned")
+        await live.record_cancel()  # delivered by check_cancelled() and swallowed, say
         await live.flush_meta()
         text = env.serializer.dumps(value, what=f"result of workflow {run.workflow!r}")
         # A workflow that caught its cancellation and returned still ends CANCELLED.
         status = "CANCELLED" if live.interrupts.delivered else "COMPLETED"
-        return await _finish(env, run, status, result=text, live=live)
+        return await _finish(env, live, status, result=text, alone=live.alone())
     except Suspend as parked:
         if live.journal.divergence is not None:
-            return await _finish(env, run, "FAILED", error=error_json(live.journal.divergence))
+            return await _finish(env, live, "FAILED", error=error_json(live.journal.divergence))
         await live.settle()
+        await live.record_cancel()
         await live.flush_meta()
-        return await _park(env, run, parked, live.park_time(parked.wake_at))
+        return await _park(env, live, parked, live.park_time(parked.wake_at))
     except ContinueAsNew as again:
         if live.journal.divergence is not None:
-            return await _finish(env, run, "FAILED", error=error_json(live.journal.divergence))
+            return await _finish(env, live, "FAILED", error=error_json(live.journal.divergence))
+        await live.record_cancel()
         await live.flush_meta()
-        return await _continue(env, run, again)
+        if live.interrupts.cancel:
+            # A cancelled run never starts a successor: the chain ends here, CANCELLED.
+            cancelled = Cancelled(live.interrupts.reason)
+            return await _finish(env, live, "CANCELLED", error=error_json(cancelled))
+        return await _continue(env, live, again, workflow.version)
     except Unwind:
         return Outcome(None)
     except Cancelled as exc:
         if live.journal.divergence is not None:
-            return await _finish(env, run, "FAILED", error=error_json(live.journal.divergence))
+            return await _finish(env, live, "FAILED", error=error_json(live.journal.divergence))
+        await live.record_cancel()
         await live.flush_meta()
-        return await _finish(env, run, "CANCELLED", error=error_json(exc))
+        return await _finish(env, live, "CANCELLED", error=error_json(exc))
     except NonDeterminismError as exc:
         log.error("run %s: %s", run.run_id, exc)
-        return await _finish(env, run, "FAILED", error=error_json(exc))
+        return await _finish(env, live, "FAILED", error=error_json(exc))
+    except StoreRefused as exc:
+        # A write of the run's own the database will never take: the run fails, once.
+        log.error("run %s: %s", run.run_id, exc)
+        return await _finish(env, live, "FAILED", error=error_json(exc))
     except StoreError as exc:
-        # The database failed, not the workflow: leave the run to be recovered.
+        # The database failed, not the workflow: its worker hands the run back.
         log.warning("run %s: attempt abandoned, the store failed: %s", run.run_id, exc)
         return Outcome(None)
     except Exception as exc:
         failure = live.journal.divergence or exc
-        return await _finish(env, run, "FAILED", error=error_json(failure))
+        return await _finish(env, live, "FAILED", error=error_json(failure))
     finally:
         context.leave(token)
         live.close()
-        if live_runs is not None:
-            live_runs.pop(run.run_id, None)
 
 
 def _raise_divergence(live: LiveRun) -> None:
@@ -150,38 +171,60 @@ def _group(attempts: list[AttemptRecord]) -> dict[str, list[AttemptRecord]]:
     return dict(grouped)
 
 
+async def _ended(live: durable.Attempt, write: Any, *, what: str) -> bool:
+    """Make the write that ends an attempt; False if the attempt lost its run meanwhile."""
+    try:
+        await write()
+        return True
+    except LeaseLost:
+        return False
+    except StoreError:
+        pass  # the slow path below decides what it meant, and sends it again if need be
+    try:
+        await durable.write(live, write, what=what)
+    except Unwind:
+        return False
+    return True
+
+
 async def _finish(
     env: RunEnv,
-    run: RunRecord,
+    live: durable.Attempt,
     status: str,
     *,
     result: str | None = None,
     error: str | None = None,
-    live: LiveRun | None = None,
+    alone: bool = False,
 ) -> Outcome:
-    try:
-        await env.store.finish_run(
+    run = live.run
+
+    def finish() -> Any:
+        return env.store.finish_run(
             run.run_id,
-            env.owner,
+            live.lease,
             status,
             result=result,
             error=error,
             now=env.clock.now(),
-            alone=live is not None and live.alone(),
+            alone=alone,
         )
-    except LeaseLost:
+
+    if not await _ended(live, finish, what=f"the end of run {run.run_id!r} ({status})"):
         return Outcome(None)
     return Outcome(status, result, error)
 
 
-async def _continue(env: RunEnv, run: RunRecord, again: ContinueAsNew) -> Outcome:
+async def _continue(
+    env: RunEnv, live: LiveRun, again: ContinueAsNew, version: str | None
+) -> Outcome:
+    run = live.run
     try:
         args = env.serializer.dumps(
             {"args": list(again.args_), "kwargs": again.kwargs},
             what=f"arguments of workflow {run.workflow!r}",
         )
     except SerializationError as exc:
-        return await _finish(env, run, "FAILED", error=error_json(exc))
+        return await _finish(env, live, "FAILED", error=error_json(exc))
     now = env.clock.now()
     successor = RunRecord(
         run_id=ids.new_run_id(),
@@ -197,24 +240,30 @@ async def _continue(env: RunEnv, run: RunRecord, again: ContinueAsNew) -> Outcom
         partition_key=run.partition_key,
         continued_from=run.run_id,
         detached=run.detached,
+        version=version,  # the successor runs the code of now, not the code it started with
     )
-    try:
-        await env.store.continue_run(run.run_id, env.owner, successor, now)
-    except LeaseLost:
+
+    def go_on() -> Any:
+        return env.store.continue_run(run.run_id, live.lease, successor, now)
+
+    if not await _ended(live, go_on, what=f"run {run.run_id!r} continuing as new"):
         return Outcome(None)
     return Outcome("CONTINUED", successor.run_id)
 
 
-async def _park(env: RunEnv, run: RunRecord, parked: Suspend, wake_at: float | None) -> Outcome:
-    try:
-        await env.store.park_run(
+async def _park(env: RunEnv, live: LiveRun, parked: Suspend, wake_at: float | None) -> Outcome:
+    run = live.run
+
+    def park() -> Any:
+        return env.store.park_run(
             run.run_id,
-            env.owner,
+            live.lease,
             parked.status,
             wake_at=wake_at,
             waiting_for=parked.waiting_for,
             now=env.clock.now(),
         )
-    except LeaseLost:
+
+    if not await _ended(live, park, what=f"run {run.run_id!r} parking ({parked.status})"):
         return Outcome(None)
     return Outcome(parked.status)

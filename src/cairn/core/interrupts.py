@@ -1,15 +1,13 @@
 """Operator requests reaching a live run: cancel, pause, and the workflow timeout.
 
 Requests are acted on at durable points (a new step, sleep, wait or child), never in the
-middle of a step; in-memory sleeps are interrupted at once. `cairn.shield()` holds them
-off so that cleanup can still run steps.
+middle of a step; a parked run is woken to meet them. `cairn.shield()` holds them off
+until the shielded code is done.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import Any
 
 from cairn.authoring import shield
 from cairn.core.signals import Suspend
@@ -17,55 +15,77 @@ from cairn.errors import Cancelled
 
 
 class Interrupts:
-    """The pending requests of one live run."""
+    """The pending requests of one live run.
 
-    __slots__ = ("_loop", "_wakers", "cancel", "delivered", "pause", "reason")
+    A cancellation is delivered once, at one durable point (its key is `delivered_at`):
+    the cleanup that follows (`except Cancelled`, `finally`) may then call steps, sleep or
+    wait like any code. An earlier attempt's delivery point (`recorded_at`, from the
+    journal) is where a replay delivers it again, and nowhere else.
+    """
+
+    __slots__ = (
+        "_loop",
+        "cancel",
+        "delivered_at",
+        "pause",
+        "reason",
+        "recorded_at",
+    )
 
     def __init__(self, loop: asyncio.AbstractEventLoop, control: str | None) -> None:
         self._loop = loop
         self.cancel = control == "cancel"
         self.pause = control == "pause"
         self.reason = "cancelled" if self.cancel else ""
-        self.delivered = False
-        self._wakers: set[asyncio.Future[None]] = set()
+        self.delivered_at: str | None = None
+        self.recorded_at: str | None = None
+
+    @property
+    def delivered(self) -> bool:
+        """True once Cancelled was raised into the workflow."""
+        return self.delivered_at is not None
 
     def request(self, control: str | None, reason: str = "") -> None:
-        """Record a request (None clears a pause) and interrupt in-memory waits."""
+        """Record a request (None clears a pause); acted on at the next durable point."""
         if control == "cancel":
+            if self.delivered_at is None:
+                self.reason = reason or "cancelled"
             self.cancel = True
-            self.reason = reason or "cancelled"
         elif control == "pause":
             self.pause = True
         else:
             self.pause = False
-        for waker in list(self._wakers):
-            if not waker.done():
-                waker.set_result(None)
 
     @staticmethod
     def shielded() -> bool:
         """True inside `cairn.shield()`."""
         return shield.active()
 
-    def checkpoint(self) -> None:
-        """Act on a pending request at a durable point (unless shielded)."""
+    def recorded(self, at: str, reason: str) -> None:
+        """An earlier attempt delivered the cancellation at durable point `at`."""
+        self.cancel = True
+        self.recorded_at = at
+        self.reason = reason or "cancelled"
+
+    def at_recorded_point(self, key: str) -> None:
+        """Deliver the cancellation if `key` is where an earlier attempt delivered it."""
+        if key == self.recorded_at and self.delivered_at is None:
+            self.deliver(key)
+
+    def deliver(self, key: str) -> None:
+        """Raise Cancelled into the workflow at durable point `key` (once)."""
+        self.delivered_at = key
+        raise Cancelled(self.reason)
+
+    def checkpoint(self, key: str) -> None:
+        """Act on a pending request at durable point `key` (unless shielded).
+
+        Raises Cancelled (the first time only) or Suspend("PAUSED").
+        """
         if not (self.cancel or self.pause) or self.shielded():
             return
         if self.cancel:
-            self.delivered = True
-            raise Cancelled(self.reason)
-        if self.pause:
-            raise Suspend("PAUSED", None)
-
-    async def wait(self, awaitable: Awaitable[Any]) -> None:
-        """Await `awaitable` (an in-memory sleep), cut short by a request."""
-        waker: asyncio.Future[None] = self._loop.create_future()
-        self._wakers.add(waker)
-        task = asyncio.ensure_future(awaitable)
-        try:
-            await asyncio.wait({task, waker}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            self._wakers.discard(waker)
-            if not task.done():
-                task.cancel()
-        self.checkpoint()
+            if self.recorded_at is None and self.delivered_at is None:
+                self.deliver(key)
+            return  # delivered already (or, on replay, at its recorded point only)
+        raise Suspend("PAUSED", None)

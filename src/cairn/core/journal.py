@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 from cairn.core.signals import Unwind
 from cairn.errors import NonDeterminismError
@@ -11,6 +13,11 @@ from cairn.store.records import StepRecord
 # Keys of operations that are not user steps carry a prefix no Python name can start with,
 # so a step called "sleep" never collides with a durable sleep.
 SLEEP = "~sleep"
+# Where a cancellation was delivered into the workflow (one entry, kind "cancel"): a replay
+# delivers it at the same durable point (see LiveRun.point), whatever the clock says then.
+CANCEL = "~cancel#1"
+# check_cancelled() calls in workflow code are durable points too, numbered in order.
+CHECK = "~check"
 
 
 def step_key(name: str, occurrence: int) -> str:
@@ -28,8 +35,11 @@ class Journal:
 
     __slots__ = (
         "_counters",
+        "_leaving",
         "_unvisited",
         "_visits",
+        "at_take",
+        "cancelled",
         "closed",
         "divergence",
         "next_seq",
@@ -38,7 +48,13 @@ class Journal:
 
     def __init__(self, records: list[StepRecord]) -> None:
         self.recorded = {r.key: r for r in records}
+        # Where an earlier attempt delivered a cancellation (not an operation to replay).
+        self.cancelled = self.recorded.pop(CANCEL, None)
         self._unvisited = dict(self.recorded)
+        # Called with each key taken, while a recorded cancellation waits for its point.
+        self.at_take: Callable[[str], None] | None = None
+        # The signal (Suspend, Unwind) the workflow is unwinding with, and in which task.
+        self._leaving: tuple[BaseException, asyncio.Task[Any] | None] | None = None
         self._counters: dict[str, int] = {}
         self._visits = 0
         self.next_seq = max((r.seq for r in records), default=0) + 1
@@ -55,9 +71,13 @@ class Journal:
     def take(self, key: str, kind: str) -> StepRecord | None:
         """The recorded outcome for `key`, marking it replayed; None if it is new work."""
         if not self.recorded:
+            if self.at_take is not None:
+                self.at_take(key)
             return None
         record = self.recorded.get(key)
         if record is None:
+            if self.at_take is not None:
+                self.at_take(key)
             return None
         if record.kind != kind:
             self.divergence = NonDeterminismError(
@@ -68,6 +88,8 @@ class Journal:
             raise self.divergence
         if self._unvisited.pop(key, None) is not None:
             self._visits += 1
+        if self.at_take is not None:
+            self.at_take(key)  # a recorded cancellation is delivered here, once visited
         return record
 
     def caught_up(self) -> bool:
@@ -80,17 +102,47 @@ class Journal:
         self.next_seq += 1
         return seq
 
+    def leaving(self, signal: BaseException, *, by_task: bool = True) -> BaseException:
+        """Note that the workflow unwinds with `signal` (parking, or its lease lost); returns it.
+
+        `finally:` blocks run while it unwinds; new durable work there must not start (a
+        cleanup step would run at every park): it raises the same signal again, in the
+        task that raised it (other branches of a gather unwind). `by_task=False` for a
+        sync workflow, whose durable calls each run in a task of their own.
+        """
+        task = None
+        if by_task:
+            try:
+                task = asyncio.current_task()
+            except RuntimeError:
+                task = None
+        self._leaving = (signal, task)
+        return signal
+
+    def raise_if_leaving(self) -> None:
+        """Raise the signal the workflow unwinds with, if it does (see `leaving`)."""
+        if self._leaving is not None:
+            signal, task = self._leaving
+            if task is None or task is asyncio.current_task():
+                raise signal
+
     def open_for_new_work(self) -> bool:
         """True if new work may start at once; if not, `check_new_work` decides."""
-        return not self.closed and not self._unvisited
+        return not self.closed and not self._unvisited and self._leaving is None
 
     async def check_new_work(self, met: str) -> None:
         """Raise NonDeterminismError if new work starts while recorded outcomes remain.
 
         Branches of an `asyncio.gather` replay concurrently, so first let the event loop
         run until replay stops making progress; only outcomes still unvisited then count.
-        Unwinds a branch that goes on after its attempt ended (another branch parked it).
+        Unwinds a branch that goes on after its attempt ended (another branch parked it),
+        and re-raises the signal a workflow is unwinding with to code run meanwhile.
         """
+        if self._leaving is not None:
+            signal, task = self._leaving
+            if task is None or task is asyncio.current_task():
+                raise signal
+            raise Unwind()  # a sibling branch of a gather: its attempt is over
         if self.closed:
             raise Unwind()
         if not self._unvisited:

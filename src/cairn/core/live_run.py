@@ -20,14 +20,21 @@ from cairn.authoring.registry import Registry
 from cairn.authoring.retry import coerce
 from cairn.authoring.step import StepDef
 from cairn.clock import Clock
-from cairn.core import attempts, children, emits, journal, waits
+from cairn.core import attempts, children, durable, emits, journal, waits
 from cairn.core.interrupts import Interrupts
 from cairn.core.signals import ContinueAsNew, Suspend, Unwind
-from cairn.errors import Cancelled, StepFailed, StoreError
+from cairn.core.tenure import Tenure
+from cairn.errors import (
+    Cancelled,
+    SerializationError,
+    StepFailed,
+    StoreError,
+    StoreUnavailable,
+)
 from cairn.models import RunInfo
 from cairn.serialization import Serializer
 from cairn.store.protocol import LeaseLost, Store
-from cairn.store.records import AttemptRecord, RunRecord, StepRecord
+from cairn.store.records import AttemptRecord, Lease, RunRecord, StepRecord
 
 if TYPE_CHECKING:
     from cairn.authoring.workflow import WorkflowDef
@@ -45,12 +52,12 @@ class RunEnv:
     loop: asyncio.AbstractEventLoop
     threads: ThreadPoolExecutor
     workflow_threads: ThreadPoolExecutor
-    # Sleeps shorter than this stay in memory; longer ones park the run in the database.
-    sleep_window: float = 1.0
     # Called when this run creates work for workers (a child run), to look for it now.
     on_new_work: Callable[[], None] | None = None
     # Called after each step outcome commits (cairn.testing's crash injection).
     commit_hook: Callable[[StepRecord], None] | None = None
+    # How long this worker may trust it still holds its runs (None: always; tests).
+    tenure: Tenure | None = None
 
 
 def _utc(ts: float | None) -> datetime | None:
@@ -67,9 +74,15 @@ class LiveRun(RunContext):
         workflow: WorkflowDef[Any, Any],
         records: list[StepRecord],
         prior_attempts: dict[str, list[AttemptRecord]],
+        *,
+        epoch: int = 0,
     ) -> None:
         self.env = env
         self.run = run
+        # This attempt's right to write: checked by the database with every write.
+        self.lease = Lease(env.owner, run.fence)
+        # The tenure epoch the attempt began in (see core/tenure.py).
+        self.epoch = epoch
         self.workflow = workflow
         self.journal = journal.Journal(records)
         self.prior_attempts = prior_attempts
@@ -82,6 +95,7 @@ class LiveRun(RunContext):
                 for name, value in json.loads(run.columns).items()
             }
         self._meta_writes: set[asyncio.Task[None]] = set()
+        self._step_threads: set[concurrent.futures.Future[Any]] = set()
         self.spawned = False  # started a child run or a human task in this attempt
         # Calls a sync workflow's thread is blocked on; cancelled by close().
         self._blocked: set[concurrent.futures.Future[Any]] = set()
@@ -89,8 +103,16 @@ class LiveRun(RunContext):
         # Steps executing now (done-future -> the task running it). A run parks only once
         # the steps its other gather branches started have committed (see settle), and an
         # attempt that ends otherwise cancels them (see close): nothing of it runs on.
-        self._running_steps: dict[asyncio.Future[None], asyncio.Task[Any] | None] = {}
+        self._running_steps: dict[asyncio.Future[None], tuple[asyncio.Task[Any] | None, str]] = {}
         self.interrupts = Interrupts(env.loop, run.control)
+        if self.journal.cancelled is not None:
+            # An earlier attempt delivered a cancellation: this replay delivers it at the
+            # same point, whatever the clock says now (a sleep then due, say).
+            facts = json.loads(self.journal.cancelled.result or "{}")
+            self.interrupts.recorded(str(facts.get("at", "")), str(facts.get("reason", "")))
+            self.journal.at_take = self.interrupts.at_recorded_point
+        self._cancel_recorded = self.journal.cancelled is not None
+        self._checks = 0  # check_cancelled() calls in workflow code: durable points too
         # The workflow timeout: a cancellation requested when it expires.
         self.deadline: float | None = None
         self._deadline_timer: asyncio.TimerHandle | None = None
@@ -114,6 +136,111 @@ class LiveRun(RunContext):
             return False
         return not any(r.kind in ("child", "task") for r in self.journal.recorded.values())
 
+    def step_of(self, task: asyncio.Task[Any]) -> str | None:
+        """The key of the step `task` is running for this attempt, if any (any thread)."""
+        try:
+            running = list(self._running_steps.values())
+        except RuntimeError:  # changed while we looked: the loop is not blocked after all
+            return None
+        return next((key for owner, key in running if owner is task), None)
+
+    def track_thread(self, running: concurrent.futures.Future[Any]) -> None:
+        """Count a sync step's thread: the attempt is over only once it has returned."""
+        self._step_threads.add(running)
+        running.add_done_callback(self._step_threads.discard)
+
+    async def quiesced(self, timeout: float | None = None) -> bool:
+        """Wait until no step thread of this attempt runs; False if `timeout` passed first.
+
+        A cancelled attempt's async code stops at its next await, but a sync step's thread
+        cannot be stopped: no other attempt of the run may start before it has returned.
+        """
+        pending = [asyncio.wrap_future(f) for f in list(self._step_threads) if not f.done()]
+        if not pending:
+            return True
+        done, _ = await asyncio.wait(pending, timeout=timeout)
+        return len(done) == len(pending)
+
+    async def point(self, key: str) -> None:
+        """A durable point (new work at `key` starts here): act on a cancel or pause.
+
+        Cancelled is raised here once, and where it was raised is recorded before the
+        attempt writes anything else, so that a replay raises it at the same place.
+        """
+        interrupts = self.interrupts
+        if interrupts.cancel or interrupts.pause:
+            try:
+                interrupts.checkpoint(key)
+            except Suspend as parked:
+                raise self.leave(parked) from None
+            except Cancelled:
+                await self.record_cancel()
+                raise
+        if interrupts.delivered_at is not None and not self._cancel_recorded:
+            await self.record_cancel()
+
+    async def record_cancel(self) -> None:
+        """Journal where the cancellation was delivered (once; a no-op before delivery)."""
+        at = self.interrupts.delivered_at
+        if at is None or self._cancel_recorded:
+            return
+        self._cancel_recorded = True
+        now = self.env.clock.now()
+        record = StepRecord(
+            self.run.run_id,
+            self.journal.allocate_seq(),
+            journal.CANCEL,
+            "cancel",
+            "cancel",
+            "completed",
+            1,
+            now,
+            now,
+            json.dumps({"at": at, "reason": self.interrupts.reason}),
+        )
+        store, lease = self.env.store, self.lease
+        await durable.write(self, lambda: store.upsert_step(lease, record), what="the cancel")
+
+    def leave(self, signal: BaseException) -> BaseException:
+        """Note that the workflow unwinds with `signal`; returns it (see Journal.leaving)."""
+        return self.journal.leaving(signal, by_task=self.workflow.is_async)
+
+    @property
+    def closed(self) -> bool:
+        """True once the attempt is over: nothing of it may write any more."""
+        return self._closed
+
+    async def hold_lease(self) -> None:
+        """Before a step body starts: make sure this attempt still holds its run.
+
+        Free while the worker's heartbeat is fresh (see core/tenure.py). After a gap (a
+        frozen process, an outage), wait for a heartbeat to commit and, once per epoch,
+        read the run's owner and fence; Unwind if another attempt holds it now.
+        """
+        tenure = self.env.tenure
+        if tenure is None or tenure.trusts(self.epoch):
+            return
+        while True:
+            if self._closed:
+                raise Unwind()
+            if not tenure.fresh():
+                await tenure.renewal(timeout=max(0.1, tenure.lease / 3))
+                continue
+            epoch = tenure.epoch
+            try:
+                stored = await self.env.store.get_run(self.run.run_id)
+            except StoreUnavailable:
+                await asyncio.sleep(0.1)
+                continue
+            if stored is None or (stored.owner, stored.fence) != (
+                self.lease.owner,
+                self.lease.fence,
+            ):
+                raise Unwind()  # taken over (or claimed again) while this worker was away
+            self.epoch = epoch
+            if tenure.trusts(epoch):
+                return
+
     def close(self) -> None:
         """Release timers once the attempt is over; abandon a sync workflow's pending call."""
         if self._deadline_timer is not None:
@@ -128,7 +255,7 @@ class LiveRun(RunContext):
             current = asyncio.current_task()
         except RuntimeError:  # no running loop
             current = None
-        for task in list(self._running_steps.values()):
+        for task, _ in list(self._running_steps.values()):
             if task is not None and task is not current:
                 task.cancel()
 
@@ -158,6 +285,8 @@ class LiveRun(RunContext):
             started_at=_utc(run.started_at or run.created_at) or datetime.now(UTC),
             parent_id=run.parent_id,
             scheduled_at=_utc(run.scheduled_at),
+            version=run.version,
+            continued_from=run.continued_from,
         )
 
     def deliver(self, coro: Coroutine[Any, Any, Any]) -> Any:
@@ -218,54 +347,66 @@ class LiveRun(RunContext):
             return self.outcome(record)
         if not self.journal.open_for_new_work():
             await self.journal.check_new_work(f"started step {key!r}")
-        self.interrupts.checkpoint()
-        token = context.enter(self)  # a sync workflow's steps run in a loop task of their own
+        await self.point(key)
+        # A sync workflow's steps run in a loop task of their own, without the run's context.
+        token = None if context.in_run() is self else context.enter(self)
         loop = self.env.loop
         running: asyncio.Future[None] = loop.create_future()
-        self._running_steps[running] = asyncio.current_task(loop)
+        self._running_steps[running] = (asyncio.current_task(loop), key)
         try:
             return await attempts.run_new_step(self, key, step, args, kwargs)
+        except Cancelled:
+            # check_cancelled() in the step's code: delivered into the workflow here.
+            if self.interrupts.delivered_at is None:
+                self.interrupts.delivered_at = key
+            await self.record_cancel()
+            raise
         finally:
-            context.leave(token)
+            if token is not None:
+                context.leave(token)
             self._running_steps.pop(running, None)
             running.set_result(None)
 
     def outcome(self, record: StepRecord) -> Any:
         """The recorded result of a completed operation, or its recorded failure raised."""
         if record.status == "failed":
-            raise StepFailed.from_dict(json.loads(record.error or "{}"))
+            data = json.loads(record.error or "{}")
+            unserializable = data.get("serialization")
+            if isinstance(unserializable, dict):  # its result could not be stored
+                raise SerializationError(
+                    str(data.get("message", "")),
+                    what=str(unserializable.get("what", "")),
+                    type_name=str(unserializable.get("type_name", "")),
+                )
+            raise StepFailed.from_dict(data)
         return None if record.result is None else self.env.serializer.loads(record.result)
 
     async def commit_step(self, record: StepRecord) -> None:
-        """Commit a new outcome; Unwind if this worker no longer owns the run."""
+        """Commit a new outcome (see core/durable.py); Unwind if the run is not held.
+
+        StoreRefused (the database will never take it) is raised to the caller.
+        """
         if self._closed:  # a stray branch of an attempt already over must not write
             raise Unwind()
         try:
-            await self.env.store.record_step(self.env.owner, record)
-        except LeaseLost:
-            raise Unwind() from None
-        except StoreError as exc:  # not the run's fault: its worker hands it back
-            raise Unwind() from exc
+            await self.env.store.record_step(self.lease, record)
+        except (LeaseLost, StoreError) as first:
+            await durable.record_step(self, record, first)  # what it meant, and what next
         if self.env.commit_hook is not None:
             self.env.commit_hook(record)
 
     async def commit_attempt(self, record: AttemptRecord) -> None:
-        """Commit a failed attempt; Unwind if this worker no longer owns the run."""
-        if self._closed:
-            raise Unwind()
-        try:
-            await self.env.store.record_attempt(self.env.owner, record)
-        except LeaseLost:
-            raise Unwind() from None
-        except StoreError as exc:
-            raise Unwind() from exc
+        """Commit a failed attempt; Unwind if the run is not held."""
+        store, lease = self.env.store, self.lease
+        what = f"attempt {record.attempt} of {record.key!r}"
+        await durable.write(self, lambda: store.record_attempt(lease, record), what=what)
 
     async def _sleep_until_ts(self, wake_at: float) -> None:
         key = self.journal.next_key(journal.SLEEP)
         record = self.journal.take(key, "sleep")
         if record is None:
             await self.journal.check_new_work(f"started sleep {key!r}")
-            self.interrupts.checkpoint()
+            await self.point(key)
             now = self.env.clock.now()
             await self.commit_step(
                 StepRecord(
@@ -283,14 +424,12 @@ class LiveRun(RunContext):
             )
         else:
             wake_at = float(json.loads(record.result or "0"))
-        remaining = wake_at - self.env.clock.now()
-        if remaining <= 0:
+        if wake_at - self.env.clock.now() <= 0:
             return
-        self.interrupts.checkpoint()
-        if remaining <= self.env.sleep_window:
-            await self.interrupts.wait(self.env.clock.sleep(remaining))
-            return
-        raise Suspend("SLEEPING", wake_at)
+        await self.point(key)
+        # Every sleep parks the run, however short: it is SLEEPING for everyone to see,
+        # holds no slot, and a pause or cancel meets it where the database says it is.
+        raise self.leave(Suspend("SLEEPING", wake_at))
 
     def sleep(self, seconds: float) -> Any:
         """Durable sleep for `seconds`."""
@@ -329,6 +468,7 @@ class LiveRun(RunContext):
 
     def continue_as_new(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """End this run as CONTINUED; a fresh run takes `args` and `kwargs`."""
+        self.journal.raise_if_leaving()  # in a `finally:` of a run that parks: not now
         raise ContinueAsNew(args, kwargs)
 
     def check_cancelled(self) -> None:
@@ -337,11 +477,21 @@ class LiveRun(RunContext):
         In a step's code it raises at once; in workflow code only once replay has caught up
         with the history, so a replay takes the same path as the original execution.
         """
-        if not self.interrupts.cancel or self.interrupts.shielded():
+        interrupts = self.interrupts
+        if context.in_step():
+            # A step's own code: it stops, and Cancelled reaches the workflow at its call.
+            if interrupts.cancel and interrupts.delivered_at is None and not interrupts.shielded():
+                raise Cancelled(interrupts.reason)
             return
-        if context.in_step() or self.journal.caught_up():
-            self.interrupts.delivered = True
-            raise Cancelled(self.interrupts.reason)
+        self._checks += 1
+        key = f"{journal.CHECK}#{self._checks}"
+        if interrupts.recorded_at is not None:
+            interrupts.at_recorded_point(key)  # a replay: only where it was delivered
+            return
+        if not interrupts.cancel or interrupts.shielded() or interrupts.delivered_at is not None:
+            return
+        if self.journal.caught_up():
+            interrupts.deliver(key)  # recorded before the attempt writes anything else
 
     def wait_for_event(self, name: str, timeout: float | None, default: Any) -> Any:
         """The payload of the next event `name` sent to this run."""

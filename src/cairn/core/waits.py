@@ -12,9 +12,9 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
+from cairn.core import durable
 from cairn.core.signals import Suspend, Unwind
 from cairn.errors import EventTimeout
-from cairn.store.protocol import LeaseLost
 from cairn.store.records import StepRecord
 
 if TYPE_CHECKING:
@@ -65,14 +65,14 @@ async def wait_message(
     `record` is the entry already journaled for `key` (None for a wait never started).
     """
     store = live.env.store
-    owner = live.env.owner
+    lease = live.lease
     if record is not None and record.status == "completed":
         return live.outcome(record)
     if record is not None and record.status == "timeout":
         return _timed_out(kind, name, default)
     if live.journal.closed:  # a branch going on after another one parked the run
         raise Unwind()
-    live.interrupts.checkpoint()
+    await live.point(key)
     if record is not None:
         seq = record.seq
         deadline = facts_of(record).get("deadline")
@@ -90,23 +90,25 @@ async def wait_message(
         started_at=record.started_at if record is not None else clock.now(),
         finished_at=clock.now(),
     )
-    try:
-        payload = await store.consume_message(owner, channel, done)
-        if payload is not None:
-            return live.env.serializer.loads(payload)
-        if deadline is not None and clock.now() >= deadline:
-            timeout = StepRecord(**{**_fields(done), "status": "timeout", "result": None})
-            await store.upsert_step(owner, timeout)
-            return _timed_out(kind, name, default)
-        if record is None:
-            info = {**(facts or {}), "deadline": deadline, "channel": channel}
-            await store.upsert_step(owner, waiting_record(live, key, kind, name, seq, info))
-    except LeaseLost:
-        raise Unwind() from None
+    payload = await durable.write(
+        live, lambda: store.consume_message(lease, channel, done), what=f"{kind} {name!r}"
+    )
+    if payload is not None:
+        return live.env.serializer.loads(payload)
+    if deadline is not None and clock.now() >= deadline:
+        timeout = StepRecord(**{**_fields(done), "status": "timeout", "result": None})
+        await durable.write(
+            live, lambda: store.upsert_step(lease, timeout), what=f"the timeout of {key!r}"
+        )
+        return _timed_out(kind, name, default)
+    if record is None:
+        info = {**(facts or {}), "deadline": deadline, "channel": channel}
+        waiting = waiting_record(live, key, kind, name, seq, info)
+        await durable.write(live, lambda: store.upsert_step(lease, waiting), what=f"{key!r}")
     # Let sibling branches of a gather reach their own waits before the run parks.
     for _ in range(3):
         await asyncio.sleep(0)
-    raise Suspend("WAITING", deadline, f"{kind}:{name}")
+    raise live.leave(Suspend("WAITING", deadline, f"{kind}:{name}"))
 
 
 def _fields(record: StepRecord) -> dict[str, Any]:
@@ -156,12 +158,12 @@ async def open_hook(
     deadline = None if timeout is None else live.env.clock.now() + timeout
     facts = {"token": token, "deadline": deadline, "channel": f"hook:{token}"}
     record = waiting_record(live, key, "hook", name, live.journal.allocate_seq(), facts)
-    try:
-        await live.env.store.create_hook(
-            live.env.owner, record, token=token, name=name, expires_at=deadline
-        )
-    except LeaseLost:
-        raise Unwind() from None
+    store, lease = live.env.store, live.lease
+    await durable.write(
+        live,
+        lambda: store.create_hook(lease, record, token=token, name=name, expires_at=deadline),
+        what=f"hook {name!r}",
+    )
     return token, deadline, record
 
 
@@ -225,10 +227,10 @@ async def human_task(
             due_at=deadline,
         )
         live.spawned = True
-        try:
-            await live.env.store.create_task(live.env.owner, record, task)
-        except LeaseLost:
-            raise Unwind() from None
+        store, lease, entry = live.env.store, live.lease, record
+        await durable.write(
+            live, lambda: store.create_task(lease, entry, task), what=f"human task {name!r}"
+        )
     facts: dict[str, Any] = facts_of(record) if record.status == "waiting" else {}
     try:
         values = await wait_message(

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -23,7 +24,7 @@ from cairn.errors import (
     RunNotFound,
 )
 from cairn.models import History, HistoryEntry, RunPage, RunStatus, RunSummary
-from cairn.runtime import leases, triggers
+from cairn.runtime import blocking, leases, triggers
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.queues import QueueControl
 from cairn.runtime.schedules import ScheduleControl
@@ -37,18 +38,30 @@ log = logging.getLogger("cairn.control")
 WORKERS_FRESH = 5.0  # seconds a look at the live workers serves starts by name
 
 
+@dataclass(slots=True)  # not frozen: one per run started here; treat as read-only
+class Reservation:
+    """A slot held for a run started in this process.
+
+    `owner` is stored with the run; `epoch` is the worker's tenure epoch before the run
+    was stored (see core/tenure.py).
+    """
+
+    owner: str
+    epoch: int
+
+
 class LocalExecutor(Protocol):
     """A worker in this process that can execute a run the moment it is started."""
 
-    def reserve(self) -> str | None:
-        """Hold a slot; returns the owner id to store with the run, or None if full."""
+    def reserve(self) -> Reservation | None:
+        """Hold a slot for a run about to be stored; None if full or stopping."""
         ...
 
-    def release(self) -> None:
+    def release(self, reservation: Reservation) -> None:
         """Give back a slot reserved for a run that was not created."""
         ...
 
-    def launch(self, run: RunRecord, *, fresh: bool) -> None:
+    def launch(self, run: RunRecord, reservation: Reservation) -> None:
         """Execute a run stored with a reserved slot."""
         ...
 
@@ -142,29 +155,37 @@ class RunControl:
             priority=priority,
             dedup_key=dedup_key,
             partition_key=partition,
+            version=defn.version if defn is not None else None,
         )
-        local = self.local if wake_at is None and queue_name is None else None
-        owner = local.reserve() if local is not None else None
-        if owner is not None:
+        # Only a workflow this process imports can execute here; one started by a name it
+        # does not know is queued for a worker that does.
+        local = self.local if wake_at is None and queue_name is None and defn else None
+        slot = local.reserve() if local is not None else None
+        if slot is not None:
             # Fast path: this process executes the run now, with no claim round trip.
             record.status = RunStatus.RUNNING.value
-            record.owner = owner
+            record.owner = slot.owner
             record.attempt = 1
             record.started_at = now
+            record.fence = 1  # the run's first claim
         try:
             stored, created = await self.store.create_run(record)
         except BaseException:
-            if owner is not None and local is not None:
-                local.release()
+            # If the insert committed and only its reply was lost, the run is held by this
+            # worker and the reconciler resumes it at the next heartbeats.
+            if slot is not None and local is not None:
+                local.release(slot)
             raise
-        if local is not None and owner is not None:
+        if not created and slot is not None and _same_start(stored, record):
+            created = True  # our own insert, sent again after its reply was lost
+        if local is not None and slot is not None:
             if created:
-                local.launch(stored, fresh=True)
+                local.launch(stored, slot)
             else:
-                local.release()
+                local.release(slot)
         elif created:
             self.wake_local()  # queued or delayed: let this process's worker look now
-        if created and defn is None and owner is None:  # queued under a name we do not know
+        if created and defn is None:  # queued under a name this process does not know
             await self._warn_if_no_worker_knows(name, stored.run_id)
         return RunHandle(self, stored.run_id)
 
@@ -332,6 +353,10 @@ class RunControl:
         await self.record(run_id)
         return RunHandle(self, run_id)
 
+    async def describe(self, run_id: str) -> RunSummary:
+        """The run's summary (status, version, chain links, what it waits for)."""
+        return summary(await self.record(run_id), now=self.clock.now())
+
     async def status(self, run_id: str) -> RunStatus:
         """The run's status."""
         return RunStatus((await self.record(run_id)).status)
@@ -344,6 +369,7 @@ class RunControl:
         since: datetime | float | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        version: str | None = None,
     ) -> RunPage:
         """A page of runs, newest first."""
         if not isinstance(limit, int) or limit < 1:
@@ -353,6 +379,7 @@ class RunControl:
             workflow=workflow.name if isinstance(workflow, WorkflowDef) else workflow,
             columns={k: json.dumps(v, sort_keys=True) for k, v in (columns or {}).items()},
             since=since.timestamp() if isinstance(since, datetime) else since,
+            version=version,
             limit=limit + 1,
             cursor=_parse_cursor(cursor),
         )
@@ -360,7 +387,8 @@ class RunControl:
         more = len(rows) > limit
         rows = rows[:limit]
         next_cursor = f"{rows[-1].created_at!r}|{rows[-1].run_id}" if more else None
-        return RunPage([summary(row) for row in rows], next_cursor)
+        now = self.clock.now()
+        return RunPage([summary(row, now=now) for row in rows], next_cursor)
 
     async def history(self, run_id: str) -> History:
         """Every durable operation of the run, in order, failed attempts included."""
@@ -506,6 +534,16 @@ class RunControl:
         )
 
 
+def _same_start(stored: RunRecord, sent: RunRecord) -> bool:
+    """True if `stored` is the run `sent` itself (not another start of the same id)."""
+    return (stored.owner, stored.fence, stored.created_at, stored.args) == (
+        sent.owner,
+        sent.fence,
+        sent.created_at,
+        sent.args,
+    )
+
+
 def _final(ended: Outcome) -> bool:
     """True if how a run ended, as its worker committed it, alone answers `result()`."""
     if ended.status == RunStatus.FAILED.value:
@@ -514,8 +552,8 @@ def _final(ended: Outcome) -> bool:
     return ended.status in (RunStatus.COMPLETED.value, RunStatus.CANCELLED.value)
 
 
-def summary(run: RunRecord) -> RunSummary:
-    """The public summary of a stored run."""
+def summary(run: RunRecord, *, now: float) -> RunSummary:
+    """The public summary of a stored run (`now` dates what it waits for)."""
     return RunSummary(
         run_id=run.run_id,
         workflow=run.workflow,
@@ -527,6 +565,10 @@ def summary(run: RunRecord) -> RunSummary:
         parent_id=run.parent_id,
         queue=run.queue,
         error=_json(run.error),
+        version=run.version,
+        waiting_for=blocking.reason(run, now=now),
+        continued_from=run.continued_from,
+        continued_to=run.continued_to,
     )
 
 

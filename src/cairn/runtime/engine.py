@@ -211,9 +211,12 @@ class Engine:
         since: datetime | float | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        version: str | None = None,
     ) -> RunPage:
-        """A page of runs, newest first, filtered by status, workflow, columns and age."""
-        return await self.control.list_runs(status, workflow, columns, since, limit, cursor)
+        """A page of runs, newest first, filtered by status, workflow, columns, age, version."""
+        return await self.control.list_runs(
+            status, workflow, columns, since, limit, cursor, version
+        )
 
     @property
     def schedules(self) -> ScheduleControl:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cairn.models import RunStatus
+from cairn.models import RunStatus, RunSummary
 
 if TYPE_CHECKING:
     from cairn.runtime.control import RunControl
@@ -27,6 +27,10 @@ class RunHandle:
 
     def __hash__(self) -> int:
         return hash(self.run_id)
+
+    async def describe(self) -> RunSummary:
+        """The run's summary: status, version, `continued_from` / `continued_to`, ..."""
+        return await self._control.describe(self.run_id)
 
     async def status(self) -> RunStatus:
         """The run's current status."""

@@ -1,16 +1,21 @@
-"""Worker identity and liveness: heartbeats across machines, process checks on this one.
+"""Worker identity and liveness: heartbeats everywhere, process checks only where provable.
 
-A worker on another machine is dead once its heartbeat is older than the lease. A worker on
-this machine is dead as soon as its process is gone, so a restarted process recovers the
-runs of a killed one at once instead of waiting out the lease.
+A worker is dead once its heartbeat is older than its own lease by the database's clock
+(the claim decides that in SQL). A worker that can prove a neighbour's process is gone
+expires it at once, so a restarted process recovers a killed one's runs without waiting
+out the lease; it can prove that only for a process in its own PID namespace on the same
+boot of the same kernel. A host name proves nothing: containers with host networking and
+cloned machines share one, and a pid means nothing outside its namespace.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
-import uuid
+import time
+from dataclasses import dataclass
 
 from cairn.store.records import WorkerRecord
 
@@ -18,60 +23,104 @@ HOST = socket.gethostname()
 
 
 def new_worker_id() -> str:
-    """A unique id that also says where the worker runs."""
-    return f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    """A unique id that also says where the worker runs (host:pid:random)."""
+    return f"{HOST}:{os.getpid()}:{secrets.token_hex(6)}"
 
 
-def _boot_time() -> float | None:
+def _read(path: str) -> str | None:
     try:
-        with open("/proc/stat") as stat:
-            for line in stat:
-                if line.startswith("btime "):
-                    return float(line.split()[1])
+        with open(path) as file:
+            return file.read().strip()
     except OSError:
         return None
-    return None
 
 
-_BOOT = _boot_time()
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def process_started_at(pid: int) -> float | None:
-    """When process `pid` started (epoch seconds), None if unknown or gone."""
-    if _BOOT is None:
+def _start_ticks(pid: int | str) -> int | None:
+    """When process `pid` started, in clock ticks since boot (None if unknown or gone)."""
+    stat = _read(f"/proc/{pid}/stat")
+    if stat is None:
         return None
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (IndexError, ValueError):
         return None
-    return _BOOT + int(fields[19]) / _TICKS
 
 
-def process_alive(pid: int, registered_at: float) -> bool:
-    """True if `pid` is alive and is the same process that registered at `registered_at`."""
+@dataclass(frozen=True, slots=True)
+class Process:
+    """Which process a worker is: its kernel boot, PID namespace, pid and start time."""
+
+    boot_id: str
+    pid_ns: str
+    pid: int
+    start_ticks: int
+
+    def __str__(self) -> str:
+        return f"{self.boot_id}/{self.pid_ns}/{self.pid}/{self.start_ticks}"
+
+    @classmethod
+    def parse(cls, text: str | None) -> Process | None:
+        """The identity stored as `str(process)`, or None."""
+        parts = (text or "").split("/")
+        if len(parts) != 4:
+            return None
+        try:
+            return cls(parts[0], parts[1], int(parts[2]), int(parts[3]))
+        except ValueError:
+            return None
+
+
+def this_process() -> Process | None:
+    """This process's identity, or None where it cannot be known for sure.
+
+    None without Linux's /proc, or when /proc belongs to another PID namespace than ours
+    (`unshare --pid` without `--mount-proc`): pids read there would name other processes.
+    """
+    boot_id = _read("/proc/sys/kernel/random/boot_id")
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        pid_ns = os.readlink("/proc/self/ns/pid")
+        seen_as = int(os.readlink("/proc/self"))
+    except (OSError, ValueError):
+        return None
+    pid = os.getpid()
+    ticks = _start_ticks("self")
+    if boot_id is None or ticks is None or seen_as != pid:
+        return None
+    return Process(boot_id, pid_ns, pid, ticks)
+
+
+def provably_dead(worker: WorkerRecord, me: Process | None) -> bool:
+    """True only if `worker`'s process is certainly gone.
+
+    That is a neighbour in our PID namespace (and boot) whose pid is free, or taken by a
+    process that started later.
+    """
+    theirs = Process.parse(worker.process)
+    if me is None or theirs is None:
         return False
-    except PermissionError:
-        return True
-    started = process_started_at(pid)
-    # A process that started after the worker registered is a reused pid.
-    return started is None or started <= registered_at + 2.0
+    if (theirs.boot_id, theirs.pid_ns) != (me.boot_id, me.pid_ns):
+        return False  # another machine, boot or PID namespace: only its heartbeat tells
+    return _start_ticks(theirs.pid) != theirs.start_ticks
 
 
-def dead_local_workers(workers: list[WorkerRecord], *, me: str) -> list[str]:
-    """Ids of workers on this machine whose process is gone."""
+def dead_neighbours(workers: list[WorkerRecord], *, me: str, process: Process | None) -> list[str]:
+    """Ids of live-looking workers whose process is provably gone (see `provably_dead`)."""
     return [
         w.worker_id
         for w in workers
-        if w.host == HOST
-        and w.worker_id != me
-        and w.heartbeat_at > 0
-        and not process_alive(w.pid, w.started_at)
+        if w.worker_id != me and w.heartbeat_at > 0 and provably_dead(w, process)
     ]
+
+
+def may_judge_heartbeats(*, since: float, trouble_at: float, lease: float) -> bool:
+    """True if a worker may take runs of others whose heartbeat merely looks too old.
+
+    Only once it has itself seen the database answer for a whole lease: after a start
+    (`since`, time.monotonic()) or after trouble (an outage, a long-held lock), the other
+    workers' heartbeats could not be written either and are old for that reason alone.
+    """
+    now = time.monotonic()
+    return now - since >= lease and now - trouble_at >= lease
 
 
 def known_workflows(workers: list[WorkerRecord]) -> set[str] | None:

@@ -1,4 +1,9 @@
-"""The claim -> execute -> release loop, with bounded concurrency and heartbeats."""
+"""The claim -> execute -> release loop: bounded concurrency, one attempt per run.
+
+Liveness lives beside it: heartbeats on their own thread (`heartbeat.py`), a watchdog
+for a blocked event loop (`watchdog.py`), and a reconciler that compares, at every
+heartbeat, the runs the database says this worker holds with the attempts it executes.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +14,35 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from cairn.core import executor
 from cairn.core.live_run import LiveRun, RunEnv
+from cairn.core.tenure import Tenure
 from cairn.runtime import leases
-from cairn.store.records import RunRecord, WorkerRecord
+from cairn.runtime.control import Reservation
+from cairn.runtime.heartbeat import Heartbeat
+from cairn.runtime.watchdog import LoopWatchdog
+from cairn.store.records import Beat, Lease, RunRecord, WorkerRecord
 
 log = logging.getLogger("cairn.worker")
 
 Finished = Callable[[str, executor.Outcome], None]
+
+
+@dataclass(eq=False, slots=True)
+class Attempt:
+    """One attempt executing in this process."""
+
+    run: RunRecord
+    epoch: int
+    task: asyncio.Task[None] | None = None
+    live: LiveRun | None = None  # once the executor has made it
+    started: float = 0.0  # time.monotonic() when it was launched
+
+    async def quiesced(self, timeout: float | None = None) -> bool:
+        """Wait until no thread of this attempt runs a step (see LiveRun.quiesced)."""
+        return True if self.live is None else await self.live.quiesced(timeout)
 
 
 class Worker:
@@ -42,41 +67,66 @@ class Worker:
         self.lease = lease
         self.poll_interval = poll_interval
         self._on_finished = on_finished
-        self.active: dict[str, asyncio.Task[None]] = {}
+        self.active: dict[str, Attempt] = {}
         # The live state of executing runs, for cancel/pause requests to reach them.
         self.live: dict[str, LiveRun] = {}
+        self.tenure = Tenure(lease)
+        env.tenure = self.tenure
         env.on_new_work = self.wake
+        self.process = leases.this_process()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._handing_back: set[asyncio.Task[None]] = set()
+        self._releasing: set[str] = set()  # runs being handed back: not to be resumed
         self._stopping = False
         self._reserved = 0
         self._backlog = False  # the last claim may have left claimable runs behind
+        self._started = time.monotonic()
+        self._heartbeat: Heartbeat | None = None
+        self._watchdog: LoopWatchdog | None = None
+        # The reconciler's previous look: (when sent, runs held, attempts then).
+        self._last_beat: tuple[float, dict[str, int], dict[str, int]] | None = None
 
     @property
     def free(self) -> int:
         """Slots left for new runs."""
         return self.concurrency - len(self.active) - self._reserved
 
-    async def start(self) -> None:
-        """Register, recover what dead local workers left, and start the loops."""
-        now = self.env.clock.now()
-        await self.env.store.register_worker(
-            WorkerRecord(
-                worker_id=self.env.owner,
-                host=leases.HOST,
-                pid=os.getpid(),
-                # Real time, not the engine's clock: process liveness is checked against it.
-                started_at=time.time(),
-                heartbeat_at=now,
-                concurrency=self.concurrency,
-                # What it takes from the queue: a run of any other workflow is reported
-                # as one no worker can execute (nothing, for an engine that never claims).
-                workflows=json.dumps(sorted(self.env.registry.workflows) if self.claim else []),
-            )
+    def record(self) -> WorkerRecord:
+        """This worker's row (its times are written by the database)."""
+        return WorkerRecord(
+            worker_id=self.env.owner,
+            host=leases.HOST,
+            pid=os.getpid(),
+            started_at=0.0,
+            heartbeat_at=0.0,
+            concurrency=self.concurrency,
+            # What it takes from the queue: a run of any other workflow is reported as
+            # one no worker can execute (nothing, for an engine that never claims).
+            workflows=json.dumps(sorted(self.env.registry.workflows) if self.claim else []),
+            lease=self.lease,
+            process=None if self.process is None else str(self.process),
         )
-        await self._expire_dead_neighbours()
-        self._tasks = [asyncio.create_task(self._heartbeat_loop(), name="cairn-heartbeat")]
+
+    async def start(self) -> None:
+        """Register, recover what dead neighbours left, and start the loops."""
+        sent_at = time.monotonic()
+        await self.env.store.register_worker(self.record())
+        self.tenure.renewed(sent_at)  # registering proves this worker alive, like a beat
+        self._started = time.monotonic()
+        await self._expire_dead_neighbours(await self.env.store.list_workers())
+        loop = asyncio.get_running_loop()
+        self._heartbeat = Heartbeat(
+            self.env.store,
+            self.record,
+            self.tenure,
+            interval=self.lease / 3,
+            on_beat=self._on_beat,
+            loop=loop,
+        )
+        self._heartbeat.start()
+        self._watchdog = LoopWatchdog(loop, limit=self.lease / 3, describe=self._running)
+        self._watchdog.start()
         if self.claim:
             await self.claim_once()
             self._tasks.append(asyncio.create_task(self._claim_loop(), name="cairn-claim"))
@@ -85,23 +135,64 @@ class Worker:
             # pause|cancel`) still have to reach the runs this engine executes.
             self._tasks.append(asyncio.create_task(self._control_loop(), name="cairn-control"))
 
-    async def stop(self) -> None:
-        """Stop claiming, abandon in-flight runs and hand them back for others to take."""
+    async def stop(self, *, grace: float | None = None) -> None:
+        """Stop claiming, end in-flight attempts and queue their runs again for others.
+
+        An attempt's sync step runs on in its thread until it returns: its run is queued
+        again only then (waiting up to `grace`, default the lease), so that no other
+        worker runs that step while this process still does. A run whose step outlives
+        the grace is left to the lease: this worker's heartbeat stops, and others take
+        the run over once the lease has run out.
+        """
         self._stopping = True
         for task in [*self._tasks, *self._handing_back]:
             task.cancel()
-        running = list(self.active.values())
-        for task in running:
-            task.cancel()
-        for task in [*self._tasks, *self._handing_back, *running]:
+        attempts = list(self.active.values())
+        for attempt in attempts:
+            if attempt.task is not None:
+                attempt.task.cancel()
+        for task in [*self._tasks, *self._handing_back]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        for attempt in attempts:
+            if attempt.task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await attempt.task
+        deadline = time.monotonic() + (self.lease if grace is None else grace)
+        left_running = []
+        for attempt in attempts:
+            if not await attempt.quiesced(max(0.0, deadline - time.monotonic())):
+                left_running.append(attempt.run.run_id)
+                continue
+            with contextlib.suppress(Exception):
+                await self.env.store.release_run(attempt.run.run_id, self._lease(attempt))
+        if self._watchdog is not None:
+            self._watchdog.stop()
+        if self._heartbeat is not None:
+            await self._heartbeat.stop()
+        if left_running:
+            log.warning(
+                "stopping with %d sync step(s) still running (runs %s): left to recovery "
+                "once this worker's lease has run out",
+                len(left_running),
+                ", ".join(left_running),
+            )
+            return
         await self.env.store.remove_worker(self.env.owner)
+
+    def halt(self) -> None:
+        """From now on, act like a killed process: no hand-backs, claims or resumes."""
+        self._stopping = True
 
     async def abandon(self) -> None:
         """Stop without a word to the database, like a killed process (for testing)."""
-        self._stopping = True
-        tasks = [*self._tasks, *self._handing_back, *self.active.values()]
+        self.halt()
+        if self._watchdog is not None:
+            self._watchdog.stop()
+        if self._heartbeat is not None:
+            await self._heartbeat.stop()
+        tasks = [*self._tasks, *self._handing_back]
+        tasks += [a.task for a in self.active.values() if a.task is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -112,36 +203,67 @@ class Worker:
         """Look for work now rather than at the next poll."""
         self._wake.set()
 
-    def reserve(self) -> str | None:
+    def reserve(self) -> Reservation | None:
         """Hold a slot for a run started in this process; None when full or stopping."""
         if self._stopping or self.free <= 0:
             return None
         self._reserved += 1
-        return self.env.owner
+        return Reservation(self.env.owner, self.tenure.epoch)
 
-    def release(self) -> None:
+    def release(self, reservation: Reservation) -> None:
         """Give back a reserved slot."""
         self._reserved -= 1
         self._wake.set()
 
-    def launch(self, run: RunRecord, *, fresh: bool) -> None:
+    def launch(self, run: RunRecord, reservation: Reservation) -> None:
         """Execute a run stored with a slot from `reserve`."""
         self._reserved -= 1
-        self._start(run, fresh=fresh)
+        self._start(run, fresh=True, epoch=reservation.epoch)
 
-    def _start(self, run: RunRecord, *, fresh: bool) -> None:
+    def _start(self, run: RunRecord, *, fresh: bool, epoch: int) -> None:
+        """Execute an attempt of `run`; after the run's previous attempt here has ended.
+
+        Two attempts of one run never execute at once in one process: a claim that hands
+        back a run whose older attempt is still here (this worker was frozen past its
+        lease, the run was taken over and came back) cancels the old one and waits until
+        it has ended, its sync step threads included. The old one is fenced anyway.
+        """
+        previous = self.active.get(run.run_id)
+        if previous is not None and previous.run.fence >= run.fence:
+            return  # the same claim, seen twice (a late reply, and the reconciler)
         log.info("run %s (%s) started, attempt %d", run.run_id, run.workflow, run.attempt)
-        task = asyncio.create_task(self._execute(run, fresh), name=f"cairn-run-{run.run_id}")
-        self.active[run.run_id] = task
+        attempt = Attempt(run, epoch, started=time.monotonic())
+        attempt.task = asyncio.create_task(
+            self._execute(attempt, previous, fresh), name=f"cairn-run-{run.run_id}"
+        )
+        self.active[run.run_id] = attempt
 
-    async def _execute(self, run: RunRecord, fresh: bool) -> None:
+    async def _execute(self, attempt: Attempt, previous: Attempt | None, fresh: bool) -> None:
+        run = attempt.run
+        if previous is not None:
+            log.warning("run %s: an older attempt still executes here; ending it first", run.run_id)
+            if previous.task is not None:
+                previous.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await previous.task
+            await previous.quiesced()
+
+        def on_live(live: LiveRun) -> None:
+            attempt.live = live
+            self.live[run.run_id] = live
+
         outcome = executor.Outcome(None)
         try:
-            outcome = await executor.execute(self.env, run, fresh=fresh, live_runs=self.live)
+            outcome = await executor.execute(
+                self.env, run, fresh=fresh, on_live=on_live, epoch=attempt.epoch
+            )
         except Exception:
-            log.exception("run %s: unexpected engine error; left for recovery", run.run_id)
+            log.exception("run %s: unexpected engine error; handing it back", run.run_id)
         finally:
-            self.active.pop(run.run_id, None)
+            if self.active.get(run.run_id) is attempt:
+                del self.active[run.run_id]
+            if attempt.live is not None and self.live.get(run.run_id) is attempt.live:
+                del self.live[run.run_id]
             # A freed slot matters only if work may be waiting for one: the last claim
             # filled every slot it asked for, or this run's queue had runs held back. A run
             # that just parked may itself be due already (a message or a cancel arrived as
@@ -149,31 +271,53 @@ class Worker:
             parked = outcome.status in ("SLEEPING", "WAITING", "PAUSED")
             if not self._stopping and (self._backlog or parked or run.queue is not None):
                 self._wake.set()
-        log.info("run %s %s", run.run_id, outcome.status or "left for recovery")
+        log.info("run %s %s", run.run_id, outcome.status or "handed back")
         if outcome.status is None and not self._stopping:
-            self._hand_back(run.run_id)
+            self._hand_back(attempt)
         self._on_finished(run.run_id, outcome)
 
-    def _hand_back(self, run_id: str) -> None:
-        # An attempt abandoned while this worker lives (the store failed, or the engine
-        # did) would keep its run RUNNING under a heartbeating owner forever: release it
-        # as an orphan, retrying until the database answers. If the run was taken over,
-        # this matches nothing.
-        task = asyncio.create_task(self._release(run_id), name=f"cairn-hand-back-{run_id}")
+    def _lease(self, attempt: Attempt) -> Lease:
+        return Lease(self.env.owner, attempt.run.fence)
+
+    def _hand_back(self, attempt: Attempt) -> None:
+        # An attempt that ended early while this worker lives (the store failed, its
+        # outcome was unknown) would keep its run RUNNING under a heartbeating owner
+        # forever: queue it again, retrying until the database answers. Fenced: if the
+        # run was taken over or has ended, this matches nothing.
+        run_id = attempt.run.run_id
+        self._releasing.add(run_id)
+        task = asyncio.create_task(self._release(attempt), name=f"cairn-hand-back-{run_id}")
         self._handing_back.add(task)
         task.add_done_callback(self._handing_back.discard)
 
-    async def _release(self, run_id: str) -> None:
-        delay = 0.05
-        while True:
-            try:
-                await self.env.store.release_run(run_id, self.env.owner)
-                break
-            except Exception as exc:
-                log.warning("run %s: cannot hand it back yet (%s); retrying", run_id, exc)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+    async def _release(self, attempt: Attempt) -> None:
+        run_id = attempt.run.run_id
+        try:
+            await attempt.quiesced()  # not while a step of it still runs in a thread
+            delay = 0.05
+            while True:
+                try:
+                    await self.env.store.release_run(run_id, self._lease(attempt))
+                    break
+                except Exception as exc:
+                    log.warning("run %s: cannot hand it back yet (%s); retrying", run_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        finally:
+            self._releasing.discard(run_id)
         self._wake.set()
+
+    def _running(self, task: asyncio.Task[object]) -> str | None:
+        """What `task` runs, for the watchdog (from its thread, while the loop is stuck)."""
+        try:
+            lives = list(self.live.values())
+        except RuntimeError:  # changed while we looked: the loop is moving again
+            return None
+        for live in lives:
+            key = live.step_of(task)
+            if key is not None:
+                return f"step {key!r} of run {live.run.run_id} ({live.run.workflow})"
+        return None
 
     def executing(self, run_id: str) -> bool:
         """True while `run_id` executes in this worker."""
@@ -199,19 +343,28 @@ class Worker:
         if self.free <= 0 or self._stopping:
             return 0
         limit = self.free
+        epoch = self.tenure.epoch  # a claim answered late must not skip the lease check
+        stale = leases.may_judge_heartbeats(
+            since=self._started, trouble_at=self.env.store.health.trouble_at(), lease=self.lease
+        )
         claimed = await self.env.store.claim_runs(
             self.env.owner,
             limit,
             now=self.env.clock.now(),
-            lease=self.lease,
+            stale=stale,
             queues=self.queues,
             workflows=sorted(self.env.registry.workflows),
+            versions={
+                name: wf.version
+                for name, wf in self.env.registry.workflows.items()
+                if wf.version is not None
+            },
         )
         for run_id in claimed.poisoned:
             log.error("run %s given up after too many recoveries (PoisonRun)", run_id)
             self._on_finished(run_id, executor.Outcome("FAILED"))
         for run in claimed.runs:
-            self._start(run, fresh=False)
+            self._start(run, fresh=False, epoch=epoch)
         self._backlog = len(claimed.runs) >= limit
         return len(claimed.runs)
 
@@ -264,22 +417,90 @@ class Worker:
             return self.poll_interval
         return max(0.0, min(self.poll_interval, due - self.env.clock.now()))
 
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.lease / 3)
-            try:
-                await self.env.store.heartbeat(self.env.owner, self.env.clock.now())
-                await self._expire_dead_neighbours()
-            except Exception:
-                log.exception("heartbeat failed; retrying")
+    # what each heartbeat saw
 
-    async def _expire_dead_neighbours(self) -> None:
-        workers = await self.env.store.list_workers()
-        dead = leases.dead_local_workers(workers, me=self.env.owner)
+    def _on_beat(self, sent_at: float, beat: Beat) -> None:
+        """On the loop, after a heartbeat committed: reconcile and look for dead neighbours."""
+        self.tenure.landed()
+        if self._stopping:
+            return
+        mine = {run_id: attempt.run.fence for run_id, attempt in self.active.items()}
+        self._reconcile(sent_at, beat.owned, mine)
+        self._last_beat = (sent_at, beat.owned, mine)
+        dead = leases.dead_neighbours(beat.workers, me=self.env.owner, process=self.process)
         if dead:
-            log.info("recovering runs of dead workers %s", ", ".join(dead))
-            await self.env.store.expire_workers(dead)
-            self._wake.set()
+            task = asyncio.create_task(self._expire(dead), name="cairn-expire")
+            self._handing_back.add(task)
+            task.add_done_callback(self._handing_back.discard)
+
+    def _reconcile(self, sent_at: float, held: dict[str, int], mine: dict[str, int]) -> None:
+        """Act on what differs, twice in a row, between the runs held and those executing.
+
+        Two looks a heartbeat apart keep a claim or a finish caught mid-flight by one look
+        from counting. A run held here that nothing executes (the reply to its start was
+        lost, say) is resumed; an attempt whose run is held by someone else, or under
+        another fence, is ended (its writes would be refused anyway).
+        """
+        if self._last_beat is None:
+            return
+        _, held_before, mine_before = self._last_beat
+        for run_id, fence in held.items():
+            if run_id in self._releasing:
+                continue
+            if held_before.get(run_id) == fence and fence not in (
+                mine.get(run_id),
+                mine_before.get(run_id),
+            ):
+                self._resume(run_id, fence)
+        for run_id, fence in mine.items():
+            attempt = self.active.get(run_id)
+            if attempt is None or attempt.started >= sent_at:
+                continue
+            if held.get(run_id) != fence and held_before.get(run_id) != fence:
+                if mine_before.get(run_id) == fence and attempt.task is not None:
+                    log.warning(
+                        "run %s: this worker no longer holds it (taken over while this "
+                        "process was away?); ending this attempt",
+                        run_id,
+                    )
+                    attempt.task.cancel()
+
+    def _resume(self, run_id: str, fence: int) -> None:
+        async def resume() -> None:
+            run = await self.env.store.get_run(run_id)
+            if run is None or (run.owner, run.fence, run.status) != (
+                self.env.owner,
+                fence,
+                "RUNNING",
+            ):
+                return
+            if run_id in self.active or run_id in self._releasing or self._stopping:
+                return
+            log.warning(
+                "run %s is held by this worker but was not executing (a lost reply?); resuming it",
+                run_id,
+            )
+            self._start(run, fresh=False, epoch=self.tenure.epoch)
+
+        task = asyncio.create_task(resume(), name=f"cairn-resume-{run_id}")
+        self._handing_back.add(task)
+        task.add_done_callback(self._handing_back.discard)
+
+    async def _expire(self, dead: list[str]) -> None:
+        try:
+            await self._expire_dead_neighbours_now(dead)
+        except Exception as exc:
+            log.warning("expiring dead workers failed: %s", exc)
+
+    async def _expire_dead_neighbours(self, workers: list[WorkerRecord]) -> None:
+        dead = leases.dead_neighbours(workers, me=self.env.owner, process=self.process)
+        if dead:
+            await self._expire_dead_neighbours_now(dead)
+
+    async def _expire_dead_neighbours_now(self, dead: list[str]) -> None:
+        log.info("recovering runs of dead workers %s", ", ".join(dead))
+        await self.env.store.expire_workers(dead)
+        self._wake.set()
 
 
 def _already(live: LiveRun, control: str) -> bool:

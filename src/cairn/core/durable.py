@@ -1,0 +1,155 @@
+"""Writes made on behalf of an attempt, and what happens when the database fails them.
+
+- Not held any more (LeaseLost): the run was taken over or claimed again; the attempt
+  unwinds without writing anything else.
+- Unavailable (StoreUnavailable): the database is away or busy and the write was not
+  applied; it is sent again, for as long as the attempt lives. Giving up would make the
+  run replay, and a step whose result was not recorded would run again: waiting out an
+  outage is what keeps a completed step from running twice.
+- Unknown (StoreUnavailable with `unknown`): the reply to a write that may have committed
+  was lost. A step outcome is looked up in the journal (its row is there or not); any
+  other write unwinds the attempt, and the next one replays from what is stored.
+- Refused (StoreRefused): the database will never take it; the caller fails the step or
+  the run, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from cairn.core.signals import Unwind
+from cairn.errors import StoreError, StoreRefused, StoreUnavailable
+from cairn.store.protocol import LeaseLost
+from cairn.store.records import Lease, RunRecord, StepRecord
+
+if TYPE_CHECKING:
+    from cairn.core.live_run import LiveRun
+
+T = TypeVar("T")
+log = logging.getLogger("cairn.executor")
+
+
+class Attempt(Protocol):
+    """What a write needs to know of the attempt it is made for."""
+
+    @property
+    def run(self) -> RunRecord:
+        """The run as claimed."""
+        ...
+
+    @property
+    def lease(self) -> Lease:
+        """The attempt's right to write."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """True once nothing of the attempt may write any more."""
+        ...
+
+    def leave(self, signal: BaseException) -> BaseException:
+        """Note that the attempt unwinds with `signal` (see Journal.leaving); returns it."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Bare:
+    """An attempt that never got as far as a LiveRun (its workflow is unknown here)."""
+
+    run: RunRecord
+    lease: Lease
+    closed: bool = False
+
+    def leave(self, signal: BaseException) -> BaseException:
+        """Nothing unwinds here: returns `signal`."""
+        return signal
+
+
+_FIRST_DELAY = 0.05
+_LAST_DELAY = 2.0
+
+
+async def write(live: Attempt, send: Callable[[], Awaitable[T]], *, what: str) -> T:
+    """Make one write for `live`'s attempt (see the module docstring); `what` names it."""
+    delay = _FIRST_DELAY
+    warned = False
+    while True:
+        if live.closed:  # a stray branch of an attempt already over must not write
+            raise live.leave(Unwind())
+        try:
+            return await send()
+        except LeaseLost:
+            raise live.leave(Unwind()) from None
+        except StoreRefused:
+            raise
+        except StoreUnavailable as exc:
+            if exc.unknown:
+                log.warning(
+                    "run %s: the outcome of %s is unknown (%s); replaying the run",
+                    live.run.run_id,
+                    what,
+                    exc,
+                )
+                raise live.leave(Unwind()) from exc
+            if not warned:
+                log.warning(
+                    "run %s: cannot write %s yet (%s); retrying until the database answers",
+                    live.run.run_id,
+                    what,
+                    exc,
+                )
+                warned = True
+        except StoreError as exc:
+            # Neither refused nor merely unavailable (a broken schema, a bug): end the
+            # attempt, which user code cannot catch; its worker hands the run back.
+            log.warning("run %s: cannot write %s: %s", live.run.run_id, what, exc)
+            raise live.leave(Unwind()) from exc
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, _LAST_DELAY)
+
+
+async def record_step(live: LiveRun, record: StepRecord, first: BaseException) -> None:
+    """Commit a step outcome whose first send failed with `first`.
+
+    The slow path of `LiveRun.commit_step`. After a lost reply the journal says whether
+    the first send landed; otherwise the outcome is sent again (see `write`).
+    """
+    if isinstance(first, LeaseLost):
+        raise live.leave(Unwind()) from None
+    if isinstance(first, StoreRefused):
+        raise first
+    unknown = isinstance(first, StoreUnavailable) and first.unknown
+    if not unknown and not isinstance(first, StoreUnavailable):
+        log.warning("run %s: cannot write %r: %s", live.run.run_id, record.key, first)
+        raise live.leave(Unwind()) from first
+    store, lease = live.env.store, live.lease
+    while True:
+        if unknown:
+            # Did it land before the reply was lost? The row says, once the database answers.
+            stored = await write(
+                live,
+                lambda: store.load_journal(record.run_id),
+                what=f"the journal of {record.key!r}",
+            )
+            mine = next((row for row in stored if row.key == record.key), None)
+            if mine is not None:
+                if (mine.seq, mine.status, mine.result, mine.error) != (
+                    record.seq,
+                    record.status,
+                    record.result,
+                    record.error,
+                ):
+                    raise live.leave(Unwind())  # another attempt recorded it: this one is stale
+                return
+        try:
+            await write(live, lambda: store.record_step(lease, record), what=f"{record.key!r}")
+            return
+        except Unwind as unwind:
+            cause = unwind.__cause__
+            if not (isinstance(cause, StoreUnavailable) and cause.unknown):
+                raise
+            unknown = True

@@ -1,0 +1,80 @@
+"""A thread that notices when the event loop is blocked, and names the step blocking it.
+
+An `async` step that calls `time.sleep`, or crunches numbers without awaiting, stops
+everything else in its worker: other runs, timers, commits. Heartbeats go on (they have
+a thread of their own), so its runs are not taken over, but the user should know: past a
+third of the lease the watchdog logs a warning naming the step, once per stall.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("cairn.worker")
+
+
+class LoopWatchdog:
+    """Pings the loop from a thread; warns when a ping waits longer than `limit`."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        limit: float,
+        describe: Callable[[asyncio.Task[Any]], str | None],
+    ) -> None:
+        self._loop = loop
+        self.limit = limit
+        self._describe = describe  # names what a task runs (a step of a run), if it can
+        self._tick = min(0.5, limit / 4)
+        self._answered = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="cairn-watchdog", daemon=True)
+
+    def start(self) -> None:
+        """Start watching."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching (returns at once; the thread ends within a tick)."""
+        self._stop.set()
+
+    def _pong(self) -> None:
+        self._answered = time.monotonic()
+
+    def _watch(self) -> None:
+        warned = False
+        while not self._stop.wait(self._tick):
+            with contextlib.suppress(RuntimeError):  # the loop closed
+                self._loop.call_soon_threadsafe(self._pong)
+            stalled = time.monotonic() - self._answered - self._tick
+            if stalled < self.limit:
+                warned = False
+            elif not warned:
+                warned = True
+                log.warning(
+                    "the event loop has been blocked for %.1f s (more than a third of the "
+                    "lease) by %s: nothing else in this worker runs meanwhile (heartbeats go "
+                    "on from their own thread). Await instead of blocking, or make it a "
+                    "plain `def` step, which runs in a thread",
+                    stalled,
+                    self._blocker(),
+                )
+
+    def _blocker(self) -> str:
+        try:
+            task = asyncio.current_task(self._loop)
+        except RuntimeError:
+            task = None
+        if task is None:
+            return "code outside any task"
+        label = self._describe(task)
+        if label is not None:
+            return label
+        return f"task {task.get_name()!r} (workflow code, not a step)"

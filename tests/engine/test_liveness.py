@@ -1,0 +1,261 @@
+"""A worker's liveness from the inside: heartbeats off the loop, the watchdog, the
+reconciler, and one attempt per run."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+from tests.store.kit import execute
+
+import cairn
+from cairn.store.records import RunRecord
+
+from .kit import WAIT, Kit
+
+LEASE = 0.9  # heartbeats every 0.3 s
+
+
+async def _until(check: Any, what: str, timeout: float = WAIT) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+def _heartbeat(url: str, worker_id: str) -> float:
+    rows = execute(url, "SELECT heartbeat_at FROM workers WHERE worker_id = ?", (worker_id,))
+    return float(rows[0][0])
+
+
+async def test_heartbeats__go_on_while_a_step_blocks_the_event_loop(
+    kit: Kit, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[float] = []
+
+    @kit.step("live.blocker")
+    async def blocker(worker_id: str) -> str:
+        # Blocks the loop for three leases; meanwhile, look at the heartbeat from here.
+        for _ in range(9):
+            time.sleep(LEASE / 3)
+            seen.append(_heartbeat(kit.url, worker_id))
+        return "done"
+
+    @kit.workflow("live.blocking")
+    async def blocking(worker_id: str) -> str:
+        return await blocker(worker_id)
+
+    caplog.set_level(logging.WARNING, logger="cairn")
+    async with kit.engine(lease=LEASE) as engine:
+        assert engine.worker is not None
+        run = await engine.start(blocking, engine.worker.env.owner)
+        assert await run.result(timeout=WAIT) == "done"
+
+    assert len(set(seen)) >= 4, seen  # it kept beating while the loop could not
+    assert max(b - a for a, b in itertools.pairwise(seen)) < LEASE
+    warnings = [r.getMessage() for r in caplog.records if "blocked" in r.getMessage()]
+    assert len(warnings) == 1, warnings  # once per stall
+    assert "step 'live.blocker#1'" in warnings[0]
+    assert "live.blocking" in warnings[0]
+
+
+async def test_reconciler__resumes_a_run_held_here_that_nothing_executes(kit: Kit) -> None:
+    # What a lost reply to a start leaves: the run is stored RUNNING under this worker,
+    # and no attempt of it executes here.
+    calls: Counter[str] = Counter()
+
+    @kit.step("live.once")
+    async def once() -> str:
+        calls["once"] += 1
+        return "ok"
+
+    @kit.workflow("live.lost")
+    async def lost() -> str:
+        return await once()
+
+    async with kit.engine(lease=LEASE) as engine:
+        assert engine.worker is not None
+        now = time.time()
+        orphan = RunRecord(
+            run_id="held-idle",
+            workflow="live.lost",
+            status="RUNNING",
+            args='{"args": [], "kwargs": {}}',
+            created_at=now,
+            updated_at=now,
+            started_at=now,
+            attempt=1,
+            owner=engine.worker.env.owner,
+            fence=1,
+        )
+        await engine.store.create_run(orphan)
+        result = await (await engine.get("held-idle")).result(timeout=WAIT)
+        stored = await engine.control.record("held-idle")
+
+    assert result == "ok"
+    assert calls == {"once": 1}
+    assert (stored.fence, stored.recoveries) == (1, 0)
+
+
+async def test_reconciler__ends_an_attempt_whose_run_was_taken_over(kit: Kit) -> None:
+    entered, ended = asyncio.Event(), asyncio.Event()
+
+    @kit.step("live.hang")
+    async def hang() -> str:
+        entered.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            ended.set()
+        return "never"
+
+    @kit.workflow("live.taken")
+    async def taken() -> str:
+        return await hang()
+
+    async with kit.engine(lease=LEASE) as engine:
+        run = await engine.start(taken)
+        async with asyncio.timeout(WAIT):
+            await entered.wait()
+        # Another worker, alive, took the run over (it judged this one dead, say).
+        execute(
+            kit.url,
+            "INSERT INTO workers (worker_id, host, pid, started_at, heartbeat_at, lease) "
+            "VALUES ('elsewhere', 'other-host', 1, ?, ?, 3600)",
+            (time.time(), time.time()),
+        )
+        execute(
+            kit.url,
+            "UPDATE runs SET owner = 'elsewhere', fence = fence + 1 WHERE run_id = ?",
+            (run.run_id,),
+        )
+        async with asyncio.timeout(WAIT):
+            await ended.wait()  # the attempt here was ended, not left running
+        assert engine.worker is not None
+        await _until(lambda: _idle(engine), "the attempt to end")
+        stored = await engine.control.record(run.run_id)
+
+    assert (stored.status, stored.owner, stored.fence) == ("RUNNING", "elsewhere", 2)
+    assert await _journal(kit.url, run.run_id) == []
+
+
+async def _idle(engine: cairn.Engine) -> bool:
+    return engine.worker is not None and not engine.worker.active
+
+
+async def _journal(url: str, run_id: str) -> list[Any]:
+    return execute(url, "SELECT key FROM steps WHERE run_id = ?", (run_id,))
+
+
+async def test_start__a_lost_reply_to_a_committed_start_is_resumed(kit: Kit) -> None:
+    calls: Counter[str] = Counter()
+
+    @kit.step("live.step")
+    async def step() -> str:
+        calls["step"] += 1
+        return "ok"
+
+    @kit.workflow("live.lost-reply")
+    async def flow() -> str:
+        return await step()
+
+    async with kit.engine(lease=LEASE) as engine:
+        real = engine.store.create_run
+
+        async def lossy(run: RunRecord) -> tuple[RunRecord, bool]:
+            await real(run)
+            raise cairn.StoreUnavailable("reply lost (simulated)", unknown=True)
+
+        engine.store.create_run = lossy  # type: ignore[method-assign]
+        with pytest.raises(cairn.StoreUnavailable):
+            await engine.start(flow, run_id="lost-start")
+        engine.store.create_run = real  # type: ignore[method-assign]
+        result = await (await engine.get("lost-start")).result(timeout=WAIT)
+
+    assert result == "ok"
+    assert calls == {"step": 1}
+
+
+async def test_start__sent_again_after_a_lost_reply_finds_its_own_run(kit: Kit) -> None:
+    # The store sent the insert again and it found the row: that row is this start's own.
+    @kit.workflow("live.again")
+    async def again() -> str:
+        return "ran"
+
+    async with kit.engine(lease=LEASE) as engine:
+        real = engine.store.create_run
+
+        async def twice(run: RunRecord) -> tuple[RunRecord, bool]:
+            await real(run)
+            return await real(run)  # (stored, False): already there
+
+        engine.store.create_run = twice  # type: ignore[method-assign]
+        handle = await engine.start(again, run_id="sent-twice")
+        assert await handle.result(timeout=WAIT) == "ran"
+
+
+async def test_start__by_a_name_this_engine_does_not_import_is_queued(kit: Kit) -> None:
+    @kit.workflow("live.elsewhere")
+    async def elsewhere() -> str:
+        return "ran there"
+
+    async with kit.fresh().engine() as starter:  # a worker that does not import it
+        handle = await starter.start("live.elsewhere")
+        await asyncio.sleep(0.2)
+        assert await handle.status() == cairn.RunStatus.PENDING  # not FAILED
+    async with kit.engine() as worker:
+        assert await (await worker.get(handle.run_id)).result(timeout=WAIT) == "ran there"
+
+
+async def test_claim__a_run_back_here_under_a_new_fence_waits_for_its_old_attempt(
+    kit: Kit,
+) -> None:
+    # This worker's attempt of a run is still inside a sync step (a thread cannot be
+    # stopped) when the run comes back to it under a new fence: the new attempt starts
+    # only once the old one's thread has returned, and the old one commits nothing.
+    inside, release = threading.Event(), threading.Event()
+    running = Counter[str]()
+    overlaps: list[str] = []
+    lock = threading.Lock()
+
+    @kit.step("live.slow")
+    def slow() -> str:
+        with lock:
+            running["slow"] += 1
+            if running["slow"] > 1:
+                overlaps.append("two at once")
+        inside.set()
+        release.wait(WAIT)
+        with lock:
+            running["slow"] -= 1
+        return "slow"
+
+    @kit.workflow("live.twice")
+    async def twice() -> str:
+        return await slow()
+
+    async with kit.engine(lease=30) as engine:
+        assert engine.worker is not None
+        run = await engine.start(twice)
+        await asyncio.to_thread(inside.wait, WAIT)
+        inside.clear()
+        record = await engine.control.record(run.run_id)
+        # The run is claimed again by this same worker (after a takeover and a park, say).
+        execute(kit.url, "UPDATE runs SET fence = fence + 1 WHERE run_id = ?", (run.run_id,))
+        record.fence += 1
+        engine.worker._start(record, fresh=False, epoch=engine.worker.tenure.epoch)
+        await asyncio.sleep(0.3)
+        assert not inside.is_set()  # the new attempt waits for the old thread
+        release.set()
+        assert await run.result(timeout=WAIT) == "slow"
+
+        history = await engine.history(run.run_id)
+
+    assert overlaps == []  # one after the other, never two at once
+    assert [(entry.key, entry.result) for entry in history] == [("live.slow#1", "slow")]
