@@ -46,6 +46,8 @@ PUBLIC = [
     "StepFailed",
     "StepTimeout",
     "StoreError",
+    "StoreRefused",
+    "StoreUnavailable",
     "TaskInfo",
     "TaskNotFound",
     "chain",

@@ -49,6 +49,8 @@ from cairn.errors import (
     StepFailed,
     StepTimeout,
     StoreError,
+    StoreRefused,
+    StoreUnavailable,
     TaskNotFound,
 )
 from cairn.models import History, HistoryEntry, RunInfo, RunPage, RunStatus, RunSummary
@@ -98,6 +100,8 @@ __all__ = [
     "StepFailed",
     "StepTimeout",
     "StoreError",
+    "StoreRefused",
+    "StoreUnavailable",
     "TaskInfo",
     "TaskNotFound",
     "chain",

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from cairn import config, serialization
 from cairn.authoring.registry import Registry, default_registry
 from cairn.clock import SystemClock
-from cairn.models import HistoryEntry, RunPage, RunStatus
+from cairn.models import HistoryEntry, RunPage, RunStatus, RunSummary
 from cairn.runtime.control import RunControl
 from cairn.runtime.tasks import TaskInfo
 from cairn.store import open_store
@@ -38,6 +38,10 @@ class ClientRunHandle:
     def status(self) -> RunStatus:
         """The run's current status."""
         return self._client._call(self._client.control.status(self.run_id))
+
+    def describe(self) -> RunSummary:
+        """The run's summary: status, version, `continued_from` / `continued_to`, ..."""
+        return self._client._call(self._client.control.describe(self.run_id))
 
     def result(self, timeout: float | None = None) -> Any:
         """Block until the run finishes; its result, or RunFailed/RunCancelled/TimeoutError."""

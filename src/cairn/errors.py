@@ -23,6 +23,8 @@ The tree::
     ├── TaskNotFound             no human task with that id
     ├── ScheduleNotFound         no schedule with that id
     ├── StoreError               the database failed (driver error chained)
+    │   ├── StoreUnavailable     ... for now: unreachable, locked, a conflict to retry
+    │   ├── StoreRefused         ... for good: a value or name it will never accept
     │   └── SchemaTooNew         the database was migrated by newer code
     └── ConfigError              bad URL, module or setting
 
@@ -238,6 +240,26 @@ class InvalidSubmission(CairnError):
 
 class StoreError(CairnError):
     """The database failed."""
+
+
+class StoreUnavailable(StoreError):
+    """The database could not be reached or was busy; the same request may succeed later.
+
+    A lost connection, a server restarting, a lock held too long, a serialization failure.
+    cairn retries these itself. `unknown` is True when a write may have been applied
+    before its reply was lost (PostgreSQL), so the caller cannot simply send it again.
+    """
+
+    def __init__(self, message: str | None = None, *, unknown: bool = False) -> None:
+        super().__init__(message)
+        self.unknown = unknown
+
+
+class StoreRefused(StoreError):
+    """The database refused a write it will always refuse (a value too long, a bad byte).
+
+    Retrying cannot help: the step or run whose write it was fails once, with this error.
+    """
 
 
 class SchemaTooNew(StoreError):

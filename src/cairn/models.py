@@ -54,11 +54,18 @@ class RunInfo:
     started_at: datetime
     parent_id: str | None = None
     scheduled_at: datetime | None = None
+    version: str | None = None
+    continued_from: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class RunSummary:
-    """One run as listed by `engine.list_runs()`."""
+    """One run as listed by `engine.list_runs()` (or described by `RunHandle.describe()`).
+
+    `version` is the code version the run started under, `waiting_for` one line saying
+    what holds it (None while it executes, is due, or has finished), and
+    `continued_from` / `continued_to` link the runs of a `continue_as_new` chain.
+    """
 
     run_id: str
     workflow: str
@@ -70,6 +77,10 @@ class RunSummary:
     parent_id: str | None = None
     queue: str | None = None
     error: dict[str, Any] | None = None
+    version: str | None = None
+    waiting_for: str | None = None
+    continued_from: str | None = None
+    continued_to: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

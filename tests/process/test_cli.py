@@ -18,6 +18,7 @@ import pytest
 
 import cairn
 from cairn.store import open_store
+from cairn.store.records import Lease
 
 pytestmark = pytest.mark.process
 
@@ -83,6 +84,11 @@ async def stuck() -> None:
 async def tagged(order_no, who) -> None:
     cairn.set_columns(order_no=order_no, who=who)
     await add(1, 1)
+
+
+@cairn.workflow(name="flows.versioned", version="2026.11")
+async def versioned() -> int:
+    return await add(2, 3)
 
 
 @cairn.workflow(name="flows.mailer", queue="mail")
@@ -229,6 +235,22 @@ def test_runs_list_json__filters(project):
     assert table.returncode == 0
     assert "COMPLETED" in table.stdout
     assert "FAILED" in table.stdout
+
+
+def test_runs_list__version_column_filter_and_show(project):
+    db = db_args(project)
+    assert cairn_cmd(project, "run", "flows:versioned", "--run-id", "v", *db).returncode == 0
+    assert cairn_cmd(project, "run", "flows:total", "1", "2", "--run-id", "t", *db).returncode == 0
+    listed = cairn_cmd(project, "runs", "list", "--version", "2026.11", "--json", *db)
+    assert [(r["run_id"], r["version"]) for r in json.loads(listed.stdout)["runs"]] == [
+        ("v", "2026.11")
+    ]
+    table = cairn_cmd(project, "runs", "list", *db)
+    assert "VERSION" in table.stdout
+    assert "2026.11" in table.stdout
+    shown = json.loads(cairn_cmd(project, "runs", "show", "v", "--json", *db).stdout)
+    assert shown["run"]["version"] == "2026.11"
+    assert "2026.11" in cairn_cmd(project, "runs", "show", "v", *db).stdout
 
 
 def test_runs_list__where_filters_on_columns(project):
@@ -472,8 +494,8 @@ def test_worker__queue_option_serves_only_those_queues(project, workers):
 
 
 def test_run__a_run_handed_back_mid_run_is_reported_not_followed_forever(project):
-    # `cairn run` claims nothing: a run whose attempt ended and was handed back (RUNNING,
-    # no owner: the database failed mid-run) is for `cairn worker` to finish.
+    # `cairn run` claims nothing: a run whose attempt ended and was handed back (queued
+    # again: the database failed mid-run) is for `cairn worker` to finish.
     url = f"sqlite:///{project / 'cairn.db'}"
 
     async def hand_back() -> None:
@@ -482,9 +504,9 @@ def test_run__a_run_handed_back_mid_run_is_reported_not_followed_forever(project
         store = open_store(url)
         await store.open()
         try:
-            claimed = await store.claim_runs("gone-worker", 1, now=time.time(), lease=10.0)
+            claimed = await store.claim_runs("gone-worker", 1, now=time.time(), stale=True)
             assert [run.run_id for run in claimed.runs] == ["orphan"]
-            await store.release_run("orphan", "gone-worker")
+            await store.release_run("orphan", Lease("gone-worker", claimed.runs[0].fence))
         finally:
             await store.close()
 

@@ -111,16 +111,28 @@ class RunContext:
 
 
 _current: ContextVar[RunContext | None] = ContextVar("cairn_run", default=None)
-# True while a step's own code runs: steps called inside a step are plain calls.
-_in_step: ContextVar[bool] = ContextVar("cairn_in_step", default=False)
+# The name of the step whose own code runs now ("" outside one): steps called inside a
+# step are plain calls, and durable primitives refuse to run there.
+_in_step: ContextVar[str] = ContextVar("cairn_in_step", default="")
 
 
 def current(what: str = "this function") -> RunContext:
-    """The active run; NotInRun names `what` when called outside one."""
+    """The active run, in workflow code; NotInRun names `what` outside one or in a step.
+
+    A durable primitive (sleep, a wait, a child...) called from a step's own code would be
+    written into the run's history by a step that is not replayed: the next replay would
+    not meet it. So it is refused there, naming the step.
+    """
     ctx = _current.get()
     if ctx is None:
         raise NotInRun(
             f"{what} only works inside a running workflow; start one with engine.start()"
+        )
+    step = _in_step.get()
+    if step:
+        raise NotInRun(
+            f"{what} cannot be called inside step {step!r}: a step runs once and is not "
+            "replayed; call it from the workflow"
         )
     return ctx
 
@@ -134,7 +146,7 @@ def active() -> RunContext | None:
 
 def in_step() -> bool:
     """True while a step's own code runs."""
-    return _in_step.get()
+    return bool(_in_step.get())
 
 
 def in_run() -> RunContext | None:
@@ -152,9 +164,9 @@ def leave(token: object) -> None:
     _current.reset(token)  # type: ignore[arg-type]
 
 
-def mark_in_step() -> object:
-    """Flag the current context as running a step's own code."""
-    return _in_step.set(True)
+def mark_in_step(name: str) -> object:
+    """Flag the current context as running the own code of step `name`."""
+    return _in_step.set(name)
 
 
 def unmark_in_step(token: object) -> None:

@@ -124,12 +124,11 @@ def emit(event_type: str, payload: Any = None, *, key: str | None = None) -> Awa
     Raises:
         NotInRun: outside workflow code (use `await engine.emit(...)` there).
     """
-    ctx = context.active()
-    if ctx is None:
+    if context.in_run() is None:
         raise NotInRun(
-            "cairn.emit() works in workflow code only; outside a run, or inside a step, "
-            "use `await engine.emit(...)`"
+            "cairn.emit() works in workflow code only; outside a run, use `await engine.emit(...)`"
         )
+    ctx = context.current("cairn.emit()")
     return ctx.emit(event_type, payload, key)  # type: ignore[no-any-return]
 
 

@@ -35,12 +35,12 @@ class WorkflowDef(Generic[P, R]):
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Inside a run: start this workflow as a child run and wait for its result."""
-        ctx = context.active()
-        if ctx is None:
+        if context.in_run() is None:
             raise NotInRun(
                 f"workflow {self.name!r} was called outside a run; "
                 f"start it with `await engine.start({self.fn.__name__}, ...)`"
             )
+        ctx = context.current(f"workflow {self.name!r} (a child run)")
         result: R = ctx.call_child(self, args, kwargs)
         return result
 

@@ -10,45 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from cairn.cli import output
-from cairn.models import RunStatus
+from cairn.runtime import blocking
 from cairn.store.records import RunRecord
 
-# What a WAITING run's `waiting_for` ("event:approval") names, in words.
-_KINDS = {"event": "event", "hook": "hook", "task": "human task", "child": "child run of"}
-
-
-def waiting(run: RunRecord, *, now: float, task_id: str | None = None) -> dict[str, Any] | None:
-    """What holds the run, as JSON-ready facts; None when nothing does (running or finished).
-
-    `kind` is one of sleep, event, hook, task, child (a WAITING or SLEEPING run), queue (a
-    PENDING run held back by a queue limit, `reason` says which), delay (a start delay),
-    worker (due, for a worker to take) or resume (PAUSED). `cairn runs show` adds
-    `workers_know` to a worker wait when live workers exist and none executes the run's
-    workflow: the workflows they do execute. `until` is the wake time or the
-    wait's timeout (epoch seconds), `task_id` the open human task.
-    """
-    status = RunStatus(run.status)
-    if status is RunStatus.SLEEPING:
-        return {"kind": "sleep", "name": None, "until": run.wake_at}
-    if status is RunStatus.PAUSED:
-        return {"kind": "resume", "name": None, "until": None}
-    if status is RunStatus.WAITING:
-        kind, sep, name = (run.waiting_for or "").partition(":")
-        due = run.wake_at is not None and run.wake_at <= now
-        if not sep or kind not in _KINDS or due:
-            # Resumed from a pause, or its message came or it timed out: a worker replays it.
-            return {"kind": "worker", "name": run.queue, "until": run.wake_at}
-        found: dict[str, Any] = {"kind": kind, "name": name, "until": run.wake_at}
-        if kind == "task":
-            found["task_id"] = task_id
-        return found
-    if status is RunStatus.PENDING:
-        if run.waiting_for:
-            return {"kind": "queue", "name": run.queue, "until": None, "reason": run.waiting_for}
-        if run.wake_at is not None and run.wake_at > now:
-            return {"kind": "delay", "name": None, "until": run.wake_at}
-        return {"kind": "worker", "name": run.queue, "until": None}
-    return None
+_KINDS = blocking.KINDS
 
 
 def waiting_text(found: Mapping[str, Any], *, now: float, run_id: str = "RUN_ID") -> str:
@@ -56,6 +21,8 @@ def waiting_text(found: Mapping[str, Any], *, now: float, run_id: str = "RUN_ID"
     kind, name, until = found["kind"], found.get("name"), found.get("until")
     if kind == "sleep":
         return f"its sleep to end at {output.when(until)}{_in(until, now)}"
+    if kind == "retry":
+        return f"step {name!r} to be retried at {output.when(until)}{_in(until, now)}"
     if kind == "resume":
         return f"`cairn runs resume {run_id}` (it is paused)"
     if kind == "queue":

@@ -62,8 +62,8 @@ class Follower:
     async def follow(self, *, interval: float = 0.1) -> RunRecord:
         """Poll until the run stops running here.
 
-        That is: finished, parked, paused, queued, or handed back (RUNNING with no owner:
-        its attempt ended, say because the database failed).
+        That is: finished, parked, paused, queued, or handed back (queued again: its
+        attempt ended early, say because the database failed).
 
         On a terminal a spinner below the printed steps shows that the run is still going.
         """
@@ -73,7 +73,7 @@ class Follower:
             while True:
                 run = await self.poll()
                 if RunStatus(run.status) not in ACTIVE or run.owner is None:
-                    return run  # done here; or RUNNING with no owner: handed back
+                    return run  # done here (RUNNING with no owner: handed back, older cairn)
                 elapsed = output.seconds(time.monotonic() - started)
                 doing = f" · {self.progress}" if self.progress else ""
                 spinner.update(f"running step {len(self._steps) + 1}{doing} · {elapsed}")

@@ -190,6 +190,10 @@ def summary_dict(run: RunSummary) -> dict[str, Any]:
         "parent_id": run.parent_id,
         "queue": run.queue,
         "error": jsonable(run.error),
+        "version": run.version,
+        "waiting_for": run.waiting_for,
+        "continued_from": run.continued_from,
+        "continued_to": run.continued_to,
     }
 
 
@@ -226,15 +230,22 @@ def progress_text(progress: Mapping[str, Any] | None) -> str:
 
 def runs_table(runs: Iterable[RunSummary]) -> Table:
     """A table of listed runs."""
+    runs = list(runs)
+    versioned = any(run.version is not None for run in runs)  # else no VERSION column
     table = Table(box=None, header_style="bold", pad_edge=False)
-    names = ("RUN ID", "WORKFLOW", "STATUS", "CREATED", "UPDATED", "COLUMNS", "PROGRESS", "ERROR")
+    names: tuple[str, ...] = ("RUN ID", "WORKFLOW", "STATUS", "CREATED", "UPDATED", "COLUMNS")
+    names += ("PROGRESS", "ERROR")
+    if versioned:
+        names = (*names[:2], "VERSION", *names[2:])
     for name in names:
         table.add_column(name, no_wrap=True, overflow="fold" if name == "RUN ID" else "ellipsis")
     for run in runs:
         columns = " ".join(f"{k}={short(v, 30)}" for k, v in run.columns.items())
+        version = (run.version or "",) if versioned else ()
         table.add_row(
             run.run_id,
             run.workflow,
+            *version,
             status_text(run.status.value),
             when(run.created_at),
             when(run.updated_at),

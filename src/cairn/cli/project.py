@@ -15,6 +15,7 @@ from cairn.authoring.workflow import WorkflowDef
 from cairn.cli import describe, follow, options, output, runs
 from cairn.errors import ConfigError, RunNotFound
 from cairn.models import RunStatus
+from cairn.runtime import blocking
 from cairn.runtime.control import RunControl
 from cairn.runtime.engine import Engine
 from cairn.store.records import RunRecord
@@ -180,7 +181,7 @@ async def _execute(
             task_id = None
             if run.status == RunStatus.WAITING:
                 task_id = await runs.open_task(engine, run)
-            found = describe.waiting(run, now=engine.clock.now(), task_id=task_id)
+            found = blocking.waiting(run, now=engine.clock.now(), task_id=task_id)
             return report(engine, run, err, found)
     except asyncio.CancelledError:
         if run_id_started is not None:
@@ -197,7 +198,7 @@ def report(
 ) -> int:
     """Print how a followed run ended, or what it waits for; returns the exit code.
 
-    `found` is what holds a parked run (`describe.waiting`).
+    `found` is what holds a parked run (`blocking.waiting`).
     """
     status = RunStatus(run.status)
     now = engine.clock.now()
@@ -243,7 +244,8 @@ def report(
             markup=False,
         )
         return 0
-    if status is RunStatus.RUNNING and run.owner is None:
+    handed_back = status is RunStatus.PENDING and run.attempt > 0
+    if handed_back or (status is RunStatus.RUNNING and run.owner is None):
         output.error(
             f"run {run.run_id!r} was handed back mid-run (its attempt ended, e.g. the database "
             f"was unreachable): `cairn worker` finishes it from its last step; check it with "

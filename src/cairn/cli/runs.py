@@ -18,7 +18,7 @@ from rich.text import Text
 
 from cairn.cli import control, describe, options, output
 from cairn.models import HistoryEntry, RunStatus
-from cairn.runtime import leases
+from cairn.runtime import blocking, leases
 from cairn.runtime.control import RunControl
 from cairn.runtime.engine import Engine
 from cairn.store.records import RunRecord
@@ -42,6 +42,9 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     listing.add_argument("--status", metavar="S", help="only runs in this status (e.g. FAILED)")
     listing.add_argument("--workflow", metavar="W", help="only runs of this workflow name")
+    listing.add_argument(
+        "--version", metavar="V", help="only runs started under this workflow version"
+    )
     listing.add_argument(
         "--where",
         metavar="COL=VALUE",
@@ -83,6 +86,7 @@ def list_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
             columns=where or None,
             limit=ns.limit,
             cursor=ns.cursor,
+            version=ns.version,
         ),
     )
     if ns.json:
@@ -126,7 +130,7 @@ async def fetch(engine: Engine, run_id: str) -> Shown:
     task_id = None
     if run.status == RunStatus.WAITING and (run.waiting_for or "").startswith("task:"):
         task_id = await open_task(engine, run)
-    waiting = describe.waiting(run, now=now, task_id=task_id)
+    waiting = blocking.waiting(run, now=now, task_id=task_id)
     if waiting is not None and waiting["kind"] == "worker":
         known = leases.known_workflows(await engine.store.list_workers())
         if known is not None and run.workflow not in known:
@@ -190,6 +194,8 @@ def facts_table(shown: Shown) -> Table:
         ("workflow", run.workflow),
         ("status", output.status_text(run.status)),
     ]
+    if run.version is not None:
+        rows.append(("version", run.version))
     if shown.waiting is not None:
         rows.append(
             ("waiting for", describe.waiting_text(shown.waiting, now=shown.now, run_id=run.run_id))
@@ -259,6 +265,7 @@ def run_dict(shown: Shown) -> dict[str, Any]:
     return {
         "run_id": run.run_id,
         "workflow": run.workflow,
+        "version": run.version,
         "status": run.status,
         "args": output.jsonable((args or {}).get("args", []) if isinstance(args, dict) else args),
         "kwargs": output.jsonable(args.get("kwargs", {}) if isinstance(args, dict) else {}),

@@ -124,6 +124,8 @@ class TestEngine:
             self._crash_step = None
             if not self._crashed:
                 self._crashed = True
+                if self.engine.worker is not None:
+                    self.engine.worker.halt()  # from this commit on, as good as killed
                 asyncio.get_running_loop().create_task(self.engine._die())
             raise Unwind()
 
