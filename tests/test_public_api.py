@@ -14,6 +14,7 @@ PUBLIC = [
     "Client",
     "ClientRunHandle",
     "ConfigError",
+    "InvalidName",
     "DuplicateRun",
     "Engine",
     "EventTimeout",

@@ -4,6 +4,7 @@ The tree::
 
     CairnError
     ├── NotInRun                 an in-run function called outside a run
+    ├── InvalidName              a name or id no store keeps (empty, > 255, NUL); a ValueError
     ├── SerializationError       a value that cannot be stored
     ├── NonDeterminismError      replay met different work than was recorded
     ├── StepFailed               a step failed for good (retries exhausted or fatal)
@@ -51,6 +52,10 @@ class CairnError(Exception):
 
 class NotInRun(CairnError):
     """This function only works inside a running workflow; outside one use engine.start()."""
+
+
+class InvalidName(CairnError, ValueError):
+    """A name or id cairn would store is empty, too long, or holds a byte no store keeps."""
 
 
 class SerializationError(CairnError):

@@ -12,6 +12,7 @@ import dataclasses
 import enum
 import importlib
 import json
+import math
 import pickle
 import sys
 import uuid
@@ -23,7 +24,7 @@ from typing import Any, NoReturn, Protocol
 
 from cairn.errors import SerializationError
 
-__all__ = ["TAG", "JsonSerializer", "PickleSerializer", "Serializer", "get"]
+__all__ = ["TAG", "JsonSerializer", "PickleSerializer", "Serializer", "allow_imports", "get"]
 
 TAG = "__cairn__"
 """The key that marks a tagged dict; a user dict holding this key is escaped."""
@@ -32,7 +33,11 @@ _HINT = '(use JSON types, dataclasses, pydantic models, or Engine(serializer="pi
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 # check_circular is off because every value is walked in Python first, and a reference
 # cycle ends that walk with RecursionError.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
+# allow_nan is off so that what is stored is strict JSON any reader takes (a NaN or an
+# infinity is stored as a tagged string instead).
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), check_circular=False, allow_nan=False
+)
 _DECODER = json.JSONDecoder()
 _PICKLE_PROTOCOL = 5
 
@@ -97,8 +102,12 @@ class JsonSerializer:
         """
         try:
             if _is_plain(value):
-                return _encode_json(value)
-            return _encode_json(self._encode(value))
+                try:
+                    text = _encode_json(value)
+                except ValueError:  # a NaN or infinity: strict JSON has none, so tag them
+                    text = _encode_json(self._encode(value))
+            else:
+                text = _encode_json(self._encode(value))
         except _Unsupported as exc:
             raise _unsupported_error(exc, what) from exc.__cause__
         except RecursionError:
@@ -113,6 +122,9 @@ class JsonSerializer:
                 what=what,
                 type_name=_type_name(type(value)),
             ) from exc
+        if not text.isascii():
+            _check_unicode(text, what)
+        return text
 
     def loads(self, text: str) -> Any:
         """Deserialize a text written by :meth:`dumps`.
@@ -138,6 +150,8 @@ class JsonSerializer:
     def _encode(self, value: Any) -> Any:
         kind = type(value)
         if kind in _SCALARS:
+            if kind is float and not math.isfinite(value):
+                return {TAG: "float", "v": repr(value)}
             return value
         if kind is dict:
             return self._encode_dict(value)
@@ -310,7 +324,7 @@ def _make_encode_json() -> Callable[[Any], str]:
                 ",",
                 False,
                 False,
-                True,
+                False,
             )
             if "".join(iterencode({"a": [1.5, None, "é"]}, 0)) == '{"a":[1.5,null,"é"]}':
                 return lambda value: "".join(iterencode(value, 0))
@@ -337,6 +351,20 @@ def _decode_json(decoder: json.JSONDecoder, text: str) -> Any:
     return decoder.decode(text)  # padded or malformed: the full decoder says which
 
 
+def _check_unicode(text: str, what: str) -> None:
+    """SerializationError when `text` holds a lone surrogate, which no store can encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start : exc.end]
+        raise SerializationError(
+            f"cannot serialize {what}: it holds a lone surrogate {bad!r}, which is not valid "
+            "Unicode (decode bytes with errors='replace' or keep them as bytes)",
+            what=what,
+            type_name="builtins.str",
+        ) from None
+
+
 def _type_name(kind: type[Any]) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
@@ -345,13 +373,35 @@ def _type_path(kind: type[Any]) -> str:
     return f"{kind.__module__}:{kind.__qualname__}"
 
 
+# Top-level packages whose modules a stored type tag may import. A stored value names its
+# class's module, and importing a module runs its code: only a module already imported, or
+# one of a package that registered workflows or steps or was allowed by the user, is.
+_IMPORTABLE: set[str] = set()
+
+
+def allow_imports(*packages: str) -> None:
+    """Let stored values import their classes' modules from these top-level packages.
+
+    A dataclass, enum, named tuple or pydantic model comes back as its own type when its
+    module is already imported, or belongs to a package that declared a workflow or step,
+    or to one allowed here; otherwise it comes back as plain data.
+    """
+    for package in packages:
+        if package:
+            _IMPORTABLE.add(package.partition(".")[0])
+
+
 def _resolve(path: str) -> type[Any] | None:
-    """The class stored as ``module:qualname``, or None when it cannot be imported."""
+    """The class stored as ``module:qualname``, or None when it cannot or may not be imported."""
     module_name, _, qualname = path.partition(":")
     if not qualname or "<locals>" in qualname:
         return None
     try:
-        obj: Any = sys.modules.get(module_name) or importlib.import_module(module_name)
+        obj: Any = sys.modules.get(module_name)
+        if obj is None:
+            if module_name.partition(".")[0] not in _IMPORTABLE:
+                return None
+            obj = importlib.import_module(module_name)
         for part in qualname.split("."):
             obj = getattr(obj, part)
     except Exception:  # an import can fail in any way; the value then comes back plain
@@ -510,6 +560,7 @@ _DECODERS: dict[str, Callable[[JsonSerializer, dict[str, Any]], Any]] = {
     "date": lambda _, o: date.fromisoformat(o["v"]),
     "time": lambda _, o: time.fromisoformat(o["v"]),
     "timedelta": lambda _, o: timedelta(*o["v"]),
+    "float": lambda _, o: float(o["v"]),
     "decimal": lambda _, o: Decimal(o["v"]),
     "uuid": lambda _, o: uuid.UUID(o["v"]),
     "bytes": lambda _, o: _decode_bytes(o),

@@ -129,3 +129,26 @@ def test_open__processes_opening_a_new_database_at_once_all_succeed(tmp_path: Pa
             thread.join()
 
     assert failures == []
+
+
+async def test_open__a_new_database_file_is_private_to_its_owner(tmp_path: Path) -> None:
+    path = tmp_path / "private.db"
+    store = SqliteStore(str(path))
+    await store.open()
+    try:
+        await store.create_run(run_record("private-1"))
+        modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    finally:
+        await store.close()
+    assert modes["private.db"] == 0o600
+    assert all(mode == 0o600 for mode in modes.values()), modes  # -wal and -shm too
+
+
+async def test_open__an_existing_file_keeps_its_mode(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    path.touch(mode=0o640)
+    path.chmod(0o640)
+    store = SqliteStore(str(path))
+    await store.open()
+    await store.close()
+    assert path.stat().st_mode & 0o777 == 0o640

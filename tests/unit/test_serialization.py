@@ -582,3 +582,45 @@ def test_roundtrip__any_plain_json(value: Any) -> None:
 @given(rich_data)
 def test_roundtrip__any_rich_data(value: Any) -> None:
     assert roundtrip(value) == value
+
+
+@pytest.mark.parametrize("value", [float("nan"), [1.5, float("inf")], {"x": (float("-inf"),)}])
+def test_dumps__non_finite_floats_are_stored_as_strict_json(value: Any) -> None:
+    text = JSON.dumps(value, what="x")
+    json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in stored JSON"))
+    back = JSON.loads(text)
+    assert repr(back) == repr(value)
+
+
+@pytest.mark.parametrize("value", ["a\ud800b", {"k": ["\udfff"]}, {"\ud800": 1}])
+def test_dumps__a_lone_surrogate_is_a_serialization_error(value: Any) -> None:
+    with pytest.raises(
+        SerializationError,
+        match=r"^cannot serialize result of step 's': it "
+        r"holds a lone surrogate",
+    ):
+        JSON.dumps(value, what="result of step 's'")
+
+
+def test_loads__a_type_tag_imports_only_loaded_or_allowed_modules(tmp_path: Any) -> None:
+    import sys
+
+    package = tmp_path / "cairn_tag_probe"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "models.py").write_text(
+        "import dataclasses\nIMPORTED = True\n\n@dataclasses.dataclass\nclass Point:\n    x: int\n"
+    )
+    text = '{"__cairn__":"dataclass","type":"cairn_tag_probe.models:Point","v":{"x":1}}'
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert JSON.loads(text) == {"x": 1}  # not imported, not allowed: plain data
+        assert "cairn_tag_probe.models" not in sys.modules
+        serialization.allow_imports("cairn_tag_probe")
+        point = JSON.loads(text)
+        assert type(point).__name__ == "Point" and point.x == 1
+    finally:
+        sys.path.remove(str(tmp_path))
+        serialization._IMPORTABLE.discard("cairn_tag_probe")
+        for name in [n for n in sys.modules if n.startswith("cairn_tag_probe")]:
+            del sys.modules[name]

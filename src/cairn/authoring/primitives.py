@@ -10,6 +10,7 @@ from cairn import durations
 from cairn.authoring import context
 from cairn.errors import NotInRun
 from cairn.models import RunInfo
+from cairn.names import check_name
 
 
 def current_run() -> RunInfo:
@@ -70,6 +71,7 @@ def wait_for_event(name: str, *, timeout: Any = None, default: Any = _MISSING) -
     """
     from cairn.core.waits import MISSING
 
+    check_name(name, "event name")
     seconds = _seconds(timeout, f"timeout of wait_for_event({name!r})")
     ctx = context.current("cairn.wait_for_event()")
     return ctx.wait_for_event(name, seconds, MISSING if default is _MISSING else default)  # type: ignore[no-any-return]
@@ -77,6 +79,7 @@ def wait_for_event(name: str, *, timeout: Any = None, default: Any = _MISSING) -
 
 def create_hook(name: str, *, timeout: Any = None) -> Awaitable[Any]:
     """Create a single-use callback; `await` it for a Hook whose `token` outsiders call."""
+    check_name(name, "hook name")
     seconds = _seconds(timeout, f"timeout of hook {name!r}")
     return context.current("cairn.create_hook()").create_hook(name, seconds)  # type: ignore[no-any-return]
 
@@ -100,6 +103,7 @@ def human_task(
         assignee: Who should act (free text).
         timeout: How long the task stays open (a duration); EventTimeout after that.
     """
+    check_name(name, "human task name")
     seconds = _seconds(timeout, f"timeout of human task {name!r}")
     ctx = context.current("cairn.human_task()")
     return ctx.human_task(name, title, data, form, assignee, seconds)  # type: ignore[no-any-return]
@@ -172,6 +176,8 @@ def start_child(
 
     if not isinstance(workflow, WorkflowDef):
         raise TypeError(f"cairn.start_child needs a @cairn.workflow, got {workflow!r}")
+    if run_id is not None:
+        check_name(run_id, "child run_id")
     ctx = context.current("cairn.start_child()")
     return ctx.start_child(workflow, args, kwargs, run_id, detached)  # type: ignore[no-any-return]
 

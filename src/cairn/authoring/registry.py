@@ -6,6 +6,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from cairn import serialization
 from cairn.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ class Registry:
                 f"{describe(existing.fn)}; cannot register {describe(workflow.fn)}"
             )
         self.workflows[workflow.name] = workflow
+        serialization.allow_imports(getattr(workflow.fn, "__module__", None) or "")
 
     def add_step(self, step: StepDef[Any, Any]) -> None:
         """Register `step` under its name."""
@@ -59,6 +61,7 @@ class Registry:
                 f"{describe(existing.fn)}; cannot register {describe(step.fn)}"
             )
         self.steps[step.name] = step
+        serialization.allow_imports(getattr(step.fn, "__module__", None) or "")
 
     def add_queue(self, queue: Queue) -> None:
         """Register a queue declaration; a second, different one under the name fails."""

@@ -11,6 +11,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from cairn import durations
 from cairn.authoring import context, registry
 from cairn.authoring.retry import Retry, coerce
+from cairn.names import check_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -54,7 +55,7 @@ def make_step(
     """Build and register a StepDef for `fn`."""
     if not callable(fn):
         raise TypeError(f"@cairn.step needs a function, got {fn!r}")
-    step_name = name or fn.__qualname__
+    step_name = check_name(name or fn.__qualname__, "step name")
     defn = StepDef(
         name=step_name,
         fn=fn,

@@ -11,6 +11,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from cairn.authoring import context, registry
 from cairn.authoring.step import StepDef, _timeout_seconds
 from cairn.errors import NotInRun
+from cairn.names import check_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -59,7 +60,7 @@ def make_workflow(
     """Build and register a WorkflowDef for `fn`."""
     if not callable(fn):
         raise TypeError(f"@cairn.workflow needs a function, got {fn!r}")
-    wf_name = name or f"{fn.__module__}.{fn.__qualname__}"
+    wf_name = check_name(name or f"{fn.__module__}.{fn.__qualname__}", "workflow name")
     if not isinstance(max_recoveries, int) or max_recoveries < 0:
         raise ValueError(f"invalid max_recoveries for workflow {wf_name!r}: {max_recoveries!r}")
     queue_name = getattr(queue, "name", queue)

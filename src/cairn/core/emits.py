@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn.authoring.registry import Registry
 from cairn.core import durable
+from cairn.names import check_name
 from cairn.store.records import StepRecord, Subscription
 
 if TYPE_CHECKING:
@@ -19,10 +20,9 @@ if TYPE_CHECKING:
 
 def check(event_type: Any, key: Any) -> None:
     """ValueError for an event type or key that is not a non-empty string."""
-    if not isinstance(event_type, str) or not event_type:
-        raise ValueError(f"event type must be a non-empty string, got {event_type!r}")
-    if key is not None and (not isinstance(key, str) or not key):
-        raise ValueError(f"emit key for {event_type!r} must be a non-empty string, got {key!r}")
+    check_name(event_type, "event type")
+    if key is not None:
+        check_name(key, f"emit key for {event_type!r}")
 
 
 def local_subscribers(registry: Registry, event_type: str) -> list[Subscription]:

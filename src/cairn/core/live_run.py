@@ -22,6 +22,7 @@ from cairn.authoring.step import StepDef
 from cairn.clock import Clock
 from cairn.core import attempts, children, durable, emits, journal, waits
 from cairn.core.interrupts import Interrupts
+from cairn.core.run_meta import MetaWriter
 from cairn.core.signals import ContinueAsNew, Suspend, Unwind
 from cairn.core.tenure import Tenure
 from cairn.errors import (
@@ -32,6 +33,7 @@ from cairn.errors import (
     StoreUnavailable,
 )
 from cairn.models import RunInfo
+from cairn.names import check_name
 from cairn.serialization import Serializer
 from cairn.store.protocol import LeaseLost, Store
 from cairn.store.records import AttemptRecord, Lease, RunRecord, StepRecord
@@ -58,6 +60,11 @@ class RunEnv:
     commit_hook: Callable[[StepRecord], None] | None = None
     # How long this worker may trust it still holds its runs (None: always; tests).
     tenure: Tenure | None = None
+
+
+# A column value's JSON text (ASCII: json.dumps escapes the rest) is indexed with its
+# name; 1,000 keeps name + value inside PostgreSQL's index entry limit, on both stores.
+MAX_COLUMN_JSON = 1000
 
 
 def _utc(ts: float | None) -> datetime | None:
@@ -94,7 +101,7 @@ class LiveRun(RunContext):
                 name: json.dumps(value, sort_keys=True)
                 for name, value in json.loads(run.columns).items()
             }
-        self._meta_writes: set[asyncio.Task[None]] = set()
+        self._meta: MetaWriter | None = None  # made on the first columns/progress write
         self._step_threads: set[concurrent.futures.Future[Any]] = set()
         self.spawned = False  # started a child run or a human task in this attempt
         # Calls a sync workflow's thread is blocked on; cancelled by close().
@@ -329,8 +336,7 @@ class LiveRun(RunContext):
         timeout: Any,
     ) -> Any:
         """Run `fn` as a durable step called `name`."""
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"cairn.run_step needs a non-empty name, got {name!r}")
+        check_name(name, "cairn.run_step name")
         retry = coerce(retries)
         seconds = None
         if timeout is not None:
@@ -530,6 +536,7 @@ class LiveRun(RunContext):
         """Store searchable facts about this run (written in the background, batched)."""
         changed: dict[str, str] = {}
         for name, value in values.items():
+            check_name(name, "column name")
             try:
                 text = json.dumps(value, sort_keys=True)
             except (TypeError, ValueError):
@@ -537,6 +544,12 @@ class LiveRun(RunContext):
                     f"column {name!r} must be a JSON value (str, number, bool, null, list, "
                     f"dict), got {type(value).__qualname__}"
                 ) from None
+            if len(text) > MAX_COLUMN_JSON:
+                raise ValueError(
+                    f"column {name!r} is {len(text)} characters of JSON; the limit is "
+                    f"{MAX_COLUMN_JSON} (columns are for searching: keep long data in a step "
+                    "result)"
+                )
             if self._columns.get(name) != text:
                 changed[name] = text
         if changed:
@@ -549,20 +562,14 @@ class LiveRun(RunContext):
         self._write_meta(None, json.dumps(data))
 
     def _write_meta(self, columns: dict[str, str] | None, progress: str | None) -> None:
-        def spawn() -> None:
-            write = self.env.store.update_run_meta(
-                self.run.run_id, columns=columns, progress=progress, now=self.env.clock.now()
-            )
-            task = asyncio.ensure_future(write)
-            self._meta_writes.add(task)
-            task.add_done_callback(self._meta_writes.discard)
-
+        if self._meta is None:
+            self._meta = MetaWriter(self.env.store, self.run.run_id, self.env.clock.now)
         if threading.get_ident() == self._loop_thread:
-            spawn()
-        else:
-            self.env.loop.call_soon_threadsafe(spawn)
+            self._meta.add(columns, progress)
+        else:  # a sync step's thread
+            self.env.loop.call_soon_threadsafe(self._meta.add, columns, progress)
 
     async def flush_meta(self) -> None:
         """Wait for background column/progress writes (before the run finishes)."""
-        if self._meta_writes:
-            await asyncio.gather(*self._meta_writes, return_exceptions=True)
+        if self._meta is not None:
+            await self._meta.flush()

@@ -12,7 +12,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
-from cairn.core import durable
+from cairn.core import durable, hook_tokens
 from cairn.core.signals import Suspend, Unwind
 from cairn.errors import EventTimeout
 from cairn.store.records import StepRecord
@@ -146,22 +146,21 @@ async def open_hook(
     live: LiveRun, name: str, timeout: float | None
 ) -> tuple[str, float | None, StepRecord]:
     """Create (or, on replay, find) the hook: its token, expiry and journal entry."""
-    import secrets
-
     key = live.journal.next_key(f"~hook:{name}")
     record = live.journal.take(key, "hook")
     if record is not None:
         facts = facts_of(record) if record.status == "waiting" else {}
         return str(facts.get("token", "")), facts.get("deadline"), record
     await live.journal.check_new_work(f"created hook {name!r}")
-    token = secrets.token_urlsafe(24)  # 192 random bits
+    token = hook_tokens.new_token()
+    stored = hook_tokens.digest(token)
     deadline = None if timeout is None else live.env.clock.now() + timeout
-    facts = {"token": token, "deadline": deadline, "channel": f"hook:{token}"}
+    facts = {"token": token, "deadline": deadline, "channel": f"hook:{stored}"}
     record = waiting_record(live, key, "hook", name, live.journal.allocate_seq(), facts)
     store, lease = live.env.store, live.lease
     await durable.write(
         live,
-        lambda: store.create_hook(lease, record, token=token, name=name, expires_at=deadline),
+        lambda: store.create_hook(lease, record, token=stored, name=name, expires_at=deadline),
         what=f"hook {name!r}",
     )
     return token, deadline, record

@@ -14,6 +14,7 @@ from cairn import durations, ids
 from cairn.authoring.registry import Registry
 from cairn.authoring.workflow import WorkflowDef
 from cairn.clock import Clock
+from cairn.core import hook_tokens
 from cairn.core.executor import Outcome
 from cairn.errors import (
     HookNotFound,
@@ -24,6 +25,7 @@ from cairn.errors import (
     RunNotFound,
 )
 from cairn.models import History, HistoryEntry, RunPage, RunStatus, RunSummary
+from cairn.names import check_name
 from cairn.runtime import blocking, leases, triggers
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.queues import QueueControl
@@ -129,8 +131,8 @@ class RunControl:
         """Start a run of `workflow`; an existing `run_id` returns that run instead."""
         defn = self._definition(workflow)
         name = defn.name if defn is not None else str(workflow)
-        if run_id is not None and (not isinstance(run_id, str) or not run_id):
-            raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
+        if run_id is not None:
+            check_name(run_id, "run_id")
         args_text = self.serializer.dumps(
             {"args": list(args), "kwargs": kwargs}, what=f"arguments of workflow {name!r}"
         )
@@ -232,8 +234,7 @@ class RunControl:
             RunNotFound: no run has that id.
             RunFinished: the run has already finished.
         """
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"event name must be a non-empty string, got {name!r}")
+        check_name(name, "event name")
         text = self.serializer.dumps(payload, what=f"payload of event {name!r}")
         status = await self.store.send_message(
             run_id, f"event:{name}", text, idempotency_key=idempotency_key, now=self.clock.now()
@@ -258,7 +259,10 @@ class RunControl:
                 finished (nothing changes).
         """
         text = self.serializer.dumps(payload, what="hook payload")
-        run_id = await self.store.resume_hook(str(token), text, now=self.clock.now())
+        token = str(token)
+        run_id = await self.store.resume_hook(hook_tokens.digest(token), text, now=self.clock.now())
+        if run_id is None and hook_tokens.may_be_stored_as_is(token):
+            run_id = await self.store.resume_hook(token, text, now=self.clock.now())
         if run_id is None:
             raise HookNotFound("hook token is unknown, already used or expired")
         self.wake_local()
@@ -417,7 +421,7 @@ class RunControl:
                     attempts=max(step.attempts, failures.get(step.key, 0)),
                     started_at=_dt(step.started_at),
                     finished_at=_dt(step.finished_at),
-                    result=result,
+                    result=hook_tokens.redact(result) if step.kind == "hook" else result,
                     error=_json(step.error),
                     key=step.key,
                 )

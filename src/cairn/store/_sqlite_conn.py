@@ -7,6 +7,7 @@ machine's real-time clock (`clock_gettime(CLOCK_REALTIME)`, what SQLite's own
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from typing import Any, TypeVar
@@ -22,6 +23,19 @@ T = TypeVar("T")
 def db_now() -> float:
     """The machine's real-time clock in epoch seconds (not `time.time`, which tests shift)."""
     return time.clock_gettime(time.CLOCK_REALTIME)
+
+
+def create_private(path: str) -> None:
+    """Create the database file readable and writable by its owner only, if it is new.
+
+    Runs' inputs and results are users' data. SQLite gives the -wal and -shm files it
+    creates next to the database the database file's mode, so they are private too.
+    """
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)  # an empty file is an empty database
 
 
 def connect(path: str, *, busy_ms: int) -> sqlite3.Connection:

@@ -22,7 +22,14 @@ from cairn.store import migrate, programs
 from cairn.store._checkpoints import Checkpointer
 from cairn.store._health import StoreHealth
 from cairn.store._loop import others_ready
-from cairn.store._sqlite_conn import SqliteSideChannel, classify, connect, is_busy, run
+from cairn.store._sqlite_conn import (
+    SqliteSideChannel,
+    classify,
+    connect,
+    create_private,
+    is_busy,
+    run,
+)
 from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
 from cairn.store.programs import Program
 from cairn.store.records import RunRecord
@@ -85,6 +92,8 @@ class SqliteStore(SqlStore):
             if not os.path.isdir(folder):
                 raise StoreError(f"cannot open database {self.path!r}: no folder {folder!r}")
         try:
+            if self.path != ":memory:":
+                create_private(self.path)
             # Opening waits for other processes (migrating, switching to WAL) like any
             # start-up; once open, the loop never waits for a lock (busy_timeout 0).
             conn = connect(self.path, busy_ms=30_000)
@@ -92,7 +101,7 @@ class SqliteStore(SqlStore):
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute("PRAGMA temp_store=MEMORY")
             conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: journals of many runs stay hot
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open database {self.path!r}: {exc}") from exc
         self._conn = conn
         self._migrate()

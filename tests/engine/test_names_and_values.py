@@ -1,0 +1,195 @@
+"""Names, ids and values follow one rule on both stores; hook tokens are stored as digests."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pytest
+from tests.store.kit import execute
+
+import cairn
+from cairn.core import hook_tokens
+
+from .kit import WAIT, Kit
+
+BAD_NAMES = [
+    pytest.param("", id="empty"),
+    pytest.param("x" * 256, id="too-long"),
+    pytest.param("a\x00b", id="nul"),
+    pytest.param("a\ud800b", id="lone-surrogate"),
+]
+
+
+@pytest.mark.parametrize("bad", BAD_NAMES)
+async def test_names__bad_run_id_and_event_name_are_refused_before_anything_is_stored(
+    kit: Kit, bad: str
+) -> None:
+    @kit.workflow("names.noop")
+    async def noop() -> str:
+        return "ok"
+
+    async with kit.engine(workers=0) as engine:
+        with pytest.raises(cairn.InvalidName, match=r"^run_id "):
+            await engine.start(noop, run_id=bad)
+        assert (await engine.list_runs()).runs == []
+        run = await engine.start(noop, run_id="names-1")
+        with pytest.raises(cairn.InvalidName, match=r"^event name "):
+            await engine.send_event(run.run_id, bad, {"x": 1})
+        with pytest.raises(ValueError):  # InvalidName is a ValueError too
+            await engine.send_event(run.run_id, bad, {"x": 1})
+
+
+@pytest.mark.parametrize("bad", BAD_NAMES[1:])  # an empty name means the default one
+def test_names__bad_workflow_and_step_names_fail_at_declaration(kit: Kit, bad: str) -> None:
+    with pytest.raises(cairn.InvalidName, match=r"^workflow name "):
+        kit.workflow(bad)(lambda: None)
+    with pytest.raises(cairn.InvalidName, match=r"^step name "):
+        kit.step(bad)(lambda: None)
+
+
+async def test_names__a_bad_event_name_inside_a_run_fails_the_run_naming_it(kit: Kit) -> None:
+    @kit.workflow("names.waits")
+    async def waits() -> Any:
+        return await cairn.wait_for_event("approve\x00")
+
+    async with kit.engine() as engine:
+        run = await engine.start(waits)
+        with pytest.raises(cairn.RunFailed, match="event name 'approve\\\\x00' contains a NUL"):
+            await run.result(timeout=WAIT)
+
+
+async def test_names__the_longest_names_are_stored_alike_on_both_stores(kit: Kit) -> None:
+    long_step = "é" * 255  # 510 bytes of UTF-8
+
+    @kit.step(long_step)
+    async def step() -> str:
+        return "done"
+
+    @kit.workflow("names.long")
+    async def long() -> Any:
+        await step()
+        return await cairn.wait_for_event("e" * 255)
+
+    async with kit.engine() as engine:
+        run = await engine.start(long, run_id="r" * 255)
+        await engine.send_event(run.run_id, "e" * 255, "payload")
+        assert await run.result(timeout=WAIT) == "payload"
+        history = await engine.history(run.run_id)
+    assert history[0].name == long_step
+
+
+async def test_columns__a_long_value_is_refused_alike_on_both_stores(kit: Kit) -> None:
+    @kit.workflow("columns.long")
+    async def long(size: int) -> str:
+        cairn.set_columns(note="a" * size)
+        return "ok"
+
+    async with kit.engine() as engine:
+        fits = await engine.start(long, 998)  # 1,000 characters of JSON with its quotes
+        assert await fits.result(timeout=WAIT) == "ok"
+        found = await engine.list_runs(columns={"note": "a" * 998})
+        assert [r.run_id for r in found] == [fits.run_id]
+        too_long = await engine.start(long, 999)
+        with pytest.raises(cairn.RunFailed, match="column 'note' is 1001 characters of JSON"):
+            await too_long.result(timeout=WAIT)
+
+
+async def test_progress__a_burst_of_updates_makes_few_writes_and_keeps_the_last(kit: Kit) -> None:
+    @kit.step("progress.work")
+    async def work() -> int:
+        return 1
+
+    @kit.workflow("progress.burst")
+    async def burst() -> int:
+        for i in range(500):
+            cairn.progress(f"item {i}", current=i + 1, total=500)
+            cairn.set_columns(last=i)
+        return await work()
+
+    async with kit.engine() as engine:
+        writes = 0
+        update = engine.store.update_run_meta
+
+        async def counting(*args: Any, **kwargs: Any) -> None:
+            nonlocal writes
+            writes += 1
+            await update(*args, **kwargs)
+
+        engine.store.update_run_meta = counting  # type: ignore[method-assign]
+        run = await engine.start(burst)
+        assert await run.result(timeout=WAIT) == 1
+        info = await run.describe()
+    assert writes <= 2  # one in flight, then everything merged into one more
+    assert info.progress is not None and info.progress["message"] == "item 499"
+    assert info.columns == {"last": 499}
+
+
+async def test_hooks__tokens_are_stored_as_digests_and_left_out_of_history(kit: Kit) -> None:
+    tokens: list[str] = []
+
+    @kit.step("hooks.send")
+    async def send(token: str) -> str:
+        tokens.append(token)
+        return "sent"
+
+    @kit.workflow("hooks.digest")
+    async def digest() -> Any:
+        hook = await cairn.create_hook("approve")
+        await send(hook.token)
+        return await hook
+
+    async with kit.engine() as engine:
+        run = await engine.start(digest)
+        async with engine_until_waiting(engine, run.run_id):
+            pass
+        stored = [row[0] for row in execute(kit.url, "SELECT token FROM hooks")]
+        assert stored == [hashlib.sha256(tokens[0].encode()).hexdigest()]
+        history = await engine.history(run.run_id)
+        waiting = [h for h in history if h.kind == "hook"]
+        assert waiting and "token" not in (waiting[0].result or {})
+        assert tokens[0] not in repr(history)
+        with pytest.raises(cairn.HookNotFound):  # the stored digest is not a token
+            await engine.resume_hook(stored[0], "forged")
+        assert await engine.resume_hook(tokens[0], "yes") == run.run_id
+        assert await run.result(timeout=WAIT) == "yes"
+
+
+async def test_hooks__a_hook_stored_before_digests_still_resumes(kit: Kit) -> None:
+    @kit.workflow("hooks.legacy")
+    async def legacy() -> Any:
+        hook = await cairn.create_hook("approve")
+        return await hook
+
+    async with kit.engine() as engine:
+        run = await engine.start(legacy)
+        async with engine_until_waiting(engine, run.run_id):
+            pass
+    # Rewrite the run as an older cairn stored it: the token itself in the row and channel.
+    old = hook_tokens.new_token()
+    execute(kit.url, "UPDATE hooks SET token = ?", (old,))
+    facts = execute(kit.url, "SELECT key, result FROM steps WHERE kind = 'hook'")
+    key, text = facts[0]
+    stored = {**json.loads(text), "token": old, "channel": f"hook:{old}"}
+    execute(kit.url, "UPDATE steps SET result = ? WHERE key = ?", (json.dumps(stored), key))
+    async with kit.engine() as engine:
+        assert await engine.resume_hook(old, "late") == run.run_id
+        assert await (await engine.get(run.run_id)).result(timeout=WAIT) == "late"
+
+
+class engine_until_waiting:
+    """`async with`: returns once the run is WAITING (polled; fails after WAIT)."""
+
+    def __init__(self, engine: cairn.Engine, run_id: str) -> None:
+        self.engine, self.run_id = engine, run_id
+
+    async def __aenter__(self) -> None:
+        import asyncio
+
+        async with asyncio.timeout(WAIT):
+            while (await self.engine.control.record(self.run_id)).status != "WAITING":
+                await asyncio.sleep(0.005)
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
