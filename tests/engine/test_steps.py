@@ -137,7 +137,7 @@ async def test_run_step__bad_name_raises_in_workflow(kit: Kit) -> None:
 
     async with kit.engine() as engine:
         run = await engine.start(bad_name)
-        assert "non-empty name" in await run.result(timeout=WAIT)
+        assert "name must be a non-empty string" in await run.result(timeout=WAIT)
 
 
 async def test_chain__each_step_gets_the_previous_result(engine: cairn.Engine) -> None:
