@@ -23,6 +23,7 @@ bench: $(STAMP)
 	$(BIN)/python -m compileall -q src bench
 	$(BIN)/python -m bench
 	$(BIN)/python -m bench.sleepers 1000
+	$(BIN)/python -m bench.check 10000
 
 check: $(STAMP)
 	$(BIN)/ruff format --check src tests bench examples

@@ -70,10 +70,13 @@ class SerializationError(CairnError):
 class NonDeterminismError(CairnError):
     """The workflow code did different work on replay than its history records."""
 
-    def __init__(self, message: str, *, expected: str = "", met: str = "") -> None:
+    def __init__(
+        self, message: str, *, expected: str = "", met: str = "", seq: int | None = None
+    ) -> None:
         super().__init__(message)
         self.expected = expected
         self.met = met
+        self.seq = seq  # the history position of the recorded entry replay could not match
 
 
 class RetryableError(CairnError):

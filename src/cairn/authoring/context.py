@@ -109,6 +109,14 @@ class RunContext:
         """Durably start the workflows subscribed to `event_type`; their run ids."""
         raise NotImplementedError
 
+    def patched(self, change_id: str) -> bool:
+        """Whether this run takes the new path of patch `change_id` (see core/patches.py)."""
+        raise NotImplementedError
+
+    def deprecate_patch(self, change_id: str) -> None:
+        """Mark where patch `change_id` was; fails a run that predates it."""
+        raise NotImplementedError
+
 
 _current: ContextVar[RunContext | None] = ContextVar("cairn_run", default=None)
 # The name of the step whose own code runs now ("" outside one): steps called inside a

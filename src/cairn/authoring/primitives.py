@@ -191,6 +191,27 @@ def continue_as_new(*args: Any, **kwargs: Any) -> NoReturn:
     raise AssertionError("continue_as_new returned")  # pragma: no cover
 
 
+def patched(change_id: str) -> bool:
+    """True if this run takes the new code path of change `change_id`.
+
+    A run that reaches this point for the first time under code that has the patch gets
+    True, and the decision is recorded in its history. A run whose history shows it went
+    past this point before the patch existed gets False, so it replays on the old path.
+    Call it from workflow code, never inside a step; ids follow the name rule.
+    """
+    return context.current("cairn.patched()").patched(change_id)
+
+
+def deprecate_patch(change_id: str) -> None:
+    """Mark where `patched(change_id)` was, once every run before the patch has finished.
+
+    Runs take the new path. A run that still predates the patch fails here with
+    NonDeterminismError naming it (rather than later at a step that does not match), and
+    `cairn check --db` reports such runs before a deploy.
+    """
+    context.current("cairn.deprecate_patch()").deprecate_patch(change_id)
+
+
 def shield() -> Any:
     """`async with cairn.shield():` cleanup inside runs even after cancel or pause."""
     from cairn.authoring.shield import Shield

@@ -1,12 +1,15 @@
 """`cairn check`: import the workflow modules and print what they register (no database).
 
 It fails when a module cannot be imported, a name is registered twice, or a schedule
-starts a workflow nobody registered.
+starts a workflow nobody registered. With `--db URL` (or `--replay`, for the configured
+database) it also replays every unfinished run against the code imported now, offline,
+and exits 1 when any run would diverge: the gate before a deploy.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -14,10 +17,14 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from cairn import serialization
 from cairn.authoring.registry import Registry, default_registry
 from cairn.authoring.schedules import describe_seconds
 from cairn.cli import options, output
 from cairn.errors import ConfigError
+from cairn.runtime import deploy_check
+from cairn.runtime.deploy_check import CheckReport
+from cairn.store import open_store
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -32,6 +39,21 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "unknown workflow. The database is not opened.",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="replay the unfinished runs of the configured database (implied by --db)",
+    )
+    parser.add_argument(
+        "--workflow", metavar="NAME", default=None, help="replay only runs of this workflow"
+    )
+    parser.add_argument(
+        "--sample",
+        metavar="N",
+        type=int,
+        default=None,
+        help="replay at most N unfinished runs per workflow",
+    )
     parser.set_defaults(handler=check)
 
 
@@ -134,6 +156,11 @@ def check(ns: argparse.Namespace, glob: options.Globals) -> int:
     if found:
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         raise ConfigError(found[0] + more)
+    explicit_db = getattr(ns, "db_cmd", None) or getattr(ns, "db", None)
+    if explicit_db or ns.replay:
+        return replay_check(ns, glob)
+    if ns.sample is not None or ns.workflow is not None:
+        raise options.UsageError("--sample and --workflow need --db URL (or --replay)")
     facts = registered(default_registry, glob.modules)
     if ns.json:
         output.print_json(facts)
@@ -159,3 +186,52 @@ def check(ns: argparse.Namespace, glob: options.Globals) -> int:
             markup=False,
         )
     return 0
+
+
+def replay_check(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """`cairn check --db URL`: replay the unfinished runs; exit 1 if any would diverge."""
+    if ns.sample is not None and ns.sample < 1:
+        raise options.UsageError(f"--sample must be at least 1, got {ns.sample}")
+    report = asyncio.run(_replay(glob.url, ns.workflow, ns.sample))
+    if ns.json:
+        output.print_json(report.to_dict())
+        return 0 if report.ok else 1
+    out = output.stdout()
+    if not report.workflows:
+        out.print(Text("ok: no unfinished runs to replay", style="green"))
+    for group in report.workflows:
+        version = f" (version {group.version})" if group.version else ""
+        line = Text(f"{group.workflow}{version}: {group.runs} unfinished, ")
+        line.append(f"{group.clean} replay cleanly", style="green")
+        if group.diverged:
+            line.append(", ")
+            line.append(f"{len(group.diverged)} diverge", style="red")
+        out.print(line)
+        for divergence in group.diverged:
+            out.print(Text(f"  {divergence.describe()}", style="red"), soft_wrap=True)
+    for patch in report.patches:
+        if patch.safe_to_remove:
+            out.print(f"patch {patch.change_id!r}: no unfinished run predates it: safe to remove")
+        else:
+            runs = "run predates" if patch.predating == 1 else "runs predate"
+            out.print(f"patch {patch.change_id!r}: {patch.predating} unfinished {runs} it")
+    if report.ok:
+        out.print(Text(f"ok: {report.runs} unfinished runs replay cleanly", style="green"))
+        return 0
+    output.stderr().print(
+        f"error: {len(report.divergences)} of {report.runs} unfinished runs would diverge "
+        "under this code",
+        markup=False,
+    )
+    return 1
+
+
+async def _replay(url: str, workflow: str | None, sample: int | None) -> CheckReport:
+    store = open_store(url)
+    await store.open()
+    try:
+        return await deploy_check.check(
+            store, default_registry, serialization.get("json"), workflow=workflow, sample=sample
+        )
+    finally:
+        await store.close()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from cairn.core.signals import Unwind
@@ -51,6 +51,15 @@ class Attempt(Protocol):
         """True once nothing of the attempt may write any more."""
         ...
 
+    @property
+    def marks(self) -> list[StepRecord]:
+        """Patch markers decided but not stored yet (they go before any later write)."""
+        ...
+
+    async def store_marks(self) -> None:
+        """Store `marks`."""
+        ...
+
     def leave(self, signal: BaseException) -> BaseException:
         """Note that the attempt unwinds with `signal` (see Journal.leaving); returns it."""
         ...
@@ -63,6 +72,10 @@ class Bare:
     run: RunRecord
     lease: Lease
     closed: bool = False
+    marks: list[StepRecord] = field(default_factory=list)
+
+    async def store_marks(self) -> None:
+        """A bare attempt decides no patches."""
 
     def leave(self, signal: BaseException) -> BaseException:
         """Nothing unwinds here: returns `signal`."""
@@ -80,6 +93,8 @@ async def write(live: Attempt, send: Callable[[], Awaitable[T]], *, what: str) -
     while True:
         if live.closed:  # a stray branch of an attempt already over must not write
             raise live.leave(Unwind())
+        if live.marks:  # a patch decided earlier is stored before anything after it
+            await live.store_marks()
         try:
             return await send()
         except LeaseLost:

@@ -118,6 +118,7 @@ async def execute(
         if live.journal.divergence is not None:
             return await _finish(env, live, "FAILED", error=error_json(live.journal.divergence))
         await live.settle()
+        await live.store_marks()
         await live.record_cancel()
         await live.flush_meta()
         return await _park(env, live, parked, live.park_time(parked.wake_at))

@@ -50,7 +50,10 @@ class Journal:
         self.recorded = {r.key: r for r in records}
         # Where an earlier attempt delivered a cancellation (not an operation to replay).
         self.cancelled = self.recorded.pop(CANCEL, None)
-        self._unvisited = dict(self.recorded)
+        # Patch markers are looked up, never required: code that no longer asks skips them.
+        self._unvisited = (
+            {k: r for k, r in self.recorded.items() if r.kind != "patch"} if self.recorded else {}
+        )
         # Called with each key taken, while a recorded cancellation waits for its point.
         self.at_take: Callable[[str], None] | None = None
         # The signal (Suspend, Unwind) the workflow is unwinding with, and in which task.
@@ -84,6 +87,7 @@ class Journal:
                 f"replay met {kind} {key!r} where the history records {describe(record)}",
                 expected=describe(record),
                 met=f"{kind} {key!r}",
+                seq=record.seq,
             )
             raise self.divergence
         if self._unvisited.pop(key, None) is not None:
@@ -172,6 +176,7 @@ class Journal:
             f"{expected} that replay never reached",
             expected=expected,
             met=met,
+            seq=first.seq,
         )
         # Kept, so that workflow code catching it cannot hide it: the run fails anyway.
         self.divergence = error

@@ -6,7 +6,7 @@ import asyncio
 import concurrent.futures
 import json
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,7 +20,7 @@ from cairn.authoring.registry import Registry
 from cairn.authoring.retry import coerce
 from cairn.authoring.step import StepDef
 from cairn.clock import Clock
-from cairn.core import attempts, children, durable, emits, journal, waits
+from cairn.core import attempts, children, durable, emits, journal, patches, waits
 from cairn.core.interrupts import Interrupts
 from cairn.core.run_meta import MetaWriter
 from cairn.core.signals import ContinueAsNew, Suspend, Unwind
@@ -67,6 +67,10 @@ class RunEnv:
 MAX_COLUMN_JSON = 1000
 
 
+def _upsert(store: Store, lease: Lease, record: StepRecord) -> Callable[[], Awaitable[None]]:
+    return lambda: store.upsert_step(lease, record)
+
+
 def _utc(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
 
@@ -104,6 +108,7 @@ class LiveRun(RunContext):
         self._meta: MetaWriter | None = None  # made on the first columns/progress write
         self._step_threads: set[concurrent.futures.Future[Any]] = set()
         self.spawned = False  # started a child run or a human task in this attempt
+        self.marks: list[StepRecord] = []  # patch markers to store before the next write
         # Calls a sync workflow's thread is blocked on; cancelled by close().
         self._blocked: set[concurrent.futures.Future[Any]] = set()
         self._closed = False
@@ -185,6 +190,41 @@ class LiveRun(RunContext):
                 raise
         if interrupts.delivered_at is not None and not self._cancel_recorded:
             await self.record_cancel()
+
+    def patched(self, change_id: str) -> bool:
+        """See core/patches.py: the marker of a new decision is stored before later writes."""
+        key = patches.key_of(self.journal, change_id)
+        new_path, record = patches.decide(self.journal, key)
+        if record:
+            now = self.env.clock.now()
+            self.marks.append(
+                StepRecord(
+                    self.run.run_id,
+                    self.journal.allocate_seq(),
+                    key,
+                    patches.PATCH,
+                    change_id,
+                    "completed",
+                    1,
+                    now,
+                    now,
+                )
+            )
+        return new_path
+
+    def deprecate_patch(self, change_id: str) -> None:
+        """See core/patches.py."""
+        if not self.patched(change_id):
+            error = patches.predates(change_id)
+            self.journal.divergence = error  # the run fails even if the code catches it
+            raise error
+
+    async def store_marks(self) -> None:
+        """Store the patch markers decided so far, in order, before anything after them."""
+        marks, self.marks = self.marks, []
+        store, lease = self.env.store, self.lease
+        for record in marks:
+            await durable.write(self, _upsert(store, lease, record), what=f"{record.key!r}")
 
     async def record_cancel(self) -> None:
         """Journal where the cancellation was delivered (once; a no-op before delivery)."""
@@ -394,6 +434,8 @@ class LiveRun(RunContext):
         """
         if self._closed:  # a stray branch of an attempt already over must not write
             raise Unwind()
+        if self.marks:
+            await self.store_marks()
         try:
             await self.env.store.record_step(self.lease, record)
         except (LeaseLost, StoreError) as first:

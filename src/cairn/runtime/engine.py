@@ -17,8 +17,9 @@ from cairn.core.executor import Outcome
 from cairn.core.live_run import RunEnv
 from cairn.errors import ConfigError
 from cairn.models import History, RunPage, RunStatus
-from cairn.runtime import leases, triggers
+from cairn.runtime import deploy_check, leases, triggers
 from cairn.runtime.control import RunControl
+from cairn.runtime.deploy_check import CheckReport
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.queues import QueueControl
 from cairn.runtime.scheduler import Scheduler
@@ -280,3 +281,18 @@ class Engine:
     async def history(self, run_id: str) -> History:
         """The run's durable operations in order."""
         return await self.control.history(run_id)
+
+    async def check(self, *, workflow: str | None = None, sample: int | None = None) -> CheckReport:
+        """Replay unfinished runs against the code imported now; nothing runs or is written.
+
+        Args:
+            workflow: Only runs of this workflow (default: every workflow).
+            sample: At most this many runs per workflow (default: all of them).
+
+        Returns:
+            A CheckReport: per workflow and version, runs that replay cleanly and where
+            each other run diverges; per `cairn.patched()` id, runs that still predate it.
+        """
+        return await deploy_check.check(
+            self.store, self.registry, self.serializer, workflow=workflow, sample=sample
+        )
