@@ -15,6 +15,7 @@ PUBLIC = [
     "ClientRunHandle",
     "ConfigError",
     "DuplicateRun",
+    "DuplicateSchedule",
     "Engine",
     "EventTimeout",
     "FatalError",

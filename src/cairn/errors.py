@@ -17,6 +17,7 @@ The tree::
     ├── RunCancelled             awaiting a run that ended CANCELLED
     ├── RunNotFound              no run with that id
     ├── RunFinished              the run already ended
+    ├── DuplicateSchedule        a schedule id taken by another definition; a ValueError
     ├── DuplicateRun             a dedup key is held by an active run
     ├── EventTimeout             a wait, hook or task expired
     ├── HookNotFound             unknown, used or expired hook token
@@ -235,6 +236,10 @@ class ScheduleNotFound(CairnError):
     def __init__(self, schedule_id: str) -> None:
         super().__init__(f"schedule {schedule_id!r} not found")
         self.schedule_id = schedule_id
+
+
+class DuplicateSchedule(CairnError, ValueError):
+    """A schedule with that id exists with another definition."""
 
 
 class InvalidSubmission(CairnError):

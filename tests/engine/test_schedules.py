@@ -234,8 +234,16 @@ async def test_trigger_and_delete(kit: Kit) -> None:
         )
         assert created.source == "api" and created.workflow == "sched.manual"
         assert created.next_tick == datetime.fromtimestamp(START + 3600, UTC)
-        with pytest.raises(ValueError, match="schedule 'hourly-manual' already exists"):
+        with pytest.raises(cairn.DuplicateSchedule, match="schedule 'hourly-manual' already"):
             await engine.schedules.create("hourly-manual", manual, every="1h")
+        with pytest.raises(ValueError):  # DuplicateSchedule is a ValueError too
+            await engine.schedules.create("hourly-manual", manual, cron="0 * * * *", args=[8])
+        # The same definition again (a retried call, say) returns the existing schedule.
+        same = await engine.schedules.create(
+            "hourly-manual", manual, cron="0 * * * *", args=[7], overlap="skip"
+        )
+        assert same == created
+        assert [s.id for s in await engine.schedules.list()].count("hourly-manual") == 1
         handle = await engine.schedules.trigger("hourly-manual")
         assert handle.run_id.startswith("sched:hourly-manual:trigger:")
         now = datetime.fromtimestamp(START, UTC)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn.authoring import schedules
 from cairn.authoring.schedules import ScheduleDef
-from cairn.errors import ScheduleNotFound
+from cairn.errors import DuplicateSchedule, ScheduleNotFound
 from cairn.runtime.handle import RunHandle
 from cairn.store.records import ScheduleRecord
 
@@ -168,7 +168,9 @@ class ScheduleControl:
         Takes the options of `cairn.schedule`.
 
         Raises:
-            ValueError: a bad option, or a schedule with this id already exists.
+            ValueError: a bad option.
+            DuplicateSchedule: a schedule with this id exists with another definition
+                (creating one with the same definition returns the existing schedule).
         """
         defn = schedules.define(
             workflow,
@@ -183,7 +185,13 @@ class ScheduleControl:
         )
         record = self.record(defn, source="api")
         if not await self._control.store.create_schedule(record):
-            raise ValueError(f"schedule {id!r} already exists; delete it first or pick another id")
+            existing = await self._control.store.get_schedule(id)
+            if existing is not None and _definition(existing) == _definition(record):
+                return self.info(existing)  # created before (a retried call): the same one
+            raise DuplicateSchedule(
+                f"schedule {id!r} already exists with another definition; delete it first "
+                "or pick another id"
+            )
         self._changed()
         return self.info(record)
 
@@ -241,3 +249,17 @@ class ScheduleControl:
             raise ScheduleNotFound(id)
         self._control.wake_local()
         return RunHandle(self._control, run.run_id)
+
+
+def _definition(record: ScheduleRecord) -> tuple[object, ...]:
+    """What makes two schedules the same schedule (not their tick state or pause)."""
+    return (
+        record.workflow,
+        record.cron,
+        record.every,
+        record.tz,
+        record.overlap,
+        record.catchup,
+        record.args,
+        record.queue,
+    )
