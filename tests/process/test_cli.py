@@ -341,20 +341,45 @@ def test_cairn_script__when_installed(project):
 
 
 BAD_INPUTS = [
-    (["run", "flows"], "'flows' is not MODULE:WORKFLOW"),
     (["run", "nosuch:wf"], "cannot import module 'nosuch'"),
     (["run", "broken_import:wf"], "cannot import module 'broken_import': RuntimeError: bad module"),
     (["run", "flows:nope"], "module 'flows' has no workflow 'nope'"),
     (["run", "flows:not_a_workflow"], "'flows:not_a_workflow' is a function"),
     (["run", "flows:total", "1"], "missing a required argument: 'b'"),
-    (["run", "flows:total", "1", "2", "--input", "{bad"], "--input is not valid JSON"),
-    (["run", "flows:total", "1", "2", "--input", "[1]"], "--input must be a JSON object"),
     (["runs", "show", "missing"], "run 'missing' not found"),
     (["runs", "list", "--status", "DONE"], "unknown run status 'DONE'"),
     (["runs", "list", "--where", "novalue"], "--where 'novalue' is not COL=VALUE"),
     (["-m", "broken_import", "runs", "list"], "cannot import module 'broken_import'"),
     (["worker", "--lease", "soon"], "'soon'"),
 ]
+
+
+# Bad usage (API.md §6): exit 2, the same one line, nothing stored or sent.
+BAD_USAGE = [
+    (["run", "flows"], "'flows' is not MODULE:WORKFLOW"),
+    (["run", "not-a-target"], "'not-a-target' is not MODULE:WORKFLOW"),
+    (["run", "flows:total", "1", "2", "--input", "{bad"], "--input is not valid JSON"),
+    (["run", "flows:total", "1", "2", "--input", "[1, 2]"], "--input must be a JSON object"),
+    (["run", "flows:total", "{1", "2"], "argument '{1' starts like JSON but is not valid JSON"),
+    (["send", "keep", "ev", "{oops"], "payload '{oops' starts like JSON but is not valid JSON"),
+    (["send", "keep", "ev", "[1,"], "payload '[1,' starts like JSON"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD_USAGE, ids=[" ".join(a) for a, _ in BAD_USAGE])
+def test_bad_usage__values_exit_2_with_one_line_database_unchanged(project, argv, message):
+    db = db_args(project)
+    assert (
+        cairn_cmd(project, "run", "flows:total", "1", "2", "--run-id", "keep", *db).returncode == 0
+    )
+    before = cairn_cmd(project, "runs", "show", "keep", "--json", *db).stdout
+    proc = cairn_cmd(project, *argv, *db)
+    assert proc.returncode == 2, proc.stderr
+    assert message in one_error_line(proc)
+    assert proc.stdout == ""
+    assert cairn_cmd(project, "runs", "show", "keep", "--json", *db).stdout == before
+    listed = json.loads(cairn_cmd(project, "runs", "list", "--json", *db).stdout)
+    assert [r["run_id"] for r in listed["runs"]] == ["keep"]
 
 
 @pytest.mark.parametrize(("argv", "message"), BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])

@@ -297,8 +297,8 @@ def test_tasks__list_show_and_submit_with_audit(project):
 
     bad = failed(project, "tasks", "submit", task_id, '{"note": 5}')
     assert bad == "error: invalid submission: ok: required; note: 5 is not of type 'string'"
-    assert "must be a JSON object" in failed(project, "tasks", "submit", task_id, "[1]")
-    assert "is not valid JSON" in failed(project, "tasks", "submit", task_id, "{ok")
+    assert "must be a JSON object" in failed(project, "tasks", "submit", task_id, "[1]", code=2)
+    assert "is not valid JSON" in failed(project, "tasks", "submit", task_id, "{ok", code=2)
     assert as_json(project, "tasks", "show", task_id)["status"] == "open"
 
     done = ok(project, "tasks", "submit", task_id, '{"ok": true}', "--by", "bob")

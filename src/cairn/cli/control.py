@@ -222,7 +222,7 @@ def _started(ns: argparse.Namespace, run: RunRecord, what: str, extra: dict[str,
 
 def send_event(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn send`."""
-    payload = None if ns.payload is None else options.parse_value(ns.payload)
+    payload = None if ns.payload is None else options.parse_argument(ns.payload, what="payload")
     if not ns.event:
         raise ValueError("EVENT must not be empty")
 

@@ -144,6 +144,24 @@ def parse_value(text: str) -> Any:
     return value
 
 
+def parse_argument(text: str, *, what: str) -> Any:
+    """A value given on the command line: JSON when it parses, else the string itself.
+
+    Text that starts like a JSON object or array but does not parse is a mistake, not a
+    string to send: UsageError naming `what` (exit 2), so nothing is stored or sent.
+    """
+    value = parse_value(text)
+    if value is text and text.lstrip()[:1] in ("{", "["):
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            raise UsageError(
+                f"{what} {_clip(text)!r} starts like JSON but is not valid JSON ({exc}); "
+                "to pass it as text, quote it as a JSON string"
+            ) from None
+    return value
+
+
 def parse_input(text: str | None) -> dict[str, Any]:
     """The keyword arguments of `--input`: a JSON object; ValueError names the problem."""
     if text is None:
@@ -152,13 +170,13 @@ def parse_input(text: str | None) -> dict[str, Any]:
 
 
 def parse_object(text: str, *, what: str, of: str = "values") -> dict[str, Any]:
-    """`text` as a JSON object; ValueError names `what` (the option or argument) and the problem."""
+    """`text` as a JSON object; UsageError (exit 2) names `what` and the problem."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{what} is not valid JSON ({exc}): {_clip(text)!r}") from None
+        raise UsageError(f"{what} is not valid JSON ({exc}): {_clip(text)!r}") from None
     if not isinstance(value, dict):
-        raise ValueError(
+        raise UsageError(
             f"{what} must be a JSON object of {of}, got {type(value).__name__}: {_clip(text)!r}"
         )
     return value

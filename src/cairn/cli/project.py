@@ -72,7 +72,9 @@ def resolve(target: str) -> WorkflowDef[Any, Any]:
     module_name, sep, attr = target.partition(":")
     module_name, attr = module_name.strip(), attr.strip()
     if not sep or not module_name or not attr:
-        raise ConfigError(f"{target!r} is not MODULE:WORKFLOW (e.g. shop.orders:process_order)")
+        raise options.UsageError(
+            f"{target!r} is not MODULE:WORKFLOW (e.g. shop.orders:process_order)"
+        )
     module = options.import_module(module_name)
     found: Any = module
     for part in attr.split("."):
@@ -120,7 +122,7 @@ def check_arguments(
 def handle(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn run`."""
     workflow = resolve(ns.target)
-    args = [options.parse_value(a) for a in ns.args]
+    args = [options.parse_argument(a, what="argument") for a in ns.args]
     kwargs = options.parse_input(ns.input)
     check_arguments(workflow, args, kwargs)
     if ns.run_id is not None and not ns.run_id:

@@ -157,7 +157,7 @@ def list_schedules(ns: argparse.Namespace, glob: options.Globals) -> int:
 def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn schedules create`."""
     kwargs = options.parse_input(ns.input)
-    args = [options.parse_value(text) for text in ns.args]
+    args = [options.parse_argument(text, what="argument") for text in ns.args]
     workflow: Any = ns.workflow
     if ":" in workflow:
         from cairn.cli import project
