@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
@@ -125,3 +126,34 @@ async def test_continue_as_new__bad_arguments_fail_the_run(kit: Kit) -> None:
 async def test_continue_as_new__outside_a_run_raises_not_in_run() -> None:
     with pytest.raises(cairn.NotInRun, match="continue_as_new"):
         cairn.continue_as_new(1)
+
+
+async def test_continue_as_new__an_event_to_an_old_run_goes_to_the_newest(kit: Kit) -> None:
+    @kit.workflow("can.inbox")
+    async def inbox(n: int) -> Any:
+        message = await cairn.wait_for_event("msg")
+        if n < 2:
+            cairn.continue_as_new(n + 1)
+        return [n, message]
+
+    async with kit.engine() as engine:
+        first = await engine.start(inbox, 0, run_id="inbox-0")
+        await engine.send_event("inbox-0", "msg", "a")  # run 0 takes it and continues
+        async with asyncio.timeout(WAIT):
+            while (await engine.control.record("inbox-0")).status != "CONTINUED":
+                await asyncio.sleep(0.005)
+        # Sent to the first run of the chain: delivered to its newest run, twice over.
+        await engine.send_event("inbox-0", "msg", "b")
+        async with asyncio.timeout(WAIT):
+            while True:
+                second = await engine.control.record("inbox-0")
+                newest = await engine.control.record(second.continued_to or "inbox-0")
+                if newest.status == "CONTINUED":
+                    break
+                await asyncio.sleep(0.005)
+        await engine.send_event("inbox-0", "msg", "c")
+        assert await first.result(timeout=WAIT) == [2, "c"]
+        # The chain has ended: a further event says so, naming its newest run.
+        with pytest.raises(cairn.RunFinished) as finished:
+            await engine.send_event("inbox-0", "msg", "d")
+        assert finished.value.run_id == newest.continued_to

@@ -80,6 +80,10 @@ class LocalExecutor(Protocol):
         ...
 
 
+# A chain of continue_as_new runs an event follows to its newest run, at most.
+_MAX_CHAIN_HOPS = 10_000
+
+
 def _dt(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
 
@@ -230,20 +234,30 @@ class RunControl:
     ) -> None:
         """Queue event `name` for the run; it is consumed by the run's next wait for it.
 
+        A run that continued as new passes the event on to the newest run of its chain.
+
         Raises:
             RunNotFound: no run has that id.
-            RunFinished: the run has already finished.
+            RunFinished: the run (the newest of its chain) has already finished.
         """
         check_name(name, "event name")
         text = self.serializer.dumps(payload, what=f"payload of event {name!r}")
-        status = await self.store.send_message(
-            run_id, f"event:{name}", text, idempotency_key=idempotency_key, now=self.clock.now()
-        )
-        if status is None:
-            raise RunNotFound(run_id)
-        if RunStatus(status).finished:
-            raise RunFinished(run_id, status)
-        self.wake_local()
+        for _ in range(_MAX_CHAIN_HOPS):
+            status = await self.store.send_message(
+                run_id, f"event:{name}", text, idempotency_key=idempotency_key, now=self.clock.now()
+            )
+            if status is None:
+                raise RunNotFound(run_id)
+            if status == RunStatus.CONTINUED.value:
+                successor = (await self.record(run_id)).continued_to
+                if successor:
+                    run_id = successor  # nothing was queued on the ended run: follow the chain
+                    continue
+            if RunStatus(status).finished:
+                raise RunFinished(run_id, status)
+            self.wake_local()
+            return
+        raise RunFinished(run_id, RunStatus.CONTINUED.value)
 
     async def emit(
         self, event_type: str, payload: Any = None, *, key: str | None = None
