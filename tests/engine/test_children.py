@@ -264,3 +264,46 @@ async def test_gather__engine_stops_mid_gather_and_completed_branches_do_not_rer
             -4,
         ]
     assert calls == {"quick 1": 1, "quick 3": 1, "child 2": 1, "child 4": 1, "held": 2}
+
+
+async def test_start_child__an_existing_child_id_returns_that_child(kit: Kit) -> None:
+    runs: list[str] = []
+
+    @kit.step("child.work")
+    async def work(n: int) -> int:
+        runs.append(f"work {n}")
+        return n * 10
+
+    @kit.workflow("child.reused")
+    async def child(n: int) -> int:
+        return int(await work(n))
+
+    @kit.workflow("child.reuser")
+    async def parent() -> list[int]:
+        first = await cairn.start_child(child, 1, run_id="fixed-child")
+        one = await first.result()
+        again = await cairn.start_child(child, 2, run_id="fixed-child")  # the same id
+        return [one, await again.result()]
+
+    async with kit.engine() as engine:
+        run = await engine.start(parent)
+        assert await run.result(timeout=WAIT) == [10, 10]
+    assert runs == ["work 1"]  # the child's step ran once
+
+
+async def test_start_child__an_id_held_by_someone_elses_unfinished_run_is_refused(
+    kit: Kit,
+) -> None:
+    @kit.workflow("child.waiter")
+    async def waiter() -> Any:
+        return await cairn.wait_for_event("never")
+
+    @kit.workflow("child.clash")
+    async def clash() -> Any:
+        await cairn.start_child(waiter, run_id="taken")
+
+    async with kit.engine() as engine:
+        await engine.start(waiter, run_id="taken")
+        run = await engine.start(clash)
+        with pytest.raises(cairn.RunFailed, match="child run_id 'taken' is taken by an unfinished"):
+            await run.result(timeout=WAIT)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.core import durable
 from cairn.core.waits import facts_of, wait_message, waiting_record
 from cairn.errors import ChildFailed
+from cairn.models import RunStatus
 from cairn.store.records import RunRecord, StepRecord
 
 if TYPE_CHECKING:
@@ -87,7 +88,11 @@ async def start_child(
     live.spawned = True
     # Creating the child is idempotent (its id is derived from the parent's), so it is
     # simply sent again while the database is away.
-    await durable.write(live, lambda: env.store.create_run(child), what=f"child run {child_id!r}")
+    existing, created = await durable.write(
+        live, lambda: env.store.create_run(child), what=f"child run {child_id!r}"
+    )
+    if not created:
+        await _adopt(live, existing, key)
     await durable.write(
         live, lambda: env.store.upsert_step(live.lease, record), what=f"child {key!r}"
     )
@@ -145,3 +150,43 @@ async def _record_wait(live: LiveRun, record: StepRecord) -> None:
     await durable.write(
         live, lambda: live.env.store.upsert_step(live.lease, record), what=f"child {record.key!r}"
     )
+
+
+async def _adopt(live: LiveRun, existing: RunRecord, key: str) -> None:
+    """`start_child(..., run_id=X)` where run X exists: the handle is to that run.
+
+    Its steps do not run again (DBOS semantics). A finished run's outcome is delivered to
+    this parent at once, as its end would have been; an unfinished child of this parent
+    tells it when it ends. An unfinished run of someone else would never tell this run:
+    that is refused, naming it.
+    """
+    env = live.env
+    status = RunStatus(existing.status)
+    if status.finished:
+        message = json.dumps(
+            {
+                "run_id": existing.run_id,
+                "status": existing.status,
+                "result": existing.continued_to
+                if status is RunStatus.CONTINUED
+                else existing.result,
+                "error": existing.error,
+            }
+        )
+        await durable.write(
+            live,
+            lambda: env.store.send_message(
+                live.run.run_id,
+                f"child:{existing.run_id}",
+                message,
+                idempotency_key=f"adopt:{key}",
+                now=env.clock.now(),
+            ),
+            what=f"the outcome of run {existing.run_id!r}",
+        )
+        return
+    if existing.parent_id != live.run.run_id:
+        raise ValueError(
+            f"child run_id {existing.run_id!r} is taken by an unfinished run that is not a "
+            "child of this run; pick another run_id"
+        )
