@@ -162,6 +162,9 @@ async def _adopt(live: LiveRun, existing: RunRecord, key: str) -> None:
     """
     env = live.env
     status = RunStatus(existing.status)
+    own = existing.parent_id == live.run.run_id
+    if status.finished and own and not _waited_before(live, existing.run_id, key):
+        return  # its own end told this run, and that message is still unread
     if status.finished:
         message = json.dumps(
             {
@@ -190,3 +193,20 @@ async def _adopt(live: LiveRun, existing: RunRecord, key: str) -> None:
             f"child run_id {existing.run_id!r} is taken by an unfinished run that is not a "
             "child of this run; pick another run_id"
         )
+
+
+def _waited_before(live: LiveRun, child_id: str, key: str) -> bool:
+    """True if another call of this run waits or waited for run `child_id`'s end.
+
+    That call consumes the message the child's end sent, so this one needs its own.
+    """
+    for record in live.journal.recorded.values():
+        if record.kind != "child" or record.key == key:
+            continue
+        try:
+            found = json.loads(record.result or "{}")
+        except ValueError:
+            continue
+        if isinstance(found, dict) and child_id in (found.get("run_id"), found.get("child_id")):
+            return True
+    return False
