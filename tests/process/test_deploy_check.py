@@ -94,7 +94,9 @@ def test_deploy__check_gates_the_change_and_v2_workers_finish_the_runs(
         " ".join(bad.stdout.split())
     )
     assert bad.stderr.startswith("error: 3 of 3 unfinished runs would diverge")
-    report = json.loads(cairn_cmd(versions["bad"], "check", "-m", "shop", "--json", *db).stdout)
+    listed = json.loads(cairn_cmd(versions["bad"], "check", "-m", "shop", "--json", *db).stdout)
+    assert listed["modules"] == ["shop"]  # what the modules register, as without --db
+    report = listed["replay"]
     assert report["ok"] is False and report["diverged"] == 3
 
     good = cairn_cmd(versions["v2"], "check", "-m", "shop", *db)
@@ -103,7 +105,7 @@ def test_deploy__check_gates_the_change_and_v2_workers_finish_the_runs(
     assert "patch 'bill': 3 unfinished runs predate it" in good.stdout
     sample = json.loads(
         cairn_cmd(versions["v2"], "check", "-m", "shop", "--json", "--sample", "1", *db).stdout
-    )
+    )["replay"]
     assert sample["runs"] == 1 and sample["ok"] is True
 
     # The database-less check still works and opens nothing.

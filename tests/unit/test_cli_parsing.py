@@ -39,7 +39,7 @@ def test_parse_input__object_of_keyword_arguments():
     ("text", "culprit"), [("{bad", "not valid JSON"), ("[1, 2]", "JSON object"), ("3", "int")]
 )
 def test_parse_input__bad_json_names_the_option(text, culprit):
-    with pytest.raises(ValueError, match="--input") as info:
+    with pytest.raises(options.UsageError, match="--input") as info:
         options.parse_input(text)
     assert culprit in str(info.value)
 
@@ -240,9 +240,9 @@ def test_limit__number_or_none():
 
 def test_parse_object__names_what_was_given():
     assert options.parse_object('{"ok": true}', what="JSON") == {"ok": True}
-    with pytest.raises(ValueError, match="JSON is not valid JSON"):
+    with pytest.raises(options.UsageError, match="JSON is not valid JSON"):
         options.parse_object("{", what="JSON")
-    with pytest.raises(ValueError, match="must be a JSON object of values, got list"):
+    with pytest.raises(options.UsageError, match="must be a JSON object of values, got list"):
         options.parse_object("[1]", what="JSON")
 
 

@@ -157,14 +157,16 @@ def check(ns: argparse.Namespace, glob: options.Globals) -> int:
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         raise ConfigError(found[0] + more)
     explicit_db = getattr(ns, "db_cmd", None) or getattr(ns, "db", None)
-    if explicit_db or ns.replay:
-        return replay_check(ns, glob)
-    if ns.sample is not None or ns.workflow is not None:
+    replaying = bool(explicit_db or ns.replay)
+    if not replaying and (ns.sample is not None or ns.workflow is not None):
         raise options.UsageError("--sample and --workflow need --db URL (or --replay)")
+    if ns.sample is not None and ns.sample < 1:
+        raise options.UsageError(f"--sample must be at least 1, got {ns.sample}")
     facts = registered(default_registry, glob.modules)
+    report = asyncio.run(_replay(glob.url, ns.workflow, ns.sample)) if replaying else None
     if ns.json:
-        output.print_json(facts)
-        return 0
+        output.print_json(facts if report is None else {**facts, "replay": report.to_dict()})
+        return 0 if report is None or report.ok else 1
     parts: list[Any] = []
     parts += _table("workflows", facts["workflows"], ["name", "function", "queue", "on", "timeout"])
     parts += _table("steps", facts["steps"], ["name", "function", "max_attempts", "timeout"])
@@ -185,17 +187,11 @@ def check(ns: argparse.Namespace, glob: options.Globals) -> int:
             "note: no workflows registered; are these the modules that define them?",
             markup=False,
         )
-    return 0
+    return 0 if report is None else print_replay(report)
 
 
-def replay_check(ns: argparse.Namespace, glob: options.Globals) -> int:
-    """`cairn check --db URL`: replay the unfinished runs; exit 1 if any would diverge."""
-    if ns.sample is not None and ns.sample < 1:
-        raise options.UsageError(f"--sample must be at least 1, got {ns.sample}")
-    report = asyncio.run(_replay(glob.url, ns.workflow, ns.sample))
-    if ns.json:
-        output.print_json(report.to_dict())
-        return 0 if report.ok else 1
+def print_replay(report: CheckReport) -> int:
+    """Print what `cairn check --db URL` found; 1 if any run would diverge."""
     out = output.stdout()
     if not report.workflows:
         out.print(Text("ok: no unfinished runs to replay", style="green"))
