@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench check clean
+.PHONY: demo test bench chaos check clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,10 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 	$(BIN)/python -m bench.sleepers 1000
 	$(BIN)/python -m bench.check 10000
+
+# The chaos suite at full size (make test runs it smaller): see docs/explanation/chaos.md.
+chaos: $(STAMP)
+	CAIRN_CHAOS=full $(BIN)/python -m pytest tests/chaos -s
 
 check: $(STAMP)
 	$(BIN)/ruff format --check src tests bench examples

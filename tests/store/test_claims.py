@@ -167,6 +167,21 @@ async def test_claim_runs__an_orphan_of_an_unregistered_worker_is_recovered(
     assert [(run.run_id, run.recoveries) for run in claimed.runs] == [("r1", 1)]
 
 
+async def test_claim_runs__orphans_first_takes_a_dead_workers_run_before_a_backlog(
+    store: Store,
+) -> None:
+    # A backlog of new runs would keep a dead worker's run waiting until it drained.
+    for i in range(3):
+        await store.create_run(run_record(f"new{i}", created_at=T0 + i))
+    await store.create_run(run_record("orphan", status="RUNNING", owner="gone"))
+
+    usual = await store.claim_runs("w1", 1, now=T0, stale=True)
+    first = await store.claim_runs("w1", 1, now=T0, stale=True, orphans_first=True)
+
+    assert [run.run_id for run in usual.runs] == ["new0"]
+    assert [run.run_id for run in first.runs] == ["orphan"]
+
+
 async def test_claim_runs__poisons_a_run_recovered_max_recoveries_times(store: Store) -> None:
     await store.create_run(run_record("r1", status="RUNNING", owner="gone", max_recoveries=2))
     recoveries = []

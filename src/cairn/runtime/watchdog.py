@@ -50,7 +50,20 @@ class LoopWatchdog:
 
     def _watch(self) -> None:
         warned = False
+        woke = time.monotonic()
         while not self._stop.wait(self._tick):
+            slept, woke = time.monotonic() - woke, time.monotonic()
+            if slept > self._tick + self.limit:
+                # This thread did not run either: the whole process stood still (SIGSTOP,
+                # a paused container or VM), or native code held the GIL. No step is to
+                # blame, and other workers may have taken this one's runs meanwhile.
+                log.warning(
+                    "this worker stood still for %.1f s (stopped, paused, or the GIL held): "
+                    "its runs may have been taken over meanwhile, and their attempts here "
+                    "end at their next write",
+                    slept - self._tick,
+                )
+                self._answered = woke
             with contextlib.suppress(RuntimeError):  # the loop closed
                 self._loop.call_soon_threadsafe(self._pong)
             stalled = time.monotonic() - self._answered - self._tick

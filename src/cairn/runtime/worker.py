@@ -82,6 +82,7 @@ class Worker:
         self._reserved = 0
         self._backlog = False  # the last claim may have left claimable runs behind
         self._started = time.monotonic()
+        self._orphans_due = 0.0  # when a claim next takes orphans before pending runs
         self._heartbeat: Heartbeat | None = None
         self._watchdog: LoopWatchdog | None = None
         # The reconciler's previous look: (when sent, runs held, attempts then).
@@ -347,6 +348,11 @@ class Worker:
         stale = leases.may_judge_heartbeats(
             since=self._started, trouble_at=self.env.store.health.trouble_at(), lease=self.lease
         )
+        # Now and then a dead worker's runs go before new ones: under a backlog they would
+        # otherwise wait until the queue drains. Not every claim, to keep claims cheap.
+        orphans_first = time.monotonic() >= self._orphans_due
+        if orphans_first:
+            self._orphans_due = time.monotonic() + self.lease / 3
         claimed = await self.env.store.claim_runs(
             self.env.owner,
             limit,
@@ -359,6 +365,7 @@ class Worker:
                 for name, wf in self.env.registry.workflows.items()
                 if wf.version is not None
             },
+            orphans_first=orphans_first,
         )
         for run_id in claimed.poisoned:
             log.error("run %s given up after too many recoveries (PoisonRun)", run_id)

@@ -416,8 +416,9 @@ def claim_runs(
     queues: list[str] | None = None,
     workflows: list[str] | None = None,
     versions: dict[str, str] | None = None,
+    orphans_first: bool = False,
 ) -> Program[Claimed]:
-    """Take due runs, then orphaned ones (see Store.claim_runs).
+    """Take due runs, then pending and orphaned ones (see Store.claim_runs).
 
     Pending runs of a queue are taken only while the queue's limits allow; a run held back
     gets `waiting_for` saying which limit holds it.
@@ -432,6 +433,8 @@ def claim_runs(
         # A waking sleeper is the same attempt going on, so its attempt does not grow.
         if (yield Sql(_sql.CLAIM_ONE, (worker_id, 0, 0, now, now, run_id, status))):
             claimed.append(run_id)
+    if orphans_first:
+        yield from _claim_orphans(worker_id, limit, stale, known, workflows, claimed, poisoned, now)
     if len(claimed) < limit:
         # Over-fetch: some candidates may be held back by their queue's limits.
         want = (limit - len(claimed)) * 4
@@ -456,6 +459,25 @@ def claim_runs(
                     yield Sql(_sql.SET_VERSION, (version, run_id))
                 if queue is not None:
                     gate.took(queue, partition)
+    if not orphans_first:
+        yield from _claim_orphans(worker_id, limit, stale, known, workflows, claimed, poisoned, now)
+    runs = []
+    for run_id in claimed:
+        runs.append(_sql.run_from_row((yield _one(_sql.SELECT_RUN, (run_id,)))))
+    return Claimed(runs, poisoned)
+
+
+def _claim_orphans(
+    worker_id: str,
+    limit: int,
+    stale: bool,
+    known: tuple[str, ...],
+    workflows: list[str] | None,
+    claimed: list[str],
+    poisoned: list[str],
+    now: float,
+) -> Program[None]:
+    """Take RUNNING runs whose owner is dead, while `claimed` has room (see claim_runs)."""
     room = limit - len(claimed)
     if room > 0:
         text = _sql.SELECT_ORPHANED if stale else _sql.SELECT_ORPHANED_DEAD
@@ -469,10 +491,6 @@ def claim_runs(
                 poisoned.append(run_id)
             elif (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 1, now, now, run_id, "RUNNING"))):
                 claimed.append(run_id)
-    runs = []
-    for run_id in claimed:
-        runs.append(_sql.run_from_row((yield _one(_sql.SELECT_RUN, (run_id,)))))
-    return Claimed(runs, poisoned)
 
 
 class _QueueGate:

@@ -322,6 +322,7 @@ class Store(Protocol):
         queues: list[str] | None = None,
         workflows: list[str] | None = None,
         versions: dict[str, str] | None = None,
+        orphans_first: bool = False,
     ) -> Claimed:
         """Atomically take up to `limit` runs to execute.
 
@@ -333,6 +334,8 @@ class Store(Protocol):
         when given) and whose queue's limits allow another start, and RUNNING runs whose
         owner is dead (recoveries): it has no worker row or was expired, or (only with
         `stale`) its heartbeat is older than its own lease by the database's clock.
+        Orphans come after pending runs, unless `orphans_first` (a worker asks that now
+        and then, so that a backlog of new runs never keeps a dead worker's runs waiting).
         Claimed runs become RUNNING, owned by `worker_id`, with their fence bumped;
         `attempt` grows for a start or recovery, not for a wake-up.
         A recovered run past its max_recoveries is ended FAILED instead and reported in

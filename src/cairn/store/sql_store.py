@@ -256,12 +256,15 @@ class SqlStore:
         queues: list[str] | None = None,
         workflows: list[str] | None = None,
         versions: dict[str, str] | None = None,
+        orphans_first: bool = False,
     ) -> Claimed:
         """Atomically take due and orphaned runs (see Store.claim_runs)."""
         if limit <= 0 or workflows == [] or queues == []:
             return Claimed([], [])
         return await self.write(
-            lambda: programs.claim_runs(worker_id, limit, now, stale, queues, workflows, versions)
+            lambda: programs.claim_runs(
+                worker_id, limit, now, stale, queues, workflows, versions, orphans_first
+            )
         )
 
     async def next_wake(self) -> float | None:
