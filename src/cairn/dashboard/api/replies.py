@@ -77,22 +77,28 @@ def status_of(exc: BaseException) -> int:
 
 def failure(exc: Exception, *, where: str) -> Response:
     """The answer to an exception raised while serving `where` (METHOD path)."""
+    status, name, message = describe(exc, where=where)
+    if isinstance(exc, errors.InvalidSubmission) and status == 422:
+        return error_response(status, name, message, fields=exc.fields)
+    return error_response(status, name, message)
+
+
+def describe(exc: Exception, *, where: str) -> tuple[int, str, str]:
+    """(status, error name, message) of an exception; server-side failures are logged."""
     if isinstance(exc, BadRequest):
-        return error_response(400, "BadRequest", str(exc))
+        return 400, "BadRequest", str(exc)
     if isinstance(exc, errors.CairnError):
         status = status_of(exc)
         name = type(exc).__name__
         if status == 503:
             log.warning("%s: %s: %s", where, name, exc)
-            return error_response(503, name, _UNAVAILABLE)
+            return 503, name, _UNAVAILABLE
         if status >= 500:
             log.error("%s failed", where, exc_info=exc)
-            return error_response(500, name, _INTERNAL)
-        if isinstance(exc, errors.InvalidSubmission):
-            return error_response(422, name, exc.message, fields=exc.fields)
-        return error_response(status, name, exc.message or name)
+            return 500, name, _INTERNAL
+        return status, name, exc.message or name
     if isinstance(exc, ValueError):
         # cairn's own check of a value the caller sent (a duration, a limit, a step seq).
-        return error_response(422, "InvalidValue", str(exc) or type(exc).__name__)
+        return 422, "InvalidValue", str(exc) or type(exc).__name__
     log.error("%s failed", where, exc_info=exc)
-    return error_response(500, "InternalError", _INTERNAL)
+    return 500, "InternalError", _INTERNAL
