@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from cairn.dashboard.api import actions, bulk, openapi, runs
+from cairn.dashboard.api import actions, bulk, hooks, openapi, runs, tasks
 from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Operation
 from cairn.dashboard.api.replies import Reply, error_response
@@ -24,7 +24,13 @@ _HTTP_ERRORS = {404: "NotFound", 405: "MethodNotAllowed"}
 
 def operations(*, guarded: bool) -> tuple[Operation, ...]:
     """Every operation of the API, `GET /openapi.json` included."""
-    served: tuple[Operation, ...] = (*runs.OPERATIONS, *actions.OPERATIONS, *bulk.OPERATIONS)
+    served: tuple[Operation, ...] = (
+        *runs.OPERATIONS,
+        *actions.OPERATIONS,
+        *bulk.OPERATIONS,
+        *tasks.OPERATIONS,
+        *hooks.OPERATIONS,
+    )
 
     async def describe(target: Target, call: Call) -> Reply:
         return Reply(openapi.document(everything, guarded=guarded))
