@@ -11,7 +11,17 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from cairn.dashboard.api import actions, bulk, hooks, openapi, runs, tasks
+from cairn.dashboard.api import (
+    actions,
+    bulk,
+    hooks,
+    openapi,
+    queues,
+    runs,
+    schedules,
+    tasks,
+    workers,
+)
 from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Operation
 from cairn.dashboard.api.replies import Reply, error_response
@@ -30,6 +40,9 @@ def operations(*, guarded: bool) -> tuple[Operation, ...]:
         *bulk.OPERATIONS,
         *tasks.OPERATIONS,
         *hooks.OPERATIONS,
+        *schedules.OPERATIONS,
+        *queues.OPERATIONS,
+        *workers.OPERATIONS,
     )
 
     async def describe(target: Target, call: Call) -> Reply:
