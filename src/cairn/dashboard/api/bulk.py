@@ -104,7 +104,14 @@ def _bulk(verb: str, act: Act) -> Handler:
                         {"run_id": run_id, "ok": False, "error": name, "message": message}
                     )
                 else:
-                    results.append({"run_id": run_id, "ok": True, "status": done["status"]})
+                    results.append(
+                        {
+                            "run_id": run_id,
+                            "ok": True,
+                            "status": done["status"],
+                            "requested": done["requested"],
+                        }
+                    )
             return {"results": results, "more": more}
 
         return Reply(output.jsonable(await target(go)))
