@@ -56,6 +56,8 @@ async def test_token__every_request_but_a_hook_call_needs_it(server_factory, wor
             ("GET", "/openapi.json"),
             ("GET", "/no/such/route"),
             ("GET", "/hooks/abc"),
+            ("POST", "/hooks/abc/more"),
+            ("POST", "/hooks"),
             ("POST", "/runs"),
         ):
             response = await anonymous.request(method, path)

@@ -34,8 +34,14 @@ def create_app(source: Engine | Client | RunControl, *, token: str | None = None
     if token is not None and not token:
         raise ValueError("the dashboard token must not be empty (pass None for no token)")
     target = Target(source)
-    middleware = [Middleware(BearerAuth, token=token)] if token else []
-    routes = [Mount(api.PREFIX, app=api.create(target, guarded=token is not None))]
+    guarded = token is not None
+    middleware = []
+    if token:
+        open_routes = [
+            (op.method, api.PREFIX + op.path) for op in api.operations(guarded=guarded) if op.public
+        ]
+        middleware.append(Middleware(BearerAuth, token=token, open_routes=open_routes))
+    routes = [Mount(api.PREFIX, app=api.create(target, guarded=guarded))]
     return Starlette(routes=routes, middleware=middleware)
 
 

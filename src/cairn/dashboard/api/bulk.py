@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from cairn.cli import output
 from cairn.dashboard.api import actions, inputs, runs
 from cairn.dashboard.api.actions import Act
 from cairn.dashboard.api.inputs import Call
@@ -114,7 +113,7 @@ def _bulk(verb: str, act: Act) -> Handler:
                     )
             return {"results": results, "more": more}
 
-        return Reply(output.jsonable(await target(go)))
+        return Reply(await target(go))
 
     return handle
 
