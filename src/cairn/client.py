@@ -7,6 +7,7 @@ for workers and never executes them itself.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Coroutine
 from types import TracebackType
@@ -116,8 +117,16 @@ class Client:
             raise
         self._closed = False
 
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run `coro` (a call of `self.control`) on the client's own event-loop thread.
+
+        For async code on another loop (the dashboard serving a Client): await it with
+        `asyncio.wrap_future`.
+        """
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        return self.submit(coro).result()
 
     def __enter__(self) -> Client:
         return self

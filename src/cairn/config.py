@@ -50,3 +50,10 @@ def modules(explicit: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
     if isinstance(found, list) and all(isinstance(m, str) for m in found):
         return tuple(found)
     raise ConfigError("[tool.cairn] modules must be a list of module names")
+
+
+def dashboard_token(explicit: str | None = None) -> str | None:
+    """The dashboard's bearer token: argument, else CAIRN_DASHBOARD_TOKEN, else None."""
+    if explicit:
+        return explicit
+    return os.environ.get("CAIRN_DASHBOARD_TOKEN") or None

@@ -18,6 +18,7 @@ from cairn import __version__
 from cairn.cli import (
     check,
     control,
+    dashboard,
     db,
     options,
     output,
@@ -62,6 +63,7 @@ def build_parser() -> Parser:
     queues.add_parser(commands, common)
     schedules.add_parser(commands, common)
     worker.add_parser(commands, common)
+    dashboard.add_parser(commands, common)
     db.add_parser(commands, common)
     return parser
 

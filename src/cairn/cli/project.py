@@ -182,7 +182,7 @@ async def _execute(
             run = await follow.Follower(engine.control, handle.run_id, err).follow()
             task_id = None
             if run.status == RunStatus.WAITING:
-                task_id = await runs.open_task(engine, run)
+                task_id = await runs.open_task(engine.control, run)
             found = blocking.waiting(run, now=engine.clock.now(), task_id=task_id)
             return report(engine, run, err, found)
     except asyncio.CancelledError:

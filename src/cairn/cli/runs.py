@@ -20,7 +20,6 @@ from cairn.cli import control, describe, options, output
 from cairn.models import HistoryEntry, RunStatus
 from cairn.runtime import blocking, leases
 from cairn.runtime.control import RunControl
-from cairn.runtime.engine import Engine
 from cairn.store.records import RunRecord
 
 
@@ -120,19 +119,21 @@ class Shown:
     now: float
 
 
-async def fetch(engine: Engine, run_id: str) -> Shown:
-    """Read one run, its history, failed attempts and what it waits for."""
-    control = engine.control
+async def fetch(control: RunControl, run_id: str) -> Shown:
+    """Read one run, its history, failed attempts and what it waits for.
+
+    The dashboard's `GET /api/v1/runs/{id}` shows the same facts.
+    """
     run = await control.record(run_id)
     history = await control.history(run_id)
     attempts = await control.attempts(run_id)
     now = control.clock.now()
     task_id = None
     if run.status == RunStatus.WAITING and (run.waiting_for or "").startswith("task:"):
-        task_id = await open_task(engine, run)
+        task_id = await open_task(control, run)
     waiting = blocking.waiting(run, now=now, task_id=task_id)
     if waiting is not None and waiting["kind"] == "worker":
-        known = leases.known_workflows(await engine.store.list_workers())
+        known = leases.known_workflows(await control.store.list_workers())
         if known is not None and run.workflow not in known:
             waiting["workers_know"] = sorted(known)  # and none of them executes this one
     return Shown(
@@ -147,17 +148,17 @@ async def fetch(engine: Engine, run_id: str) -> Shown:
     )
 
 
-async def open_task(engine: Engine, run: RunRecord) -> str | None:
+async def open_task(control: RunControl, run: RunRecord) -> str | None:
     """The id of the open human task a WAITING run waits for, if any."""
     name = (run.waiting_for or "").partition(":")[2]
-    tasks = await engine.tasks.list(status="open", run_id=run.run_id)
+    tasks = await control.tasks.list(status="open", run_id=run.run_id)
     matching = [t for t in tasks if t.name == name] or tasks
     return matching[-1].task_id if matching else None
 
 
 def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn runs show`."""
-    shown = options.with_engine(glob, lambda engine: fetch(engine, ns.run_id))
+    shown = options.with_engine(glob, lambda engine: fetch(engine.control, ns.run_id))
     if ns.json:
         output.print_json(
             {

@@ -1,0 +1,197 @@
+"""Steering one run: cancel, pause, resume, retry, restart, fork, and sending it an event.
+
+Each verb means what `cairn runs VERB` means: a verb the run can no longer take (cancelling
+a COMPLETED run, retrying one that has not failed) is a 409 and changes nothing. A request
+a worker acts on later (cancel a RUNNING run) answers at once with `requested` set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from cairn.dashboard.api import inputs
+from cairn.dashboard.api.inputs import Call
+from cairn.dashboard.api.operations import Handler, Operation
+from cairn.dashboard.api.replies import Reply
+from cairn.dashboard.target import Target
+from cairn.errors import RunFinished
+from cairn.models import RunStatus
+from cairn.runtime.control import RunControl
+
+
+async def facts(control: RunControl, run_id: str, action: str) -> dict[str, Any]:
+    """What an action answers: the run's status now and the request a worker has yet to see."""
+    run = await control.record(run_id)
+    return {"run_id": run.run_id, "action": action, "status": run.status, "requested": run.control}
+
+
+async def cancel_run(control: RunControl, run_id: str) -> dict[str, Any]:
+    """Cancel; RunFinished (409) for a run that ended otherwise."""
+    status = await control.cancel(run_id)
+    if status.finished and status is not RunStatus.CANCELLED:
+        raise RunFinished(run_id, f"{status.value}; nothing to cancel")
+    return await facts(control, run_id, "cancel")
+
+
+async def pause_run(control: RunControl, run_id: str) -> dict[str, Any]:
+    """Pause at the next durable point; RunFinished (409) for a finished run."""
+    status = await control.pause(run_id)
+    if status.finished:
+        raise RunFinished(run_id, f"{status.value}; nothing to pause")
+    return await facts(control, run_id, "pause")
+
+
+async def resume_run(control: RunControl, run_id: str) -> dict[str, Any]:
+    """Resume a paused run (or withdraw a pause request); RunFinished (409) if finished."""
+    before = await control.record(run_id)
+    if RunStatus(before.status).finished:
+        raise RunFinished(run_id, f"{before.status}; nothing to resume")
+    await control.resume(run_id)
+    return await facts(control, run_id, "resume")
+
+
+async def retry_run(control: RunControl, run_id: str) -> dict[str, Any]:
+    """Continue a FAILED run from its failed step; RunFinished (409) if it is not FAILED."""
+    await control.retry(run_id)
+    return await facts(control, run_id, "retry")
+
+
+Act = Callable[[RunControl, str], Awaitable[dict[str, Any]]]
+
+
+def _verb(act: Act) -> Handler:
+    async def handle(target: Target, call: Call) -> Reply:
+        run_id = call.path("run_id")
+        await call.fields(())  # no body, or an empty object
+        return Reply(await target(lambda control: act(control, run_id)))
+
+    return handle
+
+
+async def restart(target: Target, call: Call) -> Reply:
+    """`POST /runs/{run_id}/restart`: a new run with the same input (201)."""
+    source = call.path("run_id")
+    await call.fields(())
+
+    async def go(control: RunControl) -> dict[str, Any]:
+        handle = await control.restart(source)
+        run = await control.record(handle.run_id)
+        return {"run_id": run.run_id, "status": run.status, "source": source}
+
+    return Reply(await target(go), 201)
+
+
+async def fork(target: Target, call: Call) -> Reply:
+    """`POST /runs/{run_id}/fork`: a new run reusing the history before `from_step` (201)."""
+    source = call.path("run_id")
+    body = await call.fields(("from_step",), required=("from_step",))
+    from_step = inputs.typed(body["from_step"], int, "from_step")
+
+    async def go(control: RunControl) -> dict[str, Any]:
+        seqs = [entry.seq for entry in await control.history(source)]
+        if from_step not in seqs:
+            span = f"{min(seqs)} to {max(seqs)}" if seqs else "none yet"
+            raise ValueError(
+                f"run {source!r} has no history entry {from_step} (its entries: {span})"
+            )
+        handle = await control.fork(source, from_step)
+        run = await control.record(handle.run_id)
+        return {
+            "run_id": run.run_id,
+            "status": run.status,
+            "source": source,
+            "from_step": from_step,
+        }
+
+    return Reply(await target(go), 201)
+
+
+async def send_event(target: Target, call: Call) -> Reply:
+    """`POST /runs/{run_id}/events/{name}`: queue an event for the run (202)."""
+    run_id, name = call.path("run_id"), call.path("name")
+    body = await call.fields(("payload", "idempotency_key"))
+    payload = body.get("payload")
+    key = inputs.typed(body.get("idempotency_key"), str, "idempotency_key", null=True)
+
+    async def go(control: RunControl) -> dict[str, Any]:
+        await control.send_event(run_id, name, payload, idempotency_key=key)
+        run = await control.record(run_id)
+        return {"run_id": run_id, "event": name, "status": run.status}
+
+    return Reply(await target(go), 202)
+
+
+_RUN = "/runs/{run_id}"
+_EMPTY = {"type": "object", "additionalProperties": False}
+
+OPERATIONS = (
+    Operation(
+        "POST",
+        f"{_RUN}/cancel",
+        _verb(cancel_run),
+        "Cancel a run (it ends CANCELLED at its current or next durable point)",
+        body=_EMPTY,
+        errors=(404, 409),
+    ),
+    Operation(
+        "POST",
+        f"{_RUN}/pause",
+        _verb(pause_run),
+        "Pause a run at its next durable point",
+        body=_EMPTY,
+        errors=(404, 409),
+    ),
+    Operation(
+        "POST",
+        f"{_RUN}/resume",
+        _verb(resume_run),
+        "Resume a paused run",
+        body=_EMPTY,
+        errors=(404, 409),
+    ),
+    Operation(
+        "POST",
+        f"{_RUN}/retry",
+        _verb(retry_run),
+        "Continue a FAILED run from its failed step",
+        body=_EMPTY,
+        errors=(404, 409),
+    ),
+    Operation(
+        "POST",
+        f"{_RUN}/restart",
+        restart,
+        "Start a new run with the same input",
+        ok=201,
+        body=_EMPTY,
+        errors=(404,),
+    ),
+    Operation(
+        "POST",
+        f"{_RUN}/fork",
+        fork,
+        "Start a new run reusing the recorded steps before history entry from_step",
+        ok=201,
+        body={
+            "type": "object",
+            "required": ["from_step"],
+            "properties": {"from_step": {"type": "integer", "minimum": 1}},
+            "additionalProperties": False,
+        },
+        errors=(404, 422),
+    ),
+    Operation(
+        "POST",
+        f"{_RUN}/events/{{name}}",
+        send_event,
+        "Send an event to a run (kept until the run waits for it)",
+        ok=202,
+        body={
+            "type": "object",
+            "properties": {"payload": {}, "idempotency_key": {"type": "string"}},
+            "additionalProperties": False,
+        },
+        errors=(404, 409, 422),
+    ),
+)

@@ -1,0 +1,139 @@
+"""Reading a request: path values, query parameters and the JSON body, each checked.
+
+Anything the API cannot read raises `BadRequest` (400) naming the parameter or field.
+Query values follow the CLI's rule: JSON when the text parses as JSON, else the text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Collection
+from typing import Any
+
+from starlette.requests import Request
+
+from cairn.dashboard.api.replies import BadRequest
+
+MAX_BODY = 4 * 1024 * 1024  # bytes; a payload that large belongs in a step, not a request
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads(text: str | bytes, *, what: str) -> Any:
+    """Strict JSON (no NaN or Infinity); BadRequest naming `what` otherwise."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"{what} is not valid JSON: {exc}") from None
+
+
+def value(text: str) -> Any:
+    """A query value: JSON when it parses (`42`, `true`, `"42"`), else the text itself."""
+    try:
+        found = json.loads(text, parse_constant=_no_constant)
+    except ValueError:
+        return text
+    if isinstance(found, float) and not math.isfinite(found):
+        return text
+    return found
+
+
+class Call:
+    """One request as an operation sees it."""
+
+    __slots__ = ("request",)
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+
+    def path(self, name: str) -> str:
+        """A path parameter."""
+        return str(self.request.path_params[name])
+
+    def query(self, allowed: Collection[str], *, prefixes: Collection[str] = ()) -> dict[str, str]:
+        """The query parameters; BadRequest for an unknown or repeated one.
+
+        A misspelt filter must not silently widen a listing (or a bulk action) to every run.
+        """
+        found: dict[str, str] = {}
+        for key, text in self.request.query_params.multi_items():
+            if key not in allowed and not any(key.startswith(p) for p in prefixes):
+                names = ", ".join([*allowed, *(f"{p}NAME" for p in prefixes)])
+                raise BadRequest(f"unknown query parameter {key!r} (known: {names})")
+            if key in found:
+                raise BadRequest(f"query parameter {key!r} is given twice")
+            found[key] = text
+        return found
+
+    async def body(self, *, default: Any = None) -> Any:
+        """The JSON body, or `default` when there is none."""
+        raw = await self.request.body()
+        if len(raw) > MAX_BODY:
+            raise BadRequest(f"request body is {len(raw)} bytes; the limit is {MAX_BODY}")
+        if not raw.strip():
+            return default
+        return loads(raw, what="request body")
+
+    async def fields(self, allowed: Collection[str], *, required: Collection[str] = ()) -> Any:
+        """The body as a JSON object with only `allowed` keys and every `required` one."""
+        body = await self.body(default={})
+        if not isinstance(body, dict):
+            raise BadRequest(f"request body must be a JSON object, got {kind(body)}")
+        unknown = sorted(set(body) - set(allowed))
+        if unknown:
+            raise BadRequest(
+                f"unknown field {unknown[0]!r} in request body (known: {', '.join(allowed)})"
+            )
+        missing = [name for name in required if name not in body]
+        if missing:
+            raise BadRequest(f"request body needs field {missing[0]!r}")
+        return body
+
+
+def kind(found: Any) -> str:
+    """The JSON type name of a decoded value."""
+    if found is None:
+        return "null"
+    if isinstance(found, bool):
+        return "boolean"
+    if isinstance(found, int | float):
+        return "number"
+    if isinstance(found, str):
+        return "string"
+    if isinstance(found, list):
+        return "array"
+    return "object"
+
+
+def typed(found: Any, expected: type | tuple[type, ...], what: str, *, null: bool = False) -> Any:
+    """`found` if it is of the expected JSON type; BadRequest naming `what` otherwise."""
+    if found is None and null:
+        return None
+    names = {str: "a string", int: "an integer", list: "an array", dict: "an object"}
+    types = expected if isinstance(expected, tuple) else (expected,)
+    if isinstance(found, bool) and bool not in types:
+        ok = False
+    else:
+        ok = isinstance(found, types)
+    if not ok:
+        want = " or ".join(names.get(t, t.__name__) for t in types)
+        if null:
+            want += " or null"
+        raise BadRequest(f"{what} must be {want}, got {kind(found)}")
+    return found
+
+
+def integer(text: str | None, what: str, *, default: int, low: int, high: int) -> int:
+    """A whole-number query parameter within [low, high]."""
+    if text is None:
+        return default
+    try:
+        number = int(text)
+    except ValueError:
+        raise BadRequest(f"{what} must be an integer, got {text!r}") from None
+    if not low <= number <= high:
+        raise BadRequest(f"{what} must be between {low} and {high}, got {number}")
+    return number

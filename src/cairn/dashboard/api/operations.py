@@ -1,0 +1,71 @@
+"""An API operation declared once: its route, its handler and what the OpenAPI document says.
+
+The routes and `/openapi.json` are both built from these declarations, so the document
+cannot list a route that does not exist or miss one that does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from cairn.dashboard.api.inputs import Call
+from cairn.dashboard.api.replies import Reply, failure, json_response
+from cairn.dashboard.target import Target
+
+Handler = Callable[[Target, Call], Awaitable[Reply]]
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A query parameter, for the OpenAPI document."""
+
+    name: str
+    """Its name (`col.` stands for any `col.NAME`)."""
+    description: str
+    """What it does."""
+    schema: dict[str, Any] = field(default_factory=lambda: {"type": "string"})
+    """Its JSON Schema (a string unless told)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One method on one path of /api/v1."""
+
+    method: str
+    """GET or POST."""
+    path: str
+    """Relative to /api/v1, with `{name}` path parameters."""
+    handler: Handler
+    """Reads the call and returns the reply; raises for failures (see `replies.failure`)."""
+    summary: str
+    """One line for the OpenAPI document."""
+    ok: int = 200
+    """The status of a success."""
+    query: tuple[Param, ...] = ()
+    """Query parameters."""
+    body: dict[str, Any] | None = None
+    """JSON Schema of the request body, or None when it takes none."""
+    errors: tuple[int, ...] = ()
+    """The failure statuses it can answer besides 400, 401 and 500."""
+    public: bool = False
+    """True for the one operation a token does not guard (`POST /hooks/{token}`)."""
+
+    def route(self, target: Target) -> Route:
+        """The Starlette route that serves this operation against `target`."""
+        where = f"{self.method} {self.path}"
+
+        async def endpoint(request: Request) -> Response:
+            try:
+                reply = await self.handler(target, Call(request))
+            except Exception as exc:
+                return failure(exc, where=where)
+            return json_response(reply.body, reply.status)
+
+        name = f"api:{self.method.lower()}:{self.path}"
+        return Route(self.path, endpoint, methods=[self.method], name=name)

@@ -1,0 +1,104 @@
+"""What the API answers: JSON bodies, and every failure as `{"error", "message"}` with its status.
+
+A cairn error keeps its class name; a failure that is not the caller's fault is logged
+here with its traceback and answered with a generic message, so nothing internal leaks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.responses import Response
+
+from cairn import errors
+from cairn.cli import output
+
+log = logging.getLogger("cairn.dashboard")
+
+# The status of a cairn error: the first class of its MRO listed here, else 500.
+STATUS: dict[type[BaseException], int] = {
+    errors.RunNotFound: 404,
+    errors.TaskNotFound: 404,
+    errors.ScheduleNotFound: 404,
+    errors.HookNotFound: 404,
+    errors.RunFinished: 409,
+    errors.DuplicateRun: 409,
+    errors.DuplicateSchedule: 409,
+    errors.InvalidSubmission: 422,
+    errors.InvalidName: 422,
+    errors.SerializationError: 422,
+    errors.StoreUnavailable: 503,
+}
+
+# Messages of the failures whose own text may describe the server (hosts, SQL, paths).
+_UNAVAILABLE = "the database is unavailable for now; try again shortly"
+_INTERNAL = "the dashboard failed to answer; the reason is in its log"
+
+
+class BadRequest(Exception):
+    """A request the API cannot read: bad JSON, a missing or unknown field, a bad parameter."""
+
+
+class Reply:
+    """A JSON answer with its status code."""
+
+    __slots__ = ("body", "status")
+
+    def __init__(self, body: Any, status: int = 200) -> None:
+        self.body = body
+        self.status = status
+
+
+def json_response(
+    body: Any, status: int = 200, headers: Mapping[str, str] | None = None
+) -> Response:
+    """`body` as JSON (datetimes as ISO 8601 in UTC, see `cli.output.jsonable`)."""
+    text = json.dumps(output.jsonable(body), ensure_ascii=False, allow_nan=False)
+    return Response(text, status, headers=headers, media_type="application/json")
+
+
+def error_response(
+    status: int, error: str, message: str, headers: Mapping[str, str] | None = None, **extra: Any
+) -> Response:
+    """The one error shape: `{"error": NAME, "message": TEXT, ...extra}`."""
+    return json_response({"error": error, "message": message, **extra}, status, headers)
+
+
+def status_of(exc: BaseException) -> int:
+    """The HTTP status a cairn error stands for."""
+    for klass in type(exc).__mro__:
+        if klass in STATUS:
+            return STATUS[klass]
+    return 500
+
+
+def failure(exc: Exception, *, where: str) -> Response:
+    """The answer to an exception raised while serving `where` (METHOD path)."""
+    status, name, message = describe(exc, where=where)
+    if isinstance(exc, errors.InvalidSubmission) and status == 422:
+        return error_response(status, name, message, fields=exc.fields)
+    return error_response(status, name, message)
+
+
+def describe(exc: Exception, *, where: str) -> tuple[int, str, str]:
+    """(status, error name, message) of an exception; server-side failures are logged."""
+    if isinstance(exc, BadRequest):
+        return 400, "BadRequest", str(exc)
+    if isinstance(exc, errors.CairnError):
+        status = status_of(exc)
+        name = type(exc).__name__
+        if status == 503:
+            log.warning("%s: %s: %s", where, name, exc)
+            return 503, name, _UNAVAILABLE
+        if status >= 500:
+            log.error("%s failed", where, exc_info=exc)
+            return 500, name, _INTERNAL
+        return status, name, exc.message or name
+    if isinstance(exc, ValueError):
+        # cairn's own check of a value the caller sent (a duration, a limit, a step seq).
+        return 422, "InvalidValue", str(exc) or type(exc).__name__
+    log.error("%s failed", where, exc_info=exc)
+    return 500, "InternalError", _INTERNAL

@@ -1,0 +1,195 @@
+"""Reading and starting runs: `GET /runs`, `GET /runs/{id}`, `GET /runs/{id}/history`, `POST /runs`.
+
+Runs are shown in the shapes of `cairn runs list --json` and `cairn runs show --json`.
+Starting only queues a run; workers execute it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from cairn.cli import output
+from cairn.cli import runs as cli_runs
+from cairn.dashboard.api import inputs
+from cairn.dashboard.api.inputs import Call
+from cairn.dashboard.api.operations import Operation, Param
+from cairn.dashboard.api.replies import BadRequest, Reply
+from cairn.dashboard.target import Target
+from cairn.errors import RunNotFound
+from cairn.models import RunStatus
+from cairn.runtime.control import RunControl
+
+COLUMN = "col."
+FILTERS = ("status", "workflow", "version", "since")
+MAX_LIMIT = 1000
+START_OPTIONS = ("run_id", "queue", "priority", "dedup_key", "delay", "partition")
+
+
+def filters(found: dict[str, str]) -> dict[str, Any]:
+    """`list_runs` keyword arguments from query values (`status`, ..., `col.NAME`)."""
+    chosen: dict[str, Any] = {}
+    if "status" in found:
+        try:
+            chosen["status"] = RunStatus.parse(found["status"])
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+    for key in ("workflow", "version"):
+        if key in found:
+            chosen[key] = found[key]
+    if "since" in found:
+        chosen["since"] = since(found["since"])
+    columns = {k[len(COLUMN) :]: inputs.value(v) for k, v in found.items() if k.startswith(COLUMN)}
+    if any(not name for name in columns):
+        raise BadRequest("a column filter is col.NAME=VALUE, with a NAME")
+    if columns:
+        chosen["columns"] = columns
+    return chosen
+
+
+def since(text: str) -> float:
+    """`since`: epoch seconds, or an ISO 8601 time (UTC unless it names a zone)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise BadRequest(f"since must be epoch seconds or an ISO 8601 time, got {text!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+async def list_runs(target: Target, call: Call) -> Reply:
+    """`GET /runs`."""
+    found = call.query((*FILTERS, "limit", "cursor"), prefixes=(COLUMN,))
+    chosen = filters(found)
+    limit = inputs.integer(found.get("limit"), "limit", default=50, low=1, high=MAX_LIMIT)
+    cursor = found.get("cursor")
+
+    async def page(control: RunControl) -> Any:
+        try:
+            return await control.list_runs(**chosen, limit=limit, cursor=cursor)
+        except ValueError as exc:  # a cursor not handed out by this API
+            raise BadRequest(str(exc)) from None
+
+    result = await target(page)
+    return Reply(
+        {"runs": [output.summary_dict(r) for r in result], "next_cursor": result.next_cursor}
+    )
+
+
+async def get_run(target: Target, call: Call) -> Reply:
+    """`GET /runs/{run_id}`."""
+    run_id = call.path("run_id")
+    shown = await target(lambda control: cli_runs.fetch(control, run_id))
+    return Reply(cli_runs.run_dict(shown))
+
+
+async def history(target: Target, call: Call) -> Reply:
+    """`GET /runs/{run_id}/history`."""
+    run_id = call.path("run_id")
+
+    async def read(control: RunControl) -> tuple[Any, Any]:
+        return await control.history(run_id), await control.attempts(run_id)
+
+    entries, attempts = await target(read)
+    return Reply(
+        {
+            "run_id": run_id,
+            "history": [output.entry_dict(entry) for entry in entries],
+            "attempts": attempts,
+        }
+    )
+
+
+async def start(target: Target, call: Call) -> Reply:
+    """`POST /runs`: queue a run; 201, or 200 when `run_id` names an existing run."""
+    body = await call.fields(("workflow", "args", "kwargs", *START_OPTIONS), required=("workflow",))
+    workflow = inputs.typed(body["workflow"], str, "workflow")
+    if not workflow:
+        raise BadRequest("workflow must not be empty")
+    args = inputs.typed(body.get("args", []), list, "args")
+    kwargs = inputs.typed(body.get("kwargs", {}), dict, "kwargs")
+    clash = sorted(set(kwargs) & {*START_OPTIONS, "parent_id"})
+    if clash:
+        raise BadRequest(
+            f"kwargs key {clash[0]!r} is also a start option; give the option at the top level"
+        )
+    options: dict[str, Any] = {}
+    for key in ("run_id", "queue", "dedup_key", "partition"):
+        if body.get(key) is not None:
+            options[key] = inputs.typed(body[key], str, key)
+    if body.get("priority") is not None:
+        options["priority"] = inputs.typed(body["priority"], int, "priority")
+    if body.get("delay") is not None:
+        options["delay"] = inputs.typed(body["delay"], (str, int, float), "delay")
+
+    async def go(control: RunControl) -> tuple[bool, Any]:
+        existed = False
+        if "run_id" in options:
+            try:
+                await control.record(options["run_id"])
+                existed = True
+            except RunNotFound:
+                pass
+        handle = await control.start(workflow, *args, **options, **kwargs)
+        return existed, await control.describe(handle.run_id)
+
+    existed, run = await target(go)
+    return Reply(output.summary_dict(run), 200 if existed else 201)
+
+
+_RUN_ID = "{run_id}"
+
+OPERATIONS = (
+    Operation(
+        "GET",
+        "/runs",
+        list_runs,
+        "List runs, newest first, filtered and paged",
+        query=(
+            Param("status", "only runs in this status (PENDING, RUNNING, ..., FAILED)"),
+            Param("workflow", "only runs of this workflow name"),
+            Param("version", "only runs started under this workflow version"),
+            Param("since", "only runs created since: epoch seconds or ISO 8601"),
+            Param("col.NAME", "only runs whose column NAME equals the value (JSON or text)"),
+            Param("limit", "at most this many runs (50; 1 to 1000)", {"type": "integer"}),
+            Param("cursor", "the next_cursor of the previous page"),
+        ),
+    ),
+    Operation(
+        "POST",
+        "/runs",
+        start,
+        "Start (queue) a run of a workflow by name",
+        ok=201,
+        body={
+            "type": "object",
+            "required": ["workflow"],
+            "properties": {
+                "workflow": {"type": "string"},
+                "args": {"type": "array"},
+                "kwargs": {"type": "object"},
+                "run_id": {"type": "string"},
+                "queue": {"type": "string"},
+                "priority": {"type": "integer"},
+                "dedup_key": {"type": "string"},
+                "delay": {"type": ["string", "number"]},
+                "partition": {"type": "string"},
+            },
+            "additionalProperties": False,
+        },
+        errors=(409, 422),
+    ),
+    Operation("GET", f"/runs/{_RUN_ID}", get_run, "One run's facts", errors=(404,)),
+    Operation(
+        "GET",
+        f"/runs/{_RUN_ID}/history",
+        history,
+        "A run's step history and failed attempts",
+        errors=(404,),
+    ),
+)

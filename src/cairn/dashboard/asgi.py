@@ -1,0 +1,50 @@
+"""The dashboard's ASGI app: the JSON API under /api/v1, behind the bearer-token guard.
+
+It reads and steers runs through RunControl and never executes a run itself; the HTML
+pages are added beside the API.
+"""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import Mount
+
+from cairn.client import Client
+from cairn.dashboard import api
+from cairn.dashboard.auth import BearerAuth
+from cairn.dashboard.target import Target
+from cairn.runtime.control import RunControl
+from cairn.runtime.engine import Engine
+
+
+def create_app(source: Engine | Client | RunControl, *, token: str | None = None) -> Starlette:
+    """The dashboard as an ASGI app.
+
+    Args:
+        source: What it reads and steers: an open Engine (on the loop that serves the
+            app; give it `workers=0` to keep it from executing runs), a Client, or a
+            RunControl.
+        token: When set, every request but `POST /api/v1/hooks/{token}` needs
+            `Authorization: Bearer <token>`.
+
+    Returns:
+        A Starlette app serving `/api/v1/...`.
+    """
+    if token is not None and not token:
+        raise ValueError("the dashboard token must not be empty (pass None for no token)")
+    target = Target(source)
+    guarded = token is not None
+    middleware = []
+    if token:
+        open_routes = [
+            (op.method, api.PREFIX + op.path) for op in api.operations(guarded=guarded) if op.public
+        ]
+        middleware.append(Middleware(BearerAuth, token=token, open_routes=open_routes))
+    routes = [Mount(api.PREFIX, app=api.create(target, guarded=guarded))]
+    return Starlette(routes=routes, middleware=middleware)
+
+
+def app(engine_or_client: Engine | Client | RunControl, token: str | None = None) -> Starlette:
+    """`cairn.dashboard.app(engine)`: the dashboard to mount in an ASGI server (see create_app)."""
+    return create_app(engine_or_client, token=token)

@@ -1,0 +1,61 @@
+"""`cairn dashboard`'s server: uvicorn on a socket bound up front, an engine without workers.
+
+The engine only reads and steers runs; `cairn worker` processes execute them. SIGINT and
+SIGTERM stop the server gracefully and close the database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+from collections.abc import Callable, Generator
+from types import FrameType
+
+import uvicorn
+
+from cairn.dashboard.asgi import create_app
+from cairn.runtime.engine import Engine
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, announcing where it listens and leaving signals handled."""
+
+    def __init__(self, config: uvicorn.Config, announce: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._announce = announce
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._announce()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        # uvicorn raises a caught signal again after shutting down; the engine must
+        # close first, so a signal here only asks the server to stop.
+        def stop(sig: int, frame: FrameType | None) -> None:
+            self.should_exit = True
+
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+async def serve(
+    url: str,
+    modules: tuple[str, ...],
+    sock: socket.socket,
+    *,
+    token: str | None,
+    announce: Callable[[], None],
+) -> None:
+    """Serve the dashboard on the bound `sock` until SIGINT or SIGTERM."""
+    async with Engine(url, workers=0, modules=modules) as engine:
+        config = uvicorn.Config(
+            create_app(engine, token=token), lifespan="off", log_level="warning", access_log=False
+        )
+        await _Server(config, announce).serve(sockets=[sock])

@@ -1,0 +1,126 @@
+"""The workflows the dashboard tests run, declared in a private registry per test."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+
+import cairn
+from cairn.authoring.step import make_step
+from cairn.authoring.workflow import make_workflow
+
+WAIT = 15.0  # seconds; runs finish in milliseconds
+
+FORM = {
+    "type": "object",
+    "required": ["approved"],
+    "properties": {"approved": {"type": "boolean"}, "note": {"type": "string"}},
+}
+
+
+class Flows:
+    """Workflows `t.*` and what their steps saw."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.registry = cairn.Registry()
+        self.fixed = False  # t.flaky's step fails until this is True
+        self.tokens: list[str] = []  # hook tokens t.hook handed out
+        reg = self.registry
+
+        async def add(a: int, b: int) -> int:
+            return a + b
+
+        async def flaky() -> str:
+            if not self.fixed:
+                raise ValueError("not fixed yet")
+            return "fixed"
+
+        async def tell(token: str) -> None:
+            self.tokens.append(token)
+
+        add_step = make_step(add, "add", None, None, reg)
+        flaky_step = make_step(flaky, "flaky", cairn.Retry(max_attempts=1), None, reg)
+        tell_step = make_step(tell, "tell", None, None, reg)
+
+        async def total(a: int, b: int, label: str = "sum") -> dict[str, Any]:
+            cairn.set_columns(order=a, label=label)
+            first = await add_step(a, b)
+            second = await add_step(first, 1)
+            return {"label": label, "total": first, "plus_one": second}
+
+        async def waiter() -> Any:
+            await add_step(1, 1)
+            return await cairn.wait_for_event("go", timeout="1h")
+
+        async def sleeper() -> str:
+            await add_step(1, 1)
+            await cairn.sleep("1h")
+            return "awake"
+
+        async def broken() -> str:
+            await add_step(2, 2)
+            return str(await flaky_step())
+
+        async def inbox() -> Any:
+            return await cairn.human_task(
+                "review", title="Review order", data={"order": 7}, form=FORM, assignee="ann"
+            )
+
+        async def hooked() -> Any:
+            hook = await cairn.create_hook("callback", timeout="1h")
+            await tell_step(hook.token)
+            return await hook
+
+        for name, fn in (
+            ("t.total", total),
+            ("t.waiter", waiter),
+            ("t.sleeper", sleeper),
+            ("t.broken", broken),
+            ("t.inbox", inbox),
+            ("t.hooked", hooked),
+        ):
+            make_workflow(fn, name=name, reg=reg)
+
+    def engine(self, **options: Any) -> cairn.Engine:
+        """An engine with workers on the test's database that knows the `t.*` workflows."""
+        options.setdefault("poll_interval", 0.05)
+        options.setdefault("workers", 8)
+        return cairn.Engine(self.url, registry=self.registry, **options)
+
+
+async def until(what: str, ready: Callable[[], Awaitable[Any]]) -> Any:
+    """Poll `ready` until it returns something truthy; fail after WAIT seconds."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        value = await ready()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {WAIT}s")
+        await asyncio.sleep(0.02)  # polling interval, not synchronisation
+
+
+async def status(api: httpx.AsyncClient, run_id: str, *statuses: str) -> dict[str, Any]:
+    """The run (GET /runs/{id}) once its status is one of `statuses`."""
+
+    async def reached() -> dict[str, Any] | None:
+        response = await api.get(f"/runs/{run_id}")
+        assert response.status_code == 200, response.text
+        run: dict[str, Any] = response.json()
+        return run if run["status"] in statuses else None
+
+    found: dict[str, Any] = await until(f"run {run_id} {'/'.join(statuses)}", reached)
+    return found
+
+
+async def start(api: httpx.AsyncClient, workflow: str, *args: Any, **body: Any) -> str:
+    """POST /runs; the new run's id."""
+    response = await api.post("/runs", json={"workflow": workflow, "args": list(args), **body})
+    assert response.status_code == 201, response.text
+    run_id: str = response.json()["run_id"]
+    return run_id

@@ -1,0 +1,165 @@
+"""GET /runs, GET /runs/{id}, GET /runs/{id}/history and POST /runs against a real server."""
+
+from __future__ import annotations
+
+import pytest
+
+from .flows import start, status
+
+pytestmark = pytest.mark.process
+
+
+async def test_start_and_read__a_run_started_over_http_runs_on_a_worker(api, workers):
+    response = await api.post(
+        "/runs",
+        json={"workflow": "t.total", "args": [2, 3], "kwargs": {"label": "x"}, "run_id": "r-1"},
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["run_id"] == "r-1"
+    assert response.json()["status"] in ("PENDING", "RUNNING", "COMPLETED")
+
+    run = await status(api, "r-1", "COMPLETED")
+    assert run["result"] == {"label": "x", "total": 5, "plus_one": 6}
+    assert run["args"] == [2, 3]
+    assert run["kwargs"] == {"label": "x"}
+    assert run["columns"] == {"order": 2, "label": "x"}
+    assert run["workflow"] == "t.total"
+
+    history = (await api.get("/runs/r-1/history")).json()
+    assert history["run_id"] == "r-1"
+    assert [(e["seq"], e["key"], e["status"], e["result"]) for e in history["history"]] == [
+        (1, "add#1", "completed", 5),
+        (2, "add#2", "completed", 6),
+    ]
+    assert history["attempts"] == []
+
+
+async def test_start__an_existing_run_id_answers_200_with_that_run(api, workers):
+    first = await api.post("/runs", json={"workflow": "t.total", "args": [1, 1], "run_id": "same"})
+    again = await api.post("/runs", json={"workflow": "t.total", "args": [9, 9], "run_id": "same"})
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json()["run_id"] == "same"
+    run = await status(api, "same", "COMPLETED")
+    assert run["args"] == [1, 1]
+
+
+async def test_list__filters_by_status_workflow_and_column(api, workers):
+    for a in (1, 2, 3):
+        await start(api, "t.total", a, 10, run_id=f"t{a}")
+    await start(api, "t.waiter", run_id="w1")
+    for a in (1, 2, 3):
+        await status(api, f"t{a}", "COMPLETED")
+    await status(api, "w1", "WAITING")
+
+    def ids(response):
+        assert response.status_code == 200, response.text
+        return sorted(r["run_id"] for r in response.json()["runs"])
+
+    assert ids(await api.get("/runs")) == ["t1", "t2", "t3", "w1"]
+    assert ids(await api.get("/runs", params={"status": "waiting"})) == ["w1"]
+    assert ids(await api.get("/runs", params={"workflow": "t.total"})) == ["t1", "t2", "t3"]
+    assert ids(await api.get("/runs", params={"col.order": "2"})) == ["t2"]
+    assert ids(await api.get("/runs", params={"col.order": '"2"'})) == []
+    assert ids(await api.get("/runs", params={"col.label": "sum", "col.order": "3"})) == ["t3"]
+    assert ids(await api.get("/runs", params={"version": "nope"})) == []
+    assert ids(await api.get("/runs", params={"since": "2999-01-01T00:00:00"})) == []
+    waiting = (await api.get("/runs", params={"status": "WAITING"})).json()["runs"][0]
+    assert waiting["waiting_for"].startswith("event 'go'")
+
+
+async def test_list__cursor_pages_through_every_run_once(api, workers):
+    for n in range(5):
+        await start(api, "t.total", n, 0, run_id=f"p{n}")
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        params = {"limit": "2", **({"cursor": cursor} if cursor else {})}
+        page = (await api.get("/runs", params=params)).json()
+        seen += [r["run_id"] for r in page["runs"]]
+        pages += 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == 3
+    assert sorted(seen) == [f"p{n}" for n in range(5)]
+    assert len(seen) == len(set(seen))
+
+
+@pytest.mark.parametrize(
+    ("params", "fragment"),
+    [
+        ({"stauts": "FAILED"}, "unknown query parameter 'stauts'"),
+        ({"status": "DONE"}, "unknown run status 'DONE'"),
+        ({"limit": "0"}, "limit must be between 1 and 1000"),
+        ({"limit": "many"}, "limit must be an integer"),
+        ({"cursor": "garbage"}, "invalid cursor"),
+        ({"since": "yesterday"}, "since must be epoch seconds or an ISO 8601 time"),
+        ({"col.": "1"}, "col.NAME"),
+    ],
+)
+async def test_list__bad_parameters_are_400(api, params, fragment):
+    response = await api.get("/runs", params=params)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"] == "BadRequest"
+    assert fragment in response.json()["message"]
+
+
+async def test_read__unknown_run_is_404(api):
+    for path in ("/runs/nope", "/runs/nope/history"):
+        response = await api.get(path)
+        assert response.status_code == 404
+        assert response.json() == {"error": "RunNotFound", "message": "run 'nope' not found"}
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (b"{not json", "request body is not valid JSON"),
+        (b"[1, 2]", "request body must be a JSON object, got array"),
+        (b'{"args": [1]}', "request body needs field 'workflow'"),
+        (b'{"workflow": 7}', "workflow must be a string, got number"),
+        (b'{"workflow": "t.total", "args": {"a": 1}}', "args must be an array, got object"),
+        (b'{"workflow": "t.total", "kwargs": [1]}', "kwargs must be an object, got array"),
+        (b'{"workflow": "t.total", "wat": 1}', "unknown field 'wat'"),
+        (b'{"workflow": "t.total", "priority": "high"}', "priority must be an integer"),
+        (b'{"workflow": "t.total", "kwargs": {"queue": "q"}}', "kwargs key 'queue'"),
+        (b'{"workflow": "t.total", "args": [NaN]}', "not valid JSON"),
+    ],
+)
+async def test_start__unreadable_bodies_are_400_and_start_nothing(api, body, fragment):
+    response = await api.post("/runs", content=body)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"] == "BadRequest"
+    assert fragment in response.json()["message"]
+    assert (await api.get("/runs")).json()["runs"] == []
+
+
+async def test_start__values_cairn_rejects_are_422(api):
+    too_long = await api.post("/runs", json={"workflow": "t.total", "run_id": "x" * 300})
+    assert too_long.status_code == 422
+    assert too_long.json()["error"] == "InvalidName"
+    bad_delay = await api.post("/runs", json={"workflow": "t.total", "delay": "soon"})
+    assert bad_delay.status_code == 422
+    assert bad_delay.json()["error"] == "InvalidValue"
+    assert "soon" in bad_delay.json()["message"]
+
+
+async def test_start__dedup_key_held_by_an_active_run_is_409(api, workers):
+    first = await api.post(
+        "/runs", json={"workflow": "t.waiter", "queue": "q", "dedup_key": "k", "run_id": "d1"}
+    )
+    assert first.status_code == 201
+    second = await api.post("/runs", json={"workflow": "t.waiter", "queue": "q", "dedup_key": "k"})
+    assert second.status_code == 409
+    assert second.json()["error"] == "DuplicateRun"
+    assert "d1" in second.json()["message"]
+
+
+async def test_unknown_route_and_method_answer_in_the_error_shape(api):
+    missing = await api.get("/nothing/here")
+    assert missing.status_code == 404
+    assert missing.json()["error"] == "NotFound"
+    wrong = await api.delete("/runs")
+    assert wrong.status_code == 405
+    assert wrong.json()["error"] == "MethodNotAllowed"
