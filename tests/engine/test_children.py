@@ -413,6 +413,13 @@ async def test_child_result__timeout_follows_a_child_through_continue_as_new(kit
         await _wait_for_history(engine, "rp", "timeout")
         await engine.send_event(second.continued_to, "go", "there")
         assert await run.result(timeout=WAIT) == [2, "there"]
+        history = await engine.history("rp")
+    assert [(h.key, h.status) for h in history] == [
+        ("~child:children.relay#1", "continued"),
+        ("~child:children.relay#1>1", "timeout"),
+        ("~child:children.relay#1@2", "completed"),
+    ]
+    replay(history, relay_parent)
 
 
 async def _wait_for_history(engine: cairn.Engine, run_id: str, status: str) -> None:
