@@ -174,9 +174,10 @@ async def test_test_engine__forwards_the_rest_of_the_engine_surface() -> None:
         assert await forked.result(timeout=5) == ["o-9-fetched", "o-9-shipped"]
         assert await env.emit("testing.nobody_listens", {}) == []
         await env.queues.update("testing.q", concurrency=2)
-        assert [(q.name, q.concurrency) for q in await env.queues.list()] == [("testing.q", 2)]
+        queue = await env.queues.get("testing.q")  # others: declared by other test modules
+        assert queue is not None and queue.concurrency == 2
         created = await env.schedules.create("testing.hourly", order_flow, every="1h", args=["s"])
-        assert [s.id for s in await env.schedules.list()] == [created.id]
+        assert created.id in [s.id for s in await env.schedules.list()]
         await env.recover()  # the surface follows the new engine
         await env.advance("1h")  # the tick falls due within the hour
         ticked = [r.run_id for r in await env.list_runs(workflow="testing.order")]
