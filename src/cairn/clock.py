@@ -54,6 +54,10 @@ class VirtualClock:
         finally:
             self._sleepers = [(t, f) for t, f in self._sleepers if f is not fut]
 
+    def next_due(self) -> float | None:
+        """When the earliest sleeper still waiting is due, or None if nobody sleeps."""
+        return min((due for due, fut in self._sleepers if not fut.done()), default=None)
+
     def advance(self, seconds: float) -> None:
         """Move time forward and wake every sleeper now due."""
         self._now += seconds

@@ -11,6 +11,7 @@ import pytest
 import cairn
 from cairn.clock import VirtualClock
 from cairn.store.records import RunRecord
+from cairn.testing import replay
 
 from .kit import WAIT, Gate, Kit
 
@@ -307,3 +308,121 @@ async def test_start_child__an_id_held_by_someone_elses_unfinished_run_is_refuse
         run = await engine.start(clash)
         with pytest.raises(cairn.RunFailed, match="child run_id 'taken' is taken by an unfinished"):
             await run.result(timeout=WAIT)
+
+
+async def _parked_without_deadline(engine: cairn.Engine, run_id: str) -> None:
+    """Until `run_id` waits with no deadline (its timed wait expired, an untimed one began)."""
+    async with asyncio.timeout(WAIT):
+        while True:
+            run = await engine.store.get_run(run_id)
+            if run is not None and run.status == "WAITING" and run.wake_at is None:
+                return
+            await asyncio.sleep(0.005)
+
+
+async def test_child_result__timeout_raises_timeout_error_at_a_durable_deadline(kit: Kit) -> None:
+    clock = VirtualClock()
+
+    @kit.workflow("children.slow")
+    async def slow() -> Any:
+        return await cairn.wait_for_event("go")
+
+    @kit.workflow("children.impatient")
+    async def impatient() -> list[Any]:
+        handle = await cairn.start_child(slow, run_id="slow-1")
+        try:
+            first = await handle.result(timeout="1h")
+        except TimeoutError as exc:
+            first = f"timed out: {exc}"
+        return [first, await handle.result()]  # waiting again after a timeout is allowed
+
+    async with kit.engine(clock=clock) as engine:
+        started = clock.now()
+        await engine.start(impatient, run_id="imp")
+        parked = await until(engine, "imp", "WAITING")
+        assert parked.wake_at == pytest.approx(started + 3600)
+        await until(engine, "slow-1", "WAITING")
+    clock.advance(1800)
+    async with kit.engine(clock=clock) as engine:
+        # The deadline was recorded at the call: a replay does not start the hour again.
+        clock.advance(1800)
+        await _parked_without_deadline(engine, "imp")
+        assert await (await engine.get("slow-1")).status() == cairn.RunStatus.WAITING
+        await engine.send_event("slow-1", "go", "finally")
+        result = await (await engine.get("imp")).result(timeout=WAIT)
+        history = await engine.history("imp")
+    assert result[0].startswith("timed out: ") and "slow-1" in result[0]
+    assert result[1] == "finally"
+    assert [(h.kind, h.status) for h in history] == [("child", "timeout"), ("child", "completed")]
+    replay(history, impatient)  # the offline replay reads the timeout too
+
+
+async def test_child_result__a_child_done_in_time_returns_its_result(kit: Kit) -> None:
+    clock = VirtualClock()
+
+    @kit.workflow("children.quick")
+    async def quick(x: int) -> int:
+        await cairn.sleep("10m")
+        return x + 1
+
+    @kit.workflow("children.patient")
+    def patient() -> list[Any]:  # a sync workflow: result() blocks
+        handle = cairn.start_child(quick, 1)
+        try:
+            handle.result(timeout="soon")
+        except ValueError as exc:
+            bad = str(exc)
+        return [handle.result(timeout="1h"), handle.result(timeout=0), bad]
+
+    async with kit.engine(clock=clock) as engine:
+        run = await engine.start(patient, run_id="pat")
+        await until(engine, "pat/children.quick#1", "SLEEPING")
+        await until(engine, "pat", "WAITING")
+        clock.advance(600)
+        result = await run.result(timeout=WAIT)
+        [entry] = await engine.history("pat")
+    assert result[:2] == [2, 2] and "'soon'" in result[2]
+    assert (entry.kind, entry.status) == ("child", "completed")
+
+
+async def test_child_result__timeout_follows_a_child_through_continue_as_new(kit: Kit) -> None:
+    clock = VirtualClock()
+
+    @kit.workflow("children.relay")
+    async def relay(leg: int) -> Any:
+        if leg == 1:
+            cairn.continue_as_new(2)
+        return [leg, await cairn.wait_for_event("go")]
+
+    @kit.workflow("children.relay_parent")
+    async def relay_parent() -> list[Any]:
+        handle = await cairn.start_child(relay, 1, run_id="leg")
+        try:
+            await handle.result(timeout="5m")
+        except TimeoutError:
+            pass
+        return await handle.result(timeout="1h")
+
+    async with kit.engine(clock=clock) as engine:
+        run = await engine.start(relay_parent, run_id="rp")
+        second = await until(engine, "leg", "CONTINUED")
+        assert second.continued_to is not None
+        await until(engine, second.continued_to, "WAITING")
+        await until(engine, "rp", "WAITING")
+        clock.advance(300)
+        await _wait_for_history(engine, "rp", "timeout")
+        await engine.send_event(second.continued_to, "go", "there")
+        assert await run.result(timeout=WAIT) == [2, "there"]
+        history = await engine.history("rp")
+    assert [(h.key, h.status) for h in history] == [
+        ("~child:children.relay#1", "continued"),
+        ("~child:children.relay#1>1", "timeout"),
+        ("~child:children.relay#1@2", "completed"),
+    ]
+    replay(history, relay_parent)
+
+
+async def _wait_for_history(engine: cairn.Engine, run_id: str, status: str) -> None:
+    async with asyncio.timeout(WAIT):
+        while not any(h.status == status for h in await engine.history(run_id)):
+            await asyncio.sleep(0.005)

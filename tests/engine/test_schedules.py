@@ -379,3 +379,26 @@ async def test_catchup__a_long_backlog_is_fired_in_batches_by_one_pass(kit: Kit)
         for run_id in ids:
             await (await engine.get(run_id)).result(timeout=WAIT)
     assert ids == [f"sched:sched.backlog:{at(s)}" for s in range(850, 1001)]
+
+
+async def test_catchup__a_short_window_drops_ticks_missed_longer_ago(kit: Kit) -> None:
+    clock = VirtualClock(START)
+
+    @kit.workflow("sched.short")
+    async def short() -> Any:
+        return cairn.current_run().scheduled_at
+
+    make_schedule(short, every="1s", catchup="2s", overlap="allow", reg=kit.registry)
+    async with kit.engine(clock=clock, lease=LEASE):
+        pass  # stores the schedule; its next tick is START + 1
+    clock.advance(30)  # no engine runs for 30 s: ticks 1..30 are missed
+    async with kit.engine(clock=clock, lease=LEASE) as engine:
+        await fire(engine)
+        await fire(engine)
+        ids = await runs_of(engine, "sched.short")
+        for run_id in ids:
+            await (await engine.get(run_id)).result(timeout=WAIT)
+        [info] = await engine.schedules.list()
+    # Only ticks at most 2 s old run, once each; 1..27 are dropped.
+    assert ids == [f"sched:sched.short:{at(s)}" for s in (28, 29, 30)]
+    assert info.next_tick == datetime.fromtimestamp(START + 31, UTC)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 import cairn
@@ -81,3 +83,104 @@ async def test_replay__stops_quietly_where_a_history_in_flight_ends() -> None:
         await env.settle()
         history = await env.history(run.run_id)
     replay(history, order_flow)
+
+
+flaky_calls: list[float] = []
+
+
+@cairn.step(name="testing.flaky", retries=5)
+async def flaky() -> str:
+    flaky_calls.append(cairn.current_run().attempt)
+    if len(flaky_calls) < 3:
+        raise cairn.RetryableError("not yet", retry_after="10s")
+    return "finally"
+
+
+@cairn.workflow(name="testing.flaky_flow")
+async def flaky_flow() -> str:
+    return await flaky()
+
+
+@cairn.workflow(name="testing.sleepy")
+async def sleepy() -> list[str]:
+    done = []
+    for label in ("a", "b", "c"):
+        await cairn.sleep("10s")
+        done.append(label)
+    return done
+
+
+async def test_advance__fires_retry_backoffs_that_come_due_one_after_another() -> None:
+    flaky_calls.clear()
+    async with TestEngine() as env:
+        run = await env.start(flaky_flow)
+        await env.advance("30s")  # two 10 s backoffs, each parking the run
+        assert await run.status() == cairn.RunStatus.COMPLETED
+        assert await run.result(timeout=5) == "finally"
+    assert len(flaky_calls) == 3
+
+
+async def test_advance__runs_each_sleep_at_its_own_time_within_the_window() -> None:
+    async with TestEngine() as env:
+        started = env.clock.now()
+        run = await env.start(sleepy)
+        await env.advance("25s")
+        assert await run.status() == cairn.RunStatus.SLEEPING  # the third is due at 30 s
+        assert env.clock.now() == started + 25
+        [*_, last] = await env.history(run.run_id)
+        assert last.kind == "sleep" and last.started_at is not None
+        assert last.started_at.timestamp() == pytest.approx(started + 20)  # not at 25 s
+        await env.advance("5s")
+        assert await run.result(timeout=5) == ["a", "b", "c"]
+
+
+short_calls: list[int] = []
+
+
+@cairn.step(name="testing.short_backoff", retries=5)
+async def short_backoff() -> int:
+    short_calls.append(1)
+    if len(short_calls) < 3:
+        raise cairn.RetryableError("not yet", retry_after="500ms")  # waited out in memory
+    return len(short_calls)
+
+
+@cairn.workflow(name="testing.short_flow")
+async def short_flow() -> int:
+    return await short_backoff()
+
+
+async def test_advance__a_backoff_waited_out_in_memory_does_not_stall_it() -> None:
+    short_calls.clear()
+    async with TestEngine() as env:
+        run = await env.start(short_flow)
+        # Each settle used to wait its whole real-time limit (10 s) for the run in its
+        # backoff to park, which it never does.
+        async with asyncio.timeout(5):
+            await env.advance("2s")
+        assert await run.result(timeout=5) == 3
+
+
+async def test_test_engine__forwards_the_rest_of_the_engine_surface() -> None:
+    async with TestEngine() as env:
+        run = await env.start(order_flow, "o-9")
+        await env.advance("1h")
+        await run.result(timeout=5)
+        restarted = await env.restart(run.run_id)
+        [*_, ship_entry] = await env.history(run.run_id)
+        forked = await env.fork(run.run_id, from_step=ship_entry.seq)
+        await env.advance("1h")
+        assert await restarted.result(timeout=5) == ["o-9-fetched", "o-9-shipped"]
+        assert await forked.result(timeout=5) == ["o-9-fetched", "o-9-shipped"]
+        assert await env.emit("testing.nobody_listens", {}) == []
+        await env.queues.update("testing.q", concurrency=2)
+        queue = await env.queues.get("testing.q")  # others: declared by other test modules
+        assert queue is not None and queue.concurrency == 2
+        created = await env.schedules.create("testing.hourly", order_flow, every="1h", args=["s"])
+        assert created.id in [s.id for s in await env.schedules.list()]
+        await env.recover()  # the surface follows the new engine
+        await env.advance("1h")  # the tick falls due within the hour
+        ticked = [r.run_id for r in await env.list_runs(workflow="testing.order")]
+        assert any(run_id.startswith("sched:testing.hourly:") for run_id in ticked)
+        with pytest.raises(AttributeError, match="TestEngine has no attribute 'no_such'"):
+            env.no_such  # noqa: B018

@@ -170,3 +170,39 @@ async def test_transactions_alone__are_run_again_when_their_connection_dies_mid_
         pg_url, "SELECT run_id, count(*), count(DISTINCT payload) FROM messages GROUP BY run_id"
     )
     assert sorted(rows) == sorted((f"r{i}", 15, 15) for i in range(10))
+
+
+async def test_a_lone_write__uses_the_connection_its_lane_has_once_its_turn_comes(
+    pg_store: PostgresStore,
+) -> None:
+    # A lane's lock just released may still go to a waiter first: here a batch whose
+    # connection was lost, which replaces it. The lone write queued behind must then use
+    # the new connection, not the lost one it saw before its turn (it failed with
+    # "no connection to the server" as a StoreError, when every connection was killed).
+    await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await pg_store.record_step(held("w1"), step_record("r1", 1))  # lane 0 is connected
+    writer = pg_store._writer
+    assert writer is not None
+    lost = writer._conns[0]
+    assert lost is not None and writer._fast[0] is not None
+    lane0, lane1 = writer._locks
+    await lane0.acquire()
+    await lane1.acquire()  # busy: the lone write must take lane 0
+
+    async def replace_the_connection() -> None:
+        async with lane0:
+            await lost.close()
+            await writer._drop_connection(0)
+            await writer._connection(0)
+
+    replacing = asyncio.create_task(replace_the_connection())
+    await asyncio.sleep(0)  # it waits for lane 0
+    lane0.release()  # lane 0 looks free, but its waiter goes first
+    try:
+        await pg_store.record_step(held("w1"), step_record("r1", 2))
+    finally:
+        lane1.release()
+        await replacing
+
+    assert writer._conns[0] is not lost
+    assert [s.seq for s in await pg_store.load_journal("r1")] == [1, 2]

@@ -119,7 +119,7 @@ def test_cron__macros() -> None:
 
 def test_due__on_time_tick_and_next() -> None:
     spec = define("wf", every="1m", catchup="0s")
-    fire, nxt = spec.due(ts(2024, 1, 1, 0, 1), ts(2024, 1, 1, 0, 1, 2))
+    fire, nxt = spec.due(ts(2024, 1, 1, 0, 1), ts(2024, 1, 1, 0, 1) + 0.5)
     assert fire == [ts(2024, 1, 1, 0, 1)] and nxt == ts(2024, 1, 1, 0, 2)
 
 
@@ -189,3 +189,10 @@ def test_schedule__registers_under_the_workflow_name_and_rejects_a_clashing_id()
         make_schedule("reports.daily", cron="0 7 * * *", reg=reg)
     make_schedule("reports.daily", cron="0 7 * * *", reg=reg, id="reports.daily.late")
     assert set(reg.schedules) == {"reports.daily", "reports.daily.late"}
+
+
+def test_due__a_short_window_is_honoured_as_written() -> None:
+    spec = define("wf", every="1s", catchup="2s")
+    now = 1000.0
+    fire, nxt = spec.due(now - 30, now)
+    assert fire == [now - 2, now - 1, now] and nxt == now + 1

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 OVERLAPS = ("skip", "buffer_one", "allow", "cancel_other")
 MIN_EVERY = 1.0
 # A tick found this late is still on time, whatever `catchup` says (scheduler latency).
-MIN_CATCHUP = 10.0
+# Small, so that a short window such as catchup="2s" is honoured as written.
+MIN_CATCHUP = 1.0
 # Ticks fired per schedule in one scheduler pass; a longer backlog takes several passes.
 MAX_TICKS = 100
 _MACROS = {

@@ -88,7 +88,7 @@ async def run_new_step(
         left = prior[-1].retry_at - clock.now()
         if left > PARK_BACKOFF_AFTER:
             raise live.leave(Suspend("SLEEPING", prior[-1].retry_at, f"{RETRY}:{name}"))
-        await clock.sleep(left)
+        await _back_off(live, left)
     while True:
         attempt += 1
         limit = None
@@ -251,7 +251,7 @@ async def _record_failure(
             # and a crash meanwhile loses nothing (the attempt and its retry time are
             # stored). The run wakes at retry_at and replays into the next attempt.
             raise live.leave(Suspend("SLEEPING", retry_at, f"{RETRY}:{name}"))
-        await clock.sleep(delay)
+        await _back_off(live, delay)
         return None
     kind = StepTimeout if timed_out else StepFailed
     failure = kind(
@@ -277,3 +277,12 @@ async def _record_failure(
         )
     )
     return failure
+
+
+async def _back_off(live: LiveRun, seconds: float) -> None:
+    """Wait out a short backoff in memory, counted in `live.backing_off` meanwhile."""
+    live.backing_off += 1
+    try:
+        await live.env.clock.sleep(seconds)
+    finally:
+        live.backing_off -= 1

@@ -8,11 +8,13 @@ child messages its parent in the transaction that finishes it.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from cairn import durations
 from cairn.core import durable
 from cairn.core.waits import facts_of, wait_message, waiting_record
-from cairn.errors import ChildFailed
+from cairn.errors import ChildFailed, EventTimeout
 from cairn.models import RunStatus
 from cairn.store.records import RunRecord, StepRecord
 
@@ -24,23 +26,42 @@ if TYPE_CHECKING:
 class ChildHandle:
     """A child run started with `cairn.start_child`; `await handle.result()` waits for it."""
 
-    __slots__ = ("_live", "_record", "run_id", "workflow")
+    __slots__ = ("_child_id", "_end", "_live", "_record", "_timeouts", "run_id", "workflow")
 
     def __init__(self, live: LiveRun, workflow: str, run_id: str, record: StepRecord) -> None:
         self._live = live
         self.workflow = workflow
         self.run_id = run_id
         self._record = record
+        # result() calls that timed out so far. Each later call waits under a journal entry
+        # of its own, for the run the last one reached (a successor after continue_as_new).
+        self._timeouts = 0
+        self._child_id = run_id
+        # The id of the run that ended the chain and its end's message, once received.
+        self._end: tuple[str, dict[str, Any]] | None = None
 
     def __repr__(self) -> str:
         return f"ChildHandle({self.run_id!r})"
 
-    def result(self) -> Any:
-        """The child's result (ChildFailed if it failed or was cancelled).
+    def result(self, timeout: Any = None) -> Any:
+        """The child's result.
 
         An awaitable in async workflows; the value itself in sync ones.
+
+        Args:
+            timeout: How long to wait (a duration); None waits until the child ends. The
+                deadline is recorded at the call, so a replay keeps it. The child goes on
+                running after a timeout, and result() may be called again.
+
+        Raises:
+            ChildFailed: The child ended FAILED or CANCELLED.
+            TimeoutError: The timeout passed first (as from RunHandle.result).
+            ValueError: A bad timeout.
         """
-        return self._live.deliver(child_result(self._live, self))
+        seconds = None
+        if timeout is not None:
+            seconds = durations.seconds(timeout, what=f"timeout of child {self.run_id!r}")
+        return self._live.deliver(child_result(self._live, self, seconds))
 
 
 async def start_child(
@@ -56,7 +77,7 @@ async def start_child(
     key = live.journal.next_key(f"~child:{workflow.name}")
     record = live.journal.take(key, "child")
     if record is not None:
-        if record.status == "waiting":
+        if record.status in ("waiting", "timeout"):
             child_id = str(facts_of(record)["child_id"])
         else:
             outcome = live.env.serializer.loads(record.result or "{}")
@@ -101,48 +122,99 @@ async def start_child(
     return ChildHandle(live, workflow.name, child_id, record)
 
 
-async def child_result(live: LiveRun, handle: ChildHandle) -> Any:
+async def child_result(live: LiveRun, handle: ChildHandle, timeout: float | None = None) -> Any:
     """Wait for the child (following continue_as_new) and return its result."""
-    record: StepRecord | None = handle._record
-    key = handle._record.key
-    child_id = handle.run_id
+    if handle._end is None:
+        handle._end = await _wait_for_end(live, handle, timeout)
+    child_id, message = handle._end
+    status = message.get("status")
+    if status == "COMPLETED":
+        result = message.get("result")
+        return None if result is None else live.env.serializer.loads(result)
+    error = json.loads(message.get("error") or "{}")
+    raise ChildFailed(
+        f"child run {child_id!r} ({handle.workflow}) ended {status}: {error.get('message', '')}",
+        run_id=child_id,
+        error_type=error.get("cause_type") or error.get("type", ""),
+        error_message=error.get("message", ""),
+        traceback=error.get("traceback", ""),
+    )
+
+
+async def _wait_for_end(
+    live: LiveRun, handle: ChildHandle, timeout: float | None
+) -> tuple[str, dict[str, Any]]:
+    """The id of the run that ended the child's chain and the message its end sent.
+
+    A timeout's deadline goes into the wait's journal entry when the run parks, and the
+    successors' entries carry it on, so every replay of the call keeps the same deadline.
+    """
+    record, unsaved = await _wait_entry(live, handle)
+    base = record.key
+    facts = facts_of(record) if record.status in ("waiting", "timeout") else {}
+    child_id = str(facts.get("child_id", handle._child_id))
+    deadline = facts.get("deadline")
+    if record.status == "waiting" and deadline is None and timeout is not None:
+        deadline = live.env.clock.now() + timeout
+        record = replace(record, result=json.dumps({**facts, "deadline": deadline}))
+        unsaved = True
+    key = base
     hop = 0
     while True:
-        message = await wait_message(
-            live,
-            key=key,
-            kind="child",
-            name=handle.workflow,
-            channel=f"child:{child_id}",
-            record=record,
-            deadline=None,
-        )
-        status = message.get("status")
-        if status == "COMPLETED":
-            result = message.get("result")
-            return None if result is None else live.env.serializer.loads(result)
-        if status == "CONTINUED":
-            # The child went on as a new run: wait for that one under a key of its own.
-            child_id = str(message.get("result"))
-            hop += 1
-            key = f"{handle._record.key}>{hop}"
-            record = live.journal.take(key, "child")
-            if record is None:
-                facts = {"child_id": child_id, "channel": f"child:{child_id}", "deadline": None}
-                record = waiting_record(
-                    live, key, "child", handle.workflow, live.journal.allocate_seq(), facts
-                )
-                await _record_wait(live, record)
-            continue
-        error = json.loads(message.get("error") or "{}")
-        raise ChildFailed(
-            f"child run {child_id!r} ({handle.workflow}) ended {status}: "
-            f"{error.get('message', '')}",
-            run_id=child_id,
-            error_type=error.get("cause_type") or error.get("type", ""),
-            error_message=error.get("message", ""),
-            traceback=error.get("traceback", ""),
-        )
+        try:
+            message = await wait_message(
+                live,
+                key=key,
+                kind="child",
+                name=handle.workflow,
+                channel=f"child:{child_id}",
+                record=record,
+                deadline=deadline,
+                unsaved=unsaved,
+            )
+        except EventTimeout:
+            handle._timeouts += 1
+            handle._child_id = child_id
+            raise TimeoutError(
+                f"child run {child_id!r} ({handle.workflow}) did not finish in time"
+                + ("" if timeout is None else f" ({timeout:g}s)")
+            ) from None
+        if message.get("status") != "CONTINUED":
+            return child_id, message
+        # The child went on as a new run: wait for that one under a key of its own.
+        child_id = str(message.get("result"))
+        hop += 1
+        key = f"{base}>{hop}"
+        unsaved = False
+        found = live.journal.take(key, "child")
+        if found is None:
+            facts = {"child_id": child_id, "channel": f"child:{child_id}", "deadline": deadline}
+            found = waiting_record(
+                live, key, "child", handle.workflow, live.journal.allocate_seq(), facts
+            )
+            await _record_wait(live, found)
+        elif found.status in ("waiting", "timeout"):
+            deadline = facts_of(found).get("deadline")
+        record = found
+
+
+async def _wait_entry(live: LiveRun, handle: ChildHandle) -> tuple[StepRecord, bool]:
+    """The journal entry this result() call waits under; True if it is not journaled yet.
+
+    The first call waits under the start's entry; a call after a timeout under one of its
+    own, since the timed-out entry keeps its outcome for replays.
+    """
+    if handle._timeouts == 0:
+        return handle._record, False
+    key = f"{handle._record.key}@{handle._timeouts + 1}"
+    record = live.journal.take(key, "child")
+    if record is not None:
+        return record, False
+    await live.journal.check_new_work(f"waited again for child workflow {handle.workflow!r}")
+    child_id = handle._child_id
+    facts = {"child_id": child_id, "channel": f"child:{child_id}", "deadline": None}
+    seq = live.journal.allocate_seq()
+    return waiting_record(live, key, "child", handle.workflow, seq, facts), True
 
 
 async def _record_wait(live: LiveRun, record: StepRecord) -> None:

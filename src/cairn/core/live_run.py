@@ -116,6 +116,8 @@ class LiveRun(RunContext):
         # the steps its other gather branches started have committed (see settle), and an
         # attempt that ends otherwise cancels them (see close): nothing of it runs on.
         self._running_steps: dict[asyncio.Future[None], tuple[asyncio.Task[Any] | None, str]] = {}
+        # Steps waiting out a short retry backoff in memory, on the engine's clock.
+        self.backing_off = 0
         self.interrupts = Interrupts(env.loop, run.control)
         if self.journal.cancelled is not None:
             # An earlier attempt delivered a cancellation: this replay delivers it at the
@@ -147,6 +149,13 @@ class LiveRun(RunContext):
         if self.run.parent_id is not None or self.spawned:
             return False
         return not any(r.kind in ("child", "task") for r in self.journal.recorded.values())
+
+    def waits_for_time(self) -> bool:
+        """True if every step executing now waits out a retry backoff on the clock.
+
+        The attempt then makes no progress until the clock moves (cairn.testing asks).
+        """
+        return self.backing_off > 0 and self.backing_off >= len(self._running_steps)
 
     def step_of(self, task: asyncio.Task[Any]) -> str | None:
         """The key of the step `task` is running for this attempt, if any (any thread)."""

@@ -19,7 +19,7 @@ from cairn.authoring.context import RunContext
 from cairn.authoring.hook import Hook
 from cairn.authoring.workflow import WorkflowDef
 from cairn.core import journal, patches
-from cairn.errors import EventTimeout, StepFailed
+from cairn.errors import ChildFailed, EventTimeout, StepFailed
 from cairn.models import HistoryEntry, RunInfo
 from cairn.store.records import StepRecord
 
@@ -112,11 +112,7 @@ class ReplayRun(RunContext):
         self, workflow: WorkflowDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         async def go() -> Any:
-            entry = await self._take(
-                f"~child:{workflow.name}", "child", f"started child {workflow.name!r}"
-            )
-            outcome = entry.result if isinstance(entry.result, dict) else {}
-            return outcome.get("result")
+            return await (await self._start_child(workflow)).result()
 
         return self._deliver(go())
 
@@ -128,13 +124,14 @@ class ReplayRun(RunContext):
         run_id: str | None,
         detached: bool,
     ) -> Any:
-        async def go() -> Any:
-            entry = await self._take(
-                f"~child:{workflow.name}", "child", f"started child {workflow.name!r}"
-            )
-            return _RecordedChild(entry)
+        return self._deliver(self._start_child(workflow))
 
-        return self._deliver(go())
+    async def _start_child(self, workflow: WorkflowDef[Any, Any]) -> _RecordedChild:
+        key = self.journal.next_key(f"~child:{workflow.name}")
+        if self.journal.take(key, "child") is None:
+            await self.journal.check_new_work(f"started child {workflow.name!r}")
+            raise _ReachedNewWork()
+        return _RecordedChild(self, self.entries[key])
 
     def emit(self, event_type: str, payload: Any, key: str | None) -> Any:
         async def go() -> Any:
@@ -217,12 +214,39 @@ class ReplayRun(RunContext):
 
 
 class _RecordedChild:
-    """A child handle in a replay: its recorded outcome, nothing to wait for."""
+    """A child handle in a replay: the recorded outcomes of its waits (see ChildHandle)."""
 
-    def __init__(self, entry: HistoryEntry) -> None:
+    def __init__(self, replay: ReplayRun, entry: HistoryEntry) -> None:
+        self._replay = replay
+        self._entry = entry
+        self._timeouts = 0
         outcome = entry.result if isinstance(entry.result, dict) else {}
-        self.run_id = str(outcome.get("run_id", ""))
-        self._result = outcome.get("result")
+        self.run_id = str(outcome.get("run_id") or outcome.get("child_id") or "")
 
     async def result(self, timeout: float | None = None) -> Any:
-        return self._result
+        journal = self._replay.journal
+        entry = self._entry
+        if self._timeouts:
+            key = f"{entry.key}@{self._timeouts + 1}"
+            if journal.take(key, "child") is None:
+                await journal.check_new_work(f"waited again for child {entry.name!r}")
+                raise _ReachedNewWork()
+            entry = self._replay.entries[key]
+        base, hop = entry.key, 0
+        while True:
+            if entry.status == "timeout":
+                self._timeouts += 1
+                raise TimeoutError(f"child {entry.name!r} did not finish in time")
+            outcome = entry.result if isinstance(entry.result, dict) else {}
+            status = outcome.get("status")
+            if entry.status == "waiting" or status is None:
+                raise _ReachedNewWork()
+            if status == "COMPLETED":
+                return outcome.get("result")
+            if status != "CONTINUED":
+                error = outcome.get("error")
+                raise ChildFailed(f"child {entry.name!r} ended {status}: {error}")
+            hop += 1  # followed to its successor, under a key of its own
+            if journal.take(f"{base}>{hop}", "child") is None:
+                raise _ReachedNewWork()
+            entry = self._replay.entries[f"{base}>{hop}"]

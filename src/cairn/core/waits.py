@@ -59,10 +59,13 @@ async def wait_message(
     deadline: float | None,
     default: Any = MISSING,
     facts: dict[str, Any] | None = None,
+    unsaved: bool = False,
 ) -> Any:
     """Return the payload of the next message on `channel`, parking the run until one comes.
 
-    `record` is the entry already journaled for `key` (None for a wait never started).
+    `record` is the entry already journaled for `key` (None for a wait never started), or
+    with `unsaved` an entry to journal when the run parks (its facts changed). A child's
+    timeout entry keeps its facts, so a replay knows which run it waited for.
     """
     store = live.env.store
     lease = live.lease
@@ -96,14 +99,18 @@ async def wait_message(
     if payload is not None:
         return live.env.serializer.loads(payload)
     if deadline is not None and clock.now() >= deadline:
-        timeout = StepRecord(**{**_fields(done), "status": "timeout", "result": None})
+        kept = None if record is None or kind != "child" else record.result
+        timeout = StepRecord(**{**_fields(done), "status": "timeout", "result": kept})
         await durable.write(
             live, lambda: store.upsert_step(lease, timeout), what=f"the timeout of {key!r}"
         )
         return _timed_out(kind, name, default)
-    if record is None:
-        info = {**(facts or {}), "deadline": deadline, "channel": channel}
-        waiting = waiting_record(live, key, kind, name, seq, info)
+    if record is None or unsaved:
+        if record is None:
+            info = {**(facts or {}), "deadline": deadline, "channel": channel}
+            waiting = waiting_record(live, key, kind, name, seq, info)
+        else:
+            waiting = record
         await durable.write(live, lambda: store.upsert_step(lease, waiting), what=f"{key!r}")
     # Let sibling branches of a gather reach their own waits before the run parks.
     for _ in range(3):

@@ -201,7 +201,7 @@ class Writer:
             raise StoreError(f"store {self._where} is not open")
         lane = self._free_lane()
         if lane is not None:
-            async with self._locks[lane]:  # free, so taken without waiting
+            async with self._locks[lane]:  # free (or about to be: its woken waiter first)
                 await self._commit_now(lane, shot)
             return await shot.future
         self._queue.append(shot)
@@ -220,10 +220,14 @@ class Writer:
         if self._closing or not self._tasks:
             return None
         lane = self._free_lane()
-        fast = None if lane is None else self._fast[lane]
-        if lane is None or fast is None:  # no connection yet: `commit` gets one
+        if lane is None or self._fast[lane] is None:  # no connection yet: `commit` gets one
             return None
-        async with self._locks[lane]:  # free, so taken without waiting
+        async with self._locks[lane]:
+            # Read only now: a lock just released may still go to a waiter first (a batch
+            # whose connection was lost), which replaces the lane's connection meanwhile.
+            fast = self._fast[lane]
+            if fast is None:
+                return None
             return await self._lone_on(lane, fast, text, params)
 
     def _free_lane(self) -> int | None:

@@ -81,14 +81,33 @@ class TestEngine:
     # time
 
     async def advance(self, duration: Any) -> None:
-        """Move the clock forward; what falls due in that time runs now.
+        """Move the clock forward; what falls due in that time runs now, in order.
 
-        Returns once no run can make progress without more time passing.
+        The clock stops at each due time on the way (a sleep's end, a retry backoff, a
+        timeout, a schedule tick) and the engine settles there, so work that falls due
+        because earlier work ran (a second backoff after a failed retry) runs too, at its
+        own time. Returns once no run can make progress without more time passing.
         """
         seconds = durations.parse(duration, what="advance").total_seconds()
+        target = self.clock.now() + seconds
         await self.settle()  # runs started just now reach their sleeps first
-        self.clock.advance(seconds)
+        while (due := await self.next_due()) is not None and due <= target:
+            if due <= self.clock.now():
+                break  # due, yet still not done (held back by a queue limit?): just go on
+            self.clock.advance(due - self.clock.now())
+            await self.settle()
+        self.clock.advance(max(0.0, target - self.clock.now()))
         await self.settle()
+
+    async def next_due(self) -> float | None:
+        """When something next falls due: a parked run, a schedule's tick, a clock sleeper.
+
+        Clock sleepers are short retry backoffs waited out in memory, among others.
+        """
+        dues = [await self.store.next_wake(), self.clock.next_due()]
+        if self.engine.scheduler is not None:
+            dues.append(await self.store.next_schedule_tick())
+        return min((due for due in dues if due is not None), default=None)
 
     async def settle(self, timeout: float = 10.0) -> None:
         """Wait (in real time, at most `timeout`) until every run is parked or finished."""
@@ -100,8 +119,12 @@ class TestEngine:
             if worker is not None:
                 worker.wake()
             await asyncio.sleep(0.01)
-            busy = worker is not None and bool(worker.active)
-            due = await self.store.next_wake()
+            # A run waiting out a short retry backoff in memory waits for the clock.
+            busy = worker is not None and any(
+                attempt.live is None or not attempt.live.waits_for_time()
+                for attempt in worker.active.values()
+            )
+            due = await self.next_due()  # a wake-up or tick due now: work about to start
             now = self.clock.now()
             pending = [
                 run
@@ -140,6 +163,21 @@ class TestEngine:
         await self.settle()
 
     # the engine's surface
+
+    def __getattr__(self, name: str) -> Any:
+        """The rest of the engine's surface, from the engine running now.
+
+        fork, restart, emit, schedules, queues, check...: whatever `Engine` has and this
+        class does not define, taken from `env.engine` (a new engine after `recover()`).
+        """
+        if name.startswith("_") or name == "engine":  # not set yet: no engine to ask
+            raise AttributeError(name)
+        try:
+            return getattr(self.engine, name)
+        except AttributeError:
+            raise AttributeError(
+                f"TestEngine has no attribute {name!r} (nor has cairn.Engine)"
+            ) from None
 
     async def start(
         self, workflow: WorkflowDef[Any, Any] | str, *args: Any, **options: Any
