@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from cairn.dashboard.target import Target
-from cairn.dashboard.ui import live, run, runs
+from cairn.dashboard.ui import inbox, live, run, runs
 
 STATIC = Path(__file__).parent / "static"
 
@@ -25,6 +25,7 @@ def routes(target: Target, *, token: str | None, streams: live.Streams) -> list[
     return [
         *runs.routes(target),
         *run.routes(target),
+        *inbox.routes(target),
         *live.routes(target, streams),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]

@@ -108,13 +108,14 @@ def page(
     )
     response = HTMLResponse(body, status)
     if new:
-        _cookie(request, response, csrf.COOKIE, token)
+        set_cookie(request, response, csrf.COOKIE, token)
     if notice is not None:
         response.delete_cookie(NOTICE_COOKIE, path=root(request) or "/")
     return response
 
 
-def _cookie(request: Request, response: Response, name: str, value: str) -> None:
+def set_cookie(request: Request, response: Response, name: str, value: str) -> None:
+    """Set a cookie of the dashboard: HttpOnly, SameSite=Strict, Secure over https."""
     response.set_cookie(
         name,
         value,
@@ -140,7 +141,7 @@ def redirect(
     response = RedirectResponse(root(request) + to, 303)
     if notice:
         kind = "error" if error else "ok"
-        _cookie(request, response, NOTICE_COOKIE, quote(f"{kind}:{notice[:1500]}", safe=""))
+        set_cookie(request, response, NOTICE_COOKIE, quote(f"{kind}:{notice[:1500]}", safe=""))
     return response
 
 
