@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from cairn.dashboard.target import Target
-from cairn.dashboard.ui import inbox, live, run, runs
+from cairn.dashboard.ui import inbox, live, queues, run, runs, schedules, workers
 
 STATIC = Path(__file__).parent / "static"
 
@@ -26,6 +26,9 @@ def routes(target: Target, *, token: str | None, streams: live.Streams) -> list[
         *runs.routes(target),
         *run.routes(target),
         *inbox.routes(target),
+        *schedules.routes(target),
+        *queues.routes(target),
+        *workers.routes(target),
         *live.routes(target, streams),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]
