@@ -38,6 +38,10 @@ RICH_FORM = {
     },
 }
 
+# Text from a run that a page must show, never run.
+EVIL = "<script>alert('x')</script>"
+EVIL_WORKFLOW = f"t.evil{EVIL}"
+
 
 class Flows:
     """Workflows `t.*` and what their steps saw."""
@@ -98,6 +102,11 @@ class Flows:
                 assignee="ann",
             )
 
+        async def evil() -> Any:
+            cairn.set_columns(note=EVIL)
+            payload = await cairn.wait_for_event("go", timeout="1h")
+            raise ValueError(f"bad {EVIL} {payload}")
+
         async def hooked() -> Any:
             hook = await cairn.create_hook("callback", timeout="1h")
             await tell_step(hook.token)
@@ -111,6 +120,7 @@ class Flows:
             ("t.inbox", inbox),
             ("t.hooked", hooked),
             ("t.review", review),
+            (EVIL_WORKFLOW, evil),
         ):
             make_workflow(fn, name=name, reg=reg)
 

@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from cairn.dashboard.target import Target
-from cairn.dashboard.ui import inbox, live, queues, run, runs, schedules, workers
+from cairn.dashboard.ui import inbox, live, login, queues, run, runs, schedules, workers
 
 STATIC = Path(__file__).parent / "static"
 
@@ -23,6 +23,7 @@ STATIC = Path(__file__).parent / "static"
 def routes(target: Target, *, token: str | None, streams: live.Streams) -> list[BaseRoute]:
     """Every page route, and the static files under /static."""
     return [
+        *login.routes(token),
         *runs.routes(target),
         *run.routes(target),
         *inbox.routes(target),

@@ -147,7 +147,11 @@ def routes(target: Target) -> list[BaseRoute]:
             shown["links"] = {
                 name: column_link(given, name, value) for name, value in shown["columns"].items()
             }
-        columns = {k[len(api_runs.COLUMN) :]: inputs.value(v) for k, v in given.items()}
+        columns = {
+            k[len(api_runs.COLUMN) :]: inputs.value(v)
+            for k, v in given.items()
+            if k.startswith(api_runs.COLUMN)
+        }
         here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         context = {
             "title": "Runs",
@@ -163,7 +167,7 @@ def routes(target: Target) -> list[BaseRoute]:
             },
             "filtered": bool(given),
             "next": render.query(**given, cursor=found.next_cursor) if found.next_cursor else None,
-            "first": render.query(**given) if cursor else None,
+            "first": (render.query(**given) or "?") if cursor else None,
             "versioned": any(r["version"] for r in rows),
             "back": here[len(render.root(request)) :] or "/",
         }
