@@ -16,7 +16,7 @@ from cairn import config
 from cairn.cli import options, output
 from cairn.errors import ConfigError
 
-NEEDS = ("starlette", "uvicorn")
+NEEDS = ("starlette", "uvicorn", "jinja2")
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
