@@ -21,6 +21,27 @@ FORM = {
     "properties": {"approved": {"type": "boolean"}, "note": {"type": "string"}},
 }
 
+# A form with every kind of input the task page renders.
+RICH_FORM = {
+    "type": "object",
+    "required": ["approved", "amount", "reason"],
+    "properties": {
+        "approved": {"type": "boolean", "title": "Approved"},
+        "amount": {"type": "integer", "minimum": 1, "description": "in euros"},
+        "reason": {"enum": ["stock", "price", "other"]},
+        "note": {"type": "string"},
+        "address": {
+            "type": "object",
+            "required": ["city"],
+            "properties": {"city": {"type": "string"}, "zip": {"type": "string"}},
+        },
+    },
+}
+
+# Text from a run that a page must show, never run.
+EVIL = "<script>alert('x')</script>"
+EVIL_WORKFLOW = f"t.evil{EVIL}"
+
 
 class Flows:
     """Workflows `t.*` and what their steps saw."""
@@ -71,6 +92,21 @@ class Flows:
                 "review", title="Review order", data={"order": 7}, form=FORM, assignee="ann"
             )
 
+        async def review(order: int) -> Any:
+            cairn.set_columns(order=order)
+            return await cairn.human_task(
+                "approve",
+                title=f"Approve order {order}",
+                data={"order": order},
+                form=RICH_FORM,
+                assignee="ann",
+            )
+
+        async def evil() -> Any:
+            cairn.set_columns(note=EVIL)
+            payload = await cairn.wait_for_event("go", timeout="1h")
+            raise ValueError(f"bad {EVIL} {payload}")
+
         async def hooked() -> Any:
             hook = await cairn.create_hook("callback", timeout="1h")
             await tell_step(hook.token)
@@ -83,6 +119,8 @@ class Flows:
             ("t.broken", broken),
             ("t.inbox", inbox),
             ("t.hooked", hooked),
+            ("t.review", review),
+            (EVIL_WORKFLOW, evil),
         ):
             make_workflow(fn, name=name, reg=reg)
 

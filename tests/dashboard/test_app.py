@@ -81,3 +81,36 @@ def test_app__takes_only_an_engine_client_or_control():
         app("sqlite:///cairn.db")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="token must not be empty"):
         app(cairn.Engine("sqlite:///:memory:", workers=0), token="")
+
+
+async def test_app__mounted_under_a_prefix_pages_links_and_login_follow_it(flows: Flows):
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    async with flows.engine() as engine:
+        run = await engine.start("t.total", 1, 2, run_id="mounted")
+        await run.result(timeout=10)
+        outer = Starlette(routes=[Mount("/ops", app=app(engine, token="t0ken"))])
+        transport = httpx.ASGITransport(app=outer)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as web:
+            first = await web.get("/ops/runs/mounted")
+            assert first.status_code == 303
+            assert first.headers["location"] == "/ops/login?next=%2Fruns%2Fmounted"
+            login = await web.get(first.headers["location"])
+            assert 'action="/ops/login"' in login.text
+            assert 'href="/ops/static/cairn.css"' in login.text
+            csrf = login.text.split('name="csrf" value="')[1].split('"')[0]
+            done = await web.post(
+                "/ops/login", data={"csrf": csrf, "token": "t0ken", "next": "/runs/mounted"}
+            )
+            assert done.status_code == 303
+            assert done.headers["location"] == "/ops/runs/mounted"
+            assert "Path=/ops" in done.headers["set-cookie"]
+            page = await web.get("/ops/runs/mounted")
+            assert page.status_code == 200
+            assert 'action="/ops/runs/mounted/restart"' in page.text
+            listing = await web.get("/ops/")
+            assert 'href="/ops/runs/mounted"' in listing.text
+            assert (await web.get("/ops/static/cairn.js")).status_code == 200
+            api = await web.get("/ops/api/v1/runs", headers={"Authorization": "Bearer t0ken"})
+            assert api.json()["runs"][0]["run_id"] == "mounted"

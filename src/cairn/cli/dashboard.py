@@ -1,4 +1,4 @@
-"""`cairn dashboard`: serve the dashboard's JSON API (and pages) over HTTP.
+"""`cairn dashboard`: serve the dashboard's web pages and JSON API over HTTP.
 
 It binds 127.0.0.1 unless told otherwise, and refuses any other address without a token:
 the API can cancel, retry and start runs. It never executes runs itself.
@@ -16,7 +16,7 @@ from cairn import config
 from cairn.cli import options, output
 from cairn.errors import ConfigError
 
-NEEDS = ("starlette", "uvicorn")
+NEEDS = ("starlette", "uvicorn", "jinja2")
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -24,10 +24,10 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser = commands.add_parser(
         "dashboard",
         parents=[common],
-        help="serve the dashboard and its JSON API over HTTP",
-        description="Serve the dashboard's JSON API under /api/v1 (described at "
-        "/api/v1/openapi.json). It reads and steers runs; `cairn worker` executes them. "
-        "Binding an address other than loopback needs a token.",
+        help="serve the dashboard (web pages and JSON API) over HTTP",
+        description="Serve the dashboard: web pages at / and a JSON API under /api/v1 "
+        "(described at /api/v1/openapi.json). It reads and steers runs; `cairn worker` "
+        "executes them. Binding an address other than loopback needs a token.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     parser.add_argument(
@@ -37,8 +37,9 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "--token",
         metavar="T",
         default=None,
-        help="require `Authorization: Bearer T` on every request but hook calls "
-        "(default: CAIRN_DASHBOARD_TOKEN; the environment keeps it out of `ps`)",
+        help="require `Authorization: Bearer T` on every request but hook calls; the web "
+        "pages ask for T once and keep a session cookie (default: CAIRN_DASHBOARD_TOKEN; "
+        "the environment keeps it out of `ps`)",
     )
     parser.set_defaults(handler=serve)
 
@@ -105,9 +106,11 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
     host = f"[{ns.host}]" if ":" in ns.host else ns.host
     guard = "token required" if token else "no token"
 
+    base = f"http://{host}:{port}"
+
     def announce() -> None:
         output.stderr().print(
-            f"cairn dashboard: http://{host}:{port}/api/v1 ({guard}; database "
+            f"cairn dashboard: {base}/ (API {base}/api/v1; {guard}; database "
             f"{output.redact(glob.url)}); Ctrl-C stops it",
             markup=False,
             highlight=False,

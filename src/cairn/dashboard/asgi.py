@@ -1,7 +1,7 @@
-"""The dashboard's ASGI app: the JSON API under /api/v1, behind the bearer-token guard.
+"""The dashboard's ASGI app: the JSON API under /api/v1 and the web pages, behind the token guard.
 
-It reads and steers runs through RunControl and never executes a run itself; the HTML
-pages are added beside the API.
+It reads and steers runs through RunControl and never executes a run itself. Every
+response carries the security headers (Content-Security-Policy, ...).
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ from starlette.middleware import Middleware
 from starlette.routing import Mount
 
 from cairn.client import Client
-from cairn.dashboard import api
+from cairn.dashboard import api, ui
 from cairn.dashboard.auth import BearerAuth
 from cairn.dashboard.target import Target
+from cairn.dashboard.ui.headers import SecurityHeaders
+from cairn.dashboard.ui.live import Streams
 from cairn.runtime.control import RunControl
 from cairn.runtime.engine import Engine
 
@@ -26,23 +28,34 @@ def create_app(source: Engine | Client | RunControl, *, token: str | None = None
             app; give it `workers=0` to keep it from executing runs), a Client, or a
             RunControl.
         token: When set, every request but `POST /api/v1/hooks/{token}` needs
-            `Authorization: Bearer <token>`.
+            `Authorization: Bearer <token>`; the web pages also take the session cookie
+            their login page sets.
 
     Returns:
-        A Starlette app serving `/api/v1/...`.
+        A Starlette app serving the pages at `/` and the API at `/api/v1/...`.
+        `app.state.streams.close()` ends its open event streams (call it on shutdown).
     """
     if token is not None and not token:
         raise ValueError("the dashboard token must not be empty (pass None for no token)")
     target = Target(source)
     guarded = token is not None
-    middleware = []
+    middleware = [Middleware(SecurityHeaders)]
     if token:
         open_routes = [
             (op.method, api.PREFIX + op.path) for op in api.operations(guarded=guarded) if op.public
         ]
-        middleware.append(Middleware(BearerAuth, token=token, open_routes=open_routes))
-    routes = [Mount(api.PREFIX, app=api.create(target, guarded=guarded))]
-    return Starlette(routes=routes, middleware=middleware)
+        middleware.append(
+            Middleware(BearerAuth, token=token, open_routes=open_routes, api_prefix=api.PREFIX)
+        )
+    streams = Streams()
+    routes = [
+        Mount(api.PREFIX, app=api.create(target, guarded=guarded)),
+        *ui.routes(target, token=token, streams=streams),
+    ]
+    app = Starlette(routes=routes, middleware=middleware)
+    app.state.guarded = guarded
+    app.state.streams = streams
+    return app
 
 
 def app(engine_or_client: Engine | Client | RunControl, token: str | None = None) -> Starlette:

@@ -21,14 +21,26 @@ from cairn.runtime.engine import Engine
 class _Server(uvicorn.Server):
     """uvicorn's server, announcing where it listens and leaving signals handled."""
 
-    def __init__(self, config: uvicorn.Config, announce: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        announce: Callable[[], None],
+        closing: Callable[[], None],
+    ) -> None:
         super().__init__(config)
         self._announce = announce
+        self._closing = closing
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
             self._announce()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # Open event streams never end by themselves soon enough: end them first, so
+        # their connections close and the shutdown does not wait on them.
+        self._closing()
+        await super().shutdown(sockets)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -55,7 +67,12 @@ async def serve(
 ) -> None:
     """Serve the dashboard on the bound `sock` until SIGINT or SIGTERM."""
     async with Engine(url, workers=0, modules=modules) as engine:
+        app = create_app(engine, token=token)
         config = uvicorn.Config(
-            create_app(engine, token=token), lifespan="off", log_level="warning", access_log=False
+            app,
+            lifespan="off",
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=5,
         )
-        await _Server(config, announce).serve(sockets=[sock])
+        await _Server(config, announce, app.state.streams.close).serve(sockets=[sock])

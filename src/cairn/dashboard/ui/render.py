@@ -1,0 +1,175 @@
+"""Turning data into pages: the jinja2 environment (autoescaped), its filters and responses.
+
+Every value a page shows passes through autoescaping, so text that came from a run
+(`<script>` in a workflow name, a column, a payload or an error) is shown, never run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, unquote, urlencode
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from cairn.cli import output
+from cairn.dashboard.api.replies import describe
+from cairn.dashboard.ui import csrf
+
+NOTICE_COOKIE = "cairn_notice"
+FOLD = 400  # characters: longer JSON values are folded into <details>
+
+
+def pretty(value: Any) -> str:
+    """Indented JSON of a value (datetimes as ISO 8601, see `cli.output.jsonable`)."""
+    return output.dumps(value, indent=2)
+
+
+def folds(text: str) -> bool:
+    """True when `text` is long enough to be shown folded."""
+    return len(text) > FOLD or text.count("\n") > 12
+
+
+def when(moment: datetime | float | None) -> str:
+    """A time for people: local time of the dashboard, to the second."""
+    return output.when(moment)
+
+
+def iso(moment: datetime | float | None) -> str:
+    """A time as ISO 8601 in UTC, for `<time datetime=...>`."""
+    if moment is None:
+        return ""
+    if not isinstance(moment, datetime):
+        moment = datetime.fromtimestamp(moment, UTC)
+    return moment.astimezone(UTC).isoformat()
+
+
+def status_class(status: Any) -> str:
+    """The CSS class of a run or task status."""
+    return "st-" + str(getattr(status, "value", status)).lower()
+
+
+def segment(text: Any) -> str:
+    """`text` quoted as one URL path segment (run ids may hold `/` and `#`)."""
+    return quote(str(text), safe="")
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("cairn.dashboard.ui", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        pretty=pretty,
+        folds=folds,
+        when=when,
+        iso=iso,
+        seconds=output.seconds,
+        short=output.short,
+        status_class=status_class,
+        progress_text=output.progress_text,
+        error_line=output.error_line,
+        seg=segment,
+        compact=lambda value: json.dumps(output.jsonable(value), ensure_ascii=False),
+    )
+    return env
+
+
+ENV = _environment()
+
+
+def root(request: Request) -> str:
+    """The path the dashboard is mounted at ("" at the top of a server)."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def page(
+    request: Request, template: str, context: Mapping[str, Any], status: int = 200
+) -> Response:
+    """A rendered page, with this browser's CSRF token (set as a cookie when new)."""
+    token, new = csrf.token(request)
+    notice = _notice(request)
+    body = ENV.get_template(template).render(
+        {
+            **context,
+            "root": root(request),
+            "csrf": token,
+            "notice": notice,
+            "guarded": bool(request.app.state.guarded),
+            "path": request.url.path,
+        }
+    )
+    response = HTMLResponse(body, status)
+    if new:
+        set_cookie(request, response, csrf.COOKIE, token)
+    if notice is not None:
+        response.delete_cookie(NOTICE_COOKIE, path=root(request) or "/")
+    return response
+
+
+def set_cookie(request: Request, response: Response, name: str, value: str) -> None:
+    """Set a cookie of the dashboard: HttpOnly, SameSite=Strict, Secure over https."""
+    response.set_cookie(
+        name,
+        value,
+        path=root(request) or "/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+
+
+def _notice(request: Request) -> dict[str, str] | None:
+    raw = request.cookies.get(NOTICE_COOKIE)
+    if not raw:
+        return None
+    kind, _, text = unquote(raw).partition(":")
+    return {"kind": "error" if kind == "error" else "ok", "text": text}
+
+
+def redirect(
+    request: Request, to: str, *, notice: str | None = None, error: bool = False
+) -> Response:
+    """303 to `to` (a path of the dashboard), carrying a one-time notice for the next page."""
+    response = RedirectResponse(root(request) + to, 303)
+    if notice:
+        kind = "error" if error else "ok"
+        set_cookie(request, response, NOTICE_COOKIE, quote(f"{kind}:{notice[:1500]}", safe=""))
+    return response
+
+
+def query(**params: Any) -> str:
+    """`?a=1&b=2` of the params that are not None or empty; "" when none are."""
+    kept = [(k, str(v)) for k, v in params.items() if v not in (None, "")]
+    return "?" + urlencode(kept) if kept else ""
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def handled(endpoint: Endpoint) -> Endpoint:
+    """The endpoint, answering failures with an error page (404, 409, ...) instead of a trace."""
+
+    async def serve(request: Request) -> Response:
+        try:
+            return await endpoint(request)
+        except csrf.Forbidden as exc:
+            return failure_page(request, 403, "Forbidden", str(exc))
+        except Exception as exc:
+            where = f"{request.method} {request.url.path}"
+            status, name, message = describe(exc, where=where)
+            return failure_page(request, status, name, message)
+
+    return serve
+
+
+def failure_page(request: Request, status: int, name: str, message: str) -> Response:
+    """The error page: what went wrong, in the API's terms."""
+    return page(request, "error.html", {"status": status, "name": name, "message": message}, status)

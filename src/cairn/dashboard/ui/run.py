@@ -1,0 +1,246 @@
+"""A run's page (`/runs/{id}`): facts, chain, step timeline with attempts, actions and events.
+
+It shows what `cairn runs show` shows (read by the same `fetch`), and its buttons call
+the API's own action functions, so a verb the run can no longer take is refused the same
+way (RunFinished). Steering posts go through a confirmation, in the browser or as a page.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from cairn.cli import describe, output
+from cairn.cli import runs as cli_runs
+from cairn.dashboard.api import actions, inputs
+from cairn.dashboard.api.replies import BadRequest
+from cairn.dashboard.api.replies import describe as describe_failure
+from cairn.dashboard.target import Target
+from cairn.dashboard.ui import csrf, live, render
+from cairn.models import HistoryEntry, RunStatus
+from cairn.runtime.control import RunControl
+
+QUESTIONS = {
+    "cancel": "Cancel run {id}? It ends CANCELLED at its current or next durable point.",
+    "pause": "Pause run {id} at its next durable point?",
+    "resume": "Resume run {id}?",
+    "retry": "Retry run {id} from its failed step?",
+    "restart": "Start a new run with the same input as {id}?",
+    "fork": "Start a new run reusing the steps of {id} before entry {step}?",
+}
+VERBS = {
+    "cancel": actions.cancel_run,
+    "pause": actions.pause_run,
+    "resume": actions.resume_run,
+    "retry": actions.retry_run,
+}
+
+
+def available(shown: cli_runs.Shown) -> list[str]:
+    """The actions the run can take now, in the order the page shows them."""
+    status = RunStatus(shown.run.status)
+    verbs = []
+    if not status.finished:
+        verbs.append("cancel")
+        if status is not RunStatus.PAUSED and shown.run.control != "pause":
+            verbs.append("pause")
+    if status is RunStatus.PAUSED or shown.run.control == "pause":
+        verbs.append("resume")
+    if status is RunStatus.FAILED:
+        verbs.append("retry")
+    verbs.append("restart")
+    return verbs
+
+
+def children(entries: list[HistoryEntry]) -> list[dict[str, Any]]:
+    """The child runs the history names (started with start_child), in order."""
+    found = []
+    for entry in entries:
+        if entry.kind != "child" or not isinstance(entry.result, dict):
+            continue
+        child_id = entry.result.get("child_id") or entry.result.get("run_id")
+        if isinstance(child_id, str) and child_id:
+            found.append({"run_id": child_id, "workflow": entry.name, "status": entry.status})
+    return found
+
+
+def timeline(entries: list[HistoryEntry], attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """History entries with their failed attempts; attempts of steps not yet recorded last."""
+    failed: dict[str, list[dict[str, Any]]] = {}
+    for attempt in attempts:
+        failed.setdefault(attempt["key"], []).append(attempt)
+    shown = []
+    for entry in entries:
+        outcome = entry.result
+        if entry.kind == "sleep" and isinstance(entry.result, int | float):
+            outcome = f"until {output.when(entry.result)}"
+        elif entry.status == "waiting":
+            outcome = output.waiting_outcome(entry)
+        shown.append(
+            {
+                "seq": entry.seq,
+                "kind": entry.kind,
+                "name": entry.key or entry.name,
+                "status": entry.status,
+                "attempts": entry.attempts,
+                "started_at": entry.started_at,
+                "duration": output.seconds(output.span(entry.started_at, entry.finished_at)),
+                "outcome": outcome,
+                "has_outcome": entry.result is not None and entry.status != "failed",
+                "error": entry.error,
+                "failed": failed.pop(entry.key, []),
+            }
+        )
+    for key, tries in failed.items():  # a step between attempts (retry backoff)
+        shown.append(
+            {
+                "seq": None,
+                "kind": "step",
+                "name": key,
+                "status": "retrying",
+                "attempts": len(tries),
+                "started_at": None,
+                "duration": "",
+                "outcome": None,
+                "has_outcome": False,
+                "error": None,
+                "failed": tries,
+            }
+        )
+    return shown
+
+
+def facts(shown: cli_runs.Shown) -> dict[str, Any]:
+    """The run's facts for the page: the API's run dict plus the texts people read."""
+    run = shown.run
+    found = cli_runs.run_dict(shown)
+    # Times as the record holds them (epoch seconds), for the page's time filters.
+    for name in ("created_at", "updated_at", "started_at", "finished_at", "scheduled_at"):
+        found[name] = getattr(run, name)
+    started = run.started_at
+    end = run.finished_at if run.finished_at else (shown.now if started else None)
+    found["duration"] = output.seconds(None if started is None or end is None else end - started)
+    found["waiting_text"] = (
+        describe.waiting_text(shown.waiting, now=shown.now, run_id=run.run_id)
+        if shown.waiting is not None
+        else ""
+    )
+    found["progress_text"] = output.progress_text(found["progress"])
+    progress = found["progress"] or {}
+    current, total = progress.get("current"), progress.get("total")
+    found["percent"] = None
+    if isinstance(current, int | float) and isinstance(total, int | float) and total > 0:
+        found["percent"] = max(0, min(100, round(100 * current / total)))
+    found["error_line"] = output.error_line(shown.error)
+    found["finished"] = RunStatus(run.status).finished
+    return found
+
+
+def routes(target: Target) -> list[BaseRoute]:
+    """The run page and its actions."""
+
+    @render.handled
+    async def run_page(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+
+        async def read(control: RunControl) -> tuple[cli_runs.Shown, dict[str, Any] | None]:
+            shown = await cli_runs.fetch(control, run_id)
+            return shown, await live.snapshot(control, run_id, detail=True)
+
+        shown, snap = await target(read)
+        context = {
+            "title": f"Run {run_id}",
+            "nav": "runs",
+            "run": facts(shown),
+            "verbs": available(shown),
+            "questions": {v: QUESTIONS[v].format(id=run_id, step="{step}") for v in QUESTIONS},
+            "children": children(shown.history),
+            "timeline": timeline(shown.history, shown.attempts),
+            "seqs": [entry.seq for entry in shown.history],
+            "version": snap["version"] if snap else "",
+        }
+        return render.page(request, "run.html", context)
+
+    @render.handled
+    async def act(request: Request) -> Response:
+        run_id, verb = request.path_params["run_id"], request.path_params["verb"]
+        form = await csrf.read_form(request)
+        here = f"/runs/{render.segment(run_id)}"
+        try:
+            return await steer(request, run_id, verb, form, here)
+        except Exception as exc:
+            status, _, message = describe_failure(exc, where=f"POST {here}/{verb}")
+            if status >= 500 or status == 404:
+                raise
+            return render.redirect(request, here, notice=f"{verb}: {message}", error=True)
+
+    async def steer(
+        request: Request, run_id: str, verb: str, form: csrf.Form, here: str
+    ) -> Response:
+        if verb == "event":
+            return await send_event(request, run_id, form, here)
+        if verb not in QUESTIONS:
+            raise BadRequest(f"unknown action {verb!r} (one of {', '.join(QUESTIONS)})")
+        step = None
+        if verb == "fork":
+            text = form.get("from_step").strip()
+            if not text.isdigit():
+                raise BadRequest(f"fork needs the history entry to start from, got {text!r}")
+            step = int(text)
+        if form.get("confirmed") != "yes":
+            fields = [("from_step", str(step))] if step is not None else []
+            return render.page(
+                request,
+                "confirm.html",
+                {
+                    "title": f"{verb.capitalize()} run",
+                    "nav": "runs",
+                    "question": QUESTIONS[verb].format(id=run_id, step=step),
+                    "items": [],
+                    "action": f"{here}/{verb}",
+                    "fields": fields,
+                    "button": f"Yes, {verb}",
+                    "back": here,
+                },
+            )
+        if verb in VERBS:
+            done = await target(lambda control: VERBS[verb](control, run_id))
+            requested = f" (requested: {done['requested']})" if done.get("requested") else ""
+            notice = f"{verb}: run {run_id} is {done['status']}{requested}"
+            return render.redirect(request, here, notice=notice)
+
+        async def copy(control: RunControl) -> str:
+            if step is None:
+                handle = await control.restart(run_id)
+            else:
+                seqs = [entry.seq for entry in await control.history(run_id)]
+                if step not in seqs:
+                    raise BadRequest(f"run {run_id!r} has no history entry {step}")
+                handle = await control.fork(run_id, step)
+            return handle.run_id
+
+        new_id = await target(copy)
+        notice = f"{verb}: started run {new_id} from {run_id}"
+        return render.redirect(request, f"/runs/{render.segment(new_id)}", notice=notice)
+
+    async def send_event(request: Request, run_id: str, form: csrf.Form, here: str) -> Response:
+        name = form.get("name").strip()
+        if not name:
+            return render.redirect(request, here, notice="an event needs a name", error=True)
+        text = form.get("payload").strip()
+        payload = inputs.loads(text, what="the payload") if text else None
+        key = form.get("idempotency_key").strip() or None
+
+        async def go(control: RunControl) -> None:
+            await control.send_event(run_id, name, payload, idempotency_key=key)
+
+        await target(go)
+        return render.redirect(request, here, notice=f"event {name!r} sent to run {run_id}")
+
+    return [
+        Route("/runs/{run_id:path}/{verb}", act, methods=["POST"]),
+        Route("/runs/{run_id:path}", run_page, methods=["GET"], name="ui:run"),
+    ]

@@ -1,0 +1,148 @@
+/* cairn dashboard: confirmation dialogs, "select all", and live updates over server-sent
+   events. Progressive enhancement only: every page works without this file. Values from
+   runs are set with textContent, never parsed as HTML. */
+(function () {
+  "use strict";
+
+  var root = document.body.getAttribute("data-root") || "";
+
+  /* Confirm before an unsafe action; the server asks again when this script is absent. */
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    var source = event.submitter && event.submitter.hasAttribute("data-confirm")
+      ? event.submitter : form;
+    var question = source.getAttribute("data-confirm");
+    if (!question) return;
+    if (question.indexOf("{n}") >= 0) {
+      var n = form.querySelectorAll('input[name="run"]:checked').length;
+      if (n === 0) {
+        event.preventDefault();
+        window.alert("Select at least one run first.");
+        return;
+      }
+      question = question.replace("{n}", String(n));
+    }
+    if (!window.confirm(question)) {
+      event.preventDefault();
+      return;
+    }
+    if (!form.querySelector('input[name="confirmed"]')) {
+      var flag = document.createElement("input");
+      flag.type = "hidden";
+      flag.name = "confirmed";
+      flag.value = "yes";
+      form.appendChild(flag);
+    }
+  });
+
+  Array.prototype.forEach.call(document.querySelectorAll("[data-select-all]"), function (box) {
+    box.addEventListener("change", function () {
+      var boxes = box.form ? box.form.querySelectorAll('input[name="run"]') : [];
+      Array.prototype.forEach.call(boxes, function (b) { b.checked = box.checked; });
+    });
+  });
+
+  function watch(ids, detail, onRun) {
+    if (!window.EventSource || ids.length === 0) return;
+    var query = ids.map(function (id) { return "run=" + encodeURIComponent(id); }).join("&");
+    var source = new EventSource(root + "/ui/events?" + query + (detail ? "&detail=1" : ""));
+    source.addEventListener("run", function (e) { onRun(JSON.parse(e.data)); });
+    source.addEventListener("end", function () { source.close(); });
+  }
+
+  function setText(scope, field, text) {
+    var el = scope.querySelector('[data-field="' + field + '"]');
+    if (el) el.textContent = text || "";
+    return el;
+  }
+
+  function setStatus(scope, status) {
+    Array.prototype.forEach.call(scope.querySelectorAll('[data-field="status"]'), function (el) {
+      el.textContent = status;
+      el.className = "status st-" + status.toLowerCase();
+    });
+  }
+
+  function setProgress(scope, run) {
+    var box = scope.querySelector('[data-field="progress"]');
+    if (!box) return;
+    var bar = box.querySelector("progress");
+    if (run.percent === null || run.percent === undefined) {
+      if (bar) bar.remove();
+    } else {
+      if (!bar) {
+        bar = document.createElement("progress");
+        bar.max = 100;
+        box.insertBefore(bar, box.firstChild);
+      }
+      bar.value = run.percent;
+      bar.textContent = run.percent + "%";
+    }
+    var text = box.querySelector(".progress-text");
+    if (text) text.textContent = run.progress || "";
+  }
+
+  /* The runs page: rows of unfinished runs follow their runs. */
+  var table = document.querySelector("[data-live-runs]");
+  if (table) {
+    var rows = {};
+    Array.prototype.forEach.call(table.querySelectorAll("tr[data-live]"), function (tr) {
+      rows[tr.getAttribute("data-run-id")] = tr;
+    });
+    watch(Object.keys(rows), false, function (run) {
+      var tr = rows[run.run_id];
+      if (!tr) return;
+      setStatus(tr, run.status);
+      setProgress(tr, run);
+      setText(tr, "waiting", run.waiting);
+      setText(tr, "duration", run.duration);
+      var error = tr.querySelector('[data-field="error"]');
+      if (run.error && !error) {
+        error = document.createElement("span");
+        error.className = "error-line";
+        error.setAttribute("data-field", "error");
+        tr.querySelector(".waiting").appendChild(error);
+      }
+      if (error) error.textContent = run.error || "";
+    });
+  }
+
+  /* A run's page: status and progress at once; the other sections are fetched again. */
+  var live = document.querySelector("[data-live-run]");
+  if (live) {
+    var version = live.getAttribute("data-version");
+    var refreshing = false;
+    var pending = false;
+    var refresh = function () {
+      if (refreshing) {
+        pending = true;
+        return;
+      }
+      refreshing = true;
+      pending = false;
+      fetch(window.location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
+        .then(function (response) { return response.ok ? response.text() : null; })
+        .then(function (html) {
+          if (!html) return;
+          var fresh = new DOMParser().parseFromString(html, "text/html");
+          Array.prototype.forEach.call(fresh.querySelectorAll("[data-live-section]"), function (el) {
+            var old = document.getElementById(el.id);
+            if (old) old.replaceWith(document.importNode(el, true));
+          });
+        })
+        .finally(function () {
+          refreshing = false;
+          if (pending) refresh();
+        });
+    };
+    watch([live.getAttribute("data-run-id")], true, function (run) {
+      setStatus(document, run.status);
+      setProgress(document, run);
+      if (run.version !== version) {
+        version = run.version;
+        live.setAttribute("data-version", version);
+        refresh();
+      }
+    });
+  }
+})();

@@ -1,0 +1,192 @@
+"""The web pages in a real browser: Playwright driving Debian's Chromium against `cairn dashboard`.
+
+Locally these skip (with the reason) when /usr/bin/chromium or Playwright is missing;
+with CI=true they fail instead. They run on SQLite only: the pages call the same
+RunControl on both stores, and the API and page tests already cover PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from tests.conftest import IN_CI
+
+from .flows import start, status, until
+
+pytestmark = pytest.mark.process
+
+CHROMIUM = "/usr/bin/chromium"
+EXPECT_TIMEOUT = 15_000  # milliseconds for a page to show what a test waits for
+
+
+def browser_problem() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    if not os.path.exists(CHROMIUM):
+        return f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)"
+    if importlib.util.find_spec("playwright") is None:
+        return "Playwright is not installed (pip install -e '.[dev]')"
+    return None
+
+
+@pytest.fixture
+def store_url(sqlite_url: str) -> str:
+    """SQLite only (see the module docstring)."""
+    return sqlite_url
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    """Chromium, headless."""
+    problem = browser_problem()
+    if problem is not None:
+        if IN_CI:
+            pytest.fail(f"CI=true but the browser tests cannot run: {problem}", pytrace=False)
+        pytest.skip(problem)
+    from playwright.async_api import async_playwright, expect
+
+    expect.set_options(timeout=EXPECT_TIMEOUT)
+    async with async_playwright() as playwright:
+        chromium = await playwright.chromium.launch(executable_path=CHROMIUM)
+        try:
+            yield chromium
+        finally:
+            await chromium.close()
+
+
+@pytest.fixture
+async def page(browser, server) -> AsyncIterator[Any]:
+    """A tab on the dashboard that accepts every confirmation dialog."""
+    context = await browser.new_context(base_url=server.url)
+    tab = await context.new_page()
+    tab.on("dialog", lambda dialog: dialog.accept())
+    errors: list[str] = []
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+
+    def console(message: Any) -> None:
+        # A form sent back with its field errors is a 422 on purpose.
+        if message.type == "error" and "status of 422" not in message.text:
+            errors.append(message.text)
+
+    tab.on("console", console)
+    yield tab
+    await context.close()
+    assert errors == []  # no script error, and no CSP violation
+
+
+async def test_browser__runs_list_filter_and_a_runs_timeline(page, api, workers):
+    from playwright.async_api import expect
+
+    for n in range(2):
+        await start(api, "t.total", n, 10, run_id=f"sum-{n}")
+    await start(api, "t.waiter", run_id="waits")
+    await status(api, "sum-0", "COMPLETED")
+    await status(api, "sum-1", "COMPLETED")
+    await status(api, "waits", "WAITING")
+
+    await page.goto("/")
+    rows = page.locator("tr[data-run-id]")
+    await expect(rows).to_have_count(3)
+    await page.select_option("select[name=status]", "COMPLETED")
+    await page.fill("input[name=where]", "order=1")
+    await page.click("form.filters button[type=submit]")
+    await expect(rows).to_have_count(1)
+    assert "status=COMPLETED" in page.url
+    await expect(rows.first).to_have_attribute("data-run-id", "sum-1")
+
+    await page.click("text=sum-1")
+    await expect(page.locator("h1")).to_contain_text("sum-1")
+    entries = page.locator("ol.timeline > li")
+    await expect(entries).to_have_count(2)
+    await expect(entries.nth(0)).to_contain_text("add#1")
+    await expect(entries.nth(1)).to_contain_text("add#2")
+    await expect(entries.nth(1)).to_contain_text("12")  # the second step's output
+    await expect(page.locator("#facts")).to_contain_text('"total": 11')
+
+
+async def test_browser__cancel_a_run_from_its_page(page, api, workers):
+    from playwright.async_api import expect
+
+    await start(api, "t.waiter", run_id="to-cancel")
+    await status(api, "to-cancel", "WAITING")
+    await page.goto("/runs/to-cancel")
+    await expect(page.locator("#facts")).to_contain_text("event 'go'")
+    await page.click("button[data-action=cancel]")  # the dialog is accepted
+    await expect(page.locator("[role=status]")).to_contain_text("cancel: run to-cancel")
+    await expect(page.locator("h1 [data-field=status]")).to_have_text("CANCELLED")
+    await status(api, "to-cancel", "CANCELLED")
+    await expect(page.locator("button[data-action=cancel]")).to_have_count(0)
+
+
+async def test_browser__answer_a_task_wrong_first_then_right(page, api, workers):
+    from playwright.async_api import expect
+
+    await start(api, "t.review", 42, run_id="review")
+    await status(api, "review", "WAITING")
+    await page.goto("/tasks")
+    await page.click("text=Approve order 42")
+    await page.fill("[name='v.amount']", "0")
+    await page.select_option("[name='v.reason']", label="stock")
+    await page.fill("[name=by]", "ann")
+    await page.click("form.task-form button[type=submit]")
+    await expect(page.locator("#e-amount")).to_have_text("0 is less than the minimum of 1")
+    await expect(page.locator("[name='v.amount']")).to_have_value("0")
+
+    await page.fill("[name='v.amount']", "250")
+    await page.check("[name='v.approved']")
+    await page.fill("[name='v.address.city']", "Ghent")
+    await page.click("form.task-form button[type=submit]")
+    await expect(page.locator("[role=status]")).to_contain_text("answered by ann")
+    await expect(page.locator("table.answered")).to_contain_text("Approve order 42")
+    done = await status(api, "review", "COMPLETED")
+    assert done["result"] == {
+        "approved": True,
+        "amount": 250,
+        "reason": "stock",
+        "address": {"city": "Ghent"},
+    }
+
+
+async def test_browser__a_hook_resumed_through_the_api_finishes_live(page, api, workers, flows):
+    from playwright.async_api import expect
+
+    await start(api, "t.hooked", run_id="hooked")
+    await until("a hook token", lambda: _has(flows.tokens))
+    await status(api, "hooked", "WAITING")
+    await page.goto("/runs/hooked")
+    await expect(page.locator("h1 [data-field=status]")).to_have_text("WAITING")
+    await page.evaluate("window.stayed = true")  # gone if the page reloads
+
+    response = await api.post(f"/hooks/{flows.tokens[0]}", json={"paid": 42})
+    assert response.status_code == 202
+    await expect(page.locator("h1 [data-field=status]")).to_have_text("COMPLETED")
+    await expect(page.locator("#facts")).to_contain_text('"paid": 42')  # the result, live
+    await expect(page.locator("ol.timeline > li")).to_have_count(2)
+    assert await page.evaluate("window.stayed") is True
+
+    await page.goto("/")
+    row = page.locator("tr[data-run-id=hooked]")
+    await expect(row.locator("[data-field=status]")).to_have_text("COMPLETED")
+
+
+async def test_browser__the_runs_list_follows_a_run_live(page, api, workers):
+    from playwright.async_api import expect
+
+    await start(api, "t.waiter", run_id="slow")
+    await status(api, "slow", "WAITING")
+    await page.goto("/")
+    row = page.locator("tr[data-run-id=slow]")
+    await expect(row.locator("[data-field=waiting]")).to_contain_text("event 'go'")
+    await page.evaluate("window.stayed = true")
+    sent = await api.post("/runs/slow/events/go", json={"payload": 1})
+    assert sent.status_code == 202
+    await expect(row.locator("[data-field=status]")).to_have_text("COMPLETED")
+    await expect(row.locator("[data-field=waiting]")).to_have_text("")
+    assert await page.evaluate("window.stayed") is True
+
+
+async def _has(items: list[str]) -> bool:
+    return bool(items)
