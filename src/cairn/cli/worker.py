@@ -13,9 +13,10 @@ import signal
 from typing import Any
 
 from cairn.cli import options, output
+from cairn.observability import jsonlog, logcontext
 from cairn.runtime.engine import Engine
 
-log = logging.getLogger("cairn.cli.worker")
+log = logcontext.logger("cairn.cli.worker")
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -44,6 +45,13 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         default="10s",
         help="how long a silent worker keeps its runs before others take them over (10s)",
     )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text lines (default), or one JSON object per line with run_id, workflow, "
+        "step and attempt",
+    )
     parser.set_defaults(handler=serve)
 
 
@@ -53,7 +61,7 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
         raise ValueError(f"--concurrency must be a positive integer, got {ns.concurrency}")
     queues = [name for group in ns.queue or () for name in group]
     options.import_modules(glob.modules)
-    _log_to_stderr()
+    _log_to_stderr(ns.log_format)
     code = asyncio.run(_serve(ns, glob, queues))
     stuck = options.busy_run_threads(wait=1.0)
     if stuck:
@@ -61,12 +69,17 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
     return code
 
 
-def _log_to_stderr() -> None:
+def _log_to_stderr(form: str) -> None:
+    # On the root logger, so that the workflows' own records come out the same way (at
+    # the root's level, WARNING unless they set another); cairn's own at INFO.
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    root = logging.getLogger("cairn")
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
+    handler.addFilter(logcontext.RunContextFilter())
+    if form == "json":
+        handler.setFormatter(jsonlog.JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logging.getLogger().addHandler(handler)
+    logging.getLogger("cairn").setLevel(logging.INFO)
 
 
 async def _serve(ns: argparse.Namespace, glob: options.Globals, queues: list[str]) -> int:

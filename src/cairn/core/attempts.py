@@ -43,6 +43,8 @@ def type_name(exc: BaseException) -> str:
 async def _call(
     live: LiveRun,
     step: StepDef[Any, Any],
+    key: str,
+    attempt: int,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> Any:
@@ -53,7 +55,7 @@ async def _call(
         until, epoch = tenure.state  # Tenure.trusts, inlined: this runs for every step
         if epoch != live.epoch or time.monotonic() >= until:
             await live.hold_lease()
-    token = context.mark_in_step(step.name)
+    token = context.mark_in_step((step.name, key, attempt))
     fn = step.fn
     try:
         if step.is_async:
@@ -94,10 +96,10 @@ async def run_new_step(
         limit = None
         try:
             if timeout is None:
-                value = await _call(live, step, args, kwargs)
+                value = await _call(live, step, key, attempt, args, kwargs)
             else:
                 async with asyncio.timeout(timeout) as limit:
-                    value = await _call(live, step, args, kwargs)
+                    value = await _call(live, step, key, attempt, args, kwargs)
         except Exception as exc:
             timed_out = limit is not None and limit.expired()
             failure = await _record_failure(

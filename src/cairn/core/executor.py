@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextvars
 import json
-import logging
 import traceback
 from collections import defaultdict
 from collections.abc import Callable
@@ -26,10 +25,11 @@ from cairn.errors import (
     StoreError,
     StoreRefused,
 )
+from cairn.observability import logcontext
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import AttemptRecord, Lease, RunRecord
 
-log = logging.getLogger("cairn.executor")
+log = logcontext.logger("cairn.executor")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +97,7 @@ async def execute(
     if on_live is not None:
         on_live(live)
     token = context.enter(live)
+    facts = logcontext.enter_run(run.run_id, run.workflow, max(run.attempt, 1))
     try:
         args, kwargs = decode_args(env, run)
         if workflow.is_async:
@@ -155,6 +156,7 @@ async def execute(
         failure = live.journal.divergence or exc
         return await _finish(env, live, "FAILED", error=error_json(failure))
     finally:
+        logcontext.leave_run(facts)
         context.leave(token)
         live.close()
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +25,7 @@ from cairn.errors import (
 )
 from cairn.models import History, HistoryEntry, RunPage, RunStatus, RunSummary
 from cairn.names import check_name
+from cairn.observability import logcontext
 from cairn.runtime import blocking, leases, triggers
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.queues import QueueControl
@@ -35,7 +35,7 @@ from cairn.serialization import Serializer
 from cairn.store.protocol import Store
 from cairn.store.records import RunQuery, RunRecord
 
-log = logging.getLogger("cairn.control")
+log = logcontext.logger("cairn.control")
 
 WORKERS_FRESH = 5.0  # seconds a look at the live workers serves starts by name
 

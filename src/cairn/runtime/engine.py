@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from types import TracebackType
@@ -17,6 +16,7 @@ from cairn.core.executor import Outcome
 from cairn.core.live_run import RunEnv
 from cairn.errors import ConfigError
 from cairn.models import History, RunPage, RunStatus
+from cairn.observability import logcontext
 from cairn.runtime import deploy_check, leases, triggers
 from cairn.runtime.control import RunControl
 from cairn.runtime.deploy_check import CheckReport
@@ -28,7 +28,7 @@ from cairn.runtime.tasks import TaskControl
 from cairn.runtime.worker import Worker
 from cairn.store import Store, open_store
 
-log = logging.getLogger("cairn.engine")
+log = logcontext.logger("cairn.engine")
 
 
 def import_modules(modules: tuple[str, ...] | list[str]) -> None:

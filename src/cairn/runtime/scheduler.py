@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from typing import TYPE_CHECKING, Any
 
+from cairn.observability import logcontext
 from cairn.runtime.schedules import spec_of
 from cairn.store.records import Fired, ScheduleRecord
 
 if TYPE_CHECKING:
     from cairn.runtime.control import RunControl
 
-log = logging.getLogger("cairn.scheduler")
+log = logcontext.logger("cairn.scheduler")
 
 # Schedules looked at per query; more are picked up by the next query of the same pass.
 BATCH = 100

@@ -1,0 +1,12 @@
+"""Observability: run context on log records, JSON logs, Prometheus metrics, OpenTelemetry.
+
+Importing this package imports neither prometheus_client nor opentelemetry: each is
+imported when first used (extras `cairn[metrics]` and `cairn[otel]`).
+"""
+
+from __future__ import annotations
+
+from cairn.observability.jsonlog import JsonFormatter
+from cairn.observability.logcontext import RunContextFilter
+
+__all__ = ["JsonFormatter", "RunContextFilter"]
