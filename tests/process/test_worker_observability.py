@@ -6,13 +6,17 @@ import json
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 import cairn
 
@@ -38,6 +42,12 @@ async def greet(name):
 @cairn.workflow(name="obs.greet")
 async def greeting(name: str) -> str:
     return await greet(name)
+
+
+@cairn.workflow(name="obs.waiter")
+async def waiter() -> str:
+    await greet("waiter")
+    return await cairn.wait_for_event("go")
 """
 
 
@@ -134,3 +144,71 @@ def test_worker__json_logs_carry_the_run_context(project: Path, workers: list[Wo
     ]
     ready = next(r for r in records if r["message"].endswith(" ready"))
     assert ready["run_id"] is None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(port: int) -> Samples:
+    response = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=TIMEOUT)
+    assert response.status_code == 200
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+    }
+
+
+def scrape_until(port: int, what: str, ready: Callable[[Samples], bool]) -> Samples:
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        seen = scrape(port)
+        if ready(seen):
+            return seen
+        assert time.monotonic() < deadline, f"no {what} within {TIMEOUT}s: {seen}"
+        time.sleep(0.05)  # polling the endpoint, not synchronisation
+
+
+def test_worker__metrics_port_serves_metrics_that_move_as_runs_progress(
+    project: Path, workers: list[Worker]
+) -> None:
+    url = f"sqlite:///{project / 'cairn.db'}"
+    port = free_port()
+    worker = Worker(project, url, "--metrics-port", str(port), "--metrics-host", "127.0.0.1")
+    workers.append(worker)
+    worker.wait_for(f"metrics at http://127.0.0.1:{port}/metrics")
+    worker.wait_for(" ready")
+
+    started = ("cairn_runs_started_total", (("workflow", "obs.waiter"),))
+    attempts = ("cairn_step_attempts_total", (("step", "greet"),))
+    waiting = ("cairn_runs", (("queue", ""), ("status", "waiting")))
+    completed = ("cairn_runs_finished_total", (("status", "completed"), ("workflow", "obs.waiter")))
+    lag = ("cairn_claim_lag_seconds_count", (("queue", ""),))
+    before = scrape(port)
+    assert before[("cairn_workers_live", ())] == 1
+    assert started not in before and completed not in before
+
+    with cairn.Client(url) as client:
+        run = client.start("obs.waiter")
+        seen = scrape_until(port, "waiting run", lambda s: s.get(waiting) == 1)
+        assert seen[started] == 1
+        assert seen[attempts] == 1
+        assert seen[lag] == 1  # the run was claimed from the queue
+        assert completed not in seen
+
+        run.send_event("go", "went")
+        # The gauges are read from the database at most once a second.
+        seen = scrape_until(
+            port, "completed run", lambda s: s.get(completed) == 1 and s.get(waiting) == 0
+        )
+    assert seen[started] == 1  # waking is not starting again
+    assert seen[attempts] == 1  # the replayed step is not attempted again
+    assert seen[("cairn_run_duration_seconds_count", completed[1])] == 1
+    assert worker.terminate() == 0

@@ -52,6 +52,19 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="text lines (default), or one JSON object per line with run_id, workflow, "
         "step and attempt",
     )
+    parser.add_argument(
+        "--metrics-port",
+        metavar="N",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics at http://HOST:N/metrics (needs cairn[metrics])",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        metavar="HOST",
+        default="0.0.0.0",
+        help="address the metrics server binds (0.0.0.0: every interface)",
+    )
     parser.set_defaults(handler=serve)
 
 
@@ -59,6 +72,8 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn worker`."""
     if ns.concurrency is not None and ns.concurrency < 1:
         raise ValueError(f"--concurrency must be a positive integer, got {ns.concurrency}")
+    if ns.metrics_port is not None and not 0 < ns.metrics_port < 65536:
+        raise ValueError(f"--metrics-port must be a port number, got {ns.metrics_port}")
     queues = [name for group in ns.queue or () for name in group]
     options.import_modules(glob.modules)
     _log_to_stderr(ns.log_format)
@@ -98,6 +113,8 @@ async def _serve(ns: argparse.Namespace, glob: options.Globals, queues: list[str
         extra["workers"] = ns.concurrency
     if queues:
         extra["queues"] = queues
+    if ns.metrics_port is not None:
+        extra["metrics"] = True
     engine = Engine(glob.url, lease=ns.lease, modules=glob.modules, **extra)
     log.info(
         "worker starting: concurrency %d, lease %s, database %s, queues %s",
@@ -108,6 +125,9 @@ async def _serve(ns: argparse.Namespace, glob: options.Globals, queues: list[str
     )
     async with engine:
         owner = engine.worker.env.owner if engine.worker is not None else "?"
+        if engine.metrics is not None:
+            engine.metrics.serve(ns.metrics_port, ns.metrics_host)
+            log.info("metrics at http://%s:%d/metrics", ns.metrics_host, ns.metrics_port)
         log.info("worker %s ready", owner)
         await stop.wait()
         in_flight = len(engine.worker.active) if engine.worker is not None else 0

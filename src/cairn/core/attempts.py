@@ -91,9 +91,11 @@ async def run_new_step(
         if left > PARK_BACKOFF_AFTER:
             raise live.leave(Suspend("SLEEPING", prior[-1].retry_at, f"{RETRY}:{name}"))
         await clock.sleep(left)
+    run_scope = live.observed
     while True:
         attempt += 1
         limit = None
+        observed = None if run_scope is None else run_scope.step(key, name, attempt)
         try:
             if timeout is None:
                 value = await _call(live, step, key, attempt, args, kwargs)
@@ -102,12 +104,20 @@ async def run_new_step(
                     value = await _call(live, step, key, attempt, args, kwargs)
         except Exception as exc:
             timed_out = limit is not None and limit.expired()
+            if observed is not None:
+                observed.failed(exc, timed_out)
             failure = await _record_failure(
                 live, key, name, exc, attempt, retry, timeout if timed_out else None, started
             )
             if failure is not None:
                 raise failure from None
             continue
+        except BaseException:
+            if observed is not None:
+                observed.interrupted()
+            raise
+        if observed is not None:
+            observed.succeeded()
         try:
             text = live.env.serializer.dumps(value, what=f"result of step {name!r}")
         except SerializationError as exc:

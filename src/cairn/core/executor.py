@@ -96,6 +96,24 @@ async def execute(
     live = LiveRun(env, run, workflow, records, prior, epoch=epoch)
     if on_live is not None:
         on_live(live)
+    observer = env.observer
+    if observer is None:
+        return await _attempt(env, live)
+    # The run's very first attempt: nothing recorded yet, and never claimed before.
+    first = fresh or (not records and not prior and run.attempt <= 1)
+    scope = live.observed = observer.run(run, first)
+    try:
+        outcome = await _attempt(env, live)
+    except BaseException:
+        scope.ended(None, None)
+        raise
+    scope.ended(outcome.status, outcome.error)
+    return outcome
+
+
+async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
+    """Run the workflow's code in `live` and store how the attempt ended."""
+    run, workflow = live.run, live.workflow
     token = context.enter(live)
     facts = logcontext.enter_run(run.run_id, run.workflow, max(run.attempt, 1))
     try:
@@ -122,7 +140,10 @@ async def execute(
         await live.store_marks()
         await live.record_cancel()
         await live.flush_meta()
-        return await _park(env, live, parked, live.park_time(parked.wake_at))
+        wake_at = live.park_time(parked.wake_at)
+        if live.observed is not None:
+            live.observed.parked(parked.status, wake_at, parked.waiting_for)
+        return await _park(env, live, parked, wake_at)
     except ContinueAsNew as again:
         if live.journal.divergence is not None:
             return await _finish(env, live, "FAILED", error=error_json(live.journal.divergence))

@@ -364,10 +364,11 @@ class Worker:
         orphans_first = time.monotonic() >= self._orphans_due
         if orphans_first:
             self._orphans_due = time.monotonic() + self.lease / 3
+        now = self.env.clock.now()
         claimed = await self.env.store.claim_runs(
             self.env.owner,
             limit,
-            now=self.env.clock.now(),
+            now=now,
             stale=stale,
             queues=self.queues,
             workflows=sorted(self.env.registry.workflows),
@@ -381,6 +382,8 @@ class Worker:
         for run_id in claimed.poisoned:
             log.error("run %s given up after too many recoveries (PoisonRun)", run_id)
             self._on_finished(run_id, executor.Outcome("FAILED"))
+        if self.env.observer is not None and claimed.runs:
+            self.env.observer.claimed(claimed.runs, claimed.due, now)
         for run in claimed.runs:
             self._start(run, fresh=False, epoch=epoch)
         self._backlog = len(claimed.runs) >= limit

@@ -148,6 +148,17 @@ class Claimed:
 
     runs: list[RunRecord]
     poisoned: list[str]
+    # When each claimed run became due (run id -> time), for runs that were PENDING or
+    # parked; a recovered run has none. The claim lag metric reads it.
+    due: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """How many runs are unfinished, by (queue, status), and how many workers are live."""
+
+    runs: dict[tuple[str | None, str], int]
+    live_workers: int
 
 
 @dataclass(frozen=True, slots=True)
