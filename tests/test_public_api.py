@@ -122,7 +122,7 @@ def test_public_api__version() -> None:
     assert isinstance(cairn.__version__, str) and cairn.__version__.count(".") == 2
 
 
-OBSERVABILITY = ["JsonFormatter", "Metrics", "RunContextFilter", "metrics_app"]
+OBSERVABILITY = ["JsonFormatter", "Metrics", "RunContextFilter", "Tracing", "metrics_app"]
 
 
 def test_public_api__observability_all_is_pinned() -> None:

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from opentelemetry import trace
 from prometheus_client.parser import text_string_to_metric_families
+from tests.engine.spans import exporter
 
 import cairn
 
@@ -27,10 +29,22 @@ TIMEOUT = 30.0
 
 FLOWS = """
 import logging
+import os
 
 import cairn
 
 log = logging.getLogger("obsflows")
+
+if os.environ.get("OBS_SPANS"):  # what an application does to export its spans
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+
+    out = open(os.environ["OBS_SPANS"], "a", buffering=1)
+    exporter = ConsoleSpanExporter(out=out, formatter=lambda s: s.to_json(indent=None) + "\\n")
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
 
 
 @cairn.step()
@@ -54,9 +68,10 @@ async def waiter() -> str:
 class Worker:
     """A `cairn worker` subprocess whose stderr lines can be awaited."""
 
-    def __init__(self, project: Path, url: str, *args: str) -> None:
+    def __init__(self, project: Path, url: str, *args: str, **environ: str) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
         env["PYTHONPATH"] = os.pathsep.join([str(SRC), str(project)])
+        env.update(environ)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cairn", "worker", "-m", "obsflows", "--db", url, *args],
             cwd=project,
@@ -212,3 +227,27 @@ def test_worker__metrics_port_serves_metrics_that_move_as_runs_progress(
     assert seen[attempts] == 1  # the replayed step is not attempted again
     assert seen[("cairn_run_duration_seconds_count", completed[1])] == 1
     assert worker.terminate() == 0
+
+
+def test_worker__a_run_started_in_a_span_continues_its_trace_in_a_worker_process(
+    project: Path, workers: list[Worker]
+) -> None:
+    exporter()  # a tracer provider in this process, as a web application has
+    url = f"sqlite:///{project / 'cairn.db'}"
+    spans_file = project / "spans.jsonl"
+    with cairn.Client(url) as client:
+        with trace.get_tracer("tests").start_as_current_span("web request") as request:
+            run_id = client.start("obs.greet", "otel").run_id
+    worker = Worker(project, url, "--tracing", OBS_SPANS=str(spans_file))
+    workers.append(worker)
+    worker.wait_for(f"run {run_id} COMPLETED")
+    assert worker.terminate() == 0
+
+    spans = {s["name"]: s for s in map(json.loads, spans_file.read_text().splitlines())}
+    started = request.get_span_context()
+    run_span, step_span = spans["run obs.greet"], spans["step greet"]
+    assert run_span["context"]["trace_id"] == f"0x{started.trace_id:032x}"
+    assert run_span["parent_id"] == f"0x{started.span_id:016x}"
+    assert step_span["parent_id"] == run_span["context"]["span_id"]
+    assert run_span["attributes"]["cairn.run_id"] == run_id
+    assert run_span["attributes"]["cairn.outcome"] == "completed"

@@ -65,6 +65,12 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         default="0.0.0.0",
         help="address the metrics server binds (0.0.0.0: every interface)",
     )
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="OpenTelemetry spans of runs and steps, sent to the global tracer provider "
+        "(installed by a workflow module or opentelemetry-instrument; needs cairn[otel])",
+    )
     parser.set_defaults(handler=serve)
 
 
@@ -115,6 +121,8 @@ async def _serve(ns: argparse.Namespace, glob: options.Globals, queues: list[str
         extra["queues"] = queues
     if ns.metrics_port is not None:
         extra["metrics"] = True
+    if ns.tracing:
+        extra["tracing"] = True
     engine = Engine(glob.url, lease=ns.lease, modules=glob.modules, **extra)
     log.info(
         "worker starting: concurrency %d, lease %s, database %s, queues %s",

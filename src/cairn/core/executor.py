@@ -25,7 +25,7 @@ from cairn.errors import (
     StoreError,
     StoreRefused,
 )
-from cairn.observability import logcontext
+from cairn.observability import logcontext, propagation
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import AttemptRecord, Lease, RunRecord
 
@@ -265,6 +265,7 @@ async def _continue(
         continued_from=run.run_id,
         detached=run.detached,
         version=version,  # the successor runs the code of now, not the code it started with
+        trace_context=propagation.current() or run.trace_context,
     )
 
     def go_on() -> Any:

@@ -9,5 +9,6 @@ from __future__ import annotations
 from cairn.observability.jsonlog import JsonFormatter
 from cairn.observability.logcontext import RunContextFilter
 from cairn.observability.metrics import Metrics, metrics_app
+from cairn.observability.tracing import Tracing
 
-__all__ = ["JsonFormatter", "Metrics", "RunContextFilter", "metrics_app"]
+__all__ = ["JsonFormatter", "Metrics", "RunContextFilter", "Tracing", "metrics_app"]

@@ -25,7 +25,7 @@ from cairn.errors import (
 )
 from cairn.models import History, HistoryEntry, RunPage, RunStatus, RunSummary
 from cairn.names import check_name
-from cairn.observability import logcontext
+from cairn.observability import logcontext, propagation
 from cairn.runtime import blocking, leases, triggers
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.queues import QueueControl
@@ -162,6 +162,7 @@ class RunControl:
             dedup_key=dedup_key,
             partition_key=partition,
             version=defn.version if defn is not None else None,
+            trace_context=propagation.current(),
         )
         # Only a workflow this process imports can execute here; one started by a name it
         # does not know is queued for a worker that does.
@@ -349,6 +350,7 @@ class RunControl:
             queue=run.queue,
             priority=run.priority,
             partition_key=run.partition_key,
+            trace_context=propagation.current(),
         )
         if before_seq is None:
             await self.store.create_run(copy)

@@ -31,6 +31,7 @@ from cairn.store import Store, open_store
 
 if TYPE_CHECKING:
     from cairn.observability.metrics import Metrics
+    from cairn.observability.tracing import Tracing
 
 log = logcontext.logger("cairn.engine")
 
@@ -66,6 +67,7 @@ class Engine:
         claim: bool = True,
         queues: list[str] | tuple[str, ...] | None = None,
         metrics: Metrics | bool = False,
+        tracing: Tracing | bool = False,
     ) -> None:
         """Configure an engine.
 
@@ -84,6 +86,8 @@ class Engine:
                 executes only the runs this engine starts (what `cairn run` uses).
             metrics: Prometheus metrics (`cairn.observability.Metrics`; True makes one,
                 on a registry of its own: see `engine.metrics`). Needs `cairn[metrics]`.
+            tracing: OpenTelemetry spans of runs and steps, on the global tracer provider
+                (`cairn.observability.Tracing`; True makes one). Needs `cairn[otel]`.
         """
         if not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
@@ -107,6 +111,12 @@ class Engine:
             metrics = Metrics()
         # The engine's Prometheus metrics, or None.
         self.metrics: Metrics | None = metrics or None
+        if tracing is True:
+            from cairn.observability.tracing import Tracing
+
+            tracing = Tracing()
+        # The engine's OpenTelemetry spans, or None.
+        self.tracing: Tracing | None = tracing or None
         self.worker: Worker | None = None
         self.scheduler: Scheduler | None = None
         self.control = RunControl(
@@ -172,6 +182,8 @@ class Engine:
 
     def _observers(self) -> list[hooks.Observer]:
         observers: list[hooks.Observer] = []
+        if self.tracing is not None:
+            observers.append(self.tracing)
         if self.metrics is not None:
             self.metrics.bind(self.store, asyncio.get_running_loop(), self.clock)
             observers.append(self.metrics)

@@ -39,6 +39,8 @@ class RunRecord:
     detached: int = 0
     version: str | None = None
     fence: int = 0  # bumped by every claim: see Lease
+    # The W3C trace context (JSON of traceparent/tracestate) the run was started in.
+    trace_context: str | None = None
 
 
 RUN_FIELDS: tuple[str, ...] = tuple(RunRecord.__dataclass_fields__)
