@@ -131,11 +131,11 @@ async def _serve(ns: argparse.Namespace, glob: options.Globals, queues: list[str
         output.redact(engine.url),
         ", ".join(queues) if queues else "all",
     )
+    if engine.metrics is not None:  # answering scrapes from start-up on (gauges once open)
+        engine.metrics.serve(ns.metrics_port, ns.metrics_host)
+        log.info("metrics at http://%s:%d/metrics", ns.metrics_host, ns.metrics_port)
     async with engine:
         owner = engine.worker.env.owner if engine.worker is not None else "?"
-        if engine.metrics is not None:
-            engine.metrics.serve(ns.metrics_port, ns.metrics_host)
-            log.info("metrics at http://%s:%d/metrics", ns.metrics_host, ns.metrics_port)
         log.info("worker %s ready", owner)
         await stop.wait()
         in_flight = len(engine.worker.active) if engine.worker is not None else 0
