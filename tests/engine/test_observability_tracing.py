@@ -237,3 +237,26 @@ async def test_tracing__steps_of_a_sync_workflow_are_children_of_its_run(
     steps = spans.named("step one")
     assert [attrs(s)["cairn.step.key"] for s in steps] == ["one#1", "one#2"]
     assert {parent_id(s) for s in steps} == {span_id(run_span)}
+
+
+async def test_tracing__a_run_started_in_an_unsampled_trace_records_no_spans(
+    kit: Kit, spans: Spans
+) -> None:
+    @kit.step("quiet_step")
+    async def quiet_step() -> int:
+        return 1
+
+    @kit.workflow("trace.unsampled")
+    async def unsampled() -> int:
+        return await quiet_step()
+
+    dropped = trace.NonRecordingSpan(
+        trace.SpanContext(0x1234, 0x5678, is_remote=True, trace_flags=trace.TraceFlags(0))
+    )
+    async with kit.engine(workers=0) as starter:
+        with trace.use_span(dropped):
+            run = await starter.start("trace.unsampled")
+        async with kit.engine(tracing=True) as worker:
+            assert await (await worker.get(run.run_id)).result(timeout=WAIT) == 1
+
+    assert spans.all() == ()

@@ -81,33 +81,27 @@ class Tracing:
             attributes[QUEUE] = run.queue
         span = self.tracer.start_span(f"run {run.workflow}", parent, attributes=attributes)
         token = self.otel_context.attach(trace.set_span_in_context(span, parent))
-        return _RunSpan(self, run, span, token)
+        return _RunSpan(self, span, token)
 
     def claimed(self, runs: list[RunRecord], due: dict[str, float], now: float) -> None:
         """Hook: nothing to trace (a claim belongs to no run's trace yet)."""
 
 
 class _RunSpan:
-    __slots__ = ("run", "span", "token", "tracing")
+    __slots__ = ("span", "token", "tracing")
 
-    def __init__(self, tracing: Tracing, run: RunRecord, span: Span, token: object) -> None:
+    def __init__(self, tracing: Tracing, span: Span, token: object) -> None:
         self.tracing = tracing
-        self.run = run
         self.span = span
         self.token = token
 
     def step(self, key: str, name: str, attempt: int) -> StepScope:
+        if not self.span.is_recording():
+            return _UNSAMPLED  # its run is not sampled: neither are its steps
         tracing = self.tracing
-        run = self.run
+        # The run's facts are on the run's span, the parent: each attribute costs a step.
         span = tracing.tracer.start_span(
-            f"step {name}",
-            attributes={
-                WORKFLOW: run.workflow,
-                RUN_ID: run.run_id,
-                STEP_KEY: key,
-                STEP_NAME: name,
-                STEP_ATTEMPT: attempt,
-            },
+            f"step {name}", attributes={STEP_KEY: key, STEP_NAME: name, STEP_ATTEMPT: attempt}
         )
         # Current while the step's code runs: spans it makes are children of this one.
         token = tracing.otel_context.attach(tracing.otel_trace.set_span_in_context(span))
@@ -163,6 +157,24 @@ class _StepSpan:
     def _end(self) -> None:
         self.span.end()
         self.tracing.otel_context.detach(self.token)
+
+
+class _Unsampled:
+    """The scope of a step of an unsampled run: nothing to record."""
+
+    __slots__ = ()
+
+    def succeeded(self) -> None:
+        pass
+
+    def failed(self, exc: BaseException, timed_out: bool) -> None:
+        pass
+
+    def interrupted(self) -> None:
+        pass
+
+
+_UNSAMPLED = _Unsampled()
 
 
 def _error_of(error: str | None) -> tuple[str, str]:
