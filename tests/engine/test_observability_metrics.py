@@ -9,6 +9,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import cairn
+from cairn.authoring.schedules import make_schedule
+from cairn.clock import VirtualClock
 from cairn.observability import Metrics, metrics_app
 
 from .kit import WAIT, Kit
@@ -144,3 +146,31 @@ def test_metrics__each_engine_has_its_own_registry() -> None:
 
     assert sample(first, "cairn_runs_started_total", workflow="w") == 1
     assert sample(second, "cairn_runs_started_total", workflow="w") == 0
+
+
+async def test_metrics__schedule_lag_is_how_late_each_tick_fired(kit: Kit) -> None:
+    @kit.workflow("metrics.ticked")
+    async def ticked() -> None:
+        pass
+
+    make_schedule(ticked, every="1m", catchup="1h", reg=kit.registry)
+    clock = VirtualClock(1_699_999_980.0)  # on a minute boundary
+    metrics = Metrics()
+    async with kit.engine(metrics=metrics, clock=clock, lease="30d") as engine:
+        assert engine.scheduler is not None
+        clock.advance(150)  # ticks at +60 s and +120 s are 90 s and 30 s late
+        await engine.scheduler.run_due()
+
+    lag = "cairn_schedule_lag_seconds"
+    assert sample(metrics, f"{lag}_count", workflow="metrics.ticked") == 2
+    assert sample(metrics, f"{lag}_sum", workflow="metrics.ticked") == pytest.approx(120)
+
+
+async def test_metrics__an_engine_without_workers_still_reads_the_gauges(kit: Kit) -> None:
+    metrics = Metrics()
+    async with kit.engine(workers=0, metrics=metrics) as engine:
+        await engine.start("metrics.elsewhere")
+        seen = await scrape(metrics)
+
+    assert seen[("cairn_runs", (("queue", ""), ("status", "pending")))] == 1
+    assert seen[("cairn_workers_live", ())] == 0

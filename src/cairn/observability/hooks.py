@@ -52,6 +52,9 @@ class Observer(Protocol):
     def claimed(self, runs: list[RunRecord], due: dict[str, float], now: float) -> None:
         """This worker claimed `runs` at `now`; `due` says when each became due."""
 
+    def fired(self, workflow: str, lag: float) -> None:
+        """This engine fired a schedule tick of `workflow`, `lag` seconds after its time."""
+
 
 class Observers:
     """Several observers as one."""
@@ -67,6 +70,11 @@ class Observers:
         """Tell every observer."""
         for observer in self.observers:
             observer.claimed(runs, due, now)
+
+    def fired(self, workflow: str, lag: float) -> None:
+        """Tell every observer."""
+        for observer in self.observers:
+            observer.fired(workflow, lag)
 
 
 def combine(observers: list[Observer]) -> Observer | None:

@@ -58,6 +58,7 @@ class Metrics:
     - `cairn_step_duration_seconds{step}`: how long each step attempt's code ran.
     - `cairn_claim_lag_seconds{queue}`: from when a run became due to when a worker
       claimed it (queue "" for runs on no queue; recoveries are not counted).
+    - `cairn_schedule_lag_seconds{workflow}`: from a schedule tick's time to its firing.
     - `cairn_runs{queue,status}`: unfinished runs in the database by queue and status
       (pending, running, sleeping, waiting, paused), read at scrape time.
     - `cairn_workers_live`: workers whose heartbeat is within their lease, read then too.
@@ -114,6 +115,10 @@ class Metrics:
             "cairn_claim_lag_seconds", "Seconds from a run being due to its claim.",
             ["queue"], buckets=LAG_BUCKETS,
         )  # fmt: skip
+        self.schedule_lag = histogram(
+            "cairn_schedule_lag_seconds", "Seconds from a schedule tick's time to its firing.",
+            ["workflow"], buckets=LAG_BUCKETS,
+        )  # fmt: skip
         self._steps: dict[str, _StepChildren] = {}
         self._gauges = _Gauges(self)
         self.registry.register(self._gauges)
@@ -144,6 +149,10 @@ class Metrics:
             since = due.get(run.run_id)
             if since is not None:
                 self.claim_lag.labels(run.queue or "").observe(max(0.0, now - since))
+
+    def fired(self, workflow: str, lag: float) -> None:
+        """Hook: a schedule tick of `workflow` fired `lag` seconds late."""
+        self.schedule_lag.labels(workflow).observe(lag)
 
     def step_children(self, name: str) -> _StepChildren:
         """The labelled metrics of step `name` (made once: a step pays a dict lookup)."""

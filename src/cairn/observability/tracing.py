@@ -86,6 +86,9 @@ class Tracing:
     def claimed(self, runs: list[RunRecord], due: dict[str, float], now: float) -> None:
         """Hook: nothing to trace (a claim belongs to no run's trace yet)."""
 
+    def fired(self, workflow: str, lag: float) -> None:
+        """Hook: nothing to trace (the run a tick starts makes its own spans)."""
+
 
 class _RunSpan:
     __slots__ = ("span", "token", "tracing")

@@ -143,13 +143,16 @@ class Engine:
             return
         import_modules(self.modules)
         await self.store.open()
+        observer = hooks.combine(self._observers())
         if self.registry.queues:
             await self.control.queues.declare(list(self.registry.queues.values()))
         if self.workers > 0:
             # What the code declares for event triggers and schedules goes to the database.
             await triggers.declare(self.control)
             if self.claim:
-                self.scheduler = Scheduler(self.control, poll_interval=self.poll_interval)
+                self.scheduler = Scheduler(
+                    self.control, poll_interval=self.poll_interval, observer=observer
+                )
                 await self.scheduler.declare()
             step_threads = ThreadPoolExecutor(max(8, self.workers), "cairn-step")
             self._threads = [step_threads]
@@ -162,7 +165,7 @@ class Engine:
                 loop=asyncio.get_running_loop(),
                 threads=step_threads,
                 workflow_threads=ThreadPoolExecutor(self.workers, "cairn-workflow"),
-                observer=hooks.combine(self._observers()),
+                observer=observer,
             )
             self._threads.append(env.workflow_threads)
             self.worker = Worker(
@@ -181,6 +184,7 @@ class Engine:
         self._open = True
 
     def _observers(self) -> list[hooks.Observer]:
+        """The engine's observers; its metrics read gauges from its store from now on."""
         observers: list[hooks.Observer] = []
         if self.tracing is not None:
             observers.append(self.tracing)
