@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from cairn.clock import Clock
@@ -176,7 +177,9 @@ class Metrics:
             if asyncio.get_running_loop() is loop:
                 counts = await asyncio.wait_for(store.counts(), READ_TIMEOUT)
             else:
-                future = asyncio.run_coroutine_threadsafe(store.counts(), loop)
+                future = _submit(store, loop)
+                if future is None:
+                    return None
                 counts = await asyncio.wait_for(asyncio.wrap_future(future), READ_TIMEOUT)
         except Exception as exc:
             log.warning("metrics: cannot read run counts from the database: %s", exc)
@@ -189,7 +192,9 @@ class Metrics:
         store, loop = self._store, self._loop
         if store is None or loop is None:
             return None
-        future = asyncio.run_coroutine_threadsafe(store.counts(), loop)
+        future = _submit(store, loop)
+        if future is None:
+            return None
         try:
             counts = future.result(READ_TIMEOUT)
         except Exception as exc:
@@ -216,6 +221,16 @@ class Metrics:
             _prometheus().start_http_server(port, host, registry=self.registry)
         except OSError as exc:
             raise ConfigError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
+
+
+def _submit(store: Store, loop: asyncio.AbstractEventLoop) -> Future[Counts] | None:
+    """`store.counts()` sent to `loop` from another thread; None if the loop has closed."""
+    read = store.counts()
+    try:
+        return asyncio.run_coroutine_threadsafe(read, loop)
+    except RuntimeError:  # the engine closed meanwhile
+        read.close()
+        return None
 
 
 _StepChildren = tuple[Any, Any, Any]  # attempts counter, failures counter, duration histogram
