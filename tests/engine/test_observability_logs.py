@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Iterator
@@ -132,13 +133,17 @@ async def test_logs__cairn_records_inside_a_run_carry_it_without_the_filter(
     @kit.workflow("logs.drifting")
     async def drifting() -> str:
         await (a() if order["first"] == "a" else b())
-        order["first"] = "b"  # the replay after the sleep takes another path
-        await cairn.sleep(0.01)
+        order["first"] = "b"  # the replay after the event takes another path
+        await cairn.wait_for_event("go")
         return "unreachable"
 
     caplog.set_level(logging.INFO, logger="cairn")
     async with kit.engine() as engine:
         run = await engine.start(drifting)
+        async with asyncio.timeout(WAIT):
+            while (await engine.control.record(run.run_id)).status != "WAITING":
+                await asyncio.sleep(0.005)
+        await engine.send_event(run.run_id, "go")
         with pytest.raises(cairn.RunFailed):
             await run.result(timeout=WAIT)
 

@@ -85,12 +85,17 @@ async def test_metrics__a_parked_run_is_not_started_again_when_it_wakes(kit: Kit
     @kit.workflow("metrics.napper")
     async def napper() -> int:
         await tick()
-        await cairn.sleep(0.05)
+        await cairn.wait_for_event("go")
         return await tick()
 
     metrics = Metrics()
     async with kit.engine(metrics=metrics) as engine:
-        assert await (await engine.start(napper)).result(timeout=WAIT) == 1
+        run = await engine.start(napper)
+        async with asyncio.timeout(WAIT):
+            while (await engine.control.record(run.run_id)).status != "WAITING":
+                await asyncio.sleep(0.005)
+        await engine.send_event(run.run_id, "go")
+        assert await run.result(timeout=WAIT) == 1
 
     assert sample(metrics, "cairn_runs_started_total", workflow="metrics.napper") == 1
     assert sample(metrics, "cairn_step_attempts_total", step="tick") == 2  # none replayed

@@ -76,7 +76,7 @@ async def test_tracing__span_tree_of_a_run_with_retries_a_child_and_a_sleep(
     async def parent() -> int:
         await flaky()
         n = await child()
-        await cairn.sleep(0.05)
+        await cairn.sleep(1)  # long enough to park even on a slow machine
         return await last(n)
 
     async with kit.engine(tracing=True) as engine:
