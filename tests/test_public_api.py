@@ -120,3 +120,13 @@ def test_public_api__public_names_are_documented() -> None:
 
 def test_public_api__version() -> None:
     assert isinstance(cairn.__version__, str) and cairn.__version__.count(".") == 2
+
+
+OBSERVABILITY = ["JsonFormatter", "Metrics", "RunContextFilter", "Tracing", "metrics_app"]
+
+
+def test_public_api__observability_all_is_pinned() -> None:
+    import cairn.observability
+
+    assert cairn.observability.__all__ == OBSERVABILITY
+    assert all(inspect.getdoc(getattr(cairn.observability, n)) for n in OBSERVABILITY)

@@ -228,3 +228,16 @@ async def test_release_run__a_live_owner_queues_one_run_again(store: Store) -> N
     ]
     with pytest.raises(LeaseLost):
         await store.record_step(held("w1"), step_record("r1", 1))
+
+
+async def test_claim_runs__says_when_each_claimed_run_became_due(store: Store) -> None:
+    await store.register_worker(worker_record("w1"))
+    await store.create_run(run_record("queued", created_at=T0 - 5))
+    await store.create_run(run_record("delayed", created_at=T0 - 9, wake_at=T0 - 2))
+    await store.create_run(run_record("napper", status="RUNNING", owner="w1"))
+    await store.park_run("napper", held("w1"), "SLEEPING", wake_at=T0 - 1, waiting_for=None, now=T0)
+
+    claimed = await store.claim_runs("w2", 10, now=T0, stale=True)
+
+    assert {run.run_id for run in claimed.runs} == {"queued", "delayed", "napper"}
+    assert claimed.due == {"queued": T0 - 5, "delayed": T0 - 2, "napper": T0 - 1}

@@ -160,3 +160,21 @@ async def test_wait_for_work__wakes_on_a_message_for_a_waiting_run(
 
     async with asyncio.timeout(10):
         await waiting
+
+
+async def test_counts__unfinished_runs_by_queue_and_status_and_live_workers(
+    store: Store, store_url: str
+) -> None:
+    await store.register_worker(worker_record("w1"))
+    await store.register_worker(worker_record("gone"))
+    age_heartbeat(store_url, "gone", LEASE + 5)
+    await store.create_run(run_record("p1"))
+    await store.create_run(run_record("p2", queue="mail"))
+    await store.create_run(run_record("p3", queue="mail"))
+    await store.create_run(run_record("r1", status="RUNNING", owner="w1", queue="mail"))
+    await store.create_run(run_record("done", status="COMPLETED"))
+
+    counts = await store.counts()
+
+    assert counts.runs == {(None, "PENDING"): 1, ("mail", "PENDING"): 2, ("mail", "RUNNING"): 1}
+    assert counts.live_workers == 1

@@ -148,6 +148,19 @@ def test_worker__options():
     assert main.parse(["worker"]).lease == "10s"
 
 
+def test_worker__observability_options():
+    ns = main.parse(["worker", "--log-format", "json", "--metrics-port", "9464"])
+    assert (ns.log_format, ns.metrics_port, ns.metrics_host) == ("json", 9464, "0.0.0.0")
+    plain = main.parse(["worker"])
+    assert (plain.log_format, plain.metrics_port) == ("text", None)
+
+
+def test_worker__bad_metrics_port_is_one_error_line(capsys):
+    assert main.run(["worker", "--metrics-port", "70000"]) != 0
+    err = capsys.readouterr().err
+    assert err == "error: --metrics-port must be a port number, got 70000\n"
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -158,6 +171,7 @@ def test_worker__options():
         ["runs", "list", "--limit", "x"],
         ["run"],
         ["worker", "--concurrency", "many"],
+        ["worker", "--log-format", "xml"],
         ["db"],
     ],
 )

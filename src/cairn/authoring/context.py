@@ -119,9 +119,11 @@ class RunContext:
 
 
 _current: ContextVar[RunContext | None] = ContextVar("cairn_run", default=None)
-# The name of the step whose own code runs now ("" outside one): steps called inside a
-# step are plain calls, and durable primitives refuse to run there.
-_in_step: ContextVar[str] = ContextVar("cairn_in_step", default="")
+# The step whose own code runs now, as (name, key, attempt), or None outside one: steps
+# called inside a step are plain calls, and durable primitives refuse to run there. Log
+# records read the key and attempt (cairn.observability.RunContextFilter).
+StepFrame = tuple[str, str, int]
+_in_step: ContextVar[StepFrame | None] = ContextVar("cairn_in_step", default=None)
 
 
 def current(what: str = "this function") -> RunContext:
@@ -137,9 +139,9 @@ def current(what: str = "this function") -> RunContext:
             f"{what} only works inside a running workflow; start one with engine.start()"
         )
     step = _in_step.get()
-    if step:
+    if step is not None:
         raise NotInRun(
-            f"{what} cannot be called inside step {step!r}: a step runs once and is not "
+            f"{what} cannot be called inside step {step[0]!r}: a step runs once and is not "
             "replayed; call it from the workflow"
         )
     return ctx
@@ -147,14 +149,14 @@ def current(what: str = "this function") -> RunContext:
 
 def active() -> RunContext | None:
     """The active run, or None outside a run (or inside a step's own code)."""
-    if _in_step.get():
+    if _in_step.get() is not None:
         return None
     return _current.get()
 
 
 def in_step() -> bool:
     """True while a step's own code runs."""
-    return bool(_in_step.get())
+    return _in_step.get() is not None
 
 
 def in_run() -> RunContext | None:
@@ -172,9 +174,14 @@ def leave(token: object) -> None:
     _current.reset(token)  # type: ignore[arg-type]
 
 
-def mark_in_step(name: str) -> object:
-    """Flag the current context as running the own code of step `name`."""
-    return _in_step.set(name)
+def step_frame() -> StepFrame | None:
+    """(name, key, attempt) of the step whose own code runs now; None outside one."""
+    return _in_step.get()
+
+
+def mark_in_step(frame: StepFrame) -> object:
+    """Flag the current context as running the own code of a step: (name, key, attempt)."""
+    return _in_step.set(frame)
 
 
 def unmark_in_step(token: object) -> None:

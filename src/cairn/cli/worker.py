@@ -13,9 +13,10 @@ import signal
 from typing import Any
 
 from cairn.cli import options, output
+from cairn.observability import jsonlog, logcontext
 from cairn.runtime.engine import Engine
 
-log = logging.getLogger("cairn.cli.worker")
+log = logcontext.logger("cairn.cli.worker")
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -44,6 +45,32 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         default="10s",
         help="how long a silent worker keeps its runs before others take them over (10s)",
     )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text lines (default), or one JSON object per line with run_id, workflow, "
+        "step and attempt",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        metavar="N",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics at http://HOST:N/metrics (needs cairn[metrics])",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        metavar="HOST",
+        default="0.0.0.0",
+        help="address the metrics server binds (0.0.0.0: every interface)",
+    )
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="OpenTelemetry spans of runs and steps, sent to the global tracer provider "
+        "(installed by a workflow module or opentelemetry-instrument; needs cairn[otel])",
+    )
     parser.set_defaults(handler=serve)
 
 
@@ -51,9 +78,11 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn worker`."""
     if ns.concurrency is not None and ns.concurrency < 1:
         raise ValueError(f"--concurrency must be a positive integer, got {ns.concurrency}")
+    if ns.metrics_port is not None and not 0 < ns.metrics_port < 65536:
+        raise ValueError(f"--metrics-port must be a port number, got {ns.metrics_port}")
     queues = [name for group in ns.queue or () for name in group]
     options.import_modules(glob.modules)
-    _log_to_stderr()
+    _log_to_stderr(ns.log_format)
     code = asyncio.run(_serve(ns, glob, queues))
     stuck = options.busy_run_threads(wait=1.0)
     if stuck:
@@ -61,12 +90,17 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
     return code
 
 
-def _log_to_stderr() -> None:
+def _log_to_stderr(form: str) -> None:
+    # On the root logger, so that the workflows' own records come out the same way (at
+    # the root's level, WARNING unless they set another); cairn's own at INFO.
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    root = logging.getLogger("cairn")
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
+    handler.addFilter(logcontext.RunContextFilter())
+    if form == "json":
+        handler.setFormatter(jsonlog.JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logging.getLogger().addHandler(handler)
+    logging.getLogger("cairn").setLevel(logging.INFO)
 
 
 async def _serve(ns: argparse.Namespace, glob: options.Globals, queues: list[str]) -> int:
@@ -85,6 +119,10 @@ async def _serve(ns: argparse.Namespace, glob: options.Globals, queues: list[str
         extra["workers"] = ns.concurrency
     if queues:
         extra["queues"] = queues
+    if ns.metrics_port is not None:
+        extra["metrics"] = True
+    if ns.tracing:
+        extra["tracing"] = True
     engine = Engine(glob.url, lease=ns.lease, modules=glob.modules, **extra)
     log.info(
         "worker starting: concurrency %d, lease %s, database %s, queues %s",
@@ -93,6 +131,9 @@ async def _serve(ns: argparse.Namespace, glob: options.Globals, queues: list[str
         output.redact(engine.url),
         ", ".join(queues) if queues else "all",
     )
+    if engine.metrics is not None:  # answering scrapes from start-up on (gauges once open)
+        engine.metrics.serve(ns.metrics_port, ns.metrics_host)
+        log.info("metrics at http://%s:%d/metrics", ns.metrics_host, ns.metrics_port)
     async with engine:
         owner = engine.worker.env.owner if engine.worker is not None else "?"
         log.info("worker %s ready", owner)

@@ -43,6 +43,8 @@ def type_name(exc: BaseException) -> str:
 async def _call(
     live: LiveRun,
     step: StepDef[Any, Any],
+    key: str,
+    attempt: int,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> Any:
@@ -53,7 +55,7 @@ async def _call(
         until, epoch = tenure.state  # Tenure.trusts, inlined: this runs for every step
         if epoch != live.epoch or time.monotonic() >= until:
             await live.hold_lease()
-    token = context.mark_in_step(step.name)
+    token = context.mark_in_step((step.name, key, attempt))
     fn = step.fn
     try:
         if step.is_async:
@@ -89,23 +91,33 @@ async def run_new_step(
         if left > PARK_BACKOFF_AFTER:
             raise live.leave(Suspend("SLEEPING", prior[-1].retry_at, f"{RETRY}:{name}"))
         await _back_off(live, left)
+    run_scope = live.observed
     while True:
         attempt += 1
         limit = None
+        observed = None if run_scope is None else run_scope.step(key, name, attempt)
         try:
             if timeout is None:
-                value = await _call(live, step, args, kwargs)
+                value = await _call(live, step, key, attempt, args, kwargs)
             else:
                 async with asyncio.timeout(timeout) as limit:
-                    value = await _call(live, step, args, kwargs)
+                    value = await _call(live, step, key, attempt, args, kwargs)
         except Exception as exc:
             timed_out = limit is not None and limit.expired()
+            if observed is not None:
+                observed.failed(exc, timed_out)
             failure = await _record_failure(
                 live, key, name, exc, attempt, retry, timeout if timed_out else None, started
             )
             if failure is not None:
                 raise failure from None
             continue
+        except BaseException:
+            if observed is not None:
+                observed.interrupted()
+            raise
+        if observed is not None:
+            observed.succeeded()
         try:
             text = live.env.serializer.dumps(value, what=f"result of step {name!r}")
         except SerializationError as exc:

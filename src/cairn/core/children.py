@@ -16,6 +16,7 @@ from cairn.core import durable
 from cairn.core.waits import facts_of, wait_message, waiting_record
 from cairn.errors import ChildFailed, EventTimeout
 from cairn.models import RunStatus
+from cairn.observability import propagation
 from cairn.store.records import RunRecord, StepRecord
 
 if TYPE_CHECKING:
@@ -103,6 +104,8 @@ async def start_child(
         queue=workflow.queue,
         detached=1 if detached else 0,
         version=workflow.version,
+        # Under the parent's span when it is traced here, else in the parent's trace.
+        trace_context=propagation.current() or live.run.trace_context,
     )
     facts = {"child_id": child_id, "channel": f"child:{child_id}", "deadline": None}
     record = waiting_record(live, key, "child", workflow.name, live.journal.allocate_seq(), facts)

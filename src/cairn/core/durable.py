@@ -16,13 +16,13 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from cairn.core.signals import Unwind
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
+from cairn.observability import logcontext
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import Lease, RunRecord, StepRecord
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from cairn.core.live_run import LiveRun
 
 T = TypeVar("T")
-log = logging.getLogger("cairn.executor")
+log = logcontext.logger("cairn.executor")
 
 
 class Attempt(Protocol):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextvars
 import json
-import logging
 import traceback
 from collections import defaultdict
 from collections.abc import Callable
@@ -26,10 +25,11 @@ from cairn.errors import (
     StoreError,
     StoreRefused,
 )
+from cairn.observability import logcontext, propagation
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import AttemptRecord, Lease, RunRecord
 
-log = logging.getLogger("cairn.executor")
+log = logcontext.logger("cairn.executor")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +96,26 @@ async def execute(
     live = LiveRun(env, run, workflow, records, prior, epoch=epoch)
     if on_live is not None:
         on_live(live)
+    observer = env.observer
+    if observer is None:
+        return await _attempt(env, live)
+    # The run's very first attempt: nothing recorded yet, and never claimed before.
+    first = fresh or (not records and not prior and run.attempt <= 1)
+    scope = live.observed = observer.run(run, first)
+    try:
+        outcome = await _attempt(env, live)
+    except BaseException:
+        scope.ended(None, None)
+        raise
+    scope.ended(outcome.status, outcome.error)
+    return outcome
+
+
+async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
+    """Run the workflow's code in `live` and store how the attempt ended."""
+    run, workflow = live.run, live.workflow
     token = context.enter(live)
+    facts = logcontext.enter_run(run.run_id, run.workflow, max(run.attempt, 1))
     try:
         args, kwargs = decode_args(env, run)
         if workflow.is_async:
@@ -121,7 +140,10 @@ async def execute(
         await live.store_marks()
         await live.record_cancel()
         await live.flush_meta()
-        return await _park(env, live, parked, live.park_time(parked.wake_at))
+        wake_at = live.park_time(parked.wake_at)
+        if live.observed is not None:
+            live.observed.parked(parked.status, wake_at, parked.waiting_for)
+        return await _park(env, live, parked, wake_at)
     except ContinueAsNew as again:
         if live.journal.divergence is not None:
             return await _finish(env, live, "FAILED", error=error_json(live.journal.divergence))
@@ -155,6 +177,7 @@ async def execute(
         failure = live.journal.divergence or exc
         return await _finish(env, live, "FAILED", error=error_json(failure))
     finally:
+        logcontext.leave_run(facts)
         context.leave(token)
         live.close()
 
@@ -242,6 +265,7 @@ async def _continue(
         continued_from=run.run_id,
         detached=run.detached,
         version=version,  # the successor runs the code of now, not the code it started with
+        trace_context=propagation.current() or run.trace_context,
     )
 
     def go_on() -> Any:

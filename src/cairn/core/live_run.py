@@ -34,6 +34,7 @@ from cairn.errors import (
 )
 from cairn.models import RunInfo
 from cairn.names import check_name
+from cairn.observability.hooks import Observer, RunScope
 from cairn.serialization import Serializer
 from cairn.store.protocol import LeaseLost, Store
 from cairn.store.records import AttemptRecord, Lease, RunRecord, StepRecord
@@ -60,6 +61,8 @@ class RunEnv:
     commit_hook: Callable[[StepRecord], None] | None = None
     # How long this worker may trust it still holds its runs (None: always; tests).
     tenure: Tenure | None = None
+    # Metrics and traces (cairn.observability); None: nothing is observed, at no cost.
+    observer: Observer | None = None
 
 
 # A column value's JSON text (ASCII: json.dumps escapes the rest) is indexed with its
@@ -95,6 +98,8 @@ class LiveRun(RunContext):
         # The tenure epoch the attempt began in (see core/tenure.py).
         self.epoch = epoch
         self.workflow = workflow
+        # Told of each new step attempt when the engine observes (see executor.execute).
+        self.observed: RunScope | None = None
         self.journal = journal.Journal(records)
         self.prior_attempts = prior_attempts
         self._loop_thread = threading.get_ident()

@@ -8,12 +8,12 @@ and go out together in the one write that follows it.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 
+from cairn.observability import logcontext
 from cairn.store.protocol import Store
 
-log = logging.getLogger("cairn.run")
+log = logcontext.logger("cairn.run")
 
 
 class MetaWriter:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +25,7 @@ from cairn.errors import (
 )
 from cairn.models import History, HistoryEntry, RunPage, RunStatus, RunSummary
 from cairn.names import check_name
+from cairn.observability import logcontext, propagation
 from cairn.runtime import blocking, leases, triggers
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.queues import QueueControl
@@ -35,7 +35,7 @@ from cairn.serialization import Serializer
 from cairn.store.protocol import Store
 from cairn.store.records import RunQuery, RunRecord
 
-log = logging.getLogger("cairn.control")
+log = logcontext.logger("cairn.control")
 
 WORKERS_FRESH = 5.0  # seconds a look at the live workers serves starts by name
 
@@ -162,6 +162,7 @@ class RunControl:
             dedup_key=dedup_key,
             partition_key=partition,
             version=defn.version if defn is not None else None,
+            trace_context=propagation.current(),
         )
         # Only a workflow this process imports can execute here; one started by a name it
         # does not know is queued for a worker that does.
@@ -349,6 +350,7 @@ class RunControl:
             queue=run.queue,
             priority=run.priority,
             partition_key=run.partition_key,
+            trace_context=propagation.current(),
         )
         if before_seq is None:
             await self.store.create_run(copy)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
-import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cairn import config, durations, serialization
 from cairn.authoring.registry import Registry, default_registry
@@ -17,6 +17,7 @@ from cairn.core.executor import Outcome
 from cairn.core.live_run import RunEnv
 from cairn.errors import ConfigError
 from cairn.models import History, RunPage, RunStatus
+from cairn.observability import hooks, logcontext
 from cairn.runtime import deploy_check, leases, triggers
 from cairn.runtime.control import RunControl
 from cairn.runtime.deploy_check import CheckReport
@@ -28,7 +29,11 @@ from cairn.runtime.tasks import TaskControl
 from cairn.runtime.worker import Worker
 from cairn.store import Store, open_store
 
-log = logging.getLogger("cairn.engine")
+if TYPE_CHECKING:
+    from cairn.observability.metrics import Metrics
+    from cairn.observability.tracing import Tracing
+
+log = logcontext.logger("cairn.engine")
 
 
 def import_modules(modules: tuple[str, ...] | list[str]) -> None:
@@ -61,6 +66,8 @@ class Engine:
         poll_interval: float = 0.5,
         claim: bool = True,
         queues: list[str] | tuple[str, ...] | None = None,
+        metrics: Metrics | bool = False,
+        tracing: Tracing | bool = False,
     ) -> None:
         """Configure an engine.
 
@@ -77,6 +84,10 @@ class Engine:
             queues: Only claim queued runs of these queues (default: every run).
             claim: Also execute runs started elsewhere (queued, due, orphaned); False
                 executes only the runs this engine starts (what `cairn run` uses).
+            metrics: Prometheus metrics (`cairn.observability.Metrics`; True makes one,
+                on a registry of its own: see `engine.metrics`). Needs `cairn[metrics]`.
+            tracing: OpenTelemetry spans of runs and steps, on the global tracer provider
+                (`cairn.observability.Tracing`; True makes one). Needs `cairn[otel]`.
         """
         if not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
@@ -94,6 +105,18 @@ class Engine:
         self.poll_interval = poll_interval
         self.claim = claim
         self.serve_queues = list(queues) if queues else None
+        if metrics is True:
+            from cairn.observability.metrics import Metrics
+
+            metrics = Metrics()
+        # The engine's Prometheus metrics, or None.
+        self.metrics: Metrics | None = metrics or None
+        if tracing is True:
+            from cairn.observability.tracing import Tracing
+
+            tracing = Tracing()
+        # The engine's OpenTelemetry spans, or None.
+        self.tracing: Tracing | None = tracing or None
         self.worker: Worker | None = None
         self.scheduler: Scheduler | None = None
         self.control = RunControl(
@@ -120,15 +143,16 @@ class Engine:
             return
         import_modules(self.modules)
         await self.store.open()
+        observer = hooks.combine(self._observers())
         if self.registry.queues:
             await self.control.queues.declare(list(self.registry.queues.values()))
         if self.workers > 0:
-            import asyncio
-
             # What the code declares for event triggers and schedules goes to the database.
             await triggers.declare(self.control)
             if self.claim:
-                self.scheduler = Scheduler(self.control, poll_interval=self.poll_interval)
+                self.scheduler = Scheduler(
+                    self.control, poll_interval=self.poll_interval, observer=observer
+                )
                 await self.scheduler.declare()
             step_threads = ThreadPoolExecutor(max(8, self.workers), "cairn-step")
             self._threads = [step_threads]
@@ -141,6 +165,7 @@ class Engine:
                 loop=asyncio.get_running_loop(),
                 threads=step_threads,
                 workflow_threads=ThreadPoolExecutor(self.workers, "cairn-workflow"),
+                observer=observer,
             )
             self._threads.append(env.workflow_threads)
             self.worker = Worker(
@@ -158,11 +183,23 @@ class Engine:
                 self.scheduler.start()
         self._open = True
 
+    def _observers(self) -> list[hooks.Observer]:
+        """The engine's observers; its metrics read gauges from its store from now on."""
+        observers: list[hooks.Observer] = []
+        if self.tracing is not None:
+            observers.append(self.tracing)
+        if self.metrics is not None:
+            self.metrics.bind(self.store, asyncio.get_running_loop(), self.clock)
+            observers.append(self.metrics)
+        return observers
+
     async def close(self) -> None:
         """Stop executing; runs still in flight are handed back for recovery."""
         if not self._open:
             return
         self._open = False
+        if self.metrics is not None:
+            self.metrics.unbind()
         if self.scheduler is not None:
             await self.scheduler.stop()
             self.scheduler = None

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import threading
 import time
 from collections.abc import Callable
 
 from cairn.core.tenure import Tenure
 from cairn.errors import StoreError
+from cairn.observability import logcontext
 from cairn.store.protocol import SideChannel, Store
 from cairn.store.records import Beat, WorkerRecord
 
-log = logging.getLogger("cairn.worker")
+log = logcontext.logger("cairn.worker")
 
 Landed = Callable[[float, Beat], None]
 

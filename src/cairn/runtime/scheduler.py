@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from typing import TYPE_CHECKING, Any
 
+from cairn.observability import logcontext
 from cairn.runtime.schedules import spec_of
 from cairn.store.records import Fired, ScheduleRecord
 
 if TYPE_CHECKING:
+    from cairn.observability.hooks import Observer
     from cairn.runtime.control import RunControl
 
-log = logging.getLogger("cairn.scheduler")
+log = logcontext.logger("cairn.scheduler")
 
 # Schedules looked at per query; more are picked up by the next query of the same pass.
 BATCH = 100
@@ -32,8 +33,11 @@ MAX_ROUNDS = 50
 class Scheduler:
     """Fires due ticks of the schedules in the database, with their overlap policies."""
 
-    def __init__(self, control: RunControl, *, poll_interval: float) -> None:
+    def __init__(
+        self, control: RunControl, *, poll_interval: float, observer: Observer | None = None
+    ) -> None:
         self.control = control
+        self.observer = observer  # told how late each tick fired (metrics)
         # How often to look for schedules changed by other processes (and buffered ticks
         # whose blocking run ended); due ticks themselves are waited for precisely.
         self.poll_interval = poll_interval
@@ -116,6 +120,9 @@ class Scheduler:
         )
         if fired is None:
             return outcomes, False  # another engine fired it first
+        if self.observer is not None:
+            for tick in ticks:
+                self.observer.fired(record.workflow, max(0.0, now - tick))
         if fired.skipped or fired.buffered:
             log.info(
                 "schedule %r: %d tick(s) started, %d skipped%s",

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-log = logging.getLogger("cairn.worker")
+from cairn.observability import logcontext
+
+log = logcontext.logger("cairn.worker")
 
 
 class LoopWatchdog:

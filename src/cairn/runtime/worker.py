@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import time
 from collections.abc import Callable
@@ -19,13 +18,14 @@ from dataclasses import dataclass
 from cairn.core import executor
 from cairn.core.live_run import LiveRun, RunEnv
 from cairn.core.tenure import Tenure
+from cairn.observability import logcontext
 from cairn.runtime import leases
 from cairn.runtime.control import Reservation
 from cairn.runtime.heartbeat import Heartbeat
 from cairn.runtime.watchdog import LoopWatchdog
 from cairn.store.records import Beat, Lease, RunRecord, WorkerRecord
 
-log = logging.getLogger("cairn.worker")
+log = logcontext.logger("cairn.worker")
 
 Finished = Callable[[str, executor.Outcome], None]
 
@@ -232,7 +232,13 @@ class Worker:
         previous = self.active.get(run.run_id)
         if previous is not None and previous.run.fence >= run.fence:
             return  # the same claim, seen twice (a late reply, and the reconciler)
-        log.info("run %s (%s) started, attempt %d", run.run_id, run.workflow, run.attempt)
+        log.info(
+            "run %s (%s) started, attempt %d",
+            run.run_id,
+            run.workflow,
+            run.attempt,
+            extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
+        )
         attempt = Attempt(run, epoch, started=time.monotonic())
         attempt.task = asyncio.create_task(
             self._execute(attempt, previous, fresh), name=f"cairn-run-{run.run_id}"
@@ -272,7 +278,12 @@ class Worker:
             parked = outcome.status in ("SLEEPING", "WAITING", "PAUSED")
             if not self._stopping and (self._backlog or parked or run.queue is not None):
                 self._wake.set()
-        log.info("run %s %s", run.run_id, outcome.status or "handed back")
+        log.info(
+            "run %s %s",
+            run.run_id,
+            outcome.status or "handed back",
+            extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
+        )
         if outcome.status is None and not self._stopping:
             self._hand_back(attempt)
         self._on_finished(run.run_id, outcome)
@@ -353,10 +364,11 @@ class Worker:
         orphans_first = time.monotonic() >= self._orphans_due
         if orphans_first:
             self._orphans_due = time.monotonic() + self.lease / 3
+        now = self.env.clock.now()
         claimed = await self.env.store.claim_runs(
             self.env.owner,
             limit,
-            now=self.env.clock.now(),
+            now=now,
             stale=stale,
             queues=self.queues,
             workflows=sorted(self.env.registry.workflows),
@@ -370,6 +382,8 @@ class Worker:
         for run_id in claimed.poisoned:
             log.error("run %s given up after too many recoveries (PoisonRun)", run_id)
             self._on_finished(run_id, executor.Outcome("FAILED"))
+        if self.env.observer is not None and claimed.runs:
+            self.env.observer.claimed(claimed.runs, claimed.due, now)
         for run in claimed.runs:
             self._start(run, fresh=False, epoch=epoch)
         self._backlog = len(claimed.runs) >= limit

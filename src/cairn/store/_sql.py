@@ -113,6 +113,13 @@ UPSERT_WORKER = (
 HEARTBEAT = f"UPDATE workers SET heartbeat_at = {DB_NOW} WHERE worker_id = ?"
 SELECT_WORKERS = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY started_at"
 # What a heartbeat reads back: the runs its worker holds, for the reconciler.
+# Read at scrape time by the metrics (runs_by_status holds the statuses it counts).
+COUNT_UNFINISHED = (
+    "SELECT queue, status, COUNT(*) FROM runs "
+    "WHERE status IN ('PENDING', 'RUNNING', 'SLEEPING', 'WAITING', 'PAUSED') "
+    "GROUP BY queue, status"
+)
+COUNT_LIVE_WORKERS = f"SELECT COUNT(*) FROM workers WHERE heartbeat_at + lease >= {DB_NOW}"
 SELECT_OWNED = "SELECT run_id, fence FROM runs WHERE owner = ? AND status = 'RUNNING'"
 EXPIRE_WORKER = "UPDATE workers SET heartbeat_at = 0 WHERE worker_id = ?"
 DELETE_WORKER = "DELETE FROM workers WHERE worker_id = ?"
@@ -205,7 +212,8 @@ def task_from_row(row: Sequence[Any]) -> TaskRecord:
 
 # Claiming, in two parts run inside one write transaction by each backend.
 SELECT_PENDING = (
-    "SELECT run_id, status, queue, partition_key, waiting_for, workflow FROM runs "
+    "SELECT run_id, status, queue, partition_key, waiting_for, workflow, "
+    "COALESCE(wake_at, created_at) FROM runs "
     "WHERE status = 'PENDING' AND (wake_at IS NULL OR wake_at <= ?) "
     "ORDER BY priority, created_at LIMIT ?"
 )
@@ -274,7 +282,7 @@ NEXT_WAKE = (
 )
 # Parked runs whose timer is due or that received a message (wake_at set to now).
 SELECT_WOKEN = (
-    "SELECT run_id, status FROM runs WHERE status IN ('SLEEPING', 'WAITING') "
+    "SELECT run_id, status, wake_at FROM runs WHERE status IN ('SLEEPING', 'WAITING') "
     "AND wake_at <= ? ORDER BY wake_at LIMIT ?"
 )
 # Runs whose owner is dead: it has no worker row, or was expired (a neighbour on its own

@@ -425,14 +425,16 @@ def claim_runs(
     """
     claimed: list[str] = []
     poisoned: list[str] = []
+    due_at: dict[str, float] = {}
     # A worker only takes runs of workflows it can execute (None: it knows them all).
     known = tuple(workflows or ())
     woken = _sql.restrict(_sql.SELECT_WOKEN, "workflow", workflows)
     due = yield _all(woken, (*known, now, limit), lock=True)
-    for run_id, status in due:
+    for run_id, status, wake_at in due:
         # A waking sleeper is the same attempt going on, so its attempt does not grow.
         if (yield Sql(_sql.CLAIM_ONE, (worker_id, 0, 0, now, now, run_id, status))):
             claimed.append(run_id)
+            due_at[run_id] = float(wake_at)
     if orphans_first:
         yield from _claim_orphans(worker_id, limit, stale, known, workflows, claimed, poisoned, now)
     if len(claimed) < limit:
@@ -443,7 +445,7 @@ def claim_runs(
         )
         pending = yield _all(text, (*known, *(queues or ()), now, want), lock=True)
         gate = _QueueGate(worker_id, now)
-        for run_id, _status, queue, partition, waiting_for, workflow in pending:
+        for run_id, _status, queue, partition, waiting_for, workflow, since in pending:
             if len(claimed) >= limit:
                 break
             if queue is not None:
@@ -454,6 +456,7 @@ def claim_runs(
                     continue
             if (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 0, now, now, run_id, "PENDING"))):
                 claimed.append(run_id)
+                due_at[run_id] = float(since)
                 version = (versions or {}).get(str(workflow))
                 if version is not None:
                     yield Sql(_sql.SET_VERSION, (version, run_id))
@@ -464,7 +467,7 @@ def claim_runs(
     runs = []
     for run_id in claimed:
         runs.append(_sql.run_from_row((yield _one(_sql.SELECT_RUN, (run_id,)))))
-    return Claimed(runs, poisoned)
+    return Claimed(runs, poisoned, due_at)
 
 
 def _claim_orphans(

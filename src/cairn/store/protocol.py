@@ -13,6 +13,7 @@ from cairn.store.records import (
     AttemptRecord,
     Beat,
     Claimed,
+    Counts,
     Fired,
     Lease,
     QueueRecord,
@@ -294,6 +295,14 @@ class Store(Protocol):
 
     async def list_workers(self) -> list[WorkerRecord]:
         """Every worker row."""
+        ...
+
+    async def counts(self) -> Counts:
+        """Unfinished runs by (queue, status), and workers whose heartbeat is within their lease.
+
+        A read of the run statuses' index and the workers table (for metrics at scrape
+        time). Queues or statuses without runs are absent from `runs`.
+        """
         ...
 
     async def expire_workers(self, worker_ids: list[str]) -> None:

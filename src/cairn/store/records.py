@@ -39,6 +39,8 @@ class RunRecord:
     detached: int = 0
     version: str | None = None
     fence: int = 0  # bumped by every claim: see Lease
+    # The W3C trace context (JSON of traceparent/tracestate) the run was started in.
+    trace_context: str | None = None
 
 
 RUN_FIELDS: tuple[str, ...] = tuple(RunRecord.__dataclass_fields__)
@@ -148,6 +150,17 @@ class Claimed:
 
     runs: list[RunRecord]
     poisoned: list[str]
+    # When each claimed run became due (run id -> time), for runs that were PENDING or
+    # parked; a recovered run has none. The claim lag metric reads it.
+    due: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """How many runs are unfinished, by (queue, status), and how many workers are live."""
+
+    runs: dict[tuple[str | None, str], int]
+    live_workers: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from cairn.store.records import (
     AttemptRecord,
     Beat,
     Claimed,
+    Counts,
     Fired,
     Lease,
     QueueRecord,
@@ -37,6 +38,12 @@ T = TypeVar("T")
 def _rows(text: str, params: Sequence[Any] = ()) -> Program[list[Any]]:
     rows: list[Any] = yield Sql(text, params, "all")
     return rows
+
+
+def _counts() -> Program[Counts]:
+    rows = yield Sql(_sql.COUNT_UNFINISHED, (), "all")
+    (workers,) = yield Sql(_sql.COUNT_LIVE_WORKERS, (), "one")
+    return Counts({(queue, status): int(n) for queue, status, n in rows}, int(workers))
 
 
 class SqlStore:
@@ -232,6 +239,10 @@ class SqlStore:
         return [
             _sql.worker_from_row(row) for row in await self.read(lambda: _rows(_sql.SELECT_WORKERS))
         ]
+
+    async def counts(self) -> Counts:
+        """Unfinished runs by (queue, status) and live workers (see Store.counts)."""
+        return await self.read(_counts)
 
     async def expire_workers(self, worker_ids: list[str]) -> None:
         """Mark workers dead now."""

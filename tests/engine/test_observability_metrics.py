@@ -1,0 +1,181 @@
+"""Prometheus metrics of an engine: counters move as runs progress, gauges read the store."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import cairn
+from cairn.authoring.schedules import make_schedule
+from cairn.clock import VirtualClock
+from cairn.observability import Metrics, metrics_app
+
+from .kit import WAIT, Kit
+
+
+def sample(metrics: Metrics, name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+async def scrape(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    transport = httpx.ASGITransport(app=metrics_app(metrics))
+    async with httpx.AsyncClient(transport=transport, base_url="http://cairn") as client:
+        response = await client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+    }
+
+
+async def test_metrics__runs_and_steps_are_counted_by_workflow_and_step(kit: Kit) -> None:
+    tries = {"n": 0}
+
+    @kit.step("flaky", retries=cairn.Retry(max_attempts=3, delay=0, max_delay=0, jitter=0))
+    async def flaky() -> str:
+        tries["n"] += 1
+        if tries["n"] == 1:
+            raise ConnectionError("down")
+        return "ok"
+
+    @kit.step("doomed", retries=1)
+    async def doomed() -> None:
+        raise ValueError("no")
+
+    @kit.workflow("metrics.good")
+    async def good() -> str:
+        return await flaky()
+
+    @kit.workflow("metrics.bad")
+    async def bad() -> None:
+        await doomed()
+
+    metrics = Metrics()
+    async with kit.engine(metrics=metrics) as engine:
+        assert engine.metrics is metrics
+        assert await (await engine.start(good)).result(timeout=WAIT) == "ok"
+        with pytest.raises(cairn.RunFailed):
+            await (await engine.start(bad)).result(timeout=WAIT)
+
+    assert sample(metrics, "cairn_runs_started_total", workflow="metrics.good") == 1
+    assert sample(metrics, "cairn_runs_started_total", workflow="metrics.bad") == 1
+    finished = "cairn_runs_finished_total"
+    assert sample(metrics, finished, workflow="metrics.good", status="completed") == 1
+    assert sample(metrics, finished, workflow="metrics.bad", status="failed") == 1
+    assert sample(metrics, finished, workflow="metrics.good", status="failed") == 0
+    assert sample(metrics, "cairn_step_attempts_total", step="flaky") == 2
+    assert sample(metrics, "cairn_step_failures_total", step="flaky") == 1
+    assert sample(metrics, "cairn_step_attempts_total", step="doomed") == 1
+    assert sample(metrics, "cairn_step_failures_total", step="doomed") == 1
+    assert sample(metrics, "cairn_step_duration_seconds_count", step="flaky") == 2
+    durations = "cairn_run_duration_seconds_count"
+    assert sample(metrics, durations, workflow="metrics.good", status="completed") == 1
+
+
+async def test_metrics__a_parked_run_is_not_started_again_when_it_wakes(kit: Kit) -> None:
+    @kit.step("tick")
+    async def tick() -> int:
+        return 1
+
+    @kit.workflow("metrics.napper")
+    async def napper() -> int:
+        await tick()
+        await cairn.wait_for_event("go")
+        return await tick()
+
+    metrics = Metrics()
+    async with kit.engine(metrics=metrics) as engine:
+        run = await engine.start(napper)
+        async with asyncio.timeout(WAIT):
+            while (await engine.control.record(run.run_id)).status != "WAITING":
+                await asyncio.sleep(0.005)
+        await engine.send_event(run.run_id, "go")
+        assert await run.result(timeout=WAIT) == 1
+
+    assert sample(metrics, "cairn_runs_started_total", workflow="metrics.napper") == 1
+    assert sample(metrics, "cairn_step_attempts_total", step="tick") == 2  # none replayed
+    # The wake-up was a claim of a due run: its lag is measured.
+    assert sample(metrics, "cairn_claim_lag_seconds_count", queue="") == 1
+
+
+async def test_metrics__gauges_read_runs_per_queue_and_live_workers(kit: Kit) -> None:
+    gate = asyncio.Event()
+
+    @kit.step("hold")
+    async def hold() -> None:
+        await gate.wait()
+
+    @kit.workflow("metrics.sleeper")
+    async def sleeper() -> None:
+        await cairn.sleep(3600)
+
+    @kit.workflow("metrics.holder")
+    async def holder() -> None:
+        await hold()
+
+    metrics = Metrics()
+    async with kit.engine(metrics=metrics) as engine:
+        await engine.start(sleeper)
+        await engine.start(holder)
+        await engine.start("metrics.unknown", queue="mail")  # no worker knows it: PENDING
+
+        async with asyncio.timeout(WAIT):
+            while True:
+                seen = await scrape(metrics)
+                if seen.get(("cairn_runs", (("queue", ""), ("status", "sleeping")))) == 1:
+                    break
+                await asyncio.sleep(0.01)
+
+        assert seen[("cairn_runs", (("queue", ""), ("status", "running")))] == 1
+        assert seen[("cairn_runs", (("queue", "mail"), ("status", "pending")))] == 1
+        assert seen[("cairn_runs", (("queue", "mail"), ("status", "running")))] == 0
+        assert seen[("cairn_workers_live", ())] == 1
+        gate.set()
+        async with asyncio.timeout(WAIT):
+            while (await scrape(metrics))[("cairn_runs", (("queue", ""), ("status", "running")))]:
+                await asyncio.sleep(0.01)
+
+    # Closed: the gauges report nothing rather than stale numbers.
+    assert not [key for key in await scrape(metrics) if key[0] == "cairn_runs"]
+
+
+def test_metrics__each_engine_has_its_own_registry() -> None:
+    first, second = Metrics(), Metrics()
+
+    first.runs_started.labels("w").inc()
+
+    assert sample(first, "cairn_runs_started_total", workflow="w") == 1
+    assert sample(second, "cairn_runs_started_total", workflow="w") == 0
+
+
+async def test_metrics__schedule_lag_is_how_late_each_tick_fired(kit: Kit) -> None:
+    @kit.workflow("metrics.ticked")
+    async def ticked() -> None:
+        pass
+
+    make_schedule(ticked, every="1m", catchup="1h", reg=kit.registry)
+    clock = VirtualClock(1_699_999_980.0)  # on a minute boundary
+    metrics = Metrics()
+    async with kit.engine(metrics=metrics, clock=clock, lease="30d") as engine:
+        assert engine.scheduler is not None
+        clock.advance(150)  # ticks at +60 s and +120 s are 90 s and 30 s late
+        await engine.scheduler.run_due()
+
+    lag = "cairn_schedule_lag_seconds"
+    assert sample(metrics, f"{lag}_count", workflow="metrics.ticked") == 2
+    assert sample(metrics, f"{lag}_sum", workflow="metrics.ticked") == pytest.approx(120)
+
+
+async def test_metrics__an_engine_without_workers_still_reads_the_gauges(kit: Kit) -> None:
+    metrics = Metrics()
+    async with kit.engine(workers=0, metrics=metrics) as engine:
+        await engine.start("metrics.elsewhere")
+        seen = await scrape(metrics)
+
+    assert seen[("cairn_runs", (("queue", ""), ("status", "pending")))] == 1
+    assert seen[("cairn_workers_live", ())] == 0
