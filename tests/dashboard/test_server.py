@@ -175,3 +175,20 @@ def test_cli__sigterm_stops_it_cleanly(tmp_path: Path):
     assert httpx.get(f"{server.api}/runs").status_code == 200
     assert server.stop() == 0
     assert not any("Traceback" in line for line in server.lines)
+
+
+async def test_metrics__served_at_slash_metrics_behind_the_token(server_factory, workers):
+    server = server_factory("--token", TOKEN)
+    await workers.start("t.waiter", run_id="metered")
+    async with httpx.AsyncClient(base_url=server.url) as anonymous:
+        refused = await anonymous.get("/metrics")
+        assert refused.status_code == 303  # to the login page, like every other page
+        assert "cairn_" not in refused.text
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(base_url=server.url, headers=headers) as client:
+        scraped = await client.get("/metrics")
+    assert scraped.status_code == 200
+    assert "cairn_workers_live" in scraped.text
+    # The gauges count the whole database: the run the test's engine started is there.
+    assert 'cairn_runs{queue="",status=' in scraped.text
+    assert "metered" not in scraped.text  # no run ids in labels

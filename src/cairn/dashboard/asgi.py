@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.routing import Mount
+from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cairn.client import Client
 from cairn.dashboard import api, ui
@@ -32,7 +33,8 @@ def create_app(source: Engine | Client | RunControl, *, token: str | None = None
             their login page sets.
 
     Returns:
-        A Starlette app serving the pages at `/` and the API at `/api/v1/...`.
+        A Starlette app serving the pages at `/` and the API at `/api/v1/...`, and
+        `/metrics` when `source` is an Engine made with `metrics=True`.
         `app.state.streams.close()` ends its open event streams (call it on shutdown).
     """
     if token is not None and not token:
@@ -52,10 +54,25 @@ def create_app(source: Engine | Client | RunControl, *, token: str | None = None
         Mount(api.PREFIX, app=api.create(target, guarded=guarded)),
         *ui.routes(target, token=token, streams=streams),
     ]
+    metrics = source.metrics if isinstance(source, Engine) else None
+    if metrics is not None:  # Prometheus scrapes it (with the token, when there is one)
+        from cairn.observability.metrics import metrics_app
+
+        routes.insert(0, Route("/metrics", _Asgi(metrics_app(metrics)), methods=["GET"]))
     app = Starlette(routes=routes, middleware=middleware)
     app.state.guarded = guarded
     app.state.streams = streams
     return app
+
+
+class _Asgi:
+    """An ASGI app as a Route endpoint (Starlette calls a plain function per request)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
 
 
 def app(engine_or_client: Engine | Client | RunControl, token: str | None = None) -> Starlette:

@@ -66,7 +66,7 @@ async def serve(
     announce: Callable[[], None],
 ) -> None:
     """Serve the dashboard on the bound `sock` until SIGINT or SIGTERM."""
-    async with Engine(url, workers=0, modules=modules) as engine:
+    async with Engine(url, workers=0, modules=modules, metrics=_metrics_installed()) as engine:
         app = create_app(engine, token=token)
         config = uvicorn.Config(
             app,
@@ -76,3 +76,12 @@ async def serve(
             timeout_graceful_shutdown=5,
         )
         await _Server(config, announce, app.state.streams.close).serve(sockets=[sock])
+
+
+def _metrics_installed() -> bool:
+    """True if prometheus_client is there: `/metrics` is served then (cairn[metrics])."""
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        return False
+    return True
