@@ -9,12 +9,14 @@ from typing import Any
 
 from cairn.store.records import (
     ATTEMPT_FIELDS,
+    HOOK_FIELDS,
     RUN_FIELDS,
     SCHEDULE_FIELDS,
     STEP_FIELDS,
     TASK_FIELDS,
     WORKER_FIELDS,
     AttemptRecord,
+    HookRecord,
     Lease,
     RunQuery,
     RunRecord,
@@ -151,10 +153,12 @@ SELECT_STATUS = "SELECT status FROM runs WHERE run_id = ?"
 # A message for a waiting run makes it due now; it then replays and consumes the message.
 WAKE_WAITING = "UPDATE runs SET wake_at = ? WHERE run_id = ? AND status = 'WAITING'"
 
+HOOK_COLUMNS = ", ".join(HOOK_FIELDS)
 INSERT_HOOK = (
-    "INSERT INTO hooks (token, run_id, name, created_at, expires_at) VALUES (?, ?, ?, ?, ?) "
+    f"INSERT INTO hooks ({HOOK_COLUMNS}) VALUES ({_placeholders(len(HOOK_FIELDS))}) "
     "ON CONFLICT (token) DO NOTHING"
 )
+SELECT_HOOK = f"SELECT {HOOK_COLUMNS} FROM hooks WHERE token = ?"
 USE_HOOK = (
     "UPDATE hooks SET used_at = ? WHERE token = ? AND used_at IS NULL "
     "AND (expires_at IS NULL OR expires_at > ?)"
@@ -191,6 +195,16 @@ def list_tasks(
     if where:
         sql += " WHERE " + " AND ".join(where)
     return sql + " ORDER BY created_at, task_id", params
+
+
+def hook_params(hook: HookRecord) -> tuple[Any, ...]:
+    """The values of `hook` in HOOK_FIELDS order."""
+    return tuple(getattr(hook, name) for name in HOOK_FIELDS)
+
+
+def hook_from_row(row: Sequence[Any]) -> HookRecord:
+    """A HookRecord from a row selected with HOOK_COLUMNS."""
+    return HookRecord(*row)
 
 
 def task_params(task: TaskRecord) -> tuple[Any, ...]:

@@ -24,6 +24,7 @@ from cairn.store.records import (
     Beat,
     Claimed,
     Fired,
+    HookRecord,
     Lease,
     QueueRecord,
     RunRecord,
@@ -268,12 +269,10 @@ def consume_message(lease: Lease, channel: str, step: StepRecord) -> Program[str
     return str(payload)
 
 
-def create_hook(
-    lease: Lease, step: StepRecord, token: str, name: str, expires_at: float | None
-) -> Program[None]:
+def create_hook(lease: Lease, step: StepRecord, hook: HookRecord) -> Program[None]:
     """Journal a hook's creation and insert its row."""
     yield from record_step(lease, step, upsert=True)
-    yield Sql(_sql.INSERT_HOOK, (token, step.run_id, name, step.started_at, expires_at))
+    yield Sql(_sql.INSERT_HOOK, _sql.hook_params(hook))
 
 
 def resume_hook(token: str, payload: str, now: float) -> Program[str | None]:

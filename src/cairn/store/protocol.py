@@ -14,6 +14,7 @@ from cairn.store.records import (
     Beat,
     Claimed,
     Fired,
+    HookRecord,
     Lease,
     QueueRecord,
     RunQuery,
@@ -229,10 +230,16 @@ class Store(Protocol):
         """
         ...
 
-    async def create_hook(
-        self, lease: Lease, step: StepRecord, *, token: str, name: str, expires_at: float | None
-    ) -> None:
-        """Upsert the hook's journal entry and insert its row, in one transaction."""
+    async def create_hook(self, lease: Lease, step: StepRecord, hook: HookRecord) -> None:
+        """Upsert the hook's journal entry and insert its row, in one transaction.
+
+        A row with the same token already there is kept as it is (a replayed creation).
+        Raises LeaseLost if not held.
+        """
+        ...
+
+    async def get_hook(self, token: str) -> HookRecord | None:
+        """The hook stored under `token` (as stored: the digest), used or not; None if none."""
         ...
 
     async def resume_hook(self, token: str, payload: str, *, now: float) -> str | None:
