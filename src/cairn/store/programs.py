@@ -213,9 +213,11 @@ def update_run_meta(
     if columns:
         # Lock the run row first: concurrent merges (a step and its workflow setting
         # columns at once) then see each other's columns instead of overwriting them.
-        yield Sql(_sql.SELECT_RUN_ID, (run_id,), "one", "update")
+        row = yield Sql(_sql.SELECT_RUN_CREATED, (run_id,), "one", "update")
+        if row is None:
+            return  # no such run: nothing to describe
         for name, value in columns.items():
-            yield Sql(_sql.INSERT_COLUMN, (run_id, name, value))
+            yield Sql(_sql.INSERT_COLUMN, (run_id, name, value, row[0]))
         rows = yield _all(_sql.SELECT_COLUMNS, (run_id,))
         merged = _sql.columns_json(rows)
     yield Sql(_sql.UPDATE_META, (merged, progress, now, run_id))

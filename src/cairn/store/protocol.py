@@ -179,7 +179,7 @@ class Store(Protocol):
     ) -> None:
         """Merge indexed columns (name -> JSON text) and set progress (JSON text).
 
-        None leaves a field unchanged.
+        None leaves a field unchanged; an unknown run is left alone (nothing is written).
         """
         ...
 
