@@ -21,7 +21,7 @@ The tree::
     ├── DuplicateRun             a dedup key is held by an active run
     ├── EventTimeout             a wait, hook or task expired
     ├── HookNotFound             unknown, used or expired hook token
-    ├── InvalidSubmission        human-task values that do not fit the form
+    ├── InvalidSubmission        task values or a hook payload that do not fit the schema
     ├── TaskNotFound             no human task with that id
     ├── ScheduleNotFound         no schedule with that id
     ├── StoreError               the database failed (driver error chained)
@@ -243,7 +243,11 @@ class DuplicateSchedule(CairnError, ValueError):
 
 
 class InvalidSubmission(CairnError):
-    """The submitted values do not fit the task's form."""
+    """The submitted values do not fit the task's form, or a payload the hook's schema.
+
+    `fields` maps each bad field (dotted path) to what is wrong with it; a problem with
+    the value as a whole is listed under "(form)" for tasks, "(payload)" for hooks.
+    """
 
     def __init__(self, message: str = "", *, fields: dict[str, str] | None = None) -> None:
         self.fields = dict(fields or {})

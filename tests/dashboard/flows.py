@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
+import pydantic
 
 import cairn
 from cairn.authoring.step import make_step
@@ -41,6 +42,20 @@ RICH_FORM = {
 # Text from a run that a page must show, never run.
 EVIL = "<script>alert('x')</script>"
 EVIL_WORKFLOW = f"t.evil{EVIL}"
+
+
+PAYMENT = {
+    "type": "object",
+    "required": ["paid"],
+    "properties": {"paid": {"type": "integer", "minimum": 0}, "ref": {"type": "string"}},
+}
+
+
+class Payment(pydantic.BaseModel):
+    """A hook payload model (the dashboard process checks it by its JSON Schema)."""
+
+    paid: int = pydantic.Field(ge=0)
+    ref: str = ""
 
 
 class Flows:
@@ -112,6 +127,17 @@ class Flows:
             await tell_step(hook.token)
             return await hook
 
+        async def checked_hook() -> Any:
+            hook = await cairn.create_hook("payment", timeout="1h", schema=PAYMENT)
+            await tell_step(hook.token)
+            return await hook
+
+        async def model_hook() -> Any:
+            hook = await cairn.create_hook("payment", timeout="1h", schema=Payment)
+            await tell_step(hook.token)
+            payment = await hook
+            return {"model": type(payment).__name__, "paid": payment.paid}
+
         for name, fn in (
             ("t.total", total),
             ("t.waiter", waiter),
@@ -121,6 +147,8 @@ class Flows:
             ("t.hooked", hooked),
             ("t.review", review),
             (EVIL_WORKFLOW, evil),
+            ("t.checked_hook", checked_hook),
+            ("t.model_hook", model_hook),
         ):
             make_workflow(fn, name=name, reg=reg)
 

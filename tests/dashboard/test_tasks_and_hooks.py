@@ -114,6 +114,50 @@ async def test_hooks__called_once_then_404(api, workers, flows):
     assert token not in str(history)
 
 
+async def test_hooks__payload_that_does_not_fit_the_schema_is_422_with_fields(api, workers, flows):
+    await start(api, "t.checked_hook", run_id="h2")
+    await until("a hook token", lambda: _value(flows.tokens))
+    token = flows.tokens[0]
+    await status(api, "h2", "WAITING")
+
+    wrong = await api.post(f"/hooks/{token}", json={"paid": -1, "ref": 7})
+    assert wrong.status_code == 422, wrong.text
+    assert wrong.json()["error"] == "InvalidSubmission"
+    assert set(wrong.json()["fields"]) == {"paid", "ref"}
+    missing = await api.post(f"/hooks/{token}", json={"ref": "r"})
+    assert missing.status_code == 422
+    assert missing.json()["fields"] == {"paid": "required"}
+    whole = await api.post(f"/hooks/{token}", json="paid")
+    assert whole.status_code == 422
+    assert list(whole.json()["fields"]) == ["(payload)"]
+    assert (await api.get("/runs/h2")).json()["status"] == "WAITING"
+    history = (await api.get("/runs/h2/history")).json()["history"]
+    assert [h["status"] for h in history if h["kind"] == "hook"] == ["waiting"]
+
+    accepted = await api.post(f"/hooks/{token}", json={"paid": 42})  # the hook still works
+    assert accepted.status_code == 202, accepted.text
+    done = await status(api, "h2", "COMPLETED")
+    assert done["result"] == {"paid": 42}
+    assert (await api.post(f"/hooks/{token}", json={"paid": -1})).status_code == 404
+
+
+async def test_hooks__pydantic_schema_checked_by_the_dashboard_and_returned_as_a_model(
+    api, workers, flows
+):
+    await start(api, "t.model_hook", run_id="h3")
+    await until("a hook token", lambda: _value(flows.tokens))
+    token = flows.tokens[0]
+    await status(api, "h3", "WAITING")
+
+    wrong = await api.post(f"/hooks/{token}", json={"paid": "lots"})
+    assert wrong.status_code == 422, wrong.text
+    assert list(wrong.json()["fields"]) == ["paid"]
+    accepted = await api.post(f"/hooks/{token}", json={"paid": 9, "ref": "r-9"})
+    assert accepted.status_code == 202, accepted.text
+    done = await status(api, "h3", "COMPLETED")
+    assert done["result"] == {"model": "Payment", "paid": 9}
+
+
 async def test_hooks__unknown_token_404_and_bad_json_400(api):
     assert (await api.post("/hooks/not-a-token", json=1)).status_code == 404
     bad = await api.post("/hooks/not-a-token", content=b"{oops")

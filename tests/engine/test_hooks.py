@@ -1,4 +1,6 @@
-"""Hooks: unguessable single-use tokens, expiry, and HookNotFound that changes nothing."""
+"""Hooks: unguessable single-use tokens, expiry, payload schemas, and refusals that change
+nothing (HookNotFound, InvalidSubmission).
+"""
 
 from __future__ import annotations
 
@@ -7,14 +9,29 @@ import base64
 import json
 from typing import Any
 
+import pydantic
 import pytest
 
 import cairn
 from cairn.clock import VirtualClock
 from cairn.models import HistoryEntry
 from cairn.store.records import RunRecord
+from cairn.testing import replay
 
 from .kit import WAIT, Kit
+
+PAYMENT = {
+    "type": "object",
+    "properties": {"paid": {"type": "integer", "minimum": 0}, "ref": {"type": "string"}},
+    "required": ["paid"],
+}
+
+
+class Payment(pydantic.BaseModel):
+    """A hook payload as a pydantic model (importable: the engine checks with the model)."""
+
+    paid: int = pydantic.Field(ge=0)
+    ref: str = ""
 
 
 async def until(engine: cairn.Engine, run_id: str, *statuses: str) -> RunRecord:
@@ -198,3 +215,135 @@ async def test_hook__of_a_finished_run_is_not_found(kit: Kit) -> None:
         token = await hook_token(engine, run.run_id)
         with pytest.raises(cairn.HookNotFound):
             await engine.resume_hook(token, "nobody listens")
+
+
+def _declare_checked(kit: Kit, name: str, schema: Any, timeout: Any = None) -> Any:
+    @kit.workflow(name)
+    async def checked() -> Any:
+        hook = await cairn.create_hook("payment", timeout=timeout, schema=schema)
+        cairn.set_columns(tokens=[hook.token])
+        payload = await hook
+        shown = payload.model_dump() if isinstance(payload, pydantic.BaseModel) else payload
+        return {"type": type(payload).__name__, "payload": shown}
+
+    return checked
+
+
+async def test_hook_schema__payload_that_does_not_fit_changes_nothing(kit: Kit) -> None:
+    checked = _declare_checked(kit, "hooks.schema", PAYMENT)
+
+    async with kit.engine() as engine:
+        run = await engine.start(checked)
+        token = await hook_token(engine, run.run_id)
+        await until(engine, run.run_id, "WAITING")
+        before = await _snapshot(engine, run.run_id)
+
+        with pytest.raises(cairn.InvalidSubmission) as wrong:
+            await engine.resume_hook(token, {"paid": -1, "ref": 7})
+        assert set(wrong.value.fields) == {"paid", "ref"}
+        assert "less than the minimum of 0" in wrong.value.fields["paid"]
+        with pytest.raises(cairn.InvalidSubmission) as missing:
+            await engine.resume_hook(token, {})
+        assert missing.value.fields == {"paid": "required"}
+        with pytest.raises(cairn.InvalidSubmission) as whole:
+            await engine.resume_hook(token, [1])
+        assert list(whole.value.fields) == ["(payload)"]
+        assert await _snapshot(engine, run.run_id) == before
+
+        assert await engine.resume_hook(token, {"paid": 5}) == run.run_id  # still usable
+        assert await run.result(timeout=WAIT) == {"type": "dict", "payload": {"paid": 5}}
+        with pytest.raises(cairn.HookNotFound):  # used: not found comes before the schema
+            await engine.resume_hook(token, {"paid": -1})
+
+
+async def test_hook_schema__pydantic_model_returns_an_instance(kit: Kit) -> None:
+    seen: list[Any] = []
+
+    @kit.workflow("hooks.model")
+    async def modelled() -> Any:
+        hook = await cairn.create_hook("payment", schema=Payment)
+        cairn.set_columns(tokens=[hook.token])
+        payment = await hook
+        seen.append(payment)
+        return payment.paid
+
+    async with kit.engine() as engine:
+        run = await engine.start(modelled)
+        token = await hook_token(engine, run.run_id)
+        await until(engine, run.run_id, "WAITING")
+        with pytest.raises(cairn.InvalidSubmission) as wrong:
+            await engine.resume_hook(token, {"paid": "lots"})
+        assert list(wrong.value.fields) == ["paid"]
+        with pytest.raises(cairn.InvalidSubmission) as whole:
+            await engine.resume_hook(token, "paid")
+        assert list(whole.value.fields) == ["(payload)"]
+
+        await engine.resume_hook(token, Payment(paid=3, ref="r-1"))
+        assert await run.result(timeout=WAIT) == 3
+        history = await engine.history(run.run_id)
+    assert seen[-1] == Payment(paid=3, ref="r-1")
+    assert history[0].result == {"paid": 3, "ref": "r-1"}  # stored as plain JSON
+    seen.clear()
+    replay(history, modelled)  # the replay helper hands back an instance too
+    assert seen == [Payment(paid=3, ref="r-1")]
+
+
+async def test_hook_schema__model_that_cannot_be_imported_checks_its_json_schema(
+    kit: Kit,
+) -> None:
+    class Local(pydantic.BaseModel):  # `<locals>` in its path: only its schema is usable
+        paid: int
+
+    checked = _declare_checked(kit, "hooks.local_model", Local)
+
+    async with kit.engine() as engine:
+        run = await engine.start(checked)
+        token = await hook_token(engine, run.run_id)
+        await until(engine, run.run_id, "WAITING")
+        with pytest.raises(cairn.InvalidSubmission) as wrong:
+            await engine.resume_hook(token, {"paid": "lots"})
+        assert list(wrong.value.fields) == ["paid"]
+        await engine.resume_hook(token, {"paid": 4})
+        result = await run.result(timeout=WAIT)
+    assert result == {"type": "Local", "payload": {"paid": 4}}
+
+
+async def test_hook_schema__expired_hook_is_not_found_whatever_the_payload(kit: Kit) -> None:
+    clock = VirtualClock()
+    checked = _declare_checked(kit, "hooks.schema_expiry", PAYMENT, timeout="1m")
+
+    async with kit.engine(clock=clock) as engine:
+        run = await engine.start(checked)
+        token = await hook_token(engine, run.run_id)
+        await until(engine, run.run_id, "WAITING")
+        clock.advance(60)
+        for payload in ({"paid": 1}, {"paid": "no"}):
+            with pytest.raises(cairn.HookNotFound):
+                await engine.resume_hook(token, payload)
+
+
+async def test_hook_schema__not_a_schema_fails_the_run_at_create_hook(kit: Kit) -> None:
+    checked = _declare_checked(kit, "hooks.bad_schema", "not a schema")
+
+    async with kit.engine() as engine:
+        run = await engine.start(checked)
+        with pytest.raises(cairn.RunFailed, match="schema of hook 'payment' must be a JSON"):
+            await run.result(timeout=WAIT)
+
+
+async def test_hook_schema__from_a_script(kit: Kit) -> None:
+    checked = _declare_checked(kit, "hooks.schema_client", PAYMENT)
+
+    async with kit.engine() as engine:
+        run = await engine.start(checked)
+        token = await hook_token(engine, run.run_id)
+        await until(engine, run.run_id, "WAITING")
+
+        def from_a_script() -> None:
+            with cairn.Client(kit.url) as client:
+                with pytest.raises(cairn.InvalidSubmission):
+                    client.resume_hook(token, {"paid": "no"})
+                client.resume_hook(token, {"paid": 1})
+
+        await asyncio.to_thread(from_a_script)
+        assert await run.result(timeout=WAIT) == {"type": "dict", "payload": {"paid": 1}}

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cairn.errors import SchemaTooNew, StoreError
-from cairn.store import migrate, open_store, sqlite_path
+from cairn.store import RunQuery, migrate, open_store, sqlite_path
 
 from .kit import execute
 
@@ -56,6 +56,45 @@ async def test_open__a_schema_newer_than_the_code_is_refused(empty_url: str) -> 
 
     with pytest.raises(SchemaTooNew, match="schema version 9999"):
         await open_store(empty_url).open()
+
+
+async def test_migration_12__gives_column_rows_their_runs_created_at(empty_url: str) -> None:
+    # A database at schema 11 with columns set, as a deployment before 12 left it.
+    dialect = dialect_of(empty_url)
+    execute(empty_url, migrate.TABLE_SQL)
+    for migration in migrate.available(dialect):
+        if migration.version > 11:
+            break
+        for statement in migrate.statements(migration.sql):
+            execute(empty_url, statement)
+        execute(
+            empty_url,
+            "INSERT INTO cairn_migrations (version, name, applied_at) VALUES (?, ?, 0)",
+            (migration.version, migration.name),
+        )
+    for i, customer in enumerate(['"ann"', '"bob"', '"ann"']):
+        execute(
+            empty_url,
+            "INSERT INTO runs (run_id, workflow, status, args, created_at, updated_at) "
+            "VALUES (?, 'w', 'PENDING', '{}', ?, ?)",
+            (f"r{i}", 100.0 + i, 100.0 + i),
+        )
+        execute(
+            empty_url,
+            "INSERT INTO run_columns (run_id, name, value) VALUES (?, 'customer', ?)",
+            (f"r{i}", customer),
+        )
+
+    store = open_store(empty_url)
+    await store.open()
+    try:
+        found = await store.list_runs(RunQuery(columns={"customer": '"ann"'}))
+    finally:
+        await store.close()
+
+    assert [run.run_id for run in found] == ["r2", "r0"]
+    rows = execute(empty_url, "SELECT run_id, created_at FROM run_columns ORDER BY run_id")
+    assert [tuple(row) for row in rows] == [("r0", 100.0), ("r1", 101.0), ("r2", 102.0)]
 
 
 async def test_open__unreachable_postgres_is_named_without_its_password() -> None:

@@ -82,6 +82,33 @@ async def test_list_runs__filters_by_status_and_workflow(store: Store) -> None:
     assert [r.run_id for r in found] == ["b"]
 
 
+async def test_list_runs__by_columns_newest_first_a_page_at_a_time(store: Store) -> None:
+    # A column filter reads its value's entries in page order (they carry created_at).
+    for i in range(6):
+        await store.create_run(
+            run_record(f"r{i}", created_at=T0 + i, status="FAILED" if i % 2 else "PENDING")
+        )
+        columns = {"customer": '"ann"' if i < 5 else '"bob"', "region": f'"{i % 3}"'}
+        await store.update_run_meta(f"r{i}", columns=columns, progress=None, now=T0 + i)
+    await store.update_run_meta("nope", columns={"customer": '"ann"'}, progress=None, now=T0)
+    ann = {"customer": '"ann"'}
+
+    first = await store.list_runs(RunQuery(columns=ann, limit=2))
+    rest = await store.list_runs(
+        RunQuery(columns=ann, limit=10, cursor=(first[-1].created_at, first[-1].run_id))
+    )
+    failed = await store.list_runs(RunQuery(columns=ann, status="FAILED"))
+    both = await store.list_runs(RunQuery(columns={**ann, "region": '"1"'}))
+    since = await store.list_runs(RunQuery(columns=ann, since=T0 + 2))
+
+    assert [r.run_id for r in first] == ["r4", "r3"]
+    assert [r.run_id for r in rest] == ["r2", "r1", "r0"]
+    assert [r.run_id for r in failed] == ["r3", "r1"]
+    assert [r.run_id for r in both] == ["r4", "r1"]
+    assert [r.run_id for r in since] == ["r4", "r3", "r2"]
+    assert await store.get_run("nope") is None
+
+
 async def test_finish_run__owner_ends_and_releases_it(store: Store) -> None:
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
 

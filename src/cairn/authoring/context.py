@@ -89,8 +89,8 @@ class RunContext:
         """The payload of the next event `name` sent to this run."""
         raise NotImplementedError
 
-    def create_hook(self, name: str, timeout: float | None) -> Any:
-        """A new single-use Hook."""
+    def create_hook(self, name: str, timeout: float | None, schema: Any) -> Any:
+        """A new single-use Hook whose payloads must fit `schema` (None: any payload)."""
         raise NotImplementedError
 
     def human_task(

@@ -1,4 +1,7 @@
-"""Human-task forms: a JSON Schema object or a pydantic model class, and validation."""
+"""Human-task forms and hook payload schemas: a JSON Schema object or a pydantic model.
+
+How they are stored, and validation against them.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +12,22 @@ from typing import Any
 from cairn.errors import InvalidSubmission
 
 
-def describe_form(form: Any) -> tuple[str | None, str | None]:
-    """(JSON Schema text, model path) for a form given as a dict or a pydantic model class."""
+def describe_form(form: Any, *, what: str = "human_task form") -> tuple[str | None, str | None]:
+    """(JSON Schema text, model path) for a form given as a dict or a pydantic model class.
+
+    `what` names the argument in the TypeError or ValueError a bad form raises.
+    """
     if form is None:
         return None, None
     if isinstance(form, dict):
         try:
             return json.dumps(form, sort_keys=True), None
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"human_task form is not a JSON Schema object: {exc}") from exc
+            raise ValueError(f"{what} is not a JSON Schema object: {exc}") from exc
     if isinstance(form, type) and hasattr(form, "model_json_schema"):
         schema = form.model_json_schema()
         return json.dumps(schema, sort_keys=True), f"{form.__module__}:{form.__qualname__}"
-    raise TypeError(f"human_task form must be a JSON Schema dict or a pydantic model, got {form!r}")
+    raise TypeError(f"{what} must be a JSON Schema dict or a pydantic model, got {form!r}")
 
 
 def load_model(path: str | None) -> Any:
@@ -38,10 +44,16 @@ def load_model(path: str | None) -> Any:
     return target
 
 
-def validate(values: Any, schema_text: str | None, model_path: str | None) -> Any:
+def validate(
+    values: Any, schema_text: str | None, model_path: str | None, *, whole: str = "(form)"
+) -> Any:
     """Check submitted `values` against the form; InvalidSubmission lists the bad fields.
 
-    Returns the values as they will be stored (a plain JSON object).
+    A problem with the value as a whole (not one field) is listed under `whole`. The model
+    is used when it can be imported here, else its JSON Schema (a dashboard process need
+    not import the workflows' modules).
+
+    Returns the values as they will be stored (plain JSON values).
     """
     model = load_model(model_path)
     if model is not None:
@@ -50,9 +62,9 @@ def validate(values: Any, schema_text: str | None, model_path: str | None) -> An
         except Exception as exc:
             errors = getattr(exc, "errors", None)
             if not callable(errors):
-                raise InvalidSubmission(fields={"(form)": str(exc)}) from None
+                raise InvalidSubmission(fields={whole: str(exc)}) from None
             fields = {
-                ".".join(str(p) for p in err.get("loc", ())) or "(form)": err.get("msg", "")
+                ".".join(str(p) for p in err.get("loc", ())) or whole: err.get("msg", "")
                 for err in errors()
             }
             raise InvalidSubmission(fields=fields) from None
@@ -69,10 +81,11 @@ def validate(values: Any, schema_text: str | None, model_path: str | None) -> An
         for err in problems:
             where = ".".join(str(p) for p in err.path)
             if not where and err.validator == "required":
-                missing = [f for f in schema.get("required", []) if f not in (values or {})]
+                given = values if isinstance(values, dict) else {}
+                missing = [f for f in schema.get("required", []) if f not in given]
                 for name in missing:
                     found.setdefault(name, "required")
                 continue
-            found.setdefault(where or "(form)", err.message)
+            found.setdefault(where or whole, err.message)
         raise InvalidSubmission(fields=found)
     return values

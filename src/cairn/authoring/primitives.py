@@ -77,11 +77,22 @@ def wait_for_event(name: str, *, timeout: Any = None, default: Any = _MISSING) -
     return ctx.wait_for_event(name, seconds, MISSING if default is _MISSING else default)  # type: ignore[no-any-return]
 
 
-def create_hook(name: str, *, timeout: Any = None) -> Awaitable[Any]:
-    """Create a single-use callback; `await` it for a Hook whose `token` outsiders call."""
+def create_hook(name: str, *, timeout: Any = None, schema: Any = None) -> Awaitable[Any]:
+    """Create a single-use callback; `await` it for a Hook whose `token` outsiders call.
+
+    Args:
+        name: Hook name (stable across code versions).
+        timeout: How long the hook stays callable (a duration); None: until the run ends.
+            `await hook` raises EventTimeout after that.
+        schema: A JSON Schema dict or a pydantic model class the payload must fit, checked
+            like a human task's form: `engine.resume_hook` and `POST /api/v1/hooks/{token}`
+            refuse a payload that does not fit with InvalidSubmission (HTTP 422) and leave
+            the hook usable. With a model, `await hook` returns a model instance.
+    """
     check_name(name, "hook name")
     seconds = _seconds(timeout, f"timeout of hook {name!r}")
-    return context.current("cairn.create_hook()").create_hook(name, seconds)  # type: ignore[no-any-return]
+    ctx = context.current("cairn.create_hook()")
+    return ctx.create_hook(name, seconds, schema)  # type: ignore[no-any-return]
 
 
 def human_task(

@@ -559,15 +559,18 @@ class LiveRun(RunContext):
         """The payload of the next event `name` sent to this run."""
         return self.deliver(waits.wait_for_event(self, name, timeout, default))
 
-    def create_hook(self, name: str, timeout: float | None) -> Any:
+    def create_hook(self, name: str, timeout: float | None, schema: Any) -> Any:
         """A new single-use Hook (an awaitable in async workflows, the Hook in sync ones)."""
-        return self.deliver(self._create_hook(name, timeout))
+        return self.deliver(self._create_hook(name, timeout, schema))
 
-    async def _create_hook(self, name: str, timeout: float | None) -> Hook:
-        token, deadline, record = await waits.open_hook(self, name, timeout)
+    async def _create_hook(self, name: str, timeout: float | None, schema: Any) -> Hook:
+        token, deadline, record = await waits.open_hook(self, name, timeout, schema)
         expires = _utc(deadline)
         return Hook(
-            name, token, expires, lambda: self.deliver(waits.await_hook(self, name, record))
+            name,
+            token,
+            expires,
+            lambda: self.deliver(waits.await_hook(self, name, record, schema)),
         )
 
     def human_task(

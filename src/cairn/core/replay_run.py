@@ -18,7 +18,7 @@ from cairn.authoring import context
 from cairn.authoring.context import RunContext
 from cairn.authoring.hook import Hook
 from cairn.authoring.workflow import WorkflowDef
-from cairn.core import journal, patches
+from cairn.core import journal, patches, waits
 from cairn.errors import ChildFailed, EventTimeout, StepFailed
 from cairn.models import HistoryEntry, RunInfo
 from cairn.store.records import StepRecord
@@ -165,12 +165,12 @@ class ReplayRun(RunContext):
 
         return self._deliver(go())
 
-    def create_hook(self, name: str, timeout: float | None) -> Any:
+    def create_hook(self, name: str, timeout: float | None, schema: Any) -> Any:
         async def go() -> Hook:
             entry = await self._take(f"~hook:{name}", "hook", f"created hook {name!r}")
 
             async def payload() -> Any:
-                return entry.result
+                return waits.as_model(schema, entry.result)
 
             return Hook(name, "", None, payload)
 
@@ -187,9 +187,7 @@ class ReplayRun(RunContext):
     ) -> Any:
         async def go() -> Any:
             entry = await self._take(f"~task:{name}", "task", f"created human task {name!r}")
-            if isinstance(form, type) and hasattr(form, "model_validate"):
-                return form.model_validate(entry.result)
-            return entry.result
+            return waits.as_model(form, entry.result)
 
         return self._deliver(go())
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.core import durable, hook_tokens
 from cairn.core.signals import Suspend, Unwind
 from cairn.errors import EventTimeout
-from cairn.store.records import StepRecord
+from cairn.store.records import HookRecord, StepRecord
 
 if TYPE_CHECKING:
     from cairn.core.live_run import LiveRun
@@ -150,33 +150,46 @@ async def wait_for_event(
 
 
 async def open_hook(
-    live: LiveRun, name: str, timeout: float | None
+    live: LiveRun, name: str, timeout: float | None, schema: Any = None
 ) -> tuple[str, float | None, StepRecord]:
-    """Create (or, on replay, find) the hook: its token, expiry and journal entry."""
+    """Create (or, on replay, find) the hook: its token, expiry and journal entry.
+
+    `schema` (a JSON Schema dict or a pydantic model class, as a human task's form) is
+    stored with the hook; `engine.resume_hook` checks payloads against it.
+    """
+    from cairn.authoring import forms
+
     key = live.journal.next_key(f"~hook:{name}")
     record = live.journal.take(key, "hook")
     if record is not None:
         facts = facts_of(record) if record.status == "waiting" else {}
         return str(facts.get("token", "")), facts.get("deadline"), record
     await live.journal.check_new_work(f"created hook {name!r}")
+    schema_text, model_path = forms.describe_form(schema, what=f"schema of hook {name!r}")
     token = hook_tokens.new_token()
     stored = hook_tokens.digest(token)
-    deadline = None if timeout is None else live.env.clock.now() + timeout
+    now = live.env.clock.now()
+    deadline = None if timeout is None else now + timeout
     facts = {"token": token, "deadline": deadline, "channel": f"hook:{stored}"}
     record = waiting_record(live, key, "hook", name, live.journal.allocate_seq(), facts)
-    store, lease = live.env.store, live.lease
-    await durable.write(
-        live,
-        lambda: store.create_hook(lease, record, token=stored, name=name, expires_at=deadline),
-        what=f"hook {name!r}",
+    hook = HookRecord(
+        token=stored,
+        run_id=live.run.run_id,
+        name=name,
+        created_at=now,
+        expires_at=deadline,
+        payload_schema=schema_text,
+        payload_model=model_path,
     )
+    store, lease = live.env.store, live.lease
+    await durable.write(live, lambda: store.create_hook(lease, record, hook), what=f"hook {name!r}")
     return token, deadline, record
 
 
-async def await_hook(live: LiveRun, name: str, record: StepRecord) -> Any:
-    """Wait for the hook's single call."""
+async def await_hook(live: LiveRun, name: str, record: StepRecord, schema: Any = None) -> Any:
+    """Wait for the hook's single call; a model instance when `schema` is a pydantic model."""
     facts = facts_of(record) if record.status == "waiting" else {}
-    return await wait_message(
+    payload = await wait_message(
         live,
         key=record.key,
         kind="hook",
@@ -185,6 +198,14 @@ async def await_hook(live: LiveRun, name: str, record: StepRecord) -> Any:
         record=record,
         deadline=facts.get("deadline"),
     )
+    return as_model(schema, payload)
+
+
+def as_model(form: Any, values: Any) -> Any:
+    """`values` as an instance of `form` when it is a pydantic model class, else as they are."""
+    if isinstance(form, type) and hasattr(form, "model_validate"):
+        return form.model_validate(values)
+    return values
 
 
 async def human_task(
@@ -251,6 +272,4 @@ async def human_task(
     except EventTimeout:
         await live.env.store.close_tasks(live.run.run_id, "expired", facts.get("task_id"))
         raise
-    if isinstance(form, type) and hasattr(form, "model_validate"):
-        return form.model_validate(values)
-    return values
+    return as_model(form, values)

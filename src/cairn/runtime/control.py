@@ -16,7 +16,6 @@ from cairn.clock import Clock
 from cairn.core import hook_tokens
 from cairn.core.executor import Outcome
 from cairn.errors import (
-    HookNotFound,
     PoisonRun,
     RunCancelled,
     RunFailed,
@@ -26,7 +25,7 @@ from cairn.errors import (
 from cairn.models import History, HistoryEntry, RunPage, RunStatus, RunSummary
 from cairn.names import check_name
 from cairn.observability import logcontext, propagation
-from cairn.runtime import blocking, leases, triggers
+from cairn.runtime import blocking, hooks, leases, triggers
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.queues import QueueControl
 from cairn.runtime.schedules import ScheduleControl
@@ -267,21 +266,8 @@ class RunControl:
         return await triggers.emit(self, event_type, payload, key=key)
 
     async def resume_hook(self, token: str, payload: Any = None) -> str:
-        """Call a hook once; returns the run id it resumed.
-
-        Raises:
-            HookNotFound: the token is unknown, already used or expired, or its run has
-                finished (nothing changes).
-        """
-        text = self.serializer.dumps(payload, what="hook payload")
-        token = str(token)
-        run_id = await self.store.resume_hook(hook_tokens.digest(token), text, now=self.clock.now())
-        if run_id is None and hook_tokens.may_be_stored_as_is(token):
-            run_id = await self.store.resume_hook(token, text, now=self.clock.now())
-        if run_id is None:
-            raise HookNotFound("hook token is unknown, already used or expired")
-        self.wake_local()
-        return run_id
+        """Call a hook once; returns the run id it resumed (see `runtime.hooks.resume`)."""
+        return await hooks.resume(self, token, payload)
 
     # operator control
 

@@ -9,12 +9,14 @@ from typing import Any
 
 from cairn.store.records import (
     ATTEMPT_FIELDS,
+    HOOK_FIELDS,
     RUN_FIELDS,
     SCHEDULE_FIELDS,
     STEP_FIELDS,
     TASK_FIELDS,
     WORKER_FIELDS,
     AttemptRecord,
+    HookRecord,
     Lease,
     RunQuery,
     RunRecord,
@@ -25,6 +27,7 @@ from cairn.store.records import (
 )
 
 RUN_COLUMNS = ", ".join(RUN_FIELDS)
+LISTED_RUN_COLUMNS = ", ".join(f"runs.{name}" for name in RUN_FIELDS)
 STEP_COLUMNS = ", ".join(STEP_FIELDS)
 ATTEMPT_COLUMNS = ", ".join(ATTEMPT_FIELDS)
 WORKER_COLUMNS = ", ".join(WORKER_FIELDS)
@@ -39,9 +42,11 @@ INSERT_RUN = (
     "ON CONFLICT (run_id) DO NOTHING"
 )
 SELECT_RUN = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"
-SELECT_RUN_ID = "SELECT run_id FROM runs WHERE run_id = ?"
+# A column row carries its run's created_at, so that a column filter reads its matches
+# in the runs list's order (run_columns_by_value ends with created_at, run_id).
+SELECT_RUN_CREATED = "SELECT created_at FROM runs WHERE run_id = ?"
 INSERT_COLUMN = (
-    "INSERT INTO run_columns (run_id, name, value) VALUES (?, ?, ?) "
+    "INSERT INTO run_columns (run_id, name, value, created_at) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (run_id, name) DO UPDATE SET value = excluded.value"
 )
 
@@ -158,10 +163,12 @@ SELECT_STATUS = "SELECT status FROM runs WHERE run_id = ?"
 # A message for a waiting run makes it due now; it then replays and consumes the message.
 WAKE_WAITING = "UPDATE runs SET wake_at = ? WHERE run_id = ? AND status = 'WAITING'"
 
+HOOK_COLUMNS = ", ".join(HOOK_FIELDS)
 INSERT_HOOK = (
-    "INSERT INTO hooks (token, run_id, name, created_at, expires_at) VALUES (?, ?, ?, ?, ?) "
+    f"INSERT INTO hooks ({HOOK_COLUMNS}) VALUES ({_placeholders(len(HOOK_FIELDS))}) "
     "ON CONFLICT (token) DO NOTHING"
 )
+SELECT_HOOK = f"SELECT {HOOK_COLUMNS} FROM hooks WHERE token = ?"
 USE_HOOK = (
     "UPDATE hooks SET used_at = ? WHERE token = ? AND used_at IS NULL "
     "AND (expires_at IS NULL OR expires_at > ?)"
@@ -198,6 +205,16 @@ def list_tasks(
     if where:
         sql += " WHERE " + " AND ".join(where)
     return sql + " ORDER BY created_at, task_id", params
+
+
+def hook_params(hook: HookRecord) -> tuple[Any, ...]:
+    """The values of `hook` in HOOK_FIELDS order."""
+    return tuple(getattr(hook, name) for name in HOOK_FIELDS)
+
+
+def hook_from_row(row: Sequence[Any]) -> HookRecord:
+    """A HookRecord from a row selected with HOOK_COLUMNS."""
+    return HookRecord(*row)
 
 
 def task_params(task: TaskRecord) -> tuple[Any, ...]:
@@ -452,37 +469,51 @@ def worker_from_row(row: Sequence[Any]) -> WorkerRecord:
 
 
 def list_runs(query: RunQuery) -> tuple[str, list[Any]]:
-    """SELECT text and parameters for `query`, newest first."""
+    """SELECT text and parameters for `query`, newest first.
+
+    Without a column filter the runs are read in page order from runs_by_created, or from
+    runs_by_status_created for a status. With one, the first column's entries drive: its
+    index (name, value, created_at, run_id) yields the matches newest first, so a page
+    costs about a page of reads whether the value is rare or shared by most runs (short
+    of a rare status combined with a common value).
+    """
     where: list[str] = []
     params: list[Any] = []
+    source, order = "runs", "runs"
+    columns = list(query.columns.items())
+    if columns:
+        name, value = columns.pop(0)
+        source, order = "run_columns c JOIN runs ON runs.run_id = c.run_id", "c"
+        where.append("c.name = ? AND c.value = ?")
+        params.extend((name, value))
     if query.status is not None:
-        where.append("status = ?")
+        where.append("runs.status = ?")
         params.append(query.status)
     if query.workflow is not None:
-        where.append("workflow = ?")
+        where.append("runs.workflow = ?")
         params.append(query.workflow)
     if query.since is not None:
-        where.append("created_at >= ?")
+        where.append(f"{order}.created_at >= ?")
         params.append(query.since)
     if query.parent_id is not None:
-        where.append("parent_id = ?")
+        where.append("runs.parent_id = ?")
         params.append(query.parent_id)
     if query.version is not None:
-        where.append("version = ?")
+        where.append("runs.version = ?")
         params.append(query.version)
-    for name, value in query.columns.items():
+    for name, value in columns:
         where.append(
-            "EXISTS (SELECT 1 FROM run_columns c WHERE c.run_id = runs.run_id "
-            "AND c.name = ? AND c.value = ?)"
+            "EXISTS (SELECT 1 FROM run_columns o WHERE o.run_id = runs.run_id "
+            "AND o.name = ? AND o.value = ?)"
         )
         params.extend((name, value))
     if query.cursor is not None:
-        where.append("(created_at < ? OR (created_at = ? AND run_id < ?))")
+        where.append(f"({order}.created_at < ? OR ({order}.created_at = ? AND {order}.run_id < ?))")
         params.extend((query.cursor[0], query.cursor[0], query.cursor[1]))
-    sql = f"SELECT {RUN_COLUMNS} FROM runs"
+    sql = f"SELECT {LISTED_RUN_COLUMNS} FROM {source}"
     if where:
         sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY created_at DESC, run_id DESC LIMIT ?"
+    sql += f" ORDER BY {order}.created_at DESC, {order}.run_id DESC LIMIT ?"
     params.append(query.limit)
     return sql, params
 

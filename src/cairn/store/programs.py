@@ -24,6 +24,7 @@ from cairn.store.records import (
     Beat,
     Claimed,
     Fired,
+    HookRecord,
     Lease,
     QueueRecord,
     RunRecord,
@@ -212,9 +213,11 @@ def update_run_meta(
     if columns:
         # Lock the run row first: concurrent merges (a step and its workflow setting
         # columns at once) then see each other's columns instead of overwriting them.
-        yield Sql(_sql.SELECT_RUN_ID, (run_id,), "one", "update")
+        row = yield Sql(_sql.SELECT_RUN_CREATED, (run_id,), "one", "update")
+        if row is None:
+            return  # no such run: nothing to describe
         for name, value in columns.items():
-            yield Sql(_sql.INSERT_COLUMN, (run_id, name, value))
+            yield Sql(_sql.INSERT_COLUMN, (run_id, name, value, row[0]))
         rows = yield _all(_sql.SELECT_COLUMNS, (run_id,))
         merged = _sql.columns_json(rows)
     yield Sql(_sql.UPDATE_META, (merged, progress, now, run_id))
@@ -268,12 +271,10 @@ def consume_message(lease: Lease, channel: str, step: StepRecord) -> Program[str
     return str(payload)
 
 
-def create_hook(
-    lease: Lease, step: StepRecord, token: str, name: str, expires_at: float | None
-) -> Program[None]:
+def create_hook(lease: Lease, step: StepRecord, hook: HookRecord) -> Program[None]:
     """Journal a hook's creation and insert its row."""
     yield from record_step(lease, step, upsert=True)
-    yield Sql(_sql.INSERT_HOOK, (token, step.run_id, name, step.started_at, expires_at))
+    yield Sql(_sql.INSERT_HOOK, _sql.hook_params(hook))
 
 
 def resume_hook(token: str, payload: str, now: float) -> Program[str | None]:

@@ -15,6 +15,7 @@ from cairn.store.records import (
     Claimed,
     Counts,
     Fired,
+    HookRecord,
     Lease,
     QueueRecord,
     RunQuery,
@@ -179,7 +180,7 @@ class Store(Protocol):
     ) -> None:
         """Merge indexed columns (name -> JSON text) and set progress (JSON text).
 
-        None leaves a field unchanged.
+        None leaves a field unchanged; an unknown run is left alone (nothing is written).
         """
         ...
 
@@ -230,10 +231,16 @@ class Store(Protocol):
         """
         ...
 
-    async def create_hook(
-        self, lease: Lease, step: StepRecord, *, token: str, name: str, expires_at: float | None
-    ) -> None:
-        """Upsert the hook's journal entry and insert its row, in one transaction."""
+    async def create_hook(self, lease: Lease, step: StepRecord, hook: HookRecord) -> None:
+        """Upsert the hook's journal entry and insert its row, in one transaction.
+
+        A row with the same token already there is kept as it is (a replayed creation).
+        Raises LeaseLost if not held.
+        """
+        ...
+
+    async def get_hook(self, token: str) -> HookRecord | None:
+        """The hook stored under `token` (as stored: the digest), used or not; None if none."""
         ...
 
     async def resume_hook(self, token: str, payload: str, *, now: float) -> str | None:

@@ -164,6 +164,27 @@ class Counts:
 
 
 @dataclass(frozen=True, slots=True)
+class HookRecord:
+    """A hook: a single-use callback, found by its token's digest, and its payload's schema."""
+
+    token: str
+    run_id: str
+    name: str
+    created_at: float
+    expires_at: float | None = None
+    used_at: float | None = None
+    payload_schema: str | None = None  # JSON Schema text; None: any payload
+    payload_model: str | None = None  # `module:qualname` of a pydantic model
+
+    def usable(self, now: float) -> bool:
+        """Not used yet and not expired at `now` (its run may still have finished)."""
+        return self.used_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+HOOK_FIELDS: tuple[str, ...] = tuple(HookRecord.__dataclass_fields__)
+
+
+@dataclass(frozen=True, slots=True)
 class TaskRecord:
     """A human task: a form a person fills in to let a waiting run go on."""
 

@@ -21,6 +21,7 @@ from cairn.store.records import (
     Claimed,
     Counts,
     Fired,
+    HookRecord,
     Lease,
     QueueRecord,
     RunQuery,
@@ -169,11 +170,14 @@ class SqlStore:
         """Take the oldest message on `channel` as the outcome of `step`."""
         return await self.write(lambda: programs.consume_message(lease, channel, step))
 
-    async def create_hook(
-        self, lease: Lease, step: StepRecord, *, token: str, name: str, expires_at: float | None
-    ) -> None:
+    async def create_hook(self, lease: Lease, step: StepRecord, hook: HookRecord) -> None:
         """Journal a hook's creation and insert its row."""
-        await self.write(lambda: programs.create_hook(lease, step, token, name, expires_at))
+        await self.write(lambda: programs.create_hook(lease, step, hook))
+
+    async def get_hook(self, token: str) -> HookRecord | None:
+        """The hook stored under `token` (a digest), or None."""
+        rows = await self.read(lambda: _rows(_sql.SELECT_HOOK, (token,)))
+        return _sql.hook_from_row(rows[0]) if rows else None
 
     async def resume_hook(self, token: str, payload: str, *, now: float) -> str | None:
         """Use a hook once; the run id, None if unknown, used or expired."""

@@ -2,7 +2,8 @@
 
 The hook's token is the credential, so this is the one route the dashboard token does not
 guard. The body is the payload (any JSON; none is null). An unknown, used or expired
-token is a 404 that changes nothing, and the answer never names the run.
+token is a 404, a payload that does not fit the hook's schema a 422 listing the fields;
+either changes nothing, and the answer never names the run.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ OPERATIONS = (
         call_hook,
         "Call a hook once with a JSON payload (needs no dashboard token)",
         ok=202,
-        body={"description": "the hook's payload: any JSON value"},
+        body={
+            "description": "the hook's payload: any JSON value that fits the hook's schema "
+            "(`create_hook(schema=)`), if it has one"
+        },
         errors=(404, 422),
         public=True,
     ),

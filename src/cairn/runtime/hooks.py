@@ -1,0 +1,51 @@
+"""Calling a hook from outside a run: find it by its token, check the payload, deliver it once."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cairn.authoring import forms
+from cairn.core import hook_tokens
+from cairn.errors import HookNotFound
+from cairn.store.records import HookRecord
+
+if TYPE_CHECKING:
+    from cairn.runtime.control import RunControl
+
+_NOT_FOUND = "hook token is unknown, already used or expired"
+
+
+async def resume(control: RunControl, token: str, payload: Any) -> str:
+    """Call a hook once; returns the run id it resumed.
+
+    The payload is checked against the hook's schema before anything is written, so a
+    payload that does not fit changes nothing and the hook can still be called.
+
+    Raises:
+        HookNotFound: the token is unknown, already used or expired, or its run has
+            finished (nothing changes).
+        InvalidSubmission: the payload does not fit the hook's schema (the fields are
+            listed; nothing changes).
+    """
+    hook = await find(control, str(token))
+    if hook is None or not hook.usable(control.clock.now()):
+        raise HookNotFound(_NOT_FOUND)
+    if hook.payload_schema is not None or hook.payload_model is not None:
+        payload = forms.validate(
+            payload, hook.payload_schema, hook.payload_model, whole="(payload)"
+        )
+    text = control.serializer.dumps(payload, what="hook payload")
+    # The store checks the row again as it uses it: another call may have won meanwhile.
+    run_id = await control.store.resume_hook(hook.token, text, now=control.clock.now())
+    if run_id is None:
+        raise HookNotFound(_NOT_FOUND)
+    control.wake_local()
+    return run_id
+
+
+async def find(control: RunControl, token: str) -> HookRecord | None:
+    """The hook a caller's token names: stored as its digest, or as is if created before."""
+    hook = await control.store.get_hook(hook_tokens.digest(token))
+    if hook is None and hook_tokens.may_be_stored_as_is(token):
+        hook = await control.store.get_hook(token)
+    return hook

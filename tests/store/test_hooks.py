@@ -1,0 +1,69 @@
+"""Hooks: a row per token with its payload schema, used once, fenced by run ownership."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cairn.store import LeaseLost, Store
+from cairn.store.records import HookRecord, StepRecord
+
+from .kit import T0, held, run_record, step_record
+
+SCHEMA = '{"type": "object"}'
+
+
+def hook_record(token: str = "t1", **fields: Any) -> HookRecord:
+    values: dict[str, Any] = {"run_id": "r1", "name": "callback", "created_at": T0}
+    values.update(fields)
+    return HookRecord(token=token, **values)
+
+
+def hook_entry() -> StepRecord:
+    """The "waiting" journal entry a hook's creation writes."""
+    return step_record("r1", 1, "callback", kind="hook", status="waiting", key="~hook:x#1")
+
+
+async def test_create_hook__keeps_schema_and_model(store: Store) -> None:
+    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    hook = hook_record(expires_at=T0 + 60, payload_schema=SCHEMA, payload_model="m:Payment")
+
+    await store.create_hook(held("w1"), hook_entry(), hook)
+
+    assert await store.get_hook("t1") == hook
+    assert await store.get_hook("t2") is None
+    assert [s.key for s in await store.load_journal("r1")] == ["~hook:x#1"]
+
+
+async def test_create_hook__again_keeps_the_first_row(store: Store) -> None:
+    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.create_hook(held("w1"), hook_entry(), hook_record(payload_schema=SCHEMA))
+
+    await store.create_hook(held("w1"), hook_entry(), hook_record(payload_schema=None))
+
+    stored = await store.get_hook("t1")
+    assert stored is not None and stored.payload_schema == SCHEMA
+
+
+async def test_create_hook__non_owner_raises_lease_lost_and_writes_nothing(store: Store) -> None:
+    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+
+    with pytest.raises(LeaseLost):
+        await store.create_hook(held("w2"), hook_entry(), hook_record())
+
+    assert await store.get_hook("t1") is None
+
+
+async def test_resume_hook__once_then_none_and_get_hook_shows_it_used(store: Store) -> None:
+    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.create_hook(held("w1"), hook_entry(), hook_record(expires_at=T0 + 60))
+
+    assert await store.resume_hook("t1", '{"paid": 1}', now=T0 + 1) == "r1"
+    assert await store.resume_hook("t1", '{"paid": 2}', now=T0 + 2) is None
+
+    used = await store.get_hook("t1")
+    assert used is not None and used.used_at == T0 + 1
+    assert not used.usable(T0 + 2)
+    assert hook_record(expires_at=T0 + 60).usable(T0 + 59)
+    assert not hook_record(expires_at=T0 + 60).usable(T0 + 60)
