@@ -1,4 +1,4 @@
--- cairn schema 11: the runs list (dashboard, `list_runs`, `cairn runs list`) newest first
+-- cairn schema 12: the runs list (dashboard, `list_runs`, `cairn runs list`) newest first
 -- without reading every match. A status filter walks runs_by_status_created in page
 -- order (runs_by_status puts priority first, for claims). A column filter walks its
 -- value's entries in run_columns, which now carry their run's created_at, in page order;
