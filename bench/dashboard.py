@@ -6,8 +6,8 @@ bulk-inserted with plain SQL (bench only). Then, interleaved round by round on t
 database: `GET /api/v1/runs` through the dashboard's ASGI app in-process (server time:
 from the request entering the app to its last body byte), `engine.list_runs` beneath it,
 and the store's own SELECT (the same text and parameters, ORDER BY ... LIMIT 51: the API
-reads one row past its page of 50) on a plain driver connection. Only the JSON API is
-measured: the HTML pages are built elsewhere.
+reads one row past its page of 50) on a plain driver connection; and the runs page
+(`GET /`, HTML) with the same filters.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ STATUSES = (
 )
 COLUMN_ROW = "run_id, name, value, created_at"
 API_TARGET_MS = 20.0  # GET /api/v1/runs median, from the issue
+PAGE_TARGET_MS = 50.0  # the runs page (HTML), server time, from the issue
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,7 +263,12 @@ async def measure(url: str, raw: RawSqlite | RawPostgres, rounds: int) -> dict[s
         transport = httpx.ASGITransport(app=timer)
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
             for case in CASES:
-                seconds: dict[str, list[float]] = {"raw": [], "control": [], "api": []}
+                seconds: dict[str, list[float]] = {
+                    "raw": [],
+                    "control": [],
+                    "api": [],
+                    "html": [],
+                }
                 kwargs = _control_kwargs(case)
                 for i in range(WARM_UP + rounds):
                     began = time.perf_counter()
@@ -274,6 +280,9 @@ async def measure(url: str, raw: RawSqlite | RawPostgres, rounds: int) -> dict[s
                     response = await client.get("/api/v1/runs", params=case.params)
                     response.raise_for_status()
                     listed = [run["run_id"] for run in response.json()["runs"]]
+                    api_s = timer.last
+                    html = await client.get("/", params=case.params)  # the runs page
+                    html.raise_for_status()
                     if i < WARM_UP:
                         continue
                     # The three layers must answer the same page.
@@ -281,7 +290,8 @@ async def measure(url: str, raw: RawSqlite | RawPostgres, rounds: int) -> dict[s
                     assert listed == [row[0] for row in rows[:PAGE]], case.label
                     seconds["raw"].append(raw_s)
                     seconds["control"].append(control_s)
-                    seconds["api"].append(timer.last)
+                    seconds["api"].append(api_s)
+                    seconds["html"].append(timer.last)
                 results[case.label] = {
                     "rows": len(listed),
                     **{f"{k}_ms": statistics.median(v) * 1000 for k, v in seconds.items()},
@@ -354,7 +364,7 @@ def table(report: dict[str, Any]) -> str:
     ]
     header = (
         f"{'store':<11} {'list':<35} {'rows':>4} {'raw SELECT':>10} {'list_runs':>10} "
-        f"{'API':>8} {'ratio':>7}  target"
+        f"{'API':>8} {'ratio':>7} {'page':>8}  targets"
     )
     lines += [header, "-" * len(header)]
     for store in ("sqlite", "postgres"):
@@ -364,11 +374,12 @@ def table(report: dict[str, Any]) -> str:
             lines.append(f"{label:<11} skipped: {data['skipped']}")
             continue
         for case, found in data["cases"].items():
-            ok = "ok" if found["api_ms"] < API_TARGET_MS else "MISSED"
+            ok = found["api_ms"] < API_TARGET_MS and found["html_ms"] < PAGE_TARGET_MS
             lines.append(
                 f"{label:<11} {case:<35} {found['rows']:>4} {found['raw_ms']:>10.2f} "
                 f"{found['control_ms']:>10.2f} {found['api_ms']:>8.2f} "
-                f"{found['api_ms'] / found['raw_ms']:>6.1f}x  < {API_TARGET_MS:.0f} ms {ok}"
+                f"{found['api_ms'] / found['raw_ms']:>6.1f}x {found['html_ms']:>8.2f}  "
+                f"< {API_TARGET_MS:.0f} / {PAGE_TARGET_MS:.0f} ms {'ok' if ok else 'MISSED'}"
             )
     lines += [
         "",
@@ -376,8 +387,7 @@ def table(report: dict[str, Any]) -> str:
         "engine.list_runs (store + summaries); API: the ASGI app's server time (routing, query",
         "parsing, JSON). SQLite has no ANALYZE statistics (cairn never gathers them);",
         "PostgreSQL is ANALYZEd after the bulk load, as autovacuum would.",
-        "Not measured: the HTML pages (the UI is built elsewhere), so the issue's",
-        "'page < 50 ms server time' target is checked here only for the JSON API.",
+        "page: the server time of the runs page (GET / with the same filters, HTML).",
     ]
     if report.get("plans"):
         lines.append("")
