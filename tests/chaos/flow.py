@@ -40,7 +40,7 @@ def log_effect(run_id: str, step: int, phase: str) -> None:
     os.write(_log_fd, f"{time.monotonic_ns()} {run_id} {step} {phase}\n".encode())
 
 
-@cairn.step(name="effect")
+@cairn.step(name="chaos_effect")
 async def effect(step: int) -> int:
     run_id = cairn.current_run().run_id
     log_effect(run_id, step, "start")

@@ -80,7 +80,7 @@ def test_blocked_loop__a_step_blocking_the_loop_past_the_lease_keeps_its_run(
     print(verdict)
     assert verdict.duplicates == [], chaos.story(verdict)
     log = chaos.log_of(blocker)
-    assert "the event loop has been blocked" in log and "'effect#4'" in log, log[-2000:]
+    assert "the event loop has been blocked" in log and "'chaos_effect#4'" in log, log[-2000:]
 
 
 def test_sqlite_lock__an_outside_connection_holding_the_write_lock_past_the_lease(
