@@ -260,3 +260,29 @@ async def test_tracing__a_run_started_in_an_unsampled_trace_records_no_spans(
             assert await (await worker.get(run.run_id)).result(timeout=WAIT) == 1
 
     assert spans.all() == ()
+
+
+async def test_tracing__runs_an_emit_starts_go_on_in_the_emitters_trace(
+    kit: Kit, spans: Spans
+) -> None:
+    @kit.workflow("trace.listener", on="trace.ping")
+    async def listener(payload: object) -> object:
+        return payload
+
+    @kit.workflow("trace.pinger")
+    async def pinger() -> str:
+        [run_id] = await cairn.emit("trace.ping", "from a run")
+        return run_id
+
+    tracer = trace.get_tracer("tests")
+    async with kit.engine(tracing=True) as engine:
+        with tracer.start_as_current_span("webhook") as request:
+            [outside] = await engine.emit("trace.ping", "from outside")
+        assert await outside.result(timeout=WAIT) == "from outside"
+        inside_id = await (await engine.start(pinger)).result(timeout=WAIT)
+        assert await (await engine.get(inside_id)).result(timeout=WAIT) == "from a run"
+
+    pinger_span = spans.one("run trace.pinger")
+    by_parent = {parent_id(s): s for s in spans.named("run trace.listener")}
+    assert set(by_parent) == {request.get_span_context().span_id, span_id(pinger_span)}
+    assert by_parent[span_id(pinger_span)].context.trace_id == pinger_span.context.trace_id  # type: ignore[union-attr]

@@ -207,6 +207,20 @@ async def test_recovery__past_max_recoveries_ends_the_run_with_poison_run(
     assert summary.error is not None and summary.error["type"] == "cairn.errors.PoisonRun"
 
 
+async def test_recovery__a_poisoned_run_counts_as_failed_in_the_metrics(kit: Kit) -> None:
+    pytest.importorskip("prometheus_client")
+    from cairn.observability import Metrics
+
+    _declare(kit, Counter(), max_recoveries=1)
+    await _leave_orphan(kit.url, "recovery.order", recoveries=1, max_recoveries=1)
+    metrics = Metrics()
+    async with kit.engine(metrics=metrics) as engine:
+        with pytest.raises(cairn.PoisonRun):
+            await (await engine.get("orphan-1")).result(timeout=WAIT)
+    labels = {"workflow": "recovery.order", "status": "failed"}
+    assert metrics.registry.get_sample_value("cairn_runs_finished_total", labels) == 1
+
+
 async def test_recovery__below_max_recoveries_is_recovered(kit: Kit) -> None:
     calls: Counter[str] = Counter()
     _declare(kit, calls, max_recoveries=2)

@@ -30,7 +30,7 @@ async def test_claim_runs__takes_due_pending_runs_by_priority(store: Store) -> N
     claimed = await store.claim_runs("w1", 10, now=T0, stale=True)
 
     assert [run.run_id for run in claimed.runs] == ["high", "low"]
-    assert claimed.poisoned == []
+    assert claimed.poisoned == {}
     run = claimed.runs[0]
     assert (run.status, run.owner, run.attempt, run.started_at) == ("RUNNING", "w1", 1, T0)
 
@@ -192,7 +192,7 @@ async def test_claim_runs__poisons_a_run_recovered_max_recoveries_times(store: S
     last = await store.claim_runs("c", 10, now=T0, stale=True)
 
     assert recoveries == [1, 2]
-    assert (last.runs, last.poisoned) == ([], ["r1"])
+    assert (last.runs, last.poisoned) == ([], {"r1": "tests.flow"})
     run = await store.get_run("r1")
     assert run is not None
     assert (run.status, run.owner) == ("FAILED", None)
@@ -206,7 +206,7 @@ async def test_claim_run_over_a_live_owner__leaves_it_alone(store: Store) -> Non
     claimed = await store.claim_runs("w2", 10, now=T0 + 1, stale=True)
 
     assert claimed.runs == []
-    assert claimed.poisoned == []
+    assert claimed.poisoned == {}
 
 
 async def test_release_run__a_live_owner_queues_one_run_again(store: Store) -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.authoring.registry import Registry
 from cairn.core import durable
 from cairn.names import check_name
+from cairn.observability import propagation
 from cairn.store.records import StepRecord, Subscription
 
 if TYPE_CHECKING:
@@ -65,7 +66,15 @@ async def emit(live: LiveRun, event_type: str, payload: Any, key: str | None) ->
     run_ids = await durable.write(
         live,
         lambda: env.store.emit_event(
-            event_type, args, key=key, now=now, local=local, lease=live.lease, step=step
+            event_type,
+            args,
+            key=key,
+            now=now,
+            local=local,
+            lease=live.lease,
+            step=step,
+            # The runs it starts go on in the emitting run's trace, as its children do.
+            trace_context=propagation.current() or live.run.trace_context,
         ),
         what=f"emit of {event_type!r}",
     )

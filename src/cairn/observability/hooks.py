@@ -55,6 +55,9 @@ class Observer(Protocol):
     def fired(self, workflow: str, lag: float) -> None:
         """This engine fired a schedule tick of `workflow`, `lag` seconds after its time."""
 
+    def poisoned(self, workflow: str) -> None:
+        """This worker ended a run of `workflow` FAILED, past its max_recoveries, unexecuted."""
+
 
 class Observers:
     """Several observers as one."""
@@ -75,6 +78,11 @@ class Observers:
         """Tell every observer."""
         for observer in self.observers:
             observer.fired(workflow, lag)
+
+    def poisoned(self, workflow: str) -> None:
+        """Tell every observer."""
+        for observer in self.observers:
+            observer.poisoned(workflow)
 
 
 def combine(observers: list[Observer]) -> Observer | None:

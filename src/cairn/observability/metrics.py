@@ -155,6 +155,10 @@ class Metrics:
         """Hook: a schedule tick of `workflow` fired `lag` seconds late."""
         self.schedule_lag.labels(workflow).observe(lag)
 
+    def poisoned(self, workflow: str) -> None:
+        """Hook: a run of `workflow` was given up (PoisonRun): it finished failed."""
+        self.runs_finished.labels(workflow, "failed").inc()
+
     def step_children(self, name: str) -> _StepChildren:
         """The labelled metrics of step `name` (made once: a step pays a dict lookup)."""
         children = self._steps.get(name)

@@ -89,6 +89,9 @@ class Tracing:
     def fired(self, workflow: str, lag: float) -> None:
         """Hook: nothing to trace (the run a tick starts makes its own spans)."""
 
+    def poisoned(self, workflow: str) -> None:
+        """Hook: nothing to trace (no code of the run executed)."""
+
 
 class _RunSpan:
     __slots__ = ("span", "token", "tracing")

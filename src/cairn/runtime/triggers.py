@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cairn.core import emits
+from cairn.observability import propagation
 from cairn.runtime.handle import RunHandle
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ async def emit(
         key=key,
         now=control.clock.now(),
         local=emits.local_subscribers(control.registry, event_type),
+        trace_context=propagation.current(),
     )
     if run_ids:
         control.wake_local()

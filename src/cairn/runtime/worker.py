@@ -379,8 +379,10 @@ class Worker:
             },
             orphans_first=orphans_first,
         )
-        for run_id in claimed.poisoned:
+        for run_id, workflow in claimed.poisoned.items():
             log.error("run %s given up after too many recoveries (PoisonRun)", run_id)
+            if self.env.observer is not None:
+                self.env.observer.poisoned(workflow)
             self._on_finished(run_id, executor.Outcome("FAILED"))
         if self.env.observer is not None and claimed.runs:
             self.env.observer.claimed(claimed.runs, claimed.due, now)

@@ -306,7 +306,7 @@ SELECT_WOKEN = (
 # machine saw its process gone). A worker never recovers its own runs: the reconciler
 # deals with those.
 SELECT_ORPHANED_DEAD = (
-    "SELECT run_id, recoveries, max_recoveries FROM runs WHERE status = 'RUNNING' AND "
+    "SELECT run_id, recoveries, max_recoveries, workflow FROM runs WHERE status = 'RUNNING' AND "
     "(owner IS NULL OR (owner <> ? AND owner NOT IN "
     "(SELECT worker_id FROM workers WHERE heartbeat_at > 0))) LIMIT ?"
 )
@@ -314,7 +314,7 @@ SELECT_ORPHANED_DEAD = (
 # database's clock. Only a worker that has itself seen the database answer for a whole
 # lease asks this (see runtime/leases.py): after an outage every heartbeat looks old.
 SELECT_ORPHANED = (
-    "SELECT run_id, recoveries, max_recoveries FROM runs WHERE status = 'RUNNING' AND "
+    "SELECT run_id, recoveries, max_recoveries, workflow FROM runs WHERE status = 'RUNNING' AND "
     "(owner IS NULL OR (owner <> ? AND owner NOT IN "
     f"(SELECT worker_id FROM workers WHERE heartbeat_at + lease >= {DB_NOW}))) LIMIT ?"
 )

@@ -425,7 +425,7 @@ def claim_runs(
     gets `waiting_for` saying which limit holds it.
     """
     claimed: list[str] = []
-    poisoned: list[str] = []
+    poisoned: dict[str, str] = {}
     due_at: dict[str, float] = {}
     # A worker only takes runs of workflows it can execute (None: it knows them all).
     known = tuple(workflows or ())
@@ -478,7 +478,7 @@ def _claim_orphans(
     known: tuple[str, ...],
     workflows: list[str] | None,
     claimed: list[str],
-    poisoned: list[str],
+    poisoned: dict[str, str],
     now: float,
 ) -> Program[None]:
     """Take RUNNING runs whose owner is dead, while `claimed` has room (see claim_runs)."""
@@ -487,12 +487,12 @@ def _claim_orphans(
         text = _sql.SELECT_ORPHANED if stale else _sql.SELECT_ORPHANED_DEAD
         orphaned = _sql.restrict(text, "workflow", workflows)
         orphans = yield _all(orphaned, (*known, worker_id, room), lock=True)
-        for run_id, recoveries, max_recoveries in orphans:
+        for run_id, recoveries, max_recoveries, workflow in orphans:
             if recoveries >= max_recoveries:
                 error = _sql.poison_error(run_id, recoveries)
                 yield Sql(_sql.POISON_ONE, (error, now, now, run_id))
                 yield from _after_finish(run_id, "FAILED", None, error, now)
-                poisoned.append(run_id)
+                poisoned[run_id] = str(workflow)
             elif (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 1, now, now, run_id, "RUNNING"))):
                 claimed.append(run_id)
 
@@ -795,6 +795,7 @@ def emit_event(
     local: Sequence[Subscription],
     lease: Lease | None = None,
     step: StepRecord | None = None,
+    trace_context: str | None = None,
 ) -> Program[list[str]]:
     """Start every subscriber of `event_type` with `args`; their run ids (see Store.emit)."""
     if step is not None:
@@ -823,6 +824,7 @@ def emit_event(
                 updated_at=now,
                 max_recoveries=sub.max_recoveries,
                 queue=sub.queue,
+                trace_context=trace_context,
             )
             yield Sql(_sql.INSERT_RUN, _sql.run_params(run))
             run_ids.append(run_id)

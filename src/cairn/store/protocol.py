@@ -355,8 +355,8 @@ class Store(Protocol):
         Claimed runs become RUNNING, owned by `worker_id`, with their fence bumped;
         `attempt` grows for a start or recovery, not for a wake-up.
         A recovered run past its max_recoveries is ended FAILED instead and reported in
-        `poisoned`. A PENDING run held back by a limit gets `waiting_for` naming it. A run
-        is never handed to two workers.
+        `poisoned` (run id -> workflow). A PENDING run held back by a limit gets
+        `waiting_for` naming it. A run is never handed to two workers.
         """
         ...
 
@@ -505,6 +505,7 @@ class Store(Protocol):
         local: Sequence[Subscription] = (),
         lease: Lease | None = None,
         step: StepRecord | None = None,
+        trace_context: str | None = None,
     ) -> list[str]:
         """Start one PENDING run (with `args`) per subscriber of `event_type`; their ids.
 
@@ -513,6 +514,7 @@ class Store(Protocol):
         stored then and starts nothing; a new one stores its ids when it started any run
         (run ids `emit_run_id(...)`). With `step`, the emit is part of the run held by
         `lease`: LeaseLost (nothing written) if not held, else `step` is journaled with
-        the ids as its result, in the same transaction.
+        the ids as its result, in the same transaction. The runs keep `trace_context`
+        (the emitter's trace, see observability/propagation.py).
         """
         ...

@@ -149,7 +149,7 @@ class Claimed:
     """What a claim handed to a worker: runs to execute, and runs it gave up as poisoned."""
 
     runs: list[RunRecord]
-    poisoned: list[str]
+    poisoned: dict[str, str]  # run id -> its workflow
     # When each claimed run became due (run id -> time), for runs that were PENDING or
     # parked; a recovered run has none. The claim lag metric reads it.
     due: dict[str, float] = field(default_factory=dict)

@@ -275,7 +275,7 @@ class SqlStore:
     ) -> Claimed:
         """Atomically take due and orphaned runs (see Store.claim_runs)."""
         if limit <= 0 or workflows == [] or queues == []:
-            return Claimed([], [])
+            return Claimed([], {})
         return await self.write(
             lambda: programs.claim_runs(
                 worker_id, limit, now, stale, queues, workflows, versions, orphans_first
@@ -393,8 +393,11 @@ class SqlStore:
         local: Sequence[Subscription] = (),
         lease: Lease | None = None,
         step: StepRecord | None = None,
+        trace_context: str | None = None,
     ) -> list[str]:
         """Start the subscribers of `event_type` (see Store.emit_event)."""
         return await self.write(
-            lambda: programs.emit_event(event_type, args, key, now, local, lease, step)
+            lambda: programs.emit_event(
+                event_type, args, key, now, local, lease, step, trace_context
+            )
         )
