@@ -1,8 +1,9 @@
 """`python -m bench.observability [RUNS]`: what metrics and tracing add to a step on SQLite.
 
 Ten-step runs one after another (the sequential figure of `python -m bench`), in rounds
-that take turns between engines with observability off, metrics only, tracing only and
-both, so that drift of the machine falls on each alike. Tracing goes to an SDK tracer
+that take turns between engines with observability off, metrics only, tracing only,
+both, and both with one run in ten sampled, so that drift of the machine falls on each
+alike. Beside them, the floor the SDK sets: one bare span started and ended. Tracing goes to an SDK tracer
 provider with a batch processor whose exporter drops the spans: the cost of making and
 handing over spans, not of shipping them.
 """
@@ -10,6 +11,7 @@ handing over spans, not of shipping them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import statistics
 import sys
 import tempfile
@@ -21,6 +23,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
 import cairn
 from bench.workflows import STEPS, ten_steps
@@ -34,12 +37,28 @@ def _hooks_only() -> Tracing:
     return tracing
 
 
+@functools.cache
+def _sampled_provider() -> TracerProvider:
+    """A provider like the global one, whose sampler keeps one trace in ten."""
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(0.1)))
+    provider.add_span_processor(BatchSpanProcessor(Drop()))
+    return provider
+
+
+def _one_run_in_ten() -> Tracing:
+    """Tracing as a production service samples it: one run in ten recorded."""
+    tracing = Tracing()
+    tracing.tracer = _sampled_provider().get_tracer("cairn")
+    return tracing
+
+
 CONFIGS: dict[str, Callable[[], dict[str, Any]]] = {
     "off": dict,
     "metrics": lambda: {"metrics": True},
     "tracing": lambda: {"tracing": True},
     "metrics + tracing": lambda: {"metrics": True, "tracing": True},
     "tracing, no-op tracer": lambda: {"tracing": _hooks_only()},
+    "metrics + tracing 1/10": lambda: {"metrics": True, "tracing": _one_run_in_ten()},
 }
 ROUNDS = 7
 WARMUP = 30
@@ -100,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="cairn-bench-obs-") as folder:
         url = f"sqlite:///{Path(folder) / 'obs.db'}"
         found = asyncio.run(measure(url, runs, ROUNDS))
+    floor = bare_span_us(provider)
     provider.shutdown()
     print(
         f"per step, {runs} ten-step runs one after another on SQLite (median of {ROUNDS} "
@@ -108,7 +128,27 @@ def main(argv: list[str] | None = None) -> int:
     print(table("wall clock", found["wall"]))
     print(table("CPU time", found["cpu"]))
     print(f"spans exported (dropped): {exporter.spans}")
+    print(
+        "the SDK alone, outside any engine: a span started and ended (the least a traced "
+        f"step can cost) {floor:.1f} µs"
+    )
     return 0
+
+
+def bare_span_us(provider: TracerProvider, spans: int = 20000) -> float:
+    """µs of one `start_span` + `end` on the SDK, best of three loops: the floor of a step.
+
+    Measured after the engines closed, so that their spans are not in the way, on the
+    same provider (its batch processor included).
+    """
+    tracer = provider.get_tracer("bench")
+    best = float("inf")
+    for _ in range(3):
+        started = time.process_time()
+        for _ in range(spans):
+            tracer.start_span("step").end()
+        best = min(best, (time.process_time() - started) / spans * 1e6)
+    return best
 
 
 def table(clock: str, found: dict[str, list[float]]) -> str:
