@@ -3,9 +3,9 @@
 Ten-step runs one after another (the sequential figure of `python -m bench`), in rounds
 that take turns between engines with observability off, metrics only, tracing only,
 both, and both with one run in ten sampled, so that drift of the machine falls on each
-alike. Beside them, the floor the SDK sets: one bare span started and ended. Tracing goes to an SDK tracer
-provider with a batch processor whose exporter drops the spans: the cost of making and
-handing over spans, not of shipping them.
+alike. Tracing goes to an SDK tracer provider with a batch processor whose exporter
+drops the spans: the cost of making and handing over spans, not of shipping them.
+Beside them, the floor the SDK sets: one bare span started and ended.
 """
 
 from __future__ import annotations
