@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+import httpx
 import pytest
 
 from .flows import status
@@ -97,3 +100,16 @@ async def test_workers__lists_the_engine_that_executes_runs(api, workers):
 
 async def test_workers__none_when_no_engine_runs(api):
     assert (await api.get("/workers")).json() == {"workers": []}
+
+
+async def test_queues__page_counts_every_queued_run_exactly(server, flows):
+    async with flows.engine(workers=0) as starter:  # queues runs, executes none
+        for i in range(1003):  # more than a page of runs, which once capped the count
+            await starter.start("t.add", i, 1, queue="backlog")
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as web:
+        page = await web.get("/queues")
+    assert page.status_code == 200
+    row = re.search(r'<tr data-queue="backlog">(.*?)</tr>', page.text, re.S)
+    assert row is not None, page.text
+    running, queued = re.findall(r"<td>(\d+)</td>", row.group(1))[:2]
+    assert (running, queued) == ("0", "1003")

@@ -1,13 +1,12 @@
 """The queues page (`/queues`): limits edited live, and how many runs each queue holds.
 
 Limits change through `engine.queues.update` (workers apply them at their next claim).
-The counts come from listing RUNNING and PENDING runs, up to `COUNTED` of each, so a
-backlog larger than that shows as "1000+".
+The counts are one grouped COUNT of the unfinished runs (the store's `counts`, which
+the metrics gauges read too), so they are exact however long the backlog.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from starlette.requests import Request
@@ -18,26 +17,21 @@ from cairn.cli import queues as cli_queues
 from cairn.dashboard.api.replies import describe as describe_failure
 from cairn.dashboard.target import Target
 from cairn.dashboard.ui import csrf, render
-from cairn.models import RunStatus
 from cairn.runtime.control import RunControl
+from cairn.store.records import Counts
 
-COUNTED = 1000
 DEFAULT = "(no queue)"
 LIMITS = tuple(cli_queues.LIMITS)
 
 
-async def count(control: RunControl, status: RunStatus) -> tuple[Counter[str], bool]:
-    """Runs in `status` per queue, and True when there were more than COUNTED."""
-    counts: Counter[str] = Counter()
-    cursor, seen = None, 0
-    while seen < COUNTED:
-        page = await control.list_runs(status=status, limit=min(500, COUNTED - seen), cursor=cursor)
-        seen += len(page)
-        counts.update(run.queue or DEFAULT for run in page)
-        cursor = page.next_cursor
-        if cursor is None:
-            return counts, False
-    return counts, True
+def per_queue(counts: Counts, status: str) -> dict[str, int]:
+    """Unfinished runs in `status`, by queue name (DEFAULT for runs without one)."""
+    found: dict[str, int] = {}
+    for (queue, stored), n in counts.runs.items():
+        if stored == status:
+            name = queue or DEFAULT
+            found[name] = found.get(name, 0) + n
+    return found
 
 
 def limits(form: csrf.Form) -> dict[str, Any]:
@@ -62,15 +56,11 @@ def routes(target: Target) -> list[BaseRoute]:
 
     @render.handled
     async def listing(request: Request) -> Response:
-        async def read(control: RunControl) -> tuple[Any, Any, Any]:
-            infos = await control.queues.list()
-            return (
-                infos,
-                await count(control, RunStatus.RUNNING),
-                await count(control, RunStatus.PENDING),
-            )
+        async def read(control: RunControl) -> tuple[Any, Counts]:
+            return await control.queues.list(), await control.store.counts()
 
-        infos, (running, more_running), (pending, more_pending) = await target(read)
+        infos, counts = await target(read)
+        running, pending = per_queue(counts, "RUNNING"), per_queue(counts, "PENDING")
         stored = {info.name: info for info in infos}
         names = sorted({*stored, *running, *pending} - {DEFAULT})
         if DEFAULT in running or DEFAULT in pending:
@@ -90,9 +80,6 @@ def routes(target: Target) -> list[BaseRoute]:
             "nav": "queues",
             "rows": rows,
             "limits": cli_queues.LIMITS,
-            "more_running": more_running,
-            "more_pending": more_pending,
-            "counted": COUNTED,
         }
         return render.page(request, "queues.html", context)
 
