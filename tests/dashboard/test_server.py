@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from .flows import start, status
 from .server import env_without_cairn, run_cli, start_server
 
 pytestmark = pytest.mark.process
@@ -154,6 +155,42 @@ def test_cli__empty_token_bad_port_and_a_port_in_use(tmp_path: Path):
     lines = busy.stderr.splitlines()
     assert len(lines) == 1, busy.stderr
     assert lines[0].startswith(f"error: cannot listen on 127.0.0.1:{port}:")
+
+
+DOUBLING = """
+import cairn
+
+@cairn.step()
+async def double(n: int) -> int:
+    return 2 * n
+
+@cairn.workflow(name="dash.double")
+async def doubling(n: int) -> int:
+    return await double(n)
+"""
+
+
+async def test_workers__the_dashboard_executes_runs_when_asked(server_factory, tmp_path: Path):
+    (tmp_path / "dashflows.py").write_text(DOUBLING)
+    server = server_factory("--workers", "2", "-m", "dashflows")
+    assert "executing up to 2 runs at once" in server.lines[0]
+    async with httpx.AsyncClient(base_url=server.api, timeout=10) as api:
+        run_id = await start(api, "dash.double", 21)
+        run = await status(api, run_id, "COMPLETED")
+    assert run["result"] == 42
+    assert server.stop() == 0
+
+
+def test_workers__needs_the_modules_and_a_count(tmp_path: Path):
+    url = f"sqlite:///{tmp_path / 'cairn.db'}"
+    bare = run_cli(tmp_path, "dashboard", "--db", url, "--workers", "2")
+    assert bare.returncode == 2
+    lines = bare.stderr.splitlines()
+    assert len(lines) == 1, bare.stderr
+    assert lines[0].startswith("error: --workers needs the workflows it executes: pass -m")
+    negative = run_cli(tmp_path, "dashboard", "--db", url, "--workers", "-1")
+    assert negative.returncode == 2
+    assert negative.stderr == "error: --workers must be 0 or more, got -1\n"
 
 
 def test_cli__without_the_extra_says_what_to_install(tmp_path: Path):

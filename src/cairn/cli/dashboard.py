@@ -1,7 +1,8 @@
 """`cairn dashboard`: serve the dashboard's web pages and JSON API over HTTP.
 
 It binds 127.0.0.1 unless told otherwise, and refuses any other address without a token:
-the API can cancel, retry and start runs. It never executes runs itself.
+the API can cancel, retry and start runs. It executes runs only when asked
+(`--workers N`): a small deployment then needs one process, not a dashboard and a worker.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="serve the dashboard (web pages and JSON API) over HTTP",
         description="Serve the dashboard: web pages at / and a JSON API under /api/v1 "
         "(described at /api/v1/openapi.json). It reads and steers runs; `cairn worker` "
-        "executes them. Binding an address other than loopback needs a token.",
+        "executes them (or this process, with --workers). Binding an address other than "
+        "loopback needs a token.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     parser.add_argument(
@@ -40,6 +42,14 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="require `Authorization: Bearer T` on every request but hook calls; the web "
         "pages ask for T once and keep a session cookie (default: CAIRN_DASHBOARD_TOKEN; "
         "the environment keeps it out of `ps`)",
+    )
+    parser.add_argument(
+        "--workers",
+        metavar="N",
+        type=int,
+        default=0,
+        help="also execute runs here, N at once, as `cairn worker --concurrency N` would "
+        "(needs the workflow modules: -m MODULE); default 0: read and steer only",
     )
     parser.set_defaults(handler=serve)
 
@@ -85,6 +95,13 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
     token = config.dashboard_token(ns.token)
     if not 0 <= ns.port <= 65535:
         raise options.UsageError(f"--port must be between 0 and 65535, got {ns.port}")
+    if ns.workers < 0:
+        raise options.UsageError(f"--workers must be 0 or more, got {ns.workers}")
+    if ns.workers and not glob.modules:
+        raise options.UsageError(
+            "--workers needs the workflows it executes: pass -m MODULE (or set "
+            "CAIRN_MODULES, or [tool.cairn] modules in pyproject.toml)"
+        )
     if token is None and not loopback(ns.host):
         raise options.UsageError(
             f"refusing to bind {ns.host} without a token: anyone who reaches it could start "
@@ -105,17 +122,22 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
     port = sock.getsockname()[1]
     host = f"[{ns.host}]" if ":" in ns.host else ns.host
     guard = "token required" if token else "no token"
+    executes = f"; executing up to {ns.workers} runs at once" if ns.workers else ""
 
     base = f"http://{host}:{port}"
 
     def announce() -> None:
         output.stderr().print(
             f"cairn dashboard: {base}/ (API {base}/api/v1; {guard}; database "
-            f"{output.redact(glob.url)}); Ctrl-C stops it",
+            f"{output.redact(glob.url)}{executes}); Ctrl-C stops it",
             markup=False,
             highlight=False,
         )
 
     with sock:
-        asyncio.run(server.serve(glob.url, glob.modules, sock, token=token, announce=announce))
+        asyncio.run(
+            server.serve(
+                glob.url, glob.modules, sock, token=token, announce=announce, workers=ns.workers
+            )
+        )
     return 0

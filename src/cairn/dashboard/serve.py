@@ -1,7 +1,8 @@
-"""`cairn dashboard`'s server: uvicorn on a socket bound up front, an engine without workers.
+"""`cairn dashboard`'s server: uvicorn on a socket bound up front, beside an engine.
 
-The engine only reads and steers runs; `cairn worker` processes execute them. SIGINT and
-SIGTERM stop the server gracefully and close the database.
+The engine reads and steers runs; `cairn worker` processes execute them, unless the
+dashboard was asked to as well (`workers`). SIGINT and SIGTERM stop the server
+gracefully, then the engine (whose runs are handed back) and the database.
 """
 
 from __future__ import annotations
@@ -64,9 +65,14 @@ async def serve(
     *,
     token: str | None,
     announce: Callable[[], None],
+    workers: int = 0,
 ) -> None:
-    """Serve the dashboard on the bound `sock` until SIGINT or SIGTERM."""
-    async with Engine(url, workers=0, modules=modules, metrics=_metrics_installed()) as engine:
+    """Serve the dashboard on the bound `sock` until SIGINT or SIGTERM.
+
+    With `workers`, the engine also executes up to that many runs at once.
+    """
+    engine = Engine(url, workers=workers, modules=modules, metrics=_metrics_installed())
+    async with engine:
         app = create_app(engine, token=token)
         config = uvicorn.Config(
             app,
