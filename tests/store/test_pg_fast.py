@@ -13,8 +13,9 @@ from cairn.store import _pg_arrays, _pg_fast
 from cairn.store._pg_fast import FastPath
 
 INSERT = "INSERT INTO t VALUES (%s)"
-# The reply comes a little later: anything already ready in the loop is ready first.
-INSERT_SLOWLY = "INSERT INTO t SELECT %s FROM pg_sleep(0.002)"
+# The reply comes later: anything already ready in the loop is ready first. Late enough
+# that on a loaded machine it is not in yet when the wait begins (2 ms once was not).
+INSERT_SLOWLY = "INSERT INTO t SELECT %s FROM pg_sleep(0.05)"
 
 
 @pytest.fixture
