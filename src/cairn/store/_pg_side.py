@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 
-from cairn.store import _pg_conn, _pg_sql, programs
+from cairn.store import _pg_conn, _pg_sql, claim_programs
 from cairn.store.programs import Program
 from cairn.store.records import Beat, WorkerRecord
 
@@ -41,7 +41,7 @@ class PostgresSideChannel:
                 conninfo = psycopg.conninfo.make_conninfo(self._conninfo, **_OPTIONS)
                 self._conn = psycopg.connect(conninfo, autocommit=True)
             with self._conn.transaction():
-                return _run(self._conn, programs.beat(worker))
+                return _run(self._conn, claim_programs.beat(worker))
         except (psycopg.Error, UnicodeError) as exc:
             self.close()  # a fresh connection next time
             raise _pg_conn.store_error(self.where, exc) from exc

@@ -13,7 +13,7 @@ import time
 from typing import Any, TypeVar
 
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
-from cairn.store import programs
+from cairn.store import claim_programs
 from cairn.store.programs import Program
 from cairn.store.records import Beat, WorkerRecord
 
@@ -132,7 +132,7 @@ class SqliteSideChannel:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                beat = run(conn, programs.beat(worker))
+                beat = run(conn, claim_programs.beat(worker))
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:

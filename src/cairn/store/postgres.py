@@ -18,7 +18,16 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from cairn.errors import ConfigError, StoreError
-from cairn.store import _pg_commit, _pg_conn, _pg_sql, _sql, migrate, programs, redact
+from cairn.store import (
+    _pg_commit,
+    _pg_conn,
+    _pg_sql,
+    _sql,
+    claim_programs,
+    migrate,
+    programs,
+    redact,
+)
 from cairn.store._health import StoreHealth
 from cairn.store._pg_commit import LOST, NOW, Make, Shot
 from cairn.store._pg_conn import Conn, Db, Native, Pool
@@ -315,7 +324,7 @@ class PostgresStore(SqlStore):
 
     async def register_worker(self, worker: WorkerRecord) -> None:
         """Insert or refresh a worker row."""
-        await self._shared(lambda: programs.register_worker(worker))
+        await self._shared(lambda: claim_programs.register_worker(worker))
 
     async def claim_runs(self, worker_id: str, limit: int, **options: Any) -> Claimed:
         """Atomically take due and orphaned runs (see Store.claim_runs).
@@ -324,7 +333,7 @@ class PostgresStore(SqlStore):
         costs one round trip instead of a locking transaction.
         """
         if limit > 0 and all(value != [] for value in options.values()):
-            idle = _idle_path(programs.claim_runs(worker_id, limit, **options))
+            idle = _idle_path(claim_programs.claim_runs(worker_id, limit, **options))
             if idle is not None:
                 selects, nothing = idle
                 probe = "SELECT " + " OR ".join(

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from cairn.store import _sql, programs
+from cairn.store import _sql, claim_programs, programs, schedule_programs
 from cairn.store._health import StoreHealth
 from cairn.store.programs import Program, Sql
 from cairn.store.protocol import SideChannel
@@ -232,11 +232,11 @@ class SqlStore:
 
     async def register_worker(self, worker: WorkerRecord) -> None:
         """Insert or refresh a worker row."""
-        await self.write(lambda: programs.register_worker(worker))
+        await self.write(lambda: claim_programs.register_worker(worker))
 
     async def beat(self, worker: WorkerRecord) -> Beat:
         """Mark the worker alive by the database's clock; what it holds, every worker."""
-        return await self.write(lambda: programs.beat(worker))
+        return await self.write(lambda: claim_programs.beat(worker))
 
     async def list_workers(self) -> list[WorkerRecord]:
         """Every worker row."""
@@ -251,15 +251,15 @@ class SqlStore:
     async def expire_workers(self, worker_ids: list[str]) -> None:
         """Mark workers dead now."""
         if worker_ids:
-            await self.write(lambda: programs.expire_workers(worker_ids))
+            await self.write(lambda: claim_programs.expire_workers(worker_ids))
 
     async def release_run(self, run_id: str, lease: Lease) -> bool:
         """Queue again a run whose attempt ended early (see Store.release_run)."""
-        return await self.write(lambda: programs.release_run(run_id, lease, time.time()))
+        return await self.write(lambda: claim_programs.release_run(run_id, lease, time.time()))
 
     async def remove_worker(self, worker_id: str) -> None:
         """Delete the worker and hand its running runs back to PENDING."""
-        await self.write(lambda: programs.remove_worker(worker_id, time.time()))
+        await self.write(lambda: claim_programs.remove_worker(worker_id, time.time()))
 
     async def claim_runs(
         self,
@@ -277,7 +277,7 @@ class SqlStore:
         if limit <= 0 or workflows == [] or queues == []:
             return Claimed([], {})
         return await self.write(
-            lambda: programs.claim_runs(
+            lambda: claim_programs.claim_runs(
                 worker_id, limit, now, stale, queues, workflows, versions, orphans_first
             )
         )
@@ -292,25 +292,25 @@ class SqlStore:
 
     async def declare_queue(self, queue: QueueRecord, *, declared: str, now: float) -> None:
         """Store a code declaration's limits when the declaration changed."""
-        await self.write(lambda: programs.declare_queue(queue, declared, now))
+        await self.write(lambda: claim_programs.declare_queue(queue, declared, now))
 
     async def update_queue(self, queue: QueueRecord, *, now: float) -> None:
         """Set a queue's limits now (workers apply them at their next claim)."""
-        await self.write(lambda: programs.update_queue(queue, now))
+        await self.write(lambda: claim_programs.update_queue(queue, now))
 
     async def list_queues(self) -> list[QueueRecord]:
         """Every queue with stored limits, by name."""
-        return await self.read(programs.list_queues)
+        return await self.read(claim_programs.list_queues)
 
     # schedules
 
     async def create_schedule(self, schedule: ScheduleRecord) -> bool:
         """Insert a new schedule; False if its id is taken."""
-        return await self.write(lambda: programs.create_schedule(schedule))
+        return await self.write(lambda: schedule_programs.create_schedule(schedule))
 
     async def sync_schedule(self, schedule: ScheduleRecord) -> ScheduleRecord:
         """Insert a declared schedule or update the stored one (see Store.sync_schedule)."""
-        return await self.write(lambda: programs.sync_schedule(schedule))
+        return await self.write(lambda: schedule_programs.sync_schedule(schedule))
 
     async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
         """The schedule, or None."""
@@ -327,12 +327,12 @@ class SqlStore:
     ) -> ScheduleRecord | None:
         """Pause or resume a schedule; None if unknown."""
         return await self.write(
-            lambda: programs.set_schedule_paused(schedule_id, paused, next_tick, now)
+            lambda: schedule_programs.set_schedule_paused(schedule_id, paused, next_tick, now)
         )
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         """Delete a schedule; False if unknown."""
-        return await self.write(lambda: programs.delete_schedule(schedule_id))
+        return await self.write(lambda: schedule_programs.delete_schedule(schedule_id))
 
     async def due_schedules(self, now: float, limit: int) -> list[ScheduleRecord]:
         """Unpaused schedules with a tick due by `now` or a buffered tick."""
@@ -355,20 +355,26 @@ class SqlStore:
     ) -> Fired | None:
         """Advance a schedule by compare-and-set and fire its ticks (see Store.fire_schedule)."""
         return await self.write(
-            lambda: programs.fire_schedule(schedule_id, expected_next, new_next, ticks, now)
+            lambda: schedule_programs.fire_schedule(
+                schedule_id, expected_next, new_next, ticks, now
+            )
         )
 
     async def release_buffered(
         self, schedule_id: str, *, tick: float, run_id: str, now: float
     ) -> Fired | None:
         """Start a buffered tick whose blocking run has ended; None if not (yet)."""
-        return await self.write(lambda: programs.release_buffered(schedule_id, tick, run_id, now))
+        return await self.write(
+            lambda: schedule_programs.release_buffered(schedule_id, tick, run_id, now)
+        )
 
     async def trigger_schedule(
         self, schedule_id: str, *, run_id: str, now: float
     ) -> RunRecord | None:
         """Start one run of the schedule now; None if unknown."""
-        return await self.write(lambda: programs.trigger_schedule(schedule_id, run_id, now))
+        return await self.write(
+            lambda: schedule_programs.trigger_schedule(schedule_id, run_id, now)
+        )
 
     # event triggers
 
@@ -377,11 +383,11 @@ class SqlStore:
     ) -> None:
         """Store the event types the given workflows subscribe to."""
         if workflows:
-            await self.write(lambda: programs.sync_subscriptions(workflows, now))
+            await self.write(lambda: schedule_programs.sync_subscriptions(workflows, now))
 
     async def list_subscriptions(self) -> list[Subscription]:
         """Every stored subscription."""
-        return await self.read(programs.list_subscriptions)
+        return await self.read(schedule_programs.list_subscriptions)
 
     async def emit_event(
         self,
@@ -397,7 +403,7 @@ class SqlStore:
     ) -> list[str]:
         """Start the subscribers of `event_type` (see Store.emit_event)."""
         return await self.write(
-            lambda: programs.emit_event(
+            lambda: schedule_programs.emit_event(
                 event_type, args, key, now, local, lease, step, trace_context
             )
         )

@@ -1,0 +1,245 @@
+"""Programs of workers, claims and queue limits (see `programs` for what a program is).
+
+A claim takes due, queued and orphaned runs in one transaction, honouring each queue's
+limits (`_QueueGate`) and ending runs recovered too often (PoisonRun).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cairn.store import _sql
+from cairn.store.programs import (
+    Program,
+    Sql,
+    after_finish,
+    all_rows,
+    one_row,
+)
+from cairn.store.records import (
+    Beat,
+    Claimed,
+    Lease,
+    QueueRecord,
+    WorkerRecord,
+)
+
+
+def register_worker(worker: WorkerRecord) -> Program[None]:
+    """Insert or refresh a worker row."""
+    yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
+
+
+def beat(worker: WorkerRecord) -> Program[Beat]:
+    """Mark the worker alive (by the database's clock); what it holds, and every worker.
+
+    A worker whose row is gone (removed while it was presumed dead) registers again.
+    """
+    if not (yield Sql(_sql.HEARTBEAT, (worker.worker_id,))):
+        yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
+    owned = yield all_rows(_sql.SELECT_OWNED, (worker.worker_id,))
+    workers = yield all_rows(_sql.SELECT_WORKERS)
+    return Beat(
+        {str(run_id): int(fence) for run_id, fence in owned},
+        [_sql.worker_from_row(row) for row in workers],
+    )
+
+
+def expire_workers(worker_ids: Sequence[str]) -> Program[None]:
+    """Mark workers dead now."""
+    for worker_id in worker_ids:
+        yield Sql(_sql.EXPIRE_WORKER, (worker_id,))
+
+
+def release_run(run_id: str, lease: Lease, now: float) -> Program[bool]:
+    """Queue again a run `lease` still holds, for any worker (this one too) to claim."""
+    return bool((yield Sql(_sql.RELEASE_ONE, (now, run_id, lease.owner, lease.fence))))
+
+
+def remove_worker(worker_id: str, now: float) -> Program[None]:
+    """Delete a worker and hand its running runs back to PENDING."""
+    yield Sql(_sql.RELEASE_OWNED, (now, worker_id))
+    yield Sql(_sql.DELETE_WORKER, (worker_id,))
+
+
+def claim_runs(
+    worker_id: str,
+    limit: int,
+    now: float,
+    stale: bool,
+    queues: list[str] | None = None,
+    workflows: list[str] | None = None,
+    versions: dict[str, str] | None = None,
+    orphans_first: bool = False,
+) -> Program[Claimed]:
+    """Take due runs, then pending and orphaned ones (see Store.claim_runs).
+
+    Pending runs of a queue are taken only while the queue's limits allow; a run held back
+    gets `waiting_for` saying which limit holds it.
+    """
+    claimed: list[str] = []
+    poisoned: dict[str, str] = {}
+    due_at: dict[str, float] = {}
+    # A worker only takes runs of workflows it can execute (None: it knows them all).
+    known = tuple(workflows or ())
+    woken = _sql.restrict(_sql.SELECT_WOKEN, "workflow", workflows)
+    due = yield all_rows(woken, (*known, now, limit), lock=True)
+    for run_id, status, wake_at in due:
+        # A waking sleeper is the same attempt going on, so its attempt does not grow.
+        if (yield Sql(_sql.CLAIM_ONE, (worker_id, 0, 0, now, now, run_id, status))):
+            claimed.append(run_id)
+            due_at[run_id] = float(wake_at)
+    if orphans_first:
+        yield from _claim_orphans(worker_id, limit, stale, known, workflows, claimed, poisoned, now)
+    if len(claimed) < limit:
+        # Over-fetch: some candidates may be held back by their queue's limits.
+        want = (limit - len(claimed)) * 4
+        text = _sql.restrict(
+            _sql.restrict(_sql.SELECT_PENDING, "queue", queues), "workflow", workflows
+        )
+        pending = yield all_rows(text, (*known, *(queues or ()), now, want), lock=True)
+        gate = _QueueGate(worker_id, now)
+        for run_id, _status, queue, partition, waiting_for, workflow, since in pending:
+            if len(claimed) >= limit:
+                break
+            if queue is not None:
+                held = yield from gate.held(queue, partition)
+                if held is not None:
+                    if held != waiting_for:
+                        yield Sql(_sql.SET_WAITING_FOR, (held, run_id))
+                    continue
+            if (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 0, now, now, run_id, "PENDING"))):
+                claimed.append(run_id)
+                due_at[run_id] = float(since)
+                version = (versions or {}).get(str(workflow))
+                if version is not None:
+                    yield Sql(_sql.SET_VERSION, (version, run_id))
+                if queue is not None:
+                    gate.took(queue, partition)
+    if not orphans_first:
+        yield from _claim_orphans(worker_id, limit, stale, known, workflows, claimed, poisoned, now)
+    runs = []
+    for run_id in claimed:
+        runs.append(_sql.run_from_row((yield one_row(_sql.SELECT_RUN, (run_id,)))))
+    return Claimed(runs, poisoned, due_at)
+
+
+def _claim_orphans(
+    worker_id: str,
+    limit: int,
+    stale: bool,
+    known: tuple[str, ...],
+    workflows: list[str] | None,
+    claimed: list[str],
+    poisoned: dict[str, str],
+    now: float,
+) -> Program[None]:
+    """Take RUNNING runs whose owner is dead, while `claimed` has room (see claim_runs)."""
+    room = limit - len(claimed)
+    if room > 0:
+        text = _sql.SELECT_ORPHANED if stale else _sql.SELECT_ORPHANED_DEAD
+        orphaned = _sql.restrict(text, "workflow", workflows)
+        orphans = yield all_rows(orphaned, (*known, worker_id, room), lock=True)
+        for run_id, recoveries, max_recoveries, workflow in orphans:
+            if recoveries >= max_recoveries:
+                error = _sql.poison_error(run_id, recoveries)
+                yield Sql(_sql.POISON_ONE, (error, now, now, run_id))
+                yield from after_finish(run_id, "FAILED", None, error, now)
+                poisoned[run_id] = str(workflow)
+            elif (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 1, now, now, run_id, "RUNNING"))):
+                claimed.append(run_id)
+
+
+class _QueueGate:
+    """Counts of one claim transaction, per queue, checked against the queue's limits."""
+
+    def __init__(self, worker_id: str, now: float) -> None:
+        self.worker_id = worker_id
+        self.now = now
+        self.limits: dict[str, QueueRecord | None] = {}
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def _count(self, key: tuple[str, str], text: str, params: tuple[Any, ...]) -> Program[int]:
+        if key not in self.counts:
+            row = yield one_row(text, params)
+            self.counts[key] = int(row[0])
+        return self.counts[key]
+
+    def held(self, queue: str, partition: str | None) -> Program[str | None]:
+        """Why a run of `queue` cannot start now, or None if it can."""
+        if queue not in self.limits:
+            row = yield Sql(_sql.SELECT_QUEUE, (queue,), "one", "update")
+            self.limits[queue] = None if row is None else QueueRecord(*row)
+        limits = self.limits[queue]
+        if limits is None:
+            return None
+        name = f"queue {queue!r}"
+        if limits.concurrency is not None:
+            n = yield from self._count((queue, "all"), _sql.COUNT_EXECUTING, (queue,))
+            if n >= limits.concurrency:
+                return f"{name}: concurrency limit {limits.concurrency} reached"
+        if limits.per_worker is not None:
+            key = (queue, "mine")
+            n = yield from self._count(key, _sql.COUNT_EXECUTING_MINE, (queue, self.worker_id))
+            if n >= limits.per_worker:
+                return f"{name}: per-worker limit {limits.per_worker} reached"
+        if limits.partition_concurrency is not None and partition is not None:
+            key = (queue, f"p:{partition}")
+            n = yield from self._count(key, _sql.COUNT_EXECUTING_PARTITION, (queue, partition))
+            if n >= limits.partition_concurrency:
+                return (
+                    f"{name}: partition {partition!r} limit {limits.partition_concurrency} reached"
+                )
+        if limits.rate_count is not None and limits.rate_period is not None:
+            since = self.now - limits.rate_period
+            n = yield from self._count((queue, "rate"), _sql.COUNT_STARTS, (queue, since))
+            if n >= limits.rate_count:
+                return f"{name}: rate limit {limits.rate_count}/{limits.rate_period:g}s reached"
+        return None
+
+    def took(self, queue: str, partition: str | None) -> None:
+        """Count a run of `queue` just claimed."""
+        for kind in ("all", "mine", "rate", f"p:{partition}"):
+            key = (queue, kind)
+            if key in self.counts:
+                self.counts[key] += 1
+
+
+def declare_queue(queue: QueueRecord, declared: str, now: float) -> Program[None]:
+    """Store a code declaration's limits if the declaration changed since last stored."""
+    yield Sql(
+        _sql.DECLARE_QUEUE,
+        (
+            queue.name,
+            queue.concurrency,
+            queue.per_worker,
+            queue.rate_count,
+            queue.rate_period,
+            queue.partition_concurrency,
+            declared,
+            now,
+        ),
+    )
+
+
+def update_queue(queue: QueueRecord, now: float) -> Program[None]:
+    """Set a queue's limits (an operator's change, live)."""
+    yield Sql(
+        _sql.UPSERT_QUEUE_LIMITS,
+        (
+            queue.name,
+            queue.concurrency,
+            queue.per_worker,
+            queue.rate_count,
+            queue.rate_period,
+            queue.partition_concurrency,
+            now,
+        ),
+    )
+
+
+def list_queues() -> Program[list[QueueRecord]]:
+    """Every queue with stored limits."""
+    rows = yield all_rows(_sql.SELECT_QUEUES)
+    return [QueueRecord(*row) for row in rows]
