@@ -102,7 +102,15 @@ class RunPage:
 
 @dataclass(frozen=True, slots=True)
 class HistoryEntry:
-    """One durable operation of a run, as shown by `engine.history()`."""
+    """One durable operation of a run, as shown by `engine.history()`.
+
+    For a step, `started_at` and `finished_at` are those of the attempt that produced its
+    outcome (earlier failed attempts are listed apart, each with its own start), and
+    `input` is what it was called with: `{"args": [...], "kwargs": {...}}`, or
+    `{"omitted": "<why>"}` when the arguments could not be serialized or came to more
+    than 64 KiB as JSON. `input` is None for other kinds of entry and for steps recorded
+    before cairn kept inputs.
+    """
 
     seq: int
     kind: str
@@ -114,6 +122,7 @@ class HistoryEntry:
     result: Any = None
     error: dict[str, Any] | None = None
     key: str = ""
+    input: Any = None
 
 
 class History(list[HistoryEntry]):
