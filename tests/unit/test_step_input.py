@@ -19,33 +19,39 @@ class Exploding:
         return json.loads(text)
 
 
-def test_serialize__arguments_as_the_runs_are_stored() -> None:
-    text = step_input.serialize(JsonSerializer(), "add", (1, "b"), {"c": None})
+def test_serialize__positional_arguments_alone_are_a_bare_array() -> None:
+    serializer = JsonSerializer()
+    positional = step_input.serialize(serializer, (1, "b", (2, 3)), {})
+    named = step_input.serialize(serializer, (1,), {"c": (2, 3), "__cairn__": "x"})
+    nothing = step_input.serialize(serializer, (), {})
 
-    assert json.loads(text) == {"args": [1, "b"], "kwargs": {"c": None}}
-
-
-def test_serialize__no_arguments_is_the_serializers_own_text() -> None:
-    made = JsonSerializer().dumps({"args": [], "kwargs": {}}, what="x")
-
-    assert step_input.serialize(JsonSerializer(), "tick", (), {}) == made
+    assert positional == serializer.dumps([1, "b", (2, 3)], what="x")
+    assert nothing == serializer.dumps([], what="x")
+    whole = serializer.dumps({"args": [1], "kwargs": {"c": (2, 3), "__cairn__": "x"}}, what="x")
+    assert serializer.loads(named) == serializer.loads(whole)
+    shown = [step_input.shown(serializer.loads(t)) for t in (positional, named, nothing)]
+    assert shown == [
+        {"args": [1, "b", (2, 3)], "kwargs": {}},
+        {"args": [1], "kwargs": {"c": (2, 3), "__cairn__": "x"}},
+        {"args": [], "kwargs": {}},
+    ]
 
 
 def test_serialize__any_failure_of_the_serializer_becomes_a_marker() -> None:
-    text = step_input.serialize(Exploding(), "add", (1,), {})
+    text = step_input.serialize(Exploding(), (1,), {})
 
     assert json.loads(text) == {"omitted": "disk on fire"}
 
 
 def test_serialize__the_cap_counts_utf8_bytes() -> None:
-    room = step_input.MAX_BYTES - len(step_input.serialize(JsonSerializer(), "s", ("",), {}))
+    room = step_input.MAX_BYTES - len(step_input.serialize(JsonSerializer(), ("",), {}))
     at_cap = "x" * (room % 2) + "é" * (room // 2)  # "é" is 2 bytes in UTF-8
 
-    kept = step_input.serialize(JsonSerializer(), "s", (at_cap,), {})
-    over = step_input.serialize(JsonSerializer(), "s", (at_cap + "x",), {})
+    kept = step_input.serialize(JsonSerializer(), (at_cap,), {})
+    over = step_input.serialize(JsonSerializer(), (at_cap + "x",), {})
 
     assert len(kept.encode()) == step_input.MAX_BYTES
-    assert json.loads(kept)["args"] == [at_cap]
+    assert json.loads(kept) == [at_cap]
     assert json.loads(over) == {
-        "omitted": "input of step 's' is 65,537 bytes as JSON, more than the 65,536 kept"
+        "omitted": "the step's input is 65,537 bytes as JSON, over the 65,536 kept"
     }

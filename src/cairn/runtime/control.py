@@ -13,7 +13,7 @@ from cairn import durations, ids
 from cairn.authoring.registry import Registry
 from cairn.authoring.workflow import WorkflowDef
 from cairn.clock import Clock
-from cairn.core import hook_tokens
+from cairn.core import hook_tokens, step_input
 from cairn.core.executor import Outcome
 from cairn.errors import (
     PoisonRun,
@@ -427,7 +427,7 @@ class RunControl:
                     result=hook_tokens.redact(result) if step.kind == "hook" else result,
                     error=_json(step.error),
                     key=step.key,
-                    input=self._stored(hook_tokens.hide(step.input, hidden)),
+                    input=step_input.shown(self._stored(hook_tokens.hide(step.input, hidden))),
                 )
             )
         try:
