@@ -55,3 +55,15 @@ def test_serialize__the_cap_counts_utf8_bytes() -> None:
     assert json.loads(over) == {
         "omitted": "the step's input is 65,537 bytes as JSON, over the 65,536 kept"
     }
+
+
+def test_serialize__hook_tokens_are_replaced_wherever_they_appear() -> None:
+    token = "Yw3vQ-abc_123XYZ0123456789abcdef"
+    given = (f"https://example.com/hooks/{token}",)
+
+    text = step_input.serialize(JsonSerializer(), given, {"t": token}, hidden={token, "other"})
+
+    assert json.loads(text) == {
+        "args": ["https://example.com/hooks/[hook token]"],
+        "kwargs": {"t": "[hook token]"},
+    }

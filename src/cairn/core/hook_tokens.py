@@ -4,7 +4,7 @@ The hooks table and the message channel hold `digest(token)`, so reading the dat
 hook rows or a run's history does not give anyone a token that resumes the run. The
 run's journal keeps the token itself (a replay must hand the workflow the same token,
 for instance to a step that has not sent it yet); history and `--json` leave it out, of
-hook entries and of the inputs of the steps it was passed to.
+hook entries, and a step's stored input never holds a token of its run (see `hide`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Collection
 from typing import Any
 
-HIDDEN = "[hook token]"  # what history shows where a step's input held a token
+HIDDEN = "[hook token]"  # stored in a step's input where the token was
 
 
 def new_token() -> str:
@@ -43,20 +43,15 @@ def redact(facts: Any) -> Any:
     return {k: v for k, v in facts.items() if k not in ("token", "channel")}
 
 
-def token_of(facts: Any) -> str | None:
-    """The token in a hook's journal facts, if they hold one."""
-    token = facts.get("token") if isinstance(facts, dict) else None
-    return token if isinstance(token, str) and token else None
+def hide(text: str, tokens: Collection[str]) -> str:
+    """`text` (a step's serialized input) with each of `tokens` replaced by HIDDEN.
 
-
-def hide(text: str | None, tokens: Collection[str]) -> str | None:
-    """`text` (a stored input) with each of `tokens` replaced by HIDDEN.
-
-    Tokens are URL-safe characters, which JSON never escapes: a token passed to a step
-    appears in its stored input as is, and JSON text stays valid after the replacement.
+    Done before the input is stored, since once the hook is called its token is nowhere
+    else to look for. Tokens are URL-safe characters, which JSON never escapes: a token
+    passed to a step (alone or inside a URL) appears in the text as is, and the text
+    stays valid JSON after the replacement.
     """
-    if text is None:
-        return None
     for token in tokens:
-        text = text.replace(token, HIDDEN)
+        if token in text:
+            text = text.replace(token, HIDDEN)
     return text

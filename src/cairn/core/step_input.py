@@ -9,8 +9,10 @@ named, or an `{"omitted": "<why>"}` marker; `shown` gives people the one dict sh
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from typing import Any
 
+from cairn.core import hook_tokens
 from cairn.serialization import Serializer
 
 # Larger inputs are replaced by a marker: the journal is read whole by every history.
@@ -19,12 +21,19 @@ NO_ARGUMENTS = "[]"
 _UTF8_MAX = 4  # bytes per character at most: a text this many times shorter fits
 
 
-def serialize(serializer: Serializer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+def serialize(
+    serializer: Serializer,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    hidden: Collection[str] = (),
+) -> str:
     """The stored text of a step's arguments, in the run's serializer, or a marker.
 
     The marker stands in for arguments that cannot be serialized or whose text is over
     MAX_BYTES (UTF-8): the step runs either way. Most steps take positional arguments
     only, so their input is stored as the bare array: this runs before every step.
+    `hidden` are the run's hook tokens, replaced by `[hook token]` wherever they appear.
     """
     if not args and not kwargs:
         return NO_ARGUMENTS
@@ -35,6 +44,8 @@ def serialize(serializer: Serializer, args: tuple[Any, ...], kwargs: dict[str, A
             text = f'{{"args":{text},"kwargs":{named}}}'
     except Exception as exc:  # any failure: keeping the input must never fail the step
         return omitted(" ".join(str(exc).split())[:500] or type(exc).__name__)
+    if hidden:
+        text = hook_tokens.hide(text, hidden)
     if len(text) * _UTF8_MAX > MAX_BYTES:
         size = len(text.encode())
         if size > MAX_BYTES:

@@ -403,15 +403,9 @@ class RunControl:
         failures: dict[str, int] = {}
         for attempt in await self.store.load_attempts(run_id):
             failures[attempt.key] = max(failures.get(attempt.key, 0), attempt.attempt)
-        results = [self._stored(step.result) for step in steps]
-        # A hook's token stays out of history, also where the run passed it to a step.
-        hidden = {
-            token
-            for step, result in zip(steps, results, strict=True)
-            if step.kind == "hook" and (token := hook_tokens.token_of(result))
-        }
         entries = []
-        for step, result in zip(steps, results, strict=True):
+        for step in steps:
+            result = self._stored(step.result)
             status = step.status
             if step.kind == "child" and isinstance(result, dict) and "status" in result:
                 status = str(result["status"]).lower()  # how the child itself ended
@@ -427,7 +421,7 @@ class RunControl:
                     result=hook_tokens.redact(result) if step.kind == "hook" else result,
                     error=_json(step.error),
                     key=step.key,
-                    input=step_input.shown(self._stored(hook_tokens.hide(step.input, hidden))),
+                    input=step_input.shown(self._stored(step.input)),
                 )
             )
         try:
