@@ -208,6 +208,30 @@ async def test_runs_page__filters_paging_and_bulk_cancel(web, api, workers):
         await status(api, f"wait-{n}", "CANCELLED")
 
 
+async def test_run_page__each_step_shows_its_input_and_every_attempt(web, api, workers):
+    await start(api, "t.wobbly", EVIL, run_id="wobbly")
+    await status(api, "wobbly", "COMPLETED")
+
+    page = await web.get("/runs/wobbly")
+
+    assert page.status_code == 200
+    assert "<script>alert" not in page.text
+    first, second = page.text.split('<li class="entry-')[1:]
+    assert re.search(r'<div class="input">.*?\[\s*1,\s*1\s*\]', first, re.S)  # add(1, 1)
+    escaped = "&#34;&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&#34;"
+    shown_input = re.search(r'<div class="input">(.*?)</div>', second, re.S)
+    assert shown_input and escaped in shown_input.group(1)
+    assert "&#34;times&#34;: 1" in shown_input.group(1)  # the named argument
+    tries = re.findall(r'<li class="attempt-(\w+)">(.*?)</li>', second, re.S)
+    lines = [(kind, re.sub(r"<[^>]+>", "", text).split("\n")[0].strip()) for kind, text in tries]
+    when = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+    took = r"\d+(µs|ms)"
+    assert [kind for kind, _ in lines] == ["failed", "ok"]
+    assert re.fullmatch(rf"attempt 1 started {when}, took {took} failed: .*wobble 1", lines[0][1])
+    assert re.fullmatch(rf"attempt 2 started {when}, took {took} succeeded", lines[1][1])
+    assert "Traceback" in tries[0][1]
+
+
 async def test_runs_page__keyset_pages_of_fifty(web, api):
     for n in range(52):
         await start(api, "t.total", n, 0, run_id=f"p-{n:02d}")

@@ -209,6 +209,7 @@ def entry_dict(entry: HistoryEntry) -> dict[str, Any]:
         "started_at": jsonable(entry.started_at),
         "finished_at": jsonable(entry.finished_at),
         "duration": span(entry.started_at, entry.finished_at),
+        "input": jsonable(entry.input),
         "result": jsonable(entry.result),
         "error": jsonable(entry.error),
     }
