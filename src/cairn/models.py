@@ -63,8 +63,9 @@ class RunSummary:
     """One run as listed by `engine.list_runs()` (or described by `RunHandle.describe()`).
 
     `version` is the code version the run started under, `waiting_for` one line saying
-    what holds it (None while it executes, is due, or has finished), and
-    `continued_from` / `continued_to` link the runs of a `continue_as_new` chain.
+    what holds it (None while it executes, is due, or has finished),
+    `continued_from` / `continued_to` link the runs of a `continue_as_new` chain, and
+    `started_at` is when a worker first began executing it (None until then).
     """
 
     run_id: str
@@ -81,6 +82,7 @@ class RunSummary:
     waiting_for: str | None = None
     continued_from: str | None = None
     continued_to: str | None = None
+    started_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,6 +59,19 @@ async def test_history__every_attempt_has_its_start_and_duration(api, workers):
     assert step["duration"] >= 0
 
 
+async def test_list__started_at_is_null_until_a_worker_starts_the_run(api, workers):
+    await start(api, "t.total", 1, 2, run_id="ran")
+    await start(api, "t.total", 1, 2, run_id="later", delay="1h")
+    ran = await status(api, "ran", "COMPLETED")
+
+    listed = {r["run_id"]: r for r in (await api.get("/runs")).json()["runs"]}
+
+    assert listed["later"]["started_at"] is None
+    assert listed["ran"]["started_at"] == ran["started_at"]
+    started = datetime.fromisoformat(listed["ran"]["started_at"])
+    assert started >= datetime.fromisoformat(listed["ran"]["created_at"])
+
+
 async def test_start__an_existing_run_id_answers_200_with_that_run(api, workers):
     first = await api.post("/runs", json={"workflow": "t.total", "args": [1, 1], "run_id": "same"})
     again = await api.post("/runs", json={"workflow": "t.total", "args": [9, 9], "run_id": "same"})

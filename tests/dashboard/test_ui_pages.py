@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from urllib.parse import quote
 
 import httpx
@@ -206,6 +207,20 @@ async def test_runs_page__filters_paging_and_bulk_cancel(web, api, workers):
     assert "sum-0" in notice_of(shown)  # why the finished one was refused
     for n in range(2):
         await status(api, f"wait-{n}", "CANCELLED")
+
+
+async def test_runs_page__started_is_when_a_worker_began_not_when_queued(web, api, workers):
+    await start(api, "t.total", 1, 2, run_id="ran")
+    await start(api, "t.total", 1, 2, run_id="later", delay="1h")
+    ran = await status(api, "ran", "COMPLETED")
+
+    listing = await web.get("/")
+
+    rows = dict(re.findall(r'<tr data-run-id="([^"]+)"(.*?)</tr>', listing.text, re.S))
+    assert "not started" in rows["later"]
+    started = datetime.fromisoformat(ran["started_at"])
+    assert f'datetime="{started.isoformat()}"' in rows["ran"]
+    assert "not started" not in rows["ran"]
 
 
 async def test_run_page__each_step_shows_its_input_and_every_attempt(web, api, workers):

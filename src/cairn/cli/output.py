@@ -185,6 +185,7 @@ def summary_dict(run: RunSummary) -> dict[str, Any]:
         "status": run.status.value,
         "created_at": jsonable(run.created_at),
         "updated_at": jsonable(run.updated_at),
+        "started_at": jsonable(run.started_at),
         "columns": jsonable(run.columns),
         "progress": jsonable(run.progress),
         "parent_id": run.parent_id,

@@ -586,6 +586,7 @@ def summary(run: RunRecord, *, now: float) -> RunSummary:
         waiting_for=blocking.reason(run, now=now),
         continued_from=run.continued_from,
         continued_to=run.continued_to,
+        started_at=_dt(run.started_at),
     )
 
 
