@@ -63,8 +63,9 @@ class RunSummary:
     """One run as listed by `engine.list_runs()` (or described by `RunHandle.describe()`).
 
     `version` is the code version the run started under, `waiting_for` one line saying
-    what holds it (None while it executes, is due, or has finished), and
-    `continued_from` / `continued_to` link the runs of a `continue_as_new` chain.
+    what holds it (None while it executes, is due, or has finished),
+    `continued_from` / `continued_to` link the runs of a `continue_as_new` chain, and
+    `started_at` is when a worker first began executing it (None until then).
     """
 
     run_id: str
@@ -81,6 +82,7 @@ class RunSummary:
     waiting_for: str | None = None
     continued_from: str | None = None
     continued_to: str | None = None
+    started_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +104,15 @@ class RunPage:
 
 @dataclass(frozen=True, slots=True)
 class HistoryEntry:
-    """One durable operation of a run, as shown by `engine.history()`."""
+    """One durable operation of a run, as shown by `engine.history()`.
+
+    For a step, `started_at` and `finished_at` are those of the attempt that produced its
+    outcome (earlier failed attempts are listed apart, each with its own start), and
+    `input` is what it was called with: `{"args": [...], "kwargs": {...}}`, or
+    `{"omitted": "<why>"}` when the arguments could not be serialized or came to more
+    than 64 KiB as JSON. `input` is None for other kinds of entry and for steps recorded
+    before cairn kept inputs.
+    """
 
     seq: int
     kind: str
@@ -114,6 +124,7 @@ class HistoryEntry:
     result: Any = None
     error: dict[str, Any] | None = None
     key: str = ""
+    input: Any = None
 
 
 class History(list[HistoryEntry]):

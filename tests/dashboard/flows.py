@@ -79,9 +79,19 @@ class Flows:
         async def tell(token: str) -> None:
             self.tokens.append(token)
 
+        wobbles: list[str] = []
+
+        async def wobble(text: str, *, times: int = 1) -> str:
+            wobbles.append(text)
+            if len(wobbles) <= times:
+                raise ConnectionError(f"wobble {len(wobbles)}")
+            return text
+
         add_step = make_step(add, "add", None, None, reg)
         flaky_step = make_step(flaky, "flaky", cairn.Retry(max_attempts=1), None, reg)
         tell_step = make_step(tell, "tell", None, None, reg)
+        retry_soon = cairn.Retry(max_attempts=3, delay="10ms", jitter=0)
+        wobble_step = make_step(wobble, "wobble", retry_soon, None, reg)
 
         async def total(a: int, b: int, label: str = "sum") -> dict[str, Any]:
             cairn.set_columns(order=a, label=label)
@@ -101,6 +111,10 @@ class Flows:
         async def broken() -> str:
             await add_step(2, 2)
             return str(await flaky_step())
+
+        async def wobbly(text: str) -> str:
+            await add_step(1, 1)
+            return await wobble_step(text, times=1)
 
         async def inbox() -> Any:
             return await cairn.human_task(
@@ -143,6 +157,7 @@ class Flows:
             ("t.waiter", waiter),
             ("t.sleeper", sleeper),
             ("t.broken", broken),
+            ("t.wobbly", wobbly),
             ("t.inbox", inbox),
             ("t.hooked", hooked),
             ("t.review", review),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
 from .flows import start, status
@@ -27,11 +29,47 @@ async def test_start_and_read__a_run_started_over_http_runs_on_a_worker(api, wor
 
     history = (await api.get("/runs/r-1/history")).json()
     assert history["run_id"] == "r-1"
-    assert [(e["seq"], e["key"], e["status"], e["result"]) for e in history["history"]] == [
-        (1, "add#1", "completed", 5),
-        (2, "add#2", "completed", 6),
+    assert [
+        (e["seq"], e["key"], e["status"], e["input"], e["result"]) for e in history["history"]
+    ] == [
+        (1, "add#1", "completed", {"args": [2, 3], "kwargs": {}}, 5),
+        (2, "add#2", "completed", {"args": [5, 1], "kwargs": {}}, 6),
     ]
     assert history["attempts"] == []
+
+
+async def test_history__every_attempt_has_its_start_and_duration(api, workers):
+    await start(api, "t.wobbly", "hi", run_id="wobbly")
+    await status(api, "wobbly", "COMPLETED")
+
+    history = (await api.get("/runs/wobbly/history")).json()
+
+    _, step = history["history"]
+    assert (step["key"], step["attempts"], step["input"]) == (
+        "wobble#1",
+        2,
+        {"args": ["hi"], "kwargs": {"times": 1}},
+    )
+    [failed] = history["attempts"]
+    assert (failed["key"], failed["attempt"], failed["message"]) == ("wobble#1", 1, "wobble 1")
+    began, ended = (datetime.fromisoformat(failed[k]) for k in ("started_at", "failed_at"))
+    assert failed["duration"] == pytest.approx((ended - began).total_seconds(), abs=1e-6)
+    # The entry's start and duration are those of the attempt that succeeded.
+    assert datetime.fromisoformat(step["started_at"]) >= datetime.fromisoformat(failed["retry_at"])
+    assert step["duration"] >= 0
+
+
+async def test_list__started_at_is_null_until_a_worker_starts_the_run(api, workers):
+    await start(api, "t.total", 1, 2, run_id="ran")
+    await start(api, "t.total", 1, 2, run_id="later", delay="1h")
+    ran = await status(api, "ran", "COMPLETED")
+
+    listed = {r["run_id"]: r for r in (await api.get("/runs")).json()["runs"]}
+
+    assert listed["later"]["started_at"] is None
+    assert listed["ran"]["started_at"] == ran["started_at"]
+    started = datetime.fromisoformat(listed["ran"]["started_at"])
+    assert started >= datetime.fromisoformat(listed["ran"]["created_at"])
 
 
 async def test_start__an_existing_run_id_answers_200_with_that_run(api, workers):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from urllib.parse import quote
 
 import httpx
@@ -206,6 +207,44 @@ async def test_runs_page__filters_paging_and_bulk_cancel(web, api, workers):
     assert "sum-0" in notice_of(shown)  # why the finished one was refused
     for n in range(2):
         await status(api, f"wait-{n}", "CANCELLED")
+
+
+async def test_runs_page__started_is_when_a_worker_began_not_when_queued(web, api, workers):
+    await start(api, "t.total", 1, 2, run_id="ran")
+    await start(api, "t.total", 1, 2, run_id="later", delay="1h")
+    ran = await status(api, "ran", "COMPLETED")
+
+    listing = await web.get("/")
+
+    rows = dict(re.findall(r'<tr data-run-id="([^"]+)"(.*?)</tr>', listing.text, re.S))
+    assert "not started" in rows["later"]
+    started = datetime.fromisoformat(ran["started_at"])
+    assert f'datetime="{started.isoformat()}"' in rows["ran"]
+    assert "not started" not in rows["ran"]
+
+
+async def test_run_page__each_step_shows_its_input_and_every_attempt(web, api, workers):
+    await start(api, "t.wobbly", EVIL, run_id="wobbly")
+    await status(api, "wobbly", "COMPLETED")
+
+    page = await web.get("/runs/wobbly")
+
+    assert page.status_code == 200
+    assert "<script>alert" not in page.text
+    first, second = page.text.split('<li class="entry-')[1:]
+    assert re.search(r'<div class="input">.*?\[\s*1,\s*1\s*\]', first, re.S)  # add(1, 1)
+    escaped = "&#34;&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&#34;"
+    shown_input = re.search(r'<div class="input">(.*?)</div>', second, re.S)
+    assert shown_input and escaped in shown_input.group(1)
+    assert "&#34;times&#34;: 1" in shown_input.group(1)  # the named argument
+    tries = re.findall(r'<li class="attempt-(\w+)">(.*?)</li>', second, re.S)
+    lines = [(kind, re.sub(r"<[^>]+>", "", text).split("\n")[0].strip()) for kind, text in tries]
+    when = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+    took = r"\d+(µs|ms)"
+    assert [kind for kind, _ in lines] == ["failed", "ok"]
+    assert re.fullmatch(rf"attempt 1 started {when}, took {took} failed: .*wobble 1", lines[0][1])
+    assert re.fullmatch(rf"attempt 2 started {when}, took {took} succeeded", lines[1][1])
+    assert "Traceback" in tries[0][1]
 
 
 async def test_runs_page__keyset_pages_of_fifty(web, api):

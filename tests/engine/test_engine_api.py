@@ -193,12 +193,29 @@ async def test_list_runs__summary_fields(kit: Kit) -> None:
     )
     assert summary.created_at.tzinfo is not None
     assert summary.created_at <= summary.updated_at
+    assert summary.started_at is not None
+    assert summary.created_at <= summary.started_at <= summary.updated_at
     assert (summary.parent_id, summary.queue, summary.error, summary.columns) == (
         None,
         None,
         None,
         {},
     )
+
+
+async def test_list_runs__started_at_is_none_until_a_worker_starts_the_run(kit: Kit) -> None:
+    @kit.workflow("api.later")
+    async def later() -> str:
+        return "done"
+
+    async with kit.engine() as engine:
+        run = await engine.start(later, delay="1h")
+        [listed] = await engine.list_runs()
+        described = await run.describe()
+    assert (listed.status, listed.started_at) == (cairn.RunStatus.PENDING, None)
+    assert described.started_at is None
+    # Made positionally, as before started_at existed, a summary still works.
+    assert cairn.RunSummary("r", "w", listed.status, listed.created_at, listed.updated_at)
 
 
 async def test_history__entries(kit: Kit) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -59,6 +60,38 @@ async def test_record_step__concurrent_writers_share_commits_and_fail_alone(stor
         assert len(await store.load_journal(f"r{i}")) == (0 if i == 4 else 1)
 
 
+async def test_record_step__input_is_read_for_the_history_not_for_a_replay(store: Store) -> None:
+    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    given = '{"args":[1,"é"],"kwargs":{"b":null}}'
+
+    await store.record_step(held("w1"), step_record("r1", 1, input=given))
+    await store.record_step(held("w1"), step_record("r1", 2))
+
+    assert [s.input for s in await store.load_journal("r1", inputs=True)] == [given, None]
+    assert await store.load_journal("r1") == [step_record("r1", seq) for seq in (1, 2)]
+
+
+async def test_record_step__inputs_of_writes_sharing_a_commit_stay_with_their_steps(
+    store: Store,
+) -> None:
+    # Side by side, PostgreSQL writes these steps in one bulk statement (arrays).
+    for i in range(6):
+        await store.create_run(run_record(f"r{i}", status="RUNNING", owner="w1"))
+
+    await asyncio.gather(
+        *(
+            store.record_step(
+                held("w1"), step_record(f"r{i}", 1, input=None if i == 3 else f'{{"n":{i}}}')
+            )
+            for i in range(6)
+        )
+    )
+
+    for i in range(6):
+        [step] = await store.load_journal(f"r{i}", inputs=True)
+        assert step.input == (None if i == 3 else f'{{"n":{i}}}')
+
+
 async def test_upsert_step__replaces_a_waiting_entry(store: Store) -> None:
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
     waiting = step_record("r1", 1, name="event", status="waiting", finished_at=None, result=None)
@@ -85,6 +118,16 @@ async def test_record_attempt__kept_once_per_attempt_in_order(store: Store) -> N
 
     loaded = await store.load_attempts("r1")
     assert [(a.key, a.attempt) for a in loaded] == [("add#1", 1), ("add#1", 2)]
+
+
+async def test_record_attempt__keeps_when_the_attempt_started(store: Store) -> None:
+    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    began = replace(attempt_record("r1", "add#1", 1), started_at=T0 - 0.25)
+
+    await store.record_attempt(held("w1"), began)
+    await store.record_attempt(held("w1"), attempt_record("r1", "add#1", 2))
+
+    assert [a.started_at for a in await store.load_attempts("r1")] == [T0 - 0.25, None]
 
 
 async def test_record_attempt__non_owner_raises_lease_lost_and_writes_nothing(

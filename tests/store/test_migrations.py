@@ -60,18 +60,7 @@ async def test_open__a_schema_newer_than_the_code_is_refused(empty_url: str) -> 
 
 async def test_migration_12__gives_column_rows_their_runs_created_at(empty_url: str) -> None:
     # A database at schema 11 with columns set, as a deployment before 12 left it.
-    dialect = dialect_of(empty_url)
-    execute(empty_url, migrate.TABLE_SQL)
-    for migration in migrate.available(dialect):
-        if migration.version > 11:
-            break
-        for statement in migrate.statements(migration.sql):
-            execute(empty_url, statement)
-        execute(
-            empty_url,
-            "INSERT INTO cairn_migrations (version, name, applied_at) VALUES (?, ?, 0)",
-            (migration.version, migration.name),
-        )
+    migrate_up_to(empty_url, 11)
     for i, customer in enumerate(['"ann"', '"bob"', '"ann"']):
         execute(
             empty_url,
@@ -95,6 +84,54 @@ async def test_migration_12__gives_column_rows_their_runs_created_at(empty_url: 
     assert [run.run_id for run in found] == ["r2", "r0"]
     rows = execute(empty_url, "SELECT run_id, created_at FROM run_columns ORDER BY run_id")
     assert [tuple(row) for row in rows] == [("r0", 100.0), ("r1", 101.0), ("r2", 102.0)]
+
+
+async def test_migration_13__older_steps_and_attempts_have_no_input_or_start(
+    empty_url: str,
+) -> None:
+    migrate_up_to(empty_url, 12)
+    execute(
+        empty_url,
+        "INSERT INTO runs (run_id, workflow, status, args, created_at, updated_at) "
+        "VALUES ('r1', 'w', 'FAILED', '{}', 100, 100)",
+    )
+    execute(
+        empty_url,
+        "INSERT INTO steps (run_id, seq, key, kind, name, status, attempts, started_at, "
+        "finished_at, result) VALUES ('r1', 1, 'add#1', 'step', 'add', 'completed', 1, 100, "
+        "101, '2')",
+    )
+    execute(
+        empty_url,
+        "INSERT INTO step_attempts (run_id, key, attempt, error_type, message, traceback, "
+        "failed_at) VALUES ('r1', 'add#2', 1, 'builtins.ValueError', 'no', '', 102)",
+    )
+
+    store = open_store(empty_url)
+    await store.open()
+    try:
+        [step] = await store.load_journal("r1", inputs=True)
+        [attempt] = await store.load_attempts("r1")
+    finally:
+        await store.close()
+
+    assert (step.result, step.input) == ("2", None)
+    assert (attempt.failed_at, attempt.started_at) == (102.0, None)
+
+
+def migrate_up_to(url: str, version: int) -> None:
+    """Apply the migrations up to `version`, as a deployment of that schema left it."""
+    execute(url, migrate.TABLE_SQL)
+    for migration in migrate.available(dialect_of(url)):
+        if migration.version > version:
+            break
+        for statement in migrate.statements(migration.sql):
+            execute(url, statement)
+        execute(
+            url,
+            "INSERT INTO cairn_migrations (version, name, applied_at) VALUES (?, ?, 0)",
+            (migration.version, migration.name),
+        )
 
 
 async def test_open__unreachable_postgres_is_named_without_its_password() -> None:

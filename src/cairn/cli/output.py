@@ -185,6 +185,7 @@ def summary_dict(run: RunSummary) -> dict[str, Any]:
         "status": run.status.value,
         "created_at": jsonable(run.created_at),
         "updated_at": jsonable(run.updated_at),
+        "started_at": jsonable(run.started_at),
         "columns": jsonable(run.columns),
         "progress": jsonable(run.progress),
         "parent_id": run.parent_id,
@@ -209,6 +210,7 @@ def entry_dict(entry: HistoryEntry) -> dict[str, Any]:
         "started_at": jsonable(entry.started_at),
         "finished_at": jsonable(entry.finished_at),
         "duration": span(entry.started_at, entry.finished_at),
+        "input": jsonable(entry.input),
         "result": jsonable(entry.result),
         "error": jsonable(entry.error),
     }

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn.authoring import context
 from cairn.authoring.retry import Retry, next_delay
+from cairn.core import step_input
 from cairn.core.signals import Suspend
 from cairn.errors import (
     FatalError,
@@ -79,21 +80,27 @@ async def run_new_step(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> Any:
-    """Execute a step that has no recorded outcome; commit its result before returning."""
+    """Execute a step that has no recorded outcome; commit its result before returning.
+
+    The outcome's entry carries the step's input and the start of the attempt that ended
+    it; each failed attempt is recorded with its own start.
+    """
     name, retry, timeout = step.name, step.retry, step.timeout
     clock = live.env.clock
     prior = live.prior_attempts.get(key, ())
     attempt = len(prior)
-    started = clock.now()
     if prior and prior[-1].retry_at is not None:
         # Woken (or recovered) in a backoff: wait only what is left of it.
         left = prior[-1].retry_at - clock.now()
         if left > PARK_BACKOFF_AFTER:
             raise live.leave(Suspend("SLEEPING", prior[-1].retry_at, f"{RETRY}:{name}"))
         await _back_off(live, left)
+    # Serialized before the first attempt: what the step was given, whatever it mutates.
+    given = step_input.serialize(live.env.serializer, args, kwargs, hidden=live.hook_tokens)
     run_scope = live.observed
     while True:
         attempt += 1
+        started = clock.now()
         limit = None
         observed = None if run_scope is None else run_scope.step(key, name, attempt)
         try:
@@ -107,7 +114,7 @@ async def run_new_step(
             if observed is not None:
                 observed.failed(exc, timed_out)
             failure = await _record_failure(
-                live, key, name, exc, attempt, retry, timeout if timed_out else None, started
+                live, key, name, exc, attempt, retry, timeout if timed_out else None, started, given
             )
             if failure is not None:
                 raise failure from None
@@ -123,7 +130,7 @@ async def run_new_step(
         except SerializationError as exc:
             # Raised at the call site, not retried, and recorded: a replay raises it again
             # at the same place instead of meeting the next entry where this one is.
-            await _record_unserializable(live, key, name, attempt, started, exc)
+            await _record_unserializable(live, key, name, attempt, started, given, exc)
             raise
         seq = live.journal.allocate_seq()
         try:
@@ -139,12 +146,14 @@ async def run_new_step(
                 started,
                 clock.now(),
                 text,
+                None,
+                given,
             )
             await live.commit_step(record)
         except StoreRefused as refused:
             # The database will never take this result (too long for it, say): the step
             # fails once, for good, and says why, instead of running again and again.
-            raise await _refused(live, key, name, seq, attempt, started, refused) from None
+            raise await _refused(live, key, name, seq, attempt, started, given, refused) from None
         if type(value) in _SCALARS:
             return value
         # Hand the workflow what a replay will: the stored form. A dataclass that replay
@@ -153,7 +162,13 @@ async def run_new_step(
 
 
 async def _record_unserializable(
-    live: LiveRun, key: str, name: str, attempt: int, started: float, exc: SerializationError
+    live: LiveRun,
+    key: str,
+    name: str,
+    attempt: int,
+    started: float,
+    given: str,
+    exc: SerializationError,
 ) -> None:
     """Record step `name` as failed for good: its result cannot be stored."""
     error = {
@@ -178,6 +193,7 @@ async def _record_unserializable(
             started_at=started,
             finished_at=live.env.clock.now(),
             error=json.dumps(error),
+            input=given,
         )
     )
 
@@ -189,6 +205,7 @@ async def _refused(
     seq: int,
     attempt: int,
     started: float,
+    given: str,
     refused: StoreRefused,
 ) -> StepFailed:
     """Record step `name` as failed for good because its result was refused."""
@@ -213,6 +230,7 @@ async def _refused(
             started_at=started,
             finished_at=live.env.clock.now(),
             error=json.dumps(failure.to_dict()),
+            input=given,
         )
     )
     return failure
@@ -227,8 +245,9 @@ async def _record_failure(
     retry: Retry,
     timeout: float | None,
     started: float,
+    given: str,
 ) -> StepFailed | None:
-    """Record a failed attempt, then wait out the backoff or give up.
+    """Record a failed attempt (begun at `started`), then wait out the backoff or give up.
 
     Returns None to retry, or the StepFailed to raise once retrying is over (recorded as
     the step's outcome).
@@ -255,7 +274,9 @@ async def _record_failure(
         delay = next_delay(retry, attempt, retry_after=retry_after)
     retry_at = None if delay is None else now + delay
     await live.commit_attempt(
-        AttemptRecord(live.run.run_id, key, attempt, error_type, message, text, now, retry_at)
+        AttemptRecord(
+            live.run.run_id, key, attempt, error_type, message, text, now, retry_at, started
+        )
     )
     if delay is not None:
         if delay > PARK_BACKOFF_AFTER and retry_at is not None:
@@ -286,6 +307,7 @@ async def _record_failure(
             started_at=started,
             finished_at=clock.now(),
             error=json.dumps(failure.to_dict()),
+            input=given,
         )
     )
     return failure

@@ -123,6 +123,8 @@ class LiveRun(RunContext):
         self._running_steps: dict[asyncio.Future[None], tuple[asyncio.Task[Any] | None, str]] = {}
         # Steps waiting out a short retry backoff in memory, on the engine's clock.
         self.backing_off = 0
+        # The tokens of the hooks this attempt handed out: kept out of stored step inputs.
+        self.hook_tokens: set[str] = set()
         self.interrupts = Interrupts(env.loop, run.control)
         if self.journal.cancelled is not None:
             # An earlier attempt delivered a cancellation: this replay delivers it at the
@@ -565,6 +567,8 @@ class LiveRun(RunContext):
 
     async def _create_hook(self, name: str, timeout: float | None, schema: Any) -> Hook:
         token, deadline, record = await waits.open_hook(self, name, timeout, schema)
+        if token:
+            self.hook_tokens.add(token)
         expires = _utc(deadline)
         return Hook(
             name,

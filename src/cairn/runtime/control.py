@@ -13,7 +13,7 @@ from cairn import durations, ids
 from cairn.authoring.registry import Registry
 from cairn.authoring.workflow import WorkflowDef
 from cairn.clock import Clock
-from cairn.core import hook_tokens
+from cairn.core import hook_tokens, step_input
 from cairn.core.executor import Outcome
 from cairn.errors import (
     PoisonRun,
@@ -399,18 +399,13 @@ class RunControl:
     async def history(self, run_id: str) -> History:
         """Every durable operation of the run, in order, failed attempts included."""
         run = await self.record(run_id)
-        steps = await self.store.load_journal(run_id)
+        steps = await self.store.load_journal(run_id, inputs=True)
         failures: dict[str, int] = {}
         for attempt in await self.store.load_attempts(run_id):
             failures[attempt.key] = max(failures.get(attempt.key, 0), attempt.attempt)
         entries = []
         for step in steps:
-            result = None
-            if step.result is not None:
-                try:
-                    result = self.serializer.loads(step.result)
-                except Exception:
-                    result = step.result
+            result = self._stored(step.result)
             status = step.status
             if step.kind == "child" and isinstance(result, dict) and "status" in result:
                 status = str(result["status"]).lower()  # how the child itself ended
@@ -426,6 +421,7 @@ class RunControl:
                     result=hook_tokens.redact(result) if step.kind == "hook" else result,
                     error=_json(step.error),
                     key=step.key,
+                    input=step_input.shown(self._stored(step.input)),
                 )
             )
         try:
@@ -435,8 +431,21 @@ class RunControl:
             args, kwargs = (), {}
         return History(entries, run_id=run_id, workflow=run.workflow, args=args, kwargs=kwargs)
 
+    def _stored(self, text: str | None) -> Any:
+        """A stored value for people to read: its text when it cannot be restored here."""
+        if text is None:
+            return None
+        try:
+            return self.serializer.loads(text)
+        except Exception:  # a type this process cannot import, say
+            return text
+
     async def attempts(self, run_id: str) -> list[dict[str, Any]]:
-        """Every failed step attempt of the run, oldest first."""
+        """Every failed step attempt of the run, oldest first.
+
+        `started_at` and `duration` (seconds to `failed_at`) are None for attempts
+        recorded before cairn kept when each began.
+        """
         return [
             {
                 "key": a.key,
@@ -444,7 +453,9 @@ class RunControl:
                 "error_type": a.error_type,
                 "message": a.message,
                 "traceback": a.traceback,
+                "started_at": _dt(a.started_at),
                 "failed_at": _dt(a.failed_at),
+                "duration": None if a.started_at is None else a.failed_at - a.started_at,
                 "retry_at": _dt(a.retry_at),
             }
             for a in await self.store.load_attempts(run_id)
@@ -575,6 +586,7 @@ def summary(run: RunRecord, *, now: float) -> RunSummary:
         waiting_for=blocking.reason(run, now=now),
         continued_from=run.continued_from,
         continued_to=run.continued_to,
+        started_at=_dt(run.started_at),
     )
 
 

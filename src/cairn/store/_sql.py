@@ -10,6 +10,7 @@ from typing import Any
 from cairn.store.records import (
     ATTEMPT_FIELDS,
     HOOK_FIELDS,
+    JOURNAL_FIELDS,
     RUN_FIELDS,
     SCHEDULE_FIELDS,
     STEP_FIELDS,
@@ -101,7 +102,8 @@ def columns_json(rows: Sequence[Sequence[Any]]) -> str:
     return json.dumps({name: json.loads(value) for name, value in rows}, sort_keys=True)
 
 
-SELECT_JOURNAL = f"SELECT {STEP_COLUMNS} FROM steps WHERE run_id = ? ORDER BY seq"
+SELECT_JOURNAL = f"SELECT {', '.join(JOURNAL_FIELDS)} FROM steps WHERE run_id = ? ORDER BY seq"
+SELECT_HISTORY = f"SELECT {STEP_COLUMNS} FROM steps WHERE run_id = ? ORDER BY seq"
 SELECT_ATTEMPTS = (
     f"SELECT {ATTEMPT_COLUMNS} FROM step_attempts WHERE run_id = ? ORDER BY key, attempt"
 )
@@ -415,6 +417,7 @@ def step_params(step: StepRecord, lease: Lease | None = None) -> tuple[Any, ...]
             step.finished_at,
             step.result,
             step.error,
+            step.input,
             step.run_id,
             lease.owner,
             lease.fence,
@@ -431,11 +434,12 @@ def step_params(step: StepRecord, lease: Lease | None = None) -> tuple[Any, ...]
         step.finished_at,
         step.result,
         step.error,
+        step.input,
     )
 
 
 def step_from_row(row: Sequence[Any]) -> StepRecord:
-    """A StepRecord from a row selected with STEP_COLUMNS."""
+    """A StepRecord from a row of SELECT_JOURNAL (input None) or SELECT_HISTORY."""
     return StepRecord(*row)
 
 

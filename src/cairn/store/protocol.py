@@ -186,8 +186,12 @@ class Store(Protocol):
 
     # journal
 
-    async def load_journal(self, run_id: str) -> list[StepRecord]:
-        """Every recorded outcome of the run, in seq order."""
+    async def load_journal(self, run_id: str, *, inputs: bool = False) -> list[StepRecord]:
+        """Every recorded outcome of the run, in seq order.
+
+        Each step's `input` is read only with `inputs` (for its history): a replay needs
+        none, and they can be large. Without it, `input` is None.
+        """
         ...
 
     async def record_step(self, lease: Lease, step: StepRecord) -> None:

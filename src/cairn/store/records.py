@@ -77,9 +77,13 @@ class StepRecord:
     finished_at: float | None
     result: str | None = None
     error: str | None = None
+    # A step's arguments (core/step_input.py), written with its outcome; None otherwise.
+    input: str | None = None
 
 
 STEP_FIELDS: tuple[str, ...] = tuple(StepRecord.__dataclass_fields__)
+# What a replay reads of its journal: not the inputs, which only the history shows.
+JOURNAL_FIELDS: tuple[str, ...] = tuple(name for name in STEP_FIELDS if name != "input")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +98,7 @@ class AttemptRecord:
     traceback: str
     failed_at: float
     retry_at: float | None
+    started_at: float | None = None  # None for attempts recorded before schema 13
 
 
 ATTEMPT_FIELDS: tuple[str, ...] = tuple(AttemptRecord.__dataclass_fields__)

@@ -134,9 +134,10 @@ class SqlStore:
 
     # journal
 
-    async def load_journal(self, run_id: str) -> list[StepRecord]:
-        """Every recorded outcome, in seq order."""
-        rows = await self.read(lambda: _rows(_sql.SELECT_JOURNAL, (run_id,)))
+    async def load_journal(self, run_id: str, *, inputs: bool = False) -> list[StepRecord]:
+        """Every recorded outcome, in seq order (with each step's input if `inputs`)."""
+        text = _sql.SELECT_HISTORY if inputs else _sql.SELECT_JOURNAL
+        rows = await self.read(lambda: _rows(text, (run_id,)))
         return [_sql.step_from_row(row) for row in rows]
 
     async def record_step(self, lease: Lease, step: StepRecord) -> None:

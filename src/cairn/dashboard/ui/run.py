@@ -19,7 +19,7 @@ from cairn.dashboard.api import actions, inputs
 from cairn.dashboard.api.replies import BadRequest
 from cairn.dashboard.api.replies import describe as describe_failure
 from cairn.dashboard.target import Target
-from cairn.dashboard.ui import csrf, live, render
+from cairn.dashboard.ui import csrf, live, render, timeline
 from cairn.models import HistoryEntry, RunStatus
 from cairn.runtime.control import RunControl
 
@@ -67,52 +67,6 @@ def children(entries: list[HistoryEntry]) -> list[dict[str, Any]]:
     return found
 
 
-def timeline(entries: list[HistoryEntry], attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """History entries with their failed attempts; attempts of steps not yet recorded last."""
-    failed: dict[str, list[dict[str, Any]]] = {}
-    for attempt in attempts:
-        failed.setdefault(attempt["key"], []).append(attempt)
-    shown = []
-    for entry in entries:
-        outcome = entry.result
-        if entry.kind == "sleep" and isinstance(entry.result, int | float):
-            outcome = f"until {output.when(entry.result)}"
-        elif entry.status == "waiting":
-            outcome = output.waiting_outcome(entry)
-        shown.append(
-            {
-                "seq": entry.seq,
-                "kind": entry.kind,
-                "name": entry.key or entry.name,
-                "status": entry.status,
-                "attempts": entry.attempts,
-                "started_at": entry.started_at,
-                "duration": output.seconds(output.span(entry.started_at, entry.finished_at)),
-                "outcome": outcome,
-                "has_outcome": entry.result is not None and entry.status != "failed",
-                "error": entry.error,
-                "failed": failed.pop(entry.key, []),
-            }
-        )
-    for key, tries in failed.items():  # a step between attempts (retry backoff)
-        shown.append(
-            {
-                "seq": None,
-                "kind": "step",
-                "name": key,
-                "status": "retrying",
-                "attempts": len(tries),
-                "started_at": None,
-                "duration": "",
-                "outcome": None,
-                "has_outcome": False,
-                "error": None,
-                "failed": tries,
-            }
-        )
-    return shown
-
-
 def facts(shown: cli_runs.Shown) -> dict[str, Any]:
     """The run's facts for the page: the API's run dict plus the texts people read."""
     run = shown.run
@@ -158,7 +112,7 @@ def routes(target: Target) -> list[BaseRoute]:
             "verbs": available(shown),
             "questions": {v: QUESTIONS[v].format(id=run_id, step="{step}") for v in QUESTIONS},
             "children": children(shown.history),
-            "timeline": timeline(shown.history, shown.attempts),
+            "timeline": timeline.timeline(shown.history, shown.attempts),
             "seqs": [entry.seq for entry in shown.history],
             "version": snap["version"] if snap else "",
         }

@@ -89,6 +89,7 @@ def row(run: RunSummary, *, now: float, live: list[WorkerRecord] | None = None) 
     """One run as the table (and its live updates) show it."""
     finished = run.status.finished
     end = run.updated_at.timestamp() if finished else now
+    started = run.started_at
     progress = run.progress or {}
     current, total = progress.get("current"), progress.get("total")
     percent = None
@@ -104,8 +105,9 @@ def row(run: RunSummary, *, now: float, live: list[WorkerRecord] | None = None) 
         "status": run.status.value,
         "finished": finished,
         "columns": run.columns,
-        "created_at": run.created_at,
-        "duration": output.seconds(max(0.0, end - run.created_at.timestamp())),
+        "started_at": started,
+        "started": output.when(started),  # for live updates, as text
+        "duration": "" if started is None else output.seconds(max(0.0, end - started.timestamp())),
         "progress": output.progress_text(run.progress),
         "percent": percent,
         "waiting": waiting or "",

@@ -96,6 +96,8 @@
       setProgress(tr, run);
       setText(tr, "waiting", run.waiting);
       setText(tr, "duration", run.duration);
+      var started = setText(tr, "started", run.started || "not started");
+      if (started) started.className = run.started ? "" : "muted";
       var error = tr.querySelector('[data-field="error"]');
       if (run.error && !error) {
         error = document.createElement("span");
