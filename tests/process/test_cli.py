@@ -289,6 +289,8 @@ def test_runs_show_json__facts_history_and_attempts(project):
     assert run["result"] == {"label": "sum", "total": 5, "flaky": "ok"}
     steps = [(h["key"], h["status"], h["attempts"], h["result"]) for h in shown["history"]]
     assert steps == [("add#1", "completed", 1, 5), ("flaky#1", "completed", 2, "ok")]
+    inputs = [h["input"] for h in shown["history"]]
+    assert inputs == [{"args": [2, 3], "kwargs": {}}, {"args": ["marker-2-3"], "kwargs": {}}]
     [attempt] = shown["attempts"]
     assert attempt["key"] == "flaky#1"
     assert attempt["error_type"] == "builtins.ConnectionError"
@@ -304,6 +306,8 @@ def test_runs_show__table_with_errors(project):
     assert "FAILED" in proc.stdout
     assert "explode#1" in proc.stdout
     assert "builtins.ValueError: boom" in proc.stdout
+    assert "INPUT" in proc.stdout
+    assert "(1, 2)" in proc.stdout  # add(1, 2)'s arguments, as the step received them
     assert "failed attempts (1)" in proc.stdout
     assert "Traceback" in proc.stdout
 

@@ -147,3 +147,14 @@ def test_check__schedule_of_an_unknown_workflow_is_a_problem():
     assert check.problems(registry) == [
         "schedule 'ghost' starts workflow 'ghost', which no module registers"
     ]
+
+
+def test_input_text__reads_as_the_call_clipped_and_says_what_was_omitted() -> None:
+    assert (
+        output.input_text({"args": [1, "a"], "kwargs": {"retry": True}}) == '(1, "a", retry=true)'
+    )
+    assert output.input_text({"args": [], "kwargs": {}}) == "()"
+    assert output.input_text(None) == ""  # a sleep, or a step recorded before inputs were kept
+    clipped = output.input_text({"args": ["x" * 100], "kwargs": {}}, width=20)
+    assert len(clipped) == 20 and clipped.endswith("…")
+    assert output.input_text({"omitted": "too big"}) == "(omitted: too big)"

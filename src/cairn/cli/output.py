@@ -261,9 +261,11 @@ def runs_table(runs: Iterable[RunSummary]) -> Table:
 def history_table(entries: Iterable[HistoryEntry]) -> Table:
     """A table of a run's durable operations."""
     table = Table(box=None, header_style="bold", pad_edge=False, title_justify="left")
-    for name in ("SEQ", "KIND", "KEY", "STATUS", "ATTEMPTS", "STARTED", "DURATION", "OUTCOME"):
+    names = ("SEQ", "KIND", "KEY", "STATUS", "ATTEMPTS", "STARTED", "DURATION", "INPUT", "OUTCOME")
+    for name in names:
         justify: Any = "right" if name in ("SEQ", "ATTEMPTS", "DURATION") else "left"
-        table.add_column(name, justify=justify, overflow="ellipsis", no_wrap=name != "OUTCOME")
+        wraps = name in ("INPUT", "OUTCOME")
+        table.add_column(name, justify=justify, overflow="ellipsis", no_wrap=not wraps)
     for entry in entries:
         failed = entry.status == "failed"
         outcome = Text(error_line(entry.error), style="red") if failed else short(entry.result, 50)
@@ -279,9 +281,27 @@ def history_table(entries: Iterable[HistoryEntry]) -> Table:
             str(entry.attempts),
             when(entry.started_at),
             seconds(span(entry.started_at, entry.finished_at)),
+            input_text(entry.input),
             outcome,
         )
     return table
+
+
+def input_text(value: Any, width: int = 40) -> str:
+    """A step's input as the call's arguments, `(1, "a", retry=True)`, clipped to `width`.
+
+    Empty for operations without one (sleeps, waits) and for steps recorded before inputs
+    were kept; an input too large or unserializable to keep shows why it was omitted.
+    """
+    if not isinstance(value, Mapping):
+        return ""
+    if "omitted" in value:
+        text = f"(omitted: {value['omitted']})"
+    else:
+        args = [dumps(arg, indent=None) for arg in value.get("args") or ()]
+        args += [f"{k}={dumps(v, indent=None)}" for k, v in (value.get("kwargs") or {}).items()]
+        text = f"({', '.join(args)})"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def waiting_outcome(entry: HistoryEntry) -> str:
