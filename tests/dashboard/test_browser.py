@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -186,6 +187,9 @@ async def test_browser__the_runs_list_follows_a_run_live(page, api, workers):
     await expect(row.locator("[data-field=status]")).to_have_text("COMPLETED")
     await expect(row.locator("[data-field=waiting]")).to_have_text("")
     assert await page.evaluate("window.stayed") is True
+    # The live update keeps the start a machine-readable time, as the page rendered it.
+    started = row.locator("[data-field=started] time")
+    await expect(started).to_have_attribute("datetime", re.compile(r"^\d{4}-\d\d-\d\dT.*\+00:00$"))
 
 
 async def _has(items: list[str]) -> bool:

@@ -58,7 +58,8 @@ async def snapshot(control: RunControl, run_id: str, *, detail: bool) -> dict[st
         return None
     now = control.clock.now()
     shown = runs.row(run_control.summary(record, now=now), now=now)
-    del shown["columns"], shown["started_at"]
+    del shown["columns"]
+    shown["started_at"] = render.iso(shown["started_at"])  # the page's <time datetime=...>
     facts: list[Any] = [
         record.status,
         record.updated_at,

@@ -82,6 +82,25 @@
     if (text) text.textContent = run.progress || "";
   }
 
+  /* A row's start: a <time> as the page renders it, or "not started". */
+  function setStarted(scope, run) {
+    var cell = scope.querySelector('[data-field="started"]');
+    if (!cell) return;
+    cell.className = run.started ? "" : "muted";
+    if (!run.started) {
+      cell.textContent = "not started";
+      return;
+    }
+    var moment = cell.querySelector("time");
+    if (!moment) {
+      moment = document.createElement("time");
+      cell.textContent = "";
+      cell.appendChild(moment);
+    }
+    moment.setAttribute("datetime", run.started_at);
+    moment.textContent = run.started;
+  }
+
   /* The runs page: rows of unfinished runs follow their runs. */
   var table = document.querySelector("[data-live-runs]");
   if (table) {
@@ -96,8 +115,7 @@
       setProgress(tr, run);
       setText(tr, "waiting", run.waiting);
       setText(tr, "duration", run.duration);
-      var started = setText(tr, "started", run.started || "not started");
-      if (started) started.className = run.started ? "" : "muted";
+      setStarted(tr, run);
       var error = tr.querySelector('[data-field="error"]');
       if (run.error && !error) {
         error = document.createElement("span");
