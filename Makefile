@@ -26,6 +26,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.check 10000
 	$(BIN)/python -m bench.observability
 	$(BIN)/python -m bench.dashboard
+	$(BIN)/python -m bench.run_page
 
 # The chaos suite at full size (make test runs it smaller): see docs/explanation/chaos.md.
 chaos: $(STAMP)

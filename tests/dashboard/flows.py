@@ -99,6 +99,11 @@ class Flows:
             second = await add_step(first, 1)
             return {"label": label, "total": first, "plus_one": second}
 
+        async def long(steps: int) -> int:
+            for i in range(steps):
+                await add_step(i, 1)
+            return steps
+
         async def waiter() -> Any:
             await add_step(1, 1)
             return await cairn.wait_for_event("go", timeout="1h")
@@ -154,6 +159,7 @@ class Flows:
 
         for name, fn in (
             ("t.total", total),
+            ("t.long", long),
             ("t.waiter", waiter),
             ("t.sleeper", sleeper),
             ("t.broken", broken),

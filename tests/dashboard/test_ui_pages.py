@@ -247,6 +247,29 @@ async def test_run_page__each_step_shows_its_input_and_every_attempt(web, api, w
     assert "Traceback" in tries[0][1]
 
 
+async def test_run_page__a_long_timeline_shows_its_last_entries_and_links_to_all(
+    web, api, workers
+):
+    from cairn.dashboard.ui.run import TIMELINE_SHOWN
+
+    steps = TIMELINE_SHOWN + 5
+    await start(api, "t.long", steps, run_id="long")
+    await status(api, "long", "COMPLETED")
+
+    page = await web.get("/runs/long")
+    whole = await web.get("/runs/long", params={"timeline": "all"})
+
+    shown = [int(seq) for seq in re.findall(r'<li class="entry-\w+" data-seq="(\d+)"', page.text)]
+    assert shown == list(range(6, steps + 1))  # the last TIMELINE_SHOWN, where the run is now
+    assert f"{steps} entries" in page.text
+    assert 'href="/runs/long?timeline=all#timeline"' in page.text
+    everything = re.findall(r'<li class="entry-\w+" data-seq="(\d+)"', whole.text)
+    assert [int(seq) for seq in everything] == list(range(1, steps + 1))
+    assert "timeline=all" not in whole.text.split('id="timeline"')[1].split("</h2>")[1][:300]
+    # The fork form still offers every entry.
+    assert re.search(r'<option value="1"[ >]', page.text)
+
+
 async def test_runs_page__keyset_pages_of_fifty(web, api):
     for n in range(52):
         await start(api, "t.total", n, 0, run_id=f"p-{n:02d}")

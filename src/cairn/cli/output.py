@@ -60,7 +60,14 @@ def error(message: str) -> None:
 
 def jsonable(value: Any) -> Any:
     """`value` made of JSON types only (see the module docstring for the mapping)."""
-    if value is None or isinstance(value, bool | int | str):
+    kind = type(value)  # the plain types first: histories are mostly made of them
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is dict:
+        return {k if type(k) is str else str(k): jsonable(v) for k, v in value.items()}
+    if kind is list:
+        return [jsonable(v) for v in value]
+    if isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
         return value if value == value and value not in (float("inf"), float("-inf")) else None
@@ -95,8 +102,14 @@ def jsonable(value: Any) -> Any:
 
 
 def dumps(value: Any, *, indent: int | None = 2) -> str:
-    """JSON text of `value` (after `jsonable`)."""
-    return json.dumps(jsonable(value), indent=indent, ensure_ascii=False)
+    """JSON text of `value`, its rich values converted as `jsonable` converts them."""
+    try:
+        # The C encoder walks the plain data; `jsonable` sees only what it cannot encode.
+        return json.dumps(
+            value, indent=indent, ensure_ascii=False, allow_nan=False, default=jsonable
+        )
+    except (ValueError, TypeError):  # NaN or infinity, or a key that is not text or a number
+        return json.dumps(jsonable(value), indent=indent, ensure_ascii=False)
 
 
 def print_json(value: Any) -> None:

@@ -6,7 +6,6 @@ here with its traceback and answered with a generic message, so nothing internal
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -56,7 +55,7 @@ def json_response(
     body: Any, status: int = 200, headers: Mapping[str, str] | None = None
 ) -> Response:
     """`body` as JSON (datetimes as ISO 8601 in UTC, see `cli.output.jsonable`)."""
-    text = json.dumps(output.jsonable(body), ensure_ascii=False, allow_nan=False)
+    text = output.dumps(body, indent=None)
     return Response(text, status, headers=headers, media_type="application/json")
 
 

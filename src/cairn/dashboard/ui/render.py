@@ -6,7 +6,6 @@ Every value a page shows passes through autoescaping, so text that came from a r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -24,9 +23,17 @@ NOTICE_COOKIE = "cairn_notice"
 FOLD = 400  # characters: longer JSON values are folded into <details>
 
 
+WIDTH = 80  # characters: JSON that fits is shown on one line
+
+
 def pretty(value: Any) -> str:
-    """Indented JSON of a value (datetimes as ISO 8601, see `cli.output.jsonable`)."""
-    return output.dumps(value, indent=2)
+    """JSON of a value for people (datetimes as ISO 8601, see `cli.output.jsonable`).
+
+    On one line when it fits in WIDTH, else indented. Most steps' values are small, and
+    the one-line form comes from the C encoder, while indenting runs in Python.
+    """
+    compact = output.dumps(value, indent=None)
+    return compact if len(compact) <= WIDTH else output.dumps(value, indent=2)
 
 
 def folds(text: str) -> bool:
@@ -77,7 +84,7 @@ def _environment() -> jinja2.Environment:
         progress_text=output.progress_text,
         error_line=output.error_line,
         seg=segment,
-        compact=lambda value: json.dumps(output.jsonable(value), ensure_ascii=False),
+        compact=lambda value: output.dumps(value, indent=None),
     )
     return env
 

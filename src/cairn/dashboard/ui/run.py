@@ -31,6 +31,9 @@ QUESTIONS = {
     "restart": "Start a new run with the same input as {id}?",
     "fork": "Start a new run reusing the steps of {id} before entry {step}?",
 }
+# Entries a run's page shows unless asked for all (`?timeline=all`): the last ones, where
+# the run is now. A long run's whole timeline is a page of megabytes.
+TIMELINE_SHOWN = 200
 VERBS = {
     "cancel": actions.cancel_run,
     "pause": actions.pause_run,
@@ -105,6 +108,9 @@ def routes(target: Target) -> list[BaseRoute]:
             return shown, await live.snapshot(control, run_id, detail=True)
 
         shown, snap = await target(read)
+        entries = timeline.timeline(shown.history, shown.attempts)
+        whole = request.query_params.get("timeline") == "all"
+        hidden = 0 if whole else max(0, len(entries) - TIMELINE_SHOWN)
         context = {
             "title": f"Run {run_id}",
             "nav": "runs",
@@ -112,7 +118,9 @@ def routes(target: Target) -> list[BaseRoute]:
             "verbs": available(shown),
             "questions": {v: QUESTIONS[v].format(id=run_id, step="{step}") for v in QUESTIONS},
             "children": children(shown.history),
-            "timeline": timeline.timeline(shown.history, shown.attempts),
+            "timeline": entries[hidden:],
+            "timeline_total": len(entries),
+            "timeline_hidden": hidden,
             "seqs": [entry.seq for entry in shown.history],
             "version": snap["version"] if snap else "",
         }
