@@ -247,9 +247,7 @@ async def test_run_page__each_step_shows_its_input_and_every_attempt(web, api, w
     assert "Traceback" in tries[0][1]
 
 
-async def test_run_page__a_long_timeline_shows_its_last_entries_and_links_to_all(
-    web, api, workers
-):
+async def test_run_page__a_long_timeline_shows_its_last_entries_and_links_to_all(web, api, workers):
     from cairn.dashboard.ui.run import TIMELINE_SHOWN
 
     steps = TIMELINE_SHOWN + 5

@@ -39,12 +39,17 @@ class Kit:
         return decorate
 
     def step(
-        self, name: str | None = None, *, retries: Any = None, timeout: Any = None
+        self,
+        name: str | None = None,
+        *,
+        retries: Any = None,
+        timeout: Any = None,
+        keep_input: bool = True,
     ) -> Callable[[Callable[..., Any]], StepDef[..., Any]]:
         """Like `@cairn.step`, registering in this kit's registry."""
 
         def decorate(fn: Callable[..., Any]) -> StepDef[..., Any]:
-            return make_step(fn, name, retries, timeout, self.registry)
+            return make_step(fn, name, retries, timeout, self.registry, keep_input=keep_input)
 
         return decorate
 

@@ -177,3 +177,30 @@ async def test_input__a_hook_token_passed_to_a_step_is_never_stored(kit: Kit) ->
         assert sent[0] not in repr(history)
     stored = execute(kit.url, "SELECT input FROM steps WHERE input IS NOT NULL")
     assert stored and sent[0] not in repr(stored)
+
+
+async def test_history__a_step_declared_keep_input_false_stores_no_input(kit: Kit) -> None:
+    secret = "sk_live_do_not_store"
+
+    @kit.step("call_api", keep_input=False)
+    async def call_api(api_key: str, order: int) -> int:
+        return order
+
+    @kit.workflow("inputs.secret")
+    async def secretive() -> int:
+        return await call_api(secret, 7)
+
+    async with kit.engine() as engine:
+        run = await engine.start(secretive)
+        assert await run.result(timeout=WAIT) == 7
+        history = await engine.history(run.run_id)
+
+    [entry] = history
+    assert entry.input == {"omitted": "the step is declared with keep_input=False"}
+    stored = execute(kit.url, "SELECT input FROM steps")
+    assert stored and secret not in repr(stored)
+
+
+def test_keep_input__must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match="keep_input of @cairn.step 'x' must be True or False"):
+        cairn.step("x", keep_input="no")(lambda: None)  # type: ignore[arg-type]

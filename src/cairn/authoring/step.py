@@ -26,6 +26,8 @@ class StepDef(Generic[P, R]):
     retry: Retry
     timeout: float | None
     is_async: bool
+    # False: the run's history keeps no input for this step (it takes secrets, say).
+    keep_input: bool = True
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run the step: durably inside a run, as a plain call outside one."""
@@ -51,11 +53,17 @@ def make_step(
     retries: Retry | int | None,
     timeout: Any,
     reg: registry.Registry,
+    *,
+    keep_input: bool = True,
 ) -> StepDef[P, R]:
     """Build and register a StepDef for `fn`."""
     if not callable(fn):
         raise TypeError(f"@cairn.step needs a function, got {fn!r}")
     step_name = check_name(name or fn.__qualname__, "step name")
+    if not isinstance(keep_input, bool):
+        raise TypeError(
+            f"keep_input of @cairn.step {step_name!r} must be True or False, got {keep_input!r}"
+        )
     defn = StepDef(
         name=step_name,
         fn=fn,
@@ -63,6 +71,7 @@ def make_step(
         timeout=_timeout_seconds(timeout, f"timeout of step {step_name!r}"),
         # What executing a step goes by (asyncio's test also knows mocks' coroutine marker).
         is_async=asyncio.iscoroutinefunction(fn),
+        keep_input=keep_input,
     )
     functools.update_wrapper(defn, fn)
     reg.add_step(defn)
@@ -79,6 +88,7 @@ def step(
     *,
     retries: Retry | int | None = None,
     timeout: Any = None,
+    keep_input: bool = True,
 ) -> Callable[[Callable[P, R]], StepDef[P, R]]: ...
 
 
@@ -87,6 +97,7 @@ def step(
     *,
     retries: Retry | int | None = None,
     timeout: Any = None,
+    keep_input: bool = True,
 ) -> Any:
     """Declare a durable step.
 
@@ -94,18 +105,24 @@ def step(
         name: Stored name of the step (default: the function's qualified name).
         retries: A Retry policy, or an int of max attempts (default `Retry()`).
         timeout: Per-attempt time limit as a duration (default: none).
+        keep_input: False keeps the step's arguments out of the run's history (and so out
+            of `cairn runs show` and the dashboard): for a step given secrets.
 
     Returns:
         A StepDef that keeps the function's signature. Inside a run a call is checkpointed;
         outside any run it is a plain call.
     """
     if callable(name):
-        return make_step(name, None, retries, timeout, registry.default_registry)
+        return make_step(
+            name, None, retries, timeout, registry.default_registry, keep_input=keep_input
+        )
     if name is not None and not isinstance(name, str):
         raise TypeError(f"@cairn.step name must be a string, got {name!r}")
 
     def decorate(fn: Callable[P, R]) -> StepDef[P, R]:
-        return make_step(fn, name, retries, timeout, registry.default_registry)
+        return make_step(
+            fn, name, retries, timeout, registry.default_registry, keep_input=keep_input
+        )
 
     return decorate
 

@@ -96,7 +96,11 @@ async def run_new_step(
             raise live.leave(Suspend("SLEEPING", prior[-1].retry_at, f"{RETRY}:{name}"))
         await _back_off(live, left)
     # Serialized before the first attempt: what the step was given, whatever it mutates.
-    given = step_input.serialize(live.env.serializer, args, kwargs, hidden=live.hook_tokens)
+    given = (
+        step_input.serialize(live.env.serializer, args, kwargs, hidden=live.hook_tokens)
+        if step.keep_input
+        else step_input.NOT_KEPT
+    )
     run_scope = live.observed
     while True:
         attempt += 1

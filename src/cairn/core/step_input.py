@@ -60,6 +60,9 @@ def omitted(reason: str) -> str:
     return json.dumps({"omitted": reason}, ensure_ascii=False)
 
 
+NOT_KEPT = json.dumps({"omitted": "the step is declared with keep_input=False"})
+
+
 def shown(value: Any) -> Any:
     """A stored input, once deserialized, as history shows it.
 
