@@ -202,5 +202,5 @@ async def test_history__a_step_declared_keep_input_false_stores_no_input(kit: Ki
 
 
 def test_keep_input__must_be_a_bool() -> None:
-    with pytest.raises(TypeError, match="keep_input of @cairn.step 'x' must be True or False"):
+    with pytest.raises(TypeError, match=r"keep_input of @cairn\.step 'x' must be True or False"):
         cairn.step("x", keep_input="no")(lambda: None)  # type: ignore[arg-type]
