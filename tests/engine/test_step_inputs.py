@@ -196,7 +196,7 @@ async def test_history__a_step_declared_keep_input_false_stores_no_input(kit: Ki
         history = await engine.history(run.run_id)
 
     [entry] = history
-    assert entry.input == {"omitted": "the step is declared with keep_input=False"}
+    assert entry.input == {"omitted": "declared keep_input=False"}
     stored = execute(kit.url, "SELECT input FROM steps")
     assert stored and secret not in repr(stored)
 

@@ -60,7 +60,7 @@ def omitted(reason: str) -> str:
     return json.dumps({"omitted": reason}, ensure_ascii=False)
 
 
-NOT_KEPT = json.dumps({"omitted": "the step is declared with keep_input=False"})
+NOT_KEPT = json.dumps({"omitted": "declared keep_input=False"})
 
 
 def shown(value: Any) -> Any:
