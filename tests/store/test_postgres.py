@@ -206,3 +206,44 @@ async def test_a_lone_write__uses_the_connection_its_lane_has_once_its_turn_come
 
     assert writer._conns[0] is not lost
     assert [s.seq for s in await pg_store.load_journal("r1")] == [1, 2]
+
+
+@pytest.mark.parametrize("migrated", [True, False], ids=["migrated", "empty"])
+async def test_open__a_connection_lost_while_migrating_is_retried(
+    pg_url: str, migrated: bool
+) -> None:
+    # A worker starting while the network flaps: the reply to the migration's COMMIT (on a
+    # migrated database) or to its first INSERT (on an empty one) never arrives.
+    from tests.chaos.proxy import LosingProxy
+
+    from cairn.store import migrate
+
+    server, database = admin(pg_url)
+    if not migrated:
+        database = f"{database}_empty"
+        execute(server, f"CREATE DATABASE {database}")
+    proxy = LosingProxy(("127.0.0.1", 5432), rate=1.0, budget=1)
+    store = PostgresStore(proxy.url(database), retry_for=10.0)
+    try:
+        await store.open()
+        await store.close()
+        versions = execute(f"{server.rsplit('/', 1)[0]}/{database}", MIGRATIONS)
+    finally:
+        proxy.close()
+        if not migrated:
+            execute(server, f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+    assert sum(proxy.lost.values()) == 1, proxy.lost
+    assert [v for (v,) in versions] == [m.version for m in migrate.available("postgres")]
+
+
+MIGRATIONS = "SELECT version FROM cairn_migrations ORDER BY version"
+
+
+async def test_open__a_server_that_never_answered_fails_at_once(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A wrong port is a mistake to report, not an outage to wait out for retry_for.
+    store = PostgresStore("postgresql://postgres@127.0.0.1:1/nowhere", retry_for=30.0)
+    with pytest.raises(StoreError, match=r"^cannot open database postgresql://.*:1/nowhere: "):
+        await store.open()
+    assert "retrying" not in caplog.text

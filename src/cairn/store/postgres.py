@@ -113,17 +113,7 @@ class PostgresStore(SqlStore):
         """Connect, apply pending migrations and start the writer."""
         if self._pool is not None:
             return
-        try:
-            conn = await psycopg.AsyncConnection.connect(
-                self._conninfo, autocommit=True, connect_timeout=10
-            )
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"cannot open database {self.where}: {_pg_conn.first_line(exc)}"
-            ) from exc
-        async with conn:
-            await self._migrate(conn)
-            self._bulk = await _bulk_forms(conn)
+        await self._prepare()
         pool: Pool = AsyncConnectionPool(
             self._conninfo,
             min_size=self._min,
@@ -144,25 +134,59 @@ class PostgresStore(SqlStore):
         self._writer.start()
         self._reader = _pg_conn.RunReader(self._db)
 
+    async def _prepare(self) -> None:
+        """Migrate and learn the server's bulk forms on a connection of their own.
+
+        A server that cannot be reached at all fails at once (a wrong URL should not hang
+        for the retry window). One that answered and then dropped the connection (a
+        network flapping as a worker starts) is tried again for up to `retry_for`: the
+        migration is one transaction under an advisory lock that skips what is applied, so
+        a lost reply to its COMMIT is harmless to repeat.
+        """
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None  # set once the server has answered
+        delay = 0.05
+        while True:
+            conn: Conn | None = None
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    self._conninfo, autocommit=True, connect_timeout=10
+                )
+                if deadline is None:
+                    deadline = loop.time() + self._retry_for
+                async with conn:
+                    await self._migrate(conn)
+                    self._bulk = await _bulk_forms(conn)
+                return
+            except psycopg.Error as exc:
+                lost = _pg_conn.is_lost(conn, exc) or _pg_conn.is_transient(exc)
+                if deadline is None or not lost or loop.time() >= deadline:
+                    verb = "migrate" if deadline is not None else "open"
+                    raise StoreError(
+                        f"cannot {verb} database {self.where}: {_pg_conn.first_line(exc)}"
+                    ) from exc
+                log.warning(
+                    "cairn: lost %s while opening it (%s); retrying",
+                    self.where,
+                    _pg_conn.first_line(exc),
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
     async def _migrate(self, conn: Conn) -> None:
-        try:
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-                await conn.execute(migrate.TABLE_SQL)
-                cursor = await conn.execute("SELECT version FROM cairn_migrations")
-                applied = {row[0] for row in await cursor.fetchall()}
-                for migration in migrate.pending("postgres", applied, where=self.where):
-                    for statement in migrate.statements(migration.sql):
-                        await conn.execute(statement)
-                    await conn.execute(
-                        "INSERT INTO cairn_migrations (version, name, applied_at) "
-                        "VALUES (%s, %s, EXTRACT(EPOCH FROM now()))",
-                        (migration.version, migration.name),
-                    )
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"cannot migrate database {self.where}: {_pg_conn.first_line(exc)}"
-            ) from exc
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            await conn.execute(migrate.TABLE_SQL)
+            cursor = await conn.execute("SELECT version FROM cairn_migrations")
+            applied = {row[0] for row in await cursor.fetchall()}
+            for migration in migrate.pending("postgres", applied, where=self.where):
+                for statement in migrate.statements(migration.sql):
+                    await conn.execute(statement)
+                await conn.execute(
+                    "INSERT INTO cairn_migrations (version, name, applied_at) "
+                    "VALUES (%s, %s, EXTRACT(EPOCH FROM now()))",
+                    (migration.version, migration.name),
+                )
 
     async def close(self) -> None:
         """Commit queued writes, stop listening and close every connection."""
