@@ -356,6 +356,16 @@ def run_postgres(n: int, rounds: int) -> dict[str, Any]:
         return run_store("postgres", url, n, rounds, fill_postgres, RawPostgres)
 
 
+def measured(report: dict[str, Any], lines: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each store's label and numbers; a store that was skipped gets a line saying why."""
+    for store, label in (("sqlite", "SQLite"), ("postgres", "PostgreSQL")):
+        data = report[store]
+        if "skipped" in data:
+            lines.append(f"{label:<11} skipped: {data['skipped']}")
+        else:
+            yield label, data
+
+
 def table(report: dict[str, Any]) -> str:
     lines = [
         f"GET /api/v1/runs over {report['runs']:,} runs (median of {report['rounds']} rounds, "
@@ -367,12 +377,7 @@ def table(report: dict[str, Any]) -> str:
         f"{'API':>8} {'ratio':>7} {'page':>8}  targets"
     )
     lines += [header, "-" * len(header)]
-    for store in ("sqlite", "postgres"):
-        data = report[store]
-        label = "SQLite" if store == "sqlite" else "PostgreSQL"
-        if "skipped" in data:
-            lines.append(f"{label:<11} skipped: {data['skipped']}")
-            continue
+    for label, data in measured(report, lines):
         for case, found in data["cases"].items():
             ok = found["api_ms"] < API_TARGET_MS and found["html_ms"] < PAGE_TARGET_MS
             lines.append(

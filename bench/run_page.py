@@ -30,7 +30,7 @@ import httpx
 import cairn
 import cairn.dashboard
 from bench import postgres
-from bench.dashboard import ServerTime, note, prepare
+from bench.dashboard import ServerTime, measured, note, prepare
 from cairn.dashboard.ui.run import TIMELINE_SHOWN
 from cairn.store import _sql, sqlite_path
 
@@ -143,12 +143,7 @@ def table(report: dict[str, Any]) -> str:
         f"{'page':>8} {'ratio':>7} {'KiB':>5} {'all':>8} {'KiB':>5}"
     )
     lines += [header, "-" * len(header)]
-    for store in ("sqlite", "postgres"):
-        data = report[store]
-        label = "SQLite" if store == "sqlite" else "PostgreSQL"
-        if "skipped" in data:
-            lines.append(f"{label:<11} skipped: {data['skipped']}")
-            continue
+    for label, data in measured(report, lines):
         for steps, found in data["sizes"].items():
             raw = found["raw_ms"]
             lines.append(
