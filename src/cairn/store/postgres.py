@@ -21,16 +21,16 @@ from cairn.errors import ConfigError, StoreError
 from cairn.store import (
     _pg_commit,
     _pg_conn,
+    _pg_open,
     _pg_sql,
     _sql,
     claim_programs,
-    migrate,
     programs,
     redact,
 )
 from cairn.store._health import StoreHealth
 from cairn.store._pg_commit import LOST, NOW, Make, Shot
-from cairn.store._pg_conn import Conn, Db, Native, Pool
+from cairn.store._pg_conn import Db, Native, Pool
 from cairn.store._pg_side import PostgresSideChannel
 from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
 from cairn.store.programs import Program, Sql
@@ -39,9 +39,6 @@ from cairn.store.sql_store import SqlStore
 
 T = TypeVar("T")
 log = logging.getLogger("cairn.store.postgres")
-
-# Taken (for the transaction) while migrating, so processes starting together take turns.
-MIGRATION_LOCK = 0x636169726E  # "cairn"
 
 
 def conninfo(url: str) -> str:
@@ -113,7 +110,7 @@ class PostgresStore(SqlStore):
         """Connect, apply pending migrations and start the writer."""
         if self._pool is not None:
             return
-        await self._prepare()
+        self._bulk = await _pg_open.prepare(self._conninfo, self.where, self._retry_for)
         pool: Pool = AsyncConnectionPool(
             self._conninfo,
             min_size=self._min,
@@ -133,60 +130,6 @@ class PostgresStore(SqlStore):
         self._writer = _pg_commit.Writer(self._db, on_commit=self._signal.wake_times)
         self._writer.start()
         self._reader = _pg_conn.RunReader(self._db)
-
-    async def _prepare(self) -> None:
-        """Migrate and learn the server's bulk forms on a connection of their own.
-
-        A server that cannot be reached at all fails at once (a wrong URL should not hang
-        for the retry window). One that answered and then dropped the connection (a
-        network flapping as a worker starts) is tried again for up to `retry_for`: the
-        migration is one transaction under an advisory lock that skips what is applied, so
-        a lost reply to its COMMIT is harmless to repeat.
-        """
-        loop = asyncio.get_running_loop()
-        deadline: float | None = None  # set once the server has answered
-        delay = 0.05
-        while True:
-            conn: Conn | None = None
-            try:
-                conn = await psycopg.AsyncConnection.connect(
-                    self._conninfo, autocommit=True, connect_timeout=10
-                )
-                if deadline is None:
-                    deadline = loop.time() + self._retry_for
-                async with conn:
-                    await self._migrate(conn)
-                    self._bulk = await _bulk_forms(conn)
-                return
-            except psycopg.Error as exc:
-                lost = _pg_conn.is_lost(conn, exc) or _pg_conn.is_transient(exc)
-                if deadline is None or not lost or loop.time() >= deadline:
-                    verb = "migrate" if deadline is not None else "open"
-                    raise StoreError(
-                        f"cannot {verb} database {self.where}: {_pg_conn.first_line(exc)}"
-                    ) from exc
-                log.warning(
-                    "cairn: lost %s while opening it (%s); retrying",
-                    self.where,
-                    _pg_conn.first_line(exc),
-                )
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.5)
-
-    async def _migrate(self, conn: Conn) -> None:
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            await conn.execute(migrate.TABLE_SQL)
-            cursor = await conn.execute("SELECT version FROM cairn_migrations")
-            applied = {row[0] for row in await cursor.fetchall()}
-            for migration in migrate.pending("postgres", applied, where=self.where):
-                for statement in migrate.statements(migration.sql):
-                    await conn.execute(statement)
-                await conn.execute(
-                    "INSERT INTO cairn_migrations (version, name, applied_at) "
-                    "VALUES (%s, %s, EXTRACT(EPOCH FROM now()))",
-                    (migration.version, migration.name),
-                )
 
     async def close(self) -> None:
         """Commit queued writes, stop listening and close every connection."""
@@ -417,35 +360,6 @@ class PostgresStore(SqlStore):
         except ValueError:
             wakes = [NOW]
         self._signal.wake_times(wakes)
-
-
-async def _bulk_forms(conn: Conn) -> dict[str, _pg_sql.Bulk]:
-    """Bulk forms of the statements that have one, typed as the server types them.
-
-    A bulk form is only faster: a statement without one is written row by row.
-    """
-    forms = {}
-    for text in _pg_sql.BULK_KEYS:
-        pg = _pg_sql.program_statements(text, (), lock="")[-1][0]
-        try:
-            await conn.execute(f"PREPARE cairn_describe AS {_pg_sql.numbered(pg)}")
-            try:
-                cursor = await conn.execute(
-                    "SELECT parameter_types::text[] FROM pg_prepared_statements "
-                    "WHERE name = 'cairn_describe'"
-                )
-                row = await cursor.fetchone()
-            finally:
-                await conn.execute("DEALLOCATE cairn_describe")
-        except psycopg.Error as exc:
-            log.debug("cairn: cannot describe %r: %s", text, exc)
-            row = None
-        form = None if row is None else _pg_sql.bulk_form(text, row[0])
-        if form is not None:
-            forms[text] = form
-        else:
-            log.debug("cairn: no bulk form for %r", text)
-    return forms
 
 
 def _idle_path(program: Program[T]) -> tuple[list[Sql], T] | None:
