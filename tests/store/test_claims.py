@@ -32,7 +32,10 @@ async def test_claim_runs__takes_due_pending_runs_by_priority(store: Store) -> N
     assert [run.run_id for run in claimed.runs] == ["high", "low"]
     assert claimed.poisoned == {}
     run = claimed.runs[0]
-    assert (run.status, run.owner, run.attempt, run.started_at) == ("RUNNING", "w1", 1, T0)
+    # Created after the claim read its clock (another process's start, seen by the claim's
+    # query): it starts when it was created, never before.
+    assert (run.status, run.owner, run.attempt, run.started_at) == ("RUNNING", "w1", 1, T0 + 1)
+    assert claimed.runs[1].started_at == T0
 
 
 async def test_claim_runs__takes_no_more_than_the_limit(store: Store) -> None:

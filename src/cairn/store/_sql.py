@@ -320,12 +320,15 @@ SELECT_ORPHANED = (
     "(owner IS NULL OR (owner <> ? AND owner NOT IN "
     f"(SELECT worker_id FROM workers WHERE heartbeat_at + lease >= {DB_NOW}))) LIMIT ?"
 )
-# Params: owner, attempt increment, recoveries increment, now, now, run_id, expected status.
-# A sleeper waking is the same execution going on, so its attempt does not grow; every
-# claim bumps the fence.
+# Params: owner, attempt increment, recoveries increment, now, now, now, run_id, expected
+# status. A sleeper waking is the same execution going on, so its attempt does not grow;
+# every claim bumps the fence. A run created after the claimer read its clock (by another
+# process, yet seen by the claim's query) starts when it was created, never before.
 CLAIM_ONE = (
     "UPDATE runs SET status = 'RUNNING', owner = ?, attempt = attempt + ?, "
-    "recoveries = recoveries + ?, started_at = COALESCE(started_at, ?), updated_at = ?, "
+    "recoveries = recoveries + ?, "
+    "started_at = COALESCE(started_at, CASE WHEN created_at > ? THEN created_at ELSE ? END), "
+    "updated_at = ?, "
     "wake_at = NULL, waiting_for = NULL, fence = fence + 1 WHERE run_id = ? AND status = ?"
 )
 # A run queued by name (no code at hand) takes the version of the code that first runs it.

@@ -87,7 +87,7 @@ def claim_runs(
     due = yield all_rows(woken, (*known, now, limit), lock=True)
     for run_id, status, wake_at in due:
         # A waking sleeper is the same attempt going on, so its attempt does not grow.
-        if (yield Sql(_sql.CLAIM_ONE, (worker_id, 0, 0, now, now, run_id, status))):
+        if (yield Sql(_sql.CLAIM_ONE, (worker_id, 0, 0, now, now, now, run_id, status))):
             claimed.append(run_id)
             due_at[run_id] = float(wake_at)
     if orphans_first:
@@ -109,7 +109,7 @@ def claim_runs(
                     if held != waiting_for:
                         yield Sql(_sql.SET_WAITING_FOR, (held, run_id))
                     continue
-            if (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 0, now, now, run_id, "PENDING"))):
+            if (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 0, now, now, now, run_id, "PENDING"))):
                 claimed.append(run_id)
                 due_at[run_id] = float(since)
                 version = (versions or {}).get(str(workflow))
@@ -147,7 +147,7 @@ def _claim_orphans(
                 yield Sql(_sql.POISON_ONE, (error, now, now, run_id))
                 yield from after_finish(run_id, "FAILED", None, error, now)
                 poisoned[run_id] = str(workflow)
-            elif (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 1, now, now, run_id, "RUNNING"))):
+            elif (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 1, now, now, now, run_id, "RUNNING"))):
                 claimed.append(run_id)
 
 
