@@ -137,6 +137,8 @@ def test_host__bad_allowed_hosts_are_refused_naming_them(workers, entry, fragmen
     with pytest.raises(ValueError, match=fragment) as caught:
         app(workers, allowed_hosts=[entry])
     assert repr(entry) in str(caught.value)
+    with pytest.raises(TypeError, match="a list of host names"):
+        app(workers, allowed_hosts="dash.example")
 
 
 @pytest.mark.parametrize(

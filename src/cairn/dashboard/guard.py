@@ -238,7 +238,7 @@ def _misdirected(value: str) -> str:
 def _cross_site(where: str, origin: str | None, fetch_site: str | None) -> str:
     source = f"Origin {origin!r}" if origin is not None else f"Sec-Fetch-Site: {fetch_site}"
     return (
-        f"refused {where} sent by the page of another site ({source}): this dashboard "
+        f"refused {where} sent by a page of another site or port ({source}): this dashboard "
         "takes changes only from its own pages and from clients that are not browsers"
     )
 
