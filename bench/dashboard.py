@@ -261,7 +261,7 @@ async def measure(url: str, raw: RawSqlite | RawPostgres, rounds: int) -> dict[s
     async with cairn.Engine(url, workers=0) as engine:
         timer = ServerTime(cairn.dashboard.app(engine))
         transport = httpx.ASGITransport(app=timer)
-        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             for case in CASES:
                 seconds: dict[str, list[float]] = {
                     "raw": [],

@@ -81,7 +81,7 @@ async def measure(url: str, ids: dict[int, str], rounds: int) -> dict[str, Any]:
     async with cairn.Engine(url, workers=0) as engine:
         timer = ServerTime(cairn.dashboard.app(engine))
         transport = httpx.ASGITransport(app=timer)
-        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             for steps, run_id in ids.items():
                 seconds: dict[str, list[float]] = {
                     "raw": [],

@@ -16,7 +16,9 @@ from .flows import Flows
 
 
 def client_on(asgi) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=asgi), base_url="http://t/api/v1")
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=asgi), base_url="http://localhost/api/v1"
+    )
 
 
 async def test_app__on_an_engine_that_executes_runs(flows: Flows):
@@ -92,7 +94,7 @@ async def test_app__mounted_under_a_prefix_pages_links_and_login_follow_it(flows
         await run.result(timeout=10)
         outer = Starlette(routes=[Mount("/ops", app=app(engine, token="t0ken"))])
         transport = httpx.ASGITransport(app=outer)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as web:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as web:
             first = await web.get("/ops/runs/mounted")
             assert first.status_code == 303
             assert first.headers["location"] == "/ops/login?next=%2Fruns%2Fmounted"

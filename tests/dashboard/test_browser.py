@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from tests.conftest import IN_CI
 
+from .attacker import attacker_site, fetch_page, form_page, visit
 from .flows import start, status, until
 
 pytestmark = pytest.mark.process
@@ -190,6 +191,100 @@ async def test_browser__the_runs_list_follows_a_run_live(page, api, workers):
     # The live update keeps the start a machine-readable time, as the page rendered it.
     started = row.locator("[data-field=started] time")
     await expect(started).to_have_attribute("datetime", re.compile(r"^\d{4}-\d\d-\d\dT.*\+00:00$"))
+
+
+# A value another site picks for the CSRF cookie it plants, and sends in its forms.
+PLANTED = "planted-csrf-value-known-to-the-attacker"
+
+
+async def statuses(api) -> dict[str, str]:
+    runs = (await api.get("/runs")).json()["runs"]
+    return {run["run_id"]: run["status"] for run in runs}
+
+
+async def test_attack__text_plain_fetches_cancel_and_start_nothing(browser, server, api, workers):
+    await start(api, "t.waiter", run_id="victim")
+    await status(api, "victim", "WAITING")
+    calls = [
+        ("/api/v1/runs/cancel", {"filter": {"status": "WAITING"}}, True),
+        ("/api/v1/runs/victim/cancel", None, False),  # no body, no Content-Type at all
+        ("/api/v1/runs", {"workflow": "t.total", "args": [1, 2], "run_id": "planted"}, True),
+        ("/api/v1/runs", {"workflow": "t.total", "args": [1, 2], "run_id": "planted2"}, False),
+    ]
+    with attacker_site({"/": (fetch_page(server.url, calls), {})}) as site:
+        await visit(browser, site.url + "/", until_url=site.url + "/#done")
+    assert await statuses(api) == {"victim": "WAITING"}
+
+
+async def test_attack__a_form_with_a_planted_csrf_cookie_changes_nothing(
+    browser, server, api, workers
+):
+    # The double-submit cookie alone does not hold here: the attacker's server sets
+    # `cairn_csrf` for 127.0.0.1, and the browser sends it to the dashboard's port too.
+    for run_id in ("victim-1", "victim-2"):
+        await start(api, "t.waiter", run_id=run_id)
+        await status(api, run_id, "WAITING")
+    plant = {"Set-Cookie": f"cairn_csrf={PLANTED}; Path=/; SameSite=Lax"}
+    pages = {
+        "/one": (
+            form_page(
+                f"{server.url}/runs/victim-1/cancel", {"csrf": [PLANTED], "confirmed": ["yes"]}
+            ),
+            plant,
+        ),
+        "/bulk": (
+            form_page(
+                f"{server.url}/runs/bulk",
+                {
+                    "csrf": [PLANTED],
+                    "confirmed": ["yes"],
+                    "action": ["cancel"],
+                    "run": ["victim-2"],
+                },
+            ),
+            plant,
+        ),
+    }
+    with attacker_site(pages) as site:
+        for path in pages:
+            await visit(browser, site.url + path, until_url=server.url)
+    assert await statuses(api) == {"victim-1": "WAITING", "victim-2": "WAITING"}
+
+
+async def test_attack__a_plain_cross_site_form_changes_nothing(browser, server, api, workers):
+    await start(api, "t.waiter", run_id="victim")
+    await status(api, "victim", "WAITING")
+    page_html = form_page(f"{server.url}/runs/victim/cancel", {"confirmed": ["yes"]})
+    with attacker_site({"/": (page_html, {})}) as site:
+        await visit(browser, site.url + "/", until_url=server.url)
+    assert await statuses(api) == {"victim": "WAITING"}
+
+
+async def test_own_buttons__retry_a_failed_run(page, api, workers, flows):
+    from playwright.async_api import expect
+
+    await start(api, "t.broken", run_id="broken")
+    await status(api, "broken", "FAILED")
+    flows.fixed = True
+    await page.goto("/runs/broken")
+    await page.click("button[data-action=retry]")  # the dialog is accepted
+    await expect(page.locator("[role=status]")).to_contain_text("retry: run broken")
+    await status(api, "broken", "COMPLETED")
+
+
+async def test_own_buttons__send_an_event_from_the_form(page, api, workers):
+    from playwright.async_api import expect
+
+    await start(api, "t.waiter", run_id="waits")
+    await status(api, "waits", "WAITING")
+    await page.goto("/runs/waits")
+    form = page.locator("#send-event form")
+    await form.locator("[name=name]").fill("go")
+    await form.locator("[name=payload]").fill('{"ok": true}')
+    await form.locator("button[type=submit]").click()
+    await expect(page.locator("[role=status]")).to_contain_text("event 'go' sent")
+    done = await status(api, "waits", "COMPLETED")
+    assert done["result"] == {"ok": True}
 
 
 async def _has(items: list[str]) -> bool:

@@ -8,6 +8,8 @@ import pytest
 
 from .flows import start, status
 
+JSON = {"Content-Type": "application/json"}
+
 pytestmark = pytest.mark.process
 
 
@@ -163,14 +165,43 @@ async def test_read__unknown_run_is_404(api):
         (b'{"workflow": "t.total", "priority": "high"}', "priority must be an integer"),
         (b'{"workflow": "t.total", "kwargs": {"queue": "q"}}', "kwargs key 'queue'"),
         (b'{"workflow": "t.total", "args": [NaN]}', "not valid JSON"),
+        (b"[" * 1000 + b"]" * 1000, "nested more than 100 deep"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested more than 100 deep"),
+        (b'{"workflow": "t.total", "args": ' + b"[" * 1000 + b"]" * 1000 + b"}", "100 deep"),
+        (b'{"workflow": "t.total", "args": [1e400]}', "number 1e400 is out of range"),
+        (b'{"workflow": "t.total\xff"}', "not UTF-8"),
+        (b'{"workflow": "t.total", "args": ["\\ud800"]}', "lone surrogate"),
     ],
+    ids=lambda value: repr(value)[:40] if isinstance(value, bytes) else None,
 )
 async def test_start__unreadable_bodies_are_400_and_start_nothing(api, body, fragment):
-    response = await api.post("/runs", content=body)
+    response = await api.post("/runs", content=body, headers=JSON)
     assert response.status_code == 400, response.text
     assert response.json()["error"] == "BadRequest"
     assert fragment in response.json()["message"]
     assert (await api.get("/runs")).json()["runs"] == []
+
+
+def nested(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+async def test_start__input_nested_up_to_the_limit_is_taken(api):
+    # The body is one level; `args` and the arrays in it make the other 99.
+    started = await api.post("/runs", json={"workflow": "t.total", "args": nested(99)})
+    assert started.status_code == 201, started.text
+    deeper = await api.post("/runs", json={"workflow": "t.total", "args": nested(100)})
+    assert deeper.status_code == 400
+    assert "nested more than 100 deep" in deeper.json()["message"]
+
+
+async def test_list__a_deeply_nested_column_filter_is_plain_text(api):
+    listed = await api.get("/runs", params={"col.order": "[" * 20_000})
+    assert listed.status_code == 200, listed.text
+    assert listed.json()["runs"] == []
 
 
 async def test_start__values_cairn_rejects_are_422(api):

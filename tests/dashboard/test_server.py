@@ -101,7 +101,9 @@ async def test_openapi__lists_every_route_the_api_serves(api):
     assert served == ROUTES
     assert "security" not in doc
     submit = doc["paths"]["/tasks/{task_id}/submit"]["post"]
-    assert set(submit["responses"]) >= {"200", "400", "404", "422"}
+    assert set(submit["responses"]) >= {"200", "400", "403", "404", "415", "421", "422"}
+    listing = doc["paths"]["/runs"]["get"]
+    assert "421" in listing["responses"] and "415" not in listing["responses"]
     assert submit["requestBody"]["content"]["application/json"]["schema"]["required"] == ["values"]
     ids = [op["operationId"] for ops in doc["paths"].values() for op in ops.values()]
     assert len(ids) == len(set(ids))

@@ -6,6 +6,8 @@ import pytest
 
 from .flows import start, status, until
 
+JSON = {"Content-Type": "application/json"}
+
 pytestmark = pytest.mark.process
 
 
@@ -160,9 +162,22 @@ async def test_hooks__pydantic_schema_checked_by_the_dashboard_and_returned_as_a
 
 async def test_hooks__unknown_token_404_and_bad_json_400(api):
     assert (await api.post("/hooks/not-a-token", json=1)).status_code == 404
-    bad = await api.post("/hooks/not-a-token", content=b"{oops")
+    bad = await api.post("/hooks/not-a-token", content=b"{oops", headers=JSON)
     assert bad.status_code == 400
     assert bad.json()["error"] == "BadRequest"
+
+
+async def test_hooks_and_events__deeply_nested_payloads_are_400(api, workers):
+    await start(api, "t.waiter", run_id="deep")
+    await status(api, "deep", "WAITING")
+    for depth in (1000, 100_000):
+        body = b"[" * depth + b"]" * depth
+        for path in ("/hooks/not-a-token", "/runs/deep/events/go"):
+            response = await api.post(path, content=body, headers=JSON)
+            assert response.status_code == 400, (path, response.text)
+            assert response.json()["error"] == "BadRequest"
+            assert "nested more than 100 deep" in response.json()["message"]
+    assert (await api.get("/runs/deep")).json()["status"] == "WAITING"
 
 
 async def _value(items):

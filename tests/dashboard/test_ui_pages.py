@@ -113,6 +113,21 @@ async def test_csrf__a_post_without_the_pages_token_changes_nothing(web, api, wo
     assert "already finished" in notice_of(shown)
 
 
+async def test_event_form__a_deeply_nested_payload_is_named_on_the_page(web, api, workers):
+    run_id = await start(api, "t.waiter", run_id="deep")
+    await status(api, run_id, "WAITING")
+    page = await web.get(f"/runs/{run_id}")
+    for depth in (1000, 100_000):
+        posted = await web.post(
+            f"/runs/{run_id}/event",
+            data={"csrf": csrf_of(page), "name": "go", "payload": "[" * depth + "]" * depth},
+        )
+        assert posted.status_code == 303, posted.text[-500:]
+        shown = await web.get(posted.headers["location"])
+        assert "the payload is not valid JSON: nested more than 100 deep" in notice_of(shown)
+    assert (await api.get(f"/runs/{run_id}")).json()["status"] == "WAITING"
+
+
 async def test_login__the_token_once_then_a_session_cookie(server_factory, workers):
     server = server_factory("--token", TOKEN)
     async with httpx.AsyncClient(base_url=server.url) as web:

@@ -92,6 +92,17 @@ def test_parse__text_where_a_number_goes_and_bad_json_are_reported():
     assert problems["tags"].startswith("not valid JSON")
 
 
+def test_parse__deeply_nested_json_is_a_problem_not_a_crash():
+    deep = "[" * 100_000 + "]" * 100_000
+    values, problems = schema_form.parse(
+        Order.model_json_schema(), {PREFIX + "tags": deep, PREFIX + "size": deep}
+    )
+    assert problems["tags"] == "not valid JSON: nested more than 100 deep"
+    assert values["size"] == deep  # a choice that is not JSON stays text, for the check to name
+    _, problems = schema_form.parse(None, {PREFIX + "values": '{"n": 1e400}'})
+    assert problems["values"] == "not valid JSON: number 1e400 is out of range"
+
+
 def test_build__errors_land_beside_their_fields_or_on_the_form():
     schema = Order.model_json_schema()
     raw = {PREFIX + "quantity": "0"}

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import ipaddress
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from cairn import config
@@ -44,6 +45,17 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "the environment keeps it out of `ps`)",
     )
     parser.add_argument(
+        "--allowed-host",
+        metavar="NAME",
+        action="append",
+        default=[],
+        dest="allowed_hosts",
+        help="answer to requests for this host name too (repeatable): the name browsers "
+        "or a proxy use to reach the dashboard. It always answers to localhost, IP "
+        "addresses and --host; `*.example.com` names every subdomain, `*` any name "
+        "(unsafe)",
+    )
+    parser.add_argument(
         "--workers",
         metavar="N",
         type=int,
@@ -68,6 +80,21 @@ def loopback(host: str) -> bool:
     return bool(addresses) and all(
         ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses
     )
+
+
+def served_names(host: str, given: list[str], check: Callable[[str], str]) -> tuple[str, ...]:
+    """The --allowed-host names, each checked, and the --host name it binds (if a name)."""
+    names = []
+    for entry in given:
+        try:
+            names.append(check(entry))
+        except ValueError as exc:
+            raise options.UsageError(f"--allowed-host {entry!r} {exc}") from None
+    try:
+        names.append(check(host))  # the name it was asked to bind is its own
+    except ValueError:
+        pass  # not a name the Host header can carry: nothing to add
+    return tuple(names)
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -116,6 +143,9 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
                 "'cairn[dashboard]'"
             ) from None
     from cairn.dashboard import serve as server
+    from cairn.dashboard.guard import check_allowed_host
+
+    allowed_hosts = served_names(ns.host, ns.allowed_hosts, check_allowed_host)
 
     options.import_modules(glob.modules)
     sock = listen(ns.host, ns.port)
@@ -137,7 +167,13 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
     with sock:
         asyncio.run(
             server.serve(
-                glob.url, glob.modules, sock, token=token, announce=announce, workers=ns.workers
+                glob.url,
+                glob.modules,
+                sock,
+                token=token,
+                announce=announce,
+                workers=ns.workers,
+                allowed_hosts=allowed_hosts,
             )
         )
     return 0

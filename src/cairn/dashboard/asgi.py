@@ -1,10 +1,13 @@
 """The dashboard's ASGI app: the JSON API under /api/v1 and the web pages, behind the token guard.
 
 It reads and steers runs through RunControl and never executes a run itself. Every
-response carries the security headers (Content-Security-Policy, ...).
+response carries the security headers (Content-Security-Policy, ...); every request first
+passes `guard.Guard` (the host names it serves, no change from another site).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -14,6 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from cairn.client import Client
 from cairn.dashboard import api, ui
 from cairn.dashboard.auth import BearerAuth
+from cairn.dashboard.guard import AllowedHosts, Guard
 from cairn.dashboard.target import Target
 from cairn.dashboard.ui.headers import SecurityHeaders
 from cairn.dashboard.ui.live import Streams
@@ -21,7 +25,12 @@ from cairn.runtime.control import RunControl
 from cairn.runtime.engine import Engine
 
 
-def create_app(source: Engine | Client | RunControl, *, token: str | None = None) -> Starlette:
+def create_app(
+    source: Engine | Client | RunControl,
+    *,
+    token: str | None = None,
+    allowed_hosts: Iterable[str] = (),
+) -> Starlette:
     """The dashboard as an ASGI app.
 
     Args:
@@ -31,17 +40,29 @@ def create_app(source: Engine | Client | RunControl, *, token: str | None = None
         token: When set, every request but `POST /api/v1/hooks/{token}` needs
             `Authorization: Bearer <token>`; the web pages also take the session cookie
             their login page sets.
+        allowed_hosts: Host names it answers to besides localhost and IP addresses (any
+            port): the names browsers (or a proxy's X-Forwarded-Host) use for it, like
+            `["dash.example.com"]`; `"*.example.com"` names every subdomain, and `"*"`
+            any name at all (unsafe unless a proxy in front checks the name). A request
+            for another name gets 421.
 
     Returns:
         A Starlette app serving the pages at `/` and the API at `/api/v1/...`, and
         `/metrics` when `source` is an Engine made with `metrics=True`.
         `app.state.streams.close()` ends its open event streams (call it on shutdown).
+
+    Raises:
+        ValueError: An empty token, or an `allowed_hosts` entry that is not a host name.
     """
     if token is not None and not token:
         raise ValueError("the dashboard token must not be empty (pass None for no token)")
+    allowed = AllowedHosts(allowed_hosts)
     target = Target(source)
     guarded = token is not None
-    middleware = [Middleware(SecurityHeaders)]
+    middleware = [
+        Middleware(SecurityHeaders),
+        Middleware(Guard, allowed=allowed, api_prefix=api.PREFIX),
+    ]
     if token:
         open_routes = [
             (op.method, api.PREFIX + op.path) for op in api.operations(guarded=guarded) if op.public
@@ -75,6 +96,11 @@ class _Asgi:
         await self.app(scope, receive, send)
 
 
-def app(engine_or_client: Engine | Client | RunControl, token: str | None = None) -> Starlette:
+def app(
+    engine_or_client: Engine | Client | RunControl,
+    token: str | None = None,
+    *,
+    allowed_hosts: Iterable[str] = (),
+) -> Starlette:
     """`cairn.dashboard.app(engine)`: the dashboard to mount in an ASGI server (see create_app)."""
-    return create_app(engine_or_client, token=token)
+    return create_app(engine_or_client, token=token, allowed_hosts=allowed_hosts)

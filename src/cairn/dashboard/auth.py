@@ -22,6 +22,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cairn.dashboard.api.replies import error_response
+from cairn.dashboard.guard import app_path
 
 SESSION_COOKIE = "cairn_session"
 LOGIN_PATH = "/login"
@@ -58,13 +59,6 @@ class BearerAuth:
         self._open = [(method, path_pattern(path)) for method, path in open_routes]
         self._api = api_prefix
 
-    def _path(self, scope: Scope) -> str:
-        path: str = scope["path"]
-        root = scope.get("root_path", "")
-        if root and path.startswith(root):
-            path = path[len(root) :]  # mounted under a prefix: judge the app's own path
-        return path or "/"
-
     def _api_call(self, path: str) -> bool:
         return path == self._api or path.startswith(self._api + "/")
 
@@ -95,7 +89,7 @@ class BearerAuth:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        path = self._path(scope)
+        path = app_path(scope)  # mounted under a prefix: judge the app's own path
         if self._allowed(scope, path):
             await self.app(scope, receive, send)
             return

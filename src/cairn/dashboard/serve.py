@@ -66,14 +66,16 @@ async def serve(
     token: str | None,
     announce: Callable[[], None],
     workers: int = 0,
+    allowed_hosts: tuple[str, ...] = (),
 ) -> None:
     """Serve the dashboard on the bound `sock` until SIGINT or SIGTERM.
 
-    With `workers`, the engine also executes up to that many runs at once.
+    With `workers`, the engine also executes up to that many runs at once. It answers to
+    localhost, IP addresses and `allowed_hosts` (see `create_app`).
     """
     engine = Engine(url, workers=workers, modules=modules, metrics=_metrics_installed())
     async with engine:
-        app = create_app(engine, token=token)
+        app = create_app(engine, token=token, allowed_hosts=allowed_hosts)
         config = uvicorn.Config(
             app,
             lifespan="off",

@@ -1,44 +1,37 @@
 """Reading a request: path values, query parameters and the JSON body, each checked.
 
-Anything the API cannot read raises `BadRequest` (400) naming the parameter or field.
+Anything the API cannot read raises `BadRequest` (400) naming the parameter or field, and
+any JSON that cannot be read (`strict_json`) names why.
 Query values follow the CLI's rule: JSON when the text parses as JSON, else the text.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Collection
 from typing import Any
 
 from starlette.requests import Request
 
+from cairn.dashboard.api import strict_json
 from cairn.dashboard.api.replies import BadRequest
 
 MAX_BODY = 4 * 1024 * 1024  # bytes; a payload that large belongs in a step, not a request
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def loads(text: str | bytes, *, what: str) -> Any:
-    """Strict JSON (no NaN or Infinity); BadRequest naming `what` otherwise."""
+    """Strict JSON (see `strict_json`); BadRequest naming `what` and the reason otherwise."""
     try:
-        return json.loads(text, parse_constant=_no_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
+        return strict_json.loads(text)
+    except ValueError as exc:
         raise BadRequest(f"{what} is not valid JSON: {exc}") from None
 
 
 def value(text: str) -> Any:
     """A query value: JSON when it parses (`42`, `true`, `"42"`), else the text itself."""
     try:
-        found = json.loads(text, parse_constant=_no_constant)
+        return strict_json.loads(text)
     except ValueError:
         return text
-    if isinstance(found, float) and not math.isfinite(found):
-        return text
-    return found
 
 
 class Call:

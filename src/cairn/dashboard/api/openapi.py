@@ -12,8 +12,11 @@ from cairn.dashboard.api.operations import Operation
 _REASONS = {
     400: "Bad request: JSON, field or parameter the API cannot read",
     401: "Missing or wrong bearer token",
+    403: "Sent by a browser from a page of another origin",
     404: "No such run, task, schedule or hook",
     409: "Conflict with the current state (e.g. the run has finished)",
+    415: "A body that is not Content-Type: application/json",
+    421: "The Host (or X-Forwarded-Host) is not a name this dashboard serves",
     422: "Values cairn rejects (an invalid form submission lists `fields`)",
     500: "Internal failure (details only in the dashboard's log)",
     503: "The database is unavailable for now",
@@ -48,7 +51,9 @@ def _describe(op: Operation, *, guarded: bool) -> dict[str, Any]:
         {"name": p.name, "in": "query", "description": p.description, "schema": p.schema}
         for p in op.query
     ]
-    statuses = {400, 500, 503, *op.errors}
+    statuses = {400, 421, 500, 503, *op.errors}
+    if op.method != "GET":  # a change: the guard's checks on where it comes from
+        statuses |= {403, 415}
     if guarded and not op.public:
         statuses.add(401)
     responses: dict[str, Any] = {

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cairn.dashboard.api import strict_json
+
 FORM_ERROR = "(form)"
 PREFIX = "v."  # of the inputs' names, so a field named `by` or `csrf` cannot clash
 NO_SCHEMA = "values"  # the one field of a task without a form: a JSON object
@@ -242,7 +244,7 @@ def _collect(
             continue
         if item.widget == "select":
             try:
-                values[key] = json.loads(text)
+                values[key] = strict_json.loads(text)
             except ValueError:
                 values[key] = text
         elif item.widget in ("integer", "number"):
@@ -272,7 +274,7 @@ def _json(name: str, text: str, problems: dict[str, str]) -> Any:
     if not text.strip():
         return None
     try:
-        return json.loads(text)
+        return strict_json.loads(text)
     except ValueError as exc:
         problems[name] = f"not valid JSON: {exc}"
         return None
