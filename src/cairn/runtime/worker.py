@@ -22,6 +22,7 @@ from cairn.observability import logcontext
 from cairn.runtime import leases
 from cairn.runtime.control import Reservation
 from cairn.runtime.heartbeat import Heartbeat
+from cairn.runtime.in_flight import InFlight
 from cairn.runtime.watchdog import LoopWatchdog
 from cairn.store.records import Beat, Lease, RunRecord, WorkerRecord
 
@@ -70,6 +71,8 @@ class Worker:
         self.active: dict[str, Attempt] = {}
         # The live state of executing runs, for cancel/pause requests to reach them.
         self.live: dict[str, LiveRun] = {}
+        # The step attempts in flight, as each heartbeat publishes them.
+        self.in_flight = InFlight(self.live)
         self.tenure = Tenure(lease)
         env.tenure = self.tenure
         env.on_new_work = self.wake
@@ -107,6 +110,7 @@ class Worker:
             workflows=json.dumps(sorted(self.env.registry.workflows) if self.claim else []),
             lease=self.lease,
             process=None if self.process is None else str(self.process),
+            executing=self.in_flight.snapshot(),
         )
 
     async def start(self) -> None:
@@ -126,6 +130,8 @@ class Worker:
             loop=loop,
         )
         self._heartbeat.start()
+        watch = self.in_flight.watch(self._heartbeat.beat_now)
+        self._tasks.append(asyncio.create_task(watch, name="cairn-in-flight"))
         self._watchdog = LoopWatchdog(loop, limit=self.lease / 3, describe=self._running)
         self._watchdog.start()
         if self.claim:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cairn.store import _sql
+from cairn.store import _sql, in_flight
 from cairn.store.programs import (
     Program,
     Sql,
@@ -18,6 +18,8 @@ from cairn.store.programs import (
     one_row,
 )
 from cairn.store.records import (
+    INTERRUPTED,
+    AttemptRecord,
     Beat,
     Claimed,
     Lease,
@@ -36,7 +38,7 @@ def beat(worker: WorkerRecord) -> Program[Beat]:
 
     A worker whose row is gone (removed while it was presumed dead) registers again.
     """
-    if not (yield Sql(_sql.HEARTBEAT, (worker.worker_id,))):
+    if not (yield Sql(_sql.HEARTBEAT, (worker.executing, worker.worker_id))):
         yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
     owned = yield all_rows(_sql.SELECT_OWNED, (worker.worker_id,))
     workers = yield all_rows(_sql.SELECT_WORKERS)
@@ -141,7 +143,7 @@ def _claim_orphans(
         text = _sql.SELECT_ORPHANED if stale else _sql.SELECT_ORPHANED_DEAD
         orphaned = _sql.restrict(text, "workflow", workflows)
         orphans = yield all_rows(orphaned, (*known, worker_id, room), lock=True)
-        for run_id, recoveries, max_recoveries, workflow in orphans:
+        for run_id, recoveries, max_recoveries, workflow, owner, fence, execution in orphans:
             if recoveries >= max_recoveries:
                 error = _sql.poison_error(run_id, recoveries)
                 yield Sql(_sql.POISON_ONE, (error, now, now, run_id))
@@ -149,6 +151,42 @@ def _claim_orphans(
                 poisoned[run_id] = str(workflow)
             elif (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 1, now, now, now, run_id, "RUNNING"))):
                 claimed.append(run_id)
+            else:
+                continue
+            yield from record_interrupted(run_id, owner, int(fence), int(execution), now)
+
+
+def record_interrupted(
+    run_id: str, owner: str | None, fence: int, execution: int, now: float
+) -> Program[None]:
+    """Record each step `owner` had in flight for the run as an interrupted attempt.
+
+    Called as the run is taken from `owner` (dead, or silent past its lease). What the
+    owner had in flight is what its last heartbeat said (store/in_flight.py); a step whose
+    outcome or failure was committed after all is left alone.
+    """
+    if owner is None:
+        return
+    row = yield one_row(_sql.SELECT_WORKER_EXECUTING, (owner,))
+    for step in in_flight.decode(None if row is None else row[0], run_id, fence):
+        attempt = AttemptRecord(
+            run_id=run_id,
+            key=step.key,
+            attempt=step.attempt,
+            error_type=INTERRUPTED,
+            message=(
+                f"worker {owner} stopped (it died or lost the run) while attempt "
+                f"{step.attempt} of step {step.name!r} ran; it may have run in part or in full"
+            ),
+            traceback="",
+            failed_at=now,
+            retry_at=None,
+            started_at=step.started_at,
+            execution=execution,
+            outcome=INTERRUPTED,
+            worker=owner,
+        )
+        yield Sql(_sql.INSERT_INTERRUPTED, (*_sql.attempt_params(attempt), run_id, step.key))
 
 
 class _QueueGate:
