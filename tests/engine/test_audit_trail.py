@@ -13,7 +13,7 @@ import pytest
 import cairn
 from cairn.testing import replay
 
-from .kit import WAIT, Kit
+from .kit import WAIT, Gate, Kit
 
 
 async def _until(check: Any, what: str) -> Any:
@@ -266,3 +266,37 @@ async def test_takeover__a_step_in_flight_at_a_workers_death_is_an_interrupted_a
     assert interrupted["started_at"] == step["started_at"]
     [entry] = history
     assert (entry.key, entry.status, entry.attempts) == ("long#1", "completed", 2)
+
+
+async def test_stop__a_step_a_clean_stop_cuts_short_is_an_interrupted_attempt(
+    kit: Kit, gate: Gate
+) -> None:
+    @kit.step("gated")
+    async def gated() -> str:
+        return await gate()
+
+    @kit.workflow("audit.gated")
+    async def flow() -> str:
+        return str(await gated())
+
+    first = kit.engine()
+    await first.open()
+    run = await first.start(flow)
+    assert first.worker is not None
+    stopped = first.worker.env.owner
+    await gate.hold(first)  # closes the engine mid-step: it hands the run back
+
+    async with kit.engine() as engine:
+        assert await (await engine.get(run.run_id)).result(timeout=WAIT) == "through"
+        attempts = await engine.control.attempts(run.run_id)
+        [entry] = await engine.history(run.run_id)
+
+    [cut] = attempts
+    assert (cut["key"], cut["attempt"], cut["outcome"], cut["worker"]) == (
+        "gated#1",
+        1,
+        "interrupted",
+        stopped,
+    )
+    assert "its engine was stopped" in cut["message"]
+    assert (entry.status, entry.attempts, gate.calls) == ("completed", 2, 2)

@@ -189,3 +189,29 @@ async def test_claim_runs__a_poisoned_run_keeps_its_interrupted_attempt(store: S
     assert claimed.poisoned == {"r1": "tests.flow"}
     [attempt] = await store.load_attempts("r1")
     assert (attempt.outcome, attempt.worker) == ("interrupted", "dead")
+
+
+async def test_release_run__records_the_attempts_it_cut_short(store: Store) -> None:
+    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.record_step(held("w1"), step_record("r1", 1, "charge", key="charge#1"))
+    flying = [
+        InFlightStep("r1", 1, "charge#1", "charge", 1, T0),  # committed after all
+        InFlightStep("r1", 1, "ship#1", "ship", 1, T0 + 1),
+    ]
+    cut = [
+        flights.interrupted(step, execution=1, worker="w1", now=T0 + 2, why="stopped")
+        for step in flying
+    ]
+
+    assert not await store.release_run("r1", held("w2"), interrupted=cut)  # not its lease
+    assert await store.load_attempts("r1") == []
+    assert await store.release_run("r1", held("w1"), interrupted=cut)
+
+    [attempt] = await store.load_attempts("r1")
+    assert (attempt.key, attempt.outcome, attempt.worker, attempt.started_at) == (
+        "ship#1",
+        "interrupted",
+        "w1",
+        T0 + 1,
+    )
+    assert attempt.message.startswith("worker w1 stopped while attempt 1 of step 'ship' ran")

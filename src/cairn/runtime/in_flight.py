@@ -7,7 +7,8 @@ heartbeat comes every lease / 3. So a look every `LOOK` seconds asks for a beat 
 when an attempt seen in flight at the previous look still is and no beat published it.
 An attempt is thus published once it has run between `LOOK` and 2 x `LOOK` seconds (plus
 a beat's round trip); a shorter one may never be, and is then neither shown executing
-nor recorded as interrupted.
+nor, should the worker die, recorded as interrupted. A worker that stops cleanly knows
+what it cuts short, however short, and hands it back with the run (`cut_short`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from collections.abc import Callable, Mapping
 from cairn.core.live_run import LiveRun
 from cairn.store import in_flight
 from cairn.store.in_flight import InFlightStep
+from cairn.store.records import AttemptRecord
 
 LOOK = 0.5  # seconds between looks at the attempts in flight
+STOPPED = "stopped (its engine was stopped)"  # why an attempt cut short by a stop ended
 
 Seen = frozenset[tuple[str, int, str, int]]  # (run id, fence, step key, attempt)
 
@@ -36,11 +39,7 @@ class InFlight:
         """The step attempts executing now (from any thread)."""
         for _ in range(3):
             try:
-                return [
-                    InFlightStep(live.run.run_id, live.lease.fence, key, name, attempt, started)
-                    for live in list(self._lives.values())
-                    for key, (name, attempt, started) in list(live.flying.items())
-                ]
+                return [step for live in list(self._lives.values()) for step in of(live)]
             except RuntimeError:  # changed while the heartbeat's thread looked: look again
                 continue
         return []
@@ -67,6 +66,30 @@ class InFlight:
             await asyncio.sleep(LOOK)
             if self.unpublished():
                 beat_now()
+
+
+def cut_short(live: LiveRun | None, *, worker: str, now: float) -> list[AttemptRecord]:
+    """The step attempts `live` has in flight, as interrupted by its worker's stop.
+
+    A stopping worker hands these back with the run (Store.release_run): the next
+    worker numbers its attempts after them, and the history shows the step may have run.
+    """
+    if live is None:
+        return []
+    execution = live.run.execution
+    return [
+        in_flight.interrupted(step, execution=execution, worker=worker, now=now, why=STOPPED)
+        for step in of(live)
+    ]
+
+
+def of(live: LiveRun) -> list[InFlightStep]:
+    """The step attempts one attempt of a run has in flight."""
+    run_id, fence = live.run.run_id, live.lease.fence
+    return [
+        InFlightStep(run_id, fence, key, name, attempt, started)
+        for key, (name, attempt, started) in list(live.flying.items())
+    ]
 
 
 def _ids(steps: list[InFlightStep]) -> Seen:

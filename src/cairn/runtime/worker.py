@@ -19,7 +19,7 @@ from cairn.core import executor
 from cairn.core.live_run import LiveRun, RunEnv
 from cairn.core.tenure import Tenure
 from cairn.observability import logcontext
-from cairn.runtime import leases
+from cairn.runtime import in_flight, leases
 from cairn.runtime.control import Reservation
 from cairn.runtime.heartbeat import Heartbeat
 from cairn.runtime.in_flight import InFlight
@@ -155,6 +155,12 @@ class Worker:
         for task in [*self._tasks, *self._handing_back]:
             task.cancel()
         attempts = list(self.active.values())
+        # The step attempts this stop cuts short: recorded as interrupted with the hand-back.
+        now = self.env.clock.now()
+        cut = {
+            attempt.run.run_id: in_flight.cut_short(attempt.live, worker=self.env.owner, now=now)
+            for attempt in attempts
+        }
         for attempt in attempts:
             if attempt.task is not None:
                 attempt.task.cancel()
@@ -171,8 +177,11 @@ class Worker:
             if not await attempt.quiesced(max(0.0, deadline - time.monotonic())):
                 left_running.append(attempt.run.run_id)
                 continue
+            run_id = attempt.run.run_id
             with contextlib.suppress(Exception):
-                await self.env.store.release_run(attempt.run.run_id, self._lease(attempt))
+                await self.env.store.release_run(
+                    run_id, self._lease(attempt), interrupted=cut[run_id]
+                )
         if self._watchdog is not None:
             self._watchdog.stop()
         if self._heartbeat is not None:

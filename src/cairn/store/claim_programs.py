@@ -18,7 +18,6 @@ from cairn.store.programs import (
     one_row,
 )
 from cairn.store.records import (
-    INTERRUPTED,
     AttemptRecord,
     Beat,
     Claimed,
@@ -54,9 +53,17 @@ def expire_workers(worker_ids: Sequence[str]) -> Program[None]:
         yield Sql(_sql.EXPIRE_WORKER, (worker_id,))
 
 
-def release_run(run_id: str, lease: Lease, now: float) -> Program[bool]:
-    """Queue again a run `lease` still holds, for any worker (this one too) to claim."""
-    return bool((yield Sql(_sql.RELEASE_ONE, (now, run_id, lease.owner, lease.fence))))
+def release_run(
+    run_id: str, lease: Lease, now: float, interrupted: Sequence[AttemptRecord] = ()
+) -> Program[bool]:
+    """Queue again a run `lease` still holds, for any worker (this one too) to claim.
+
+    The attempts its step attempts in flight were cut short as are `interrupted`.
+    """
+    if not (yield Sql(_sql.RELEASE_ONE, (now, run_id, lease.owner, lease.fence))):
+        return False
+    yield from _interrupted(interrupted)
+    return True
 
 
 def remove_worker(worker_id: str, now: float) -> Program[None]:
@@ -168,25 +175,21 @@ def record_interrupted(
     if owner is None:
         return
     row = yield one_row(_sql.SELECT_WORKER_EXECUTING, (owner,))
-    for step in in_flight.decode(None if row is None else row[0], run_id, fence):
-        attempt = AttemptRecord(
-            run_id=run_id,
-            key=step.key,
-            attempt=step.attempt,
-            error_type=INTERRUPTED,
-            message=(
-                f"worker {owner} stopped (it died or lost the run) while attempt "
-                f"{step.attempt} of step {step.name!r} ran; it may have run in part or in full"
-            ),
-            traceback="",
-            failed_at=now,
-            retry_at=None,
-            started_at=step.started_at,
-            execution=execution,
-            outcome=INTERRUPTED,
-            worker=owner,
-        )
-        yield Sql(_sql.INSERT_INTERRUPTED, (*_sql.attempt_params(attempt), run_id, step.key))
+    steps = in_flight.decode(None if row is None else row[0], run_id, fence)
+    why = "stopped (it died or lost the run)"
+    yield from _interrupted(
+        [
+            in_flight.interrupted(step, execution=execution, worker=owner, now=now, why=why)
+            for step in steps
+        ]
+    )
+
+
+def _interrupted(attempts: Sequence[AttemptRecord]) -> Program[None]:
+    """Insert interrupted attempts, each unless its step's outcome is in the journal."""
+    for attempt in attempts:
+        params = (*_sql.attempt_params(attempt), attempt.run_id, attempt.key)
+        yield Sql(_sql.INSERT_INTERRUPTED, params)
 
 
 class _QueueGate:

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.store.records import INTERRUPTED, AttemptRecord
+
 
 @dataclass(frozen=True, slots=True)
 class InFlightStep:
@@ -25,6 +27,29 @@ class InFlightStep:
     name: str
     attempt: int
     started_at: float
+
+
+def interrupted(
+    step: InFlightStep, *, execution: int, worker: str, now: float, why: str
+) -> AttemptRecord:
+    """The attempt `step` was, interrupted at `now`: `worker` ran it and `why` it stopped."""
+    return AttemptRecord(
+        run_id=step.run_id,
+        key=step.key,
+        attempt=step.attempt,
+        error_type=INTERRUPTED,
+        message=(
+            f"worker {worker} {why} while attempt {step.attempt} of step {step.name!r} ran; "
+            "it may have run in part or in full"
+        ),
+        traceback="",
+        failed_at=now,
+        retry_at=None,
+        started_at=step.started_at,
+        execution=execution,
+        outcome=INTERRUPTED,
+        worker=worker,
+    )
 
 
 def encode(steps: Iterable[InFlightStep]) -> str | None:

@@ -346,11 +346,15 @@ class Store(Protocol):
         """Mark workers dead now, so their runs can be recovered without waiting for the lease."""
         ...
 
-    async def release_run(self, run_id: str, lease: Lease) -> bool:
+    async def release_run(
+        self, run_id: str, lease: Lease, *, interrupted: Sequence[AttemptRecord] = ()
+    ) -> bool:
         """Queue again a run `lease` holds but whose attempt ended early; True if it did.
 
         The run becomes PENDING with no owner (claimed again without counting a
-        recovery). A no-op (False) if `lease` no longer holds it.
+        recovery), and the `interrupted` attempts (step attempts the ending cut short)
+        are recorded in the same transaction, each unless its step's outcome is in the
+        journal. A no-op (False) if `lease` no longer holds it.
         """
         ...
 

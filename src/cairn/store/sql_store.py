@@ -272,9 +272,13 @@ class SqlStore:
         if worker_ids:
             await self.write(lambda: claim_programs.expire_workers(worker_ids))
 
-    async def release_run(self, run_id: str, lease: Lease) -> bool:
+    async def release_run(
+        self, run_id: str, lease: Lease, *, interrupted: Sequence[AttemptRecord] = ()
+    ) -> bool:
         """Queue again a run whose attempt ended early (see Store.release_run)."""
-        return await self.write(lambda: claim_programs.release_run(run_id, lease, time.time()))
+        return await self.write(
+            lambda: claim_programs.release_run(run_id, lease, time.time(), interrupted)
+        )
 
     async def remove_worker(self, worker_id: str) -> None:
         """Delete the worker and hand its running runs back to PENDING."""
