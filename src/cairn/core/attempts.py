@@ -108,84 +108,79 @@ async def run_new_step(
     )
     run_scope = live.observed
     # The attempt in flight, for the worker's heartbeat to publish (runtime/in_flight.py):
-    # an entry in a dict, no write of its own.
+    # an entry in a dict, no write of its own. LiveRun._step removes it when the step ends.
     flying = live.flying
-    try:
-        while True:
-            attempt += 1
-            started = clock.now()
-            flying[key] = (name, attempt, started)
-            limit = None
-            observed = None if run_scope is None else run_scope.step(key, name, attempt)
-            try:
-                if timeout is None:
+    while True:
+        attempt += 1
+        started = clock.now()
+        flying[key] = (name, attempt, started)
+        limit = None
+        observed = None if run_scope is None else run_scope.step(key, name, attempt)
+        try:
+            if timeout is None:
+                value = await _call(live, step, key, attempt, args, kwargs)
+            else:
+                async with asyncio.timeout(timeout) as limit:
                     value = await _call(live, step, key, attempt, args, kwargs)
-                else:
-                    async with asyncio.timeout(timeout) as limit:
-                        value = await _call(live, step, key, attempt, args, kwargs)
-            except Exception as exc:
-                timed_out = limit is not None and limit.expired()
-                if observed is not None:
-                    observed.failed(exc, timed_out)
-                failure = await _record_failure(
-                    live,
-                    key,
-                    name,
-                    exc,
-                    attempt,
-                    attempt - spared,
-                    retry,
-                    timeout if timed_out else None,
-                    started,
-                    given,
-                )
-                if failure is not None:
-                    raise failure from None
-                continue
-            except BaseException:
-                if observed is not None:
-                    observed.interrupted()
-                raise
+        except Exception as exc:
+            timed_out = limit is not None and limit.expired()
             if observed is not None:
-                observed.succeeded()
-            try:
-                text = live.env.serializer.dumps(value, what=f"result of step {name!r}")
-            except SerializationError as exc:
-                # Raised at the call site, not retried, and recorded: a replay raises it again
-                # at the same place instead of meeting the next entry where this one is.
-                await _record_unserializable(live, key, name, attempt, started, given, exc)
-                raise
-            seq = live.journal.allocate_seq()
-            try:
-                # Positional: this runs for every step, and keywords cost more to pass.
-                record = StepRecord(
-                    live.run.run_id,
-                    seq,
-                    key,
-                    "step",
-                    name,
-                    "completed",
-                    attempt,
-                    started,
-                    clock.now(),
-                    text,
-                    None,
-                    given,
-                )
-                await live.commit_step(record)
-            except StoreRefused as refused:
-                # The database will never take this result (too long for it, say): the step
-                # fails once, for good, and says why, instead of running again and again.
-                raise await _refused(
-                    live, key, name, seq, attempt, started, given, refused
-                ) from None
-            if type(value) in _SCALARS:
-                return value
-            # Hand the workflow what a replay will: the stored form. A dataclass that replay
-            # cannot import, or a Counter, would otherwise change type when the run recovers.
-            return live.env.serializer.loads(text)
-    finally:
-        flying.pop(key, None)
+                observed.failed(exc, timed_out)
+            failure = await _record_failure(
+                live,
+                key,
+                name,
+                exc,
+                attempt,
+                attempt - spared,
+                retry,
+                timeout if timed_out else None,
+                started,
+                given,
+            )
+            if failure is not None:
+                raise failure from None
+            continue
+        except BaseException:
+            if observed is not None:
+                observed.interrupted()
+            raise
+        if observed is not None:
+            observed.succeeded()
+        try:
+            text = live.env.serializer.dumps(value, what=f"result of step {name!r}")
+        except SerializationError as exc:
+            # Raised at the call site, not retried, and recorded: a replay raises it again
+            # at the same place instead of meeting the next entry where this one is.
+            await _record_unserializable(live, key, name, attempt, started, given, exc)
+            raise
+        seq = live.journal.allocate_seq()
+        try:
+            # Positional: this runs for every step, and keywords cost more to pass.
+            record = StepRecord(
+                live.run.run_id,
+                seq,
+                key,
+                "step",
+                name,
+                "completed",
+                attempt,
+                started,
+                clock.now(),
+                text,
+                None,
+                given,
+            )
+            await live.commit_step(record)
+        except StoreRefused as refused:
+            # The database will never take this result (too long for it, say): the step
+            # fails once, for good, and says why, instead of running again and again.
+            raise await _refused(live, key, name, seq, attempt, started, given, refused) from None
+        if type(value) in _SCALARS:
+            return value
+        # Hand the workflow what a replay will: the stored form. A dataclass that replay
+        # cannot import, or a Counter, would otherwise change type when the run recovers.
+        return live.env.serializer.loads(text)
 
 
 async def _record_unserializable(

@@ -430,6 +430,7 @@ class LiveRun(RunContext):
             if token is not None:
                 context.leave(token)
             self._running_steps.pop(running, None)
+            self.flying.pop(key, None)  # no attempt of it is in flight any more
             running.set_result(None)
 
     def outcome(self, record: StepRecord) -> Any:

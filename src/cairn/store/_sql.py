@@ -398,6 +398,8 @@ REQUEUE_FAILED = (
     "control = NULL, owner = NULL, wake_at = NULL, updated_at = ?, execution = execution + 1 "
     "WHERE run_id = ? AND status = 'FAILED'"
 )
+# retried_steps has every column of steps (plus execution): a migration that adds one to
+# steps adds it there too.
 RETIRE_STEP = (
     f"INSERT INTO retried_steps (execution, {STEP_COLUMNS}) SELECT ?, {STEP_COLUMNS} "
     "FROM steps WHERE run_id = ? AND key = ?"
