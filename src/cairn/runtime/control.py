@@ -421,7 +421,7 @@ class RunControl:
             args, kwargs = tuple(payload.get("args", ())), dict(payload.get("kwargs", {}))
         except Exception:  # an argument type that cannot be restored here
             args, kwargs = (), {}
-        return await run_history.history(self.store, run, self._stored, (args, kwargs))
+        return await run_history.history(self.store, run, self._stored, args, kwargs)
 
     def _stored(self, text: str | None) -> Any:
         """A stored value for people to read: its text when it cannot be restored here."""

@@ -63,8 +63,17 @@ def execution_of(seq: int, known: list[Execution]) -> int:
     return number
 
 
-async def history(store: Store, run: RunRecord, decode: Decode, args: Any) -> History:
-    """Every durable operation of `run`, of every execution, in the order they happened."""
+async def history(
+    store: Store,
+    run: RunRecord,
+    decode: Decode,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> History:
+    """Every durable operation of `run`, of every execution, in the order they happened.
+
+    `decode` reads a stored value; `args` and `kwargs` are the run's input, decoded.
+    """
     steps = await store.load_journal(run.run_id, inputs=True)
     lineage = await store.load_lineage(run.run_id)
     known = executions(run, lineage.executions)
@@ -77,13 +86,12 @@ async def history(store: Store, run: RunRecord, decode: Decode, args: Any) -> Hi
     ]
     entries += [_entry(r.step, r.execution, True, failures, decode) for r in lineage.retried]
     entries.sort(key=lambda entry: (entry.execution, entry.seq))
-    positional, named = args
     return History(
         entries,
         run_id=run.run_id,
         workflow=run.workflow,
-        args=positional,
-        kwargs=named,
+        args=args,
+        kwargs=kwargs,
         executions=known,
     )
 
