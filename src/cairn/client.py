@@ -202,17 +202,18 @@ class Client:
         """Resume a paused run."""
         return self._call(self.control.resume(run_id))
 
-    def retry(self, run_id: str) -> ClientRunHandle:
-        """Continue a FAILED run from its failed step."""
-        return ClientRunHandle(self, self._call(self.control.retry(run_id)).run_id)
+    def retry(self, run_id: str, *, by: str | None = None) -> ClientRunHandle:
+        """Continue a FAILED run from its failed step, as its next execution (see Engine)."""
+        return ClientRunHandle(self, self._call(self.control.retry(run_id, by=by)).run_id)
 
-    def restart(self, run_id: str) -> ClientRunHandle:
-        """Start a new run with the same input."""
-        return ClientRunHandle(self, self._call(self.control.restart(run_id)).run_id)
+    def restart(self, run_id: str, *, by: str | None = None) -> ClientRunHandle:
+        """Start a new run with the same input; it records its source and `by`."""
+        return ClientRunHandle(self, self._call(self.control.restart(run_id, by=by)).run_id)
 
-    def fork(self, run_id: str, from_step: int) -> ClientRunHandle:
+    def fork(self, run_id: str, from_step: int, *, by: str | None = None) -> ClientRunHandle:
         """Start a new run reusing the recorded steps before history entry `from_step`."""
-        return ClientRunHandle(self, self._call(self.control.fork(run_id, from_step)).run_id)
+        handle = self._call(self.control.fork(run_id, from_step, by=by))
+        return ClientRunHandle(self, handle.run_id)
 
     def history(self, run_id: str) -> list[HistoryEntry]:
         """The run's durable operations in order."""

@@ -66,6 +66,9 @@ class RunSummary:
     what holds it (None while it executes, is due, or has finished),
     `continued_from` / `continued_to` link the runs of a `continue_as_new` chain, and
     `started_at` is when a worker first began executing it (None until then).
+    `execution` counts its executions (each `retry` begins the next one); a run made by
+    `restart` names its source in `restarted_from`, one made by `fork` in `forked_from`
+    (with `forked_from_seq`, the history entry it was forked from).
     """
 
     run_id: str
@@ -83,6 +86,10 @@ class RunSummary:
     continued_from: str | None = None
     continued_to: str | None = None
     started_at: datetime | None = None
+    execution: int = 1
+    restarted_from: str | None = None
+    forked_from: str | None = None
+    forked_from_seq: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +119,10 @@ class HistoryEntry:
     `{"omitted": "<why>"}` when the arguments could not be serialized or came to more
     than 64 KiB as JSON. `input` is None for other kinds of entry and for steps recorded
     before cairn kept inputs.
+
+    `execution` is the execution of the run that recorded the entry (1, then one more for
+    each `retry`). An entry is `superseded` when a retry took it out of the run's journal
+    to run its step again: a failure kept for the record, which replay does not visit.
     """
 
     seq: int
@@ -125,6 +136,25 @@ class HistoryEntry:
     error: dict[str, Any] | None = None
     key: str = ""
     input: Any = None
+    execution: int = 1
+    superseded: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """One execution of a run: who began it, when, why, and from which history entry on.
+
+    `cause` is "start" (the run was started), "retry", or "restart" / "fork" for the first
+    execution of a copy of another run. `by` is the name the caller gave, if any.
+    `from_seq` is the first history entry the execution recorded itself (a retried run
+    replays the entries before it).
+    """
+
+    number: int
+    started_at: datetime
+    cause: str
+    by: str | None = None
+    from_seq: int = 1
 
 
 class History(list[HistoryEntry]):
@@ -138,9 +168,12 @@ class History(list[HistoryEntry]):
         workflow: str = "",
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
+        executions: list[Execution] | None = None,
     ) -> None:
         super().__init__(entries)
         self.run_id = run_id
         self.workflow = workflow
         self.args = args
         self.kwargs = dict(kwargs or {})
+        # Every execution of the run, by number (entries name theirs in `execution`).
+        self.executions = list(executions or ())

@@ -66,6 +66,7 @@ class Flows:
         self.registry = cairn.Registry()
         self.fixed = False  # t.flaky's step fails until this is True
         self.tokens: list[str] = []  # hook tokens t.hook handed out
+        self.release = asyncio.Event()  # t.held's step runs until this is set
         reg = self.registry
 
         async def add(a: int, b: int) -> int:
@@ -79,6 +80,10 @@ class Flows:
         async def tell(token: str) -> None:
             self.tokens.append(token)
 
+        async def held() -> str:
+            await self.release.wait()
+            return "released"
+
         wobbles: list[str] = []
 
         async def wobble(text: str, *, times: int = 1) -> str:
@@ -90,6 +95,7 @@ class Flows:
         add_step = make_step(add, "add", None, None, reg)
         flaky_step = make_step(flaky, "flaky", cairn.Retry(max_attempts=1), None, reg)
         tell_step = make_step(tell, "tell", None, None, reg)
+        held_step = make_step(held, "held", None, None, reg)
         retry_soon = cairn.Retry(max_attempts=3, delay="10ms", jitter=0)
         wobble_step = make_step(wobble, "wobble", retry_soon, None, reg)
 
@@ -116,6 +122,10 @@ class Flows:
         async def broken() -> str:
             await add_step(2, 2)
             return str(await flaky_step())
+
+        async def holding() -> str:
+            await add_step(1, 1)
+            return str(await held_step())
 
         async def wobbly(text: str) -> str:
             await add_step(1, 1)
@@ -164,6 +174,7 @@ class Flows:
             ("t.sleeper", sleeper),
             ("t.broken", broken),
             ("t.wobbly", wobbly),
+            ("t.held", holding),
             ("t.inbox", inbox),
             ("t.hooked", hooked),
             ("t.review", review),

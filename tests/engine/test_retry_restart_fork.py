@@ -53,12 +53,19 @@ async def test_retry__failed_run_continues_from_the_failed_step(kit: Kit) -> Non
         assert again == run
         assert await again.result(timeout=WAIT) == ["reserved sku", "charged 5", "shipped sku"]
         history = await engine.history("o-1")
+        attempts = await engine.control.attempts("o-1")
         stored = await engine.control.record("o-1")
     assert calls == {"workflow": 2, "reserve": 1, "charge": 2, "ship": 1}
+    # The failure the retry ran again stays in the history, as does its attempt.
     assert [(h.key, h.status) for h in history] == [
         ("reserve#1", "completed"),
+        ("charge#1", "failed"),
         ("charge#1", "completed"),
         ("ship#1", "completed"),
+    ]
+    assert "payment gateway down" in history[1].error["message"]
+    assert [(a["key"], a["attempt"], a["message"]) for a in attempts] == [
+        ("charge#1", 1, "payment gateway down")
     ]
     assert (stored.status, stored.error, stored.attempt) == ("COMPLETED", None, 2)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -378,8 +379,10 @@ def test_worker__continues_what_the_cli_steered(project, workers):
     ok(project, "tasks", "submit", task["task_id"], '{"ok": false, "note": "too dear"}')
     ok(project, "runs", "cancel", "nap")
     (project / "marker").touch()
-    retried = ok(project, "runs", "retry", "fr").stdout.strip()
-    assert retried == "run fr retried: PENDING; a worker continues it from its failed step 'needs'"
+    retried = ok(project, "runs", "retry", "fr", "--by", "ada").stdout.strip()
+    assert retried == (
+        "run fr retried (execution 2): PENDING; a worker continues it from its failed step 'needs'"
+    )
 
     worker = Worker(project, "--db", f"sqlite:///{project / 'cairn.db'}")
     workers.append(worker)
@@ -393,30 +396,65 @@ def test_worker__continues_what_the_cli_steered(project, workers):
     assert shown(project, "nap")["status"] == "CANCELLED"
     fr = as_json(project, "runs", "show", "fr")
     assert fr["run"]["result"] == "fixed"
-    assert [(h["key"], h["status"]) for h in fr["history"]] == [
-        ("add#1", "completed"),
-        ("needs#1", "completed"),
+    # The failure the retry ran again stays, under execution 1, with its attempt.
+    assert [(h["key"], h["status"], h["execution"], h["superseded"]) for h in fr["history"]] == [
+        ("add#1", "completed", 1, False),
+        ("needs#1", "failed", 1, True),
+        ("needs#1", "completed", 2, False),
+    ]
+    assert [(a["key"], a["execution"], a["outcome"]) for a in fr["attempts"]] == [
+        ("needs#1", 1, "failed")
+    ]
+    assert "no marker yet" in fr["attempts"][0]["traceback"]
+    assert [(e["execution"], e["cause"], e["by"]) for e in fr["run"]["executions"]] == [
+        (1, "start", None),
+        (2, "retry", "ada"),
+    ]
+    table = ok(project, "runs", "show", "fr").stdout
+    assert fact(table, "execution").startswith("2, after retry by ada at ")
+    headings = [line for line in table.splitlines() if re.match(r"execution \d+, ", line)]
+    assert [h.split(" at ")[0] for h in headings] == [
+        "execution 1, started",  # the history's groups
+        "execution 2, after retry by ada",
+        "execution 1, started",  # the failed attempts' (only execution 1 has one)
     ]
 
 
 def test_runs_restart_and_fork__print_the_new_run_id(project):
     ok(project, "run", "flows:three", "10", "--run-id", "t3")
-    restarted = ok(project, "runs", "restart", "t3")
+    restarted = ok(project, "runs", "restart", "t3", "--by", "bob")
     new_id = restarted.stdout.strip()
     assert new_id and new_id != "t3"
     assert f"run {new_id} restarts run t3 with the same input" in restarted.stderr
     again = shown(project, new_id)
     assert (again["status"], again["args"], again["workflow"]) == ("PENDING", [10], "ctl.three")
+    assert (again["restarted_from"], again["executions"][0]["by"]) == ("t3", "bob")
+    assert fact(ok(project, "runs", "show", new_id).stdout, "restarted from").startswith(
+        "t3, by bob at "
+    )
+    assert fact(ok(project, "runs", "show", "t3").stdout, "restarted as") == new_id
 
     forked = as_json(project, "runs", "fork", "t3", "--from-step", "3")
     assert forked["source"] == "t3"
     assert forked["from_step"] == 3
     assert forked["status"] == "PENDING"
+    assert forked["by"]  # the user running the command, when no --by is given
+    fork_run = shown(project, forked["run_id"])
+    assert (fork_run["forked_from"], fork_run["forked_from_seq"]) == ("t3", 3)
     history = as_json(project, "runs", "show", forked["run_id"])["history"]
     assert [(h["seq"], h["key"], h["result"]) for h in history] == [
         (1, "add#1", 11),
         (2, "add#2", 12),
     ]
+
+
+def test_runs_retry_restart_fork__a_bad_by_is_one_line_exit_1(project):
+    assert cli(project, "run", "flows:fragile", "marker", "--run-id", "fr").returncode == 1
+    for verb in (("retry", "fr"), ("restart", "fr"), ("fork", "fr", "--from-step", "1")):
+        message = failed(project, "runs", *verb, "--by", "")
+        assert message == "error: by must be a non-empty string, got ''"
+    assert shown(project, "fr")["status"] == "FAILED"
+    assert [r["run_id"] for r in as_json(project, "runs", "list")["runs"]] == ["fr"]
 
 
 def test_runs_fork__bad_step(project):

@@ -119,6 +119,46 @@ async def test_migration_13__older_steps_and_attempts_have_no_input_or_start(
     assert (attempt.failed_at, attempt.started_at) == (102.0, None)
 
 
+async def test_migration_15__older_attempts_are_failed_attempts_of_execution_1(
+    empty_url: str,
+) -> None:
+    migrate_up_to(empty_url, 14)
+    execute(
+        empty_url,
+        "INSERT INTO runs (run_id, workflow, status, args, created_at, updated_at) "
+        "VALUES ('r1', 'w', 'FAILED', '{}', 100, 100)",
+    )
+    for attempt in (1, 2):
+        execute(
+            empty_url,
+            "INSERT INTO step_attempts (run_id, key, attempt, error_type, message, traceback, "
+            "failed_at, started_at) VALUES ('r1', 'add#1', ?, 'builtins.ValueError', 'no', "
+            "'tb', 102, 101)",
+            (attempt,),
+        )
+
+    store = open_store(empty_url)
+    await store.open()
+    try:
+        attempts = await store.load_attempts("r1")
+        run = await store.get_run("r1")
+        retried = await store.retry_run("r1", now=200.0, by="ada")
+        lineage = await store.load_lineage("r1")
+    finally:
+        await store.close()
+
+    assert [(a.execution, a.attempt, a.outcome, a.worker, a.started_at) for a in attempts] == [
+        (1, 1, "failed", None, 101.0),
+        (1, 2, "failed", None, 101.0),
+    ]
+    assert run is not None and (run.execution, run.restarted_from, run.forked_from) == (
+        1,
+        None,
+        None,
+    )
+    assert retried and [e.execution for e in lineage.executions] == [2]
+
+
 def migrate_up_to(url: str, version: int) -> None:
     """Apply the migrations up to `version`, as a deployment of that schema left it."""
     execute(url, migrate.TABLE_SQL)

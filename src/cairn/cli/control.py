@@ -7,6 +7,7 @@ them. A verb exits 0 when the run is or will be in the requested state, 1 when i
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 from typing import Any
 
@@ -25,6 +26,29 @@ _VERBS = {
 }
 
 
+# The verbs whose history says who asked (`--by`, else the user running the command).
+_RECORDED = ("retry", "restart", "fork")
+
+
+def _add_by(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--by",
+        metavar="NAME",
+        default=None,
+        help="who asks, recorded in the run's history (default: your user name)",
+    )
+
+
+def who(ns: argparse.Namespace) -> str | None:
+    """`--by`, else the name of the user running the command (None if it has none)."""
+    if ns.by is not None:
+        return str(ns.by)
+    try:
+        return getpass.getuser() or None
+    except (KeyError, OSError):  # no user name in this environment (a bare container)
+        return None
+
+
 def add_run_actions(actions: Any, common: argparse.ArgumentParser) -> None:
     """Register the steering verbs under `cairn runs`."""
     handlers = {"cancel": cancel, "pause": pause, "resume": resume, "retry": retry}
@@ -32,6 +56,8 @@ def add_run_actions(actions: Any, common: argparse.ArgumentParser) -> None:
         parser = actions.add_parser(verb, parents=[common], help=text, description=text + ".")
         parser.add_argument("run_id", metavar="RUN_ID")
         parser.add_argument("--json", action="store_true", help="machine-readable output")
+        if verb in _RECORDED:
+            _add_by(parser)
         parser.set_defaults(handler=handlers.get(verb, restart))
     fork = actions.add_parser(
         "fork",
@@ -50,6 +76,7 @@ def add_run_actions(actions: Any, common: argparse.ArgumentParser) -> None:
         help="the history entry to run again, and everything after it",
     )
     fork.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_by(fork)
     fork.set_defaults(handler=fork_run)
 
 
@@ -162,26 +189,31 @@ def retry(ns: argparse.Namespace, glob: options.Globals) -> int:
                 f"run {ns.run_id!r} is {before.status}, not FAILED; only FAILED runs can "
                 "be retried (a new run with the same input: `cairn runs restart`)"
             )
-        await engine.retry(ns.run_id)
+        await engine.retry(ns.run_id, by=by)
         return before, await engine.control.record(ns.run_id)
 
+    by = who(ns)
     before, run = options.with_engine(glob, act)
     error = json.loads(before.error) if before.error else {}
     step = error.get("step") if isinstance(error, dict) else None
     where = f"its failed step {step!r}" if step else "where it failed"
-    line = f"run {run.run_id} retried: {run.status}; a worker continues it from {where}"
-    return _say(ns, line, _facts(run, "retry"))
+    line = (
+        f"run {run.run_id} retried (execution {run.execution}): {run.status}; a worker "
+        f"continues it from {where}"
+    )
+    return _say(ns, line, {**_facts(run, "retry"), "execution": run.execution, "by": by})
 
 
 def restart(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn runs restart`: print the new run's id."""
 
     async def act(engine: Engine) -> RunRecord:
-        handle = await engine.restart(ns.run_id)
+        handle = await engine.restart(ns.run_id, by=by)
         return await engine.control.record(handle.run_id)
 
+    by = who(ns)
     run = options.with_engine(glob, act)
-    return _started(ns, run, f"restarts run {ns.run_id} with the same input", {})
+    return _started(ns, run, f"restarts run {ns.run_id} with the same input", {"by": by})
 
 
 def fork_run(ns: argparse.Namespace, glob: options.Globals) -> int:
@@ -198,12 +230,13 @@ def fork_run(ns: argparse.Namespace, glob: options.Globals) -> int:
                 f"run {ns.run_id!r} has no history entry {ns.from_step} (its entries: {span}; "
                 f"see `cairn runs show {ns.run_id}`)"
             )
-        handle = await engine.fork(ns.run_id, from_step=ns.from_step)
+        handle = await engine.fork(ns.run_id, from_step=ns.from_step, by=by)
         return await engine.control.record(handle.run_id)
 
+    by = who(ns)
     run = options.with_engine(glob, act)
     what = f"forks run {ns.run_id}: reuses its history before entry {ns.from_step}"
-    return _started(ns, run, what, {"from_step": ns.from_step})
+    return _started(ns, run, what, {"from_step": ns.from_step, "by": by})
 
 
 def _started(ns: argparse.Namespace, run: RunRecord, what: str, extra: dict[str, Any]) -> int:

@@ -24,7 +24,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cairn.models import HistoryEntry, RunStatus, RunSummary
+from cairn.models import Execution, HistoryEntry, RunStatus, RunSummary
+from cairn.store.records import INTERRUPTED
 
 STATUS_STYLE = {
     RunStatus.PENDING: "yellow",
@@ -208,6 +209,10 @@ def summary_dict(run: RunSummary) -> dict[str, Any]:
         "waiting_for": run.waiting_for,
         "continued_from": run.continued_from,
         "continued_to": run.continued_to,
+        "execution": run.execution,
+        "restarted_from": run.restarted_from,
+        "forked_from": run.forked_from,
+        "forked_from_seq": run.forked_from_seq,
     }
 
 
@@ -226,7 +231,47 @@ def entry_dict(entry: HistoryEntry) -> dict[str, Any]:
         "input": jsonable(entry.input),
         "result": jsonable(entry.result),
         "error": jsonable(entry.error),
+        "execution": entry.execution,
+        "superseded": entry.superseded,
     }
+
+
+def execution_dict(execution: Execution) -> dict[str, Any]:
+    """The JSON form of one execution of a run."""
+    return {
+        "execution": execution.number,
+        "cause": execution.cause,
+        "by": execution.by,
+        "started_at": jsonable(execution.started_at),
+        "from_seq": execution.from_seq,
+    }
+
+
+_CAUSES = {"start": "started", "retry": "after retry", "restart": "a restart", "fork": "a fork"}
+
+
+def execution_label(execution: Execution, *, named: bool = True) -> str:
+    """`execution 2, after retry by ada at 2026-03-01 10:00:00`, for people.
+
+    Without `named`, the same without the leading "execution ".
+    """
+    cause = _CAUSES.get(execution.cause, execution.cause)
+    by = f" by {execution.by}" if execution.by else ""
+    label = f"{execution.number}, {cause}{by} at {when(execution.started_at)}"
+    return f"execution {label}" if named else label
+
+
+def attempt_outcome(attempt: Mapping[str, Any]) -> str:
+    """How a failed or interrupted attempt ended, on one line.
+
+    `interrupted (worker w-1, started 2026-03-01 10:00:00)`: its worker died or lost the
+    run while it ran, so it may have run in part or in full.
+    """
+    if attempt.get("outcome") == INTERRUPTED:
+        started = attempt.get("started_at")
+        since = f", started {when(started)}" if started is not None else ""
+        return f"interrupted (worker {attempt.get('worker') or 'unknown'}{since})"
+    return error_line(attempt)
 
 
 def progress_text(progress: Mapping[str, Any] | None) -> str:
@@ -329,16 +374,36 @@ def waiting_outcome(entry: HistoryEntry) -> str:
 
 
 def attempts_table(attempts: Iterable[Mapping[str, Any]]) -> Table:
-    """A table of failed step attempts."""
+    """A table of failed and interrupted step attempts."""
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for name in ("KEY", "ATTEMPT", "FAILED AT", "ERROR", "RETRY AT"):
+    for name in ("KEY", "ATTEMPT", "ENDED AT", "ERROR", "RETRY AT"):
         table.add_column(name, justify="right" if name == "ATTEMPT" else "left")
     for attempt in attempts:
+        interrupted = attempt.get("outcome") == INTERRUPTED
         table.add_row(
             attempt["key"],
             str(attempt["attempt"]),
             when(attempt["failed_at"]),
-            Text(error_line(attempt), style="red"),
-            when(attempt["retry_at"]) or "no retry",
+            Text(attempt_outcome(attempt), style="yellow" if interrupted else "red"),
+            "ran again" if interrupted else (when(attempt["retry_at"]) or "no retry"),
+        )
+    return table
+
+
+def executing_table(steps: Iterable[Mapping[str, Any]], *, now: float) -> Table:
+    """A table of the step attempts executing now, with their worker's last heartbeat."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name in ("KEY", "ATTEMPT", "STARTED", "WORKER", "LAST HEARTBEAT"):
+        justify: Any = "right" if name == "ATTEMPT" else "left"
+        table.add_column(name, justify=justify, overflow="fold")  # a worker id in full
+    for step in steps:
+        beat = step["heartbeat_at"]
+        ago = f" ({seconds(max(0.0, now - beat.timestamp()))} ago)" if beat is not None else ""
+        table.add_row(
+            step["key"],
+            str(step["attempt"]),
+            when(step["started_at"]),
+            step["worker"],
+            when(beat) + ago,
         )
     return table

@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from cairn.cli import control, describe, options, output
-from cairn.models import HistoryEntry, RunStatus
+from cairn.models import Execution, HistoryEntry, RunStatus
 from cairn.runtime import blocking, leases
 from cairn.runtime.control import RunControl
-from cairn.store.records import RunRecord
+from cairn.store.records import INTERRUPTED, RunRecord
+
+T = TypeVar("T")
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -117,16 +120,22 @@ class Shown:
     attempts: list[dict[str, Any]]
     waiting: dict[str, Any] | None
     now: float
+    executions: list[Execution] = field(default_factory=list)
+    executing: list[dict[str, Any]] = field(default_factory=list)
+    copies: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def fetch(control: RunControl, run_id: str) -> Shown:
-    """Read one run, its history, failed attempts and what it waits for.
+    """Read one run, its history and attempts, what it executes or waits for, its copies.
 
-    The dashboard's `GET /api/v1/runs/{id}` shows the same facts.
+    Every execution's entries and attempts are read. The dashboard's
+    `GET /api/v1/runs/{id}` shows the same facts.
     """
     run = await control.record(run_id)
     history = await control.history(run_id)
     attempts = await control.attempts(run_id)
+    executing = await control.executing(run_id)
+    copies = await control.copies(run_id)
     now = control.clock.now()
     task_id = None
     if run.status == RunStatus.WAITING and (run.waiting_for or "").startswith("task:"):
@@ -145,6 +154,9 @@ async def fetch(control: RunControl, run_id: str) -> Shown:
         attempts=attempts,
         waiting=waiting,
         now=now,
+        executions=history.executions,
+        executing=executing,
+        copies=copies,
     )
 
 
@@ -170,16 +182,44 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
         return 0
     history, attempts, error = shown.history, shown.attempts, shown.error
     parts: list[Any] = [facts_table(shown)]
+    if shown.executing:
+        parts += [Text(""), Text("executing now", style="bold underline")]
+        parts.append(output.executing_table(shown.executing, now=shown.now))
     parts += [Text(""), Text(f"history ({len(history)})", style="bold underline")]
-    parts.append(output.history_table(history) if history else Text("no steps yet"))
+    if not history:
+        parts.append(Text("no steps yet"))
+    for label, entries in by_execution(shown, history, lambda e: e.execution):
+        parts += [Text(label, style="bold")] if label else []
+        parts.append(output.history_table(entries))
     if attempts:
-        parts += [Text(""), Text(f"failed attempts ({len(attempts)})", style="bold underline")]
-        parts.append(output.attempts_table(attempts))
+        title = f"failed attempts ({len(attempts)})"
+        if any(a.get("outcome") == INTERRUPTED for a in attempts):
+            title = f"failed and interrupted attempts ({len(attempts)})"
+        parts += [Text(""), Text(title, style="bold underline")]
+        for label, tries in by_execution(shown, attempts, lambda a: int(a["execution"])):
+            parts += [Text(label, style="bold")] if label else []
+            parts.append(output.attempts_table(tries))
     if error and error.get("traceback"):
         parts += [Text(""), Text("traceback", style="bold underline")]
         parts.append(Text(str(error["traceback"]).rstrip()))
     output.stdout().print(Group(*parts))
     return 0
+
+
+def by_execution(
+    shown: Shown, items: list[T], execution: Callable[[T], int]
+) -> list[tuple[str, list[T]]]:
+    """`items` in groups by execution, each with its label.
+
+    A run that has had only one execution gets one group without a label.
+    """
+    if len(shown.executions) <= 1:
+        return [("", items)] if items else []
+    labels = {e.number: output.execution_label(e) for e in shown.executions}
+    groups: dict[int, list[T]] = {}
+    for item in items:
+        groups.setdefault(execution(item), []).append(item)
+    return [(labels.get(number, f"execution {number}"), group) for number, group in groups.items()]
 
 
 def facts_table(shown: Shown) -> Table:
@@ -203,6 +243,9 @@ def facts_table(shown: Shown) -> Table:
         )
     if run.control and not RunStatus(run.status).finished:
         rows.append(("requested", f"{run.control} (at its next durable point)"))
+    first = shown.executions[0] if shown.executions else None
+    if run.execution > 1 and shown.executions:
+        rows.append(("execution", output.execution_label(shown.executions[-1], named=False)))
     rows += [
         ("created", output.when(run.created_at)),
         ("started", output.when(started)),
@@ -226,6 +269,10 @@ def facts_table(shown: Shown) -> Table:
         ("owner", run.owner),
         ("continued from", run.continued_from),
         ("continued to", run.continued_to),
+        ("restarted from", _source(run.restarted_from, None, first)),
+        ("forked from", _source(run.forked_from, run.forked_from_seq, first)),
+        ("restarted as", _copies(shown.copies, "restart")),
+        ("forked as", _copies(shown.copies, "fork")),
     ]
     rows += [(k, str(v)) for k, v in optional if v]
     if run.columns:
@@ -245,6 +292,25 @@ def facts_table(shown: Shown) -> Table:
     for key, value in rows:
         grid.add_row(key, value)
     return grid
+
+
+def _source(run_id: str | None, seq: int | None, first: Execution | None) -> str | None:
+    """`src-1 at entry 3, by ada at 2026-...`: where a copied run came from, for people."""
+    if run_id is None:
+        return None
+    at = f" at entry {seq}" if seq is not None else ""
+    by = f" by {first.by}" if first is not None and first.by else ""
+    when = f" at {output.when(first.started_at)}" if first is not None else ""
+    return f"{run_id}{at},{by}{when}" if by or when else f"{run_id}{at}"
+
+
+def _copies(copies: list[dict[str, Any]], how: str) -> str | None:
+    found = [c for c in copies if c["how"] == how]
+    if not found:
+        return None
+    return ", ".join(
+        c["run_id"] + (f" (from entry {c['from_seq']})" if c["from_seq"] else "") for c in found
+    )
 
 
 def _decode(control: RunControl, text: str | None) -> Any:
@@ -294,6 +360,13 @@ def run_dict(shown: Shown) -> dict[str, Any]:
         "scheduled_at": output.jsonable(_utc(run.scheduled_at)),
         "continued_from": run.continued_from,
         "continued_to": run.continued_to,
+        "execution": run.execution,
+        "executions": [output.execution_dict(e) for e in shown.executions],
+        "restarted_from": run.restarted_from,
+        "forked_from": run.forked_from,
+        "forked_from_seq": run.forked_from_seq,
+        "copies": output.jsonable(shown.copies),
+        "executing": output.jsonable(shown.executing),
     }
 
 

@@ -21,7 +21,7 @@ from cairn.errors import (
     StepTimeout,
     StoreRefused,
 )
-from cairn.store.records import AttemptRecord, StepRecord
+from cairn.store.records import INTERRUPTED, AttemptRecord, StepRecord
 
 if TYPE_CHECKING:
     from cairn.authoring.step import StepDef
@@ -89,12 +89,17 @@ async def run_new_step(
     clock = live.env.clock
     prior = live.prior_attempts.get(key, ())
     attempt = len(prior)
-    if prior and prior[-1].retry_at is not None:
-        # Woken (or recovered) in a backoff: wait only what is left of it.
-        left = prior[-1].retry_at - clock.now()
-        if left > PARK_BACKOFF_AFTER:
-            raise live.leave(Suspend("SLEEPING", prior[-1].retry_at, f"{RETRY}:{name}"))
-        await _back_off(live, left)
+    # An interrupted attempt (its worker died or lost the run) has a number but spends
+    # none of the retry policy's attempts: the step did not fail, its worker did.
+    spared = 0
+    if prior:
+        spared = sum(1 for earlier in prior if earlier.outcome == INTERRUPTED)
+        if prior[-1].retry_at is not None:
+            # Woken (or recovered) in a backoff: wait only what is left of it.
+            left = prior[-1].retry_at - clock.now()
+            if left > PARK_BACKOFF_AFTER:
+                raise live.leave(Suspend("SLEEPING", prior[-1].retry_at, f"{RETRY}:{name}"))
+            await _back_off(live, left)
     # Serialized before the first attempt: what the step was given, whatever it mutates.
     given = (
         step_input.serialize(live.env.serializer, args, kwargs, hidden=live.hook_tokens)
@@ -102,9 +107,13 @@ async def run_new_step(
         else step_input.NOT_KEPT
     )
     run_scope = live.observed
+    # The attempt in flight, for the worker's heartbeat to publish (runtime/in_flight.py):
+    # an entry in a dict, no write of its own. LiveRun._step removes it when the step ends.
+    flying = live.flying
     while True:
         attempt += 1
         started = clock.now()
+        flying[key] = (name, attempt, started)
         limit = None
         observed = None if run_scope is None else run_scope.step(key, name, attempt)
         try:
@@ -118,7 +127,16 @@ async def run_new_step(
             if observed is not None:
                 observed.failed(exc, timed_out)
             failure = await _record_failure(
-                live, key, name, exc, attempt, retry, timeout if timed_out else None, started, given
+                live,
+                key,
+                name,
+                exc,
+                attempt,
+                attempt - spared,
+                retry,
+                timeout if timed_out else None,
+                started,
+                given,
             )
             if failure is not None:
                 raise failure from None
@@ -246,6 +264,7 @@ async def _record_failure(
     name: str,
     exc: Exception,
     attempt: int,
+    failures: int,
     retry: Retry,
     timeout: float | None,
     started: float,
@@ -254,7 +273,8 @@ async def _record_failure(
     """Record a failed attempt (begun at `started`), then wait out the backoff or give up.
 
     Returns None to retry, or the StepFailed to raise once retrying is over (recorded as
-    the step's outcome).
+    the step's outcome). `failures` counts the attempts that failed, this one included
+    (attempts interrupted by their worker's end are numbered, but do not count).
 
     `timeout` is set only when this attempt failed by running past it.
     """
@@ -275,13 +295,23 @@ async def _record_failure(
         retry_after = None
         if isinstance(exc, RetryableError) and exc.retry_after is not None:
             retry_after = exc.retry_after.total_seconds()
-        delay = next_delay(retry, attempt, retry_after=retry_after)
+        delay = next_delay(retry, failures, retry_after=retry_after)
     retry_at = None if delay is None else now + delay
     await live.commit_attempt(
         AttemptRecord(
-            live.run.run_id, key, attempt, error_type, message, text, now, retry_at, started
+            live.run.run_id,
+            key,
+            attempt,
+            error_type,
+            message,
+            text,
+            now,
+            retry_at,
+            started,
+            live.run.execution,
         )
     )
+    live.flying.pop(key, None)  # over and recorded; the next attempt is not in flight yet
     if delay is not None:
         if delay > PARK_BACKOFF_AFTER and retry_at is not None:
             # A long backoff parks the run, like a sleep: it holds no worker or queue slot,

@@ -87,7 +87,7 @@ async def execute(
     else:
         records = await env.store.load_journal(run.run_id)
         # Failed attempts of the step being retried: after a recovery, or a backoff parked.
-        prior = _group(await env.store.load_attempts(run.run_id))
+        prior = _group(await env.store.load_attempts(run.run_id), run.execution)
     try:
         workflow = env.registry.workflow(run.workflow)
     except CairnError as exc:
@@ -188,10 +188,12 @@ def _raise_divergence(live: LiveRun) -> None:
         raise live.journal.divergence
 
 
-def _group(attempts: list[AttemptRecord]) -> dict[str, list[AttemptRecord]]:
+def _group(attempts: list[AttemptRecord], execution: int) -> dict[str, list[AttemptRecord]]:
+    """The attempts of this execution by step key (a retry's execution starts afresh)."""
     grouped: dict[str, list[AttemptRecord]] = defaultdict(list)
     for attempt in attempts:
-        grouped[attempt.key].append(attempt)
+        if attempt.execution == execution:
+            grouped[attempt.key].append(attempt)
     return dict(grouped)
 
 

@@ -123,6 +123,9 @@ class LiveRun(RunContext):
         self._running_steps: dict[asyncio.Future[None], tuple[asyncio.Task[Any] | None, str]] = {}
         # Steps waiting out a short retry backoff in memory, on the engine's clock.
         self.backing_off = 0
+        # Step attempts executing now: key -> (step name, attempt, started at). The worker's
+        # heartbeat publishes them (runtime/in_flight.py), from its own thread.
+        self.flying: dict[str, tuple[str, int, float]] = {}
         # The tokens of the hooks this attempt handed out: kept out of stored step inputs.
         self.hook_tokens: set[str] = set()
         self.interrupts = Interrupts(env.loop, run.control)
@@ -427,6 +430,7 @@ class LiveRun(RunContext):
             if token is not None:
                 context.leave(token)
             self._running_steps.pop(running, None)
+            self.flying.pop(key, None)  # no attempt of it is in flight any more
             running.set_result(None)
 
     def outcome(self, record: StepRecord) -> Any:

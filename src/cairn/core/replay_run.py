@@ -37,6 +37,8 @@ class ReplayRun(RunContext):
 
     def __init__(self, entries: list[HistoryEntry], workflow: WorkflowDef[Any, Any]) -> None:
         self.workflow = workflow
+        # What a retry took out of the journal is kept for people, not replayed.
+        entries = [e for e in entries if not e.superseded]
         self.entries = {e.key: e for e in entries}
         # Each patch id the code asked about: False if this run predates it.
         self.patches: dict[str, bool] = {}

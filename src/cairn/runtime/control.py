@@ -13,7 +13,6 @@ from cairn import durations, ids
 from cairn.authoring.registry import Registry
 from cairn.authoring.workflow import WorkflowDef
 from cairn.clock import Clock
-from cairn.core import hook_tokens, step_input
 from cairn.core.executor import Outcome
 from cairn.errors import (
     PoisonRun,
@@ -22,10 +21,11 @@ from cairn.errors import (
     RunFinished,
     RunNotFound,
 )
-from cairn.models import History, HistoryEntry, RunPage, RunStatus, RunSummary
+from cairn.models import History, RunPage, RunStatus, RunSummary
 from cairn.names import check_name
 from cairn.observability import logcontext, propagation
 from cairn.runtime import blocking, hooks, leases, triggers
+from cairn.runtime import history as run_history
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.queues import QueueControl
 from cairn.runtime.schedules import ScheduleControl
@@ -298,32 +298,45 @@ class RunControl:
         """Resume a paused run; timers and events that came meanwhile are honoured."""
         return await self._control(run_id, "resume")
 
-    async def retry(self, run_id: str) -> RunHandle:
+    async def retry(self, run_id: str, *, by: str | None = None) -> RunHandle:
         """Continue a FAILED run from its failed step; completed steps do not run again.
+
+        The run's next execution begins; `by` (who asked) is recorded with it. The failed
+        entry and every attempt of the earlier executions stay in the history.
 
         Raises:
             RunNotFound: unknown run.
             RunFinished: the run is not FAILED.
+            InvalidName: `by` is not a storable name.
         """
+        by = _who(by)
         run = await self.record(run_id)
-        if not await self.store.retry_run(run_id, now=self.clock.now()):
+        if not await self.store.retry_run(run_id, now=self.clock.now(), by=by):
             raise RunFinished(run_id, f"{run.status}; only FAILED runs can be retried")
         self.wake_local()
         return RunHandle(self, run_id)
 
-    async def restart(self, run_id: str) -> RunHandle:
-        """Start a new run of the same workflow with the same input."""
-        run = await self.record(run_id)
-        return await self._copy(run, before_seq=None)
+    async def restart(self, run_id: str, *, by: str | None = None) -> RunHandle:
+        """Start a new run of the same workflow with the same input.
 
-    async def fork(self, run_id: str, from_step: int) -> RunHandle:
-        """Start a new run reusing the recorded outcomes before history entry `from_step`."""
+        The new run records that it restarts `run_id`, and who asked (`by`).
+        """
+        by = _who(by)
+        run = await self.record(run_id)
+        return await self._copy(run, before_seq=None, by=by)
+
+    async def fork(self, run_id: str, from_step: int, *, by: str | None = None) -> RunHandle:
+        """Start a new run reusing the recorded outcomes before history entry `from_step`.
+
+        The new run records that it forks `run_id` at `from_step`, and who asked (`by`).
+        """
         if not isinstance(from_step, int) or from_step < 1:
             raise ValueError(f"from_step must be a history seq (1 or more), got {from_step!r}")
+        by = _who(by)
         run = await self.record(run_id)
-        return await self._copy(run, before_seq=from_step)
+        return await self._copy(run, before_seq=from_step, by=by)
 
-    async def _copy(self, run: RunRecord, *, before_seq: int | None) -> RunHandle:
+    async def _copy(self, run: RunRecord, *, before_seq: int | None, by: str | None) -> RunHandle:
         now = self.clock.now()
         copy = RunRecord(
             run_id=ids.new_run_id(),
@@ -337,11 +350,11 @@ class RunControl:
             priority=run.priority,
             partition_key=run.partition_key,
             trace_context=propagation.current(),
+            restarted_from=run.run_id if before_seq is None else None,
+            forked_from=run.run_id if before_seq is not None else None,
+            forked_from_seq=before_seq,
         )
-        if before_seq is None:
-            await self.store.create_run(copy)
-        else:
-            await self.store.fork_run(copy, run.run_id, before_seq)
+        await self.store.copy_run(copy, run.run_id, before_seq=before_seq, by=by, now=now)
         self.wake_local()
         return RunHandle(self, copy.run_id)
 
@@ -397,39 +410,18 @@ class RunControl:
         return RunPage([summary(row, now=now) for row in rows], next_cursor)
 
     async def history(self, run_id: str) -> History:
-        """Every durable operation of the run, in order, failed attempts included."""
+        """Every durable operation of the run, of every execution, in the order they happened.
+
+        Entries a retry ran again stay, marked `superseded`; `History.executions` says
+        who began each execution and when (see runtime/history.py).
+        """
         run = await self.record(run_id)
-        steps = await self.store.load_journal(run_id, inputs=True)
-        failures: dict[str, int] = {}
-        for attempt in await self.store.load_attempts(run_id):
-            failures[attempt.key] = max(failures.get(attempt.key, 0), attempt.attempt)
-        entries = []
-        for step in steps:
-            result = self._stored(step.result)
-            status = step.status
-            if step.kind == "child" and isinstance(result, dict) and "status" in result:
-                status = str(result["status"]).lower()  # how the child itself ended
-            entries.append(
-                HistoryEntry(
-                    seq=step.seq,
-                    kind=step.kind,
-                    name=step.name,
-                    status=status,
-                    attempts=max(step.attempts, failures.get(step.key, 0)),
-                    started_at=_dt(step.started_at),
-                    finished_at=_dt(step.finished_at),
-                    result=hook_tokens.redact(result) if step.kind == "hook" else result,
-                    error=_json(step.error),
-                    key=step.key,
-                    input=step_input.shown(self._stored(step.input)),
-                )
-            )
         try:
             payload = self.serializer.loads(run.args)
             args, kwargs = tuple(payload.get("args", ())), dict(payload.get("kwargs", {}))
         except Exception:  # an argument type that cannot be restored here
             args, kwargs = (), {}
-        return History(entries, run_id=run_id, workflow=run.workflow, args=args, kwargs=kwargs)
+        return await run_history.history(self.store, run, self._stored, args, kwargs)
 
     def _stored(self, text: str | None) -> Any:
         """A stored value for people to read: its text when it cannot be restored here."""
@@ -441,25 +433,22 @@ class RunControl:
             return text
 
     async def attempts(self, run_id: str) -> list[dict[str, Any]]:
-        """Every failed step attempt of the run, oldest first.
+        """Every failed or interrupted step attempt of the run, by execution.
 
-        `started_at` and `duration` (seconds to `failed_at`) are None for attempts
-        recorded before cairn kept when each began.
+        Each names its `execution` and `outcome` ("failed", or "interrupted" with the
+        `worker` that ran it). `started_at` and `duration` (seconds to `failed_at`) are
+        None for attempts recorded before cairn kept when each began.
         """
-        return [
-            {
-                "key": a.key,
-                "attempt": a.attempt,
-                "error_type": a.error_type,
-                "message": a.message,
-                "traceback": a.traceback,
-                "started_at": _dt(a.started_at),
-                "failed_at": _dt(a.failed_at),
-                "duration": None if a.started_at is None else a.failed_at - a.started_at,
-                "retry_at": _dt(a.retry_at),
-            }
-            for a in await self.store.load_attempts(run_id)
-        ]
+        return [run_history.attempt_dict(a) for a in await self.store.load_attempts(run_id)]
+
+    async def executing(self, run_id: str) -> list[dict[str, Any]]:
+        """The step attempts executing for the run now (see runtime/history.executing)."""
+        return await run_history.executing(self.store, await self.record(run_id))
+
+    async def copies(self, run_id: str) -> list[dict[str, Any]]:
+        """The runs restarted or forked from this one, oldest first."""
+        await self.record(run_id)
+        return await run_history.copies(self.store, run_id)
 
     # waiting
 
@@ -587,7 +576,16 @@ def summary(run: RunRecord, *, now: float) -> RunSummary:
         continued_from=run.continued_from,
         continued_to=run.continued_to,
         started_at=_dt(run.started_at),
+        execution=run.execution,
+        restarted_from=run.restarted_from,
+        forked_from=run.forked_from,
+        forked_from_seq=run.forked_from_seq,
     )
+
+
+def _who(by: str | None) -> str | None:
+    """`by` checked: None, or a name (at most 255 characters) of who asked."""
+    return None if by is None else check_name(by, "by")
 
 
 def _parse_cursor(cursor: str | None) -> tuple[float, str] | None:

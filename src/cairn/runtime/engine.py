@@ -298,17 +298,23 @@ class Engine:
         """Resume a paused run."""
         return await self.control.resume(run_id)
 
-    async def retry(self, run_id: str) -> RunHandle:
-        """Continue a FAILED run from its failed step."""
-        return await self.control.retry(run_id)
+    async def retry(self, run_id: str, *, by: str | None = None) -> RunHandle:
+        """Continue a FAILED run from its failed step, as its next execution.
 
-    async def restart(self, run_id: str) -> RunHandle:
-        """Start a new run with the same input."""
-        return await self.control.restart(run_id)
+        `by` names who asked; the history keeps it with the execution.
+        """
+        return await self.control.retry(run_id, by=by)
 
-    async def fork(self, run_id: str, from_step: int) -> RunHandle:
-        """Start a new run reusing the recorded steps before history entry `from_step`."""
-        return await self.control.fork(run_id, from_step)
+    async def restart(self, run_id: str, *, by: str | None = None) -> RunHandle:
+        """Start a new run with the same input; it records its source and `by`."""
+        return await self.control.restart(run_id, by=by)
+
+    async def fork(self, run_id: str, from_step: int, *, by: str | None = None) -> RunHandle:
+        """Start a new run reusing the recorded steps before history entry `from_step`.
+
+        It records its source, `from_step` and `by`.
+        """
+        return await self.control.fork(run_id, from_step, by=by)
 
     @property
     def queues(self) -> QueueControl:

@@ -19,9 +19,10 @@ from cairn.core import executor
 from cairn.core.live_run import LiveRun, RunEnv
 from cairn.core.tenure import Tenure
 from cairn.observability import logcontext
-from cairn.runtime import leases
+from cairn.runtime import in_flight, leases
 from cairn.runtime.control import Reservation
 from cairn.runtime.heartbeat import Heartbeat
+from cairn.runtime.in_flight import InFlight
 from cairn.runtime.watchdog import LoopWatchdog
 from cairn.store.records import Beat, Lease, RunRecord, WorkerRecord
 
@@ -70,6 +71,8 @@ class Worker:
         self.active: dict[str, Attempt] = {}
         # The live state of executing runs, for cancel/pause requests to reach them.
         self.live: dict[str, LiveRun] = {}
+        # The step attempts in flight, as each heartbeat publishes them.
+        self.in_flight = InFlight(self.live)
         self.tenure = Tenure(lease)
         env.tenure = self.tenure
         env.on_new_work = self.wake
@@ -107,6 +110,7 @@ class Worker:
             workflows=json.dumps(sorted(self.env.registry.workflows) if self.claim else []),
             lease=self.lease,
             process=None if self.process is None else str(self.process),
+            executing=self.in_flight.snapshot(),
         )
 
     async def start(self) -> None:
@@ -126,6 +130,8 @@ class Worker:
             loop=loop,
         )
         self._heartbeat.start()
+        watch = self.in_flight.watch(self._heartbeat.beat_now)
+        self._tasks.append(asyncio.create_task(watch, name="cairn-in-flight"))
         self._watchdog = LoopWatchdog(loop, limit=self.lease / 3, describe=self._running)
         self._watchdog.start()
         if self.claim:
@@ -149,6 +155,12 @@ class Worker:
         for task in [*self._tasks, *self._handing_back]:
             task.cancel()
         attempts = list(self.active.values())
+        # The step attempts this stop cuts short: recorded as interrupted with the hand-back.
+        now = self.env.clock.now()
+        cut = {
+            attempt.run.run_id: in_flight.cut_short(attempt.live, worker=self.env.owner, now=now)
+            for attempt in attempts
+        }
         for attempt in attempts:
             if attempt.task is not None:
                 attempt.task.cancel()
@@ -165,8 +177,11 @@ class Worker:
             if not await attempt.quiesced(max(0.0, deadline - time.monotonic())):
                 left_running.append(attempt.run.run_id)
                 continue
+            run_id = attempt.run.run_id
             with contextlib.suppress(Exception):
-                await self.env.store.release_run(attempt.run.run_id, self._lease(attempt))
+                await self.env.store.release_run(
+                    run_id, self._lease(attempt), interrupted=cut[run_id]
+                )
         if self._watchdog is not None:
             self._watchdog.stop()
         if self._heartbeat is not None:

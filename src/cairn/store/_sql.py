@@ -9,6 +9,7 @@ from typing import Any
 
 from cairn.store.records import (
     ATTEMPT_FIELDS,
+    EXECUTION_FIELDS,
     HOOK_FIELDS,
     JOURNAL_FIELDS,
     RUN_FIELDS,
@@ -17,6 +18,7 @@ from cairn.store.records import (
     TASK_FIELDS,
     WORKER_FIELDS,
     AttemptRecord,
+    ExecutionRecord,
     HookRecord,
     Lease,
     RunQuery,
@@ -71,7 +73,7 @@ INSERT_STEP_OWNED = (
 INSERT_ATTEMPT = (
     f"INSERT INTO step_attempts ({ATTEMPT_COLUMNS}) "
     f"VALUES ({_placeholders(len(ATTEMPT_FIELDS))}) "
-    "ON CONFLICT (run_id, key, attempt) DO NOTHING"
+    "ON CONFLICT (run_id, execution, key, attempt) DO NOTHING"
 )
 FINISH_RUN = (
     "UPDATE runs SET status = ?, result = ?, error = ?, updated_at = ?, finished_at = ?, "
@@ -105,20 +107,26 @@ def columns_json(rows: Sequence[Sequence[Any]]) -> str:
 SELECT_JOURNAL = f"SELECT {', '.join(JOURNAL_FIELDS)} FROM steps WHERE run_id = ? ORDER BY seq"
 SELECT_HISTORY = f"SELECT {STEP_COLUMNS} FROM steps WHERE run_id = ? ORDER BY seq"
 SELECT_ATTEMPTS = (
-    f"SELECT {ATTEMPT_COLUMNS} FROM step_attempts WHERE run_id = ? ORDER BY key, attempt"
+    f"SELECT {ATTEMPT_COLUMNS} FROM step_attempts WHERE run_id = ? ORDER BY execution, key, attempt"
 )
 
 # Registered and heartbeated with the database's clock (started_at and heartbeat_at).
-# Params: worker_id, host, pid, concurrency, queues, workflows, lease, process.
+# Params: worker_id, host, pid, concurrency, queues, workflows, lease, process, executing.
 UPSERT_WORKER = (
     "INSERT INTO workers (worker_id, host, pid, started_at, heartbeat_at, concurrency, "
-    f"queues, workflows, lease, process) VALUES (?, ?, ?, {DB_NOW}, {DB_NOW}, ?, ?, ?, ?, ?) "
+    "queues, workflows, lease, process, executing) "
+    f"VALUES (?, ?, ?, {DB_NOW}, {DB_NOW}, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, "
     "concurrency = excluded.concurrency, queues = excluded.queues, "
-    "workflows = excluded.workflows, lease = excluded.lease, process = excluded.process"
+    "workflows = excluded.workflows, lease = excluded.lease, process = excluded.process, "
+    "executing = excluded.executing"
 )
-HEARTBEAT = f"UPDATE workers SET heartbeat_at = {DB_NOW} WHERE worker_id = ?"
+# A beat also says which steps the worker has in flight (store/in_flight.py): the same
+# row, the same write. Params: executing, worker_id.
+HEARTBEAT = f"UPDATE workers SET heartbeat_at = {DB_NOW}, executing = ? WHERE worker_id = ?"
 SELECT_WORKERS = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY started_at"
+SELECT_WORKER = f"SELECT {WORKER_COLUMNS} FROM workers WHERE worker_id = ?"
+SELECT_WORKER_EXECUTING = "SELECT executing FROM workers WHERE worker_id = ?"
 # What a heartbeat reads back: the runs its worker holds, for the reconciler.
 # Read at scrape time by the metrics (runs_by_status holds the statuses it counts).
 COUNT_UNFINISHED = (
@@ -308,7 +316,8 @@ SELECT_WOKEN = (
 # machine saw its process gone). A worker never recovers its own runs: the reconciler
 # deals with those.
 SELECT_ORPHANED_DEAD = (
-    "SELECT run_id, recoveries, max_recoveries, workflow FROM runs WHERE status = 'RUNNING' AND "
+    "SELECT run_id, recoveries, max_recoveries, workflow, owner, fence, execution FROM runs "
+    "WHERE status = 'RUNNING' AND "
     "(owner IS NULL OR (owner <> ? AND owner NOT IN "
     "(SELECT worker_id FROM workers WHERE heartbeat_at > 0))) LIMIT ?"
 )
@@ -316,7 +325,8 @@ SELECT_ORPHANED_DEAD = (
 # database's clock. Only a worker that has itself seen the database answer for a whole
 # lease asks this (see runtime/leases.py): after an outage every heartbeat looks old.
 SELECT_ORPHANED = (
-    "SELECT run_id, recoveries, max_recoveries, workflow FROM runs WHERE status = 'RUNNING' AND "
+    "SELECT run_id, recoveries, max_recoveries, workflow, owner, fence, execution FROM runs "
+    "WHERE status = 'RUNNING' AND "
     "(owner IS NULL OR (owner <> ? AND owner NOT IN "
     f"(SELECT worker_id FROM workers WHERE heartbeat_at + lease >= {DB_NOW}))) LIMIT ?"
 )
@@ -333,6 +343,15 @@ CLAIM_ONE = (
 )
 # A run queued by name (no code at hand) takes the version of the code that first runs it.
 SET_VERSION = "UPDATE runs SET version = ? WHERE run_id = ? AND version IS NULL"
+# A step the dead owner had in flight, as an interrupted attempt: unless its outcome or
+# this attempt's failure made it to the journal after all. Params: the attempt's values
+# (ATTEMPT_FIELDS order), then run_id, key.
+INSERT_INTERRUPTED = (
+    f"INSERT INTO step_attempts ({ATTEMPT_COLUMNS}) "
+    f"SELECT {_placeholders(len(ATTEMPT_FIELDS))} "
+    "WHERE NOT EXISTS (SELECT 1 FROM steps WHERE run_id = ? AND key = ?) "
+    "ON CONFLICT (run_id, execution, key, attempt) DO NOTHING"
+)
 POISON_ONE = (
     "UPDATE runs SET status = 'FAILED', error = ?, owner = NULL, updated_at = ?, "
     "finished_at = ? WHERE run_id = ? AND status = 'RUNNING'"
@@ -364,14 +383,44 @@ CANCEL_CHILDREN = (
     f"WHERE parent_id = ? AND detached = 0 AND status NOT IN {FINISHED_SQL}"
 )
 SELECT_PARENT = "SELECT parent_id FROM runs WHERE run_id = ?"
-# Retrying a FAILED run: forget the failure so the failed step runs again.
-DELETE_STEP = "DELETE FROM steps WHERE run_id = ? AND key = ?"
-DELETE_ATTEMPTS = "DELETE FROM step_attempts WHERE run_id = ? AND key = ?"
-LAST_STEP = "SELECT key, status FROM steps WHERE run_id = ? ORDER BY seq DESC LIMIT 1"
+# Retrying a FAILED run begins its next execution. A failed last entry moves out of the
+# journal (so that its step runs again) into retried_steps (so that history keeps it);
+# attempts stay, each with its execution.
+SELECT_EXECUTION = "SELECT execution FROM runs WHERE run_id = ?"
+LAST_STEP = "SELECT key, status, seq FROM steps WHERE run_id = ? ORDER BY seq DESC LIMIT 1"
+# The execution that recorded journal entry `seq`: the last one that began at or before it.
+EXECUTION_OF_SEQ = (
+    "SELECT MAX(execution) FROM run_executions WHERE run_id = ? AND cause = 'retry' "
+    "AND from_seq <= ?"
+)
 REQUEUE_FAILED = (
     "UPDATE runs SET status = 'PENDING', error = NULL, result = NULL, finished_at = NULL, "
-    "control = NULL, owner = NULL, wake_at = NULL, updated_at = ? "
+    "control = NULL, owner = NULL, wake_at = NULL, updated_at = ?, execution = execution + 1 "
     "WHERE run_id = ? AND status = 'FAILED'"
+)
+# retried_steps has every column of steps (plus execution): a migration that adds one to
+# steps adds it there too.
+RETIRE_STEP = (
+    f"INSERT INTO retried_steps (execution, {STEP_COLUMNS}) SELECT ?, {STEP_COLUMNS} "
+    "FROM steps WHERE run_id = ? AND key = ?"
+)
+DELETE_STEP = "DELETE FROM steps WHERE run_id = ? AND key = ?"
+EXECUTION_COLUMNS = ", ".join(EXECUTION_FIELDS)
+INSERT_EXECUTION = (
+    f"INSERT INTO run_executions ({EXECUTION_COLUMNS}) "
+    f"VALUES ({_placeholders(len(EXECUTION_FIELDS))})"
+)
+SELECT_EXECUTIONS = (
+    f"SELECT {EXECUTION_COLUMNS} FROM run_executions WHERE run_id = ? ORDER BY execution"
+)
+SELECT_RETRIED = (
+    f"SELECT execution, {STEP_COLUMNS} FROM retried_steps WHERE run_id = ? ORDER BY execution, seq"
+)
+# The runs restarted or forked from a run (two partial indexes, one per column).
+SELECT_COPIES = (
+    f"SELECT {RUN_COLUMNS} FROM runs WHERE restarted_from = ? "
+    f"UNION ALL SELECT {RUN_COLUMNS} FROM runs WHERE forked_from = ? "
+    "ORDER BY created_at, run_id"
 )
 COPY_STEPS = (
     f"INSERT INTO steps ({STEP_COLUMNS}) SELECT ?, {STEP_COLUMNS.replace('run_id, ', '', 1)} "
@@ -467,7 +516,13 @@ def worker_params(worker: WorkerRecord) -> tuple[Any, ...]:
         worker.workflows,
         worker.lease,
         worker.process,
+        worker.executing,
     )
+
+
+def execution_from_row(row: Sequence[Any]) -> ExecutionRecord:
+    """An ExecutionRecord from a row selected with EXECUTION_COLUMNS."""
+    return ExecutionRecord(*row)
 
 
 def worker_from_row(row: Sequence[Any]) -> WorkerRecord:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cairn.store import _sql
+from cairn.store import _sql, in_flight
 from cairn.store.programs import (
     Program,
     Sql,
@@ -18,6 +18,7 @@ from cairn.store.programs import (
     one_row,
 )
 from cairn.store.records import (
+    AttemptRecord,
     Beat,
     Claimed,
     Lease,
@@ -36,7 +37,7 @@ def beat(worker: WorkerRecord) -> Program[Beat]:
 
     A worker whose row is gone (removed while it was presumed dead) registers again.
     """
-    if not (yield Sql(_sql.HEARTBEAT, (worker.worker_id,))):
+    if not (yield Sql(_sql.HEARTBEAT, (worker.executing, worker.worker_id))):
         yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
     owned = yield all_rows(_sql.SELECT_OWNED, (worker.worker_id,))
     workers = yield all_rows(_sql.SELECT_WORKERS)
@@ -52,9 +53,17 @@ def expire_workers(worker_ids: Sequence[str]) -> Program[None]:
         yield Sql(_sql.EXPIRE_WORKER, (worker_id,))
 
 
-def release_run(run_id: str, lease: Lease, now: float) -> Program[bool]:
-    """Queue again a run `lease` still holds, for any worker (this one too) to claim."""
-    return bool((yield Sql(_sql.RELEASE_ONE, (now, run_id, lease.owner, lease.fence))))
+def release_run(
+    run_id: str, lease: Lease, now: float, interrupted: Sequence[AttemptRecord] = ()
+) -> Program[bool]:
+    """Queue again a run `lease` still holds, for any worker (this one too) to claim.
+
+    The attempts its step attempts in flight were cut short as are `interrupted`.
+    """
+    if not (yield Sql(_sql.RELEASE_ONE, (now, run_id, lease.owner, lease.fence))):
+        return False
+    yield from _interrupted(interrupted)
+    return True
 
 
 def remove_worker(worker_id: str, now: float) -> Program[None]:
@@ -141,7 +150,7 @@ def _claim_orphans(
         text = _sql.SELECT_ORPHANED if stale else _sql.SELECT_ORPHANED_DEAD
         orphaned = _sql.restrict(text, "workflow", workflows)
         orphans = yield all_rows(orphaned, (*known, worker_id, room), lock=True)
-        for run_id, recoveries, max_recoveries, workflow in orphans:
+        for run_id, recoveries, max_recoveries, workflow, owner, fence, execution in orphans:
             if recoveries >= max_recoveries:
                 error = _sql.poison_error(run_id, recoveries)
                 yield Sql(_sql.POISON_ONE, (error, now, now, run_id))
@@ -149,6 +158,38 @@ def _claim_orphans(
                 poisoned[run_id] = str(workflow)
             elif (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 1, now, now, now, run_id, "RUNNING"))):
                 claimed.append(run_id)
+            else:
+                continue
+            yield from record_interrupted(run_id, owner, int(fence), int(execution), now)
+
+
+def record_interrupted(
+    run_id: str, owner: str | None, fence: int, execution: int, now: float
+) -> Program[None]:
+    """Record each step `owner` had in flight for the run as an interrupted attempt.
+
+    Called as the run is taken from `owner` (dead, or silent past its lease). What the
+    owner had in flight is what its last heartbeat said (store/in_flight.py); a step whose
+    outcome or failure was committed after all is left alone.
+    """
+    if owner is None:
+        return
+    row = yield one_row(_sql.SELECT_WORKER_EXECUTING, (owner,))
+    steps = in_flight.decode(None if row is None else row[0], run_id, fence)
+    why = "stopped (it died or lost the run)"
+    yield from _interrupted(
+        [
+            in_flight.interrupted(step, execution=execution, worker=owner, now=now, why=why)
+            for step in steps
+        ]
+    )
+
+
+def _interrupted(attempts: Sequence[AttemptRecord]) -> Program[None]:
+    """Insert interrupted attempts, each unless its step's outcome is in the journal."""
+    for attempt in attempts:
+        params = (*_sql.attempt_params(attempt), attempt.run_id, attempt.key)
+        yield Sql(_sql.INSERT_INTERRUPTED, params)
 
 
 class _QueueGate:

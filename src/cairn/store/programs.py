@@ -22,6 +22,8 @@ from cairn.store.records import (
     AttemptRecord,
     HookRecord,
     Lease,
+    Lineage,
+    RetriedStep,
     RunRecord,
     StepRecord,
     TaskRecord,
@@ -347,18 +349,53 @@ def control_run(run_id: str, action: str, now: float) -> Program[str | None]:
     raise ValueError(f"unknown control action {action!r} (cancel, pause or resume)")
 
 
-def retry_run(run_id: str, now: float) -> Program[bool]:
-    """Requeue a FAILED run, forgetting its last failed entry; False if not FAILED."""
+def retry_run(run_id: str, now: float, by: str | None) -> Program[bool]:
+    """Requeue a FAILED run as its next execution; False if not FAILED.
+
+    A failed last entry moves from the journal to retried_steps, so that its step runs
+    again and the history still shows how it failed.
+    """
+    row = yield Sql(_sql.SELECT_EXECUTION, (run_id,), "one", "update")
+    if row is None:
+        return False
     last = yield one_row(_sql.LAST_STEP, (run_id,))
     if not (yield Sql(_sql.REQUEUE_FAILED, (now, run_id))):
         return False
+    from_seq = 1 if last is None else int(last[2]) + 1
     if last is not None and last[1] == "failed":
-        yield Sql(_sql.DELETE_STEP, (run_id, last[0]))
-        yield Sql(_sql.DELETE_ATTEMPTS, (run_id, last[0]))
+        key, seq = last[0], int(last[2])
+        found = yield one_row(_sql.EXECUTION_OF_SEQ, (run_id, seq))
+        recorded_in = 1 if found is None or found[0] is None else int(found[0])
+        yield Sql(_sql.RETIRE_STEP, (recorded_in, run_id, key))
+        yield Sql(_sql.DELETE_STEP, (run_id, key))
+        from_seq = seq
+    execution = int(row[0]) + 1
+    yield Sql(_sql.INSERT_EXECUTION, (run_id, execution, now, "retry", by, from_seq))
     return True
 
 
-def fork_run(new_run: RunRecord, source_id: str, before_seq: int) -> Program[None]:
-    """Create `new_run` with the source's completed entries before `before_seq`."""
+def copy_run(
+    new_run: RunRecord, source_id: str, before_seq: int | None, by: str | None, now: float
+) -> Program[None]:
+    """Create `new_run` as a copy of the source: a restart, or a fork before `before_seq`.
+
+    A fork takes the source's entries before `before_seq` that are not "waiting".
+    """
     yield Sql(_sql.INSERT_RUN, _sql.run_params(new_run))
-    yield Sql(_sql.COPY_STEPS, (new_run.run_id, source_id, before_seq))
+    cause = "restart" if before_seq is None else "fork"
+    if before_seq is not None:
+        yield Sql(_sql.COPY_STEPS, (new_run.run_id, source_id, before_seq))
+    params = (new_run.run_id, 1, now, cause, by, before_seq or 1)
+    yield Sql(_sql.INSERT_EXECUTION, params)
+
+
+def lineage(run_id: str) -> Program[Lineage]:
+    """A run's executions, the entries retries took out of its journal, and its copies."""
+    executions = yield all_rows(_sql.SELECT_EXECUTIONS, (run_id,))
+    retried = yield all_rows(_sql.SELECT_RETRIED, (run_id,))
+    copies = yield all_rows(_sql.SELECT_COPIES, (run_id, run_id))
+    return Lineage(
+        [_sql.execution_from_row(row) for row in executions],
+        [RetriedStep(int(row[0]), _sql.step_from_row(row[1:])) for row in retried],
+        [_sql.run_from_row(row) for row in copies],
+    )

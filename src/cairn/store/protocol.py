@@ -17,6 +17,7 @@ from cairn.store.records import (
     Fired,
     HookRecord,
     Lease,
+    Lineage,
     QueueRecord,
     RunQuery,
     RunRecord,
@@ -138,19 +139,39 @@ class Store(Protocol):
         """(run_id, control) of the runs `owner` (a worker id) holds with a pending request."""
         ...
 
-    async def retry_run(self, run_id: str, *, now: float) -> bool:
-        """Requeue a FAILED run as PENDING so it continues from the failed step.
+    async def retry_run(self, run_id: str, *, now: float, by: str | None = None) -> bool:
+        """Requeue a FAILED run as PENDING, as its next execution, from the failed step.
 
-        Its last journal entry is deleted if that entry failed (with its attempts).
-        False (nothing written) if the run is not FAILED.
+        In one transaction: `runs.execution` grows by one and an ExecutionRecord (cause
+        "retry", `by`, `now`) says so; a failed last journal entry moves to the retried
+        entries (see `load_lineage`), so that its step runs again. Attempts are kept: each
+        carries its execution. False (nothing written) if the run is not FAILED.
         """
         ...
 
-    async def fork_run(self, new_run: RunRecord, source_id: str, before_seq: int) -> None:
-        """Create `new_run` with copies of the source's journal entries before a seq.
+    async def copy_run(
+        self,
+        new_run: RunRecord,
+        source_id: str,
+        *,
+        before_seq: int | None,
+        by: str | None = None,
+        now: float,
+    ) -> None:
+        """Create `new_run`, a restart (`before_seq` None) or fork of run `source_id`.
 
-        Entries with seq < `before_seq` that are not "waiting" are copied, in one
-        transaction.
+        A fork copies the source's journal entries with seq < `before_seq` that are not
+        "waiting". `new_run` carries its `restarted_from` / `forked_from`; an
+        ExecutionRecord for its first execution (cause "restart" or "fork", `by`, `now`)
+        is written in the same transaction.
+        """
+        ...
+
+    async def load_lineage(self, run_id: str) -> Lineage:
+        """What a run's audit trail adds to its journal.
+
+        Its ExecutionRecords (by number), the entries retries took out of its journal (by
+        execution, then seq), and the runs restarted or forked from it (oldest first).
         """
         ...
 
@@ -207,7 +228,7 @@ class Store(Protocol):
         ...
 
     async def load_attempts(self, run_id: str) -> list[AttemptRecord]:
-        """Every failed attempt recorded for the run, by key then attempt."""
+        """Every failed or interrupted attempt of the run, by execution, key, attempt."""
         ...
 
     async def upsert_step(self, lease: Lease, step: StepRecord) -> None:
@@ -291,7 +312,8 @@ class Store(Protocol):
     async def beat(self, worker: WorkerRecord) -> Beat:
         """Mark `worker` alive now, by the database's clock; what it holds, every worker.
 
-        A worker whose row is gone registers again. `side_channel()` does the same from a
+        The same write stores `worker.executing` (the steps it has in flight). A worker
+        whose row is gone registers again. `side_channel()` does the same from a
         thread of its own.
         """
         ...
@@ -308,6 +330,10 @@ class Store(Protocol):
         """Every worker row."""
         ...
 
+    async def get_worker(self, worker_id: str) -> WorkerRecord | None:
+        """The worker row, or None (a worker that stopped cleanly has none)."""
+        ...
+
     async def counts(self) -> Counts:
         """Unfinished runs by (queue, status), and workers whose heartbeat is within their lease.
 
@@ -320,11 +346,15 @@ class Store(Protocol):
         """Mark workers dead now, so their runs can be recovered without waiting for the lease."""
         ...
 
-    async def release_run(self, run_id: str, lease: Lease) -> bool:
+    async def release_run(
+        self, run_id: str, lease: Lease, *, interrupted: Sequence[AttemptRecord] = ()
+    ) -> bool:
         """Queue again a run `lease` holds but whose attempt ended early; True if it did.
 
         The run becomes PENDING with no owner (claimed again without counting a
-        recovery). A no-op (False) if `lease` no longer holds it.
+        recovery), and the `interrupted` attempts (step attempts the ending cut short)
+        are recorded in the same transaction, each unless its step's outcome is in the
+        journal. A no-op (False) if `lease` no longer holds it.
         """
         ...
 
@@ -359,7 +389,10 @@ class Store(Protocol):
         Claimed runs become RUNNING, owned by `worker_id`, with their fence bumped;
         `attempt` grows for a start or recovery, not for a wake-up.
         A recovered run past its max_recoveries is ended FAILED instead and reported in
-        `poisoned` (run id -> workflow). A PENDING run held back by a limit gets
+        `poisoned` (run id -> workflow). Either way, each step the dead owner's last
+        heartbeat listed in flight for the run (under its fence) is recorded as an
+        attempt with outcome "interrupted", unless its outcome or that attempt's failure
+        is already recorded. A PENDING run held back by a limit gets
         `waiting_for` naming it. A run is never handed to two workers.
         """
         ...

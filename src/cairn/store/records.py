@@ -41,6 +41,10 @@ class RunRecord:
     fence: int = 0  # bumped by every claim: see Lease
     # The W3C trace context (JSON of traceparent/tracestate) the run was started in.
     trace_context: str | None = None
+    execution: int = 1  # a retry begins the next execution (see ExecutionRecord)
+    restarted_from: str | None = None  # the run this one restarts (same input)
+    forked_from: str | None = None  # the run this one forks ...
+    forked_from_seq: int | None = None  # ... reusing its entries before this seq
 
 
 RUN_FIELDS: tuple[str, ...] = tuple(RunRecord.__dataclass_fields__)
@@ -86,9 +90,19 @@ STEP_FIELDS: tuple[str, ...] = tuple(StepRecord.__dataclass_fields__)
 JOURNAL_FIELDS: tuple[str, ...] = tuple(name for name in STEP_FIELDS if name != "input")
 
 
+# How an attempt that produced no outcome ended: it raised, or its worker died or lost
+# the run while it ran (recorded by the worker that took the run over).
+FAILED = "failed"
+INTERRUPTED = "interrupted"
+
+
 @dataclass(frozen=True, slots=True)
 class AttemptRecord:
-    """A failed attempt of a step, kept for history and for retry accounting."""
+    """A failed (or interrupted) attempt of a step, kept for history and retry accounting.
+
+    Attempts are numbered within an execution of the run. An interrupted attempt's
+    `failed_at` is when another worker took the run over, `worker` the one that ran it.
+    """
 
     run_id: str
     key: str
@@ -99,9 +113,48 @@ class AttemptRecord:
     failed_at: float
     retry_at: float | None
     started_at: float | None = None  # None for attempts recorded before schema 13
+    execution: int = 1
+    outcome: str = FAILED
+    worker: str | None = None
 
 
 ATTEMPT_FIELDS: tuple[str, ...] = tuple(AttemptRecord.__dataclass_fields__)
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionRecord:
+    """Who began an execution of a run, when, why, and from which history entry on.
+
+    `cause` is "retry" (execution 2 and later), or "restart" / "fork" for the first
+    execution of a copied run. A run started the ordinary way has no record for its first.
+    """
+
+    run_id: str
+    execution: int
+    started_at: float
+    cause: str
+    started_by: str | None
+    from_seq: int
+
+
+EXECUTION_FIELDS: tuple[str, ...] = tuple(ExecutionRecord.__dataclass_fields__)
+
+
+@dataclass(frozen=True, slots=True)
+class RetriedStep:
+    """A journal entry a retry took out of the journal: the failure it ran again."""
+
+    execution: int  # the execution that recorded it
+    step: StepRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """What a run's audit trail adds to its journal: executions, retried entries, copies."""
+
+    executions: list[ExecutionRecord]
+    retried: list[RetriedStep]
+    copies: list[RunRecord]  # runs restarted or forked from this one, oldest first
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +171,8 @@ class WorkerRecord:
     workflows: str | None = None  # JSON list of the workflows it claims; None: unknown
     lease: float = 10.0  # its own lease: its heartbeat is judged by it
     process: str | None = None  # "boot id/pid namespace/pid/start ticks" (leases.py)
+    # The steps it had in flight at its last heartbeat (JSON, see store/in_flight.py).
+    executing: str | None = None
 
 
 WORKER_FIELDS: tuple[str, ...] = tuple(WorkerRecord.__dataclass_fields__)

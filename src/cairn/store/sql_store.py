@@ -23,6 +23,7 @@ from cairn.store.records import (
     Fired,
     HookRecord,
     Lease,
+    Lineage,
     QueueRecord,
     RunQuery,
     RunRecord,
@@ -221,13 +222,25 @@ class SqlStore:
         rows = await self.read(lambda: _rows(_sql.SELECT_CONTROLLED, (owner,)))
         return [(str(run_id), str(control)) for run_id, control in rows]
 
-    async def retry_run(self, run_id: str, *, now: float) -> bool:
-        """Requeue a FAILED run from its failed step; False if not FAILED."""
-        return await self.write(lambda: programs.retry_run(run_id, now))
+    async def retry_run(self, run_id: str, *, now: float, by: str | None = None) -> bool:
+        """Requeue a FAILED run as its next execution; False if not FAILED."""
+        return await self.write(lambda: programs.retry_run(run_id, now, by))
 
-    async def fork_run(self, new_run: RunRecord, source_id: str, before_seq: int) -> None:
-        """Create `new_run` with the source's entries before `before_seq`."""
-        await self.write(lambda: programs.fork_run(new_run, source_id, before_seq))
+    async def copy_run(
+        self,
+        new_run: RunRecord,
+        source_id: str,
+        *,
+        before_seq: int | None,
+        by: str | None = None,
+        now: float,
+    ) -> None:
+        """Create `new_run` as a restart or fork of the source (see Store.copy_run)."""
+        await self.write(lambda: programs.copy_run(new_run, source_id, before_seq, by, now))
+
+    async def load_lineage(self, run_id: str) -> Lineage:
+        """The run's executions, retried entries and copies (see Store.load_lineage)."""
+        return await self.read(lambda: programs.lineage(run_id))
 
     # workers and claims
 
@@ -245,6 +258,11 @@ class SqlStore:
             _sql.worker_from_row(row) for row in await self.read(lambda: _rows(_sql.SELECT_WORKERS))
         ]
 
+    async def get_worker(self, worker_id: str) -> WorkerRecord | None:
+        """The worker row, or None."""
+        rows = await self.read(lambda: _rows(_sql.SELECT_WORKER, (worker_id,)))
+        return _sql.worker_from_row(rows[0]) if rows else None
+
     async def counts(self) -> Counts:
         """Unfinished runs by (queue, status) and live workers (see Store.counts)."""
         return await self.read(_counts)
@@ -254,9 +272,13 @@ class SqlStore:
         if worker_ids:
             await self.write(lambda: claim_programs.expire_workers(worker_ids))
 
-    async def release_run(self, run_id: str, lease: Lease) -> bool:
+    async def release_run(
+        self, run_id: str, lease: Lease, *, interrupted: Sequence[AttemptRecord] = ()
+    ) -> bool:
         """Queue again a run whose attempt ended early (see Store.release_run)."""
-        return await self.write(lambda: claim_programs.release_run(run_id, lease, time.time()))
+        return await self.write(
+            lambda: claim_programs.release_run(run_id, lease, time.time(), interrupted)
+        )
 
     async def remove_worker(self, worker_id: str) -> None:
         """Delete the worker and hand its running runs back to PENDING."""

@@ -222,6 +222,6 @@ class TestEngine:
         """Resume a paused run."""
         return await self.engine.resume(run_id)
 
-    async def retry(self, run_id: str) -> RunHandle:
-        """Continue a FAILED run from its failed step."""
-        return await self.engine.retry(run_id)
+    async def retry(self, run_id: str, *, by: str | None = None) -> RunHandle:
+        """Continue a FAILED run from its failed step, as its next execution."""
+        return await self.engine.retry(run_id, by=by)

@@ -3,11 +3,13 @@
 Each verb means what `cairn runs VERB` means: a verb the run can no longer take (cancelling
 a COMPLETED run, retrying one that has not failed) is a 409 and changes nothing. A request
 a worker acts on later (cancel a RUNNING run) answers at once with `requested` set.
+Retry, restart and fork record who asked: the body's `by`, else "api".
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from cairn.dashboard.api import inputs
@@ -17,7 +19,10 @@ from cairn.dashboard.api.replies import Reply
 from cairn.dashboard.target import Target
 from cairn.errors import RunFinished
 from cairn.models import RunStatus
+from cairn.names import check_name
 from cairn.runtime.control import RunControl
+
+API = "api"  # who asks, when a request does not say (`by`)
 
 
 async def facts(control: RunControl, run_id: str, action: str) -> dict[str, Any]:
@@ -51,13 +56,20 @@ async def resume_run(control: RunControl, run_id: str) -> dict[str, Any]:
     return await facts(control, run_id, "resume")
 
 
-async def retry_run(control: RunControl, run_id: str) -> dict[str, Any]:
+async def retry_run(control: RunControl, run_id: str, *, by: str = API) -> dict[str, Any]:
     """Continue a FAILED run from its failed step; RunFinished (409) if it is not FAILED."""
-    await control.retry(run_id)
-    return await facts(control, run_id, "retry")
+    await control.retry(run_id, by=by)
+    done = await facts(control, run_id, "retry")
+    run = await control.record(run_id)
+    return {**done, "execution": run.execution, "by": by}
 
 
 Act = Callable[[RunControl, str], Awaitable[dict[str, Any]]]
+
+
+def who(body: dict[str, Any]) -> str:
+    """Who asks for a recorded action: the body's `by` (a name), else "api"."""
+    return check_name(inputs.typed(body.get("by", API), str, "by"), "by")
 
 
 def _verb(act: Act) -> Handler:
@@ -69,15 +81,22 @@ def _verb(act: Act) -> Handler:
     return handle
 
 
+async def retry(target: Target, call: Call) -> Reply:
+    """`POST /runs/{run_id}/retry`: the next execution of a FAILED run, from its failed step."""
+    run_id = call.path("run_id")
+    act = partial(retry_run, by=who(await call.fields(("by",))))
+    return Reply(await target(lambda control: act(control, run_id)))
+
+
 async def restart(target: Target, call: Call) -> Reply:
     """`POST /runs/{run_id}/restart`: a new run with the same input (201)."""
     source = call.path("run_id")
-    await call.fields(())
+    by = who(await call.fields(("by",)))
 
     async def go(control: RunControl) -> dict[str, Any]:
-        handle = await control.restart(source)
+        handle = await control.restart(source, by=by)
         run = await control.record(handle.run_id)
-        return {"run_id": run.run_id, "status": run.status, "source": source}
+        return {"run_id": run.run_id, "status": run.status, "source": source, "by": by}
 
     return Reply(await target(go), 201)
 
@@ -85,8 +104,9 @@ async def restart(target: Target, call: Call) -> Reply:
 async def fork(target: Target, call: Call) -> Reply:
     """`POST /runs/{run_id}/fork`: a new run reusing the history before `from_step` (201)."""
     source = call.path("run_id")
-    body = await call.fields(("from_step",), required=("from_step",))
+    body = await call.fields(("from_step", "by"), required=("from_step",))
     from_step = inputs.typed(body["from_step"], int, "from_step")
+    by = who(body)
 
     async def go(control: RunControl) -> dict[str, Any]:
         seqs = [entry.seq for entry in await control.history(source)]
@@ -95,13 +115,14 @@ async def fork(target: Target, call: Call) -> Reply:
             raise ValueError(
                 f"run {source!r} has no history entry {from_step} (its entries: {span})"
             )
-        handle = await control.fork(source, from_step)
+        handle = await control.fork(source, from_step, by=by)
         run = await control.record(handle.run_id)
         return {
             "run_id": run.run_id,
             "status": run.status,
             "source": source,
             "from_step": from_step,
+            "by": by,
         }
 
     return Reply(await target(go), 201)
@@ -124,6 +145,8 @@ async def send_event(target: Target, call: Call) -> Reply:
 
 _RUN = "/runs/{run_id}"
 _EMPTY = {"type": "object", "additionalProperties": False}
+BY = {"by": {"type": "string", "minLength": 1, "maxLength": 255}}
+_BY_ONLY = {"type": "object", "properties": BY, "additionalProperties": False}
 
 OPERATIONS = (
     Operation(
@@ -153,10 +176,10 @@ OPERATIONS = (
     Operation(
         "POST",
         f"{_RUN}/retry",
-        _verb(retry_run),
-        "Continue a FAILED run from its failed step",
-        body=_EMPTY,
-        errors=(404, 409),
+        retry,
+        "Continue a FAILED run from its failed step, as its next execution",
+        body=_BY_ONLY,
+        errors=(404, 409, 422),
     ),
     Operation(
         "POST",
@@ -164,8 +187,8 @@ OPERATIONS = (
         restart,
         "Start a new run with the same input",
         ok=201,
-        body=_EMPTY,
-        errors=(404,),
+        body=_BY_ONLY,
+        errors=(404, 422),
     ),
     Operation(
         "POST",
@@ -176,7 +199,7 @@ OPERATIONS = (
         body={
             "type": "object",
             "required": ["from_step"],
-            "properties": {"from_step": {"type": "integer", "minimum": 1}},
+            "properties": {"from_step": {"type": "integer", "minimum": 1}, **BY},
             "additionalProperties": False,
         },
         errors=(404, 422),

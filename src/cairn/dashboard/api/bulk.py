@@ -6,6 +6,8 @@ first). Each run gets its own result, so one finished run does not fail the othe
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from cairn.dashboard.api import actions, inputs, runs
@@ -64,11 +66,13 @@ async def select(control: RunControl, chosen: dict[str, Any], limit: int) -> tup
     return ids, True
 
 
-def _bulk(verb: str, act: Act) -> Handler:
+def _bulk(verb: str, act: Callable[..., Awaitable[Any]], *, recorded: bool = False) -> Handler:
+    """The handler of `POST /runs/VERB`; a `recorded` verb takes `by` (see actions.who)."""
     where = f"POST /runs/{verb}"
 
     async def handle(target: Target, call: Call) -> Reply:
-        body = await call.fields(("ids", "filter", "limit"))
+        body = await call.fields(("ids", "filter", "limit", *(("by",) if recorded else ())))
+        each: Act = partial(act, by=actions.who(body)) if recorded else act
         if ("ids" in body) == ("filter" in body):
             raise BadRequest("request body needs exactly one of 'ids' and 'filter'")
         if "ids" in body:
@@ -94,7 +98,7 @@ def _bulk(verb: str, act: Act) -> Handler:
             results = []
             for run_id in targets:
                 try:
-                    done = await act(control, run_id)
+                    done = await each(control, run_id)
                 except Exception as exc:
                     status, name, message = describe(exc, where=where)
                     if status >= 500:
@@ -118,7 +122,7 @@ def _bulk(verb: str, act: Act) -> Handler:
     return handle
 
 
-_BODY = {
+_BODY: dict[str, Any] = {
     "type": "object",
     "properties": {
         "ids": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_RUNS},
@@ -138,6 +142,7 @@ _BODY = {
     },
     "additionalProperties": False,
 }
+_RETRY_BODY = {**_BODY, "properties": {**_BODY["properties"], **actions.BY}}
 
 OPERATIONS = (
     Operation(
@@ -150,8 +155,8 @@ OPERATIONS = (
     Operation(
         "POST",
         "/runs/retry",
-        _bulk("retry", actions.retry_run),
+        _bulk("retry", actions.retry_run, recorded=True),
         "Retry many FAILED runs, by ids or by filter; a result per run",
-        body=_BODY,
+        body=_RETRY_BODY,
     ),
 )

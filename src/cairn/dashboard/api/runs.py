@@ -92,15 +92,18 @@ async def history(target: Target, call: Call) -> Reply:
     """`GET /runs/{run_id}/history`."""
     run_id = call.path("run_id")
 
-    async def read(control: RunControl) -> tuple[Any, Any]:
-        return await control.history(run_id), await control.attempts(run_id)
+    async def read(control: RunControl) -> tuple[Any, Any, Any]:
+        history = await control.history(run_id)
+        return history, await control.attempts(run_id), await control.executing(run_id)
 
-    entries, attempts = await target(read)
+    entries, attempts, executing = await target(read)
     return Reply(
         {
             "run_id": run_id,
             "history": [output.entry_dict(entry) for entry in entries],
             "attempts": attempts,
+            "executions": [output.execution_dict(e) for e in entries.executions],
+            "executing": executing,
         }
     )
 
@@ -189,7 +192,8 @@ OPERATIONS = (
         "GET",
         f"/runs/{_RUN_ID}/history",
         history,
-        "A run's step history and failed attempts",
+        "A run's step history of every execution, its failed and interrupted attempts, "
+        "and the steps executing now",
         errors=(404,),
     ),
 )

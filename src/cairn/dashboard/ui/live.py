@@ -68,9 +68,10 @@ async def snapshot(control: RunControl, run_id: str, *, detail: bool) -> dict[st
         record.waiting_for,
         record.wake_at,
     ]
-    if detail:  # the run page also shows the timeline and failed attempts
+    if detail:  # the run page also shows the timeline, attempts and the steps executing
         facts += [len(await control.store.load_journal(run_id))]
         facts += [len(await control.store.load_attempts(run_id))]
+        facts += [(s["key"], s["attempt"]) for s in await control.executing(run_id)]
     shown["version"] = hashlib.sha1(repr(facts).encode()).hexdigest()[:16]
     return shown
 

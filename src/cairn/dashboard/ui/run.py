@@ -7,6 +7,7 @@ way (RunFinished). Steering posts go through a confirmation, in the browser or a
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from starlette.requests import Request
@@ -20,7 +21,7 @@ from cairn.dashboard.api.replies import BadRequest
 from cairn.dashboard.api.replies import describe as describe_failure
 from cairn.dashboard.target import Target
 from cairn.dashboard.ui import csrf, live, render, timeline
-from cairn.models import HistoryEntry, RunStatus
+from cairn.models import Execution, HistoryEntry, RunStatus
 from cairn.runtime.control import RunControl
 
 QUESTIONS = {
@@ -34,11 +35,13 @@ QUESTIONS = {
 # Entries a run's page shows unless asked for all (`?timeline=all`): the last ones, where
 # the run is now. A long run's whole timeline is a page of megabytes.
 TIMELINE_SHOWN = 200
-VERBS = {
+# Who the history says asked for a retry, restart or fork made on these pages.
+BY = "dashboard"
+VERBS: dict[str, actions.Act] = {
     "cancel": actions.cancel_run,
     "pause": actions.pause_run,
     "resume": actions.resume_run,
-    "retry": actions.retry_run,
+    "retry": partial(actions.retry_run, by=BY),
 }
 
 
@@ -77,6 +80,7 @@ def facts(shown: cli_runs.Shown) -> dict[str, Any]:
     # Times as the record holds them (epoch seconds), for the page's time filters.
     for name in ("created_at", "updated_at", "started_at", "finished_at", "scheduled_at"):
         found[name] = getattr(run, name)
+    found["executing"] = shown.executing  # with datetimes, for the page's times
     started = run.started_at
     end = run.finished_at if run.finished_at else (shown.now if started else None)
     found["duration"] = output.seconds(None if started is None or end is None else end - started)
@@ -93,7 +97,28 @@ def facts(shown: cli_runs.Shown) -> dict[str, Any]:
         found["percent"] = max(0, min(100, round(100 * current / total)))
     found["error_line"] = output.error_line(shown.error)
     found["finished"] = RunStatus(run.status).finished
+    first = shown.executions[0] if shown.executions else None
+    found["origin"] = _origin(first) if run.restarted_from or run.forked_from else ""
+    latest = shown.executions[-1] if shown.executions else None
+    found["execution_text"] = (
+        output.execution_label(latest, named=False) if latest and latest.number > 1 else ""
+    )
     return found
+
+
+def _origin(first: Execution | None) -> str:
+    """`by ada at 2026-...`: who made a copied run, and when."""
+    if first is None:
+        return ""
+    by = f"by {first.by} " if first.by else ""
+    return f"{by}at {output.when(first.started_at)}"
+
+
+def execution_labels(shown: cli_runs.Shown) -> dict[int, str]:
+    """A heading for each execution's entries; none when the run has had only one."""
+    if len(shown.executions) <= 1:
+        return {}
+    return {e.number: output.execution_label(e).capitalize() for e in shown.executions}
 
 
 def routes(target: Target) -> list[BaseRoute]:
@@ -108,7 +133,7 @@ def routes(target: Target) -> list[BaseRoute]:
             return shown, await live.snapshot(control, run_id, detail=True)
 
         shown, snap = await target(read)
-        entries = timeline.timeline(shown.history, shown.attempts)
+        entries = timeline.timeline(shown.history, shown.attempts, shown.executing)
         whole = request.query_params.get("timeline") == "all"
         hidden = 0 if whole else max(0, len(entries) - TIMELINE_SHOWN)
         context = {
@@ -121,7 +146,8 @@ def routes(target: Target) -> list[BaseRoute]:
             "timeline": entries[hidden:],
             "timeline_total": len(entries),
             "timeline_hidden": hidden,
-            "seqs": [entry.seq for entry in shown.history],
+            "seqs": [entry.seq for entry in shown.history if not entry.superseded],
+            "executions": execution_labels(shown),
             "version": snap["version"] if snap else "",
         }
         return render.page(request, "run.html", context)
@@ -176,12 +202,12 @@ def routes(target: Target) -> list[BaseRoute]:
 
         async def copy(control: RunControl) -> str:
             if step is None:
-                handle = await control.restart(run_id)
+                handle = await control.restart(run_id, by=BY)
             else:
                 seqs = [entry.seq for entry in await control.history(run_id)]
                 if step not in seqs:
                     raise BadRequest(f"run {run_id!r} has no history entry {step}")
-                handle = await control.fork(run_id, step)
+                handle = await control.fork(run_id, step, by=BY)
             return handle.run_id
 
         new_id = await target(copy)

@@ -1,42 +1,57 @@
 """The run page's timeline: history entries with their inputs, outputs and every attempt.
 
 A step entry's own start and end are those of the attempt that produced its outcome; its
-failed attempts come from `RunControl.attempts`, each with its own start. The timeline
-heads each entry with the whole span, first attempt to outcome, and lists the attempts.
+failed and interrupted attempts come from `RunControl.attempts`, each with its own start
+and under its own execution. The timeline heads each entry with the whole span, first
+attempt to outcome, and lists the attempts. Steps without an outcome yet come last: one
+between attempts ("retrying"), or one executing now, with its worker and heartbeat.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from cairn.cli import output
 from cairn.models import HistoryEntry
+from cairn.store.records import INTERRUPTED
 
 
-def timeline(entries: list[HistoryEntry], attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """History entries with their attempts; attempts of steps not yet recorded last."""
-    failed: dict[str, list[dict[str, Any]]] = {}
+def timeline(
+    entries: list[HistoryEntry],
+    attempts: list[dict[str, Any]],
+    executing: Sequence[dict[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """History entries with their attempts; steps without an outcome yet last."""
+    failed: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for attempt in attempts:
-        failed.setdefault(attempt["key"], []).append(attempt)
-    shown = [_entry(entry, failed.pop(entry.key, [])) for entry in entries]
-    for key, tries in failed.items():  # a step between attempts (retry backoff)
-        first = _first_start(tries)
+        failed.setdefault((attempt["execution"], attempt["key"]), []).append(attempt)
+    shown = [_entry(entry, failed.pop((entry.execution, entry.key), [])) for entry in entries]
+    running = {(step["execution"], step["key"]): step for step in executing}
+    for where in [*failed, *(w for w in running if w not in failed)]:
+        tries = [_failed(attempt) for attempt in failed.get(where, [])]
+        step = running.get(where)
+        if step is not None:
+            tries.append({**step, "running": True, "succeeded": False, "interrupted": False})
         shown.append(
             {
                 "seq": None,
                 "kind": "step",
-                "name": key,
-                "status": "retrying",
+                "name": where[1],
+                "execution": where[0],
+                "superseded": False,
+                # Between attempts (a retry backoff), or executing now.
+                "status": "retrying" if step is None else "executing",
                 "attempts": len(tries),
-                "started_at": first,
+                "started_at": _first_start(tries),
                 "duration": "",
                 "input": None,
                 "input_omitted": "",
                 "outcome": None,
                 "has_outcome": False,
                 "error": None,
-                "tries": [_failed(attempt) for attempt in tries],
+                "tries": tries,
             }
         )
     return shown
@@ -57,6 +72,8 @@ def _entry(entry: HistoryEntry, failed: list[dict[str, Any]]) -> dict[str, Any]:
                 "started_at": entry.started_at,
                 "took": _took(entry.started_at, entry.finished_at),
                 "succeeded": True,
+                "running": False,
+                "interrupted": False,
             }
         )
     started = min(
@@ -68,6 +85,8 @@ def _entry(entry: HistoryEntry, failed: list[dict[str, Any]]) -> dict[str, Any]:
         "seq": entry.seq,
         "kind": entry.kind,
         "name": entry.key or entry.name,
+        "execution": entry.execution,
+        "superseded": entry.superseded,
         "status": entry.status,
         "attempts": entry.attempts,
         "started_at": started,
@@ -82,11 +101,13 @@ def _entry(entry: HistoryEntry, failed: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _failed(attempt: dict[str, Any]) -> dict[str, Any]:
-    """A failed attempt as the page lists it: its own start and duration, then why."""
+    """A failed or interrupted attempt as the page lists it: start, duration, then why."""
     return {
         **attempt,
         "took": _took(attempt.get("started_at"), attempt.get("failed_at")),
         "succeeded": False,
+        "running": False,
+        "interrupted": attempt.get("outcome") == INTERRUPTED,
     }
 
 

@@ -1,0 +1,194 @@
+"""A run's record as people read it: every entry and attempt of every execution.
+
+Nothing an operator saw vanishes: a retry keeps the failed entry it runs again (marked
+`superseded`) and every attempt, each under the execution that made it; a step that a
+crash or a takeover interrupted is an attempt with outcome "interrupted". Beside the
+history: the steps executing now (as the worker's last heartbeat said), and the runs
+copied from this one. Reads only; `RunControl` serves these.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from cairn.core import hook_tokens, step_input
+from cairn.models import Execution, History, HistoryEntry, RunStatus
+from cairn.store import in_flight
+from cairn.store.protocol import Store
+from cairn.store.records import AttemptRecord, ExecutionRecord, RunRecord, StepRecord
+
+Decode = Callable[[str | None], Any]
+
+# `Execution.cause` of a run's first execution when it was started (not copied).
+STARTED = "start"
+RETRY = "retry"
+
+
+def _dt(ts: float | None) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+def _json_error(text: str | None) -> dict[str, Any] | None:
+    return None if text is None else json.loads(text)
+
+
+def executions(run: RunRecord, records: list[ExecutionRecord]) -> list[Execution]:
+    """Every execution of `run`, by number: the first one is its start unless recorded."""
+    found = {
+        r.execution: Execution(
+            r.execution,
+            datetime.fromtimestamp(r.started_at, UTC),
+            r.cause,
+            r.started_by,
+            r.from_seq,
+        )
+        for r in records
+    }
+    found.setdefault(1, Execution(1, datetime.fromtimestamp(run.created_at, UTC), STARTED))
+    return [found[number] for number in sorted(found)]
+
+
+def execution_of(seq: int, known: list[Execution]) -> int:
+    """The execution that recorded live journal entry `seq` (as store's EXECUTION_OF_SEQ).
+
+    The last retry that began recording at or before `seq`; 1 if none did.
+    """
+    number = 1
+    for execution in known:
+        if execution.cause == RETRY and execution.from_seq <= seq:
+            number = max(number, execution.number)
+    return number
+
+
+async def history(
+    store: Store,
+    run: RunRecord,
+    decode: Decode,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> History:
+    """Every durable operation of `run`, of every execution, in the order they happened.
+
+    `decode` reads a stored value; `args` and `kwargs` are the run's input, decoded.
+    """
+    steps = await store.load_journal(run.run_id, inputs=True)
+    lineage = await store.load_lineage(run.run_id)
+    known = executions(run, lineage.executions)
+    failures: dict[tuple[int, str], int] = {}
+    for attempt in await store.load_attempts(run.run_id):
+        where = (attempt.execution, attempt.key)
+        failures[where] = max(failures.get(where, 0), attempt.attempt)
+    entries = [
+        _entry(step, execution_of(step.seq, known), False, failures, decode) for step in steps
+    ]
+    entries += [_entry(r.step, r.execution, True, failures, decode) for r in lineage.retried]
+    entries.sort(key=lambda entry: (entry.execution, entry.seq))
+    return History(
+        entries,
+        run_id=run.run_id,
+        workflow=run.workflow,
+        args=args,
+        kwargs=kwargs,
+        executions=known,
+    )
+
+
+def _entry(
+    step: StepRecord,
+    execution: int,
+    superseded: bool,
+    failures: dict[tuple[int, str], int],
+    decode: Decode,
+) -> HistoryEntry:
+    result = decode(step.result)
+    status = step.status
+    if step.kind == "child" and isinstance(result, dict) and "status" in result:
+        status = str(result["status"]).lower()  # how the child itself ended
+    return HistoryEntry(
+        seq=step.seq,
+        kind=step.kind,
+        name=step.name,
+        status=status,
+        attempts=max(step.attempts, failures.get((execution, step.key), 0)),
+        started_at=_dt(step.started_at),
+        finished_at=_dt(step.finished_at),
+        result=hook_tokens.redact(result) if step.kind == "hook" else result,
+        error=_json_error(step.error),
+        key=step.key,
+        input=step_input.shown(decode(step.input)),
+        execution=execution,
+        superseded=superseded,
+    )
+
+
+def attempt_dict(attempt: AttemptRecord) -> dict[str, Any]:
+    """One failed or interrupted attempt as `RunControl.attempts` lists it."""
+    started = attempt.started_at
+    return {
+        "key": attempt.key,
+        "attempt": attempt.attempt,
+        "execution": attempt.execution,
+        "outcome": attempt.outcome,
+        "worker": attempt.worker,
+        "error_type": attempt.error_type,
+        "message": attempt.message,
+        "traceback": attempt.traceback,
+        "started_at": _dt(started),
+        "failed_at": _dt(attempt.failed_at),
+        "duration": None if started is None else attempt.failed_at - started,
+        "retry_at": _dt(attempt.retry_at),
+    }
+
+
+async def executing(store: Store, run: RunRecord) -> list[dict[str, Any]]:
+    """The step attempts executing for `run` now, as its worker's last heartbeat said.
+
+    Each: key, name, attempt, started_at, worker, heartbeat_at (of that worker). A step
+    is listed once it has run about a second (runtime/in_flight.py), and no longer once
+    its outcome or failure is recorded. Empty unless the run is RUNNING.
+    """
+    if run.status != RunStatus.RUNNING.value or run.owner is None:
+        return []
+    worker = await store.get_worker(run.owner)
+    if worker is None:
+        return []
+    steps = in_flight.decode(worker.executing, run.run_id, run.fence)
+    if not steps:
+        return []
+    recorded = {step.key for step in await store.load_journal(run.run_id)}
+    ended = {
+        (a.key, a.attempt)
+        for a in await store.load_attempts(run.run_id)
+        if a.execution == run.execution
+    }
+    return [
+        {
+            "key": step.key,
+            "name": step.name,
+            "attempt": step.attempt,
+            "execution": run.execution,
+            "started_at": _dt(step.started_at),
+            "worker": run.owner,
+            "heartbeat_at": _dt(worker.heartbeat_at),
+        }
+        for step in steps
+        if step.key not in recorded and (step.key, step.attempt) not in ended
+    ]
+
+
+async def copies(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """The runs restarted or forked from `run_id`, oldest first."""
+    lineage = await store.load_lineage(run_id)
+    return [
+        {
+            "run_id": copy.run_id,
+            "how": "restart" if copy.restarted_from == run_id else "fork",
+            "from_seq": copy.forked_from_seq,
+            "created_at": _dt(copy.created_at),
+            "status": copy.status,
+        }
+        for copy in lineage.copies
+    ]

@@ -1,0 +1,53 @@
+"""A worker process killed with SIGKILL mid-step: its step was shown executing, and the
+worker that takes the run over records it as an interrupted attempt (it may have run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .worker_procs import workers
+
+pytestmark = pytest.mark.process
+
+
+async def test_kill_9__the_step_in_flight_becomes_an_interrupted_attempt(
+    tmp_path: Path, store_url: str
+) -> None:
+    async with workers(tmp_path, store_url) as (procs, control):
+        victim = procs.spawn()
+        run = await control.start("proc.control", "async", 0)
+        await procs.until("the held step", lambda: procs.counts()["held start"] == 1)
+        # The worker's heartbeat shows it executing (its lease is 30 s: a beat is asked for).
+        [step] = await procs.until(
+            "the executing step", lambda: control.control.executing(run.run_id)
+        )
+        procs.kill(victim)
+        procs.spawn()  # sees the victim's process gone, and takes the run over
+
+        async def interrupted() -> list[dict[str, object]]:
+            found = await control.control.attempts(run.run_id)
+            return [a for a in found if a["outcome"] == "interrupted"]
+
+        [attempt] = await procs.until("the interrupted attempt", interrupted)
+        [again] = await procs.until(
+            "attempt 2 executing", lambda: control.control.executing(run.run_id)
+        )
+        procs.release()
+        await procs.status(control, run.run_id, "COMPLETED")
+        history = await control.history(run.run_id)
+
+    assert (step["key"], step["attempt"], step["execution"]) == ("held_async#1", 1, 1)
+    assert step["worker"].split(":")[1] == str(victim.pid)  # host:pid:random
+    assert (again["key"], again["attempt"]) == ("held_async#1", 2)
+    assert again["worker"] != step["worker"]
+    assert (attempt["key"], attempt["attempt"], attempt["worker"]) == (
+        "held_async#1",
+        1,
+        step["worker"],
+    )
+    assert attempt["started_at"] == step["started_at"]
+    assert history[0].key == "held_async#1" and history[0].attempts == 2
+    # It did run twice, once in each process: what the interrupted attempt warns of.
+    assert procs.counts()["held start"] == 2 and len(procs.pids("held start")) == 2
