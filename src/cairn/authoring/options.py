@@ -98,7 +98,8 @@ def from_cloudflare(where: str, config: Mapping[str, Any] | None) -> tuple[Retry
     ``timeout`` is seconds.
 
     Returns:
-        ``(retry, timeout)``; None for what the config leaves out (cairn's default).
+        ``(retry, timeout in seconds)``; None for what the config leaves out (cairn's
+        default).
 
     Raises:
         ValueError: An unknown key or a bad value, named with the known ones.
@@ -108,6 +109,8 @@ def from_cloudflare(where: str, config: Mapping[str, Any] | None) -> tuple[Retry
         return None, None
     _check_keys(where, "config", config, _CLOUDFLARE_KEYS)
     timeout = config.get("timeout")
+    if timeout is not None:
+        timeout = _seconds(where, "config['timeout']", timeout)
     spec = config.get("retries")
     if spec is None:
         return None, timeout
