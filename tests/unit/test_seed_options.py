@@ -81,7 +81,7 @@ def test_cloudflare_config() -> None:
     )
     assert retry is not None
     assert retry.max_attempts == 6 and delays(retry)[:3] == [1, 2, 4]
-    assert timeout == "15 minutes"
+    assert timeout == 900
     retry, _ = options.from_cloudflare("step 'x'", {"retries": {"limit": 2, "delay": 10}})
     assert retry is not None and retry.max_attempts == 3 and retry.delay_seconds == 10
     retry, _ = options.from_cloudflare(
