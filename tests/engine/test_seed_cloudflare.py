@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import cairn
+from cairn.authoring import schedules
 from cairn.clock import VirtualClock
 
 from .kit import WAIT, Gate, Kit
@@ -258,6 +259,7 @@ async def test_cloudflare__registration(kit: Kit) -> None:
                 return str(exc)
 
     assert sorted(kit.registry.workflows) == ["Reader", "cf.greeter"]
+    assert schedules.define(Greeter, cron="0 9 * * *").workflow == "cf.greeter"
     definition = kit.registry.workflows["cf.greeter"]
     assert (definition.queue, definition.version) == ("greetings", "v2")
     with pytest.raises(TypeError, match=r"Sync.run must be `async def run\(self, event, step\)`"):
