@@ -196,3 +196,15 @@ def test_step_decorator__bad_spelling_fails_at_decoration() -> None:
 
         @cairn.step(options={"retries": 3})
         def bad_too() -> None: ...
+
+
+def test_step_decorator__dbos_keywords_name_the_options_spelling() -> None:
+    with pytest.raises(TypeError) as info:
+        cairn.step(retries_allowed=True, max_attempts=3)  # type: ignore[call-overload]
+    assert str(info.value) == (
+        "@cairn.step() got unexpected keyword argument(s): max_attempts, retries_allowed; "
+        "DBOS's step options go in options=: "
+        "@cairn.step(options={'max_attempts': 3, 'retries_allowed': True})"
+    )
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\): colour \(it takes"):
+        cairn.step(colour="red")  # type: ignore[call-overload]

@@ -105,6 +105,7 @@ def step(
     options: dict[str, Any] | None = None,
     max_retries: int | None = None,
     retry_delay: Any = None,
+    **unknown: Any,
 ) -> Any:
     """Declare a durable step.
 
@@ -119,6 +120,8 @@ def step(
             attempt); and `timeout`. An unknown key raises ValueError.
         max_retries: pyworkflow's spelling: retries after the first attempt.
         retry_delay: pyworkflow's spelling: "fixed", "exponential" or a duration.
+        **unknown: Refused with a TypeError that names cairn's spelling (DBOS's keywords
+            go in `options`).
 
     Returns:
         A StepDef that keeps the function's signature. Inside a run a call is checkpointed;
@@ -128,6 +131,8 @@ def step(
         ValueError: Two spellings of the retries (or of the timeout) at once, an unknown
             option, or a bad value.
     """
+    if unknown:
+        raise TypeError(_unknown_arguments(unknown))
     if name is not None and not callable(name) and not isinstance(name, str):
         raise TypeError(f"@cairn.step name must be a string, got {name!r}")
 
@@ -148,6 +153,19 @@ def step(
     if callable(name):
         return decorate(name, None)
     return decorate
+
+
+def _unknown_arguments(unknown: dict[str, Any]) -> str:
+    """The error for keywords @cairn.step does not take, naming cairn's spelling."""
+    names = ", ".join(sorted(unknown))
+    message = f"@cairn.step() got unexpected keyword argument(s): {names}"
+    if set(unknown) <= set(seed_options.OPTION_KEYS):
+        spelled = ", ".join(f"{k!r}: {v!r}" for k, v in sorted(unknown.items()))
+        return f"{message}; DBOS's step options go in options=: @cairn.step(options={{{spelled}}})"
+    return (
+        f"{message} (it takes name, retries, timeout, keep_input, options, max_retries and "
+        "retry_delay)"
+    )
 
 
 def run_step(
