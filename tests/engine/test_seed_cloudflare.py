@@ -204,18 +204,30 @@ async def test_cloudflare__unknown_dependency_is_named(kit: Kit) -> None:
             async def uses(missing_step: int) -> int:
                 return missing_step
 
-            try:
-                await uses()
-            except TypeError as exc:
-                return str(exc)
-            return "no error"
+            @step.do("uses later")
+            async def early(later: int) -> int:
+                return later
+
+            @step.do("later")
+            async def later(early: int) -> int:  # would be a cycle: early is declared first
+                return early
+
+            errors = []
+            for call in (uses, later):
+                try:
+                    await call()
+                except TypeError as exc:
+                    errors.append(str(exc))
+            return errors
 
     async with kit.engine() as engine:
-        message = await (await engine.start(Unknown)).result(timeout=WAIT)
-    assert message.startswith(
+        errors = await (await engine.start(Unknown)).result(timeout=WAIT)
+    assert [e.split(";")[0] for e in errors] == [
         "step 'uses missing': parameter 'missing_step' names no step function declared "
-        "before it (declared: uses)"
-    )
+        "before it (declared: none)",
+        "step 'uses later': parameter 'later' names no step function declared before it "
+        "(declared: uses)",
+    ]
 
 
 async def test_cloudflare__wait_for_event_times_out(kit: Kit) -> None:

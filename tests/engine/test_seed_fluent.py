@@ -59,6 +59,7 @@ class Charge(cairn.Step):
 
 class Refund(cairn.Step):
     name = "refund-card"
+    timeout = "30 seconds"
 
     def execute(self, order: dict[str, Any]) -> dict[str, Any]:
         return {**order, "refunded": True}
@@ -84,7 +85,8 @@ async def test_fluent__class_based_steps_and_branches(kit: Kit) -> None:
         small_keys = [h.key for h in await engine.history(small.run_id)]
     assert big_keys == ["fetch_order#1", "Charge#1", "refund-card#1", "fields#1"]
     assert small_keys == ["fetch_order#1", "fields#1"]
-    assert Charge().retry.max_attempts == 2 and Refund().name == "refund-card"
+    assert Charge().retry.max_attempts == 2 and Charge().timeout is None
+    assert (Refund().name, Refund().timeout) == ("refund-card", 30)
 
 
 async def test_fluent__stages_of_every_kind(kit: Kit) -> None:

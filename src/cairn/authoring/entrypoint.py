@@ -199,9 +199,9 @@ class WorkflowStep:
         # Step functions declared so far (by function name) and the results they gave:
         # a parameter named after one receives its result.
         self._functions: dict[str, StepFunction] = {}
-        self._results: dict[str, Any] = {}
+        self._results: dict[StepFunction, Any] = {}
         # Dependencies being resolved now: a second step needing one waits for the same run.
-        self._resolving: dict[str, asyncio.Future[Any]] = {}
+        self._resolving: dict[StepFunction, asyncio.Future[Any]] = {}
 
     def do(
         self,
@@ -273,7 +273,7 @@ class WorkflowStep:
                     f"@step.do), got {dep!r}"
                 )
         made = StepFunction(self, step_name, fn, retry, timeout, concurrent, list(depends or ()))
-        self._functions[fn.__name__] = made
+        self._functions[made.__name__] = made
         return made
 
     def sleep(self, name: str, duration: Any) -> Any:
@@ -322,6 +322,9 @@ class StepFunction:
         self.parameters = inspect.signature(fn).parameters
         self.__name__ = getattr(fn, "__name__", name)
         self.__doc__ = getattr(fn, "__doc__", None)
+        # The step functions declared before this one, by name: only those can be named by
+        # its parameters, so dependencies never form a cycle.
+        self.earlier = dict(owner._functions)
 
     async def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the step (its dependencies first); its result, recorded."""
@@ -329,7 +332,7 @@ class StepFunction:
         if self.depends:
             given = [*(await self._results_of(self.depends)), *given]
         wanted = self._wanted(len(given), kwargs)
-        found = await self._results_of([self.owner._functions[dep] for dep in wanted])
+        found = await self._results_of([self.earlier[dep] for dep in wanted])
         kwargs = {**kwargs, **dict(zip(wanted, found, strict=True))}
         fn, wants_ctx = self.fn, self._wants_ctx(len(given), kwargs)
         call_args = tuple(given)
@@ -347,7 +350,7 @@ class StepFunction:
                 return fn(*call_args, **kwargs, **extra)
 
         result = await run_step(self.name, body, retries=self.retry, timeout=self.timeout)
-        self.owner._results[self.__name__] = result
+        self.owner._results[self] = result
         return result
 
     def _open(self, positional: int, kwargs: dict[str, Any]) -> list[inspect.Parameter]:
@@ -366,10 +369,10 @@ class StepFunction:
         for param in self._open(positional, kwargs):
             if param.name == "ctx":
                 continue
-            if param.name in self.owner._functions:
+            if param.name in self.earlier:
                 wanted.append(param.name)
             elif param.default is inspect.Parameter.empty:
-                known = ", ".join(sorted(self.owner._functions)) or "none yet"
+                known = ", ".join(sorted(self.earlier)) or "none"
                 raise TypeError(
                     f"step {self.name!r}: parameter {param.name!r} names no step function "
                     f"declared before it (declared: {known}); a parameter named after an "
@@ -385,14 +388,14 @@ class StepFunction:
         return [await self._result_of(f) for f in functions]
 
     async def _result_of(self, function: StepFunction) -> Any:
-        owner, name = self.owner, function.__name__
-        if name in owner._results:
-            return owner._results[name]
-        pending = owner._resolving.get(name)
+        owner = self.owner
+        if function in owner._results:
+            return owner._results[function]
+        pending = owner._resolving.get(function)
         if pending is not None:
             return await asyncio.shield(pending)
         pending = asyncio.get_running_loop().create_future()
-        owner._resolving[name] = pending
+        owner._resolving[function] = pending
         try:
             result = await function()
         except BaseException as exc:
@@ -400,6 +403,6 @@ class StepFunction:
             pending.exception()  # retrieved: whoever waits for it gets it raised
             raise
         finally:
-            del owner._resolving[name]
+            del owner._resolving[function]
         pending.set_result(result)
         return result

@@ -87,7 +87,7 @@ class Step(StepDef[..., Any]):
         policy, limit = seed_options.resolve(
             where,
             retries=retries if retries is not None else getattr(kind, "retries", None),
-            timeout=timeout if timeout is not None else getattr(kind, "step_timeout", None),
+            timeout=timeout if timeout is not None else _class_timeout(kind),
             options=options if options is not None else getattr(kind, "options", None),
         )
         super().__init__(
@@ -106,6 +106,16 @@ class Step(StepDef[..., Any]):
     def __repr__(self) -> str:
         """`Step('fetch-order')`."""
         return f"{type(self).__name__}({self.name!r})"
+
+
+def _class_timeout(kind: type) -> Any:
+    """A class-based step's `timeout` class attribute (not the field a Step instance has)."""
+    for klass in kind.__mro__:
+        if klass is Step:
+            return None
+        if "timeout" in klass.__dict__:
+            return klass.__dict__["timeout"]
+    return None
 
 
 _SAME = object()  # a branch arm that passes the previous result on unchanged
