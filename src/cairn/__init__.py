@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from cairn.authoring.entrypoint import WorkflowEntrypoint, WorkflowEvent, WorkflowStep
+from cairn.authoring.fluent import Step, Workflow
 from cairn.authoring.hook import Hook
 from cairn.authoring.primitives import (
     check_cancelled,
     continue_as_new,
     create_hook,
     current_run,
+    current_step,
     deprecate_patch,
     emit,
     human_task,
@@ -57,7 +60,15 @@ from cairn.errors import (
     StoreUnavailable,
     TaskNotFound,
 )
-from cairn.models import History, HistoryEntry, RunInfo, RunPage, RunStatus, RunSummary
+from cairn.models import (
+    History,
+    HistoryEntry,
+    RunInfo,
+    RunPage,
+    RunStatus,
+    RunSummary,
+    StepInfo,
+)
 from cairn.runtime.engine import Engine
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.schedules import ScheduleInfo
@@ -103,18 +114,25 @@ __all__ = [
     "ScheduleNotFound",
     "SchemaTooNew",
     "SerializationError",
+    "Step",
     "StepFailed",
+    "StepInfo",
     "StepTimeout",
     "StoreError",
     "StoreRefused",
     "StoreUnavailable",
     "TaskInfo",
     "TaskNotFound",
+    "Workflow",
+    "WorkflowEntrypoint",
+    "WorkflowEvent",
+    "WorkflowStep",
     "chain",
     "check_cancelled",
     "continue_as_new",
     "create_hook",
     "current_run",
+    "current_step",
     "deprecate_patch",
     "emit",
     "human_task",

@@ -10,6 +10,7 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Coroutine
+from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -154,9 +155,17 @@ class Client:
         self._thread.join(timeout=5)
         self._loop.close()
 
-    def start(self, workflow: Any, *args: Any, **options: Any) -> ClientRunHandle:
+    def start(
+        self,
+        workflow: Any,
+        *args: Any,
+        delay: Any = None,
+        run_at: datetime | None = None,
+        **options: Any,
+    ) -> ClientRunHandle:
         """Queue a run for workers (same options as `Engine.start`)."""
-        handle = self._call(self.control.start(workflow, *args, **options))
+        call = self.control.start(workflow, *args, delay=delay, run_at=run_at, **options)
+        handle = self._call(call)
         return ClientRunHandle(self, handle.run_id)
 
     def get(self, run_id: str) -> ClientRunHandle:

@@ -1,4 +1,4 @@
-"""Durations: ``"1h30m"``, seconds or a ``timedelta``, parsed into a ``timedelta``.
+"""Durations: ``"1h30m"``, ``"3 hours"``, seconds or a ``timedelta``, parsed into a ``timedelta``.
 
 This module only parses; what a duration is used for (sleeps, timeouts, retries) lives elsewhere.
 """
@@ -28,7 +28,24 @@ _PART = re.compile(rf"\s*({_NUMBER})\s*(ms|us|µs|w|d|h|m|s)")
 _WHOLE = re.compile(rf"(?:\s*{_NUMBER}\s*(?:ms|us|µs|w|d|h|m|s))+\s*")
 _BARE = re.compile(rf"\s*({_NUMBER})\s*")
 _ZERO = timedelta(0)
-_HINT = '(use e.g. "30s", "1h30m", "2d")'
+_HINT = '(use e.g. "30s", "1h30m", "2d" or "3 hours")'
+# Durations in words, as Cloudflare Workflows and others write them: "3 hours",
+# "1 hour 30 minutes", "2 weeks", "1 hour, 30 minutes and 10 seconds". Case does not matter.
+_WORDS = {
+    **{word: timedelta(weeks=1) for word in ("week", "weeks", "wk", "wks")},
+    **{word: timedelta(days=1) for word in ("day", "days")},
+    **{word: timedelta(hours=1) for word in ("hour", "hours", "hr", "hrs")},
+    **{word: timedelta(minutes=1) for word in ("minute", "minutes", "min", "mins")},
+    **{word: timedelta(seconds=1) for word in ("second", "seconds", "sec", "secs")},
+    **{word: timedelta(milliseconds=1) for word in ("millisecond", "milliseconds", "msec")},
+    **{word: timedelta(microseconds=1) for word in ("microsecond", "microseconds")},
+}
+_LONG_WORDS = dict(_WORDS)
+_WORDS.update(_UNITS)
+# Units whose length varies: refused with a hint rather than guessed.
+_VAGUE = frozenset({"month", "months", "mo", "year", "years", "yr", "yrs", "y"})
+_WORD_PART = re.compile(rf"\s*({_NUMBER})\s*([^\W\d_]+)")
+_WORD_SEPARATOR = re.compile(r"\s*(?:,\s*)?(?:and\b)?", re.IGNORECASE)
 
 
 def parse(value: str | int | float | timedelta, *, what: str = "duration") -> timedelta:
@@ -36,8 +53,12 @@ def parse(value: str | int | float | timedelta, *, what: str = "duration") -> ti
 
     Strings combine a number and a unit, optionally repeated: ``"250ms"``, ``"30s"``,
     ``"5m"``, ``"1h30m"``, ``"2d12h"``, ``"1w"``, ``"1.5s"``. Units are ``w d h m s ms us``;
-    whitespace is tolerated and a bare number (``"30"``) means seconds. Zero is allowed,
-    negative durations are not.
+    whitespace is tolerated and a bare number (``"30"``) means seconds. Units may also be
+    words, in any case: ``"3 hours"``, ``"90 minutes"``, ``"1 day"``, ``"10 seconds"``,
+    ``"2 weeks"``, ``"1 hour 30 minutes"``, ``"1 hour, 30 minutes and 10 seconds"``
+    (``week day hour minute second millisecond microsecond``, singular or plural, and
+    ``wk hr min sec``). Months and years are refused: their length varies. Zero is
+    allowed, negative durations are not.
 
     Args:
         value: The duration.
@@ -53,7 +74,7 @@ def parse(value: str | int | float | timedelta, *, what: str = "duration") -> ti
     if isinstance(value, str):
         parsed = _parse_text(value)
         if parsed is None:
-            raise ValueError(f"{_prefix(what)}: {_show(value)} {_HINT}")
+            raise ValueError(f"{_prefix(what)}: {_show(value)} {_hint(value)}")
         return parsed
     if isinstance(value, timedelta):
         if value < _ZERO:
@@ -94,6 +115,13 @@ def _show(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _hint(text: str) -> str:
+    units = {unit.lower() for _, unit in _WORD_PART.findall(text)}
+    if units & _VAGUE:
+        return '(months and years vary in length: use days, e.g. "30 days", or sleep_until a date)'
+    return _HINT
+
+
 def _prefix(what: str) -> str:
     return "invalid duration" if what == "duration" else f"invalid duration for {what}"
 
@@ -106,10 +134,30 @@ def _parse_text(text: str) -> timedelta | None:
         if bare is not None:
             return timedelta(seconds=float(bare.group(1)))
         if _WHOLE.fullmatch(text) is None:
-            return None
+            return _parse_words(text)
         total = timedelta(0)
         for number, unit in _PART.findall(text):
             total += _UNITS[unit] * float(number)
         return total
     except OverflowError:
         return None
+
+
+def _parse_words(text: str) -> timedelta | None:
+    """``"1 hour 30 minutes"`` and the like; None when it is not one."""
+    total = timedelta(0)
+    at = 0
+    while True:
+        part = _WORD_PART.match(text, at)
+        if part is None:
+            return None
+        word = part.group(2)
+        # Symbols are exact ("5M" is no duration); words may be in any case ("3 Hours").
+        unit = _WORDS.get(word) if word in _UNITS else _LONG_WORDS.get(word.lower())
+        if unit is None:
+            return None
+        total += unit * float(part.group(1))
+        if not text[part.end() :].strip():
+            return total
+        separator = _WORD_SEPARATOR.match(text, part.end())
+        at = part.end() if separator is None else separator.end()

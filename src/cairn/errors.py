@@ -141,16 +141,25 @@ class StepFailed(CairnError):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StepFailed:
-        """Rebuild a failure recorded by :meth:`to_dict`."""
+        """Rebuild a failure recorded by :meth:`to_dict`.
+
+        Like the first time, it is also an instance of the step's own exception class when
+        that class can be found again (see `cairn.step_failures`).
+        """
+        from cairn import step_failures
+
         klass: type[StepFailed] = StepTimeout if data.get("timeout") else StepFailed
-        return klass(
-            step_name=data["step_name"],
-            attempts=data["attempts"],
-            error_type=data["error_type"],
-            error_message=data["message"],
-            traceback=data.get("traceback", ""),
-            fatal=data.get("fatal", False),
-        )
+        facts = {
+            "step_name": data["step_name"],
+            "attempts": data["attempts"],
+            "error_type": data["error_type"],
+            "error_message": data["message"],
+            "traceback": data.get("traceback", ""),
+            "fatal": data.get("fatal", False),
+        }
+        if klass is StepTimeout:
+            return klass(**facts)
+        return step_failures.rebuild(klass, str(data["error_type"]), facts)
 
 
 class StepTimeout(StepFailed):

@@ -1,4 +1,4 @@
-"""Public value types: run statuses, run summaries and history entries."""
+"""Public value types: run statuses, run and step facts, summaries and history entries."""
 
 from __future__ import annotations
 
@@ -56,6 +56,23 @@ class RunInfo:
     scheduled_at: datetime | None = None
     version: str | None = None
     continued_from: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepInfo:
+    """Facts about the step whose code runs now, from `cairn.current_step()`.
+
+    `key` is the step's identity in its run (`charge#2`), `attempt` counts from 1, and
+    `idempotency_key` is an opaque string (a UUID) derived from the run id and the key
+    alone: the same for every attempt, replay and recovery of this step, and different for
+    any other step or run. Pass it to external APIs that deduplicate requests.
+    """
+
+    run_id: str
+    key: str
+    name: str
+    attempt: int
+    idempotency_key: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -391,6 +391,15 @@ def allow_imports(*packages: str) -> None:
             _IMPORTABLE.add(package.partition(".")[0])
 
 
+def resolve_type(path: str) -> type[Any] | None:
+    """The class stored as ``module:qualname``, under the import rule of stored values.
+
+    None when it cannot be found, or its module is neither imported nor may be imported
+    (see `allow_imports`).
+    """
+    return _resolve(path)
+
+
 def _resolve(path: str) -> type[Any] | None:
     """The class stored as ``module:qualname``, or None when it cannot or may not be imported."""
     module_name, _, qualname = path.partition(":")

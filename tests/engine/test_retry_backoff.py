@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 
 import cairn
+from cairn.authoring.workflow import WorkflowDef
 from cairn.clock import VirtualClock
 from cairn.store.records import RunRecord
 
@@ -24,7 +25,7 @@ async def until(engine: cairn.Engine, run_id: str, *statuses: str) -> RunRecord:
             await asyncio.sleep(0.005)
 
 
-def _declare(kit: Kit, calls: Counter[str], delay: str) -> cairn.Workflow[..., str]:
+def _declare(kit: Kit, calls: Counter[str], delay: str) -> WorkflowDef[..., str]:
     @kit.step("charge", retries=cairn.Retry(max_attempts=3, delay=delay, jitter=0))
     async def charge() -> str:
         calls["charge"] += 1

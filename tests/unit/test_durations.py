@@ -123,7 +123,7 @@ def test_parse__error_names_what_and_input() -> None:
     with pytest.raises(ValueError) as info:
         durations.parse("5x", what="retry delay")
     assert str(info.value) == (
-        """invalid duration for retry delay: '5x' (use e.g. "30s", "1h30m", "2d")"""
+        """invalid duration for retry delay: '5x' (use e.g. "30s", "1h30m", "2d" or "3 hours")"""
     )
 
 
@@ -171,3 +171,46 @@ def test_seconds__converts(value: str | int | timedelta, expected: float) -> Non
 def test_seconds__bad_value_names_what() -> None:
     with pytest.raises(ValueError, match="for lease: '5x'"):
         durations.seconds("5x", what="lease")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("3 hours", timedelta(hours=3)),
+        ("90 minutes", timedelta(minutes=90)),
+        ("1 day", timedelta(days=1)),
+        ("10 seconds", timedelta(seconds=10)),
+        ("2 weeks", timedelta(weeks=2)),
+        ("1 hour 30 minutes", timedelta(hours=1, minutes=30)),
+        ("1 hour, 30 minutes and 10 seconds", timedelta(hours=1, minutes=30, seconds=10)),
+        ("15 Minutes", timedelta(minutes=15)),
+        ("1 SECOND", timedelta(seconds=1)),
+        ("1.5 hours", timedelta(minutes=90)),
+        ("250 milliseconds", timedelta(milliseconds=250)),
+        ("5 mins", timedelta(minutes=5)),
+        ("2 hrs", timedelta(hours=2)),
+        ("30 sec", timedelta(seconds=30)),
+        ("1h 30 minutes", timedelta(hours=1, minutes=30)),
+        ("0 seconds", timedelta(0)),
+    ],
+)
+def test_parse__words(text: str, expected: timedelta) -> None:
+    assert durations.parse(text) == expected
+
+
+@pytest.mark.parametrize("text", ["1 month", "2 months", "1 year", "3 Years"])
+def test_parse__months_and_years_are_refused_with_a_hint(text: str) -> None:
+    with pytest.raises(ValueError) as info:
+        durations.parse(text, what="sleep duration")
+    message = str(info.value)
+    assert message.startswith(f"invalid duration for sleep duration: {text!r}")
+    assert "vary in length" in message and '"30 days"' in message
+
+
+@pytest.mark.parametrize(
+    "text", ["3 parsecs", "hours", "1 hour 30", "three hours", "1 hour and", "5 MS", "-1 hour"]
+)
+def test_parse__bad_words(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid duration") as info:
+        durations.parse(text)
+    assert repr(text) in str(info.value)

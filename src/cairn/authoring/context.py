@@ -65,12 +65,12 @@ class RunContext:
         """End this run and continue as a fresh one."""
         raise NotImplementedError
 
-    def sleep(self, seconds: float) -> Awaitable[None]:
-        """Durable sleep for `seconds`."""
+    def sleep(self, seconds: float, name: str | None = None) -> Awaitable[None]:
+        """Durable sleep for `seconds`; a `name` labels it in the history."""
         raise NotImplementedError
 
-    def sleep_until(self, when: datetime) -> Awaitable[None]:
-        """Durable sleep until `when`."""
+    def sleep_until(self, when: datetime, name: str | None = None) -> Awaitable[None]:
+        """Durable sleep until `when`; a `name` labels it in the history."""
         raise NotImplementedError
 
     def set_columns(self, values: dict[str, Any]) -> None:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable
-from datetime import datetime
-from typing import Any, NoReturn
+from datetime import date, datetime
+from typing import Any, NoReturn, overload
 
 from cairn import durations
 from cairn.authoring import context
 from cairn.errors import NotInRun
-from cairn.models import RunInfo
+from cairn.models import RunInfo, StepInfo
 from cairn.names import check_name
 
 
@@ -26,21 +27,107 @@ def current_run() -> RunInfo:
     return ctx.info()
 
 
-def sleep(duration: Any) -> Awaitable[None]:
+# Idempotency keys are UUIDs in this namespace, named by the run id and the step key.
+_IDEMPOTENCY = uuid.UUID("5d0c7a52-2f0e-4c8e-9a57-6b0f3c1e8d21")
+
+
+def idempotency_key(run_id: str, key: str) -> str:
+    """The idempotency key of step `key` in run `run_id` (see StepInfo)."""
+    return str(uuid.uuid5(_IDEMPOTENCY, f"{run_id}\x00{key}"))
+
+
+def current_step() -> StepInfo:
+    """Facts about the step whose code runs now, with its stable idempotency key.
+
+    Raises:
+        NotInRun: outside a step's code (in workflow code, or outside a run).
+    """
+    frame = context.step_frame()
+    ctx = context.in_run()
+    if frame is None or ctx is None:
+        raise NotInRun(
+            "cairn.current_step() only works inside a step's code (a @cairn.step function "
+            "running in a workflow); in workflow code use cairn.current_run()"
+        )
+    name, key, attempt = frame
+    run_id = ctx.info().run_id
+    return StepInfo(run_id, key, name, attempt, idempotency_key(run_id, key))
+
+
+@overload
+def sleep(duration: Any, /, *, name: str | None = None) -> Awaitable[None]: ...
+
+
+@overload
+def sleep(name: str, duration: Any, /) -> Awaitable[None]: ...
+
+
+def sleep(*args: Any, name: str | None = None) -> Awaitable[None]:
     """Sleep durably: the wake time is recorded once, so a restart does not sleep again.
 
+    `sleep(duration)`, `sleep(datetime)` (until then, like `sleep_until`), and
+    `sleep(name, duration)` or `sleep(duration, name=...)`: a named sleep, whose history
+    entry carries the name (its key is `~sleep:NAME#n`).
+
     Args:
-        duration: "30s", "1h30m", seconds, or a timedelta.
+        *args: The duration ("30s", "1h30m", "3 hours", seconds, a timedelta) or a
+            datetime; or a name, then the duration.
+        name: The sleep's name in the run's history.
+
+    Raises:
+        ValueError: A bad duration, named.
+        TypeError: Neither of the forms above.
     """
+    name, duration = _named("cairn.sleep", "duration", args, name)
+    if isinstance(duration, datetime):
+        return context.current("cairn.sleep()").sleep_until(duration, name)
+    if isinstance(duration, date):
+        raise ValueError(
+            f"invalid duration for cairn.sleep: {duration!r} is a date; pass a datetime to "
+            "sleep until then (cairn.sleep_until(datetime))"
+        )
     seconds = durations.parse(duration, what="sleep duration").total_seconds()
-    return context.current("cairn.sleep()").sleep(seconds)
+    return context.current("cairn.sleep()").sleep(seconds, name)
 
 
-def sleep_until(when: datetime) -> Awaitable[None]:
-    """Sleep durably until `when` (a naive datetime is taken as UTC)."""
+@overload
+def sleep_until(when: datetime, /, *, name: str | None = None) -> Awaitable[None]: ...
+
+
+@overload
+def sleep_until(name: str, when: datetime, /) -> Awaitable[None]: ...
+
+
+def sleep_until(*args: Any, name: str | None = None) -> Awaitable[None]:
+    """Sleep durably until a datetime (a naive one is taken as UTC).
+
+    `sleep_until(when)`, or named: `sleep_until(name, when)` or `sleep_until(when, name=...)`.
+    """
+    name, when = _named("cairn.sleep_until", "datetime", args, name)
     if not isinstance(when, datetime):
         raise TypeError(f"cairn.sleep_until needs a datetime, got {when!r}")
-    return context.current("cairn.sleep_until()").sleep_until(when)
+    return context.current("cairn.sleep_until()").sleep_until(when, name)
+
+
+def _named(
+    what: str, value: str, args: tuple[Any, ...], name: str | None
+) -> tuple[str | None, Any]:
+    """(name, value) of `what(value)`, `what(name, value)` or `what(value, name=...)`."""
+    if len(args) == 2 and name is None:
+        name, found = args
+        if not isinstance(name, str):
+            raise TypeError(f"{what}(name, {value}): the name must be a string, got {name!r}")
+    elif len(args) == 1:
+        (found,) = args
+    else:
+        raise TypeError(
+            f"{what} takes a {value}, or a name and a {value} "
+            f'(e.g. {what}("nap", ...)); got {len(args)} positional argument(s)'
+            + (" and name=" if name is not None else "")
+        )
+    if name is not None:
+        check_name(name, "sleep name")
+    return name, found
 
 
 def check_cancelled() -> None:
@@ -183,10 +270,12 @@ def start_child(
         detached: Keep the child running when this run ends or is cancelled.
         **kwargs: Its keyword arguments.
     """
-    from cairn.authoring.workflow import WorkflowDef
+    from cairn.authoring.workflow import definition_of
 
-    if not isinstance(workflow, WorkflowDef):
+    found = definition_of(workflow)
+    if found is None:
         raise TypeError(f"cairn.start_child needs a @cairn.workflow, got {workflow!r}")
+    workflow = found
     if run_id is not None:
         check_name(run_id, "child run_id")
     ctx = context.current("cairn.start_child()")

@@ -219,7 +219,10 @@ def define(
     id: str | None = None,
 ) -> ScheduleDef:
     """A validated ScheduleDef (not registered); ValueError names whatever is wrong."""
-    name = getattr(workflow, "name", workflow)
+    from cairn.authoring.workflow import definition_of
+
+    found = definition_of(workflow)  # a WorkflowEntrypoint class, say
+    name = found.name if found is not None else workflow
     if not isinstance(name, str) or not name:
         raise TypeError(
             f"cairn.schedule needs a @cairn.workflow or a workflow name, got {workflow!r}"

@@ -10,6 +10,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from cairn import durations
 from cairn.authoring import context, registry
+from cairn.authoring import options as seed_options
 from cairn.authoring.retry import Retry, coerce
 from cairn.names import check_name
 
@@ -89,6 +90,9 @@ def step(
     retries: Retry | int | None = None,
     timeout: Any = None,
     keep_input: bool = True,
+    options: dict[str, Any] | None = None,
+    max_retries: int | None = None,
+    retry_delay: Any = None,
 ) -> Callable[[Callable[P, R]], StepDef[P, R]]: ...
 
 
@@ -98,6 +102,10 @@ def step(
     retries: Retry | int | None = None,
     timeout: Any = None,
     keep_input: bool = True,
+    options: dict[str, Any] | None = None,
+    max_retries: int | None = None,
+    retry_delay: Any = None,
+    **unknown: Any,
 ) -> Any:
     """Declare a durable step.
 
@@ -107,24 +115,57 @@ def step(
         timeout: Per-attempt time limit as a duration (default: none).
         keep_input: False keeps the step's arguments out of the run's history (and so out
             of `cairn runs show` and the dashboard): for a step given secrets.
+        options: The same in DBOS words: `retries_allowed`, `max_attempts`,
+            `interval_seconds`, `backoff_rate`; or `num_retries` (after the first
+            attempt); and `timeout`. An unknown key raises ValueError.
+        max_retries: pyworkflow's spelling: retries after the first attempt.
+        retry_delay: pyworkflow's spelling: "fixed", "exponential" or a duration.
+        **unknown: Refused with a TypeError that names cairn's spelling (DBOS's keywords
+            go in `options`).
 
     Returns:
         A StepDef that keeps the function's signature. Inside a run a call is checkpointed;
         outside any run it is a plain call.
+
+    Raises:
+        ValueError: Two spellings of the retries (or of the timeout) at once, an unknown
+            option, or a bad value.
     """
-    if callable(name):
-        return make_step(
-            name, None, retries, timeout, registry.default_registry, keep_input=keep_input
-        )
-    if name is not None and not isinstance(name, str):
+    if unknown:
+        raise TypeError(_unknown_arguments(unknown))
+    if name is not None and not callable(name) and not isinstance(name, str):
         raise TypeError(f"@cairn.step name must be a string, got {name!r}")
 
-    def decorate(fn: Callable[P, R]) -> StepDef[P, R]:
+    def decorate(fn: Callable[P, R], step_name: str | None = name) -> StepDef[P, R]:
+        where = f"step {step_name or getattr(fn, '__qualname__', fn)!r}"
+        policy, limit = seed_options.resolve(
+            where,
+            retries=retries,
+            timeout=timeout,
+            options=options,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+        )
         return make_step(
-            fn, name, retries, timeout, registry.default_registry, keep_input=keep_input
+            fn, step_name, policy, limit, registry.default_registry, keep_input=keep_input
         )
 
+    if callable(name):
+        return decorate(name, None)
     return decorate
+
+
+def _unknown_arguments(unknown: dict[str, Any]) -> str:
+    """The error for keywords @cairn.step does not take, naming cairn's spelling."""
+    names = ", ".join(sorted(unknown))
+    message = f"@cairn.step() got unexpected keyword argument(s): {names}"
+    if set(unknown) <= set(seed_options.OPTION_KEYS):
+        spelled = ", ".join(f"{k!r}: {v!r}" for k, v in sorted(unknown.items()))
+        return f"{message}; DBOS's step options go in options=: @cairn.step(options={{{spelled}}})"
+    return (
+        f"{message} (it takes name, retries, timeout, keep_input, options, max_retries and "
+        "retry_delay)"
+    )
 
 
 def run_step(
@@ -133,9 +174,13 @@ def run_step(
     *args: Any,
     retries: Retry | int | None = None,
     timeout: Any = None,
+    options: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> Any:
     """Run `fn(*args, **kwargs)` as a durable step called `name`.
+
+    `retries`, `timeout` and `options` (DBOS words, as for `@cairn.step`) are cairn's and
+    never passed to `fn`.
 
     Returns:
         An awaitable of the result in an async workflow; the result itself in a sync
@@ -145,4 +190,8 @@ def run_step(
         NotInRun: outside a run.
     """
     ctx = context.current("cairn.run_step()")
+    if options is not None:
+        retries, timeout = seed_options.resolve(
+            f"step {name!r}", retries=retries, timeout=timeout, options=options
+        )
     return ctx.call_inline(name, fn, args, kwargs, retries, timeout)

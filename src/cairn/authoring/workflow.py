@@ -58,6 +58,32 @@ def make_workflow(
     reg: registry.Registry | None = None,
 ) -> WorkflowDef[P, R]:
     """Build and register a WorkflowDef for `fn`."""
+    fields = workflow_fields(
+        fn,
+        name=name,
+        queue=queue,
+        on=on,
+        timeout=timeout,
+        version=version,
+        max_recoveries=max_recoveries,
+    )
+    defn: WorkflowDef[P, R] = WorkflowDef(**fields)
+    functools.update_wrapper(defn, fn)
+    (reg or registry.default_registry).add_workflow(defn)
+    return defn
+
+
+def workflow_fields(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    queue: Any = None,
+    on: str | None = None,
+    timeout: Any = None,
+    version: str | None = None,
+    max_recoveries: int = 8,
+) -> dict[str, Any]:
+    """The checked fields of a WorkflowDef for `fn` (shared by every way to declare one)."""
     if not callable(fn):
         raise TypeError(f"@cairn.workflow needs a function, got {fn!r}")
     wf_name = check_name(name or f"{fn.__module__}.{fn.__qualname__}", "workflow name")
@@ -66,19 +92,28 @@ def make_workflow(
     queue_name = getattr(queue, "name", queue)
     if queue_name is not None and not isinstance(queue_name, str):
         raise TypeError(f"invalid queue for workflow {wf_name!r}: {queue!r}")
-    defn = WorkflowDef(
-        name=wf_name,
-        fn=fn,
-        queue=queue_name,
-        on=on,
-        timeout=_timeout_seconds(timeout, f"timeout of workflow {wf_name!r}"),
-        version=version,
-        max_recoveries=max_recoveries,
-        is_async=inspect.iscoroutinefunction(fn),
-    )
-    functools.update_wrapper(defn, fn)
-    (reg or registry.default_registry).add_workflow(defn)
-    return defn
+    return {
+        "name": wf_name,
+        "fn": fn,
+        "queue": queue_name,
+        "on": on,
+        "timeout": _timeout_seconds(timeout, f"timeout of workflow {wf_name!r}"),
+        "version": version,
+        "max_recoveries": max_recoveries,
+        "is_async": inspect.iscoroutinefunction(fn),
+    }
+
+
+def definition_of(target: Any) -> WorkflowDef[Any, Any] | None:
+    """The workflow `target` is: a WorkflowDef itself, or what one is declared by.
+
+    A `cairn.WorkflowEntrypoint` subclass (and anything else that declares a workflow)
+    carries its definition as `__cairn_workflow__`. None for anything else.
+    """
+    if isinstance(target, WorkflowDef):
+        return target
+    found = getattr(target, "__cairn_workflow__", None)
+    return found if isinstance(found, WorkflowDef) else None
 
 
 @overload

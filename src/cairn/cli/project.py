@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from cairn.authoring.registry import default_registry
-from cairn.authoring.workflow import WorkflowDef
+from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.cli import describe, follow, options, output, runs
 from cairn.errors import ConfigError, RunNotFound
 from cairn.models import RunStatus
@@ -84,17 +84,18 @@ def resolve(target: str) -> WorkflowDef[Any, Any]:
     if found is None:
         found = default_registry.workflows.get(attr)
     if found is None:
-        there = sorted(n for n, v in vars(module).items() if isinstance(v, WorkflowDef))
+        there = sorted(n for n, v in vars(module).items() if definition_of(v) is not None)
         raise ConfigError(
             f"module {module_name!r} has no workflow {attr!r} "
             f"(workflows there: {', '.join(there) or 'none'})"
         )
-    if not isinstance(found, WorkflowDef):
+    definition = definition_of(found)
+    if definition is None:
         raise ConfigError(
             f"{target!r} is a {type(found).__name__}, not a @cairn.workflow "
             "(decorate it with @cairn.workflow)"
         )
-    return found
+    return definition
 
 
 def check_arguments(

@@ -9,6 +9,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
+from cairn import step_failures
 from cairn.authoring import context
 from cairn.authoring.retry import Retry, next_delay
 from cairn.core import step_input
@@ -321,7 +322,10 @@ async def _record_failure(
         await _back_off(live, delay)
         return None
     kind = StepTimeout if timed_out else StepFailed
-    failure = kind(
+    # Also an instance of the step's own exception class where a replay can do the same.
+    failure = step_failures.failure(
+        kind,
+        None if timed_out else type(exc),
         step_name=name,
         attempts=attempt,
         error_type=error_type,

@@ -20,6 +20,11 @@ CANCEL = "~cancel#1"
 CHECK = "~check"
 
 
+def sleep_name(name: str | None) -> str:
+    """What a sleep's keys count: `~sleep`, or `~sleep:NAME` for a named one."""
+    return SLEEP if name is None else f"{SLEEP}:{name}"
+
+
 def step_key(name: str, occurrence: int) -> str:
     """`name#occurrence`, the identity of a durable operation within its run."""
     return f"{name}#{occurrence}"

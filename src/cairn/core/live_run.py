@@ -469,8 +469,8 @@ class LiveRun(RunContext):
         what = f"attempt {record.attempt} of {record.key!r}"
         await durable.write(self, lambda: store.record_attempt(lease, record), what=what)
 
-    async def _sleep_until_ts(self, wake_at: float) -> None:
-        key = self.journal.next_key(journal.SLEEP)
+    async def _sleep_until_ts(self, wake_at: float, name: str | None) -> None:
+        key = self.journal.next_key(journal.sleep_name(name))
         record = self.journal.take(key, "sleep")
         if record is None:
             await self.journal.check_new_work(f"started sleep {key!r}")
@@ -482,7 +482,7 @@ class LiveRun(RunContext):
                     seq=self.journal.allocate_seq(),
                     key=key,
                     kind="sleep",
-                    name="sleep",
+                    name=name or "sleep",
                     status="completed",
                     attempts=1,
                     started_at=now,
@@ -499,15 +499,15 @@ class LiveRun(RunContext):
         # holds no slot, and a pause or cancel meets it where the database says it is.
         raise self.leave(Suspend("SLEEPING", wake_at))
 
-    def sleep(self, seconds: float) -> Any:
+    def sleep(self, seconds: float, name: str | None = None) -> Any:
         """Durable sleep for `seconds`."""
-        return self.deliver(self._sleep_until_ts(self.env.clock.now() + seconds))
+        return self.deliver(self._sleep_until_ts(self.env.clock.now() + seconds, name))
 
-    def sleep_until(self, when: datetime) -> Any:
+    def sleep_until(self, when: datetime, name: str | None = None) -> Any:
         """Durable sleep until `when` (naive datetimes are taken as UTC)."""
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
-        return self.deliver(self._sleep_until_ts(when.timestamp()))
+        return self.deliver(self._sleep_until_ts(when.timestamp(), name))
 
     def call_child(
         self, workflow: WorkflowDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -145,11 +145,11 @@ class ReplayRun(RunContext):
     def continue_as_new(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         raise _ReachedNewWork()  # the run ends here; its successor has a history of its own
 
-    def sleep(self, seconds: float) -> Any:
-        return self._deliver(self._take(journal.SLEEP, "sleep", "started a sleep"))
+    def sleep(self, seconds: float, name: str | None = None) -> Any:
+        return self._deliver(self._take(journal.sleep_name(name), "sleep", "started a sleep"))
 
-    def sleep_until(self, when: datetime) -> Any:
-        return self._deliver(self._take(journal.SLEEP, "sleep", "started a sleep"))
+    def sleep_until(self, when: datetime, name: str | None = None) -> Any:
+        return self._deliver(self._take(journal.sleep_name(name), "sleep", "started a sleep"))
 
     def wait_for_event(self, name: str, timeout: float | None, default: Any) -> Any:
         async def go() -> Any:

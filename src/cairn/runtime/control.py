@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from cairn import durations, ids
 from cairn.authoring.registry import Registry
-from cairn.authoring.workflow import WorkflowDef
+from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.clock import Clock
 from cairn.core.executor import Outcome
 from cairn.errors import (
@@ -120,18 +120,23 @@ class RunControl:
 
     async def start(
         self,
-        workflow: WorkflowDef[Any, Any] | str,
+        workflow: WorkflowDef[Any, Any] | str | Any,
         *args: Any,
         run_id: str | None = None,
         queue: Any = None,
         priority: int = 0,
         dedup_key: str | None = None,
         delay: Any = None,
+        run_at: datetime | None = None,
         partition: str | None = None,
         parent_id: str | None = None,
         **kwargs: Any,
     ) -> RunHandle:
-        """Start a run of `workflow`; an existing `run_id` returns that run instead."""
+        """Start a run of `workflow`; an existing `run_id` returns that run instead.
+
+        `delay` (a duration, or a datetime) or `run_at` (a datetime; pyworkflow's word)
+        holds the run back until then; a naive datetime is taken as UTC.
+        """
         defn = self._definition(workflow)
         name = defn.name if defn is not None else str(workflow)
         if run_id is not None:
@@ -140,9 +145,7 @@ class RunControl:
             {"args": list(args), "kwargs": kwargs}, what=f"arguments of workflow {name!r}"
         )
         now = self.clock.now()
-        wake_at = None
-        if delay is not None:
-            wake_at = now + durations.parse(delay, what="start delay").total_seconds()
+        wake_at = _start_at(now, delay, run_at)
         queue_name = getattr(queue, "name", queue)
         if queue_name is None and defn is not None:
             queue_name = defn.queue
@@ -215,9 +218,10 @@ class RunControl:
                 ", ".join(sorted(known)) or "no workflows",
             )
 
-    def _definition(self, workflow: WorkflowDef[Any, Any] | str) -> WorkflowDef[Any, Any] | None:
-        if isinstance(workflow, WorkflowDef):
-            return workflow
+    def _definition(self, workflow: Any) -> WorkflowDef[Any, Any] | None:
+        found = definition_of(workflow)
+        if found is not None:
+            return found
         if isinstance(workflow, str) and workflow:
             return self.registry.workflows.get(workflow)
         raise TypeError(f"expected a @cairn.workflow or a workflow name, got {workflow!r}")
@@ -395,7 +399,7 @@ class RunControl:
             raise ValueError(f"limit must be a positive integer, got {limit!r}")
         query = RunQuery(
             status=None if status is None else RunStatus.parse(status).value,
-            workflow=workflow.name if isinstance(workflow, WorkflowDef) else workflow,
+            workflow=_workflow_name(workflow),
             columns={k: json.dumps(v, sort_keys=True) for k, v in (columns or {}).items()},
             since=since.timestamp() if isinstance(since, datetime) else since,
             version=version,
@@ -538,6 +542,28 @@ class RunControl:
             error_message=data.get("message", ""),
             traceback=data.get("traceback", ""),
         )
+
+
+def _workflow_name(workflow: Any) -> Any:
+    """A filter's workflow: a name, or the name of a definition (a @cairn.workflow...)."""
+    found = definition_of(workflow)
+    return workflow if found is None else found.name
+
+
+def _start_at(now: float, delay: Any, run_at: datetime | None) -> float | None:
+    """When a run may start: None for now, else a time (`delay` or `run_at`)."""
+    if run_at is not None:
+        if delay is not None:
+            raise ValueError("engine.start got both delay= and run_at=; give one")
+        if not isinstance(run_at, datetime):
+            raise TypeError(f"run_at must be a datetime, got {run_at!r} (delay= takes a duration)")
+        delay = run_at
+    if delay is None:
+        return None
+    if isinstance(delay, datetime):
+        when = delay if delay.tzinfo is not None else delay.replace(tzinfo=UTC)
+        return when.timestamp()
+    return now + durations.parse(delay, what="start delay").total_seconds()
 
 
 def _same_start(stored: RunRecord, sent: RunRecord) -> bool:

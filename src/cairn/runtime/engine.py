@@ -232,10 +232,19 @@ class Engine:
         self.control.notify_finished(run_id, outcome)
 
     async def start(
-        self, workflow: WorkflowDef[Any, Any] | str, *args: Any, **options: Any
+        self,
+        workflow: WorkflowDef[Any, Any] | str | Any,
+        *args: Any,
+        delay: Any = None,
+        run_at: datetime | None = None,
+        **options: Any,
     ) -> RunHandle:
-        """Start a run; see `RunControl.start` for the options (run_id, queue, delay, ...)."""
-        return await self.control.start(workflow, *args, **options)
+        """Start a run; see `RunControl.start` for the options (run_id, queue, delay, ...).
+
+        `delay` (a duration, or a datetime to start at) and `run_at` (a datetime) hold the
+        run back until then.
+        """
+        return await self.control.start(workflow, *args, delay=delay, run_at=run_at, **options)
 
     async def get(self, run_id: str) -> RunHandle:
         """A handle on an existing run; RunNotFound if unknown."""

@@ -7,6 +7,7 @@ production. Time only moves when the test says so, and crashes are injected at c
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -180,10 +181,15 @@ class TestEngine:
             ) from None
 
     async def start(
-        self, workflow: WorkflowDef[Any, Any] | str, *args: Any, **options: Any
+        self,
+        workflow: WorkflowDef[Any, Any] | str | Any,
+        *args: Any,
+        delay: Any = None,
+        run_at: datetime | None = None,
+        **options: Any,
     ) -> RunHandle:
         """Start a run (see Engine.start)."""
-        return await self.engine.start(workflow, *args, **options)
+        return await self.engine.start(workflow, *args, delay=delay, run_at=run_at, **options)
 
     async def get(self, run_id: str) -> RunHandle:
         """A handle on an existing run."""

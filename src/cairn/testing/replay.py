@@ -10,14 +10,14 @@ import asyncio
 import threading
 from typing import Any
 
-from cairn.authoring.workflow import WorkflowDef
+from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.core.replay_run import ReplayRun
 from cairn.models import History, HistoryEntry
 
 
 def replay(
     history: History | list[HistoryEntry],
-    workflow: WorkflowDef[Any, Any],
+    workflow: WorkflowDef[Any, Any] | Any,
     *args: Any,
     **kwargs: Any,
 ) -> None:
@@ -28,7 +28,10 @@ def replay(
     """
     if not args and not kwargs and isinstance(history, History):
         args, kwargs = history.args, history.kwargs
-    run = ReplayRun(list(history), workflow)
+    definition = definition_of(workflow)
+    if definition is None:
+        raise TypeError(f"replay needs a @cairn.workflow, got {workflow!r}")
+    run = ReplayRun(list(history), definition)
     errors: list[BaseException] = []
 
     def target() -> None:

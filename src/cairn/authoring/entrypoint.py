@@ -1,0 +1,408 @@
+"""Cloudflare's Python Workflows, as written there: `class Flow(cairn.WorkflowEntrypoint)`.
+
+A subclass is registered as a workflow (under its class name, or its `name` attribute)
+whose one argument is the event payload. Each execution makes an instance and calls
+`await instance.run(event, step)`; `step` turns `do`, `sleep`, `sleep_until` and
+`wait_for_event` into cairn's own steps, sleeps and waits, so keys, replay and retries are
+the ones every workflow has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from cairn.authoring import options as seed_options
+from cairn.authoring import primitives
+from cairn.authoring import registry as registries
+from cairn.authoring.retry import Retry
+from cairn.authoring.step import run_step
+from cairn.authoring.workflow import WorkflowDef, make_workflow
+from cairn.names import check_name
+
+__all__ = ["WorkflowEntrypoint", "WorkflowEvent", "WorkflowStep"]
+
+# Cloudflare's default wait for an event.
+EVENT_TIMEOUT = "24 hours"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowEvent:
+    """What `run(self, event, step)` gets: the payload the run was started with.
+
+    `instance_id` is the run id and `timestamp` when the run started. `event["payload"]`
+    (and `["timestamp"]`, `["instanceId"]`) reads the same, as Cloudflare's dict does.
+    """
+
+    payload: Any
+    timestamp: datetime
+    instance_id: str
+
+    def __getitem__(self, key: str) -> Any:
+        """`event["payload"]`, `event["timestamp"]`, `event["instanceId"]`."""
+        fields = {
+            "payload": self.payload,
+            "timestamp": self.timestamp,
+            "instanceId": self.instance_id,
+            "instance_id": self.instance_id,
+        }
+        try:
+            return fields[key]
+        except KeyError:
+            raise KeyError(f"{key!r} (the event has payload, timestamp, instanceId)") from None
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedEvent:
+    """What `step.wait_for_event` returns: the event's type and payload."""
+
+    type: str
+    payload: Any
+
+    def __getitem__(self, key: str) -> Any:
+        """`event["payload"]`, `event["type"]`."""
+        if key == "payload":
+            return self.payload
+        if key == "type":
+            return self.type
+        raise KeyError(f"{key!r} (a received event has type and payload)")
+
+    @property
+    def timestamp(self) -> datetime:
+        """Not kept: cairn does not record when an event was sent."""
+        raise AttributeError(
+            "cairn does not record when an event was sent: put the time in its payload"
+        )
+
+
+class _NoBindings:
+    """`self.env` of an entrypoint: cairn has no Cloudflare bindings."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(
+            f"self.env.{name}: cairn has no Cloudflare bindings; read settings from your "
+            "own configuration (environment variables, a settings module)"
+        )
+
+    def __bool__(self) -> bool:
+        return False
+
+
+class WorkflowEntrypoint:
+    """Base class of Cloudflare-style workflows: define `async def run(self, event, step)`.
+
+    A subclass is registered when it is defined, under its class name or its `name`
+    class attribute; class keywords set the other workflow options:
+    `class CatFlow(cairn.WorkflowEntrypoint, queue="cats", timeout="1d", registry=r)`.
+    Start it with `engine.start(CatFlow, payload, run_id=...)`.
+    """
+
+    name: ClassVar[str | None] = None
+    """The stored workflow name (default: the class name)."""
+
+    __cairn_workflow__: ClassVar[WorkflowDef[..., Any]]
+    """The workflow a subclass is registered as (what `engine.start(Subclass)` starts)."""
+
+    def __init__(self, ctx: Any = None, env: Any = None) -> None:
+        """Cloudflare passes (ctx, env); cairn has neither to give."""
+        self.ctx = ctx
+        self.env = env if env is not None else _NoBindings()
+
+    def __init_subclass__(
+        cls,
+        *,
+        registry: registries.Registry | None = None,
+        queue: Any = None,
+        on: str | None = None,
+        timeout: Any = None,
+        version: str | None = None,
+        max_recoveries: int = 8,
+        **kwargs: Any,
+    ) -> None:
+        """Register the subclass as a workflow (unless it defines no `run`)."""
+        super().__init_subclass__(**kwargs)
+        run = _run_method(cls)
+        if run is None:
+            return  # an intermediate base class: nothing to run
+        if not inspect.iscoroutinefunction(run):
+            raise TypeError(
+                f"{cls.__qualname__}.run must be `async def run(self, event, step)` "
+                "(cairn runs Cloudflare-style workflows as async code)"
+            )
+        name = cls.__dict__.get("name") or cls.__name__
+        if not isinstance(name, str):
+            raise TypeError(f"{cls.__qualname__}.name must be a string, got {name!r}")
+
+        async def run_entrypoint(payload: Any = None) -> Any:
+            return await _execute(cls, payload)
+
+        run_entrypoint.__module__ = cls.__module__
+        run_entrypoint.__qualname__ = f"{cls.__qualname__}.run"
+        run_entrypoint.__name__ = cls.__name__
+        cls.__cairn_workflow__ = make_workflow(
+            run_entrypoint,
+            name=name,
+            queue=queue,
+            on=on,
+            timeout=timeout,
+            version=version,
+            max_recoveries=max_recoveries,
+            reg=registry,
+        )
+
+    async def run(self, event: WorkflowEvent, step: WorkflowStep) -> Any:
+        """The workflow's code (override it)."""
+        raise NotImplementedError
+
+
+def _run_method(cls: type) -> Callable[..., Any] | None:
+    run = cls.run  # type: ignore[attr-defined]
+    if run is not WorkflowEntrypoint.run:
+        return run  # type: ignore[no-any-return]
+    # Older Cloudflare examples name it on_run.
+    on_run = getattr(cls, "on_run", None)
+    return on_run if callable(on_run) else None
+
+
+async def _execute(cls: type[WorkflowEntrypoint], payload: Any) -> Any:
+    """One execution of `cls`'s run: a fresh instance, the event, and a fresh `step`."""
+    instance = _instantiate(cls)
+    info = primitives.current_run()
+    event = WorkflowEvent(payload, info.started_at, info.run_id)
+    run = _run_method(cls)
+    assert run is not None
+    return await run(instance, event, WorkflowStep())
+
+
+def _instantiate(cls: type[WorkflowEntrypoint]) -> WorkflowEntrypoint:
+    signature = inspect.signature(cls)
+    for args in ((), (None, None)):
+        try:
+            signature.bind(*args)
+        except TypeError:
+            continue
+        return cls(*args)
+    raise TypeError(
+        f"cannot make a {cls.__qualname__}: its __init__ must take no arguments, or "
+        "Cloudflare's (ctx, env)"
+    )
+
+
+class WorkflowStep:
+    """The `step` of `run(self, event, step)`: Cloudflare's step API over cairn's own."""
+
+    def __init__(self) -> None:
+        # Step functions declared so far (by function name) and the results they gave:
+        # a parameter named after one receives its result.
+        self._functions: dict[str, StepFunction] = {}
+        self._results: dict[StepFunction, Any] = {}
+        # Dependencies being resolved now: a second step needing one waits for the same run.
+        self._resolving: dict[StepFunction, asyncio.Future[Any]] = {}
+
+    def do(
+        self,
+        *args: Any,
+        concurrent: bool = False,
+        config: dict[str, Any] | None = None,
+        depends: list[Any] | None = None,
+    ) -> Any:
+        """Declare a step (`@step.do(name, config=...)`) or run one (`await step.do(name, fn)`).
+
+        Forms: `@step.do()`, `@step.do`, `@step.do("name", config={...})` decorate an async
+        or sync function, which then runs as a durable step each time it is awaited;
+        `step.do("name", fn)` and `step.do("name", {config}, fn)` run `fn` at once. A
+        parameter of the function named after an earlier step function receives that
+        step's result (running it first if it has not run); a parameter named `ctx`
+        receives `cairn.current_step()`.
+
+        Args:
+            *args: The name and, in the call form, the config and function.
+            concurrent: Resolve missing dependencies side by side.
+            config: `{"retries": {"limit", "delay", "backoff"}, "timeout"}`.
+            depends: Step functions whose results are passed first, in order.
+
+        Raises:
+            ValueError: A config key or value cairn does not take, named.
+            TypeError: Arguments that fit none of the forms.
+        """
+        if len(args) == 1 and callable(args[0]) and not isinstance(args[0], str):
+            return self._declare(None, args[0], config, concurrent, depends)
+        name: str | None = None
+        if args:
+            name = args[0]
+            if not isinstance(name, str):
+                raise TypeError(f"step.do: the name must be a string, got {name!r}")
+            check_name(name, "step name")
+        rest = args[1:]
+        if len(rest) == 2 and isinstance(rest[0], dict) and config is None:
+            config, rest = rest[0], rest[1:]  # JavaScript's order: name, config, callback
+        if not rest:
+            if len(args) > 1:
+                raise TypeError("step.do(name, config, fn): the function is missing")
+            # The config is checked here, where it is written, not when the function comes.
+            seed_options.from_cloudflare(f"step {name!r}" if name else "step.do", config)
+            return lambda fn: self._declare(name, fn, config, concurrent, depends)
+        if len(rest) != 1 or not callable(rest[0]):
+            raise TypeError(
+                "step.do takes a name and a function (step.do(name, fn)), or decorates one "
+                f"(@step.do(name, config=...)); got {args!r}"
+            )
+        return self._declare(name, rest[0], config, concurrent, depends)()
+
+    def _declare(
+        self,
+        name: str | None,
+        fn: Callable[..., Any],
+        config: dict[str, Any] | None,
+        concurrent: bool,
+        depends: list[Any] | None,
+    ) -> StepFunction:
+        if not callable(fn):
+            raise TypeError(f"step.do decorates a function, got {fn!r}")
+        step_name = name if name is not None else getattr(fn, "__name__", "")
+        check_name(step_name, "step name")
+        retry, timeout = seed_options.from_cloudflare(f"step {step_name!r}", config)
+        for dep in depends or ():
+            if not isinstance(dep, StepFunction):
+                raise TypeError(
+                    f"step {step_name!r}: depends= lists step functions (declared with "
+                    f"@step.do), got {dep!r}"
+                )
+        made = StepFunction(self, step_name, fn, retry, timeout, concurrent, list(depends or ()))
+        self._functions[made.__name__] = made
+        return made
+
+    def sleep(self, name: str, duration: Any) -> Any:
+        """Sleep durably for `duration` ("3 hours", "10 seconds", seconds, a timedelta)."""
+        return primitives.sleep(name, duration)
+
+    def sleep_until(self, name: str, timestamp: Any) -> Any:
+        """Sleep durably until `timestamp`: a datetime, or seconds since the epoch."""
+        if isinstance(timestamp, int | float) and not isinstance(timestamp, bool):
+            timestamp = datetime.fromtimestamp(timestamp, UTC)
+        return primitives.sleep_until(name, timestamp)
+
+    async def wait_for_event(
+        self, name: str, event_type: str, /, *, timeout: Any = EVENT_TIMEOUT
+    ) -> ReceivedEvent:
+        """Wait for an event of `event_type` (`engine.send_event(run_id, event_type, ...)`).
+
+        `name` labels the wait in Cloudflare; cairn keys waits by the event type. Raises
+        `cairn.EventTimeout` after `timeout` (default "24 hours", as Cloudflare's).
+        """
+        check_name(name, "step name")
+        payload = await primitives.wait_for_event(event_type, timeout=timeout)
+        return ReceivedEvent(event_type, payload)
+
+
+class StepFunction:
+    """A function declared with `@step.do`: awaiting a call runs it as a durable step."""
+
+    def __init__(
+        self,
+        owner: WorkflowStep,
+        name: str,
+        fn: Callable[..., Any],
+        retry: Retry | None,
+        timeout: Any,
+        concurrent: bool,
+        depends: list[Any],
+    ) -> None:
+        self.owner = owner
+        self.name = name
+        self.fn = fn
+        self.retry = retry
+        self.timeout = timeout
+        self.concurrent = concurrent
+        self.depends = depends
+        self.parameters = inspect.signature(fn).parameters
+        self.__name__ = getattr(fn, "__name__", name)
+        self.__doc__ = getattr(fn, "__doc__", None)
+        # The step functions declared before this one, by name: only those can be named by
+        # its parameters, so dependencies never form a cycle.
+        self.earlier = dict(owner._functions)
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the step (its dependencies first); its result, recorded."""
+        given = list(args)
+        if self.depends:
+            given = [*(await self._results_of(self.depends)), *given]
+        wanted = self._wanted(len(given), kwargs)
+        found = await self._results_of([self.earlier[dep] for dep in wanted])
+        kwargs = {**kwargs, **dict(zip(wanted, found, strict=True))}
+        fn, wants_ctx = self.fn, self._wants_ctx(len(given), kwargs)
+        call_args = tuple(given)
+
+        if inspect.iscoroutinefunction(fn):
+
+            async def body() -> Any:
+                extra = {"ctx": primitives.current_step()} if wants_ctx else {}
+                return await fn(*call_args, **kwargs, **extra)
+
+        else:
+
+            def body() -> Any:  # type: ignore[misc]
+                extra = {"ctx": primitives.current_step()} if wants_ctx else {}
+                return fn(*call_args, **kwargs, **extra)
+
+        result = await run_step(self.name, body, retries=self.retry, timeout=self.timeout)
+        self.owner._results[self] = result
+        return result
+
+    def _open(self, positional: int, kwargs: dict[str, Any]) -> list[inspect.Parameter]:
+        """The parameters the caller left to be filled."""
+        kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        params = [p for p in self.parameters.values() if p.kind in kinds]
+        taken = {p.name for p in params[:positional] if p.kind is not p.KEYWORD_ONLY}
+        return [p for p in params if p.name not in taken and p.name not in kwargs]
+
+    def _wants_ctx(self, positional: int, kwargs: dict[str, Any]) -> bool:
+        return any(p.name == "ctx" for p in self._open(positional, kwargs))
+
+    def _wanted(self, positional: int, kwargs: dict[str, Any]) -> list[str]:
+        """The open parameters named after step functions; TypeError for an unknown one."""
+        wanted = []
+        for param in self._open(positional, kwargs):
+            if param.name == "ctx":
+                continue
+            if param.name in self.earlier:
+                wanted.append(param.name)
+            elif param.default is inspect.Parameter.empty:
+                known = ", ".join(sorted(self.earlier)) or "none"
+                raise TypeError(
+                    f"step {self.name!r}: parameter {param.name!r} names no step function "
+                    f"declared before it (declared: {known}); a parameter named after an "
+                    "earlier @step.do function receives its result, and `ctx` the step's "
+                    "context"
+                )
+        return wanted
+
+    async def _results_of(self, functions: list[Any]) -> list[Any]:
+        """The results of these step functions, running those that have not run yet."""
+        if self.concurrent:
+            return list(await asyncio.gather(*(self._result_of(f) for f in functions)))
+        return [await self._result_of(f) for f in functions]
+
+    async def _result_of(self, function: StepFunction) -> Any:
+        owner = self.owner
+        if function in owner._results:
+            return owner._results[function]
+        pending = owner._resolving.get(function)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        pending = asyncio.get_running_loop().create_future()
+        owner._resolving[function] = pending
+        try:
+            result = await function()
+        except BaseException as exc:
+            pending.set_exception(exc)
+            pending.exception()  # retrieved: whoever waits for it gets it raised
+            raise
+        finally:
+            del owner._resolving[function]
+        pending.set_result(result)
+        return result
