@@ -245,6 +245,10 @@ class SqlStore:
             _sql.worker_from_row(row) for row in await self.read(lambda: _rows(_sql.SELECT_WORKERS))
         ]
 
+    async def known_workflows(self, within: float) -> set[str] | None:
+        """Workflows known to workers seen in the last `within` seconds (see Store)."""
+        return await self.read(lambda: claim_programs.known_workflows(within))
+
     async def counts(self) -> Counts:
         """Unfinished runs by (queue, status) and live workers (see Store.counts)."""
         return await self.read(_counts)
