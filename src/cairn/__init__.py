@@ -37,6 +37,7 @@ from cairn.errors import (
     EventTimeout,
     FatalError,
     HookNotFound,
+    InvalidArguments,
     InvalidName,
     InvalidSubmission,
     NonDeterminismError,
@@ -56,6 +57,7 @@ from cairn.errors import (
     StoreRefused,
     StoreUnavailable,
     TaskNotFound,
+    UnknownWorkflow,
 )
 from cairn.models import History, HistoryEntry, RunInfo, RunPage, RunStatus, RunSummary
 from cairn.runtime.engine import Engine
@@ -81,6 +83,7 @@ __all__ = [
     "HistoryEntry",
     "Hook",
     "HookNotFound",
+    "InvalidArguments",
     "InvalidName",
     "InvalidSubmission",
     "NonDeterminismError",
@@ -110,6 +113,7 @@ __all__ = [
     "StoreUnavailable",
     "TaskInfo",
     "TaskNotFound",
+    "UnknownWorkflow",
     "chain",
     "check_cancelled",
     "continue_as_new",

@@ -5,6 +5,8 @@ The tree::
     CairnError
     ├── NotInRun                 an in-run function called outside a run
     ├── InvalidName              a name or id no store keeps (empty, > 255, NUL); a ValueError
+    ├── InvalidArguments         arguments that do not fit the workflow's signature; a TypeError
+    ├── UnknownWorkflow          a start by a name nobody here or lately knows; a LookupError
     ├── SerializationError       a value that cannot be stored
     ├── NonDeterminismError      replay met different work than was recorded
     ├── StepFailed               a step failed for good (retries exhausted or fatal)
@@ -57,6 +59,34 @@ class NotInRun(CairnError):
 
 class InvalidName(CairnError, ValueError):
     """A name or id cairn would store is empty, too long, or holds a byte no store keeps."""
+
+
+class InvalidArguments(CairnError, TypeError):
+    """The arguments of a start do not fit the workflow's signature.
+
+    Missing or unexpected arguments, or a value that cannot be converted to the
+    parameter's annotated type. `parameter` names the parameter at fault, when one is.
+    """
+
+    def __init__(self, message: str = "", *, workflow: str = "", parameter: str = "") -> None:
+        super().__init__(message)
+        self.workflow = workflow
+        self.parameter = parameter
+
+
+class UnknownWorkflow(CairnError, LookupError):
+    """No workflow by that name is registered here or executed by a worker seen lately.
+
+    `suggestions` are the closest known names (perhaps none). Starting it anyway, for
+    workers that will know it, takes `allow_unknown=True`.
+    """
+
+    def __init__(
+        self, message: str = "", *, workflow: str = "", suggestions: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message or f"unknown workflow {workflow!r}")
+        self.workflow = workflow
+        self.suggestions = tuple(suggestions)
 
 
 class SerializationError(CairnError):
