@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from cairn.dashboard.api import inputs
+from cairn.dashboard.api import inputs, runs
 from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Handler, Operation
 from cairn.dashboard.api.replies import Reply
@@ -122,7 +122,7 @@ async def send_event(target: Target, call: Call) -> Reply:
     return Reply(await target(go), 202)
 
 
-_RUN = "/runs/{run_id}"
+_RUN = runs.RUN
 _EMPTY = {"type": "object", "additionalProperties": False}
 
 OPERATIONS = (
