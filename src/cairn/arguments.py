@@ -30,6 +30,11 @@ class _Plan:
     signature: inspect.Signature
     hints: dict[str, Any]
     """Resolved annotations by parameter name; parameters without one are absent."""
+    simple: tuple[inspect.Parameter, ...] | None
+    """The parameters when all are plain positional-or-keyword ones (the common case, fitted
+    without `Signature.bind`), else None."""
+    required: int
+    """How many of `simple` have no default."""
 
 
 _PLANS: weakref.WeakKeyDictionary[Callable[..., Any], _Plan | None] = weakref.WeakKeyDictionary()
@@ -58,6 +63,15 @@ def fit(
     plan = _plan(fn)
     if plan is None:
         return tuple(args), kwargs
+    simple = plan.simple
+    if simple is not None and not kwargs and plan.required <= len(args) <= len(simple):
+        # Positional arguments only, of a plain signature: they bind one to one.
+        return tuple(
+            value
+            if param.name not in plan.hints
+            else _fit_one(value, plan.hints[param.name], param, workflow, param.name)
+            for param, value in zip(simple, args, strict=False)
+        ), kwargs
     try:
         plan.signature.bind(*args, **kwargs)
     except TypeError as exc:
@@ -155,7 +169,14 @@ def _plan(fn: Callable[..., Any]) -> _Plan | None:
             name: conversion.resolve(param.annotation, globalns)
             for name, param in signature.parameters.items()
         }
-        plan = _Plan(signature, {k: v for k, v in hints.items() if v is not Any})
+        params = tuple(signature.parameters.values())
+        plain = all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params)
+        plan = _Plan(
+            signature,
+            {k: v for k, v in hints.items() if v is not Any},
+            params if plain else None,
+            sum(p.default is _EMPTY for p in params),
+        )
     try:
         _PLANS[fn] = plan
     except TypeError:

@@ -77,16 +77,41 @@ class InvalidArguments(CairnError, TypeError):
 class UnknownWorkflow(CairnError, LookupError):
     """No workflow by that name is registered here or executed by a worker seen lately.
 
-    `suggestions` are the closest known names (perhaps none). Starting it anyway, for
-    workers that will know it, takes `allow_unknown=True`.
+    `suggestions` are the closest known names (perhaps none); `seen_within` says how
+    long ago a worker may have been seen ("7 days"). Starting it anyway, for workers
+    that will know it, takes `allow_unknown=True` (`remedy` says so in the message).
     """
 
     def __init__(
-        self, message: str = "", *, workflow: str = "", suggestions: tuple[str, ...] = ()
+        self,
+        message: str = "",
+        *,
+        workflow: str = "",
+        suggestions: tuple[str, ...] = (),
+        seen_within: str = "",
+        remedy: str = "pass allow_unknown=True",
     ) -> None:
-        super().__init__(message or f"unknown workflow {workflow!r}")
+        if not message:
+            hint = f"; did you mean {' or '.join(map(repr, suggestions))}?" if suggestions else ""
+            seen = f" seen in the last {seen_within}" if seen_within else ""
+            message = (
+                f"unknown workflow {workflow!r}: it is not registered in this process, and no "
+                f"worker{seen} executes it{hint} (to queue it anyway for workers yet to come, "
+                f"{remedy})"
+            )
+        super().__init__(message)
         self.workflow = workflow
         self.suggestions = tuple(suggestions)
+        self.seen_within = seen_within
+
+    def told(self, remedy: str) -> UnknownWorkflow:
+        """The same error, its message naming another way to queue the run anyway."""
+        return UnknownWorkflow(
+            workflow=self.workflow,
+            suggestions=self.suggestions,
+            seen_within=self.seen_within,
+            remedy=remedy,
+        )
 
 
 class SerializationError(CairnError):

@@ -54,14 +54,10 @@ class WorkflowNames:
         if known is None or name in known:
             return
         everything = sorted(known | set(self.registry.workflows))
-        suggestions = tuple(closest(name, everything))
-        hint = f"; did you mean {' or '.join(map(repr, suggestions))}?" if suggestions else ""
         raise UnknownWorkflow(
-            f"unknown workflow {name!r}: it is not registered in this process, and no worker "
-            f"seen in the last {span(self.window)} executes it{hint} (to queue it anyway for "
-            "workers yet to come, pass allow_unknown=True)",
             workflow=name,
-            suggestions=suggestions,
+            suggestions=tuple(closest(name, everything)),
+            seen_within=span(self.window),
         )
 
     async def warn_if_no_live_worker(self, name: str, run_id: str) -> None:
@@ -85,11 +81,24 @@ class WorkflowNames:
 
 
 def closest(name: str, known: list[str], *, limit: int = 3) -> list[str]:
-    """The known names most like `name`: a typo's fix, or the qualified form of a short name."""
+    """The known names most like `name`: a typo's fix, or the qualified form of a short name.
+
+    Only names about as close as the closest one are offered: siblings that merely share a
+    module prefix (`shop.refund` for `shop.chekout`) are not.
+    """
     found = [k for k in known if k.rsplit(".", 1)[-1] == name and k != name]
-    for match in difflib.get_close_matches(name, known, n=limit, cutoff=0.6):
-        if match not in found:
-            found.append(match)
+    scored = []
+    for candidate in known:
+        matcher = difflib.SequenceMatcher(None, name, candidate)
+        if matcher.real_quick_ratio() >= 0.6 and matcher.quick_ratio() >= 0.6:
+            score = matcher.ratio()
+            if score >= 0.6:
+                scored.append((score, candidate))
+    scored.sort(key=lambda pair: (-pair[0], pair[1]))
+    best = scored[0][0] if scored else 0.0
+    for score, candidate in scored:
+        if score >= best - 0.1 and candidate not in found:
+            found.append(candidate)
     return found[:limit]
 
 

@@ -16,7 +16,7 @@ from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Operation, Param
 from cairn.dashboard.api.replies import BadRequest, Reply
 from cairn.dashboard.target import Target
-from cairn.errors import RunNotFound
+from cairn.errors import RunNotFound, UnknownWorkflow
 from cairn.models import RunStatus
 from cairn.runtime.control import RunControl
 
@@ -150,7 +150,10 @@ async def start(target: Target, call: Call) -> Reply:
                 existed = True
             except RunNotFound:
                 pass
-        handle = await control.start(workflow, *args, **options, **kwargs)
+        try:
+            handle = await control.start(workflow, *args, **options, **kwargs)
+        except UnknownWorkflow as exc:
+            raise exc.told('set "allow_unknown": true in the request body') from None
         return existed, await control.describe(handle.run_id)
 
     existed, run = await target(go)
