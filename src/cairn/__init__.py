@@ -40,6 +40,7 @@ from cairn.errors import (
     EventTimeout,
     FatalError,
     HookNotFound,
+    InvalidArguments,
     InvalidName,
     InvalidSubmission,
     NonDeterminismError,
@@ -59,6 +60,7 @@ from cairn.errors import (
     StoreRefused,
     StoreUnavailable,
     TaskNotFound,
+    UnknownWorkflow,
 )
 from cairn.models import (
     History,
@@ -92,6 +94,7 @@ __all__ = [
     "HistoryEntry",
     "Hook",
     "HookNotFound",
+    "InvalidArguments",
     "InvalidName",
     "InvalidSubmission",
     "NonDeterminismError",
@@ -123,6 +126,7 @@ __all__ = [
     "StoreUnavailable",
     "TaskInfo",
     "TaskNotFound",
+    "UnknownWorkflow",
     "Workflow",
     "WorkflowEntrypoint",
     "WorkflowEvent",

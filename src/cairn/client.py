@@ -95,10 +95,20 @@ class Client:
     """A synchronous client: start, inspect and wait for runs that workers execute."""
 
     def __init__(
-        self, url: str | None = None, *, serializer: str = "json", registry: Registry | None = None
+        self,
+        url: str | None = None,
+        *,
+        serializer: str = "json",
+        registry: Registry | None = None,
+        known_workers_window: Any = None,
     ) -> None:
-        """Open a client on `url` (default: CAIRN_DATABASE_URL, else sqlite:///cairn.db)."""
+        """Open a client on `url` (default: CAIRN_DATABASE_URL, else sqlite:///cairn.db).
+
+        `known_workers_window`: how long after a worker was last seen its workflows can
+        still be started by name (default: CAIRN_KNOWN_WORKERS_WINDOW, else "7d").
+        """
         self.url = config.database_url(url)
+        window = config.known_workers_window(known_workers_window)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="cairn-client", daemon=True
@@ -110,6 +120,7 @@ class Client:
             clock=SystemClock(),
             serializer=serialization.get(serializer),
             registry=registry or default_registry,
+            known_window=window,
         )
         try:
             self._call(store.open())
@@ -163,7 +174,12 @@ class Client:
         run_at: datetime | None = None,
         **options: Any,
     ) -> ClientRunHandle:
-        """Queue a run for workers (same options as `Engine.start`)."""
+        """Queue a run for workers (same options as `Engine.start`, `allow_unknown` too).
+
+        Raises:
+            UnknownWorkflow: no worker seen lately knows the name (see `Engine.start`).
+            InvalidArguments: arguments that do not fit the workflow (a TypeError).
+        """
         call = self.control.start(workflow, *args, delay=delay, run_at=run_at, **options)
         handle = self._call(call)
         return ClientRunHandle(self, handle.run_id)

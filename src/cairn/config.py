@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import os
 import tomllib
+from datetime import timedelta
 from pathlib import Path
 
+from cairn import durations
 from cairn.errors import ConfigError
 
 DEFAULT_URL = "sqlite:///cairn.db"
+DEFAULT_KNOWN_WORKERS_WINDOW = "7d"
 
 
 def _pyproject() -> dict[str, object]:
@@ -57,3 +60,27 @@ def dashboard_token(explicit: str | None = None) -> str | None:
     if explicit:
         return explicit
     return os.environ.get("CAIRN_DASHBOARD_TOKEN") or None
+
+
+def known_workers_window(explicit: object = None) -> float:
+    """Seconds a worker's workflows stay known after it was last seen, for starts by name.
+
+    Argument, else CAIRN_KNOWN_WORKERS_WINDOW, else [tool.cairn] known_workers_window,
+    else 7 days; a duration ("7d", "12h", seconds). ConfigError names a bad one.
+    """
+    value: object = explicit
+    where = "known_workers_window"
+    if value is None:
+        value = os.environ.get("CAIRN_KNOWN_WORKERS_WINDOW") or None
+        where = "CAIRN_KNOWN_WORKERS_WINDOW"
+    if value is None:
+        value = _pyproject().get("known_workers_window")
+        where = "[tool.cairn] known_workers_window"
+    if value is None:
+        value = DEFAULT_KNOWN_WORKERS_WINDOW
+    if isinstance(value, bool) or not isinstance(value, str | int | float | timedelta):
+        raise ConfigError(f"{where} must be a duration such as '7d', got {value!r}")
+    try:
+        return durations.parse(value, what=where).total_seconds()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None

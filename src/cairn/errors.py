@@ -5,6 +5,8 @@ The tree::
     CairnError
     ├── NotInRun                 an in-run function called outside a run
     ├── InvalidName              a name or id no store keeps (empty, > 255, NUL); a ValueError
+    ├── InvalidArguments         arguments that do not fit the workflow's signature; a TypeError
+    ├── UnknownWorkflow          a start by a name nobody here or lately knows; a LookupError
     ├── SerializationError       a value that cannot be stored
     ├── NonDeterminismError      replay met different work than was recorded
     ├── StepFailed               a step failed for good (retries exhausted or fatal)
@@ -57,6 +59,59 @@ class NotInRun(CairnError):
 
 class InvalidName(CairnError, ValueError):
     """A name or id cairn would store is empty, too long, or holds a byte no store keeps."""
+
+
+class InvalidArguments(CairnError, TypeError):
+    """The arguments of a start do not fit the workflow's signature.
+
+    Missing or unexpected arguments, or a value that cannot be converted to the
+    parameter's annotated type. `parameter` names the parameter at fault, when one is.
+    """
+
+    def __init__(self, message: str = "", *, workflow: str = "", parameter: str = "") -> None:
+        super().__init__(message)
+        self.workflow = workflow
+        self.parameter = parameter
+
+
+class UnknownWorkflow(CairnError, LookupError):
+    """No workflow by that name is registered here or executed by a worker seen lately.
+
+    `suggestions` are the closest known names (perhaps none); `seen_within` says how
+    long ago a worker may have been seen ("7 days"). Starting it anyway, for workers
+    that will know it, takes `allow_unknown=True` (`remedy` says so in the message).
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        workflow: str = "",
+        suggestions: tuple[str, ...] = (),
+        seen_within: str = "",
+        remedy: str = "pass allow_unknown=True",
+    ) -> None:
+        if not message:
+            hint = f"; did you mean {' or '.join(map(repr, suggestions))}?" if suggestions else ""
+            seen = f" seen in the last {seen_within}" if seen_within else ""
+            message = (
+                f"unknown workflow {workflow!r}: it is not registered in this process, and no "
+                f"worker{seen} executes it{hint} (to queue it anyway for workers yet to come, "
+                f"{remedy})"
+            )
+        super().__init__(message)
+        self.workflow = workflow
+        self.suggestions = tuple(suggestions)
+        self.seen_within = seen_within
+
+    def told(self, remedy: str) -> UnknownWorkflow:
+        """The same error, its message naming another way to queue the run anyway."""
+        return UnknownWorkflow(
+            workflow=self.workflow,
+            suggestions=self.suggestions,
+            seen_within=self.seen_within,
+            remedy=remedy,
+        )
 
 
 class SerializationError(CairnError):

@@ -24,7 +24,15 @@ from typing import Any, NoReturn, Protocol
 
 from cairn.errors import SerializationError
 
-__all__ = ["TAG", "JsonSerializer", "PickleSerializer", "Serializer", "allow_imports", "get"]
+__all__ = [
+    "TAG",
+    "TEXT_FORMS",
+    "JsonSerializer",
+    "PickleSerializer",
+    "Serializer",
+    "allow_imports",
+    "get",
+]
 
 TAG = "__cairn__"
 """The key that marks a tagged dict; a user dict holding this key is escaped."""
@@ -564,14 +572,24 @@ def _decode_model(_: JsonSerializer, obj: dict[str, Any]) -> Any:
         return data
 
 
+TEXT_FORMS: dict[type[Any], Callable[[str], Any]] = {
+    datetime: datetime.fromisoformat,
+    date: date.fromisoformat,
+    time: time.fromisoformat,
+    Decimal: Decimal,
+    uuid.UUID: uuid.UUID,
+}
+"""The types stored as their text (ISO 8601, the decimal digits, the UUID), and how that
+text is read back; converting a start's arguments reads text the same way."""
+
 _DECODERS: dict[str, Callable[[JsonSerializer, dict[str, Any]], Any]] = {
     "datetime": _decode_datetime,
-    "date": lambda _, o: date.fromisoformat(o["v"]),
-    "time": lambda _, o: time.fromisoformat(o["v"]),
+    "date": lambda _, o: TEXT_FORMS[date](o["v"]),
+    "time": lambda _, o: TEXT_FORMS[time](o["v"]),
     "timedelta": lambda _, o: timedelta(*o["v"]),
     "float": lambda _, o: float(o["v"]),
-    "decimal": lambda _, o: Decimal(o["v"]),
-    "uuid": lambda _, o: uuid.UUID(o["v"]),
+    "decimal": lambda _, o: TEXT_FORMS[Decimal](o["v"]),
+    "uuid": lambda _, o: TEXT_FORMS[uuid.UUID](o["v"]),
     "bytes": lambda _, o: _decode_bytes(o),
     "bytearray": lambda _, o: bytearray(_decode_bytes(o)),
     "tuple": lambda _, o: tuple(o["v"]),

@@ -167,7 +167,16 @@ class Flows:
             payment = await hook
             return {"model": type(payment).__name__, "paid": payment.paid}
 
+        async def kid() -> Any:
+            return await cairn.wait_for_event("go", timeout="1h")
+
+        kid_flow = make_workflow(kid, name="t.kid", reg=reg)
+
+        async def family() -> Any:
+            return await kid_flow()
+
         for name, fn in (
+            ("t.family", family),
             ("t.total", total),
             ("t.long", long),
             ("t.waiter", waiter),

@@ -208,7 +208,9 @@ async def test_start__values_cairn_rejects_are_422(api):
     too_long = await api.post("/runs", json={"workflow": "t.total", "run_id": "x" * 300})
     assert too_long.status_code == 422
     assert too_long.json()["error"] == "InvalidName"
-    bad_delay = await api.post("/runs", json={"workflow": "t.total", "delay": "soon"})
+    bad_delay = await api.post(
+        "/runs", json={"workflow": "t.total", "delay": "soon", "allow_unknown": True}
+    )
     assert bad_delay.status_code == 422
     assert bad_delay.json()["error"] == "InvalidValue"
     assert "soon" in bad_delay.json()["message"]

@@ -64,11 +64,13 @@ async def test_client__warns_when_no_live_worker_executes_the_workflow_named(
     engine: cairn.Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
     # A name no live worker knows (here unqualified: the workflow is `client.approve`)
-    # would leave the run PENDING in silence.
-    client = await asyncio.to_thread(cairn.Client, engine.url)
+    # is refused; queued anyway, it is reported rather than left PENDING in silence.
+    client = await asyncio.to_thread(cairn.Client, engine.url, registry=cairn.Registry())
     try:
+        with pytest.raises(cairn.UnknownWorkflow, match=r"did you mean 'client\.approve'"):
+            await asyncio.to_thread(client.start, "approve", "o-9")
         with caplog.at_level(logging.WARNING, logger="cairn.control"):
-            unknown = await asyncio.to_thread(client.start, "approve", "o-9")
+            unknown = await asyncio.to_thread(client.start, "approve", "o-9", allow_unknown=True)
             await asyncio.to_thread(client.start, "client.approve", "o-10")
             await asyncio.to_thread(client.start, approve, "o-11")
     finally:
@@ -87,7 +89,7 @@ async def test_start__by_name_with_no_live_worker_says_nothing(
     # Queuing runs for workers that start later is normal.
     async with kit.engine(workers=0) as queuer:
         with caplog.at_level(logging.WARNING, logger="cairn.control"):
-            run = await queuer.start("later.workflow")
+            run = await queuer.start("later.workflow", allow_unknown=True)
         assert await run.status() == cairn.RunStatus.PENDING
     assert not [record for record in caplog.records if record.name == "cairn.control"]
 
@@ -113,7 +115,7 @@ async def test_start__by_name_looks_at_the_workers_once_for_a_burst_of_starts(
         monkeypatch.setattr(queuer.store, "list_workers", counted)
         with caplog.at_level(logging.WARNING, logger="cairn.control"):
             for _ in range(3):
-                await queuer.start("unknown.flow")
+                await queuer.start("unknown.flow", allow_unknown=True)
 
     warnings = [record for record in caplog.records if record.name == "cairn.control"]
     assert len(warnings) == 3

@@ -122,7 +122,8 @@ async def test_metrics__gauges_read_runs_per_queue_and_live_workers(kit: Kit) ->
     async with kit.engine(metrics=metrics) as engine:
         await engine.start(sleeper)
         await engine.start(holder)
-        await engine.start("metrics.unknown", queue="mail")  # no worker knows it: PENDING
+        # No worker knows it: PENDING.
+        await engine.start("metrics.unknown", queue="mail", allow_unknown=True)
 
         async with asyncio.timeout(WAIT):
             while True:
@@ -174,7 +175,7 @@ async def test_metrics__schedule_lag_is_how_late_each_tick_fired(kit: Kit) -> No
 async def test_metrics__an_engine_without_workers_still_reads_the_gauges(kit: Kit) -> None:
     metrics = Metrics()
     async with kit.engine(workers=0, metrics=metrics) as engine:
-        await engine.start("metrics.elsewhere")
+        await engine.start("metrics.elsewhere", allow_unknown=True)
         seen = await scrape(metrics)
 
     assert seen[("cairn_runs", (("queue", ""), ("status", "pending")))] == 1

@@ -235,7 +235,7 @@ async def test_trigger_and_delete(kit: Kit) -> None:
         assert created.source == "api" and created.workflow == "sched.manual"
         assert created.next_tick == datetime.fromtimestamp(START + 3600, UTC)
         with pytest.raises(cairn.DuplicateSchedule, match="schedule 'hourly-manual' already"):
-            await engine.schedules.create("hourly-manual", manual, every="1h")
+            await engine.schedules.create("hourly-manual", manual, every="1h", args=[7])
         with pytest.raises(ValueError):  # DuplicateSchedule is a ValueError too
             await engine.schedules.create("hourly-manual", manual, cron="0 * * * *", args=[8])
         # The same definition again (a retried call, say) returns the existing schedule.
@@ -267,7 +267,9 @@ async def test_create__bad_options_fail_before_storing(kit: Kit) -> None:
         with pytest.raises(ValueError, match="unknown time zone 'Nowhere/City'"):
             await engine.schedules.create("bad", "wf", cron="0 1 * * *", tz="Nowhere/City")
         with pytest.raises(cairn.SerializationError, match="schedule 'bad'"):
-            await engine.schedules.create("bad", "wf", every="1h", args=[object()])
+            await engine.schedules.create(
+                "bad", "wf", every="1h", args=[object()], allow_unknown=True
+            )
         assert await engine.schedules.list() == []
 
 

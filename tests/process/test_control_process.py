@@ -31,7 +31,7 @@ async def test_cancel__arrives_mid_step_and_stops_at_the_next_durable_point(
 ) -> None:
     async with workers(tmp_path, store_url) as (procs, control):
         procs.spawn()
-        run = await control.start("proc.control", kind, TICKS)
+        run = await control.start("proc.control", kind, TICKS, allow_unknown=True)
         await procs.until("the held step", lambda: procs.counts()["held start"] == 1)
         assert await control.cancel(run.run_id) == cairn.RunStatus.RUNNING
         procs.release()  # the step in flight finishes; the run stops at a durable point
@@ -55,7 +55,7 @@ async def test_cancel__check_cancelled_stops_a_long_step_in_a_worker(
 ) -> None:
     async with workers(tmp_path, store_url) as (procs, control):
         procs.spawn()
-        run = await control.start("proc.stubborn", kind)
+        run = await control.start("proc.stubborn", kind, allow_unknown=True)
         await procs.until("the long step", lambda: procs.counts()["stubborn start"] == 1)
         await run.cancel()
         await procs.status(control, run.run_id, "CANCELLED", "COMPLETED", "FAILED")
@@ -75,7 +75,7 @@ async def test_pause__arrives_mid_step_and_resume_finishes_the_run(
 ) -> None:
     async with workers(tmp_path, store_url) as (procs, control):
         procs.spawn()
-        run = await control.start("proc.control", kind, TICKS)
+        run = await control.start("proc.control", kind, TICKS, allow_unknown=True)
         await procs.until("the held step", lambda: procs.counts()["held start"] == 1)
         assert await run.pause() == cairn.RunStatus.RUNNING
         procs.release()
@@ -97,7 +97,7 @@ async def test_crash__sigkill_mid_gather_repeats_no_completed_step(
 ) -> None:
     async with workers(tmp_path, store_url) as (procs, control):
         first = procs.spawn("--hold", "2,4")
-        run = await control.start("proc.gather")
+        run = await control.start("proc.gather", allow_unknown=True)
 
         async def three_committed() -> bool:
             keys = {h.key for h in await control.history(run.run_id)}

@@ -103,9 +103,14 @@ class Workspace:
         return self.query("SELECT attempt, retry_at FROM step_attempts WHERE key = ?", key)
 
     def dump(self) -> list[str]:
+        """The database as SQL, but for when workers were last seen (each start refreshes it)."""
         conn = sqlite3.connect(self.db)
         try:
-            return list(conn.iterdump())
+            return [
+                line
+                for line in conn.iterdump()
+                if not line.startswith('INSERT INTO "known_workflows"')
+            ]
         finally:
             conn.close()
 

@@ -21,7 +21,7 @@ async def test_sleep__run_asleep_when_its_process_is_killed_wakes_on_time(
 ) -> None:
     async with workers(tmp_path, store_url) as (procs, control):
         first = procs.spawn()
-        run = await control.start("proc.sleeper", seconds)
+        run = await control.start("proc.sleeper", seconds, allow_unknown=True)
         await procs.until("the first step", lambda: procs.counts()["before"] == 1)
         if seconds > 1:  # beyond the in-memory window: parked in the database
             parked = await procs.status(control, run.run_id, "SLEEPING")
@@ -56,7 +56,7 @@ async def test_events__sent_while_no_worker_runs_are_delivered_later(
 ) -> None:
     async with workers(tmp_path, store_url) as (procs, control):
         first = procs.spawn()
-        run = await control.start("proc.waiter")
+        run = await control.start("proc.waiter", allow_unknown=True)
         parked = await procs.status(control, run.run_id, "WAITING")
         assert parked.waiting_for is not None and "go" in parked.waiting_for
         procs.kill(first)  # no worker runs now

@@ -132,7 +132,7 @@ def workers() -> Iterator[list[Worker]]:
 def test_worker__json_logs_carry_the_run_context(project: Path, workers: list[Worker]) -> None:
     url = f"sqlite:///{project / 'cairn.db'}"
     with cairn.Client(url) as client:
-        run_id = client.start("obs.greet", "ann").run_id
+        run_id = client.start("obs.greet", "ann", allow_unknown=True).run_id
 
     worker = Worker(project, url, "--log-format", "json")
     workers.append(worker)
@@ -211,7 +211,7 @@ def test_worker__metrics_port_serves_metrics_that_move_as_runs_progress(
     assert started not in before and completed not in before
 
     with cairn.Client(url) as client:
-        run = client.start("obs.waiter")
+        run = client.start("obs.waiter", allow_unknown=True)
         seen = scrape_until(port, "waiting run", lambda s: s.get(waiting) == 1)
         assert seen[started] == 1
         assert seen[attempts] == 1
@@ -237,7 +237,7 @@ def test_worker__a_run_started_in_a_span_continues_its_trace_in_a_worker_process
     spans_file = project / "spans.jsonl"
     with cairn.Client(url) as client:
         with trace.get_tracer("tests").start_as_current_span("web request") as request:
-            run_id = client.start("obs.greet", "otel").run_id
+            run_id = client.start("obs.greet", "otel", allow_unknown=True).run_id
     worker = Worker(project, url, "--tracing", OBS_SPANS=str(spans_file))
     workers.append(worker)
     worker.wait_for(f"run {run_id} COMPLETED")

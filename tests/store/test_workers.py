@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import replace
 
 import pytest
 
 from cairn.store import Store
+from cairn.store.records import WorkerRecord
 
-from .kit import LEASE, T0, OpenStore, age_heartbeat, held, run_record, worker_record
+from .kit import (
+    LEASE,
+    T0,
+    OpenStore,
+    age_heartbeat,
+    execute,
+    held,
+    run_record,
+    worker_record,
+)
 
 
 async def test_register_worker__inserts_then_refreshes_by_the_databases_clock(
@@ -178,3 +189,47 @@ async def test_counts__unfinished_runs_by_queue_and_status_and_live_workers(
 
     assert counts.runs == {(None, "PENDING"): 1, ("mail", "PENDING"): 2, ("mail", "RUNNING"): 1}
     assert counts.live_workers == 1
+
+
+async def test_known_workflows__of_workers_seen_within_the_window_gone_or_not(
+    store: Store, store_url: str
+) -> None:
+    def worker(worker_id: str, *names: str) -> WorkerRecord:
+        return replace(worker_record(worker_id), workflows=json.dumps(names))
+
+    await store.register_worker(worker("live", "a", "b"))
+    await store.register_worker(worker("stopped", "c"))
+    await store.register_worker(worker("dead", "d"))
+    await store.register_worker(worker("old", "e"))
+    await store.register_worker(worker("runner", *()))  # `cairn run`: takes nothing
+    await store.remove_worker("stopped")  # a clean stop deletes its row
+    # Registered two hours ago, silent for the last one, then found dead: remembered as
+    # of its last heartbeat.
+    execute(store_url, "UPDATE known_workflows SET seen_at = seen_at - 7200 WHERE workflow = 'd'")
+    age_heartbeat(store_url, "dead", 3600)
+    await store.expire_workers(["dead"])
+    # Registered 10 days ago and silent since: its name is forgotten with a 7-day window.
+    age_heartbeat(store_url, "old", 10 * 86400)
+    execute(store_url, "UPDATE known_workflows SET seen_at = seen_at - ? WHERE workflow = 'e'",
+            (10 * 86400,))  # fmt: skip
+
+    assert await store.known_workflows(7 * 86400) == {"a", "b", "c", "d"}
+    assert await store.known_workflows(1800) == {"a", "b", "c"}
+    assert await store.known_workflows(30 * 86400) == {"a", "b", "c", "d", "e"}
+    await store.register_worker(worker("silent"))  # an older worker that does not say
+    await store.register_worker(replace(worker_record("quiet"), workflows=None))
+    assert await store.known_workflows(7 * 86400) is None
+
+
+async def test_known_workflows__a_name_registered_again_is_seen_at_the_later_time(
+    store: Store, store_url: str
+) -> None:
+    first = replace(worker_record("w1"), workflows='["a"]')
+    await store.register_worker(first)
+    execute(store_url, "UPDATE known_workflows SET seen_at = seen_at - 5000")
+    await store.remove_worker("w1")  # stopped now: seen now
+    assert await store.known_workflows(1000) == {"a"}
+    await store.register_worker(replace(worker_record("w2"), workflows='["a"]'))
+    age_heartbeat(store_url, "w2", 9000)
+    await store.expire_workers(["w2"])  # its last heartbeat is older than what is known
+    assert await store.known_workflows(1000) == {"a"}

@@ -1,32 +1,32 @@
-"""Project commands: `cairn run MODULE:WORKFLOW` (start a run here and follow it, or enqueue it)."""
+"""Project commands: `cairn run MODULE:WORKFLOW` (start a run here and follow it, or enqueue it).
+
+Each ARG is read as its parameter's annotated type wants (`59.90` for a `Decimal` stays
+`Decimal("59.90")`), else as JSON when it parses, else as the text; the arguments are then
+checked against the workflow's signature before anything is stored (exit 2 if they do not
+fit).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import json
+from collections.abc import Collection
+from decimal import Decimal
 from typing import Any
 
 from rich.console import Console
 
+from cairn import arguments, conversion
 from cairn.authoring.registry import default_registry
 from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.cli import describe, follow, options, output, runs
-from cairn.errors import ConfigError, RunNotFound
+from cairn.errors import ConfigError, InvalidArguments, RunNotFound, UnknownWorkflow
 from cairn.models import RunStatus
-from cairn.runtime import blocking
-from cairn.runtime.control import RunControl
+from cairn.runtime import blocking, workflow_names
+from cairn.runtime.control import START_OPTIONS
 from cairn.runtime.engine import Engine
 from cairn.store.records import RunRecord
-
-# Keyword names engine.start() keeps for itself (run_id, queue, delay, ...); a workflow
-# parameter by one of these names cannot be passed through --input.
-START_OPTIONS = frozenset(
-    name
-    for name, param in inspect.signature(RunControl.start).parameters.items()
-    if param.kind is inspect.Parameter.KEYWORD_ONLY
-)
 
 # Runs `cairn run` may execute at once: the run itself plus its child runs.
 RUN_SLOTS = 8
@@ -46,14 +46,16 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "target",
         metavar="MODULE:WORKFLOW",
-        help="e.g. shop.orders:process_order (the current directory is on the import path)",
+        help="e.g. shop.orders:process_order (the current directory is on the import path), "
+        "or a workflow's name: one the -m modules register, or with --enqueue one workers know",
     )
     parser.add_argument(
         "args",
         metavar="ARG",
         nargs="*",
-        help="positional arguments: JSON when the text parses as JSON, else a string "
-        "(put -- before an ARG that starts with '-')",
+        help="positional arguments, read as the parameter's type wants (a Decimal, date, "
+        "UUID or enum from its text; a str as typed), else JSON when the text parses as "
+        "JSON, else a string (put -- before an ARG that starts with '-')",
     )
     parser.add_argument("--input", metavar="JSON", help="JSON object of keyword arguments")
     parser.add_argument(
@@ -64,13 +66,25 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="only store the run as PENDING for `cairn worker` and print its id",
     )
+    parser.add_argument(
+        "--allow-unknown",
+        action="store_true",
+        help="with --enqueue and a workflow's name: queue it even if no worker seen lately "
+        "knows the name (for workers about to be deployed)",
+    )
     parser.set_defaults(handler=handle, takes_extra_args=True)
 
 
-def resolve(target: str) -> WorkflowDef[Any, Any]:
-    """The workflow named by `MODULE:WORKFLOW`; ConfigError names what is wrong."""
+def resolve(target: str, *, enqueue: bool = False) -> WorkflowDef[Any, Any] | str:
+    """The workflow named by `MODULE:WORKFLOW`, or by its registered name; ConfigError if none.
+
+    With `enqueue`, a name no module here registers comes back as the name itself, to be
+    queued for workers that know it.
+    """
     module_name, sep, attr = target.partition(":")
     module_name, attr = module_name.strip(), attr.strip()
+    if not sep and target.strip():
+        return _by_name(target.strip(), enqueue=enqueue)
     if not sep or not module_name or not attr:
         raise options.UsageError(
             f"{target!r} is not MODULE:WORKFLOW (e.g. shop.orders:process_order)"
@@ -85,9 +99,11 @@ def resolve(target: str) -> WorkflowDef[Any, Any]:
         found = default_registry.workflows.get(attr)
     if found is None:
         there = sorted(n for n, v in vars(module).items() if definition_of(v) is not None)
+        near = workflow_names.closest(attr, there)
+        hint = f"did you mean {' or '.join(map(repr, near))}? " if near else ""
         raise ConfigError(
             f"module {module_name!r} has no workflow {attr!r} "
-            f"(workflows there: {', '.join(there) or 'none'})"
+            f"({hint}workflows there: {', '.join(there) or 'none'})"
         )
     definition = definition_of(found)
     if definition is None:
@@ -98,51 +114,97 @@ def resolve(target: str) -> WorkflowDef[Any, Any]:
     return definition
 
 
-def check_arguments(
-    workflow: WorkflowDef[Any, Any], args: list[Any], kwargs: dict[str, Any]
-) -> None:
-    """ValueError, before anything is stored, when the arguments do not fit the workflow."""
-    clash = sorted(START_OPTIONS & kwargs.keys())
+def _by_name(name: str, *, enqueue: bool) -> WorkflowDef[Any, Any] | str:
+    found = default_registry.workflows.get(name)
+    if found is not None:
+        return found
+    if enqueue:
+        return name
+    near = workflow_names.closest(name, sorted(default_registry.workflows))
+    hint = f"did you mean {' or '.join(map(repr, near))}? " if near else ""
+    raise options.UsageError(
+        f"{name!r} is not MODULE:WORKFLOW nor the name of a workflow the -m modules register "
+        f"({hint}add --enqueue to queue it for workers that import it)"
+    )
+
+
+def parse_call(
+    workflow: WorkflowDef[Any, Any] | str,
+    texts: list[str],
+    input_json: str | None,
+    *,
+    reserved: Collection[str] = START_OPTIONS,
+) -> tuple[list[Any], dict[str, Any]]:
+    """The arguments of ARGs and --input, read and checked against the workflow's signature.
+
+    Raises:
+        UsageError: (exit 2) arguments that do not fit, or an --input key that is one of
+            the `reserved` options (engine.start's own).
+    """
+    kwargs = options.parse_input(input_json)
+    clash = sorted(set(reserved) & kwargs.keys())
+    name = workflow.name if isinstance(workflow, WorkflowDef) else workflow
     if clash:
-        raise ValueError(
+        raise options.UsageError(
             f"--input key {clash[0]!r} is reserved by engine.start; rename that parameter of "
-            f"workflow {workflow.name!r}"
+            f"workflow {name!r}"
         )
+    if not isinstance(workflow, WorkflowDef):  # its signature is known only to its workers
+        return [options.parse_argument(text, what="argument") for text in texts], kwargs
+    args = [_read(text, arguments.hint_of(workflow.fn, position=i)) for i, text in enumerate(texts)]
+    if input_json is not None:
+        # Keep the digits of a JSON number given to a Decimal parameter: 59.90 stays 59.90.
+        exact = json.loads(input_json, parse_float=Decimal)
+        for key, value in exact.items():
+            hint = conversion.optional_inner(arguments.hint_of(workflow.fn, name=key))
+            if hint is Decimal and isinstance(value, Decimal):
+                kwargs[key] = value
     try:
-        signature = inspect.signature(workflow.fn)
-    except (TypeError, ValueError):
-        return
-    try:
-        signature.bind(*args, **kwargs)
-    except TypeError as exc:
-        raise ValueError(
-            f"arguments do not fit workflow {workflow.name!r} {signature}: {exc}"
-        ) from None
+        fitted, named = arguments.fit(workflow.fn, args, kwargs, workflow=name)
+    except InvalidArguments as exc:
+        raise options.UsageError(str(exc)) from None
+    return list(fitted), named
+
+
+def _read(text: str, hint: Any) -> Any:
+    found = arguments.from_text(text, hint)
+    if found is arguments.NOTHING:
+        return options.parse_argument(text, what="argument")
+    return found
 
 
 def handle(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn run`."""
-    workflow = resolve(ns.target)
-    args = [options.parse_argument(a, what="argument") for a in ns.args]
-    kwargs = options.parse_input(ns.input)
-    check_arguments(workflow, args, kwargs)
+    if ":" not in ns.target:
+        options.import_modules(glob.modules)  # a name may be one these modules register
+    workflow = resolve(ns.target, enqueue=ns.enqueue)
+    args, kwargs = parse_call(workflow, ns.args, ns.input)
     if ns.run_id is not None and not ns.run_id:
         raise ValueError("--run-id must not be empty")
+    if ns.allow_unknown and not ns.enqueue:
+        raise options.UsageError("--allow-unknown applies only with --enqueue")
     if ns.enqueue:
-        return asyncio.run(_enqueue(glob, workflow, args, kwargs, ns.run_id))
+        return asyncio.run(_enqueue(glob, workflow, args, kwargs, ns.run_id, ns.allow_unknown))
+    assert isinstance(workflow, WorkflowDef)  # a bare name comes back only with --enqueue
     return asyncio.run(_execute(glob, workflow, args, kwargs, ns.run_id))
 
 
 async def _enqueue(
     glob: options.Globals,
-    workflow: WorkflowDef[Any, Any],
+    workflow: WorkflowDef[Any, Any] | str,
     args: list[Any],
     kwargs: dict[str, Any],
     run_id: str | None,
+    allow_unknown: bool,
 ) -> int:
     async with Engine(glob.url, workers=0, modules=glob.modules) as engine:
         existing = await _existing(engine, run_id)
-        handle = await engine.start(workflow, *args, run_id=run_id, **kwargs)
+        try:
+            handle = await engine.start(
+                workflow, *args, run_id=run_id, allow_unknown=allow_unknown, **kwargs
+            )
+        except UnknownWorkflow as exc:
+            raise exc.told("add --allow-unknown") from None
     if existing is not None:
         output.stderr().print(f"run {handle.run_id} already exists ({existing.status})")
     print(handle.run_id, flush=True)

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from cairn.authoring.schedules import describe_seconds
 from cairn.cli import options, output
+from cairn.errors import UnknownWorkflow
 from cairn.runtime.engine import Engine
 from cairn.runtime.schedules import ScheduleInfo
 
@@ -55,7 +56,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "args",
         metavar="ARG",
         nargs="*",
-        help="positional arguments of each run: JSON when the text parses, else a string",
+        help="positional arguments of each run, read as `cairn run` reads them",
     )
     timing = create.add_mutually_exclusive_group(required=True)
     timing.add_argument("--cron", metavar="EXPR", help='5-field cron, e.g. "0 9 * * 1-5"')
@@ -71,6 +72,11 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "--catchup", metavar="DUR", default="1h", help="how far back missed ticks still run (1h)"
     )
     create.add_argument("--input", metavar="JSON", help="JSON object of keyword arguments")
+    create.add_argument(
+        "--allow-unknown",
+        action="store_true",
+        help="create it even if no worker seen lately knows the workflow's name",
+    )
     create.add_argument("--json", action="store_true", help="machine-readable output")
     create.set_defaults(handler=create_schedule, takes_extra_args=True)
 
@@ -156,26 +162,28 @@ def list_schedules(ns: argparse.Namespace, glob: options.Globals) -> int:
 
 def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn schedules create`."""
-    kwargs = options.parse_input(ns.input)
-    args = [options.parse_argument(text, what="argument") for text in ns.args]
-    workflow: Any = ns.workflow
-    if ":" in workflow:
-        from cairn.cli import project
+    from cairn.cli import project
 
-        workflow = project.resolve(workflow)
+    options.import_modules(glob.modules)  # the name may be one these modules register
+    workflow = project.resolve(ns.workflow, enqueue=True)
+    args, kwargs = project.parse_call(workflow, ns.args, ns.input, reserved=())
 
     async def create(engine: Engine) -> ScheduleInfo:
-        return await engine.schedules.create(
-            ns.schedule_id,
-            workflow,
-            cron=ns.cron,
-            every=ns.every,
-            tz=ns.tz,
-            overlap=ns.overlap,
-            catchup=ns.catchup,
-            args=args,
-            kwargs=kwargs,
-        )
+        try:
+            return await engine.schedules.create(
+                ns.schedule_id,
+                workflow,
+                cron=ns.cron,
+                every=ns.every,
+                tz=ns.tz,
+                overlap=ns.overlap,
+                catchup=ns.catchup,
+                args=args,
+                kwargs=kwargs,
+                allow_unknown=ns.allow_unknown,
+            )
+        except UnknownWorkflow as exc:
+            raise exc.told("add --allow-unknown") from None
 
     info = _with_engine(glob, create)
     if ns.json:

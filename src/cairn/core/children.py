@@ -11,7 +11,7 @@ import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from cairn import durations
+from cairn import arguments, durations
 from cairn.core import durable
 from cairn.core.waits import facts_of, wait_message, waiting_record
 from cairn.errors import ChildFailed, EventTimeout
@@ -84,6 +84,8 @@ async def start_child(
             outcome = live.env.serializer.loads(record.result or "{}")
             child_id = str(outcome.get("run_id", "")) if isinstance(outcome, dict) else ""
         return ChildHandle(live, workflow.name, child_id, record)
+    # Checked and converted like any start's (InvalidArguments, a TypeError, in the parent).
+    args, kwargs = arguments.fit(workflow.fn, args, kwargs, workflow=workflow.name)
     await live.journal.check_new_work(f"started child workflow {workflow.name!r}")
     await live.point(key)
     env = live.env

@@ -3,28 +3,30 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from cairn import durations, ids
+from cairn import arguments, durations, ids
 from cairn.authoring.registry import Registry
 from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.clock import Clock
 from cairn.core.executor import Outcome
 from cairn.errors import (
+    InvalidArguments,
     PoisonRun,
     RunCancelled,
     RunFailed,
     RunFinished,
     RunNotFound,
+    UnknownWorkflow,
 )
 from cairn.models import History, RunPage, RunStatus, RunSummary
 from cairn.names import check_name
-from cairn.observability import logcontext, propagation
-from cairn.runtime import blocking, hooks, leases, triggers
+from cairn.observability import propagation
+from cairn.runtime import blocking, hooks, triggers, workflow_names
 from cairn.runtime import history as run_history
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.queues import QueueControl
@@ -33,10 +35,6 @@ from cairn.runtime.tasks import TaskControl
 from cairn.serialization import Serializer
 from cairn.store.protocol import Store
 from cairn.store.records import RunQuery, RunRecord
-
-log = logcontext.logger("cairn.control")
-
-WORKERS_FRESH = 5.0  # seconds a look at the live workers serves starts by name
 
 
 @dataclass(slots=True)  # not frozen: one per run started here; treat as read-only
@@ -102,19 +100,18 @@ class RunControl:
         serializer: Serializer,
         registry: Registry,
         local: LocalExecutor | None = None,
+        known_window: float = workflow_names.DEFAULT_WINDOW,
     ) -> None:
         self.store = store
         self.clock = clock
         self.serializer = serializer
         self.registry = registry
         self.local = local
+        self.names = workflow_names.WorkflowNames(store, registry, window=known_window)
         self.tasks = TaskControl(self)
         self.queues = QueueControl(self)
         self.schedules = ScheduleControl(self)
         self._waiters: dict[str, list[asyncio.Future[Outcome | None]]] = {}
-        # (when read, what live workers execute): starts by name read the workers at
-        # most every WORKERS_FRESH seconds, not once each.
-        self._workers_seen: tuple[float, set[str] | None] | None = None
 
     # starting
 
@@ -130,17 +127,37 @@ class RunControl:
         run_at: datetime | None = None,
         partition: str | None = None,
         parent_id: str | None = None,
+        allow_unknown: bool = False,
         **kwargs: Any,
     ) -> RunHandle:
         """Start a run of `workflow`; an existing `run_id` returns that run instead.
 
         `delay` (a duration, or a datetime) or `run_at` (a datetime; pyworkflow's word)
         holds the run back until then; a naive datetime is taken as UTC.
+
+        The arguments are checked against the workflow's signature and converted to its
+        annotated types (when this process imports it) before anything is stored.
+
+        Raises:
+            UnknownWorkflow: a name neither this process nor a worker seen lately knows,
+                unless `allow_unknown`.
+            InvalidArguments: arguments that do not fit the workflow (a TypeError).
         """
         defn = self._definition(workflow)
         name = defn.name if defn is not None else str(workflow)
         if run_id is not None:
             check_name(run_id, "run_id")
+        try:
+            if defn is not None:
+                args, kwargs = arguments.fit(
+                    defn.fn, args, kwargs, workflow=name, reserved=START_OPTIONS
+                )
+            elif not allow_unknown:
+                await self.names.check(name)
+        except (InvalidArguments, UnknownWorkflow):
+            if run_id is not None and await self.store.get_run(run_id) is not None:
+                return RunHandle(self, run_id)  # that run, whatever the arguments
+            raise
         args_text = self.serializer.dumps(
             {"args": list(args), "kwargs": kwargs}, what=f"arguments of workflow {name!r}"
         )
@@ -195,28 +212,8 @@ class RunControl:
         elif created:
             self.wake_local()  # queued or delayed: let this process's worker look now
         if created and defn is None:  # queued under a name this process does not know
-            await self._warn_if_no_worker_knows(name, stored.run_id)
+            await self.names.warn_if_no_live_worker(name, stored.run_id)
         return RunHandle(self, stored.run_id)
-
-    async def _warn_if_no_worker_knows(self, name: str, run_id: str) -> None:
-        """Log a warning when live workers exist and none can execute workflow `name`.
-
-        Queuing for workers that start later is normal, so with no live worker this says
-        nothing; but a misspelt or unqualified name (`checkout` for `shop.checkout`) would
-        otherwise leave the run PENDING in silence.
-        """
-        now = time.monotonic()
-        if self._workers_seen is None or now - self._workers_seen[0] > WORKERS_FRESH:
-            self._workers_seen = (now, leases.known_workflows(await self.store.list_workers()))
-        known = self._workers_seen[1]
-        if known is not None and name not in known:
-            log.warning(
-                "run %s: no live worker executes workflow %r, so it stays PENDING until one "
-                "that imports it starts (live workers know: %s)",
-                run_id,
-                name,
-                ", ".join(sorted(known)) or "no workflows",
-            )
 
     def _definition(self, workflow: Any) -> WorkflowDef[Any, Any] | None:
         found = definition_of(workflow)
@@ -564,6 +561,14 @@ def _start_at(now: float, delay: Any, run_at: datetime | None) -> float | None:
         when = delay if delay.tzinfo is not None else delay.replace(tzinfo=UTC)
         return when.timestamp()
     return now + durations.parse(delay, what="start delay").total_seconds()
+
+
+# The keyword options of `start` (run_id, queue, ...): not arguments of the workflow.
+START_OPTIONS = frozenset(
+    name
+    for name, param in inspect.signature(RunControl.start).parameters.items()
+    if param.kind is inspect.Parameter.KEYWORD_ONLY
+)
 
 
 def _same_start(stored: RunRecord, sent: RunRecord) -> bool:

@@ -68,6 +68,7 @@ class Engine:
         queues: list[str] | tuple[str, ...] | None = None,
         metrics: Metrics | bool = False,
         tracing: Tracing | bool = False,
+        known_workers_window: Any = None,
     ) -> None:
         """Configure an engine.
 
@@ -88,6 +89,9 @@ class Engine:
                 on a registry of its own: see `engine.metrics`). Needs `cairn[metrics]`.
             tracing: OpenTelemetry spans of runs and steps, on the global tracer provider
                 (`cairn.observability.Tracing`; True makes one). Needs `cairn[otel]`.
+            known_workers_window: How long after a worker was last seen its workflows
+                can still be started by name from a process that does not import them
+                (default: CAIRN_KNOWN_WORKERS_WINDOW, else [tool.cairn], else "7d").
         """
         if not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
@@ -120,7 +124,11 @@ class Engine:
         self.worker: Worker | None = None
         self.scheduler: Scheduler | None = None
         self.control = RunControl(
-            self.store, clock=self.clock, serializer=self.serializer, registry=self.registry
+            self.store,
+            clock=self.clock,
+            serializer=self.serializer,
+            registry=self.registry,
+            known_window=config.known_workers_window(known_workers_window),
         )
         self._threads: list[ThreadPoolExecutor] = []
         self._open = False

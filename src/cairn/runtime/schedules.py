@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from cairn import arguments
 from cairn.authoring import schedules
 from cairn.authoring.schedules import ScheduleDef
 from cairn.errors import DuplicateSchedule, ScheduleNotFound
@@ -94,8 +95,11 @@ class ScheduleControl:
         control = self._control
         now = control.clock.now()
         known = control.registry.workflows.get(defn.workflow)
+        values, named = defn.args, defn.kwargs
+        if known is not None:  # checked and converted like a start's (InvalidArguments)
+            values, named = arguments.fit(known.fn, values, named, workflow=known.name)
         args = control.serializer.dumps(
-            {"args": list(defn.args), "kwargs": defn.kwargs},
+            {"args": list(values), "kwargs": named},
             what=f"arguments of schedule {defn.id!r}",
         )
         return ScheduleRecord(
@@ -162,13 +166,18 @@ class ScheduleControl:
         catchup: Any = "1h",
         args: Any = (),
         kwargs: dict[str, Any] | None = None,
+        allow_unknown: bool = False,
     ) -> ScheduleInfo:
         """Create a schedule in the database; its first run is at its next tick.
 
-        Takes the options of `cairn.schedule`.
+        Takes the options of `cairn.schedule`. Its arguments are checked and converted
+        like those of `engine.start` when this process imports the workflow.
 
         Raises:
             ValueError: a bad option.
+            UnknownWorkflow: a workflow name nobody knows (see `engine.start`), unless
+                `allow_unknown`.
+            InvalidArguments: arguments that do not fit the workflow (a TypeError).
             DuplicateSchedule: a schedule with this id exists with another definition
                 (creating one with the same definition returns the existing schedule).
         """
@@ -183,6 +192,8 @@ class ScheduleControl:
             kwargs=kwargs,
             id=id,
         )
+        if defn.workflow not in self._control.registry.workflows and not allow_unknown:
+            await self._control.names.check(defn.workflow)
         record = self.record(defn, source="api")
         if not await self._control.store.create_schedule(record):
             existing = await self._control.store.get_schedule(id)

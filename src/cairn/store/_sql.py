@@ -138,6 +138,31 @@ COUNT_LIVE_WORKERS = f"SELECT COUNT(*) FROM workers WHERE heartbeat_at + lease >
 SELECT_OWNED = "SELECT run_id, fence FROM runs WHERE owner = ? AND status = 'RUNNING'"
 EXPIRE_WORKER = "UPDATE workers SET heartbeat_at = 0 WHERE worker_id = ?"
 DELETE_WORKER = "DELETE FROM workers WHERE worker_id = ?"
+SELECT_WORKER_SEEN = "SELECT workflows, heartbeat_at FROM workers WHERE worker_id = ?"
+# Workflows known lately: what workers seen within a window say, and what is remembered
+# of workers gone since (known_workflows). Params: the window in seconds.
+SELECT_RECENT_WORKER_WORKFLOWS = (
+    f"SELECT workflows FROM workers WHERE heartbeat_at > 0 AND heartbeat_at >= {DB_NOW} - ?"
+)
+SELECT_RECENT_WORKFLOWS = f"SELECT workflow FROM known_workflows WHERE seen_at >= {DB_NOW} - ?"
+REMEMBER_CHUNK = 100  # workflows per statement
+
+
+def remember_workflows(count: int, *, seen: str = DB_NOW) -> str:
+    """INSERT of `count` workflow names into known_workflows, each seen at `seen`.
+
+    `seen` is SQL: the database's clock, or `?` (then each name's params are the name and
+    its time). A time earlier than the one remembered does not move it back.
+    """
+    rows = ", ".join([f"(?, {seen})"] * count)
+    return (
+        f"INSERT INTO known_workflows (workflow, seen_at) VALUES {rows} "
+        "ON CONFLICT (workflow) DO UPDATE SET seen_at = CASE "
+        "WHEN excluded.seen_at > known_workflows.seen_at THEN excluded.seen_at "
+        "ELSE known_workflows.seen_at END"
+    )
+
+
 # A run whose attempt ended early (the database was away too long, the engine stops) is
 # handed back by its living worker: queued again, PENDING without an owner, for any
 # worker to claim. Not an orphan, so it does not count as a recovery.

@@ -334,6 +334,15 @@ class Store(Protocol):
         """The worker row, or None (a worker that stopped cleanly has none)."""
         ...
 
+    async def known_workflows(self, within: float) -> set[str] | None:
+        """The workflows that workers seen in the last `within` seconds said they execute.
+
+        Seen by the database's clock: a worker's heartbeat, or when a worker now gone
+        registered, stopped or was last heard of before it was found dead. None when a
+        worker seen in that time does not say (it may execute any workflow).
+        """
+        ...
+
     async def counts(self) -> Counts:
         """Unfinished runs by (queue, status), and workers whose heartbeat is within their lease.
 

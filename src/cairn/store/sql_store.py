@@ -263,6 +263,10 @@ class SqlStore:
         rows = await self.read(lambda: _rows(_sql.SELECT_WORKER, (worker_id,)))
         return _sql.worker_from_row(rows[0]) if rows else None
 
+    async def known_workflows(self, within: float) -> set[str] | None:
+        """Workflows known to workers seen in the last `within` seconds (see Store)."""
+        return await self.read(lambda: claim_programs.known_workflows(within))
+
     async def counts(self) -> Counts:
         """Unfinished runs by (queue, status) and live workers (see Store.counts)."""
         return await self.read(_counts)

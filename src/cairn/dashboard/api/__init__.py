@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -16,6 +17,7 @@ from cairn.dashboard.api import (
     bulk,
     hooks,
     openapi,
+    paths,
     queues,
     runs,
     schedules,
@@ -61,6 +63,10 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 def create(target: Target, *, guarded: bool) -> Starlette:
-    """The API app, to mount at /api/v1."""
+    """The API app, to mount at /api/v1; it routes on the raw path (see `paths`)."""
     routes = [op.route(target) for op in operations(guarded=guarded)]
-    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    return Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: _http_error},
+        middleware=[Middleware(paths.RawPaths)],
+    )

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
-from cairn.dashboard.api import inputs
+from cairn.dashboard.api import inputs, runs
 from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Handler, Operation
 from cairn.dashboard.api.replies import Reply
@@ -143,7 +143,7 @@ async def send_event(target: Target, call: Call) -> Reply:
     return Reply(await target(go), 202)
 
 
-_RUN = "/runs/{run_id}"
+_RUN = runs.RUN
 _EMPTY = {"type": "object", "additionalProperties": False}
 BY = {"by": {"type": "string", "minLength": 1, "maxLength": 255}}
 _BY_ONLY = {"type": "object", "properties": BY, "additionalProperties": False}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from typing import Any
+from urllib.parse import unquote
 
 from starlette.requests import Request
 
@@ -43,8 +44,8 @@ class Call:
         self.request = request
 
     def path(self, name: str) -> str:
-        """A path parameter."""
-        return str(self.request.path_params[name])
+        """A path parameter, decoded (routing leaves `%2F` and `%25` in it: see `paths`)."""
+        return unquote(str(self.request.path_params[name]))
 
     def query(self, allowed: Collection[str], *, prefixes: Collection[str] = ()) -> dict[str, str]:
         """The query parameters; BadRequest for an unknown or repeated one.
@@ -105,7 +106,13 @@ def typed(found: Any, expected: type | tuple[type, ...], what: str, *, null: boo
     """`found` if it is of the expected JSON type; BadRequest naming `what` otherwise."""
     if found is None and null:
         return None
-    names = {str: "a string", int: "an integer", list: "an array", dict: "an object"}
+    names = {
+        str: "a string",
+        int: "an integer",
+        bool: "true or false",
+        list: "an array",
+        dict: "an object",
+    }
     types = expected if isinstance(expected, tuple) else (expected,)
     if isinstance(found, bool) and bool not in types:
         ok = False

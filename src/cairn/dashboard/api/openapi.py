@@ -17,7 +17,8 @@ _REASONS = {
     409: "Conflict with the current state (e.g. the run has finished)",
     415: "A body that is not Content-Type: application/json",
     421: "The Host (or X-Forwarded-Host) is not a name this dashboard serves",
-    422: "Values cairn rejects (an invalid form submission lists `fields`)",
+    422: "Values cairn rejects: an unknown workflow, arguments that do not fit it, an "
+    "invalid form submission (which lists `fields`)",
     500: "Internal failure (details only in the dashboard's log)",
     503: "The database is unavailable for now",
 }
@@ -38,14 +39,20 @@ _ERROR = {
 
 
 def _operation_id(op: Operation) -> str:
-    words = re.findall(r"[a-z]+", op.path.replace("{", "by_").replace("}", ""))
+    words = re.findall(r"[a-z]+", op.template.replace("{", "by_").replace("}", ""))
     return "_".join([op.method.lower(), *words])
 
 
 def _describe(op: Operation, *, guarded: bool) -> dict[str, Any]:
     parameters: list[dict[str, Any]] = [
-        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-        for name in re.findall(r"{(\w+)}", op.path)
+        {
+            "name": name,
+            "in": "path",
+            "required": True,
+            "description": "percent-encoded as one path segment (`/` as %2F, `#` as %23)",
+            "schema": {"type": "string"},
+        }
+        for name in re.findall(r"{(\w+)}", op.template)
     ]
     parameters += [
         {"name": p.name, "in": "query", "description": p.description, "schema": p.schema}
@@ -87,7 +94,7 @@ def document(operations: Iterable[Operation], *, guarded: bool) -> dict[str, Any
     """The OpenAPI document; `guarded` when a bearer token protects the API."""
     paths: dict[str, dict[str, Any]] = {}
     for op in operations:
-        paths.setdefault(op.path, {})[op.method.lower()] = _describe(op, guarded=guarded)
+        paths.setdefault(op.template, {})[op.method.lower()] = _describe(op, guarded=guarded)
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {

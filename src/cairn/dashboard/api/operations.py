@@ -6,6 +6,7 @@ cannot list a route that does not exist or miss one that does.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,8 @@ from cairn.dashboard.api.replies import Reply, failure, json_response
 from cairn.dashboard.target import Target
 
 Handler = Callable[[Target, Call], Awaitable[Reply]]
+
+_CONVERTOR = re.compile(r"{(\w+):\w+}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +43,7 @@ class Operation:
     method: str
     """GET or POST."""
     path: str
-    """Relative to /api/v1, with `{name}` path parameters."""
+    """Relative to /api/v1, with `{name}` path parameters (`{name:path}` may hold `/`)."""
     handler: Handler
     """Reads the call and returns the reply; raises for failures (see `replies.failure`)."""
     summary: str
@@ -56,9 +59,14 @@ class Operation:
     public: bool = False
     """True for the one operation a token does not guard (`POST /hooks/{token}`)."""
 
+    @property
+    def template(self) -> str:
+        """The path as OpenAPI writes it: `{name}` for every parameter."""
+        return _CONVERTOR.sub(r"{\1}", self.path)
+
     def route(self, target: Target) -> Route:
         """The Starlette route that serves this operation against `target`."""
-        where = f"{self.method} {self.path}"
+        where = f"{self.method} {self.template}"
 
         async def endpoint(request: Request) -> Response:
             try:

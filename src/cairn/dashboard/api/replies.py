@@ -29,6 +29,8 @@ STATUS: dict[type[BaseException], int] = {
     errors.InvalidSubmission: 422,
     errors.InvalidName: 422,
     errors.SerializationError: 422,
+    errors.UnknownWorkflow: 422,
+    errors.InvalidArguments: 422,
     errors.StoreUnavailable: 503,
 }
 

@@ -16,14 +16,22 @@ from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Operation, Param
 from cairn.dashboard.api.replies import BadRequest, Reply
 from cairn.dashboard.target import Target
-from cairn.errors import RunNotFound
+from cairn.errors import RunNotFound, UnknownWorkflow
 from cairn.models import RunStatus
 from cairn.runtime.control import RunControl
 
 COLUMN = "col."
 FILTERS = ("status", "workflow", "version", "since")
 MAX_LIMIT = 1000
-START_OPTIONS = ("run_id", "queue", "priority", "dedup_key", "delay", "partition")
+START_OPTIONS = (
+    "run_id",
+    "queue",
+    "priority",
+    "dedup_key",
+    "delay",
+    "partition",
+    "allow_unknown",
+)
 
 
 def filters(found: dict[str, str]) -> dict[str, Any]:
@@ -109,7 +117,12 @@ async def history(target: Target, call: Call) -> Reply:
 
 
 async def start(target: Target, call: Call) -> Reply:
-    """`POST /runs`: queue a run; 201, or 200 when `run_id` names an existing run."""
+    """`POST /runs`: queue a run; 201, or 200 when `run_id` names an existing run.
+
+    A workflow name nobody knows (UnknownWorkflow) and arguments that do not fit its
+    signature (InvalidArguments) are 422; arguments are converted to the annotated
+    types when this process imports the workflow.
+    """
     body = await call.fields(("workflow", "args", "kwargs", *START_OPTIONS), required=("workflow",))
     workflow = inputs.typed(body["workflow"], str, "workflow")
     if not workflow:
@@ -129,6 +142,8 @@ async def start(target: Target, call: Call) -> Reply:
         options["priority"] = inputs.typed(body["priority"], int, "priority")
     if body.get("delay") is not None:
         options["delay"] = inputs.typed(body["delay"], (str, int, float), "delay")
+    if body.get("allow_unknown") is not None:
+        options["allow_unknown"] = inputs.typed(body["allow_unknown"], bool, "allow_unknown")
 
     async def go(control: RunControl) -> tuple[bool, Any]:
         existed = False
@@ -138,14 +153,18 @@ async def start(target: Target, call: Call) -> Reply:
                 existed = True
             except RunNotFound:
                 pass
-        handle = await control.start(workflow, *args, **options, **kwargs)
+        try:
+            handle = await control.start(workflow, *args, **options, **kwargs)
+        except UnknownWorkflow as exc:
+            raise exc.told('set "allow_unknown": true in the request body') from None
         return existed, await control.describe(handle.run_id)
 
     existed, run = await target(go)
     return Reply(output.summary_dict(run), 200 if existed else 201)
 
 
-_RUN_ID = "{run_id}"
+# A run id may hold `/` (a child run's does): the rest of the path, up to an action's suffix.
+RUN = "/runs/{run_id:path}"
 
 OPERATIONS = (
     Operation(
@@ -182,18 +201,20 @@ OPERATIONS = (
                 "dedup_key": {"type": "string"},
                 "delay": {"type": ["string", "number"]},
                 "partition": {"type": "string"},
+                "allow_unknown": {"type": "boolean"},
             },
             "additionalProperties": False,
         },
         errors=(409, 422),
     ),
-    Operation("GET", f"/runs/{_RUN_ID}", get_run, "One run's facts", errors=(404,)),
+    # Before `GET /runs/{run_id}`, which would take `x/history` as a run id.
     Operation(
         "GET",
-        f"/runs/{_RUN_ID}/history",
+        f"{RUN}/history",
         history,
         "A run's step history of every execution, its failed and interrupted attempts, "
         "and the steps executing now",
         errors=(404,),
     ),
+    Operation("GET", RUN, get_run, "One run's facts", errors=(404,)),
 )
