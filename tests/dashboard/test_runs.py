@@ -191,9 +191,10 @@ def nested(depth: int) -> object:
 
 async def test_start__input_nested_up_to_the_limit_is_taken(api):
     # The body is one level; `args` and the arrays in it make the other 99.
-    started = await api.post("/runs", json={"workflow": "t.total", "args": nested(99)})
+    body = {"workflow": "t.total", "allow_unknown": True}
+    started = await api.post("/runs", json={**body, "args": nested(99)})
     assert started.status_code == 201, started.text
-    deeper = await api.post("/runs", json={"workflow": "t.total", "args": nested(100)})
+    deeper = await api.post("/runs", json={**body, "args": nested(100)})
     assert deeper.status_code == 400
     assert "nested more than 100 deep" in deeper.json()["message"]
 
@@ -234,3 +235,18 @@ async def test_unknown_route_and_method_answer_in_the_error_shape(api):
     wrong = await api.delete("/runs")
     assert wrong.status_code == 405
     assert wrong.json()["error"] == "MethodNotAllowed"
+
+
+async def test_start__run_at_holds_a_run_back_until_then(api):
+    when = "2031-05-01T09:30:00+02:00"
+    body = {"workflow": "t.total", "args": [1, 2], "allow_unknown": True}
+    held = await api.post("/runs", json={**body, "run_at": when})
+    assert held.status_code == 201, held.text
+    run = held.json()
+    assert run["status"] == "PENDING"
+    assert run["started_at"] is None
+    naive = await api.post("/runs", json={**body, "run_at": "2031-05-01T09:30"})
+    assert naive.status_code == 201, naive.text
+    bad = await api.post("/runs", json={**body, "run_at": "next tuesday"})
+    assert bad.status_code == 400
+    assert "run_at must be an ISO 8601 date and time, got 'next tuesday'" in bad.json()["message"]

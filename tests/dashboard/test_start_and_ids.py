@@ -87,7 +87,7 @@ async def test_start__arguments_are_checked_and_converted_where_the_workflow_is_
     async with httpx.AsyncClient(base_url=server.api, timeout=10) as api:
         for args, kwargs, fragment in [
             (["o-1"], {}, "missing a required argument: 'amount'"),
-            (["o-1", "1", "2024-05-01"], {"run_at": "2030-01-01"}, "argument 'run_at'"),
+            (["o-1", "1", "2024-05-01"], {"rush": "2030-01-01"}, "argument 'rush'"),
             (["o-1", "12,50", "2024-05-01"], {}, "argument 'amount': expected Decimal"),
             (["o-1", 1, "someday"], {}, "argument 'due': expected date, got 'someday'"),
             (["o-1", 1, "2024-05-01", [{"sku": "a", "amount": "x"}]], {}, "'lines[0].amount'"),

@@ -190,7 +190,7 @@ async def test_start__arguments_are_converted_to_the_annotated_types(kit: Kit) -
     [
         (("o-1",), {}, "missing a required argument: 'amount'"),
         (("o-1", 1, None, 4), {}, "too many positional arguments"),
-        (("o-1", 1), {"run_at": 5}, "unexpected keyword argument 'run_at'"),
+        (("o-1", 1), {"retry": 5}, "unexpected keyword argument 'retry'"),
         (("o-1", 1), {"idempotency_key": "k"}, "unexpected keyword argument 'idempotency_key'"),
         (("o-1", "12,50"), {}, "argument 'amount': expected Decimal, got '12,50'"),
         (("o-1", 1, "soon"), {}, "argument 'due': expected date | None, got 'soon'"),
@@ -207,9 +207,9 @@ async def test_start__arguments_that_do_not_fit_are_refused_before_anything_is_s
         assert list(await engine.list_runs()) == []
     assert message in str(caught.value)
     assert isinstance(caught.value, cairn.InvalidArguments)
-    if "run_at" in kwargs:
+    if "retry" in kwargs:
         assert "own options are" in str(caught.value)
-        assert caught.value.parameter == "run_at"
+        assert caught.value.parameter == "retry"
 
 
 async def test_start__nested_values_that_do_not_fit_are_named_by_their_path(kit: Kit) -> None:
@@ -271,7 +271,9 @@ async def test_client__checks_names_and_arguments_like_the_engine(kit: Kit) -> N
             run = client.start("orders.process", "o-1", "12.50")
             with pytest.raises(cairn.UnknownWorkflow, match=r"did you mean 'orders\.process'"):
                 client.start("orders.proces", "o-1", 1)
-            with pytest.raises(TypeError, match="unexpected keyword argument 'run_at'"):
+            with pytest.raises(TypeError, match="unexpected keyword argument 'retry'"):
+                client.start(flows["process"], "o-1", 1, retry=3)
+            with pytest.raises(TypeError, match="run_at must be a datetime"):
                 client.start(flows["process"], "o-1", 1, run_at="2030-01-01")
             queued = client.start("elsewhere.flow", allow_unknown=True)
             return run.run_id, queued.status(), client.history(run.run_id)

@@ -127,7 +127,8 @@ def test_run__decimal_input_keeps_its_digits_and_quoted_text_is_read_too(project
         (["o-1", "1", "someday"], "argument 'due': expected date, got 'someday'"),
         (["o-1", "1", "2024-05-01", "BRONZE"], "not one of 'gold', 'silver'"),
         (["o-1"], "missing a required argument: 'amount'"),
-        (["o-1", "1", "2024-05-01", "--input", '{"run_at": 1}'], "argument 'run_at'"),
+        (["o-1", "1", "2024-05-01", "--input", '{"rush": 1}'], "argument 'rush'"),
+        (["o-1", "1", "2024-05-01", "--input", '{"run_at": 1}'], "--input key 'run_at'"),
         (["o-1", "1", "2024-05-01", "--input", '{"queue": "q"}'], "--input key 'queue'"),
     ],
 )

@@ -29,6 +29,7 @@ START_OPTIONS = (
     "priority",
     "dedup_key",
     "delay",
+    "run_at",
     "partition",
     "allow_unknown",
 )
@@ -142,6 +143,8 @@ async def start(target: Target, call: Call) -> Reply:
         options["priority"] = inputs.typed(body["priority"], int, "priority")
     if body.get("delay") is not None:
         options["delay"] = inputs.typed(body["delay"], (str, int, float), "delay")
+    if body.get("run_at") is not None:
+        options["run_at"] = _moment(inputs.typed(body["run_at"], str, "run_at"))
     if body.get("allow_unknown") is not None:
         options["allow_unknown"] = inputs.typed(body["allow_unknown"], bool, "allow_unknown")
 
@@ -161,6 +164,15 @@ async def start(target: Target, call: Call) -> Reply:
 
     existed, run = await target(go)
     return Reply(output.summary_dict(run), 200 if existed else 201)
+
+
+def _moment(text: str) -> datetime:
+    """`run_at`: an ISO 8601 date and time (UTC unless it names its offset)."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise BadRequest(f"run_at must be an ISO 8601 date and time, got {text!r}") from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 # A run id may hold `/` (a child run's does): the rest of the path, up to an action's suffix.
