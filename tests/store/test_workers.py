@@ -178,3 +178,18 @@ async def test_counts__unfinished_runs_by_queue_and_status_and_live_workers(
 
     assert counts.runs == {(None, "PENDING"): 1, ("mail", "PENDING"): 2, ("mail", "RUNNING"): 1}
     assert counts.live_workers == 1
+
+
+async def test_expire_workers__keeps_the_last_heartbeat_of_a_dead_worker(
+    store: Store, store_url: str
+) -> None:
+    await store.register_worker(worker_record("w1"))
+    age_heartbeat(store_url, "w1", 100)
+    [before] = await store.list_workers()
+
+    await store.expire_workers(["w1"])
+    await store.expire_workers(["w1"])  # a second neighbour saying so changes nothing
+
+    [dead] = await store.list_workers()
+    assert dead.heartbeat_at == 0  # not live: its runs may be taken over
+    assert dead.last_heartbeat_at == pytest.approx(before.heartbeat_at)
