@@ -106,8 +106,7 @@ async def test_login_page__offers_no_log_out_before_logging_in(server_factory):
         assert signed.status_code == 303
         assert "Log out" in (await web.get("/")).text
         # With the header alone there is no session to end.
-        bearer = await httpx.AsyncClient(base_url=server.url).get(
-            "/", headers={"Authorization": f"Bearer {TOKEN}"}
-        )
+    async with httpx.AsyncClient(base_url=server.url) as other:
+        bearer = await other.get("/", headers={"Authorization": f"Bearer {TOKEN}"})
         assert bearer.status_code == 200
         assert "Log out" not in bearer.text
