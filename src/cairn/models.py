@@ -43,6 +43,22 @@ _FINISHED = frozenset(
     {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.CONTINUED}
 )
 
+ORIGINS = ("api", "schedule", "trigger", "parent", "continue", "restart", "fork")
+"""What can start a run (`RunSummary.origin`): `engine.start` / `Client.start` / the HTTP
+API / `cairn run` (api), a schedule's tick, an emit (trigger), a parent (a child run),
+`continue_as_new` (continue), `restart` or `fork`."""
+UNKNOWN_ORIGIN = "unknown"
+"""The origin filter value for runs from before cairn recorded what started them."""
+
+
+def parse_origin(value: str) -> str:
+    """`value` if it is one of ORIGINS or UNKNOWN_ORIGIN (any case); ValueError naming it."""
+    found = str(value).strip().lower()
+    if found not in (*ORIGINS, UNKNOWN_ORIGIN):
+        names = ", ".join((*ORIGINS, UNKNOWN_ORIGIN))
+        raise ValueError(f"unknown run origin {value!r} (one of {names})")
+    return found
+
 
 @dataclass(frozen=True, slots=True)
 class RunInfo:
@@ -65,7 +81,9 @@ class RunSummary:
     `version` is the code version the run started under, `waiting_for` one line saying
     what holds it (None while it executes, is due, or has finished),
     `continued_from` / `continued_to` link the runs of a `continue_as_new` chain, and
-    `started_at` is when a worker first began executing it (None until then).
+    `started_at` is when a worker first began executing it (None until then), and
+    `origin` what started it (one of `ORIGINS`; None for a run from before cairn
+    recorded it).
     """
 
     run_id: str
@@ -83,6 +101,7 @@ class RunSummary:
     continued_from: str | None = None
     continued_to: str | None = None
     started_at: datetime | None = None
+    origin: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

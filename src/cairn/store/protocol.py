@@ -99,6 +99,13 @@ class Store(Protocol):
         """Runs matching `query`, newest first, at most `query.limit` of them."""
         ...
 
+    async def count_runs(self, query: RunQuery) -> dict[str, int]:
+        """How many runs match `query`'s filters, by status, in one read.
+
+        `query.status`, `cursor` and `limit` are ignored; statuses without runs are absent.
+        """
+        ...
+
     async def finish_run(
         self,
         run_id: str,

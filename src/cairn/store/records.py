@@ -41,6 +41,8 @@ class RunRecord:
     fence: int = 0  # bumped by every claim: see Lease
     # The W3C trace context (JSON of traceparent/tracestate) the run was started in.
     trace_context: str | None = None
+    # What started it (models.ORIGINS); None for runs from before cairn recorded it.
+    origin: str | None = None
 
 
 RUN_FIELDS: tuple[str, ...] = tuple(RunRecord.__dataclass_fields__)
@@ -118,6 +120,8 @@ class WorkerRecord:
     workflows: str | None = None  # JSON list of the workflows it claims; None: unknown
     lease: float = 10.0  # its own lease: its heartbeat is judged by it
     process: str | None = None  # "boot id/pid namespace/pid/start ticks" (leases.py)
+    # The last heartbeat of a worker a neighbour declared dead (heartbeat_at is then 0).
+    last_heartbeat_at: float | None = None
 
 
 WORKER_FIELDS: tuple[str, ...] = tuple(WorkerRecord.__dataclass_fields__)
@@ -147,6 +151,9 @@ class RunQuery:
     version: str | None = None
     limit: int = 100
     cursor: tuple[float, str] | None = None
+    until: float | None = None  # created before this time
+    origin: str | None = None  # what started them; models.UNKNOWN_ORIGIN: not recorded
+    run_id_prefix: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,6 +86,12 @@ class SqlStore:
         text, params = _sql.list_runs(query)
         return [_sql.run_from_row(row) for row in await self.read(lambda: _rows(text, params))]
 
+    async def count_runs(self, query: RunQuery) -> dict[str, int]:
+        """How many runs match `query` (its status aside), by status."""
+        text, params = _sql.count_runs(query)
+        rows = await self.read(lambda: _rows(text, params))
+        return {str(status): int(n) for status, n in rows}
+
     async def finish_run(
         self,
         run_id: str,
