@@ -209,6 +209,7 @@ def summary_dict(run: RunSummary) -> dict[str, Any]:
         "waiting_for": run.waiting_for,
         "continued_from": run.continued_from,
         "continued_to": run.continued_to,
+        "origin": run.origin,
     }
 
 
