@@ -19,7 +19,7 @@ from cairn.dashboard.api import actions, inputs
 from cairn.dashboard.api.replies import BadRequest
 from cairn.dashboard.api.replies import describe as describe_failure
 from cairn.dashboard.target import Target
-from cairn.dashboard.ui import csrf, live, render, timeline
+from cairn.dashboard.ui import bars, csrf, live, render, timeline
 from cairn.models import HistoryEntry, RunStatus
 from cairn.runtime.control import RunControl
 
@@ -134,6 +134,7 @@ def routes(target: Target) -> list[BaseRoute]:
             "verbs": available(shown),
             "questions": {v: QUESTIONS[v].format(id=run_id, step="{step}") for v in QUESTIONS},
             "children": children(shown.history),
+            "bars": bars.chart(shown.run, shown.history, shown.attempts, shown.now),
             "timeline": entries[hidden:],
             "timeline_total": len(entries),
             "timeline_hidden": hidden,

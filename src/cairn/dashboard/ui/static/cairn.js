@@ -98,7 +98,14 @@
       cell.appendChild(moment);
     }
     moment.setAttribute("datetime", run.started_at);
-    moment.textContent = run.started;
+    /* "2025-06-01 12:00:00" as the page renders it: date and time, each kept whole. */
+    moment.textContent = "";
+    run.started.split(" ").forEach(function (part, i) {
+      if (i) moment.appendChild(document.createTextNode(" "));
+      var span = document.createElement("span");
+      span.textContent = part;
+      moment.appendChild(span);
+    });
   }
 
   /* The runs page: rows of unfinished runs follow their runs. */
