@@ -46,6 +46,7 @@ async def test_api__runs_by_prefix_origin_and_time_with_counts(api, workers):
     assert [r["run_id"] for r in found["runs"]] == ["inv-10", "inv-1"]
     assert found["counts"]["COMPLETED"] == 2
     assert found["counts"]["FAILED"] == 0
+    assert found["counts_exact"] is True
     assert set(found["counts"]) == {
         "PENDING", "RUNNING", "SLEEPING", "WAITING", "PAUSED",
         "COMPLETED", "FAILED", "CANCELLED", "CONTINUED",
@@ -120,3 +121,20 @@ async def test_runs_page__search_filters_and_counts_per_status(web, api, workers
 
     bad = await web.get("/", params={"origin": "cron"})
     assert "unknown run origin" in bad.text
+
+
+async def test_counts__past_the_limit_under_filters_are_lower_bounds(monkeypatch):
+    from cairn.dashboard.api import runs as api_runs
+    from cairn.testing import TestEngine
+
+    monkeypatch.setattr(api_runs, "COUNT_LIMIT", 3)
+    async with TestEngine() as env:
+        for n in range(5):
+            await env.engine.control.start("nowhere.known", run_id=f"r{n}")
+        everything = await api_runs.count(env.engine.control, {})
+        filtered = await api_runs.count(env.engine.control, {"run_id_prefix": "r"})
+        few = await api_runs.count(env.engine.control, {"run_id_prefix": "r1"})
+
+    assert (everything.by_status["PENDING"], everything.exact) == (5, True)  # no filter
+    assert (filtered.by_status["PENDING"], filtered.exact) == (4, False)  # counted 4 of 5
+    assert (few.total, few.exact) == (1, True)

@@ -20,20 +20,21 @@ async def test_list_runs__by_run_id_prefix(store: Store) -> None:
     await store.create_run(run_record("order-1é", created_at=T0 + 20))
     await store.create_run(run_record("order-1\U0001f600", created_at=T0 + 21))
 
+    # By run id, descending: a page of a common prefix reads a page of its range.
     assert await _ids(store, run_id_prefix="order-1") == [
         "order-1\U0001f600",
         "order-1é",
-        "order-1/a",
         "order-10",
+        "order-1/a",
         "order-1",
     ]
     assert await _ids(store, run_id_prefix="order-1é") == ["order-1é"]
     assert await _ids(store, run_id_prefix="ORDER") == ["ORDER-1"]  # case counts
     assert await _ids(store, run_id_prefix="order-3") == []
     assert await _ids(store, run_id_prefix="order-1", limit=2) == ["order-1\U0001f600", "order-1é"]
-    # Paged on, as list_runs does: after the second row, (created_at, run_id).
+    # Paged on, as list_runs does: after the second row (its run id is what counts).
     after = await _ids(store, run_id_prefix="order-1", cursor=(T0 + 20, "order-1é"))
-    assert after == ["order-1/a", "order-10", "order-1"]
+    assert after == ["order-10", "order-1/a", "order-1"]
 
 
 async def test_list_runs__by_created_time_range(store: Store) -> None:
@@ -84,3 +85,7 @@ async def test_count_runs__one_count_per_status_under_the_other_filters(
     }
     assert await store.count_runs(RunQuery(columns={"k": "1"})) == {"COMPLETED": 1}
     assert await store.count_runs(RunQuery(workflow="none")) == {}
+    # With a limit, counting stops after that many runs.
+    some = await store.count_runs(RunQuery(workflow="a"), limit=2)
+    assert sum(some.values()) == 2
+    assert await store.count_runs(RunQuery(workflow="a"), limit=4) == {"COMPLETED": 2, "FAILED": 1}

@@ -420,10 +420,12 @@ class RunControl:
         until: datetime | float | None = None,
         origin: str | None = None,
         run_id_prefix: str | None = None,
+        limit: int | None = None,
     ) -> dict[RunStatus, int]:
         """How many runs `list_runs` with these filters finds in each status (one read).
 
-        Every status is a key, 0 when no run has it.
+        Every status is a key, 0 when no run has it. With `limit`, at most that many runs
+        are counted: when the counts add up to `limit`, each is a lower bound.
         """
         query = _query(
             workflow=workflow,
@@ -434,7 +436,7 @@ class RunControl:
             origin=origin,
             run_id_prefix=run_id_prefix,
         )
-        found = await self.store.count_runs(query)
+        found = await self.store.count_runs(query, limit)
         return {status: found.get(status.value, 0) for status in RunStatus}
 
     async def history(self, run_id: str) -> History:

@@ -488,32 +488,46 @@ def list_runs(query: RunQuery) -> tuple[str, list[Any]]:
     runs_by_status_created for a status (runs_by_origin for an origin). With one, the
     first column's entries drive: its index (name, value, created_at, run_id) yields the
     matches newest first, so a page costs about a page of reads whether the value is rare
-    or shared by most runs (short of a rare status combined with a common value). A run
-    id prefix reads its range of the primary key and sorts what it found.
+    or shared by most runs (short of a rare status combined with a common value).
+
+    A run id prefix lists its matches by run id, descending, walking its range of the
+    primary key: a page costs a page of reads whether one run has the prefix or all of
+    them do (sorting a common prefix's matches by time read them all). Generated ids
+    begin with their creation time, so for them this is newest first too; the cursor's
+    run id alone then says where the next page starts.
     """
     source, order, where, params = _run_filters(query, status=True)
-    if query.cursor is not None:
+    by_id = query.run_id_prefix is not None
+    if query.cursor is not None and by_id:
+        where.append("runs.run_id < ?")
+        params.append(query.cursor[1])
+    elif query.cursor is not None:
         where.append(f"({order}.created_at < ? OR ({order}.created_at = ? AND {order}.run_id < ?))")
         params.extend((query.cursor[0], query.cursor[0], query.cursor[1]))
     sql = f"SELECT {LISTED_RUN_COLUMNS} FROM {source}"
     if where:
         sql += " WHERE " + " AND ".join(where)
-    sql += f" ORDER BY {order}.created_at DESC, {order}.run_id DESC LIMIT ?"
+    if by_id:
+        sql += " ORDER BY runs.run_id DESC LIMIT ?"
+    else:
+        sql += f" ORDER BY {order}.created_at DESC, {order}.run_id DESC LIMIT ?"
     params.append(query.limit)
     return sql, params
 
 
-def count_runs(query: RunQuery) -> tuple[str, list[Any]]:
+def count_runs(query: RunQuery, limit: int | None = None) -> tuple[str, list[Any]]:
     """SELECT (status, count) rows of the runs `query` matches whatever their status.
 
     One grouped query over the same filters as `list_runs` (its status, cursor and limit
-    aside): the runs page's count per status.
+    aside): the runs page's count per status. With `limit`, at most that many matching
+    runs are counted (see Store.count_runs).
     """
     source, _, where, params = _run_filters(query, status=False)
-    sql = f"SELECT runs.status, COUNT(*) FROM {source}"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    return sql + " GROUP BY runs.status", params
+    matching = f" FROM {source}" + (" WHERE " + " AND ".join(where) if where else "")
+    if limit is None:
+        return f"SELECT runs.status, COUNT(*){matching} GROUP BY runs.status", params
+    inner = f"SELECT runs.status{matching} LIMIT ?"
+    return f"SELECT status, COUNT(*) FROM ({inner}) AS matched GROUP BY status", [*params, limit]
 
 
 # The upper end of a run id prefix's range: past every id that starts with the prefix.

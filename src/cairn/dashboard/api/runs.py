@@ -6,6 +6,7 @@ Starting only queues a run; workers execute it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
@@ -24,6 +25,7 @@ from cairn.runtime.control import RunControl
 COLUMN = "col."
 FILTERS = ("status", "workflow", "version", "since", "until", "origin", "run_id_prefix")
 MAX_LIMIT = 1000
+COUNT_LIMIT = 10_000  # runs counted at most under filters (see `count`)
 START_OPTIONS = ("run_id", "queue", "priority", "dedup_key", "delay", "partition")
 
 
@@ -101,14 +103,36 @@ async def list_runs(target: Target, call: Call) -> Reply:
         "next_cursor": result.next_cursor,
     }
     if counts is not None:
-        body["counts"] = counts
+        body["counts"] = counts.by_status
+        body["counts_exact"] = counts.exact
     return Reply(body)
 
 
-async def count(control: RunControl, chosen: dict[str, Any]) -> dict[str, int]:
-    """How many runs each status has under the filters `chosen` (their status aside)."""
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """How many runs each status has under some filters; lower bounds unless `exact`."""
+
+    by_status: dict[str, int]
+    exact: bool
+
+    @property
+    def total(self) -> int:
+        """The runs counted (all of them when exact)."""
+        return sum(self.by_status.values())
+
+
+async def count(control: RunControl, chosen: dict[str, Any]) -> Counts:
+    """How many runs each status has under the filters `chosen` (their status aside).
+
+    Without filters every run is counted (a read of the status index). With filters,
+    whose matches must each be read, counting stops past COUNT_LIMIT runs, so that a
+    filter most runs pass costs a bounded read; the counts are then lower bounds.
+    """
     rest = {k: v for k, v in chosen.items() if k != "status"}
-    return {status.value: n for status, n in (await control.count_runs(**rest)).items()}
+    limit = COUNT_LIMIT + 1 if rest else None
+    found = await control.count_runs(**rest, limit=limit)
+    by_status = {status.value: n for status, n in found.items()}
+    return Counts(by_status, exact=limit is None or sum(by_status.values()) < limit)
 
 
 async def get_run(target: Target, call: Call) -> Reply:
@@ -197,7 +221,9 @@ OPERATIONS = (
             Param("cursor", "the next_cursor of the previous page"),
             Param(
                 "counts",
-                "true: add `counts`, the runs of each status under the other filters",
+                "true: add `counts`, the runs of each status under the other filters, and "
+                "`counts_exact` (false when filters matched over 10,000 runs: the counts "
+                "then cover 10,001 of them)",
                 {"type": "boolean"},
             ),
         ),

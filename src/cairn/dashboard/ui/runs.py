@@ -77,25 +77,32 @@ def read_filters(request: Request) -> tuple[dict[str, Any], dict[str, str]]:
 
 
 def status_counts(
-    counts: dict[str, int], given: dict[str, str], chosen: str
+    counts: api_runs.Counts, given: dict[str, str], chosen: str
 ) -> list[dict[str, Any]]:
-    """The count of each status under the other filters, as links that pick that status."""
+    """The count of each status under the other filters, as links that pick that status.
+
+    A count that is a lower bound (over COUNT_LIMIT runs matched) reads "1,234+".
+    """
     rest = {k: v for k, v in given.items() if k not in ("status", "cursor")}
+    more = "" if counts.exact else "+"
     shown = [
         {
             "status": "",
             "label": "all",
-            "count": sum(counts.values()),
+            "count": f"{counts.total:,}{more}",
+            "none": counts.total == 0,
             "link": render.query(**rest) or "?",
             "current": not chosen,
         }
     ]
     for status in RunStatus:
+        n = counts.by_status.get(status.value, 0)
         shown.append(
             {
                 "status": status.value,
                 "label": status.value,
-                "count": counts.get(status.value, 0),
+                "count": f"{n:,}{more if n else ''}",
+                "none": n == 0,
                 "link": render.query(**rest, status=status.value),
                 "current": chosen == status.value,
             }
@@ -173,7 +180,7 @@ def routes(target: Target) -> list[BaseRoute]:
 
         async def read(
             control: RunControl,
-        ) -> tuple[RunPage, dict[str, int], float, list[WorkerRecord]]:
+        ) -> tuple[RunPage, api_runs.Counts, float, list[WorkerRecord]]:
             try:
                 found = await control.list_runs(**chosen, limit=PAGE, cursor=cursor)
             except ValueError as exc:  # a cursor this page did not hand out
