@@ -94,9 +94,27 @@ def test_chart__a_long_sequential_run_packs_into_one_lane() -> None:
     assert chart is not None and chart["packed"]
     assert chart["entries"] == 300
     [lane] = chart["rows"]
-    assert len(lane.bars) == 300
+    # Bars of one kind that touch are drawn as one: a page of a few elements, not 300.
+    assert sum(bar.merged for bar in lane.bars) == 300
+    assert len(lane.bars) < 10
     assert all(bar.width >= bars.MIN_WIDTH for bar in lane.bars)
+    assert lane.bars[0].title.startswith("load#1 … ")
     assert chart["open"] is False
+
+
+def test_chart__merged_bars_keep_failures_and_retries_apart() -> None:
+    entries = [step(n, n, n + 0.5) for n in range(1, 101)]
+    entries[49] = step(50, 50.2, 50.5)  # after a failed attempt at 50..50.1, retried
+    tries = [attempt("load#50", 1, 50, 50.1, 50.2)]
+
+    chart = bars.chart(run(finished=101), entries, tries, now=T0 + 101)
+
+    assert chart is not None and chart["packed"]
+    kinds = [bar.kind for lane in chart["rows"] for bar in lane.bars]
+    assert kinds.count("failed") == 1
+    assert kinds[-1] == "failed"  # drawn last
+    [failed] = [bar for lane in chart["rows"] for bar in lane.bars if bar.kind == "failed"]
+    assert "load#50: attempt 1 failed" in failed.title
 
 
 def test_chart__concurrent_entries_take_lanes_of_their_own() -> None:
@@ -106,7 +124,7 @@ def test_chart__concurrent_entries_take_lanes_of_their_own() -> None:
 
     assert chart is not None and chart["packed"]
     assert len(chart["rows"]) == bars.MAX_LANES
-    assert sum(len(lane.bars) for lane in chart["rows"]) == 90
+    assert sum(bar.merged for lane in chart["rows"] for bar in lane.bars) == 90
 
 
 def test_chart__nothing_to_draw() -> None:

@@ -22,6 +22,16 @@ MAX_LANES = 24
 MIN_WIDTH = 0.4  # percent of the axis: an instant still shows
 LABEL = 26  # characters of a row's label shown (the whole name is its hover text)
 TICKS = 5
+MERGE_GAP = 0.1  # percent: bars of one kind closer than this in a lane are drawn as one
+WORDS = {
+    "ok": "steps that succeeded",
+    "failed": "failed attempts",
+    "backoff": "waits before a retry",
+    "sleep": "sleeps",
+    "wait": "waits",
+    "open": "entries not over yet",
+    "instant": "entries",
+}
 WAITS = ("event", "hook", "task", "child", "receive")
 
 
@@ -36,6 +46,10 @@ class Bar:
     title: str
     until: float = 0.0
     """Percent: where it truly ends (`x + width` is at least MIN_WIDTH wide)."""
+    name: str = ""
+    """The entry it belongs to."""
+    merged: int = 1
+    """How many bars of one kind, side by side in a lane, it stands for."""
 
 
 @dataclass(slots=True)
@@ -68,9 +82,13 @@ def chart(
     def place(s: float, e: float, kind: str, title: str) -> Bar:
         x = min(max(100.0 * (s - start) / length, 0.0), 100.0 - MIN_WIDTH)
         width = min(max(100.0 * (e - s) / length, MIN_WIDTH), 100.0 - x)
-        return Bar(round(x, 3), round(width, 3), kind, title, 100.0 * (e - start) / length)
+        until = 100.0 * (e - start) / length
+        return Bar(round(x, 3), round(width, 3), kind, title, until)
 
     drawn = [(label, [place(*span) for span in found]) for label, found in spans if found]
+    for label, found in drawn:
+        for bar in found:
+            bar.name = label
     if len(drawn) <= LABELLED:
         rows = [Row(label, bars) for label, bars in drawn]
         packed = False
@@ -89,7 +107,6 @@ def chart(
             {"x": round(100.0 * i / TICKS, 3), "text": _offset(length * i / TICKS)}
             for i in range(TICKS + 1)
         ],
-        "started": start,
         "open": run.finished_at is None,
     }
 
@@ -179,7 +196,31 @@ def _pack(drawn: list[tuple[str, list[Bar]]]) -> list[Row]:
             lane = min(lanes, key=lambda row: row.end)  # too many at once: overlap
         lane.bars.extend(bars)
         lane.end = max(lane.end, max(b.until for b in bars))
+    for lane in lanes:
+        lane.bars = _merged(lane.bars)
     return lanes
+
+
+def _merged(found: list[Bar]) -> list[Bar]:
+    """A lane's bars with runs of one kind that touch drawn as one, named by their ends.
+
+    A lane of thousands of steps would otherwise be thousands of elements: a page of
+    megabytes for bars thinner than a pixel. Merged, a lane holds at most about
+    100 / MERGE_GAP bars of each kind.
+    """
+    kept: list[Bar] = []
+    for bar in sorted(found, key=lambda b: b.x):
+        last = next((b for b in reversed(kept[-4:]) if b.kind == bar.kind), None)
+        if last is not None and bar.x <= last.x + last.width + MERGE_GAP:
+            first_name = last.name.partition(" … ")[0]
+            last.width = round(max(last.x + last.width, bar.x + bar.width) - last.x, 3)
+            last.until = max(last.until, bar.until)
+            last.merged += 1
+            last.name = f"{first_name} … {bar.name}"
+            last.title = f"{last.name}: {last.merged} {WORDS.get(bar.kind, bar.kind)}"
+            continue
+        kept.append(bar)
+    return kept
 
 
 def _title(name: str, what: str, began: float, ended: float | None) -> str:
