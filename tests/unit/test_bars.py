@@ -129,3 +129,12 @@ def test_chart__concurrent_entries_take_lanes_of_their_own() -> None:
 
 def test_chart__nothing_to_draw() -> None:
     assert bars.chart(run(), [], [], now=T0 + 1) is None
+
+
+def test_chart__steps_back_to_back_to_the_very_end_share_one_lane() -> None:
+    # The last bars are kept inside the axis (x clamped): packing goes by true starts.
+    entries = [step(n, n * 0.999, (n + 1) * 0.999) for n in range(1, 101)]
+
+    chart = bars.chart(run(finished=101 * 0.999), entries, [], now=T0 + 200)
+
+    assert chart is not None and len(chart["rows"]) == 1

@@ -44,6 +44,8 @@ class Bar:
     kind: str
     """The CSS class: ok, failed, backoff, sleep, wait, open (not over yet) or instant."""
     title: str
+    since: float = 0.0
+    """Percent: where it truly begins (`x` keeps a bar at the end inside the axis)."""
     until: float = 0.0
     """Percent: where it truly ends (`x + width` is at least MIN_WIDTH wide)."""
     name: str = ""
@@ -82,8 +84,8 @@ def chart(
     def place(s: float, e: float, kind: str, title: str) -> Bar:
         x = min(max(100.0 * (s - start) / length, 0.0), 100.0 - MIN_WIDTH)
         width = min(max(100.0 * (e - s) / length, MIN_WIDTH), 100.0 - x)
-        until = 100.0 * (e - start) / length
-        return Bar(round(x, 3), round(width, 3), kind, title, until)
+        since, until = 100.0 * (s - start) / length, 100.0 * (e - start) / length
+        return Bar(round(x, 3), round(width, 3), kind, title, since, until)
 
     drawn = [(label, [place(*span) for span in found]) for label, found in spans if found]
     for label, found in drawn:
@@ -186,9 +188,11 @@ def _pack(drawn: list[tuple[str, list[Bar]]]) -> list[Row]:
     children) take more, up to MAX_LANES.
     """
     lanes: list[Row] = []
-    for _, bars in sorted(drawn, key=lambda item: min(b.x for b in item[1])):
-        first = min(b.x for b in bars)
-        lane = next((lane for lane in lanes if lane.end <= first), None)
+    for _, bars in sorted(drawn, key=lambda item: min(b.since for b in item[1])):
+        first = min(b.since for b in bars)
+        # Overlaps thinner than MERGE_GAP (x is rounded, and a step's end is stamped as
+        # its record is written) are not concurrency: sequential entries share a lane.
+        lane = next((lane for lane in lanes if lane.end <= first + MERGE_GAP), None)
         if lane is None and len(lanes) < MAX_LANES:
             lane = Row("")
             lanes.append(lane)
