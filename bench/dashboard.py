@@ -7,7 +7,10 @@ database: `GET /api/v1/runs` through the dashboard's ASGI app in-process (server
 from the request entering the app to its last body byte), `engine.list_runs` beneath it,
 and the store's own SELECT (the same text and parameters, ORDER BY ... LIMIT 51: the API
 reads one row past its page of 50) on a plain driver connection; and the runs page
-(`GET /`, HTML) with the same filters.
+(`GET /`, HTML) with the same filters, which also counts the runs of each status under
+them (`_sql.count_runs`, timed on its own as `counts`). Runs are started by a mix of
+origins (85% api, 8% schedule, 4% trigger, 2% parent, 1% not recorded); the run id
+prefix cases search for one run, and for a prefix every run shares.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import httpx
 import cairn
 import cairn.dashboard
 from bench import postgres
+from cairn.dashboard.api import runs as api_runs
 from cairn.store import _sql, open_store, sqlite_path
 from cairn.store.records import RUN_FIELDS, RunQuery, RunRecord
 
@@ -90,7 +94,21 @@ CASES = (
         {"status": "cancelled", "col.region": "eu"},
         page(status="CANCELLED", columns={"region": '"eu"'}),
     ),
+    Case("origin=schedule (8%)", {"origin": "schedule"}, page(origin="schedule")),
+    Case("origin=unknown (1%)", {"origin": "unknown"}, page(origin="unknown")),
 )
+ORIGINS = ((85, "api"), (93, "schedule"), (97, "trigger"), (99, "parent"), (100, None))
+
+
+def prefix_cases(one_id: str) -> tuple[Case, ...]:
+    """Searches by run id prefix: for one run (a pasted id), and for every run."""
+    return tuple(
+        Case(label, {"run_id_prefix": prefix}, page(run_id_prefix=prefix))
+        for label, prefix in (
+            ("run_id_prefix (1 run)", one_id[:20]),
+            ("run_id_prefix (all)", one_id[:2]),
+        )
+    )
 
 
 def note(message: str) -> None:
@@ -146,6 +164,7 @@ def generate(n: int, now: float) -> Iterator[tuple[RunRecord, list[tuple[str, st
             wake_at=now + 86400.0 if status in ("SLEEPING", "WAITING") else None,
             columns=json.dumps(columns, sort_keys=True),
             waiting_for="event:approval" if status == "WAITING" else None,
+            origin=next(origin for share, origin in ORIGINS if i % 100 < share),
         )
         rows = [
             (run_id, name, json.dumps(value, sort_keys=True), created)
@@ -204,6 +223,10 @@ class RawSqlite:
         text, params = _sql.list_runs(query)
         return self.conn.execute(text, params).fetchall()
 
+    def count(self, query: RunQuery, limit: int | None) -> list[Any]:
+        text, params = _sql.count_runs(query, limit)
+        return self.conn.execute(text, params).fetchall()
+
     def plan(self, query: RunQuery) -> str:
         text, params = _sql.list_runs(query)
         found = self.conn.execute("EXPLAIN QUERY PLAN " + text, params).fetchall()
@@ -223,6 +246,10 @@ class RawPostgres:
 
     def rows(self, query: RunQuery) -> list[Any]:
         text, params = _sql.list_runs(query)
+        return self.conn.execute(text.replace("?", "%s"), params).fetchall()
+
+    def count(self, query: RunQuery, limit: int | None) -> list[Any]:
+        text, params = _sql.count_runs(query, limit)
         return self.conn.execute(text.replace("?", "%s"), params).fetchall()
 
     def plan(self, query: RunQuery) -> str:
@@ -258,18 +285,22 @@ class ServerTime:
 async def measure(url: str, raw: RawSqlite | RawPostgres, rounds: int) -> dict[str, Any]:
     """Interleave API, engine.list_runs and the raw SELECT for every case, `rounds` times."""
     results: dict[str, Any] = {}
+    one_id = raw.rows(RunQuery(limit=PAGE))[PAGE // 2][0]  # a run of the first page
     async with cairn.Engine(url, workers=0) as engine:
         timer = ServerTime(cairn.dashboard.app(engine))
         transport = httpx.ASGITransport(app=timer)
         async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
-            for case in CASES:
+            for case in (*CASES, *prefix_cases(one_id)):
                 seconds: dict[str, list[float]] = {
                     "raw": [],
                     "control": [],
                     "api": [],
                     "html": [],
+                    "counts": [],
                 }
                 kwargs = _control_kwargs(case)
+                # What the page counts: every run without filters, else up to a limit.
+                counted = None if kwargs.keys() <= {"status"} else api_runs.COUNT_LIMIT + 1
                 for i in range(WARM_UP + rounds):
                     began = time.perf_counter()
                     rows = raw.rows(case.query)
@@ -283,6 +314,10 @@ async def measure(url: str, raw: RawSqlite | RawPostgres, rounds: int) -> dict[s
                     api_s = timer.last
                     html = await client.get("/", params=case.params)  # the runs page
                     html.raise_for_status()
+                    html_s = timer.last
+                    began = time.perf_counter()
+                    raw.count(case.query, counted)
+                    counts_s = time.perf_counter() - began
                     if i < WARM_UP:
                         continue
                     # The three layers must answer the same page.
@@ -291,7 +326,8 @@ async def measure(url: str, raw: RawSqlite | RawPostgres, rounds: int) -> dict[s
                     seconds["raw"].append(raw_s)
                     seconds["control"].append(control_s)
                     seconds["api"].append(api_s)
-                    seconds["html"].append(timer.last)
+                    seconds["html"].append(html_s)
+                    seconds["counts"].append(counts_s)
                 results[case.label] = {
                     "rows": len(listed),
                     **{f"{k}_ms": statistics.median(v) * 1000 for k, v in seconds.items()},
@@ -306,6 +342,9 @@ def _control_kwargs(case: Case) -> dict[str, Any]:
         kwargs["status"] = case.query.status
     if case.query.columns:
         kwargs["columns"] = {k: json.loads(v) for k, v in case.query.columns.items()}
+    for name in ("origin", "run_id_prefix"):
+        if getattr(case.query, name) is not None:
+            kwargs[name] = getattr(case.query, name)
     return kwargs
 
 
@@ -374,7 +413,7 @@ def table(report: dict[str, Any]) -> str:
     ]
     header = (
         f"{'store':<11} {'list':<35} {'rows':>4} {'raw SELECT':>10} {'list_runs':>10} "
-        f"{'API':>8} {'ratio':>7} {'page':>8}  targets"
+        f"{'API':>8} {'ratio':>7} {'counts':>7} {'page':>8}  targets"
     )
     lines += [header, "-" * len(header)]
     for label, data in measured(report, lines):
@@ -383,7 +422,8 @@ def table(report: dict[str, Any]) -> str:
             lines.append(
                 f"{label:<11} {case:<35} {found['rows']:>4} {found['raw_ms']:>10.2f} "
                 f"{found['control_ms']:>10.2f} {found['api_ms']:>8.2f} "
-                f"{found['api_ms'] / found['raw_ms']:>6.1f}x {found['html_ms']:>8.2f}  "
+                f"{found['api_ms'] / found['raw_ms']:>6.1f}x {found['counts_ms']:>7.2f} "
+                f"{found['html_ms']:>8.2f}  "
                 f"< {API_TARGET_MS:.0f} / {PAGE_TARGET_MS:.0f} ms {'ok' if ok else 'MISSED'}"
             )
     lines += [
@@ -392,7 +432,9 @@ def table(report: dict[str, Any]) -> str:
         "engine.list_runs (store + summaries); API: the ASGI app's server time (routing, query",
         "parsing, JSON). SQLite has no ANALYZE statistics (cairn never gathers them);",
         "PostgreSQL is ANALYZEd after the bulk load, as autovacuum would.",
-        "page: the server time of the runs page (GET / with the same filters, HTML).",
+        "page: the server time of the runs page (GET / with the same filters, HTML), which",
+        "also runs counts: the grouped count of each status under the same filters (raw;",
+        "every run without filters, at most 10,001 under filters, as the page counts).",
     ]
     if report.get("plans"):
         lines.append("")

@@ -43,6 +43,22 @@ _FINISHED = frozenset(
     {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.CONTINUED}
 )
 
+ORIGINS = ("api", "schedule", "trigger", "parent", "continue", "restart", "fork")
+"""What can start a run (`RunSummary.origin`): `engine.start` / `Client.start` / the HTTP
+API / `cairn run` (api), a schedule's tick, an emit (trigger), a parent (a child run),
+`continue_as_new` (continue), `restart` or `fork`."""
+UNKNOWN_ORIGIN = "unknown"
+"""The origin filter value for runs from before cairn recorded what started them."""
+
+
+def parse_origin(value: str) -> str:
+    """`value` if it is one of ORIGINS or UNKNOWN_ORIGIN (any case); ValueError naming it."""
+    found = str(value).strip().lower()
+    if found not in (*ORIGINS, UNKNOWN_ORIGIN):
+        names = ", ".join((*ORIGINS, UNKNOWN_ORIGIN))
+        raise ValueError(f"unknown run origin {value!r} (one of {names})")
+    return found
+
 
 @dataclass(frozen=True, slots=True)
 class RunInfo:
@@ -86,6 +102,9 @@ class RunSummary:
     `execution` counts its executions (each `retry` begins the next one); a run made by
     `restart` names its source in `restarted_from`, one made by `fork` in `forked_from`
     (with `forked_from_seq`, the history entry it was forked from).
+    `started_at` is when a worker first began executing it (None until then), and
+    `origin` what started it (one of `ORIGINS`; None for a run from before cairn
+    recorded it).
     """
 
     run_id: str
@@ -107,6 +126,7 @@ class RunSummary:
     restarted_from: str | None = None
     forked_from: str | None = None
     forked_from_seq: int | None = None
+    origin: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,25 @@ RICH_FORM = {
     },
 }
 
+# A form whose nested object requires three fields.
+ADDRESS_FORM = {
+    "type": "object",
+    "required": ["name", "address"],
+    "properties": {
+        "name": {"type": "string", "title": "Name"},
+        "address": {
+            "type": "object",
+            "title": "Address",
+            "required": ["street", "city", "zip"],
+            "properties": {
+                "street": {"type": "string", "title": "Street"},
+                "city": {"type": "string", "title": "City"},
+                "zip": {"type": "string", "title": "Zip"},
+            },
+        },
+    },
+}
+
 # Text from a run that a page must show, never run.
 EVIL = "<script>alert('x')</script>"
 EVIL_WORKFLOW = f"t.evil{EVIL}"
@@ -98,6 +117,9 @@ class Flows:
         held_step = make_step(held, "held", None, None, reg)
         retry_soon = cairn.Retry(max_attempts=3, delay="10ms", jitter=0)
         wobble_step = make_step(wobble, "wobble", retry_soon, None, reg)
+        # Fails until fixed, parked SLEEPING between its two attempts.
+        retry_later = cairn.Retry(max_attempts=2, delay="400ms", jitter=0)
+        shaky_step = make_step(flaky, "shaky", retry_later, None, reg)
 
         async def total(a: int, b: int, label: str = "sum") -> dict[str, Any]:
             cairn.set_columns(order=a, label=label)
@@ -127,6 +149,10 @@ class Flows:
             await add_step(1, 1)
             return str(await held_step())
 
+        async def shaky() -> str:
+            await add_step(3, 3)
+            return str(await shaky_step())
+
         async def wobbly(text: str) -> str:
             await add_step(1, 1)
             return await wobble_step(text, times=1)
@@ -145,6 +171,9 @@ class Flows:
                 form=RICH_FORM,
                 assignee="ann",
             )
+
+        async def address() -> Any:
+            return await cairn.human_task("address", title="Where to ship?", form=ADDRESS_FORM)
 
         async def evil() -> Any:
             cairn.set_columns(note=EVIL)
@@ -184,9 +213,11 @@ class Flows:
             ("t.broken", broken),
             ("t.wobbly", wobbly),
             ("t.held", holding),
+            ("t.shaky", shaky),
             ("t.inbox", inbox),
             ("t.hooked", hooked),
             ("t.review", review),
+            ("t.address", address),
             (EVIL_WORKFLOW, evil),
             ("t.checked_hook", checked_hook),
             ("t.model_hook", model_hook),

@@ -109,6 +109,27 @@ def shop(registry: cairn.Registry) -> None:
         cairn.set_columns(to=to)
         await steps["send"](to)
 
+    async def chunk(day: str, part: int) -> int:
+        tries[f"{day}/{part}"] = tries.get(f"{day}/{part}", 0) + 1
+        if part % 60 == 7 and tries[f"{day}/{part}"] == 1:
+            raise TimeoutError(f"warehouse API timed out on part {part}")
+        await asyncio.sleep(0.002 * (part % 5))
+        return part
+
+    steps["chunk"] = make_step(
+        chunk, "load_chunk", cairn.Retry(max_attempts=3, delay=0.05), None, registry
+    )
+
+    async def backfill(day: str, parts: int) -> int:
+        cairn.set_columns(day=day)
+        total = 0
+        for part in range(parts):
+            cairn.progress("loading chunks", current=part, total=parts)
+            total += await steps["chunk"](day, part)
+            if part == parts // 2:
+                await cairn.sleep(0.2)  # the warehouse asks for a pause
+        return total
+
     async def payment_callback(order: str) -> Any:
         cairn.set_columns(order=order)
         hook = await cairn.create_hook("psp_callback", timeout="1h")
@@ -120,6 +141,7 @@ def shop(registry: cairn.Registry) -> None:
         ("reports.nightly", nightly, "reports"),
         ("mail.welcome", welcome, "mail"),
         ("shop.payment_callback", payment_callback, None),
+        ("reports.backfill", backfill, None),
     ):
         make_workflow(fn, name=name, reg=registry, queue=queue)
 
@@ -151,12 +173,25 @@ async def fill(url: str) -> tuple[cairn.Engine, dict[str, str]]:
     for who in ("tim", "margaret"):  # queued for later: counted on the queues page
         await engine.start("mail.welcome", f"{who}@example.com", delay="1h")
     await engine.start("shop.payment_callback", "o-1046")
+    long = await engine.start("reports.backfill", "2025-05-31", 240)
+    await engine.schedules.trigger("nightly-report")
     try:
         await failed.result(timeout=10)
     except cairn.RunFailed:
         pass
+    await long.result(timeout=60)
     await asyncio.sleep(1.0)  # the waiting runs reach their waits
-    return engine, {"run": retried.run_id}
+    await _dead_worker(engine)
+    return engine, {"run": retried.run_id, "long": long.run_id}
+
+
+async def _dead_worker(engine: cairn.Engine) -> None:
+    """A worker that a neighbour on its machine found gone, as after a kill -9."""
+    from cairn.store.records import WorkerRecord
+
+    gone = WorkerRecord("w-7f3a@worker-2", "worker-2", 4242, 0.0, 0.0, concurrency=8)
+    await engine.store.register_worker(gone)
+    await engine.store.expire_workers([gone.worker_id])
 
 
 async def photograph(base: str, ids: dict[str, str]) -> list[Path]:
@@ -181,6 +216,10 @@ async def photograph(base: str, ids: dict[str, str]) -> list[Path]:
 
         await shot("runs", "/")
         await shot("run", f"/runs/{ids['run']}", full=True)
+        await shot("run-long", f"/runs/{ids['long']}")
+        await page.set_viewport_size({"width": 1024, "height": 768})
+        await shot("runs-1024", "/")
+        await page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
         await page.goto("/tasks")
         await page.click("text=Refund 45 EUR")
         await page.fill("[name='v.amount']", "0")

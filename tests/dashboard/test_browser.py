@@ -289,3 +289,53 @@ async def test_own_buttons__send_an_event_from_the_form(page, api, workers):
 
 async def _has(items: list[str]) -> bool:
     return bool(items)
+
+
+STATUSES = re.compile(r"\b(PENDING|RUNNING|SLEEPING|WAITING|PAUSED|COMPLETED|FAILED|CANCELLED)\b")
+# Every run status a run's page shows at one moment: its badges and its notice.
+SHOWN_STATUSES = """() => {
+  const texts = [...document.querySelectorAll('[data-field=status], [role=status]')];
+  return texts.map((el) => el.textContent).join(' | ');
+}"""
+
+
+async def _one_status_at_a_time(page: Any, until_status: str) -> list[str]:
+    """What the page showed, sampled until it shows `until_status`; each sample one status."""
+    samples: list[str] = []
+    for _ in range(600):
+        shown = await page.evaluate(SHOWN_STATUSES)
+        samples.append(shown)
+        assert len(set(STATUSES.findall(shown))) == 1, samples
+        if until_status in shown:
+            return samples
+        await page.wait_for_timeout(25)  # sampling what the page shows, not synchronising
+    raise AssertionError(f"the page never showed {until_status}: {samples[-5:]}")
+
+
+async def test_browser__after_a_retry_the_page_shows_one_status(page, api, workers):
+    from playwright.async_api import expect
+
+    await start(api, "t.shaky", run_id="shaky")
+    await status(api, "shaky", "FAILED")
+    await page.goto("/runs/shaky")
+    await expect(page.locator("h1 [data-field=status]")).to_have_text("FAILED")
+
+    await page.click("button[data-action=retry]")  # the dialog is accepted
+    await expect(page.locator("[role=status]")).to_contain_text("retry: run shaky")
+    # It runs, sleeps before its step's second attempt, runs and fails again: the badges,
+    # the facts and the notice never disagree on the way.
+    samples = await _one_status_at_a_time(page, "FAILED")
+    await status(api, "shaky", "FAILED")
+    assert len(samples) > 1
+
+
+async def test_browser__cancel_a_sleeping_run_the_notice_agrees_with_the_badge(page, api, workers):
+    from playwright.async_api import expect
+
+    await start(api, "t.sleeper", run_id="nap")
+    await status(api, "nap", "SLEEPING")
+    await page.goto("/runs/nap")
+    await page.click("button[data-action=cancel]")
+    await expect(page.locator("[role=status]")).to_contain_text("cancel: run nap")
+    await _one_status_at_a_time(page, "CANCELLED")
+    await status(api, "nap", "CANCELLED")

@@ -237,6 +237,34 @@ def test_runs_list_json__filters(project):
     assert "FAILED" in table.stdout
 
 
+def test_runs_list__origin_prefix_and_time_filters_and_80_columns(project):
+    db = db_args(project)
+    for run_id in ("inv-1", "inv-10", "rcpt-1"):
+        ran = cairn_cmd(project, "run", "flows:total", "1", "2", "--run-id", run_id, *db)
+        assert ran.returncode == 0, ran.stderr
+    assert cairn_cmd(project, "run", "flows:broken", "--run-id", "inv-bad", *db).returncode == 1
+
+    def ids(*options: str) -> list[str]:
+        proc = cairn_cmd(project, "runs", "list", *options, "--json", *db)
+        assert proc.returncode == 0, proc.stderr
+        return [r["run_id"] for r in json.loads(proc.stdout)["runs"]]
+
+    assert ids("--prefix", "inv-1") == ["inv-10", "inv-1"]
+    assert set(ids("--origin", "api")) == {"inv-1", "inv-10", "rcpt-1", "inv-bad"}
+    assert ids("--origin", "schedule") == []
+    assert len(ids("--since", "2000-01-01", "--until", "2999-01-01T00:00+00:00")) == 4
+    assert ids("--until", "2000-01-01") == []
+    bad = cairn_cmd(project, "runs", "list", "--origin", "cron", *db)
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("error: unknown run origin 'cron'")
+    # A table at 80 columns: each run on one line, its id and status whole.
+    table = cairn_cmd(project, "runs", "list", *db, env={**_env(), "COLUMNS": "80"})
+    lines = table.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    failed = next(line for line in lines if line.startswith("inv-bad "))
+    assert "FAILED" in failed and "step 'explode'" in failed
+
+
 def test_runs_list__version_column_filter_and_show(project):
     db = db_args(project)
     assert cairn_cmd(project, "run", "flows:versioned", "--run-id", "v", *db).returncode == 0

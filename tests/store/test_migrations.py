@@ -159,6 +159,35 @@ async def test_migration_15__older_attempts_are_failed_attempts_of_execution_1(
     assert retried and [e.execution for e in lineage.executions] == [2]
 
 
+async def test_migration_16__older_runs_get_the_origin_their_row_tells(empty_url: str) -> None:
+    migrate_up_to(empty_url, 15)
+    rows = [
+        ("plain", None, None, None),
+        ("child", "plain", None, None),
+        ("next", "plain", "child", None),  # a child's successor: continue_as_new wins
+        ("ticked", None, None, 100.0),
+    ]
+    for run_id, parent, continued, scheduled in rows:
+        execute(
+            empty_url,
+            "INSERT INTO runs (run_id, workflow, status, args, created_at, updated_at, "
+            "parent_id, continued_from, scheduled_at) "
+            "VALUES (?, 'w', 'PENDING', '{}', 100, 100, ?, ?, ?)",
+            (run_id, parent, continued, scheduled),
+        )
+
+    store = open_store(empty_url)
+    await store.open()
+    try:
+        found = {r: (await store.get_run(r)).origin for r, *_ in rows}  # type: ignore[union-attr]
+        unknown = await store.list_runs(RunQuery(origin="unknown"))
+    finally:
+        await store.close()
+
+    assert found == {"plain": None, "child": "parent", "next": "continue", "ticked": "schedule"}
+    assert [run.run_id for run in unknown] == ["plain"]
+
+
 def migrate_up_to(url: str, version: int) -> None:
     """Apply the migrations up to `version`, as a deployment of that schema left it."""
     execute(url, migrate.TABLE_SQL)

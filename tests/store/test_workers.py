@@ -233,3 +233,18 @@ async def test_known_workflows__a_name_registered_again_is_seen_at_the_later_tim
     age_heartbeat(store_url, "w2", 9000)
     await store.expire_workers(["w2"])  # its last heartbeat is older than what is known
     assert await store.known_workflows(1000) == {"a"}
+
+
+async def test_expire_workers__keeps_the_last_heartbeat_of_a_dead_worker(
+    store: Store, store_url: str
+) -> None:
+    await store.register_worker(worker_record("w1"))
+    age_heartbeat(store_url, "w1", 100)
+    [before] = await store.list_workers()
+
+    await store.expire_workers(["w1"])
+    await store.expire_workers(["w1"])  # a second neighbour saying so changes nothing
+
+    [dead] = await store.list_workers()
+    assert dead.heartbeat_at == 0  # not live: its runs may be taken over
+    assert dead.last_heartbeat_at == pytest.approx(before.heartbeat_at)

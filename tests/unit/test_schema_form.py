@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 
 import pydantic
+import pytest
 
+from cairn.authoring import forms
 from cairn.dashboard.ui import schema_form
 from cairn.dashboard.ui.schema_form import PREFIX
+from cairn.errors import InvalidSubmission
 
 
 class Size(StrEnum):
@@ -137,3 +141,28 @@ def test_a_reference_cycle_does_not_hang():
     }
     fields, _ = schema_form.build(schema)
     assert fields[0].widget == "json"
+
+
+def test_validate__names_every_missing_field_of_a_nested_object() -> None:
+    schema = {
+        "type": "object",
+        "required": ["name"],
+        "properties": {
+            "name": {"type": "string"},
+            "address": {
+                "type": "object",
+                "required": ["street", "city", "zip"],
+                "properties": {k: {"type": "string"} for k in ("street", "city", "zip")},
+            },
+        },
+    }
+
+    with pytest.raises(InvalidSubmission) as caught:
+        forms.validate({"address": {"city": 5}}, json.dumps(schema), None)
+
+    assert caught.value.fields == {
+        "name": "required",
+        "address.street": "required",
+        "address.city": "5 is not of type 'string'",
+        "address.zip": "required",
+    }

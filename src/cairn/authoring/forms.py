@@ -80,11 +80,12 @@ def validate(
         found: dict[str, str] = {}
         for err in problems:
             where = ".".join(str(p) for p in err.path)
-            if not where and err.validator == "required":
-                given = values if isinstance(values, dict) else {}
-                missing = [f for f in schema.get("required", []) if f not in given]
-                for name in missing:
-                    found.setdefault(name, "required")
+            if err.validator == "required" and isinstance(err.validator_value, list):
+                # Its path is the object's, not the missing field's: name each such field.
+                given = err.instance if isinstance(err.instance, dict) else {}
+                for name in err.validator_value:
+                    if name not in given:
+                        found.setdefault(f"{where}.{name}" if where else str(name), "required")
                 continue
             found.setdefault(where or whole, err.message)
         raise InvalidSubmission(fields=found)

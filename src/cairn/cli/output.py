@@ -20,10 +20,11 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from cairn.cli import fit
 from cairn.models import Execution, HistoryEntry, RunStatus, RunSummary
 from cairn.store.records import INTERRUPTED
 
@@ -213,6 +214,7 @@ def summary_dict(run: RunSummary) -> dict[str, Any]:
         "restarted_from": run.restarted_from,
         "forked_from": run.forked_from,
         "forked_from_seq": run.forked_from_seq,
+        "origin": run.origin,
     }
 
 
@@ -288,32 +290,70 @@ def progress_text(progress: Mapping[str, Any] | None) -> str:
     return " · ".join(part for part in (message, count) if part)
 
 
-def runs_table(runs: Iterable[RunSummary]) -> Table:
-    """A table of listed runs."""
-    runs = list(runs)
-    versioned = any(run.version is not None for run in runs)  # else no VERSION column
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    names: tuple[str, ...] = ("RUN ID", "WORKFLOW", "STATUS", "CREATED", "UPDATED", "COLUMNS")
-    names += ("PROGRESS", "ERROR")
-    if versioned:
-        names = (*names[:2], "VERSION", *names[2:])
-    for name in names:
-        table.add_column(name, no_wrap=True, overflow="fold" if name == "RUN ID" else "ellipsis")
-    for run in runs:
-        columns = " ".join(f"{k}={short(v, 30)}" for k, v in run.columns.items())
-        version = (run.version or "",) if versioned else ()
-        table.add_row(
-            run.run_id,
-            run.workflow,
-            *version,
-            status_text(run.status.value),
-            when(run.created_at),
-            when(run.updated_at),
-            columns,
-            progress_text(run.progress),
-            error_line(run.error),
-        )
-    return table
+def runs_table(runs: Iterable[RunSummary]) -> RunsTable:
+    """A table of listed runs, laid out for the console it is printed on (see RunsTable)."""
+    return RunsTable(runs)
+
+
+class RunsTable:
+    """Listed runs as a table that fits the console's width when printed.
+
+    RUN ID, WORKFLOW and STATUS always show, whole (a run id is cut only past 32
+    characters); the other columns join while there is room (ERROR first, then CREATED,
+    VERSION, PROGRESS, UPDATED, COLUMNS), and long text is cut with an ellipsis, so each
+    run keeps to one line at 80 columns as at 200.
+    """
+
+    # heading -> (least width it may be cut to, None: never cut; rank; ample), see fit.Want
+    COLUMNS: dict[str, tuple[int | None, int, int | None]] = {
+        "RUN ID": (32, 0, None),
+        "WORKFLOW": (16, 0, None),
+        "VERSION": (8, 3, 16),
+        "STATUS": (None, 0, None),
+        "CREATED": (None, 2, None),
+        "UPDATED": (None, 5, None),
+        "COLUMNS": (12, 6, 24),
+        "PROGRESS": (10, 4, 20),
+        "ERROR": (16, 1, 30),
+    }
+    OPTIONAL_TEXT = ("VERSION", "COLUMNS", "PROGRESS", "ERROR")  # left out when all empty
+
+    def __init__(self, runs: Iterable[RunSummary]) -> None:
+        self.rows = [self._cells(run) for run in runs]
+
+    @staticmethod
+    def _cells(run: RunSummary) -> dict[str, str | Text]:
+        return {
+            "RUN ID": run.run_id,
+            "WORKFLOW": run.workflow,
+            "VERSION": run.version or "",
+            "STATUS": status_text(run.status.value),
+            "CREATED": when(run.created_at),
+            "UPDATED": when(run.updated_at),
+            "COLUMNS": " ".join(f"{k}={short(v, 30)}" for k, v in run.columns.items()),
+            "PROGRESS": progress_text(run.progress),
+            "ERROR": error_line(run.error),
+        }
+
+    def table(self, width: int) -> Table:
+        """The table for a console `width` characters wide."""
+        wants = []
+        for name, (least, rank, ample) in self.COLUMNS.items():
+            natural = max([len(name), *(len(row[name]) for row in self.rows)])
+            if name in self.OPTIONAL_TEXT and not any(row[name] for row in self.rows):
+                continue  # no run has any
+            least = natural if least is None else least
+            wants.append(fit.Want(name, natural, least, rank, ample))
+        widths = fit.fit(wants, width)
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for name, size in widths.items():
+            table.add_column(name, width=size, no_wrap=True, overflow="ellipsis")
+        for row in self.rows:
+            table.add_row(*(row[name] for name in widths))
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.table(options.max_width)
 
 
 def history_table(entries: Iterable[HistoryEntry]) -> Table:

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cairn.cli import control, describe, options, output
-from cairn.models import Execution, HistoryEntry, RunStatus
+from cairn.models import Execution, HistoryEntry, RunStatus, parse_origin
 from cairn.runtime import blocking, leases
 from cairn.runtime.control import RunControl
 from cairn.store.records import INTERRUPTED, RunRecord
@@ -55,6 +55,21 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="only runs whose column COL (set with cairn.set_columns) equals VALUE; VALUE is "
         "JSON when it parses, else a string; repeat to AND several",
     )
+    listing.add_argument(
+        "--origin",
+        metavar="O",
+        help="only runs started this way: api, schedule, trigger, parent, continue, restart, "
+        "fork, or unknown (runs from before cairn recorded it)",
+    )
+    listing.add_argument("--prefix", metavar="P", help="only runs whose id starts with P")
+    listing.add_argument(
+        "--since",
+        metavar="TIME",
+        help="only runs created at TIME or later (ISO 8601, local time unless it names a zone)",
+    )
+    listing.add_argument(
+        "--until", metavar="TIME", help="only runs created before TIME (as --since)"
+    )
     listing.add_argument("--limit", metavar="N", type=int, default=50, help="at most N runs (50)")
     listing.add_argument("--cursor", metavar="C", help="continue after a previous page")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
@@ -80,15 +95,21 @@ def list_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
     where = options.parse_where([item for group in ns.where or () for item in group])
     if ns.limit < 1:
         raise ValueError(f"--limit must be a positive integer, got {ns.limit}")
+    origin = None if ns.origin is None else parse_origin(ns.origin)
+    since, until = _local_time(ns.since, "--since"), _local_time(ns.until, "--until")
     page = options.with_engine(
         glob,
         lambda engine: engine.list_runs(
             status=status,
             workflow=ns.workflow,
             columns=where or None,
+            since=since,
             limit=ns.limit,
             cursor=ns.cursor,
             version=ns.version,
+            until=until,
+            origin=origin,
+            run_id_prefix=ns.prefix,
         ),
     )
     if ns.json:
@@ -367,7 +388,21 @@ def run_dict(shown: Shown) -> dict[str, Any]:
         "forked_from_seq": run.forked_from_seq,
         "copies": output.jsonable(shown.copies),
         "executing": output.jsonable(shown.executing),
+        "origin": run.origin,
     }
+
+
+def _local_time(text: str | None, option: str) -> datetime | None:
+    """An ISO 8601 time given on the command line; local time unless it names a zone."""
+    if text is None:
+        return None
+    try:
+        found = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"{option} must be an ISO 8601 time (2025-06-01 or 2025-06-01T14:30), got {text!r}"
+        ) from None
+    return found if found.tzinfo is not None else found.astimezone()
 
 
 def _utc(ts: float | None) -> datetime | None:

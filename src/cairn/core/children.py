@@ -108,6 +108,7 @@ async def start_child(
         version=workflow.version,
         # Under the parent's span when it is traced here, else in the parent's trace.
         trace_context=propagation.current() or live.run.trace_context,
+        origin="parent",
     )
     facts = {"child_id": child_id, "channel": f"child:{child_id}", "deadline": None}
     record = waiting_record(live, key, "child", workflow.name, live.journal.allocate_seq(), facts)

@@ -268,6 +268,7 @@ async def _continue(
         detached=run.detached,
         version=version,  # the successor runs the code of now, not the code it started with
         trace_context=propagation.current() or run.trace_context,
+        origin="continue",
     )
 
     def go_on() -> Any:

@@ -25,6 +25,7 @@ from cairn.dashboard.api.replies import error_response
 from cairn.dashboard.guard import app_path
 
 SESSION_COOKIE = "cairn_session"
+SIGNED_IN = "cairn_signed_in"  # request state: the request came with a valid session cookie
 LOGIN_PATH = "/login"
 # Pages anyone may load: the login form and what it needs to look right.
 OPEN_UI = (re.compile(re.escape(LOGIN_PATH) + "/?"), re.compile(r"/static/.*"))
@@ -82,7 +83,11 @@ class BearerAuth:
             return self._bearer(headers)
         if any(pattern.fullmatch(path) for pattern in OPEN_UI):
             return True
-        return self._cookie(headers) or self._bearer(headers)
+        if self._cookie(headers):
+            # A page offers "Log out" only to a browser with a session to end.
+            scope.setdefault("state", {})[SIGNED_IN] = True
+            return True
+        return self._bearer(headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve the request, or refuse it without looking any further."""

@@ -23,7 +23,7 @@ from cairn.errors import (
     RunNotFound,
     UnknownWorkflow,
 )
-from cairn.models import History, RunPage, RunStatus, RunSummary
+from cairn.models import History, RunPage, RunStatus, RunSummary, parse_origin
 from cairn.names import check_name
 from cairn.observability import propagation
 from cairn.runtime import blocking, hooks, triggers, workflow_names
@@ -182,6 +182,7 @@ class RunControl:
             partition_key=partition,
             version=defn.version if defn is not None else None,
             trace_context=propagation.current(),
+            origin="parent" if parent_id is not None else "api",
         )
         # Only a workflow this process imports can execute here; one started by a name it
         # does not know is queued for a worker that does.
@@ -324,7 +325,7 @@ class RunControl:
         """
         by = _who(by)
         run = await self.record(run_id)
-        return await self._copy(run, before_seq=None, by=by)
+        return await self._copy(run, before_seq=None, by=by, origin="restart")
 
     async def fork(self, run_id: str, from_step: int, *, by: str | None = None) -> RunHandle:
         """Start a new run reusing the recorded outcomes before history entry `from_step`.
@@ -335,9 +336,11 @@ class RunControl:
             raise ValueError(f"from_step must be a history seq (1 or more), got {from_step!r}")
         by = _who(by)
         run = await self.record(run_id)
-        return await self._copy(run, before_seq=from_step, by=by)
+        return await self._copy(run, before_seq=from_step, by=by, origin="fork")
 
-    async def _copy(self, run: RunRecord, *, before_seq: int | None, by: str | None) -> RunHandle:
+    async def _copy(
+        self, run: RunRecord, *, before_seq: int | None, by: str | None, origin: str
+    ) -> RunHandle:
         now = self.clock.now()
         copy = RunRecord(
             run_id=ids.new_run_id(),
@@ -354,6 +357,7 @@ class RunControl:
             restarted_from=run.run_id if before_seq is None else None,
             forked_from=run.run_id if before_seq is not None else None,
             forked_from_seq=before_seq,
+            origin=origin,
         )
         await self.store.copy_run(copy, run.run_id, before_seq=before_seq, by=by, now=now)
         self.wake_local()
@@ -390,16 +394,28 @@ class RunControl:
         limit: int = 100,
         cursor: str | None = None,
         version: str | None = None,
+        *,
+        until: datetime | float | None = None,
+        origin: str | None = None,
+        run_id_prefix: str | None = None,
     ) -> RunPage:
-        """A page of runs, newest first."""
+        """A page of runs, newest first.
+
+        `since` / `until` bound the creation time (`until` excluded), `origin` is what
+        started the runs (one of `models.ORIGINS`, or "unknown" for runs from before
+        cairn recorded it), `run_id_prefix` keeps the runs whose id starts with it.
+        """
         if not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be a positive integer, got {limit!r}")
-        query = RunQuery(
-            status=None if status is None else RunStatus.parse(status).value,
-            workflow=_workflow_name(workflow),
-            columns={k: json.dumps(v, sort_keys=True) for k, v in (columns or {}).items()},
-            since=since.timestamp() if isinstance(since, datetime) else since,
+        query = _query(
+            status=status,
+            workflow=workflow,
+            columns=columns,
+            since=since,
+            until=until,
             version=version,
+            origin=origin,
+            run_id_prefix=run_id_prefix,
             limit=limit + 1,
             cursor=_parse_cursor(cursor),
         )
@@ -409,6 +425,35 @@ class RunControl:
         next_cursor = f"{rows[-1].created_at!r}|{rows[-1].run_id}" if more else None
         now = self.clock.now()
         return RunPage([summary(row, now=now) for row in rows], next_cursor)
+
+    async def count_runs(
+        self,
+        workflow: WorkflowDef[Any, Any] | str | None = None,
+        columns: dict[str, Any] | None = None,
+        since: datetime | float | None = None,
+        version: str | None = None,
+        *,
+        until: datetime | float | None = None,
+        origin: str | None = None,
+        run_id_prefix: str | None = None,
+        limit: int | None = None,
+    ) -> dict[RunStatus, int]:
+        """How many runs `list_runs` with these filters finds in each status (one read).
+
+        Every status is a key, 0 when no run has it. With `limit`, at most that many runs
+        are counted: when the counts add up to `limit`, each is a lower bound.
+        """
+        query = _query(
+            workflow=workflow,
+            columns=columns,
+            since=since,
+            until=until,
+            version=version,
+            origin=origin,
+            run_id_prefix=run_id_prefix,
+        )
+        found = await self.store.count_runs(query, limit)
+        return {status: found.get(status.value, 0) for status in RunStatus}
 
     async def history(self, run_id: str) -> History:
         """Every durable operation of the run, of every execution, in the order they happened.
@@ -611,6 +656,37 @@ def summary(run: RunRecord, *, now: float) -> RunSummary:
         restarted_from=run.restarted_from,
         forked_from=run.forked_from,
         forked_from_seq=run.forked_from_seq,
+        origin=run.origin,
+    )
+
+
+def _query(
+    *,
+    status: RunStatus | str | None = None,
+    workflow: WorkflowDef[Any, Any] | str | None = None,
+    columns: dict[str, Any] | None = None,
+    since: datetime | float | None = None,
+    until: datetime | float | None = None,
+    version: str | None = None,
+    origin: str | None = None,
+    run_id_prefix: str | None = None,
+    limit: int = 100,
+    cursor: tuple[float, str] | None = None,
+) -> RunQuery:
+    """The store's query for `list_runs` / `count_runs` filters; ValueError names a bad one."""
+    if run_id_prefix is not None:
+        check_name(run_id_prefix, "run id prefix")
+    return RunQuery(
+        status=None if status is None else RunStatus.parse(status).value,
+        workflow=_workflow_name(workflow),
+        columns={k: json.dumps(v, sort_keys=True) for k, v in (columns or {}).items()},
+        since=since.timestamp() if isinstance(since, datetime) else since,
+        until=until.timestamp() if isinstance(until, datetime) else until,
+        version=version,
+        origin=None if origin is None else parse_origin(origin),
+        run_id_prefix=run_id_prefix,
+        limit=limit,
+        cursor=cursor,
     )
 
 

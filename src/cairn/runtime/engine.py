@@ -267,10 +267,23 @@ class Engine:
         limit: int = 100,
         cursor: str | None = None,
         version: str | None = None,
+        *,
+        until: datetime | float | None = None,
+        origin: str | None = None,
+        run_id_prefix: str | None = None,
     ) -> RunPage:
-        """A page of runs, newest first, filtered by status, workflow, columns, age, version."""
+        """A page of runs, newest first (the filters: see `RunControl.list_runs`)."""
         return await self.control.list_runs(
-            status, workflow, columns, since, limit, cursor, version
+            status,
+            workflow,
+            columns,
+            since,
+            limit,
+            cursor,
+            version,
+            until=until,
+            origin=origin,
+            run_id_prefix=run_id_prefix,
         )
 
     @property

@@ -100,6 +100,15 @@ class Store(Protocol):
         """Runs matching `query`, newest first, at most `query.limit` of them."""
         ...
 
+    async def count_runs(self, query: RunQuery, limit: int | None = None) -> dict[str, int]:
+        """How many runs match `query`'s filters, by status, in one read.
+
+        `query.status`, `cursor` and `limit` are ignored; statuses without runs are absent.
+        With `limit`, counting stops after that many matching runs (in no particular
+        order): counts that add up to `limit` are then lower bounds.
+        """
+        ...
+
     async def finish_run(
         self,
         run_id: str,

@@ -45,6 +45,8 @@ class RunRecord:
     restarted_from: str | None = None  # the run this one restarts (same input)
     forked_from: str | None = None  # the run this one forks ...
     forked_from_seq: int | None = None  # ... reusing its entries before this seq
+    # What started it (models.ORIGINS); None for runs from before cairn recorded it.
+    origin: str | None = None
 
 
 RUN_FIELDS: tuple[str, ...] = tuple(RunRecord.__dataclass_fields__)
@@ -173,6 +175,8 @@ class WorkerRecord:
     process: str | None = None  # "boot id/pid namespace/pid/start ticks" (leases.py)
     # The steps it had in flight at its last heartbeat (JSON, see store/in_flight.py).
     executing: str | None = None
+    # The last heartbeat of a worker a neighbour declared dead (heartbeat_at is then 0).
+    last_heartbeat_at: float | None = None
 
 
 WORKER_FIELDS: tuple[str, ...] = tuple(WorkerRecord.__dataclass_fields__)
@@ -202,6 +206,9 @@ class RunQuery:
     version: str | None = None
     limit: int = 100
     cursor: tuple[float, str] | None = None
+    until: float | None = None  # created before this time
+    origin: str | None = None  # what started them; models.UNKNOWN_ORIGIN: not recorded
+    run_id_prefix: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -177,6 +177,7 @@ def _scheduled_run(schedule: ScheduleRecord, run_id: str, tick: float, now: floa
         max_recoveries=schedule.max_recoveries,
         queue=schedule.queue,
         scheduled_at=tick,
+        origin="schedule",
     )
 
 
@@ -264,6 +265,7 @@ def emit_event(
                 max_recoveries=sub.max_recoveries,
                 queue=sub.queue,
                 trace_context=trace_context,
+                origin="trigger",
             )
             yield Sql(_sql.INSERT_RUN, _sql.run_params(run))
             run_ids.append(run_id)

@@ -87,6 +87,12 @@ class SqlStore:
         text, params = _sql.list_runs(query)
         return [_sql.run_from_row(row) for row in await self.read(lambda: _rows(text, params))]
 
+    async def count_runs(self, query: RunQuery, limit: int | None = None) -> dict[str, int]:
+        """How many runs match `query` (its status aside), by status (see Store.count_runs)."""
+        text, params = _sql.count_runs(query, limit)
+        rows = await self.read(lambda: _rows(text, params))
+        return {str(status): int(n) for status, n in rows}
+
     async def finish_run(
         self,
         run_id: str,

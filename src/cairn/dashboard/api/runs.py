@@ -6,7 +6,8 @@ Starting only queues a run; workers execute it.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from cairn.cli import output
@@ -16,13 +17,15 @@ from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Operation, Param
 from cairn.dashboard.api.replies import BadRequest, Reply
 from cairn.dashboard.target import Target
-from cairn.errors import RunNotFound, UnknownWorkflow
-from cairn.models import RunStatus
+from cairn.errors import InvalidName, RunNotFound, UnknownWorkflow
+from cairn.models import RunStatus, parse_origin
+from cairn.names import check_name
 from cairn.runtime.control import RunControl
 
 COLUMN = "col."
-FILTERS = ("status", "workflow", "version", "since")
+FILTERS = ("status", "workflow", "version", "since", "until", "origin", "run_id_prefix")
 MAX_LIMIT = 1000
+COUNT_LIMIT = 10_000  # runs counted at most under filters (see `count`)
 START_OPTIONS = (
     "run_id",
     "queue",
@@ -35,19 +38,27 @@ START_OPTIONS = (
 )
 
 
-def filters(found: dict[str, str]) -> dict[str, Any]:
-    """`list_runs` keyword arguments from query values (`status`, ..., `col.NAME`)."""
+def filters(found: dict[str, str], *, naive: tzinfo = UTC) -> dict[str, Any]:
+    """`list_runs` keyword arguments from query values (`status`, ..., `col.NAME`).
+
+    `since` and `until` without a zone are in `naive` (UTC for the API).
+    """
     chosen: dict[str, Any] = {}
-    if "status" in found:
-        try:
+    try:
+        if "status" in found:
             chosen["status"] = RunStatus.parse(found["status"])
-        except ValueError as exc:
-            raise BadRequest(str(exc)) from None
+        if "origin" in found:
+            chosen["origin"] = parse_origin(found["origin"])
+        if "run_id_prefix" in found:
+            chosen["run_id_prefix"] = check_name(found["run_id_prefix"], "run_id_prefix")
+    except (ValueError, InvalidName) as exc:
+        raise BadRequest(str(exc)) from None
     for key in ("workflow", "version"):
         if key in found:
             chosen[key] = found[key]
-    if "since" in found:
-        chosen["since"] = since(found["since"])
+    for key in ("since", "until"):
+        if key in found:
+            chosen[key] = moment(found[key], key, naive=naive)
     columns = {k[len(COLUMN) :]: inputs.value(v) for k, v in found.items() if k.startswith(COLUMN)}
     if any(not name for name in columns):
         raise BadRequest("a column filter is col.NAME=VALUE, with a NAME")
@@ -58,36 +69,79 @@ def filters(found: dict[str, str]) -> dict[str, Any]:
 
 def since(text: str) -> float:
     """`since`: epoch seconds, or an ISO 8601 time (UTC unless it names a zone)."""
+    return moment(text, "since")
+
+
+def moment(text: str, name: str, *, naive: tzinfo = UTC) -> float:
+    """A time filter: epoch seconds, or an ISO 8601 time (in `naive` unless it names a zone)."""
     try:
         return float(text)
     except ValueError:
         pass
     try:
-        moment = datetime.fromisoformat(text)
+        found = datetime.fromisoformat(text)
     except ValueError:
-        raise BadRequest(f"since must be epoch seconds or an ISO 8601 time, got {text!r}") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+        raise BadRequest(
+            f"{name} must be epoch seconds or an ISO 8601 time, got {text!r}"
+        ) from None
+    if found.tzinfo is None:
+        found = found.replace(tzinfo=naive)
+    return found.timestamp()
 
 
 async def list_runs(target: Target, call: Call) -> Reply:
-    """`GET /runs`."""
-    found = call.query((*FILTERS, "limit", "cursor"), prefixes=(COLUMN,))
+    """`GET /runs`; with `counts=true` also how many runs each status has under the filters."""
+    found = call.query((*FILTERS, "limit", "cursor", "counts"), prefixes=(COLUMN,))
     chosen = filters(found)
     limit = inputs.integer(found.get("limit"), "limit", default=50, low=1, high=MAX_LIMIT)
     cursor = found.get("cursor")
+    counted = inputs.value(found.get("counts", "false"))
+    if not isinstance(counted, bool):
+        raise BadRequest(f"counts must be true or false, got {found['counts']!r}")
 
     async def page(control: RunControl) -> Any:
         try:
-            return await control.list_runs(**chosen, limit=limit, cursor=cursor)
+            listed = await control.list_runs(**chosen, limit=limit, cursor=cursor)
         except ValueError as exc:  # a cursor not handed out by this API
             raise BadRequest(str(exc)) from None
+        return listed, await count(control, chosen) if counted else None
 
-    result = await target(page)
-    return Reply(
-        {"runs": [output.summary_dict(r) for r in result], "next_cursor": result.next_cursor}
-    )
+    result, counts = await target(page)
+    body: dict[str, Any] = {
+        "runs": [output.summary_dict(r) for r in result],
+        "next_cursor": result.next_cursor,
+    }
+    if counts is not None:
+        body["counts"] = counts.by_status
+        body["counts_exact"] = counts.exact
+    return Reply(body)
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """How many runs each status has under some filters; lower bounds unless `exact`."""
+
+    by_status: dict[str, int]
+    exact: bool
+
+    @property
+    def total(self) -> int:
+        """The runs counted (all of them when exact)."""
+        return sum(self.by_status.values())
+
+
+async def count(control: RunControl, chosen: dict[str, Any]) -> Counts:
+    """How many runs each status has under the filters `chosen` (their status aside).
+
+    Without filters every run is counted (a read of the status index). With filters,
+    whose matches must each be read, counting stops past COUNT_LIMIT runs, so that a
+    filter most runs pass costs a bounded read; the counts are then lower bounds.
+    """
+    rest = {k: v for k, v in chosen.items() if k != "status"}
+    limit = COUNT_LIMIT + 1 if rest else None
+    found = await control.count_runs(**rest, limit=limit)
+    by_status = {status.value: n for status, n in found.items()}
+    return Counts(by_status, exact=limit is None or sum(by_status.values()) < limit)
 
 
 async def get_run(target: Target, call: Call) -> Reply:
@@ -188,10 +242,24 @@ OPERATIONS = (
             Param("status", "only runs in this status (PENDING, RUNNING, ..., FAILED)"),
             Param("workflow", "only runs of this workflow name"),
             Param("version", "only runs started under this workflow version"),
-            Param("since", "only runs created since: epoch seconds or ISO 8601"),
+            Param("since", "only runs created since: epoch seconds or ISO 8601 (UTC)"),
+            Param("until", "only runs created before: epoch seconds or ISO 8601 (UTC)"),
+            Param(
+                "origin",
+                "only runs started this way: api, schedule, trigger, parent, continue, "
+                "restart, fork, or unknown (runs from before cairn recorded it)",
+            ),
+            Param("run_id_prefix", "only runs whose id starts with this text"),
             Param("col.NAME", "only runs whose column NAME equals the value (JSON or text)"),
             Param("limit", "at most this many runs (50; 1 to 1000)", {"type": "integer"}),
             Param("cursor", "the next_cursor of the previous page"),
+            Param(
+                "counts",
+                "true: add `counts`, the runs of each status under the other filters, and "
+                "`counts_exact` (false when filters matched over 10,000 runs: the counts "
+                "then cover 10,001 of them)",
+                {"type": "boolean"},
+            ),
         ),
     ),
     Operation(

@@ -27,16 +27,30 @@ def _list(text: str | None) -> Any:
         return text
 
 
+def last_heartbeat(worker: WorkerRecord) -> float | None:
+    """When the worker last wrote its heartbeat (kept when it was declared dead), or None."""
+    if worker.heartbeat_at > 0:
+        return worker.heartbeat_at
+    return worker.last_heartbeat_at  # None for a worker declared dead before schema 16
+
+
 def worker_dict(worker: WorkerRecord, *, now: float) -> dict[str, Any]:
-    """The JSON form of a worker row."""
-    beat = worker.heartbeat_at
+    """The JSON form of a worker row.
+
+    `state` is live (heartbeat within its lease), silent (an older heartbeat: its runs
+    are taken over once a worker has seen the database answer for a lease) or dead (a
+    worker on its machine saw its process end).
+    """
+    beat = last_heartbeat(worker)
+    alive = worker.heartbeat_at > 0 and now - worker.heartbeat_at <= worker.lease
     return {
         "worker_id": worker.worker_id,
         "host": worker.host,
         "pid": worker.pid,
         "started_at": datetime.fromtimestamp(worker.started_at, UTC),
-        "heartbeat_at": datetime.fromtimestamp(beat, UTC) if beat > 0 else None,
-        "alive": beat > 0 and now - beat <= worker.lease,
+        "heartbeat_at": None if beat is None else datetime.fromtimestamp(beat, UTC),
+        "alive": alive,
+        "state": "live" if alive else "silent" if worker.heartbeat_at > 0 else "dead",
         "concurrency": worker.concurrency,
         "lease": worker.lease,
         "queues": _list(worker.queues),

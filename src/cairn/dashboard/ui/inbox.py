@@ -72,6 +72,7 @@ def routes(target: Target) -> list[BaseRoute]:
             "task": task,
             "fields": fields,
             "form_errors": leftover,
+            "field_errors": schema_form.problems(fields),
             "by": by,
             "by_error": (errors or {}).get("by", ""),
         }

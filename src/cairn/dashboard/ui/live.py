@@ -2,7 +2,9 @@
 
 The server reads the watched runs about once a second and sends an event `run` (the row
 the runs page shows, plus a `version` that changes with anything the run page shows)
-whenever one changed, then `end` once every watched run has finished. A stream lasts at
+whenever one changed, then `end` once every watched run has finished. A run page shows
+one read of its run: on a new version it fetches itself again whole, never patching a
+badge from the event beside sections from another read. A stream lasts at
 most `LIFETIME` seconds and stops when the server shuts down; the browser reconnects on
 its own. Pages work without it: it only spares a reload.
 """
@@ -27,6 +29,7 @@ from cairn.errors import RunNotFound
 from cairn.models import RunStatus
 from cairn.runtime import control as run_control
 from cairn.runtime.control import RunControl
+from cairn.store.records import RunRecord
 
 POLL = 1.0  # seconds between reads of the watched runs
 LIFETIME = 30.0  # seconds a stream lasts before the browser reconnects
@@ -50,6 +53,33 @@ def event(name: str, data: Any) -> str:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
 
 
+def version(
+    record: RunRecord,
+    entries: int | None = None,
+    attempts: int | None = None,
+    executing: list[dict[str, Any]] | None = None,
+) -> str:
+    """A digest of what a page shows of a run: it changes whenever the page would.
+
+    `entries` and `attempts` (the run page's timeline) count its history entries and
+    failed attempts, `executing` lists the step attempts in flight. A run page takes its
+    version from the very read it shows, so that the stream's first event tells it
+    whether anything changed since.
+    """
+    facts: list[Any] = [
+        record.status,
+        record.updated_at,
+        record.progress,
+        record.control,
+        record.waiting_for,
+        record.wake_at,
+    ]
+    if entries is not None:
+        facts += [entries, attempts]
+        facts += [(step["key"], step["attempt"]) for step in executing or ()]
+    return hashlib.sha1(repr(facts).encode()).hexdigest()[:16]
+
+
 async def snapshot(control: RunControl, run_id: str, *, detail: bool) -> dict[str, Any] | None:
     """What a watcher sees of a run now; None once it is gone."""
     try:
@@ -60,19 +90,13 @@ async def snapshot(control: RunControl, run_id: str, *, detail: bool) -> dict[st
     shown = runs.row(run_control.summary(record, now=now), now=now)
     del shown["columns"]
     shown["started_at"] = render.iso(shown["started_at"])  # the page's <time datetime=...>
-    facts: list[Any] = [
-        record.status,
-        record.updated_at,
-        record.progress,
-        record.control,
-        record.waiting_for,
-        record.wake_at,
-    ]
     if detail:  # the run page also shows the timeline, attempts and the steps executing
-        facts += [len(await control.store.load_journal(run_id))]
-        facts += [len(await control.store.load_attempts(run_id))]
-        facts += [(s["key"], s["attempt"]) for s in await control.executing(run_id)]
-    shown["version"] = hashlib.sha1(repr(facts).encode()).hexdigest()[:16]
+        entries = len(await control.store.load_journal(run_id))
+        attempts = len(await control.store.load_attempts(run_id))
+        executing = await control.executing(run_id)
+        shown["version"] = version(record, entries, attempts, executing)
+    else:
+        shown["version"] = version(record)
     return shown
 
 

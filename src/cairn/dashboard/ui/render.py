@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from cairn.cli import output
+from cairn.dashboard import auth
 from cairn.dashboard.api.replies import describe
 from cairn.dashboard.ui import csrf
 
@@ -109,7 +110,7 @@ def page(
             "root": root(request),
             "csrf": token,
             "notice": notice,
-            "guarded": bool(request.app.state.guarded),
+            "signed_in": bool(request.scope.get("state", {}).get(auth.SIGNED_IN)),
             "path": request.url.path,
         }
     )

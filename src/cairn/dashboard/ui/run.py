@@ -20,7 +20,7 @@ from cairn.dashboard.api import actions, inputs
 from cairn.dashboard.api.replies import BadRequest
 from cairn.dashboard.api.replies import describe as describe_failure
 from cairn.dashboard.target import Target
-from cairn.dashboard.ui import csrf, live, render, timeline
+from cairn.dashboard.ui import bars, csrf, live, render, timeline
 from cairn.models import Execution, HistoryEntry, RunStatus
 from cairn.runtime.control import RunControl
 
@@ -59,6 +59,26 @@ def available(shown: cli_runs.Shown) -> list[str]:
         verbs.append("retry")
     verbs.append("restart")
     return verbs
+
+
+def acted(verb: str, run_id: str, done: dict[str, Any]) -> str:
+    """The notice after a verb: what was done, in words that stay true.
+
+    Never the status the run had when the action returned: the page then follows the run
+    live, and a notice saying SLEEPING beside a CANCELLED badge was a contradiction.
+    """
+    ended = RunStatus(done["status"])
+    if verb == "cancel":
+        if ended is RunStatus.CANCELLED:
+            return f"cancel: run {run_id} is cancelled"
+        return f"cancel: run {run_id} stops at its current or next durable point"
+    if verb == "pause":
+        if ended is RunStatus.PAUSED:
+            return f"pause: run {run_id} is paused"
+        return f"pause: run {run_id} pauses at its next durable point"
+    if verb == "resume":
+        return f"resume: run {run_id} goes on"
+    return f"retry: run {run_id} goes on from its failed step"
 
 
 def children(entries: list[HistoryEntry]) -> list[dict[str, Any]]:
@@ -128,11 +148,7 @@ def routes(target: Target) -> list[BaseRoute]:
     async def run_page(request: Request) -> Response:
         run_id = request.path_params["run_id"]
 
-        async def read(control: RunControl) -> tuple[cli_runs.Shown, dict[str, Any] | None]:
-            shown = await cli_runs.fetch(control, run_id)
-            return shown, await live.snapshot(control, run_id, detail=True)
-
-        shown, snap = await target(read)
+        shown = await target(lambda control: cli_runs.fetch(control, run_id))
         entries = timeline.timeline(shown.history, shown.attempts, shown.executing)
         whole = request.query_params.get("timeline") == "all"
         hidden = 0 if whole else max(0, len(entries) - TIMELINE_SHOWN)
@@ -143,12 +159,19 @@ def routes(target: Target) -> list[BaseRoute]:
             "verbs": available(shown),
             "questions": {v: QUESTIONS[v].format(id=run_id, step="{step}") for v in QUESTIONS},
             "children": children(shown.history),
+            "bars": bars.chart(shown.run, shown.history, shown.attempts, shown.now),
             "timeline": entries[hidden:],
             "timeline_total": len(entries),
             "timeline_hidden": hidden,
             "seqs": [entry.seq for entry in shown.history if not entry.superseded],
             "executions": execution_labels(shown),
-            "version": snap["version"] if snap else "",
+            # Of this very read: the live stream's first event then says if it is stale.
+            "version": live.version(
+                shown.run,
+                sum(not entry.superseded for entry in shown.history),  # the journal's length
+                len(shown.attempts),
+                shown.executing,
+            ),
         }
         return render.page(request, "run.html", context)
 
@@ -196,9 +219,7 @@ def routes(target: Target) -> list[BaseRoute]:
             )
         if verb in VERBS:
             done = await target(lambda control: VERBS[verb](control, run_id))
-            requested = f" (requested: {done['requested']})" if done.get("requested") else ""
-            notice = f"{verb}: run {run_id} is {done['status']}{requested}"
-            return render.redirect(request, here, notice=notice)
+            return render.redirect(request, here, notice=acted(verb, run_id, done))
 
         async def copy(control: RunControl) -> str:
             if step is None:

@@ -1,14 +1,17 @@
 """The runs page (`/`): a filtered, keyset-paged table of runs, and cancel or retry of a selection.
 
-Filters live in the query string (`status`, `workflow`, `version`, `col.NAME`, or a `where`
-box of `NAME=VALUE` pairs), read by the API's own filter code; each row says what holds
-its run in the words of `RunSummary.waiting_for`.
+Filters live in the query string (`status`, `workflow`, `version`, `run_id_prefix`,
+`origin`, `since`, `until`, `col.NAME`, or a `where` box of `NAME=VALUE` pairs), read by
+the API's own filter code. Above the table, the count of each status under the other
+filters (one grouped query); each row says what holds its run in the words of
+`RunSummary.waiting_for`, and a finished run's error sits under its status.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.requests import Request
@@ -21,7 +24,7 @@ from cairn.dashboard.api import runs as api_runs
 from cairn.dashboard.api.replies import BadRequest, describe
 from cairn.dashboard.target import Target
 from cairn.dashboard.ui import csrf, render
-from cairn.models import RunPage, RunStatus, RunSummary
+from cairn.models import ORIGINS, UNKNOWN_ORIGIN, RunPage, RunStatus, RunSummary
 from cairn.runtime.control import RunControl
 from cairn.store.records import WorkerRecord
 
@@ -55,7 +58,11 @@ def parse_where(text: str) -> dict[str, str]:
 
 
 def read_filters(request: Request) -> tuple[dict[str, Any], dict[str, str]]:
-    """(`list_runs` keyword arguments, the canonical query values that give them)."""
+    """(`list_runs` keyword arguments, the canonical query values that give them).
+
+    Times without a zone (what a datetime-local input sends) are the dashboard's local
+    time, the time its pages show.
+    """
     given: dict[str, str] = {}
     for key, value in request.query_params.multi_items():
         value = value.strip()
@@ -65,7 +72,42 @@ def read_filters(request: Request) -> tuple[dict[str, Any], dict[str, str]]:
             given.update(parse_where(value))
         elif key in api_runs.FILTERS or key.startswith(api_runs.COLUMN):
             given[key] = value
-    return api_runs.filters(given), given
+    local = datetime.now().astimezone().tzinfo or UTC
+    return api_runs.filters(given, naive=local), given
+
+
+def status_counts(
+    counts: api_runs.Counts, given: dict[str, str], chosen: str
+) -> list[dict[str, Any]]:
+    """The count of each status under the other filters, as links that pick that status.
+
+    A count that is a lower bound (over COUNT_LIMIT runs matched) reads "1,234+".
+    """
+    rest = {k: v for k, v in given.items() if k not in ("status", "cursor")}
+    more = "" if counts.exact else "+"
+    shown = [
+        {
+            "status": "",
+            "label": "all",
+            "count": f"{counts.total:,}{more}",
+            "none": counts.total == 0,
+            "link": render.query(**rest) or "?",
+            "current": not chosen,
+        }
+    ]
+    for status in RunStatus:
+        n = counts.by_status.get(status.value, 0)
+        shown.append(
+            {
+                "status": status.value,
+                "label": status.value,
+                "count": f"{n:,}{more if n else ''}",
+                "none": n == 0,
+                "link": render.query(**rest, status=status.value),
+                "current": chosen == status.value,
+            }
+        )
+    return shown
 
 
 def live_workers(workers: list[WorkerRecord], now: float) -> list[WorkerRecord]:
@@ -112,6 +154,7 @@ def row(run: RunSummary, *, now: float, live: list[WorkerRecord] | None = None) 
         "percent": percent,
         "waiting": waiting or "",
         "error": output.error_line(run.error),
+        "origin": run.origin or UNKNOWN_ORIGIN,
     }
 
 
@@ -135,15 +178,18 @@ def routes(target: Target) -> list[BaseRoute]:
             chosen, given, error = {}, {}, str(exc)
         cursor = request.query_params.get("cursor") or None
 
-        async def read(control: RunControl) -> tuple[RunPage, float, list[WorkerRecord]]:
+        async def read(
+            control: RunControl,
+        ) -> tuple[RunPage, api_runs.Counts, float, list[WorkerRecord]]:
             try:
                 found = await control.list_runs(**chosen, limit=PAGE, cursor=cursor)
             except ValueError as exc:  # a cursor this page did not hand out
                 raise BadRequest(str(exc)) from None
+            counts = await api_runs.count(control, chosen)
             now = control.clock.now()
-            return found, now, live_workers(await control.store.list_workers(), now)
+            return found, counts, now, live_workers(await control.store.list_workers(), now)
 
-        found, now, live = await target(read)
+        found, counts, now, live = await target(read)
         rows = [row(run, now=now, live=live) for run in found]
         for shown in rows:
             shown["links"] = {
@@ -161,11 +207,17 @@ def routes(target: Target) -> list[BaseRoute]:
             "rows": rows,
             "error": error,
             "statuses": [s.value for s in RunStatus],
+            "origins": [*ORIGINS, UNKNOWN_ORIGIN],
+            "counts": status_counts(counts, given, given.get("status", "").upper()),
             "filters": {
                 "status": given.get("status", "").upper(),
                 "workflow": given.get("workflow", ""),
                 "version": given.get("version", ""),
                 "where": where_text(columns),
+                "run_id_prefix": given.get("run_id_prefix", ""),
+                "origin": given.get("origin", "").lower(),
+                "since": given.get("since", ""),
+                "until": given.get("until", ""),
             },
             "filtered": bool(given),
             "next": render.query(**given, cursor=found.next_cursor) if found.next_cursor else None,

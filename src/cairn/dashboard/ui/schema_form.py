@@ -191,6 +191,20 @@ def _all(fields: list[Field]) -> dict[str, Field]:
     return found
 
 
+def problems(fields: list[Field], parent: str = "") -> list[tuple[str, str, str]]:
+    """(input id, label path, error) of every field with an error, in the form's order.
+
+    The banner above the form lists them all, each a link to its field.
+    """
+    found = []
+    for item in fields:
+        label = f"{parent} / {item.label}" if parent else item.label
+        if item.error:
+            found.append((f"f-{item.name}", label, item.error))
+        found.extend(problems(item.children, label))
+    return found
+
+
 def _place(fields: list[Field], errors: dict[str, str]) -> list[str]:
     """Put each error on its field (or the nearest enclosing one); return the rest."""
     by_name = _all(fields)

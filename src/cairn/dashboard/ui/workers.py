@@ -13,7 +13,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from cairn.cli import output
-from cairn.dashboard.api.workers import worker_dict
+from cairn.dashboard.api.workers import last_heartbeat, worker_dict
 from cairn.dashboard.target import Target
 from cairn.dashboard.ui import render
 from cairn.runtime.control import RunControl
@@ -29,8 +29,8 @@ def routes(target: Target) -> list[BaseRoute]:
             found = []
             for worker in await control.store.list_workers():
                 shown = worker_dict(worker, now=now)
-                beat = worker.heartbeat_at
-                shown["beat_age"] = output.seconds(now - beat) + " ago" if beat > 0 else "never"
+                beat = last_heartbeat(worker)
+                shown["beat_age"] = "" if beat is None else output.seconds(now - beat) + " ago"
                 found.append(shown)
             return found
 

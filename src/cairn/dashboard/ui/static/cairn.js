@@ -98,7 +98,14 @@
       cell.appendChild(moment);
     }
     moment.setAttribute("datetime", run.started_at);
-    moment.textContent = run.started;
+    /* "2025-06-01 12:00:00" as the page renders it: date and time, each kept whole. */
+    moment.textContent = "";
+    run.started.split(" ").forEach(function (part, i) {
+      if (i) moment.appendChild(document.createTextNode(" "));
+      var span = document.createElement("span");
+      span.textContent = part;
+      moment.appendChild(span);
+    });
   }
 
   /* The runs page: rows of unfinished runs follow their runs. */
@@ -116,18 +123,23 @@
       setText(tr, "waiting", run.waiting);
       setText(tr, "duration", run.duration);
       setStarted(tr, run);
+      /* A finished run's error sits under its status, never under "Waiting for". */
       var error = tr.querySelector('[data-field="error"]');
       if (run.error && !error) {
         error = document.createElement("span");
-        error.className = "error-line";
+        error.className = "error-line clamp";
         error.setAttribute("data-field", "error");
-        tr.querySelector(".waiting").appendChild(error);
+        tr.querySelector("td.state").appendChild(error);
       }
-      if (error) error.textContent = run.error || "";
+      if (error) {
+        error.textContent = run.error || "";
+        error.title = run.error || "";
+      }
     });
   }
 
-  /* A run's page: status and progress at once; the other sections are fetched again. */
+  /* A run's page shows one read of its run: when the run changes, the page is fetched
+     again and its sections replaced together, so no badge ever shows another moment. */
   var live = document.querySelector("[data-live-run]");
   if (live) {
     var version = live.getAttribute("data-version");
@@ -145,6 +157,11 @@
         .then(function (html) {
           if (!html) return;
           var fresh = new DOMParser().parseFromString(html, "text/html");
+          var shown = fresh.querySelector("[data-live-run]");
+          if (shown) {  /* the version of what the page now shows */
+            version = shown.getAttribute("data-version");
+            live.setAttribute("data-version", version);
+          }
           Array.prototype.forEach.call(fresh.querySelectorAll("[data-live-section]"), function (el) {
             var old = document.getElementById(el.id);
             if (old) old.replaceWith(document.importNode(el, true));
@@ -156,8 +173,6 @@
         });
     };
     watch([live.getAttribute("data-run-id")], true, function (run) {
-      setStatus(document, run.status);
-      setProgress(document, run);
       if (run.version !== version) {
         version = run.version;
         live.setAttribute("data-version", version);
