@@ -23,14 +23,14 @@ from typing import Any
 import cairn
 from bench import postgres
 
-FLOW = '''
+FLOW = """
 import cairn
 
 
 @cairn.workflow(name="bench.approval")
 async def approval() -> object:
     return await cairn.wait_for_event("approval")
-'''
+"""
 TICKS = os.sysconf("SC_CLK_TCK")
 
 

@@ -57,7 +57,15 @@ from cairn.errors import (
     StoreUnavailable,
     TaskNotFound,
 )
-from cairn.models import History, HistoryEntry, RunInfo, RunPage, RunStatus, RunSummary
+from cairn.models import (
+    EventDelivery,
+    History,
+    HistoryEntry,
+    RunInfo,
+    RunPage,
+    RunStatus,
+    RunSummary,
+)
 from cairn.runtime.engine import Engine
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.schedules import ScheduleInfo
@@ -75,6 +83,7 @@ __all__ = [
     "DuplicateRun",
     "DuplicateSchedule",
     "Engine",
+    "EventDelivery",
     "EventTimeout",
     "FatalError",
     "History",

@@ -58,6 +58,15 @@ class RunInfo:
     continued_from: str | None = None
 
 
+SPINNING_AFTER = 10
+"""Wake-ups without progress in a minute past which a run is flagged as spinning.
+
+A run that wakes and parks again without recording anything more than this many times
+within a minute says so in `RunSummary.waiting_for` (and `futile_wakes`), in the runs
+lists, and in the `cairn_runs_spinning` gauge.
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class RunSummary:
     """One run as listed by `engine.list_runs()` (or described by `RunHandle.describe()`).
@@ -66,6 +75,9 @@ class RunSummary:
     what holds it (None while it executes, is due, or has finished),
     `continued_from` / `continued_to` link the runs of a `continue_as_new` chain, and
     `started_at` is when a worker first began executing it (None until then).
+    `futile_wakes` counts the times it woke and parked again without progress in the
+    minute before it last parked (0 once it makes progress); past SPINNING_AFTER (10),
+    `waiting_for` says the run keeps waking without progress.
     """
 
     run_id: str
@@ -83,6 +95,51 @@ class RunSummary:
     continued_from: str | None = None
     continued_to: str | None = None
     started_at: datetime | None = None
+    futile_wakes: int = 0
+
+    @property
+    def spinning(self) -> bool:
+        """True if the run keeps waking without progress (see SPINNING_AFTER)."""
+        return self.futile_wakes > SPINNING_AFTER
+
+
+@dataclass(frozen=True, slots=True)
+class EventDelivery:
+    """What `send_event` did with an event. The event is kept for the run either way.
+
+    `run_id` is the run that got it (the newest of a `continue_as_new` chain) and
+    `status` that run's status when it arrived. `awaited` is True when a wait of the run
+    takes the event now: the run was waiting for it and is woken. `waits_for` says what
+    a waiting run's open waits take instead (`"event 'approval'"`), empty when the run is
+    not waiting. `note` is the plain line to show people when the event is only kept.
+    """
+
+    run_id: str
+    event: str
+    status: RunStatus
+    awaited: bool
+    waits_for: tuple[str, ...] = ()
+
+    @property
+    def note(self) -> str | None:
+        """One line when no current wait takes the event (it is kept), else None.
+
+        None too for a run that is executing or queued: it may wait for it next.
+        """
+        if self.awaited:
+            return None
+        kept = "the event is kept for a later wait"
+        if self.status is RunStatus.WAITING:
+            waits = " or ".join(self.waits_for) or "something else"
+            return (
+                f"run {self.run_id} is not waiting for event {self.event!r} "
+                f"(it waits for {waits}); {kept}"
+            )
+        if self.status is RunStatus.SLEEPING:
+            return f"run {self.run_id} is sleeping, not waiting for event {self.event!r}; {kept}"
+        if self.status is RunStatus.PAUSED:
+            return f"run {self.run_id} is paused; {kept} once it is resumed"
+        return None
 
 
 @dataclass(frozen=True, slots=True)

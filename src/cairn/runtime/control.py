@@ -22,7 +22,14 @@ from cairn.errors import (
     RunFinished,
     RunNotFound,
 )
-from cairn.models import History, HistoryEntry, RunPage, RunStatus, RunSummary
+from cairn.models import (
+    EventDelivery,
+    History,
+    HistoryEntry,
+    RunPage,
+    RunStatus,
+    RunSummary,
+)
 from cairn.names import check_name
 from cairn.observability import logcontext, propagation
 from cairn.runtime import blocking, hooks, leases, triggers
@@ -231,10 +238,12 @@ class RunControl:
 
     async def send_event(
         self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
-    ) -> None:
+    ) -> EventDelivery:
         """Queue event `name` for the run; it is consumed by the run's next wait for it.
 
         A run that continued as new passes the event on to the newest run of its chain.
+        Only a wait for `name` wakes the run: sent while it waits for something else, the
+        event is kept for a later wait, and the answer says so (`EventDelivery.note`).
 
         Raises:
             RunNotFound: no run has that id.
@@ -243,20 +252,23 @@ class RunControl:
         check_name(name, "event name")
         text = self.serializer.dumps(payload, what=f"payload of event {name!r}")
         for _ in range(_MAX_CHAIN_HOPS):
-            status = await self.store.send_message(
+            delivery = await self.store.send_message(
                 run_id, f"event:{name}", text, idempotency_key=idempotency_key, now=self.clock.now()
             )
-            if status is None:
+            if delivery is None:
                 raise RunNotFound(run_id)
-            if status == RunStatus.CONTINUED.value:
+            status = RunStatus(delivery.status)
+            if status is RunStatus.CONTINUED:
                 successor = (await self.record(run_id)).continued_to
                 if successor:
                     run_id = successor  # nothing was queued on the ended run: follow the chain
                     continue
-            if RunStatus(status).finished:
-                raise RunFinished(run_id, status)
-            self.wake_local()
-            return
+            if status.finished:
+                raise RunFinished(run_id, status.value)
+            if delivery.woken:
+                self.wake_local()
+            waits = blocking.channels_in_words(delivery.waits_on or ())
+            return EventDelivery(run_id, name, status, delivery.woken, waits)
         raise RunFinished(run_id, RunStatus.CONTINUED.value)
 
     async def emit(
@@ -587,6 +599,7 @@ def summary(run: RunRecord, *, now: float) -> RunSummary:
         continued_from=run.continued_from,
         continued_to=run.continued_to,
         started_at=_dt(run.started_at),
+        futile_wakes=run.futile_wakes,
     )
 
 
