@@ -168,7 +168,9 @@ class HistoryEntry:
     `input` is what it was called with: `{"args": [...], "kwargs": {...}}`, or
     `{"omitted": "<why>"}` when the arguments could not be serialized or came to more
     than 64 KiB as JSON. `input` is None for other kinds of entry and for steps recorded
-    before cairn kept inputs.
+    before cairn kept inputs. A sleep's `result` is its wake time (a `datetime`), its
+    `finished_at` when it ended (that time, or when its run ended if sooner), and its
+    `status` is "sleeping" until then.
     """
 
     seq: int

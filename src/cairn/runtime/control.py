@@ -98,6 +98,19 @@ def _json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+def _sleep_entry(run: RunRecord, wake: float, now: float) -> tuple[str, float | None, datetime]:
+    """A sleep's status, end and result (its wake time) as history shows them.
+
+    The journal records a sleep once, with its wake time, when it starts. It ended at that
+    time (or when its run ended, cancelled say, if sooner); until then it is "sleeping".
+    """
+    if run.finished_at is not None:
+        return "completed", min(wake, run.finished_at), datetime.fromtimestamp(wake, UTC)
+    if wake > now:
+        return "sleeping", None, datetime.fromtimestamp(wake, UTC)
+    return "completed", wake, datetime.fromtimestamp(wake, UTC)
+
+
 class RunControl:
     """Start, inspect and wait for runs through a Store."""
 
@@ -416,11 +429,14 @@ class RunControl:
         for attempt in await self.store.load_attempts(run_id):
             failures[attempt.key] = max(failures.get(attempt.key, 0), attempt.attempt)
         entries = []
+        now = self.clock.now()
         for step in steps:
             result = self._stored(step.result)
-            status = step.status
+            status, finished_at = step.status, step.finished_at
             if step.kind == "child" and isinstance(result, dict) and "status" in result:
                 status = str(result["status"]).lower()  # how the child itself ended
+            elif step.kind == "sleep" and isinstance(result, int | float):
+                status, finished_at, result = _sleep_entry(run, float(result), now)
             entries.append(
                 HistoryEntry(
                     seq=step.seq,
@@ -429,7 +445,7 @@ class RunControl:
                     status=status,
                     attempts=max(step.attempts, failures.get(step.key, 0)),
                     started_at=_dt(step.started_at),
-                    finished_at=_dt(step.finished_at),
+                    finished_at=_dt(finished_at),
                     result=hook_tokens.redact(result) if step.kind == "hook" else result,
                     error=_json(step.error),
                     key=step.key,
