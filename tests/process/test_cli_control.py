@@ -259,7 +259,15 @@ def test_send__events_queue_fifo_and_a_repeated_key_is_ignored(project, workers)
     assert first.stdout.strip() == "event 'n' sent to run tw (PENDING)"
     ok(project, "send", "tw", "n", "2", "--key", "k1")  # same key: dropped
     facts = as_json(project, "send", "tw", "n", '"three"', "--key", "k2")
-    assert facts == {"run_id": "tw", "event": "n", "status": "PENDING", "key": "k2"}
+    assert facts == {
+        "run_id": "tw",
+        "event": "n",
+        "status": "PENDING",
+        "key": "k2",
+        "awaited": False,
+        "waits_for": [],
+        "note": None,  # a queued run may wait for it next: nothing to say
+    }
     worker = Worker(project, "--db", f"sqlite:///{project / 'cairn.db'}")
     workers.append(worker)
     worker.wait_for("run tw COMPLETED")
@@ -267,11 +275,15 @@ def test_send__events_queue_fifo_and_a_repeated_key_is_ignored(project, workers)
     assert as_json(project, "runs", "show", "tw")["run"]["result"] == [1, "three"]
 
 
-def test_send__a_name_the_run_does_not_wait_for_gets_a_note(project):
+def test_send__a_name_the_run_does_not_wait_for_says_so_and_is_kept(project):
     ok(project, "run", "flows:approve", "7", "--run-id", "ap")
     proc = ok(project, "send", "ap", "aproval", '{"ok": true}')
-    assert "note: run ap waits for event 'approval', not 'aproval'" in proc.stderr
-    assert proc.stdout.strip() == "event 'aproval' sent to run ap (WAITING)"
+    assert proc.stdout.strip() == (
+        "run ap is not waiting for event 'aproval' (it waits for event 'approval'); "
+        "the event is kept for a later wait"
+    )
+    facts = as_json(project, "send", "ap", "approval", '{"ok": true}')
+    assert (facts["awaited"], facts["note"]) == (True, None)
 
 
 def test_send__unknown_or_finished_run_is_one_line_exit_1(project):

@@ -229,11 +229,17 @@ def entry_dict(entry: HistoryEntry) -> dict[str, Any]:
     }
 
 
-def progress_text(progress: Mapping[str, Any] | None) -> str:
-    """`loading rows · 40/100 (40%)`; empty when there is no progress."""
+def progress_text(progress: Mapping[str, Any] | None, status: str | None = None) -> str:
+    """`loading rows · 40/100 (40%)`; empty when there is no progress.
+
+    A COMPLETED run's progress is shown as final, `done (last: loading rows)`: the count
+    it last reported (1/2, say) would read as unfinished work.
+    """
     if not progress:
         return ""
     message = " ".join(str(progress.get("message") or "").split())
+    if status == RunStatus.COMPLETED.value:
+        return f"done (last: {message})" if message else "done"
     current, total = progress.get("current"), progress.get("total")
     count = ""
     if isinstance(current, int | float) and isinstance(total, int | float) and total > 0:
@@ -241,6 +247,25 @@ def progress_text(progress: Mapping[str, Any] | None) -> str:
     elif isinstance(current, int | float):
         count = f"{current:g}"
     return " · ".join(part for part in (message, count) if part)
+
+
+def progress_percent(progress: Mapping[str, Any] | None, status: str | None = None) -> int | None:
+    """How far a progress count got, 0 to 100 (100 once the run COMPLETED); None without one."""
+    progress = progress or {}
+    current, total = progress.get("current"), progress.get("total")
+    if not (isinstance(current, int | float) and isinstance(total, int | float) and total > 0):
+        return None
+    if status == RunStatus.COMPLETED.value:
+        return 100
+    return max(0, min(100, round(100 * current / total)))
+
+
+def status_cell(run: RunSummary) -> Text:
+    """A listed run's status, and `spinning` when it keeps waking without progress."""
+    text = status_text(run.status.value)
+    if run.spinning:
+        text.append(" spinning", style="bold red")
+    return text
 
 
 def runs_table(runs: Iterable[RunSummary]) -> Table:
@@ -261,12 +286,12 @@ def runs_table(runs: Iterable[RunSummary]) -> Table:
             run.run_id,
             run.workflow,
             *version,
-            status_text(run.status.value),
+            status_cell(run),
             when(run.created_at),
             when(run.updated_at),
-            columns,
-            progress_text(run.progress),
-            error_line(run.error),
+            Text(columns),  # the run's own text: never read as markup
+            Text(progress_text(run.progress, run.status.value)),
+            Text(error_line(run.error)),
         )
     return table
 
@@ -282,7 +307,7 @@ def history_table(entries: Iterable[HistoryEntry]) -> Table:
     for entry in entries:
         failed = entry.status == "failed"
         outcome = Text(error_line(entry.error), style="red") if failed else short(entry.result, 50)
-        if entry.kind == "sleep" and isinstance(entry.result, int | float):
+        if entry.kind == "sleep" and isinstance(entry.result, datetime):
             outcome = f"until {when(entry.result)}"
         elif entry.status == "waiting":
             outcome = waiting_outcome(entry)
@@ -294,8 +319,9 @@ def history_table(entries: Iterable[HistoryEntry]) -> Table:
             str(entry.attempts),
             when(entry.started_at),
             seconds(span(entry.started_at, entry.finished_at)),
-            input_text(entry.input),
-            outcome,
+            # The run's own values: "[hook token]" in an input is text, not markup.
+            Text(input_text(entry.input)),
+            Text(outcome) if isinstance(outcome, str) else outcome,
         )
     return table
 

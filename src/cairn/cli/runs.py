@@ -232,7 +232,7 @@ def facts_table(shown: Shown) -> Table:
         rows.append(("columns", output.short(json.loads(run.columns), 200)))
     if run.progress:
         progress = json.loads(run.progress)
-        text = output.progress_text(progress)
+        text = output.progress_text(progress, run.status)
         if isinstance(progress, dict) and progress.get("at"):
             text += f" (at {output.when(progress['at'])})"
         rows.append(("progress", text))
@@ -243,7 +243,7 @@ def facts_table(shown: Shown) -> Table:
         if error.get("step"):
             rows.append(("failed step", str(error["step"])))
     for key, value in rows:
-        grid.add_row(key, value)
+        grid.add_row(key, value if isinstance(value, Text) else Text(value))  # never markup
     return grid
 
 

@@ -20,7 +20,8 @@ from cairn.dashboard.api.replies import BadRequest
 from cairn.dashboard.api.replies import describe as describe_failure
 from cairn.dashboard.target import Target
 from cairn.dashboard.ui import csrf, live, render, timeline
-from cairn.models import HistoryEntry, RunStatus
+from cairn.models import EventDelivery, HistoryEntry, RunStatus
+from cairn.runtime import blocking
 from cairn.runtime.control import RunControl
 
 QUESTIONS = {
@@ -85,14 +86,12 @@ def facts(shown: cli_runs.Shown) -> dict[str, Any]:
         if shown.waiting is not None
         else ""
     )
-    found["progress_text"] = output.progress_text(found["progress"])
-    progress = found["progress"] or {}
-    current, total = progress.get("current"), progress.get("total")
-    found["percent"] = None
-    if isinstance(current, int | float) and isinstance(total, int | float) and total > 0:
-        found["percent"] = max(0, min(100, round(100 * current / total)))
+    found["progress_text"] = output.progress_text(found["progress"], run.status)
+    found["percent"] = output.progress_percent(found["progress"], run.status)
     found["error_line"] = output.error_line(shown.error)
     found["finished"] = RunStatus(run.status).finished
+    # The event form appears only where a wait can take what it sends.
+    found["awaited_events"] = blocking.awaited_events(run)
     return found
 
 
@@ -196,11 +195,12 @@ def routes(target: Target) -> list[BaseRoute]:
         payload = inputs.loads(text, what="the payload") if text else None
         key = form.get("idempotency_key").strip() or None
 
-        async def go(control: RunControl) -> None:
-            await control.send_event(run_id, name, payload, idempotency_key=key)
+        async def go(control: RunControl) -> EventDelivery:
+            return await control.send_event(run_id, name, payload, idempotency_key=key)
 
-        await target(go)
-        return render.redirect(request, here, notice=f"event {name!r} sent to run {run_id}")
+        sent = await target(go)
+        notice = sent.note or f"event {name!r} sent to run {sent.run_id}"
+        return render.redirect(request, here, notice=notice, error=sent.note is not None)
 
     return [
         Route("/runs/{run_id:path}/{verb}", act, methods=["POST"]),
