@@ -208,6 +208,7 @@ def summary_dict(run: RunSummary) -> dict[str, Any]:
         "waiting_for": run.waiting_for,
         "continued_from": run.continued_from,
         "continued_to": run.continued_to,
+        "futile_wakes": run.futile_wakes,
     }
 
 
