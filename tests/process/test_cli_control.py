@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -616,3 +618,23 @@ def test_init__module_and_url_from_options(tmp_path):
     assert bad.returncode == 1
     assert "must be a Python identifier" in one_error_line(bad)
     assert not (tmp_path / "q").exists()
+
+
+def test_runs_list__a_run_that_keeps_waking_without_progress_is_flagged(project):
+    ok(project, "run", "flows:approve", "7", "--run-id", "sp")
+    ok(project, "run", "flows:approve", "8", "--run-id", "calm")
+    # As a worker leaves a run it saw wake 14 times in a minute with nothing to take.
+    with contextlib.closing(sqlite3.connect(project / "cairn.db")) as db, db:
+        db.execute("UPDATE runs SET futile_wakes = 14 WHERE run_id = 'sp'")
+
+    proc = ok(project, "runs", "list")
+
+    [flagged] = [line for line in proc.stdout.splitlines() if line.startswith("sp ")]
+    assert "WAITING spinning" in flagged
+    assert "spinning" not in next(line for line in proc.stdout.splitlines() if "calm" in line)
+    assert proc.stderr.strip().startswith("run sp keeps waking without progress (14 times")
+    assert "; event 'approval' until " in proc.stderr
+    assert proc.stderr.strip().endswith("; see `cairn runs show sp`")
+    listed = {r["run_id"]: r for r in as_json(project, "runs", "list")["runs"]}
+    assert (listed["sp"]["futile_wakes"], listed["calm"]["futile_wakes"]) == (14, 0)
+    assert shown(project, "sp")["waiting"]["spinning"].startswith("keeps waking")

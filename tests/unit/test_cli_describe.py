@@ -211,6 +211,11 @@ def test_blocking__a_run_that_keeps_waking_without_progress_says_so():
         "event 'approval' — but it keeps waking without progress"
     )
     assert blocking.reason(quiet, now=NOW) == "event 'approval'"
+    running = blocking.waiting(run("RUNNING", futile_wakes=SPINNING_AFTER + 1), now=NOW)
+    assert running is not None and running["kind"] == "spinning"
+    assert describe.waiting_text(running, now=NOW).startswith(
+        "nothing it can take: it keeps waking without progress"
+    )
     assert blocking.reason(run("COMPLETED", futile_wakes=50), now=NOW) is None
 
 

@@ -21,8 +21,10 @@ def waiting_text(found: Mapping[str, Any], *, now: float, run_id: str = "RUN_ID"
 
     A run that keeps waking without progress says so first.
     """
-    text = _waiting_text(found, now=now, run_id=run_id)
     flag = found.get("spinning")
+    if found["kind"] == "spinning":  # executing now, between two futile wake-ups
+        return f"nothing it can take: it {flag}"
+    text = _waiting_text(found, now=now, run_id=run_id)
     return text if flag is None else f"{text} — but it {flag}"
 
 

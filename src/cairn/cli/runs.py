@@ -98,6 +98,13 @@ def list_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
         console.print("no runs")
         return 0
     console.print(output.runs_table(page))
+    for run in page:
+        if run.spinning:  # seen whatever the table's width cuts off
+            output.stderr().print(
+                f"run {run.run_id} {run.waiting_for}; see `cairn runs show {run.run_id}`",
+                markup=False,
+                style="red",
+            )
     if page.next_cursor is not None:
         output.stderr().print(
             f"more runs: add --cursor '{page.next_cursor}'", markup=False, style="dim"

@@ -58,14 +58,15 @@ def waiting(run: RunRecord, *, now: float, task_id: str | None = None) -> dict[s
     PENDING run held back by a queue limit, `reason` says which), delay (a start delay),
     worker (due, for a worker to take) or resume (PAUSED). `until` is the wake time or the
     wait's timeout (epoch seconds), `task_id` the open human task. A run that keeps
-    waking without progress has `spinning`, the line saying so.
+    waking without progress has `spinning`, the line saying so (and kind "spinning"
+    while it executes, between two wake-ups).
     """
     found = _waiting(run, now=now, task_id=task_id)
     flag = spinning(run)
     if flag is None:
         return found
     if found is None:  # executing right now, between two wake-ups
-        found = {"kind": "worker", "name": run.queue, "until": None}
+        found = {"kind": "spinning", "name": None, "until": None}
     return {**found, "spinning": flag}
 
 
@@ -126,7 +127,7 @@ def _reason(found: dict[str, Any], *, now: float) -> str | None:
         return str(found.get("reason") or f"queue {name!r} is full")
     if kind == "delay":
         return f"start delayed until {_utc(until)}"
-    if kind == "worker":
+    if kind in ("worker", "spinning"):
         return None
     text = f"{KINDS[kind]} {name!r}"
     return text if until is None else f"{text} until {_utc(until)}"
