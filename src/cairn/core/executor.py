@@ -142,7 +142,7 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
         await live.flush_meta()
         parking = _parking(live, parked)
         futile = 0
-        if env.futile is not None:
+        if env.futile is not None and parking.status != "PAUSED":  # a pause is no wake-up
             progressed = live.progressed()
             futile = env.futile.note(run.run_id, progressed=progressed, now=env.clock.now())
         if live.observed is not None:

@@ -208,15 +208,12 @@ def park_run(
             found = yield one_row(_sql.HAS_MESSAGES_ON, (run_id, channels))
         if found:
             due = now
-    params = (status, due, waiting_for, channels, futile_wakes, now, run_id, *_fence(lease))
+    fence = (run_id, lease.owner, lease.fence)
+    params = (status, due, waiting_for, channels, futile_wakes, now, *fence)
     if not (yield Sql(_sql.PARK_RUN, params)):
         raise LeaseLost(run_id)
     # A cancel or pause that came after the run's last durable point is acted on now.
     yield Sql(_sql.PARKED_CONTROL, (now, run_id))
-
-
-def _fence(lease: Lease) -> tuple[str, int]:
-    return lease.owner, lease.fence
 
 
 def update_run_meta(
