@@ -166,8 +166,8 @@ async def test_gather__a_run_waiting_on_two_events_wakes_for_either(kit: Kit) ->
         again = await until(engine, run.run_id, "WAITING", fence_above=parked.fence)
         left = await run.send_event("left", "L")
 
-        assert (right.awaited, left.awaited) == (True, True), (again, left)
-        assert left.waits_for == ("event 'left'",), (again, left)  # what is left
+        assert (right.awaited, left.awaited) == (True, True)
+        assert left.waits_for == ("event 'left'",)  # what is left to take
         assert await run.result(timeout=WAIT) == ["L", "R"]
     assert again.fence == parked.fence + 1
 
