@@ -17,6 +17,7 @@ PUBLIC = [
     "DuplicateRun",
     "DuplicateSchedule",
     "Engine",
+    "EventDelivery",
     "EventTimeout",
     "FatalError",
     "History",

@@ -63,6 +63,7 @@ from cairn.errors import (
     UnknownWorkflow,
 )
 from cairn.models import (
+    EventDelivery,
     History,
     HistoryEntry,
     RunInfo,
@@ -88,6 +89,7 @@ __all__ = [
     "DuplicateRun",
     "DuplicateSchedule",
     "Engine",
+    "EventDelivery",
     "EventTimeout",
     "FatalError",
     "History",

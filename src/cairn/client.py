@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from cairn import config, serialization
 from cairn.authoring.registry import Registry, default_registry
 from cairn.clock import SystemClock
-from cairn.models import HistoryEntry, RunPage, RunStatus, RunSummary
+from cairn.models import EventDelivery, HistoryEntry, RunPage, RunStatus, RunSummary
 from cairn.runtime.control import RunControl
 from cairn.runtime.tasks import TaskInfo
 from cairn.store import open_store
@@ -63,9 +63,9 @@ class ClientRunHandle:
 
     def send_event(
         self, name: str, payload: Any = None, *, idempotency_key: str | None = None
-    ) -> None:
-        """Send event `name` to this run."""
-        self._client.send_event(self.run_id, name, payload, idempotency_key=idempotency_key)
+    ) -> EventDelivery:
+        """Send event `name` to this run (see `Client.send_event`)."""
+        return self._client.send_event(self.run_id, name, payload, idempotency_key=idempotency_key)
 
 
 class ClientTasks:
@@ -195,9 +195,14 @@ class Client:
 
     def send_event(
         self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
-    ) -> None:
-        """Send event `name` to a run; RunNotFound / RunFinished for a bad target."""
-        self._call(self.control.send_event(run_id, name, payload, idempotency_key=idempotency_key))
+    ) -> EventDelivery:
+        """Send event `name` to a run; RunNotFound / RunFinished for a bad target.
+
+        The answer says whether a wait of the run takes it now (see `Engine.send_event`).
+        """
+        return self._call(
+            self.control.send_event(run_id, name, payload, idempotency_key=idempotency_key)
+        )
 
     def emit(
         self, event_type: str, payload: Any = None, *, key: str | None = None

@@ -74,6 +74,15 @@ class RunInfo:
     continued_from: str | None = None
 
 
+SPINNING_AFTER = 10
+"""Wake-ups without progress in a minute past which a run is flagged as spinning.
+
+A run that wakes and parks again without recording anything more than this many times
+within a minute says so in `RunSummary.waiting_for` (and `futile_wakes`), in the runs
+lists, and in the `cairn_runs_spinning` gauge.
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class StepInfo:
     """Facts about the step whose code runs now, from `cairn.current_step()`.
@@ -105,6 +114,9 @@ class RunSummary:
     `started_at` is when a worker first began executing it (None until then), and
     `origin` what started it (one of `ORIGINS`; None for a run from before cairn
     recorded it).
+    `futile_wakes` counts the times it woke and parked again without progress in the
+    minute before it last parked (0 once it makes progress); past SPINNING_AFTER (10),
+    `waiting_for` says the run keeps waking without progress.
     """
 
     run_id: str
@@ -127,6 +139,51 @@ class RunSummary:
     forked_from: str | None = None
     forked_from_seq: int | None = None
     origin: str | None = None
+    futile_wakes: int = 0
+
+    @property
+    def spinning(self) -> bool:
+        """True if the run keeps waking without progress (see SPINNING_AFTER)."""
+        return self.futile_wakes > SPINNING_AFTER
+
+
+@dataclass(frozen=True, slots=True)
+class EventDelivery:
+    """What `send_event` did with an event. The event is kept for the run either way.
+
+    `run_id` is the run that got it (the newest of a `continue_as_new` chain) and
+    `status` that run's status when it arrived. `awaited` is True when a wait of the run
+    takes the event now: the run was waiting for it and is woken. `waits_for` says what
+    a waiting run's open waits take instead (`"event 'approval'"`), empty when the run is
+    not waiting. `note` is the plain line to show people when the event is only kept.
+    """
+
+    run_id: str
+    event: str
+    status: RunStatus
+    awaited: bool
+    waits_for: tuple[str, ...] = ()
+
+    @property
+    def note(self) -> str | None:
+        """One line when no current wait takes the event (it is kept), else None.
+
+        None too for a run that is executing or queued: it may wait for it next.
+        """
+        if self.awaited:
+            return None
+        kept = "the event is kept for a later wait"
+        if self.status is RunStatus.WAITING:
+            waits = " or ".join(self.waits_for) or "something else"
+            return (
+                f"run {self.run_id} is not waiting for event {self.event!r} "
+                f"(it waits for {waits}); {kept}"
+            )
+        if self.status is RunStatus.SLEEPING:
+            return f"run {self.run_id} is sleeping, not waiting for event {self.event!r}; {kept}"
+        if self.status is RunStatus.PAUSED:
+            return f"run {self.run_id} is paused; {kept} once it is resumed"
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +217,10 @@ class HistoryEntry:
     `execution` is the execution of the run that recorded the entry (1, then one more for
     each `retry`). An entry is `superseded` when a retry took it out of the run's journal
     to run its step again: a failure kept for the record, which replay does not visit.
+
+    A sleep's `result` is its wake time (a `datetime`), its `finished_at` when it ended
+    (that time, or when its run ended if sooner), and its `status` is "sleeping" until
+    then.
     """
 
     seq: int

@@ -208,3 +208,25 @@ async def test_bulk__unreadable_bodies_are_400(api, body, fragment):
     response = await api.post("/runs/cancel", json=body)
     assert response.status_code == 400, response.text
     assert fragment in response.json()["message"]
+
+
+async def test_events__one_no_wait_takes_is_kept_and_the_reply_says_so(api, workers):
+    await start(api, "t.waiter", run_id="e2")
+    await status(api, "e2", "WAITING")
+
+    typo = await api.post("/runs/e2/events/og", json={"payload": 1})
+
+    assert typo.status_code == 202, typo.text
+    assert typo.json() == {
+        "run_id": "e2",
+        "event": "og",
+        "status": "WAITING",
+        "awaited": False,
+        "waits_for": ["event 'go'"],
+        "note": "run e2 is not waiting for event 'og' (it waits for event 'go'); "
+        "the event is kept for a later wait",
+    }
+    assert (await api.get("/runs/e2")).json()["status"] == "WAITING"
+    right = await api.post("/runs/e2/events/go", json={"payload": 2})
+    assert (right.json()["awaited"], right.json()["note"]) == (True, None)
+    assert (await status(api, "e2", "COMPLETED"))["result"] == 2

@@ -371,3 +371,27 @@ async def test_events_stream__changes_then_end(web, api, workers):
     assert seen[-1]["status"] == "COMPLETED"
     assert seen[-1]["version"] != seen[0]["version"]
     assert (await web.get("/ui/events")).status_code == 400
+
+
+async def test_run_page__the_event_form_only_where_a_wait_takes_it(web, api, workers):
+    await start(api, "t.waiter", run_id="ev-wait")
+    await start(api, "t.sleeper", run_id="ev-sleep")
+    await start(api, "t.inbox", run_id="ev-task")
+    for run_id in ("ev-wait", "ev-sleep", "ev-task"):
+        await status(api, run_id, "WAITING", "SLEEPING")
+
+    page = await web.get("/runs/ev-wait")
+    assert 'id="send-event"' in page.text
+    assert 'name="name" required value="go"' in page.text  # prefilled with what it awaits
+    for run_id in ("ev-sleep", "ev-task"):  # nothing there takes an event now
+        assert 'id="send-event"' not in (await web.get(f"/runs/{run_id}")).text
+
+    posted = await web.post(
+        "/runs/ev-wait/event", data={"csrf": csrf_of(page), "name": "og", "payload": "1"}
+    )
+    shown = await web.get(posted.headers["location"])
+    assert notice_of(shown) == (
+        "run ev-wait is not waiting for event &#39;og&#39; (it waits for event &#39;go&#39;); "
+        "the event is kept for a later wait"
+    )
+    assert (await api.get("/runs/ev-wait")).json()["status"] == "WAITING"

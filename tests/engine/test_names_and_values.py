@@ -173,6 +173,7 @@ async def test_hooks__a_hook_stored_before_digests_still_resumes(kit: Kit) -> No
     key, text = facts[0]
     stored = {**json.loads(text), "token": old, "channel": f"hook:{old}"}
     execute(kit.url, "UPDATE steps SET result = ? WHERE key = ?", (json.dumps(stored), key))
+    execute(kit.url, "UPDATE runs SET waits_on = NULL")  # parked before channels were kept
     async with kit.engine() as engine:
         assert await engine.resume_hook(old, "late") == run.run_id
         assert await (await engine.get(run.run_id)).result(timeout=WAIT) == "late"

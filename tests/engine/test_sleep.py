@@ -66,7 +66,7 @@ async def test_sleep__long_sleep_unloads_and_replays_on_wake(kit: Kit) -> None:
         ("sleep", "~sleep#1", "completed"),
         ("step", "after#1", "completed"),
     ]
-    assert history[1].result == pytest.approx(started + 3600)  # the recorded wake time
+    assert history[1].result.timestamp() == pytest.approx(started + 3600)  # the wake time
 
 
 async def test_sleep__short_sleep_reports_sleeping(kit: Kit) -> None:
@@ -141,7 +141,7 @@ async def test_sleep__wake_time_is_recorded_once_across_a_restart(kit: Kit, gate
         gate.opened = True
         assert await run.result(timeout=WAIT) == "through"
         [sleep, _] = await second.history(run.run_id)
-    assert sleep.result == pytest.approx(started + 3600)
+    assert sleep.result.timestamp() == pytest.approx(started + 3600)
     assert calls == {"hold": 1}
 
 
@@ -298,3 +298,48 @@ async def test_sleep__a_timer_stored_before_the_engine_started_fires_on_time(
     async with kit.engine(poll_interval=3600) as engine:
         run = await engine.get("stored-timer")
         assert await run.result(timeout=WAIT) == "woke"
+
+
+async def test_history__a_sleep_ends_at_its_wake_time_and_shows_it(kit: Kit) -> None:
+    clock = VirtualClock()
+
+    @kit.workflow("sleep.history")
+    async def napper() -> str:
+        await cairn.sleep("1h")
+        return "rested"
+
+    async with kit.engine(clock=clock) as engine:
+        started = clock.now()
+        run = await engine.start(napper)
+        await until(engine, run.run_id, "SLEEPING")
+        [asleep] = await engine.history(run.run_id)
+        clock.advance(3600)
+        assert await run.result(timeout=WAIT) == "rested"
+        [woke] = await engine.history(run.run_id)
+    wake = datetime.fromtimestamp(started + 3600, UTC)
+    assert (asleep.status, asleep.finished_at, asleep.result) == ("sleeping", None, wake)
+    assert (woke.status, woke.finished_at, woke.result) == ("completed", wake, wake)
+    assert woke.started_at is not None
+    assert (woke.finished_at - woke.started_at).total_seconds() == pytest.approx(3600)
+
+
+async def test_history__a_sleep_cut_short_by_a_cancel_ends_with_its_run(kit: Kit) -> None:
+    clock = VirtualClock()
+
+    @kit.workflow("sleep.cancelled")
+    async def napper() -> str:
+        await cairn.sleep("1h")
+        return "rested"
+
+    async with kit.engine(clock=clock) as engine:
+        run = await engine.start(napper)
+        await until(engine, run.run_id, "SLEEPING")
+        clock.advance(60)
+        await run.cancel()
+        with pytest.raises(cairn.RunCancelled):
+            await run.result(timeout=WAIT)
+        sleep = next(h for h in await engine.history(run.run_id) if h.kind == "sleep")
+        ended = await engine.control.record(run.run_id)
+    assert sleep.status == "completed"
+    assert sleep.finished_at is not None and ended.finished_at is not None
+    assert sleep.finished_at.timestamp() == pytest.approx(ended.finished_at)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -260,7 +262,15 @@ def test_send__events_queue_fifo_and_a_repeated_key_is_ignored(project, workers)
     assert first.stdout.strip() == "event 'n' sent to run tw (PENDING)"
     ok(project, "send", "tw", "n", "2", "--key", "k1")  # same key: dropped
     facts = as_json(project, "send", "tw", "n", '"three"', "--key", "k2")
-    assert facts == {"run_id": "tw", "event": "n", "status": "PENDING", "key": "k2"}
+    assert facts == {
+        "run_id": "tw",
+        "event": "n",
+        "status": "PENDING",
+        "key": "k2",
+        "awaited": False,
+        "waits_for": [],
+        "note": None,  # a queued run may wait for it next: nothing to say
+    }
     worker = Worker(project, "--db", f"sqlite:///{project / 'cairn.db'}")
     workers.append(worker)
     worker.wait_for("run tw COMPLETED")
@@ -268,11 +278,15 @@ def test_send__events_queue_fifo_and_a_repeated_key_is_ignored(project, workers)
     assert as_json(project, "runs", "show", "tw")["run"]["result"] == [1, "three"]
 
 
-def test_send__a_name_the_run_does_not_wait_for_gets_a_note(project):
+def test_send__a_name_the_run_does_not_wait_for_says_so_and_is_kept(project):
     ok(project, "run", "flows:approve", "7", "--run-id", "ap")
     proc = ok(project, "send", "ap", "aproval", '{"ok": true}')
-    assert "note: run ap waits for event 'approval', not 'aproval'" in proc.stderr
-    assert proc.stdout.strip() == "event 'aproval' sent to run ap (WAITING)"
+    assert proc.stdout.strip() == (
+        "run ap is not waiting for event 'aproval' (it waits for event 'approval'); "
+        "the event is kept for a later wait"
+    )
+    facts = as_json(project, "send", "ap", "approval", '{"ok": true}')
+    assert (facts["awaited"], facts["note"]) == (True, None)
 
 
 def test_send__unknown_or_finished_run_is_one_line_exit_1(project):
@@ -642,3 +656,23 @@ def test_init__module_and_url_from_options(tmp_path):
     assert bad.returncode == 1
     assert "must be a Python identifier" in one_error_line(bad)
     assert not (tmp_path / "q").exists()
+
+
+def test_runs_list__a_run_that_keeps_waking_without_progress_is_flagged(project):
+    ok(project, "run", "flows:approve", "7", "--run-id", "sp")
+    ok(project, "run", "flows:approve", "8", "--run-id", "calm")
+    # As a worker leaves a run it saw wake 14 times in a minute with nothing to take.
+    with contextlib.closing(sqlite3.connect(project / "cairn.db")) as db, db:
+        db.execute("UPDATE runs SET futile_wakes = 14 WHERE run_id = 'sp'")
+
+    proc = ok(project, "runs", "list")
+
+    [flagged] = [line for line in proc.stdout.splitlines() if line.startswith("sp ")]
+    assert "WAITING spinning" in flagged
+    assert "spinning" not in next(line for line in proc.stdout.splitlines() if "calm" in line)
+    assert proc.stderr.strip().startswith("run sp keeps waking without progress (14 times")
+    assert "; event 'approval' until " in proc.stderr
+    assert proc.stderr.strip().endswith("; see `cairn runs show sp`")
+    listed = {r["run_id"]: r for r in as_json(project, "runs", "list")["runs"]}
+    assert (listed["sp"]["futile_wakes"], listed["calm"]["futile_wakes"]) == (14, 0)
+    assert shown(project, "sp")["waiting"]["spinning"].startswith("keeps waking")

@@ -30,7 +30,7 @@ async def test_sleep__run_asleep_when_its_process_is_killed_wakes_on_time(
             history = await procs.until(
                 "the recorded sleep", lambda: _sleep_entry(control, run.run_id)
             )
-            wake_at = history.result
+            wake_at = history.result.timestamp()
         assert wake_at is not None
         procs.kill(first)
         assert time.time() < wake_at, "the kill came too late to prove anything"

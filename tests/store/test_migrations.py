@@ -119,6 +119,30 @@ async def test_migration_13__older_steps_and_attempts_have_no_input_or_start(
     assert (attempt.failed_at, attempt.started_at) == (102.0, None)
 
 
+async def test_migration_14__a_run_parked_before_it_still_wakes_for_its_message(
+    empty_url: str,
+) -> None:
+    # Parked WAITING at schema 13: what its waits take was not kept, so any message wakes
+    # it (once: it keeps its channels when it parks again).
+    migrate_up_to(empty_url, 13)
+    execute(
+        empty_url,
+        "INSERT INTO runs (run_id, workflow, status, args, created_at, updated_at, attempt) "
+        "VALUES ('old', 'w', 'WAITING', '{}', 100, 100, 1)",
+    )
+
+    store = open_store(empty_url)
+    await store.open()
+    try:
+        sent = await store.send_message("old", "event:go", "1", idempotency_key=None, now=200)
+        run = await store.get_run("old")
+    finally:
+        await store.close()
+
+    assert sent is not None and (sent.status, sent.woken, sent.waits_on) == ("WAITING", True, None)
+    assert run is not None and (run.wake_at, run.waits_on, run.futile_wakes) == (200, None, 0)
+
+
 async def test_migration_15__older_attempts_are_failed_attempts_of_execution_1(
     empty_url: str,
 ) -> None:

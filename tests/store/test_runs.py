@@ -8,6 +8,7 @@ import json
 import pytest
 
 from cairn.store import LeaseLost, RunQuery, Store
+from cairn.store.records import Delivery
 
 from .kit import T0, OpenStore, held, run_record, step_record
 
@@ -204,11 +205,17 @@ async def test_park_run__waiting_run_with_a_queued_message_is_due_at_once(store:
     )
 
     await store.park_run(
-        "r1", held("w1"), "WAITING", wake_at=None, waiting_for="approval", now=T0 + 2
+        "r1",
+        held("w1"),
+        "WAITING",
+        wake_at=None,
+        waiting_for="approval",
+        now=T0 + 2,
+        waits_on=["approval"],
     )
 
     run = await store.get_run("r1")
-    assert status == "RUNNING"
+    assert status == Delivery("RUNNING")
     assert run is not None
     assert (run.status, run.wake_at) == ("WAITING", T0 + 2)
 
@@ -227,13 +234,15 @@ async def test_send_message__wakes_a_waiting_run_from_another_store(
 ) -> None:
     worker, client = await open_store_at(), await open_store_at()
     await worker.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await worker.park_run("r1", held("w1"), "WAITING", wake_at=None, waiting_for="go", now=T0)
+    await worker.park_run(
+        "r1", held("w1"), "WAITING", wake_at=None, waiting_for="go", now=T0, waits_on=["go"]
+    )
 
     status = await client.send_message("r1", "go", "1", idempotency_key="k", now=T0 + 1)
     again = await client.send_message("r1", "go", "1", idempotency_key="k", now=T0 + 2)
 
     run = await worker.get_run("r1")
-    assert (status, again) == ("WAITING", "WAITING")
+    assert (status, again) == (Delivery("WAITING", True, ("go",)),) * 2
     assert run is not None and run.wake_at is not None and run.wake_at <= T0 + 2
     claimed = await worker.claim_runs("w1", 1, now=T0 + 3, stale=True)
     assert [r.run_id for r in claimed.runs] == ["r1"]

@@ -1,13 +1,16 @@
 from __future__ import annotations
 
 import tomllib
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from cairn.authoring.registry import Registry
 from cairn.authoring.schedules import define
 from cairn.cli import check, describe, output, scaffold
+from cairn.models import SPINNING_AFTER, HistoryEntry
 from cairn.runtime import blocking, leases
 from cairn.store.records import RunRecord, WorkerRecord
 
@@ -158,3 +161,74 @@ def test_input_text__reads_as_the_call_clipped_and_says_what_was_omitted() -> No
     clipped = output.input_text({"args": ["x" * 100], "kwargs": {}}, width=20)
     assert len(clipped) == 20 and clipped.endswith("…")
     assert output.input_text({"omitted": "too big"}) == "(omitted: too big)"
+
+
+def test_progress_text__a_completed_run_shows_its_progress_as_final():
+    progress = {"message": "sleeping before delivery", "current": 1, "total": 2}
+
+    assert output.progress_text(progress, "COMPLETED") == "done (last: sleeping before delivery)"
+    assert output.progress_percent(progress, "COMPLETED") == 100
+    assert output.progress_text(progress, "FAILED") == "sleeping before delivery · 1/2 (50%)"
+    assert output.progress_percent(progress, "FAILED") == 50  # where it stopped
+    assert output.progress_text({"current": 1, "total": 2}, "COMPLETED") == "done"
+
+
+def test_history_table__a_hidden_hook_token_reads_as_on_the_dashboard():
+    entry = HistoryEntry(
+        seq=2,
+        kind="step",
+        name="notify",
+        status="completed",
+        attempts=1,
+        started_at=datetime.fromtimestamp(NOW, UTC),
+        finished_at=datetime.fromtimestamp(NOW + 1, UTC),
+        result="[bold]sent[/bold]",
+        key="notify#1",
+        input={"args": ["https://x/hooks/[hook token]"], "kwargs": {}},
+    )
+    console = Console(record=True, width=200)
+
+    console.print(output.history_table([entry]))
+
+    text = console.export_text()
+    assert '("https://x/hooks/[hook token]")' in text  # not read as rich markup
+    assert '"[bold]sent[/bold]"' in text
+
+
+def test_blocking__a_run_that_keeps_waking_without_progress_says_so():
+    flagged = run("WAITING", waiting_for="event:approval", futile_wakes=SPINNING_AFTER + 1)
+    quiet = run("WAITING", waiting_for="event:approval", futile_wakes=SPINNING_AFTER)
+
+    reason = blocking.reason(flagged, now=NOW)
+    found = blocking.waiting(flagged, now=NOW)
+
+    assert reason is not None and reason.startswith(
+        f"keeps waking without progress ({SPINNING_AFTER + 1} times in the minute to "
+    )
+    assert reason.endswith("; event 'approval'")
+    assert found is not None
+    assert describe.waiting_text(found, now=NOW).startswith(
+        "event 'approval' — but it keeps waking without progress"
+    )
+    assert blocking.reason(quiet, now=NOW) == "event 'approval'"
+    running = blocking.waiting(run("RUNNING", futile_wakes=SPINNING_AFTER + 1), now=NOW)
+    assert running is not None and running["kind"] == "spinning"
+    assert describe.waiting_text(running, now=NOW).startswith(
+        "nothing it can take: it keeps waking without progress"
+    )
+    assert blocking.reason(run("COMPLETED", futile_wakes=50), now=NOW) is None
+
+
+def test_blocking__the_events_a_waiting_run_takes():
+    gathered = run("WAITING", waits_on='["event:a", "task:t1", "event:b"]')
+    older = run("WAITING", waiting_for="event:go")  # parked before its channels were kept
+
+    assert blocking.awaited_events(gathered) == ["a", "b"]
+    assert blocking.awaited_events(older) == ["go"]
+    assert blocking.awaited_events(run("SLEEPING", waits_on='["event:a"]')) == []
+    assert blocking.channels_in_words(["event:a", "hook:ff", "task:t1", "child:c"]) == (
+        "event 'a'",
+        "a hook call",
+        "human task t1",
+        "child run 'c'",
+    )

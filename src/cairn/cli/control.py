@@ -13,7 +13,7 @@ from typing import Any
 
 from cairn.cli import options, output
 from cairn.errors import CairnError, RunFinished
-from cairn.models import RunStatus
+from cairn.models import EventDelivery, RunStatus
 from cairn.runtime.engine import Engine
 from cairn.store.records import RunRecord
 
@@ -87,8 +87,9 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="send an event to a run",
         description="Send event EVENT to a run. It is kept until the run waits for it "
-        "(cairn.wait_for_event), so it may be sent before the wait. A worker continues "
-        "the run.",
+        "(cairn.wait_for_event), so it may be sent before the wait. Only a wait for EVENT "
+        "wakes the run: when it waits for something else, a line says so (the event is "
+        "kept, the exit code is 0). A worker continues the run.",
     )
     send.add_argument("run_id", metavar="RUN_ID")
     send.add_argument("event", metavar="EVENT", help="the event's name")
@@ -259,17 +260,18 @@ def send_event(ns: argparse.Namespace, glob: options.Globals) -> int:
     if not ns.event:
         raise ValueError("EVENT must not be empty")
 
-    async def act(engine: Engine) -> RunRecord:
-        await engine.send_event(ns.run_id, ns.event, payload, idempotency_key=ns.key)
-        return await engine.control.record(ns.run_id)
+    async def act(engine: Engine) -> EventDelivery:
+        return await engine.send_event(ns.run_id, ns.event, payload, idempotency_key=ns.key)
 
-    run = options.with_engine(glob, act)
-    kind, sep, name = (run.waiting_for or "").partition(":")
-    if run.status == RunStatus.WAITING and sep and kind == "event" and name != ns.event:
-        output.stderr().print(
-            f"note: run {run.run_id} waits for event {name!r}, not {ns.event!r}; "
-            f"{ns.event!r} is kept until the run waits for it",
-            markup=False,
-        )
-    facts = {"run_id": run.run_id, "event": ns.event, "status": run.status, "key": ns.key}
-    return _say(ns, f"event {ns.event!r} sent to run {run.run_id} ({run.status})", facts)
+    sent = options.with_engine(glob, act)
+    facts = {
+        "run_id": sent.run_id,
+        "event": ns.event,
+        "status": sent.status.value,
+        "key": ns.key,
+        "awaited": sent.awaited,
+        "waits_for": list(sent.waits_for),
+        "note": sent.note,
+    }
+    line = sent.note or f"event {ns.event!r} sent to run {sent.run_id} ({sent.status.value})"
+    return _say(ns, line, facts)

@@ -17,7 +17,18 @@ _KINDS = blocking.KINDS
 
 
 def waiting_text(found: Mapping[str, Any], *, now: float, run_id: str = "RUN_ID") -> str:
-    """`event 'approval' (times out 2025-06-01 12:00:00, in 6d23h)` and the like."""
+    """`event 'approval' (times out 2025-06-01 12:00:00, in 6d23h)` and the like.
+
+    A run that keeps waking without progress says so first.
+    """
+    flag = found.get("spinning")
+    if found["kind"] == "spinning":  # executing now, between two futile wake-ups
+        return f"nothing it can take: it {flag}"
+    text = _waiting_text(found, now=now, run_id=run_id)
+    return text if flag is None else f"{text} — but it {flag}"
+
+
+def _waiting_text(found: Mapping[str, Any], *, now: float, run_id: str) -> str:
     kind, name, until = found["kind"], found.get("name"), found.get("until")
     if kind == "sleep":
         return f"its sleep to end at {output.when(until)}{_in(until, now)}"

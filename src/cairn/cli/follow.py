@@ -105,7 +105,7 @@ def entry_line(entry: HistoryEntry) -> Text:
     line = Text(f"{entry.seq:>4}  ")
     line.append(f"{entry.key or entry.name:<24}", style="bold")
     if entry.kind == "sleep":
-        wake = entry.result if isinstance(entry.result, int | float) else None
+        wake = entry.result if isinstance(entry.result, datetime) else None
         line.append(f" sleep until {output.when(wake)}", style="blue")
         return line
     if entry.status == "waiting":

@@ -215,6 +215,7 @@ def summary_dict(run: RunSummary) -> dict[str, Any]:
         "forked_from": run.forked_from,
         "forked_from_seq": run.forked_from_seq,
         "origin": run.origin,
+        "futile_wakes": run.futile_wakes,
     }
 
 
@@ -276,11 +277,17 @@ def attempt_outcome(attempt: Mapping[str, Any]) -> str:
     return error_line(attempt)
 
 
-def progress_text(progress: Mapping[str, Any] | None) -> str:
-    """`loading rows · 40/100 (40%)`; empty when there is no progress."""
+def progress_text(progress: Mapping[str, Any] | None, status: str | None = None) -> str:
+    """`loading rows · 40/100 (40%)`; empty when there is no progress.
+
+    A COMPLETED run's progress is shown as final, `done (last: loading rows)`: the count
+    it last reported (1/2, say) would read as unfinished work.
+    """
     if not progress:
         return ""
     message = " ".join(str(progress.get("message") or "").split())
+    if status == RunStatus.COMPLETED.value:
+        return f"done (last: {message})" if message else "done"
     current, total = progress.get("current"), progress.get("total")
     count = ""
     if isinstance(current, int | float) and isinstance(total, int | float) and total > 0:
@@ -288,6 +295,25 @@ def progress_text(progress: Mapping[str, Any] | None) -> str:
     elif isinstance(current, int | float):
         count = f"{current:g}"
     return " · ".join(part for part in (message, count) if part)
+
+
+def progress_percent(progress: Mapping[str, Any] | None, status: str | None = None) -> int | None:
+    """How far a progress count got, 0 to 100 (100 once the run COMPLETED); None without one."""
+    progress = progress or {}
+    current, total = progress.get("current"), progress.get("total")
+    if not (isinstance(current, int | float) and isinstance(total, int | float) and total > 0):
+        return None
+    if status == RunStatus.COMPLETED.value:
+        return 100
+    return max(0, min(100, round(100 * current / total)))
+
+
+def status_cell(run: RunSummary) -> Text:
+    """A listed run's status, and `spinning` when it keeps waking without progress."""
+    text = status_text(run.status.value)
+    if run.spinning:
+        text.append(" spinning", style="bold red")
+    return text
 
 
 def runs_table(runs: Iterable[RunSummary]) -> RunsTable:
@@ -327,11 +353,11 @@ class RunsTable:
             "RUN ID": run.run_id,
             "WORKFLOW": run.workflow,
             "VERSION": run.version or "",
-            "STATUS": status_text(run.status.value),
+            "STATUS": status_cell(run),
             "CREATED": when(run.created_at),
             "UPDATED": when(run.updated_at),
             "COLUMNS": " ".join(f"{k}={short(v, 30)}" for k, v in run.columns.items()),
-            "PROGRESS": progress_text(run.progress),
+            "PROGRESS": progress_text(run.progress, run.status.value),
             "ERROR": error_line(run.error),
         }
 
@@ -367,7 +393,7 @@ def history_table(entries: Iterable[HistoryEntry]) -> Table:
     for entry in entries:
         failed = entry.status == "failed"
         outcome = Text(error_line(entry.error), style="red") if failed else short(entry.result, 50)
-        if entry.kind == "sleep" and isinstance(entry.result, int | float):
+        if entry.kind == "sleep" and isinstance(entry.result, datetime):
             outcome = f"until {when(entry.result)}"
         elif entry.status == "waiting":
             outcome = waiting_outcome(entry)
@@ -379,8 +405,9 @@ def history_table(entries: Iterable[HistoryEntry]) -> Table:
             str(entry.attempts),
             when(entry.started_at),
             seconds(span(entry.started_at, entry.finished_at)),
-            input_text(entry.input),
-            outcome,
+            # The run's own values: "[hook token]" in an input is text, not markup.
+            Text(input_text(entry.input)),
+            Text(outcome) if isinstance(outcome, str) else outcome,
         )
     return table
 

@@ -122,6 +122,13 @@ def list_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
         console.print("no runs")
         return 0
     console.print(output.runs_table(page))
+    for run in page:
+        if run.spinning:  # seen whatever the table's width cuts off
+            output.stderr().print(
+                f"run {run.run_id} {run.waiting_for}; see `cairn runs show {run.run_id}`",
+                markup=False,
+                style="red",
+            )
     if page.next_cursor is not None:
         output.stderr().print(
             f"more runs: add --cursor '{page.next_cursor}'", markup=False, style="dim"
@@ -300,7 +307,7 @@ def facts_table(shown: Shown) -> Table:
         rows.append(("columns", output.short(json.loads(run.columns), 200)))
     if run.progress:
         progress = json.loads(run.progress)
-        text = output.progress_text(progress)
+        text = output.progress_text(progress, run.status)
         if isinstance(progress, dict) and progress.get("at"):
             text += f" (at {output.when(progress['at'])})"
         rows.append(("progress", text))
@@ -311,7 +318,7 @@ def facts_table(shown: Shown) -> Table:
         if error.get("step"):
             rows.append(("failed step", str(error["step"])))
     for key, value in rows:
-        grid.add_row(key, value)
+        grid.add_row(key, value if isinstance(value, Text) else Text(value))  # never markup
     return grid
 
 

@@ -13,7 +13,6 @@ from cairn import step_failures
 from cairn.authoring import context
 from cairn.authoring.retry import Retry, next_delay
 from cairn.core import step_input
-from cairn.core.signals import Suspend
 from cairn.errors import (
     FatalError,
     RetryableError,
@@ -99,7 +98,7 @@ async def run_new_step(
             # Woken (or recovered) in a backoff: wait only what is left of it.
             left = prior[-1].retry_at - clock.now()
             if left > PARK_BACKOFF_AFTER:
-                raise live.leave(Suspend("SLEEPING", prior[-1].retry_at, f"{RETRY}:{name}"))
+                raise live.timer(key, prior[-1].retry_at, f"{RETRY}:{name}")
             await _back_off(live, left)
     # Serialized before the first attempt: what the step was given, whatever it mutates.
     given = (
@@ -318,7 +317,7 @@ async def _record_failure(
             # A long backoff parks the run, like a sleep: it holds no worker or queue slot,
             # and a crash meanwhile loses nothing (the attempt and its retry time are
             # stored). The run wakes at retry_at and replays into the next attempt.
-            raise live.leave(Suspend("SLEEPING", retry_at, f"{RETRY}:{name}"))
+            raise live.timer(key, retry_at, f"{RETRY}:{name}")
         await _back_off(live, delay)
         return None
     kind = StepTimeout if timed_out else StepFailed

@@ -140,10 +140,16 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
         await live.store_marks()
         await live.record_cancel()
         await live.flush_meta()
-        wake_at = live.park_time(parked.wake_at)
+        parking = _parking(live, parked)
+        futile = 0
+        if env.futile is not None and parking.status != "PAUSED":  # a pause is no wake-up
+            progressed = live.progressed()
+            futile = env.futile.note(run.run_id, progressed=progressed, now=env.clock.now())
         if live.observed is not None:
-            live.observed.parked(parked.status, wake_at, parked.waiting_for)
-        return await _park(env, live, parked, wake_at)
+            live.observed.parked(parking.status, parking.wake_at, parking.waiting_for)
+            if futile:
+                live.observed.futile(futile)
+        return await _park(env, live, parking, futile)
     except ContinueAsNew as again:
         if live.journal.divergence is not None:
             return await _finish(env, live, "FAILED", error=error_json(live.journal.divergence))
@@ -279,19 +285,51 @@ async def _continue(
     return Outcome("CONTINUED", successor.run_id)
 
 
-async def _park(env: RunEnv, live: LiveRun, parked: Suspend, wake_at: float | None) -> Outcome:
+@dataclass(frozen=True, slots=True)
+class Parking:
+    """How a run parks: status, wake time, what it waits for and what wakes it."""
+
+    status: str
+    wake_at: float | None
+    waiting_for: str | None
+    waits_on: list[str] | None = None  # channels whose messages wake it (None: any)
+
+
+def _parking(live: LiveRun, parked: Suspend) -> Parking:
+    """How the run parks, from the signal it unwound with and its open waits.
+
+    The branches of an `asyncio.gather` park together: the run wakes for a message any
+    of their waits takes and at the first of their deadlines or sleeps, whichever branch
+    happened to unwind first (a sleep beside waits parks WAITING, so messages wake it).
+    """
+    status, wake_at, waiting_for = parked.status, parked.wake_at, parked.waiting_for
+    waits_on = None
+    if status in ("SLEEPING", "WAITING"):
+        channels, first_time, first_wait = live.parked_waits()
+        if first_time is not None:
+            wake_at = first_time if wake_at is None else min(wake_at, first_time)
+        if channels:
+            waits_on = channels
+            if status == "SLEEPING":
+                status, waiting_for = "WAITING", first_wait
+    return Parking(status, live.park_time(wake_at), waiting_for, waits_on)
+
+
+async def _park(env: RunEnv, live: LiveRun, parking: Parking, futile: int) -> Outcome:
     run = live.run
 
     def park() -> Any:
         return env.store.park_run(
             run.run_id,
             live.lease,
-            parked.status,
-            wake_at=wake_at,
-            waiting_for=parked.waiting_for,
+            parking.status,
+            wake_at=parking.wake_at,
+            waiting_for=parking.waiting_for,
             now=env.clock.now(),
+            waits_on=parking.waits_on,
+            futile_wakes=futile,
         )
 
-    if not await _ended(live, park, what=f"run {run.run_id!r} parking ({parked.status})"):
+    if not await _ended(live, park, what=f"run {run.run_id!r} parking ({parking.status})"):
         return Outcome(None)
-    return Outcome(parked.status)
+    return Outcome(parking.status)

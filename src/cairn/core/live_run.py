@@ -21,6 +21,7 @@ from cairn.authoring.retry import coerce
 from cairn.authoring.step import StepDef
 from cairn.clock import Clock
 from cairn.core import attempts, children, durable, emits, journal, patches, waits
+from cairn.core.futile_wakes import FutileWakes
 from cairn.core.interrupts import Interrupts
 from cairn.core.run_meta import MetaWriter
 from cairn.core.signals import ContinueAsNew, Suspend, Unwind
@@ -63,6 +64,8 @@ class RunEnv:
     tenure: Tenure | None = None
     # Metrics and traces (cairn.observability); None: nothing is observed, at no cost.
     observer: Observer | None = None
+    # This process's count of each run's wake-ups without progress (None: not counted).
+    futile: FutileWakes | None = None
 
 
 # A column value's JSON text (ASCII: json.dumps escapes the rest) is indexed with its
@@ -128,6 +131,15 @@ class LiveRun(RunContext):
         self.flying: dict[str, tuple[str, int, float]] = {}
         # The tokens of the hooks this attempt handed out: kept out of stored step inputs.
         self.hook_tokens: set[str] = set()
+        # What this attempt's branches park on (key -> message channel or None for a
+        # sleep, deadline or wake time, what `waiting_for` calls it): when the run parks,
+        # the messages that wake it and when it wakes (see executor's _parking).
+        self.waits: dict[str, tuple[str | None, float | None, str]] = {}
+        # Waits deciding now whether to take a message, time out or park (see settle).
+        self._deciding: set[asyncio.Future[None]] = set()
+        # Whether the attempt recorded anything (see `progressed`).
+        self.journaled = False
+        self._first_seq = self.journal.next_seq
         self.interrupts = Interrupts(env.loop, run.control)
         if self.journal.cancelled is not None:
             # An earlier attempt delivered a cancellation: this replay delivers it at the
@@ -159,6 +171,35 @@ class LiveRun(RunContext):
         if self.run.parent_id is not None or self.spawned:
             return False
         return not any(r.kind in ("child", "task") for r in self.journal.recorded.values())
+
+    def progressed(self) -> bool:
+        """True if this attempt recorded anything.
+
+        A new journal entry, the outcome of a wait, or a failed step attempt: a woken run
+        that parks again without any woke for nothing (see core/futile_wakes.py).
+        """
+        return self.journaled or self.journal.next_seq != self._first_seq
+
+    def parked_waits(self) -> tuple[list[str], float | None, str | None]:
+        """What the run parks on: channels (once each), first wake time, first wait.
+
+        The first wait for a message as `waiting_for` names it ("event:approval"). A run
+        may wait on several things at once (asyncio.gather).
+        """
+        waits = list(self.waits.values())
+        channels = list(dict.fromkeys(channel for channel, _, _ in waits if channel is not None))
+        times = [when for _, when, _ in waits if when is not None]
+        first = next((label for channel, _, label in waits if channel is not None), None)
+        return channels, min(times, default=None), first
+
+    def timer(self, key: str, wake_at: float, waiting_for: str | None = None) -> BaseException:
+        """The signal that parks the run until `wake_at` (a sleep, a retry backoff) at `key`.
+
+        Noted among the waits, so that a gather's other branches parking it first still
+        wake it on time.
+        """
+        self.waits[key] = (None, wake_at, waiting_for or "")
+        return self.leave(Suspend("SLEEPING", wake_at, waiting_for))
 
     def waits_for_time(self) -> bool:
         """True if every step executing now waits out a retry backoff on the clock.
@@ -329,11 +370,28 @@ class LiveRun(RunContext):
         """Before parking: refuse new durable work and let steps already running commit.
 
         A branch of an `asyncio.gather` that parks the run leaves its sibling branches
-        running; their steps finish here rather than run again on the next replay.
+        running; their steps finish here rather than run again on the next replay, and
+        their waits decide (take a message or park too).
         """
         self.journal.closed = True
-        while self._running_steps:
-            await asyncio.wait(set(self._running_steps))
+        while self._running_steps or self._deciding:
+            await asyncio.wait({*self._running_steps, *self._deciding})
+
+    def deciding(self) -> asyncio.Future[None]:
+        """A wait begins to decide (take a message, time out or park): the run parks after.
+
+        So that the channels it records are those of the waits still open, and a message
+        a sibling branch is taking does not count as one that just arrived.
+        """
+        decided: asyncio.Future[None] = self.env.loop.create_future()
+        self._deciding.add(decided)
+        return decided
+
+    def decided(self, deciding: asyncio.Future[None]) -> None:
+        """The wait has decided (see `deciding`)."""
+        self._deciding.discard(deciding)
+        if not deciding.done():
+            deciding.set_result(None)
 
     def park_time(self, wake_at: float | None) -> float | None:
         """When a parked run must wake: its own time, or the workflow deadline if sooner."""
@@ -456,6 +514,7 @@ class LiveRun(RunContext):
             raise Unwind()
         if self.marks:
             await self.store_marks()
+        self.journaled = True
         try:
             await self.env.store.record_step(self.lease, record)
         except (LeaseLost, StoreError) as first:
@@ -466,6 +525,7 @@ class LiveRun(RunContext):
     async def commit_attempt(self, record: AttemptRecord) -> None:
         """Commit a failed attempt; Unwind if the run is not held."""
         store, lease = self.env.store, self.lease
+        self.journaled = True
         what = f"attempt {record.attempt} of {record.key!r}"
         await durable.write(self, lambda: store.record_attempt(lease, record), what=what)
 
@@ -476,20 +536,11 @@ class LiveRun(RunContext):
             await self.journal.check_new_work(f"started sleep {key!r}")
             await self.point(key)
             now = self.env.clock.now()
-            await self.commit_step(
-                StepRecord(
-                    run_id=self.run.run_id,
-                    seq=self.journal.allocate_seq(),
-                    key=key,
-                    kind="sleep",
-                    name=name or "sleep",
-                    status="completed",
-                    attempts=1,
-                    started_at=now,
-                    finished_at=now,
-                    result=json.dumps(wake_at),
-                )
-            )
+            decided = self.deciding()  # the run parks once this sleep has its wake time
+            try:
+                await self._commit_sleep(key, now, wake_at, name)
+            finally:
+                self.decided(decided)
         else:
             wake_at = float(json.loads(record.result or "0"))
         if wake_at - self.env.clock.now() <= 0:
@@ -497,7 +548,23 @@ class LiveRun(RunContext):
         await self.point(key)
         # Every sleep parks the run, however short: it is SLEEPING for everyone to see,
         # holds no slot, and a pause or cancel meets it where the database says it is.
-        raise self.leave(Suspend("SLEEPING", wake_at))
+        raise self.timer(key, wake_at)
+
+    async def _commit_sleep(self, key: str, now: float, wake_at: float, name: str | None) -> None:
+        await self.commit_step(
+            StepRecord(
+                run_id=self.run.run_id,
+                seq=self.journal.allocate_seq(),
+                key=key,
+                kind="sleep",
+                name=name or "sleep",
+                status="completed",
+                attempts=1,
+                started_at=now,
+                finished_at=now,
+                result=json.dumps(wake_at),
+            )
+        )
 
     def sleep(self, seconds: float, name: str | None = None) -> Any:
         """Durable sleep for `seconds`."""

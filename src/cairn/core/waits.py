@@ -67,8 +67,7 @@ async def wait_message(
     with `unsaved` an entry to journal when the run parks (its facts changed). A child's
     timeout entry keeps its facts, so a replay knows which run it waited for.
     """
-    store = live.env.store
-    lease = live.lease
+    store, lease = live.env.store, live.lease
     if record is not None and record.status == "completed":
         return live.outcome(record)
     if record is not None and record.status == "timeout":
@@ -93,29 +92,43 @@ async def wait_message(
         started_at=record.started_at if record is not None else clock.now(),
         finished_at=clock.now(),
     )
-    payload = await durable.write(
-        live, lambda: store.consume_message(lease, channel, done), what=f"{kind} {name!r}"
-    )
-    if payload is not None:
-        return live.env.serializer.loads(payload)
-    if deadline is not None and clock.now() >= deadline:
-        kept = None if record is None or kind != "child" else record.result
-        timeout = StepRecord(**{**_fields(done), "status": "timeout", "result": kept})
-        await durable.write(
-            live, lambda: store.upsert_step(lease, timeout), what=f"the timeout of {key!r}"
+    # Open until a message or its timeout ends it: a run that parks wakes for a message
+    # on the channel of one of its open waits (and no other), or at their first deadline.
+    live.waits[key] = (channel, deadline, f"{kind}:{name}")
+    deciding = live.deciding()
+    parked = False
+    try:
+        payload = await durable.write(
+            live, lambda: store.consume_message(lease, channel, done), what=f"{kind} {name!r}"
         )
-        return _timed_out(kind, name, default)
-    if record is None or unsaved:
-        if record is None:
-            info = {**(facts or {}), "deadline": deadline, "channel": channel}
-            waiting = waiting_record(live, key, kind, name, seq, info)
-        else:
-            waiting = record
-        await durable.write(live, lambda: store.upsert_step(lease, waiting), what=f"{key!r}")
-    # Let sibling branches of a gather reach their own waits before the run parks.
-    for _ in range(3):
-        await asyncio.sleep(0)
-    raise live.leave(Suspend("WAITING", deadline, f"{kind}:{name}"))
+        if payload is not None:
+            live.journaled = True
+            return live.env.serializer.loads(payload)
+        if deadline is not None and clock.now() >= deadline:
+            live.journaled = True
+            kept = None if record is None or kind != "child" else record.result
+            timeout = StepRecord(**{**_fields(done), "status": "timeout", "result": kept})
+            await durable.write(
+                live, lambda: store.upsert_step(lease, timeout), what=f"the timeout of {key!r}"
+            )
+            return _timed_out(kind, name, default)
+        if record is None or unsaved:
+            if record is None:
+                info = {**(facts or {}), "deadline": deadline, "channel": channel}
+                waiting = waiting_record(live, key, kind, name, seq, info)
+            else:
+                waiting = record
+            live.journaled = True
+            await durable.write(live, lambda: store.upsert_step(lease, waiting), what=f"{key!r}")
+        # Let sibling branches of a gather reach their own waits before the run parks.
+        for _ in range(3):
+            await asyncio.sleep(0)
+        parked = True
+        raise live.leave(Suspend("WAITING", deadline, f"{kind}:{name}"))
+    finally:
+        live.decided(deciding)
+        if not parked:  # taken, timed out, or given up (cancelled, the attempt ended)
+            live.waits.pop(key, None)
 
 
 def _fields(record: StepRecord) -> dict[str, Any]:

@@ -35,6 +35,9 @@ class RunScope(Protocol):
     def parked(self, status: str, wake_at: float | None, waiting_for: str | None) -> None:
         """The run parks: SLEEPING, WAITING or PAUSED, until `wake_at` or `waiting_for`."""
 
+    def futile(self, wakes: int) -> None:
+        """The run parks again without progress: its `wakes`-th such wake-up in a minute."""
+
     def ended(self, status: str | None, error: str | None) -> None:
         """The attempt is over: a run status (None: handed back) and the stored error."""
 
@@ -106,6 +109,10 @@ class _RunScopes:
     def parked(self, status: str, wake_at: float | None, waiting_for: str | None) -> None:
         for scope in self.scopes:
             scope.parked(status, wake_at, waiting_for)
+
+    def futile(self, wakes: int) -> None:
+        for scope in self.scopes:
+            scope.futile(wakes)
 
     def ended(self, status: str | None, error: str | None) -> None:
         # In reverse: a scope that set a context (a span) restores it last-in, first-out.

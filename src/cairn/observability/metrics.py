@@ -63,6 +63,10 @@ class Metrics:
     - `cairn_runs{queue,status}`: unfinished runs in the database by queue and status
       (pending, running, sleeping, waiting, paused), read at scrape time.
     - `cairn_workers_live`: workers whose heartbeat is within their lease, read then too.
+    - `cairn_futile_wakes_total{workflow}`: times a run woke here and parked again
+      without progress (nothing recorded): a message no wait took, say. Should stay 0.
+    - `cairn_runs_spinning`: unfinished runs flagged as waking without progress (more
+      than SPINNING_AFTER, 10, such wake-ups in a minute), read at scrape time.
 
     Counters count what this process did; sum them over processes. The gauges count
     the whole database, so every worker reports the same values.
@@ -120,6 +124,11 @@ class Metrics:
             "cairn_schedule_lag_seconds", "Seconds from a schedule tick's time to its firing.",
             ["workflow"], buckets=LAG_BUCKETS,
         )  # fmt: skip
+        self.futile_wakes = counter(
+            "cairn_futile_wakes",
+            "Times a run woke in this process and parked again without progress.",
+            ["workflow"],
+        )
         self._steps: dict[str, _StepChildren] = {}
         self._gauges = _Gauges(self)
         self.registry.register(self._gauges)
@@ -255,6 +264,9 @@ class _RunMetrics:
     def parked(self, status: str, wake_at: float | None, waiting_for: str | None) -> None:
         pass
 
+    def futile(self, wakes: int) -> None:
+        self.metrics.futile_wakes.labels(self.run.workflow).inc()
+
     def ended(self, status: str | None, error: str | None) -> None:
         if status not in FINAL:
             return
@@ -323,6 +335,10 @@ class _Gauges:
         workers = GaugeMetricFamily(
             "cairn_workers_live", "Workers whose heartbeat is within their lease."
         )
+        spinning = GaugeMetricFamily(
+            "cairn_runs_spinning",
+            "Unfinished runs that keep waking without progress (flagged in the runs list).",
+        )
         if counts is not None:
             self.queues.update(queue or "" for queue, _ in counts.runs)
             for queue in sorted(self.queues):
@@ -330,8 +346,10 @@ class _Gauges:
                     value = counts.runs.get((queue or None, status), 0)
                     runs.add_metric([queue, status.lower()], value)
             workers.add_metric([], counts.live_workers)
+            spinning.add_metric([], counts.spinning)
         yield runs
         yield workers
+        yield spinning
 
 
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]

@@ -30,6 +30,8 @@ STEP_ATTEMPT = "cairn.step.attempt"
 OUTCOME = "cairn.outcome"
 ERROR_TYPE = "error.type"  # OpenTelemetry's semantic convention
 WAITING_FOR = "cairn.waiting_for"
+# On a run attempt that parked again without progress: such wake-ups in the last minute.
+FUTILE_WAKES = "cairn.futile_wakes"
 WAKE_AT = "cairn.wake_at"
 
 _EVENTS = {"SLEEPING": "cairn.sleep", "WAITING": "cairn.wait", "PAUSED": "cairn.pause"}
@@ -120,6 +122,9 @@ class _RunSpan:
         if waiting_for is not None:
             attributes[WAITING_FOR] = waiting_for
         self.span.add_event(_EVENTS.get(status, "cairn.park"), attributes)
+
+    def futile(self, wakes: int) -> None:
+        self.span.set_attribute(FUTILE_WAKES, wakes)
 
     def ended(self, status: str | None, error: str | None) -> None:
         span = self.span

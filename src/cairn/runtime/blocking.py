@@ -6,14 +6,48 @@ Read from a stored run alone, never from the database, so listing runs stays one
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from cairn.models import RunStatus
+from cairn.models import SPINNING_AFTER, RunStatus
 from cairn.store.records import RunRecord
 
 # What a WAITING run's `waiting_for` ("event:approval") names, in words.
 KINDS = {"event": "event", "hook": "hook", "task": "human task", "child": "child run of"}
+# Channels of messages (`runs.waits_on`, "event:approval") and their words.
+_CHANNELS = {"event": "event {!r}", "task": "human task {}", "child": "child run {!r}"}
+
+
+def channels_in_words(channels: Iterable[str]) -> tuple[str, ...]:
+    """What waits on these channels take, for people: `("event 'approval'", "a hook call")`."""
+    words = []
+    for channel in channels:
+        kind, _, name = channel.partition(":")
+        words.append("a hook call" if kind == "hook" else _CHANNELS.get(kind, "{}").format(name))
+    return tuple(words)
+
+
+def awaited_events(run: RunRecord) -> list[str]:
+    """The names of the events the open waits of a WAITING run take (none otherwise)."""
+    if run.status != RunStatus.WAITING.value:
+        return []
+    if run.waits_on is None:  # parked before its channels were kept: what it named
+        kind, sep, name = (run.waiting_for or "").partition(":")
+        return [name] if sep and kind == "event" else []
+    channels = json.loads(run.waits_on)
+    return [c[len("event:") :] for c in channels if c.startswith("event:")]
+
+
+def spinning(run: RunRecord) -> str | None:
+    """One line if the unfinished run keeps waking without progress, else None."""
+    if run.futile_wakes <= SPINNING_AFTER or RunStatus(run.status).finished:
+        return None
+    return (
+        f"keeps waking without progress ({run.futile_wakes} times in the minute to "
+        f"{_utc(run.updated_at)})"
+    )
 
 
 def waiting(run: RunRecord, *, now: float, task_id: str | None = None) -> dict[str, Any] | None:
@@ -23,8 +57,20 @@ def waiting(run: RunRecord, *, now: float, task_id: str | None = None) -> dict[s
     hook, task, child (a WAITING or SLEEPING run), queue (a
     PENDING run held back by a queue limit, `reason` says which), delay (a start delay),
     worker (due, for a worker to take) or resume (PAUSED). `until` is the wake time or the
-    wait's timeout (epoch seconds), `task_id` the open human task.
+    wait's timeout (epoch seconds), `task_id` the open human task. A run that keeps
+    waking without progress has `spinning`, the line saying so (and kind "spinning"
+    while it executes, between two wake-ups).
     """
+    found = _waiting(run, now=now, task_id=task_id)
+    flag = spinning(run)
+    if flag is None:
+        return found
+    if found is None:  # executing right now, between two wake-ups
+        found = {"kind": "spinning", "name": None, "until": None}
+    return {**found, "spinning": flag}
+
+
+def _waiting(run: RunRecord, *, now: float, task_id: str | None) -> dict[str, Any] | None:
     status = RunStatus(run.status)
     if status is RunStatus.SLEEPING:
         kind, sep, name = (run.waiting_for or "").partition(":")
@@ -56,11 +102,19 @@ def reason(run: RunRecord, *, now: float) -> str | None:
     """One line saying what the run waits for ("event 'approve' until 14:00:00Z"), or None.
 
     None for a run that is executing or finished, and for a queued run that is simply due
-    (a worker will take it).
+    (a worker will take it). A run that keeps waking without progress says so first.
     """
     found = waiting(run, now=now)
     if found is None:
         return None
+    text = _reason(found, now=now)
+    flag = found.get("spinning")
+    if flag is None:
+        return text
+    return flag if text is None else f"{flag}; {text}"
+
+
+def _reason(found: dict[str, Any], *, now: float) -> str | None:
     kind, name, until = found["kind"], found.get("name"), found.get("until")
     if kind == "sleep":
         return f"sleeping until {_utc(until)}"
@@ -73,7 +127,7 @@ def reason(run: RunRecord, *, now: float) -> str | None:
         return str(found.get("reason") or f"queue {name!r} is full")
     if kind == "delay":
         return f"start delayed until {_utc(until)}"
-    if kind == "worker":
+    if kind in ("worker", "spinning"):
         return None
     text = f"{KINDS[kind]} {name!r}"
     return text if until is None else f"{text} until {_utc(until)}"

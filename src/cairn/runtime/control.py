@@ -23,7 +23,7 @@ from cairn.errors import (
     RunNotFound,
     UnknownWorkflow,
 )
-from cairn.models import History, RunPage, RunStatus, RunSummary, parse_origin
+from cairn.models import EventDelivery, History, RunPage, RunStatus, RunSummary, parse_origin
 from cairn.names import check_name
 from cairn.observability import propagation
 from cairn.runtime import blocking, hooks, triggers, workflow_names
@@ -233,10 +233,12 @@ class RunControl:
 
     async def send_event(
         self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
-    ) -> None:
+    ) -> EventDelivery:
         """Queue event `name` for the run; it is consumed by the run's next wait for it.
 
         A run that continued as new passes the event on to the newest run of its chain.
+        Only a wait for `name` wakes the run: sent while it waits for something else, the
+        event is kept for a later wait, and the answer says so (`EventDelivery.note`).
 
         Raises:
             RunNotFound: no run has that id.
@@ -245,20 +247,23 @@ class RunControl:
         check_name(name, "event name")
         text = self.serializer.dumps(payload, what=f"payload of event {name!r}")
         for _ in range(_MAX_CHAIN_HOPS):
-            status = await self.store.send_message(
+            delivery = await self.store.send_message(
                 run_id, f"event:{name}", text, idempotency_key=idempotency_key, now=self.clock.now()
             )
-            if status is None:
+            if delivery is None:
                 raise RunNotFound(run_id)
-            if status == RunStatus.CONTINUED.value:
+            status = RunStatus(delivery.status)
+            if status is RunStatus.CONTINUED:
                 successor = (await self.record(run_id)).continued_to
                 if successor:
                     run_id = successor  # nothing was queued on the ended run: follow the chain
                     continue
-            if RunStatus(status).finished:
-                raise RunFinished(run_id, status)
-            self.wake_local()
-            return
+            if status.finished:
+                raise RunFinished(run_id, status.value)
+            if delivery.woken:
+                self.wake_local()
+            waits = blocking.channels_in_words(delivery.waits_on or ())
+            return EventDelivery(run_id, name, status, delivery.woken, waits)
         raise RunFinished(run_id, RunStatus.CONTINUED.value)
 
     async def emit(
@@ -467,7 +472,9 @@ class RunControl:
             args, kwargs = tuple(payload.get("args", ())), dict(payload.get("kwargs", {}))
         except Exception:  # an argument type that cannot be restored here
             args, kwargs = (), {}
-        return await run_history.history(self.store, run, self._stored, args, kwargs)
+        return await run_history.history(
+            self.store, run, self._stored, args, kwargs, now=self.clock.now()
+        )
 
     def _stored(self, text: str | None) -> Any:
         """A stored value for people to read: its text when it cannot be restored here."""
@@ -657,6 +664,7 @@ def summary(run: RunRecord, *, now: float) -> RunSummary:
         forked_from=run.forked_from,
         forked_from_seq=run.forked_from_seq,
         origin=run.origin,
+        futile_wakes=run.futile_wakes,
     )
 
 

@@ -16,7 +16,7 @@ from cairn.clock import Clock, SystemClock
 from cairn.core.executor import Outcome
 from cairn.core.live_run import RunEnv
 from cairn.errors import ConfigError
-from cairn.models import History, RunPage, RunStatus
+from cairn.models import EventDelivery, History, RunPage, RunStatus
 from cairn.observability import hooks, logcontext
 from cairn.runtime import deploy_check, leases, triggers
 from cairn.runtime.control import RunControl
@@ -308,9 +308,13 @@ class Engine:
 
     async def send_event(
         self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
-    ) -> None:
-        """Send event `name` to a run; RunNotFound / RunFinished for a bad target."""
-        await self.control.send_event(run_id, name, payload, idempotency_key=idempotency_key)
+    ) -> EventDelivery:
+        """Send event `name` to a run; RunNotFound / RunFinished for a bad target.
+
+        The event is kept for the run's wait for `name`; the answer says whether a wait of
+        the run takes it now (`awaited`), and if not what the run waits for (`note`).
+        """
+        return await self.control.send_event(run_id, name, payload, idempotency_key=idempotency_key)
 
     async def resume_hook(self, token: str, payload: Any = None) -> str:
         """Call a hook once; HookNotFound for an unknown, used or expired token."""

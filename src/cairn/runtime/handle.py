@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cairn.models import RunStatus, RunSummary
+from cairn.models import EventDelivery, RunStatus, RunSummary
 
 if TYPE_CHECKING:
     from cairn.runtime.control import RunControl
@@ -60,6 +60,8 @@ class RunHandle:
 
     async def send_event(
         self, name: str, payload: Any = None, *, idempotency_key: str | None = None
-    ) -> None:
+    ) -> EventDelivery:
         """Send event `name` to this run (see `Engine.send_event`)."""
-        await self._control.send_event(self.run_id, name, payload, idempotency_key=idempotency_key)
+        return await self._control.send_event(
+            self.run_id, name, payload, idempotency_key=idempotency_key
+        )

@@ -69,10 +69,13 @@ async def history(
     decode: Decode,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
+    *,
+    now: float,
 ) -> History:
     """Every durable operation of `run`, of every execution, in the order they happened.
 
-    `decode` reads a stored value; `args` and `kwargs` are the run's input, decoded.
+    `decode` reads a stored value; `args` and `kwargs` are the run's input, decoded;
+    `now` tells a sleep still going on from one that ended.
     """
     steps = await store.load_journal(run.run_id, inputs=True)
     lineage = await store.load_lineage(run.run_id)
@@ -82,9 +85,12 @@ async def history(
         where = (attempt.execution, attempt.key)
         failures[where] = max(failures.get(where, 0), attempt.attempt)
     entries = [
-        _entry(step, execution_of(step.seq, known), False, failures, decode) for step in steps
+        _entry(run, now, step, execution_of(step.seq, known), False, failures, decode)
+        for step in steps
     ]
-    entries += [_entry(r.step, r.execution, True, failures, decode) for r in lineage.retried]
+    entries += [
+        _entry(run, now, r.step, r.execution, True, failures, decode) for r in lineage.retried
+    ]
     entries.sort(key=lambda entry: (entry.execution, entry.seq))
     return History(
         entries,
@@ -97,6 +103,8 @@ async def history(
 
 
 def _entry(
+    run: RunRecord,
+    now: float,
     step: StepRecord,
     execution: int,
     superseded: bool,
@@ -104,9 +112,11 @@ def _entry(
     decode: Decode,
 ) -> HistoryEntry:
     result = decode(step.result)
-    status = step.status
+    status, finished_at = step.status, step.finished_at
     if step.kind == "child" and isinstance(result, dict) and "status" in result:
         status = str(result["status"]).lower()  # how the child itself ended
+    elif step.kind == "sleep" and isinstance(result, int | float):
+        status, finished_at, result = _sleep_entry(run, float(result), now)
     return HistoryEntry(
         seq=step.seq,
         kind=step.kind,
@@ -114,7 +124,7 @@ def _entry(
         status=status,
         attempts=max(step.attempts, failures.get((execution, step.key), 0)),
         started_at=_dt(step.started_at),
-        finished_at=_dt(step.finished_at),
+        finished_at=_dt(finished_at),
         result=hook_tokens.redact(result) if step.kind == "hook" else result,
         error=_json_error(step.error),
         key=step.key,
@@ -122,6 +132,19 @@ def _entry(
         execution=execution,
         superseded=superseded,
     )
+
+
+def _sleep_entry(run: RunRecord, wake: float, now: float) -> tuple[str, float | None, datetime]:
+    """A sleep's status, end and result (its wake time) as history shows them.
+
+    The journal records a sleep once, with its wake time, when it starts. It ended at that
+    time (or when its run ended, cancelled say, if sooner); until then it is "sleeping".
+    """
+    if run.finished_at is not None:
+        return "completed", min(wake, run.finished_at), datetime.fromtimestamp(wake, UTC)
+    if wake > now:
+        return "sleeping", None, datetime.fromtimestamp(wake, UTC)
+    return "completed", wake, datetime.fromtimestamp(wake, UTC)
 
 
 def attempt_dict(attempt: AttemptRecord) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cairn.core import executor
+from cairn.core.futile_wakes import FutileWakes
 from cairn.core.live_run import LiveRun, RunEnv
 from cairn.core.tenure import Tenure
 from cairn.observability import logcontext
@@ -76,6 +77,8 @@ class Worker:
         self.tenure = Tenure(lease)
         env.tenure = self.tenure
         env.on_new_work = self.wake
+        if env.futile is None:
+            env.futile = FutileWakes()
         self.process = leases.this_process()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -291,6 +294,8 @@ class Worker:
             # that just parked may itself be due already (a message or a cancel arrived as
             # it parked), so look then too.
             parked = outcome.status in ("SLEEPING", "WAITING", "PAUSED")
+            if outcome.status is not None and not parked and self.env.futile is not None:
+                self.env.futile.forget(run.run_id)  # it finished
             if not self._stopping and (self._backlog or parked or run.queue is not None):
                 self._wake.set()
         log.info(

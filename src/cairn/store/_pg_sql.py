@@ -37,6 +37,16 @@ def convert(text: str) -> str:
     return text.replace("%", "%%").replace("?", "%s")
 
 
+def _json_members(text: str, *arrays: str) -> str:
+    """`text` with SQLite's members of each JSON array as PostgreSQL reads them."""
+    for array in arrays:
+        sqlite = _sql.json_members(array)
+        if sqlite not in text:
+            raise RuntimeError(f"cairn.store._pg_sql is out of date with _sql: no {sqlite!r}")
+        text = text.replace(sqlite, f"SELECT json_array_elements_text(CAST({array} AS json))")
+    return text
+
+
 def _fenced(text: str) -> str:
     fence = f"FROM runs WHERE {_sql.FENCE})"
     if fence not in text:
@@ -50,14 +60,17 @@ _REWRITTEN: dict[str, str] = {
     _sql.UPSERT_STEP_OWNED: convert(_fenced(_sql.UPSERT_STEP_OWNED)),
     _sql.SELECT_STATUS: convert(_sql.SELECT_STATUS) + " FOR NO KEY UPDATE",
     _sql.SELECT_CONTROL_STATE: convert(_sql.SELECT_CONTROL_STATE) + " FOR NO KEY UPDATE",
+    _sql.HAS_MESSAGES_ON: convert(_json_members(_sql.HAS_MESSAGES_ON, "?")),
+    _sql.WAKE_WAITING: convert(_json_members(_sql.WAKE_WAITING, "waits_on")),
     # PostgreSQL cannot type a bare `? IS NULL`.
     _sql.CLOSE_TASKS: convert(_sql.CLOSE_TASKS).replace("(%s IS NULL", "(CAST(%s AS TEXT) IS NULL"),
 }
 
 # Statements preceded by a lock on the run named by one of their parameters.
 _LOCKED_BY_PARAM: dict[str, int] = {
-    _sql.WAKE_WAITING: 1,  # (now, run_id): a message producer waking the run
+    _sql.WAKE_WAITING: 1,  # (now, run_id, channel): a message producer waking the run
     _sql.HAS_MESSAGES: 0,  # (run_id,): a run about to wait, looking for messages
+    _sql.HAS_MESSAGES_ON: 0,  # (run_id, channels): the same, on its waits' channels
 }
 
 _LOCKS = {"": "", "skip": " FOR UPDATE SKIP LOCKED", "update": " FOR UPDATE"}

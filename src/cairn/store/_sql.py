@@ -7,7 +7,7 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
-from cairn.models import UNKNOWN_ORIGIN
+from cairn.models import SPINNING_AFTER, UNKNOWN_ORIGIN
 from cairn.store.records import (
     ATTEMPT_FIELDS,
     EXECUTION_FIELDS,
@@ -81,8 +81,8 @@ FINISH_RUN = (
     f"owner = NULL, wake_at = NULL, waiting_for = NULL WHERE {FENCE}"
 )
 PARK_RUN = (
-    "UPDATE runs SET status = ?, wake_at = ?, waiting_for = ?, owner = NULL, updated_at = ? "
-    f"WHERE {FENCE}"
+    "UPDATE runs SET status = ?, wake_at = ?, waiting_for = ?, waits_on = ?, futile_wakes = ?, "
+    f"owner = NULL, updated_at = ? WHERE {FENCE}"
 )
 # After PARK_RUN: an operator request its worker had not acted on. A cancel makes the run
 # due (it replays into Cancelled); a pause parks it PAUSED. Params: now, run_id.
@@ -131,7 +131,8 @@ SELECT_WORKER_EXECUTING = "SELECT executing FROM workers WHERE worker_id = ?"
 # What a heartbeat reads back: the runs its worker holds, for the reconciler.
 # Read at scrape time by the metrics (runs_by_status holds the statuses it counts).
 COUNT_UNFINISHED = (
-    "SELECT queue, status, COUNT(*) FROM runs "
+    "SELECT queue, status, COUNT(*), "
+    f"SUM(CASE WHEN futile_wakes > {SPINNING_AFTER} THEN 1 ELSE 0 END) FROM runs "
     "WHERE status IN ('PENDING', 'RUNNING', 'SLEEPING', 'WAITING', 'PAUSED') "
     "GROUP BY queue, status"
 )
@@ -199,10 +200,32 @@ SELECT_OLDEST_MESSAGE = (
     "ORDER BY id LIMIT 1"
 )
 CONSUME_MESSAGE = "UPDATE messages SET consumed_by = ? WHERE id = ? AND consumed_by IS NULL"
+
+
+def json_members(array: str) -> str:
+    """A subquery of the text members of JSON array `array` (a column or `?`).
+
+    SQLite's form; PostgreSQL rewrites it (see _pg_sql), as it does the placeholders.
+    """
+    return f"SELECT value FROM json_each({array})"
+
+
+# Channels: a run's open waits consume messages of these (runs.waits_on, a JSON array).
+# A run about to wait looks for a message on one of them (params: run_id, the array);
+# without them (a run parked by code that did not say), for any message.
+HAS_MESSAGES_ON = (
+    "SELECT 1 FROM messages WHERE run_id = ? AND consumed_by IS NULL "
+    f"AND channel IN ({json_members('?')}) LIMIT 1"
+)
 HAS_MESSAGES = "SELECT 1 FROM messages WHERE run_id = ? AND consumed_by IS NULL LIMIT 1"
-SELECT_STATUS = "SELECT status FROM runs WHERE run_id = ?"
-# A message for a waiting run makes it due now; it then replays and consumes the message.
-WAKE_WAITING = "UPDATE runs SET wake_at = ? WHERE run_id = ? AND status = 'WAITING'"
+SELECT_STATUS = "SELECT status, waits_on FROM runs WHERE run_id = ?"
+# A message for a waiting run makes it due now if one of its waits takes the message (a
+# run whose waits are not known takes any); it then replays and consumes the message.
+# Params: now, run_id, the message's channel.
+WAKE_WAITING = (
+    "UPDATE runs SET wake_at = ? WHERE run_id = ? AND status = 'WAITING' "
+    f"AND (waits_on IS NULL OR ? IN ({json_members('waits_on')}))"
+)
 
 HOOK_COLUMNS = ", ".join(HOOK_FIELDS)
 INSERT_HOOK = (

@@ -274,10 +274,14 @@ class PostgresStore(SqlStore):
         wake_at: float | None,
         waiting_for: str | None,
         now: float,
+        waits_on: Sequence[str] | None = None,
+        futile_wakes: int = 0,
     ) -> None:
         """Park a run and release it (see Store.park_run)."""
         await self._shared(
-            lambda: programs.park_run(run_id, lease, status, wake_at, waiting_for, now),
+            lambda: programs.park_run(
+                run_id, lease, status, wake_at, waiting_for, now, waits_on, futile_wakes
+            ),
             wake_at,
         )
 

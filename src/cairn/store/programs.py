@@ -10,6 +10,7 @@ limits in `claim_programs`; schedules and event triggers in `schedule_programs`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from types import CodeType
@@ -20,6 +21,7 @@ from cairn.store import _sql
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import (
     AttemptRecord,
+    Delivery,
     HookRecord,
     Lease,
     Lineage,
@@ -166,8 +168,9 @@ def after_finish(
     row = yield one_row(_sql.SELECT_PARENT, (run_id,))
     if row is not None and row[0] is not None:
         message = _sql.child_message(run_id, status, result, error)
-        yield Sql(_sql.INSERT_MESSAGE, (row[0], f"child:{run_id}", message, None, now))
-        yield Sql(_sql.WAKE_WAITING, (now, row[0]))
+        channel = f"child:{run_id}"
+        yield Sql(_sql.INSERT_MESSAGE, (row[0], channel, message, None, now))
+        yield Sql(_sql.WAKE_WAITING, (now, row[0], channel))
     yield Sql(_sql.CANCEL_CHILDREN, (now, now, run_id))
     # Nobody will wait for the run's open tasks any more: withdraw them from the inbox.
     yield Sql(_sql.CLOSE_TASKS, ("cancelled", run_id, None, None))
@@ -190,12 +193,25 @@ def park_run(
     wake_at: float | None,
     waiting_for: str | None,
     now: float,
+    waits_on: Sequence[str] | None = None,
+    futile_wakes: int = 0,
 ) -> Program[None]:
-    """Park a run (SLEEPING, WAITING, PAUSED) and release it."""
+    """Park a run (SLEEPING, WAITING, PAUSED) and release it.
+
+    A WAITING run records the channels its open waits consume (`waits_on`, None: any).
+    """
     due = wake_at
-    if status == "WAITING" and (yield one_row(_sql.HAS_MESSAGES, (run_id,))):
-        due = now  # a message arrived while the run was deciding to wait
-    params = (status, due, waiting_for, now, run_id, lease.owner, lease.fence)
+    channels = None if waits_on is None else json.dumps(list(waits_on))
+    if status == "WAITING":
+        # A message its waits take arrived while the run was deciding to wait.
+        if channels is None:
+            found = yield one_row(_sql.HAS_MESSAGES, (run_id,))
+        else:
+            found = yield one_row(_sql.HAS_MESSAGES_ON, (run_id, channels))
+        if found:
+            due = now
+    fence = (run_id, lease.owner, lease.fence)
+    params = (status, due, waiting_for, channels, futile_wakes, now, *fence)
     if not (yield Sql(_sql.PARK_RUN, params)):
         raise LeaseLost(run_id)
     # A cancel or pause that came after the run's last durable point is acted on now.
@@ -244,14 +260,20 @@ def record_attempt(lease: Lease, attempt: AttemptRecord) -> Program[None]:
 
 def send_message(
     run_id: str, channel: str, payload: str, idempotency_key: str | None, now: float
-) -> Program[str | None]:
-    """Queue a message and wake a waiting run; the run's status, None if unknown."""
+) -> Program[Delivery | None]:
+    """Queue a message and wake the run if a wait of it takes it; None if no such run."""
     row = yield one_row(_sql.SELECT_STATUS, (run_id,))
-    if row is None or row[0] in FINISHED:
-        return None if row is None else str(row[0])
+    if row is None:
+        return None
+    status, waits_on = str(row[0]), row[1]
+    if status in FINISHED:
+        return Delivery(status)
     yield Sql(_sql.INSERT_MESSAGE, (run_id, channel, payload, idempotency_key, now))
-    yield Sql(_sql.WAKE_WAITING, (now, run_id))
-    return str(row[0])
+    woken = bool((yield Sql(_sql.WAKE_WAITING, (now, run_id, channel))))
+    waits = None
+    if status == "WAITING" and waits_on is not None:
+        waits = tuple(str(c) for c in json.loads(waits_on))
+    return Delivery(status, woken, waits)
 
 
 def consume_message(lease: Lease, channel: str, step: StepRecord) -> Program[str | None]:
@@ -285,8 +307,9 @@ def resume_hook(token: str, payload: str, now: float) -> Program[str | None]:
         return None  # nobody will ever wait for it: the caller must not think it delivered
     if not (yield Sql(_sql.USE_HOOK, (now, token, now))):
         return None
-    yield Sql(_sql.INSERT_MESSAGE, (run_id, f"hook:{token}", payload, None, now))
-    yield Sql(_sql.WAKE_WAITING, (now, run_id))
+    channel = f"hook:{token}"
+    yield Sql(_sql.INSERT_MESSAGE, (run_id, channel, payload, None, now))
+    yield Sql(_sql.WAKE_WAITING, (now, run_id, channel))
     return str(run_id)
 
 
@@ -303,8 +326,9 @@ def submit_task(
     if not (yield Sql(_sql.SUBMIT_TASK, (now, by, values, task_id))):
         return None
     task = _sql.task_from_row((yield one_row(_sql.SELECT_TASK, (task_id,))))
-    yield Sql(_sql.INSERT_MESSAGE, (task.run_id, f"task:{task_id}", values, None, now))
-    yield Sql(_sql.WAKE_WAITING, (now, task.run_id))
+    channel = f"task:{task_id}"
+    yield Sql(_sql.INSERT_MESSAGE, (task.run_id, channel, values, None, now))
+    yield Sql(_sql.WAKE_WAITING, (now, task.run_id, channel))
     return task
 
 

@@ -14,6 +14,7 @@ from cairn.store.records import (
     Beat,
     Claimed,
     Counts,
+    Delivery,
     Fired,
     HookRecord,
     Lease,
@@ -193,10 +194,16 @@ class Store(Protocol):
         wake_at: float | None,
         waiting_for: str | None,
         now: float,
+        waits_on: Sequence[str] | None = None,
+        futile_wakes: int = 0,
     ) -> None:
         """Park a run held by `lease` as SLEEPING or WAITING and release it.
 
-        It becomes claimable again at `wake_at`. Raises LeaseLost if not held.
+        It becomes claimable again at `wake_at`. A WAITING run's `waits_on` are the
+        channels its open waits consume: a message on one of them makes it claimable at
+        once (one already queued too), a message on any other channel does not. None:
+        any message does (what runs parked before waits_on existed get). `futile_wakes`
+        is stored for people to see (see RunRecord). Raises LeaseLost if not held.
         """
         ...
 
@@ -248,12 +255,13 @@ class Store(Protocol):
 
     async def send_message(
         self, run_id: str, channel: str, payload: str, *, idempotency_key: str | None, now: float
-    ) -> str | None:
-        """Queue `payload` on the run's `channel` and make a WAITING run due now.
+    ) -> Delivery | None:
+        """Queue `payload` on the run's `channel`; wake the run if one of its waits takes it.
 
-        Returns the run's status; None when no run has that id. A finished run gets no
-        message (its status is returned). A repeated (run, channel, idempotency_key) is
-        stored once.
+        A WAITING run whose waits take the channel (see park_run's `waits_on`) is made due
+        now. Returns the run's status, whether it was woken and what its waits consume; None
+        when no run has that id. A finished run gets no message (its status is returned).
+        A repeated (run, channel, idempotency_key) is stored once.
         """
         ...
 
@@ -355,8 +363,9 @@ class Store(Protocol):
     async def counts(self) -> Counts:
         """Unfinished runs by (queue, status), and workers whose heartbeat is within their lease.
 
-        A read of the run statuses' index and the workers table (for metrics at scrape
-        time). Queues or statuses without runs are absent from `runs`.
+        A read of the unfinished runs and the workers table (for metrics at scrape time).
+        Queues or statuses without runs are absent from `runs`. `spinning` counts the
+        unfinished runs with more than SPINNING_AFTER futile wakes.
         """
         ...
 

@@ -47,6 +47,12 @@ class RunRecord:
     forked_from_seq: int | None = None  # ... reusing its entries before this seq
     # What started it (models.ORIGINS); None for runs from before cairn recorded it.
     origin: str | None = None
+    # A WAITING run's open waits: the JSON array of the channels they consume, set when it
+    # parks. A message wakes the run only on one of them (NULL: on any, as before 14).
+    waits_on: str | None = None
+    # Times the run woke and parked again without progress in the minute before it last
+    # parked, as its worker counted them (0 once it makes progress); see SPINNING_AFTER.
+    futile_wakes: int = 0
 
 
 RUN_FIELDS: tuple[str, ...] = tuple(RunRecord.__dataclass_fields__)
@@ -223,11 +229,30 @@ class Claimed:
 
 
 @dataclass(frozen=True, slots=True)
+class Delivery:
+    """What queueing a message for a run found (see Store.send_message).
+
+    `status` is the run's status. `woken` says a wait of the run takes the message now:
+    the run was WAITING on its channel and is due. `waits_on` are the channels a WAITING
+    run's open waits consume (None for a run that is not waiting, or that parked before
+    cairn kept them).
+    """
+
+    status: str
+    woken: bool = False
+    waits_on: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Counts:
-    """How many runs are unfinished, by (queue, status), and how many workers are live."""
+    """How many runs are unfinished, by (queue, status), and how many workers are live.
+
+    `spinning` counts the unfinished runs flagged as waking without progress.
+    """
 
     runs: dict[tuple[str | None, str], int]
     live_workers: int
+    spinning: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from cairn.store.records import (
     Beat,
     Claimed,
     Counts,
+    Delivery,
     Fired,
     HookRecord,
     Lease,
@@ -45,7 +46,8 @@ def _rows(text: str, params: Sequence[Any] = ()) -> Program[list[Any]]:
 def _counts() -> Program[Counts]:
     rows = yield Sql(_sql.COUNT_UNFINISHED, (), "all")
     (workers,) = yield Sql(_sql.COUNT_LIVE_WORKERS, (), "one")
-    return Counts({(queue, status): int(n) for queue, status, n in rows}, int(workers))
+    runs = {(queue, status): int(n) for queue, status, n, _ in rows}
+    return Counts(runs, int(workers), sum(int(spinning or 0) for *_, spinning in rows))
 
 
 class SqlStore:
@@ -122,10 +124,14 @@ class SqlStore:
         wake_at: float | None,
         waiting_for: str | None,
         now: float,
+        waits_on: Sequence[str] | None = None,
+        futile_wakes: int = 0,
     ) -> None:
-        """Park a run and release it."""
+        """Park a run and release it (see Store.park_run)."""
         await self.write(
-            lambda: programs.park_run(run_id, lease, status, wake_at, waiting_for, now)
+            lambda: programs.park_run(
+                run_id, lease, status, wake_at, waiting_for, now, waits_on, futile_wakes
+            )
         )
 
     async def update_run_meta(
@@ -168,8 +174,8 @@ class SqlStore:
 
     async def send_message(
         self, run_id: str, channel: str, payload: str, *, idempotency_key: str | None, now: float
-    ) -> str | None:
-        """Queue a message for a run and wake it if waiting (see Store.send_message)."""
+    ) -> Delivery | None:
+        """Queue a message for a run and wake it if it waits for it (see Store.send_message)."""
         return await self.write(
             lambda: programs.send_message(run_id, channel, payload, idempotency_key, now)
         )

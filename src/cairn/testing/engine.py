@@ -16,7 +16,7 @@ from cairn.authoring.registry import Registry, default_registry
 from cairn.authoring.workflow import WorkflowDef
 from cairn.clock import VirtualClock
 from cairn.core.signals import Unwind
-from cairn.models import History, RunPage, RunStatus
+from cairn.models import EventDelivery, History, RunPage, RunStatus
 from cairn.runtime.engine import Engine
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.tasks import TaskControl
@@ -203,9 +203,11 @@ class TestEngine:
         """The run's history."""
         return await self.engine.history(run_id)
 
-    async def send_event(self, run_id: str, name: str, payload: Any = None, **options: Any) -> None:
-        """Send an event to a run."""
-        await self.engine.send_event(run_id, name, payload, **options)
+    async def send_event(
+        self, run_id: str, name: str, payload: Any = None, **options: Any
+    ) -> EventDelivery:
+        """Send an event to a run (see `Engine.send_event`)."""
+        return await self.engine.send_event(run_id, name, payload, **options)
 
     async def resume_hook(self, token: str, payload: Any = None) -> str:
         """Call a hook once."""

@@ -18,7 +18,7 @@ from cairn.dashboard.api.operations import Handler, Operation
 from cairn.dashboard.api.replies import Reply
 from cairn.dashboard.target import Target
 from cairn.errors import RunFinished
-from cairn.models import RunStatus
+from cairn.models import EventDelivery, RunStatus
 from cairn.names import check_name
 from cairn.runtime.control import RunControl
 
@@ -136,11 +136,22 @@ async def send_event(target: Target, call: Call) -> Reply:
     key = inputs.typed(body.get("idempotency_key"), str, "idempotency_key", null=True)
 
     async def go(control: RunControl) -> dict[str, Any]:
-        await control.send_event(run_id, name, payload, idempotency_key=key)
-        run = await control.record(run_id)
-        return {"run_id": run_id, "event": name, "status": run.status}
+        sent = await control.send_event(run_id, name, payload, idempotency_key=key)
+        return event_reply(sent)
 
     return Reply(await target(go), 202)
+
+
+def event_reply(sent: EventDelivery) -> dict[str, Any]:
+    """What an event sent to a run did: awaited now, or kept (with `note` saying why)."""
+    return {
+        "run_id": sent.run_id,
+        "event": sent.event,
+        "status": sent.status.value,
+        "awaited": sent.awaited,
+        "waits_for": list(sent.waits_for),
+        "note": sent.note,
+    }
 
 
 _RUN = runs.RUN
@@ -208,7 +219,7 @@ OPERATIONS = (
         "POST",
         f"{_RUN}/events/{{name}}",
         send_event,
-        "Send an event to a run (kept until the run waits for it)",
+        "Send an event to a run (kept until a wait takes it; `awaited`: one does now)",
         ok=202,
         body={
             "type": "object",

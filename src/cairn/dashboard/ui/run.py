@@ -21,7 +21,8 @@ from cairn.dashboard.api.replies import BadRequest
 from cairn.dashboard.api.replies import describe as describe_failure
 from cairn.dashboard.target import Target
 from cairn.dashboard.ui import bars, csrf, live, render, timeline
-from cairn.models import Execution, HistoryEntry, RunStatus
+from cairn.models import EventDelivery, Execution, HistoryEntry, RunStatus
+from cairn.runtime import blocking
 from cairn.runtime.control import RunControl
 
 QUESTIONS = {
@@ -109,12 +110,8 @@ def facts(shown: cli_runs.Shown) -> dict[str, Any]:
         if shown.waiting is not None
         else ""
     )
-    found["progress_text"] = output.progress_text(found["progress"])
-    progress = found["progress"] or {}
-    current, total = progress.get("current"), progress.get("total")
-    found["percent"] = None
-    if isinstance(current, int | float) and isinstance(total, int | float) and total > 0:
-        found["percent"] = max(0, min(100, round(100 * current / total)))
+    found["progress_text"] = output.progress_text(found["progress"], run.status)
+    found["percent"] = output.progress_percent(found["progress"], run.status)
     found["error_line"] = output.error_line(shown.error)
     found["finished"] = RunStatus(run.status).finished
     first = shown.executions[0] if shown.executions else None
@@ -123,6 +120,8 @@ def facts(shown: cli_runs.Shown) -> dict[str, Any]:
     found["execution_text"] = (
         output.execution_label(latest, named=False) if latest and latest.number > 1 else ""
     )
+    # The event form appears only where a wait can take what it sends.
+    found["awaited_events"] = blocking.awaited_events(run)
     return found
 
 
@@ -243,11 +242,12 @@ def routes(target: Target) -> list[BaseRoute]:
         payload = inputs.loads(text, what="the payload") if text else None
         key = form.get("idempotency_key").strip() or None
 
-        async def go(control: RunControl) -> None:
-            await control.send_event(run_id, name, payload, idempotency_key=key)
+        async def go(control: RunControl) -> EventDelivery:
+            return await control.send_event(run_id, name, payload, idempotency_key=key)
 
-        await target(go)
-        return render.redirect(request, here, notice=f"event {name!r} sent to run {run_id}")
+        sent = await target(go)
+        notice = sent.note or f"event {name!r} sent to run {sent.run_id}"
+        return render.redirect(request, here, notice=notice, error=sent.note is not None)
 
     return [
         Route("/runs/{run_id:path}/{verb}", act, methods=["POST"]),

@@ -132,11 +132,6 @@ def row(run: RunSummary, *, now: float, live: list[WorkerRecord] | None = None) 
     finished = run.status.finished
     end = run.updated_at.timestamp() if finished else now
     started = run.started_at
-    progress = run.progress or {}
-    current, total = progress.get("current"), progress.get("total")
-    percent = None
-    if isinstance(current, int | float) and isinstance(total, int | float) and total > 0:
-        percent = max(0, min(100, round(100 * current / total)))
     waiting = run.waiting_for
     if waiting is None and live is not None:
         waiting = idle_reason(run, live)
@@ -150,8 +145,8 @@ def row(run: RunSummary, *, now: float, live: list[WorkerRecord] | None = None) 
         "started_at": started,
         "started": output.when(started),  # for live updates, as text
         "duration": "" if started is None else output.seconds(max(0.0, end - started.timestamp())),
-        "progress": output.progress_text(run.progress),
-        "percent": percent,
+        "progress": output.progress_text(run.progress, run.status.value),
+        "percent": output.progress_percent(run.progress, run.status.value),
         "waiting": waiting or "",
         "error": output.error_line(run.error),
         "origin": run.origin or UNKNOWN_ORIGIN,

@@ -59,7 +59,7 @@ def timeline(
 
 def _entry(entry: HistoryEntry, failed: list[dict[str, Any]]) -> dict[str, Any]:
     outcome = entry.result
-    if entry.kind == "sleep" and isinstance(entry.result, int | float):
+    if entry.kind == "sleep" and isinstance(entry.result, datetime):
         outcome = f"until {output.when(entry.result)}"
     elif entry.status == "waiting":
         outcome = output.waiting_outcome(entry)
