@@ -15,7 +15,7 @@ from cairn.authoring import context
 from cairn.core import durable
 from cairn.core.attempts import type_name
 from cairn.core.live_run import LiveRun, RunEnv
-from cairn.core.signals import ContinueAsNew, Suspend, Unwind
+from cairn.core.signals import ContinueAsNew, HandBack, Suspend, Unwind
 from cairn.errors import (
     CairnError,
     Cancelled,
@@ -154,6 +154,12 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
             cancelled = Cancelled(live.interrupts.reason)
             return await _finish(env, live, "CANCELLED", error=error_json(cancelled))
         return await _continue(env, live, again, workflow.version)
+    except HandBack:
+        # Its worker is stopping: steps still executing in other branches commit first
+        # (they are not run again), then the worker hands the run back.
+        await live.settle()
+        await live.flush_meta()
+        return Outcome(None)
     except Unwind:
         return Outcome(None)
     except Cancelled as exc:

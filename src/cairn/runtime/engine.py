@@ -68,6 +68,7 @@ class Engine:
         queues: list[str] | tuple[str, ...] | None = None,
         metrics: Metrics | bool = False,
         tracing: Tracing | bool = False,
+        grace: Any = 0,
     ) -> None:
         """Configure an engine.
 
@@ -88,6 +89,9 @@ class Engine:
                 on a registry of its own: see `engine.metrics`). Needs `cairn[metrics]`.
             tracing: OpenTelemetry spans of runs and steps, on the global tracer provider
                 (`cairn.observability.Tracing`; True makes one). Needs `cairn[otel]`.
+            grace: How long closing lets the steps executing then finish ("30s"; default
+                0: they are cut off at once). Each run is then handed back for any
+                engine to take at once; a step cut off runs again there.
         """
         if not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
@@ -97,6 +101,7 @@ class Engine:
         self.lease = durations.parse(lease, what="lease").total_seconds()
         if self.lease <= 0:
             raise ValueError(f"lease must be positive, got {lease!r}")
+        self.grace = durations.parse(grace, what="grace").total_seconds()
         self.serializer = serialization.get(serializer)
         self.modules = tuple(modules) or config.modules()
         self.registry = registry or default_registry
@@ -118,6 +123,8 @@ class Engine:
         # The engine's OpenTelemetry spans, or None.
         self.tracing: Tracing | None = tracing or None
         self.worker: Worker | None = None
+        # The worker while `close` stops it (for `hurry`), else None.
+        self.stopping_worker: Worker | None = None
         self.scheduler: Scheduler | None = None
         self.control = RunControl(
             self.store, clock=self.clock, serializer=self.serializer, registry=self.registry
@@ -194,7 +201,7 @@ class Engine:
         return observers
 
     async def close(self) -> None:
-        """Stop executing; runs still in flight are handed back for recovery."""
+        """Stop executing: steps in flight finish within the grace, then runs are handed back."""
         if not self._open:
             return
         self._open = False
@@ -205,7 +212,11 @@ class Engine:
             self.scheduler = None
         if self.worker is not None:
             self.control.local = None
-            await self.worker.stop()
+            self.stopping_worker = self.worker
+            try:
+                await self.worker.stop(grace=self.grace)
+            finally:
+                self.stopping_worker = None
             self.worker = None
         for pool in self._threads:
             pool.shutdown(wait=False, cancel_futures=True)

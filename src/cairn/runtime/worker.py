@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from cairn.core import executor
 from cairn.core.live_run import LiveRun, RunEnv
@@ -76,9 +77,13 @@ class Worker:
         self.process = leases.this_process()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._handing_back: set[asyncio.Task[None]] = set()
+        self._handing_back: set[asyncio.Task[None]] = set()  # resumes, expiries
+        self._releases: set[asyncio.Task[None]] = set()  # hand-backs in flight
         self._releasing: set[str] = set()  # runs being handed back: not to be resumed
         self._stopping = False
+        self._halted = False  # as good as killed: nothing more is written
+        self._hurry = asyncio.Event()  # the grace of a stop ends now
+        self._grace_ends: float | None = None  # time.monotonic(), while stopping
         self._reserved = 0
         self._backlog = False  # the last claim may have left claimable runs behind
         self._started = time.monotonic()
@@ -136,54 +141,111 @@ class Worker:
             # pause|cancel`) still have to reach the runs this engine executes.
             self._tasks.append(asyncio.create_task(self._control_loop(), name="cairn-control"))
 
-    async def stop(self, *, grace: float | None = None) -> None:
-        """Stop claiming, end in-flight attempts and queue their runs again for others.
+    @property
+    def stopping(self) -> bool:
+        """True once `stop` (or `halt`) was called: this worker claims nothing more."""
+        return self._stopping
 
-        An attempt's sync step runs on in its thread until it returns: its run is queued
-        again only then (waiting up to `grace`, default the lease), so that no other
-        worker runs that step while this process still does. A run whose step outlives
-        the grace is left to the lease: this worker's heartbeat stops, and others take
-        the run over once the lease has run out.
+    async def stop(self, *, grace: float = 0.0) -> None:
+        """Stop claiming; let steps in flight finish for up to `grace` seconds; hand back.
+
+        Each attempt is asked to leave at its next durable point: a step executing now
+        finishes and commits, and the run is handed back (PENDING, no owner) at once, for
+        any worker to take without waiting for a lease. An attempt still inside a step
+        when the grace ends (or at once, after `hurry`) is cut off: its run is handed back
+        all the same, and that step runs again wherever the run goes next. A sync step's
+        thread cannot be stopped: it runs on in this process until it returns (`cairn
+        worker` exits instead), its result unrecorded.
         """
         self._stopping = True
+        self._grace_ends = time.monotonic() + grace
         for task in [*self._tasks, *self._handing_back]:
             task.cancel()
-        attempts = list(self.active.values())
-        for attempt in attempts:
-            if attempt.task is not None:
-                attempt.task.cancel()
         for task in [*self._tasks, *self._handing_back]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        for attempt in attempts:
-            if attempt.task is not None:
+        attempts = list(self.active.values())
+        cut: list[Attempt] = []
+        if attempts:
+            if grace > 0:
+                log.info(
+                    "stopping: %d run(s) in flight; their steps may finish for up to %gs, "
+                    "then each run is handed back",
+                    len(attempts),
+                    grace,
+                )
+            for attempt in attempts:
+                if attempt.live is not None:
+                    attempt.live.interrupts.hand_back()
+                elif attempt.task is not None:
+                    attempt.task.cancel()  # still loading its journal: nothing to finish
+            await self._within_grace({a.task for a in attempts if a.task is not None})
+            cut = [a for a in attempts if a.task is not None and not a.task.done()]
+            steps = {a.run.run_id: a.live.running_step() if a.live else None for a in cut}
+            for attempt in cut:
+                assert attempt.task is not None
+                attempt.task.cancel()
+            for attempt in cut:
+                assert attempt.task is not None
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await attempt.task
-        deadline = time.monotonic() + (self.lease if grace is None else grace)
-        left_running = []
-        for attempt in attempts:
-            if not await attempt.quiesced(max(0.0, deadline - time.monotonic())):
-                left_running.append(attempt.run.run_id)
-                continue
-            with contextlib.suppress(Exception):
-                await self.env.store.release_run(attempt.run.run_id, self._lease(attempt))
+                await self._cut_off(attempt, steps[attempt.run.run_id])
+        await self._within_grace(set(self._releases), at_least=1.0)
+        for task in list(self._releases):
+            task.cancel()  # the database is away: the worker's removal below tries again
         if self._watchdog is not None:
             self._watchdog.stop()
         if self._heartbeat is not None:
             await self._heartbeat.stop()
-        if left_running:
-            log.warning(
-                "stopping with %d sync step(s) still running (runs %s): left to recovery "
-                "once this worker's lease has run out",
-                len(left_running),
-                ", ".join(left_running),
+        if attempts:
+            log.info(
+                "stopped: %d run(s) in flight handed back, %d of them cut off mid-step "
+                "(those steps run again elsewhere)",
+                len(attempts),
+                len(cut),
             )
-            return
+        # Also hands back whatever a hand-back above could not (owner cleared, PENDING).
         await self.env.store.remove_worker(self.env.owner)
+
+    def hurry(self) -> None:
+        """End the grace of a `stop` in progress now: cut off the steps still executing."""
+        self._hurry.set()
+
+    async def _within_grace(self, tasks: set[asyncio.Task[None]], at_least: float = 0.0) -> None:
+        """Wait until `tasks` are done, the grace ends or `hurry` is called."""
+        loop = asyncio.get_running_loop()
+        ends = self._grace_ends if self._grace_ends is not None else time.monotonic()
+        deadline = loop.time() + max(at_least, ends - time.monotonic())
+        hurry = asyncio.ensure_future(self._hurry.wait())
+        try:
+            pending: set[asyncio.Future[Any]] = {task for task in tasks if not task.done()}
+            while pending and not self._hurry.is_set() and (left := deadline - loop.time()) > 0:
+                _, pending = await asyncio.wait(
+                    pending | {hurry}, timeout=left, return_when=asyncio.FIRST_COMPLETED
+                )
+                pending.discard(hurry)
+        finally:
+            hurry.cancel()
+
+    async def _cut_off(self, attempt: Attempt, step: str | None) -> None:
+        """Hand back the run of an attempt cut off (in `step`), trying once (see `stop`)."""
+        run = attempt.run
+        threads = attempt.live is not None and not await attempt.quiesced(0)
+        log.warning(
+            "run %s: %s cut off by the end of the grace%s; handed back, the step runs again "
+            "wherever the run goes next",
+            run.run_id,
+            f"step {step!r}" if step else "its attempt",
+            " (its sync thread cannot be stopped and runs on, unrecorded)" if threads else "",
+            extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
+        )
+        with contextlib.suppress(Exception):
+            await self.env.store.release_run(run.run_id, self._lease(attempt))
 
     def halt(self) -> None:
         """From now on, act like a killed process: no hand-backs, claims or resumes."""
         self._stopping = True
+        self._halted = True
 
     async def abandon(self) -> None:
         """Stop without a word to the database, like a killed process (for testing)."""
@@ -192,7 +254,7 @@ class Worker:
             self._watchdog.stop()
         if self._heartbeat is not None:
             await self._heartbeat.stop()
-        tasks = [*self._tasks, *self._handing_back]
+        tasks = [*self._tasks, *self._handing_back, *self._releases]
         tasks += [a.task for a in self.active.values() if a.task is not None]
         for task in tasks:
             task.cancel()
@@ -284,7 +346,7 @@ class Worker:
             outcome.status or "handed back",
             extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
         )
-        if outcome.status is None and not self._stopping:
+        if outcome.status is None and not self._halted:
             self._hand_back(attempt)
         self._on_finished(run.run_id, outcome)
 
@@ -299,13 +361,16 @@ class Worker:
         run_id = attempt.run.run_id
         self._releasing.add(run_id)
         task = asyncio.create_task(self._release(attempt), name=f"cairn-hand-back-{run_id}")
-        self._handing_back.add(task)
-        task.add_done_callback(self._handing_back.discard)
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
 
     async def _release(self, attempt: Attempt) -> None:
         run_id = attempt.run.run_id
         try:
-            await attempt.quiesced()  # not while a step of it still runs in a thread
+            # Not while a step of it still runs in a thread; when stopping, only while
+            # the grace lasts (then the thread is left behind, see `stop`).
+            ends = self._grace_ends
+            await attempt.quiesced(None if ends is None else max(0.0, ends - time.monotonic()))
             delay = 0.05
             while True:
                 try:
