@@ -17,6 +17,7 @@ from cairn import durations
 from cairn.cli import options, output
 from cairn.observability import jsonlog, logcontext
 from cairn.runtime.engine import Engine
+from cairn.runtime.worker import Worker
 
 log = logcontext.logger("cairn.cli.worker")
 
@@ -156,15 +157,34 @@ async def _serve(ns: argparse.Namespace, glob: options.Globals, queues: list[str
     if engine.metrics is not None:  # answering scrapes from start-up on (gauges once open)
         engine.metrics.serve(ns.metrics_port, ns.metrics_host)
         log.info("metrics at http://%s:%d/metrics", ns.metrics_host, ns.metrics_port)
+    failure: str | None = None
     async with engine:
         worker = engine.worker
         owner = worker.env.owner if worker is not None else "?"
         log.info("worker %s ready", owner)
-        await stop.wait()
-        log.info(
-            "%s received: stopping with %d run(s) in flight (a second signal stops at once)",
-            received[0] if received else "signal",
-            len(worker.active) if worker is not None else 0,
-        )
+        await _until_stopped(stop, worker)
+        if worker is not None and worker.failure is not None:
+            failure = worker.failure
+        else:
+            log.info(
+                "%s received: stopping with %d run(s) in flight (a second signal stops at once)",
+                received[0] if received else "signal",
+                len(worker.active) if worker is not None else 0,
+            )
+    if failure is not None:
+        log.error("worker %s stopped: %s", owner, failure)
+        return 1
     log.info("worker %s stopped", owner)
     return 0
+
+
+async def _until_stopped(stop: asyncio.Event, worker: Worker | None) -> None:
+    """Until a signal comes, or the worker stops by itself (its database is read-only)."""
+    waiters = [asyncio.ensure_future(stop.wait())]
+    if worker is not None:
+        waiters.append(asyncio.ensure_future(worker.failed.wait()))
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

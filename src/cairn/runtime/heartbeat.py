@@ -76,6 +76,12 @@ class Heartbeat:
         if self._task is not None:
             self._now_on_loop.set()
 
+    def cease(self) -> None:
+        """Beat no more from now on (any thread); `stop` still waits for the thread."""
+        self._stop.set()
+        self._now.set()
+        self._now_on_loop.set()
+
     async def stop(self) -> None:
         """Stop beating (the last beat in flight may still land)."""
         self._stop.set()

@@ -83,6 +83,9 @@ class Worker:
         self._stopping = False
         self._halted = False  # as good as killed: nothing more is written
         self._hurry = asyncio.Event()  # the grace of a stop ends now
+        # Why this worker stopped by itself (its database can never be written), or None.
+        self.failure: str | None = None
+        self.failed = asyncio.Event()  # set with `failure`
         self._grace_ends: float | None = None  # time.monotonic(), while stopping
         self._reserved = 0
         self._backlog = False  # the last claim may have left claimable runs behind
@@ -197,6 +200,8 @@ class Worker:
             self._watchdog.stop()
         if self._heartbeat is not None:
             await self._heartbeat.stop()
+        if self.failure is not None:
+            return  # nothing can be written: its runs go to others when its lease runs out
         if attempts:
             log.info(
                 "stopped: %d run(s) in flight handed back, %d of them cut off mid-step "
@@ -239,8 +244,35 @@ class Worker:
             " (its sync thread cannot be stopped and runs on, unrecorded)" if threads else "",
             extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
         )
-        with contextlib.suppress(Exception):
-            await self.env.store.release_run(run.run_id, self._lease(attempt))
+        if self.failure is None:
+            with contextlib.suppress(Exception):
+                await self.env.store.release_run(run.run_id, self._lease(attempt))
+
+    def writable(self) -> bool:
+        """False once the store can never write again; the worker then stops by itself.
+
+        It claims nothing more, ends its attempts (none of their writes could land) and
+        stops heartbeating, so that other workers take its runs over once its lease has
+        run out; `failed` is set for whoever runs it (`cairn worker` exits with status 1).
+        """
+        reason = self.env.store.health.unwritable
+        if reason is None:
+            return True
+        if self.failure is None:
+            self.failure = reason
+            self._stopping = True
+            log.error(
+                "%s: this worker stops. It claims nothing more and stops heartbeating; "
+                "other workers take its runs over once its lease has run out",
+                reason,
+            )
+            if self._heartbeat is not None:
+                self._heartbeat.cease()
+            for attempt in self.active.values():
+                if attempt.task is not None:
+                    attempt.task.cancel()
+            self.failed.set()
+        return False
 
     def halt(self) -> None:
         """From now on, act like a killed process: no hand-backs, claims or resumes."""
@@ -346,7 +378,7 @@ class Worker:
             outcome.status or "handed back",
             extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
         )
-        if outcome.status is None and not self._halted:
+        if outcome.status is None and not self._halted and self.writable():
             self._hand_back(attempt)
         self._on_finished(run.run_id, outcome)
 
@@ -372,11 +404,13 @@ class Worker:
             ends = self._grace_ends
             await attempt.quiesced(None if ends is None else max(0.0, ends - time.monotonic()))
             delay = 0.05
-            while True:
+            while self.writable():
                 try:
                     await self.env.store.release_run(run_id, self._lease(attempt))
                     break
                 except Exception as exc:
+                    if not self.writable():
+                        break
                     log.warning("run %s: cannot hand it back yet (%s); retrying", run_id, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
@@ -457,7 +491,7 @@ class Worker:
         return len(claimed.runs)
 
     async def _claim_loop(self) -> None:
-        while True:
+        while self.writable():
             await self._wait_for_work(await self._idle_time())
             self._wake.clear()
             try:
@@ -465,10 +499,11 @@ class Worker:
                     pass
                 await self._poll_controls()
             except Exception:
-                log.exception("claiming runs failed; retrying")
+                if self.writable():
+                    log.exception("claiming runs failed; retrying")
 
     async def _control_loop(self) -> None:
-        while True:
+        while self.writable():
             await self._wait_for_work(self.poll_interval)
             self._wake.clear()
             try:
@@ -510,7 +545,7 @@ class Worker:
     def _on_beat(self, sent_at: float, beat: Beat) -> None:
         """On the loop, after a heartbeat committed: reconcile and look for dead neighbours."""
         self.tenure.landed()
-        if self._stopping:
+        if self._stopping or not self.writable():
             return
         mine = {run_id: attempt.run.fence for run_id, attempt in self.active.items()}
         self._reconcile(sent_at, beat.owned, mine)

@@ -3,6 +3,8 @@
 Workers read it before judging others dead by their heartbeats: while this process could
 not write to the database, nobody else's heartbeat could be written either (a server
 restart, a connection holding SQLite's write lock), so old heartbeats prove nothing then.
+It also says when the store can never write again (`unwritable`): trouble that does not
+pass.
 """
 
 from __future__ import annotations
@@ -17,10 +19,21 @@ LONG_WAIT = 1.0
 class StoreHealth:
     """The monotonic time of the last trouble; written from any thread (a float store)."""
 
-    __slots__ = ("_trouble_at",)
+    __slots__ = ("_trouble_at", "_unwritable")
 
     def __init__(self) -> None:
         self._trouble_at = 0.0
+        self._unwritable: str | None = None
+
+    @property
+    def unwritable(self) -> str | None:
+        """Why the store can never write again, or None (see `cannot_write`)."""
+        return self._unwritable
+
+    def cannot_write(self, reason: str) -> None:
+        """The database refuses every write for good (the first reason is kept)."""
+        if self._unwritable is None:
+            self._unwritable = reason
 
     def trouble_at(self) -> float:
         """When (time.monotonic()) trouble was last seen; 0.0 if never."""

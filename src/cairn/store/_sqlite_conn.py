@@ -73,6 +73,26 @@ _TRANSIENT = frozenset(
 )
 
 
+def is_read_only(exc: BaseException) -> bool:
+    """True if `exc` says this connection may not write the database at all.
+
+    SQLITE_READONLY in any of its forms: the file, its folder or its -wal/-shm files are
+    not writable by this process (or were when the connection opened). Another try
+    cannot change that: the connection would have to be opened again.
+    """
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (
+        isinstance(exc, sqlite3.OperationalError)
+        and code is not None
+        and (code & 0xFF == sqlite3.SQLITE_READONLY)
+    )
+
+
+def read_only_reason(where: str, exc: BaseException) -> str:
+    """The one line that says a database is read-only for this process, and why."""
+    return f"database {where} is read-only for this process ({exc})"
+
+
 def classify(where: str, exc: BaseException) -> StoreError:
     """The StoreError for a failure of the driver: unavailable, refused, or other.
 
@@ -81,7 +101,9 @@ def classify(where: str, exc: BaseException) -> StoreError:
     """
     message = f"database {where}: {exc}"
     error: StoreError
-    if isinstance(exc, sqlite3.OperationalError):
+    if is_read_only(exc):
+        error = StoreError(read_only_reason(where, exc))
+    elif isinstance(exc, sqlite3.OperationalError):
         code = getattr(exc, "sqlite_errorcode", None)
         transient = is_busy(exc) or (code is not None and code & 0xFF in _TRANSIENT)
         error = StoreUnavailable(message) if transient else StoreError(message)

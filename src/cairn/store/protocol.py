@@ -47,6 +47,14 @@ class Health(Protocol):
         """Note that the database is away or locked now (a heartbeat failed, say)."""
         ...
 
+    @property
+    def unwritable(self) -> str | None:
+        """Why this store can never write again (a read-only SQLite file), or None.
+
+        Not a passing condition: a worker that sees it stops (see runtime/worker.py).
+        """
+        ...
+
 
 class SideChannel(Protocol):
     """A connection of its own, for one thread: heartbeats that go on when the loop is busy.
