@@ -162,6 +162,22 @@ async def test_wait_for_work__wakes_on_a_message_for_a_waiting_run(
         await waiting
 
 
+async def test_wait_for_work__wakes_on_a_run_another_process_hands_back(
+    open_store_at: OpenStore,
+) -> None:
+    # A stopping worker hands its runs back: the others must hear of it, not poll for it.
+    worker, stopping = await open_store_at(), await open_store_at()
+    await stopping.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await settle(worker)
+    waiting = asyncio.create_task(worker.wait_for_work(30))
+    await asyncio.sleep(0)
+
+    assert await stopping.release_run("r1", held("w1"))
+
+    async with asyncio.timeout(10):
+        await waiting
+
+
 async def test_counts__unfinished_runs_by_queue_and_status_and_live_workers(
     store: Store, store_url: str
 ) -> None:
