@@ -81,6 +81,38 @@ async def test_side_channel__beats_from_a_thread_of_its_own(store: Store) -> Non
     assert beat.owned == {"mine": 1}
 
 
+@pytest.mark.parametrize("via", ["store", "side channel"])
+async def test_beat__lets_go_of_the_runs_it_names_while_it_holds_them(
+    open_store_at: OpenStore, via: str
+) -> None:
+    store, other = await open_store_at(), await open_store_at()
+    await store.register_worker(worker_record("w1"))
+    await store.register_worker(worker_record("w2"))
+    for run_id, owner in (("stuck", "w1"), ("moved", "w1"), ("theirs", "w2"), ("fine", "w1")):
+        await store.create_run(run_record(run_id, status="RUNNING", owner=owner))
+    await store.release_run("moved", held("w1"))
+    await store.claim_runs("w1", 10, now=T0, stale=False)  # "moved": held again, fence 2
+    let_go = [("stuck", 1), ("moved", 1), ("theirs", 1)]
+    channel = store.side_channel() if via == "side channel" else None
+    if via == "side channel" and channel is None:
+        pytest.skip(f"{store!r} has no side channel")
+
+    if channel is None:
+        beat = await store.beat(worker_record("w1"), let_go)
+    else:
+        try:
+            beat = await asyncio.to_thread(channel.beat, worker_record("w1"), let_go)
+        finally:
+            channel.close()
+
+    assert beat.released == ("stuck",)  # not under another fence, nor another's
+    assert beat.owned == {"fine": 1, "moved": 2}
+    stuck = await other.get_run("stuck")
+    assert stuck is not None and (stuck.status, stuck.owner) == ("PENDING", None)
+    claimed = await other.claim_runs("w2", 10, now=T0, stale=False)
+    assert [(r.run_id, r.recoveries) for r in claimed.runs] == [("stuck", 0)]
+
+
 async def test_expire_workers__makes_their_runs_recoverable_at_once(store: Store) -> None:
     await store.register_worker(worker_record("w1"))
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))

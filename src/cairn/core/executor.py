@@ -26,6 +26,7 @@ from cairn.errors import (
     StoreRefused,
 )
 from cairn.observability import logcontext, propagation
+from cairn.store import waits
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import AttemptRecord, Lease, RunRecord
 
@@ -82,6 +83,21 @@ async def execute(
     gets the attempt's LiveRun as soon as it exists, so operator requests can reach it.
     `epoch` is the worker's tenure epoch when it claimed the run (see core/tenure.py).
     """
+    # The database work of this context (steps' tasks inherit it) is done for this run.
+    token = waits.attempt_of(run.run_id, run.fence)
+    try:
+        return await _execute(env, run, fresh, on_live, epoch)
+    finally:
+        waits.left(token)
+
+
+async def _execute(
+    env: RunEnv,
+    run: RunRecord,
+    fresh: bool,
+    on_live: Callable[[LiveRun], None] | None,
+    epoch: int,
+) -> Outcome:
     if fresh:
         records, prior = [], {}
     else:

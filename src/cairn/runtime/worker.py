@@ -91,6 +91,7 @@ class Worker:
         self._backlog = False  # the last claim may have left claimable runs behind
         self._started = time.monotonic()
         self._orphans_due = 0.0  # when a claim next takes orphans before pending runs
+        self._claims_resume = 0.0  # after letting runs go, no claim before (monotonic)
         self._heartbeat: Heartbeat | None = None
         self._watchdog: LoopWatchdog | None = None
         # The reconciler's previous look: (when sent, runs held, attempts then).
@@ -132,6 +133,7 @@ class Worker:
             interval=self.lease / 3,
             on_beat=self._on_beat,
             loop=loop,
+            let_go=self._stalled,
         )
         self._heartbeat.start()
         self._watchdog = LoopWatchdog(loop, limit=self.lease / 3, describe=self._running)
@@ -451,7 +453,7 @@ class Worker:
 
     async def claim_once(self) -> int:
         """Claim and launch as many runs as there are free slots; returns how many."""
-        if self.free <= 0 or self._stopping:
+        if self.free <= 0 or self._stopping or time.monotonic() < self._claims_resume:
             return 0
         limit = self.free
         epoch = self.tenure.epoch  # a claim answered late must not skip the lease check
@@ -542,9 +544,41 @@ class Worker:
 
     # what each heartbeat saw
 
+    def _stalled(self) -> list[tuple[str, int]]:
+        """On the heartbeat's thread: the runs whose database work has waited a lease.
+
+        Liveness is progress: such a run is let go of with the next beat, so that another
+        worker can take it (its late write, should it ever land, is fenced off). For a
+        lease from then on this worker claims nothing (set before the beat is sent: the
+        runs' wake-up must not find this worker claiming): the runs are for another
+        worker, and its own connections may be what is stuck (the store checks them).
+        """
+        stalled = list(self.env.store.health.stalled_runs(self.lease))
+        if stalled:
+            self._claims_resume = time.monotonic() + self.lease  # one float: any thread
+        return stalled
+
+    def _let_go(self, released: tuple[str, ...]) -> None:
+        """End the attempts of runs a beat let go of: their database work is stuck."""
+        stalled = self.env.store.health.stalled_runs(0.0)
+        for run_id in released:
+            attempt = self.active.get(run_id)
+            waited = max((s for (r, _), s in stalled.items() if r == run_id), default=0.0)
+            log.warning(
+                "run %s: its database work got no reply for %.1f s (more than the %gs "
+                "lease): let go of it, for another worker to take; this attempt ends",
+                run_id,
+                waited,
+                self.lease,
+            )
+            if attempt is not None and attempt.task is not None:
+                attempt.task.cancel()
+
     def _on_beat(self, sent_at: float, beat: Beat) -> None:
         """On the loop, after a heartbeat committed: reconcile and look for dead neighbours."""
         self.tenure.landed()
+        if beat.released:
+            self._let_go(beat.released)
         if self._stopping or not self.writable():
             return
         mine = {run_id: attempt.run.fence for run_id, attempt in self.active.items()}

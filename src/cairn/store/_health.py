@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import time
 
+from cairn.store.waits import Waits
+
 # A write that waited this long for the database counts as trouble. Heartbeats come every
 # lease / 3, so a wait shorter than a second cannot age one past any sane lease.
 LONG_WAIT = 1.0
@@ -19,11 +21,17 @@ LONG_WAIT = 1.0
 class StoreHealth:
     """The monotonic time of the last trouble; written from any thread (a float store)."""
 
-    __slots__ = ("_trouble_at", "_unwritable")
+    __slots__ = ("_trouble_at", "_unwritable", "waits")
 
     def __init__(self) -> None:
         self._trouble_at = 0.0
         self._unwritable: str | None = None
+        # The waits for the database in flight (registered by stores that can stall).
+        self.waits = Waits()
+
+    def stalled_runs(self, seconds: float) -> dict[tuple[str, int], float]:
+        """Runs (id, fence) whose database work has waited longer than `seconds`, and how long."""
+        return self.waits.stalled_runs(seconds)
 
     @property
     def unwritable(self) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
@@ -146,7 +147,7 @@ class SqliteSideChannel:
         self._wait_ms = int(wait * 1000)
         self._conn: sqlite3.Connection | None = None
 
-    def beat(self, worker: WorkerRecord) -> Beat:
+    def beat(self, worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = ()) -> Beat:
         """Heartbeat `worker` and read what it holds (StoreError if the file is locked)."""
         try:
             if self._conn is None:
@@ -154,7 +155,7 @@ class SqliteSideChannel:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                beat = run(conn, claim_programs.beat(worker))
+                beat = run(conn, claim_programs.beat(worker, let_go, db_now()))
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:

@@ -47,6 +47,13 @@ class Health(Protocol):
         """Note that the database is away or locked now (a heartbeat failed, say)."""
         ...
 
+    def stalled_runs(self, seconds: float) -> dict[tuple[str, int], float]:
+        """Runs (id, fence) with a wait for the database older than `seconds`; its age.
+
+        Any thread. A store whose waits cannot stall for ever (SQLite) reports none.
+        """
+        ...
+
     @property
     def unwritable(self) -> str | None:
         """Why this store can never write again (a read-only SQLite file), or None.
@@ -62,7 +69,7 @@ class SideChannel(Protocol):
     Every method blocks the calling thread (never an event loop) and may raise StoreError.
     """
 
-    def beat(self, worker: WorkerRecord) -> Beat:
+    def beat(self, worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = ()) -> Beat:
         """Heartbeat `worker` by the database's clock (see `Store.beat`)."""
         ...
 
@@ -296,11 +303,14 @@ class Store(Protocol):
         """Insert or refresh a worker row; its times are the database's clock."""
         ...
 
-    async def beat(self, worker: WorkerRecord) -> Beat:
+    async def beat(self, worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = ()) -> Beat:
         """Mark `worker` alive now, by the database's clock; what it holds, every worker.
 
-        A worker whose row is gone registers again. `side_channel()` does the same from a
-        thread of its own.
+        A worker whose row is gone registers again. The runs in `let_go` (id, fence) that
+        it still holds under that fence are queued again (PENDING, no owner) in the same
+        transaction, and named in `Beat.released`: their work stopped making progress.
+        `side_channel()` does the same from a thread of its own (and wakes other workers
+        for the runs it releases).
         """
         ...
 
