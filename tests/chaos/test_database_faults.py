@@ -96,7 +96,8 @@ def test_frozen_connections__a_worker_whose_connections_hang_lets_its_runs_go(
             concurrency=10,
             delay=0.25,
         )
-        held = _busy(chaos, stuck)
+        chaos.wait_effects(size(20, 60), stuck)  # its runs are under way...
+        held = _busy(chaos, stuck)  # ...and it is inside steps of some of them
         assert freezing.freeze() > 0
         chaos.faults.append(Fault(chaos.tag(stuck), chaos.mark(), "frozen connections"))
         healthy = chaos.spawn(concurrency=10, delay=0.05)
