@@ -19,6 +19,7 @@ from typing import Any
 from cairn.core import executor
 from cairn.core.live_run import LiveRun, RunEnv
 from cairn.core.tenure import Tenure
+from cairn.errors import StoreError
 from cairn.observability import logcontext
 from cairn.runtime import leases
 from cairn.runtime.control import Reservation
@@ -212,7 +213,18 @@ class Worker:
                 len(cut),
             )
         # Also hands back whatever a hand-back above could not (owner cleared, PENDING).
-        await self.env.store.remove_worker(self.env.owner)
+        if not self._hurry.is_set():
+            await self.env.store.remove_worker(self.env.owner)
+            return
+        try:  # told to stop at once: not for as long as the store would retry
+            async with asyncio.timeout(max(1.0, self.lease / 3)):
+                await self.env.store.remove_worker(self.env.owner)
+        except (TimeoutError, StoreError) as exc:
+            log.warning(
+                "stopped without handing its runs back (%s): they are taken over once "
+                "this worker's lease has run out",
+                exc or "the database did not answer in time",
+            )
 
     def hurry(self) -> None:
         """End the grace of a `stop` in progress now: cut off the steps still executing."""
