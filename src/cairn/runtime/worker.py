@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -195,7 +196,7 @@ class Worker:
                 assert attempt.task is not None
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await attempt.task
-                await self._cut_off(attempt, steps[attempt.run.run_id])
+                await self._cut_off(attempt, steps[attempt.run.run_id], expected=grace <= 0)
         await self._within_grace(set(self._releases), at_least=1.0)
         for task in list(self._releases):
             task.cancel()  # the database is away: the worker's removal below tries again
@@ -246,11 +247,16 @@ class Worker:
         finally:
             hurry.cancel()
 
-    async def _cut_off(self, attempt: Attempt, step: str | None) -> None:
-        """Hand back the run of an attempt cut off (in `step`), trying once (see `stop`)."""
+    async def _cut_off(self, attempt: Attempt, step: str | None, *, expected: bool) -> None:
+        """Hand back the run of an attempt cut off (in `step`), trying once (see `stop`).
+
+        `expected`: there was no grace (a script or a test closing its engine), so being cut
+        off is the plan, not news.
+        """
         run = attempt.run
         threads = attempt.live is not None and not await attempt.quiesced(0)
-        log.warning(
+        log.log(
+            logging.INFO if expected and not threads else logging.WARNING,
             "run %s: %s cut off by the end of the grace%s; handed back, the step runs again "
             "wherever the run goes next",
             run.run_id,
