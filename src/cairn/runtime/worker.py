@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.authoring import schedules
 from cairn.core import executor
 from cairn.core.live_run import LiveRun, RunEnv
 from cairn.core.tenure import Tenure
@@ -176,10 +177,10 @@ class Worker:
         if attempts:
             if grace > 0:
                 log.info(
-                    "stopping: %d run(s) in flight; their steps may finish for up to %gs, "
+                    "stopping: %d run(s) in flight; their steps may finish for up to %s, "
                     "then each run is handed back",
                     len(attempts),
-                    grace,
+                    schedules.describe_seconds(grace),
                 )
             for attempt in attempts:
                 if attempt.live is not None:
@@ -257,10 +258,10 @@ class Worker:
         threads = attempt.live is not None and not await attempt.quiesced(0)
         log.log(
             logging.INFO if expected and not threads else logging.WARNING,
-            "run %s: %s cut off by the end of the grace%s; handed back, the step runs again "
-            "wherever the run goes next",
+            "run %s: %s cut off %s%s; handed back, the step runs again wherever the run goes next",
             run.run_id,
             f"step {step!r}" if step else "its attempt",
+            "(stopping at once)" if self._hurry.is_set() else "by the end of the grace",
             " (its sync thread cannot be stopped and runs on, unrecorded)" if threads else "",
             extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
         )
@@ -583,11 +584,11 @@ class Worker:
             attempt = self.active.get(run_id)
             waited = max((s for (r, _), s in stalled.items() if r == run_id), default=0.0)
             log.warning(
-                "run %s: its database work got no reply for %.1f s (more than the %gs "
+                "run %s: its database work got no reply for %.1f s (more than the %s "
                 "lease): let go of it, for another worker to take; this attempt ends",
                 run_id,
                 waited,
-                self.lease,
+                schedules.describe_seconds(self.lease),
             )
             if attempt is not None and attempt.task is not None:
                 attempt.task.cancel()
