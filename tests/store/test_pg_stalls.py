@@ -9,6 +9,7 @@ is left alone, and a transaction the server holds open for a dead connection is 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -17,9 +18,12 @@ import psycopg
 import pytest
 from tests.chaos.proxy import FreezingProxy
 
+from cairn.errors import StoreError
 from cairn.store import _pg_stalls
-from cairn.store.postgres import PostgresStore
+from cairn.store._pg_side import PostgresSideChannel
+from cairn.store.postgres import PostgresStore, conninfo
 from cairn.store.programs import Sql
+from cairn.store.records import Beat
 from cairn.store.waits import Waits
 
 from .kit import held, run_record, step_record, worker_record
@@ -144,3 +148,32 @@ async def test_stalled__a_transaction_left_open_by_a_dead_connection_is_ended(
 
 async def _nothing() -> None:
     pass
+
+
+def test_heartbeat__a_beat_with_no_reply_fails_and_the_next_one_reconnects(
+    pg_url: str, proxy: FreezingProxy
+) -> None:
+    database = pg_url.rsplit("/", 1)[1]
+    url = _pg_stalls.with_dead_peer_detection(conninfo(proxy.url(database)))
+    channel = PostgresSideChannel(url, where="test", deadline=0.5)
+    outcomes: list[object] = []
+
+    def beat() -> None:
+        try:
+            outcomes.append(channel.beat(worker_record("w1")))
+        except StoreError as exc:
+            outcomes.append(exc)
+
+    try:
+        beat()
+        proxy.freeze()  # the beat's connection hangs: no error, no reply
+        for _ in range(2):
+            thread = threading.Thread(target=beat, daemon=True)
+            thread.start()
+            thread.join(WAIT)
+            assert not thread.is_alive(), "a heartbeat waited for ever"
+    finally:
+        channel.close()
+    first, frozen, fresh = outcomes
+    assert isinstance(first, Beat) and isinstance(fresh, Beat)
+    assert isinstance(frozen, StoreError)
