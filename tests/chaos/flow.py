@@ -3,7 +3,8 @@
 Each step appends a line to its worker's side-effect log (not the store) when it starts
 and when it ends. The logs are append-only and ordered by the machine's monotonic clock, so
 a test can tell which step of which run started twice, who ran it first, and whether that
-first execution was cut off by the fault the test injected.
+first execution was cut off by the fault the test injected. A step's result names the
+execution it came from (worker and start time), so the journal tells which one committed.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ WORKER = os.environ.get("CAIRN_WORKER_TAG") or str(os.getpid())
 _log_fd: int | None = None
 
 
-def log_effect(run_id: str, step: int, phase: str) -> None:
+def log_effect(run_id: str, step: int, phase: str) -> int:
     """Append "when run step phase" to this worker's own log.
 
     One file per worker, opened O_APPEND and written with one write() per line: nothing
@@ -37,24 +38,27 @@ def log_effect(run_id: str, step: int, phase: str) -> None:
         os.makedirs(SIDE_DIR, exist_ok=True)
         path = os.path.join(SIDE_DIR, f"{WORKER}.log")
         _log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.write(_log_fd, f"{time.monotonic_ns()} {run_id} {step} {phase}\n".encode())
+    when = time.monotonic_ns()
+    os.write(_log_fd, f"{when} {run_id} {step} {phase}\n".encode())
+    return when
 
 
 @cairn.step(name="chaos_effect")
-async def effect(step: int) -> int:
+async def effect(step: int) -> dict[str, int | str]:
+    """Its result says which execution it was (worker and start row): the one committed."""
     run_id = cairn.current_run().run_id
-    log_effect(run_id, step, "start")
+    started = log_effect(run_id, step, "start")
     if BLOCK_FOR and step == BLOCK_STEP:
         time.sleep(BLOCK_FOR)  # blocks the event loop on purpose
     if STEP_DELAY:
         await asyncio.sleep(STEP_DELAY)
     log_effect(run_id, step, "end")
-    return step
+    return {"step": step, "by": WORKER, "at": started}
 
 
 @cairn.workflow(name="chaos.ten")
 async def ten_effects(n: int) -> int:
     total = 0
     for step in range(10):
-        total += await effect(step)
+        total += int((await effect(step))["step"])
     return total + n

@@ -83,8 +83,12 @@ class Chaos:
         concurrency: int = 10,
         retry_for: float = 2.0,
         delay: float = 0.02,
+        url: str | None = None,
     ) -> subprocess.Popen[bytes]:
-        """Start a worker (optionally under `wrapper`, e.g. unshare) and wait until ready."""
+        """Start a worker (optionally under `wrapper`, e.g. unshare) and wait until ready.
+
+        `url`: where this worker connects (a proxy), if not the scenario's database.
+        """
         full_env = {
             **os.environ,
             "CAIRN_SIDE_DIR": str(self.side),
@@ -101,7 +105,7 @@ class Chaos:
             sys.executable,
             "-m",
             "tests.chaos.worker",
-            self.url,
+            url or self.url,
             "--lease",
             str(self.lease),
             "--retry-for",
@@ -257,6 +261,39 @@ class Chaos:
         runs = sorted({d[0] for d in verdict.duplicates})[:3]
         lines += [str(row) for row in self.rows() if row[2] in runs]
         return "\n".join(lines)
+
+    def journal_verdict(self, run_ids: list[str], timeout: float = 300) -> Verdict:
+        """Judge by the journal: a step may start again only before its committed execution.
+
+        For faults that leave a worker running (its connections hang, say): it may start
+        steps after the fault whose results it can never commit, so the moment of the
+        fault proves nothing. Each step's recorded result names the execution it came
+        from; any start of that step after that one is a step run again although its
+        outcome was committed (or while it ran elsewhere): a duplicate. Starts before it
+        were cut off, their outcomes never recorded.
+        """
+        statuses = self.wait_done(run_ids, timeout)
+        bad = {r: s for r, s in statuses.items() if s != "COMPLETED"}
+        assert not bad, f"{len(bad)} runs did not complete: {list(bad.items())[:5]}"
+        committed: dict[tuple[str, int], tuple[int, str]] = {}
+        with cairn.Client(self.url) as client:
+            for run_id in run_ids:
+                for entry in client.history(run_id):
+                    if entry.kind == "step" and isinstance(entry.result, dict):
+                        key = (run_id, int(entry.result["step"]))
+                        committed[key] = (int(entry.result["at"]), str(entry.result["by"]))
+        expected = {(r, s) for r in run_ids for s in range(10)}
+        assert set(committed) == expected, f"{len(expected - set(committed))} steps unrecorded"
+        verdict = Verdict(runs=len(run_ids), steps=len(expected))
+        for when, worker, run_id, step, phase in self.rows():
+            if phase != "start" or (run_id, step) not in committed:
+                continue
+            at, by = committed[(run_id, step)]
+            if when < at:
+                verdict.excused += 1
+            elif (when, worker) != (at, by):
+                verdict.duplicates.append((run_id, step, by, worker))
+        return verdict
 
     def _cut_off(self, row_id: int, worker: str) -> bool:
         """True if the execution logged at `row_id` by `worker` was in flight at a fault."""

@@ -1,14 +1,18 @@
-"""A TCP proxy to PostgreSQL that loses the server's reply to committed writes.
+"""TCP proxies to PostgreSQL that lose replies, or hang connections.
 
-It forwards both ways, and watches the server's replies for the CommandComplete of a write
-(INSERT, UPDATE, DELETE) or of a COMMIT. With probability `rate` it then lets the server
-finish (it has the statement and its Sync already), waits a moment, and cuts the
-connection without passing the reply on: the write is in the database and the client
+`LosingProxy` forwards both ways, and watches the server's replies for the CommandComplete
+of a write (INSERT, UPDATE, DELETE) or of a COMMIT. With probability `rate` it then lets
+the server finish (it has the statement and its Sync already), waits a moment, and cuts
+the connection without passing the reply on: the write is in the database and the client
 never hears so. The connection drop after COMMIT that a flapping network produces.
+
+`FreezingProxy` hangs the connections open at a moment, while new ones pass: a failover
+or a hung middlebox, seen from a worker whose connections were open then.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import socket
@@ -87,3 +91,126 @@ class LosingProxy:
                 except OSError:
                     pass
                 sock.close()
+
+
+class _Link:
+    """One proxied connection: its two sockets, and what it holds back while frozen."""
+
+    def __init__(self, client: socket.socket, server: socket.socket) -> None:
+        self.client = client
+        self.server = server
+        self.lock = threading.Lock()
+        self.frozen = False
+        # Bytes received while frozen, per direction (b"" marks the end of the stream).
+        self.held: dict[bool, list[bytes]] = {False: [], True: []}
+
+    def sink(self, replies: bool) -> socket.socket:
+        return self.client if replies else self.server
+
+
+class FreezingProxy:
+    """Listen on a free port and pass connections to `target`; `freeze` hangs the open ones.
+
+    A frozen connection stays open at both ends and forwards nothing: no error, no reply,
+    no reset. The kernel still acknowledges what the client sends (the proxy is alive),
+    the way a hung proxy or pooler behaves; TCP keepalives cannot tell it from a healthy
+    one. Connections opened after `freeze` pass as usual. `thaw` delivers what was held,
+    late, and lets the frozen connections go on.
+    """
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self._links: list[_Link] = []
+        self._lock = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self, database: str) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def freeze(self) -> int:
+        """Hang every connection open now; how many."""
+        with self._lock:
+            links = list(self._links)
+        for link in links:
+            with link.lock:
+                link.frozen = True
+        return len(links)
+
+    def server_ports(self) -> list[int]:
+        """The local ports of the proxy's connections to the server (for pg_stat_activity)."""
+        with self._lock:
+            links = list(self._links)
+        ports = []
+        for link in links:
+            with contextlib.suppress(OSError):
+                ports.append(int(link.server.getsockname()[1]))
+        return ports
+
+    def thaw(self) -> None:
+        """Deliver what the frozen connections held back, and let them go on."""
+        with self._lock:
+            links = list(self._links)
+        for link in links:
+            with link.lock:
+                link.frozen = False
+                for replies in (False, True):
+                    for data in link.held[replies]:
+                        _forward(link.sink(replies), data)
+                    link.held[replies] = []
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+        with self._lock:
+            links, self._links = self._links, []
+        for link in links:
+            for sock in (link.client, link.server):
+                with contextlib.suppress(OSError):
+                    sock.close()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            link = _Link(client, server)
+            with self._lock:
+                self._links.append(link)
+            threading.Thread(target=self._pump, args=(link, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(link, True), daemon=True).start()
+
+    def _pump(self, link: _Link, replies: bool) -> None:
+        source = link.server if replies else link.client
+        try:
+            while True:
+                data = source.recv(65536)
+                with link.lock:
+                    if link.frozen:
+                        link.held[replies].append(data)
+                        if not data:
+                            return  # the end comes when thawed, if ever
+                        continue
+                    _forward(link.sink(replies), data)
+                if not data:
+                    return
+        except OSError:
+            with contextlib.suppress(OSError):
+                link.sink(replies).shutdown(socket.SHUT_WR)
+
+
+def _forward(sink: socket.socket, data: bytes) -> None:
+    """Pass `data` on; b"" passes the end of the stream on."""
+    with contextlib.suppress(OSError):
+        if data:
+            sink.sendall(data)
+        else:
+            sink.shutdown(socket.SHUT_WR)

@@ -1,18 +1,21 @@
-"""A database that drops connections, goes away and comes back: no step runs twice.
+"""A database that drops connections, goes away, comes back or hangs: no step runs twice.
 
-PostgreSQL only: a proxy that loses the replies to committed writes, and a private server
-(not the shared one other tests use) stopped for longer than the store's retry window.
+PostgreSQL only: a proxy that loses the replies to committed writes, a private server
+(not the shared one other tests use) stopped for longer than the store's retry window,
+and a proxy that hangs one worker's open connections while new ones pass.
 """
 
 from __future__ import annotations
 
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.chaos.harness import Chaos, size
+from tests.chaos.harness import Chaos, Fault, size
 from tests.chaos.pg_cluster import PgCluster
-from tests.chaos.proxy import LosingProxy
+from tests.chaos.proxy import FreezingProxy, LosingProxy
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(1200)]
 
@@ -61,3 +64,58 @@ def test_outages__postgresql_down_longer_than_the_retry_window_again_and_again(
     print(verdict, f"{cluster.stops} outages")
     assert verdict.duplicates == [], chaos.story(verdict)
     assert cluster.stops == size(3, 12)
+
+
+@pytest.fixture
+def freezing(pg_url: str) -> Iterator[FreezingProxy]:
+    proxy = FreezingProxy(("127.0.0.1", 5432))
+    try:
+        yield proxy
+    finally:
+        proxy.thaw()
+        proxy.close()
+
+
+def test_frozen_connections__a_worker_whose_connections_hang_lets_its_runs_go(
+    tmp_path: Path, pg_url: str, freezing: FreezingProxy
+) -> None:
+    # A failover or a hung middlebox, seen from one worker: every connection it had open
+    # stops answering (no error, no reply) while new ones get through. Its heartbeat goes
+    # on around the proxy, as one whose own connection noticed the dead peer (keepalives,
+    # TCP user timeout) and reconnected would: alive, but its runs make no progress.
+    # They must go to the healthy worker, and no step whose result was committed may
+    # run again: judged by the journal (the hung worker goes on starting steps it can
+    # never commit, so the moment of the freeze proves nothing; see journal_verdict).
+    database = pg_url.rsplit("/", 1)[1]
+    chaos = Chaos(tmp_path, pg_url)
+    try:
+        run_ids = chaos.enqueue(size(10, 60))
+        stuck = chaos.spawn(
+            url=freezing.url(database),
+            env={"CAIRN_HEARTBEAT_URL": pg_url},
+            concurrency=10,
+            delay=0.25,
+        )
+        chaos.wait_effects(size(20, 60), stuck)  # its runs are under way...
+        held = _busy(chaos, stuck)  # ...and it is inside steps of some of them
+        assert freezing.freeze() > 0
+        chaos.faults.append(Fault(chaos.tag(stuck), chaos.mark(), "frozen connections"))
+        healthy = chaos.spawn(concurrency=10, delay=0.05)
+        verdict = chaos.journal_verdict(run_ids, timeout=size(60, 180))
+        freezing.thaw()  # the hung worker's writes land now, late: fenced off
+    finally:
+        chaos.stop_all()
+    print(verdict, f"{len(held)} runs held when frozen")
+    assert verdict.duplicates == [], chaos.story(verdict)
+    assert chaos.effects_by(healthy) > 0
+    log = chaos.log_of(stuck)
+    assert "its database work got no reply" in log and "let go of it" in log, log[-3000:]
+
+
+def _busy(chaos: Chaos, proc: subprocess.Popen[bytes]) -> set[str]:
+    """The runs `proc` is executing a step of, once it executes some."""
+    deadline = time.monotonic() + 60
+    while not (held := chaos.in_flight(proc)):
+        assert time.monotonic() < deadline, f"no step in flight: {chaos.log_of(proc)[-3000:]}"
+        time.sleep(0.02)
+    return held

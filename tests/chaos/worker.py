@@ -3,7 +3,8 @@
     python -m tests.chaos.worker URL --lease 2 --retry-for 2 --concurrency 10
 
 Prints "ready" once its engine is open. PostgreSQL workers get a short `retry_for` so
-that an outage outlasts the store's retry window.
+that an outage outlasts the store's retry window. CAIRN_HEARTBEAT_URL, if set, is where
+the heartbeat connects instead of the URL (around a proxy).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 
@@ -20,16 +22,24 @@ import cairn
 from cairn.store import Store, open_store
 
 
-def build_store(url: str, retry_for: float) -> Store:
+def build_store(url: str, retry_for: float, heartbeat_url: str | None) -> Store:
     if url.startswith(("postgresql://", "postgres://")):
-        from cairn.store.postgres import PostgresStore
+        from cairn.store._pg_side import PostgresSideChannel
+        from cairn.store.postgres import PostgresStore, conninfo
 
-        return PostgresStore(url, retry_for=retry_for)
+        class ChaosStore(PostgresStore):
+            def side_channel(self) -> PostgresSideChannel:
+                if heartbeat_url is None:
+                    return super().side_channel()
+                # Heartbeats around the fault: see test_database_faults (frozen connections).
+                return PostgresSideChannel(conninfo(heartbeat_url), where=self.where)
+
+        return ChaosStore(url, retry_for=retry_for)
     return open_store(url)
 
 
 async def serve(url: str, lease: float, retry_for: float, concurrency: int) -> None:
-    store = build_store(url, retry_for)
+    store = build_store(url, retry_for, os.environ.get("CAIRN_HEARTBEAT_URL"))
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     try:

@@ -523,7 +523,7 @@ def test_worker__executes_an_enqueued_run_and_stops_on_sigterm(project, workers)
 def test_worker__sigterm_hands_in_flight_runs_back(project, workers):
     db = db_args(project)
     run_id = cairn_cmd(project, "run", "flows:stuck", "--enqueue", *db).stdout.strip()
-    worker = Worker(project, *db)
+    worker = Worker(project, "--grace", "200ms", *db)  # its step never ends: cut off
     workers.append(worker)
     worker.wait_for(f"run {run_id} (flows.stuck) started")
     assert worker.terminate() == 0

@@ -11,6 +11,7 @@ import pytest
 
 from cairn.store import _pg_arrays, _pg_fast
 from cairn.store._pg_fast import FastPath
+from cairn.store.waits import Waits
 
 INSERT = "INSERT INTO t VALUES (%s)"
 # The reply comes later: anything already ready in the loop is ready first. Late enough
@@ -23,7 +24,7 @@ async def fast(pg_url: str) -> AsyncIterator[FastPath]:
     conn = await psycopg.AsyncConnection.connect(pg_url, autocommit=True)
     await conn.execute("CREATE TEMPORARY TABLE t (id INTEGER PRIMARY KEY)")
     try:
-        yield FastPath(conn)
+        yield FastPath(conn, Waits())
     finally:
         await conn.close()
 

@@ -176,3 +176,20 @@ async def test_open__an_existing_file_keeps_its_mode(tmp_path: Path) -> None:
     await store.open()
     await store.close()
     assert path.stat().st_mode & 0o777 == 0o640
+
+
+async def test_read_only__a_refused_write_names_the_file_and_the_store_says_it_cannot_write(
+    sqlite_store: SqliteStore,
+) -> None:
+    await sqlite_store.create_run(run_record("r1"))
+    assert sqlite_store.health.unwritable is None
+    sqlite_store.conn.execute("PRAGMA query_only = ON")  # SQLite's own SQLITE_READONLY
+
+    with pytest.raises(StoreError, match="is read-only for this process") as refused:
+        await sqlite_store.create_run(run_record("r2"))
+
+    reason = sqlite_store.health.unwritable
+    assert reason is not None and repr(sqlite_store.path) in reason
+    assert str(refused.value).startswith(f"database {sqlite_store.path!r} is read-only")
+    assert [r.run_id for r in await sqlite_store.list_runs(RunQuery())] == ["r1"]  # reads go on
+    sqlite_store.conn.execute("PRAGMA query_only = OFF")  # so that the fixture can close it

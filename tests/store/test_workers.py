@@ -92,6 +92,38 @@ async def test_side_channel__beats_from_a_thread_of_its_own(store: Store) -> Non
     assert beat.owned == {"mine": 1}
 
 
+@pytest.mark.parametrize("via", ["store", "side channel"])
+async def test_beat__lets_go_of_the_runs_it_names_while_it_holds_them(
+    open_store_at: OpenStore, via: str
+) -> None:
+    store, other = await open_store_at(), await open_store_at()
+    await store.register_worker(worker_record("w1"))
+    await store.register_worker(worker_record("w2"))
+    for run_id, owner in (("stuck", "w1"), ("moved", "w1"), ("theirs", "w2"), ("fine", "w1")):
+        await store.create_run(run_record(run_id, status="RUNNING", owner=owner))
+    await store.release_run("moved", held("w1"))
+    await store.claim_runs("w1", 10, now=T0, stale=False)  # "moved": held again, fence 2
+    let_go = [("stuck", 1), ("moved", 1), ("theirs", 1)]
+    channel = store.side_channel() if via == "side channel" else None
+    if via == "side channel" and channel is None:
+        pytest.skip(f"{store!r} has no side channel")
+
+    if channel is None:
+        beat = await store.beat(worker_record("w1"), let_go)
+    else:
+        try:
+            beat = await asyncio.to_thread(channel.beat, worker_record("w1"), let_go)
+        finally:
+            channel.close()
+
+    assert beat.released == ("stuck",)  # not under another fence, nor another's
+    assert beat.owned == {"fine": 1, "moved": 2}
+    stuck = await other.get_run("stuck")
+    assert stuck is not None and (stuck.status, stuck.owner) == ("PENDING", None)
+    claimed = await other.claim_runs("w2", 10, now=T0, stale=False)
+    assert [(r.run_id, r.recoveries) for r in claimed.runs] == [("stuck", 0)]
+
+
 async def test_expire_workers__makes_their_runs_recoverable_at_once(store: Store) -> None:
     await store.register_worker(worker_record("w1"))
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
@@ -168,6 +200,22 @@ async def test_wait_for_work__wakes_on_a_message_for_a_waiting_run(
     await asyncio.sleep(0)
 
     await client.send_message("r1", "go", "1", idempotency_key=None, now=T0)
+
+    async with asyncio.timeout(10):
+        await waiting
+
+
+async def test_wait_for_work__wakes_on_a_run_another_process_hands_back(
+    open_store_at: OpenStore,
+) -> None:
+    # A stopping worker hands its runs back: the others must hear of it, not poll for it.
+    worker, stopping = await open_store_at(), await open_store_at()
+    await stopping.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await settle(worker)
+    waiting = asyncio.create_task(worker.wait_for_work(30))
+    await asyncio.sleep(0)
+
+    assert await stopping.release_run("r1", held("w1"))
 
     async with asyncio.timeout(10):
         await waiting

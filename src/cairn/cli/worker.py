@@ -1,7 +1,8 @@
 """`cairn worker`: execute runs from the database until SIGINT or SIGTERM.
 
-On the signal it stops claiming and exits; runs still in flight are handed back (PENDING)
-for another worker, and their completed steps are never repeated.
+On the signal it stops claiming and lets the steps in flight finish for up to `--grace`;
+each run is then handed back (PENDING) for another worker to take at once, and its
+completed steps are never repeated. A second signal cuts the grace short.
 """
 
 from __future__ import annotations
@@ -12,11 +13,17 @@ import logging
 import signal
 from typing import Any
 
+from cairn import durations
 from cairn.cli import options, output
 from cairn.observability import jsonlog, logcontext
 from cairn.runtime.engine import Engine
+from cairn.runtime.worker import Worker
 
 log = logcontext.logger("cairn.cli.worker")
+
+# Fits inside the 30 s a supervisor commonly waits between SIGTERM and SIGKILL
+# (Kubernetes' default), with time left to hand the runs back and exit.
+GRACE = "25s"
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -44,6 +51,13 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         metavar="DUR",
         default="10s",
         help="how long a silent worker keeps its runs before others take them over (10s)",
+    )
+    parser.add_argument(
+        "--grace",
+        metavar="DUR",
+        default=GRACE,
+        help="on SIGINT or SIGTERM, how long steps in flight may finish before they are "
+        f"cut off and their runs handed back ({GRACE}; a second signal: at once)",
     )
     parser.add_argument(
         "--log-format",
@@ -80,6 +94,7 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
         raise ValueError(f"--concurrency must be a positive integer, got {ns.concurrency}")
     if ns.metrics_port is not None and not 0 < ns.metrics_port < 65536:
         raise ValueError(f"--metrics-port must be a port number, got {ns.metrics_port}")
+    durations.parse(ns.grace, what="grace")  # a bad value fails before anything starts
     queues = [name for group in ns.queue or () for name in group]
     options.import_modules(glob.modules)
     _log_to_stderr(ns.log_format)
@@ -107,10 +122,17 @@ async def _serve(ns: argparse.Namespace, glob: options.Globals, queues: list[str
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     received: list[str] = []
+    engine: Engine | None = None
 
     def on_signal(sig: signal.Signals) -> None:
         received.append(sig.name)
-        stop.set()
+        if len(received) == 1:
+            stop.set()
+            return
+        log.info("%s received again: stopping at once", sig.name)
+        worker = engine.stopping_worker if engine is not None else None
+        if worker is not None:
+            worker.hurry()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig)
@@ -123,26 +145,46 @@ async def _serve(ns: argparse.Namespace, glob: options.Globals, queues: list[str
         extra["metrics"] = True
     if ns.tracing:
         extra["tracing"] = True
-    engine = Engine(glob.url, lease=ns.lease, modules=glob.modules, **extra)
+    engine = Engine(glob.url, lease=ns.lease, grace=ns.grace, modules=glob.modules, **extra)
     log.info(
-        "worker starting: concurrency %d, lease %s, database %s, queues %s",
+        "worker starting: concurrency %d, lease %s, grace %s, database %s, queues %s",
         engine.workers,
         ns.lease,
+        ns.grace,
         output.redact(engine.url),
         ", ".join(queues) if queues else "all",
     )
     if engine.metrics is not None:  # answering scrapes from start-up on (gauges once open)
         engine.metrics.serve(ns.metrics_port, ns.metrics_host)
         log.info("metrics at http://%s:%d/metrics", ns.metrics_host, ns.metrics_port)
+    failure: str | None = None
     async with engine:
-        owner = engine.worker.env.owner if engine.worker is not None else "?"
+        worker = engine.worker
+        owner = worker.env.owner if worker is not None else "?"
         log.info("worker %s ready", owner)
-        await stop.wait()
-        in_flight = len(engine.worker.active) if engine.worker is not None else 0
-        log.info(
-            "%s received: stopping; %d run(s) in flight handed back",
-            received[0] if received else "signal",
-            in_flight,
-        )
+        await _until_stopped(stop, worker)
+        if worker is not None and worker.failure is not None:
+            failure = worker.failure
+        else:
+            log.info(
+                "%s received: stopping with %d run(s) in flight (a second signal stops at once)",
+                received[0] if received else "signal",
+                len(worker.active) if worker is not None else 0,
+            )
+    if failure is not None:
+        log.error("worker %s stopped: %s", owner, failure)
+        return 1
     log.info("worker %s stopped", owner)
     return 0
+
+
+async def _until_stopped(stop: asyncio.Event, worker: Worker | None) -> None:
+    """Until a signal comes, or the worker stops by itself (its database is read-only)."""
+    waiters = [asyncio.ensure_future(stop.wait())]
+    if worker is not None:
+        waiters.append(asyncio.ensure_future(worker.failed.wait()))
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

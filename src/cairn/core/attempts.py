@@ -13,6 +13,7 @@ from cairn import step_failures
 from cairn.authoring import context
 from cairn.authoring.retry import Retry, next_delay
 from cairn.core import step_input
+from cairn.core.signals import HandBack
 from cairn.errors import (
     FatalError,
     RetryableError,
@@ -351,9 +352,17 @@ async def _record_failure(
 
 
 async def _back_off(live: LiveRun, seconds: float) -> None:
-    """Wait out a short backoff in memory, counted in `live.backing_off` meanwhile."""
+    """Wait out a short backoff in memory, counted in `live.backing_off` meanwhile.
+
+    A worker stopping meanwhile takes the run back before the next attempt starts: the
+    failed attempt and its retry time are stored, so the run's next worker waits out what
+    is left of the backoff.
+    """
     live.backing_off += 1
     try:
-        await live.env.clock.sleep(seconds)
+        if not live.interrupts.handing_back:
+            await live.env.clock.sleep(seconds)
     finally:
         live.backing_off -= 1
+    if live.interrupts.handing_back:
+        raise live.leave(HandBack())

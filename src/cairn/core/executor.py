@@ -15,7 +15,7 @@ from cairn.authoring import context
 from cairn.core import durable
 from cairn.core.attempts import type_name
 from cairn.core.live_run import LiveRun, RunEnv
-from cairn.core.signals import ContinueAsNew, Suspend, Unwind
+from cairn.core.signals import ContinueAsNew, HandBack, Suspend, Unwind
 from cairn.errors import (
     CairnError,
     Cancelled,
@@ -26,6 +26,7 @@ from cairn.errors import (
     StoreRefused,
 )
 from cairn.observability import logcontext, propagation
+from cairn.store import waits
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import AttemptRecord, Lease, RunRecord
 
@@ -82,6 +83,21 @@ async def execute(
     gets the attempt's LiveRun as soon as it exists, so operator requests can reach it.
     `epoch` is the worker's tenure epoch when it claimed the run (see core/tenure.py).
     """
+    # The database work of this context (steps' tasks inherit it) is done for this run.
+    token = waits.attempt_of(run.run_id, run.fence)
+    try:
+        return await _execute(env, run, fresh, on_live, epoch)
+    finally:
+        waits.left(token)
+
+
+async def _execute(
+    env: RunEnv,
+    run: RunRecord,
+    fresh: bool,
+    on_live: Callable[[LiveRun], None] | None,
+    epoch: int,
+) -> Outcome:
     if fresh:
         records, prior = [], {}
     else:
@@ -160,6 +176,12 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
             cancelled = Cancelled(live.interrupts.reason)
             return await _finish(env, live, "CANCELLED", error=error_json(cancelled))
         return await _continue(env, live, again, workflow.version)
+    except HandBack:
+        # Its worker is stopping: steps still executing in other branches commit first
+        # (they are not run again), then the worker hands the run back.
+        await live.settle()
+        await live.flush_meta()
+        return Outcome(None)
     except Unwind:
         return Outcome(None)
     except Cancelled as exc:

@@ -1,8 +1,10 @@
-"""Operator requests reaching a live run: cancel, pause, and the workflow timeout.
+"""Requests reaching a live run: cancel, pause, the workflow timeout, and hand back.
 
 Requests are acted on at durable points (a new step, sleep, wait or child), never in the
-middle of a step; a parked run is woken to meet them. `cairn.shield()` holds them off
-until the shielded code is done.
+middle of a step; a parked run is woken to meet them. `cairn.shield()` holds cancel and
+pause off until the shielded code is done. A hand back (its worker is stopping) is not
+seen by workflow code at all: the run goes on elsewhere from the same point, so it is not
+held off.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from cairn.authoring import shield
-from cairn.core.signals import Suspend
+from cairn.core.signals import HandBack, Suspend
 from cairn.errors import Cancelled
 
 
@@ -27,6 +29,7 @@ class Interrupts:
         "_loop",
         "cancel",
         "delivered_at",
+        "handing_back",
         "pause",
         "reason",
         "recorded_at",
@@ -39,6 +42,8 @@ class Interrupts:
         self.reason = "cancelled" if self.cancel else ""
         self.delivered_at: str | None = None
         self.recorded_at: str | None = None
+        # The worker is stopping: leave at the next durable point (see HandBack).
+        self.handing_back = False
 
     @property
     def delivered(self) -> bool:
@@ -77,11 +82,17 @@ class Interrupts:
         self.delivered_at = key
         raise Cancelled(self.reason)
 
-    def checkpoint(self, key: str) -> None:
-        """Act on a pending request at durable point `key` (unless shielded).
+    def hand_back(self) -> None:
+        """Ask the attempt to leave at its next durable point (its worker is stopping)."""
+        self.handing_back = True
 
-        Raises Cancelled (the first time only) or Suspend("PAUSED").
+    def checkpoint(self, key: str) -> None:
+        """Act on a pending request at durable point `key` (cancel and pause: unless shielded).
+
+        Raises HandBack, Cancelled (the first time only) or Suspend("PAUSED").
         """
+        if self.handing_back:
+            raise HandBack()
         if not (self.cancel or self.pause) or self.shielded():
             return
         if self.cancel:

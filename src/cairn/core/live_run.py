@@ -24,7 +24,7 @@ from cairn.core import attempts, children, durable, emits, journal, patches, wai
 from cairn.core.futile_wakes import FutileWakes
 from cairn.core.interrupts import Interrupts
 from cairn.core.run_meta import MetaWriter
-from cairn.core.signals import ContinueAsNew, Suspend, Unwind
+from cairn.core.signals import ContinueAsNew, HandBack, Suspend, Unwind
 from cairn.core.tenure import Tenure
 from cairn.errors import (
     Cancelled,
@@ -216,6 +216,10 @@ class LiveRun(RunContext):
             return None
         return next((key for owner, key in running if owner is task), None)
 
+    def running_step(self) -> str | None:
+        """The key of a step this attempt is executing now, if any."""
+        return next((key for _, key in self._running_steps.values()), None)
+
     def track_thread(self, running: concurrent.futures.Future[Any]) -> None:
         """Count a sync step's thread: the attempt is over only once it has returned."""
         self._step_threads.add(running)
@@ -234,17 +238,17 @@ class LiveRun(RunContext):
         return len(done) == len(pending)
 
     async def point(self, key: str) -> None:
-        """A durable point (new work at `key` starts here): act on a cancel or pause.
+        """A durable point (new work at `key` starts here): act on a cancel, pause or hand back.
 
         Cancelled is raised here once, and where it was raised is recorded before the
         attempt writes anything else, so that a replay raises it at the same place.
         """
         interrupts = self.interrupts
-        if interrupts.cancel or interrupts.pause:
+        if interrupts.cancel or interrupts.pause or interrupts.handing_back:
             try:
                 interrupts.checkpoint(key)
-            except Suspend as parked:
-                raise self.leave(parked) from None
+            except (Suspend, HandBack) as leaving:
+                raise self.leave(leaving) from None
             except Cancelled:
                 await self.record_cancel()
                 raise

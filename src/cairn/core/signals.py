@@ -17,6 +17,13 @@ class Unwind(BaseException):
     """Abandon the attempt without writing: the run was taken over or the engine stops."""
 
 
+class HandBack(BaseException):
+    """Leave the attempt at a durable point: its worker stops and hands the run back.
+
+    Steps already executing in other branches commit first; nothing else is written.
+    """
+
+
 class ContinueAsNew(BaseException):
     """End this run as CONTINUED and start a fresh one with these arguments."""
 

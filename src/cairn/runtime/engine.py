@@ -69,6 +69,7 @@ class Engine:
         metrics: Metrics | bool = False,
         tracing: Tracing | bool = False,
         known_workers_window: Any = None,
+        grace: Any = 0,
     ) -> None:
         """Configure an engine.
 
@@ -92,6 +93,9 @@ class Engine:
             known_workers_window: How long after a worker was last seen its workflows
                 can still be started by name from a process that does not import them
                 (default: CAIRN_KNOWN_WORKERS_WINDOW, else [tool.cairn], else "7d").
+            grace: How long closing lets the steps executing then finish ("30s"; default
+                0: they are cut off at once). Each run is then handed back for any
+                engine to take at once; a step cut off runs again there.
         """
         if not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
@@ -101,6 +105,7 @@ class Engine:
         self.lease = durations.parse(lease, what="lease").total_seconds()
         if self.lease <= 0:
             raise ValueError(f"lease must be positive, got {lease!r}")
+        self.grace = durations.parse(grace, what="grace").total_seconds()
         self.serializer = serialization.get(serializer)
         self.modules = tuple(modules) or config.modules()
         self.registry = registry or default_registry
@@ -122,6 +127,8 @@ class Engine:
         # The engine's OpenTelemetry spans, or None.
         self.tracing: Tracing | None = tracing or None
         self.worker: Worker | None = None
+        # The worker while `close` stops it (for `hurry`), else None.
+        self.stopping_worker: Worker | None = None
         self.scheduler: Scheduler | None = None
         self.control = RunControl(
             self.store,
@@ -202,7 +209,7 @@ class Engine:
         return observers
 
     async def close(self) -> None:
-        """Stop executing; runs still in flight are handed back for recovery."""
+        """Stop executing: steps in flight finish within the grace, then runs are handed back."""
         if not self._open:
             return
         self._open = False
@@ -213,7 +220,11 @@ class Engine:
             self.scheduler = None
         if self.worker is not None:
             self.control.local = None
-            await self.worker.stop()
+            self.stopping_worker = self.worker
+            try:
+                await self.worker.stop(grace=self.grace)
+            finally:
+                self.stopping_worker = None
             self.worker = None
         for pool in self._threads:
             pool.shutdown(wait=False, cancel_futures=True)

@@ -8,6 +8,11 @@ store's side channel (`Store.side_channel`), every lease / 3, and at once when a
 Each beat that commits renews the worker's tenure (in the thread, at once) and hands
 what it saw (the runs the worker holds, every worker) to the event loop. A store with no
 side channel (SQLite `:memory:`, one process only) beats from the loop instead.
+
+Alive is not enough to keep a run: each beat also lets go of (queues again, in the same
+transaction) the runs `let_go` names, those whose database work has made no progress
+for a lease, so that a worker whose connections hang while its heartbeat gets through
+does not hold them for ever.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from cairn.core.tenure import Tenure
 from cairn.errors import StoreError
@@ -27,6 +32,7 @@ from cairn.store.records import Beat, WorkerRecord
 log = logcontext.logger("cairn.worker")
 
 Landed = Callable[[float, Beat], None]
+Stalled = Callable[[], Sequence[tuple[str, int]]]
 
 # After a beat that failed, try again this soon (the worker's trust is running out).
 RETRY_AFTER = 0.5
@@ -44,9 +50,11 @@ class Heartbeat:
         interval: float,
         on_beat: Landed,
         loop: asyncio.AbstractEventLoop,
+        let_go: Stalled = tuple,
     ) -> None:
         self._store = store
         self._worker = worker
+        self._let_go = let_go  # any thread: the runs (id, fence) to release with a beat
         self._tenure = tenure
         self.interval = interval
         self._on_beat = on_beat
@@ -76,6 +84,12 @@ class Heartbeat:
         if self._task is not None:
             self._now_on_loop.set()
 
+    def cease(self) -> None:
+        """Beat no more from now on (any thread); `stop` still waits for the thread."""
+        self._stop.set()
+        self._now.set()
+        self._now_on_loop.set()
+
     async def stop(self) -> None:
         """Stop beating (the last beat in flight may still land)."""
         self._stop.set()
@@ -95,7 +109,7 @@ class Heartbeat:
             while not self._stop.is_set():
                 sent_at = time.monotonic()
                 try:
-                    beat = channel.beat(self._worker())
+                    beat = channel.beat(self._worker(), self._let_go())
                 except StoreError as exc:
                     self._failed(exc)
                 else:
@@ -130,7 +144,7 @@ class Heartbeat:
         while not self._stop.is_set():
             sent_at = time.monotonic()
             try:
-                beat = await self._store.beat(self._worker())
+                beat = await self._store.beat(self._worker(), self._let_go())
             except StoreError as exc:
                 self._failed(exc)
             else:

@@ -10,22 +10,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from cairn.authoring import schedules
 from cairn.core import executor
 from cairn.core.futile_wakes import FutileWakes
 from cairn.core.live_run import LiveRun, RunEnv
 from cairn.core.tenure import Tenure
+from cairn.errors import StoreError
 from cairn.observability import logcontext
 from cairn.runtime import in_flight, leases
 from cairn.runtime.control import Reservation
 from cairn.runtime.heartbeat import Heartbeat
 from cairn.runtime.in_flight import InFlight
 from cairn.runtime.watchdog import LoopWatchdog
-from cairn.store.records import Beat, Lease, RunRecord, WorkerRecord
+from cairn.store.records import AttemptRecord, Beat, Lease, RunRecord, WorkerRecord
 
 log = logcontext.logger("cairn.worker")
 
@@ -82,13 +86,21 @@ class Worker:
         self.process = leases.this_process()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._handing_back: set[asyncio.Task[None]] = set()
+        self._handing_back: set[asyncio.Task[None]] = set()  # resumes, expiries
+        self._releases: set[asyncio.Task[None]] = set()  # hand-backs in flight
         self._releasing: set[str] = set()  # runs being handed back: not to be resumed
         self._stopping = False
+        self._halted = False  # as good as killed: nothing more is written
+        self._hurry = asyncio.Event()  # the grace of a stop ends now
+        # Why this worker stopped by itself (its database can never be written), or None.
+        self.failure: str | None = None
+        self.failed = asyncio.Event()  # set with `failure`
+        self._grace_ends: float | None = None  # time.monotonic(), while stopping
         self._reserved = 0
         self._backlog = False  # the last claim may have left claimable runs behind
         self._started = time.monotonic()
         self._orphans_due = 0.0  # when a claim next takes orphans before pending runs
+        self._claims_resume = 0.0  # after letting runs go, no claim before (monotonic)
         self._heartbeat: Heartbeat | None = None
         self._watchdog: LoopWatchdog | None = None
         # The reconciler's previous look: (when sent, runs held, attempts then).
@@ -131,6 +143,7 @@ class Worker:
             interval=self.lease / 3,
             on_beat=self._on_beat,
             loop=loop,
+            let_go=self._stalled,
         )
         self._heartbeat.start()
         watch = self.in_flight.watch(self._heartbeat.beat_now)
@@ -145,63 +158,177 @@ class Worker:
             # pause|cancel`) still have to reach the runs this engine executes.
             self._tasks.append(asyncio.create_task(self._control_loop(), name="cairn-control"))
 
-    async def stop(self, *, grace: float | None = None) -> None:
-        """Stop claiming, end in-flight attempts and queue their runs again for others.
+    @property
+    def stopping(self) -> bool:
+        """True once `stop` (or `halt`) was called: this worker claims nothing more."""
+        return self._stopping
 
-        An attempt's sync step runs on in its thread until it returns: its run is queued
-        again only then (waiting up to `grace`, default the lease), so that no other
-        worker runs that step while this process still does. A run whose step outlives
-        the grace is left to the lease: this worker's heartbeat stops, and others take
-        the run over once the lease has run out.
+    async def stop(self, *, grace: float = 0.0) -> None:
+        """Stop claiming; let steps in flight finish for up to `grace` seconds; hand back.
+
+        Each attempt is asked to leave at its next durable point: a step executing now
+        finishes and commits, and the run is handed back (PENDING, no owner) at once, for
+        any worker to take without waiting for a lease. An attempt still inside a step
+        when the grace ends (or at once, after `hurry`) is cut off: its run is handed back
+        all the same, and that step runs again wherever the run goes next. A sync step's
+        thread cannot be stopped: it runs on in this process until it returns (`cairn
+        worker` exits instead), its result unrecorded.
         """
         self._stopping = True
+        self._grace_ends = time.monotonic() + grace
         for task in [*self._tasks, *self._handing_back]:
             task.cancel()
-        attempts = list(self.active.values())
-        # The step attempts this stop cuts short: recorded as interrupted with the hand-back.
-        now = self.env.clock.now()
-        cut = {
-            attempt.run.run_id: in_flight.cut_short(attempt.live, worker=self.env.owner, now=now)
-            for attempt in attempts
-        }
-        for attempt in attempts:
-            if attempt.task is not None:
-                attempt.task.cancel()
         for task in [*self._tasks, *self._handing_back]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        for attempt in attempts:
-            if attempt.task is not None:
+        attempts = list(self.active.values())
+        cut: list[Attempt] = []
+        if attempts:
+            if grace > 0:
+                log.info(
+                    "stopping: %d run(s) in flight; their steps may finish for up to %s, "
+                    "then each run is handed back",
+                    len(attempts),
+                    schedules.describe_seconds(grace),
+                )
+            for attempt in attempts:
+                if attempt.live is not None:
+                    attempt.live.interrupts.hand_back()
+                elif attempt.task is not None:
+                    attempt.task.cancel()  # still loading its journal: nothing to finish
+            await self._within_grace({a.task for a in attempts if a.task is not None})
+            cut = [a for a in attempts if a.task is not None and not a.task.done()]
+            steps = {a.run.run_id: a.live.running_step() if a.live else None for a in cut}
+            # The step attempts cut short, recorded as interrupted with the hand-back (read
+            # before the cancel below drops them).
+            now = self.env.clock.now()
+            interrupted = {
+                a.run.run_id: in_flight.cut_short(a.live, worker=self.env.owner, now=now)
+                for a in cut
+            }
+            for attempt in cut:
+                assert attempt.task is not None
+                attempt.task.cancel()
+            for attempt in cut:
+                assert attempt.task is not None
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await attempt.task
-        deadline = time.monotonic() + (self.lease if grace is None else grace)
-        left_running = []
-        for attempt in attempts:
-            if not await attempt.quiesced(max(0.0, deadline - time.monotonic())):
-                left_running.append(attempt.run.run_id)
-                continue
-            run_id = attempt.run.run_id
-            with contextlib.suppress(Exception):
-                await self.env.store.release_run(
-                    run_id, self._lease(attempt), interrupted=cut[run_id]
+                run_id = attempt.run.run_id
+                await self._cut_off(
+                    attempt, steps[run_id], interrupted[run_id], expected=grace <= 0
                 )
+        await self._within_grace(set(self._releases), at_least=1.0)
+        for task in list(self._releases):
+            task.cancel()  # the database is away: the worker's removal below tries again
         if self._watchdog is not None:
             self._watchdog.stop()
         if self._heartbeat is not None:
             await self._heartbeat.stop()
-        if left_running:
-            log.warning(
-                "stopping with %d sync step(s) still running (runs %s): left to recovery "
-                "once this worker's lease has run out",
-                len(left_running),
-                ", ".join(left_running),
+        if self.failure is not None:
+            return  # nothing can be written: its runs go to others when its lease runs out
+        if attempts:
+            log.info(
+                "stopped: %d run(s) in flight handed back, %d of them cut off mid-step "
+                "(those steps run again elsewhere)",
+                len(attempts),
+                len(cut),
             )
+        # Also hands back whatever a hand-back above could not (owner cleared, PENDING).
+        if not self._hurry.is_set():
+            await self.env.store.remove_worker(self.env.owner)
             return
-        await self.env.store.remove_worker(self.env.owner)
+        try:  # told to stop at once: not for as long as the store would retry
+            async with asyncio.timeout(max(1.0, self.lease / 3)):
+                await self.env.store.remove_worker(self.env.owner)
+        except (TimeoutError, StoreError) as exc:
+            log.warning(
+                "stopped without handing its runs back (%s): they are taken over once "
+                "this worker's lease has run out",
+                exc or "the database did not answer in time",
+            )
+
+    def hurry(self) -> None:
+        """End the grace of a `stop` in progress now: cut off the steps still executing."""
+        self._hurry.set()
+
+    async def _within_grace(self, tasks: set[asyncio.Task[None]], at_least: float = 0.0) -> None:
+        """Wait until `tasks` are done, the grace ends or `hurry` is called."""
+        loop = asyncio.get_running_loop()
+        ends = self._grace_ends if self._grace_ends is not None else time.monotonic()
+        deadline = loop.time() + max(at_least, ends - time.monotonic())
+        hurry = asyncio.ensure_future(self._hurry.wait())
+        try:
+            pending: set[asyncio.Future[Any]] = {task for task in tasks if not task.done()}
+            while pending and not self._hurry.is_set() and (left := deadline - loop.time()) > 0:
+                _, pending = await asyncio.wait(
+                    pending | {hurry}, timeout=left, return_when=asyncio.FIRST_COMPLETED
+                )
+                pending.discard(hurry)
+        finally:
+            hurry.cancel()
+
+    async def _cut_off(
+        self,
+        attempt: Attempt,
+        step: str | None,
+        interrupted: list[AttemptRecord],
+        *,
+        expected: bool,
+    ) -> None:
+        """Hand back the run of an attempt cut off (in `step`), trying once (see `stop`).
+
+        `interrupted` are the step attempts it cut short, recorded with the hand-back.
+
+        `expected`: there was no grace (a script or a test closing its engine), so being cut
+        off is the plan, not news.
+        """
+        run = attempt.run
+        threads = attempt.live is not None and not await attempt.quiesced(0)
+        log.log(
+            logging.INFO if expected and not threads else logging.WARNING,
+            "run %s: %s cut off %s%s; handed back, the step runs again wherever the run goes next",
+            run.run_id,
+            f"step {step!r}" if step else "its attempt",
+            "(stopping at once)" if self._hurry.is_set() else "by the end of the grace",
+            " (its sync thread cannot be stopped and runs on, unrecorded)" if threads else "",
+            extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
+        )
+        if self.failure is None:
+            with contextlib.suppress(Exception):
+                await self.env.store.release_run(
+                    run.run_id, self._lease(attempt), interrupted=interrupted
+                )
+
+    def writable(self) -> bool:
+        """False once the store can never write again; the worker then stops by itself.
+
+        It claims nothing more, ends its attempts (none of their writes could land) and
+        stops heartbeating, so that other workers take its runs over once its lease has
+        run out; `failed` is set for whoever runs it (`cairn worker` exits with status 1).
+        """
+        reason = self.env.store.health.unwritable
+        if reason is None:
+            return True
+        if self.failure is None:
+            self.failure = reason
+            self._stopping = True
+            log.error(
+                "%s: this worker stops. It claims nothing more and stops heartbeating; "
+                "other workers take its runs over once its lease has run out",
+                reason,
+            )
+            if self._heartbeat is not None:
+                self._heartbeat.cease()
+            for attempt in self.active.values():
+                if attempt.task is not None:
+                    attempt.task.cancel()
+            self.failed.set()
+        return False
 
     def halt(self) -> None:
         """From now on, act like a killed process: no hand-backs, claims or resumes."""
         self._stopping = True
+        self._halted = True
 
     async def abandon(self) -> None:
         """Stop without a word to the database, like a killed process (for testing)."""
@@ -210,7 +337,7 @@ class Worker:
             self._watchdog.stop()
         if self._heartbeat is not None:
             await self._heartbeat.stop()
-        tasks = [*self._tasks, *self._handing_back]
+        tasks = [*self._tasks, *self._handing_back, *self._releases]
         tasks += [a.task for a in self.active.values() if a.task is not None]
         for task in tasks:
             task.cancel()
@@ -304,7 +431,7 @@ class Worker:
             outcome.status or "handed back",
             extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
         )
-        if outcome.status is None and not self._stopping:
+        if outcome.status is None and not self._halted and self.writable():
             self._hand_back(attempt)
         self._on_finished(run.run_id, outcome)
 
@@ -319,19 +446,24 @@ class Worker:
         run_id = attempt.run.run_id
         self._releasing.add(run_id)
         task = asyncio.create_task(self._release(attempt), name=f"cairn-hand-back-{run_id}")
-        self._handing_back.add(task)
-        task.add_done_callback(self._handing_back.discard)
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
 
     async def _release(self, attempt: Attempt) -> None:
         run_id = attempt.run.run_id
         try:
-            await attempt.quiesced()  # not while a step of it still runs in a thread
+            # Not while a step of it still runs in a thread; when stopping, only while
+            # the grace lasts (then the thread is left behind, see `stop`).
+            ends = self._grace_ends
+            await attempt.quiesced(None if ends is None else max(0.0, ends - time.monotonic()))
             delay = 0.05
-            while True:
+            while self.writable():
                 try:
                     await self.env.store.release_run(run_id, self._lease(attempt))
                     break
                 except Exception as exc:
+                    if not self.writable():
+                        break
                     log.warning("run %s: cannot hand it back yet (%s); retrying", run_id, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
@@ -372,7 +504,7 @@ class Worker:
 
     async def claim_once(self) -> int:
         """Claim and launch as many runs as there are free slots; returns how many."""
-        if self.free <= 0 or self._stopping:
+        if self.free <= 0 or self._stopping or time.monotonic() < self._claims_resume:
             return 0
         limit = self.free
         epoch = self.tenure.epoch  # a claim answered late must not skip the lease check
@@ -412,7 +544,7 @@ class Worker:
         return len(claimed.runs)
 
     async def _claim_loop(self) -> None:
-        while True:
+        while self.writable():
             await self._wait_for_work(await self._idle_time())
             self._wake.clear()
             try:
@@ -420,10 +552,11 @@ class Worker:
                     pass
                 await self._poll_controls()
             except Exception:
-                log.exception("claiming runs failed; retrying")
+                if self.writable():
+                    log.exception("claiming runs failed; retrying")
 
     async def _control_loop(self) -> None:
-        while True:
+        while self.writable():
             await self._wait_for_work(self.poll_interval)
             self._wake.clear()
             try:
@@ -462,10 +595,42 @@ class Worker:
 
     # what each heartbeat saw
 
+    def _stalled(self) -> list[tuple[str, int]]:
+        """On the heartbeat's thread: the runs whose database work has waited a lease.
+
+        Liveness is progress: such a run is let go of with the next beat, so that another
+        worker can take it (its late write, should it ever land, is fenced off). For a
+        lease from then on this worker claims nothing (set before the beat is sent: the
+        runs' wake-up must not find this worker claiming): the runs are for another
+        worker, and its own connections may be what is stuck (the store checks them).
+        """
+        stalled = list(self.env.store.health.stalled_runs(self.lease))
+        if stalled:
+            self._claims_resume = time.monotonic() + self.lease  # one float: any thread
+        return stalled
+
+    def _let_go(self, released: tuple[str, ...]) -> None:
+        """End the attempts of runs a beat let go of: their database work is stuck."""
+        stalled = self.env.store.health.stalled_runs(0.0)
+        for run_id in released:
+            attempt = self.active.get(run_id)
+            waited = max((s for (r, _), s in stalled.items() if r == run_id), default=0.0)
+            log.warning(
+                "run %s: its database work got no reply for %.1f s (more than the %s "
+                "lease): let go of it, for another worker to take; this attempt ends",
+                run_id,
+                waited,
+                schedules.describe_seconds(self.lease),
+            )
+            if attempt is not None and attempt.task is not None:
+                attempt.task.cancel()
+
     def _on_beat(self, sent_at: float, beat: Beat) -> None:
         """On the loop, after a heartbeat committed: reconcile and look for dead neighbours."""
         self.tenure.landed()
-        if self._stopping:
+        if beat.released:
+            self._let_go(beat.released)
+        if self._stopping or not self.writable():
             return
         mine = {run_id: attempt.run.fence for run_id, attempt in self.active.items()}
         self._reconcile(sent_at, beat.owned, mine)

@@ -21,13 +21,13 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
 from cairn.errors import StoreError, StoreUnavailable
-from cairn.store import _pg_sql
+from cairn.store import _pg_sql, waits
 from cairn.store._pg_conn import (
     Conn,
     Db,
@@ -117,6 +117,8 @@ class Shot:
     done: bool = False
     started: tuple[Program[Any], Request] | None = None  # made already, for the 1st attempt
     ambiguous: bool = False  # sent before on a connection that was lost (module docstring)
+    # The run (id, fence) it is written for, if any: its wait counts as that run's.
+    run: tuple[str, int] | None = field(default_factory=waits.on_behalf_of.get)
 
     def begin(self) -> tuple[Program[Any], Request]:
         """A program for this attempt, and its (first and only) request."""
@@ -303,7 +305,12 @@ class Writer:
                 fast = self._fast[lane]
                 assert fast is not None
                 sent = True
-                await self._apply(conn, fast, todo)
+                runs = tuple({shot.run for shot in todo if shot.run is not None})
+                waiting = self._db.health.waits.begin(conn, runs)
+                try:
+                    await self._apply(conn, fast, todo)
+                finally:
+                    self._db.health.waits.end(waiting)
                 continue  # settled: the top of the loop returns
             except Disconnected as exc:
                 self._db.health.trouble()
@@ -329,7 +336,7 @@ class Writer:
             except psycopg.Error as exc:
                 raise Disconnected() from exc
             self._conns[lane] = conn
-            self._fast[lane] = FastPath(conn)
+            self._fast[lane] = FastPath(conn, self._db.health.waits)
         return conn
 
     async def _drop_connection(self, lane: int) -> None:

@@ -131,7 +131,11 @@ async def retrying(db: Db, work: Callable[[Conn], Awaitable[T]], *, within: floa
         conn: Conn | None = None
         try:
             async with _pooled(db.pool, max(0.1, deadline - loop.time())) as conn:
-                done = await work(conn)
+                waiting = db.health.waits.begin(conn)  # see _pg_stalls
+                try:
+                    done = await work(conn)
+                finally:
+                    db.health.waits.end(waiting)
             if delay > 0.01:  # it took retries: tell the health of the wait
                 db.health.waited(loop.time() - started)
             return done

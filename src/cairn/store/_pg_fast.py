@@ -18,6 +18,9 @@ most.
 
 The connection stays a psycopg connection: `pause()` hands it back (the pipelined
 batches of `_pg_commit` use psycopg itself), and psycopg sees a broken socket as broken.
+A wait through the loop is registered with the store's `Waits`, so that a reply that
+never comes is noticed (`_pg_stalls` shuts such a connection down: the wait then ends
+as for any lost connection).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from psycopg.adapt import PyFormat, Transformer
 from cairn.store._loop import others_ready
 from cairn.store._pg_conn import Conn, Disconnected
 from cairn.store._pg_sql import numbered
+from cairn.store.waits import Waits
 
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
 _prepared: weakref.WeakKeyDictionary[Any, dict[tuple[str, tuple[int, ...]], bytes]] = (
@@ -54,8 +58,9 @@ _HERE_ROUNDS = 16  # waits outside the loop in a row, at most
 class FastPath:
     """Statements committed alone, on a connection that nothing else uses meanwhile."""
 
-    def __init__(self, conn: Conn) -> None:
+    def __init__(self, conn: Conn, waits: Waits) -> None:
         self._conn = conn
+        self._waits = waits
         self._pg = conn.pgconn
         self._fd = self._pg.socket
         self._loop = asyncio.get_running_loop()
@@ -130,10 +135,12 @@ class FastPath:
         if not self._listening:
             self._loop.add_reader(self._fd, self._readable)
             self._listening = True
+        waiting = self._waits.begin(self._conn)
         try:
             result = await waiter
         finally:
             self._waiter = None
+            self._waits.end(waiting)
         return self._checked(result)
 
     def _checked(self, result: pq.abc.PGresult | None) -> pq.abc.PGresult | None:

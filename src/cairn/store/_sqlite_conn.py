@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
@@ -73,6 +74,26 @@ _TRANSIENT = frozenset(
 )
 
 
+def is_read_only(exc: BaseException) -> bool:
+    """True if `exc` says this connection may not write the database at all.
+
+    SQLITE_READONLY in any of its forms: the file, its folder or its -wal/-shm files are
+    not writable by this process (or were when the connection opened). Another try
+    cannot change that: the connection would have to be opened again.
+    """
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (
+        isinstance(exc, sqlite3.OperationalError)
+        and code is not None
+        and (code & 0xFF == sqlite3.SQLITE_READONLY)
+    )
+
+
+def read_only_reason(where: str, exc: BaseException) -> str:
+    """The one line that says a database is read-only for this process, and why."""
+    return f"database {where} is read-only for this process ({exc})"
+
+
 def classify(where: str, exc: BaseException) -> StoreError:
     """The StoreError for a failure of the driver: unavailable, refused, or other.
 
@@ -81,7 +102,9 @@ def classify(where: str, exc: BaseException) -> StoreError:
     """
     message = f"database {where}: {exc}"
     error: StoreError
-    if isinstance(exc, sqlite3.OperationalError):
+    if is_read_only(exc):
+        error = StoreError(read_only_reason(where, exc))
+    elif isinstance(exc, sqlite3.OperationalError):
         code = getattr(exc, "sqlite_errorcode", None)
         transient = is_busy(exc) or (code is not None and code & 0xFF in _TRANSIENT)
         error = StoreUnavailable(message) if transient else StoreError(message)
@@ -124,7 +147,7 @@ class SqliteSideChannel:
         self._wait_ms = int(wait * 1000)
         self._conn: sqlite3.Connection | None = None
 
-    def beat(self, worker: WorkerRecord) -> Beat:
+    def beat(self, worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = ()) -> Beat:
         """Heartbeat `worker` and read what it holds (StoreError if the file is locked)."""
         try:
             if self._conn is None:
@@ -132,7 +155,7 @@ class SqliteSideChannel:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                beat = run(conn, claim_programs.beat(worker))
+                beat = run(conn, claim_programs.beat(worker, let_go, db_now()))
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:

@@ -24,6 +24,7 @@ WAKING_PROGRAMS = frozenset(
         "fire_schedule",
         "fork_run",
         "release_buffered",
+        "release_run",
         "remove_worker",
         "resume_hook",
         "retry_run",

@@ -75,18 +75,27 @@ def _remember_worker(worker_id: str, *, now: bool) -> Program[None]:
         yield from _remember(_names(workflows), float(heartbeat_at))
 
 
-def beat(worker: WorkerRecord) -> Program[Beat]:
+def beat(
+    worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = (), now: float = 0.0
+) -> Program[Beat]:
     """Mark the worker alive (by the database's clock); what it holds, and every worker.
 
-    A worker whose row is gone (removed while it was presumed dead) registers again.
+    A worker whose row is gone (removed while it was presumed dead) registers again. The
+    runs in `let_go` (id, fence), still held under that fence, are queued again in the
+    same transaction: alive is not enough to keep a run whose work makes no progress.
     """
     if not (yield Sql(_sql.HEARTBEAT, (worker.executing, worker.worker_id))):
         yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
+    released = []
+    for run_id, fence in let_go:
+        if (yield Sql(_sql.RELEASE_ONE, (now, run_id, worker.worker_id, fence))):
+            released.append(run_id)
     owned = yield all_rows(_sql.SELECT_OWNED, (worker.worker_id,))
     workers = yield all_rows(_sql.SELECT_WORKERS)
     return Beat(
         {str(run_id): int(fence) for run_id, fence in owned},
         [_sql.worker_from_row(row) for row in workers],
+        tuple(released),
     )
 
 

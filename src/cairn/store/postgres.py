@@ -23,6 +23,7 @@ from cairn.store import (
     _pg_conn,
     _pg_open,
     _pg_sql,
+    _pg_stalls,
     _sql,
     claim_programs,
     programs,
@@ -64,6 +65,7 @@ class PostgresStore(SqlStore):
         min_connections: int = 2,
         max_connections: int = 10,
         retry_for: float = 30.0,
+        stalled_after: float = 5.0,
     ) -> None:
         """Configure a store (nothing connects before `open`).
 
@@ -73,9 +75,15 @@ class PostgresStore(SqlStore):
             max_connections: Connections the pool may open (plus one for LISTEN).
             retry_for: Seconds to keep retrying while the server is unreachable (a
                 restart) before an operation fails with StoreError.
+            stalled_after: Seconds without a reply after which a connection's server
+                backend is looked up: a connection the server is not working for (its
+                reply was lost) is dropped and its work retried on a new one.
         """
+        if stalled_after <= 0:
+            raise ValueError(f"stalled_after must be positive, got {stalled_after!r}")
         self.url = url
-        self._conninfo = conninfo(url)
+        self._conninfo = _pg_stalls.with_dead_peer_detection(conninfo(url))
+        self._stalled_after = stalled_after
         self.where = redact(url)
         self._min = max(3, min_connections)
         self._max = max(self._min + 1, max_connections)
@@ -87,6 +95,7 @@ class PostgresStore(SqlStore):
         self._reader: _pg_conn.RunReader | None = None
         self._bulk: dict[str, _pg_sql.Bulk] = {}
         self._listener: asyncio.Task[None] | None = None
+        self._stalls: _pg_stalls.StallWatch | None = None
         self._signal = WakeSignal()
 
     def __repr__(self) -> str:
@@ -130,6 +139,23 @@ class PostgresStore(SqlStore):
         self._writer = _pg_commit.Writer(self._db, on_commit=self._signal.wake_times)
         self._writer.start()
         self._reader = _pg_conn.RunReader(self._db)
+        self._stalls = _pg_stalls.StallWatch(
+            self._conninfo,
+            self.where,
+            self.health.waits,
+            after=self._stalled_after,
+            on_dropped=self._renew_connections,
+        )
+        self._stalls.start()
+
+    async def _renew_connections(self) -> None:
+        """After a dead connection: the others opened before it may be dead as well."""
+        drain = getattr(self._pool, "drain", None)  # psycopg_pool 3.3 and later
+        if drain is not None:
+            await drain()
+        if self._listener is not None:
+            self._listener.cancel()  # `wait_for_work` listens again on a new connection
+            self._listener = None
 
     async def close(self) -> None:
         """Commit queued writes, stop listening and close every connection."""
@@ -143,8 +169,11 @@ class PostgresStore(SqlStore):
                 pass
             self._listener = None
         if self._writer is not None:
-            await self._writer.stop()
+            await self._writer.stop()  # the stall watch may have to free a lane meanwhile
             self._writer = None
+        if self._stalls is not None:
+            await self._stalls.stop()
+            self._stalls = None
         self._reader = None
         self._db = None
         pool, self._pool = self._pool, None

@@ -49,6 +49,21 @@ class Health(Protocol):
         """Note that the database is away or locked now (a heartbeat failed, say)."""
         ...
 
+    def stalled_runs(self, seconds: float) -> dict[tuple[str, int], float]:
+        """Runs (id, fence) with a wait for the database older than `seconds`; its age.
+
+        Any thread. A store whose waits cannot stall for ever (SQLite) reports none.
+        """
+        ...
+
+    @property
+    def unwritable(self) -> str | None:
+        """Why this store can never write again (a read-only SQLite file), or None.
+
+        Not a passing condition: a worker that sees it stops (see runtime/worker.py).
+        """
+        ...
+
 
 class SideChannel(Protocol):
     """A connection of its own, for one thread: heartbeats that go on when the loop is busy.
@@ -56,7 +71,7 @@ class SideChannel(Protocol):
     Every method blocks the calling thread (never an event loop) and may raise StoreError.
     """
 
-    def beat(self, worker: WorkerRecord) -> Beat:
+    def beat(self, worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = ()) -> Beat:
         """Heartbeat `worker` by the database's clock (see `Store.beat`)."""
         ...
 
@@ -326,12 +341,15 @@ class Store(Protocol):
         """Insert or refresh a worker row; its times are the database's clock."""
         ...
 
-    async def beat(self, worker: WorkerRecord) -> Beat:
+    async def beat(self, worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = ()) -> Beat:
         """Mark `worker` alive now, by the database's clock; what it holds, every worker.
 
         The same write stores `worker.executing` (the steps it has in flight). A worker
-        whose row is gone registers again. `side_channel()` does the same from a
-        thread of its own.
+        whose row is gone registers again. The runs in `let_go` (id, fence) that it still
+        holds under that fence are queued again (PENDING, no owner) in the same
+        transaction, and named in `Beat.released`: their work stopped making progress.
+        `side_channel()` does the same from a thread of its own (and wakes other workers
+        for the runs it releases).
         """
         ...
 

@@ -193,11 +193,13 @@ class Beat:
     """What one heartbeat saw: the runs its worker owns, and every worker row.
 
     `owned` maps the id of each RUNNING run owned by the worker to its fence; `workers`
-    lets the worker look for dead neighbours without another query.
+    lets the worker look for dead neighbours without another query; `released` names the
+    runs the beat let go of (see `Store.beat`).
     """
 
     owned: dict[str, int]
     workers: list[WorkerRecord]
+    released: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

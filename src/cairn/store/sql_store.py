@@ -260,9 +260,9 @@ class SqlStore:
         """Insert or refresh a worker row."""
         await self.write(lambda: claim_programs.register_worker(worker))
 
-    async def beat(self, worker: WorkerRecord) -> Beat:
+    async def beat(self, worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = ()) -> Beat:
         """Mark the worker alive by the database's clock; what it holds, every worker."""
-        return await self.write(lambda: claim_programs.beat(worker))
+        return await self.write(lambda: claim_programs.beat(worker, let_go, time.time()))
 
     async def list_workers(self) -> list[WorkerRecord]:
         """Every worker row."""

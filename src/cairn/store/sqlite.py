@@ -28,6 +28,8 @@ from cairn.store._sqlite_conn import (
     connect,
     create_private,
     is_busy,
+    is_read_only,
+    read_only_reason,
     run,
 )
 from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
@@ -102,7 +104,8 @@ class SqliteStore(SqlStore):
             conn.execute("PRAGMA temp_store=MEMORY")
             conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: journals of many runs stay hot
         except (sqlite3.Error, OSError) as exc:
-            raise StoreError(f"cannot open database {self.path!r}: {exc}") from exc
+            hint = _read_only_hint(self.path)
+            raise StoreError(f"cannot open database {self.path!r}: {exc}{hint}") from exc
         self._conn = conn
         self._migrate()
         conn.execute("PRAGMA busy_timeout=0")
@@ -179,7 +182,7 @@ class SqliteStore(SqlStore):
             if is_busy(exc):
                 self._wait_for_lock()
                 return
-            self._answer(self._pending, [classify(repr(self.path), exc)] * len(self._pending))
+            self._answer(self._pending, [self._classify(exc)] * len(self._pending))
             self._pending = []
             return
         if self._locked_since is not None:
@@ -198,7 +201,7 @@ class SqliteStore(SqlStore):
             ]
         except sqlite3.Error as exc:
             # The transaction itself failed and nothing was written.
-            outcomes = [classify(repr(self.path), exc) for _ in batch]
+            outcomes = [self._classify(exc) for _ in batch]
         self._answer(batch, outcomes)
 
     def _wait_for_lock(self) -> None:
@@ -265,8 +268,14 @@ class SqliteStore(SqlStore):
     def _failure(self, exc: Exception) -> Exception:
         # LeaseLost, DuplicateRun...: the failure is this writer's alone.
         if isinstance(exc, sqlite3.Error | UnicodeError | ValueError | OverflowError):
-            return classify(repr(self.path), exc)
+            return self._classify(exc)
         return exc
+
+    def _classify(self, exc: BaseException) -> StoreError:
+        """The StoreError for a failed write; a read-only file is noted in `health`."""
+        if is_read_only(exc):
+            self.health.cannot_write(read_only_reason(repr(self.path), exc))
+        return classify(repr(self.path), exc)
 
     def _sunk(self, sunk: _Sunk) -> StoreError:
         error = self._failure(sunk.error)
@@ -327,6 +336,17 @@ class SqliteStore(SqlStore):
                     raise classify(repr(self.path), exc) from exc
             await asyncio.sleep(delay)
             delay = min(delay * 2, _LAST_RETRY)
+
+
+def _read_only_hint(path: str) -> str:
+    """Why a database may not open, when this process cannot write the file or its folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.access(folder, os.W_OK) and (not os.path.exists(path) or os.access(path, os.W_OK)):
+        return ""
+    return (
+        " (the file or its folder is read-only for this process; SQLite writes the file "
+        "and, next to it, its -wal and -shm files)"
+    )
 
 
 async def _switch_to_wal(conn: sqlite3.Connection, *, within: float = 30.0) -> None:

@@ -1,0 +1,80 @@
+"""Waits for the database in flight: since when, on which connection, and for which run.
+
+A store registers each wait for a reply (`Waits.begin` / `end`); the run it is made for
+comes from `on_behalf_of`, which the executor sets for an attempt's whole context. Two
+readers use the list: the store itself, to check connections that stopped answering
+(PostgreSQL, `_pg_stalls`), and the worker, whose heartbeat lets go of a run whose
+database work has been stuck for a whole lease (liveness is progress, not a beat alone).
+
+Written on the event loop's thread, read from the heartbeat's: a copy of the dict is one
+C call, so readers see a consistent set without a lock on the hot path.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
+
+# The run (id, fence) whose attempt is using the database in this context, if any.
+on_behalf_of: ContextVar[tuple[str, int] | None] = ContextVar("cairn_on_behalf_of", default=None)
+
+
+def attempt_of(run_id: str, fence: int) -> Token[tuple[str, int] | None]:
+    """Mark the current context as the attempt of `run_id` under `fence`."""
+    return on_behalf_of.set((run_id, fence))
+
+
+def left(token: Token[tuple[str, int] | None]) -> None:
+    """Undo `attempt_of`."""
+    on_behalf_of.reset(token)
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """One wait for a reply: since (time.monotonic()), the connection, the runs it serves."""
+
+    since: float
+    conn: object
+    runs: tuple[tuple[str, int], ...]
+
+
+class Waits:
+    """The waits for the database a store has in flight."""
+
+    __slots__ = ("_keys", "_waits")
+
+    def __init__(self) -> None:
+        self._waits: dict[int, Wait] = {}
+        self._keys = itertools.count()
+
+    def begin(self, conn: object, runs: tuple[tuple[str, int], ...] | None = None) -> int:
+        """A wait on `conn` starts, for `runs` (default: the run of this context)."""
+        if runs is None:
+            run = on_behalf_of.get()
+            runs = () if run is None else (run,)
+        key = next(self._keys)
+        self._waits[key] = Wait(time.monotonic(), conn, runs)
+        return key
+
+    def end(self, key: int) -> None:
+        """The wait `key` is over (answered, failed or cancelled)."""
+        self._waits.pop(key, None)
+
+    def older_than(self, seconds: float) -> list[Wait]:
+        """The waits in flight for longer than `seconds`, oldest first (any thread)."""
+        cutoff = time.monotonic() - seconds
+        return sorted(
+            (wait for wait in self._waits.copy().values() if wait.since <= cutoff),
+            key=lambda wait: wait.since,
+        )
+
+    def stalled_runs(self, seconds: float) -> dict[tuple[str, int], float]:
+        """Runs (id, fence) with a wait older than `seconds`: how long the oldest has lasted."""
+        now = time.monotonic()
+        stalled: dict[tuple[str, int], float] = {}
+        for wait in self.older_than(seconds):
+            for run in wait.runs:
+                stalled.setdefault(run, now - wait.since)
+        return stalled
