@@ -27,7 +27,7 @@ def _pg_problem() -> str | None:
     try:
         import psycopg
     except ImportError:
-        return "psycopg is not installed (pip install 'cairn[postgres]')"
+        return "psycopg is not installed (pip install 'cairn-workflows[postgres]')"
     try:
         import cairn.store.postgres  # noqa: F401
     except ImportError as exc:

@@ -205,7 +205,7 @@ def test_cli__without_the_extra_says_what_to_install(tmp_path: Path):
     assert proc.returncode == 1
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
-    assert "pip install 'cairn[dashboard]'" in lines[0]
+    assert "pip install 'cairn-workflows[dashboard]'" in lines[0]
     assert lines[0].startswith("error: ")
 
 

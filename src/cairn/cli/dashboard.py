@@ -140,7 +140,7 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
         except ImportError:
             raise ConfigError(
                 f"the dashboard needs {name}, which is not installed: pip install "
-                "'cairn[dashboard]'"
+                "'cairn-workflows[dashboard]'"
             ) from None
     from cairn.dashboard import serve as server
     from cairn.dashboard.guard import check_allowed_host

@@ -19,7 +19,7 @@ PYPROJECT = """\
 name = "{name}"
 version = "0.1.0"
 requires-python = ">=3.11"
-dependencies = ["cairn"]
+dependencies = ["cairn-workflows"]
 
 [tool.cairn]
 # Modules imported to register workflows (cairn run, cairn worker, cairn check).
@@ -62,8 +62,10 @@ async def greet(name: str = "world") -> str:
 README = """\
 # {name}
 
-A [cairn](https://pypi.org/project/cairn/) project: `{module}.py` holds `greet`, an example
-workflow of two steps and a durable sleep; `pyproject.toml` tells cairn where it is.
+A [cairn](https://pypi.org/project/cairn-workflows/) project: `{module}.py` holds `greet`,
+an example workflow of two steps and a durable sleep; `pyproject.toml` tells cairn where
+it is. cairn is published as `cairn-workflows` (`pip install cairn-workflows`); the
+package you import and the command are both `cairn`.
 
 Run it from this directory: `cairn run {module}:greet Ada` executes the run here until it
 goes to sleep, then `cairn worker` wakes it five seconds later and finishes it (Ctrl-C

@@ -71,7 +71,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         metavar="N",
         type=int,
         default=None,
-        help="serve Prometheus metrics at http://HOST:N/metrics (needs cairn[metrics])",
+        help="serve Prometheus metrics at http://HOST:N/metrics (needs cairn-workflows[metrics])",
     )
     parser.add_argument(
         "--metrics-host",
@@ -83,7 +83,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "--tracing",
         action="store_true",
         help="OpenTelemetry spans of runs and steps, sent to the global tracer provider "
-        "(installed by a workflow module or opentelemetry-instrument; needs cairn[otel])",
+        "(installed by a workflow module or opentelemetry-instrument; needs cairn-workflows[otel])",
     )
     parser.set_defaults(handler=serve)
 

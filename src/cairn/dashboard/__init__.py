@@ -1,6 +1,6 @@
 """cairn's dashboard: a JSON API (and web pages) to inspect and steer runs over HTTP.
 
-Needs the extra: `pip install 'cairn[dashboard]'`. `cairn dashboard` serves it.
+Needs the extra: `pip install 'cairn-workflows[dashboard]'`. `cairn dashboard` serves it.
 """
 
 from __future__ import annotations

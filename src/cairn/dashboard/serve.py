@@ -87,7 +87,7 @@ async def serve(
 
 
 def _metrics_installed() -> bool:
-    """True if prometheus_client is there: `/metrics` is served then (cairn[metrics])."""
+    """True if prometheus_client is there: `/metrics` is served then (cairn-workflows[metrics])."""
     try:
         import prometheus_client  # noqa: F401
     except ImportError:

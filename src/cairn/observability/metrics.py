@@ -1,4 +1,4 @@
-"""Prometheus metrics of an engine (extra `cairn[metrics]`).
+"""Prometheus metrics of an engine (extra `cairn-workflows[metrics]`).
 
 Counters and histograms are fed by the engine's hooks as runs and steps execute; the
 gauges (unfinished runs per queue and status, live workers) are read from the database
@@ -41,7 +41,9 @@ def _prometheus() -> Any:
     try:
         import prometheus_client
     except ImportError as exc:
-        raise ConfigError("metrics need prometheus_client: pip install 'cairn[metrics]'") from exc
+        raise ConfigError(
+            "metrics need prometheus_client: pip install 'cairn-workflows[metrics]'"
+        ) from exc
     return prometheus_client
 
 

@@ -1,4 +1,4 @@
-"""OpenTelemetry spans of runs and steps (extra `cairn[otel]`), on the global tracer provider.
+"""OpenTelemetry spans of runs and steps (extra `cairn-workflows[otel]`), on the global tracer provider.
 
 One span per attempt of a run, in the trace the run was started in (`propagation.py`),
 and one per attempt of a step inside it; parks are events on the run's span. A replayed
@@ -41,7 +41,9 @@ def _otel() -> Any:
     try:
         from opentelemetry import context, trace
     except ImportError as exc:
-        raise ConfigError("tracing needs opentelemetry-api: pip install 'cairn[otel]'") from exc
+        raise ConfigError(
+            "tracing needs opentelemetry-api: pip install 'cairn-workflows[otel]'"
+        ) from exc
     return context, trace
 
 

@@ -87,9 +87,9 @@ class Engine:
             claim: Also execute runs started elsewhere (queued, due, orphaned); False
                 executes only the runs this engine starts (what `cairn run` uses).
             metrics: Prometheus metrics (`cairn.observability.Metrics`; True makes one,
-                on a registry of its own: see `engine.metrics`). Needs `cairn[metrics]`.
+                on a registry of its own: see `engine.metrics`). Needs `cairn-workflows[metrics]`.
             tracing: OpenTelemetry spans of runs and steps, on the global tracer provider
-                (`cairn.observability.Tracing`; True makes one). Needs `cairn[otel]`.
+                (`cairn.observability.Tracing`; True makes one). Needs `cairn-workflows[otel]`.
             known_workers_window: How long after a worker was last seen its workflows
                 can still be started by name from a process that does not import them
                 (default: CAIRN_KNOWN_WORKERS_WINDOW, else [tool.cairn], else "7d").

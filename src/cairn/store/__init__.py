@@ -49,7 +49,7 @@ def open_store(url: str) -> Store:
         except ImportError as exc:
             raise ConfigError(
                 f"database URL {redact(url)!r} needs the PostgreSQL extra: "
-                "pip install 'cairn[postgres]'"
+                "pip install 'cairn-workflows[postgres]'"
             ) from exc
         store: Store = PostgresStore(url)
         return store
