@@ -1,4 +1,4 @@
-"""OpenTelemetry spans of runs and steps (extra `cairn-workflows[otel]`), on the global tracer provider.
+"""OpenTelemetry spans of runs and steps (extra `cairn-workflows[otel]`), on the global provider.
 
 One span per attempt of a run, in the trace the run was started in (`propagation.py`),
 and one per attempt of a step inside it; parks are events on the run's span. A replayed
