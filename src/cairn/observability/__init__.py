@@ -2,8 +2,7 @@
 
 Importing this package imports neither prometheus_client nor opentelemetry: each is
 imported when first used (extras `cairn-workflows[metrics]` and `cairn-workflows[otel]`).
-It sits below
-`core/`: it imports the foundation, the store's records and protocol and
+It sits below `core/`: it imports the foundation, the store's records and protocol and
 `authoring.context` only; the core and runtime call it through the hooks in `hooks.py`.
 """
 
