@@ -52,6 +52,7 @@ PUBLIC = [
     "StoreUnavailable",
     "TaskInfo",
     "TaskNotFound",
+    "TransientWorkflow",
     "chain",
     "check_cancelled",
     "continue_as_new",

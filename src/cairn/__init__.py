@@ -56,6 +56,7 @@ from cairn.errors import (
     StoreRefused,
     StoreUnavailable,
     TaskNotFound,
+    TransientWorkflow,
 )
 from cairn.models import History, HistoryEntry, RunInfo, RunPage, RunStatus, RunSummary
 from cairn.runtime.engine import Engine
@@ -110,6 +111,7 @@ __all__ = [
     "StoreUnavailable",
     "TaskInfo",
     "TaskNotFound",
+    "TransientWorkflow",
     "chain",
     "check_cancelled",
     "continue_as_new",

@@ -63,6 +63,9 @@ class RunEnv:
     tenure: Tenure | None = None
     # Metrics and traces (cairn.observability); None: nothing is observed, at no cost.
     observer: Observer | None = None
+    # True on the engine of transient runs, whose store lives in this process's memory:
+    # only there may a run start a transient child (see runtime/transient.py).
+    ephemeral: bool = False
 
 
 # A column value's JSON text (ASCII: json.dumps escapes the rest) is indexed with its

@@ -21,11 +21,12 @@ from cairn.errors import (
     RunFailed,
     RunFinished,
     RunNotFound,
+    TransientWorkflow,
 )
 from cairn.models import History, HistoryEntry, RunPage, RunStatus, RunSummary
 from cairn.names import check_name
 from cairn.observability import logcontext, propagation
-from cairn.runtime import blocking, hooks, leases, triggers
+from cairn.runtime import blocking, hooks, leases, transient, triggers
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.queues import QueueControl
 from cairn.runtime.schedules import ScheduleControl
@@ -102,8 +103,12 @@ class RunControl:
         serializer: Serializer,
         registry: Registry,
         local: LocalExecutor | None = None,
+        ephemeral: bool = False,
     ) -> None:
         self.store = store
+        # True for the engine of transient runs (runtime/transient.py): its store is in
+        # memory, so it stores them. Elsewhere a transient workflow's start is refused.
+        self.ephemeral = ephemeral
         self.clock = clock
         self.serializer = serializer
         self.registry = registry
@@ -131,8 +136,18 @@ class RunControl:
         parent_id: str | None = None,
         **kwargs: Any,
     ) -> RunHandle:
-        """Start a run of `workflow`; an existing `run_id` returns that run instead."""
+        """Start a run of `workflow`; an existing `run_id` returns that run instead.
+
+        Raises:
+            TransientWorkflow: `workflow` is transient (durable=False): only an Engine
+                executes it, on its private in-memory store (`Engine.start`).
+        """
         defn = self._definition(workflow)
+        if defn is not None and not defn.durable:
+            if queue is not None:
+                transient.refuse_queue(defn, queue)
+            if not self.ephemeral:
+                raise TransientWorkflow(defn.name, transient.NOT_FOR_WORKERS)
         name = defn.name if defn is not None else str(workflow)
         if run_id is not None:
             check_name(run_id, "run_id")

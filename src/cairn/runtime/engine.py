@@ -18,7 +18,7 @@ from cairn.core.live_run import RunEnv
 from cairn.errors import ConfigError
 from cairn.models import History, RunPage, RunStatus
 from cairn.observability import hooks, logcontext
-from cairn.runtime import deploy_check, leases, triggers
+from cairn.runtime import deploy_check, leases, transient, triggers
 from cairn.runtime.control import RunControl
 from cairn.runtime.deploy_check import CheckReport
 from cairn.runtime.handle import RunHandle
@@ -68,6 +68,7 @@ class Engine:
         queues: list[str] | tuple[str, ...] | None = None,
         metrics: Metrics | bool = False,
         tracing: Tracing | bool = False,
+        ephemeral: bool = False,
     ) -> None:
         """Configure an engine.
 
@@ -88,6 +89,9 @@ class Engine:
                 on a registry of its own: see `engine.metrics`). Needs `cairn[metrics]`.
             tracing: OpenTelemetry spans of runs and steps, on the global tracer provider
                 (`cairn.observability.Tracing`; True makes one). Needs `cairn[otel]`.
+            ephemeral: The engine transient runs execute on (see runtime/transient.py):
+                it keeps them in its own store, imports no modules and declares no
+                queues, schedules or event subscriptions. Not for durable work.
         """
         if not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
@@ -98,7 +102,9 @@ class Engine:
         if self.lease <= 0:
             raise ValueError(f"lease must be positive, got {lease!r}")
         self.serializer = serialization.get(serializer)
-        self.modules = tuple(modules) or config.modules()
+        self.serializer_name = serializer  # for the engine of its transient runs
+        self.ephemeral = ephemeral
+        self.modules = () if ephemeral else (tuple(modules) or config.modules())
         self.registry = registry or default_registry
         self.clock = clock or SystemClock()
         self.workers = workers
@@ -120,8 +126,14 @@ class Engine:
         self.worker: Worker | None = None
         self.scheduler: Scheduler | None = None
         self.control = RunControl(
-            self.store, clock=self.clock, serializer=self.serializer, registry=self.registry
+            self.store,
+            clock=self.clock,
+            serializer=self.serializer,
+            registry=self.registry,
+            ephemeral=ephemeral,
         )
+        # Where this engine's transient runs execute (none of them, if it is that engine).
+        self.transient_runs = None if ephemeral else transient.PrivateEngine(self)
         self._threads: list[ThreadPoolExecutor] = []
         self._open = False
 
@@ -144,12 +156,14 @@ class Engine:
         import_modules(self.modules)
         await self.store.open()
         observer = hooks.combine(self._observers())
-        if self.registry.queues:
+        declares = not self.ephemeral  # the code's queues, triggers and schedules
+        if self.registry.queues and declares:
             await self.control.queues.declare(list(self.registry.queues.values()))
         if self.workers > 0:
             # What the code declares for event triggers and schedules goes to the database.
-            await triggers.declare(self.control)
-            if self.claim:
+            if declares:
+                await triggers.declare(self.control)
+            if self.claim and declares:
                 self.scheduler = Scheduler(
                     self.control, poll_interval=self.poll_interval, observer=observer
                 )
@@ -166,6 +180,7 @@ class Engine:
                 threads=step_threads,
                 workflow_threads=ThreadPoolExecutor(self.workers, "cairn-workflow"),
                 observer=observer,
+                ephemeral=self.ephemeral,
             )
             self._threads.append(env.workflow_threads)
             self.worker = Worker(
@@ -176,6 +191,7 @@ class Engine:
                 poll_interval=self.poll_interval,
                 claim=self.claim,
                 queues=self.serve_queues,
+                transient=self.ephemeral,
             )
             self.control.local = self.worker
             await self.worker.start()
@@ -198,6 +214,8 @@ class Engine:
         if not self._open:
             return
         self._open = False
+        if self.transient_runs is not None:
+            await self.transient_runs.close()
         if self.metrics is not None:
             self.metrics.unbind()
         if self.scheduler is not None:
@@ -216,8 +234,11 @@ class Engine:
         """Stop at once, as if the process were killed (for testing).
 
         Nothing is handed back: its runs stay RUNNING under its now silent worker id.
+        Transient runs are lost with it, as with a real crash.
         """
         self._open = False
+        if self.transient_runs is not None:
+            await self.transient_runs.close()
         if self.scheduler is not None:
             await self.scheduler.stop()
             self.scheduler = None
@@ -234,7 +255,15 @@ class Engine:
     async def start(
         self, workflow: WorkflowDef[Any, Any] | str, *args: Any, **options: Any
     ) -> RunHandle:
-        """Start a run; see `RunControl.start` for the options (run_id, queue, delay, ...)."""
+        """Start a run; see `RunControl.start` for the options (run_id, queue, delay, ...).
+
+        A transient workflow (durable=False) executes in this process on a private
+        in-memory store: the handle answers while this engine is open, and `get`,
+        `list_runs` and the database never see the run.
+        """
+        defn = transient.definition(self.registry, workflow)
+        if defn is not None and self.transient_runs is not None:
+            return await self.transient_runs.start(defn, args, options)
         return await self.control.start(workflow, *args, **options)
 
     async def get(self, run_id: str) -> RunHandle:

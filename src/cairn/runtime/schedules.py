@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn.authoring import schedules
 from cairn.authoring.schedules import ScheduleDef
-from cairn.errors import DuplicateSchedule, ScheduleNotFound
+from cairn.errors import DuplicateSchedule, ScheduleNotFound, TransientWorkflow
 from cairn.runtime.handle import RunHandle
 from cairn.store.records import ScheduleRecord
 
@@ -94,6 +94,8 @@ class ScheduleControl:
         control = self._control
         now = control.clock.now()
         known = control.registry.workflows.get(defn.workflow)
+        if known is not None and not known.durable:
+            raise TransientWorkflow(known.name, schedules.NOT_SCHEDULED)
         args = control.serializer.dumps(
             {"args": list(defn.args), "kwargs": defn.kwargs},
             what=f"arguments of schedule {defn.id!r}",
