@@ -29,6 +29,7 @@ STATUS: dict[type[BaseException], int] = {
     errors.InvalidSubmission: 422,
     errors.InvalidName: 422,
     errors.SerializationError: 422,
+    errors.TransientWorkflow: 422,
     errors.StoreUnavailable: 503,
 }
 
