@@ -274,3 +274,19 @@ async def test_transient__test_engine_advances_its_sleeps() -> None:
         await env.advance("1h")
         assert await handle.result(timeout=WAIT) == "rested"
         assert list(await env.list_runs()) == []
+
+
+async def test_transient__its_handle_sends_events_and_cancels(kit: Kit) -> None:
+    @kit.workflow("ask", durable=False)
+    async def ask() -> Any:
+        return await cairn.wait_for_event("answer", timeout="1m")
+
+    async with kit.engine() as engine:
+        answered = await engine.start(ask)
+        await answered.send_event("answer", {"ok": True})
+        assert await answered.result(timeout=WAIT) == {"ok": True}
+        stopped = await engine.start(ask)
+        await stopped.cancel()
+        with pytest.raises(cairn.RunCancelled):
+            await stopped.result(timeout=WAIT)
+        await _no_trace_of(engine, answered.run_id)
