@@ -56,6 +56,7 @@ PUBLIC = [
     "StoreUnavailable",
     "TaskInfo",
     "TaskNotFound",
+    "TransientWorkflow",
     "UnknownWorkflow",
     "Workflow",
     "WorkflowEntrypoint",

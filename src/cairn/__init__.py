@@ -60,6 +60,7 @@ from cairn.errors import (
     StoreRefused,
     StoreUnavailable,
     TaskNotFound,
+    TransientWorkflow,
     UnknownWorkflow,
 )
 from cairn.models import (
@@ -128,6 +129,7 @@ __all__ = [
     "StoreUnavailable",
     "TaskInfo",
     "TaskNotFound",
+    "TransientWorkflow",
     "UnknownWorkflow",
     "Workflow",
     "WorkflowEntrypoint",

@@ -26,6 +26,8 @@ The tree::
     ├── InvalidSubmission        task values or a hook payload that do not fit the schema
     ├── TaskNotFound             no human task with that id
     ├── ScheduleNotFound         no schedule with that id
+    ├── TransientWorkflow        a durable=False workflow asked to do what needs a database;
+    │                            a ValueError
     ├── StoreError               the database failed (driver error chained)
     │   ├── StoreUnavailable     ... for now: unreachable, locked, a conflict to retry
     │   ├── StoreRefused         ... for good: a value or name it will never accept
@@ -304,6 +306,23 @@ class ScheduleNotFound(CairnError):
 
 class DuplicateSchedule(CairnError, ValueError):
     """A schedule with that id exists with another definition."""
+
+
+class TransientWorkflow(CairnError, ValueError):
+    """A transient workflow (durable=False) was asked for something only durable runs do.
+
+    Its runs live in the memory of the process that starts them, so nothing that hands a
+    run to the database for later (a queue, a schedule, a worker, a durable parent) can
+    take one. `workflow` names it; `refused` says what was asked.
+    """
+
+    def __init__(self, workflow: str, refused: str) -> None:
+        super().__init__(
+            f"workflow {workflow!r} is transient (durable=False): its runs live only in the "
+            f"memory of the process that starts them, so {refused}"
+        )
+        self.workflow = workflow
+        self.refused = refused
 
 
 class InvalidSubmission(CairnError):

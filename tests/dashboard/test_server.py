@@ -36,6 +36,8 @@ ROUTES = {
     ("POST", "/queues/{name}"),
     ("GET", "/workers"),
     ("POST", "/hooks/{token}"),
+    ("GET", "/workflows"),
+    ("GET", "/health"),
     ("GET", "/openapi.json"),
 }
 
@@ -55,6 +57,7 @@ async def test_token__every_request_but_a_hook_call_needs_it(server_factory, wor
             ("GET", "/runs/secret-run"),
             ("POST", "/runs/secret-run/cancel"),
             ("GET", "/openapi.json"),
+            ("GET", "/workflows"),
             ("GET", "/no/such/route"),
             ("GET", "/hooks/abc"),
             ("POST", "/hooks/abc/more"),
@@ -72,6 +75,9 @@ async def test_token__every_request_but_a_hook_call_needs_it(server_factory, wor
         hook = await anonymous.post("/hooks/not-a-token", json={})
         assert hook.status_code == 404
         assert hook.json()["error"] == "HookNotFound"
+        health = await anonymous.get("/health")  # for load balancers, which hold no token
+        assert health.status_code == 200
+        assert set(health.json()) == {"status", "schema_version"}
     headers = {"Authorization": f"Bearer {TOKEN}"}
     async with httpx.AsyncClient(base_url=server.api, headers=headers) as client:
         listed = await client.get("/runs")

@@ -67,3 +67,39 @@ async def test_resume_hook__once_then_none_and_get_hook_shows_it_used(store: Sto
     assert not used.usable(T0 + 2)
     assert hook_record(expires_at=T0 + 60).usable(T0 + 59)
     assert not hook_record(expires_at=T0 + 60).usable(T0 + 60)
+
+
+async def test_list_hooks__only_callable_ones_oldest_first(store: Store) -> None:
+    for run_id, status in (("r1", "RUNNING"), ("r2", "RUNNING"), ("r3", "RUNNING")):
+        await store.create_run(run_record(run_id, status=status, owner="w1"))
+    await store.create_hook(held("w1"), hook_entry(), hook_record("t1", created_at=T0 + 2))
+    await store.create_hook(
+        held("w1"), hook_entry(), hook_record("t2", created_at=T0 + 1, expires_at=T0 + 60)
+    )
+    await store.create_hook(held("w1"), hook_entry(), hook_record("used", created_at=T0))
+    await store.create_hook(
+        held("w1"), hook_entry(), hook_record("gone", created_at=T0, expires_at=T0 + 5)
+    )
+    other = step_record("r2", 1, "cb", kind="hook", status="waiting", key="~hook:y#1")
+    await store.create_hook(held("w1"), other, hook_record("t3", run_id="r2", created_at=T0 + 3))
+    await store.resume_hook("used", "null", now=T0 + 1)
+    # A hook of a finished run cannot be called any more.
+    done = step_record("r3", 1, "cb", kind="hook", status="waiting", key="~hook:z#1")
+    await store.create_hook(held("w1"), done, hook_record("t4", run_id="r3", created_at=T0))
+    await store.finish_run("r3", held("w1"), "COMPLETED", result="null", error=None, now=T0 + 1)
+
+    found = await store.list_hooks(now=T0 + 10)
+
+    assert [h.token for h in found] == ["t2", "t1", "t3"]
+    assert found[0] == hook_record("t2", created_at=T0 + 1, expires_at=T0 + 60)
+    assert [h.token for h in await store.list_hooks(now=T0 + 10, run_id="r2")] == ["t3"]
+    assert [h.token for h in await store.list_hooks(now=T0 + 10, limit=1)] == ["t2"]
+    assert [h.token for h in await store.list_hooks(now=T0 + 61)] == ["t1", "t3"]
+    assert await store.list_hooks(now=T0, run_id="nope") == []
+
+
+async def test_schema_version__is_the_newest_migration(store: Store) -> None:
+    from cairn.store import migrate
+
+    newest = max(m.version for m in migrate.available(store.dialect))
+    assert await store.schema_version() == newest

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 
 from cairn import durations
+from cairn.errors import TransientWorkflow
 
 if TYPE_CHECKING:
     from cairn.authoring.registry import Registry
@@ -206,6 +207,9 @@ def _check_zone(tz: Any, what: str) -> str:
     return tz
 
 
+NOT_SCHEDULED = "it cannot be scheduled: schedules start its runs from the database"
+
+
 def define(
     workflow: Any,
     *,
@@ -227,6 +231,8 @@ def define(
         raise TypeError(
             f"cairn.schedule needs a @cairn.workflow or a workflow name, got {workflow!r}"
         )
+    if getattr(workflow, "durable", True) is False:  # a WorkflowDef of durable=False
+        raise TransientWorkflow(name, NOT_SCHEDULED)
     schedule_id = name if id is None else id
     if (
         not isinstance(schedule_id, str)
@@ -309,6 +315,7 @@ def schedule(
     Raises:
         ValueError: A bad cron expression, time zone, interval, overlap or catchup, or
             both or neither of cron and every; the message names the schedule.
+        TransientWorkflow: `workflow` is transient (durable=False).
     """
     return make_schedule(
         workflow,

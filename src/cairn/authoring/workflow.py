@@ -10,11 +10,22 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from cairn.authoring import context, registry
 from cairn.authoring.step import StepDef, _timeout_seconds
-from cairn.errors import NotInRun
+from cairn.errors import NotInRun, TransientWorkflow
 from cairn.names import check_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+# Executes a transient workflow called outside any run (`await quick(...)`) and returns
+# its result. Installed by cairn.runtime.transient: this layer cannot import the runtime.
+TransientRunner = Callable[["WorkflowDef[Any, Any]", tuple[Any, ...], dict[str, Any]], Any]
+_transient_runner: TransientRunner | None = None
+
+
+def install_transient_runner(runner: TransientRunner) -> None:
+    """Set how a transient workflow called outside a run executes (see runtime/transient.py)."""
+    global _transient_runner
+    _transient_runner = runner
 
 
 @dataclass(eq=False)
@@ -33,17 +44,28 @@ class WorkflowDef(Generic[P, R]):
     version: str | None
     max_recoveries: int
     is_async: bool
+    # False: a transient workflow (pyworkflow's `durable=False`): its runs execute in the
+    # process that starts them and keep their history in memory only.
+    durable: bool = True
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        """Inside a run: start this workflow as a child run and wait for its result."""
+        """Inside a run: start this workflow as a child run and wait for its result.
+
+        Outside a run, a transient workflow (durable=False) runs now, in this process,
+        and the call returns its result (awaitable when the workflow is async); a durable
+        one raises NotInRun.
+        """
         if context.in_run() is None:
+            if not self.durable and _transient_runner is not None:
+                result: R = _transient_runner(self, args, kwargs)
+                return result
             raise NotInRun(
                 f"workflow {self.name!r} was called outside a run; "
                 f"start it with `await engine.start({self.fn.__name__}, ...)`"
             )
         ctx = context.current(f"workflow {self.name!r} (a child run)")
-        result: R = ctx.call_child(self, args, kwargs)
-        return result
+        child: R = ctx.call_child(self, args, kwargs)
+        return child
 
 
 def make_workflow(
@@ -55,6 +77,7 @@ def make_workflow(
     timeout: Any = None,
     version: str | None = None,
     max_recoveries: int = 8,
+    durable: bool = True,
     reg: registry.Registry | None = None,
 ) -> WorkflowDef[P, R]:
     """Build and register a WorkflowDef for `fn`."""
@@ -66,6 +89,7 @@ def make_workflow(
         timeout=timeout,
         version=version,
         max_recoveries=max_recoveries,
+        durable=durable,
     )
     defn: WorkflowDef[P, R] = WorkflowDef(**fields)
     functools.update_wrapper(defn, fn)
@@ -82,6 +106,7 @@ def workflow_fields(
     timeout: Any = None,
     version: str | None = None,
     max_recoveries: int = 8,
+    durable: bool = True,
 ) -> dict[str, Any]:
     """The checked fields of a WorkflowDef for `fn` (shared by every way to declare one)."""
     if not callable(fn):
@@ -92,6 +117,10 @@ def workflow_fields(
     queue_name = getattr(queue, "name", queue)
     if queue_name is not None and not isinstance(queue_name, str):
         raise TypeError(f"invalid queue for workflow {wf_name!r}: {queue!r}")
+    if not isinstance(durable, bool):
+        raise TypeError(f"durable of workflow {wf_name!r} must be True or False, got {durable!r}")
+    if not durable:
+        _check_transient(wf_name, queue_name, on)
     return {
         "name": wf_name,
         "fn": fn,
@@ -101,6 +130,7 @@ def workflow_fields(
         "version": version,
         "max_recoveries": max_recoveries,
         "is_async": inspect.iscoroutinefunction(fn),
+        "durable": durable,
     }
 
 
@@ -116,6 +146,18 @@ def definition_of(target: Any) -> WorkflowDef[Any, Any] | None:
     return found if isinstance(found, WorkflowDef) else None
 
 
+def _check_transient(name: str, queue: str | None, on: str | None) -> None:
+    """TransientWorkflow for options that hand a transient workflow's runs to the database."""
+    if queue is not None:
+        raise TransientWorkflow(
+            name, f"it cannot have a queue (queue={queue!r}): queued runs wait in the database"
+        )
+    if on is not None:
+        raise TransientWorkflow(
+            name, f"it cannot subscribe to events (on={on!r}): an emit starts runs in the database"
+        )
+
+
 @overload
 def workflow(fn: Callable[P, R], /) -> WorkflowDef[P, R]: ...
 
@@ -129,6 +171,7 @@ def workflow(
     timeout: Any = None,
     version: str | None = None,
     max_recoveries: int = 8,
+    durable: bool = True,
 ) -> Callable[[Callable[P, R]], WorkflowDef[P, R]]: ...
 
 
@@ -140,6 +183,7 @@ def workflow(
     timeout: Any = None,
     version: str | None = None,
     max_recoveries: int = 8,
+    durable: bool = True,
 ) -> Any:
     """Declare a workflow.
 
@@ -150,12 +194,24 @@ def workflow(
         timeout: Whole-run time limit; the run is cancelled when it expires.
         version: Free-form code version, recorded with each run.
         max_recoveries: Crash recoveries allowed before the run fails with PoisonRun (8).
+        durable: False makes it transient: its runs execute in the process that starts
+            them (`engine.start`, or a direct call outside a run) with their history in
+            memory only; retries and sleeps work, nothing survives the process. It then
+            takes no queue or `on`, and cannot be scheduled or queued for workers.
 
     Returns:
         A WorkflowDef that keeps the function's signature.
+
+    Raises:
+        TransientWorkflow: durable=False with a queue or `on`.
     """
     options: dict[str, Any] = dict(
-        queue=queue, on=on, timeout=timeout, version=version, max_recoveries=max_recoveries
+        queue=queue,
+        on=on,
+        timeout=timeout,
+        version=version,
+        max_recoveries=max_recoveries,
+        durable=durable,
     )
     if callable(name):
         return make_workflow(name, **options)

@@ -20,6 +20,7 @@ from cairn.cli import (
     control,
     dashboard,
     db,
+    hooks,
     options,
     output,
     project,
@@ -29,6 +30,7 @@ from cairn.cli import (
     schedules,
     tasks,
     worker,
+    workflows,
 )
 from cairn.errors import CairnError
 
@@ -60,6 +62,8 @@ def build_parser() -> Parser:
     check.add_parser(commands, common)
     runs.add_parser(commands, common)
     tasks.add_parser(commands, common)
+    hooks.add_parser(commands, common)
+    workflows.add_parser(commands, common)
     queues.add_parser(commands, common)
     schedules.add_parser(commands, common)
     worker.add_parser(commands, common)

@@ -21,9 +21,15 @@ from cairn import arguments, conversion
 from cairn.authoring.registry import default_registry
 from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.cli import describe, follow, options, output, runs
-from cairn.errors import ConfigError, InvalidArguments, RunNotFound, UnknownWorkflow
+from cairn.errors import (
+    ConfigError,
+    InvalidArguments,
+    RunNotFound,
+    TransientWorkflow,
+    UnknownWorkflow,
+)
 from cairn.models import RunStatus
-from cairn.runtime import blocking, workflow_names
+from cairn.runtime import blocking, transient, workflow_names
 from cairn.runtime.control import START_OPTIONS
 from cairn.runtime.engine import Engine
 from cairn.store.records import RunRecord
@@ -41,7 +47,8 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         description="Start a run of WORKFLOW (an attribute of MODULE decorated with "
         "@cairn.workflow) and execute it in this process, printing each step as it "
         "completes, until it finishes or goes to sleep or waits. The result is printed "
-        "as JSON on stdout; progress goes to stderr.",
+        "as JSON on stdout; progress goes to stderr. A transient workflow "
+        "(durable=False) runs in memory, without a database, until it finishes.",
     )
     parser.add_argument(
         "target",
@@ -183,6 +190,12 @@ def handle(ns: argparse.Namespace, glob: options.Globals) -> int:
         raise ValueError("--run-id must not be empty")
     if ns.allow_unknown and not ns.enqueue:
         raise options.UsageError("--allow-unknown applies only with --enqueue")
+    if isinstance(workflow, WorkflowDef) and not workflow.durable:
+        if ns.enqueue:
+            raise TransientWorkflow(
+                workflow.name, "--enqueue cannot queue it for workers; run it without --enqueue"
+            )
+        return asyncio.run(_execute_transient(workflow, args, kwargs, ns.run_id))
     if ns.enqueue:
         return asyncio.run(_enqueue(glob, workflow, args, kwargs, ns.run_id, ns.allow_unknown))
     assert isinstance(workflow, WorkflowDef)  # a bare name comes back only with --enqueue
@@ -256,6 +269,50 @@ async def _execute(
                 markup=False,
             )
         raise
+
+
+async def _execute_transient(
+    workflow: WorkflowDef[Any, Any], args: list[Any], kwargs: dict[str, Any], run_id: str | None
+) -> int:
+    """Run a transient workflow in memory, showing its steps, until it finishes.
+
+    Its sleeps are slept here and its waits waited (for their timeouts: nothing outside
+    this process can reach the run). Interrupted, it is gone.
+    """
+    err = output.stderr()
+    registry = transient.registry_for(workflow)
+    async with transient.memory_engine(registry, workers=RUN_SLOTS) as engine:
+        handle = await engine.start(workflow, *args, run_id=run_id, **kwargs)
+        err.print(
+            f"run {handle.run_id} of {workflow.name} started (transient: in memory only)",
+            style="bold",
+            markup=False,
+        )
+        follower = follow.Follower(engine.control, handle.run_id, err)
+        run = await follower.follow()
+        told = False
+        while not RunStatus(run.status).finished:
+            if run.status == RunStatus.WAITING.value and not told:
+                told = True
+                err.print(
+                    f"run {run.run_id} is WAITING ({run.waiting_for or 'for an event'}); "
+                    "nothing outside this process can reach a transient run: it goes on "
+                    "when its wait times out (Ctrl-C ends it)",
+                    markup=False,
+                )
+            try:
+                await engine.control.wait(run.run_id, timeout=0.5)
+            except TimeoutError:
+                pass
+            run = await follower.follow()
+        if run.status == RunStatus.FAILED.value:
+            # Nothing to look at later: the traceback is shown now, or never.
+            error = _error(run) or {}
+            if error.get("traceback"):
+                err.print(str(error["traceback"]).rstrip(), style="dim", markup=False)
+            output.error(f"run {run.run_id!r} failed: {output.error_line(error)}")
+            return 1
+        return report(engine, run, err)
 
 
 def report(

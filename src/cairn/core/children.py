@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from cairn import arguments, durations
 from cairn.core import durable
 from cairn.core.waits import facts_of, wait_message, waiting_record
-from cairn.errors import ChildFailed, EventTimeout
+from cairn.errors import ChildFailed, EventTimeout, TransientWorkflow
 from cairn.models import RunStatus
 from cairn.observability import propagation
 from cairn.store.records import RunRecord, StepRecord
@@ -22,6 +22,11 @@ from cairn.store.records import RunRecord, StepRecord
 if TYPE_CHECKING:
     from cairn.authoring.workflow import WorkflowDef
     from cairn.core.live_run import LiveRun
+
+NOT_A_CHILD = (
+    "a durable run cannot start it as a child (the child would be lost with this process "
+    "while its parent waits on); make it durable, or call its steps from the parent"
+)
 
 
 class ChildHandle:
@@ -84,6 +89,8 @@ async def start_child(
             outcome = live.env.serializer.loads(record.result or "{}")
             child_id = str(outcome.get("run_id", "")) if isinstance(outcome, dict) else ""
         return ChildHandle(live, workflow.name, child_id, record)
+    if not workflow.durable and not live.env.ephemeral:
+        raise TransientWorkflow(workflow.name, NOT_A_CHILD)
     # Checked and converted like any start's (InvalidArguments, a TypeError, in the parent).
     args, kwargs = arguments.fit(workflow.fn, args, kwargs, workflow=workflow.name)
     await live.journal.check_new_work(f"started child workflow {workflow.name!r}")

@@ -11,12 +11,18 @@ from typing import TYPE_CHECKING, Any
 
 from cairn.authoring.registry import Registry
 from cairn.core import durable
+from cairn.errors import TransientWorkflow
 from cairn.names import check_name
 from cairn.observability import propagation
 from cairn.store.records import StepRecord, Subscription
 
 if TYPE_CHECKING:
     from cairn.core.live_run import LiveRun
+
+NO_EMITS = (
+    "it cannot emit events: the runs an emit starts must outlive this process; emit from a "
+    "durable workflow or with engine.emit()"
+)
 
 
 def check(event_type: Any, key: Any) -> None:
@@ -46,6 +52,9 @@ async def emit(live: LiveRun, event_type: str, payload: Any, key: str | None) ->
     record = live.journal.take(journal_key, "emit")
     if record is not None:
         return [str(run_id) for run_id in live.outcome(record)]
+    emitter = live.env.registry.workflows.get(live.run.workflow)
+    if emitter is not None and not emitter.durable:
+        raise TransientWorkflow(emitter.name, NO_EMITS)
     await live.journal.check_new_work(f"emitted event {event_type!r}")
     await live.point(journal_key)
     env = live.env

@@ -66,6 +66,9 @@ class RunEnv:
     observer: Observer | None = None
     # This process's count of each run's wake-ups without progress (None: not counted).
     futile: FutileWakes | None = None
+    # True on the engine of transient runs, whose store lives in this process's memory:
+    # only there may a run start a transient child (see runtime/transient.py).
+    ephemeral: bool = False
 
 
 # A column value's JSON text (ASCII: json.dumps escapes the rest) is indexed with its

@@ -37,9 +37,9 @@ def create_app(
         source: What it reads and steers: an open Engine (on the loop that serves the
             app; give it `workers=0` to keep it from executing runs), a Client, or a
             RunControl.
-        token: When set, every request but `POST /api/v1/hooks/{token}` needs
-            `Authorization: Bearer <token>`; the web pages also take the session cookie
-            their login page sets.
+        token: When set, every request but `POST /api/v1/hooks/{token}` and
+            `GET /api/v1/health` needs `Authorization: Bearer <token>`; the web pages
+            also take the session cookie their login page sets.
         allowed_hosts: Host names it answers to besides localhost and IP addresses (any
             port): the names browsers (or a proxy's X-Forwarded-Host) use for it, like
             `["dash.example.com"]`; `"*.example.com"` names every subdomain, and `"*"`

@@ -1,11 +1,12 @@
 """The token guard: with a token set, every request but the open routes must prove it knows it.
 
-The JSON API takes only `Authorization: Bearer <token>`. Its one open route is
-`POST /api/v1/hooks/{token}` (declared `public` with its operation): the hook's own token
-is its credential, and the outside systems that call hooks never hold the dashboard's.
-The web pages also take the session cookie the login page sets, whose value is derived
-from the token (so the cookie never holds the token itself, and changing the token ends
-every session); the login page and the static files are open.
+The JSON API takes only `Authorization: Bearer <token>`. Its open routes are declared
+`public` with their operations: `POST /api/v1/hooks/{token}` (the hook's own token is its
+credential, and the outside systems that call hooks never hold the dashboard's) and
+`GET /api/v1/health` (load balancers hold no token; it says only whether the database
+answers). The web pages also take the session cookie the login page sets, whose value is
+derived from the token (so the cookie never holds the token itself, and changing the
+token ends every session); the login page and the static files are open.
 """
 
 from __future__ import annotations

@@ -21,12 +21,13 @@ from cairn.errors import (
     RunFailed,
     RunFinished,
     RunNotFound,
+    TransientWorkflow,
     UnknownWorkflow,
 )
 from cairn.models import EventDelivery, History, RunPage, RunStatus, RunSummary, parse_origin
 from cairn.names import check_name
 from cairn.observability import propagation
-from cairn.runtime import blocking, hooks, triggers, workflow_names
+from cairn.runtime import blocking, hooks, transient, triggers, workflow_names
 from cairn.runtime import history as run_history
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.queues import QueueControl
@@ -101,8 +102,12 @@ class RunControl:
         registry: Registry,
         local: LocalExecutor | None = None,
         known_window: float = workflow_names.DEFAULT_WINDOW,
+        ephemeral: bool = False,
     ) -> None:
         self.store = store
+        # True for the engine of transient runs (runtime/transient.py): its store is in
+        # memory, so it stores them. Elsewhere a transient workflow's start is refused.
+        self.ephemeral = ephemeral
         self.clock = clock
         self.serializer = serializer
         self.registry = registry
@@ -142,8 +147,15 @@ class RunControl:
             UnknownWorkflow: a name neither this process nor a worker seen lately knows,
                 unless `allow_unknown`.
             InvalidArguments: arguments that do not fit the workflow (a TypeError).
+            TransientWorkflow: `workflow` is transient (durable=False): only an Engine
+                executes it, on its private in-memory store (`Engine.start`).
         """
         defn = self._definition(workflow)
+        if defn is not None and not defn.durable:
+            if queue is not None:
+                transient.refuse_queue(defn, queue)
+            if not self.ephemeral:
+                raise TransientWorkflow(defn.name, transient.NOT_FOR_WORKERS)
         name = defn.name if defn is not None else str(workflow)
         if run_id is not None:
             check_name(run_id, "run_id")

@@ -18,7 +18,7 @@ from cairn.core.live_run import RunEnv
 from cairn.errors import ConfigError
 from cairn.models import EventDelivery, History, RunPage, RunStatus
 from cairn.observability import hooks, logcontext
-from cairn.runtime import deploy_check, leases, triggers
+from cairn.runtime import deploy_check, leases, transient, triggers
 from cairn.runtime.control import RunControl
 from cairn.runtime.deploy_check import CheckReport
 from cairn.runtime.handle import RunHandle
@@ -70,6 +70,7 @@ class Engine:
         tracing: Tracing | bool = False,
         known_workers_window: Any = None,
         grace: Any = 0,
+        ephemeral: bool = False,
     ) -> None:
         """Configure an engine.
 
@@ -96,6 +97,9 @@ class Engine:
             grace: How long closing lets the steps executing then finish ("30s"; default
                 0: they are cut off at once). Each run is then handed back for any
                 engine to take at once; a step cut off runs again there.
+            ephemeral: The engine transient runs execute on (see runtime/transient.py):
+                it keeps them in its own store, imports no modules and declares no
+                queues, schedules or event subscriptions. Not for durable work.
         """
         if not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
@@ -107,7 +111,9 @@ class Engine:
             raise ValueError(f"lease must be positive, got {lease!r}")
         self.grace = durations.parse(grace, what="grace").total_seconds()
         self.serializer = serialization.get(serializer)
-        self.modules = tuple(modules) or config.modules()
+        self.serializer_name = serializer  # for the engine of its transient runs
+        self.ephemeral = ephemeral
+        self.modules = () if ephemeral else (tuple(modules) or config.modules())
         self.registry = registry or default_registry
         self.clock = clock or SystemClock()
         self.workers = workers
@@ -136,7 +142,10 @@ class Engine:
             serializer=self.serializer,
             registry=self.registry,
             known_window=config.known_workers_window(known_workers_window),
+            ephemeral=ephemeral,
         )
+        # Where this engine's transient runs execute (none of them, if it is that engine).
+        self.transient_runs = None if ephemeral else transient.PrivateEngine(self)
         self._threads: list[ThreadPoolExecutor] = []
         self._open = False
 
@@ -159,12 +168,14 @@ class Engine:
         import_modules(self.modules)
         await self.store.open()
         observer = hooks.combine(self._observers())
-        if self.registry.queues:
+        declares = not self.ephemeral  # the code's queues, triggers and schedules
+        if self.registry.queues and declares:
             await self.control.queues.declare(list(self.registry.queues.values()))
         if self.workers > 0:
             # What the code declares for event triggers and schedules goes to the database.
-            await triggers.declare(self.control)
-            if self.claim:
+            if declares:
+                await triggers.declare(self.control)
+            if self.claim and declares:
                 self.scheduler = Scheduler(
                     self.control, poll_interval=self.poll_interval, observer=observer
                 )
@@ -181,6 +192,7 @@ class Engine:
                 threads=step_threads,
                 workflow_threads=ThreadPoolExecutor(self.workers, "cairn-workflow"),
                 observer=observer,
+                ephemeral=self.ephemeral,
             )
             self._threads.append(env.workflow_threads)
             self.worker = Worker(
@@ -191,6 +203,7 @@ class Engine:
                 poll_interval=self.poll_interval,
                 claim=self.claim,
                 queues=self.serve_queues,
+                transient=self.ephemeral,
             )
             self.control.local = self.worker
             await self.worker.start()
@@ -213,6 +226,8 @@ class Engine:
         if not self._open:
             return
         self._open = False
+        if self.transient_runs is not None:
+            await self.transient_runs.close()
         if self.metrics is not None:
             self.metrics.unbind()
         if self.scheduler is not None:
@@ -235,8 +250,11 @@ class Engine:
         """Stop at once, as if the process were killed (for testing).
 
         Nothing is handed back: its runs stay RUNNING under its now silent worker id.
+        Transient runs are lost with it, as with a real crash.
         """
         self._open = False
+        if self.transient_runs is not None:
+            await self.transient_runs.close()
         if self.scheduler is not None:
             await self.scheduler.stop()
             self.scheduler = None
@@ -262,7 +280,16 @@ class Engine:
 
         `delay` (a duration, or a datetime to start at) and `run_at` (a datetime) hold the
         run back until then.
+
+        A transient workflow (durable=False) executes in this process on a private
+        in-memory store: the handle answers while this engine is open, and `get`,
+        `list_runs` and the database never see the run.
         """
+        defn = transient.definition(self.registry, workflow)
+        if defn is not None and self.transient_runs is not None:
+            return await self.transient_runs.start(
+                defn, args, {**options, "delay": delay, "run_at": run_at}
+            )
         return await self.control.start(workflow, *args, delay=delay, run_at=run_at, **options)
 
     async def get(self, run_id: str) -> RunHandle:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cairn.authoring import forms
@@ -13,6 +15,44 @@ if TYPE_CHECKING:
     from cairn.runtime.control import RunControl
 
 _NOT_FOUND = "hook token is unknown, already used or expired"
+
+
+@dataclass(frozen=True, slots=True)
+class HookInfo:
+    """A hook that can still be called. Its token is not here: only its caller holds it."""
+
+    run_id: str
+    """The run waiting for it."""
+    name: str
+    """Its name (`cairn.create_hook(name)`)."""
+    created_at: datetime
+    """When the run created it."""
+    expires_at: datetime | None
+    """When it stops accepting calls (None: never)."""
+
+
+async def list_open(
+    control: RunControl, *, run_id: str | None = None, limit: int = 100
+) -> list[HookInfo]:
+    """Hooks that can still be called (unused, unexpired, their run unfinished), oldest first.
+
+    Raises:
+        ValueError: `limit` is not a positive integer.
+    """
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ValueError(f"limit must be a positive integer, got {limit!r}")
+    hooks = await control.store.list_hooks(now=control.clock.now(), run_id=run_id, limit=limit)
+    return [
+        HookInfo(
+            run_id=hook.run_id,
+            name=hook.name,
+            created_at=datetime.fromtimestamp(hook.created_at, UTC),
+            expires_at=(
+                None if hook.expires_at is None else datetime.fromtimestamp(hook.expires_at, UTC)
+            ),
+        )
+        for hook in hooks
+    ]
 
 
 async def resume(control: RunControl, token: str, payload: Any) -> str:

@@ -123,6 +123,11 @@ def may_judge_heartbeats(*, since: float, trouble_at: float, lease: float) -> bo
     return now - since >= lease and now - trouble_at >= lease
 
 
+def alive(worker: WorkerRecord, now: float) -> bool:
+    """True if `worker` beat within its lease at `now` (this process's clock: skew counts)."""
+    return worker.heartbeat_at > 0 and now - worker.heartbeat_at <= worker.lease
+
+
 def known_workflows(workers: list[WorkerRecord]) -> set[str] | None:
     """The workflows live `workers` take from the queue.
 

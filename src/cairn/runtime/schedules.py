@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cairn import arguments
 from cairn.authoring import schedules
 from cairn.authoring.schedules import ScheduleDef
-from cairn.errors import DuplicateSchedule, ScheduleNotFound
+from cairn.errors import DuplicateSchedule, ScheduleNotFound, TransientWorkflow
 from cairn.runtime.handle import RunHandle
 from cairn.store.records import ScheduleRecord
 
@@ -95,6 +95,8 @@ class ScheduleControl:
         control = self._control
         now = control.clock.now()
         known = control.registry.workflows.get(defn.workflow)
+        if known is not None and not known.durable:
+            raise TransientWorkflow(known.name, schedules.NOT_SCHEDULED)
         values, named = defn.args, defn.kwargs
         if known is not None:  # checked and converted like a start's (InvalidArguments)
             values, named = arguments.fit(known.fn, values, named, workflow=known.name)

@@ -64,9 +64,13 @@ class Worker:
         poll_interval: float = 0.5,
         claim: bool = True,
         queues: list[str] | None = None,
+        transient: bool = False,
     ) -> None:
         self.env = env
         self.queues = queues
+        # True: the engine of transient runs, which executes transient workflows too. A
+        # worker on a database never does: their runs are never stored there.
+        self.transient = transient
         # False: execute only runs started in this process (`cairn run`), never claim others.
         self.claim = claim
         self.concurrency = concurrency
@@ -122,10 +126,18 @@ class Worker:
             concurrency=self.concurrency,
             # What it takes from the queue: a run of any other workflow is reported as
             # one no worker can execute (nothing, for an engine that never claims).
-            workflows=json.dumps(sorted(self.env.registry.workflows) if self.claim else []),
+            workflows=json.dumps(self.executes() if self.claim else []),
             lease=self.lease,
             process=None if self.process is None else str(self.process),
             executing=self.in_flight.snapshot(),
+        )
+
+    def executes(self) -> list[str]:
+        """The workflows whose runs it claims, by name."""
+        return sorted(
+            name
+            for name, workflow in self.env.registry.workflows.items()
+            if workflow.durable or self.transient
         )
 
     async def start(self) -> None:
@@ -523,7 +535,7 @@ class Worker:
             now=now,
             stale=stale,
             queues=self.queues,
-            workflows=sorted(self.env.registry.workflows),
+            workflows=self.executes(),
             versions={
                 name: wf.version
                 for name, wf in self.env.registry.workflows.items()

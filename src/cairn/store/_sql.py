@@ -238,6 +238,18 @@ USE_HOOK = (
     "AND (expires_at IS NULL OR expires_at > ?)"
 )
 SELECT_HOOK_RUN = "SELECT run_id FROM hooks WHERE token = ?"
+# Hooks that can still be called: unused, unexpired, their run unfinished. An operator's
+# look, not a hot path: no index of its own.
+SELECT_OPEN_HOOKS = (
+    "SELECT "
+    + ", ".join(f"h.{name}" for name in HOOK_FIELDS)
+    + " FROM hooks h JOIN runs r ON r.run_id = h.run_id "
+    "WHERE h.used_at IS NULL AND (h.expires_at IS NULL OR h.expires_at > ?) "
+    "AND r.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'CONTINUED') "
+    "AND (CAST(? AS TEXT) IS NULL OR h.run_id = ?) "
+    "ORDER BY h.created_at, h.token LIMIT ?"
+)
+SCHEMA_VERSION = "SELECT MAX(version) FROM cairn_migrations"
 
 TASK_COLUMNS = ", ".join(TASK_FIELDS)
 INSERT_TASK = (

@@ -102,6 +102,10 @@ class Store(Protocol):
         """Flush pending writes and disconnect."""
         ...
 
+    async def schema_version(self) -> int:
+        """The newest migration applied to the database (a read: proves it answers)."""
+        ...
+
     # runs
 
     async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
@@ -305,6 +309,16 @@ class Store(Protocol):
 
         Returns the run id; None (nothing written) if the token is unknown, used or expired,
         or its run has finished.
+        """
+        ...
+
+    async def list_hooks(
+        self, *, now: float, run_id: str | None = None, limit: int = 100
+    ) -> list[HookRecord]:
+        """Hooks that can still be called at `now`, oldest first, at most `limit`.
+
+        That is: unused, not expired, and their run not finished; only `run_id`'s if
+        given. Their `token` is the stored digest, which resumes nothing.
         """
         ...
 

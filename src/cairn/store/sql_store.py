@@ -193,6 +193,14 @@ class SqlStore:
         rows = await self.read(lambda: _rows(_sql.SELECT_HOOK, (token,)))
         return _sql.hook_from_row(rows[0]) if rows else None
 
+    async def list_hooks(
+        self, *, now: float, run_id: str | None = None, limit: int = 100
+    ) -> list[HookRecord]:
+        """Hooks that can still be called, oldest first."""
+        params = (now, run_id, run_id, limit)
+        rows = await self.read(lambda: _rows(_sql.SELECT_OPEN_HOOKS, params))
+        return [_sql.hook_from_row(row) for row in rows]
+
     async def resume_hook(self, token: str, payload: str, *, now: float) -> str | None:
         """Use a hook once; the run id, None if unknown, used or expired."""
         return await self.write(lambda: programs.resume_hook(token, payload, now))
@@ -278,6 +286,11 @@ class SqlStore:
     async def known_workflows(self, within: float) -> set[str] | None:
         """Workflows known to workers seen in the last `within` seconds (see Store)."""
         return await self.read(lambda: claim_programs.known_workflows(within))
+
+    async def schema_version(self) -> int:
+        """The newest migration applied to the database."""
+        rows = await self.read(lambda: _rows(_sql.SCHEMA_VERSION))
+        return int(rows[0][0] or 0) if rows else 0
 
     async def counts(self) -> Counts:
         """Unfinished runs by (queue, status) and live workers (see Store.counts)."""

@@ -105,31 +105,43 @@ class TestEngine:
 
         Clock sleepers are short retry backoffs waited out in memory, among others.
         """
-        dues = [await self.store.next_wake(), self.clock.next_due()]
+        dues = [self.clock.next_due()]
+        for engine in self._engines():
+            dues.append(await engine.store.next_wake())
         if self.engine.scheduler is not None:
             dues.append(await self.store.next_schedule_tick())
         return min((due for due in dues if due is not None), default=None)
 
+    def _engines(self) -> list[Engine]:
+        """The engine, and the one its transient runs execute on once there is one."""
+        runs = self.engine.transient_runs
+        private = None if runs is None else runs.engine
+        return [self.engine] if private is None else [self.engine, private]
+
     async def settle(self, timeout: float = 10.0) -> None:
         """Wait (in real time, at most `timeout`) until every run is parked or finished."""
-        worker = self.engine.worker
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         quiet = 0
         while quiet < 3 and loop.time() < deadline:
-            if worker is not None:
-                worker.wake()
+            engines = self._engines()
+            for engine in engines:
+                if engine.worker is not None:
+                    engine.worker.wake()
             await asyncio.sleep(0.01)
             # A run waiting out a short retry backoff in memory waits for the clock.
-            busy = worker is not None and any(
+            busy = any(
                 attempt.live is None or not attempt.live.waits_for_time()
-                for attempt in worker.active.values()
+                for engine in engines
+                if engine.worker is not None
+                for attempt in engine.worker.active.values()
             )
             due = await self.next_due()  # a wake-up or tick due now: work about to start
             now = self.clock.now()
             pending = [
                 run
-                for run in await self.store.list_runs(RunQuery(status="PENDING", limit=100))
+                for engine in engines
+                for run in await engine.store.list_runs(RunQuery(status="PENDING", limit=100))
                 if run.waiting_for is None and (run.wake_at is None or run.wake_at <= now)
             ]
             if busy or pending or (due is not None and due <= now):

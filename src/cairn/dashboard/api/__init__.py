@@ -15,6 +15,7 @@ from starlette.responses import Response
 from cairn.dashboard.api import (
     actions,
     bulk,
+    health,
     hooks,
     openapi,
     paths,
@@ -23,6 +24,7 @@ from cairn.dashboard.api import (
     schedules,
     tasks,
     workers,
+    workflows,
 )
 from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Operation
@@ -45,6 +47,8 @@ def operations(*, guarded: bool) -> tuple[Operation, ...]:
         *schedules.OPERATIONS,
         *queues.OPERATIONS,
         *workers.OPERATIONS,
+        *workflows.OPERATIONS,
+        *health.OPERATIONS,
     )
 
     async def describe(target: Target, call: Call) -> Reply:

@@ -57,7 +57,7 @@ class Operation:
     errors: tuple[int, ...] = ()
     """The failure statuses it can answer besides 400, 401 and 500."""
     public: bool = False
-    """True for the one operation a token does not guard (`POST /hooks/{token}`)."""
+    """True for the operations a token does not guard (`POST /hooks/{token}`, `GET /health`)."""
 
     @property
     def template(self) -> str:

@@ -1,0 +1,126 @@
+"""`cairn hooks list|resume`: hooks runs wait on, and calling one with its token.
+
+A hook's token is its caller's credential and the database keeps only its digest, so a
+listing cannot show it: hooks are listed by run and name. `resume` takes the token the
+outside system was given.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.table import Table
+
+from cairn.cli import options, output
+from cairn.errors import HookNotFound
+from cairn.runtime import hooks
+from cairn.runtime.engine import Engine
+from cairn.runtime.hooks import HookInfo
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Register `cairn hooks list|resume`."""
+    parser = commands.add_parser(
+        "hooks",
+        parents=[common],
+        help="list open hooks, or call one with its token",
+        description="Hooks are single-use callbacks runs create (cairn.create_hook) and "
+        "wait on; an outside system calls one with its token.",
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    listing = actions.add_parser(
+        "list",
+        parents=[common],
+        help="list hooks that can still be called, oldest first",
+        description="List the hooks that can still be called (not used, not expired, "
+        "their run not finished), oldest first, by run id and hook name. Tokens are not "
+        "shown: the database keeps only their digests.",
+    )
+    listing.add_argument("--run", metavar="RUN_ID", help="only hooks of this run")
+    listing.add_argument(
+        "--limit", metavar="N", type=int, default=100, help="at most N hooks (default 100)"
+    )
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.set_defaults(handler=list_hooks)
+
+    resume = actions.add_parser(
+        "resume",
+        parents=[common],
+        help="call a hook once with its token and a payload",
+        description="Call a hook once, as its outside system would, with TOKEN and the "
+        "payload JSON. A worker continues the run. An unknown, used or expired token "
+        "changes nothing (exit 1).",
+    )
+    resume.add_argument("token", metavar="TOKEN", help="the hook's token (hook.token)")
+    resume.add_argument(
+        "payload",
+        metavar="JSON",
+        nargs="?",
+        help="the payload: JSON when the text parses as JSON, else a string (default: null)",
+    )
+    resume.add_argument("--json", action="store_true", help="machine-readable output")
+    resume.set_defaults(handler=resume_hook)
+
+
+def hook_dict(info: HookInfo) -> dict[str, Any]:
+    """The JSON form of an open hook."""
+    return {
+        "run_id": info.run_id,
+        "name": info.name,
+        "created_at": output.jsonable(info.created_at),
+        "expires_at": output.jsonable(info.expires_at),
+    }
+
+
+def hooks_table(infos: list[HookInfo]) -> Table:
+    """A table of open hooks."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("RUN ID", overflow="fold")
+    table.add_column("HOOK", overflow="fold")
+    table.add_column("CREATED", no_wrap=True)
+    table.add_column("EXPIRES", no_wrap=True)
+    for info in infos:
+        expires = output.when(info.expires_at) if info.expires_at is not None else "never"
+        table.add_row(info.run_id, info.name, output.when(info.created_at), expires)
+    return table
+
+
+def list_hooks(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn hooks list`."""
+    if ns.limit < 1:
+        raise options.UsageError(f"--limit must be a positive integer, got {ns.limit}")
+    infos = options.with_engine(
+        glob, lambda engine: hooks.list_open(engine.control, run_id=ns.run, limit=ns.limit)
+    )
+    if ns.json:
+        output.print_json({"hooks": [hook_dict(info) for info in infos]})
+        return 0
+    if not infos:
+        where = f" of run {ns.run}" if ns.run else ""
+        output.stdout().print(f"no open hooks{where}", markup=False)
+        return 0
+    output.stdout().print(hooks_table(infos))
+    return 0
+
+
+def resume_hook(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn hooks resume`."""
+    payload = None if ns.payload is None else options.parse_argument(ns.payload, what="JSON")
+
+    async def act(engine: Engine) -> str:
+        try:
+            return await engine.resume_hook(ns.token, payload)
+        except HookNotFound:
+            # Naming the token gives nothing away: it resumes nothing.
+            raise HookNotFound(
+                f"hook token {ns.token!r} is unknown, already used or expired"
+            ) from None
+
+    run_id = options.with_engine(glob, act)
+    if ns.json:
+        output.print_json({"run_id": run_id, "resumed": True})
+    else:
+        output.stdout().print(f"hook called: run {run_id} goes on", markup=False)
+    return 0
