@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from types import TracebackType
@@ -68,6 +69,8 @@ class Engine:
         queues: list[str] | tuple[str, ...] | None = None,
         metrics: Metrics | bool = False,
         tracing: Tracing | bool = False,
+        databases: Mapping[str, Any] | None = None,
+        tags: Any = None,
     ) -> None:
         """Configure an engine.
 
@@ -88,6 +91,13 @@ class Engine:
                 on a registry of its own: see `engine.metrics`). Needs `cairn[metrics]`.
             tracing: OpenTelemetry spans of runs and steps, on the global tracer provider
                 (`cairn.observability.Tracing`; True makes one). Needs `cairn[otel]`.
+            databases: The application's databases by name, for `cairn.steps.db`: a
+                SQLAlchemy URL (or Engine) each, over `[tool.cairn.databases]`.
+            tags: The tag provider of `cairn.steps.tags`: a URL ("opcua://host:4840") or
+                a provider object (default: `[tool.cairn.tags] provider`).
+
+        Raises:
+            ConfigError: A bad `databases` or `tags` setting, here or in pyproject.toml.
         """
         if not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
@@ -99,6 +109,8 @@ class Engine:
             raise ValueError(f"lease must be positive, got {lease!r}")
         self.serializer = serialization.get(serializer)
         self.modules = tuple(modules) or config.modules()
+        # What the ready steps of cairn.steps reach by name (read here, opened by them).
+        self.resources = config.resources(databases, tags)
         self.registry = registry or default_registry
         self.clock = clock or SystemClock()
         self.workers = workers
@@ -166,6 +178,7 @@ class Engine:
                 threads=step_threads,
                 workflow_threads=ThreadPoolExecutor(self.workers, "cairn-workflow"),
                 observer=observer,
+                resources=self.resources,
             )
             self._threads.append(env.workflow_threads)
             self.worker = Worker(
