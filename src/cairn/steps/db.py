@@ -121,7 +121,10 @@ def _execute(database: str, bound: sql_text.Bound, *, rows: bool) -> Any:
     with connection:
         try:
             with connection.begin():
-                result = connection.execute(sqlalchemy.text(bound.sql), bound.params)
+                # Bound with types inferred from the values (Decimal, datetime...), so each
+                # driver gets them in a form it takes (SQLite has no decimal of its own).
+                statement = sqlalchemy.text(bound.sql).bindparams(**bound.params)
+                result = connection.execute(statement)
                 if not rows:
                     return result.rowcount
                 if not result.returns_rows:

@@ -60,7 +60,7 @@ def until(
     if gap <= 0:
         raise ValueError(f"wait.until: every must be positive, got {every!r}")
     limit = durations.seconds(timeout, what="wait.until timeout")
-    polls = int(limit // gap) + 1
+    polls = int(limit / gap + 1e-9) + 1  # 10s / 0.1s is 100 gaps, whatever floats say
     is_async = inspect.iscoroutinefunction(check)
     if not calling.in_workflow():
         polling = _polling_async if is_async else _polling_sync
