@@ -192,3 +192,24 @@ def test_wait__bad_arguments_fail_at_the_call(call: Any, error: str) -> None:
 def test_wait__not_yet_is_retryable() -> None:
     assert issubclass(NotYet, cairn.RetryableError)
     assert issubclass(WaitTimeout, cairn.FatalError)
+
+
+async def test_wait__with_the_test_engine(sqlite_app: str) -> None:
+    from cairn.steps import db
+    from cairn.testing import TestEngine
+
+    kit = Kit("")
+    check = Answers(None, None, "shipped")
+
+    @kit.workflow("wait.tested")
+    async def flow() -> Any:
+        state = await wait.until(check, every="1h", timeout="1d")
+        await db.update("app", "CREATE TABLE log (state TEXT)")
+        await db.update("app", "INSERT INTO log VALUES (?)", [state])
+        return await db.query("app", "SELECT state FROM log")
+
+    async with TestEngine(registry=kit.registry, databases={"app": sqlite_app}) as env:
+        run = await env.start(flow)
+        await env.advance("2h")  # two polls an hour apart, in no time
+        assert await run.result(timeout=WAIT) == [{"state": "shipped"}]
+    assert check.polls == 3
