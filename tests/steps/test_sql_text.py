@@ -31,7 +31,7 @@ def test_sql__no_placeholders_no_args() -> None:
 
 
 def test_sql__casts_quoted_names_and_comments_are_no_placeholders() -> None:
-    sql = 'SELECT x::int, "we?ird:name", `b?` FROM t -- is it? :no\nWHERE y = :y /* ? :z */'
+    sql = 'SELECT x::int, "we?ird:name", `b?`, t.a$1 FROM t -- is it? :no\nWHERE y = :y /* ? :z */'
     bound = check(sql, {"y": 1})
     assert bound.params == {"y": 1}
     assert "\\:no" in bound.sql and "\\:z" in bound.sql and "x::int" in bound.sql
@@ -55,6 +55,8 @@ def test_sql__literals_allowed_keep_their_colons_and_marks() -> None:
         ("SELECT $$bob$$", None, "string literal $$bob$$"),
         ("SELECT * FROM t WHERE a = %s", [1], "%s is a driver's placeholder"),
         ("SELECT * FROM t WHERE a = %(a)s", {"a": 1}, "%(a)s is a driver's placeholder"),
+        ("SELECT * FROM t WHERE a = :1", [1], ":1 is a driver's placeholder"),
+        ("SELECT * FROM t WHERE a = $1", [1], "$1 is a driver's placeholder"),
         ("SELECT * FROM t WHERE a = {a}", None, "{a} looks like a template placeholder"),
         ("DELETE FROM a; DELETE FROM b", None, "one statement per step"),
         ("SELECT :a, ?", {"a": 1}, "use :name or ? placeholders, not both"),

@@ -1,9 +1,10 @@
 """Checking SQL before it runs: values are bound, never written into the text.
 
 A statement's text is scanned once (string literals, quoted names, comments and
-placeholders told apart), and refused when it holds a string literal, a `%s`-style or
-`{...}` placeholder, more than one statement, or placeholders that do not match its
-arguments. `?` placeholders are rewritten to SQLAlchemy's named form.
+placeholders told apart), and refused when it holds a string literal, a driver's own
+placeholder (`%s`, `:1`, `$1`), a `{...}` template placeholder, more than one statement,
+or placeholders that do not match its arguments. `?` placeholders are rewritten to
+SQLAlchemy's named form.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ _TOKENS = re.compile(
     | (?P<cast>::)
     | (?P<named>(?<![\w:]):(?P<name>[A-Za-z_]\w*))
     | (?P<qmark>\?)
-    | (?P<format>%(?:\([A-Za-z_]\w*\))?s)
+    | (?P<format>%(?:\([A-Za-z_]\w*\))?s|(?<![\w:$]):\d+|(?<![\w$])\$\d+)
     | (?P<brace>\{[^{}]*\})
     | (?P<end>;)
     """,
