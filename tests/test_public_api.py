@@ -141,3 +141,41 @@ def test_public_api__observability_all_is_pinned() -> None:
 
     assert cairn.observability.__all__ == OBSERVABILITY
     assert all(inspect.getdoc(getattr(cairn.observability, n)) for n in OBSERVABILITY)
+
+
+STEPS = [
+    "DatabaseError",
+    "DatabaseUnavailable",
+    "HttpResponse",
+    "HttpStatusError",
+    "HttpUnavailable",
+    "InvalidSQL",
+    "NotYet",
+    "OpcUaProvider",
+    "TagError",
+    "TagProvider",
+    "TagUnavailable",
+    "WaitTimeout",
+    "db",
+    "http",
+    "sleep",
+    "tags",
+    "wait",
+]
+STEP_FUNCTIONS = {
+    "http": ["delete", "get", "head", "patch", "post", "put", "request"],
+    "db": ["dispose", "query", "update"],
+    "tags": ["read", "write", "write_confirm"],
+    "wait": ["until", "until_tag_equals"],
+    "sleep": ["sleep_chunked"],
+}
+
+
+def test_public_api__steps_all_is_pinned() -> None:
+    import cairn.steps
+
+    assert cairn.steps.__all__ == STEPS
+    assert all(inspect.getdoc(getattr(cairn.steps, name)) for name in STEPS)
+    for module, names in STEP_FUNCTIONS.items():
+        found = getattr(cairn.steps, module)
+        assert all(inspect.getdoc(getattr(found, name)) for name in names), module

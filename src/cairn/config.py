@@ -1,14 +1,18 @@
 """Where settings come from: arguments, CAIRN_* environment, [tool.cairn] in pyproject.toml.
 
-The only module that reads the environment.
+The only module that reads the environment. It reads; it opens nothing (the step library
+turns `Resources` into connections).
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from cairn import durations
 from cairn.errors import ConfigError
@@ -84,3 +88,67 @@ def known_workers_window(explicit: object = None) -> float:
         return durations.parse(value, what=where).total_seconds()
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """What the ready steps of `cairn.steps` reach by name: databases, the tag provider.
+
+    `databases` maps a name to a SQLAlchemy URL (or an SQLAlchemy Engine given in code);
+    `tags` is a provider URL ("opcua://host:4840"), a "module:attribute" path to a
+    provider object, a provider object, or None when none is set.
+    """
+
+    databases: Mapping[str, Any] = field(default_factory=dict)
+    tags: Any = None
+
+
+def resources(databases: Mapping[str, Any] | None = None, tags: Any = None) -> Resources:
+    """The step library's resources: arguments over `[tool.cairn.databases]` and `.tags`.
+
+    A database given as an argument replaces the one of the same name in pyproject.toml;
+    `tags` replaces `[tool.cairn.tags] provider`. A string value "env:NAME" is read from
+    the environment variable NAME (so no password need be written in pyproject.toml).
+
+    Raises:
+        ConfigError: A section of the wrong shape, a name that is not a non-empty string,
+            or an "env:" variable that is not set; each named.
+    """
+    section = _pyproject()
+    found: dict[str, Any] = {}
+    listed = section.get("databases", {})
+    if not isinstance(listed, dict):
+        raise ConfigError("[tool.cairn.databases] must be a table of name = URL")
+    for name, url in listed.items():
+        if not isinstance(url, str) or not url:
+            raise ConfigError(f"[tool.cairn.databases] {name} must be a URL string, got {url!r}")
+        found[name] = url
+    if databases is not None:
+        if not isinstance(databases, Mapping):
+            raise ConfigError(f"databases must be a dict of name -> URL, got {databases!r}")
+        found.update(databases)
+    for name, url in found.items():
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"a database name must be a non-empty string, got {name!r}")
+        if url is None or url == "":
+            raise ConfigError(f"database {name!r} has no URL")
+        found[name] = _from_env(url, f"database {name!r}")
+    if tags is None:
+        table = section.get("tags", {})
+        if not isinstance(table, dict):
+            raise ConfigError('[tool.cairn.tags] must be a table: provider = "opcua://host:4840"')
+        tags = table.get("provider")
+        if tags is not None and (not isinstance(tags, str) or not tags):
+            raise ConfigError(f"[tool.cairn.tags] provider must be a string, got {tags!r}")
+    return Resources(databases=found, tags=_from_env(tags, "the tag provider"))
+
+
+def _from_env(value: Any, what: str) -> Any:
+    """`value`, or the environment variable it names as "env:NAME"."""
+    if not isinstance(value, str) or not value.startswith("env:"):
+        return value
+    variable = value[len("env:") :]
+    found = os.environ.get(variable)
+    if not found:
+        raise ConfigError(f"{what} is read from ${variable}, which is not set")
+    return found

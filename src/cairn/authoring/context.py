@@ -11,6 +11,7 @@ from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from cairn import config
 from cairn.errors import NotInRun
 from cairn.models import RunInfo
 
@@ -116,6 +117,14 @@ class RunContext:
     def deprecate_patch(self, change_id: str) -> None:
         """Mark where patch `change_id` was; fails a run that predates it."""
         raise NotImplementedError
+
+    def resources(self) -> config.Resources:
+        """The databases and tag provider the ready steps of `cairn.steps` reach by name.
+
+        An engine's own (its arguments over pyproject.toml); this default reads
+        pyproject.toml alone.
+        """
+        return config.resources()
 
 
 _current: ContextVar[RunContext | None] = ContextVar("cairn_run", default=None)

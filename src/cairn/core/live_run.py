@@ -8,11 +8,11 @@ import json
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from cairn import durations
+from cairn import config, durations
 from cairn.authoring import context
 from cairn.authoring.context import RunContext
 from cairn.authoring.hook import Hook
@@ -69,6 +69,8 @@ class RunEnv:
     # True on the engine of transient runs, whose store lives in this process's memory:
     # only there may a run start a transient child (see runtime/transient.py).
     ephemeral: bool = False
+    # The application's databases and tag provider, for the ready steps (cairn.steps).
+    resources: config.Resources = field(default_factory=config.Resources)
 
 
 # A column value's JSON text (ASCII: json.dumps escapes the rest) is indexed with its
@@ -405,6 +407,10 @@ class LiveRun(RunContext):
         if self.deadline is None:
             return wake_at
         return self.deadline if wake_at is None else min(wake_at, self.deadline)
+
+    def resources(self) -> config.Resources:
+        """The engine's databases and tag provider (see `cairn.config.resources`)."""
+        return self.env.resources
 
     def info(self) -> RunInfo:
         """Facts about this run."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from types import TracebackType
@@ -71,6 +72,8 @@ class Engine:
         known_workers_window: Any = None,
         grace: Any = 0,
         ephemeral: bool = False,
+        databases: Mapping[str, Any] | None = None,
+        tags: Any = None,
     ) -> None:
         """Configure an engine.
 
@@ -100,6 +103,13 @@ class Engine:
             ephemeral: The engine transient runs execute on (see runtime/transient.py):
                 it keeps them in its own store, imports no modules and declares no
                 queues, schedules or event subscriptions. Not for durable work.
+            databases: The application's databases by name, for `cairn.steps.db`: a
+                SQLAlchemy URL (or Engine) each, over `[tool.cairn.databases]`.
+            tags: The tag provider of `cairn.steps.tags`: a URL ("opcua://host:4840") or
+                a provider object (default: `[tool.cairn.tags] provider`).
+
+        Raises:
+            ConfigError: A bad `databases` or `tags` setting, here or in pyproject.toml.
         """
         if not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
@@ -114,6 +124,8 @@ class Engine:
         self.serializer_name = serializer  # for the engine of its transient runs
         self.ephemeral = ephemeral
         self.modules = () if ephemeral else (tuple(modules) or config.modules())
+        # What the ready steps of cairn.steps reach by name (read here, opened by them).
+        self.resources = config.resources(databases, tags)
         self.registry = registry or default_registry
         self.clock = clock or SystemClock()
         self.workers = workers
@@ -193,6 +205,7 @@ class Engine:
                 workflow_threads=ThreadPoolExecutor(self.workers, "cairn-workflow"),
                 observer=observer,
                 ephemeral=self.ephemeral,
+                resources=self.resources,
             )
             self._threads.append(env.workflow_threads)
             self.worker = Worker(

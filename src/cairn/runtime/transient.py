@@ -22,6 +22,7 @@ from cairn.errors import TransientWorkflow
 
 if TYPE_CHECKING:
     from cairn.clock import Clock
+    from cairn.config import Resources
     from cairn.observability.tracing import Tracing
     from cairn.runtime.engine import Engine
     from cairn.runtime.handle import RunHandle
@@ -51,8 +52,13 @@ def memory_engine(
     serializer: str = "json",
     poll_interval: float = 0.5,
     tracing: Tracing | None = None,
+    resources: Resources | None = None,
 ) -> Engine:
-    """A new (not yet opened) engine for transient runs, on SQLite `:memory:`."""
+    """A new (not yet opened) engine for transient runs, on SQLite `:memory:`.
+
+    `resources` are the owner engine's databases and tag provider (cairn.steps); without
+    them the private engine reads its own from pyproject.toml, as any engine does.
+    """
     from cairn.runtime.engine import Engine  # it imports this module
 
     return Engine(
@@ -64,6 +70,8 @@ def memory_engine(
         poll_interval=poll_interval,
         tracing=tracing or False,
         ephemeral=True,
+        databases=None if resources is None else resources.databases,
+        tags=None if resources is None else resources.tags,
     )
 
 
@@ -105,6 +113,7 @@ class PrivateEngine:
                     serializer=owner.serializer_name,
                     poll_interval=owner.poll_interval,
                     tracing=owner.tracing,
+                    resources=owner.resources,
                 )
                 await engine.open()
                 self._engine = engine

@@ -7,6 +7,7 @@ production. Time only moves when the test says so, and crashes are injected at c
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -39,12 +40,21 @@ class TestEngine:
     __test__ = False  # not a pytest test class
 
     def __init__(
-        self, *, registry: Registry | None = None, workers: int = 100, start: float | None = None
+        self,
+        *,
+        registry: Registry | None = None,
+        workers: int = 100,
+        start: float | None = None,
+        databases: Mapping[str, Any] | None = None,
+        tags: Any = None,
     ) -> None:
         self.clock = VirtualClock(start)
         self.store = SqliteStore(":memory:")
         self.registry = registry or default_registry
         self.workers = workers
+        # The step library's databases and tag provider (as Engine's `databases`, `tags`).
+        self.databases = databases
+        self.tags = tags
         self.engine = self._new_engine()
         self._crash_step: str | None = None
         self._crashed = False
@@ -57,6 +67,8 @@ class TestEngine:
             registry=self.registry,
             workers=self.workers,
             poll_interval=0.02,
+            databases=self.databases,
+            tags=self.tags,
         )
 
     async def __aenter__(self) -> TestEngine:

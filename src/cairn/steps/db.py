@@ -1,0 +1,134 @@
+"""Statements on the application's own databases as durable steps: `db.query("app", sql, args)`.
+
+Databases are named in `[tool.cairn.databases]` or `Engine(databases={...})` and reached
+through SQLAlchemy Core, one pooled engine per database and process. Values go in `args`
+as bound parameters; SQL with a value written into its text is refused before it runs.
+Each call runs in a transaction of its own that commits when the statement succeeds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cairn.authoring.retry import Retry, coerce
+from cairn.steps import calling, databases, sql_text
+
+__all__ = ["DEFAULT_RETRY", "dispose", "query", "update"]
+
+DEFAULT_RETRY = Retry()
+"""Three attempts, 1 s then 2 s apart; only connection troubles and deadlocks retry."""
+
+
+def query(
+    database: str,
+    sql: str,
+    args: Any = None,
+    *,
+    name: str | None = None,
+    retries: Retry | int | None = None,
+    allow_literals: bool = False,
+) -> Any:
+    """Run a statement that returns rows, as a durable step; the rows as dicts.
+
+    Args:
+        database: The database's name in `[tool.cairn.databases]` or `Engine(databases=)`.
+        sql: One statement, with `:name` placeholders (args a dict) or `?` placeholders
+            (args a list), never values written into the text.
+        args: The values of the placeholders.
+        name: The step's name in the history (default "db.query").
+        retries: The step's policy (default `DEFAULT_RETRY`); a statement the database
+            refuses is never retried.
+        allow_literals: Accept string literals in `sql` (constants such as
+            `status = 'open'`); off by default, so a value formatted into the text fails.
+
+    Returns:
+        A list of dicts, one per row, keyed by column name (an awaitable of it in an
+        async workflow, or where an event loop runs outside workflow code). Rows are
+        stored in the run's history: select what the workflow needs.
+
+    Raises:
+        InvalidSQL: At the call, before any step: a string literal, a `%s` or `{...}`
+            placeholder, two statements, or args that do not fit the placeholders.
+        DatabaseError: The database refused the statement, or is not configured.
+        DatabaseUnavailable: It could not be reached, once the retries are spent.
+    """
+    return _call("db.query", database, sql, args, name, retries, allow_literals, rows=True)
+
+
+def update(
+    database: str,
+    sql: str,
+    args: Any = None,
+    *,
+    name: str | None = None,
+    retries: Retry | int | None = None,
+    allow_literals: bool = False,
+) -> Any:
+    """Run a statement that changes rows (INSERT, UPDATE, DELETE, DDL) as a durable step.
+
+    Arguments and errors as for `query`. The statement commits when it succeeds; a crash
+    after the commit and before the step is recorded runs it again when the run resumes,
+    so write statements that may run twice (an upsert, a `WHERE` that checks).
+
+    Returns:
+        The number of rows the statement changed (an awaitable of it in an async
+        workflow), as the driver counts them.
+    """
+    return _call("db.update", database, sql, args, name, retries, allow_literals, rows=False)
+
+
+def dispose() -> None:
+    """Close the pooled connections of every database this process has used."""
+    databases.dispose()
+
+
+def _call(
+    what: str,
+    database: Any,
+    sql: Any,
+    args: Any,
+    name: str | None,
+    retries: Retry | int | None,
+    allow_literals: bool,
+    *,
+    rows: bool,
+) -> Any:
+    if not isinstance(database, str) or not database:
+        raise ValueError(f"{what}: the database name must be a non-empty string, got {database!r}")
+    if not isinstance(allow_literals, bool):
+        raise TypeError(f"{what}: allow_literals must be True or False, got {allow_literals!r}")
+    # Checked here, in the workflow, so that bad SQL fails at its call and records nothing.
+    sql_text.bind(sql, args, database=database, what=what, allow_literals=allow_literals)
+
+    def execute(database: str, sql: str, args: Any) -> Any:
+        bound = sql_text.bind(sql, args, database=database, what=what, allow_literals=True)
+        return _execute(database, bound, rows=rows)
+
+    policy = DEFAULT_RETRY if retries is None else coerce(retries)
+    return calling.call(name or what, execute, (database, sql, args), retries=policy)
+
+
+def _execute(database: str, bound: sql_text.Bound, *, rows: bool) -> Any:
+    """One attempt, in a transaction of its own on a pooled connection."""
+    import sqlalchemy
+    import sqlalchemy.exc
+
+    engine = databases.engine(database)
+    try:
+        connection = engine.connect()
+    except sqlalchemy.exc.SQLAlchemyError as exc:
+        raise databases.failure(database, exc, connecting=True) from exc
+    with connection:
+        try:
+            with connection.begin():
+                # Bound with types inferred from the values (Decimal, datetime...), so each
+                # driver gets them in a form it takes (SQLite has no decimal of its own).
+                statement = sqlalchemy.text(bound.sql).bindparams(**bound.params)
+                result = connection.execute(statement)
+                if not rows:
+                    return result.rowcount
+                if not result.returns_rows:
+                    return []
+                return [dict(row._mapping) for row in result]
+        except sqlalchemy.exc.SQLAlchemyError as exc:
+            raise databases.failure(database, exc) from exc
