@@ -60,3 +60,28 @@ def test_older_than__reads_a_consistent_copy_while_another_thread_writes() -> No
     finally:
         stop.set()
         thread.join()
+
+
+def _aged(registry: Waits, key: int, seconds: float) -> None:
+    wait = registry._waits[key]
+    registry._waits[key] = wait.__class__(time.monotonic() - seconds, wait.conn, wait.runs)
+
+
+def test_stalled_runs__a_blocked_event_loop_is_not_a_stalled_database() -> None:
+    # While the loop is blocked (an async step calling time.sleep), replies that came
+    # are not read: the waits look old, but the database answered. They count only from
+    # when the loop answers again.
+    registry = Waits()
+    _aged(registry, registry.begin("conn", (("r1", 1),)), 30)
+    now = time.monotonic()
+
+    registry.watch_loop(lambda: now)  # blocked now: waits count from now
+    assert registry.stalled_runs(10) == {}
+    assert registry.older_than(10) == []
+
+    registry.watch_loop(lambda: now - 3)  # answering again for 3 s
+    assert registry.stalled_runs(10) == {}
+    assert 2.5 < registry.stalled_runs(2)[("r1", 1)] < 10
+
+    registry.watch_loop(lambda: now - 60)  # answering all along: the wait's own age
+    assert 29 < registry.stalled_runs(10)[("r1", 1)] < 60

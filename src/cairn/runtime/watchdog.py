@@ -35,6 +35,7 @@ class LoopWatchdog:
         self._describe = describe  # names what a task runs (a step of a run), if it can
         self._tick = min(0.5, limit / 4)
         self._answered = time.monotonic()
+        self._resumed = 0.0  # when the loop last answered again after a block
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="cairn-watchdog", daemon=True)
 
@@ -47,7 +48,21 @@ class LoopWatchdog:
         self._stop.set()
 
     def _pong(self) -> None:
-        self._answered = time.monotonic()
+        now = time.monotonic()
+        if now - self._answered > 2 * self._tick:
+            self._resumed = now  # the first answer after a block
+        self._answered = now
+
+    def responsive_since(self) -> float:
+        """When (time.monotonic()) the loop last began answering again; now while blocked.
+
+        Any thread. Waits for the database are aged from this (store/waits.py): replies
+        that came while the loop was blocked are read once it runs again.
+        """
+        now = time.monotonic()
+        if now - self._answered > 2 * self._tick:
+            return now
+        return self._resumed
 
     def _watch(self) -> None:
         warned = False

@@ -162,6 +162,8 @@ class Worker:
         self._tasks.append(asyncio.create_task(watch, name="cairn-in-flight"))
         self._watchdog = LoopWatchdog(loop, limit=self.lease / 3, describe=self._running)
         self._watchdog.start()
+        # A blocked loop is not a stalled database: age waits only while the loop answers.
+        self.env.store.health.watch_loop(self._watchdog.responsive_since)
         if self.claim:
             await self.claim_once()
             self._tasks.append(asyncio.create_task(self._claim_loop(), name="cairn-claim"))

@@ -10,6 +10,7 @@ pass.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from cairn.store.waits import Waits
 
@@ -32,6 +33,10 @@ class StoreHealth:
     def stalled_runs(self, seconds: float) -> dict[tuple[str, int], float]:
         """Runs (id, fence) whose database work has waited longer than `seconds`, and how long."""
         return self.waits.stalled_runs(seconds)
+
+    def watch_loop(self, responsive_since: Callable[[], float] | None) -> None:
+        """Age waits only while the event loop answers (see `Waits.watch_loop`)."""
+        self.waits.watch_loop(responsive_since)
 
     @property
     def unwritable(self) -> str | None:

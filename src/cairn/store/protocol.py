@@ -6,7 +6,7 @@ committed before the call returns. Backends may share one commit among concurren
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from cairn.store.records import (
@@ -53,6 +53,14 @@ class Health(Protocol):
         """Runs (id, fence) with a wait for the database older than `seconds`; its age.
 
         Any thread. A store whose waits cannot stall for ever (SQLite) reports none.
+        """
+        ...
+
+    def watch_loop(self, responsive_since: Callable[[], float] | None) -> None:
+        """Age waits only while the event loop answers (a blocked loop is not a stall).
+
+        `responsive_since` (any thread) gives when it last began answering again after a
+        block, or now while it is blocked; None forgets it.
         """
         ...
 

@@ -8,12 +8,18 @@ database work has been stuck for a whole lease (liveness is progress, not a beat
 
 Written on the event loop's thread, read from the heartbeat's: a copy of the dict is one
 C call, so readers see a consistent set without a lock on the hot path.
+
+A blocked event loop (an async step calling `time.sleep`) is not a stalled database: the
+replies that came meanwhile are not read until the loop runs again. With a loop watch
+(`watch_loop`, the worker's watchdog) a wait is aged only from when the loop last began
+answering again, and not at all while it is blocked.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
@@ -43,11 +49,26 @@ class Wait:
 class Waits:
     """The waits for the database a store has in flight."""
 
-    __slots__ = ("_keys", "_waits")
+    __slots__ = ("_keys", "_responsive_since", "_waits")
 
     def __init__(self) -> None:
         self._waits: dict[int, Wait] = {}
         self._keys = itertools.count()
+        # Since when (time.monotonic()) the event loop has been answering; None: unknown.
+        self._responsive_since: Callable[[], float] | None = None
+
+    def watch_loop(self, responsive_since: Callable[[], float] | None) -> None:
+        """Age waits only while the event loop answers (see the module); None: always.
+
+        `responsive_since` (any thread) gives when the loop last began answering again
+        after a block, or now while it is blocked.
+        """
+        self._responsive_since = responsive_since
+
+    def _floor(self) -> float:
+        """No wait is older than this: when the loop last began answering (0: unknown)."""
+        answering = self._responsive_since
+        return 0.0 if answering is None else answering()
 
     def begin(self, conn: object, runs: tuple[tuple[str, int], ...] | None = None) -> int:
         """A wait on `conn` starts, for `runs` (default: the run of this context)."""
@@ -65,16 +86,18 @@ class Waits:
     def older_than(self, seconds: float) -> list[Wait]:
         """The waits in flight for longer than `seconds`, oldest first (any thread)."""
         cutoff = time.monotonic() - seconds
+        floor = self._floor()
         return sorted(
-            (wait for wait in self._waits.copy().values() if wait.since <= cutoff),
+            (wait for wait in self._waits.copy().values() if max(wait.since, floor) <= cutoff),
             key=lambda wait: wait.since,
         )
 
     def stalled_runs(self, seconds: float) -> dict[tuple[str, int], float]:
         """Runs (id, fence) with a wait older than `seconds`: how long the oldest has lasted."""
         now = time.monotonic()
+        floor = self._floor()
         stalled: dict[tuple[str, int], float] = {}
         for wait in self.older_than(seconds):
             for run in wait.runs:
-                stalled.setdefault(run, now - wait.since)
+                stalled.setdefault(run, now - max(wait.since, floor))
         return stalled
