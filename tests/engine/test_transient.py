@@ -248,7 +248,7 @@ async def test_transient__a_worker_never_claims_one(kit: Kit) -> None:
     """A run stored under the name (queued by code that thought it durable) stays queued."""
     _, attempts = _flaky_flow(kit)
     async with kit.fresh().engine(workers=0) as starter:  # does not know the workflow
-        stored = await starter.start("quick", 1)
+        stored = await starter.start("quick", 1, allow_unknown=True)
     async with kit.engine() as worker_engine:
         assert worker_engine.worker is not None
         assert await worker_engine.worker.claim_once() == 0

@@ -17,7 +17,7 @@ async def test_kill_9__the_step_in_flight_becomes_an_interrupted_attempt(
 ) -> None:
     async with workers(tmp_path, store_url) as (procs, control):
         victim = procs.spawn()
-        run = await control.start("proc.control", "async", 0)
+        run = await control.start("proc.control", "async", 0, allow_unknown=True)
         await procs.until("the held step", lambda: procs.counts()["held start"] == 1)
         # The worker's heartbeat shows it executing (its lease is 30 s: a beat is asked for).
         [step] = await procs.until(

@@ -78,7 +78,7 @@ def test_read_only__the_worker_stops_says_why_and_another_finishes_the_run(
     url = f"sqlite:///{path}"
     effects = tmp_path / "effects.txt"
     with cairn.Client(url) as client:
-        run_id = client.start("readonly.three", run_id="ro-1").run_id
+        run_id = client.start("readonly.three", run_id="ro-1", allow_unknown=True).run_id
 
     first = _worker(url, effects)
     try:
@@ -137,7 +137,7 @@ def test_read_only__a_worker_started_on_a_read_only_mount_says_so_and_exits_1(
 ) -> None:
     source, view = read_only_view
     with cairn.Client(f"sqlite:///{source / 'cairn.db'}") as client:
-        client.start("readonly.three", run_id="ro-2")
+        client.start("readonly.three", run_id="ro-2", allow_unknown=True)
     before = (source / "cairn.db").read_bytes()
     # With another process using the file, its -wal and -shm exist and SQLite opens the
     # file read-only; without, it cannot open it at all.

@@ -112,7 +112,7 @@ def _effects(path: Path) -> Counter[str]:
 
 def _start(url: str, kind: str) -> str:
     with cairn.Client(url) as client:
-        return client.start("shutdown.held", kind, run_id=f"held-{kind}").run_id
+        return client.start("shutdown.held", kind, run_id=f"held-{kind}", allow_unknown=True).run_id
 
 
 async def _stored(url: str, run_id: str) -> tuple[str, str | None, int, list[str]]:
