@@ -250,3 +250,17 @@ async def test_start__run_at_holds_a_run_back_until_then(api):
     bad = await api.post("/runs", json={**body, "run_at": "next tuesday"})
     assert bad.status_code == 400
     assert "run_at must be an ISO 8601 date and time, got 'next tuesday'" in bad.json()["message"]
+
+
+async def test_nul_in_a_name_or_id__is_refused_plainly_not_a_500(api):
+    # PostgreSQL cannot store a NUL: without a check up front the store refused it (500).
+    started = await api.post("/runs", json={"workflow": "t.nul\u0000", "allow_unknown": True})
+    assert started.status_code == 422, started.text
+    assert started.json()["error"] == "InvalidName"
+    assert "contains a NUL character" in started.json()["message"]
+    for path in ("/runs/a%00b", "/runs/a%00b/history"):
+        missing = await api.get(path)
+        assert missing.status_code == 404, missing.text
+        assert missing.json()["error"] == "RunNotFound"
+    sent = await api.post("/runs/a%00b/cancel")
+    assert sent.status_code == 404, sent.text

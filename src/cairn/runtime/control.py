@@ -16,6 +16,7 @@ from cairn.clock import Clock
 from cairn.core.executor import Outcome
 from cairn.errors import (
     InvalidArguments,
+    InvalidName,
     PoisonRun,
     RunCancelled,
     RunFailed,
@@ -156,7 +157,7 @@ class RunControl:
                 transient.refuse_queue(defn, queue)
             if not self.ephemeral:
                 raise TransientWorkflow(defn.name, transient.NOT_FOR_WORKERS)
-        name = defn.name if defn is not None else str(workflow)
+        name = defn.name if defn is not None else check_name(str(workflow), "workflow name")
         if run_id is not None:
             check_name(run_id, "run_id")
         try:
@@ -257,6 +258,7 @@ class RunControl:
             RunFinished: the run (the newest of its chain) has already finished.
         """
         check_name(name, "event name")
+        _storable(run_id)
         text = self.serializer.dumps(payload, what=f"payload of event {name!r}")
         for _ in range(_MAX_CHAIN_HOPS):
             delivery = await self.store.send_message(
@@ -291,6 +293,7 @@ class RunControl:
     # operator control
 
     async def _control(self, run_id: str, action: str) -> RunStatus:
+        _storable(run_id)
         status = await self.store.control_run(run_id, action, now=self.clock.now())
         if status is None:
             raise RunNotFound(run_id)
@@ -384,6 +387,7 @@ class RunControl:
 
     async def record(self, run_id: str) -> RunRecord:
         """The stored run; RunNotFound if unknown."""
+        _storable(run_id)
         run = await self.store.get_run(run_id)
         if run is None:
             raise RunNotFound(run_id)
@@ -633,6 +637,14 @@ START_OPTIONS = frozenset(
     for name, param in inspect.signature(RunControl.start).parameters.items()
     if param.kind is inspect.Parameter.KEYWORD_ONLY
 )
+
+
+def _storable(run_id: str) -> None:
+    """RunNotFound for an id no run can have (a NUL, say), before the store refuses it."""
+    try:
+        check_name(run_id, "run id")
+    except InvalidName:
+        raise RunNotFound(run_id) from None
 
 
 def _same_start(stored: RunRecord, sent: RunRecord) -> bool:
