@@ -218,6 +218,17 @@ HAS_MESSAGES_ON = (
     f"AND channel IN ({json_members('?')}) LIMIT 1"
 )
 HAS_MESSAGES = "SELECT 1 FROM messages WHERE run_id = ? AND consumed_by IS NULL LIMIT 1"
+# A mailbox takes several messages of a channel at once, oldest first (params: run_id,
+# channel, limit); then marks exactly those consumed by its entry (params: the entry's
+# key, run_id, channel, the ids as a JSON array of strings).
+SELECT_OLDEST_MESSAGES = (
+    "SELECT id, payload FROM messages WHERE run_id = ? AND channel = ? AND consumed_by IS NULL "
+    "ORDER BY id LIMIT ?"
+)
+CONSUME_MESSAGES = (
+    "UPDATE messages SET consumed_by = ? WHERE run_id = ? AND channel = ? "
+    f"AND consumed_by IS NULL AND CAST(id AS TEXT) IN ({json_members('?')})"
+)
 SELECT_STATUS = "SELECT status, waits_on FROM runs WHERE run_id = ?"
 # A message for a waiting run makes it due now if one of its waits takes the message (a
 # run whose waits are not known takes any); it then replays and consumes the message.

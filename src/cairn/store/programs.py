@@ -290,6 +290,26 @@ def consume_message(lease: Lease, channel: str, step: StepRecord) -> Program[str
     return str(payload)
 
 
+def consume_messages(
+    lease: Lease, channel: str, step: StepRecord, limit: int, combine: Callable[[list[str]], str]
+) -> Program[str | None]:
+    """Take the `limit` oldest messages on `channel` as the outcome of `step`; None if none.
+
+    The entry's result is `combine(payloads)` (oldest first), the text returned.
+    """
+    rows = yield all_rows(_sql.SELECT_OLDEST_MESSAGES, (step.run_id, channel, limit))
+    if not rows:
+        return None
+    result = combine([str(payload) for _, payload in rows])
+    params = _sql.step_params(step)
+    params = (*params[:9], result, *params[10:], step.run_id, lease.owner, lease.fence)
+    if not (yield Sql(_sql.UPSERT_STEP_OWNED, params)):
+        raise LeaseLost(step.run_id)
+    ids = json.dumps([str(message_id) for message_id, _ in rows])
+    yield Sql(_sql.CONSUME_MESSAGES, (step.key, step.run_id, channel, ids))
+    return result
+
+
 def create_hook(lease: Lease, step: StepRecord, hook: HookRecord) -> Program[None]:
     """Journal a hook's creation and insert its row."""
     yield from record_step(lease, step, upsert=True)

@@ -6,7 +6,7 @@ committed before the call returns. Backends may share one commit among concurren
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from cairn.store.records import (
@@ -285,6 +285,23 @@ class Store(Protocol):
 
         `step` is upserted with the payload as its result. Returns None (nothing written)
         if none is queued; raises LeaseLost if not held.
+        """
+        ...
+
+    async def consume_messages(
+        self,
+        lease: Lease,
+        channel: str,
+        step: StepRecord,
+        *,
+        limit: int,
+        combine: Callable[[list[str]], str],
+    ) -> str | None:
+        """Atomically take the `limit` oldest unconsumed messages on `channel` of the run.
+
+        `step` is upserted with `combine(payloads)` (oldest first) as its result, and that
+        text is returned. Returns None (nothing written) if none is queued; raises
+        LeaseLost if not held.
         """
         ...
 
