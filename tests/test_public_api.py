@@ -72,6 +72,7 @@ PUBLIC = [
     "human_task",
     "patched",
     "progress",
+    "receive",
     "run_step",
     "schedule",
     "set_columns",
