@@ -57,6 +57,18 @@ async def test_receive__takes_every_queued_event_in_order_as_one_entry(kit: Kit)
     assert entry.result == [{"n": 1}, {"n": 2}, {"n": 3}]
 
 
+async def test_receive__a_huge_max_messages_takes_all(kit: Kit) -> None:
+    @kit.workflow("receive.huge")
+    async def huge() -> list[Any]:
+        return await cairn.receive("orders", max_messages=10**30, timeout=0)
+
+    async with kit.engine(workers=0) as queuer:
+        run = await queuer.start(huge)
+        await queuer.send_event(run.run_id, "orders", 1)
+    async with kit.engine() as engine:
+        assert await (await engine.get(run.run_id)).result(timeout=WAIT) == [1]
+
+
 async def test_receive__max_messages_leaves_the_rest_for_the_next_call(kit: Kit) -> None:
     @kit.workflow("receive.two")
     async def two_at_a_time() -> list[Any]:
@@ -277,6 +289,32 @@ async def test_receive__payloads_come_back_as_their_own_types(kit: Kit) -> None:
         got = await (await engine.get(run.run_id)).result(timeout=WAIT)
     assert got == [Decimal("1.50"), when, (1, "two")]
     assert [type(v) for v in got] == [Decimal, datetime, tuple]
+
+
+class Opaque:
+    """A value only the pickle serializer stores (no dataclass, no JSON form)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opaque) and other.n == self.n
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+async def test_receive__pickled_payloads_with_the_pickle_serializer(kit: Kit) -> None:
+    @kit.workflow("receive.pickled")
+    async def pickled() -> list[Any]:
+        return await cairn.receive("values", max_messages=3)
+
+    async with kit.engine(workers=0, serializer="pickle") as queuer:
+        run = await queuer.start(pickled)
+        await queuer.send_event(run.run_id, "values", Opaque(1))
+        await queuer.send_event(run.run_id, "values", {"inner": Opaque(2)})
+    async with kit.engine(serializer="pickle") as engine:
+        got = await (await engine.get(run.run_id)).result(timeout=WAIT)
+    assert got == [Opaque(1), {"inner": Opaque(2)}]
 
 
 async def test_receive__sync_workflow_blocks(kit: Kit) -> None:

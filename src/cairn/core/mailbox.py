@@ -24,6 +24,9 @@ KIND = "receive"
 NOTHING = "[]"
 """The stored result of a receive that timed out: no messages."""
 
+MAX_LIMIT = 2**31 - 1
+"""A larger `max_messages` takes as many as this (more than a SQL LIMIT takes everywhere)."""
+
 
 def key_name(topic: str) -> str:
     """What a receive's keys count: `~receive:TOPIC` (`~receive:orders#2`)."""
@@ -47,7 +50,8 @@ async def receive(live: LiveRun, topic: str, max_messages: int, timeout: float |
 
     def take(done: StepRecord) -> Awaitable[str | None]:
         combine = serialization.encoded_list
-        return store.consume_messages(lease, channel, done, limit=max_messages, combine=combine)
+        limit = min(max_messages, MAX_LIMIT)
+        return store.consume_messages(lease, channel, done, limit=limit, combine=combine)
 
     taken = await waits.wait_message(
         live,

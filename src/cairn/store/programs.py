@@ -293,7 +293,7 @@ def consume_message(lease: Lease, channel: str, step: StepRecord) -> Program[str
 def consume_messages(
     lease: Lease, channel: str, step: StepRecord, limit: int, combine: Callable[[list[str]], str]
 ) -> Program[str | None]:
-    """Take the `limit` oldest messages on `channel` as the outcome of `step`; None if none.
+    """Take up to `limit` oldest messages on `channel` as the outcome of `step`; None if none.
 
     The entry's result is `combine(payloads)` (oldest first), the text returned.
     """
