@@ -216,6 +216,24 @@ async def test_receive__crash_and_recover_replays_without_consuming_more(
     assert [e.result for e in history if e.kind == "receive"] == [[1, 2]]
 
 
+async def test_receive__events_not_yet_taken_pass_to_the_continued_run(kit: Kit) -> None:
+    @kit.workflow("receive.chain")
+    async def inbox(round_no: int) -> Any:
+        got = await cairn.receive("orders", max_messages=1)
+        if round_no == 0:
+            cairn.continue_as_new(1)  # "b" is still queued: the successor must get it
+        return got
+
+    async with kit.engine(workers=0) as queuer:
+        run = await queuer.start(inbox, 0, run_id="chain-0")
+        await queuer.send_event(run.run_id, "orders", "a")
+        await queuer.send_event(run.run_id, "orders", "b")
+    async with kit.engine() as engine:
+        assert await (await engine.get("chain-0")).result(timeout=WAIT) == ["b"]
+        first = await engine.history("chain-0")
+    assert [e.result for e in first] == [["a"]]
+
+
 async def test_receive__an_event_of_another_topic_does_not_wake_it(kit: Kit) -> None:
     @kit.workflow("receive.typo")
     async def orders() -> list[Any]:

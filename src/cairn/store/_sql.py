@@ -496,6 +496,13 @@ CONTINUE_RUN = (
     f"wake_at = NULL, updated_at = ?, finished_at = ? WHERE {FENCE}"
 )
 
+# Events a run that continues as new has not taken pass to its successor (an event sent
+# later follows the chain too). Params: the successor's run_id, the run's.
+PASS_ON_EVENTS = (
+    "UPDATE messages SET run_id = ? WHERE run_id = ? AND consumed_by IS NULL "
+    "AND channel LIKE 'event:%'"
+)
+
 
 def child_message(run_id: str, status: str, result: str | None, error: str | None) -> str:
     """What a finished child tells its parent (consumed by the parent's wait)."""

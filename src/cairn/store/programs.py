@@ -177,11 +177,12 @@ def after_finish(
 
 
 def continue_run(run_id: str, lease: Lease, new_run: RunRecord, now: float) -> Program[None]:
-    """End a run CONTINUED and create its successor."""
+    """End a run CONTINUED and create its successor, which takes its untaken events."""
     params = (new_run.run_id, now, now, run_id, lease.owner, lease.fence)
     if not (yield Sql(_sql.CONTINUE_RUN, params)):
         raise LeaseLost(run_id)
     yield Sql(_sql.INSERT_RUN, _sql.run_params(new_run))
+    yield Sql(_sql.PASS_ON_EVENTS, (new_run.run_id, run_id))
     # A parent waiting on this run learns the successor's id (in `result`).
     yield from after_finish(run_id, "CONTINUED", new_run.run_id, None, now)
 

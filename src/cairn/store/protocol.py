@@ -147,7 +147,9 @@ class Store(Protocol):
     async def continue_run(self, run_id: str, lease: Lease, new_run: RunRecord, now: float) -> None:
         """End a run as CONTINUED and create its successor, in one transaction.
 
-        `continued_to` of the old run names `new_run`. Raises LeaseLost if not held.
+        `continued_to` of the old run names `new_run`, and the events queued for the old
+        run that none of its waits took are queued for `new_run` instead. Raises
+        LeaseLost if not held.
         """
         ...
 
