@@ -92,3 +92,11 @@ def test_waiting__a_parked_receive_waits_for_its_event() -> None:
     )
     assert blocking.reason(record, now=T0) == "event 'orders'"
     assert blocking.awaited_events(record) == ["orders"]
+
+
+def test_follow__cairn_run_lines_for_a_receive() -> None:
+    from cairn.cli import follow
+
+    assert "waiting for messages on 'orders'" in follow.entry_line(WAITING).plain
+    assert "received 3 messages on 'orders'" in follow.entry_line(TOOK).plain
+    assert "timed out, no message on 'orders'" in follow.entry_line(TIMED_OUT).plain
