@@ -73,6 +73,7 @@ PUBLIC = [
     "human_task",
     "patched",
     "progress",
+    "receive",
     "run_step",
     "schedule",
     "set_columns",

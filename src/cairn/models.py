@@ -220,7 +220,8 @@ class HistoryEntry:
 
     A sleep's `result` is its wake time (a `datetime`), its `finished_at` when it ended
     (that time, or when its run ended if sooner), and its `status` is "sleeping" until
-    then.
+    then. A `cairn.receive` is kind "receive", named by its topic: its `result` is the
+    list of payloads it took, or `[]` with status "timeout".
     """
 
     seq: int

@@ -17,7 +17,7 @@ import pickle
 import sys
 import uuid
 import zoneinfo
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any, NoReturn, Protocol
@@ -291,6 +291,15 @@ def get(name: str) -> Serializer:
     if name == "pickle":
         return PickleSerializer()
     raise ValueError(f'unknown serializer {name!r} (use "json" or "pickle")')
+
+
+def encoded_list(texts: Sequence[str]) -> str:
+    """The text ``dumps`` gives for a list of the values these texts (``dumps``'s) encode.
+
+    Both serializers store a list as a JSON array of its items' encodings, so values
+    already stored (messages a mailbox takes at once) become one list without decoding.
+    """
+    return "[" + ",".join(texts) + "]"
 
 
 def _is_plain(value: Any) -> bool:

@@ -90,6 +90,10 @@ class RunContext:
         """The payload of the next event `name` sent to this run."""
         raise NotImplementedError
 
+    def receive(self, topic: str, max_messages: int, timeout: float | None) -> Any:
+        """Up to `max_messages` queued events `topic`, oldest first, as one history entry."""
+        raise NotImplementedError
+
     def create_hook(self, name: str, timeout: float | None, schema: Any) -> Any:
         """A new single-use Hook whose payloads must fit `schema` (None: any payload)."""
         raise NotImplementedError

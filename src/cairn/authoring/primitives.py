@@ -164,6 +164,36 @@ def wait_for_event(name: str, *, timeout: Any = None, default: Any = _MISSING) -
     return ctx.wait_for_event(name, seconds, MISSING if default is _MISSING else default)  # type: ignore[no-any-return]
 
 
+def receive(topic: str, *, max_messages: int = 1, timeout: Any = None) -> Awaitable[list[Any]]:
+    """Take up to `max_messages` queued events named `topic`, oldest first (a mailbox).
+
+    One call adds one history entry: the messages it took, or its timeout. With nothing
+    queued the run is WAITING, holding no worker slot, until an event `topic` is sent or
+    the timeout passes; it then takes what is queued, up to `max_messages`. The events
+    are those `wait_for_event` takes (`engine.send_event`, `cairn send`): each is taken
+    once, by whichever call asks first.
+
+    Args:
+        topic: The event name.
+        max_messages: The most events one call takes (an int, at least 1).
+        timeout: How long to wait for the first event (a duration); None waits forever;
+            0 takes what is queued without waiting.
+
+    Returns:
+        The payloads, oldest first; an empty list on timeout.
+
+    Raises:
+        ValueError: `max_messages` is not an int of at least 1, `topic` is not a name
+            (cairn.InvalidName), or `timeout` is not a duration.
+    """
+    check_name(topic, "topic of cairn.receive")
+    if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1:
+        raise ValueError(f"cairn.receive max_messages must be an int >= 1, got {max_messages!r}")
+    seconds = _seconds(timeout, f"timeout of receive({topic!r})")
+    ctx = context.current("cairn.receive()")
+    return ctx.receive(topic, max_messages, seconds)  # type: ignore[no-any-return]
+
+
 def create_hook(name: str, *, timeout: Any = None, schema: Any = None) -> Awaitable[Any]:
     """Create a single-use callback; `await` it for a Hook whose `token` outsiders call.
 

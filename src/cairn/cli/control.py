@@ -86,10 +86,10 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "send",
         parents=[common],
         help="send an event to a run",
-        description="Send event EVENT to a run. It is kept until the run waits for it "
-        "(cairn.wait_for_event), so it may be sent before the wait. Only a wait for EVENT "
-        "wakes the run: when it waits for something else, a line says so (the event is "
-        "kept, the exit code is 0). A worker continues the run.",
+        description="Send event EVENT to a run. It is kept until the run takes it "
+        "(cairn.wait_for_event or cairn.receive), so it may be sent before the wait. Only "
+        "a wait for EVENT wakes the run: when it waits for something else, a line says so "
+        "(the event is kept, the exit code is 0). A worker continues the run.",
     )
     send.add_argument("run_id", metavar="RUN_ID")
     send.add_argument("event", metavar="EVENT", help="the event's name")

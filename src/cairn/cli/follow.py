@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from cairn.cli import output
+from cairn.core import mailbox
 from cairn.models import HistoryEntry, RunStatus
 from cairn.runtime.control import RunControl
 from cairn.store.records import RunRecord
@@ -109,7 +110,10 @@ def entry_line(entry: HistoryEntry) -> Text:
         line.append(f" sleep until {output.when(wake)}", style="blue")
         return line
     if entry.status == "waiting":
-        line.append(f" waiting for {entry.kind} {entry.name!r}", style="blue")
+        what = f"{entry.kind} {entry.name!r}"
+        if entry.kind == mailbox.KIND:
+            what = f"messages on {entry.name!r}"
+        line.append(f" waiting for {what}", style="blue")
         line.append(f"  {output.waiting_outcome(entry)}", style="dim")
         return line
     failed = entry.status == "failed"
@@ -117,8 +121,11 @@ def entry_line(entry: HistoryEntry) -> Text:
     if entry.attempts > 1 or failed:
         line.append(f"  {entry.attempts} attempt{'s' if entry.attempts != 1 else ''}")
     line.append(f"  {output.seconds(output.span(entry.started_at, entry.finished_at))}")
+    took = output.received(entry)
     if failed:
         line.append(f"  {output.error_line(entry.error)}", style="red")
+    elif took is not None:
+        line.append(f"  {took}", style="dim")
     else:
         line.append(f"  {output.short(entry.result)}", style="dim")
     return line

@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cairn.cli import fit
+from cairn.core import mailbox
 from cairn.models import Execution, HistoryEntry, RunStatus, RunSummary
 from cairn.store.records import INTERRUPTED
 
@@ -393,10 +394,13 @@ def history_table(entries: Iterable[HistoryEntry]) -> Table:
     for entry in entries:
         failed = entry.status == "failed"
         outcome = Text(error_line(entry.error), style="red") if failed else short(entry.result, 50)
+        took = received(entry)
         if entry.kind == "sleep" and isinstance(entry.result, datetime):
             outcome = f"until {when(entry.result)}"
         elif entry.status == "waiting":
             outcome = waiting_outcome(entry)
+        elif took is not None:
+            outcome = f"{took}: {short(entry.result, 40)}" if entry.result else took
         table.add_row(
             str(entry.seq),
             entry.kind,
@@ -427,6 +431,19 @@ def input_text(value: Any, width: int = 40) -> str:
         args += [f"{k}={dumps(v, indent=None)}" for k, v in (value.get("kwargs") or {}).items()]
         text = f"({', '.join(args)})"
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def received(entry: HistoryEntry) -> str | None:
+    """What a mailbox entry took, in words: "received 3 messages on 'orders'".
+
+    None for other entries, and for a receive still waiting.
+    """
+    if entry.kind != mailbox.KIND or not isinstance(entry.result, list):
+        return None
+    if entry.status == "timeout":
+        return f"timed out, no message on {entry.name!r}"
+    count = len(entry.result)
+    return f"received {count} message{'' if count == 1 else 's'} on {entry.name!r}"
 
 
 def waiting_outcome(entry: HistoryEntry) -> str:

@@ -20,7 +20,7 @@ from cairn.authoring.registry import Registry
 from cairn.authoring.retry import coerce
 from cairn.authoring.step import StepDef
 from cairn.clock import Clock
-from cairn.core import attempts, children, durable, emits, journal, patches, waits
+from cairn.core import attempts, children, durable, emits, journal, mailbox, patches, waits
 from cairn.core.futile_wakes import FutileWakes
 from cairn.core.interrupts import Interrupts
 from cairn.core.run_meta import MetaWriter
@@ -644,6 +644,10 @@ class LiveRun(RunContext):
     def wait_for_event(self, name: str, timeout: float | None, default: Any) -> Any:
         """The payload of the next event `name` sent to this run."""
         return self.deliver(waits.wait_for_event(self, name, timeout, default))
+
+    def receive(self, topic: str, max_messages: int, timeout: float | None) -> Any:
+        """Up to `max_messages` queued events `topic` (see core/mailbox.py)."""
+        return self.deliver(mailbox.receive(self, topic, max_messages, timeout))
 
     def create_hook(self, name: str, timeout: float | None, schema: Any) -> Any:
         """A new single-use Hook (an awaitable in async workflows, the Hook in sync ones)."""

@@ -18,7 +18,7 @@ from cairn.authoring import context
 from cairn.authoring.context import RunContext
 from cairn.authoring.hook import Hook
 from cairn.authoring.workflow import WorkflowDef
-from cairn.core import journal, patches, waits
+from cairn.core import journal, mailbox, patches, waits
 from cairn.errors import ChildFailed, EventTimeout, StepFailed
 from cairn.models import HistoryEntry, RunInfo
 from cairn.store.records import StepRecord
@@ -164,6 +164,17 @@ class ReplayRun(RunContext):
                     raise
                 return default
             return entry.result
+
+        return self._deliver(go())
+
+    def receive(self, topic: str, max_messages: int, timeout: float | None) -> Any:
+        async def go() -> Any:
+            key_name, met = mailbox.key_name(topic), mailbox.new_work(topic)
+            try:
+                entry = await self._take(key_name, mailbox.KIND, met)
+            except EventTimeout:
+                return []
+            return list(entry.result or [])
 
         return self._deliver(go())
 

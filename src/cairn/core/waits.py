@@ -9,7 +9,9 @@ and consumes the message atomically with recording the outcome.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from cairn.core import durable, hook_tokens
@@ -21,6 +23,9 @@ if TYPE_CHECKING:
     from cairn.core.live_run import LiveRun
 
 MISSING: Any = object()
+# Commits a wait's outcome from what is queued on its channel: its stored result, or None
+# (nothing written) when nothing is.
+Take = Callable[[StepRecord], Awaitable[str | None]]
 
 
 def waiting_record(
@@ -60,14 +65,23 @@ async def wait_message(
     default: Any = MISSING,
     facts: dict[str, Any] | None = None,
     unsaved: bool = False,
+    take: Take | None = None,
+    timeout_result: str | None = None,
+    waits_for: str | None = None,
 ) -> Any:
     """Return the payload of the next message on `channel`, parking the run until one comes.
 
     `record` is the entry already journaled for `key` (None for a wait never started), or
     with `unsaved` an entry to journal when the run parks (its facts changed). A child's
     timeout entry keeps its facts, so a replay knows which run it waited for.
+    `take` commits the outcome from what is queued (default: the oldest message), its
+    stored result or None; `timeout_result` is the stored result of a timeout; and
+    `waits_for` what a parked run's `waiting_for` says (default "KIND:NAME").
     """
     store, lease = live.env.store, live.lease
+    if take is None:
+        take = functools.partial(store.consume_message, lease, channel)
+    label = waits_for or f"{kind}:{name}"
     if record is not None and record.status == "completed":
         return live.outcome(record)
     if record is not None and record.status == "timeout":
@@ -94,19 +108,18 @@ async def wait_message(
     )
     # Open until a message or its timeout ends it: a run that parks wakes for a message
     # on the channel of one of its open waits (and no other), or at their first deadline.
-    live.waits[key] = (channel, deadline, f"{kind}:{name}")
+    live.waits[key] = (channel, deadline, label)
     deciding = live.deciding()
     parked = False
     try:
-        payload = await durable.write(
-            live, lambda: store.consume_message(lease, channel, done), what=f"{kind} {name!r}"
-        )
+        payload = await durable.write(live, lambda: take(done), what=f"{kind} {name!r}")
         if payload is not None:
             live.journaled = True
             return live.env.serializer.loads(payload)
         if deadline is not None and clock.now() >= deadline:
             live.journaled = True
             kept = None if record is None or kind != "child" else record.result
+            kept = timeout_result if timeout_result is not None else kept
             timeout = StepRecord(**{**_fields(done), "status": "timeout", "result": kept})
             await durable.write(
                 live, lambda: store.upsert_step(lease, timeout), what=f"the timeout of {key!r}"
@@ -124,7 +137,7 @@ async def wait_message(
         for _ in range(3):
             await asyncio.sleep(0)
         parked = True
-        raise live.leave(Suspend("WAITING", deadline, f"{kind}:{name}"))
+        raise live.leave(Suspend("WAITING", deadline, label))
     finally:
         live.decided(deciding)
         if not parked:  # taken, timed out, or given up (cancelled, the attempt ended)

@@ -61,6 +61,7 @@ _REWRITTEN: dict[str, str] = {
     _sql.SELECT_STATUS: convert(_sql.SELECT_STATUS) + " FOR NO KEY UPDATE",
     _sql.SELECT_CONTROL_STATE: convert(_sql.SELECT_CONTROL_STATE) + " FOR NO KEY UPDATE",
     _sql.HAS_MESSAGES_ON: convert(_json_members(_sql.HAS_MESSAGES_ON, "?")),
+    _sql.CONSUME_MESSAGES: convert(_json_members(_sql.CONSUME_MESSAGES, "?")),
     _sql.WAKE_WAITING: convert(_json_members(_sql.WAKE_WAITING, "waits_on")),
     # PostgreSQL cannot type a bare `? IS NULL`.
     _sql.CLOSE_TASKS: convert(_sql.CLOSE_TASKS).replace("(%s IS NULL", "(CAST(%s AS TEXT) IS NULL"),

@@ -218,6 +218,17 @@ HAS_MESSAGES_ON = (
     f"AND channel IN ({json_members('?')}) LIMIT 1"
 )
 HAS_MESSAGES = "SELECT 1 FROM messages WHERE run_id = ? AND consumed_by IS NULL LIMIT 1"
+# A mailbox takes several messages of a channel at once, oldest first (params: run_id,
+# channel, limit); then marks exactly those consumed by its entry (params: the entry's
+# key, run_id, channel, the ids as a JSON array of strings).
+SELECT_OLDEST_MESSAGES = (
+    "SELECT id, payload FROM messages WHERE run_id = ? AND channel = ? AND consumed_by IS NULL "
+    "ORDER BY id LIMIT ?"
+)
+CONSUME_MESSAGES = (
+    "UPDATE messages SET consumed_by = ? WHERE run_id = ? AND channel = ? "
+    f"AND consumed_by IS NULL AND CAST(id AS TEXT) IN ({json_members('?')})"
+)
 SELECT_STATUS = "SELECT status, waits_on FROM runs WHERE run_id = ?"
 # A message for a waiting run makes it due now if one of its waits takes the message (a
 # run whose waits are not known takes any); it then replays and consumes the message.
@@ -495,6 +506,13 @@ COPY_STEPS = (
 CONTINUE_RUN = (
     "UPDATE runs SET status = 'CONTINUED', continued_to = ?, result = NULL, owner = NULL, "
     f"wake_at = NULL, updated_at = ?, finished_at = ? WHERE {FENCE}"
+)
+
+# Events a run that continues as new has not taken pass to its successor (an event sent
+# later follows the chain too). Params: the successor's run_id, the run's.
+PASS_ON_EVENTS = (
+    "UPDATE messages SET run_id = ? WHERE run_id = ? AND consumed_by IS NULL "
+    "AND channel LIKE 'event:%'"
 )
 
 

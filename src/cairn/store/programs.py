@@ -177,11 +177,12 @@ def after_finish(
 
 
 def continue_run(run_id: str, lease: Lease, new_run: RunRecord, now: float) -> Program[None]:
-    """End a run CONTINUED and create its successor."""
+    """End a run CONTINUED and create its successor, which takes its untaken events."""
     params = (new_run.run_id, now, now, run_id, lease.owner, lease.fence)
     if not (yield Sql(_sql.CONTINUE_RUN, params)):
         raise LeaseLost(run_id)
     yield Sql(_sql.INSERT_RUN, _sql.run_params(new_run))
+    yield Sql(_sql.PASS_ON_EVENTS, (new_run.run_id, run_id))
     # A parent waiting on this run learns the successor's id (in `result`).
     yield from after_finish(run_id, "CONTINUED", new_run.run_id, None, now)
 
@@ -288,6 +289,26 @@ def consume_message(lease: Lease, channel: str, step: StepRecord) -> Program[str
         raise LeaseLost(step.run_id)
     yield Sql(_sql.CONSUME_MESSAGE, (step.key, message_id))
     return str(payload)
+
+
+def consume_messages(
+    lease: Lease, channel: str, step: StepRecord, limit: int, combine: Callable[[list[str]], str]
+) -> Program[str | None]:
+    """Take up to `limit` oldest messages on `channel` as the outcome of `step`; None if none.
+
+    The entry's result is `combine(payloads)` (oldest first), the text returned.
+    """
+    rows = yield all_rows(_sql.SELECT_OLDEST_MESSAGES, (step.run_id, channel, limit))
+    if not rows:
+        return None
+    result = combine([str(payload) for _, payload in rows])
+    params = _sql.step_params(step)
+    params = (*params[:9], result, *params[10:], step.run_id, lease.owner, lease.fence)
+    if not (yield Sql(_sql.UPSERT_STEP_OWNED, params)):
+        raise LeaseLost(step.run_id)
+    ids = json.dumps([str(message_id) for message_id, _ in rows])
+    yield Sql(_sql.CONSUME_MESSAGES, (step.key, step.run_id, channel, ids))
+    return result
 
 
 def create_hook(lease: Lease, step: StepRecord, hook: HookRecord) -> Program[None]:

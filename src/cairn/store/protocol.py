@@ -159,7 +159,9 @@ class Store(Protocol):
     async def continue_run(self, run_id: str, lease: Lease, new_run: RunRecord, now: float) -> None:
         """End a run as CONTINUED and create its successor, in one transaction.
 
-        `continued_to` of the old run names `new_run`. Raises LeaseLost if not held.
+        `continued_to` of the old run names `new_run`, and the events queued for the old
+        run that none of its waits took are queued for `new_run` instead. Raises
+        LeaseLost if not held.
         """
         ...
 
@@ -297,6 +299,23 @@ class Store(Protocol):
 
         `step` is upserted with the payload as its result. Returns None (nothing written)
         if none is queued; raises LeaseLost if not held.
+        """
+        ...
+
+    async def consume_messages(
+        self,
+        lease: Lease,
+        channel: str,
+        step: StepRecord,
+        *,
+        limit: int,
+        combine: Callable[[list[str]], str],
+    ) -> str | None:
+        """Atomically take the `limit` oldest unconsumed messages on `channel` of the run.
+
+        `step` is upserted with `combine(payloads)` (oldest first) as its result, and that
+        text is returned. Returns None (nothing written) if none is queued; raises
+        LeaseLost if not held.
         """
         ...
 

@@ -184,6 +184,20 @@ class SqlStore:
         """Take the oldest message on `channel` as the outcome of `step`."""
         return await self.write(lambda: programs.consume_message(lease, channel, step))
 
+    async def consume_messages(
+        self,
+        lease: Lease,
+        channel: str,
+        step: StepRecord,
+        *,
+        limit: int,
+        combine: Callable[[list[str]], str],
+    ) -> str | None:
+        """Take up to `limit` messages on `channel` as the outcome of `step`."""
+        return await self.write(
+            lambda: programs.consume_messages(lease, channel, step, limit, combine)
+        )
+
     async def create_hook(self, lease: Lease, step: StepRecord, hook: HookRecord) -> None:
         """Journal a hook's creation and insert its row."""
         await self.write(lambda: programs.create_hook(lease, step, hook))

@@ -147,7 +147,7 @@ def _spans(
     if entry.kind in WAITS:
         finish = ended if ended is not None else end
         kind = "open" if ended is None else "failed" if entry.status == "failed" else "wait"
-        what = f"{entry.kind} {entry.name!r} {entry.status}"
+        what = output.received(entry) or f"{entry.kind} {entry.name!r} {entry.status}"
         return name, [(began, finish, kind, _title(name, what, began, finish))]
     return name, [(began, ended or began, "instant", _title(name, entry.kind, began, ended))]
 

@@ -50,6 +50,7 @@ def timeline(
                 "input_omitted": "",
                 "outcome": None,
                 "has_outcome": False,
+                "summary": None,
                 "error": None,
                 "tries": tries,
             }
@@ -95,6 +96,7 @@ def _entry(entry: HistoryEntry, failed: list[dict[str, Any]]) -> dict[str, Any]:
         "input_omitted": omitted,
         "outcome": outcome,
         "has_outcome": entry.result is not None and entry.status != "failed",
+        "summary": output.received(entry),
         "error": entry.error,
         "tries": tries,
     }
