@@ -232,3 +232,35 @@ def test_blocking__the_events_a_waiting_run_takes():
         "human task t1",
         "child run 'c'",
     )
+
+
+def test_history_table__at_80_columns_each_entry_keeps_to_one_line():
+    # Before the table was fitted, rich squeezed INPUT and OUTCOME to one letter each and
+    # wrapped every value a letter per line down the screen.
+    started = datetime.fromtimestamp(NOW, UTC)
+    entries = [
+        HistoryEntry(
+            seq=seq,
+            kind="step",
+            name="fetch_order_details",
+            status="completed",
+            attempts=1,
+            started_at=started,
+            finished_at=started,
+            result={"order": "o-1", "items": [{"sku": "A", "qty": 2}], "note": "x" * 60},
+            key=f"fetch_order_details#{seq}",
+            input={"args": ["o-1", [{"sku": "A", "qty": 2}]], "kwargs": {}},
+        )
+        for seq in (1, 2, 3)
+    ]
+    console = Console(record=True, width=80)
+
+    console.print(output.history_table(entries))
+
+    lines = console.export_text().rstrip("\n").split("\n")
+    assert len(lines) == 4  # the heading and one line per entry
+    assert all(len(line) <= 80 for line in lines)
+    assert lines[0].split()[:4] == ["SEQ", "KIND", "KEY", "STATUS"]
+    assert "OUTCOME" in lines[0]
+    assert lines[1].split()[2] == "fetch_order_details#1"  # a key is never cut short here
+    assert '{"order": "o-1"' in lines[1]

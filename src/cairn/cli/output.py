@@ -383,16 +383,40 @@ class RunsTable:
         yield self.table(options.max_width)
 
 
-def history_table(entries: Iterable[HistoryEntry]) -> Table:
-    """A table of a run's durable operations."""
-    table = Table(box=None, header_style="bold", pad_edge=False, title_justify="left")
-    names = ("SEQ", "KIND", "KEY", "STATUS", "ATTEMPTS", "STARTED", "DURATION", "INPUT", "OUTCOME")
-    for name in names:
-        justify: Any = "right" if name in ("SEQ", "ATTEMPTS", "DURATION") else "left"
-        wraps = name in ("INPUT", "OUTCOME")
-        table.add_column(name, justify=justify, overflow="ellipsis", no_wrap=not wraps)
-    for entry in entries:
+def history_table(entries: Iterable[HistoryEntry]) -> HistoryTable:
+    """A table of a run's durable operations, fitted to the console's width."""
+    return HistoryTable(entries)
+
+
+class HistoryTable:
+    """A run's history, one line per entry at any width (the runs table's rules, see fit).
+
+    SEQ, KIND, KEY and STATUS always show; OUTCOME gets room first, then DURATION, STARTED,
+    ATTEMPTS and INPUT; long values are cut with an ellipsis instead of wrapping a letter
+    per line as they did at 80 columns.
+    """
+
+    # heading -> (least width it may be cut to, None: never cut; rank; ample), see fit.Want
+    COLUMNS: dict[str, tuple[int | None, int, int | None]] = {
+        "SEQ": (None, 0, None),
+        "KIND": (None, 0, None),
+        "KEY": (12, 0, 28),
+        "STATUS": (None, 0, None),
+        "ATTEMPTS": (None, 4, None),
+        "STARTED": (None, 3, None),
+        "DURATION": (None, 2, None),
+        "INPUT": (10, 5, 30),
+        "OUTCOME": (12, 1, 30),
+    }
+    RIGHT = ("SEQ", "ATTEMPTS", "DURATION")
+
+    def __init__(self, entries: Iterable[HistoryEntry]) -> None:
+        self.rows = [self._cells(entry) for entry in entries]
+
+    @staticmethod
+    def _cells(entry: HistoryEntry) -> dict[str, str | Text]:
         failed = entry.status == "failed"
+        outcome: str | Text
         outcome = Text(error_line(entry.error), style="red") if failed else short(entry.result, 50)
         took = received(entry)
         if entry.kind == "sleep" and isinstance(entry.result, datetime):
@@ -401,19 +425,37 @@ def history_table(entries: Iterable[HistoryEntry]) -> Table:
             outcome = waiting_outcome(entry)
         elif took is not None:
             outcome = f"{took}: {short(entry.result, 40)}" if entry.result else took
-        table.add_row(
-            str(entry.seq),
-            entry.kind,
-            entry.key or entry.name,
-            Text(entry.status, style="red" if failed else "green"),
-            str(entry.attempts),
-            when(entry.started_at),
-            seconds(span(entry.started_at, entry.finished_at)),
+        return {
+            "SEQ": str(entry.seq),
+            "KIND": entry.kind,
+            "KEY": entry.key or entry.name,
+            "STATUS": Text(entry.status, style="red" if failed else "green"),
+            "ATTEMPTS": str(entry.attempts),
+            "STARTED": when(entry.started_at),
+            "DURATION": seconds(span(entry.started_at, entry.finished_at)),
             # The run's own values: "[hook token]" in an input is text, not markup.
-            Text(input_text(entry.input)),
-            Text(outcome) if isinstance(outcome, str) else outcome,
-        )
-    return table
+            "INPUT": Text(input_text(entry.input)),
+            "OUTCOME": Text(outcome) if isinstance(outcome, str) else outcome,
+        }
+
+    def table(self, width: int) -> Table:
+        """The table for a console `width` characters wide."""
+        wants = []
+        for name, (least, rank, ample) in self.COLUMNS.items():
+            natural = max([len(name), *(len(row[name]) for row in self.rows)])
+            least = natural if least is None else least
+            wants.append(fit.Want(name, natural, least, rank, ample))
+        widths = fit.fit(wants, width)
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for name, size in widths.items():
+            justify: Any = "right" if name in self.RIGHT else "left"
+            table.add_column(name, width=size, justify=justify, no_wrap=True, overflow="ellipsis")
+        for row in self.rows:
+            table.add_row(*(row[name] for name in widths))
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.table(options.max_width)
 
 
 def input_text(value: Any, width: int = 40) -> str:
