@@ -102,7 +102,7 @@ class StepTransaction(Protocol):
         ...
 
     def state(self) -> Literal["open", "aborted", "ended"]:
-        """Whether it is "open", "aborted" (a failed statement doomed it) or "ended" (by user code)."""
+        """Its state: open, aborted (a statement failed) or ended (by the user's code)."""
         ...
 
     async def commit(
