@@ -343,3 +343,31 @@ async def test_transaction__called_inside_a_step_is_refused(kit: Kit) -> None:
             "transaction step 'inner' cannot be called inside step 'outer': a step runs "
             "once and is not replayed; call it from the workflow"
         )
+
+
+async def test_transaction__savepoint_lets_the_function_go_on_after_a_failed_statement(
+    pg_url: str,
+) -> None:
+    kit = Kit(pg_url)
+
+    @transaction(kit, "book")
+    async def book(conn: Any) -> str:
+        await conn.execute("INSERT INTO ledger (item) VALUES (%s)", ("kept",))
+        try:
+            async with conn.transaction():  # inside cairn's transaction: a savepoint
+                await conn.execute("INSERT INTO ledger (item) VALUES (%s)", ("undone",))
+                await conn.execute("SELECT no_such_column FROM ledger")
+        except Exception as exc:
+            return type(exc).__name__
+        return "no error"
+
+    @kit.workflow("txn.savepoint")
+    async def flow() -> str:
+        return str(await book())
+
+    async with kit.engine() as engine:
+        await _prepared(kit)
+        run = await engine.start(flow)
+        assert await run.result(timeout=WAIT) == "UndefinedColumn"
+        assert await engine.control.attempts(run.run_id) == []
+    assert _rows(kit) == [("kept",)]
