@@ -371,3 +371,23 @@ async def test_transaction__savepoint_lets_the_function_go_on_after_a_failed_sta
         assert await run.result(timeout=WAIT) == "UndefinedColumn"
         assert await engine.control.attempts(run.run_id) == []
     assert _rows(kit) == [("kept",)]
+
+
+async def test_transaction__a_transient_run_is_refused(kit: Kit) -> None:
+    calls: list[int] = []
+
+    @transaction(kit, "book")
+    def book(conn: Any) -> None:
+        calls.append(1)
+
+    @kit.workflow("txn.transient", durable=False)
+    async def flow() -> None:
+        await book()
+
+    async with kit.engine() as engine:
+        handle = await engine.start(flow)
+        with pytest.raises(
+            cairn.RunFailed, match=r"'txn.transient' is transient.*cannot run transaction steps"
+        ):
+            await handle.result(timeout=WAIT)
+    assert calls == []

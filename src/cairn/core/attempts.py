@@ -90,6 +90,8 @@ async def run_new_step(
     it; each failed attempt is recorded with its own start.
     """
     name, retry, timeout = step.name, step.retry, step.timeout
+    if isinstance(step, TransactionDef):
+        transaction_steps.check_durable(live, step)
     clock = live.env.clock
     prior = live.prior_attempts.get(key, ())
     attempt = len(prior)

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from cairn.core import durable
 from cairn.core.signals import Unwind
-from cairn.errors import FatalError, RetryableError, StoreError, StoreRefused
+from cairn.errors import (
+    FatalError,
+    RetryableError,
+    StoreError,
+    StoreRefused,
+    TransientWorkflow,
+)
 from cairn.observability import logcontext
 from cairn.store.protocol import LeaseLost, StepTransaction
 from cairn.store.records import StepRecord
@@ -26,6 +32,17 @@ if TYPE_CHECKING:
     from cairn.core.live_run import LiveRun
 
 log = logcontext.logger("cairn.executor")
+
+NOT_TRANSIENT = (
+    "it cannot run transaction steps: its database is a private one in memory, not the "
+    "one that holds the application's tables"
+)
+
+
+def check_durable(live: LiveRun, step: TransactionDef[Any, Any]) -> None:
+    """Refuse a transaction step in a transient run (TransientWorkflow, at the call)."""
+    if live.env.ephemeral:
+        raise TransientWorkflow(live.run.workflow, f"{NOT_TRANSIENT} (step {step.name!r})")
 
 
 @dataclass(slots=True)
