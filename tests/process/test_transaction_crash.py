@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -38,10 +39,11 @@ class Ledger:
         self.marks = marks
         self.procs: list[subprocess.Popen[str]] = []
 
-    def spawn(self, mode: str, crash: str = "") -> subprocess.Popen[str]:
+    def spawn(self, mode: str, crash: str = "", lease: str = "30s") -> subprocess.Popen[str]:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(SCRIPT.parent)]))
         env.pop("CAIRN_DATABASE_URL", None)
         args = [sys.executable, str(SCRIPT), self.url, str(self.marks), "--mode", mode]
+        args += ["--lease", lease]
         if crash:
             args += ["--crash", crash]
         proc = subprocess.Popen(
@@ -121,3 +123,36 @@ def test_transaction_crash__row_committed_exactly_once(
     assert run_id == RUN_ID
     # The step committed before the kill is not run again; any other ran in the new process.
     assert pid == (first.pid if committed_before_kill else second.pid)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_transaction_crash__a_frozen_owner_taken_over_cannot_commit(
+    pg_url: str, tmp_path: Path, mode: str
+) -> None:
+    """The fence: a worker frozen inside the function loses the run, then wakes and tries.
+
+    PostgreSQL only: on SQLite the frozen worker holds the write lock, so nobody can take
+    the run over under it (every writer waits for it instead).
+    """
+    ledger = Ledger(pg_url, tmp_path)
+    try:
+        first = ledger.spawn(mode, "stall_inside", lease="1s")
+        ledger.wait_for_mark(first, "stall_inside")
+        os.kill(first.pid, signal.SIGSTOP)  # no heartbeat: its lease runs out
+        second = ledger.spawn(mode, lease="1s")
+        out, err = second.communicate(timeout=60)
+        assert second.returncode == 0, err[-2000:]
+        assert json.loads(out.strip().splitlines()[-1])["result"] == 1
+        assert ledger.rows() == [(RUN_ID, second.pid)]
+
+        (tmp_path / "go").touch()
+        os.kill(first.pid, signal.SIGCONT)  # its function returns; the commit is fenced off
+        out, err = first.communicate(timeout=60)
+        assert first.returncode == 0, err[-2000:]
+        assert ledger.rows() == [(RUN_ID, second.pid)]  # its row was rolled back
+    finally:
+        for proc in ledger.procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
+                proc.kill()
+                proc.communicate(timeout=10)

@@ -1,6 +1,6 @@
 """A workflow with one `@cairn.transaction` step, run in a real process the test kills.
 
-    python transaction_worker.py URL MARKS --mode sync|async [--crash POINT]
+    python transaction_worker.py URL MARKS --mode sync|async [--crash POINT] [--lease D]
 
 The step inserts a row (run id, pid) into the application table `ledger`, which lives in
 cairn's own database: the counter of how often its effect committed. POINT stops this
@@ -9,7 +9,9 @@ process where the test kills it with SIGKILL, after writing a marker file MARKS/
 - ``before``: the step before it committed; the transaction step has not started;
 - ``inside``: inside the step's function, right after its INSERT (not committed);
 - ``before_commit``: the function returned and its checkpoint is about to commit with it;
-- ``after_commit``: the step's row and checkpoint committed; the next step never starts.
+- ``after_commit``: the step's row and checkpoint committed; the next step never starts;
+- ``stall_inside``: inside the function after its INSERT, until the file MARKS/go exists
+  (the test freezes the process meanwhile, so that another worker takes the run over).
 
 Without POINT the process finds (or starts) the run, finishes it, prints its result as
 one JSON line and exits 0.
@@ -24,6 +26,7 @@ import os
 import sqlite3
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,21 @@ def stop_here(point: str) -> None:
     if CRASH == point:
         mark(point)
         threading.Event().wait()
+    if CRASH == f"stall_{point}":
+        mark(CRASH)
+        while not (MARKS / "go").exists():
+            time.sleep(0.01)
+
+
+async def stop_here_async(point: str) -> None:
+    """`stop_here` for an async function: only its task waits."""
+    if CRASH == point:
+        mark(point)
+        await asyncio.Event().wait()
+    if CRASH == f"stall_{point}":
+        mark(CRASH)
+        while not (MARKS / "go").exists():
+            await asyncio.sleep(0.01)
 
 
 @cairn.step("prepare")
@@ -74,14 +92,10 @@ async def abook(conn: Any, run_id: str, placeholder: str) -> int:
     count = f"SELECT count(*) FROM ledger WHERE run_id = {placeholder}"
     if isinstance(conn, sqlite3.Connection):
         conn.execute(insert, (run_id, os.getpid()))
-        if CRASH == "inside":
-            mark("inside")
-            await asyncio.Event().wait()
+        await stop_here_async("inside")
         return int(conn.execute(count, (run_id,)).fetchone()[0])
     await conn.execute(insert, (run_id, os.getpid()))
-    if CRASH == "inside":
-        mark("inside")
-        await asyncio.Event().wait()
+    await stop_here_async("inside")
     cursor = await conn.execute(count, (run_id,))
     row = await cursor.fetchone()
     return int(row[0])
@@ -133,9 +147,10 @@ async def main() -> int:
     parser.add_argument("marks")
     parser.add_argument("--mode", choices=["sync", "async"], required=True)
     parser.add_argument("--crash", default="")
+    parser.add_argument("--lease", default="30s")
     options = parser.parse_args()
     CRASH, MARKS = options.crash, Path(options.marks)
-    async with cairn.Engine(options.url, workers=2, lease="30s") as engine:
+    async with cairn.Engine(options.url, workers=2, lease=options.lease) as engine:
         placeholder = create_ledger(options.url)
         assert engine.worker is not None
         engine.worker.env.before_commit = on_step("before_commit")
