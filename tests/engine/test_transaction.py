@@ -284,10 +284,12 @@ async def test_transaction__caught_failing_statement_on_postgres_is_retried(pg_u
     assert _rows(kit) == [("try2",)]
 
 
-async def test_transaction__test_engine_in_memory() -> None:
+async def test_transaction__test_engine_in_memory_crash_and_recover() -> None:
     registry = cairn.Registry()
+    calls: list[str] = []
 
     def book(conn: Any, item: str) -> int:
+        calls.append(item)
         conn.execute("CREATE TABLE IF NOT EXISTS ledger (item TEXT)")
         conn.execute("INSERT INTO ledger (item) VALUES (?)", (item,))
         return int(conn.execute("SELECT count(*) FROM ledger").fetchone()[0])
@@ -301,8 +303,14 @@ async def test_transaction__test_engine_in_memory() -> None:
 
     wf = make_workflow(flow, name="txn.memory", reg=registry)
     async with TestEngine(registry=registry) as env:
+        env.crash_after_step("book")  # "killed" right after the first one commits
         run = await env.start(wf)
+        await env.settle()
+        await env.recover()
         assert await run.result(timeout=WAIT) == [1, 2]
+        rows = env.store.conn.execute("SELECT item FROM ledger ORDER BY item").fetchall()
+    assert calls == ["a", "b"]  # the committed step was replayed, not called again
+    assert rows == [("a",), ("b",)]
 
 
 def test_transaction__bad_inputs_fail_with_clear_errors(offline_kit: Kit) -> None:
