@@ -122,16 +122,18 @@ class PgStepTransaction:
 async def begin(pool: Pool, where: str) -> PgStepTransaction:
     """BEGIN on a pooled connection (StoreUnavailable if the database is away)."""
     try:
-        conn = await pool.getconn(timeout=30.0)
+        conn = await _pg_conn.take(pool, 30.0)
     except Exception as exc:
         raise StoreUnavailable(
             f"database {where}: no connection for a transaction step: {exc}"
         ) from exc
     try:
         await conn.execute("BEGIN")
-    except psycopg.Error as exc:
+    except BaseException as exc:  # a cancellation too: the connection goes back
         await pool.putconn(conn)
-        raise _begin_failed(where, exc) from exc
+        if isinstance(exc, psycopg.Error):
+            raise _begin_failed(where, exc) from exc
+        raise
     return PgStepTransaction(pool, conn, where)
 
 
