@@ -399,3 +399,32 @@ async def test_transaction__a_transient_run_is_refused(kit: Kit) -> None:
         ):
             await handle.result(timeout=WAIT)
     assert calls == []
+
+
+async def test_transaction__awaiting_its_own_engine_on_sqlite_fails_instead_of_hanging(
+    sqlite_url: str,
+) -> None:
+    kit = Kit(sqlite_url)
+    engines: list[cairn.Engine] = []
+
+    @kit.workflow("txn.other")
+    async def other() -> None:
+        return None
+
+    @transaction(kit, "book", retries=1)
+    async def book(conn: Any) -> None:
+        await engines[0].start(other)  # would wait for this very transaction to end
+
+    @kit.workflow("txn.self_write")
+    async def flow() -> str:
+        try:
+            await book()
+        except cairn.StepFailed as failed:
+            return failed.message
+        return "no error"
+
+    async with kit.engine() as engine:
+        engines.append(engine)
+        run = await engine.start(flow)
+        message = await run.result(timeout=WAIT)
+    assert "wrote through the engine" in message and "would wait for it forever" in message

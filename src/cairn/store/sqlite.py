@@ -78,6 +78,8 @@ class SqliteStore(SqlStore):
         self._held = False
         self._step_lock: asyncio.Lock | None = None  # one step transaction at a time
         self._step_conn: sqlite3.Connection | None = None  # its own connection (a file)
+        # The task that opened the step transaction: its own writes would wait for it.
+        self._holder: asyncio.Task[Any] | None = None
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
@@ -164,6 +166,13 @@ class SqliteStore(SqlStore):
     # group commit
 
     def _write(self, program: Program[T]) -> asyncio.Future[T]:
+        if self._held and self._holder is not None and asyncio.current_task() is self._holder:
+            program.close()
+            raise StoreError(
+                f"database {self.path!r}: a @cairn.transaction step's function wrote through "
+                "the engine (engine.start, send_event...) while its own transaction holds "
+                "the write lock: that write would wait for it forever"
+            )
         loop = self._loop or asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._pending.append((program, future))
@@ -314,6 +323,7 @@ class SqliteStore(SqlStore):
             if self._pending and self._locked_since is None:
                 self._flush()
             self._held = True
+            self._holder = asyncio.current_task()  # an async step's function runs in it
             conn = self._step_connection()
             await begin_immediate(conn, repr(self.path))
         except BaseException:
@@ -337,6 +347,7 @@ class SqliteStore(SqlStore):
     def _end_hold(self) -> None:
         """A step transaction ended: let the group commit go on with what queued meanwhile."""
         self._held = False
+        self._holder = None
         if self._step_lock is not None and self._step_lock.locked():
             self._step_lock.release()
         if self._pending and not self._flush_scheduled:
