@@ -82,6 +82,7 @@ PUBLIC = [
     "sleep_until",
     "start_child",
     "step",
+    "transaction",
     "wait_for_event",
     "workflow",
 ]
@@ -93,6 +94,7 @@ CONTRACT = {
     "RunFailed", "PoisonRun", "CairnError", "Cancelled", "Engine", "RunHandle", "RunStatus",
     "RunSummary", "RunPage", "HistoryEntry", "RunNotFound", "RunFinished", "RunCancelled",
     "current_run", "Client", "DuplicateRun", "InvalidSubmission", "schedule", "emit",
+    "transaction",
 }  # fmt: skip
 
 

@@ -29,6 +29,7 @@ from cairn.authoring.registry import Registry
 from cairn.authoring.retry import Retry
 from cairn.authoring.schedules import schedule
 from cairn.authoring.step import run_step, step
+from cairn.authoring.transaction import transaction
 from cairn.authoring.workflow import chain, workflow
 from cairn.client import Client, ClientRunHandle
 from cairn.errors import (
@@ -156,6 +157,7 @@ __all__ = [
     "sleep_until",
     "start_child",
     "step",
+    "transaction",
     "wait_for_event",
     "workflow",
 ]

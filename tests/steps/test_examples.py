@@ -17,6 +17,7 @@ PAGES = {
     "steps_db.py": "steps-db.md",
     "steps_tags.py": "steps-tags.md",
     "steps_wait.py": "steps-wait.md",
+    "transaction.py": "transaction.md",
 }
 
 pytestmark = pytest.mark.process
@@ -58,6 +59,14 @@ def test_examples__db(tmp_path: Path) -> None:
         "{'id': 1, 'customer': 'ada', 'state': 'new'}",
         "{'id': 2, 'customer': 'ada', 'state': 'new'}",
     ]
+
+
+def test_examples__transaction(tmp_path: Path) -> None:
+    first = run_example("transaction.py", cwd=tmp_path)
+    second = run_example("transaction.py", cwd=tmp_path)  # the stock is kept between runs
+    steps = ["  stock_up: completed after 1 attempt(s)", "  reserve: completed after 1 attempt(s)"]
+    assert first.splitlines() == ["reserved 2 widget: 8 left", *steps]
+    assert second.splitlines() == ["reserved 2 widget: 6 left", *steps]
 
 
 def test_examples__wait(tmp_path: Path) -> None:

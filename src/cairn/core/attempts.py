@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from cairn import step_failures
 from cairn.authoring import context
 from cairn.authoring.retry import Retry, next_delay
-from cairn.core import step_input
+from cairn.authoring.transaction import TransactionDef
+from cairn.core import step_input, transaction_steps
 from cairn.core.signals import HandBack
 from cairn.errors import (
     FatalError,
@@ -60,6 +61,8 @@ async def _call(
     token = context.mark_in_step((step.name, key, attempt))
     fn = step.fn
     try:
+        if isinstance(step, TransactionDef):
+            return await transaction_steps.call(live, step, args, kwargs)
         if step.is_async:
             return await fn(*args, **kwargs)
         # The executor does not carry contextvars over: copy them so current_run() works.
@@ -87,6 +90,8 @@ async def run_new_step(
     it; each failed attempt is recorded with its own start.
     """
     name, retry, timeout = step.name, step.retry, step.timeout
+    if isinstance(step, TransactionDef):
+        transaction_steps.check_durable(live, step)
     clock = live.env.clock
     prior = live.prior_attempts.get(key, ())
     attempt = len(prior)
@@ -148,12 +153,23 @@ async def run_new_step(
             raise
         if observed is not None:
             observed.succeeded()
+        # A transaction step's function returned with its transaction open: the result
+        # commits in it, with the function's writes (core/transaction_steps.py).
+        held = value if isinstance(value, transaction_steps.Held) else None
+        if held is not None:
+            value = held.value
         try:
             text = live.env.serializer.dumps(value, what=f"result of step {name!r}")
         except SerializationError as exc:
+            if held is not None:
+                await held.transaction.rollback()
             # Raised at the call site, not retried, and recorded: a replay raises it again
             # at the same place instead of meeting the next entry where this one is.
             await _record_unserializable(live, key, name, attempt, started, given, exc)
+            raise
+        except BaseException:
+            if held is not None:
+                await asyncio.shield(held.transaction.rollback())
             raise
         seq = live.journal.allocate_seq()
         try:
@@ -172,7 +188,10 @@ async def run_new_step(
                 None,
                 given,
             )
-            await live.commit_step(record)
+            if held is None:
+                await live.commit_step(record)
+            else:
+                await transaction_steps.commit(live, held, record)
         except StoreRefused as refused:
             # The database will never take this result (too long for it, say): the step
             # fails once, for good, and says why, instead of running again and again.

@@ -60,6 +60,9 @@ class RunEnv:
     on_new_work: Callable[[], None] | None = None
     # Called after each step outcome commits (cairn.testing's crash injection).
     commit_hook: Callable[[StepRecord], None] | None = None
+    # Called just before a transaction step's checkpoint commits with the user's writes
+    # (crash tests stop a process there: core/transaction_steps.py).
+    before_commit: Callable[[StepRecord], None] | None = None
     # How long this worker may trust it still holds its runs (None: always; tests).
     tenure: Tenure | None = None
     # Metrics and traces (cairn.observability); None: nothing is observed, at no cost.

@@ -162,16 +162,21 @@ async def _pooled(pool: Pool, timeout: float) -> AsyncIterator[Conn]:
     in a shielded task of its own keeps the cancellation with the caller; a connection
     that comes too late goes back to the pool.
     """
-    getting = asyncio.ensure_future(pool.getconn(timeout=timeout))
-    try:
-        conn = await asyncio.shield(getting)  # a cancellation stops here, not in the pool
-    except asyncio.CancelledError:
-        getting.add_done_callback(lambda done: _give_back(pool, done))
-        raise
+    conn = await take(pool, timeout)
     try:
         yield conn
     finally:
         await pool.putconn(conn)
+
+
+async def take(pool: Pool, timeout: float) -> Conn:
+    """A connection from `pool` (give it back with `putconn`); see `_pooled` on cancelling."""
+    getting = asyncio.ensure_future(pool.getconn(timeout=timeout))
+    try:
+        return await asyncio.shield(getting)  # a cancellation stops here, not in the pool
+    except asyncio.CancelledError:
+        getting.add_done_callback(lambda done: _give_back(pool, done))
+        raise
 
 
 def _give_back(pool: Pool, getting: asyncio.Future[Conn]) -> None:

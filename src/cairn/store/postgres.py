@@ -24,6 +24,7 @@ from cairn.store import (
     _pg_open,
     _pg_sql,
     _pg_stalls,
+    _pg_txn,
     _sql,
     claim_programs,
     programs,
@@ -97,6 +98,7 @@ class PostgresStore(SqlStore):
         self._listener: asyncio.Task[None] | None = None
         self._stalls: _pg_stalls.StallWatch | None = None
         self._signal = WakeSignal()
+        self._step_pool: _pg_txn.SyncPool | None = None  # sync transaction steps' (lazily)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.where!r})"
@@ -176,6 +178,9 @@ class PostgresStore(SqlStore):
             self._stalls = None
         self._reader = None
         self._db = None
+        if self._step_pool is not None:
+            step_pool, self._step_pool = self._step_pool, None
+            await asyncio.to_thread(step_pool.close)
         pool, self._pool = self._pool, None
         await pool.close()
 
@@ -321,6 +326,18 @@ class PostgresStore(SqlStore):
     async def upsert_step(self, lease: Lease, step: StepRecord) -> None:
         """Commit a journal entry that may replace a "waiting" one with the same key."""
         await self._shared(lambda: programs.record_step(lease, step, upsert=True))
+
+    async def begin_step_transaction(
+        self, *, sync: bool
+    ) -> _pg_txn.PgStepTransaction | _pg_txn.PgSyncStepTransaction:
+        """BEGIN for a `@cairn.transaction` step, off the group-commit path (see _pg_txn)."""
+        if not sync:
+            return await _pg_txn.begin(self.pool, self.where)
+        if self._step_pool is None:
+            if self._pool is None:
+                raise StoreError(f"store {self.where} is not open")
+            self._step_pool = _pg_txn.open_sync_pool(self._conninfo, self._max)
+        return await asyncio.to_thread(_pg_txn.begin_sync, self._step_pool, self.where)
 
     async def register_worker(self, worker: WorkerRecord) -> None:
         """Insert or refresh a worker row."""

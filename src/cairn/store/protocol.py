@@ -7,7 +7,7 @@ committed before the call returns. Backends may share one commit among concurren
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
 from cairn.store.records import (
     AttemptRecord,
@@ -85,6 +85,39 @@ class SideChannel(Protocol):
 
     def close(self) -> None:
         """Disconnect."""
+        ...
+
+
+class StepTransaction(Protocol):
+    """One open database transaction for one attempt of a `@cairn.transaction` step.
+
+    The user's writes go through `connection`; `commit` adds the step's journal entry to
+    the same transaction, fenced by the run's lease, and commits both or neither. Until
+    `commit` or `rollback` returns, the store holds its write path for this transaction.
+    """
+
+    @property
+    def connection(self) -> Any:
+        """The driver's connection, inside the transaction (see docs/howto/transaction.md)."""
+        ...
+
+    def state(self) -> Literal["open", "aborted", "ended"]:
+        """Its state: open, aborted (a statement failed) or ended (by the user's code)."""
+        ...
+
+    async def commit(
+        self, lease: Lease, step: StepRecord, marks: Sequence[StepRecord] = ()
+    ) -> None:
+        """Write `marks` (upserted) and `step` fenced by `lease`, then COMMIT.
+
+        Raises LeaseLost (rolled back) if the run is not held; StoreError if the database
+        failed it (rolled back), or StoreUnavailable with `.unknown` if the reply to COMMIT
+        was lost. Always ends the transaction and frees the write path.
+        """
+        ...
+
+    async def rollback(self) -> None:
+        """Undo everything the transaction wrote and free the write path (idempotent)."""
         ...
 
 
@@ -278,6 +311,15 @@ class Store(Protocol):
 
     async def upsert_step(self, lease: Lease, step: StepRecord) -> None:
         """Like record_step, but replaces an entry with the same key (a "waiting" one)."""
+        ...
+
+    async def begin_step_transaction(self, *, sync: bool) -> StepTransaction:
+        """Open a transaction whose connection a `@cairn.transaction` step writes through.
+
+        `sync`: the step's function is a plain one, run in a thread (PostgreSQL then hands
+        out a blocking psycopg connection). Raises StoreUnavailable while the database is
+        away or the write lock is held elsewhere for long.
+        """
         ...
 
     # messages, hooks and tasks

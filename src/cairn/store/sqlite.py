@@ -32,6 +32,7 @@ from cairn.store._sqlite_conn import (
     read_only_reason,
     run,
 )
+from cairn.store._sqlite_txn import SqliteStepTransaction, begin_immediate
 from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
 from cairn.store.programs import Program
 from cairn.store.records import RunRecord
@@ -73,6 +74,12 @@ class SqliteStore(SqlStore):
         # While another connection holds the write lock: since when, and the next delay.
         self._locked_since: float | None = None
         self._retry_delay = _FIRST_RETRY
+        # A @cairn.transaction step's transaction is open: group commits wait for it.
+        self._held = False
+        self._step_lock: asyncio.Lock | None = None  # one step transaction at a time
+        self._step_conn: sqlite3.Connection | None = None  # its own connection (a file)
+        # The task that opened the step transaction: its own writes would wait for it.
+        self._holder: asyncio.Task[Any] | None = None
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
@@ -145,6 +152,9 @@ class SqliteStore(SqlStore):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        if self._step_conn is not None:
+            self._step_conn.close()
+            self._step_conn = None
         if self._checkpointer is not None:
             self._checkpointer.stop()
             self._checkpointer = None
@@ -156,10 +166,17 @@ class SqliteStore(SqlStore):
     # group commit
 
     def _write(self, program: Program[T]) -> asyncio.Future[T]:
+        if self._held and self._holder is not None and asyncio.current_task() is self._holder:
+            program.close()
+            raise StoreError(
+                f"database {self.path!r}: a @cairn.transaction step's function wrote through "
+                "the engine (engine.start, send_event...) while its own transaction holds "
+                "the write lock: that write would wait for it forever"
+            )
         loop = self._loop or asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._pending.append((program, future))
-        if self._locked_since is not None:
+        if self._locked_since is not None or self._held:
             return future  # the batch waiting for the lock takes this write along
         if not self._flush_scheduled and not others_ready(loop):
             # Nobody else can add to this batch before the loop idles: commit now and
@@ -173,8 +190,8 @@ class SqliteStore(SqlStore):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        if not self._pending:
-            return
+        if not self._pending or self._held:
+            return  # a step transaction holds the write path: it flushes when it ends
         conn = self.conn
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -292,6 +309,50 @@ class SqliteStore(SqlStore):
         if getattr(program, "__name__", "") in WAKING_PROGRAMS:
             self._signal.set()
         return outcome
+
+    async def begin_step_transaction(self, *, sync: bool) -> SqliteStepTransaction:
+        """Hold the group commit and BEGIN IMMEDIATE for a `@cairn.transaction` step.
+
+        Writes already queued commit first; later ones queue until the step's transaction
+        ends. Another process holding the write lock is waited for on the loop.
+        """
+        if self._step_lock is None:
+            self._step_lock = asyncio.Lock()
+        await self._step_lock.acquire()
+        try:
+            if self._pending and self._locked_since is None:
+                self._flush()
+            self._held = True
+            self._holder = asyncio.current_task()  # an async step's function runs in it
+            conn = self._step_connection()
+            await begin_immediate(conn, repr(self.path))
+        except BaseException:
+            self._end_hold()
+            raise
+        return SqliteStepTransaction(conn, repr(self.path), self._end_hold)
+
+    def _step_connection(self) -> sqlite3.Connection:
+        if self.path == ":memory:":
+            return self.conn  # the only connection that sees this database
+        if self._step_conn is None:
+            try:
+                conn = connect(self.path, busy_ms=0)
+                conn.execute(f"PRAGMA synchronous={self._synchronous}")
+                conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer thread does it
+            except sqlite3.Error as exc:
+                raise self._classify(exc) from exc
+            self._step_conn = conn
+        return self._step_conn
+
+    def _end_hold(self) -> None:
+        """A step transaction ended: let the group commit go on with what queued meanwhile."""
+        self._held = False
+        self._holder = None
+        if self._step_lock is not None and self._step_lock.locked():
+            self._step_lock.release()
+        if self._pending and not self._flush_scheduled:
+            self._flush_scheduled = True
+            (self._loop or asyncio.get_running_loop()).call_soon(self._flush)
 
     async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
         """Insert `run` unless its run_id exists; returns the stored run and whether it is new."""
