@@ -19,6 +19,8 @@ from cairn.store.records import (
     HookRecord,
     Lease,
     Lineage,
+    Pruned,
+    PruneQuery,
     QueueRecord,
     RunQuery,
     RunRecord,
@@ -247,6 +249,26 @@ class Store(Protocol):
         """Merge indexed columns (name -> JSON text) and set progress (JSON text).
 
         None leaves a field unchanged; an unknown run is left alone (nothing is written).
+        """
+        ...
+
+    async def prune_runs(
+        self,
+        query: PruneQuery,
+        *,
+        after: tuple[float, str] | None = None,
+        limit: int = 500,
+        dry_run: bool = False,
+    ) -> Pruned:
+        """Delete one batch of finished runs past retention, in one short transaction.
+
+        Looks at the next `limit` runs with a status in `query.statuses` (default: every
+        finished one) that finished before `query.finished_before`, oldest finished
+        first, after `after` (`Pruned.after` of the previous batch). Each is deleted with
+        every row it owns (history, attempts, messages, hooks, tasks, columns,
+        executions), unless an unfinished run depends on it: an unfinished parent, an
+        unfinished child, or an unfinished later run of its continue_as_new chain.
+        `dry_run` deletes nothing and counts what it would delete (a read).
         """
         ...
 

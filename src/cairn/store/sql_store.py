@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from cairn.store import _sql, claim_programs, programs, schedule_programs
+from cairn.store import _sql, claim_programs, programs, prune_programs, schedule_programs
 from cairn.store._health import StoreHealth
 from cairn.store.programs import Program, Sql
 from cairn.store.protocol import SideChannel
@@ -25,6 +25,8 @@ from cairn.store.records import (
     HookRecord,
     Lease,
     Lineage,
+    Pruned,
+    PruneQuery,
     QueueRecord,
     RunQuery,
     RunRecord,
@@ -144,6 +146,21 @@ class SqlStore:
     ) -> None:
         """Merge indexed columns and set progress."""
         await self.write(lambda: programs.update_run_meta(run_id, columns, progress, now))
+
+    async def prune_runs(
+        self,
+        query: PruneQuery,
+        *,
+        after: tuple[float, str] | None = None,
+        limit: int = 500,
+        dry_run: bool = False,
+    ) -> Pruned:
+        """Delete (or count) one batch of finished runs past retention (see Store.prune_runs)."""
+        if limit <= 0:
+            raise ValueError(f"limit must be positive, got {limit!r}")
+        if dry_run:
+            return await self.read(lambda: prune_programs.prune_batch(query, after, limit, True))
+        return await self.write(lambda: prune_programs.prune_batch(query, after, limit, False))
 
     # journal
 
