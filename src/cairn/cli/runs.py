@@ -17,7 +17,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from cairn.cli import control, describe, options, output
+from cairn.cli import control, describe, options, output, prune
 from cairn.models import Execution, HistoryEntry, RunStatus, parse_origin
 from cairn.runtime import blocking, leases
 from cairn.runtime.control import RunControl
@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
-    """Register `cairn runs list|show|cancel|pause|resume|retry|restart|fork`."""
+    """Register `cairn runs list|show|cancel|pause|resume|retry|restart|fork|prune`."""
     runs = commands.add_parser(
         "runs",
         parents=[common],
@@ -87,6 +87,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     show.set_defaults(handler=show_run)
 
     control.add_run_actions(actions, common)
+    prune.add_parser(actions, common)
 
 
 def list_runs(ns: argparse.Namespace, glob: options.Globals) -> int:

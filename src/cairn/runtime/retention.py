@@ -1,0 +1,86 @@
+"""Retention: delete finished runs past an age, by hand (`cairn runs prune`) or on a tick.
+
+The work is done by `Store.prune_runs` one short transaction at a time (500 runs by
+default); between batches the event loop is let go, so workers sharing the engine (and,
+on SQLite, the database's one writer) go on between them. Several engines pruning at
+once is safe: each run is deleted once. What is kept whatever its age: see
+store/prune_programs.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+
+from cairn.clock import Clock
+from cairn.errors import StoreError
+from cairn.observability import logcontext
+from cairn.store import Store
+from cairn.store.records import PruneQuery
+
+log = logcontext.logger("cairn.retention")
+
+BATCH = 500  # runs per transaction: a short lock on either store
+PAUSE = 0.01  # seconds between batches, so other writers get the database
+INTERVAL = 60.0  # seconds between two prunes of a running engine
+
+
+async def prune(
+    store: Store,
+    *,
+    finished_before: float,
+    statuses: Sequence[str] | None = None,
+    workflow: str | None = None,
+    dry_run: bool = False,
+    batch: int = BATCH,
+    pause: float = PAUSE,
+) -> int:
+    """Delete (or count, with `dry_run`) every prunable finished run; how many."""
+    query = PruneQuery(finished_before, tuple(statuses) if statuses else None, workflow)
+    total, after = 0, None
+    while True:
+        done = await store.prune_runs(query, after=after, limit=batch, dry_run=dry_run)
+        total += done.count
+        if done.after is None:
+            return total
+        after = done.after
+        await asyncio.sleep(pause)
+
+
+class Retention:
+    """An engine's periodic prune: every `interval`, runs finished `keep` seconds ago go."""
+
+    def __init__(
+        self, store: Store, clock: Clock, *, keep: float, interval: float = INTERVAL
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.keep = keep
+        self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="cairn-retention")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def prune_now(self) -> int:
+        """One prune of everything past retention; how many runs it deleted."""
+        deleted = await prune(self.store, finished_before=self.clock.now() - self.keep)
+        if deleted:
+            log.info("cairn: retention deleted %d finished runs", deleted)
+        return deleted
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.prune_now()
+            except StoreError as exc:  # the database is away: try at the next tick
+                log.warning("cairn: retention could not prune (%s); trying again later", exc)
+            await asyncio.sleep(self.interval)
