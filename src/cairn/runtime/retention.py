@@ -61,9 +61,11 @@ class Retention:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        """Prune now, then every `interval`, until `stop`."""
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="cairn-retention")
 
     async def stop(self) -> None:
+        """Stop pruning (a batch under way is rolled back: it is one transaction)."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
