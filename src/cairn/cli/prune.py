@@ -38,6 +38,13 @@ def add_parser(actions: Any, common: argparse.ArgumentParser) -> None:
     prune.add_argument(
         "--dry-run", action="store_true", help="count what would be deleted; delete nothing"
     )
+    prune.add_argument(
+        "--batch",
+        metavar="N",
+        type=int,
+        default=retention.BATCH,
+        help=f"runs deleted per transaction ({retention.BATCH})",
+    )
     prune.set_defaults(handler=prune_runs)
 
 
@@ -46,6 +53,8 @@ def prune_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
     age = durations.parse(ns.older_than, what="--older-than").total_seconds()
     if age <= 0:
         raise ValueError(f"--older-than must be longer than zero, got {ns.older_than!r}")
+    if ns.batch < 1:
+        raise ValueError(f"--batch must be a positive integer, got {ns.batch}")
     statuses = [RunStatus.parse(status) for status in ns.status or ()]
     for status in statuses:
         if not status.finished:
@@ -61,6 +70,7 @@ def prune_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
             statuses=[status.value for status in statuses] or None,
             workflow=ns.workflow,
             dry_run=ns.dry_run,
+            batch=ns.batch,
         ),
     )
     runs = "run" if count == 1 else "runs"
