@@ -10,7 +10,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from cairn import config, durations, serialization
+from cairn import config, durations, limits, serialization
 from cairn.authoring.registry import Registry, default_registry
 from cairn.authoring.workflow import WorkflowDef
 from cairn.clock import Clock, SystemClock
@@ -156,6 +156,7 @@ class Engine:
             max_history=max_history,
         )
         self.pruner: Retention | None = None
+        self.serializer = limits.sized(self.serializer, self.limits)
         self.registry = registry or default_registry
         self.clock = clock or SystemClock()
         self.workers = workers
@@ -236,6 +237,7 @@ class Engine:
                 observer=observer,
                 ephemeral=self.ephemeral,
                 resources=self.resources,
+                limits=self.limits,
             )
             self._threads.append(env.workflow_threads)
             self.worker = Worker(
