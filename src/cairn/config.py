@@ -189,11 +189,14 @@ def limits(
             value = int(value)
         if value is not None:
             found[name] = _count(value, what=where)
+    max_bytes = found.get("max_value_size", default.max_value_bytes)
+    max_entries = found.get("max_history", default.max_history)
+    # A limit set below the default warning lowers the warning with it.
     chosen = Limits(
-        warn_value_bytes=found.get("warn_value_size", default.warn_value_bytes),
-        max_value_bytes=found.get("max_value_size", default.max_value_bytes),
-        warn_history=found.get("warn_history", default.warn_history),
-        max_history=found.get("max_history", default.max_history),
+        warn_value_bytes=found.get("warn_value_size", min(default.warn_value_bytes, max_bytes)),
+        max_value_bytes=max_bytes,
+        warn_history=found.get("warn_history", min(default.warn_history, max_entries)),
+        max_history=max_entries,
     )
     if chosen.warn_value_bytes > chosen.max_value_bytes:
         raise ConfigError(
