@@ -122,7 +122,7 @@ async def test_limits__a_history_past_max_history_fails_the_run_even_if_caught(
         for i in range(n):
             try:
                 done += await tick(i)
-            except cairn.HistoryTooLong:
+            except cairn.errors.HistoryTooLong:
                 pass  # swallowed: the run fails all the same
         return done
 

@@ -447,9 +447,12 @@ class Engine:
         """Queue limits: `list`, `get`, `update` (live, no restart needed)."""
         return self.control.queues
 
-    async def history(self, run_id: str) -> History:
-        """The run's durable operations in order."""
-        return await self.control.history(run_id)
+    async def history(self, run_id: str, *, after: int = 0, limit: int | None = None) -> History:
+        """The run's durable operations in order; with `limit`, one page after entry `after`.
+
+        A page's `next_after` is the `after` of the next page (None on the last one).
+        """
+        return await self.control.history(run_id, after=after, limit=limit)
 
     async def check(self, *, workflow: str | None = None, sample: int | None = None) -> CheckReport:
         """Replay unfinished runs against the code imported now; nothing runs or is written.

@@ -274,11 +274,14 @@ class Store(Protocol):
 
     # journal
 
-    async def load_journal(self, run_id: str, *, inputs: bool = False) -> list[StepRecord]:
+    async def load_journal(
+        self, run_id: str, *, inputs: bool = False, after_seq: int = 0, limit: int | None = None
+    ) -> list[StepRecord]:
         """Every recorded outcome of the run, in seq order.
 
         Each step's `input` is read only with `inputs` (for its history): a replay needs
-        none, and they can be large. Without it, `input` is None.
+        none, and they can be large. Without it, `input` is None. A page of a long
+        history: only entries with seq > `after_seq`, at most `limit` of them.
         """
         ...
 

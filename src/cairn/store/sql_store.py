@@ -164,10 +164,19 @@ class SqlStore:
 
     # journal
 
-    async def load_journal(self, run_id: str, *, inputs: bool = False) -> list[StepRecord]:
-        """Every recorded outcome, in seq order (with each step's input if `inputs`)."""
+    async def load_journal(
+        self, run_id: str, *, inputs: bool = False, after_seq: int = 0, limit: int | None = None
+    ) -> list[StepRecord]:
+        """Recorded outcomes in seq order (with each step's input if `inputs`); or a page."""
         text = _sql.SELECT_HISTORY if inputs else _sql.SELECT_JOURNAL
-        rows = await self.read(lambda: _rows(text, (run_id,)))
+        params: tuple[Any, ...] = (run_id,)
+        if after_seq or limit is not None:
+            text = text.replace("WHERE run_id = ?", "WHERE run_id = ? AND seq > ?")
+            params = (run_id, after_seq)
+            if limit is not None:
+                text += " LIMIT ?"
+                params = (run_id, after_seq, limit)
+        rows = await self.read(lambda: _rows(text, params))
         return [_sql.step_from_row(row) for row in rows]
 
     async def record_step(self, lease: Lease, step: StepRecord) -> None:
