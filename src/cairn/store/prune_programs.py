@@ -53,14 +53,21 @@ def _marks(values: Sequence[Any]) -> str:
 def _scan(query: PruneQuery, after: tuple[float, str] | None, limit: int) -> Sql:
     """The next `limit` finished runs past the age, oldest finished first."""
     statuses = query.statuses or tuple(sorted(FINISHED))
-    where = [f"status IN ({_marks(statuses)})", "finished_at IS NOT NULL", "finished_at < ?"]
+    # `status || ''` and `workflow || ''` keep planners off runs_by_status and
+    # runs_by_workflow (SQLite, which keeps no statistics, took runs_by_status and sorted
+    # every finished run for each batch): runs_by_finished gives the range and the order.
+    where = [
+        f"(status || '') IN ({_marks(statuses)})",
+        "finished_at IS NOT NULL",
+        "finished_at < ?",
+    ]
     params: list[Any] = [*statuses, query.finished_before]
     if query.workflow is not None:
-        where.append("workflow = ?")
+        where.append("(workflow || '') = ?")
         params.append(query.workflow)
     if after is not None:
-        where.append("(finished_at > ? OR (finished_at = ? AND run_id > ?))")
-        params += [after[0], after[0], after[1]]
+        where.append("(finished_at, run_id) > (?, ?)")
+        params += [after[0], after[1]]
     text = (
         "SELECT run_id, finished_at, parent_id, continued_to FROM runs "
         f"WHERE {' AND '.join(where)} ORDER BY finished_at, run_id LIMIT ?"
