@@ -285,6 +285,13 @@ class Store(Protocol):
         """
         ...
 
+    async def journal_extent(self, run_id: str) -> tuple[int, int]:
+        """How many entries the run's journal holds, and its highest seq ((0, 0) if none).
+
+        One read that counts without loading them (the dashboard's run page and stream).
+        """
+        ...
+
     async def record_step(self, lease: Lease, step: StepRecord) -> None:
         """Commit a step outcome for a run held by `lease`. Raises LeaseLost if not held.
 

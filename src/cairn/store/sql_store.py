@@ -179,6 +179,12 @@ class SqlStore:
         rows = await self.read(lambda: _rows(text, params))
         return [_sql.step_from_row(row) for row in rows]
 
+    async def journal_extent(self, run_id: str) -> tuple[int, int]:
+        """How many journal entries the run has, and its highest seq."""
+        rows = await self.read(lambda: _rows(_sql.JOURNAL_EXTENT, (run_id,)))
+        count, top = rows[0] if rows else (0, 0)
+        return int(count or 0), int(top or 0)
+
     async def record_step(self, lease: Lease, step: StepRecord) -> None:
         """Commit a step outcome for a run held by `lease`."""
         await self.write(lambda: programs.record_step(lease, step))
