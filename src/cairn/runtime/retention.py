@@ -85,4 +85,6 @@ class Retention:
                 await self.prune_now()
             except StoreError as exc:  # the database is away: try at the next tick
                 log.warning("cairn: retention could not prune (%s); trying again later", exc)
+            except Exception:  # never let pruning take the engine down with it
+                log.exception("cairn: retention failed; trying again later")
             await asyncio.sleep(self.interval)
