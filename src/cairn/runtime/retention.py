@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Sequence
 
 from cairn.clock import Clock
@@ -24,6 +25,8 @@ log = logcontext.logger("cairn.retention")
 BATCH = 500  # runs per transaction: a short lock on either store
 PAUSE = 0.01  # seconds between batches, so other writers get the database
 INTERVAL = 60.0  # seconds between two prunes of a running engine
+# The share of its time an engine's own prune keeps the database busy: workers first.
+SHARE = 0.5
 
 
 async def prune(
@@ -35,17 +38,25 @@ async def prune(
     dry_run: bool = False,
     batch: int = BATCH,
     pause: float = PAUSE,
+    share: float = 1.0,
 ) -> int:
-    """Delete (or count, with `dry_run`) every prunable finished run; how many."""
+    """Delete (or count, with `dry_run`) every prunable finished run; how many.
+
+    Between two batches it waits `pause` seconds, or longer so that pruning takes at
+    most `share` of the time (0.5: it waits as long as the batch took), leaving the
+    database to the workers the rest of it.
+    """
     query = PruneQuery(finished_before, tuple(statuses) if statuses else None, workflow)
     total, after = 0, None
     while True:
+        began = time.monotonic()
         done = await store.prune_runs(query, after=after, limit=batch, dry_run=dry_run)
         total += done.count
         if done.after is None:
             return total
         after = done.after
-        await asyncio.sleep(pause)
+        took = time.monotonic() - began
+        await asyncio.sleep(max(pause, took * (1 - share) / share))
 
 
 class Retention:
@@ -74,7 +85,7 @@ class Retention:
 
     async def prune_now(self) -> int:
         """One prune of everything past retention; how many runs it deleted."""
-        deleted = await prune(self.store, finished_before=self.clock.now() - self.keep)
+        deleted = await prune(self.store, finished_before=self.clock.now() - self.keep, share=SHARE)
         if deleted:
             log.info("cairn: retention deleted %d finished runs", deleted)
         return deleted
