@@ -3,8 +3,8 @@
 One batch is one transaction over at most `limit` finished runs, oldest finished first,
 going on from where the previous batch stopped (so runs that must be kept are not read
 again and again). A run is kept, whatever its age, while an unfinished run depends on it:
-its parent is unfinished (the parent's wait reads it), one of its children is unfinished
-(the child tells its parent when it ends), or a later run of its continue_as_new chain is
+its parent is unfinished (whose history names it), one of its children is unfinished (the
+child tells its parent when it ends), or a later run of its continue_as_new chain is
 unfinished. The runs row is deleted first, with its conditions checked again in the same
 statement: a run retried (FAILED back to PENDING) between the scan and the delete is left
 alone, and two prunes at once delete each run once. Its other rows go in the same
