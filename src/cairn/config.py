@@ -7,6 +7,7 @@ turns `Resources` into connections).
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -88,6 +89,136 @@ def known_workers_window(explicit: object = None) -> float:
         return durations.parse(value, what=where).total_seconds()
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def retention(explicit: object = None) -> float | None:
+    """Seconds after which finished runs are deleted, or None to keep every run.
+
+    Argument, else CAIRN_RETENTION, else [tool.cairn] retention, else None (keep
+    everything); a duration ("30d", "12h", seconds). ConfigError names a bad one.
+    """
+    value, where = _setting(explicit, "retention")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int | float | timedelta):
+        raise ConfigError(f"{where} must be a duration such as '30d', got {value!r}")
+    try:
+        seconds = durations.parse(value, what=where).total_seconds()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if seconds <= 0:
+        raise ConfigError(f"{where} must be longer than zero, got {value!r}")
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How large a stored value and how long a run's history may grow (see docs/howto/retention.md).
+
+    A value (workflow arguments, a step's result, an event's payload) past `warn_value_bytes`
+    is logged; past `max_value_bytes` it is refused with SerializationError before anything
+    is written. A history past `warn_history` entries is logged; a run whose history would
+    pass `max_history` fails, pointing at continue_as_new.
+    """
+
+    warn_value_bytes: int = 256 * 1024
+    max_value_bytes: int = 2 * 1024 * 1024
+    warn_history: int = 10_000
+    max_history: int = 50_000
+
+
+_SIZE = re.compile(r"\s*(\d+)\s*(b|kb|kib|mb|mib|gb|gib)?\s*", re.IGNORECASE)
+_SIZE_UNITS = {
+    None: 1,
+    "b": 1,
+    "kb": 1000,
+    "kib": 1024,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "gb": 1000**3,
+    "gib": 1024**3,
+}
+
+
+def parse_size(value: object, *, what: str) -> int:
+    """Bytes from an int or a string such as "256KiB", "2MiB", "500kb"; ConfigError if bad."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and (match := _SIZE.fullmatch(value)):
+        unit = match[2].lower() if match[2] else None
+        number = int(match[1]) * _SIZE_UNITS[unit]
+    else:
+        raise ConfigError(
+            f"{what} must be a size such as '2MiB' or a number of bytes, got {value!r}"
+        )
+    if number <= 0:
+        raise ConfigError(f"{what} must be larger than zero, got {value!r}")
+    return number
+
+
+def _count(value: object, *, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{what} must be a positive whole number, got {value!r}")
+    return value
+
+
+def limits(
+    *,
+    warn_value_size: object = None,
+    max_value_size: object = None,
+    warn_history: object = None,
+    max_history: object = None,
+) -> Limits:
+    """The size and history limits: arguments, else CAIRN_* variables, else [tool.cairn].
+
+    [tool.cairn] keys (and CAIRN_ variables, upper case): warn_value_size, max_value_size
+    (sizes: "256KiB", "2MiB" or bytes), warn_history, max_history (entries). ConfigError
+    names a bad one, or a warning threshold above its limit.
+    """
+    default = Limits()
+    found: dict[str, int] = {}
+    sizes = {"warn_value_size": warn_value_size, "max_value_size": max_value_size}
+    for name, explicit in sizes.items():
+        value, where = _setting(explicit, name)
+        if value is not None:
+            found[name] = parse_size(value, what=where)
+    counts = {"warn_history": warn_history, "max_history": max_history}
+    for name, explicit in counts.items():
+        value, where = _setting(explicit, name)
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if value is not None:
+            found[name] = _count(value, what=where)
+    max_bytes = found.get("max_value_size", default.max_value_bytes)
+    max_entries = found.get("max_history", default.max_history)
+    # A limit set below the default warning lowers the warning with it.
+    chosen = Limits(
+        warn_value_bytes=found.get("warn_value_size", min(default.warn_value_bytes, max_bytes)),
+        max_value_bytes=max_bytes,
+        warn_history=found.get("warn_history", min(default.warn_history, max_entries)),
+        max_history=max_entries,
+    )
+    if chosen.warn_value_bytes > chosen.max_value_bytes:
+        raise ConfigError(
+            f"warn_value_size ({chosen.warn_value_bytes} bytes) is above max_value_size "
+            f"({chosen.max_value_bytes} bytes)"
+        )
+    if chosen.warn_history > chosen.max_history:
+        raise ConfigError(
+            f"warn_history ({chosen.warn_history}) is above max_history ({chosen.max_history})"
+        )
+    return chosen
+
+
+def _setting(explicit: object, name: str) -> tuple[object, str]:
+    """A setting's value and where it came from: argument, CAIRN_NAME, [tool.cairn] name."""
+    if explicit is not None:
+        return explicit, name
+    variable = f"CAIRN_{name.upper()}"
+    env = os.environ.get(variable)
+    if env:
+        return env, variable
+    return _pyproject().get(name), f"[tool.cairn] {name}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ The tree::
     ├── UnknownWorkflow          a start by a name nobody here or lately knows; a LookupError
     ├── SerializationError       a value that cannot be stored
     ├── NonDeterminismError      replay met different work than was recorded
+    ├── HistoryTooLong           a run's history would pass max_history entries
     ├── StepFailed               a step failed for good (retries exhausted or fatal)
     │   └── StepTimeout          ... because an attempt ran past its timeout
     ├── RetryableError           raised by user code: retry, maybe after retry_after
@@ -123,6 +124,17 @@ class SerializationError(CairnError):
         super().__init__(message)
         self.what = what
         self.type_name = type_name
+
+
+class HistoryTooLong(CairnError):
+    """A run's history would pass `max_history` entries: the run fails (see cairn.limits).
+
+    Kept by the journal once raised, so workflow code catching it cannot hide it.
+    """
+
+    def __init__(self, message: str, *, limit: int = 0) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class NonDeterminismError(CairnError):

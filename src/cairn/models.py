@@ -268,6 +268,7 @@ class History(list[HistoryEntry]):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
         executions: list[Execution] | None = None,
+        next_after: int | None = None,
     ) -> None:
         super().__init__(entries)
         self.run_id = run_id
@@ -276,3 +277,5 @@ class History(list[HistoryEntry]):
         self.kwargs = dict(kwargs or {})
         # Every execution of the run, by number (entries name theirs in `execution`).
         self.executions = list(executions or ())
+        # For one page of a long history: the `after` of the next page; None on the last.
+        self.next_after = next_after

@@ -60,3 +60,15 @@ async def test_run_page__a_long_run_packs_its_bars_into_a_lane(web, api, workers
     counts = [int(t.rsplit(": ", 1)[1].split()[0]) for t in merged]
     assert sum(counts) + len(titles) - len(merged) == 250  # every step, drawn once
     assert '<text class="label"' not in chart
+
+
+async def test_run_page__a_history_longer_than_its_window_is_not_read_whole(web, api, workers):
+    await start(api, "t.long", 2050, run_id="longer")
+    await status(api, "longer", "COMPLETED")
+
+    page = (await web.get("/runs/longer")).text
+
+    assert 'data-history-skipped="50"' in page
+    assert "reads the last 2,000 of 2,050 history entries; the first 50 are not shown" in page
+    assert '<option value="51">' in page and '<option value="50">' not in page  # fork choices
+    assert "2000 entries, packed into" in overview(await web.get("/runs/longer"))

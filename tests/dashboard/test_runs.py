@@ -264,3 +264,31 @@ async def test_nul_in_a_name_or_id__is_refused_plainly_not_a_500(api):
         assert missing.json()["error"] == "RunNotFound"
     sent = await api.post("/runs/a%00b/cancel")
     assert sent.status_code == 404, sent.text
+
+
+async def test_history__pages_through_a_long_history(api, workers):
+    await start(api, "t.total", 2, 3, run_id="paged")
+    await status(api, "paged", "COMPLETED")
+
+    first = (await api.get("/runs/paged/history", params={"limit": 1})).json()
+    second = (await api.get("/runs/paged/history", params={"limit": 1, "after": 1})).json()
+    whole = (await api.get("/runs/paged/history")).json()
+
+    assert ([e["key"] for e in first["history"]], first["next_after"]) == (["add#1"], 1)
+    assert ([e["key"] for e in second["history"]], second["next_after"]) == (["add#2"], None)
+    assert ([e["key"] for e in whole["history"]], whole["next_after"]) == (["add#1", "add#2"], None)
+
+
+@pytest.mark.parametrize(
+    ("params", "fragment"),
+    [
+        ({"limit": 0}, "limit must be between 1 and 1000, got 0"),
+        ({"limit": 5000}, "limit must be between 1 and 1000, got 5000"),
+        ({"after": "x"}, "after must be an integer, got 'x'"),
+        ({"after": -1}, "after must be between 0 and"),
+    ],
+)
+async def test_history__bad_page_parameters_are_400(api, params, fragment):
+    response = await api.get("/runs/nobody/history", params=params)
+    assert response.status_code == 400, response.text
+    assert fragment in response.json()["message"]

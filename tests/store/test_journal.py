@@ -152,3 +152,18 @@ async def test_consume_message__takes_the_oldest_once(store: Store) -> None:
 
     assert (first, second, third) == ("1", "2", None)
     assert [step.result for step in await store.load_journal("r1")] == ["1", "2"]
+
+
+async def test_load_journal__pages_through_a_long_history(store: Store) -> None:
+    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    for seq in range(1, 8):
+        await store.record_step(held("w1"), step_record("r1", seq))
+
+    first = await store.load_journal("r1", inputs=True, limit=3)
+    second = await store.load_journal("r1", inputs=True, after_seq=3, limit=3)
+    rest = await store.load_journal("r1", after_seq=6)
+
+    assert [s.seq for s in first] == [1, 2, 3]
+    assert [s.seq for s in second] == [4, 5, 6]
+    assert [s.seq for s in rest] == [7]
+    assert await store.load_journal("r1", after_seq=7, limit=3) == []

@@ -17,7 +17,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from cairn.cli import control, describe, options, output
+from cairn.cli import control, describe, options, output, prune
 from cairn.models import Execution, HistoryEntry, RunStatus, parse_origin
 from cairn.runtime import blocking, leases
 from cairn.runtime.control import RunControl
@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
-    """Register `cairn runs list|show|cancel|pause|resume|retry|restart|fork`."""
+    """Register `cairn runs list|show|cancel|pause|resume|retry|restart|fork|prune`."""
     runs = commands.add_parser(
         "runs",
         parents=[common],
@@ -87,6 +87,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     show.set_defaults(handler=show_run)
 
     control.add_run_actions(actions, common)
+    prune.add_parser(actions, common)
 
 
 def list_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
@@ -151,16 +152,25 @@ class Shown:
     executions: list[Execution] = field(default_factory=list)
     executing: list[dict[str, Any]] = field(default_factory=list)
     copies: list[dict[str, Any]] = field(default_factory=list)
+    # The journal's length (every execution's live entries), read or not.
+    entries: int = 0
+    # How many of them `history` leaves out (the oldest), when read with a window.
+    skipped: int = 0
 
 
-async def fetch(control: RunControl, run_id: str) -> Shown:
+async def fetch(control: RunControl, run_id: str, *, window: int | None = None) -> Shown:
     """Read one run, its history and attempts, what it executes or waits for, its copies.
 
-    Every execution's entries and attempts are read. The dashboard's
+    Every execution's entries and attempts are read; with `window`, only the entries
+    after the journal's last `window` seqs (the dashboard's run page: a history of
+    50,000 entries is not read whole to draw a page). The dashboard's
     `GET /api/v1/runs/{id}` shows the same facts.
     """
     run = await control.record(run_id)
-    history = await control.history(run_id)
+    entries, top = await control.store.journal_extent(run_id)
+    after = max(0, top - window) if window is not None and entries > window else 0
+    history = await control.history(run_id, after=after)
+    live = sum(not entry.superseded for entry in history)
     attempts = await control.attempts(run_id)
     executing = await control.executing(run_id)
     copies = await control.copies(run_id)
@@ -185,6 +195,8 @@ async def fetch(control: RunControl, run_id: str) -> Shown:
         executions=history.executions,
         executing=executing,
         copies=copies,
+        entries=entries,
+        skipped=max(0, entries - live) if after else 0,
     )
 
 

@@ -150,8 +150,8 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
         status = "CANCELLED" if live.interrupts.delivered else "COMPLETED"
         return await _finish(env, live, status, result=text, alone=live.alone())
     except Suspend as parked:
-        if live.journal.divergence is not None:
-            return await _finish(env, live, "FAILED", error=error_json(live.journal.divergence))
+        if live.journal.fatal is not None:
+            return await _finish(env, live, "FAILED", error=error_json(live.journal.fatal))
         await live.settle()
         await live.store_marks()
         await live.record_cancel()
@@ -167,8 +167,8 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
                 live.observed.futile(futile)
         return await _park(env, live, parking, futile)
     except ContinueAsNew as again:
-        if live.journal.divergence is not None:
-            return await _finish(env, live, "FAILED", error=error_json(live.journal.divergence))
+        if live.journal.fatal is not None:
+            return await _finish(env, live, "FAILED", error=error_json(live.journal.fatal))
         await live.record_cancel()
         await live.flush_meta()
         if live.interrupts.cancel:
@@ -185,8 +185,8 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
     except Unwind:
         return Outcome(None)
     except Cancelled as exc:
-        if live.journal.divergence is not None:
-            return await _finish(env, live, "FAILED", error=error_json(live.journal.divergence))
+        if live.journal.fatal is not None:
+            return await _finish(env, live, "FAILED", error=error_json(live.journal.fatal))
         await live.record_cancel()
         await live.flush_meta()
         return await _finish(env, live, "CANCELLED", error=error_json(exc))
@@ -202,7 +202,7 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
         log.warning("run %s: attempt abandoned, the store failed: %s", run.run_id, exc)
         return Outcome(None)
     except Exception as exc:
-        failure = live.journal.divergence or exc
+        failure = live.journal.fatal or exc
         return await _finish(env, live, "FAILED", error=error_json(failure))
     finally:
         logcontext.leave_run(facts)
@@ -212,8 +212,8 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
 
 def _raise_divergence(live: LiveRun) -> None:
     # Workflow code may have caught the NonDeterminismError; the run fails all the same.
-    if live.journal.divergence is not None:
-        raise live.journal.divergence
+    if live.journal.fatal is not None:
+        raise live.journal.fatal
 
 
 def _group(attempts: list[AttemptRecord], execution: int) -> dict[str, list[AttemptRecord]]:

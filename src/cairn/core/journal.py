@@ -6,8 +6,9 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from cairn import limits
 from cairn.core.signals import Unwind
-from cairn.errors import NonDeterminismError
+from cairn.errors import HistoryTooLong, NonDeterminismError
 from cairn.store.records import StepRecord
 
 # Keys of operations that are not user steps carry a prefix no Python name can start with,
@@ -47,11 +48,22 @@ class Journal:
         "cancelled",
         "closed",
         "divergence",
+        "max_history",
         "next_seq",
+        "overflow",
         "recorded",
+        "run_name",
+        "warn_history",
     )
 
-    def __init__(self, records: list[StepRecord]) -> None:
+    def __init__(
+        self,
+        records: list[StepRecord],
+        *,
+        warn_history: int = 10_000,
+        max_history: int = 50_000,
+        run_name: tuple[str, str] = ("", ""),
+    ) -> None:
         self.recorded = {r.key: r for r in records}
         # Where an earlier attempt delivered a cancellation (not an operation to replay).
         self.cancelled = self.recorded.pop(CANCEL, None)
@@ -67,6 +79,12 @@ class Journal:
         self._visits = 0
         self.next_seq = max((r.seq for r in records), default=0) + 1
         self.divergence: NonDeterminismError | None = None
+        # History length limits (cairn.limits); run_name is (run id, workflow) for messages.
+        self.warn_history = warn_history
+        self.max_history = max_history
+        self.run_name = run_name
+        # Set when the history would pass max_history: the run fails even if code catches it.
+        self.overflow: HistoryTooLong | None = None
         # Set when the attempt ends (or parks): no new durable work may start after that.
         self.closed = False
 
@@ -108,8 +126,19 @@ class Journal:
     def allocate_seq(self) -> int:
         """The history position of the next new outcome."""
         seq = self.next_seq
+        if seq > self.warn_history:
+            if seq > self.max_history:
+                self.overflow = limits.history_too_long(*self.run_name, self.max_history)
+                raise self.overflow
+            if seq == self.warn_history + 1:
+                limits.warn_history(*self.run_name, seq)
         self.next_seq += 1
         return seq
+
+    @property
+    def fatal(self) -> NonDeterminismError | HistoryTooLong | None:
+        """What fails the run whatever its code did with it: a divergence, a full history."""
+        return self.divergence or self.overflow
 
     def leaving(self, signal: BaseException, *, by_task: bool = True) -> BaseException:
         """Note that the workflow unwinds with `signal` (parking, or its lease lost); returns it.

@@ -74,6 +74,8 @@ class RunEnv:
     ephemeral: bool = False
     # The application's databases and tag provider, for the ready steps (cairn.steps).
     resources: config.Resources = field(default_factory=config.Resources)
+    # How large a value and how long a history may grow (see cairn/limits.py).
+    limits: config.Limits = field(default_factory=config.Limits)
 
 
 # A column value's JSON text (ASCII: json.dumps escapes the rest) is indexed with its
@@ -111,7 +113,12 @@ class LiveRun(RunContext):
         self.workflow = workflow
         # Told of each new step attempt when the engine observes (see executor.execute).
         self.observed: RunScope | None = None
-        self.journal = journal.Journal(records)
+        self.journal = journal.Journal(
+            records,
+            warn_history=env.limits.warn_history,
+            max_history=env.limits.max_history,
+            run_name=(run.run_id, run.workflow),
+        )
         self.prior_attempts = prior_attempts
         self._loop_thread = threading.get_ident()
         # Column values (JSON text) already stored, so replays write nothing new.

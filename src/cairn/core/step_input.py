@@ -12,6 +12,7 @@ import json
 from collections.abc import Collection
 from typing import Any
 
+from cairn import limits
 from cairn.core import hook_tokens
 from cairn.serialization import Serializer
 
@@ -37,6 +38,7 @@ def serialize(
     """
     if not args and not kwargs:
         return NO_ARGUMENTS
+    serializer = limits.unlimited(serializer)  # shown only, and cut to MAX_BYTES below
     try:
         text = serializer.dumps(list(args), what="the step's args")
         if kwargs:

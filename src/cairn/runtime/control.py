@@ -476,12 +476,18 @@ class RunControl:
         found = await self.store.count_runs(query, limit)
         return {status: found.get(status.value, 0) for status in RunStatus}
 
-    async def history(self, run_id: str) -> History:
+    async def history(self, run_id: str, *, after: int = 0, limit: int | None = None) -> History:
         """Every durable operation of the run, of every execution, in the order they happened.
 
         Entries a retry ran again stay, marked `superseded`; `History.executions` says
-        who began each execution and when (see runtime/history.py).
+        who began each execution and when (see runtime/history.py). With `limit`, one
+        page of at most `limit` entries after history entry `after` (its seq), and
+        `History.next_after` the `after` of the next page (None on the last).
         """
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        if after < 0:
+            raise ValueError(f"after must be a history entry number (0 or more), got {after!r}")
         run = await self.record(run_id)
         try:
             payload = self.serializer.loads(run.args)
@@ -489,7 +495,14 @@ class RunControl:
         except Exception:  # an argument type that cannot be restored here
             args, kwargs = (), {}
         return await run_history.history(
-            self.store, run, self._stored, args, kwargs, now=self.clock.now()
+            self.store,
+            run,
+            self._stored,
+            args,
+            kwargs,
+            now=self.clock.now(),
+            after_seq=after,
+            limit=limit,
         )
 
     def _stored(self, text: str | None) -> Any:

@@ -10,7 +10,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from cairn import config, durations, serialization
+from cairn import config, durations, limits, serialization
 from cairn.authoring.registry import Registry, default_registry
 from cairn.authoring.workflow import WorkflowDef
 from cairn.clock import Clock, SystemClock
@@ -24,6 +24,7 @@ from cairn.runtime.control import RunControl
 from cairn.runtime.deploy_check import CheckReport
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.queues import QueueControl
+from cairn.runtime.retention import Retention
 from cairn.runtime.scheduler import Scheduler
 from cairn.runtime.schedules import ScheduleControl
 from cairn.runtime.tasks import TaskControl
@@ -74,6 +75,11 @@ class Engine:
         ephemeral: bool = False,
         databases: Mapping[str, Any] | None = None,
         tags: Any = None,
+        retention: Any = None,
+        warn_value_size: Any = None,
+        max_value_size: Any = None,
+        warn_history: int | None = None,
+        max_history: int | None = None,
     ) -> None:
         """Configure an engine.
 
@@ -107,9 +113,24 @@ class Engine:
                 SQLAlchemy URL (or Engine) each, over `[tool.cairn.databases]`.
             tags: The tag provider of `cairn.steps.tags`: a URL ("opcua://host:4840") or
                 a provider object (default: `[tool.cairn.tags] provider`).
+            retention: Delete finished runs this long after they finished ("30d"), with
+                their history, every minute while the engine is open (default:
+                CAIRN_RETENTION, else `[tool.cairn] retention`, else keep every run).
+                Runs an unfinished run depends on are kept. Only an engine with
+                workers that claims prunes.
+            warn_value_size: A stored value (arguments, step result, event payload)
+                larger than this is logged ("256KiB", the default, or bytes).
+            max_value_size: A stored value larger than this is refused with
+                SerializationError before anything is written ("2MiB", the default).
+            warn_history: A run whose history passes this many entries is logged
+                (default 10,000).
+            max_history: A run whose history would pass this many entries fails,
+                pointing at continue_as_new (default 50,000). Each of the four limits
+                defaults to CAIRN_<NAME>, else `[tool.cairn] <name>`.
 
         Raises:
-            ConfigError: A bad `databases` or `tags` setting, here or in pyproject.toml.
+            ConfigError: A bad `databases`, `tags`, `retention` or limit setting, here or
+                in pyproject.toml.
         """
         if not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
@@ -126,6 +147,16 @@ class Engine:
         self.modules = () if ephemeral else (tuple(modules) or config.modules())
         # What the ready steps of cairn.steps reach by name (read here, opened by them).
         self.resources = config.resources(databases, tags)
+        # Seconds finished runs are kept (None: for ever), and the size and length limits.
+        self.retention = None if ephemeral else config.retention(retention)
+        self.limits = config.limits(
+            warn_value_size=warn_value_size,
+            max_value_size=max_value_size,
+            warn_history=warn_history,
+            max_history=max_history,
+        )
+        self.pruner: Retention | None = None
+        self.serializer = limits.sized(self.serializer, self.limits)
         self.registry = registry or default_registry
         self.clock = clock or SystemClock()
         self.workers = workers
@@ -206,6 +237,7 @@ class Engine:
                 observer=observer,
                 ephemeral=self.ephemeral,
                 resources=self.resources,
+                limits=self.limits,
             )
             self._threads.append(env.workflow_threads)
             self.worker = Worker(
@@ -222,6 +254,9 @@ class Engine:
             await self.worker.start()
             if self.scheduler is not None:
                 self.scheduler.start()
+            if self.retention is not None and self.claim:
+                self.pruner = Retention(self.store, self.clock, keep=self.retention)
+                self.pruner.start()
         self._open = True
 
     def _observers(self) -> list[hooks.Observer]:
@@ -243,6 +278,9 @@ class Engine:
             await self.transient_runs.close()
         if self.metrics is not None:
             self.metrics.unbind()
+        if self.pruner is not None:
+            await self.pruner.stop()
+            self.pruner = None
         if self.scheduler is not None:
             await self.scheduler.stop()
             self.scheduler = None
@@ -268,6 +306,9 @@ class Engine:
         self._open = False
         if self.transient_runs is not None:
             await self.transient_runs.close()
+        if self.pruner is not None:
+            await self.pruner.stop()
+            self.pruner = None
         if self.scheduler is not None:
             await self.scheduler.stop()
             self.scheduler = None
@@ -406,9 +447,12 @@ class Engine:
         """Queue limits: `list`, `get`, `update` (live, no restart needed)."""
         return self.control.queues
 
-    async def history(self, run_id: str) -> History:
-        """The run's durable operations in order."""
-        return await self.control.history(run_id)
+    async def history(self, run_id: str, *, after: int = 0, limit: int | None = None) -> History:
+        """The run's durable operations in order; with `limit`, one page after entry `after`.
+
+        A page's `next_after` is the `after` of the next page (None on the last one).
+        """
+        return await self.control.history(run_id, after=after, limit=limit)
 
     async def check(self, *, workflow: str | None = None, sample: int | None = None) -> CheckReport:
         """Replay unfinished runs against the code imported now; nothing runs or is written.

@@ -71,14 +71,34 @@ async def history(
     kwargs: dict[str, Any],
     *,
     now: float,
+    after_seq: int = 0,
+    limit: int | None = None,
 ) -> History:
     """Every durable operation of `run`, of every execution, in the order they happened.
 
     `decode` reads a stored value; `args` and `kwargs` are the run's input, decoded;
-    `now` tells a sleep still going on from one that ended.
+    `now` tells a sleep still going on from one that ended. With `after_seq` or `limit`,
+    one page: the journal entries with seq > `after_seq` (at most `limit`) and the
+    entries retries took out whose seq falls in the same range; `History.next_after`
+    is then the `after_seq` of the next page (None on the last one).
     """
-    steps = await store.load_journal(run.run_id, inputs=True)
+    paged = after_seq > 0 or limit is not None
+    steps = await store.load_journal(
+        run.run_id, inputs=True, after_seq=after_seq, limit=None if limit is None else limit + 1
+    )
+    next_after = None
+    if limit is not None and len(steps) > limit:
+        steps = steps[:limit]
+        next_after = steps[-1].seq
     lineage = await store.load_lineage(run.run_id)
+    retried = lineage.retried
+    if paged:
+        # A retried entry sits beside the live entries of its seq: same page.
+        retried = [
+            r
+            for r in retried
+            if r.step.seq > after_seq and (next_after is None or r.step.seq <= next_after)
+        ]
     known = executions(run, lineage.executions)
     failures: dict[tuple[int, str], int] = {}
     for attempt in await store.load_attempts(run.run_id):
@@ -88,9 +108,7 @@ async def history(
         _entry(run, now, step, execution_of(step.seq, known), False, failures, decode)
         for step in steps
     ]
-    entries += [
-        _entry(run, now, r.step, r.execution, True, failures, decode) for r in lineage.retried
-    ]
+    entries += [_entry(run, now, r.step, r.execution, True, failures, decode) for r in retried]
     entries.sort(key=lambda entry: (entry.execution, entry.seq))
     return History(
         entries,
@@ -99,6 +117,7 @@ async def history(
         args=args,
         kwargs=kwargs,
         executions=known,
+        next_after=next_after,
     )
 
 

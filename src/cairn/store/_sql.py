@@ -107,6 +107,7 @@ def columns_json(rows: Sequence[Sequence[Any]]) -> str:
 
 SELECT_JOURNAL = f"SELECT {', '.join(JOURNAL_FIELDS)} FROM steps WHERE run_id = ? ORDER BY seq"
 SELECT_HISTORY = f"SELECT {STEP_COLUMNS} FROM steps WHERE run_id = ? ORDER BY seq"
+JOURNAL_EXTENT = "SELECT COUNT(*), MAX(seq) FROM steps WHERE run_id = ?"
 SELECT_ATTEMPTS = (
     f"SELECT {ATTEMPT_COLUMNS} FROM step_attempts WHERE run_id = ? ORDER BY execution, key, attempt"
 )

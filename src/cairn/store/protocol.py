@@ -19,6 +19,8 @@ from cairn.store.records import (
     HookRecord,
     Lease,
     Lineage,
+    Pruned,
+    PruneQuery,
     QueueRecord,
     RunQuery,
     RunRecord,
@@ -283,13 +285,43 @@ class Store(Protocol):
         """
         ...
 
+    async def prune_runs(
+        self,
+        query: PruneQuery,
+        *,
+        after: tuple[float, str] | None = None,
+        limit: int = 500,
+        dry_run: bool = False,
+    ) -> Pruned:
+        """Delete one batch of finished runs past retention, in one short transaction.
+
+        Looks at the next `limit` runs with a status in `query.statuses` (default: every
+        finished one) that finished before `query.finished_before`, oldest finished
+        first, after `after` (`Pruned.after` of the previous batch). Each is deleted with
+        every row it owns (history, attempts, messages, hooks, tasks, columns,
+        executions), unless an unfinished run depends on it: an unfinished parent, an
+        unfinished child, or an unfinished later run of its continue_as_new chain.
+        `dry_run` deletes nothing and counts what it would delete (a read).
+        """
+        ...
+
     # journal
 
-    async def load_journal(self, run_id: str, *, inputs: bool = False) -> list[StepRecord]:
+    async def load_journal(
+        self, run_id: str, *, inputs: bool = False, after_seq: int = 0, limit: int | None = None
+    ) -> list[StepRecord]:
         """Every recorded outcome of the run, in seq order.
 
         Each step's `input` is read only with `inputs` (for its history): a replay needs
-        none, and they can be large. Without it, `input` is None.
+        none, and they can be large. Without it, `input` is None. A page of a long
+        history: only entries with seq > `after_seq`, at most `limit` of them.
+        """
+        ...
+
+    async def journal_extent(self, run_id: str) -> tuple[int, int]:
+        """How many entries the run's journal holds, and its highest seq ((0, 0) if none).
+
+        One read that counts without loading them (the dashboard's run page and stream).
         """
         ...
 

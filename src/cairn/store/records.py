@@ -220,6 +220,30 @@ class RunQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class PruneQuery:
+    """Which finished runs retention deletes: finished before a time, of given statuses.
+
+    `statuses` None: every finished status. `workflow` None: every workflow.
+    """
+
+    finished_before: float
+    statuses: tuple[str, ...] | None = None
+    workflow: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """What one batch of retention did: runs deleted (or deletable, for a dry run).
+
+    `after` is `(finished_at, run_id)` of the last finished run the batch looked at, for
+    the next batch to go on from; None when the batch reached the end.
+    """
+
+    count: int
+    after: tuple[float, str] | None
+
+
+@dataclass(frozen=True, slots=True)
 class Claimed:
     """What a claim handed to a worker: runs to execute, and runs it gave up as poisoned."""
 

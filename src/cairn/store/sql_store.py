@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from cairn.store import _sql, claim_programs, programs, schedule_programs
+from cairn.store import _sql, claim_programs, programs, prune_programs, schedule_programs
 from cairn.store._health import StoreHealth
 from cairn.store.programs import Program, Sql
 from cairn.store.protocol import SideChannel
@@ -25,6 +25,8 @@ from cairn.store.records import (
     HookRecord,
     Lease,
     Lineage,
+    Pruned,
+    PruneQuery,
     QueueRecord,
     RunQuery,
     RunRecord,
@@ -145,13 +147,43 @@ class SqlStore:
         """Merge indexed columns and set progress."""
         await self.write(lambda: programs.update_run_meta(run_id, columns, progress, now))
 
+    async def prune_runs(
+        self,
+        query: PruneQuery,
+        *,
+        after: tuple[float, str] | None = None,
+        limit: int = 500,
+        dry_run: bool = False,
+    ) -> Pruned:
+        """Delete (or count) one batch of finished runs past retention (see Store.prune_runs)."""
+        if limit <= 0:
+            raise ValueError(f"limit must be positive, got {limit!r}")
+        if dry_run:
+            return await self.read(lambda: prune_programs.prune_batch(query, after, limit, True))
+        return await self.write(lambda: prune_programs.prune_batch(query, after, limit, False))
+
     # journal
 
-    async def load_journal(self, run_id: str, *, inputs: bool = False) -> list[StepRecord]:
-        """Every recorded outcome, in seq order (with each step's input if `inputs`)."""
+    async def load_journal(
+        self, run_id: str, *, inputs: bool = False, after_seq: int = 0, limit: int | None = None
+    ) -> list[StepRecord]:
+        """Recorded outcomes in seq order (with each step's input if `inputs`); or a page."""
         text = _sql.SELECT_HISTORY if inputs else _sql.SELECT_JOURNAL
-        rows = await self.read(lambda: _rows(text, (run_id,)))
+        params: tuple[Any, ...] = (run_id,)
+        if after_seq or limit is not None:
+            text = text.replace("WHERE run_id = ?", "WHERE run_id = ? AND seq > ?")
+            params = (run_id, after_seq)
+            if limit is not None:
+                text += " LIMIT ?"
+                params = (run_id, after_seq, limit)
+        rows = await self.read(lambda: _rows(text, params))
         return [_sql.step_from_row(row) for row in rows]
+
+    async def journal_extent(self, run_id: str) -> tuple[int, int]:
+        """How many journal entries the run has, and its highest seq."""
+        rows = await self.read(lambda: _rows(_sql.JOURNAL_EXTENT, (run_id,)))
+        count, top = rows[0] if rows else (0, 0)
+        return int(count or 0), int(top or 0)
 
     async def record_step(self, lease: Lease, step: StepRecord) -> None:
         """Commit a step outcome for a run held by `lease`."""

@@ -25,6 +25,8 @@ from cairn.runtime.control import RunControl
 COLUMN = "col."
 FILTERS = ("status", "workflow", "version", "since", "until", "origin", "run_id_prefix")
 MAX_LIMIT = 1000
+# History entries per page of GET /runs/{id}/history (at most, and by default).
+HISTORY_PAGE = 1000
 COUNT_LIMIT = 10_000  # runs counted at most under filters (see `count`)
 START_OPTIONS = (
     "run_id",
@@ -154,9 +156,14 @@ async def get_run(target: Target, call: Call) -> Reply:
 async def history(target: Target, call: Call) -> Reply:
     """`GET /runs/{run_id}/history`."""
     run_id = call.path("run_id")
+    found = call.query(("limit", "after"))
+    limit = inputs.integer(
+        found.get("limit"), "limit", default=HISTORY_PAGE, low=1, high=HISTORY_PAGE
+    )
+    after = inputs.integer(found.get("after"), "after", default=0, low=0, high=2**62)
 
     async def read(control: RunControl) -> tuple[Any, Any, Any]:
-        history = await control.history(run_id)
+        history = await control.history(run_id, after=after, limit=limit)
         return history, await control.attempts(run_id), await control.executing(run_id)
 
     entries, attempts, executing = await target(read)
@@ -167,6 +174,7 @@ async def history(target: Target, call: Call) -> Reply:
             "attempts": attempts,
             "executions": [output.execution_dict(e) for e in entries.executions],
             "executing": executing,
+            "next_after": entries.next_after,
         }
     )
 
@@ -293,7 +301,16 @@ OPERATIONS = (
         f"{RUN}/history",
         history,
         "A run's step history of every execution, its failed and interrupted attempts, "
-        "and the steps executing now",
+        "and the steps executing now; a long history in pages (`next_after`: the `after` "
+        "of the next page, null on the last)",
+        query=(
+            Param(
+                "limit",
+                f"at most this many history entries ({HISTORY_PAGE}; 1 to {HISTORY_PAGE})",
+                {"type": "integer"},
+            ),
+            Param("after", "entries after this history entry (seq; 0)", {"type": "integer"}),
+        ),
         errors=(404,),
     ),
     Operation("GET", RUN, get_run, "One run's facts", errors=(404,)),

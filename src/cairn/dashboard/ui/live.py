@@ -91,7 +91,7 @@ async def snapshot(control: RunControl, run_id: str, *, detail: bool) -> dict[st
     del shown["columns"]
     shown["started_at"] = render.iso(shown["started_at"])  # the page's <time datetime=...>
     if detail:  # the run page also shows the timeline, attempts and the steps executing
-        entries = len(await control.store.load_journal(run_id))
+        entries, _ = await control.store.journal_extent(run_id)  # counted, not read
         attempts = len(await control.store.load_attempts(run_id))
         executing = await control.executing(run_id)
         shown["version"] = version(record, entries, attempts, executing)

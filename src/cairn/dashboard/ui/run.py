@@ -36,6 +36,8 @@ QUESTIONS = {
 # Entries a run's page shows unless asked for all (`?timeline=all`): the last ones, where
 # the run is now. A long run's whole timeline is a page of megabytes.
 TIMELINE_SHOWN = 200
+# History entries the page reads at most: the latest ones (the API pages through all).
+WINDOW = 2000
 # Who the history says asked for a retry, restart or fork made on these pages.
 BY = "dashboard"
 VERBS: dict[str, actions.Act] = {
@@ -147,7 +149,7 @@ def routes(target: Target) -> list[BaseRoute]:
     async def run_page(request: Request) -> Response:
         run_id = request.path_params["run_id"]
 
-        shown = await target(lambda control: cli_runs.fetch(control, run_id))
+        shown = await target(lambda control: cli_runs.fetch(control, run_id, window=WINDOW))
         entries = timeline.timeline(shown.history, shown.attempts, shown.executing)
         whole = request.query_params.get("timeline") == "all"
         hidden = 0 if whole else max(0, len(entries) - TIMELINE_SHOWN)
@@ -162,12 +164,18 @@ def routes(target: Target) -> list[BaseRoute]:
             "timeline": entries[hidden:],
             "timeline_total": len(entries),
             "timeline_hidden": hidden,
+            "history_skipped": shown.skipped,
+            "history_note": (
+                f"This page reads the last {shown.entries - shown.skipped:,} of "
+                f"{shown.entries:,} history entries; the first {shown.skipped:,} are not "
+                "shown here."
+            ),
             "seqs": [entry.seq for entry in shown.history if not entry.superseded],
             "executions": execution_labels(shown),
             # Of this very read: the live stream's first event then says if it is stale.
             "version": live.version(
                 shown.run,
-                sum(not entry.superseded for entry in shown.history),  # the journal's length
+                shown.entries,  # the journal's length
                 len(shown.attempts),
                 shown.executing,
             ),

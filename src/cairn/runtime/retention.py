@@ -1,0 +1,101 @@
+"""Retention: delete finished runs past an age, by hand (`cairn runs prune`) or on a tick.
+
+The work is done by `Store.prune_runs` one short transaction at a time (500 runs by
+default); between batches the event loop is let go, so workers sharing the engine (and,
+on SQLite, the database's one writer) go on between them. Several engines pruning at
+once is safe: each run is deleted once. What is kept whatever its age: see
+store/prune_programs.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Sequence
+
+from cairn.clock import Clock
+from cairn.errors import StoreError
+from cairn.observability import logcontext
+from cairn.store import Store
+from cairn.store.records import PruneQuery
+
+log = logcontext.logger("cairn.retention")
+
+BATCH = 500  # runs per transaction: a short lock on either store
+PAUSE = 0.01  # seconds between batches, so other writers get the database
+INTERVAL = 60.0  # seconds between two prunes of a running engine
+# The share of its time an engine's own prune keeps the database busy: workers first.
+SHARE = 0.5
+
+
+async def prune(
+    store: Store,
+    *,
+    finished_before: float,
+    statuses: Sequence[str] | None = None,
+    workflow: str | None = None,
+    dry_run: bool = False,
+    batch: int = BATCH,
+    pause: float = PAUSE,
+    share: float = 1.0,
+) -> int:
+    """Delete (or count, with `dry_run`) every prunable finished run; how many.
+
+    Between two batches it waits `pause` seconds, or longer so that pruning takes at
+    most `share` of the time (0.5: it waits as long as the batch took), leaving the
+    database to the workers the rest of it.
+    """
+    query = PruneQuery(finished_before, tuple(statuses) if statuses else None, workflow)
+    total, after = 0, None
+    while True:
+        began = time.monotonic()
+        done = await store.prune_runs(query, after=after, limit=batch, dry_run=dry_run)
+        total += done.count
+        if done.after is None:
+            return total
+        after = done.after
+        took = time.monotonic() - began
+        await asyncio.sleep(max(pause, took * (1 - share) / share))
+
+
+class Retention:
+    """An engine's periodic prune: every `interval`, runs finished `keep` seconds ago go."""
+
+    def __init__(
+        self, store: Store, clock: Clock, *, keep: float, interval: float = INTERVAL
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.keep = keep
+        self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Prune now, then every `interval`, until `stop`."""
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="cairn-retention")
+
+    async def stop(self) -> None:
+        """Stop pruning (a batch under way is rolled back: it is one transaction)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def prune_now(self) -> int:
+        """One prune of everything past retention; how many runs it deleted."""
+        deleted = await prune(self.store, finished_before=self.clock.now() - self.keep, share=SHARE)
+        if deleted:
+            log.info("cairn: retention deleted %d finished runs", deleted)
+        return deleted
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.prune_now()
+            except StoreError as exc:  # the database is away: try at the next tick
+                log.warning("cairn: retention could not prune (%s); trying again later", exc)
+            except Exception:  # never let pruning take the engine down with it
+                log.exception("cairn: retention failed; trying again later")
+            await asyncio.sleep(self.interval)
