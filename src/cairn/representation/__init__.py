@@ -2,6 +2,7 @@
 
 The JSON forms here are what `cairn ... --json` prints and what the HTTP API answers;
 the plain words (times, durations, progress, errors, waits) are what the CLI's tables and
-the dashboard's pages show. Both surfaces sit on top of this package and neither imports
-the other. Nothing here prints, serves or opens a database of its own.
+the dashboard's pages show; `actions` holds the decisions of cancel, pause and resume
+that `cairn runs ...` and the API share. Both surfaces sit on top of this package and
+neither imports the other. Nothing here prints or serves.
 """
