@@ -182,3 +182,13 @@ def test_public_api__steps_all_is_pinned() -> None:
     for module, names in STEP_FUNCTIONS.items():
         found = getattr(cairn.steps, module)
         assert all(inspect.getdoc(getattr(found, name)) for name in names), module
+
+
+TESTING = ["SimulatedCrash", "TestEngine", "replay"]
+
+
+def test_public_api__testing_all_is_pinned() -> None:
+    import cairn.testing
+
+    assert cairn.testing.__all__ == TESTING
+    assert all(inspect.getdoc(getattr(cairn.testing, name)) for name in TESTING)

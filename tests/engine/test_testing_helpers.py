@@ -184,3 +184,17 @@ async def test_test_engine__forwards_the_rest_of_the_engine_surface() -> None:
         assert any(run_id.startswith("sched:testing.hourly:") for run_id in ticked)
         with pytest.raises(AttributeError, match="TestEngine has no attribute 'no_such'"):
             env.no_such  # noqa: B018
+
+
+async def test_restart_and_fork__through_the_test_engine() -> None:
+    async with TestEngine() as env:
+        run = await env.start(order_changed, "o-9", run_id="o-9")
+        assert await run.result(timeout=5) == ["o-9-shipped"]
+        restarted = await env.restart("o-9", by="ada")
+        assert await restarted.result(timeout=5) == ["o-9-shipped"]
+        forked = await env.fork("o-9", 1, by="ada")
+        assert await forked.result(timeout=5) == ["o-9-shipped"]
+        assert calls["ship"] == 3  # the fork from entry 1 ran the step anew
+        assert len({"o-9", restarted.run_id, forked.run_id}) == 3
+        with pytest.raises(cairn.RunNotFound):
+            await env.restart("nobody")

@@ -11,6 +11,7 @@ from cairn.authoring.registry import Registry
 from cairn.authoring.schedules import define
 from cairn.cli import check, describe, output, scaffold
 from cairn.models import SPINNING_AFTER, HistoryEntry
+from cairn.representation import words
 from cairn.runtime import blocking, leases
 from cairn.store.records import RunRecord, WorkerRecord
 
@@ -34,7 +35,7 @@ def test_waiting__event_with_timeout():
         run("WAITING", waiting_for="event:approval", wake_at=NOW + 3600), now=NOW
     )
     assert found == {"kind": "event", "name": "approval", "until": NOW + 3600}
-    text = describe.waiting_text(found, now=NOW)
+    text = words.waiting_text(found, now=NOW)
     assert text.startswith("event 'approval', times out ")
     assert text.endswith("(in 1h00m)")
     assert describe.follow_up(run("WAITING"), found) == (
@@ -46,7 +47,7 @@ def test_waiting__human_task_names_the_task():
     record = run("WAITING", waiting_for="task:review")
     found = blocking.waiting(record, now=NOW, task_id="t9")
     assert found == {"kind": "task", "name": "review", "until": None, "task_id": "t9"}
-    assert describe.waiting_text(found, now=NOW) == "human task 'review' (task t9)"
+    assert words.waiting_text(found, now=NOW) == "human task 'review' (task t9)"
     assert "cairn tasks submit t9 JSON" in describe.follow_up(record, found)
 
 
@@ -55,7 +56,7 @@ def test_waiting__hooks_and_children(channel):
     found = blocking.waiting(run("WAITING", waiting_for=channel), now=NOW)
     assert found is not None
     assert found["kind"] == channel.partition(":")[0]
-    assert repr(channel.partition(":")[2]) in describe.waiting_text(found, now=NOW)
+    assert repr(channel.partition(":")[2]) in words.waiting_text(found, now=NOW)
 
 
 def test_waiting__a_due_wait_is_for_a_worker():
@@ -63,24 +64,24 @@ def test_waiting__a_due_wait_is_for_a_worker():
     found = blocking.waiting(run("WAITING", waiting_for="event:x", wake_at=NOW - 1), now=NOW)
     assert found is not None
     assert found["kind"] == "worker"
-    assert "cairn worker" in describe.waiting_text(found, now=NOW)
+    assert "cairn worker" in words.waiting_text(found, now=NOW)
 
 
 def test_waiting__pending_run_held_by_a_queue_limit():
     held = "queue 'mail': concurrency limit 2 reached"
     found = blocking.waiting(run("PENDING", queue="mail", waiting_for=held), now=NOW)
     assert found == {"kind": "queue", "name": "mail", "until": None, "reason": held}
-    assert describe.waiting_text(found, now=NOW) == held
+    assert words.waiting_text(found, now=NOW) == held
 
 
 def test_waiting__pending_delayed_or_for_a_worker():
     delayed = blocking.waiting(run("PENDING", wake_at=NOW + 60), now=NOW)
     assert delayed is not None
     assert delayed["kind"] == "delay"
-    assert "(in 1m00s)" in describe.waiting_text(delayed, now=NOW)
+    assert "(in 1m00s)" in words.waiting_text(delayed, now=NOW)
     queued = blocking.waiting(run("PENDING", queue="mail"), now=NOW)
     assert queued is not None
-    text = describe.waiting_text(queued, now=NOW)
+    text = words.waiting_text(queued, now=NOW)
     assert text == "a worker serving queue 'mail' to take it (`cairn worker`)"
 
 
@@ -88,7 +89,7 @@ def test_waiting__a_worker_nobody_live_can_be():
     found = blocking.waiting(run("PENDING"), now=NOW)
     assert found is not None
     found["workers_know"] = ["shop.checkout"]  # what `cairn runs show` adds
-    text = describe.waiting_text(found, now=NOW)
+    text = words.waiting_text(found, now=NOW)
     assert text == "a worker that imports its workflow (live workers know: shop.checkout)"
 
 
@@ -107,7 +108,7 @@ def test_waiting__sleeping_paused_and_none():
     assert sleeping == {"kind": "sleep", "name": None, "until": NOW + 5}
     paused = blocking.waiting(run("PAUSED"), now=NOW)
     assert paused is not None
-    assert describe.waiting_text(paused, now=NOW, run_id="r1") == (
+    assert words.waiting_text(paused, now=NOW, run_id="r1") == (
         "`cairn runs resume r1` (it is paused)"
     )
     for status in ("RUNNING", "COMPLETED", "FAILED", "CANCELLED", "CONTINUED"):
@@ -125,7 +126,7 @@ def test_waiting__sleeping_paused_and_none():
     ],
 )
 def test_progress_text(progress, text):
-    assert output.progress_text(progress) == text
+    assert words.progress_text(progress) == text
 
 
 def test_scaffold__files_are_valid_and_name_the_module(tmp_path):
@@ -153,24 +154,22 @@ def test_check__schedule_of_an_unknown_workflow_is_a_problem():
 
 
 def test_input_text__reads_as_the_call_clipped_and_says_what_was_omitted() -> None:
-    assert (
-        output.input_text({"args": [1, "a"], "kwargs": {"retry": True}}) == '(1, "a", retry=true)'
-    )
-    assert output.input_text({"args": [], "kwargs": {}}) == "()"
-    assert output.input_text(None) == ""  # a sleep, or a step recorded before inputs were kept
-    clipped = output.input_text({"args": ["x" * 100], "kwargs": {}}, width=20)
+    assert words.input_text({"args": [1, "a"], "kwargs": {"retry": True}}) == '(1, "a", retry=true)'
+    assert words.input_text({"args": [], "kwargs": {}}) == "()"
+    assert words.input_text(None) == ""  # a sleep, or a step recorded before inputs were kept
+    clipped = words.input_text({"args": ["x" * 100], "kwargs": {}}, width=20)
     assert len(clipped) == 20 and clipped.endswith("…")
-    assert output.input_text({"omitted": "too big"}) == "(omitted: too big)"
+    assert words.input_text({"omitted": "too big"}) == "(omitted: too big)"
 
 
 def test_progress_text__a_completed_run_shows_its_progress_as_final():
     progress = {"message": "sleeping before delivery", "current": 1, "total": 2}
 
-    assert output.progress_text(progress, "COMPLETED") == "done (last: sleeping before delivery)"
-    assert output.progress_percent(progress, "COMPLETED") == 100
-    assert output.progress_text(progress, "FAILED") == "sleeping before delivery · 1/2 (50%)"
-    assert output.progress_percent(progress, "FAILED") == 50  # where it stopped
-    assert output.progress_text({"current": 1, "total": 2}, "COMPLETED") == "done"
+    assert words.progress_text(progress, "COMPLETED") == "done (last: sleeping before delivery)"
+    assert words.progress_percent(progress, "COMPLETED") == 100
+    assert words.progress_text(progress, "FAILED") == "sleeping before delivery · 1/2 (50%)"
+    assert words.progress_percent(progress, "FAILED") == 50  # where it stopped
+    assert words.progress_text({"current": 1, "total": 2}, "COMPLETED") == "done"
 
 
 def test_history_table__a_hidden_hook_token_reads_as_on_the_dashboard():
@@ -207,13 +206,13 @@ def test_blocking__a_run_that_keeps_waking_without_progress_says_so():
     )
     assert reason.endswith("; event 'approval'")
     assert found is not None
-    assert describe.waiting_text(found, now=NOW).startswith(
+    assert words.waiting_text(found, now=NOW).startswith(
         "event 'approval' — but it keeps waking without progress"
     )
     assert blocking.reason(quiet, now=NOW) == "event 'approval'"
     running = blocking.waiting(run("RUNNING", futile_wakes=SPINNING_AFTER + 1), now=NOW)
     assert running is not None and running["kind"] == "spinning"
-    assert describe.waiting_text(running, now=NOW).startswith(
+    assert words.waiting_text(running, now=NOW).startswith(
         "nothing it can take: it keeps waking without progress"
     )
     assert blocking.reason(run("COMPLETED", futile_wakes=50), now=NOW) is None

@@ -6,8 +6,8 @@ import json
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from cairn.cli import output
 from cairn.dashboard.ui.render import WIDTH, pretty
+from cairn.representation import json_form
 
 
 def test_pretty__what_fits_stays_on_one_line_the_rest_is_indented() -> None:
@@ -37,6 +37,6 @@ def test_dumps__the_fast_path_answers_what_jsonable_would() -> None:
         {1: "int key"},
     ]
     for value in values:
-        assert output.dumps(value, indent=None) == json.dumps(
-            output.jsonable(value), ensure_ascii=False
+        assert json_form.dumps(value, indent=None) == json.dumps(
+            json_form.jsonable(value), ensure_ascii=False
         )

@@ -9,6 +9,7 @@ from rich.console import Console
 from cairn.cli import output
 from cairn.dashboard.ui import bars, timeline
 from cairn.models import HistoryEntry
+from cairn.representation import words
 from cairn.runtime import blocking
 from cairn.store.records import RunRecord
 
@@ -40,11 +41,11 @@ WAITING = receive(4, "waiting", {"deadline": None, "channel": "event:orders"}, e
 
 
 def test_received__says_how_many_messages_on_which_topic() -> None:
-    assert output.received(TOOK) == "received 3 messages on 'orders'"
-    assert output.received(ONE) == "received 1 message on 'orders'"
-    assert output.received(TIMED_OUT) == "timed out, no message on 'orders'"
-    assert output.received(WAITING) is None  # still waiting: its deadline says more
-    assert output.received(HistoryEntry(5, "event", "orders", "completed", 1, None, None)) is None
+    assert words.received(TOOK) == "received 3 messages on 'orders'"
+    assert words.received(ONE) == "received 1 message on 'orders'"
+    assert words.received(TIMED_OUT) == "timed out, no message on 'orders'"
+    assert words.received(WAITING) is None  # still waiting: its deadline says more
+    assert words.received(HistoryEntry(5, "event", "orders", "completed", 1, None, None)) is None
 
 
 def test_history_table__a_receive_names_its_messages() -> None:

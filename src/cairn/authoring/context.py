@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from cairn.authoring.step import StepDef
     from cairn.authoring.workflow import WorkflowDef
 
+# The `default` of a wait that was given none: its timeout raises instead of returning it.
+# Declared here, with the interface that takes it, so that authoring/ never imports core/.
+MISSING: Any = object()
+
 
 class RunContext:
     """What a run offers the code running inside it (implemented by the core)."""

@@ -139,10 +139,9 @@ def check_cancelled() -> None:
     ctx.check_cancelled()
 
 
-_MISSING: Any = object()
-
-
-def wait_for_event(name: str, *, timeout: Any = None, default: Any = _MISSING) -> Awaitable[Any]:
+def wait_for_event(
+    name: str, *, timeout: Any = None, default: Any = context.MISSING
+) -> Awaitable[Any]:
     """Wait for the next event `name` sent to this run and return its payload.
 
     Events queue per name (FIFO) and each wait consumes one, so an event sent before the
@@ -156,12 +155,10 @@ def wait_for_event(name: str, *, timeout: Any = None, default: Any = _MISSING) -
     Raises:
         EventTimeout: the timeout passed and no default was given.
     """
-    from cairn.core.waits import MISSING
-
     check_name(name, "event name")
     seconds = _seconds(timeout, f"timeout of wait_for_event({name!r})")
     ctx = context.current("cairn.wait_for_event()")
-    return ctx.wait_for_event(name, seconds, MISSING if default is _MISSING else default)  # type: ignore[no-any-return]
+    return ctx.wait_for_event(name, seconds, default)  # type: ignore[no-any-return]
 
 
 def receive(topic: str, *, max_messages: int = 1, timeout: Any = None) -> Awaitable[list[Any]]:

@@ -12,8 +12,9 @@ import json
 from typing import Any
 
 from cairn.cli import options, output
-from cairn.errors import CairnError, RunFinished
+from cairn.errors import CairnError
 from cairn.models import EventDelivery, RunStatus
+from cairn.representation import actions
 from cairn.runtime.engine import Engine
 from cairn.store.records import RunRecord
 
@@ -116,20 +117,9 @@ def _say(ns: argparse.Namespace, line: str, facts: dict[str, Any]) -> int:
     return 0
 
 
-def _facts(run: RunRecord, action: str) -> dict[str, Any]:
-    return {"run_id": run.run_id, "action": action, "status": run.status, "requested": run.control}
-
-
 def cancel(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn runs cancel`."""
-
-    async def act(engine: Engine) -> RunRecord:
-        status = await engine.cancel(ns.run_id)
-        if status.finished and status is not RunStatus.CANCELLED:
-            raise RunFinished(ns.run_id, f"{status.value}; nothing to cancel")
-        return await engine.control.record(ns.run_id)
-
-    run = options.with_engine(glob, act)
+    run = options.with_engine(glob, lambda engine: actions.cancel(engine.control, ns.run_id))
     if run.status == RunStatus.CANCELLED:
         line = f"run {run.run_id} CANCELLED"
     else:
@@ -137,19 +127,12 @@ def cancel(ns: argparse.Namespace, glob: options.Globals) -> int:
             f"run {run.run_id}: cancel requested; it is {run.status} and ends CANCELLED at "
             "its current or next durable point"
         )
-    return _say(ns, line, _facts(run, "cancel"))
+    return _say(ns, line, actions.action_dict(run, "cancel"))
 
 
 def pause(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn runs pause`."""
-
-    async def act(engine: Engine) -> RunRecord:
-        status = await engine.pause(ns.run_id)
-        if status.finished:
-            raise RunFinished(ns.run_id, f"{status.value}; nothing to pause")
-        return await engine.control.record(ns.run_id)
-
-    run = options.with_engine(glob, act)
+    run = options.with_engine(glob, lambda engine: actions.pause(engine.control, ns.run_id))
     if run.status == RunStatus.PAUSED:
         line = f"run {run.run_id} PAUSED; resume it with `cairn runs resume {run.run_id}`"
     else:
@@ -157,27 +140,21 @@ def pause(ns: argparse.Namespace, glob: options.Globals) -> int:
             f"run {run.run_id}: pause requested; it is {run.status} and pauses at its next "
             "durable point"
         )
-    return _say(ns, line, _facts(run, "pause"))
+    return _say(ns, line, actions.action_dict(run, "pause"))
 
 
 def resume(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn runs resume`."""
-
-    async def act(engine: Engine) -> tuple[RunRecord, RunRecord]:
-        before = await engine.control.record(ns.run_id)
-        if RunStatus(before.status).finished:
-            raise RunFinished(ns.run_id, f"{before.status}; nothing to resume")
-        await engine.resume(ns.run_id)
-        return before, await engine.control.record(ns.run_id)
-
-    before, run = options.with_engine(glob, act)
+    before, run = options.with_engine(
+        glob, lambda engine: actions.resume(engine.control, ns.run_id)
+    )
     if before.status == RunStatus.PAUSED:
         line = f"run {run.run_id} resumed: {run.status}, for a worker to continue"
     elif before.control == "pause":
         line = f"run {run.run_id}: pause request withdrawn; it is {run.status}"
     else:
         line = f"run {run.run_id} is not paused ({run.status}); nothing to resume"
-    return _say(ns, line, _facts(run, "resume"))
+    return _say(ns, line, actions.action_dict(run, "resume"))
 
 
 def retry(ns: argparse.Namespace, glob: options.Globals) -> int:
@@ -202,7 +179,9 @@ def retry(ns: argparse.Namespace, glob: options.Globals) -> int:
         f"run {run.run_id} retried (execution {run.execution}): {run.status}; a worker "
         f"continues it from {where}"
     )
-    return _say(ns, line, {**_facts(run, "retry"), "execution": run.execution, "by": by})
+    return _say(
+        ns, line, {**actions.action_dict(run, "retry"), "execution": run.execution, "by": by}
+    )
 
 
 def restart(ns: argparse.Namespace, glob: options.Globals) -> int:

@@ -15,9 +15,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from cairn.cli import output
 from cairn.core import mailbox
 from cairn.models import HistoryEntry, RunStatus
+from cairn.representation import words
 from cairn.runtime.control import RunControl
 from cairn.store.records import RunRecord
 
@@ -75,7 +75,7 @@ class Follower:
                 run = await self.poll()
                 if RunStatus(run.status) not in ACTIVE or run.owner is None:
                     return run  # done here (RUNNING with no owner: handed back, older cairn)
-                elapsed = output.seconds(time.monotonic() - started)
+                elapsed = words.seconds(time.monotonic() - started)
                 doing = f" · {self.progress}" if self.progress else ""
                 spinner.update(f"running step {len(self._steps) + 1}{doing} · {elapsed}")
                 try:
@@ -93,7 +93,7 @@ def progress_line(progress: Any) -> tuple[datetime | None, str] | None:
     """When a progress update was made and its text; None for one with nothing to show."""
     if not isinstance(progress, dict):
         return None
-    text = output.progress_text(progress)
+    text = words.progress_text(progress)
     if not text:
         return None
     at = progress.get("at")
@@ -107,27 +107,27 @@ def entry_line(entry: HistoryEntry) -> Text:
     line.append(f"{entry.key or entry.name:<24}", style="bold")
     if entry.kind == "sleep":
         wake = entry.result if isinstance(entry.result, datetime) else None
-        line.append(f" sleep until {output.when(wake)}", style="blue")
+        line.append(f" sleep until {words.when(wake)}", style="blue")
         return line
     if entry.status == "waiting":
         what = f"{entry.kind} {entry.name!r}"
         if entry.kind == mailbox.KIND:
             what = f"messages on {entry.name!r}"
         line.append(f" waiting for {what}", style="blue")
-        line.append(f"  {output.waiting_outcome(entry)}", style="dim")
+        line.append(f"  {words.waiting_outcome(entry)}", style="dim")
         return line
     failed = entry.status == "failed"
     line.append(" ✗ failed" if failed else " ✓", style="red" if failed else "green")
     if entry.attempts > 1 or failed:
         line.append(f"  {entry.attempts} attempt{'s' if entry.attempts != 1 else ''}")
-    line.append(f"  {output.seconds(output.span(entry.started_at, entry.finished_at))}")
-    took = output.received(entry)
+    line.append(f"  {words.seconds(words.span(entry.started_at, entry.finished_at))}")
+    took = words.received(entry)
     if failed:
-        line.append(f"  {output.error_line(entry.error)}", style="red")
+        line.append(f"  {words.error_line(entry.error)}", style="red")
     elif took is not None:
         line.append(f"  {took}", style="dim")
     else:
-        line.append(f"  {output.short(entry.result)}", style="dim")
+        line.append(f"  {words.short(entry.result)}", style="dim")
     return line
 
 
@@ -135,9 +135,9 @@ def attempt_line(attempt: dict[str, Any]) -> Text:
     """One line for a failed step attempt."""
     line = Text("        ")
     line.append(f"{attempt['key']} attempt {attempt['attempt']} failed: ", style="yellow")
-    line.append(output.error_line(attempt))
+    line.append(words.error_line(attempt))
     retry_at = attempt["retry_at"]
     failed_at = attempt["failed_at"]
     if retry_at is not None and failed_at is not None:
-        line.append(f"; retry in {output.seconds((retry_at - failed_at).total_seconds())}")
+        line.append(f"; retry in {words.seconds((retry_at - failed_at).total_seconds())}")
     return line

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from cairn.cli import options, output
 from cairn.errors import HookNotFound
+from cairn.representation import json_form, words
 from cairn.runtime import hooks
 from cairn.runtime.engine import Engine
 from cairn.runtime.hooks import HookInfo
@@ -69,8 +70,8 @@ def hook_dict(info: HookInfo) -> dict[str, Any]:
     return {
         "run_id": info.run_id,
         "name": info.name,
-        "created_at": output.jsonable(info.created_at),
-        "expires_at": output.jsonable(info.expires_at),
+        "created_at": json_form.jsonable(info.created_at),
+        "expires_at": json_form.jsonable(info.expires_at),
     }
 
 
@@ -82,8 +83,8 @@ def hooks_table(infos: list[HookInfo]) -> Table:
     table.add_column("CREATED", no_wrap=True)
     table.add_column("EXPIRES", no_wrap=True)
     for info in infos:
-        expires = output.when(info.expires_at) if info.expires_at is not None else "never"
-        table.add_row(info.run_id, info.name, output.when(info.created_at), expires)
+        expires = words.when(info.expires_at) if info.expires_at is not None else "never"
+        table.add_row(info.run_id, info.name, words.when(info.created_at), expires)
     return table
 
 

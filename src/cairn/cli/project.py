@@ -20,7 +20,7 @@ from rich.console import Console
 from cairn import arguments, conversion
 from cairn.authoring.registry import default_registry
 from cairn.authoring.workflow import WorkflowDef, definition_of
-from cairn.cli import describe, follow, options, output, runs
+from cairn.cli import describe, follow, options, output
 from cairn.errors import (
     ConfigError,
     InvalidArguments,
@@ -29,6 +29,8 @@ from cairn.errors import (
     UnknownWorkflow,
 )
 from cairn.models import RunStatus
+from cairn.representation import runs as run_forms
+from cairn.representation import words
 from cairn.runtime import blocking, transient, workflow_names
 from cairn.runtime.control import START_OPTIONS
 from cairn.runtime.engine import Engine
@@ -258,7 +260,7 @@ async def _execute(
             run = await follow.Follower(engine.control, handle.run_id, err).follow()
             task_id = None
             if run.status == RunStatus.WAITING:
-                task_id = await runs.open_task(engine.control, run)
+                task_id = await run_forms.open_task(engine.control, run)
             found = blocking.waiting(run, now=engine.clock.now(), task_id=task_id)
             return report(engine, run, err, found)
     except asyncio.CancelledError:
@@ -310,7 +312,7 @@ async def _execute_transient(
             error = _error(run) or {}
             if error.get("traceback"):
                 err.print(str(error["traceback"]).rstrip(), style="dim", markup=False)
-            output.error(f"run {run.run_id!r} failed: {output.error_line(error)}")
+            output.error(f"run {run.run_id!r} failed: {words.error_line(error)}")
             return 1
         return report(engine, run, err)
 
@@ -327,13 +329,13 @@ def report(
     show = f"cairn runs show {run.run_id}"
     took = ""
     if run.started_at is not None and run.finished_at:
-        took = f" in {output.seconds(run.finished_at - run.started_at)}"
+        took = f" in {words.seconds(run.finished_at - run.started_at)}"
     if status is RunStatus.COMPLETED:
         err.print(f"run {run.run_id} COMPLETED{took}", style="green")
         output.print_json(engine.control.outcome(run))
         return 0
     if status is RunStatus.FAILED:
-        error = output.error_line(_error(run))
+        error = words.error_line(_error(run))
         err.print(f"run {run.run_id} FAILED{took}; traceback: {show}", style="red")
         output.error(f"run {run.run_id!r} failed: {error}")
         return 1
@@ -345,13 +347,13 @@ def report(
         return 0
     if status is RunStatus.SLEEPING:
         err.print(
-            f"run {run.run_id} is SLEEPING until {output.when(run.wake_at)}; "
+            f"run {run.run_id} is SLEEPING until {words.when(run.wake_at)}; "
             f"`cairn worker` resumes it then; check it with `{show}`",
             markup=False,
         )
         return 0
     if status is RunStatus.WAITING:
-        waits = describe.waiting_text(found, now=now, run_id=run.run_id) if found else "an event"
+        waits = words.waiting_text(found, now=now, run_id=run.run_id) if found else "an event"
         hint = describe.follow_up(run, found)
         hint = f"{hint}, and `cairn worker` continues it" if hint else "`cairn worker` continues it"
         err.print(

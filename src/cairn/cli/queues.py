@@ -12,15 +12,8 @@ from rich.table import Table
 
 from cairn.authoring.queues import parse_rate
 from cairn.cli import options, output
+from cairn.representation import queues as queue_forms
 from cairn.runtime.queues import QueueInfo
-
-# `queues set` flag -> QueueControl.update keyword; an omitted flag leaves its limit as is.
-LIMITS = {
-    "concurrency": "runs of the queue executing at once across all workers",
-    "per_worker": "runs of the queue executing at once on one worker",
-    "rate": "at most COUNT starts in any DUR, e.g. 100/1m",
-    "partition_concurrency": "runs executing at once per partition= value",
-}
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -51,7 +44,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "Omitted options leave their limit as it is; `none` removes a limit.",
     )
     change.add_argument("name", metavar="NAME")
-    for key, text in LIMITS.items():
+    for key, text in queue_forms.LIMITS.items():
         flag = "--" + key.replace("_", "-")
         if key == "rate":
             change.add_argument(
@@ -63,17 +56,6 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
             )
     change.add_argument("--json", action="store_true", help="machine-readable output")
     change.set_defaults(handler=set_queue)
-
-
-def queue_dict(info: QueueInfo) -> dict[str, Any]:
-    """The JSON form of a queue."""
-    return {
-        "name": info.name,
-        "concurrency": info.concurrency,
-        "per_worker": info.per_worker,
-        "rate": info.rate,
-        "partition_concurrency": info.partition_concurrency,
-    }
 
 
 def _text(value: Any) -> str:
@@ -109,7 +91,7 @@ def list_queues(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn queues list`."""
     infos = options.with_engine(glob, lambda engine: engine.queues.list())
     if ns.json:
-        output.print_json({"queues": [queue_dict(info) for info in infos]})
+        output.print_json({"queues": [queue_forms.queue_dict(info) for info in infos]})
         return 0
     output.stdout().print(queues_table(infos) if infos else "no queues")
     return 0
@@ -117,9 +99,9 @@ def list_queues(ns: argparse.Namespace, glob: options.Globals) -> int:
 
 def changes(ns: argparse.Namespace) -> dict[str, Any]:
     """The limits `queues set` was given, checked; UsageError when none, ValueError if bad."""
-    found = {key: getattr(ns, key) for key in LIMITS if hasattr(ns, key)}
+    found = {key: getattr(ns, key) for key in queue_forms.LIMITS if hasattr(ns, key)}
     if not found:
-        flags = ", ".join("--" + key.replace("_", "-") for key in LIMITS)
+        flags = ", ".join("--" + key.replace("_", "-") for key in queue_forms.LIMITS)
         raise options.UsageError(f"queues set {ns.name}: nothing to change (give {flags})")
     if not ns.name.strip():
         raise ValueError("queue NAME must not be empty")
@@ -140,7 +122,7 @@ def set_queue(ns: argparse.Namespace, glob: options.Globals) -> int:
     limits = changes(ns)
     info = options.with_engine(glob, lambda engine: engine.queues.update(ns.name, **limits))
     if ns.json:
-        output.print_json(queue_dict(info))
+        output.print_json(queue_forms.queue_dict(info))
     else:
         output.stdout().print(describe(info), markup=False)
     return 0

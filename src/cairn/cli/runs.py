@@ -9,19 +9,18 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from cairn.cli import control, describe, options, output, prune
-from cairn.models import Execution, HistoryEntry, RunStatus, parse_origin
-from cairn.runtime import blocking, leases
-from cairn.runtime.control import RunControl
-from cairn.store.records import INTERRUPTED, RunRecord
+from cairn.cli import control, options, output, prune
+from cairn.models import Execution, RunStatus, parse_origin
+from cairn.representation import json_form, words
+from cairn.representation import runs as run_forms
+from cairn.store.records import INTERRUPTED
 
 T = TypeVar("T")
 
@@ -115,7 +114,7 @@ def list_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
     )
     if ns.json:
         output.print_json(
-            {"runs": [output.summary_dict(r) for r in page], "next_cursor": page.next_cursor}
+            {"runs": [run_forms.summary_dict(r) for r in page], "next_cursor": page.next_cursor}
         )
         return 0
     console = output.stdout()
@@ -137,86 +136,15 @@ def list_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
     return 0
 
 
-@dataclass(frozen=True, slots=True)
-class Shown:
-    """Everything `cairn runs show` prints about one run."""
-
-    run: RunRecord
-    args: Any
-    result: Any
-    error: dict[str, Any] | None
-    history: list[HistoryEntry]
-    attempts: list[dict[str, Any]]
-    waiting: dict[str, Any] | None
-    now: float
-    executions: list[Execution] = field(default_factory=list)
-    executing: list[dict[str, Any]] = field(default_factory=list)
-    copies: list[dict[str, Any]] = field(default_factory=list)
-    # The journal's length (every execution's live entries), read or not.
-    entries: int = 0
-    # How many of them `history` leaves out (the oldest), when read with a window.
-    skipped: int = 0
-
-
-async def fetch(control: RunControl, run_id: str, *, window: int | None = None) -> Shown:
-    """Read one run, its history and attempts, what it executes or waits for, its copies.
-
-    Every execution's entries and attempts are read; with `window`, only the entries
-    after the journal's last `window` seqs (the dashboard's run page: a history of
-    50,000 entries is not read whole to draw a page). The dashboard's
-    `GET /api/v1/runs/{id}` shows the same facts.
-    """
-    run = await control.record(run_id)
-    entries, top = await control.store.journal_extent(run_id)
-    after = max(0, top - window) if window is not None and entries > window else 0
-    history = await control.history(run_id, after=after)
-    live = sum(not entry.superseded for entry in history)
-    attempts = await control.attempts(run_id)
-    executing = await control.executing(run_id)
-    copies = await control.copies(run_id)
-    now = control.clock.now()
-    task_id = None
-    if run.status == RunStatus.WAITING and (run.waiting_for or "").startswith("task:"):
-        task_id = await open_task(control, run)
-    waiting = blocking.waiting(run, now=now, task_id=task_id)
-    if waiting is not None and waiting["kind"] == "worker":
-        known = leases.known_workflows(await control.store.list_workers())
-        if known is not None and run.workflow not in known:
-            waiting["workers_know"] = sorted(known)  # and none of them executes this one
-    return Shown(
-        run=run,
-        args=_decode(control, run.args),
-        result=_decode(control, run.result),
-        error=None if run.error is None else json.loads(run.error),
-        history=list(history),
-        attempts=attempts,
-        waiting=waiting,
-        now=now,
-        executions=history.executions,
-        executing=executing,
-        copies=copies,
-        entries=entries,
-        skipped=max(0, entries - live) if after else 0,
-    )
-
-
-async def open_task(control: RunControl, run: RunRecord) -> str | None:
-    """The id of the open human task a WAITING run waits for, if any."""
-    name = (run.waiting_for or "").partition(":")[2]
-    tasks = await control.tasks.list(status="open", run_id=run.run_id)
-    matching = [t for t in tasks if t.name == name] or tasks
-    return matching[-1].task_id if matching else None
-
-
 def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn runs show`."""
-    shown = options.with_engine(glob, lambda engine: fetch(engine.control, ns.run_id))
+    shown = options.with_engine(glob, lambda engine: run_forms.fetch(engine.control, ns.run_id))
     if ns.json:
         output.print_json(
             {
-                "run": run_dict(shown),
-                "history": [output.entry_dict(e) for e in shown.history],
-                "attempts": output.jsonable(shown.attempts),
+                "run": run_forms.run_dict(shown),
+                "history": [run_forms.entry_dict(e) for e in shown.history],
+                "attempts": json_form.jsonable(shown.attempts),
             }
         )
         return 0
@@ -247,7 +175,7 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
 
 
 def by_execution(
-    shown: Shown, items: list[T], execution: Callable[[T], int]
+    shown: run_forms.Shown, items: list[T], execution: Callable[[T], int]
 ) -> list[tuple[str, list[T]]]:
     """`items` in groups by execution, each with its label.
 
@@ -255,14 +183,14 @@ def by_execution(
     """
     if len(shown.executions) <= 1:
         return [("", items)] if items else []
-    labels = {e.number: output.execution_label(e) for e in shown.executions}
+    labels = {e.number: words.execution_label(e) for e in shown.executions}
     groups: dict[int, list[T]] = {}
     for item in items:
         groups.setdefault(execution(item), []).append(item)
     return [(labels.get(number, f"execution {number}"), group) for number, group in groups.items()]
 
 
-def facts_table(shown: Shown) -> Table:
+def facts_table(shown: run_forms.Shown) -> Table:
     """The facts of one run as a two-column grid."""
     run, error = shown.run, shown.error
     grid = Table.grid(padding=(0, 2))
@@ -279,21 +207,21 @@ def facts_table(shown: Shown) -> Table:
         rows.append(("version", run.version))
     if shown.waiting is not None:
         rows.append(
-            ("waiting for", describe.waiting_text(shown.waiting, now=shown.now, run_id=run.run_id))
+            ("waiting for", words.waiting_text(shown.waiting, now=shown.now, run_id=run.run_id))
         )
     if run.control and not RunStatus(run.status).finished:
         rows.append(("requested", f"{run.control} (at its next durable point)"))
     first = shown.executions[0] if shown.executions else None
     if run.execution > 1 and shown.executions:
-        rows.append(("execution", output.execution_label(shown.executions[-1], named=False)))
+        rows.append(("execution", words.execution_label(shown.executions[-1], named=False)))
     rows += [
-        ("created", output.when(run.created_at)),
-        ("started", output.when(started)),
-        ("finished", output.when(run.finished_at)),
-        ("duration", output.seconds(duration)),
+        ("created", words.when(run.created_at)),
+        ("started", words.when(started)),
+        ("finished", words.when(run.finished_at)),
+        ("duration", words.seconds(duration)),
         ("attempt", str(run.attempt)),
         ("recoveries", f"{run.recoveries} of at most {run.max_recoveries}"),
-        ("arguments", output.short(shown.args, 200)),
+        ("arguments", words.short(shown.args, 200)),
     ]
     queue = None
     if run.queue:
@@ -305,7 +233,7 @@ def facts_table(shown: Shown) -> Table:
         ("partition", run.partition_key),
         ("dedup key", run.dedup_key),
         ("parent", run.parent_id),
-        ("scheduled at", output.when(run.scheduled_at) if run.scheduled_at else None),
+        ("scheduled at", words.when(run.scheduled_at) if run.scheduled_at else None),
         ("owner", run.owner),
         ("continued from", run.continued_from),
         ("continued to", run.continued_to),
@@ -316,17 +244,17 @@ def facts_table(shown: Shown) -> Table:
     ]
     rows += [(k, str(v)) for k, v in optional if v]
     if run.columns:
-        rows.append(("columns", output.short(json.loads(run.columns), 200)))
+        rows.append(("columns", words.short(json.loads(run.columns), 200)))
     if run.progress:
         progress = json.loads(run.progress)
-        text = output.progress_text(progress, run.status)
+        text = words.progress_text(progress, run.status)
         if isinstance(progress, dict) and progress.get("at"):
-            text += f" (at {output.when(progress['at'])})"
+            text += f" (at {words.when(progress['at'])})"
         rows.append(("progress", text))
     if run.status == RunStatus.COMPLETED:
-        rows.append(("result", output.short(shown.result, 200)))
+        rows.append(("result", words.short(shown.result, 200)))
     if error:
-        rows.append(("error", Text(output.error_line(error), style="red")))
+        rows.append(("error", Text(words.error_line(error), style="red")))
         if error.get("step"):
             rows.append(("failed step", str(error["step"])))
     for key, value in rows:
@@ -340,7 +268,7 @@ def _source(run_id: str | None, seq: int | None, first: Execution | None) -> str
         return None
     at = f" at entry {seq}" if seq is not None else ""
     by = f" by {first.by}" if first is not None and first.by else ""
-    when = f" at {output.when(first.started_at)}" if first is not None else ""
+    when = f" at {words.when(first.started_at)}" if first is not None else ""
     return f"{run_id}{at},{by}{when}" if by or when else f"{run_id}{at}"
 
 
@@ -351,64 +279,6 @@ def _copies(copies: list[dict[str, Any]], how: str) -> str | None:
     return ", ".join(
         c["run_id"] + (f" (from entry {c['from_seq']})" if c["from_seq"] else "") for c in found
     )
-
-
-def _decode(control: RunControl, text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return control.serializer.loads(text)
-    except Exception:
-        # Written by another serializer or a type no longer importable: show what is stored.
-        return text
-
-
-def run_dict(shown: Shown) -> dict[str, Any]:
-    """The JSON form of one run's facts."""
-    run, args = shown.run, shown.args
-    waiting = None
-    if shown.waiting is not None:
-        waiting = {**shown.waiting, "until": output.jsonable(_utc(shown.waiting.get("until")))}
-    return {
-        "run_id": run.run_id,
-        "workflow": run.workflow,
-        "version": run.version,
-        "status": run.status,
-        "args": output.jsonable((args or {}).get("args", []) if isinstance(args, dict) else args),
-        "kwargs": output.jsonable(args.get("kwargs", {}) if isinstance(args, dict) else {}),
-        "result": output.jsonable(shown.result),
-        "error": output.jsonable(shown.error),
-        "created_at": output.jsonable(_utc(run.created_at)),
-        "updated_at": output.jsonable(_utc(run.updated_at)),
-        "started_at": output.jsonable(_utc(run.started_at)),
-        "finished_at": output.jsonable(_utc(run.finished_at)),
-        "attempt": run.attempt,
-        "recoveries": run.recoveries,
-        "max_recoveries": run.max_recoveries,
-        "owner": run.owner,
-        "wake_at": output.jsonable(_utc(run.wake_at)),
-        "waiting_for": run.waiting_for,
-        "waiting": waiting,
-        "control": run.control,
-        "parent_id": run.parent_id,
-        "queue": run.queue,
-        "priority": run.priority,
-        "dedup_key": run.dedup_key,
-        "partition": run.partition_key,
-        "columns": json.loads(run.columns) if run.columns else {},
-        "progress": json.loads(run.progress) if run.progress else None,
-        "scheduled_at": output.jsonable(_utc(run.scheduled_at)),
-        "continued_from": run.continued_from,
-        "continued_to": run.continued_to,
-        "execution": run.execution,
-        "executions": [output.execution_dict(e) for e in shown.executions],
-        "restarted_from": run.restarted_from,
-        "forked_from": run.forked_from,
-        "forked_from_seq": run.forked_from_seq,
-        "copies": output.jsonable(shown.copies),
-        "executing": output.jsonable(shown.executing),
-        "origin": run.origin,
-    }
 
 
 def _local_time(text: str | None, option: str) -> datetime | None:
@@ -422,7 +292,3 @@ def _local_time(text: str | None, option: str) -> datetime | None:
             f"{option} must be an ISO 8601 time (2025-06-01 or 2025-06-01T14:30), got {text!r}"
         ) from None
     return found if found.tzinfo is not None else found.astimezone()
-
-
-def _utc(ts: float | None) -> datetime | None:
-    return None if ts is None else datetime.fromtimestamp(ts, UTC)

@@ -16,6 +16,8 @@ from rich.table import Table
 from cairn.authoring.schedules import describe_seconds
 from cairn.cli import options, output
 from cairn.errors import UnknownWorkflow
+from cairn.representation import schedules as schedule_forms
+from cairn.representation import words
 from cairn.runtime.engine import Engine
 from cairn.runtime.schedules import ScheduleInfo
 
@@ -101,28 +103,6 @@ def _with_engine(glob: options.Globals, work: Callable[[Engine], Coroutine[Any, 
     return asyncio.run(go())
 
 
-def schedule_dict(info: ScheduleInfo) -> dict[str, Any]:
-    """The JSON form of a schedule."""
-    return {
-        "id": info.id,
-        "workflow": info.workflow,
-        "cron": info.cron,
-        "every": None if info.every is None else info.every.total_seconds(),
-        "tz": info.tz,
-        "overlap": info.overlap,
-        "catchup": info.catchup.total_seconds(),
-        "args": output.jsonable(list(info.args)),
-        "kwargs": output.jsonable(info.kwargs),
-        "paused": info.paused,
-        "next_tick": output.jsonable(info.next_tick),
-        "buffered_tick": output.jsonable(info.buffered_tick),
-        "last_run_id": info.last_run_id,
-        "source": info.source,
-        "created_at": output.jsonable(info.created_at),
-        "updated_at": output.jsonable(info.updated_at),
-    }
-
-
 def _timing(info: ScheduleInfo) -> str:
     if info.cron is not None:
         return f"cron {info.cron} ({info.tz})"
@@ -142,7 +122,7 @@ def schedules_table(infos: list[ScheduleInfo]) -> Table:
             _timing(info),
             info.overlap,
             "paused" if info.paused else "active",
-            "" if info.paused else output.when(info.next_tick),
+            "" if info.paused else words.when(info.next_tick),
             info.last_run_id or "",
             info.source,
         )
@@ -153,7 +133,7 @@ def list_schedules(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn schedules list`."""
     infos = _with_engine(glob, lambda engine: engine.schedules.list())
     if ns.json:
-        output.print_json({"schedules": [schedule_dict(info) for info in infos]})
+        output.print_json({"schedules": [schedule_forms.schedule_dict(info) for info in infos]})
         return 0
     console = output.stdout()
     console.print(schedules_table(infos) if infos else "no schedules")
@@ -187,11 +167,10 @@ def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
 
     info = _with_engine(glob, create)
     if ns.json:
-        output.print_json(schedule_dict(info))
+        output.print_json(schedule_forms.schedule_dict(info))
     else:
         output.stdout().print(
-            f"schedule {info.id} created: {_timing(info)}, first tick "
-            f"{output.when(info.next_tick)}",
+            f"schedule {info.id} created: {_timing(info)}, first tick {words.when(info.next_tick)}",
             markup=False,
         )
     return 0
@@ -208,7 +187,7 @@ def resume(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn schedules resume`."""
     info = _with_engine(glob, lambda engine: engine.schedules.resume(ns.schedule_id))
     output.stdout().print(
-        f"schedule {info.id} resumed, next tick {output.when(info.next_tick)}", markup=False
+        f"schedule {info.id} resumed, next tick {words.when(info.next_tick)}", markup=False
     )
     return 0
 

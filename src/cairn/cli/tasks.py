@@ -14,9 +14,9 @@ from rich.table import Table
 from rich.text import Text
 
 from cairn.cli import options, output
+from cairn.representation import tasks as task_forms
+from cairn.representation import words
 from cairn.runtime.tasks import TaskInfo
-
-STATUSES = ("open", "submitted", "expired", "cancelled")
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -69,26 +69,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _one_of() -> str:
-    return ", ".join(STATUSES)
-
-
-def task_dict(task: TaskInfo) -> dict[str, Any]:
-    """The JSON form of a task."""
-    return {
-        "task_id": task.task_id,
-        "run_id": task.run_id,
-        "name": task.name,
-        "title": task.title,
-        "status": task.status,
-        "data": output.jsonable(task.data),
-        "form": task.form,
-        "assignee": task.assignee,
-        "created_at": output.jsonable(task.created_at),
-        "due_at": output.jsonable(task.due_at),
-        "submitted_at": output.jsonable(task.submitted_at),
-        "submitted_by": task.submitted_by,
-        "values": output.jsonable(task.values),
-    }
+    return ", ".join(task_forms.STATUSES)
 
 
 def tasks_table(tasks: list[TaskInfo]) -> Table:
@@ -104,8 +85,8 @@ def tasks_table(tasks: list[TaskInfo]) -> Table:
             task.title,
             task.assignee or "",
             _status(task.status),
-            output.when(task.created_at),
-            output.when(task.due_at),
+            words.when(task.created_at),
+            words.when(task.due_at),
         )
     return table
 
@@ -122,13 +103,13 @@ def list_tasks(ns: argparse.Namespace, glob: options.Globals) -> int:
         status = None
     elif ns.status is not None:
         status = ns.status.strip().lower()
-        if status not in STATUSES:
+        if status not in task_forms.STATUSES:
             raise ValueError(f"unknown task status {ns.status!r} (one of {_one_of()})")
     tasks = options.with_engine(
         glob, lambda engine: engine.tasks.list(status=status, assignee=ns.assignee, run_id=ns.run)
     )
     if ns.json:
-        output.print_json({"tasks": [task_dict(task) for task in tasks]})
+        output.print_json({"tasks": [task_forms.task_dict(task) for task in tasks]})
         return 0
     if not tasks:
         output.stdout().print(f"no {status} tasks" if status else "no tasks", markup=False)
@@ -141,7 +122,7 @@ def show_task(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn tasks show`."""
     task = options.with_engine(glob, lambda engine: engine.tasks.get(ns.task_id))
     if ns.json:
-        output.print_json(task_dict(task))
+        output.print_json(task_forms.task_dict(task))
         return 0
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
@@ -153,15 +134,15 @@ def show_task(ns: argparse.Namespace, glob: options.Globals) -> int:
         ("run", task.run_id),
         ("status", _status(task.status)),
         ("assignee", task.assignee or "anyone"),
-        ("created", output.when(task.created_at)),
-        ("due", output.when(task.due_at) or "no due time"),
-        ("data", output.short(task.data, 400)),
+        ("created", words.when(task.created_at)),
+        ("due", words.when(task.due_at) or "no due time"),
+        ("data", words.short(task.data, 400)),
     ]
     if task.submitted_at is not None:
         rows += [
             ("submitted by", task.submitted_by or "(no name given)"),
-            ("submitted at", output.when(task.submitted_at)),
-            ("values", output.short(task.values, 400)),
+            ("submitted at", words.when(task.submitted_at)),
+            ("values", words.short(task.values, 400)),
         ]
     for key, value in rows:
         grid.add_row(key, value)
@@ -192,13 +173,13 @@ def form_table(schema: dict[str, Any]) -> Table:
             str(spec.get("description") or spec.get("title") or ""),
         )
     if not properties:
-        table.add_row("(form)", output.short(schema, 80), "", "")
+        table.add_row("(form)", words.short(schema, 80), "", "")
     return table
 
 
 def _field_type(spec: dict[str, Any]) -> str:
     if "enum" in spec:
-        return "one of " + ", ".join(output.short(v, 20) for v in spec["enum"])
+        return "one of " + ", ".join(words.short(v, 20) for v in spec["enum"])
     kind = spec.get("type")
     if isinstance(kind, list):
         kind = " or ".join(str(k) for k in kind)
@@ -219,7 +200,7 @@ def submit_task(ns: argparse.Namespace, glob: options.Globals) -> int:
         glob, lambda engine: engine.tasks.submit(ns.task_id, values, by=ns.by)
     )
     if ns.json:
-        output.print_json(task_dict(task))
+        output.print_json(task_forms.task_dict(task))
         return 0
     by = f" by {task.submitted_by}" if task.submitted_by else ""
     output.stdout().print(

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cairn.cli import options, output
+from cairn.representation import workflows as workflow_forms
 from cairn.runtime import catalog
 from cairn.runtime.catalog import WorkflowInfo
 
@@ -38,19 +39,6 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.set_defaults(handler=list_workflows)
-
-
-def workflow_dict(info: WorkflowInfo) -> dict[str, Any]:
-    """The JSON form of a workflow (also `GET /api/v1/workflows`)."""
-    return {
-        "name": info.name,
-        "queue": info.queue,
-        "version": info.version,
-        "on": info.on,
-        "durable": info.durable,
-        "local": info.local,
-        "workers": list(info.workers),
-    }
 
 
 def _durable(info: WorkflowInfo) -> Text:
@@ -88,7 +76,7 @@ def list_workflows(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn workflows list`."""
     infos = options.with_engine(glob, lambda engine: catalog.workflows(engine.control))
     if ns.json:
-        output.print_json({"workflows": [workflow_dict(info) for info in infos]})
+        output.print_json({"workflows": [workflow_forms.workflow_dict(info) for info in infos]})
         return 0
     if not infos:
         output.stdout().print(

@@ -158,9 +158,7 @@ class ReplayRun(RunContext):
                     f"~event:{name}", "event", f"started waiting for event {name!r}"
                 )
             except EventTimeout:
-                from cairn.core.waits import MISSING
-
-                if default is MISSING:
+                if default is context.MISSING:
                     raise
                 return default
             return entry.result

@@ -14,6 +14,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from cairn.authoring.context import MISSING
 from cairn.core import durable, hook_tokens
 from cairn.core.signals import Suspend, Unwind
 from cairn.errors import EventTimeout
@@ -22,7 +23,6 @@ from cairn.store.records import HookRecord, StepRecord
 if TYPE_CHECKING:
     from cairn.core.live_run import LiveRun
 
-MISSING: Any = object()
 # Commits a wait's outcome from what is queued on its channel: its stored result, or None
 # (nothing written) when nothing is.
 Take = Callable[[StepRecord], Awaitable[str | None]]

@@ -192,7 +192,7 @@ class TestEngine:
     def __getattr__(self, name: str) -> Any:
         """The rest of the engine's surface, from the engine running now.
 
-        fork, restart, emit, schedules, queues, check...: whatever `Engine` has and this
+        emit, schedules, queues, check...: whatever `Engine` has and this
         class does not define, taken from `env.engine` (a new engine after `recover()`).
         """
         if name.startswith("_") or name == "engine":  # not set yet: no engine to ask
@@ -228,10 +228,10 @@ class TestEngine:
         return await self.engine.history(run_id)
 
     async def send_event(
-        self, run_id: str, name: str, payload: Any = None, **options: Any
+        self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
     ) -> EventDelivery:
         """Send an event to a run (see `Engine.send_event`)."""
-        return await self.engine.send_event(run_id, name, payload, **options)
+        return await self.engine.send_event(run_id, name, payload, idempotency_key=idempotency_key)
 
     async def resume_hook(self, token: str, payload: Any = None) -> str:
         """Call a hook once."""
@@ -257,3 +257,11 @@ class TestEngine:
     async def retry(self, run_id: str, *, by: str | None = None) -> RunHandle:
         """Continue a FAILED run from its failed step, as its next execution."""
         return await self.engine.retry(run_id, by=by)
+
+    async def restart(self, run_id: str, *, by: str | None = None) -> RunHandle:
+        """Start a new run with the same input (see `Engine.restart`)."""
+        return await self.engine.restart(run_id, by=by)
+
+    async def fork(self, run_id: str, from_step: int, *, by: str | None = None) -> RunHandle:
+        """A new run reusing the steps before history entry `from_step` (see `Engine.fork`)."""
+        return await self.engine.fork(run_id, from_step, by=by)

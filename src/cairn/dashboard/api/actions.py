@@ -17,51 +17,35 @@ from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Handler, Operation
 from cairn.dashboard.api.replies import Reply
 from cairn.dashboard.target import Target
-from cairn.errors import RunFinished
-from cairn.models import EventDelivery, RunStatus
+from cairn.models import EventDelivery
 from cairn.names import check_name
+from cairn.representation import actions as steering
 from cairn.runtime.control import RunControl
 
 API = "api"  # who asks, when a request does not say (`by`)
 
 
-async def facts(control: RunControl, run_id: str, action: str) -> dict[str, Any]:
-    """What an action answers: the run's status now and the request a worker has yet to see."""
-    run = await control.record(run_id)
-    return {"run_id": run.run_id, "action": action, "status": run.status, "requested": run.control}
-
-
 async def cancel_run(control: RunControl, run_id: str) -> dict[str, Any]:
     """Cancel; RunFinished (409) for a run that ended otherwise."""
-    status = await control.cancel(run_id)
-    if status.finished and status is not RunStatus.CANCELLED:
-        raise RunFinished(run_id, f"{status.value}; nothing to cancel")
-    return await facts(control, run_id, "cancel")
+    return steering.action_dict(await steering.cancel(control, run_id), "cancel")
 
 
 async def pause_run(control: RunControl, run_id: str) -> dict[str, Any]:
     """Pause at the next durable point; RunFinished (409) for a finished run."""
-    status = await control.pause(run_id)
-    if status.finished:
-        raise RunFinished(run_id, f"{status.value}; nothing to pause")
-    return await facts(control, run_id, "pause")
+    return steering.action_dict(await steering.pause(control, run_id), "pause")
 
 
 async def resume_run(control: RunControl, run_id: str) -> dict[str, Any]:
     """Resume a paused run (or withdraw a pause request); RunFinished (409) if finished."""
-    before = await control.record(run_id)
-    if RunStatus(before.status).finished:
-        raise RunFinished(run_id, f"{before.status}; nothing to resume")
-    await control.resume(run_id)
-    return await facts(control, run_id, "resume")
+    _, run = await steering.resume(control, run_id)
+    return steering.action_dict(run, "resume")
 
 
 async def retry_run(control: RunControl, run_id: str, *, by: str = API) -> dict[str, Any]:
     """Continue a FAILED run from its failed step; RunFinished (409) if it is not FAILED."""
     await control.retry(run_id, by=by)
-    done = await facts(control, run_id, "retry")
     run = await control.record(run_id)
-    return {**done, "execution": run.execution, "by": by}
+    return {**steering.action_dict(run, "retry"), "execution": run.execution, "by": by}
 
 
 Act = Callable[[RunControl, str], Awaitable[dict[str, Any]]]

@@ -8,21 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from cairn.cli import queues as cli_queues
 from cairn.dashboard.api import inputs
 from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Operation
 from cairn.dashboard.api.replies import BadRequest, Reply
 from cairn.dashboard.target import Target
+from cairn.representation import queues as queue_forms
 
-LIMITS = tuple(cli_queues.LIMITS)
+LIMITS = tuple(queue_forms.LIMITS)
 
 
 async def list_queues(target: Target, call: Call) -> Reply:
     """`GET /queues`: every queue with stored limits."""
     call.query(())
     infos = await target(lambda control: control.queues.list())
-    return Reply({"queues": [cli_queues.queue_dict(info) for info in infos]})
+    return Reply({"queues": [queue_forms.queue_dict(info) for info in infos]})
 
 
 async def update(target: Target, call: Call) -> Reply:
@@ -36,7 +36,7 @@ async def update(target: Target, call: Call) -> Reply:
         kind = str if key == "rate" else int
         limits[key] = inputs.typed(value, kind, key, null=True)
     info = await target(lambda control: control.queues.update(name, **limits))
-    return Reply(cli_queues.queue_dict(info))
+    return Reply(queue_forms.queue_dict(info))
 
 
 _LIMIT = {"type": ["integer", "null"], "minimum": 1}

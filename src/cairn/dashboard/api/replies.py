@@ -13,7 +13,7 @@ from typing import Any
 from starlette.responses import Response
 
 from cairn import errors
-from cairn.cli import output
+from cairn.representation import json_form
 
 log = logging.getLogger("cairn.dashboard")
 
@@ -57,8 +57,8 @@ class Reply:
 def json_response(
     body: Any, status: int = 200, headers: Mapping[str, str] | None = None
 ) -> Response:
-    """`body` as JSON (datetimes as ISO 8601 in UTC, see `cli.output.jsonable`)."""
-    text = output.dumps(body, indent=None)
+    """`body` as JSON (datetimes as ISO 8601 in UTC, see `representation.json_form.jsonable`)."""
+    text = json_form.dumps(body, indent=None)
     return Response(text, status, headers=headers, media_type="application/json")
 
 

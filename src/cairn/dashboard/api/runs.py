@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
-from cairn.cli import output
-from cairn.cli import runs as cli_runs
 from cairn.dashboard.api import inputs
 from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Operation, Param
@@ -20,6 +18,7 @@ from cairn.dashboard.target import Target
 from cairn.errors import InvalidName, RunNotFound, UnknownWorkflow
 from cairn.models import RunStatus, parse_origin
 from cairn.names import check_name
+from cairn.representation import runs as run_forms
 from cairn.runtime.control import RunControl
 
 COLUMN = "col."
@@ -110,7 +109,7 @@ async def list_runs(target: Target, call: Call) -> Reply:
 
     result, counts = await target(page)
     body: dict[str, Any] = {
-        "runs": [output.summary_dict(r) for r in result],
+        "runs": [run_forms.summary_dict(r) for r in result],
         "next_cursor": result.next_cursor,
     }
     if counts is not None:
@@ -149,8 +148,8 @@ async def count(control: RunControl, chosen: dict[str, Any]) -> Counts:
 async def get_run(target: Target, call: Call) -> Reply:
     """`GET /runs/{run_id}`."""
     run_id = call.path("run_id")
-    shown = await target(lambda control: cli_runs.fetch(control, run_id))
-    return Reply(cli_runs.run_dict(shown))
+    shown = await target(lambda control: run_forms.fetch(control, run_id))
+    return Reply(run_forms.run_dict(shown))
 
 
 async def history(target: Target, call: Call) -> Reply:
@@ -170,9 +169,9 @@ async def history(target: Target, call: Call) -> Reply:
     return Reply(
         {
             "run_id": run_id,
-            "history": [output.entry_dict(entry) for entry in entries],
+            "history": [run_forms.entry_dict(entry) for entry in entries],
             "attempts": attempts,
-            "executions": [output.execution_dict(e) for e in entries.executions],
+            "executions": [run_forms.execution_dict(e) for e in entries.executions],
             "executing": executing,
             "next_after": entries.next_after,
         }
@@ -225,7 +224,7 @@ async def start(target: Target, call: Call) -> Reply:
         return existed, await control.describe(handle.run_id)
 
     existed, run = await target(go)
-    return Reply(output.summary_dict(run), 200 if existed else 201)
+    return Reply(run_forms.summary_dict(run), 200 if existed else 201)
 
 
 def _moment(text: str) -> datetime:

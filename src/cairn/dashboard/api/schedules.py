@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from cairn.cli import schedules as cli_schedules
 from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Handler, Operation
 from cairn.dashboard.api.replies import Reply
 from cairn.dashboard.target import Target
+from cairn.representation import schedules as schedule_forms
 from cairn.runtime.control import RunControl
 
 
@@ -20,14 +20,14 @@ async def list_schedules(target: Target, call: Call) -> Reply:
     """`GET /schedules`: every schedule, by id."""
     call.query(())
     infos = await target(lambda control: control.schedules.list())
-    return Reply({"schedules": [cli_schedules.schedule_dict(info) for info in infos]})
+    return Reply({"schedules": [schedule_forms.schedule_dict(info) for info in infos]})
 
 
 async def get_schedule(target: Target, call: Call) -> Reply:
     """`GET /schedules/{schedule_id}`."""
     schedule_id = call.path("schedule_id")
     info = await target(lambda control: control.schedules.get(schedule_id))
-    return Reply(cli_schedules.schedule_dict(info))
+    return Reply(schedule_forms.schedule_dict(info))
 
 
 def _switch(paused: bool) -> Handler:
@@ -40,7 +40,7 @@ def _switch(paused: bool) -> Handler:
                 return await control.schedules.pause(schedule_id)
             return await control.schedules.resume(schedule_id)
 
-        return Reply(cli_schedules.schedule_dict(await target(go)))
+        return Reply(schedule_forms.schedule_dict(await target(go)))
 
     return handle
 

@@ -6,14 +6,14 @@ form are a 422 whose `fields` name every bad field; the run goes on when a worke
 
 from __future__ import annotations
 
-from cairn.cli import tasks as cli_tasks
 from cairn.dashboard.api import inputs
 from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Operation, Param
 from cairn.dashboard.api.replies import BadRequest, Reply
 from cairn.dashboard.target import Target
+from cairn.representation import tasks as task_forms
 
-STATUSES = (*cli_tasks.STATUSES, "all")
+STATUSES = (*task_forms.STATUSES, "all")
 
 
 async def list_tasks(target: Target, call: Call) -> Reply:
@@ -29,14 +29,14 @@ async def list_tasks(target: Target, call: Call) -> Reply:
             status=status, assignee=found.get("assignee"), run_id=found.get("run_id")
         )
     )
-    return Reply({"tasks": [cli_tasks.task_dict(task) for task in tasks]})
+    return Reply({"tasks": [task_forms.task_dict(task) for task in tasks]})
 
 
 async def get_task(target: Target, call: Call) -> Reply:
     """`GET /tasks/{task_id}`."""
     task_id = call.path("task_id")
     task = await target(lambda control: control.tasks.get(task_id))
-    return Reply(cli_tasks.task_dict(task))
+    return Reply(task_forms.task_dict(task))
 
 
 async def submit(target: Target, call: Call) -> Reply:
@@ -48,7 +48,7 @@ async def submit(target: Target, call: Call) -> Reply:
         raise BadRequest("by must not be empty")
     values = body["values"]
     task = await target(lambda control: control.tasks.submit(task_id, values, by=by))
-    return Reply(cli_tasks.task_dict(task))
+    return Reply(task_forms.task_dict(task))
 
 
 OPERATIONS = (

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from cairn.cli.workflows import workflow_dict
 from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Operation
 from cairn.dashboard.api.replies import Reply
 from cairn.dashboard.target import Target
+from cairn.representation.workflows import workflow_dict
 from cairn.runtime import catalog
 from cairn.runtime.control import RunControl
 

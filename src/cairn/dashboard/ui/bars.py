@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from cairn.cli import output
 from cairn.models import HistoryEntry
+from cairn.representation import words
 from cairn.store.records import RunRecord
 
 LABELLED = 60  # entries drawn one per row; more are packed into lanes
@@ -142,12 +142,12 @@ def _spans(
         wake = entry.result if isinstance(entry.result, int | float) else ended
         finish = min(float(wake), end) if wake is not None else end
         kind = "sleep" if entry.status == "completed" else "open"
-        title = _title(name, f"sleep until {output.when(wake)}", began, finish)
+        title = _title(name, f"sleep until {words.when(wake)}", began, finish)
         return name, [(began, max(finish, began), kind, title)]
     if entry.kind in WAITS:
         finish = ended if ended is not None else end
         kind = "open" if ended is None else "failed" if entry.status == "failed" else "wait"
-        what = output.received(entry) or f"{entry.kind} {entry.name!r} {entry.status}"
+        what = words.received(entry) or f"{entry.kind} {entry.name!r} {entry.status}"
         return name, [(began, finish, kind, _title(name, what, began, finish))]
     return name, [(began, ended or began, "instant", _title(name, entry.kind, began, ended))]
 
@@ -158,12 +158,12 @@ def _attempt(name: str, attempt: dict[str, Any]) -> list[Span]:
     if failed is None:
         return []
     began = _ts(attempt.get("started_at")) or failed
-    message = output.error_line(attempt)
+    message = words.error_line(attempt)
     what = f"attempt {attempt['attempt']} failed: {message}"
     found: list[Span] = [(began, failed, "failed", _title(name, what, began, failed))]
     retry = _ts(attempt.get("retry_at"))
     if retry is not None and retry > failed:
-        title = _title(name, f"waiting to retry at {output.when(retry)}", failed, retry)
+        title = _title(name, f"waiting to retry at {words.when(retry)}", failed, retry)
         found.append((failed, retry, "backoff", title))
     return found
 
@@ -228,12 +228,12 @@ def _merged(found: list[Bar]) -> list[Bar]:
 
 
 def _title(name: str, what: str, began: float, ended: float | None) -> str:
-    took = "" if ended is None else f", {output.seconds(max(0.0, ended - began))}"
-    return f"{name}: {what} (from {output.when(began)}{took})"
+    took = "" if ended is None else f", {words.seconds(max(0.0, ended - began))}"
+    return f"{name}: {what} (from {words.when(began)}{took})"
 
 
 def _offset(seconds: float) -> str:
-    return "0" if seconds <= 0 else "+" + output.seconds(seconds)
+    return "0" if seconds <= 0 else "+" + words.seconds(seconds)
 
 
 def _ts(moment: datetime | float | None) -> float | None:

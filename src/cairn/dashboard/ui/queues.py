@@ -13,15 +13,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from cairn.cli import queues as cli_queues
 from cairn.dashboard.api.replies import describe as describe_failure
 from cairn.dashboard.target import Target
 from cairn.dashboard.ui import csrf, render
+from cairn.representation import queues as queue_forms
 from cairn.runtime.control import RunControl
 from cairn.store.records import Counts
 
 DEFAULT = "(no queue)"
-LIMITS = tuple(cli_queues.LIMITS)
+LIMITS = tuple(queue_forms.LIMITS)
 
 
 def per_queue(counts: Counts, status: str) -> dict[str, int]:
@@ -79,7 +79,7 @@ def routes(target: Target) -> list[BaseRoute]:
             "title": "Queues",
             "nav": "queues",
             "rows": rows,
-            "limits": cli_queues.LIMITS,
+            "limits": queue_forms.LIMITS,
         }
         return render.page(request, "queues.html", context)
 

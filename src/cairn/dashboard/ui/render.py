@@ -15,10 +15,10 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from cairn.cli import output
 from cairn.dashboard import auth
 from cairn.dashboard.api.replies import describe
 from cairn.dashboard.ui import csrf
+from cairn.representation import json_form, words
 
 NOTICE_COOKIE = "cairn_notice"
 FOLD = 400  # characters: longer JSON values are folded into <details>
@@ -28,13 +28,13 @@ WIDTH = 80  # characters: JSON that fits is shown on one line
 
 
 def pretty(value: Any) -> str:
-    """JSON of a value for people (datetimes as ISO 8601, see `cli.output.jsonable`).
+    """JSON of a value for people (datetimes as ISO 8601, see `representation.json_form.jsonable`).
 
     On one line when it fits in WIDTH, else indented. Most steps' values are small, and
     the one-line form comes from the C encoder, while indenting runs in Python.
     """
-    compact = output.dumps(value, indent=None)
-    return compact if len(compact) <= WIDTH else output.dumps(value, indent=2)
+    compact = json_form.dumps(value, indent=None)
+    return compact if len(compact) <= WIDTH else json_form.dumps(value, indent=2)
 
 
 def folds(text: str) -> bool:
@@ -44,7 +44,7 @@ def folds(text: str) -> bool:
 
 def when(moment: datetime | float | None) -> str:
     """A time for people: local time of the dashboard, to the second."""
-    return output.when(moment)
+    return words.when(moment)
 
 
 def iso(moment: datetime | float | None) -> str:
@@ -79,13 +79,13 @@ def _environment() -> jinja2.Environment:
         folds=folds,
         when=when,
         iso=iso,
-        seconds=output.seconds,
-        short=output.short,
+        seconds=words.seconds,
+        short=words.short,
         status_class=status_class,
-        progress_text=output.progress_text,
-        error_line=output.error_line,
+        progress_text=words.progress_text,
+        error_line=words.error_line,
         seg=segment,
-        compact=lambda value: output.dumps(value, indent=None),
+        compact=lambda value: json_form.dumps(value, indent=None),
     )
     return env
 

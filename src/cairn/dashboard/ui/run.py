@@ -14,14 +14,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from cairn.cli import describe, output
-from cairn.cli import runs as cli_runs
 from cairn.dashboard.api import actions, inputs
 from cairn.dashboard.api.replies import BadRequest
 from cairn.dashboard.api.replies import describe as describe_failure
 from cairn.dashboard.target import Target
 from cairn.dashboard.ui import bars, csrf, live, render, timeline
 from cairn.models import EventDelivery, Execution, HistoryEntry, RunStatus
+from cairn.representation import runs as run_forms
+from cairn.representation import words
 from cairn.runtime import blocking
 from cairn.runtime.control import RunControl
 
@@ -48,7 +48,7 @@ VERBS: dict[str, actions.Act] = {
 }
 
 
-def available(shown: cli_runs.Shown) -> list[str]:
+def available(shown: run_forms.Shown) -> list[str]:
     """The actions the run can take now, in the order the page shows them."""
     status = RunStatus(shown.run.status)
     verbs = []
@@ -96,31 +96,31 @@ def children(entries: list[HistoryEntry]) -> list[dict[str, Any]]:
     return found
 
 
-def facts(shown: cli_runs.Shown) -> dict[str, Any]:
+def facts(shown: run_forms.Shown) -> dict[str, Any]:
     """The run's facts for the page: the API's run dict plus the texts people read."""
     run = shown.run
-    found = cli_runs.run_dict(shown)
+    found = run_forms.run_dict(shown)
     # Times as the record holds them (epoch seconds), for the page's time filters.
     for name in ("created_at", "updated_at", "started_at", "finished_at", "scheduled_at"):
         found[name] = getattr(run, name)
     found["executing"] = shown.executing  # with datetimes, for the page's times
     started = run.started_at
     end = run.finished_at if run.finished_at else (shown.now if started else None)
-    found["duration"] = output.seconds(None if started is None or end is None else end - started)
+    found["duration"] = words.seconds(None if started is None or end is None else end - started)
     found["waiting_text"] = (
-        describe.waiting_text(shown.waiting, now=shown.now, run_id=run.run_id)
+        words.waiting_text(shown.waiting, now=shown.now, run_id=run.run_id)
         if shown.waiting is not None
         else ""
     )
-    found["progress_text"] = output.progress_text(found["progress"], run.status)
-    found["percent"] = output.progress_percent(found["progress"], run.status)
-    found["error_line"] = output.error_line(shown.error)
+    found["progress_text"] = words.progress_text(found["progress"], run.status)
+    found["percent"] = words.progress_percent(found["progress"], run.status)
+    found["error_line"] = words.error_line(shown.error)
     found["finished"] = RunStatus(run.status).finished
     first = shown.executions[0] if shown.executions else None
     found["origin"] = _origin(first) if run.restarted_from or run.forked_from else ""
     latest = shown.executions[-1] if shown.executions else None
     found["execution_text"] = (
-        output.execution_label(latest, named=False) if latest and latest.number > 1 else ""
+        words.execution_label(latest, named=False) if latest and latest.number > 1 else ""
     )
     # The event form appears only where a wait can take what it sends.
     found["awaited_events"] = blocking.awaited_events(run)
@@ -132,14 +132,14 @@ def _origin(first: Execution | None) -> str:
     if first is None:
         return ""
     by = f"by {first.by} " if first.by else ""
-    return f"{by}at {output.when(first.started_at)}"
+    return f"{by}at {words.when(first.started_at)}"
 
 
-def execution_labels(shown: cli_runs.Shown) -> dict[int, str]:
+def execution_labels(shown: run_forms.Shown) -> dict[int, str]:
     """A heading for each execution's entries; none when the run has had only one."""
     if len(shown.executions) <= 1:
         return {}
-    return {e.number: output.execution_label(e).capitalize() for e in shown.executions}
+    return {e.number: words.execution_label(e).capitalize() for e in shown.executions}
 
 
 def routes(target: Target) -> list[BaseRoute]:
@@ -149,7 +149,7 @@ def routes(target: Target) -> list[BaseRoute]:
     async def run_page(request: Request) -> Response:
         run_id = request.path_params["run_id"]
 
-        shown = await target(lambda control: cli_runs.fetch(control, run_id, window=WINDOW))
+        shown = await target(lambda control: run_forms.fetch(control, run_id, window=WINDOW))
         entries = timeline.timeline(shown.history, shown.attempts, shown.executing)
         whole = request.query_params.get("timeline") == "all"
         hidden = 0 if whole else max(0, len(entries) - TIMELINE_SHOWN)

@@ -18,13 +18,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from cairn.cli import output
 from cairn.dashboard.api import actions, inputs
 from cairn.dashboard.api import runs as api_runs
 from cairn.dashboard.api.replies import BadRequest, describe
 from cairn.dashboard.target import Target
 from cairn.dashboard.ui import csrf, render
 from cairn.models import ORIGINS, UNKNOWN_ORIGIN, RunPage, RunStatus, RunSummary
+from cairn.representation import words
 from cairn.runtime.control import RunControl
 from cairn.store.records import WorkerRecord
 
@@ -143,12 +143,12 @@ def row(run: RunSummary, *, now: float, live: list[WorkerRecord] | None = None) 
         "finished": finished,
         "columns": run.columns,
         "started_at": started,
-        "started": output.when(started),  # for live updates, as text
-        "duration": "" if started is None else output.seconds(max(0.0, end - started.timestamp())),
-        "progress": output.progress_text(run.progress, run.status.value),
-        "percent": output.progress_percent(run.progress, run.status.value),
+        "started": words.when(started),  # for live updates, as text
+        "duration": "" if started is None else words.seconds(max(0.0, end - started.timestamp())),
+        "progress": words.progress_text(run.progress, run.status.value),
+        "percent": words.progress_percent(run.progress, run.status.value),
         "waiting": waiting or "",
-        "error": output.error_line(run.error),
+        "error": words.error_line(run.error),
         "origin": run.origin or UNKNOWN_ORIGIN,
     }
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from cairn.cli import output
 from cairn.models import HistoryEntry
+from cairn.representation import words
 from cairn.store.records import INTERRUPTED
 
 
@@ -61,9 +61,9 @@ def timeline(
 def _entry(entry: HistoryEntry, failed: list[dict[str, Any]]) -> dict[str, Any]:
     outcome = entry.result
     if entry.kind == "sleep" and isinstance(entry.result, datetime):
-        outcome = f"until {output.when(entry.result)}"
+        outcome = f"until {words.when(entry.result)}"
     elif entry.status == "waiting":
-        outcome = output.waiting_outcome(entry)
+        outcome = words.waiting_outcome(entry)
     tries = [_failed(attempt) for attempt in failed]
     if failed and entry.status != "failed" and entry.started_at is not None:
         # The attempt that produced the outcome (a failed step's last one is in `failed`).
@@ -96,7 +96,7 @@ def _entry(entry: HistoryEntry, failed: list[dict[str, Any]]) -> dict[str, Any]:
         "input_omitted": omitted,
         "outcome": outcome,
         "has_outcome": entry.result is not None and entry.status != "failed",
-        "summary": output.received(entry),
+        "summary": words.received(entry),
         "error": entry.error,
         "tries": tries,
     }
@@ -131,4 +131,4 @@ def _first_start(attempts: list[dict[str, Any]]) -> datetime | None:
 
 
 def _took(start: datetime | None, end: datetime | None) -> str:
-    return output.seconds(output.span(start, end))
+    return words.seconds(words.span(start, end))

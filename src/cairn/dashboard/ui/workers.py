@@ -12,10 +12,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from cairn.cli import output
 from cairn.dashboard.api.workers import last_heartbeat, worker_dict
 from cairn.dashboard.target import Target
 from cairn.dashboard.ui import render
+from cairn.representation import words
 from cairn.runtime.control import RunControl
 
 
@@ -30,7 +30,7 @@ def routes(target: Target) -> list[BaseRoute]:
             for worker in await control.store.list_workers():
                 shown = worker_dict(worker, now=now)
                 beat = last_heartbeat(worker)
-                shown["beat_age"] = "" if beat is None else output.seconds(now - beat) + " ago"
+                shown["beat_age"] = "" if beat is None else words.seconds(now - beat) + " ago"
                 found.append(shown)
             return found
 

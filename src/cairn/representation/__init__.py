@@ -1,0 +1,8 @@
+"""One public representation of runs, entries, tasks, schedules, queues and workflows.
+
+The JSON forms here are what `cairn ... --json` prints and what the HTTP API answers;
+the plain words (times, durations, progress, errors, waits) are what the CLI's tables and
+the dashboard's pages show; `actions` holds the decisions of cancel, pause and resume
+that `cairn runs ...` and the API share. Both surfaces sit on top of this package and
+neither imports the other. Nothing here prints or serves.
+"""

@@ -1,0 +1,212 @@
+"""A run's facts in plain words, for people: times, durations, errors, progress, waits.
+
+The CLI's tables and the dashboard's pages both show these; the texts are the same on
+either surface because they come from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from cairn.core import mailbox
+from cairn.models import Execution, HistoryEntry, RunStatus
+from cairn.representation.json_form import dumps
+from cairn.runtime import blocking
+from cairn.store.records import INTERRUPTED
+
+
+def short(value: Any, width: int = 60) -> str:
+    """Compact one-line JSON of `value`, clipped to `width` characters."""
+    text = dumps(value, indent=None)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def when(moment: datetime | float | None) -> str:
+    """A timestamp for people: local time to the second."""
+    if moment is None:
+        return ""
+    if not isinstance(moment, datetime):
+        moment = datetime.fromtimestamp(moment, UTC)
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def seconds(value: float | None) -> str:
+    """A duration for people: `850µs`, `12ms`, `1.24s`, `3m05s`, `2h01m`."""
+    if value is None:
+        return ""
+    if value < 0.001:
+        return f"{value * 1e6:.0f}µs"
+    if value < 1:
+        return f"{value * 1000:.0f}ms"
+    if value < 60:
+        return f"{value:.2f}s"
+    minutes, secs = divmod(int(value), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def span(start: datetime | None, end: datetime | None) -> float | None:
+    """Seconds from `start` to `end`, or None if either is missing."""
+    return None if start is None or end is None else (end - start).total_seconds()
+
+
+def error_line(error: Mapping[str, Any] | None) -> str:
+    """`type: message` of a stored error (run, step or attempt), on one line."""
+    if not error:
+        return ""
+    message = " ".join(str(error.get("message", "")).split())
+    kind = error.get("error_type") or error.get("type") or ""
+    if kind in _SELF_DESCRIBING:
+        return message  # "step 'charge' failed after 3 attempt(s): builtins.ValueError: ..."
+    return f"{kind}: {message}" if kind else message
+
+
+_SELF_DESCRIBING = frozenset({"cairn.errors.StepFailed", "cairn.errors.StepTimeout"})
+
+_CAUSES = {"start": "started", "retry": "after retry", "restart": "a restart", "fork": "a fork"}
+
+
+def execution_label(execution: Execution, *, named: bool = True) -> str:
+    """`execution 2, after retry by ada at 2026-03-01 10:00:00`, for people.
+
+    Without `named`, the same without the leading "execution ".
+    """
+    cause = _CAUSES.get(execution.cause, execution.cause)
+    by = f" by {execution.by}" if execution.by else ""
+    label = f"{execution.number}, {cause}{by} at {when(execution.started_at)}"
+    return f"execution {label}" if named else label
+
+
+def attempt_outcome(attempt: Mapping[str, Any]) -> str:
+    """How a failed or interrupted attempt ended, on one line.
+
+    `interrupted (worker w-1, started 2026-03-01 10:00:00)`: its worker died or lost the
+    run while it ran, so it may have run in part or in full.
+    """
+    if attempt.get("outcome") == INTERRUPTED:
+        started = attempt.get("started_at")
+        since = f", started {when(started)}" if started is not None else ""
+        return f"interrupted (worker {attempt.get('worker') or 'unknown'}{since})"
+    return error_line(attempt)
+
+
+def progress_text(progress: Mapping[str, Any] | None, status: str | None = None) -> str:
+    """`loading rows · 40/100 (40%)`; empty when there is no progress.
+
+    A COMPLETED run's progress is shown as final, `done (last: loading rows)`: the count
+    it last reported (1/2, say) would read as unfinished work.
+    """
+    if not progress:
+        return ""
+    message = " ".join(str(progress.get("message") or "").split())
+    if status == RunStatus.COMPLETED.value:
+        return f"done (last: {message})" if message else "done"
+    current, total = progress.get("current"), progress.get("total")
+    count = ""
+    if isinstance(current, int | float) and isinstance(total, int | float) and total > 0:
+        count = f"{current:g}/{total:g} ({current / total:.0%})"
+    elif isinstance(current, int | float):
+        count = f"{current:g}"
+    return " · ".join(part for part in (message, count) if part)
+
+
+def progress_percent(progress: Mapping[str, Any] | None, status: str | None = None) -> int | None:
+    """How far a progress count got, 0 to 100 (100 once the run COMPLETED); None without one."""
+    progress = progress or {}
+    current, total = progress.get("current"), progress.get("total")
+    if not (isinstance(current, int | float) and isinstance(total, int | float) and total > 0):
+        return None
+    if status == RunStatus.COMPLETED.value:
+        return 100
+    return max(0, min(100, round(100 * current / total)))
+
+
+def input_text(value: Any, width: int = 40) -> str:
+    """A step's input as the call's arguments, `(1, "a", retry=True)`, clipped to `width`.
+
+    Empty for operations without one (sleeps, waits) and for steps recorded before inputs
+    were kept; an input too large or unserializable to keep shows why it was omitted.
+    """
+    if not isinstance(value, Mapping):
+        return ""
+    if "omitted" in value:
+        text = f"(omitted: {value['omitted']})"
+    else:
+        args = [dumps(arg, indent=None) for arg in value.get("args") or ()]
+        args += [f"{k}={dumps(v, indent=None)}" for k, v in (value.get("kwargs") or {}).items()]
+        text = f"({', '.join(args)})"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def received(entry: HistoryEntry) -> str | None:
+    """What a mailbox entry took, in words: "received 3 messages on 'orders'".
+
+    None for other entries, and for a receive still waiting.
+    """
+    if entry.kind != mailbox.KIND or not isinstance(entry.result, list):
+        return None
+    if entry.status == "timeout":
+        return f"timed out, no message on {entry.name!r}"
+    count = len(entry.result)
+    return f"received {count} message{'' if count == 1 else 's'} on {entry.name!r}"
+
+
+def waiting_outcome(entry: HistoryEntry) -> str:
+    """What an unfinished wait records: its task and deadline (never a hook's token)."""
+    facts = entry.result if isinstance(entry.result, dict) else {}
+    parts = []
+    if facts.get("task_id"):
+        parts.append(f"task {facts['task_id']}")
+    if isinstance(facts.get("deadline"), int | float):
+        parts.append(f"until {when(facts['deadline'])}")
+    return ", ".join(parts) or "no deadline"
+
+
+def waiting_text(found: Mapping[str, Any], *, now: float, run_id: str = "RUN_ID") -> str:
+    """`event 'approval' (times out 2025-06-01 12:00:00, in 6d23h)` and the like.
+
+    A run that keeps waking without progress says so first.
+    """
+    flag = found.get("spinning")
+    if found["kind"] == "spinning":  # executing now, between two futile wake-ups
+        return f"nothing it can take: it {flag}"
+    text = _waiting_text(found, now=now, run_id=run_id)
+    return text if flag is None else f"{text} — but it {flag}"
+
+
+def _waiting_text(found: Mapping[str, Any], *, now: float, run_id: str) -> str:
+    kind, name, until = found["kind"], found.get("name"), found.get("until")
+    if kind == "sleep":
+        return f"its sleep to end at {when(until)}{_in(until, now)}"
+    if kind == "retry":
+        return f"step {name!r} to be retried at {when(until)}{_in(until, now)}"
+    if kind == "resume":
+        return f"`cairn runs resume {run_id}` (it is paused)"
+    if kind == "queue":
+        return str(found.get("reason") or f"a free slot on queue {name!r}")
+    if kind == "delay":
+        return f"its start delay to end at {when(until)}{_in(until, now)}"
+    if kind == "worker":
+        where = f" serving queue {name!r}" if name else ""
+        if "workers_know" in found:  # live workers exist, and none executes this workflow
+            know = ", ".join(found["workers_know"]) or "no workflows"
+            return f"a worker{where} that imports its workflow (live workers know: {know})"
+        return f"a worker{where} to take it (`cairn worker`)"
+    text = f"{blocking.KINDS[kind]} {name!r}"
+    if kind == "task" and found.get("task_id"):
+        text += f" (task {found['task_id']})"
+    if until is not None:
+        verb = "due" if kind == "task" else "expires" if kind == "hook" else "times out"
+        text += f", {verb} {when(until)}{_in(until, now)}"
+    return text
+
+
+def _in(until: float | None, now: float) -> str:
+    if until is None:
+        return ""
+    left = until - now
+    return f" (in {seconds(left)})" if left > 0 else " (due now)"

@@ -1,0 +1,172 @@
+"""The layers of src/cairn, pinned by reading the imports of every module in it.
+
+Bottom to top: the plain modules (errors, models, names, serialization, ...), then store/
+and authoring/ side by side, core/, runtime/, then client, testing/ and representation/,
+and the surfaces cli/ and dashboard/ on top. Every import counts, at module level, inside
+a function or under TYPE_CHECKING alike: a lazy import is still a dependency. The public
+names of `cairn` and `cairn.testing` are pinned in tests/test_public_api.py; the layers are
+drawn in docs/explanation/architecture.md.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+PACKAGE = SRC / "cairn"
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement's target, as a dotted name, and where it is."""
+
+    module: str  # the importing module, e.g. cairn.cli.runs
+    target: str  # what it imports, e.g. cairn.runtime.control or sqlite3
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.module}:{self.line} imports {self.target}"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_module(dotted: str) -> bool:
+    base = SRC.joinpath(*dotted.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def imports_of(path: Path) -> list[Import]:
+    """Every import in `path`; `from cairn import config` counts as cairn.config."""
+    module = module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [Import(module, alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from . import x, from ..store import y
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                named = f"{base}.{alias.name}"
+                target = named if is_module(named) else base
+                found.append(Import(module, target, node.lineno))
+    return found
+
+
+ALL = [found for path in sorted(PACKAGE.rglob("*.py")) for found in imports_of(path)]
+
+
+def within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def crossings(importer: str, imported: tuple[str, ...]) -> list[Import]:
+    """Where a module of package `importer` imports from any of the packages `imported`."""
+    return [
+        found
+        for found in ALL
+        if within(found.module, importer) and any(within(found.target, p) for p in imported)
+    ]
+
+
+SURFACES = ("cairn.cli", "cairn.dashboard")
+# (importer, packages it must not import, why)
+RULES = [
+    (
+        "cairn.store",
+        ("cairn.core", "cairn.runtime", "cairn.authoring", "cairn.client", "cairn.testing"),
+        "the store keeps records; it knows nothing of runs being executed",
+    ),
+    (
+        "cairn.authoring",
+        ("cairn.core", "cairn.runtime", "cairn.store", "cairn.client", "cairn.testing"),
+        "what users write against is declared below the engine that runs it",
+    ),
+    (
+        "cairn.core",
+        ("cairn.runtime", "cairn.client", "cairn.testing", "cairn.representation", *SURFACES),
+        "one run's execution knows nothing of workers, engines or surfaces",
+    ),
+    (
+        "cairn.runtime",
+        ("cairn.client", "cairn.testing", "cairn.representation", *SURFACES),
+        "the engine and its workers serve every surface, and import none",
+    ),
+    ("cairn.client", ("cairn.testing", "cairn.representation", *SURFACES), "below surfaces"),
+    ("cairn.testing", ("cairn.client", "cairn.representation", *SURFACES), "below surfaces"),
+    (
+        "cairn.representation",
+        ("cairn.client", "cairn.testing", *SURFACES),
+        "the JSON forms and words both surfaces share sit below both",
+    ),
+    ("cairn.dashboard", ("cairn.cli",), "the dashboard shares cairn.representation, not the CLI"),
+    ("cairn.steps", ("cairn.core", "cairn.runtime", "cairn.store"), "step libraries are user code"),
+]
+
+# The one import between the surfaces: `cairn dashboard` is the CLI command that starts
+# the dashboard's server, so it imports the server (and its host check) to run it.
+CLI_STARTS_DASHBOARD = {
+    ("cairn.cli.dashboard", "cairn.dashboard.serve"),
+    ("cairn.cli.dashboard", "cairn.dashboard.guard"),
+}
+
+
+@pytest.mark.parametrize(("importer", "imported", "why"), RULES, ids=[r[0] for r in RULES])
+def test_layers__a_package_imports_nothing_above_it(importer, imported, why):
+    assert [str(found) for found in crossings(importer, imported)] == [], why
+
+
+def test_layers__the_cli_imports_the_dashboard_only_to_start_it():
+    found = crossings("cairn.cli", ("cairn.dashboard",))
+    assert [str(f) for f in found if (f.module, f.target) not in CLI_STARTS_DASHBOARD] == []
+
+
+# The store's own drivers are the store's business; the step library (cairn.steps) talks
+# to the application's databases, never to cairn's.
+STORE_DRIVERS = ("sqlite3", "psycopg", "psycopg_pool")
+APP_DATABASE_CLIENTS = ("sqlalchemy", "pymysql", "asyncpg", "aiosqlite", "psycopg2", "redis")
+
+
+def test_layers__only_the_store_imports_a_database_driver():
+    outside = [
+        str(found)
+        for found in ALL
+        if any(within(found.target, d) for d in STORE_DRIVERS + APP_DATABASE_CLIENTS)
+        and not (
+            within(found.module, "cairn.store")
+            and any(within(found.target, d) for d in STORE_DRIVERS)
+        )
+        and not (
+            within(found.module, "cairn.steps")
+            and any(within(found.target, d) for d in APP_DATABASE_CLIENTS)
+        )
+    ]
+    assert outside == []
+
+
+def test_layers__the_store_does_import_its_drivers():
+    # Guards the test above against reading nothing: the store's backends are found.
+    drivers = {found.target.partition(".")[0] for found in crossings("cairn.store", STORE_DRIVERS)}
+    assert drivers == set(STORE_DRIVERS)
+
+
+def test_layers__every_package_is_read():
+    packages = {found.module.split(".")[1] for found in ALL if found.module.count(".") >= 1}
+    named = {name.rpartition(".")[2] for name, _, _ in RULES} | {"observability"}
+    assert named <= packages
+
+
+def test_layers__relative_and_from_imports_resolve():
+    here = PACKAGE / "cli" / "runs.py"
+    targets = {found.target for found in imports_of(here)}
+    assert "cairn.representation.runs" in targets  # from cairn.representation import runs
+    assert "cairn.cli.control" in targets  # from cairn.cli import control, ...
