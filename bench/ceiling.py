@@ -64,7 +64,8 @@ def line(name: str, data: dict[str, Any]) -> str:
     return (
         f"{name:<10} {data['runs_per_second']:>7,.0f} runs/s  {data['us_per_step']:>6.1f} µs/step"
         f" ({data['cpu_us_per_step']:.1f} CPU)"
-        f"  raw commit {data['raw_commit_us']:>6.1f} µs  step/raw {data['ratio_to_raw_commit']:.2f}x"
+        f"  raw commit {data['raw_commit_us']:>6.1f} µs"
+        f"  step/raw {data['ratio_to_raw_commit']:.2f}x"
         f"  (rounds: {rounds})"
     )
 
