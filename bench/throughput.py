@@ -50,10 +50,27 @@ class Concurrent:
     seconds: float  # the median round
     workers: int
     rounds: list[float]
+    raw_rounds: list[float]  # µs of a raw commit measured just before each round
 
     @property
     def runs_per_second(self) -> float:
         return self.runs / self.seconds
+
+    @property
+    def us_per_step(self) -> float:
+        """Wall time per step of the median round (its seconds over runs x 10 steps)."""
+        return self.seconds / (self.runs * STEPS) * 1e6
+
+    @property
+    def ratio(self) -> float:
+        """The median over rounds of (µs per step / raw commit µs measured beside it).
+
+        Steps of runs side by side share commits, so this can be below 1.
+        """
+        step = 1e6 / (self.runs * STEPS)
+        return statistics.median(
+            seconds * step / raw for seconds, raw in zip(self.rounds, self.raw_rounds, strict=True)
+        )
 
 
 async def sequential(
@@ -84,16 +101,28 @@ async def sequential(
     return Sequential(runs, statistics.median(times), times, raws)
 
 
-async def concurrent(url: str, *, runs: int = 200, rounds: int = 5, warmup: int = 50) -> Concurrent:
-    """Start `runs` runs at once (one engine, a slot for each) and await them all."""
+async def concurrent(
+    url: str,
+    raw_commit_us: Callable[[], float],
+    *,
+    runs: int = 200,
+    rounds: int = 5,
+    warmup: int = 50,
+) -> Concurrent:
+    """Start `runs` runs at once (one engine, a slot for each) and await them all.
+
+    `raw_commit_us` measures the raw commit floor; it runs before every round.
+    """
     times = []
+    raws = []
     async with cairn.Engine(url, workers=runs) as engine:
         await _batch(engine, warmup)
         for _ in range(rounds):
+            raws.append(await asyncio.to_thread(raw_commit_us))
             started = time.perf_counter()
             await _batch(engine, runs)
             times.append(time.perf_counter() - started)
-    return Concurrent(runs, statistics.median(times), runs, times)
+    return Concurrent(runs, statistics.median(times), runs, times, raws)
 
 
 async def _batch(engine: cairn.Engine, runs: int) -> None:
