@@ -1,15 +1,19 @@
 """`python -m bench.scale [--runs N]`: what a large database costs, beside a small one.
 
-For SQLite and PostgreSQL (when reachable), in one fresh database each:
+For SQLite and PostgreSQL (when reachable), in fresh databases:
 
 1. Real workflows run once through the engine and leave templates: a finished run of 12
    history entries (11 steps and a sleep, two columns), the same failing at its 12th
    entry, and a run asleep for an hour after one step.
 2. The base: 4,000 finished runs copied from the templates (bulk SQL: every row the
-   engine wrote for a template, with a new run id, times and column values), the
-   smallest database that fills every page measured. Figures are taken.
-3. The fill: N finished runs more (older than the base's; 5% failed) and 10,000 sleeping
-   runs, the same way. The same figures are taken again and divided by the base's.
+   engine wrote for a template, with a new run id, times and column values), about the
+   smallest database that fills every page measured.
+3. The full database: the base, then N finished runs more (older than the base's, 5%
+   failed) and 10,000 sleeping runs, the same way.
+
+The figures are taken on three databases in turns (so load from elsewhere hits each
+alike): the full one, the base alone, and an empty one (the templates alone), and the
+full database's are divided by the base's (the goal's ratio) and by the empty one's.
 
 Figures (median of rounds): a ten-step run from start to result (one after another),
 the claim of a due run (Store.claim_runs, one PENDING run due), `engine.list_runs` (the
@@ -599,7 +603,7 @@ def table(report: dict[str, Any]) -> str:
         "",
         "base: a database of the same 4,000 newest finished runs alone (the fill's runs are",
         "older, as history is); empty: the 3 template runs and the runs the measuring itself",
-        "starts (some 130 ten-step runs), so its filtered pages are all but empty: those",
+        "starts (some 120 ten-step runs), so its filtered pages are all but empty: those",
         "figures price a short page, not a smaller database. The three are measured in turns;",
         "full/base is the goal's ratio. Pages are 50 runs; the",
         "dashboard figures are server time. SQLite has no statistics (cairn gathers none);",
