@@ -19,8 +19,8 @@ Figures (median of rounds): a ten-step run from start to result (one after anoth
 the claim of a due run (Store.claim_runs, one PENDING run due), `engine.list_runs` (the
 first page of 50, a page filtered by status, one by a run column), the dashboard's runs
 page (GET /, HTML, server time; it also counts the runs of each status) and its API
-(GET /api/v1/runs), and bytes on disk per finished run. Prune throughput is measured by
-the `prune` hook below once cairn has a prune.
+(GET /api/v1/runs), bytes on disk per finished run, and, last, how fast prune deletes the
+oldest 10,000 finished runs (the `prune_hook` below; skipped where cairn has no prune).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import cairn.dashboard
 from bench import postgres
 from bench.dashboard import ServerTime
 from bench.workflows import ten_steps
-from cairn.store import sqlite_path
+from cairn.store import open_store, sqlite_path
 from cairn.store.records import WorkerRecord
 
 RUNS = 20_000  # finished runs of the fill (`make bench`); --runs 1000000 for the issue's size
@@ -494,15 +494,30 @@ class Claims:
             await self.engine.cancel(run.run_id)
 
 
-async def prune_hook(url: str) -> str:
-    """HOOK(prune): prune throughput, once cairn has a prune (issue 24, helper "retain").
+PRUNED = 10_000  # the oldest finished runs the prune figure deletes (fewer for a small fill)
 
-    Until then this says so instead of measuring anything.
+
+async def prune_hook(url: str, finished_before: float) -> str:
+    """HOOK(prune): how fast cairn's prune deletes the oldest finished runs of the fill.
+
+    Prune is built elsewhere (issue 24, helper "retain": cairn.runtime.retention.prune);
+    without it this says so instead of measuring anything. Taken last: it deletes runs.
     """
-    engine = cairn.Engine(url, workers=0)
-    if not hasattr(engine, "prune"):
-        return "skipped: cairn has no prune yet"
-    return "skipped: prune exists; measuring it is not written yet"
+    try:
+        from cairn.runtime import retention
+    except ImportError:
+        return "skipped: cairn has no prune here (cairn.runtime.retention)"
+    store = open_store(url)
+    await store.open()
+    try:
+        began = time.perf_counter()
+        pruned = await retention.prune(store, finished_before=finished_before, pause=0.0)
+        took = time.perf_counter() - began
+    finally:
+        await store.close()
+    if not pruned:
+        return "nothing pruned (no finished run old enough)"
+    return f"{pruned / took:,.0f} runs/s ({pruned:,} runs in {took:.1f} s, default batches)"
 
 
 # One store
@@ -531,7 +546,8 @@ def run_store(stores: dict[str, Any], runs: int, sleepers: int, rounds: int) -> 
     note(f"{full.name}: filling {runs:,} finished runs and {sleepers:,} sleeping ones")
     began = time.perf_counter()
     now = time.time()
-    full.load(finished_rows(templates, runs, now - 365 * DAY, now - 2 * DAY, seed=2), templates)
+    oldest, newest = now - 365 * DAY, now - 2 * DAY
+    full.load(finished_rows(templates, runs, oldest, newest, seed=2), templates)
     full.settle()
     per_run = (full.size() - before) / runs
     full.load(sleeping_rows(templates, sleepers, now - 2 * DAY, now - 1.5 * DAY, now), templates)
@@ -543,7 +559,10 @@ def run_store(stores: dict[str, Any], runs: int, sleepers: int, rounds: int) -> 
         **found,
         "bytes_per_finished_run": per_run,
         "fill_seconds": filled,
-        "prune": asyncio.run(prune_hook(full.url)),
+        # The fill's runs are evenly spread: this cut-off takes about its PRUNED oldest.
+        "prune": asyncio.run(
+            prune_hook(full.url, oldest + (newest - oldest) * min(PRUNED, runs // 2) / runs)
+        ),
     }
 
 
