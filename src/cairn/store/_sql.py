@@ -655,8 +655,9 @@ def count_runs(query: RunQuery, limit: int | None = None) -> tuple[str, list[Any
     the runs page's count per status. With `limit` (see Store.count_runs), a query with
     no filter counts each status on its own, up to `limit`, from its range of the status
     index: a read bounded by the limit however many runs the table holds (grouping the
-    whole table read all of them, 50 ms and more past a million runs). With filters, whose
-    matches must each be read, at most `limit` matching runs are counted in all.
+    whole table read all of them: over 110,000 runs that added 6 ms to the runs page on
+    SQLite and 38 ms on PostgreSQL). With filters, whose matches must each be read, at
+    most `limit` matching runs are counted in all.
     """
     source, _, where, params = _run_filters(query, status=False)
     if limit is not None and not where:
