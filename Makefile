@@ -26,6 +26,8 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.check 10000
 	$(BIN)/python -m bench.observability
 	$(BIN)/python -m bench.dashboard
+	# 20,000 runs here; the issue's size: python -m bench.scale --runs 1000000
+	$(BIN)/python -m bench.scale --runs 20000
 	$(BIN)/python -m bench.run_page
 	$(BIN)/python -m bench.unconsumed_event
 	$(BIN)/python -m bench.transaction

@@ -8,6 +8,7 @@ and how late a due timer fires.
 from __future__ import annotations
 
 import asyncio
+import resource
 import sys
 import tempfile
 import threading
@@ -41,6 +42,11 @@ async def late() -> float:
     return time.time() - started - 2.0
 
 
+def peak_rss_mb() -> float:
+    """The most RSS the process has had so far (ru_maxrss: KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def rss_mb() -> float:
     with open("/proc/self/status") as status:
         for line in status:
@@ -60,11 +66,12 @@ async def main(count: int, folder: Path) -> None:
         while any([await engine.list_runs(status=s, limit=1) for s in ("PENDING", "RUNNING")]):
             await asyncio.sleep(0.05)
         asleep = time.perf_counter() - started
-        rss, threads = rss_mb(), threading.active_count()  # before listing them below
+        # Before listing them below (that list holds every sleeper's summary at once).
+        rss, peak, threads = rss_mb(), peak_rss_mb(), threading.active_count()
         assert len(await engine.list_runs(status="SLEEPING", limit=count)) == count
         print(
-            f"{count:,} sleepers durably asleep in {asleep:.2f} s; RSS {rss:.0f} MB "
-            f"(empty engine {base:.0f} MB); threads {threads}"
+            f"{count:,} sleepers durably asleep in {asleep:.2f} s; RSS {rss:.0f} MB, "
+            f"peak {peak:.0f} MB (empty engine {base:.0f} MB); threads {threads}"
         )
         runs = [await engine.start(late) for _ in range(5)]
         lateness = [await run.result(timeout=30) for run in runs]

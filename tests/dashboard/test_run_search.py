@@ -123,18 +123,32 @@ async def test_runs_page__search_filters_and_counts_per_status(web, api, workers
     assert "unknown run origin" in bad.text
 
 
-async def test_counts__past_the_limit_under_filters_are_lower_bounds(monkeypatch):
+async def test_counts__past_the_limit_are_lower_bounds(monkeypatch):
     from cairn.dashboard.api import runs as api_runs
+    from cairn.dashboard.ui import runs as ui_runs
     from cairn.testing import TestEngine
 
     monkeypatch.setattr(api_runs, "COUNT_LIMIT", 3)
     async with TestEngine() as env:
-        for n in range(5):
-            await env.engine.control.start("nowhere.known", run_id=f"r{n}", allow_unknown=True)
-        everything = await api_runs.count(env.engine.control, {})
-        filtered = await api_runs.count(env.engine.control, {"run_id_prefix": "r"})
-        few = await api_runs.count(env.engine.control, {"run_id_prefix": "r1"})
+        control = env.engine.control
+        for n in range(6):
+            await control.start("nowhere.known", run_id=f"r{n}", allow_unknown=True)
+        await control.cancel("r5")
+        everything = await api_runs.count(control, {})
+        filtered = await api_runs.count(control, {"run_id_prefix": "r"})
+        few = await api_runs.count(control, {"run_id_prefix": "r1"})
 
-    assert (everything.by_status["PENDING"], everything.exact) == (5, True)  # no filter
-    assert (filtered.by_status["PENDING"], filtered.exact) == (4, False)  # counted 4 of 5
-    assert (few.total, few.exact) == (1, True)
+    # No filter: each status counted up to the limit (+1); only the one past it is a bound.
+    assert everything.by_status["PENDING"] == 4 and everything.by_status["CANCELLED"] == 1
+    assert (everything.lower_bounds, everything.exact) == ({"PENDING"}, False)
+    shown = {c["status"]: c["count"] for c in ui_runs.status_counts(everything, {}, "")}
+    assert (shown[""], shown["PENDING"], shown["CANCELLED"], shown["FAILED"]) == (
+        "5+",
+        "4+",
+        "1",
+        "0",
+    )
+    # Under filters: 4 of the 6 counted, in all; every count found is a lower bound.
+    assert (filtered.total, filtered.exact) == (4, False)
+    assert filtered.lower_bounds == {s for s, n in filtered.by_status.items() if n}
+    assert (few.total, few.exact, few.lower_bounds) == (1, True, frozenset())

@@ -89,3 +89,31 @@ async def test_count_runs__one_count_per_status_under_the_other_filters(
     some = await store.count_runs(RunQuery(workflow="a"), limit=2)
     assert sum(some.values()) == 2
     assert await store.count_runs(RunQuery(workflow="a"), limit=4) == {"COMPLETED": 2, "FAILED": 1}
+
+
+async def test_count_runs__without_filters_a_limit_bounds_each_status_on_its_own(
+    store: Store,
+) -> None:
+    statuses = ["COMPLETED"] * 4 + ["FAILED"] * 2 + ["PENDING", "SLEEPING", "CANCELLED"]
+    for n, status in enumerate(statuses):
+        await store.create_run(run_record(f"r{n}", status=status, created_at=T0 + n))
+
+    # Each status stops at the limit, so a common status does not eat the others' share.
+    assert await store.count_runs(RunQuery(), limit=2) == {
+        "COMPLETED": 2,
+        "FAILED": 2,
+        "PENDING": 1,
+        "SLEEPING": 1,
+        "CANCELLED": 1,
+    }
+    # The status filter is ignored here too; under the limit every count is exact.
+    assert await store.count_runs(RunQuery(status="FAILED"), limit=5) == {
+        "COMPLETED": 4,
+        "FAILED": 2,
+        "PENDING": 1,
+        "SLEEPING": 1,
+        "CANCELLED": 1,
+    }
+    assert await store.count_runs(RunQuery(), limit=1) == dict.fromkeys(
+        ("COMPLETED", "FAILED", "PENDING", "SLEEPING", "CANCELLED"), 1
+    )

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cairn.errors import StoreError
+from cairn.models import RunStatus
 from cairn.store import _sql, programs, sqlite_path
 from cairn.store.programs import Program, Sql
 from cairn.store.records import RunQuery
@@ -193,3 +194,17 @@ async def test_read_only__a_refused_write_names_the_file_and_the_store_says_it_c
     assert str(refused.value).startswith(f"database {sqlite_store.path!r} is read-only")
     assert [r.run_id for r in await sqlite_store.list_runs(RunQuery())] == ["r1"]  # reads go on
     sqlite_store.conn.execute("PRAGMA query_only = OFF")  # so that the fixture can close it
+
+
+async def test_count_runs__with_a_limit_and_no_filter_each_status_reads_its_index_range(
+    sqlite_store: SqliteStore,
+) -> None:
+    # The runs page's counts: GROUP BY status over the whole table read every run (the
+    # page took 2.4x as long over 100,000 runs as over 4,000). Each status's count must
+    # be a search of a status index, stopped by its LIMIT, never a scan of runs.
+    text, params = _sql.count_runs(RunQuery(), limit=1001)
+    plan = [row[3] for row in sqlite_store.conn.execute(f"EXPLAIN QUERY PLAN {text}", params)]
+    reads = [step for step in plan if "runs" in step]
+
+    assert len(reads) == len(RunStatus), plan
+    assert all(step.startswith("SEARCH runs USING COVERING INDEX") for step in reads), plan

@@ -461,8 +461,10 @@ class RunControl:
     ) -> dict[RunStatus, int]:
         """How many runs `list_runs` with these filters finds in each status (one read).
 
-        Every status is a key, 0 when no run has it. With `limit`, at most that many runs
-        are counted: when the counts add up to `limit`, each is a lower bound.
+        Every status is a key, 0 when no run has it. With `limit` and no filter, each
+        status is counted up to `limit` (a count of `limit` is a lower bound); with
+        filters, at most `limit` runs are counted in all: when the counts add up to
+        `limit`, each is a lower bound. Either way the read is bounded by `limit`.
         """
         query = _query(
             workflow=workflow,

@@ -167,8 +167,11 @@ class Store(Protocol):
         """How many runs match `query`'s filters, by status, in one read.
 
         `query.status`, `cursor` and `limit` are ignored; statuses without runs are absent.
-        With `limit`, counting stops after that many matching runs (in no particular
-        order): counts that add up to `limit` are then lower bounds.
+        With `limit` and no filter, each status is counted up to `limit` (a count equal
+        to `limit` is then a lower bound, the others are exact): a read bounded by `limit`
+        whatever the size of the table. With `limit` and filters, counting stops after
+        that many matching runs in all (in no particular order): counts that add up to
+        `limit` are then lower bounds.
         """
         ...
 

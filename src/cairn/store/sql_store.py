@@ -95,7 +95,7 @@ class SqlStore:
         """How many runs match `query` (its status aside), by status (see Store.count_runs)."""
         text, params = _sql.count_runs(query, limit)
         rows = await self.read(lambda: _rows(text, params))
-        return {str(status): int(n) for status, n in rows}
+        return {str(status): int(n) for status, n in rows if n}
 
     async def finish_run(
         self,

@@ -26,7 +26,7 @@ FILTERS = ("status", "workflow", "version", "since", "until", "origin", "run_id_
 MAX_LIMIT = 1000
 # History entries per page of GET /runs/{id}/history (at most, and by default).
 HISTORY_PAGE = 1000
-COUNT_LIMIT = 10_000  # runs counted at most under filters (see `count`)
+COUNT_LIMIT = 1_000  # runs counted at most: of each status, or under filters in all (`count`)
 START_OPTIONS = (
     "run_id",
     "queue",
@@ -115,15 +115,21 @@ async def list_runs(target: Target, call: Call) -> Reply:
     if counts is not None:
         body["counts"] = counts.by_status
         body["counts_exact"] = counts.exact
+        body["counts_lower_bounds"] = sorted(counts.lower_bounds)
     return Reply(body)
 
 
 @dataclass(frozen=True, slots=True)
 class Counts:
-    """How many runs each status has under some filters; lower bounds unless `exact`."""
+    """How many runs each status has under some filters, and which are lower bounds."""
 
     by_status: dict[str, int]
-    exact: bool
+    lower_bounds: frozenset[str] = frozenset()  # statuses counted only up to a limit
+
+    @property
+    def exact(self) -> bool:
+        """Every count is exact."""
+        return not self.lower_bounds
 
     @property
     def total(self) -> int:
@@ -134,15 +140,22 @@ class Counts:
 async def count(control: RunControl, chosen: dict[str, Any]) -> Counts:
     """How many runs each status has under the filters `chosen` (their status aside).
 
-    Without filters every run is counted (a read of the status index). With filters,
-    whose matches must each be read, counting stops past COUNT_LIMIT runs, so that a
-    filter most runs pass costs a bounded read; the counts are then lower bounds.
+    Counting is bounded, so that the runs page costs the same over a million runs as
+    over a thousand. Without filters each status is counted up to COUNT_LIMIT runs (a
+    read of its range of the status index): past it its count is a lower bound, the
+    others stay exact. With filters, whose matches must each be read, counting stops
+    past COUNT_LIMIT runs in all; the counts are then lower bounds.
     """
     rest = {k: v for k, v in chosen.items() if k != "status"}
-    limit = COUNT_LIMIT + 1 if rest else None
+    limit = COUNT_LIMIT + 1
     found = await control.count_runs(**rest, limit=limit)
     by_status = {status.value: n for status, n in found.items()}
-    return Counts(by_status, exact=limit is None or sum(by_status.values()) < limit)
+    if rest:
+        capped = sum(by_status.values()) >= limit
+        lower = {s for s, n in by_status.items() if n} if capped else set()
+    else:
+        lower = {s for s, n in by_status.items() if n >= limit}
+    return Counts(by_status, frozenset(lower))
 
 
 async def get_run(target: Target, call: Call) -> Reply:
@@ -263,8 +276,9 @@ OPERATIONS = (
             Param(
                 "counts",
                 "true: add `counts`, the runs of each status under the other filters, and "
-                "`counts_exact` (false when filters matched over 10,000 runs: the counts "
-                "then cover 10,001 of them)",
+                "`counts_exact` and `counts_lower_bounds` (counting stops past 1,000 runs "
+                "of a status, or past 1,000 runs in all under filters: the statuses whose "
+                "count is then a lower bound)",
                 {"type": "boolean"},
             ),
         ),

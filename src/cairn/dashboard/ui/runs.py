@@ -81,7 +81,8 @@ def status_counts(
 ) -> list[dict[str, Any]]:
     """The count of each status under the other filters, as links that pick that status.
 
-    A count that is a lower bound (over COUNT_LIMIT runs matched) reads "1,234+".
+    A count that is a lower bound (over COUNT_LIMIT runs matched) reads "1,001+", and
+    so does the total when any count is one.
     """
     rest = {k: v for k, v in given.items() if k not in ("status", "cursor")}
     more = "" if counts.exact else "+"
@@ -101,7 +102,7 @@ def status_counts(
             {
                 "status": status.value,
                 "label": status.value,
-                "count": f"{n:,}{more if n else ''}",
+                "count": f"{n:,}{'+' if status.value in counts.lower_bounds else ''}",
                 "none": n == 0,
                 "link": render.query(**rest, status=status.value),
                 "current": chosen == status.value,
