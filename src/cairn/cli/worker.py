@@ -44,7 +44,16 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         metavar="NAME",
         action="append",
         nargs="+",
-        help="serve only runs on these queues (repeatable; default: every run, queued or not)",
+        help="serve only runs on these queues, and the steps sent to step queues of the same "
+        "names (repeatable; default: every run, queued or not, and no step queue)",
+    )
+    parser.add_argument(
+        "--step-queue",
+        metavar="NAME",
+        action="append",
+        nargs="+",
+        help="also execute the steps sent to these step queues (@cairn.step(queue=NAME)), "
+        "while serving runs as without it (repeatable)",
     )
     parser.add_argument(
         "--lease",
@@ -96,9 +105,12 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
         raise ValueError(f"--metrics-port must be a port number, got {ns.metrics_port}")
     durations.parse(ns.grace, what="grace")  # a bad value fails before anything starts
     queues = [name for group in ns.queue or () for name in group]
+    step_queues = list(
+        dict.fromkeys([*queues, *(name for group in ns.step_queue or () for name in group)])
+    )
     options.import_modules(glob.modules)
     _log_to_stderr(ns.log_format)
-    code = asyncio.run(_serve(ns, glob, queues))
+    code = asyncio.run(_serve(ns, glob, queues, step_queues))
     stuck = options.busy_run_threads(wait=1.0)
     if stuck:
         log.info("exiting without waiting for %d sync step thread(s) still running", stuck)
@@ -118,7 +130,9 @@ def _log_to_stderr(form: str) -> None:
     logging.getLogger("cairn").setLevel(logging.INFO)
 
 
-async def _serve(ns: argparse.Namespace, glob: options.Globals, queues: list[str]) -> int:
+async def _serve(
+    ns: argparse.Namespace, glob: options.Globals, queues: list[str], step_queues: list[str]
+) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     received: list[str] = []
@@ -141,18 +155,22 @@ async def _serve(ns: argparse.Namespace, glob: options.Globals, queues: list[str
         extra["workers"] = ns.concurrency
     if queues:
         extra["queues"] = queues
+    if step_queues:
+        extra["step_queues"] = step_queues
     if ns.metrics_port is not None:
         extra["metrics"] = True
     if ns.tracing:
         extra["tracing"] = True
     engine = Engine(glob.url, lease=ns.lease, grace=ns.grace, modules=glob.modules, **extra)
     log.info(
-        "worker starting: concurrency %d, lease %s, grace %s, database %s, queues %s",
+        "worker starting: concurrency %d, lease %s, grace %s, database %s, queues %s, "
+        "step queues %s",
         engine.workers,
         ns.lease,
         ns.grace,
         output.redact(engine.url),
         ", ".join(queues) if queues else "all",
+        ", ".join(step_queues) if step_queues else "none",
     )
     if engine.metrics is not None:  # answering scrapes from start-up on (gauges once open)
         engine.metrics.serve(ns.metrics_port, ns.metrics_host)

@@ -24,6 +24,7 @@ from cairn.store.records import (
     RunRecord,
     ScheduleRecord,
     StepRecord,
+    StepTaskRecord,
     Subscription,
     TaskRecord,
     WorkerRecord,
@@ -374,6 +375,50 @@ class Store(Protocol):
 
     async def close_tasks(self, run_id: str, status: str, task_id: str | None = None) -> None:
         """Give the run's open tasks (or only `task_id`) a final `status`."""
+        ...
+
+    # step queues
+
+    async def enqueue_step_task(self, lease: Lease, task: StepTaskRecord) -> None:
+        """Insert an attempt for its step queue's workers (once: again, nothing).
+
+        Raises LeaseLost if the run is not held by `lease`.
+        """
+        ...
+
+    async def claim_step_tasks(
+        self, queues: Sequence[str], worker_id: str, *, lease: float, limit: int
+    ) -> list[StepTaskRecord]:
+        """Take up to `limit` attempts on `queues`; never those of a finished run.
+
+        Queued ones, and those whose worker let its lease (seconds, on the database's
+        clock) run out.
+        """
+        ...
+
+    async def renew_step_task(self, task: StepTaskRecord, *, lease: float) -> bool:
+        """Extend this claim's lease; False if another claim took it or its run is over."""
+        ...
+
+    async def report_step_task(
+        self, task: StepTaskRecord, channel: str, payload: str, *, now: float
+    ) -> bool:
+        """Close the attempt and queue `payload` on the run's `channel` in one transaction.
+
+        False (nothing written) if this claim is no longer the latest.
+        """
+        ...
+
+    async def drop_step_task(self, task: StepTaskRecord, *, now: float) -> None:
+        """Close an attempt held by this claim without an outcome (its run is over)."""
+        ...
+
+    async def release_step_task(self, task: StepTaskRecord) -> None:
+        """Hand an attempt held by this claim back to its queue (its worker stops)."""
+        ...
+
+    async def list_step_tasks(self, run_id: str) -> list[StepTaskRecord]:
+        """The run's attempts sent to step queues, oldest first."""
         ...
 
     # workers and claims
