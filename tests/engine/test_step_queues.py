@@ -182,3 +182,22 @@ def test_step_queue__bad_queue_name_is_refused(offline_kit: Kit) -> None:
 def triple(n: int) -> int:
     """A module-level function for cairn.run_step(..., queue=)."""
     return n * 3
+
+
+async def test_step_queue__sync_workflow_and_step_with_secret_input(kit: Kit) -> None:
+    @kit.step("sign", queue="vault", keep_input=False)
+    def sign(document: str, key: str) -> str:
+        return f"{document} signed with {len(key)}-char key"
+
+    @kit.workflow("sq.sync")
+    def signing(document: str) -> str:
+        return str(sign(document, key="s3cr3t"))
+
+    async with kit.engine(step_queues=["vault"]) as engine:
+        handle = await engine.start(signing, "deed")
+        assert await handle.result(timeout=WAIT) == "deed signed with 6-char key"
+        history = await engine.history(handle.run_id)
+        step = next(e for e in history if e.kind == "step")
+        assert "s3cr3t" not in repr(step.input)
+        tasks = await engine.store.list_step_tasks(handle.run_id)
+        assert [(t.status, t.input) for t in tasks] == [("done", None)]

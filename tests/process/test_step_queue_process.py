@@ -129,7 +129,7 @@ def test_step_queue__killed_gpu_worker_attempt_is_taken_over_by_another_gpu_work
         gpu_a.proc.kill()  # SIGKILL inside the remote attempt
         gpu_a.proc.wait()
         assert handle.status() == cairn.RunStatus.WAITING  # the run's own worker lives on
-        gpu_b = Worker(store_url, effects, tmp_path / "gpu_b.log", "--step-queue", "gpu")
+        gpu_b = Worker(store_url, effects, tmp_path / "gpu_b.log", "--queue", "gpu")
         procs.append(gpu_b)
         b_id = gpu_b.worker_id()
         (tmp_path / "release").touch()
@@ -139,9 +139,24 @@ def test_step_queue__killed_gpu_worker_attempt_is_taken_over_by_another_gpu_work
     counts = Counter(what for what, _ in done)
     # Completed steps ran once; only the killed attempt ran again.
     assert counts == Counter({"prepare": 1, "train start": 2, "train end": 1, "publish": 1})
-    assert ("prepare", cpu.proc.pid) in done and ("publish", cpu.proc.pid) in done
-    assert ("train end", gpu_b.proc.pid) in done
+    assert ("prepare", cpu.proc.pid) in done
+    # The step ran only on workers of its queue. (Once woken, the run itself may go on
+    # on any worker that knows its workflow: --queue chooses which pending runs it takes.)
+    assert [pid for what, pid in done if what.startswith("train")] == [
+        gpu_a.proc.pid,
+        gpu_b.proc.pid,
+        gpu_b.proc.pid,
+    ]
     reports = asyncio.run(_reports(store_url, handle.run_id))
     assert [(r["queue"], r["worker"], r["claims"], r["ok"]) for r in reports] == [
         ("gpu", b_id, 2, True)
     ]
+    shown = subprocess.run(
+        [sys.executable, "-m", "cairn", "runs", "show", handle.run_id, "--db", store_url],
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "250"},
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert f"on worker {b_id} of step queue 'gpu': completed" in shown.stdout, shown.stdout

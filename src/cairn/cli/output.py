@@ -25,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cairn.cli import fit
-from cairn.core import mailbox
+from cairn.core import mailbox, remote_steps
 from cairn.models import Execution, HistoryEntry, RunStatus, RunSummary
 from cairn.store.records import INTERRUPTED
 
@@ -395,8 +395,11 @@ def history_table(entries: Iterable[HistoryEntry]) -> Table:
         failed = entry.status == "failed"
         outcome = Text(error_line(entry.error), style="red") if failed else short(entry.result, 50)
         took = received(entry)
+        where = ran_on(entry)
         if entry.kind == "sleep" and isinstance(entry.result, datetime):
             outcome = f"until {when(entry.result)}"
+        elif where is not None:
+            outcome = where
         elif entry.status == "waiting":
             outcome = waiting_outcome(entry)
         elif took is not None:
@@ -444,6 +447,23 @@ def received(entry: HistoryEntry) -> str | None:
         return f"timed out, no message on {entry.name!r}"
     count = len(entry.result)
     return f"received {count} message{'' if count == 1 else 's'} on {entry.name!r}"
+
+
+def ran_on(entry: HistoryEntry) -> str | None:
+    """Where an attempt sent to a step queue ran, in words; None for other entries.
+
+    "on worker W of step queue 'gpu': completed" (or "failed: ..."); a report still
+    awaited says where it was sent.
+    """
+    if entry.kind != remote_steps.REMOTE or not isinstance(entry.result, dict):
+        return None
+    facts = entry.result
+    if entry.status == "waiting":
+        return f"sent to step queue {facts.get('queue')!r}"
+    verdict = "completed"
+    if not facts.get("ok"):
+        verdict = f"failed: {error_line(facts.get('failure') or {})}"
+    return f"on worker {facts.get('worker')} of step queue {facts.get('queue')!r}: {verdict}"
 
 
 def waiting_outcome(entry: HistoryEntry) -> str:
