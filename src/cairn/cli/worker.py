@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 from typing import Any
 
@@ -54,6 +55,20 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         nargs="+",
         help="also execute the steps sent to these step queues (@cairn.step(queue=NAME)), "
         "while serving runs as without it (repeatable)",
+    )
+    parser.add_argument(
+        "--transport",
+        choices=("cairn", "celery"),
+        default="cairn",
+        help="how runs reach this worker: cairn polls the database (default), or celery: "
+        "as messages of a Celery broker (needs cairn-workflows[celery])",
+    )
+    parser.add_argument(
+        "--broker",
+        metavar="URL",
+        default=None,
+        help="with --transport celery: the broker, amqp://... (RabbitMQ) or redis://... "
+        "(default: CAIRN_BROKER_URL)",
     )
     parser.add_argument(
         "--lease",
@@ -108,6 +123,10 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
     step_queues = list(
         dict.fromkeys([*queues, *(name for group in ns.step_queue or () for name in group)])
     )
+    if ns.transport == "celery":
+        return _serve_celery(ns, glob, queues, step_queues)
+    if ns.broker is not None:
+        raise ValueError("--broker is for --transport celery")
     options.import_modules(glob.modules)
     _log_to_stderr(ns.log_format)
     code = asyncio.run(_serve(ns, glob, queues, step_queues))
@@ -115,6 +134,57 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
     if stuck:
         log.info("exiting without waiting for %d sync step thread(s) still running", stuck)
     return code
+
+
+def _serve_celery(
+    ns: argparse.Namespace, glob: options.Globals, queues: list[str], step_queues: list[str]
+) -> int:
+    """`cairn worker --transport celery`: a Celery worker (thread pool) executing runs."""
+    if ns.metrics_port is not None or ns.tracing:
+        raise ValueError("--metrics-port and --tracing are not available with --transport celery")
+    from cairn import celery as cairn_celery
+
+    concurrency = ns.concurrency or 8
+    app = cairn_celery.app(
+        ns.broker,
+        glob.url,
+        modules=glob.modules,
+        concurrency=concurrency,
+        lease=ns.lease,
+        grace=ns.grace,
+        queues=queues,
+        step_queues=step_queues,
+    )
+    options.import_modules(glob.modules)
+    _log_to_stderr(ns.log_format)
+    log.info(
+        "celery worker starting: concurrency %d, lease %s, broker %s, database %s, "
+        "celery queues %s, step queues %s",
+        concurrency,
+        ns.lease,
+        output.redact(app.conf.broker_url),
+        output.redact(glob.url or "(default)"),
+        ", ".join(app.cairn_queues),
+        ", ".join(step_queues) if step_queues else "none",
+    )
+    app.worker_main(
+        [
+            "worker",
+            "--pool",
+            "threads",
+            "--concurrency",
+            str(concurrency),
+            "--queues",
+            ",".join(app.cairn_queues),
+            "--loglevel",
+            "WARNING",
+            "--without-gossip",
+            "--without-mingle",
+            "--hostname",
+            f"cairn-{os.getpid()}@%h",
+        ]
+    )
+    return 0
 
 
 def _log_to_stderr(form: str) -> None:

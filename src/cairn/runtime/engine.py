@@ -70,6 +70,7 @@ class Engine:
         claim: bool = True,
         queues: list[str] | tuple[str, ...] | None = None,
         step_queues: list[str] | tuple[str, ...] | None = None,
+        polls: bool = True,
         metrics: Metrics | bool = False,
         tracing: Tracing | bool = False,
         known_workers_window: Any = None,
@@ -91,6 +92,8 @@ class Engine:
             store: An already built store (overrides `url`).
             poll_interval: Seconds between checks for work started by other processes.
             queues: Only claim queued runs of these queues (default: every run).
+            polls: False: claim a run only when told its id (`engine.worker.take`, what
+                cairn.celery's tasks do), never by polling the database for work.
             step_queues: Also execute the attempts of steps sent to these step queues
                 (`@cairn.step(queue=...)`) by any run (default: none; such a step never
                 executes on a worker that does not serve its queue).
@@ -138,6 +141,7 @@ class Engine:
         self.poll_interval = poll_interval
         self.claim = claim
         self.serve_queues = list(queues) if queues else None
+        self.polls = polls
         self.step_queues = [check_name(name, "step queue") for name in (step_queues or ())]
         # Executes the attempts of step_queues once open (None: serves none).
         self.step_worker: StepWorker | None = None
@@ -226,6 +230,7 @@ class Engine:
                 claim=self.claim,
                 queues=self.serve_queues,
                 transient=self.ephemeral,
+                polls=self.polls,
             )
             self.control.local = self.worker
             await self.worker.start()

@@ -504,8 +504,9 @@ class Store(Protocol):
         workflows: list[str] | None = None,
         versions: dict[str, str] | None = None,
         orphans_first: bool = False,
+        only: list[str] | None = None,
     ) -> Claimed:
-        """Atomically take up to `limit` runs to execute.
+        """Atomically take up to `limit` runs to execute (only of the run ids `only`, if given).
 
         Only runs of `workflows` are taken when it is given (a worker takes only what its
         code can execute). A queued run without a version gets `versions[workflow]` (the
@@ -525,6 +526,18 @@ class Store(Protocol):
         attempt with outcome "interrupted", unless its outcome or that attempt's failure
         is already recorded. A PENDING run held back by a limit gets
         `waiting_for` naming it. A run is never handed to two workers.
+        """
+        ...
+
+    async def claimable_runs(
+        self, *, now: float, limit: int, stale: bool, workflows: list[str]
+    ) -> list[tuple[str, str, str | None, float]]:
+        """Up to `limit` runs of each kind `claim_runs` could take now.
+
+        Each as (run id, status, queue, mark): the mark changes when the run comes back
+        in another state (a wake time, an orphan's fence). Read only: a transport
+        publishes these ids for its consumers to claim (the claim decides, with the queue
+        limits). Orphans count as `claim_runs` judges them with `stale`.
         """
         ...
 

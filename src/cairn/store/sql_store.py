@@ -384,15 +384,24 @@ class SqlStore:
         workflows: list[str] | None = None,
         versions: dict[str, str] | None = None,
         orphans_first: bool = False,
+        only: list[str] | None = None,
     ) -> Claimed:
         """Atomically take due and orphaned runs (see Store.claim_runs)."""
-        if limit <= 0 or workflows == [] or queues == []:
+        if limit <= 0 or workflows == [] or queues == [] or only == []:
             return Claimed([], {})
         return await self.write(
             lambda: claim_programs.claim_runs(
-                worker_id, limit, now, stale, queues, workflows, versions, orphans_first
+                worker_id, limit, now, stale, queues, workflows, versions, orphans_first, only
             )
         )
+
+    async def claimable_runs(
+        self, *, now: float, limit: int, stale: bool, workflows: list[str]
+    ) -> list[tuple[str, str, str | None, float]]:
+        """Runs a claim could take now (see claim_programs.claimable)."""
+        if not workflows:
+            return []
+        return await self.read(lambda: claim_programs.claimable(now, limit, stale, workflows))
 
     async def next_wake(self) -> float | None:
         """The earliest wake time of a parked or delayed run, None if there is none."""
