@@ -67,8 +67,7 @@ class CeleryWorker:
                 broker,
                 "--db",
                 url,
-                "-m",
-                "tests.process.celery_flow",
+                *(() if "-m" in args else ("-m", "tests.process.celery_flow")),
                 "--lease",
                 "2s",
                 *args,
@@ -277,3 +276,32 @@ def test_celery__plain_celery_workers_run_a_schedule_once_per_tick(
     assert len(ticks) >= 4
     assert set(ticks.values()) == {1}, ticks  # one run per tick, on either worker
     assert codes == [0, 0], [(tmp_path / f"celery{i}.log").read_text()[-2000:] for i in range(2)]
+
+
+def test_celery__a_killed_step_queue_worker_s_attempt_is_retried_on_another(
+    store_url: str, broker: str, tmp_path: Path, procs: list[CeleryWorker]
+) -> None:
+    flow = ("-m", "tests.process.step_queue_flow")
+    general = CeleryWorker(store_url, broker, tmp_path, "general", *flow)
+    gpu_a = CeleryWorker(store_url, broker, tmp_path, "gpu_a", *flow, "--queue", "gpu")
+    procs += [general, gpu_a]
+    general.ready()
+    gpu_a.ready()
+    with cairn.Client(store_url) as client:
+        handle = client.start("steps.pipeline", 2, allow_unknown=True)
+        _until("train start", lambda: any(w == "train start" for w, _ in _effects(tmp_path)))
+        gpu_a.proc.kill()  # SIGKILL inside the remote attempt
+        gpu_a.proc.wait()
+        gpu_b = CeleryWorker(store_url, broker, tmp_path, "gpu_b", *flow, "--queue", "gpu")
+        procs.append(gpu_b)
+        gpu_b.ready()
+        (tmp_path / "release").touch()
+        assert handle.result(timeout=DEADLINE) == [3, 30, "published 30", gpu_b.proc.pid]
+    done = _effects(tmp_path)
+    counts = Counter(what for what, _ in done)
+    assert counts == Counter({"prepare": 1, "train start": 2, "train end": 1, "publish": 1})
+    assert [pid for what, pid in done if what.startswith("train")] == [
+        gpu_a.proc.pid,
+        gpu_b.proc.pid,
+        gpu_b.proc.pid,
+    ]

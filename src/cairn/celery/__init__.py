@@ -18,16 +18,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from cairn import config, durations
-from cairn.celery.host import DEFAULT_QUEUE, Host, celery_queue
+from cairn.celery.host import DEFAULT_QUEUE, RUN, Host, celery_queue, step_celery_queue
 from cairn.errors import ConfigError
 
-__all__ = ["BROKER_ENV", "app", "broker_url", "consumed_queues"]
+__all__ = ["BROKER_ENV", "app", "consumed_queues", "find_broker"]
 
 BROKER_ENV = "CAIRN_BROKER_URL"
 _SCHEMES = ("amqp://", "pyamqp://", "amqps://", "redis://", "rediss://")
 
 
-def broker_url(explicit: str | None = None) -> str:
+def find_broker(explicit: str | None = None) -> str:
     """The broker: `explicit`, else CAIRN_BROKER_URL, else [tool.cairn] broker_url.
 
     ConfigError if there is none, or it is not a RabbitMQ or Redis URL.
@@ -35,7 +35,7 @@ def broker_url(explicit: str | None = None) -> str:
     url = config.broker_url(explicit) or ""
     if not url:
         raise ConfigError(
-            f"no Celery broker: pass --broker URL (or broker=) or set {BROKER_ENV} "
+            f"no Celery broker: pass --broker URL (or broker_url=) or set {BROKER_ENV} "
             "(amqp://... for RabbitMQ, redis://... for Redis)"
         )
     if not url.startswith(_SCHEMES):
@@ -46,13 +46,20 @@ def broker_url(explicit: str | None = None) -> str:
     return url
 
 
-def consumed_queues(queues: Sequence[str] | None) -> list[str]:
-    """The Celery queues a worker consumes: "cairn", or "cairn.Q" for each workflow queue Q."""
-    return [celery_queue(q) for q in queues] if queues else [DEFAULT_QUEUE]
+def consumed_queues(
+    queues: Sequence[str] | None, step_queues: Sequence[str] | None = None
+) -> list[str]:
+    """The Celery queues a worker consumes.
+
+    "cairn" (or "cairn.Q" for each workflow queue Q instead), and "cairn.step.S" for each
+    step queue S.
+    """
+    runs = [celery_queue(q) for q in queues] if queues else [DEFAULT_QUEUE]
+    return runs + [step_celery_queue(s) for s in step_queues or ()]
 
 
 def app(
-    broker: str | None = None,
+    broker_url: str | None = None,
     db: str | None = None,
     *,
     modules: Sequence[str] = (),
@@ -66,7 +73,8 @@ def app(
     """A Celery app whose workers execute cairn runs.
 
     Args:
-        broker: Broker URL, `amqp://...` or `redis://...` (default: CAIRN_BROKER_URL).
+        broker_url: `amqp://...` (RabbitMQ) or `redis://...` (Redis); default:
+            CAIRN_BROKER_URL, else [tool.cairn] broker_url.
         db: cairn's database URL (default: CAIRN_DATABASE_URL, else sqlite:///cairn.db).
         modules: Modules to import so their workflows register (default: [tool.cairn]).
         concurrency: Runs a worker process executes at once (Celery's thread pool size).
@@ -74,21 +82,24 @@ def app(
         grace: On shutdown, how long steps in flight may finish before runs are handed back.
         queues: Workflow queues whose runs this worker takes (its Celery queues are
             "cairn.QUEUE"); default: runs on no queue (Celery queue "cairn").
-        step_queues: Step queues whose attempts this worker executes (claimed from the
-            database, as by `cairn worker --step-queue`).
+        step_queues: Step queues whose attempts this worker executes (their messages
+            come on Celery queues "cairn.step.QUEUE").
         dispatch_interval: Seconds between the dispatcher's looks for runs to publish
             (PostgreSQL notifications cut it short).
 
     Returns:
-        A `celery.Celery` app with the task `cairn.run` (its message: one run id).
+        A `celery.Celery` app with the tasks `cairn.run` (its message: one run id) and
+        `cairn.step` (one step attempt's id). `app.cairn_queues` are the Celery queues
+        its workers consume (`-Q` of `celery worker`).
     """
     try:
         from celery import Celery, signals
+        from kombu.entity import Queue
     except ImportError:  # pragma: no cover - the extra is missing
         raise ConfigError(
             "cairn.celery needs Celery: pip install 'cairn-workflows[celery]'"
         ) from None
-    url = broker_url(broker)
+    url = find_broker(broker_url)
     database = config.database_url(db)
     durations.parse(lease, what="lease")
     durations.parse(grace, what="grace")
@@ -123,8 +134,8 @@ def app(
             step_queues=list(step_queues or ()),
         )
 
-    def publish(run_id: str, queue: str) -> None:
-        run.apply_async(args=[run_id], queue=queue)
+    def publish(kind: str, ident: str, queue: str) -> None:
+        (run if kind == RUN else step).apply_async(args=[ident], queue=queue)
 
     host = Host(make_engine, publish, dispatch=dispatch_interval)
     host.concurrency = concurrency
@@ -133,6 +144,11 @@ def app(
     def run(run_id: str) -> bool:
         """Claim run `run_id` and execute it until it finishes or parks (False: not taken)."""
         return host.take(run_id)
+
+    @application.task(name="cairn.step", acks_late=True, reject_on_worker_lost=True)  # type: ignore[untyped-decorator]
+    def step(task_id: str) -> bool:
+        """Claim step attempt `task_id` and execute it until it is reported (False: not taken)."""
+        return host.take_step(task_id)
 
     def on_ready(sender: Any = None, **_: Any) -> None:
         if getattr(sender, "app", None) is application:
@@ -148,5 +164,10 @@ def app(
     signals.worker_ready.connect(on_ready, weak=False)
     signals.worker_shutting_down.connect(on_shutting_down, weak=False)
     application.cairn_host = host
-    application.cairn_queues = consumed_queues(queues)
+    application.cairn_queues = consumed_queues(queues, step_queues)
+    # What `celery worker` consumes without -Q (messages to other queues create them).
+    application.conf.task_queues = [
+        Queue(name)  # type: ignore[no-untyped-call]
+        for name in application.cairn_queues
+    ]
     return application

@@ -28,8 +28,11 @@ from cairn.runtime.engine import Engine
 
 log = logcontext.logger("cairn.celery")
 
-# Celery queue of runs on no workflow queue; a run on workflow queue Q goes to "cairn.Q".
+# Celery queue of runs on no workflow queue; a run on workflow queue Q goes to "cairn.Q",
+# an attempt sent to step queue S to "cairn.step.S".
 DEFAULT_QUEUE = "cairn"
+RUN = "run"
+STEP = "step"
 
 
 def celery_queue(queue: str | None) -> str:
@@ -37,7 +40,12 @@ def celery_queue(queue: str | None) -> str:
     return DEFAULT_QUEUE if queue is None else f"{DEFAULT_QUEUE}.{queue}"
 
 
-Publish = Callable[[str, str], None]  # (run id, Celery queue)
+def step_celery_queue(queue: str) -> str:
+    """The Celery queue of the attempts sent to step queue `queue`."""
+    return f"{DEFAULT_QUEUE}.{STEP}.{queue}"
+
+
+Publish = Callable[[str, str, str], None]  # (RUN or STEP, its id, Celery queue)
 
 
 class Host:
@@ -55,7 +63,7 @@ class Host:
         self._dispatcher: asyncio.Task[None] | None = None
         self._lock = threading.Lock()
         self._started = False
-        # (run id, status, mark) -> when published (time.monotonic()).
+        # (run id, status, mark) or (task id, STEP, claims) -> when published (monotonic).
         self._published: dict[tuple[str, str, float], float] = {}
 
     def start(self) -> None:
@@ -86,6 +94,14 @@ class Host:
         self.start()
         assert self.engine is not None and self.engine.worker is not None
         return bool(self._call(self.engine.worker.take(run_id)).result())
+
+    def take_step(self, task_id: str) -> bool:
+        """Claim and execute step attempt `task_id` here; block until it is reported."""
+        self.start()
+        assert self.engine is not None
+        if self.engine.step_worker is None:
+            return False  # this worker serves no step queue (its Celery queues say so too)
+        return bool(self._call(self.engine.step_worker.take(task_id)).result())
 
     def stop(self, timeout: float = 60.0) -> None:
         """Stop dispatching, close the engine (runs in flight are handed back) and the loop."""
@@ -122,7 +138,8 @@ class Host:
                     stale=worker.judges_heartbeats(),
                     workflows=worker.executes(),
                 )
-                fresh = self._fresh(found, engine.lease)
+                steps = await store.claimable_step_tasks(limit=500)
+                fresh = self._fresh(found, steps, engine.lease)
                 if fresh:
                     await asyncio.to_thread(self._send, fresh)
             except StoreError as exc:
@@ -132,9 +149,12 @@ class Host:
             await store.wait_for_work(self.dispatch_interval)
 
     def _fresh(
-        self, found: list[tuple[str, str, str | None, float]], lease: float
-    ) -> list[tuple[str, str]]:
-        """The runs to publish now: not yet in this state, or published over a lease ago."""
+        self,
+        found: list[tuple[str, str, str | None, float]],
+        steps: list[tuple[str, str, int]],
+        lease: float,
+    ) -> list[tuple[str, str, str]]:
+        """What to publish now: not yet in this state, or published over a lease ago."""
         now = time.monotonic()
         for key, at in list(self._published.items()):
             if now - at > lease:
@@ -144,9 +164,14 @@ class Host:
             key = (run_id, status, mark)
             if key not in self._published:
                 self._published[key] = now
-                fresh.append((run_id, celery_queue(queue)))
+                fresh.append((RUN, run_id, celery_queue(queue)))
+        for task_id, step_queue, claims in steps:
+            key = (task_id, STEP, float(claims))
+            if key not in self._published:
+                self._published[key] = now
+                fresh.append((STEP, task_id, step_celery_queue(step_queue)))
         return fresh
 
-    def _send(self, runs: list[tuple[str, str]]) -> None:
-        for run_id, queue in runs:
-            self._publish(run_id, queue)
+    def _send(self, messages: list[tuple[str, str, str]]) -> None:
+        for kind, ident, queue in messages:
+            self._publish(kind, ident, queue)

@@ -92,8 +92,9 @@ class Engine:
             store: An already built store (overrides `url`).
             poll_interval: Seconds between checks for work started by other processes.
             queues: Only claim queued runs of these queues (default: every run).
-            polls: False: claim a run only when told its id (`engine.worker.take`, what
-                cairn.celery's tasks do), never by polling the database for work.
+            polls: False: claim a run (or a step queue's attempt) only when told its id
+                (`engine.worker.take`, `engine.step_worker.take`: what cairn.celery's tasks
+                do), never by polling the database for work.
             step_queues: Also execute the attempts of steps sent to these step queues
                 (`@cairn.step(queue=...)`) by any run (default: none; such a step never
                 executes on a worker that does not serve its queue).
@@ -241,6 +242,7 @@ class Engine:
                     lease=self.lease,
                     concurrency=self.workers,
                     poll_interval=min(self.poll_interval, 0.25),
+                    polls=self.polls,
                 )
                 await self.step_worker.start()
             if self.scheduler is not None:

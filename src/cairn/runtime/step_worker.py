@@ -45,8 +45,11 @@ class StepWorker:
         lease: float,
         concurrency: int,
         poll_interval: float,
+        polls: bool = True,
     ) -> None:
         self.env = env
+        # False: claim an attempt only when told its id (`take`: a transport's message).
+        self.polls = polls
         self.queues = list(queues)
         self.lease = lease
         self.concurrency = concurrency
@@ -58,8 +61,30 @@ class StepWorker:
         self._stopping = False
 
     async def start(self) -> None:
-        """Begin claiming."""
-        self._loop_task = asyncio.create_task(self._claim_loop(), name="cairn-step-worker")
+        """Begin claiming (by polling, unless told ids by a transport)."""
+        if self.polls:
+            self._loop_task = asyncio.create_task(self._claim_loop(), name="cairn-step-worker")
+
+    async def take(self, task_id: str) -> bool:
+        """Claim attempt `task_id` and execute it here; wait until it is reported.
+
+        What a transport's message leads to (cairn.celery): the claim applies the lease
+        rules of any claim, so a duplicate message, or one for an attempt another worker
+        holds or that was reported, takes nothing. Returns whether it took the attempt.
+        """
+        if self._stopping or len(self.active) >= self.concurrency:
+            return False
+        claimed = await self.env.store.claim_step_tasks(
+            self.queues, self.env.owner, lease=self.lease, limit=1, only=task_id
+        )
+        if not claimed:
+            return False
+        task = claimed[0]
+        runner = asyncio.create_task(self._execute(task), name=f"cairn-step {task.task_id}")
+        self.active[task.task_id] = (task, runner)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(runner)
+        return True
 
     async def stop(self, *, grace: float = 0.0) -> None:
         """Stop claiming; let attempts finish for up to `grace`; hand the rest back."""

@@ -387,13 +387,23 @@ class Store(Protocol):
         ...
 
     async def claim_step_tasks(
-        self, queues: Sequence[str], worker_id: str, *, lease: float, limit: int
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        *,
+        lease: float,
+        limit: int,
+        only: str | None = None,
     ) -> list[StepTaskRecord]:
-        """Take up to `limit` attempts on `queues`; never those of a finished run.
+        """Take up to `limit` attempts on `queues` (only task `only`, if given).
 
         Queued ones, and those whose worker let its lease (seconds, on the database's
-        clock) run out.
+        clock) run out; never those of a finished run.
         """
+        ...
+
+    async def claimable_step_tasks(self, *, limit: int) -> list[tuple[str, str, int]]:
+        """(task id, queue, claims) of up to `limit` attempts claimable now (read only)."""
         ...
 
     async def renew_step_task(self, task: StepTaskRecord, *, lease: float) -> bool:

@@ -258,12 +258,24 @@ class SqlStore:
         await self.write(lambda: step_task_programs.enqueue(lease, task))
 
     async def claim_step_tasks(
-        self, queues: Sequence[str], worker_id: str, *, lease: float, limit: int
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        *,
+        lease: float,
+        limit: int,
+        only: str | None = None,
     ) -> list[StepTaskRecord]:
         """Take up to `limit` attempts waiting on `queues` (or left by a silent worker)."""
+        if not queues:
+            return []
         return await self.write(
-            lambda: step_task_programs.claim(list(queues), worker_id, lease, limit)
+            lambda: step_task_programs.claim(list(queues), worker_id, lease, limit, only)
         )
+
+    async def claimable_step_tasks(self, *, limit: int) -> list[tuple[str, str, int]]:
+        """(task id, queue, claims) of attempts a worker of their queue could claim now."""
+        return await self.read(lambda: step_task_programs.claimable(limit))
 
     async def renew_step_task(self, task: StepTaskRecord, *, lease: float) -> bool:
         """Extend the claim's lease; False if it was taken over or the run is over."""

@@ -30,12 +30,18 @@ SELECT_ONE = f"SELECT {COLUMNS} FROM step_tasks WHERE task_id = ?"
 SELECT_OF_RUN = f"SELECT {COLUMNS} FROM step_tasks WHERE run_id = ? ORDER BY created_at, task_id"
 
 
-def _claimable(queues: int) -> str:
-    """Queued attempts, and taken ones whose worker went silent, of runs not over yet."""
-    marks = ", ".join("?" * queues)
+def _claimable(queues: int, only: bool = False) -> str:
+    """Queued attempts, and taken ones whose worker went silent, of runs not over yet.
+
+    Of `queues` (that many placeholders; none: of every queue), and with `only` of the
+    one task id given first.
+    """
+    where = f"queue IN ({', '.join('?' * queues)}) AND " if queues else ""
+    if only:
+        where = f"task_id = ? AND {where}"
     return (
-        f"SELECT {COLUMNS} FROM step_tasks WHERE queue IN ({marks}) "
-        f"AND (status = 'queued' OR (status = 'running' AND lease_until < {_sql.DB_NOW})) "
+        f"SELECT {COLUMNS} FROM step_tasks WHERE {where}"
+        f"(status = 'queued' OR (status = 'running' AND lease_until < {_sql.DB_NOW})) "
         "AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.run_id = step_tasks.run_id "
         f"AND runs.status IN {_FINISHED}) ORDER BY created_at LIMIT ?"
     )
@@ -82,10 +88,12 @@ def enqueue(lease: Lease, task: StepTaskRecord) -> Program[None]:
 
 
 def claim(
-    queues: Sequence[str], worker_id: str, lease: float, limit: int
+    queues: Sequence[str], worker_id: str, lease: float, limit: int, only: str | None = None
 ) -> Program[list[StepTaskRecord]]:
-    """Take up to `limit` attempts of `queues` for `worker_id`; the claimed rows."""
-    rows = yield all_rows(_claimable(len(queues)), (*queues, limit), lock=True)
+    """Take up to `limit` attempts of `queues` for `worker_id` (only task `only`, if given)."""
+    text = _claimable(len(queues), only is not None)
+    params = (*(() if only is None else (only,)), *queues, limit)
+    rows = yield all_rows(text, params, lock=True)
     taken = []
     for row in rows:
         task = from_row(row)
@@ -101,6 +109,12 @@ def claim(
                 )
             )
     return taken
+
+
+def claimable(limit: int) -> Program[list[tuple[str, str, int]]]:
+    """(task id, queue, claims) of attempts a worker of their queue could claim now."""
+    rows = yield all_rows(_claimable(0), (limit,))
+    return [(task.task_id, task.queue, task.claims) for task in map(from_row, rows)]
 
 
 def report(task: StepTaskRecord, channel: str, payload: str, now: float) -> Program[bool]:
