@@ -201,3 +201,34 @@ async def test_step_queue__sync_workflow_and_step_with_secret_input(kit: Kit) ->
         assert "s3cr3t" not in repr(step.input)
         tasks = await engine.store.list_step_tasks(handle.run_id)
         assert [(t.status, t.input) for t in tasks] == [("done", None)]
+
+
+async def test_step_queue__a_stopping_worker_hands_its_attempt_back_at_once(kit: Kit) -> None:
+    started = asyncio.Event()
+    calls: Counter[str] = Counter()
+
+    @kit.step("render", queue="gpu")
+    async def render() -> str:
+        calls["render"] += 1
+        started.set()
+        if calls["render"] == 1:
+            await asyncio.sleep(30)  # cut off when its worker stops
+        return "rendered"
+
+    @kit.workflow("sq.handback")
+    async def handback() -> str:
+        return str(await render())
+
+    # A lease of a minute: the second worker takes the attempt long before it would run out.
+    async with kit.engine(lease="60s") as runs:
+        first = kit.engine(step_queues=["gpu"], claim=False, lease="60s")
+        await first.open()
+        handle = await runs.start(handback)
+        async with asyncio.timeout(WAIT):
+            await started.wait()
+        await first.close()  # no grace: the attempt is cut off and handed back
+        tasks = await runs.store.list_step_tasks(handle.run_id)
+        assert [(t.status, t.claims) for t in tasks] == [("queued", 1)]
+        async with kit.engine(step_queues=["gpu"], claim=False, lease="60s"):
+            assert await handle.result(timeout=WAIT) == "rendered"
+    assert calls["render"] == 2
