@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.run_page
 	$(BIN)/python -m bench.unconsumed_event
 	$(BIN)/python -m bench.transaction
+	$(BIN)/python -m bench.celery_transport
 
 # The chaos suite at full size (make test runs it smaller): see docs/explanation/chaos.md.
 chaos: $(STAMP)

@@ -45,6 +45,17 @@ def database_url(explicit: str | None = None) -> str:
     return url if isinstance(url, str) and url else DEFAULT_URL
 
 
+def broker_url(explicit: str | None = None) -> str | None:
+    """cairn.celery's broker: argument, else CAIRN_BROKER_URL, else [tool.cairn] broker_url."""
+    if explicit:
+        return explicit
+    env = os.environ.get("CAIRN_BROKER_URL")
+    if env:
+        return env
+    url = _pyproject().get("broker_url")
+    return url if isinstance(url, str) and url else None
+
+
 def modules(explicit: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
     """Workflow modules to import: argument, else CAIRN_MODULES (comma list), else pyproject."""
     if explicit:

@@ -45,11 +45,14 @@ class Kit:
         retries: Any = None,
         timeout: Any = None,
         keep_input: bool = True,
+        queue: str | None = None,
     ) -> Callable[[Callable[..., Any]], StepDef[..., Any]]:
         """Like `@cairn.step`, registering in this kit's registry."""
 
         def decorate(fn: Callable[..., Any]) -> StepDef[..., Any]:
-            return make_step(fn, name, retries, timeout, self.registry, keep_input=keep_input)
+            return make_step(
+                fn, name, retries, timeout, self.registry, keep_input=keep_input, queue=queue
+            )
 
         return decorate
 

@@ -45,8 +45,9 @@ class RunContext:
         kwargs: dict[str, Any],
         retries: Any,
         timeout: Any,
+        queue: str | None = None,
     ) -> Any:
-        """Run `fn` as a durable step called `name` (`cairn.run_step`)."""
+        """Run `fn` as a durable step called `name` (`cairn.run_step`), on `queue` if set."""
         raise NotImplementedError
 
     def call_child(

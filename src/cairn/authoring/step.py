@@ -29,6 +29,9 @@ class StepDef(Generic[P, R]):
     is_async: bool
     # False: the run's history keeps no input for this step (it takes secrets, say).
     keep_input: bool = True
+    # A step queue: its attempts execute on the workers serving it, not where the run is
+    # (see core/remote_steps.py). Not a workflow queue (cairn.Queue): no limits apply.
+    queue: str | None = None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run the step: durably inside a run, as a plain call outside one."""
@@ -48,6 +51,13 @@ def _timeout_seconds(timeout: Any, what: str) -> float | None:
     return seconds
 
 
+def check_queue(queue: Any, where: str) -> str | None:
+    """A step queue name as given, or None; InvalidName naming `where` if it is not one."""
+    if queue is None:
+        return None
+    return check_name(queue, f"queue of {where}")
+
+
 def make_step(
     fn: Callable[P, R],
     name: str | None,
@@ -56,6 +66,7 @@ def make_step(
     reg: registry.Registry,
     *,
     keep_input: bool = True,
+    queue: str | None = None,
 ) -> StepDef[P, R]:
     """Build and register a StepDef for `fn`."""
     if not callable(fn):
@@ -73,6 +84,7 @@ def make_step(
         # What executing a step goes by (asyncio's test also knows mocks' coroutine marker).
         is_async=asyncio.iscoroutinefunction(fn),
         keep_input=keep_input,
+        queue=check_queue(queue, f"step {step_name!r}"),
     )
     functools.update_wrapper(defn, fn)
     reg.add_step(defn)
@@ -93,6 +105,7 @@ def step(
     options: dict[str, Any] | None = None,
     max_retries: int | None = None,
     retry_delay: Any = None,
+    queue: str | None = None,
 ) -> Callable[[Callable[P, R]], StepDef[P, R]]: ...
 
 
@@ -105,6 +118,7 @@ def step(
     options: dict[str, Any] | None = None,
     max_retries: int | None = None,
     retry_delay: Any = None,
+    queue: str | None = None,
     **unknown: Any,
 ) -> Any:
     """Declare a durable step.
@@ -120,6 +134,9 @@ def step(
             attempt); and `timeout`. An unknown key raises ValueError.
         max_retries: pyworkflow's spelling: retries after the first attempt.
         retry_delay: pyworkflow's spelling: "fixed", "exponential" or a duration.
+        queue: A step queue: each attempt executes on a worker serving it (`cairn worker
+            --queue NAME` or `--step-queue NAME`), while the run parks; the result comes
+            back through the database. Default: the attempt executes where the run does.
         **unknown: Refused with a TypeError that names cairn's spelling (DBOS's keywords
             go in `options`).
 
@@ -147,7 +164,13 @@ def step(
             retry_delay=retry_delay,
         )
         return make_step(
-            fn, step_name, policy, limit, registry.default_registry, keep_input=keep_input
+            fn,
+            step_name,
+            policy,
+            limit,
+            registry.default_registry,
+            keep_input=keep_input,
+            queue=queue,
         )
 
     if callable(name):
@@ -163,8 +186,8 @@ def _unknown_arguments(unknown: dict[str, Any]) -> str:
         spelled = ", ".join(f"{k!r}: {v!r}" for k, v in sorted(unknown.items()))
         return f"{message}; DBOS's step options go in options=: @cairn.step(options={{{spelled}}})"
     return (
-        f"{message} (it takes name, retries, timeout, keep_input, options, max_retries and "
-        "retry_delay)"
+        f"{message} (it takes name, retries, timeout, keep_input, options, max_retries, "
+        "retry_delay and queue)"
     )
 
 
@@ -175,12 +198,14 @@ def run_step(
     retries: Retry | int | None = None,
     timeout: Any = None,
     options: dict[str, Any] | None = None,
+    queue: str | None = None,
     **kwargs: Any,
 ) -> Any:
     """Run `fn(*args, **kwargs)` as a durable step called `name`.
 
-    `retries`, `timeout` and `options` (DBOS words, as for `@cairn.step`) are cairn's and
-    never passed to `fn`.
+    `retries`, `timeout`, `options` (DBOS words, as for `@cairn.step`) and `queue` are
+    cairn's and never passed to `fn`. With `queue` the call executes on a worker serving
+    that step queue: `fn` must then be a module-level function that worker can import.
 
     Returns:
         An awaitable of the result in an async workflow; the result itself in a sync
@@ -194,4 +219,5 @@ def run_step(
         retries, timeout = seed_options.resolve(
             f"step {name!r}", retries=retries, timeout=timeout, options=options
         )
-    return ctx.call_inline(name, fn, args, kwargs, retries, timeout)
+    queue = check_queue(queue, f"step {name!r}")
+    return ctx.call_inline(name, fn, args, kwargs, retries, timeout, queue)

@@ -25,6 +25,7 @@ from cairn.representation.words import (
     error_line,
     input_text,
     progress_text,
+    ran_on,
     received,
     seconds,
     short,
@@ -203,8 +204,11 @@ class HistoryTable:
         outcome: str | Text
         outcome = Text(error_line(entry.error), style="red") if failed else short(entry.result, 50)
         took = received(entry)
+        where = ran_on(entry)
         if entry.kind == "sleep" and isinstance(entry.result, datetime):
             outcome = f"until {when(entry.result)}"
+        elif where is not None:
+            outcome = where
         elif entry.status == "waiting":
             outcome = waiting_outcome(entry)
         elif took is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 from typing import Any
 
@@ -44,7 +45,30 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         metavar="NAME",
         action="append",
         nargs="+",
-        help="serve only runs on these queues (repeatable; default: every run, queued or not)",
+        help="serve only runs on these queues, and the steps sent to step queues of the same "
+        "names (repeatable; default: every run, queued or not, and no step queue)",
+    )
+    parser.add_argument(
+        "--step-queue",
+        metavar="NAME",
+        action="append",
+        nargs="+",
+        help="also execute the steps sent to these step queues (@cairn.step(queue=NAME)), "
+        "while serving runs as without it (repeatable)",
+    )
+    parser.add_argument(
+        "--transport",
+        choices=("cairn", "celery"),
+        default="cairn",
+        help="how runs reach this worker: cairn polls the database (default), or celery: "
+        "as messages of a Celery broker (needs cairn-workflows[celery])",
+    )
+    parser.add_argument(
+        "--broker",
+        metavar="URL",
+        default=None,
+        help="with --transport celery: the broker, amqp://... (RabbitMQ) or redis://... "
+        "(default: CAIRN_BROKER_URL)",
     )
     parser.add_argument(
         "--lease",
@@ -96,13 +120,71 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
         raise ValueError(f"--metrics-port must be a port number, got {ns.metrics_port}")
     durations.parse(ns.grace, what="grace")  # a bad value fails before anything starts
     queues = [name for group in ns.queue or () for name in group]
+    step_queues = list(
+        dict.fromkeys([*queues, *(name for group in ns.step_queue or () for name in group)])
+    )
+    if ns.transport == "celery":
+        return _serve_celery(ns, glob, queues, step_queues)
+    if ns.broker is not None:
+        raise ValueError("--broker is for --transport celery")
     options.import_modules(glob.modules)
     _log_to_stderr(ns.log_format)
-    code = asyncio.run(_serve(ns, glob, queues))
+    code = asyncio.run(_serve(ns, glob, queues, step_queues))
     stuck = options.busy_run_threads(wait=1.0)
     if stuck:
         log.info("exiting without waiting for %d sync step thread(s) still running", stuck)
     return code
+
+
+def _serve_celery(
+    ns: argparse.Namespace, glob: options.Globals, queues: list[str], step_queues: list[str]
+) -> int:
+    """`cairn worker --transport celery`: a Celery worker (thread pool) executing runs."""
+    if ns.metrics_port is not None or ns.tracing:
+        raise ValueError("--metrics-port and --tracing are not available with --transport celery")
+    from cairn import celery as cairn_celery
+
+    concurrency = ns.concurrency or 8
+    app = cairn_celery.app(
+        ns.broker,
+        glob.url,
+        modules=glob.modules,
+        concurrency=concurrency,
+        lease=ns.lease,
+        grace=ns.grace,
+        queues=queues,
+        step_queues=step_queues,
+    )
+    options.import_modules(glob.modules)
+    _log_to_stderr(ns.log_format)
+    log.info(
+        "celery worker starting: concurrency %d, lease %s, broker %s, database %s, "
+        "celery queues %s, step queues %s",
+        concurrency,
+        ns.lease,
+        output.redact(app.conf.broker_url),
+        output.redact(glob.url or "(default)"),
+        ", ".join(app.cairn_queues),
+        ", ".join(step_queues) if step_queues else "none",
+    )
+    app.worker_main(
+        [
+            "worker",
+            "--pool",
+            "threads",
+            "--concurrency",
+            str(concurrency),
+            "--queues",
+            ",".join(app.cairn_queues),
+            "--loglevel",
+            "WARNING",
+            "--without-gossip",
+            "--without-mingle",
+            "--hostname",
+            f"cairn-{os.getpid()}@%h",
+        ]
+    )
+    return 0
 
 
 def _log_to_stderr(form: str) -> None:
@@ -118,7 +200,9 @@ def _log_to_stderr(form: str) -> None:
     logging.getLogger("cairn").setLevel(logging.INFO)
 
 
-async def _serve(ns: argparse.Namespace, glob: options.Globals, queues: list[str]) -> int:
+async def _serve(
+    ns: argparse.Namespace, glob: options.Globals, queues: list[str], step_queues: list[str]
+) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     received: list[str] = []
@@ -141,18 +225,22 @@ async def _serve(ns: argparse.Namespace, glob: options.Globals, queues: list[str
         extra["workers"] = ns.concurrency
     if queues:
         extra["queues"] = queues
+    if step_queues:
+        extra["step_queues"] = step_queues
     if ns.metrics_port is not None:
         extra["metrics"] = True
     if ns.tracing:
         extra["tracing"] = True
     engine = Engine(glob.url, lease=ns.lease, grace=ns.grace, modules=glob.modules, **extra)
     log.info(
-        "worker starting: concurrency %d, lease %s, grace %s, database %s, queues %s",
+        "worker starting: concurrency %d, lease %s, grace %s, database %s, queues %s, "
+        "step queues %s",
         engine.workers,
         ns.lease,
         ns.grace,
         output.redact(engine.url),
         ", ".join(queues) if queues else "all",
+        ", ".join(step_queues) if step_queues else "none",
     )
     if engine.metrics is not None:  # answering scrapes from start-up on (gauges once open)
         engine.metrics.serve(ns.metrics_port, ns.metrics_host)

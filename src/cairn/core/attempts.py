@@ -7,6 +7,7 @@ import contextvars
 import json
 import time
 import traceback
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cairn import step_failures
@@ -105,7 +106,7 @@ async def run_new_step(
             left = prior[-1].retry_at - clock.now()
             if left > PARK_BACKOFF_AFTER:
                 raise live.timer(key, prior[-1].retry_at, f"{RETRY}:{name}")
-            await _back_off(live, left)
+            await back_off(live, left)
     # Serialized before the first attempt: what the step was given, whatever it mutates.
     given = (
         step_input.serialize(live.env.serializer, args, kwargs, hidden=live.hook_tokens)
@@ -278,6 +279,71 @@ async def _refused(
     return failure
 
 
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """What is recorded of a failed attempt, wherever it executed (see core/remote_steps.py).
+
+    `timeout` is set only when the attempt failed by running past it; `cause` is the
+    class the step raised when this process has it (a remote attempt's: found by name).
+    """
+
+    error_type: str
+    message: str
+    traceback: str
+    fatal: bool
+    retry_after: float | None
+    timeout: float | None
+    cause: type[BaseException] | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The facts as a JSON object (a remote worker's report of its attempt)."""
+        return {
+            "error_type": self.error_type,
+            "message": self.message,
+            "traceback": self.traceback,
+            "fatal": self.fatal,
+            "retry_after": self.retry_after,
+            "timeout": self.timeout,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Failure:
+        """The facts a remote worker reported (see `to_json`)."""
+        error_type = str(data.get("error_type", ""))
+        timeout = data.get("timeout")
+        return cls(
+            error_type,
+            str(data.get("message", "")),
+            str(data.get("traceback", "")),
+            bool(data.get("fatal", False)),
+            data.get("retry_after"),
+            None if timeout is None else float(timeout),
+            None if timeout is not None else step_failures.resolvable(error_type),
+        )
+
+
+def describe_failure(exc: Exception, name: str, attempt: int, timeout: float | None) -> Failure:
+    """The facts of attempt `attempt` of step `name` that raised `exc`.
+
+    `timeout` is set only when the attempt failed by running past it.
+    """
+    if timeout is not None:
+        message = f"step {name!r} attempt {attempt} timed out after {timeout:g}s"
+        return Failure("cairn.errors.StepTimeout", message, message, False, None, timeout, None)
+    retry_after = None
+    if isinstance(exc, RetryableError) and exc.retry_after is not None:
+        retry_after = exc.retry_after.total_seconds()
+    return Failure(
+        type_name(exc),
+        str(exc),
+        "".join(traceback.format_exception(exc)),
+        isinstance(exc, FatalError),
+        retry_after,
+        None,
+        type(exc),
+    )
+
+
 async def _record_failure(
     live: LiveRun,
     key: str,
@@ -292,43 +358,52 @@ async def _record_failure(
 ) -> StepFailed | None:
     """Record a failed attempt (begun at `started`), then wait out the backoff or give up.
 
+    `timeout` is set only when this attempt failed by running past it.
+    """
+    failure = describe_failure(exc, name, attempt, timeout)
+    return await record_failure(live, key, name, failure, attempt, failures, retry, started, given)
+
+
+async def record_failure(
+    live: LiveRun,
+    key: str,
+    name: str,
+    failed: Failure,
+    attempt: int,
+    failures: int,
+    retry: Retry,
+    started: float,
+    given: str,
+    *,
+    worker: str | None = None,
+) -> StepFailed | None:
+    """Record a failed attempt (begun at `started`), then wait out the backoff or give up.
+
+    `worker` is the one that executed it, if not this run's (a step queue's).
     Returns None to retry, or the StepFailed to raise once retrying is over (recorded as
     the step's outcome). `failures` counts the attempts that failed, this one included
     (attempts interrupted by their worker's end are numbered, but do not count).
-
-    `timeout` is set only when this attempt failed by running past it.
     """
     clock = live.env.clock
     now = clock.now()
-    timed_out = timeout is not None
-    if timed_out:
-        error_type = "cairn.errors.StepTimeout"
-        message = f"step {name!r} attempt {attempt} timed out after {timeout:g}s"
-        text = message
-    else:
-        error_type = type_name(exc)
-        message = str(exc)
-        text = "".join(traceback.format_exception(exc))
-    fatal = isinstance(exc, FatalError)
+    timed_out = failed.timeout is not None
     delay = None
-    if not fatal:
-        retry_after = None
-        if isinstance(exc, RetryableError) and exc.retry_after is not None:
-            retry_after = exc.retry_after.total_seconds()
-        delay = next_delay(retry, failures, retry_after=retry_after)
+    if not failed.fatal:
+        delay = next_delay(retry, failures, retry_after=failed.retry_after)
     retry_at = None if delay is None else now + delay
     await live.commit_attempt(
         AttemptRecord(
             live.run.run_id,
             key,
             attempt,
-            error_type,
-            message,
-            text,
+            failed.error_type,
+            failed.message,
+            failed.traceback,
             now,
             retry_at,
             started,
             live.run.execution,
+            worker=worker,
         )
     )
     live.flying.pop(key, None)  # over and recorded; the next attempt is not in flight yet
@@ -338,19 +413,19 @@ async def _record_failure(
             # and a crash meanwhile loses nothing (the attempt and its retry time are
             # stored). The run wakes at retry_at and replays into the next attempt.
             raise live.timer(key, retry_at, f"{RETRY}:{name}")
-        await _back_off(live, delay)
+        await back_off(live, delay)
         return None
     kind = StepTimeout if timed_out else StepFailed
     # Also an instance of the step's own exception class where a replay can do the same.
     failure = step_failures.failure(
         kind,
-        None if timed_out else type(exc),
+        None if timed_out else failed.cause,
         step_name=name,
         attempts=attempt,
-        error_type=error_type,
-        error_message=message,
-        traceback=text,
-        fatal=fatal,
+        error_type=failed.error_type,
+        error_message=failed.message,
+        traceback=failed.traceback,
+        fatal=failed.fatal,
     )
     await live.commit_step(
         StepRecord(
@@ -370,7 +445,7 @@ async def _record_failure(
     return failure
 
 
-async def _back_off(live: LiveRun, seconds: float) -> None:
+async def back_off(live: LiveRun, seconds: float) -> None:
     """Wait out a short backoff in memory, counted in `live.backing_off` meanwhile.
 
     A worker stopping meanwhile takes the run back before the next attempt starts: the

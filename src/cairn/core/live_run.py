@@ -20,7 +20,17 @@ from cairn.authoring.registry import Registry
 from cairn.authoring.retry import coerce
 from cairn.authoring.step import StepDef
 from cairn.clock import Clock
-from cairn.core import attempts, children, durable, emits, journal, mailbox, patches, waits
+from cairn.core import (
+    attempts,
+    children,
+    durable,
+    emits,
+    journal,
+    mailbox,
+    patches,
+    remote_steps,
+    waits,
+)
 from cairn.core.futile_wakes import FutileWakes
 from cairn.core.interrupts import Interrupts
 from cairn.core.run_meta import MetaWriter
@@ -474,20 +484,29 @@ class LiveRun(RunContext):
         kwargs: dict[str, Any],
         retries: Any,
         timeout: Any,
+        queue: str | None = None,
     ) -> Any:
-        """Run `fn` as a durable step called `name`."""
+        """Run `fn` as a durable step called `name` (on step queue `queue` if set)."""
         check_name(name, "cairn.run_step name")
+        target = None if queue is None else remote_steps.target_of(fn, name)
         retry = coerce(retries)
         seconds = None
         if timeout is not None:
             seconds = durations.parse(timeout, what=f"timeout of step {name!r}").total_seconds()
         key = self.journal.next_key(name)
-        step = StepDef(name, fn, retry, seconds, asyncio.iscoroutinefunction(fn))
-        return self.deliver(self._step(key, step, args, kwargs))
+        step = StepDef(name, fn, retry, seconds, asyncio.iscoroutinefunction(fn), queue=queue)
+        return self.deliver(self._step(key, step, args, kwargs, target))
 
     async def _step(
-        self, key: str, step: StepDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        key: str,
+        step: StepDef[Any, Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        target: str | None = None,
     ) -> Any:
+        # A queued step's attempts were reported in entries of their own, replayed first.
+        reports = [] if step.queue is None else remote_steps.take_reports(self.journal, key)
         record = self.journal.take(key, "step")
         if record is not None:
             return self.outcome(record)
@@ -500,6 +519,10 @@ class LiveRun(RunContext):
         running: asyncio.Future[None] = loop.create_future()
         self._running_steps[running] = (asyncio.current_task(loop), key)
         try:
+            if step.queue is not None:
+                return await remote_steps.run_remote_step(
+                    self, key, step, args, kwargs, reports, target
+                )
             return await attempts.run_new_step(self, key, step, args, kwargs)
         except Cancelled:
             # check_cancelled() in the step's code: delivered into the workflow here.

@@ -18,7 +18,7 @@ from cairn.authoring import context
 from cairn.authoring.context import RunContext
 from cairn.authoring.hook import Hook
 from cairn.authoring.workflow import WorkflowDef
-from cairn.core import journal, mailbox, patches, waits
+from cairn.core import journal, mailbox, patches, remote_steps, waits
 from cairn.errors import ChildFailed, EventTimeout, StepFailed
 from cairn.models import HistoryEntry, RunInfo
 from cairn.store.records import StepRecord
@@ -38,7 +38,8 @@ class ReplayRun(RunContext):
     def __init__(self, entries: list[HistoryEntry], workflow: WorkflowDef[Any, Any]) -> None:
         self.workflow = workflow
         # What a retry took out of the journal is kept for people, not replayed.
-        entries = [e for e in entries if not e.superseded]
+        # Nor are the reports of a queued step's attempts: the step's own entry is its outcome.
+        entries = [e for e in entries if not e.superseded and e.kind != remote_steps.REMOTE]
         self.entries = {e.key: e for e in entries}
         # Each patch id the code asked about: False if this run predates it.
         self.patches: dict[str, bool] = {}
@@ -104,6 +105,7 @@ class ReplayRun(RunContext):
         kwargs: dict[str, Any],
         retries: Any,
         timeout: Any,
+        queue: str | None = None,
     ) -> Any:
         async def go() -> Any:
             return (await self._take(name, "step", f"started step {name!r}")).result

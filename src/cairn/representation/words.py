@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from cairn.core import mailbox
+from cairn.core import mailbox, remote_steps
 from cairn.models import Execution, HistoryEntry, RunStatus
 from cairn.representation.json_form import dumps
 from cairn.runtime import blocking
@@ -153,6 +153,23 @@ def received(entry: HistoryEntry) -> str | None:
         return f"timed out, no message on {entry.name!r}"
     count = len(entry.result)
     return f"received {count} message{'' if count == 1 else 's'} on {entry.name!r}"
+
+
+def ran_on(entry: HistoryEntry) -> str | None:
+    """Where an attempt sent to a step queue ran, in words; None for other entries.
+
+    "on worker W of step queue 'gpu': completed" (or "failed: ..."); a report still
+    awaited says where it was sent.
+    """
+    if entry.kind != remote_steps.REMOTE or not isinstance(entry.result, dict):
+        return None
+    facts = entry.result
+    if entry.status == "waiting":
+        return f"sent to step queue {facts.get('queue')!r}"
+    verdict = "completed"
+    if not facts.get("ok"):
+        verdict = f"failed: {error_line(facts.get('failure') or {})}"
+    return f"on worker {facts.get('worker')} of step queue {facts.get('queue')!r}: {verdict}"
 
 
 def waiting_outcome(entry: HistoryEntry) -> str:

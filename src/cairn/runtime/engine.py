@@ -18,6 +18,7 @@ from cairn.core.executor import Outcome
 from cairn.core.live_run import RunEnv
 from cairn.errors import ConfigError
 from cairn.models import EventDelivery, History, RunPage, RunStatus
+from cairn.names import check_name
 from cairn.observability import hooks, logcontext
 from cairn.runtime import deploy_check, leases, transient, triggers
 from cairn.runtime.control import RunControl
@@ -27,6 +28,7 @@ from cairn.runtime.queues import QueueControl
 from cairn.runtime.retention import Retention
 from cairn.runtime.scheduler import Scheduler
 from cairn.runtime.schedules import ScheduleControl
+from cairn.runtime.step_worker import StepWorker
 from cairn.runtime.tasks import TaskControl
 from cairn.runtime.worker import Worker
 from cairn.store import Store, open_store
@@ -68,6 +70,8 @@ class Engine:
         poll_interval: float = 0.5,
         claim: bool = True,
         queues: list[str] | tuple[str, ...] | None = None,
+        step_queues: list[str] | tuple[str, ...] | None = None,
+        polls: bool = True,
         metrics: Metrics | bool = False,
         tracing: Tracing | bool = False,
         known_workers_window: Any = None,
@@ -94,6 +98,12 @@ class Engine:
             store: An already built store (overrides `url`).
             poll_interval: Seconds between checks for work started by other processes.
             queues: Only claim queued runs of these queues (default: every run).
+            polls: False: claim a run (or a step queue's attempt) only when told its id
+                (`engine.worker.take`, `engine.step_worker.take`: what cairn.celery's tasks
+                do), never by polling the database for work.
+            step_queues: Also execute the attempts of steps sent to these step queues
+                (`@cairn.step(queue=...)`) by any run (default: none; such a step never
+                executes on a worker that does not serve its queue).
             claim: Also execute runs started elsewhere (queued, due, orphaned); False
                 executes only the runs this engine starts (what `cairn run` uses).
             metrics: Prometheus metrics (`cairn.observability.Metrics`; True makes one,
@@ -163,6 +173,10 @@ class Engine:
         self.poll_interval = poll_interval
         self.claim = claim
         self.serve_queues = list(queues) if queues else None
+        self.polls = polls
+        self.step_queues = [check_name(name, "step queue") for name in (step_queues or ())]
+        # Executes the attempts of step_queues once open (None: serves none).
+        self.step_worker: StepWorker | None = None
         if metrics is True:
             from cairn.observability.metrics import Metrics
 
@@ -249,9 +263,20 @@ class Engine:
                 claim=self.claim,
                 queues=self.serve_queues,
                 transient=self.ephemeral,
+                polls=self.polls,
             )
             self.control.local = self.worker
             await self.worker.start()
+            if self.step_queues:
+                self.step_worker = StepWorker(
+                    env,
+                    self.step_queues,
+                    lease=self.lease,
+                    concurrency=self.workers,
+                    poll_interval=min(self.poll_interval, 0.25),
+                    polls=self.polls,
+                )
+                await self.step_worker.start()
             if self.scheduler is not None:
                 self.scheduler.start()
             if self.retention is not None and self.claim:
@@ -284,6 +309,9 @@ class Engine:
         if self.scheduler is not None:
             await self.scheduler.stop()
             self.scheduler = None
+        if self.step_worker is not None:
+            await self.step_worker.stop(grace=self.grace)
+            self.step_worker = None
         if self.worker is not None:
             self.control.local = None
             self.stopping_worker = self.worker
@@ -312,6 +340,9 @@ class Engine:
         if self.scheduler is not None:
             await self.scheduler.stop()
             self.scheduler = None
+        if self.step_worker is not None:
+            await self.step_worker.abandon()
+            self.step_worker = None
         if self.worker is not None:
             worker, self.worker = self.worker, None
             self.control.local = None

@@ -65,8 +65,12 @@ class Worker:
         claim: bool = True,
         queues: list[str] | None = None,
         transient: bool = False,
+        polls: bool = True,
     ) -> None:
         self.env = env
+        # False: claim a run only when told its id (`take`: a transport's message, see
+        # cairn.celery), never by polling the database for work.
+        self.polls = polls
         self.queues = queues
         # True: the engine of transient runs, which executes transient workflows too. A
         # worker on a database never does: their runs are never stored there.
@@ -164,7 +168,7 @@ class Worker:
         self._watchdog.start()
         # A blocked loop is not a stalled database: age waits only while the loop answers.
         self.env.store.health.watch_loop(self._watchdog.responsive_since)
-        if self.claim:
+        if self.claim and self.polls:
             await self.claim_once()
             self._tasks.append(asyncio.create_task(self._claim_loop(), name="cairn-claim"))
         else:
@@ -556,6 +560,54 @@ class Worker:
             self._start(run, fresh=False, epoch=epoch)
         self._backlog = len(claimed.runs) >= limit
         return len(claimed.runs)
+
+    def judges_heartbeats(self) -> bool:
+        """Whether this worker may take a run whose owner's heartbeat is only old (leases.py)."""
+        return leases.may_judge_heartbeats(
+            since=self._started, trouble_at=self.env.store.health.trouble_at(), lease=self.lease
+        )
+
+    async def take(self, run_id: str) -> bool:
+        """Claim `run_id` alone and execute it here; wait until this attempt of it ends.
+
+        What a transport's message leads to (cairn.celery): the claim applies the lease,
+        queue and liveness rules of any claim, so a message delivered twice, or for a run
+        another worker holds or that has finished, takes nothing. Returns whether it took
+        the run.
+        """
+        if self._stopping or self.free <= 0:
+            return False
+        epoch = self.tenure.epoch
+        stale = self.judges_heartbeats()
+        now = self.env.clock.now()
+        claimed = await self.env.store.claim_runs(
+            self.env.owner,
+            1,
+            now=now,
+            stale=stale,
+            workflows=self.executes(),
+            versions={
+                name: wf.version
+                for name, wf in self.env.registry.workflows.items()
+                if wf.version is not None
+            },
+            only=[run_id],
+        )
+        for poisoned, workflow in claimed.poisoned.items():
+            log.error("run %s given up after too many recoveries (PoisonRun)", poisoned)
+            if self.env.observer is not None:
+                self.env.observer.poisoned(workflow)
+            self._on_finished(poisoned, executor.Outcome("FAILED"))
+        if not claimed.runs:
+            return False
+        if self.env.observer is not None:
+            self.env.observer.claimed(claimed.runs, claimed.due, now)
+        self._start(claimed.runs[0], fresh=False, epoch=epoch)
+        attempt = self.active.get(run_id)
+        if attempt is not None and attempt.task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(attempt.task)
+        return True
 
     async def _claim_loop(self) -> None:
         while self.writable():

@@ -135,8 +135,11 @@ def claim_runs(
     workflows: list[str] | None = None,
     versions: dict[str, str] | None = None,
     orphans_first: bool = False,
+    only: list[str] | None = None,
 ) -> Program[Claimed]:
     """Take due runs, then pending and orphaned ones (see Store.claim_runs).
+
+    `only`: of these run ids alone (a transport's message names the run to take).
 
     Pending runs of a queue are taken only while the queue's limits allow; a run held back
     gets `waiting_for` saying which limit holds it.
@@ -145,8 +148,8 @@ def claim_runs(
     poisoned: dict[str, str] = {}
     due_at: dict[str, float] = {}
     # A worker only takes runs of workflows it can execute (None: it knows them all).
-    known = tuple(workflows or ())
-    woken = _sql.restrict(_sql.SELECT_WOKEN, "workflow", workflows)
+    known = (*(only or ()), *(workflows or ()))
+    woken = _only(_sql.restrict(_sql.SELECT_WOKEN, "workflow", workflows), only)
     due = yield all_rows(woken, (*known, now, limit), lock=True)
     for run_id, status, wake_at in due:
         # A waking sleeper is the same attempt going on, so its attempt does not grow.
@@ -154,12 +157,17 @@ def claim_runs(
             claimed.append(run_id)
             due_at[run_id] = float(wake_at)
     if orphans_first:
-        yield from _claim_orphans(worker_id, limit, stale, known, workflows, claimed, poisoned, now)
+        yield from _claim_orphans(
+            worker_id, limit, stale, known, workflows, claimed, poisoned, now, only
+        )
     if len(claimed) < limit:
         # Over-fetch: some candidates may be held back by their queue's limits.
         want = (limit - len(claimed)) * 4
-        text = _sql.restrict(
-            _sql.restrict(_sql.SELECT_PENDING, "queue", queues), "workflow", workflows
+        text = _only(
+            _sql.restrict(
+                _sql.restrict(_sql.SELECT_PENDING, "queue", queues), "workflow", workflows
+            ),
+            only,
         )
         pending = yield all_rows(text, (*known, *(queues or ()), now, want), lock=True)
         gate = _QueueGate(worker_id, now)
@@ -181,7 +189,9 @@ def claim_runs(
                 if queue is not None:
                     gate.took(queue, partition)
     if not orphans_first:
-        yield from _claim_orphans(worker_id, limit, stale, known, workflows, claimed, poisoned, now)
+        yield from _claim_orphans(
+            worker_id, limit, stale, known, workflows, claimed, poisoned, now, only
+        )
     runs = []
     for run_id in claimed:
         runs.append(_sql.run_from_row((yield one_row(_sql.SELECT_RUN, (run_id,)))))
@@ -197,12 +207,13 @@ def _claim_orphans(
     claimed: list[str],
     poisoned: dict[str, str],
     now: float,
+    only: list[str] | None = None,
 ) -> Program[None]:
     """Take RUNNING runs whose owner is dead, while `claimed` has room (see claim_runs)."""
     room = limit - len(claimed)
     if room > 0:
         text = _sql.SELECT_ORPHANED if stale else _sql.SELECT_ORPHANED_DEAD
-        orphaned = _sql.restrict(text, "workflow", workflows)
+        orphaned = _only(_sql.restrict(text, "workflow", workflows), only)
         orphans = yield all_rows(orphaned, (*known, worker_id, room), lock=True)
         for run_id, recoveries, max_recoveries, workflow, owner, fence, execution in orphans:
             if recoveries >= max_recoveries:
@@ -215,6 +226,49 @@ def _claim_orphans(
             else:
                 continue
             yield from record_interrupted(run_id, owner, int(fence), int(execution), now)
+
+
+def _only(sql: str, run_ids: list[str] | None) -> str:
+    """`sql` narrowed to `run_ids` (their placeholders come first; None: unchanged)."""
+    if run_ids is None:
+        return sql
+    marks = ", ".join("?" * len(run_ids))
+    return sql.replace("WHERE ", f"WHERE run_id IN ({marks}) AND ", 1)
+
+
+_DUE = (
+    "SELECT run_id, status, queue, COALESCE(wake_at, created_at) FROM runs WHERE "
+    "((status IN ('SLEEPING', 'WAITING') AND wake_at <= ?) "
+    "OR (status = 'PENDING' AND (wake_at IS NULL OR wake_at <= ?))) "
+    "ORDER BY COALESCE(wake_at, created_at) LIMIT ?"
+)
+
+
+def claimable(
+    now: float, limit: int, stale: bool, workflows: list[str]
+) -> Program[list[tuple[str, str, str | None, float]]]:
+    """Runs a claim could take now (read only): due, pending and orphaned ones.
+
+    Each as (run id, status, queue, mark): the mark changes when the run comes back in
+    another state (its wake time; an orphan's fence). What a transport publishes (see
+    cairn.celery): the claim its message leads to decides, with the queue limits and the
+    liveness rules of `claim_runs`.
+    """
+    known = tuple(workflows)
+    due = _sql.restrict(_DUE, "workflow", workflows)
+    found = [
+        (r[0], r[1], r[2], float(r[3])) for r in (yield all_rows(due, (*known, now, now, limit)))
+    ]
+    orphaned = _sql.restrict(
+        _sql.SELECT_ORPHANED if stale else _sql.SELECT_ORPHANED_DEAD, "workflow", workflows
+    ).replace(
+        "SELECT run_id, recoveries, max_recoveries, workflow, owner, fence, execution",
+        "SELECT run_id, queue, fence",
+        1,
+    )
+    for run_id, queue, fence in (yield all_rows(orphaned, (*known, "", limit))):
+        found.append((run_id, "RUNNING", queue, float(fence)))
+    return found
 
 
 def record_interrupted(

@@ -26,6 +26,7 @@ from cairn.store.records import (
     RunRecord,
     ScheduleRecord,
     StepRecord,
+    StepTaskRecord,
     Subscription,
     TaskRecord,
     WorkerRecord,
@@ -453,6 +454,60 @@ class Store(Protocol):
         """Give the run's open tasks (or only `task_id`) a final `status`."""
         ...
 
+    # step queues
+
+    async def enqueue_step_task(self, lease: Lease, task: StepTaskRecord) -> None:
+        """Insert an attempt for its step queue's workers (once: again, nothing).
+
+        Raises LeaseLost if the run is not held by `lease`.
+        """
+        ...
+
+    async def claim_step_tasks(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        *,
+        lease: float,
+        limit: int,
+        only: str | None = None,
+    ) -> list[StepTaskRecord]:
+        """Take up to `limit` attempts on `queues` (only task `only`, if given).
+
+        Queued ones, and those whose worker let its lease (seconds, on the database's
+        clock) run out; never those of a finished run.
+        """
+        ...
+
+    async def claimable_step_tasks(self, *, limit: int) -> list[tuple[str, str, int]]:
+        """(task id, queue, claims) of up to `limit` attempts claimable now (read only)."""
+        ...
+
+    async def renew_step_task(self, task: StepTaskRecord, *, lease: float) -> bool:
+        """Extend this claim's lease; False if another claim took it or its run is over."""
+        ...
+
+    async def report_step_task(
+        self, task: StepTaskRecord, channel: str, payload: str, *, now: float
+    ) -> bool:
+        """Close the attempt and queue `payload` on the run's `channel` in one transaction.
+
+        False (nothing written) if this claim is no longer the latest.
+        """
+        ...
+
+    async def drop_step_task(self, task: StepTaskRecord, *, now: float) -> None:
+        """Close an attempt held by this claim without an outcome (its run is over)."""
+        ...
+
+    async def release_step_task(self, task: StepTaskRecord) -> None:
+        """Hand an attempt held by this claim back to its queue (its worker stops)."""
+        ...
+
+    async def list_step_tasks(self, run_id: str) -> list[StepTaskRecord]:
+        """The run's attempts sent to step queues, oldest first."""
+        ...
+
     # workers and claims
 
     async def register_worker(self, worker: WorkerRecord) -> None:
@@ -536,8 +591,9 @@ class Store(Protocol):
         workflows: list[str] | None = None,
         versions: dict[str, str] | None = None,
         orphans_first: bool = False,
+        only: list[str] | None = None,
     ) -> Claimed:
-        """Atomically take up to `limit` runs to execute.
+        """Atomically take up to `limit` runs to execute (only of the run ids `only`, if given).
 
         Only runs of `workflows` are taken when it is given (a worker takes only what its
         code can execute). A queued run without a version gets `versions[workflow]` (the
@@ -557,6 +613,18 @@ class Store(Protocol):
         attempt with outcome "interrupted", unless its outcome or that attempt's failure
         is already recorded. A PENDING run held back by a limit gets
         `waiting_for` naming it. A run is never handed to two workers.
+        """
+        ...
+
+    async def claimable_runs(
+        self, *, now: float, limit: int, stale: bool, workflows: list[str]
+    ) -> list[tuple[str, str, str | None, float]]:
+        """Up to `limit` runs of each kind `claim_runs` could take now.
+
+        Each as (run id, status, queue, mark): the mark changes when the run comes back
+        in another state (a wake time, an orphan's fence). Read only: a transport
+        publishes these ids for its consumers to claim (the claim decides, with the queue
+        limits). Orphans count as `claim_runs` judges them with `stale`.
         """
         ...
 

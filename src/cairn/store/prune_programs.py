@@ -31,6 +31,7 @@ RUN_TABLES = (
     "tasks",
     "run_executions",
     "retried_steps",
+    "step_tasks",
 )
 # Tables whose rows are not any one run's (or name runs only as a remembered reference).
 OTHER_TABLES = (

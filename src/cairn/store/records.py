@@ -386,3 +386,32 @@ class Subscription:
     workflow: str
     queue: str | None = None
     max_recoveries: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class StepTaskRecord:
+    """One attempt of a step sent to a step queue (see core/remote_steps.py).
+
+    `step` names the registered step; `target` is `module:qualname` of a `cairn.run_step`
+    function instead. `claims` counts the workers that took it: only the latest may report.
+    """
+
+    task_id: str
+    run_id: str
+    key: str
+    attempt: int
+    step: str
+    target: str | None
+    queue: str
+    input: str | None
+    timeout: float | None
+    status: str  # queued, running, done, dropped (its run ended first)
+    worker_id: str | None
+    claims: int
+    lease_until: float | None
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+STEP_TASK_FIELDS: tuple[str, ...] = tuple(StepTaskRecord.__dataclass_fields__)

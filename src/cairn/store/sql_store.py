@@ -11,7 +11,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from cairn.store import _sql, claim_programs, programs, prune_programs, schedule_programs
+from cairn.store import (
+    _sql,
+    claim_programs,
+    programs,
+    prune_programs,
+    schedule_programs,
+    step_task_programs,
+)
 from cairn.store._health import StoreHealth
 from cairn.store.programs import Program, Sql
 from cairn.store.protocol import SideChannel
@@ -32,6 +39,7 @@ from cairn.store.records import (
     RunRecord,
     ScheduleRecord,
     StepRecord,
+    StepTaskRecord,
     Subscription,
     TaskRecord,
     WorkerRecord,
@@ -43,6 +51,11 @@ T = TypeVar("T")
 def _rows(text: str, params: Sequence[Any] = ()) -> Program[list[Any]]:
     rows: list[Any] = yield Sql(text, params, "all")
     return rows
+
+
+def _rows_count(text: str, params: Sequence[Any] = ()) -> Program[int]:
+    count: int = yield Sql(text, params)
+    return count
 
 
 def _counts() -> Program[Counts]:
@@ -277,6 +290,58 @@ class SqlStore:
         """Give a run's open tasks (or just `task_id`) a final status."""
         await self.write(lambda: _rows(_sql.CLOSE_TASKS, (status, run_id, task_id, task_id)))
 
+    # step queues (see store/step_task_programs.py)
+
+    async def enqueue_step_task(self, lease: Lease, task: StepTaskRecord) -> None:
+        """Send an attempt to its step queue (once). Raises LeaseLost if the run is not held."""
+        await self.write(lambda: step_task_programs.enqueue(lease, task))
+
+    async def claim_step_tasks(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        *,
+        lease: float,
+        limit: int,
+        only: str | None = None,
+    ) -> list[StepTaskRecord]:
+        """Take up to `limit` attempts waiting on `queues` (or left by a silent worker)."""
+        if not queues:
+            return []
+        return await self.write(
+            lambda: step_task_programs.claim(list(queues), worker_id, lease, limit, only)
+        )
+
+    async def claimable_step_tasks(self, *, limit: int) -> list[tuple[str, str, int]]:
+        """(task id, queue, claims) of attempts a worker of their queue could claim now."""
+        return await self.read(lambda: step_task_programs.claimable(limit))
+
+    async def renew_step_task(self, task: StepTaskRecord, *, lease: float) -> bool:
+        """Extend the claim's lease; False if it was taken over or the run is over."""
+        params = (lease, task.task_id, task.claims)
+        return bool(await self.write(lambda: _rows_count(step_task_programs.RENEW, params)))
+
+    async def report_step_task(
+        self, task: StepTaskRecord, channel: str, payload: str, *, now: float
+    ) -> bool:
+        """Close the attempt and send its outcome to the run (see step_task_programs.report)."""
+        return await self.write(lambda: step_task_programs.report(task, channel, payload, now))
+
+    async def drop_step_task(self, task: StepTaskRecord, *, now: float) -> None:
+        """Close an attempt whose run ended while it executed (no outcome is sent)."""
+        params = ("dropped", now, task.task_id, task.claims)
+        await self.write(lambda: _rows_count(step_task_programs.CLOSE, params))
+
+    async def release_step_task(self, task: StepTaskRecord) -> None:
+        """Hand an attempt held by this claim back to its queue, for any worker to take."""
+        params = (task.task_id, task.claims)
+        await self.write(lambda: _rows_count(step_task_programs.RELEASE, params))
+
+    async def list_step_tasks(self, run_id: str) -> list[StepTaskRecord]:
+        """The run's attempts sent to step queues, oldest first."""
+        rows = await self.read(lambda: _rows(step_task_programs.SELECT_OF_RUN, (run_id,)))
+        return [step_task_programs.from_row(row) for row in rows]
+
     # operator control
 
     async def control_run(self, run_id: str, action: str, *, now: float) -> str | None:
@@ -370,15 +435,24 @@ class SqlStore:
         workflows: list[str] | None = None,
         versions: dict[str, str] | None = None,
         orphans_first: bool = False,
+        only: list[str] | None = None,
     ) -> Claimed:
         """Atomically take due and orphaned runs (see Store.claim_runs)."""
-        if limit <= 0 or workflows == [] or queues == []:
+        if limit <= 0 or workflows == [] or queues == [] or only == []:
             return Claimed([], {})
         return await self.write(
             lambda: claim_programs.claim_runs(
-                worker_id, limit, now, stale, queues, workflows, versions, orphans_first
+                worker_id, limit, now, stale, queues, workflows, versions, orphans_first, only
             )
         )
+
+    async def claimable_runs(
+        self, *, now: float, limit: int, stale: bool, workflows: list[str]
+    ) -> list[tuple[str, str, str | None, float]]:
+        """Runs a claim could take now (see claim_programs.claimable)."""
+        if not workflows:
+            return []
+        return await self.read(lambda: claim_programs.claimable(now, limit, stale, workflows))
 
     async def next_wake(self) -> float | None:
         """The earliest wake time of a parked or delayed run, None if there is none."""

@@ -1,0 +1,133 @@
+"""`python -m bench.celery_transport [RUNS]`: runs/s through Celery beside cairn's own workers.
+
+In one sitting, on one database kind at a time (SQLite; PostgreSQL when reachable), RUNS
+ten-step runs (default 500) are started at once and awaited, executed by one worker
+process: `cairn worker` (cairn's own transport: it polls the database), then `cairn
+worker --transport celery` on RabbitMQ and on Redis (each when reachable). Runs/s counts
+from the first start to the last result. Every worker has concurrency 32.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import cairn
+from bench import postgres
+
+BROKERS = {
+    "rabbitmq": ("amqp://guest:guest@127.0.0.1:5672//", 5672),
+    "redis": ("redis://127.0.0.1:6379/12", 6379),
+}
+ROOT = Path(__file__).resolve().parents[1]
+CONCURRENCY = 32
+
+
+def note(message: str) -> None:
+    print(f"... {message}", file=sys.stderr, flush=True)
+
+
+def reachable(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except OSError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def worker(url: str, broker: str | None, log: Path) -> Iterator[None]:
+    """A worker process serving bench.workflows, ready when this yields."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")},
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")]),
+    }
+    argv = [sys.executable, "-m", "cairn", "worker", "--db", url, "-m", "bench.workflows"]
+    argv += ["--concurrency", str(CONCURRENCY)]
+    if broker is not None:
+        argv += ["--transport", "celery", "--broker", broker]
+    ready = "cairn engine " if broker is not None else " ready"
+    with log.open("w") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=out)
+        try:
+            deadline = time.monotonic() + 60
+            while ready not in log.read_text():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"worker did not start: {log.read_text()[-2000:]}")
+                time.sleep(0.05)
+            yield
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def runs_per_second(url: str, runs: int) -> float:
+    with cairn.Client(url) as client:
+        began = time.perf_counter()
+        handles = [client.start("bench.ten_steps", i, allow_unknown=True) for i in range(runs)]
+        for i, handle in enumerate(handles):
+            assert handle.result(timeout=300) == i + 10
+        return runs / (time.perf_counter() - began)
+
+
+def transports() -> list[tuple[str, str | None]]:
+    """(label, broker URL or None for cairn's own) of every transport measurable here."""
+    found: list[tuple[str, str | None]] = [("cairn (polling)", None)]
+    for name, (broker, port) in BROKERS.items():
+        if reachable(port):
+            found.append((f"celery ({name})", broker))
+        else:
+            note(f"{name} is not reachable on 127.0.0.1:{port}: its line is left out")
+    return found
+
+
+def _sqlite(runs: int, root: Path) -> list[tuple[str, str, float]]:
+    rows = []
+    for label, broker in transports():
+        url = f"sqlite:///{root / f'bench-{len(rows)}.db'}"
+        note(f"sqlite: {runs} runs through {label}")
+        with worker(url, broker, root / f"sqlite-{len(rows)}.log"):
+            rows.append(("sqlite", label, runs_per_second(url, runs)))
+    return rows
+
+
+def main() -> int:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 500
+    rows: list[tuple[str, str, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        rows += _sqlite(runs, root)
+        problem = postgres.problem()
+        if problem is None:
+            rows += _postgres(runs, root)
+        else:
+            note(f"PostgreSQL left out: {problem}")
+    print(f"{'store':<10} {'transport':<20} {'runs/s':>8}   ({runs} ten-step runs, 1 worker)")
+    for kind, label, rate in rows:
+        print(f"{kind:<10} {label:<20} {rate:>8.1f}")
+    return 0
+
+
+def _postgres(runs: int, root: Path) -> list[tuple[str, str, float]]:
+    rows = []
+    for label, broker in transports():
+        with postgres.fresh_database() as url:
+            note(f"postgres: {runs} runs through {label}")
+            with worker(url, broker, root / f"postgres-{len(rows)}.log"):
+                rows.append(("postgres", label, runs_per_second(url, runs)))
+    return rows
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

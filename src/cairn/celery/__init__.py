@@ -1,0 +1,173 @@
+"""cairn on Celery: runs handed to Celery workers (RabbitMQ or Redis) instead of polling.
+
+```python
+app = cairn.celery.app("amqp://guest:guest@127.0.0.1:5672//", db="postgresql://...",
+                       modules=["myapp.flows"])
+```
+
+then `celery -A myproject.tasks worker` (or `cairn worker --transport celery`). The database
+stays the source of truth: a message carries only a run id, and the task it starts claims
+that run with cairn's own lease and fencing (see host.py), so a message delivered twice,
+redelivered after its worker died, or acknowledged late takes nothing that another
+worker holds or that has finished. Needs `pip install 'cairn-workflows[celery]'`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cairn import config, durations
+from cairn.celery.host import DEFAULT_QUEUE, RUN, Host, celery_queue, step_celery_queue
+from cairn.errors import ConfigError
+
+__all__ = ["BROKER_ENV", "app", "consumed_queues", "find_broker"]
+
+BROKER_ENV = "CAIRN_BROKER_URL"
+_SCHEMES = ("amqp://", "pyamqp://", "amqps://", "redis://", "rediss://")
+
+
+def find_broker(explicit: str | None = None) -> str:
+    """The broker: `explicit`, else CAIRN_BROKER_URL, else [tool.cairn] broker_url.
+
+    ConfigError if there is none, or it is not a RabbitMQ or Redis URL.
+    """
+    url = config.broker_url(explicit) or ""
+    if not url:
+        raise ConfigError(
+            f"no Celery broker: pass --broker URL (or broker_url=) or set {BROKER_ENV} "
+            "(amqp://... for RabbitMQ, redis://... for Redis)"
+        )
+    if not url.startswith(_SCHEMES):
+        raise ConfigError(
+            f"unsupported Celery broker URL {url!r}: use amqp://... (RabbitMQ) or "
+            "redis://... (Redis)"
+        )
+    return url
+
+
+def consumed_queues(
+    queues: Sequence[str] | None, step_queues: Sequence[str] | None = None
+) -> list[str]:
+    """The Celery queues a worker consumes.
+
+    "cairn" (or "cairn.Q" for each workflow queue Q instead), and "cairn.step.S" for each
+    step queue S.
+    """
+    runs = [celery_queue(q) for q in queues] if queues else [DEFAULT_QUEUE]
+    return runs + [step_celery_queue(s) for s in step_queues or ()]
+
+
+def app(
+    broker_url: str | None = None,
+    db: str | None = None,
+    *,
+    modules: Sequence[str] = (),
+    concurrency: int = 8,
+    lease: Any = "10s",
+    grace: Any = "25s",
+    queues: Sequence[str] | None = None,
+    step_queues: Sequence[str] | None = None,
+    dispatch_interval: float = 0.2,
+) -> Any:
+    """A Celery app whose workers execute cairn runs.
+
+    Args:
+        broker_url: `amqp://...` (RabbitMQ) or `redis://...` (Redis); default:
+            CAIRN_BROKER_URL, else [tool.cairn] broker_url.
+        db: cairn's database URL (default: CAIRN_DATABASE_URL, else sqlite:///cairn.db).
+        modules: Modules to import so their workflows register (default: [tool.cairn]).
+        concurrency: Runs a worker process executes at once (Celery's thread pool size).
+        lease: How long a silent worker keeps its runs before others take them over.
+        grace: On shutdown, how long steps in flight may finish before runs are handed back.
+        queues: Workflow queues whose runs this worker takes (its Celery queues are
+            "cairn.QUEUE"); default: runs on no queue (Celery queue "cairn").
+        step_queues: Step queues whose attempts this worker executes (their messages
+            come on Celery queues "cairn.step.QUEUE").
+        dispatch_interval: Seconds between the dispatcher's looks for runs to publish
+            (PostgreSQL notifications cut it short).
+
+    Returns:
+        A `celery.Celery` app with the tasks `cairn.run` (its message: one run id) and
+        `cairn.step` (one step attempt's id). `app.cairn_queues` are the Celery queues
+        its workers consume (`-Q` of `celery worker`).
+    """
+    try:
+        from celery import Celery, signals
+        from kombu.entity import Queue
+    except ImportError:  # pragma: no cover - the extra is missing
+        raise ConfigError(
+            "cairn.celery needs Celery: pip install 'cairn-workflows[celery]'"
+        ) from None
+    url = find_broker(broker_url)
+    database = config.database_url(db)
+    durations.parse(lease, what="lease")
+    durations.parse(grace, what="grace")
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
+    application = Celery("cairn", broker=url, set_as_current=False)
+    application.conf.update(
+        # A run's message is acknowledged once its attempt ends: a worker killed meanwhile
+        # leaves it for the broker to deliver again (the claim then decides).
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,
+        # cairn's engine runs many runs on one event loop: Celery's threads only wait on it.
+        worker_pool="threads",
+        worker_concurrency=concurrency,
+        task_default_queue=DEFAULT_QUEUE,
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+    )
+
+    def make_engine() -> Any:
+        from cairn.runtime.engine import Engine
+
+        return Engine(
+            database,
+            workers=host.concurrency,
+            lease=lease,
+            grace=grace,
+            modules=tuple(modules),
+            polls=False,
+            step_queues=list(step_queues or ()),
+        )
+
+    def publish(kind: str, ident: str, queue: str) -> None:
+        (run if kind == RUN else step).apply_async(args=[ident], queue=queue)
+
+    host = Host(make_engine, publish, dispatch=dispatch_interval)
+    host.concurrency = concurrency
+
+    @application.task(name="cairn.run", acks_late=True, reject_on_worker_lost=True)  # type: ignore[untyped-decorator]
+    def run(run_id: str) -> bool:
+        """Claim run `run_id` and execute it until it finishes or parks (False: not taken)."""
+        return host.take(run_id)
+
+    @application.task(name="cairn.step", acks_late=True, reject_on_worker_lost=True)  # type: ignore[untyped-decorator]
+    def step(task_id: str) -> bool:
+        """Claim step attempt `task_id` and execute it until it is reported (False: not taken)."""
+        return host.take_step(task_id)
+
+    def on_ready(sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "app", None) is application:
+            # As many runs at once as Celery has threads (`-c N` overrides `concurrency`).
+            pool = getattr(getattr(sender, "controller", None), "concurrency", None)
+            if isinstance(pool, int) and pool > 0:
+                host.concurrency = pool
+            host.start()
+
+    def on_shutting_down(**_: Any) -> None:
+        host.stop()
+
+    signals.worker_ready.connect(on_ready, weak=False)
+    signals.worker_shutting_down.connect(on_shutting_down, weak=False)
+    application.cairn_host = host
+    application.cairn_queues = consumed_queues(queues, step_queues)
+    # What `celery worker` consumes without -Q (messages to other queues create them).
+    application.conf.task_queues = [
+        Queue(name)  # type: ignore[no-untyped-call]
+        for name in application.cairn_queues
+    ]
+    return application

@@ -1,0 +1,19 @@
+"""`celery -A cairn.celery.worker worker`: a Celery worker for cairn, configured outside code.
+
+The broker is CAIRN_BROKER_URL (else [tool.cairn] broker_url), the database
+CAIRN_DATABASE_URL (else [tool.cairn] url), the workflow modules CAIRN_MODULES (else
+[tool.cairn] modules), the step queues it serves CAIRN_STEP_QUEUES (a comma list; their
+attempts come on Celery queues "cairn.step.NAME"). It consumes the Celery queue "cairn"
+(runs on no workflow queue); `-Q cairn.NAME` takes the runs of workflow queue NAME
+instead. Celery's `-c N` sets how many runs it executes at once.
+"""
+
+from __future__ import annotations
+
+import os
+
+from cairn.celery import app as _make_app
+
+_STEP_QUEUES = [q.strip() for q in os.environ.get("CAIRN_STEP_QUEUES", "").split(",") if q.strip()]
+
+app = _make_app(step_queues=_STEP_QUEUES)

@@ -1,0 +1,276 @@
+"""StepWorker: executes the step attempts sent to the step queues this process serves.
+
+Runs park while a step of theirs executes on a queue (core/remote_steps.py). This loop
+claims such attempts, executes each under a lease it renews every third of it, and
+reports the outcome to the run in the transaction that closes the attempt. A worker that
+dies stops renewing: once its lease has run out another worker of the queue claims the
+attempt again, and only the latest claim may report. An attempt whose run ended (it was
+cancelled, say) is stopped at the next renewal.
+
+The step's code runs outside its run: `cairn.current_run()` and the other calls that need
+one are not available in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+from typing import Any
+
+from cairn.core import remote_steps
+from cairn.core.attempts import Failure, describe_failure
+from cairn.core.live_run import RunEnv
+from cairn.errors import SerializationError, StoreError
+from cairn.observability import logcontext
+from cairn.store.records import StepTaskRecord
+
+log = logcontext.logger("cairn.step_worker")
+
+
+def channel_of(task: StepTaskRecord) -> str:
+    """The run's channel for this attempt (its execution is the task id's second part)."""
+    execution = task.task_id[len(task.run_id) + 1 :].split("/", 1)[0]
+    return remote_steps.channel(int(execution), task.key, task.attempt)
+
+
+class StepWorker:
+    """Claims and executes the attempts of `queues` (at most `concurrency` at once)."""
+
+    def __init__(
+        self,
+        env: RunEnv,
+        queues: list[str],
+        *,
+        lease: float,
+        concurrency: int,
+        poll_interval: float,
+        polls: bool = True,
+    ) -> None:
+        self.env = env
+        # False: claim an attempt only when told its id (`take`: a transport's message).
+        self.polls = polls
+        self.queues = list(queues)
+        self.lease = lease
+        self.concurrency = concurrency
+        self.poll_interval = poll_interval
+        # Attempts executing now: task id -> (the claim, the asyncio task executing it).
+        self.active: dict[str, tuple[StepTaskRecord, asyncio.Task[None]]] = {}
+        self._loop_task: asyncio.Task[None] | None = None
+        self._slot_freed = asyncio.Event()
+        self._stopping = False
+
+    async def start(self) -> None:
+        """Begin claiming (by polling, unless told ids by a transport)."""
+        if self.polls:
+            self._loop_task = asyncio.create_task(self._claim_loop(), name="cairn-step-worker")
+
+    async def take(self, task_id: str) -> bool:
+        """Claim attempt `task_id` and execute it here; wait until it is reported.
+
+        What a transport's message leads to (cairn.celery): the claim applies the lease
+        rules of any claim, so a duplicate message, or one for an attempt another worker
+        holds or that was reported, takes nothing. Returns whether it took the attempt.
+        """
+        if self._stopping or len(self.active) >= self.concurrency:
+            return False
+        claimed = await self.env.store.claim_step_tasks(
+            self.queues, self.env.owner, lease=self.lease, limit=1, only=task_id
+        )
+        if not claimed:
+            return False
+        task = claimed[0]
+        runner = asyncio.create_task(self._execute(task), name=f"cairn-step {task.task_id}")
+        self.active[task.task_id] = (task, runner)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(runner)
+        return True
+
+    async def stop(self, *, grace: float = 0.0) -> None:
+        """Stop claiming; let attempts finish for up to `grace`; hand the rest back."""
+        self._stopping = True
+        await self._cancel(self._loop_task)
+        running = [task for _, task in self.active.values()]
+        if running and grace > 0:
+            await asyncio.wait(running, timeout=grace)
+        for task_record, task in list(self.active.values()):
+            if not task.done():
+                await self._cancel(task)
+                with contextlib.suppress(StoreError):
+                    await self.env.store.release_step_task(task_record)
+
+    async def abandon(self) -> None:
+        """Stop without a word to the database, like a killed process (for testing)."""
+        self._stopping = True
+        await self._cancel(self._loop_task)
+        for _, task in list(self.active.values()):
+            await self._cancel(task)
+
+    @staticmethod
+    async def _cancel(task: asyncio.Task[Any] | None) -> None:
+        if task is None or task.done():
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
+    async def _claim_loop(self) -> None:
+        store, owner = self.env.store, self.env.owner
+        while not self._stopping:
+            free = self.concurrency - len(self.active)
+            claimed: list[StepTaskRecord] = []
+            if free > 0:
+                try:
+                    claimed = await store.claim_step_tasks(
+                        self.queues, owner, lease=self.lease, limit=free
+                    )
+                except StoreError as exc:
+                    log.warning("cairn: claiming step attempts failed: %s", exc)
+            for task in claimed:
+                log.info(
+                    "step %s attempt %d of run %s claimed from queue %s",
+                    task.step,
+                    task.attempt,
+                    task.run_id,
+                    task.queue,
+                )
+                runner = asyncio.create_task(self._execute(task), name=f"cairn-step {task.task_id}")
+                self.active[task.task_id] = (task, runner)
+            if claimed and len(self.active) < self.concurrency:
+                continue  # there may be more waiting
+            self._slot_freed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._slot_freed.wait(), self.poll_interval)
+
+    async def _execute(self, task: StepTaskRecord) -> None:
+        try:
+            attempt = asyncio.create_task(self._attempt(task))
+            renewing = asyncio.create_task(self._renew(task, attempt))
+            try:
+                facts = await attempt
+            except asyncio.CancelledError:
+                if self._stopping or asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                    raise
+                # Taken over, or its run ended: nothing of it is reported.
+                with contextlib.suppress(StoreError):
+                    await self.env.store.drop_step_task(task, now=self.env.clock.now())
+                log.info("step %s of run %s stopped: its run ended", task.step, task.run_id)
+                return
+            finally:
+                renewing.cancel()
+            await self._report(task, facts)
+        finally:
+            self.active.pop(task.task_id, None)
+            self._slot_freed.set()
+
+    async def _renew(self, task: StepTaskRecord, attempt: asyncio.Task[Any]) -> None:
+        """Renew the claim's lease until the attempt ends; cancel it if the claim is lost."""
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            try:
+                held = await self.env.store.renew_step_task(task, lease=self.lease)
+            except StoreError as exc:
+                log.warning("cairn: renewing step attempt %s failed: %s", task.task_id, exc)
+                continue
+            if not held:
+                attempt.cancel()
+                return
+
+    async def _attempt(self, task: StepTaskRecord) -> dict[str, Any]:
+        """Execute the attempt; the facts of its outcome, as the run's report takes them."""
+        clock = self.env.clock
+        started = clock.now()
+        timed_out = None
+        limit: asyncio.Timeout | None = None
+        try:
+            fn, is_async = self._function(task)
+            args, kwargs = self.env.serializer.loads(task.input or "[[], {}]")
+            if task.timeout is None:
+                value = await self._call(fn, is_async, args, kwargs)
+            else:
+                async with asyncio.timeout(task.timeout) as limit:
+                    value = await self._call(fn, is_async, args, kwargs)
+            result = self.env.serializer.dumps(value, what=f"result of step {task.step!r}")
+        except SerializationError as exc:
+            failure = describe_failure(exc, task.step, task.attempt, None)
+            failure = Failure(**{**_fields(failure), "fatal": True})
+            return self._facts(task, started, failure=failure)
+        except Exception as exc:
+            if limit is not None and limit.expired():
+                timed_out = task.timeout
+            failure = describe_failure(exc, task.step, task.attempt, timed_out)
+            return self._facts(task, started, failure=failure)
+        return self._facts(task, started, result=result)
+
+    def _facts(
+        self,
+        task: StepTaskRecord,
+        started: float,
+        *,
+        result: str | None = None,
+        failure: Failure | None = None,
+    ) -> dict[str, Any]:
+        facts: dict[str, Any] = {
+            "ok": failure is None,
+            "queue": task.queue,
+            "worker": self.env.owner,
+            "claims": task.claims,
+            "started": started,
+            "finished": self.env.clock.now(),
+        }
+        if failure is None:
+            facts["result"] = result
+        else:
+            facts["failure"] = failure.to_json()
+        return facts
+
+    def _function(self, task: StepTaskRecord) -> tuple[Any, bool]:
+        """The step's function and whether it is a coroutine function."""
+        if task.target is not None:
+            fn = remote_steps.resolve_target(task.target)
+            return fn, asyncio.iscoroutinefunction(fn)
+        step = self.env.registry.steps.get(task.step)
+        if step is None:
+            raise LookupError(
+                f"step {task.step!r} is not registered on worker {self.env.owner} "
+                f"(serving step queue {task.queue!r}): import the module that declares it"
+            )
+        return step.fn, step.is_async
+
+    async def _call(self, fn: Any, is_async: bool, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if is_async:
+            return await fn(*args, **kwargs)
+        ctx = contextvars.copy_context()
+        result = await asyncio.wrap_future(
+            self.env.threads.submit(lambda: ctx.run(fn, *args, **kwargs))
+        )
+        if asyncio.iscoroutine(result):
+            result = await result
+        return result
+
+    async def _report(self, task: StepTaskRecord, facts: dict[str, Any]) -> None:
+        """Send the outcome to the run, retrying the database until it answers or we stop."""
+        payload = self.env.serializer.dumps(facts, what=f"the report of step {task.step!r}")
+        delay = 0.1
+        while True:
+            try:
+                sent = await self.env.store.report_step_task(
+                    task, channel_of(task), payload, now=self.env.clock.now()
+                )
+                break
+            except StoreError as exc:
+                log.warning("cairn: reporting step attempt %s failed: %s", task.task_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        log.info(
+            "step %s attempt %d of run %s %s%s",
+            task.step,
+            task.attempt,
+            task.run_id,
+            "completed" if facts["ok"] else "failed",
+            "" if sent else " (not reported: another worker holds it now)",
+        )
+
+
+def _fields(failure: Failure) -> dict[str, Any]:
+    return {name: getattr(failure, name) for name in Failure.__dataclass_fields__}

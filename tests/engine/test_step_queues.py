@@ -1,0 +1,234 @@
+"""Steps on a step queue execute on the workers serving it while their run parks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import Counter
+
+import pytest
+
+import cairn
+from cairn.errors import InvalidName, RunCancelled
+
+from .kit import WAIT, Kit
+
+HERE = os.getpid()
+
+
+async def test_step_queue__step_runs_only_on_a_worker_serving_its_queue(kit: Kit) -> None:
+    ran: list[str] = []
+
+    @kit.step("render", queue="gpu")
+    async def render(frame: int) -> dict[str, int]:
+        ran.append(f"render {frame}")
+        return {"frame": frame, "pixels": frame * 100}
+
+    @kit.step("plain")
+    async def plain(n: int) -> int:
+        ran.append(f"plain {n}")
+        return n + 1
+
+    @kit.workflow("sq.movie")
+    async def movie(n: int) -> list[object]:
+        first = await plain(n)
+        picture = await render(first)
+        return [first, picture]
+
+    async with kit.engine() as cpu:
+        handle = await cpu.start(movie, 1)
+        run_id = handle.run_id
+        async with asyncio.timeout(WAIT):
+            while (await cpu.control.record(run_id)).status != "WAITING":
+                await asyncio.sleep(0.01)
+        run = await cpu.control.record(run_id)
+        assert run.waiting_for == "step:render@gpu"
+        await asyncio.sleep(0.3)  # a worker without the queue never executes the step
+        assert ran == ["plain 1"]
+        async with kit.engine(step_queues=["gpu"], workers=4, claim=False) as gpu:
+            assert await handle.result(timeout=WAIT) == [2, {"frame": 2, "pixels": 200}]
+            gpu_owner = gpu.worker.env.owner if gpu.worker is not None else ""
+        assert ran == ["plain 1", "render 2"]
+        history = await cpu.history(run_id)
+        reports = [e for e in history if e.kind == "remote"]
+        assert len(reports) == 1
+        assert reports[0].result["queue"] == "gpu"
+        assert reports[0].result["worker"] == gpu_owner
+        steps = {e.name: e for e in history if e.kind == "step"}
+        assert steps["render"].status == "completed"
+        assert steps["render"].result == {"frame": 2, "pixels": 200}
+
+
+async def test_step_queue__failed_remote_attempts_follow_the_retry_policy(kit: Kit) -> None:
+    calls: Counter[str] = Counter()
+
+    @kit.step("flaky", queue="gpu", retries=cairn.Retry(max_attempts=3, delay="0.1s", jitter=0))
+    async def flaky() -> str:
+        calls["flaky"] += 1
+        if calls["flaky"] < 3:
+            raise ConnectionError(f"card busy {calls['flaky']}")
+        return "done"
+
+    @kit.step("doomed", queue="gpu", retries=2)
+    def doomed() -> str:
+        calls["doomed"] += 1
+        raise ValueError("no such model")
+
+    @kit.workflow("sq.retry")
+    async def retrying() -> list[str]:
+        out = [await flaky()]
+        try:
+            await doomed()
+        except cairn.StepFailed as failed:
+            out.append(f"{failed.error_type}: {failed.error_message} x{failed.attempts}")
+        return out
+
+    async with kit.engine(step_queues=["gpu"]) as engine:
+        handle = await engine.start(retrying)
+        result = await handle.result(timeout=WAIT)
+        assert result == ["done", "builtins.ValueError: no such model x2"]
+        assert calls == Counter({"flaky": 3, "doomed": 2})
+        failed = [a for a in await engine.control.attempts(handle.run_id) if a["key"] == "flaky#1"]
+        assert [a["attempt"] for a in failed] == [1, 2]
+        assert failed[0]["message"] == "card busy 1"
+        assert failed[0]["worker"] == (engine.worker.env.owner if engine.worker else None)
+
+
+async def test_step_queue__timeout_fails_the_remote_attempt(kit: Kit) -> None:
+    @kit.step("slow", queue="gpu", timeout="0.2s", retries=1)
+    async def slow() -> str:
+        await asyncio.sleep(30)
+        return "never"
+
+    @kit.workflow("sq.timeout")
+    async def timing() -> str:
+        try:
+            return str(await slow())
+        except cairn.StepTimeout as timeout:
+            return f"timed out: {timeout.error_message}"
+
+    async with kit.engine(step_queues=["gpu"]) as engine:
+        handle = await engine.start(timing)
+        assert await handle.result(timeout=WAIT) == (
+            "timed out: step 'slow' attempt 1 timed out after 0.2s"
+        )
+
+
+async def test_step_queue__cancel_stops_the_remote_attempt(kit: Kit) -> None:
+    started = asyncio.Event()
+    stopped = asyncio.Event()
+
+    @kit.step("long", queue="gpu")
+    async def long() -> str:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+        return "never"
+
+    @kit.workflow("sq.cancel")
+    async def cancelling() -> str:
+        return str(await long())
+
+    async with kit.engine(step_queues=["gpu"], lease="0.6s") as engine:
+        handle = await engine.start(cancelling)
+        async with asyncio.timeout(WAIT):
+            await started.wait()
+        await engine.cancel(handle.run_id)
+        with pytest.raises(RunCancelled):
+            await handle.result(timeout=WAIT)
+        async with asyncio.timeout(WAIT):
+            await stopped.wait()  # at its next lease renewal
+            while [t.status for t in await engine.store.list_step_tasks(handle.run_id)] != [
+                "dropped"
+            ]:
+                await asyncio.sleep(0.01)
+
+
+async def test_step_queue__run_step_with_queue_imports_the_function(kit: Kit) -> None:
+    @kit.workflow("sq.inline")
+    async def inline(n: int) -> int:
+        return int(await cairn.run_step("triple", triple, n, queue="gpu"))
+
+    async with kit.engine(step_queues=["gpu"]) as engine:
+        handle = await engine.start(inline, 5)
+        assert await handle.result(timeout=WAIT) == 15
+
+
+async def test_step_queue__run_step_with_queue_refuses_a_local_function(kit: Kit) -> None:
+    @kit.workflow("sq.local")
+    async def local() -> str:
+        try:
+            await cairn.run_step("x", lambda: 1, queue="gpu")
+        except TypeError as exc:
+            return str(exc)
+        return "ran"
+
+    async with kit.engine(step_queues=["gpu"]) as engine:
+        handle = await engine.start(local)
+        message = await handle.result(timeout=WAIT)
+        assert message.startswith("cairn.run_step 'x' with queue= needs a module-level function")
+
+
+def test_step_queue__bad_queue_name_is_refused(offline_kit: Kit) -> None:
+    with pytest.raises(InvalidName, match="queue of step 'bad'"):
+        offline_kit.step("bad", queue="")(lambda: 1)
+    with pytest.raises(InvalidName, match="step queue"):
+        cairn.Engine("sqlite:///:memory:", step_queues=["gpu", 7])  # type: ignore[list-item]
+
+
+def triple(n: int) -> int:
+    """A module-level function for cairn.run_step(..., queue=)."""
+    return n * 3
+
+
+async def test_step_queue__sync_workflow_and_step_with_secret_input(kit: Kit) -> None:
+    @kit.step("sign", queue="vault", keep_input=False)
+    def sign(document: str, key: str) -> str:
+        return f"{document} signed with {len(key)}-char key"
+
+    @kit.workflow("sq.sync")
+    def signing(document: str) -> str:
+        return str(sign(document, key="s3cr3t"))
+
+    async with kit.engine(step_queues=["vault"]) as engine:
+        handle = await engine.start(signing, "deed")
+        assert await handle.result(timeout=WAIT) == "deed signed with 6-char key"
+        history = await engine.history(handle.run_id)
+        step = next(e for e in history if e.kind == "step")
+        assert "s3cr3t" not in repr(step.input)
+        tasks = await engine.store.list_step_tasks(handle.run_id)
+        assert [(t.status, t.input) for t in tasks] == [("done", None)]
+
+
+async def test_step_queue__a_stopping_worker_hands_its_attempt_back_at_once(kit: Kit) -> None:
+    started = asyncio.Event()
+    calls: Counter[str] = Counter()
+
+    @kit.step("render", queue="gpu")
+    async def render() -> str:
+        calls["render"] += 1
+        started.set()
+        if calls["render"] == 1:
+            await asyncio.sleep(30)  # cut off when its worker stops
+        return "rendered"
+
+    @kit.workflow("sq.handback")
+    async def handback() -> str:
+        return str(await render())
+
+    # A lease of a minute: the second worker takes the attempt long before it would run out.
+    async with kit.engine(lease="60s") as runs:
+        first = kit.engine(step_queues=["gpu"], claim=False, lease="60s")
+        await first.open()
+        handle = await runs.start(handback)
+        async with asyncio.timeout(WAIT):
+            await started.wait()
+        await first.close()  # no grace: the attempt is cut off and handed back
+        tasks = await runs.store.list_step_tasks(handle.run_id)
+        assert [(t.status, t.claims) for t in tasks] == [("queued", 1)]
+        async with kit.engine(step_queues=["gpu"], claim=False, lease="60s"):
+            assert await handle.result(timeout=WAIT) == "rendered"
+    assert calls["render"] == 2

@@ -1,0 +1,55 @@
+"""Workflows for the Celery tests: `cairn worker --transport celery -m tests.process.celery_flow`.
+
+Every step appends "<what> pid=<pid>" to the file CAIRN_EFFECTS names (outside the store)
+and fsyncs it. `celery.held` waits in its second step for a file `release` next to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import cairn
+
+EFFECTS = Path(os.environ.get("CAIRN_EFFECTS", "effects.txt"))
+
+
+def effect(line: str) -> None:
+    with EFFECTS.open("a", encoding="utf-8") as out:
+        out.write(f"{line} pid={os.getpid()}\n")
+        out.flush()
+        os.fsync(out.fileno())
+
+
+@cairn.step("square")
+async def square(n: int) -> int:
+    return n * n
+
+
+@cairn.workflow("celery.math")
+async def math(n: int) -> list[int]:
+    """Two steps and a short durable sleep (a wake-up the dispatcher publishes)."""
+    first = await square(n)
+    await cairn.sleep(0.05)
+    return [first, await square(first % 97)]
+
+
+@cairn.step("mark")
+async def mark(what: str) -> str:
+    effect(what)
+    return what
+
+
+@cairn.step("hold")
+async def hold() -> str:
+    effect("hold start")
+    while not EFFECTS.with_name("release").exists():
+        await asyncio.sleep(0.01)
+    effect("hold end")
+    return "held"
+
+
+@cairn.workflow("celery.held")
+async def held() -> list[str]:
+    return [await mark("first"), await hold(), await mark("last")]

@@ -1,0 +1,307 @@
+"""cairn on Celery, with real brokers (RabbitMQ on 5672, Redis on 6379) and real processes.
+
+Locally a broker that is down skips its tests (with the reason); with CI=true they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import cairn
+
+pytestmark = pytest.mark.process
+
+ROOT = Path(__file__).resolve().parents[2]
+DEADLINE = 60.0
+IN_CI = os.environ.get("CI", "").lower() == "true"
+BROKERS = {
+    "rabbitmq": ("amqp://guest:guest@127.0.0.1:5672//", 5672),
+    "redis": ("redis://127.0.0.1:6379/11", 6379),
+}
+
+
+@pytest.fixture(params=sorted(BROKERS))
+def broker(request: pytest.FixtureRequest) -> str:
+    """A reachable broker's URL (skipped locally, failed in CI, when it is down)."""
+    url, port = BROKERS[request.param]
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except OSError as exc:
+        problem = f"{request.param} is not reachable on 127.0.0.1:{port} ({exc})"
+        if IN_CI:
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return url
+
+
+class CeleryWorker:
+    """A `cairn worker --transport celery` process."""
+
+    def __init__(self, url: str, broker: str, root: Path, name: str, *args: str) -> None:
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")},
+            "CAIRN_EFFECTS": str(root / "effects.txt"),
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")]),
+        }
+        self.log = root / f"{name}.log"
+        self.out = self.log.open("w")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cairn",
+                "worker",
+                "--transport",
+                "celery",
+                "--broker",
+                broker,
+                "--db",
+                url,
+                *(() if "-m" in args else ("-m", "tests.process.celery_flow")),
+                "--lease",
+                "2s",
+                *args,
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=self.out,
+            text=True,
+        )
+
+    def ready(self) -> str:
+        """The cairn worker id, once its engine is ready."""
+        deadline = time.monotonic() + DEADLINE
+        while time.monotonic() < deadline:
+            for line in self.log.read_text().splitlines():
+                if "cairn engine " in line and " ready" in line:
+                    return line.split("cairn engine ", 1)[1].split()[0]
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            time.sleep(0.05)
+        pytest.fail(f"celery worker not ready within {DEADLINE}s: {self.log.read_text()}")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.out.close()
+
+
+@pytest.fixture
+def procs() -> Iterator[list[CeleryWorker]]:
+    started: list[CeleryWorker] = []
+    yield started
+    for worker in started:
+        worker.close()
+
+
+def _effects(root: Path) -> list[tuple[str, int]]:
+    path = root / "effects.txt"
+    if not path.exists():
+        return []
+    return [
+        (what, int(pid))
+        for what, pid in (line.rsplit(" pid=", 1) for line in path.read_text().splitlines())
+    ]
+
+
+def _until(what: str, ready: object) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not ready():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"no {what} within {DEADLINE}s"
+        time.sleep(0.02)
+
+
+def test_celery__killed_worker_run_finishes_on_another_without_repeating_steps(
+    store_url: str, broker: str, tmp_path: Path, procs: list[CeleryWorker]
+) -> None:
+    first = CeleryWorker(store_url, broker, tmp_path, "first")
+    procs.append(first)
+    first.ready()
+    with cairn.Client(store_url) as client:
+        handle = client.start("celery.held", allow_unknown=True)
+        _until("hold start", lambda: ("hold start", first.proc.pid) in _effects(tmp_path))
+        first.proc.kill()  # SIGKILL mid-run: its message is unacknowledged, its lease lapses
+        first.proc.wait()
+        second = CeleryWorker(store_url, broker, tmp_path, "second")
+        procs.append(second)
+        second.ready()
+        (tmp_path / "release").touch()
+        assert handle.result(timeout=DEADLINE) == ["first", "held", "last"]
+    counts = Counter(what for what, _ in _effects(tmp_path))
+    assert counts == Counter({"first": 1, "hold start": 2, "hold end": 1, "last": 1})
+    assert ("hold end", second.proc.pid) in _effects(tmp_path)
+
+
+def test_celery__a_message_delivered_twice_runs_the_run_once(
+    sqlite_url: str, broker: str, tmp_path: Path, procs: list[CeleryWorker]
+) -> None:
+    from cairn import celery as cairn_celery
+
+    worker = CeleryWorker(sqlite_url, broker, tmp_path, "worker", "--concurrency", "4")
+    procs.append(worker)
+    worker.ready()
+    app = cairn_celery.app(broker, sqlite_url)
+    with cairn.Client(sqlite_url) as client:
+        handle = client.start("celery.held", allow_unknown=True)
+        _until("hold start", lambda: any(w == "hold start" for w, _ in _effects(tmp_path)))
+        for _ in range(3):  # duplicates while it runs: each finds it held
+            app.send_task("cairn.run", args=[handle.run_id], queue="cairn")
+        time.sleep(1.0)
+        (tmp_path / "release").touch()
+        assert handle.result(timeout=DEADLINE) == ["first", "held", "last"]
+        for _ in range(3):  # and after it finished: each finds it over
+            app.send_task("cairn.run", args=[handle.run_id], queue="cairn")
+        time.sleep(1.0)
+    counts = Counter(what for what, _ in _effects(tmp_path))
+    assert counts == Counter({"first": 1, "hold start": 1, "hold end": 1, "last": 1})
+    assert worker.proc.poll() is None
+
+
+def _results(url: str, runs: int) -> dict[int, list[int]]:
+    with cairn.Client(url) as client:
+        handles = {
+            n: client.start("celery.math", n, run_id=f"math-{n}", allow_unknown=True)
+            for n in range(runs)
+        }
+        return {n: handle.result(timeout=DEADLINE) for n, handle in handles.items()}
+
+
+def test_celery__200_runs_complete_with_the_same_results_as_cairn_workers(
+    broker: str, tmp_path: Path, procs: list[CeleryWorker]
+) -> None:
+    celery_db = f"sqlite:///{tmp_path / 'celery.db'}"
+    own_db = f"sqlite:///{tmp_path / 'own.db'}"
+    workers = [
+        CeleryWorker(celery_db, broker, tmp_path, f"celery{i}", "--concurrency", "16")
+        for i in range(2)
+    ]
+    procs.extend(workers)
+    for worker in workers:
+        worker.ready()
+    through_celery = _results(celery_db, 200)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")},
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")]),
+    }
+    own = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "cairn", "worker", "--db", own_db),
+            *("-m", "tests.process.celery_flow", "--concurrency", "16"),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        through_own = _results(own_db, 200)
+    finally:
+        own.kill()
+        own.wait()
+    assert through_celery == through_own
+    assert through_celery[12] == [144, (144 % 97) ** 2]
+    for worker in workers:
+        assert worker.proc.poll() is None
+
+
+def test_celery__broker_is_checked(tmp_path: Path) -> None:
+    from cairn import celery as cairn_celery
+    from cairn.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unsupported Celery broker URL 'kafka://x'"):
+        cairn_celery.app("kafka://x", "sqlite:///x.db")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    env["CAIRN_BROKER_URL"] = ""
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "cairn", "worker", "--transport", "celery"),
+            *("--db", f"sqlite:///{tmp_path / uuid.uuid4().hex}.db"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        cwd=tmp_path,
+    )
+    assert done.returncode != 0
+    assert "no Celery broker: pass --broker URL" in done.stderr
+
+
+def test_celery__plain_celery_workers_run_a_schedule_once_per_tick(
+    broker: str, tmp_path: Path, procs: list[CeleryWorker]
+) -> None:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")},
+        "CAIRN_BROKER_URL": broker,
+        "CAIRN_DATABASE_URL": f"sqlite:///{tmp_path / 'ticks.db'}",
+        "CAIRN_MODULES": "tests.process.celery_schedule_flow",
+        "CAIRN_EFFECTS": str(tmp_path / "effects.txt"),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")]),
+    }
+    celery = []
+    logs = [(tmp_path / f"celery{i}.log").open("w") for i in range(2)]
+    for i, log in enumerate(logs):
+        celery.append(
+            subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "celery", "-A", "cairn.celery.worker", "worker"),
+                    *("-c", "4", "--without-gossip", "--without-mingle", "-n", f"tick{i}@%h"),
+                ],
+                env=env,
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+        )
+    try:
+        _until("three ticks", lambda: len(_effects(tmp_path)) >= 3)
+        time.sleep(2.5)
+    finally:
+        for proc in celery:
+            proc.terminate()  # a warm shutdown: the engine hands its runs back
+        codes = [proc.wait(timeout=DEADLINE) for proc in celery]
+        for log in logs:
+            log.close()
+    ticks = Counter(what for what, _ in _effects(tmp_path))
+    assert len(ticks) >= 4
+    assert set(ticks.values()) == {1}, ticks  # one run per tick, on either worker
+    assert codes == [0, 0], [(tmp_path / f"celery{i}.log").read_text()[-2000:] for i in range(2)]
+
+
+def test_celery__a_killed_step_queue_worker_s_attempt_is_retried_on_another(
+    store_url: str, broker: str, tmp_path: Path, procs: list[CeleryWorker]
+) -> None:
+    flow = ("-m", "tests.process.step_queue_flow")
+    general = CeleryWorker(store_url, broker, tmp_path, "general", *flow)
+    gpu_a = CeleryWorker(store_url, broker, tmp_path, "gpu_a", *flow, "--queue", "gpu")
+    procs += [general, gpu_a]
+    general.ready()
+    gpu_a.ready()
+    with cairn.Client(store_url) as client:
+        handle = client.start("steps.pipeline", 2, allow_unknown=True)
+        _until("train start", lambda: any(w == "train start" for w, _ in _effects(tmp_path)))
+        gpu_a.proc.kill()  # SIGKILL inside the remote attempt
+        gpu_a.proc.wait()
+        gpu_b = CeleryWorker(store_url, broker, tmp_path, "gpu_b", *flow, "--queue", "gpu")
+        procs.append(gpu_b)
+        gpu_b.ready()
+        (tmp_path / "release").touch()
+        assert handle.result(timeout=DEADLINE) == [3, 30, "published 30", gpu_b.proc.pid]
+    done = _effects(tmp_path)
+    counts = Counter(what for what, _ in done)
+    assert counts == Counter({"prepare": 1, "train start": 2, "train end": 1, "publish": 1})
+    assert [pid for what, pid in done if what.startswith("train")] == [
+        gpu_a.proc.pid,
+        gpu_b.proc.pid,
+        gpu_b.proc.pid,
+    ]

@@ -1,0 +1,162 @@
+"""Step queues across real processes: a step runs only on a worker serving its queue, and a
+remote attempt whose worker is killed (SIGKILL) is taken over by another worker of the queue
+once its lease runs out, with no completed step repeated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import cairn
+from cairn.store import open_store
+
+pytestmark = pytest.mark.process
+
+ROOT = Path(__file__).resolve().parents[2]
+DEADLINE = 30.0
+
+
+class Worker:
+    """A `cairn worker` process serving tests.process.step_queue_flow."""
+
+    def __init__(self, url: str, effects: Path, log: Path, *args: str) -> None:
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")},
+            "CAIRN_EFFECTS": str(effects),
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")]),
+        }
+        self.log = log
+        self.out = log.open("w")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cairn",
+                "worker",
+                "--db",
+                url,
+                "-m",
+                "tests.process.step_queue_flow",
+                "--lease",
+                "2s",
+                *args,
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=self.out,
+            text=True,
+        )
+
+    def worker_id(self) -> str:
+        """The id the worker logs once ready."""
+        deadline = time.monotonic() + DEADLINE
+        while time.monotonic() < deadline:
+            for line in self.log.read_text().splitlines():
+                if " ready" in line and "worker " in line:
+                    return line.split("worker ", 1)[1].split()[0]
+            assert self.proc.poll() is None, self.log.read_text()
+            time.sleep(0.02)
+        pytest.fail(f"worker not ready within {DEADLINE}s: {self.log.read_text()}")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.out.close()
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Worker]]:
+    started: list[Worker] = []
+    yield started
+    for worker in started:
+        worker.close()
+
+
+def _effects(path: Path) -> list[tuple[str, int]]:
+    if not path.exists():
+        return []
+    return [
+        (what, int(pid))
+        for what, pid in (line.rsplit(" pid=", 1) for line in path.read_text().splitlines())
+    ]
+
+
+def _until(what: str, ready: object, procs: list[Worker]) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not ready():  # type: ignore[operator]
+        for worker in procs:
+            if worker.proc.poll() is not None and worker.proc.returncode != -9:
+                pytest.fail(f"a worker exited: {worker.log.read_text()[-3000:]}")
+        assert time.monotonic() < deadline, f"no {what} within {DEADLINE}s"
+        time.sleep(0.02)
+
+
+async def _reports(url: str, run_id: str) -> list[dict[str, object]]:
+    store = open_store(url)
+    await store.open()
+    try:
+        journal = await store.load_journal(run_id)
+    finally:
+        await store.close()
+    import json
+
+    return [json.loads(step.result or "{}") for step in journal if step.kind == "remote"]
+
+
+def test_step_queue__killed_gpu_worker_attempt_is_taken_over_by_another_gpu_worker(
+    store_url: str, tmp_path: Path, procs: list[Worker]
+) -> None:
+    effects = tmp_path / "effects.txt"
+    cpu = Worker(store_url, effects, tmp_path / "cpu.log")
+    gpu_a = Worker(store_url, effects, tmp_path / "gpu_a.log", "--queue", "gpu")
+    procs += [cpu, gpu_a]
+    cpu.worker_id()
+    gpu_a.worker_id()
+    with cairn.Client(store_url) as client:
+        handle = client.start("steps.pipeline", 2, allow_unknown=True)
+        _until("train start", lambda: any(w == "train start" for w, _ in _effects(effects)), procs)
+        assert ("train start", gpu_a.proc.pid) in _effects(effects)
+        gpu_a.proc.kill()  # SIGKILL inside the remote attempt
+        gpu_a.proc.wait()
+        assert handle.status() == cairn.RunStatus.WAITING  # the run's own worker lives on
+        gpu_b = Worker(store_url, effects, tmp_path / "gpu_b.log", "--queue", "gpu")
+        procs.append(gpu_b)
+        b_id = gpu_b.worker_id()
+        (tmp_path / "release").touch()
+        result = handle.result(timeout=DEADLINE)
+    assert result == [3, 30, "published 30", gpu_b.proc.pid]
+    done = _effects(effects)
+    counts = Counter(what for what, _ in done)
+    # Completed steps ran once; only the killed attempt ran again.
+    assert counts == Counter({"prepare": 1, "train start": 2, "train end": 1, "publish": 1})
+    assert ("prepare", cpu.proc.pid) in done
+    # The step ran only on workers of its queue. (Once woken, the run itself may go on
+    # on any worker that knows its workflow: --queue chooses which pending runs it takes.)
+    assert [pid for what, pid in done if what.startswith("train")] == [
+        gpu_a.proc.pid,
+        gpu_b.proc.pid,
+        gpu_b.proc.pid,
+    ]
+    reports = asyncio.run(_reports(store_url, handle.run_id))
+    assert [(r["queue"], r["worker"], r["claims"], r["ok"]) for r in reports] == [
+        ("gpu", b_id, 2, True)
+    ]
+    shown = subprocess.run(
+        [sys.executable, "-m", "cairn", "runs", "show", handle.run_id, "--db", store_url],
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "250"},
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert f"on worker {b_id} of step queue 'gpu': completed" in shown.stdout, shown.stdout
