@@ -71,6 +71,12 @@ def give_rows(url: str, run_id: str) -> None:
         "VALUES (?, 1, 1, 'add#1', 'step', 'add', 'failed', 1)",
         (run_id,),
     )
+    execute(
+        url,
+        "INSERT INTO step_tasks (task_id, run_id, key, attempt, step, queue, status, created_at) "
+        "VALUES (?, ?, 'add#1', 1, 'add', 'gpu', 'done', 0)",
+        (f"st-{run_id}", run_id),
+    )
 
 
 def rows_of(url: str, run_id: str) -> dict[str, int]:
