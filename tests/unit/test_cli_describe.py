@@ -59,6 +59,15 @@ def test_waiting__hooks_and_children(channel):
     assert repr(channel.partition(":")[2]) in words.waiting_text(found, now=NOW)
 
 
+def test_waiting__a_step_sent_to_a_step_queue_names_the_queue():
+    # Before, a run parked on a remote attempt read as "waiting for a worker to take it".
+    record = run("WAITING", waiting_for="step:train@gpu")
+    found = blocking.waiting(record, now=NOW)
+    assert found == {"kind": "step", "name": "train@gpu", "until": None}
+    assert words.waiting_text(found, now=NOW) == "a worker of step queue 'gpu' to run step 'train'"
+    assert "cairn worker --step-queue gpu" in describe.follow_up(record, found)
+
+
 def test_waiting__a_due_wait_is_for_a_worker():
     # The event came (or the run was resumed): it is due, and a worker replays it.
     found = blocking.waiting(run("WAITING", waiting_for="event:x", wake_at=NOW - 1), now=NOW)

@@ -23,4 +23,7 @@ def follow_up(run: RunRecord, found: Mapping[str, Any] | None) -> str:
         return f"resume it with `cairn runs resume {run.run_id}`"
     if kind == "hook":
         return "it goes on when the hook is called"
+    if kind == "step" and found is not None:
+        queue = str(found["name"]).rpartition("@")[2]
+        return f"a worker serving it runs the step (`cairn worker --step-queue {queue}`)"
     return ""

@@ -213,6 +213,9 @@ def _waiting_text(found: Mapping[str, Any], *, now: float, run_id: str) -> str:
             know = ", ".join(found["workers_know"]) or "no workflows"
             return f"a worker{where} that imports its workflow (live workers know: {know})"
         return f"a worker{where} to take it (`cairn worker`)"
+    if kind == "step":  # parked while a worker of its step queue runs the attempt
+        step, _, queue = (name or "").rpartition("@")
+        return f"a worker of step queue {queue!r} to run step {step!r}"
     text = f"{blocking.KINDS[kind]} {name!r}"
     if kind == "task" and found.get("task_id"):
         text += f" (task {found['task_id']})"

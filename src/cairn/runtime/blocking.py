@@ -15,7 +15,13 @@ from cairn.models import SPINNING_AFTER, RunStatus
 from cairn.store.records import RunRecord
 
 # What a WAITING run's `waiting_for` ("event:approval") names, in words.
-KINDS = {"event": "event", "hook": "hook", "task": "human task", "child": "child run of"}
+KINDS = {
+    "event": "event",
+    "hook": "hook",
+    "task": "human task",
+    "child": "child run of",
+    "step": "step",  # an attempt sent to a step queue: name is "STEP@QUEUE"
+}
 # Channels of messages (`runs.waits_on`, "event:approval") and their words.
 _CHANNELS = {"event": "event {!r}", "task": "human task {}", "child": "child run {!r}"}
 
