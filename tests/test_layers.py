@@ -170,3 +170,29 @@ def test_layers__relative_and_from_imports_resolve():
     targets = {found.target for found in imports_of(here)}
     assert "cairn.representation.runs" in targets  # from cairn.representation import runs
     assert "cairn.cli.control" in targets  # from cairn.cli import control, ...
+
+
+# A module split by concern keeps its hub: the satellites build on one another and the hub
+# imports them, never the reverse, so each can be read without the hub.
+SATELLITES = {
+    "cairn.runtime.control": (
+        "cairn.runtime.handle",
+        "cairn.runtime.local_executor",
+        "cairn.runtime.run_reading",
+        "cairn.runtime.run_waiting",
+        "cairn.runtime.run_verbs",
+    ),
+    "cairn.serialization": (
+        "cairn.serialization.classes",
+        "cairn.serialization.json_text",
+        "cairn.serialization.serializers",
+        "cairn.serialization.tagged",
+    ),
+}
+
+
+@pytest.mark.parametrize("hub", sorted(SATELLITES))
+def test_layers__satellites_do_not_import_their_hub(hub):
+    assert all(is_module(name) for name in SATELLITES[hub])
+    found = [f for f in ALL if f.module in SATELLITES[hub] and f.target == hub]
+    assert [str(f) for f in found] == []

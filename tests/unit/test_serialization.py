@@ -621,6 +621,6 @@ def test_loads__a_type_tag_imports_only_loaded_or_allowed_modules(tmp_path: Any)
         assert type(point).__name__ == "Point" and point.x == 1
     finally:
         sys.path.remove(str(tmp_path))
-        serialization._IMPORTABLE.discard("cairn_tag_probe")
+        serialization.classes._IMPORTABLE.discard("cairn_tag_probe")
         for name in [n for n in sys.modules if n.startswith("cairn_tag_probe")]:
             del sys.modules[name]

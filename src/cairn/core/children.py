@@ -104,7 +104,7 @@ async def start_child(
     child = RunRecord(
         run_id=child_id,
         workflow=workflow.name,
-        status="PENDING",
+        status=RunStatus.PENDING.value,
         args=args_text,
         created_at=now,
         updated_at=now,
@@ -141,7 +141,7 @@ async def child_result(live: LiveRun, handle: ChildHandle, timeout: float | None
         handle._end = await _wait_for_end(live, handle, timeout)
     child_id, message = handle._end
     status = message.get("status")
-    if status == "COMPLETED":
+    if status == RunStatus.COMPLETED.value:
         result = message.get("result")
         return None if result is None else live.env.serializer.loads(result)
     error = json.loads(message.get("error") or "{}")
@@ -192,7 +192,7 @@ async def _wait_for_end(
                 f"child run {child_id!r} ({handle.workflow}) did not finish in time"
                 + ("" if timeout is None else f" ({timeout:g}s)")
             ) from None
-        if message.get("status") != "CONTINUED":
+        if message.get("status") != RunStatus.CONTINUED.value:
             return child_id, message
         # The child went on as a new run: wait for that one under a key of its own.
         child_id = str(message.get("result"))

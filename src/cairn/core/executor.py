@@ -25,6 +25,7 @@ from cairn.errors import (
     StoreError,
     StoreRefused,
 )
+from cairn.models import RunStatus
 from cairn.observability import logcontext, propagation
 from cairn.store import waits
 from cairn.store.protocol import LeaseLost
@@ -108,7 +109,7 @@ async def _execute(
         workflow = env.registry.workflow(run.workflow)
     except CairnError as exc:
         bare = durable.Bare(run, Lease(env.owner, run.fence))
-        return await _finish(env, bare, "FAILED", error=error_json(exc))
+        return await _finish(env, bare, RunStatus.FAILED.value, error=error_json(exc))
     live = LiveRun(env, run, workflow, records, prior, epoch=epoch)
     if on_live is not None:
         on_live(live)
@@ -147,18 +148,23 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
         await live.flush_meta()
         text = env.serializer.dumps(value, what=f"result of workflow {run.workflow!r}")
         # A workflow that caught its cancellation and returned still ends CANCELLED.
-        status = "CANCELLED" if live.interrupts.delivered else "COMPLETED"
+        status = (
+            RunStatus.CANCELLED.value if live.interrupts.delivered else RunStatus.COMPLETED.value
+        )
         return await _finish(env, live, status, result=text, alone=live.alone())
     except Suspend as parked:
         if live.journal.fatal is not None:
-            return await _finish(env, live, "FAILED", error=error_json(live.journal.fatal))
+            return await _finish(
+                env, live, RunStatus.FAILED.value, error=error_json(live.journal.fatal)
+            )
         await live.settle()
         await live.store_marks()
         await live.record_cancel()
         await live.flush_meta()
         parking = _parking(live, parked)
         futile = 0
-        if env.futile is not None and parking.status != "PAUSED":  # a pause is no wake-up
+        # A pause is no wake-up.
+        if env.futile is not None and parking.status != RunStatus.PAUSED.value:
             progressed = live.progressed()
             futile = env.futile.note(run.run_id, progressed=progressed, now=env.clock.now())
         if live.observed is not None:
@@ -168,13 +174,15 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
         return await _park(env, live, parking, futile)
     except ContinueAsNew as again:
         if live.journal.fatal is not None:
-            return await _finish(env, live, "FAILED", error=error_json(live.journal.fatal))
+            return await _finish(
+                env, live, RunStatus.FAILED.value, error=error_json(live.journal.fatal)
+            )
         await live.record_cancel()
         await live.flush_meta()
         if live.interrupts.cancel:
             # A cancelled run never starts a successor: the chain ends here, CANCELLED.
             cancelled = Cancelled(live.interrupts.reason)
-            return await _finish(env, live, "CANCELLED", error=error_json(cancelled))
+            return await _finish(env, live, RunStatus.CANCELLED.value, error=error_json(cancelled))
         return await _continue(env, live, again, workflow.version)
     except HandBack:
         # Its worker is stopping: steps still executing in other branches commit first
@@ -186,24 +194,26 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
         return Outcome(None)
     except Cancelled as exc:
         if live.journal.fatal is not None:
-            return await _finish(env, live, "FAILED", error=error_json(live.journal.fatal))
+            return await _finish(
+                env, live, RunStatus.FAILED.value, error=error_json(live.journal.fatal)
+            )
         await live.record_cancel()
         await live.flush_meta()
-        return await _finish(env, live, "CANCELLED", error=error_json(exc))
+        return await _finish(env, live, RunStatus.CANCELLED.value, error=error_json(exc))
     except NonDeterminismError as exc:
         log.error("run %s: %s", run.run_id, exc)
-        return await _finish(env, live, "FAILED", error=error_json(exc))
+        return await _finish(env, live, RunStatus.FAILED.value, error=error_json(exc))
     except StoreRefused as exc:
         # A write of the run's own the database will never take: the run fails, once.
         log.error("run %s: %s", run.run_id, exc)
-        return await _finish(env, live, "FAILED", error=error_json(exc))
+        return await _finish(env, live, RunStatus.FAILED.value, error=error_json(exc))
     except StoreError as exc:
         # The database failed, not the workflow: its worker hands the run back.
         log.warning("run %s: attempt abandoned, the store failed: %s", run.run_id, exc)
         return Outcome(None)
     except Exception as exc:
         failure = live.journal.fatal or exc
-        return await _finish(env, live, "FAILED", error=error_json(failure))
+        return await _finish(env, live, RunStatus.FAILED.value, error=error_json(failure))
     finally:
         logcontext.leave_run(facts)
         context.leave(token)
@@ -278,12 +288,12 @@ async def _continue(
             what=f"arguments of workflow {run.workflow!r}",
         )
     except SerializationError as exc:
-        return await _finish(env, live, "FAILED", error=error_json(exc))
+        return await _finish(env, live, RunStatus.FAILED.value, error=error_json(exc))
     now = env.clock.now()
     successor = RunRecord(
         run_id=ids.new_run_id(),
         workflow=run.workflow,
-        status="PENDING",
+        status=RunStatus.PENDING.value,
         args=args,
         created_at=now,
         updated_at=now,
@@ -304,7 +314,7 @@ async def _continue(
 
     if not await _ended(live, go_on, what=f"run {run.run_id!r} continuing as new"):
         return Outcome(None)
-    return Outcome("CONTINUED", successor.run_id)
+    return Outcome(RunStatus.CONTINUED.value, successor.run_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,14 +336,14 @@ def _parking(live: LiveRun, parked: Suspend) -> Parking:
     """
     status, wake_at, waiting_for = parked.status, parked.wake_at, parked.waiting_for
     waits_on = None
-    if status in ("SLEEPING", "WAITING"):
+    if status in (RunStatus.SLEEPING.value, RunStatus.WAITING.value):
         channels, first_time, first_wait = live.parked_waits()
         if first_time is not None:
             wake_at = first_time if wake_at is None else min(wake_at, first_time)
         if channels:
             waits_on = channels
-            if status == "SLEEPING":
-                status, waiting_for = "WAITING", first_wait
+            if status == RunStatus.SLEEPING.value:
+                status, waiting_for = RunStatus.WAITING.value, first_wait
     return Parking(status, live.park_time(wake_at), waiting_for, waits_on)
 
 

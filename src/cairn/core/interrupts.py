@@ -14,6 +14,7 @@ import asyncio
 from cairn.authoring import shield
 from cairn.core.signals import HandBack, Suspend
 from cairn.errors import Cancelled
+from cairn.models import RunStatus
 
 
 class Interrupts:
@@ -99,4 +100,4 @@ class Interrupts:
             if self.recorded_at is None and self.delivered_at is None:
                 self.deliver(key)
             return  # delivered already (or, on replay, at its recorded point only)
-        raise Suspend("PAUSED", None)
+        raise Suspend(RunStatus.PAUSED.value, None)

@@ -20,7 +20,7 @@ from cairn.authoring.hook import Hook
 from cairn.authoring.workflow import WorkflowDef
 from cairn.core import journal, mailbox, patches, remote_steps, waits
 from cairn.errors import ChildFailed, EventTimeout, StepFailed
-from cairn.models import HistoryEntry, RunInfo
+from cairn.models import HistoryEntry, RunInfo, RunStatus
 from cairn.store.records import StepRecord
 
 
@@ -252,9 +252,9 @@ class _RecordedChild:
             status = outcome.get("status")
             if entry.status == "waiting" or status is None:
                 raise _ReachedNewWork()
-            if status == "COMPLETED":
+            if status == RunStatus.COMPLETED.value:
                 return outcome.get("result")
-            if status != "CONTINUED":
+            if status != RunStatus.CONTINUED.value:
                 error = outcome.get("error")
                 raise ChildFailed(f"child {entry.name!r} ended {status}: {error}")
             hop += 1  # followed to its successor, under a key of its own

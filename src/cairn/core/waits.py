@@ -18,6 +18,7 @@ from cairn.authoring.context import MISSING
 from cairn.core import durable, hook_tokens
 from cairn.core.signals import Suspend, Unwind
 from cairn.errors import EventTimeout
+from cairn.models import RunStatus
 from cairn.store.records import HookRecord, StepRecord
 
 if TYPE_CHECKING:
@@ -137,7 +138,7 @@ async def wait_message(
         for _ in range(3):
             await asyncio.sleep(0)
         parked = True
-        raise live.leave(Suspend("WAITING", deadline, label))
+        raise live.leave(Suspend(RunStatus.WAITING.value, deadline, label))
     finally:
         live.decided(deciding)
         if not parked:  # taken, timed out, or given up (cancelled, the attempt ended)

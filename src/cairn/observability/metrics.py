@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn.clock import Clock
 from cairn.errors import ConfigError
+from cairn.models import RunStatus
 from cairn.observability.hooks import RunScope, StepScope
 from cairn.store.protocol import Store
 from cairn.store.records import Counts, RunRecord
@@ -27,8 +28,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("cairn.metrics")
 
 # Statuses a run ends with, and those the gauges count (lowercase in labels).
-FINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "CONTINUED"})
-UNFINISHED = ("PENDING", "RUNNING", "SLEEPING", "WAITING", "PAUSED")
+FINAL = frozenset(status.value for status in RunStatus if status.finished)
+UNFINISHED = tuple(status.value for status in RunStatus if not status.finished)
 # A scrape reads the database at most this often; scrapes in between reuse the counts.
 FRESH_FOR = 1.0
 READ_TIMEOUT = 5.0

@@ -11,6 +11,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from cairn.errors import ConfigError
+from cairn.models import RunStatus
 from cairn.observability import propagation
 from cairn.observability.hooks import RunScope, StepScope
 from cairn.store.records import RunRecord
@@ -34,7 +35,11 @@ WAITING_FOR = "cairn.waiting_for"
 FUTILE_WAKES = "cairn.futile_wakes"
 WAKE_AT = "cairn.wake_at"
 
-_EVENTS = {"SLEEPING": "cairn.sleep", "WAITING": "cairn.wait", "PAUSED": "cairn.pause"}
+_EVENTS = {
+    RunStatus.SLEEPING.value: "cairn.sleep",
+    RunStatus.WAITING.value: "cairn.wait",
+    RunStatus.PAUSED.value: "cairn.pause",
+}
 
 
 def _otel() -> Any:
@@ -131,7 +136,7 @@ class _RunSpan:
     def ended(self, status: str | None, error: str | None) -> None:
         span = self.span
         span.set_attribute(OUTCOME, status.lower() if status else "handed_back")
-        if status == "FAILED":
+        if status == RunStatus.FAILED.value:
             kind, message = _error_of(error)
             if kind:
                 span.set_attribute(ERROR_TYPE, kind)

@@ -19,12 +19,12 @@ from typing import Any
 from cairn.authoring.registry import Registry
 from cairn.core.replay_run import ReplayRun
 from cairn.errors import NonDeterminismError
-from cairn.models import HistoryEntry
+from cairn.models import HistoryEntry, RunStatus
 from cairn.serialization import Serializer
 from cairn.store.protocol import Store
 from cairn.store.records import RunQuery, RunRecord, StepRecord
 
-UNFINISHED = ("PENDING", "RUNNING", "SLEEPING", "WAITING", "PAUSED")
+UNFINISHED = tuple(status.value for status in RunStatus if not status.finished)
 PAGE = 1000
 # A replay only runs workflow code between recorded outcomes; one that takes longer than
 # this is waiting on something that is not durable, and is reported instead of hanging.

@@ -2,12 +2,43 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from cairn.models import EventDelivery, RunStatus, RunSummary
 
-if TYPE_CHECKING:
-    from cairn.runtime.control import RunControl
+
+class RunOperations(Protocol):
+    """What a handle asks of RunControl; its verbs' module makes handles without importing it."""
+
+    async def describe(self, run_id: str) -> RunSummary:
+        """RunControl.describe."""
+        ...
+
+    async def status(self, run_id: str) -> RunStatus:
+        """RunControl.status."""
+        ...
+
+    async def result(self, run_id: str, *, timeout: float | None = None) -> Any:
+        """RunControl.result."""
+        ...
+
+    async def cancel(self, run_id: str) -> RunStatus:
+        """RunControl.cancel."""
+        ...
+
+    async def pause(self, run_id: str) -> RunStatus:
+        """RunControl.pause."""
+        ...
+
+    async def resume(self, run_id: str) -> RunStatus:
+        """RunControl.resume."""
+        ...
+
+    async def send_event(
+        self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
+    ) -> EventDelivery:
+        """RunControl.send_event."""
+        ...
 
 
 class RunHandle:
@@ -15,7 +46,7 @@ class RunHandle:
 
     __slots__ = ("_control", "run_id")
 
-    def __init__(self, control: RunControl, run_id: str) -> None:
+    def __init__(self, control: RunOperations, run_id: str) -> None:
         self._control = control
         self.run_id = run_id
 

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+from cairn.models import RunStatus
 from cairn.observability import logcontext
 from cairn.runtime.schedules import spec_of
 from cairn.store.records import Fired, ScheduleRecord
@@ -25,7 +26,7 @@ log = logcontext.logger("cairn.scheduler")
 # Schedules looked at per query; more are picked up by the next query of the same pass.
 BATCH = 100
 # A run in one of these may have ended its chain (CONTINUED is checked by the store).
-_ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "CONTINUED"})
+_ENDED = frozenset(status.value for status in RunStatus if status.finished)
 # Queries per pass at most, so a huge backlog cannot starve the event loop.
 MAX_ROUNDS = 50
 

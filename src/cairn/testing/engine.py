@@ -153,7 +153,9 @@ class TestEngine:
             pending = [
                 run
                 for engine in engines
-                for run in await engine.store.list_runs(RunQuery(status="PENDING", limit=100))
+                for run in await engine.store.list_runs(
+                    RunQuery(status=RunStatus.PENDING.value, limit=100)
+                )
                 if run.waiting_for is None and (run.wake_at is None or run.wake_at <= now)
             ]
             if busy or pending or (due is not None and due <= now):

@@ -27,8 +27,8 @@ from cairn.dashboard.target import Target
 from cairn.dashboard.ui import render, runs
 from cairn.errors import RunNotFound
 from cairn.models import RunStatus
-from cairn.runtime import control as run_control
 from cairn.runtime.control import RunControl
+from cairn.runtime.run_reading import summary
 from cairn.store.records import RunRecord
 
 POLL = 1.0  # seconds between reads of the watched runs
@@ -87,7 +87,7 @@ async def snapshot(control: RunControl, run_id: str, *, detail: bool) -> dict[st
     except RunNotFound:
         return None
     now = control.clock.now()
-    shown = runs.row(run_control.summary(record, now=now), now=now)
+    shown = runs.row(summary(record, now=now), now=now)
     del shown["columns"]
     shown["started_at"] = render.iso(shown["started_at"])  # the page's <time datetime=...>
     if detail:  # the run page also shows the timeline, attempts and the steps executing

@@ -16,6 +16,7 @@ from starlette.routing import BaseRoute, Route
 from cairn.dashboard.api.replies import describe as describe_failure
 from cairn.dashboard.target import Target
 from cairn.dashboard.ui import csrf, render
+from cairn.models import RunStatus
 from cairn.representation import queues as queue_forms
 from cairn.runtime.control import RunControl
 from cairn.store.records import Counts
@@ -60,7 +61,10 @@ def routes(target: Target) -> list[BaseRoute]:
             return await control.queues.list(), await control.store.counts()
 
         infos, counts = await target(read)
-        running, pending = per_queue(counts, "RUNNING"), per_queue(counts, "PENDING")
+        running, pending = (
+            per_queue(counts, RunStatus.RUNNING.value),
+            per_queue(counts, RunStatus.PENDING.value),
+        )
         stored = {info.name: info for info in infos}
         names = sorted({*stored, *running, *pending} - {DEFAULT})
         if DEFAULT in running or DEFAULT in pending:

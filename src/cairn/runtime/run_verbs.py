@@ -1,0 +1,159 @@
+"""The verbs that steer a run, implemented once (declared in runtime/verbs.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cairn import ids
+from cairn.errors import RunFinished, RunNotFound
+from cairn.models import EventDelivery, RunStatus
+from cairn.names import check_name
+from cairn.observability import propagation
+from cairn.runtime import blocking
+from cairn.runtime.handle import RunHandle
+from cairn.runtime.run_reading import storable
+from cairn.runtime.run_waiting import RunWaiting
+from cairn.store.records import RunRecord
+
+# A chain of continue_as_new runs an event follows to its newest run, at most.
+_MAX_CHAIN_HOPS = 10_000
+
+
+class RunVerbs(RunWaiting):
+    """cancel, pause, resume, retry, restart, fork and send_event, for RunControl.
+
+    resume_hook, the verb that finds its run by a hook's token, is on RunControl itself
+    (runtime/hooks.py takes the whole RunControl).
+    """
+
+    async def send_event(
+        self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
+    ) -> EventDelivery:
+        """Queue event `name` for the run; it is consumed by the run's next wait for it.
+
+        A run that continued as new passes the event on to the newest run of its chain.
+        Only a wait for `name` wakes the run: sent while it waits for something else, the
+        event is kept for a later wait, and the answer says so (`EventDelivery.note`).
+
+        Raises:
+            RunNotFound: no run has that id.
+            RunFinished: the run (the newest of its chain) has already finished.
+        """
+        check_name(name, "event name")
+        storable(run_id)
+        text = self.serializer.dumps(payload, what=f"payload of event {name!r}")
+        for _ in range(_MAX_CHAIN_HOPS):
+            delivery = await self.store.send_message(
+                run_id, f"event:{name}", text, idempotency_key=idempotency_key, now=self.clock.now()
+            )
+            if delivery is None:
+                raise RunNotFound(run_id)
+            status = RunStatus(delivery.status)
+            if status is RunStatus.CONTINUED:
+                successor = (await self.record(run_id)).continued_to
+                if successor:
+                    run_id = successor  # nothing was queued on the ended run: follow the chain
+                    continue
+            if status.finished:
+                raise RunFinished(run_id, status.value)
+            if delivery.woken:
+                self.wake_local()
+            waits = blocking.channels_in_words(delivery.waits_on or ())
+            return EventDelivery(run_id, name, status, delivery.woken, waits)
+        raise RunFinished(run_id, RunStatus.CONTINUED.value)
+
+    async def _control(self, run_id: str, action: str) -> RunStatus:
+        storable(run_id)
+        status = await self.store.control_run(run_id, action, now=self.clock.now())
+        if status is None:
+            raise RunNotFound(run_id)
+        if self.local is not None:
+            self.local.deliver(run_id, None if action == "resume" else action)
+            self.local.wake()
+        if RunStatus(status).finished:
+            self.notify_finished(run_id)
+        return RunStatus(status)
+
+    async def cancel(self, run_id: str) -> RunStatus:
+        """Cancel a run; it ends CANCELLED.
+
+        Cancelled is delivered at its current or next durable point (at once if it
+        sleeps or waits). A finished run is unchanged. Returns the status right after.
+        """
+        return await self._control(run_id, "cancel")
+
+    async def pause(self, run_id: str) -> RunStatus:
+        """Pause a run at its next durable point (at once if it sleeps, waits or is queued)."""
+        return await self._control(run_id, "pause")
+
+    async def resume(self, run_id: str) -> RunStatus:
+        """Resume a paused run; timers and events that came meanwhile are honoured."""
+        return await self._control(run_id, "resume")
+
+    async def retry(self, run_id: str, *, by: str | None = None) -> RunHandle:
+        """Continue a FAILED run from its failed step; completed steps do not run again.
+
+        The run's next execution begins; `by` (who asked) is recorded with it. The failed
+        entry and every attempt of the earlier executions stay in the history.
+
+        Raises:
+            RunNotFound: unknown run.
+            RunFinished: the run is not FAILED.
+            InvalidName: `by` is not a storable name.
+        """
+        by = _who(by)
+        run = await self.record(run_id)
+        if not await self.store.retry_run(run_id, now=self.clock.now(), by=by):
+            raise RunFinished(run_id, f"{run.status}; only FAILED runs can be retried")
+        self.wake_local()
+        return RunHandle(self, run_id)
+
+    async def restart(self, run_id: str, *, by: str | None = None) -> RunHandle:
+        """Start a new run of the same workflow with the same input.
+
+        The new run records that it restarts `run_id`, and who asked (`by`).
+        """
+        by = _who(by)
+        run = await self.record(run_id)
+        return await self._copy(run, before_seq=None, by=by, origin="restart")
+
+    async def fork(self, run_id: str, from_step: int, *, by: str | None = None) -> RunHandle:
+        """Start a new run reusing the recorded outcomes before history entry `from_step`.
+
+        The new run records that it forks `run_id` at `from_step`, and who asked (`by`).
+        """
+        if not isinstance(from_step, int) or from_step < 1:
+            raise ValueError(f"from_step must be a history seq (1 or more), got {from_step!r}")
+        by = _who(by)
+        run = await self.record(run_id)
+        return await self._copy(run, before_seq=from_step, by=by, origin="fork")
+
+    async def _copy(
+        self, run: RunRecord, *, before_seq: int | None, by: str | None, origin: str
+    ) -> RunHandle:
+        now = self.clock.now()
+        copy = RunRecord(
+            run_id=ids.new_run_id(),
+            workflow=run.workflow,
+            status=RunStatus.PENDING.value,
+            args=run.args,
+            created_at=now,
+            updated_at=now,
+            max_recoveries=run.max_recoveries,
+            queue=run.queue,
+            priority=run.priority,
+            partition_key=run.partition_key,
+            trace_context=propagation.current(),
+            restarted_from=run.run_id if before_seq is None else None,
+            forked_from=run.run_id if before_seq is not None else None,
+            forked_from_seq=before_seq,
+            origin=origin,
+        )
+        await self.store.copy_run(copy, run.run_id, before_seq=before_seq, by=by, now=now)
+        self.wake_local()
+        return RunHandle(self, copy.run_id)
+
+
+def _who(by: str | None) -> str | None:
+    """`by` checked: None, or a name (at most 255 characters) of who asked."""
+    return None if by is None else check_name(by, "by")
