@@ -100,6 +100,11 @@ def fill(url: str) -> None:
             "VALUES (?, ?, 't', 'T', 'submitted', 0)",
             [(f"task-{run_id}", run_id) for run_id in ids],
         )
+        many(
+            "INSERT INTO step_tasks (task_id, run_id, key, attempt, step, queue, status, "
+            "created_at) VALUES (?, ?, 'add#1', 1, 'add', 'gpu', 'done', 0)",
+            [(f"st-{run_id}", run_id) for run_id in ids],
+        )
         if url.startswith("sqlite"):
             conn.commit()
 
