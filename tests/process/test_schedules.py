@@ -108,6 +108,10 @@ def ws(tmp_path: Path, store_url: str) -> Iterator[Workspace]:
         proc.communicate()
 
 
+def completed_runs(ws: Workspace) -> int:
+    return sum(status == cairn.RunStatus.COMPLETED for status in ws.runs().values())
+
+
 def contiguous(ticks: list[float]) -> bool:
     return all(b - a == 1.0 for a, b in itertools.pairwise(ticks))
 
@@ -119,6 +123,9 @@ def test_two_engines__exactly_one_run_per_tick(ws: Workspace) -> None:
     ws.wait_for(
         f"{SOAK} ticks run", lambda: len({t for t, _ in ws.lines()}) >= SOAK, within=SOAK + 45
     )
+    # A tick's effect is written before its run completes: on a loaded machine the last
+    # one was still finishing when the engines were stopped (59 completed of 60).
+    ws.wait_for(f"{SOAK} runs completed", lambda: completed_runs(ws) >= SOAK, within=30)
     ws.stop_all()
     lines = ws.lines()
     per_tick = Counter(tick for tick, _ in lines)
