@@ -175,12 +175,34 @@ def test_layers__relative_and_from_imports_resolve():
 # A module split by concern keeps its hub: the satellites build on one another and the hub
 # imports them, never the reverse, so each can be read without the hub.
 SATELLITES = {
+    # LiveRun's layers, and the functions they hand the run to, which take a LiveSteps.
+    "cairn.core.live_run": (
+        "cairn.core.run_env",
+        "cairn.core.live_attempt",
+        "cairn.core.live_steps",
+        "cairn.core.live_waits",
+        "cairn.core.attempts",
+        "cairn.core.children",
+        "cairn.core.durable",
+        "cairn.core.emits",
+        "cairn.core.failed_attempts",
+        "cairn.core.mailbox",
+        "cairn.core.remote_steps",
+        "cairn.core.transaction_steps",
+        "cairn.core.waits",
+    ),
     "cairn.runtime.control": (
         "cairn.runtime.handle",
         "cairn.runtime.local_executor",
         "cairn.runtime.run_reading",
         "cairn.runtime.run_waiting",
         "cairn.runtime.run_verbs",
+    ),
+    "cairn.runtime.engine": ("cairn.runtime.engine_verbs",),
+    "cairn.runtime.worker": (
+        "cairn.runtime.executing",
+        "cairn.runtime.claiming",
+        "cairn.runtime.reconciling",
     ),
     "cairn.serialization": (
         "cairn.serialization.classes",

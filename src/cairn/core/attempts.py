@@ -6,46 +6,32 @@ import asyncio
 import contextvars
 import json
 import time
-import traceback
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cairn import step_failures
 from cairn.authoring import context
-from cairn.authoring.retry import Retry, next_delay
+from cairn.authoring.retry import Retry
 from cairn.authoring.transaction import TransactionDef
 from cairn.core import step_input, transaction_steps
-from cairn.core.signals import HandBack
-from cairn.errors import (
-    FatalError,
-    RetryableError,
-    SerializationError,
-    StepFailed,
-    StepTimeout,
-    StoreRefused,
+from cairn.core.failed_attempts import (
+    PARK_BACKOFF_AFTER,
+    RETRY,
+    back_off,
+    describe_failure,
+    record_failure,
 )
-from cairn.store.records import INTERRUPTED, AttemptRecord, StepRecord
+from cairn.errors import SerializationError, StepFailed, StoreRefused
+from cairn.store.records import INTERRUPTED, StepRecord
 
 if TYPE_CHECKING:
     from cairn.authoring.step import StepDef
-    from cairn.core.live_run import LiveRun
+    from cairn.core.live_steps import LiveSteps
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
-# A retry backoff longer than this parks the run instead of holding its slot in memory.
-PARK_BACKOFF_AFTER = 1.0
-# `waiting_for` of a run parked in a backoff: "retry:STEP".
-RETRY = "retry"
-
-
-def type_name(exc: BaseException) -> str:
-    """Module-qualified class name, e.g. `builtins.ValueError`."""
-    kind = type(exc)
-    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 async def _call(
-    live: LiveRun,
+    live: LiveSteps,
     step: StepDef[Any, Any],
     key: str,
     attempt: int,
@@ -79,7 +65,7 @@ async def _call(
 
 
 async def run_new_step(
-    live: LiveRun,
+    live: LiveSteps,
     key: str,
     step: StepDef[Any, Any],
     args: tuple[Any, ...],
@@ -115,7 +101,7 @@ async def run_new_step(
     )
     run_scope = live.observed
     # The attempt in flight, for the worker's heartbeat to publish (runtime/in_flight.py):
-    # an entry in a dict, no write of its own. LiveRun._step removes it when the step ends.
+    # an entry in a dict, no write of its own. LiveSteps._step removes it when the step ends.
     flying = live.flying
     while True:
         attempt += 1
@@ -205,7 +191,7 @@ async def run_new_step(
 
 
 async def _record_unserializable(
-    live: LiveRun,
+    live: LiveSteps,
     key: str,
     name: str,
     attempt: int,
@@ -242,7 +228,7 @@ async def _record_unserializable(
 
 
 async def _refused(
-    live: LiveRun,
+    live: LiveSteps,
     key: str,
     name: str,
     seq: int,
@@ -279,73 +265,8 @@ async def _refused(
     return failure
 
 
-@dataclass(frozen=True, slots=True)
-class Failure:
-    """What is recorded of a failed attempt, wherever it executed (see core/remote_steps.py).
-
-    `timeout` is set only when the attempt failed by running past it; `cause` is the
-    class the step raised when this process has it (a remote attempt's: found by name).
-    """
-
-    error_type: str
-    message: str
-    traceback: str
-    fatal: bool
-    retry_after: float | None
-    timeout: float | None
-    cause: type[BaseException] | None
-
-    def to_json(self) -> dict[str, Any]:
-        """The facts as a JSON object (a remote worker's report of its attempt)."""
-        return {
-            "error_type": self.error_type,
-            "message": self.message,
-            "traceback": self.traceback,
-            "fatal": self.fatal,
-            "retry_after": self.retry_after,
-            "timeout": self.timeout,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Failure:
-        """The facts a remote worker reported (see `to_json`)."""
-        error_type = str(data.get("error_type", ""))
-        timeout = data.get("timeout")
-        return cls(
-            error_type,
-            str(data.get("message", "")),
-            str(data.get("traceback", "")),
-            bool(data.get("fatal", False)),
-            data.get("retry_after"),
-            None if timeout is None else float(timeout),
-            None if timeout is not None else step_failures.resolvable(error_type),
-        )
-
-
-def describe_failure(exc: Exception, name: str, attempt: int, timeout: float | None) -> Failure:
-    """The facts of attempt `attempt` of step `name` that raised `exc`.
-
-    `timeout` is set only when the attempt failed by running past it.
-    """
-    if timeout is not None:
-        message = f"step {name!r} attempt {attempt} timed out after {timeout:g}s"
-        return Failure("cairn.errors.StepTimeout", message, message, False, None, timeout, None)
-    retry_after = None
-    if isinstance(exc, RetryableError) and exc.retry_after is not None:
-        retry_after = exc.retry_after.total_seconds()
-    return Failure(
-        type_name(exc),
-        str(exc),
-        "".join(traceback.format_exception(exc)),
-        isinstance(exc, FatalError),
-        retry_after,
-        None,
-        type(exc),
-    )
-
-
 async def _record_failure(
-    live: LiveRun,
+    live: LiveSteps,
     key: str,
     name: str,
     exc: Exception,
@@ -362,101 +283,3 @@ async def _record_failure(
     """
     failure = describe_failure(exc, name, attempt, timeout)
     return await record_failure(live, key, name, failure, attempt, failures, retry, started, given)
-
-
-async def record_failure(
-    live: LiveRun,
-    key: str,
-    name: str,
-    failed: Failure,
-    attempt: int,
-    failures: int,
-    retry: Retry,
-    started: float,
-    given: str,
-    *,
-    worker: str | None = None,
-) -> StepFailed | None:
-    """Record a failed attempt (begun at `started`), then wait out the backoff or give up.
-
-    `worker` is the one that executed it, if not this run's (a step queue's).
-    Returns None to retry, or the StepFailed to raise once retrying is over (recorded as
-    the step's outcome). `failures` counts the attempts that failed, this one included
-    (attempts interrupted by their worker's end are numbered, but do not count).
-    """
-    clock = live.env.clock
-    now = clock.now()
-    timed_out = failed.timeout is not None
-    delay = None
-    if not failed.fatal:
-        delay = next_delay(retry, failures, retry_after=failed.retry_after)
-    retry_at = None if delay is None else now + delay
-    await live.commit_attempt(
-        AttemptRecord(
-            live.run.run_id,
-            key,
-            attempt,
-            failed.error_type,
-            failed.message,
-            failed.traceback,
-            now,
-            retry_at,
-            started,
-            live.run.execution,
-            worker=worker,
-        )
-    )
-    live.flying.pop(key, None)  # over and recorded; the next attempt is not in flight yet
-    if delay is not None:
-        if delay > PARK_BACKOFF_AFTER and retry_at is not None:
-            # A long backoff parks the run, like a sleep: it holds no worker or queue slot,
-            # and a crash meanwhile loses nothing (the attempt and its retry time are
-            # stored). The run wakes at retry_at and replays into the next attempt.
-            raise live.timer(key, retry_at, f"{RETRY}:{name}")
-        await back_off(live, delay)
-        return None
-    kind = StepTimeout if timed_out else StepFailed
-    # Also an instance of the step's own exception class where a replay can do the same.
-    failure = step_failures.failure(
-        kind,
-        None if timed_out else failed.cause,
-        step_name=name,
-        attempts=attempt,
-        error_type=failed.error_type,
-        error_message=failed.message,
-        traceback=failed.traceback,
-        fatal=failed.fatal,
-    )
-    await live.commit_step(
-        StepRecord(
-            run_id=live.run.run_id,
-            seq=live.journal.allocate_seq(),
-            key=key,
-            kind="step",
-            name=name,
-            status="failed",
-            attempts=attempt,
-            started_at=started,
-            finished_at=clock.now(),
-            error=json.dumps(failure.to_dict()),
-            input=given,
-        )
-    )
-    return failure
-
-
-async def back_off(live: LiveRun, seconds: float) -> None:
-    """Wait out a short backoff in memory, counted in `live.backing_off` meanwhile.
-
-    A worker stopping meanwhile takes the run back before the next attempt starts: the
-    failed attempt and its retry time are stored, so the run's next worker waits out what
-    is left of the backoff.
-    """
-    live.backing_off += 1
-    try:
-        if not live.interrupts.handing_back:
-            await live.env.clock.sleep(seconds)
-    finally:
-        live.backing_off -= 1
-    if live.interrupts.handing_back:
-        raise live.leave(HandBack())

@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cairn.authoring.registry import Registry
-from cairn.core import durable
+from cairn.core import durable, journal
 from cairn.errors import TransientWorkflow
 from cairn.names import check_name
 from cairn.observability import propagation
 from cairn.store.records import StepRecord, Subscription
 
 if TYPE_CHECKING:
-    from cairn.core.live_run import LiveRun
+    from cairn.core.live_steps import LiveSteps
 
 NO_EMITS = (
     "it cannot emit events: the runs an emit starts must outlive this process; emit from a "
@@ -46,9 +46,9 @@ def args_of(payload: Any) -> dict[str, Any]:
     return {"args": [payload], "kwargs": {}}
 
 
-async def emit(live: LiveRun, event_type: str, payload: Any, key: str | None) -> list[str]:
+async def emit(live: LiveSteps, event_type: str, payload: Any, key: str | None) -> list[str]:
     """Start (or, on replay, find) the runs of an emit; their ids."""
-    journal_key = live.journal.next_key(f"~emit:{event_type}")
+    journal_key = live.journal.next_key(journal.op_name("emit", event_type))
     record = live.journal.take(journal_key, "emit")
     if record is not None:
         return [str(run_id) for run_id in live.outcome(record)]

@@ -13,8 +13,9 @@ from typing import Any
 from cairn import ids
 from cairn.authoring import context
 from cairn.core import durable
-from cairn.core.attempts import type_name
-from cairn.core.live_run import LiveRun, RunEnv
+from cairn.core.failed_attempts import type_name
+from cairn.core.live_run import LiveRun
+from cairn.core.run_env import RunEnv
 from cairn.core.signals import ContinueAsNew, HandBack, Suspend, Unwind
 from cairn.errors import (
     CairnError,

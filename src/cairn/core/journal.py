@@ -21,6 +21,14 @@ CANCEL = "~cancel#1"
 CHECK = "~check"
 
 
+def op_name(kind: str, name: str) -> str:
+    """What the keys of a named durable operation count: `~KIND:NAME` (`~event:approval`).
+
+    Live runs and replays both name their waits, children and emits here.
+    """
+    return f"~{kind}:{name}"
+
+
 def sleep_name(name: str | None) -> str:
     """What a sleep's keys count: `~sleep`, or `~sleep:NAME` for a named one."""
     return SLEEP if name is None else f"{SLEEP}:{name}"

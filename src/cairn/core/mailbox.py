@@ -12,11 +12,11 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from cairn import serialization
-from cairn.core import waits
+from cairn.core import journal, waits
 from cairn.store.records import StepRecord
 
 if TYPE_CHECKING:
-    from cairn.core.live_run import LiveRun
+    from cairn.core.live_steps import LiveSteps
 
 KIND = "receive"
 """The journal kind of a receive's entry; its name is the topic."""
@@ -30,7 +30,7 @@ MAX_LIMIT = 2**31 - 1
 
 def key_name(topic: str) -> str:
     """What a receive's keys count: `~receive:TOPIC` (`~receive:orders#2`)."""
-    return f"~{KIND}:{topic}"
+    return journal.op_name(KIND, topic)
 
 
 def new_work(topic: str) -> str:
@@ -38,7 +38,9 @@ def new_work(topic: str) -> str:
     return f"started receiving messages on {topic!r}"
 
 
-async def receive(live: LiveRun, topic: str, max_messages: int, timeout: float | None) -> list[Any]:
+async def receive(
+    live: LiveSteps, topic: str, max_messages: int, timeout: float | None
+) -> list[Any]:
     """`cairn.receive`: up to `max_messages` events `topic`, oldest first; [] on timeout."""
     key = live.journal.next_key(key_name(topic))
     record = live.journal.take(key, KIND)

@@ -17,7 +17,7 @@ simply skips them), so old runs that took the new path finish after the call is 
 
 from __future__ import annotations
 
-from cairn.core.journal import Journal
+from cairn.core.journal import Journal, op_name
 from cairn.errors import NonDeterminismError
 from cairn.names import check_name
 
@@ -27,7 +27,7 @@ PATCH = "patch"
 def key_of(journal: Journal, change_id: str) -> str:
     """The journal key of this call of `patched(change_id)` in the run."""
     check_name(change_id, "patch id")
-    return journal.next_key(f"~patch:{change_id}")
+    return journal.next_key(op_name(PATCH, change_id))
 
 
 def decide(journal: Journal, key: str) -> tuple[bool, bool]:

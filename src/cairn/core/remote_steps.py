@@ -17,12 +17,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from cairn.authoring.step import StepDef
-from cairn.core import attempts, durable, step_input, waits
+from cairn.core import durable, failed_attempts, step_input, waits
 from cairn.core.journal import Journal
 from cairn.store.records import INTERRUPTED, StepRecord, StepTaskRecord
 
 if TYPE_CHECKING:
-    from cairn.core.live_run import LiveRun
+    from cairn.core.live_steps import LiveSteps
 
 # Journal kind of an attempt's report, and the prefix of its key: "~remote:KEY@ATTEMPT".
 REMOTE = "remote"
@@ -80,7 +80,7 @@ def take_reports(journal: Journal, key: str) -> list[StepRecord]:
 
 
 async def run_remote_step(
-    live: LiveRun,
+    live: LiveSteps,
     key: str,
     step: StepDef[Any, Any],
     args: tuple[Any, ...],
@@ -111,11 +111,11 @@ async def run_remote_step(
             return await _completed(live, key, name, attempt, facts, given)
         if attempt in failed:
             continue  # recorded and retried already
-        failure = await attempts.record_failure(
+        failure = await failed_attempts.record_failure(
             live,
             key,
             name,
-            attempts.Failure.from_json(facts.get("failure") or {}),
+            failed_attempts.Failure.from_json(facts.get("failure") or {}),
             attempt,
             attempt - spared,
             step.retry,
@@ -127,10 +127,10 @@ async def run_remote_step(
             raise failure
     if out is None and prior and prior[-1].retry_at is not None:
         left = prior[-1].retry_at - live.env.clock.now()
-        if left > attempts.PARK_BACKOFF_AFTER:
-            raise live.timer(key, prior[-1].retry_at, f"{attempts.RETRY}:{name}")
+        if left > failed_attempts.PARK_BACKOFF_AFTER:
+            raise live.timer(key, prior[-1].retry_at, f"{failed_attempts.RETRY}:{name}")
         if left > 0:
-            await attempts.back_off(live, left)
+            await failed_attempts.back_off(live, left)
     sent = serializer.dumps([list(args), kwargs], what=f"the arguments of step {name!r}")
     while True:
         if out is None:
@@ -139,11 +139,11 @@ async def run_remote_step(
         out = None
         if facts.get("ok"):
             return await _completed(live, key, name, attempt, facts, given)
-        failure = await attempts.record_failure(
+        failure = await failed_attempts.record_failure(
             live,
             key,
             name,
-            attempts.Failure.from_json(facts.get("failure") or {}),
+            failed_attempts.Failure.from_json(facts.get("failure") or {}),
             attempt,
             attempt - spared,
             step.retry,
@@ -156,7 +156,7 @@ async def run_remote_step(
 
 
 async def _execute_remotely(
-    live: LiveRun,
+    live: LiveSteps,
     key: str,
     step: StepDef[Any, Any],
     attempt: int,
@@ -204,7 +204,7 @@ async def _execute_remotely(
 
 
 async def _completed(
-    live: LiveRun, key: str, name: str, attempt: int, facts: dict[str, Any], given: str
+    live: LiveSteps, key: str, name: str, attempt: int, facts: dict[str, Any], given: str
 ) -> Any:
     """Commit a reported result as the step's outcome; the value the workflow gets."""
     now = live.env.clock.now()

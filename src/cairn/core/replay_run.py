@@ -131,7 +131,7 @@ class ReplayRun(RunContext):
         return self._deliver(self._start_child(workflow))
 
     async def _start_child(self, workflow: WorkflowDef[Any, Any]) -> _RecordedChild:
-        key = self.journal.next_key(f"~child:{workflow.name}")
+        key = self.journal.next_key(journal.op_name("child", workflow.name))
         if self.journal.take(key, "child") is None:
             await self.journal.check_new_work(f"started child {workflow.name!r}")
             raise _ReachedNewWork()
@@ -139,7 +139,9 @@ class ReplayRun(RunContext):
 
     def emit(self, event_type: str, payload: Any, key: str | None) -> Any:
         async def go() -> Any:
-            entry = await self._take(f"~emit:{event_type}", "emit", f"emitted {event_type!r}")
+            entry = await self._take(
+                journal.op_name("emit", event_type), "emit", f"emitted {event_type!r}"
+            )
             return entry.result
 
         return self._deliver(go())
@@ -157,7 +159,7 @@ class ReplayRun(RunContext):
         async def go() -> Any:
             try:
                 entry = await self._take(
-                    f"~event:{name}", "event", f"started waiting for event {name!r}"
+                    journal.op_name("event", name), "event", f"started waiting for event {name!r}"
                 )
             except EventTimeout:
                 if default is context.MISSING:
@@ -180,7 +182,9 @@ class ReplayRun(RunContext):
 
     def create_hook(self, name: str, timeout: float | None, schema: Any) -> Any:
         async def go() -> Hook:
-            entry = await self._take(f"~hook:{name}", "hook", f"created hook {name!r}")
+            entry = await self._take(
+                journal.op_name("hook", name), "hook", f"created hook {name!r}"
+            )
 
             async def payload() -> Any:
                 return waits.as_model(schema, entry.result)
@@ -199,7 +203,9 @@ class ReplayRun(RunContext):
         timeout: float | None,
     ) -> Any:
         async def go() -> Any:
-            entry = await self._take(f"~task:{name}", "task", f"created human task {name!r}")
+            entry = await self._take(
+                journal.op_name("task", name), "task", f"created human task {name!r}"
+            )
             return waits.as_model(form, entry.result)
 
         return self._deliver(go())

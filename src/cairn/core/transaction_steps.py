@@ -29,7 +29,7 @@ from cairn.store.records import StepRecord
 
 if TYPE_CHECKING:
     from cairn.authoring.transaction import TransactionDef
-    from cairn.core.live_run import LiveRun
+    from cairn.core.live_steps import LiveSteps
 
 log = logcontext.logger("cairn.executor")
 
@@ -39,7 +39,7 @@ NOT_TRANSIENT = (
 )
 
 
-def check_durable(live: LiveRun, step: TransactionDef[Any, Any]) -> None:
+def check_durable(live: LiveSteps, step: TransactionDef[Any, Any]) -> None:
     """Refuse a transaction step in a transient run (TransientWorkflow, at the call)."""
     if live.env.ephemeral:
         raise TransientWorkflow(live.run.workflow, f"{NOT_TRANSIENT} (step {step.name!r})")
@@ -54,7 +54,7 @@ class Held:
 
 
 async def call(
-    live: LiveRun, step: TransactionDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    live: LiveSteps, step: TransactionDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Held:
     """Open the transaction and run the step's function in it; rolled back if it raises.
 
@@ -84,7 +84,7 @@ async def call(
 
 
 async def _in_thread(
-    live: LiveRun,
+    live: LiveSteps,
     step: TransactionDef[Any, Any],
     conn: Any,
     args: tuple[Any, ...],
@@ -117,7 +117,7 @@ def _check_open(name: str, txn: StepTransaction) -> None:
         )
 
 
-async def commit(live: LiveRun, held: Held, record: StepRecord) -> None:
+async def commit(live: LiveSteps, held: Held, record: StepRecord) -> None:
     """Write `record` in the step's transaction, fenced by the lease, and commit.
 
     A run no longer held (LeaseLost) or a database failure rolls everything back and

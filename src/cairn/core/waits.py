@@ -15,14 +15,14 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from cairn.authoring.context import MISSING
-from cairn.core import durable, hook_tokens
+from cairn.core import durable, hook_tokens, journal
 from cairn.core.signals import Suspend, Unwind
 from cairn.errors import EventTimeout
 from cairn.models import RunStatus
 from cairn.store.records import HookRecord, StepRecord
 
 if TYPE_CHECKING:
-    from cairn.core.live_run import LiveRun
+    from cairn.core.live_steps import LiveSteps
 
 # Commits a wait's outcome from what is queued on its channel: its stored result, or None
 # (nothing written) when nothing is.
@@ -30,7 +30,7 @@ Take = Callable[[StepRecord], Awaitable[str | None]]
 
 
 def waiting_record(
-    live: LiveRun, key: str, kind: str, name: str, seq: int, facts: dict[str, Any]
+    live: LiveSteps, key: str, kind: str, name: str, seq: int, facts: dict[str, Any]
 ) -> StepRecord:
     """A "waiting" journal entry; `facts` (deadline, token, task id) survive restarts."""
     now = live.env.clock.now()
@@ -55,7 +55,7 @@ def facts_of(record: StepRecord) -> dict[str, Any]:
 
 
 async def wait_message(
-    live: LiveRun,
+    live: LiveSteps,
     *,
     key: str,
     kind: str,
@@ -156,10 +156,10 @@ def _timed_out(kind: str, name: str, default: Any) -> Any:
 
 
 async def wait_for_event(
-    live: LiveRun, name: str, timeout: float | None, default: Any = MISSING
+    live: LiveSteps, name: str, timeout: float | None, default: Any = MISSING
 ) -> Any:
     """`cairn.wait_for_event`: the next event `name` sent to this run (FIFO)."""
-    key = live.journal.next_key(f"~event:{name}")
+    key = live.journal.next_key(journal.op_name("event", name))
     record = live.journal.take(key, "event")
     if record is None:
         await live.journal.check_new_work(f"started waiting for event {name!r}")
@@ -177,7 +177,7 @@ async def wait_for_event(
 
 
 async def open_hook(
-    live: LiveRun, name: str, timeout: float | None, schema: Any = None
+    live: LiveSteps, name: str, timeout: float | None, schema: Any = None
 ) -> tuple[str, float | None, StepRecord]:
     """Create (or, on replay, find) the hook: its token, expiry and journal entry.
 
@@ -186,7 +186,7 @@ async def open_hook(
     """
     from cairn.authoring import forms
 
-    key = live.journal.next_key(f"~hook:{name}")
+    key = live.journal.next_key(journal.op_name("hook", name))
     record = live.journal.take(key, "hook")
     if record is not None:
         facts = facts_of(record) if record.status == "waiting" else {}
@@ -213,7 +213,7 @@ async def open_hook(
     return token, deadline, record
 
 
-async def await_hook(live: LiveRun, name: str, record: StepRecord, schema: Any = None) -> Any:
+async def await_hook(live: LiveSteps, name: str, record: StepRecord, schema: Any = None) -> Any:
     """Wait for the hook's single call; a model instance when `schema` is a pydantic model."""
     facts = facts_of(record) if record.status == "waiting" else {}
     payload = await wait_message(
@@ -236,7 +236,7 @@ def as_model(form: Any, values: Any) -> Any:
 
 
 async def human_task(
-    live: LiveRun,
+    live: LiveSteps,
     name: str,
     title: str,
     data: Any,
@@ -250,7 +250,7 @@ async def human_task(
     from cairn.authoring import forms
     from cairn.store.records import TaskRecord
 
-    key = live.journal.next_key(f"~task:{name}")
+    key = live.journal.next_key(journal.op_name("task", name))
     record = live.journal.take(key, "task")
     if record is None:
         await live.journal.check_new_work(f"created human task {name!r}")

@@ -23,7 +23,6 @@ from cairn.observability import propagation
 from cairn.runtime import hooks, transient, triggers, workflow_names
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.local_executor import LocalExecutor
-from cairn.runtime.local_executor import Reservation as Reservation  # runtime/worker.py's import
 from cairn.runtime.queues import QueueControl
 from cairn.runtime.run_verbs import RunVerbs
 from cairn.runtime.schedules import ScheduleControl

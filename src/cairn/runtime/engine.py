@@ -6,30 +6,23 @@ import asyncio
 import importlib
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from cairn import config, durations, limits, serialization
 from cairn.authoring.registry import Registry, default_registry
-from cairn.authoring.workflow import WorkflowDef
 from cairn.clock import Clock, SystemClock
 from cairn.core.executor import Outcome
-from cairn.core.live_run import RunEnv
+from cairn.core.run_env import RunEnv
 from cairn.errors import ConfigError
-from cairn.models import EventDelivery, History, RunPage, RunStatus
 from cairn.names import check_name
 from cairn.observability import hooks, logcontext
-from cairn.runtime import deploy_check, leases, transient, triggers
+from cairn.runtime import leases, transient, triggers
 from cairn.runtime.control import RunControl
-from cairn.runtime.deploy_check import CheckReport
-from cairn.runtime.handle import RunHandle
-from cairn.runtime.queues import QueueControl
+from cairn.runtime.engine_verbs import EngineVerbs
 from cairn.runtime.retention import Retention
 from cairn.runtime.scheduler import Scheduler
-from cairn.runtime.schedules import ScheduleControl
 from cairn.runtime.step_worker import StepWorker
-from cairn.runtime.tasks import TaskControl
 from cairn.runtime.worker import Worker
 from cairn.store import Store, open_store
 
@@ -49,7 +42,7 @@ def import_modules(modules: tuple[str, ...] | list[str]) -> None:
             raise ConfigError(f"cannot import workflow module {name!r}: {exc}") from exc
 
 
-class Engine:
+class Engine(EngineVerbs):
     """Runs workflows in this process against one database.
 
     `async with Engine(url)` opens the database (applying migrations), recovers runs left
@@ -352,150 +345,3 @@ class Engine:
 
     def _finished(self, run_id: str, outcome: Outcome) -> None:
         self.control.notify_finished(run_id, outcome)
-
-    async def start(
-        self,
-        workflow: WorkflowDef[Any, Any] | str | Any,
-        *args: Any,
-        delay: Any = None,
-        run_at: datetime | None = None,
-        **options: Any,
-    ) -> RunHandle:
-        """Start a run; see `RunControl.start` for the options (run_id, queue, delay, ...).
-
-        `delay` (a duration, or a datetime to start at) and `run_at` (a datetime) hold the
-        run back until then.
-
-        A transient workflow (durable=False) executes in this process on a private
-        in-memory store: the handle answers while this engine is open, and `get`,
-        `list_runs` and the database never see the run.
-        """
-        defn = transient.definition(self.registry, workflow)
-        if defn is not None and self.transient_runs is not None:
-            return await self.transient_runs.start(
-                defn, args, {**options, "delay": delay, "run_at": run_at}
-            )
-        return await self.control.start(workflow, *args, delay=delay, run_at=run_at, **options)
-
-    async def get(self, run_id: str) -> RunHandle:
-        """A handle on an existing run; RunNotFound if unknown."""
-        return await self.control.get(run_id)
-
-    async def list_runs(
-        self,
-        status: Any = None,
-        workflow: Any = None,
-        columns: dict[str, Any] | None = None,
-        since: datetime | float | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-        version: str | None = None,
-        *,
-        until: datetime | float | None = None,
-        origin: str | None = None,
-        run_id_prefix: str | None = None,
-    ) -> RunPage:
-        """A page of runs, newest first (the filters: see `RunControl.list_runs`)."""
-        return await self.control.list_runs(
-            status,
-            workflow,
-            columns,
-            since,
-            limit,
-            cursor,
-            version,
-            until=until,
-            origin=origin,
-            run_id_prefix=run_id_prefix,
-        )
-
-    @property
-    def schedules(self) -> ScheduleControl:
-        """Schedules: `create`, `list`, `get`, `pause`, `resume`, `delete`, `trigger`."""
-        return self.control.schedules
-
-    async def emit(
-        self, event_type: str, payload: Any = None, *, key: str | None = None
-    ) -> list[RunHandle]:
-        """Start the workflows subscribed to `event_type` with `payload`; their handles.
-
-        A `key` is remembered per event type: emitting it again starts nothing new and
-        returns the same handles. With no subscriber, nothing starts and [] is returned.
-        """
-        return await self.control.emit(event_type, payload, key=key)
-
-    @property
-    def tasks(self) -> TaskControl:
-        """The human-task inbox: `list`, `get`, `submit`."""
-        return self.control.tasks
-
-    async def send_event(
-        self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
-    ) -> EventDelivery:
-        """Send event `name` to a run; RunNotFound / RunFinished for a bad target.
-
-        The event is kept for the run's wait for `name`; the answer says whether a wait of
-        the run takes it now (`awaited`), and if not what the run waits for (`note`).
-        """
-        return await self.control.send_event(run_id, name, payload, idempotency_key=idempotency_key)
-
-    async def resume_hook(self, token: str, payload: Any = None) -> str:
-        """Call a hook once; HookNotFound for an unknown, used or expired token."""
-        return await self.control.resume_hook(token, payload)
-
-    async def cancel(self, run_id: str) -> RunStatus:
-        """Cancel a run (see RunControl.cancel)."""
-        return await self.control.cancel(run_id)
-
-    async def pause(self, run_id: str) -> RunStatus:
-        """Pause a run at its next durable point."""
-        return await self.control.pause(run_id)
-
-    async def resume(self, run_id: str) -> RunStatus:
-        """Resume a paused run."""
-        return await self.control.resume(run_id)
-
-    async def retry(self, run_id: str, *, by: str | None = None) -> RunHandle:
-        """Continue a FAILED run from its failed step, as its next execution.
-
-        `by` names who asked; the history keeps it with the execution.
-        """
-        return await self.control.retry(run_id, by=by)
-
-    async def restart(self, run_id: str, *, by: str | None = None) -> RunHandle:
-        """Start a new run with the same input; it records its source and `by`."""
-        return await self.control.restart(run_id, by=by)
-
-    async def fork(self, run_id: str, from_step: int, *, by: str | None = None) -> RunHandle:
-        """Start a new run reusing the recorded steps before history entry `from_step`.
-
-        It records its source, `from_step` and `by`.
-        """
-        return await self.control.fork(run_id, from_step, by=by)
-
-    @property
-    def queues(self) -> QueueControl:
-        """Queue limits: `list`, `get`, `update` (live, no restart needed)."""
-        return self.control.queues
-
-    async def history(self, run_id: str, *, after: int = 0, limit: int | None = None) -> History:
-        """The run's durable operations in order; with `limit`, one page after entry `after`.
-
-        A page's `next_after` is the `after` of the next page (None on the last one).
-        """
-        return await self.control.history(run_id, after=after, limit=limit)
-
-    async def check(self, *, workflow: str | None = None, sample: int | None = None) -> CheckReport:
-        """Replay unfinished runs against the code imported now; nothing runs or is written.
-
-        Args:
-            workflow: Only runs of this workflow (default: every workflow).
-            sample: At most this many runs per workflow (default: all of them).
-
-        Returns:
-            A CheckReport: per workflow and version, runs that replay cleanly and where
-            each other run diverges; per `cairn.patched()` id, runs that still predate it.
-        """
-        return await deploy_check.check(
-            self.store, self.registry, self.serializer, workflow=workflow, sample=sample
-        )

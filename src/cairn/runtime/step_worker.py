@@ -19,8 +19,8 @@ import contextvars
 from typing import Any
 
 from cairn.core import remote_steps
-from cairn.core.attempts import Failure, describe_failure
-from cairn.core.live_run import RunEnv
+from cairn.core.failed_attempts import Failure, describe_failure
+from cairn.core.run_env import RunEnv
 from cairn.errors import SerializationError, StoreError
 from cairn.observability import logcontext
 from cairn.store.records import StepTaskRecord

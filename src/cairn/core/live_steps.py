@@ -1,0 +1,235 @@
+"""LiveSteps: the journal cursor of a live run, its step calls and checkpoint commits.
+
+Built on core/live_attempt.py; see core/live_run.py for the whole. A step call is per step
+on the hot path: it goes straight from `call_step` to core/attempts.py, no layer between.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from cairn import durations
+from cairn.authoring import context
+from cairn.authoring.retry import coerce
+from cairn.authoring.step import StepDef
+from cairn.core import attempts, durable, journal, patches, remote_steps
+from cairn.core.live_attempt import LiveAttempt
+from cairn.core.signals import HandBack, Suspend, Unwind
+from cairn.errors import Cancelled, SerializationError, StepFailed, StoreError
+from cairn.names import check_name
+from cairn.store.protocol import LeaseLost, Store
+from cairn.store.records import AttemptRecord, Lease, StepRecord
+
+
+def _upsert(store: Store, lease: Lease, record: StepRecord) -> Callable[[], Awaitable[None]]:
+    return lambda: store.upsert_step(lease, record)
+
+
+class LiveSteps(LiveAttempt):
+    """Replays recorded outcomes and commits new ones; durable points act on interrupts."""
+
+    async def point(self, key: str) -> None:
+        """A durable point (new work at `key` starts here): act on a cancel, pause or hand back.
+
+        Cancelled is raised here once, and where it was raised is recorded before the
+        attempt writes anything else, so that a replay raises it at the same place.
+        """
+        interrupts = self.interrupts
+        if interrupts.cancel or interrupts.pause or interrupts.handing_back:
+            try:
+                interrupts.checkpoint(key)
+            except (Suspend, HandBack) as leaving:
+                raise self.leave(leaving) from None
+            except Cancelled:
+                await self.record_cancel()
+                raise
+        if interrupts.delivered_at is not None and not self._cancel_recorded:
+            await self.record_cancel()
+
+    def patched(self, change_id: str) -> bool:
+        """See core/patches.py: the marker of a new decision is stored before later writes."""
+        key = patches.key_of(self.journal, change_id)
+        new_path, record = patches.decide(self.journal, key)
+        if record:
+            now = self.env.clock.now()
+            self.marks.append(
+                StepRecord(
+                    self.run.run_id,
+                    self.journal.allocate_seq(),
+                    key,
+                    patches.PATCH,
+                    change_id,
+                    "completed",
+                    1,
+                    now,
+                    now,
+                )
+            )
+        return new_path
+
+    def deprecate_patch(self, change_id: str) -> None:
+        """See core/patches.py."""
+        if not self.patched(change_id):
+            error = patches.predates(change_id)
+            self.journal.divergence = error  # the run fails even if the code catches it
+            raise error
+
+    async def store_marks(self) -> None:
+        """Store the patch markers decided so far, in order, before anything after them."""
+        marks, self.marks = self.marks, []
+        store, lease = self.env.store, self.lease
+        for record in marks:
+            await durable.write(self, _upsert(store, lease, record), what=f"{record.key!r}")
+
+    async def record_cancel(self) -> None:
+        """Journal where the cancellation was delivered (once; a no-op before delivery)."""
+        at = self.interrupts.delivered_at
+        if at is None or self._cancel_recorded:
+            return
+        self._cancel_recorded = True
+        now = self.env.clock.now()
+        record = StepRecord(
+            self.run.run_id,
+            self.journal.allocate_seq(),
+            journal.CANCEL,
+            "cancel",
+            "cancel",
+            "completed",
+            1,
+            now,
+            now,
+            json.dumps({"at": at, "reason": self.interrupts.reason}),
+        )
+        store, lease = self.env.store, self.lease
+        await durable.write(self, lambda: store.upsert_step(lease, record), what="the cancel")
+
+    def check_cancelled(self) -> None:
+        """Raise Cancelled if the run was cancelled.
+
+        In a step's code it raises at once; in workflow code only once replay has caught up
+        with the history, so a replay takes the same path as the original execution.
+        """
+        interrupts = self.interrupts
+        if context.in_step():
+            # A step's own code: it stops, and Cancelled reaches the workflow at its call.
+            if interrupts.cancel and interrupts.delivered_at is None and not interrupts.shielded():
+                raise Cancelled(interrupts.reason)
+            return
+        self._checks += 1
+        key = f"{journal.CHECK}#{self._checks}"
+        if interrupts.recorded_at is not None:
+            interrupts.at_recorded_point(key)  # a replay: only where it was delivered
+            return
+        if not interrupts.cancel or interrupts.shielded() or interrupts.delivered_at is not None:
+            return
+        if self.journal.caught_up():
+            interrupts.deliver(key)  # recorded before the attempt writes anything else
+
+    def call_step(
+        self, step: StepDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """Run a declared step durably."""
+        key = self.journal.next_key(step.name)
+        return self.deliver(self._step(key, step, args, kwargs))
+
+    def call_inline(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        retries: Any,
+        timeout: Any,
+        queue: str | None = None,
+    ) -> Any:
+        """Run `fn` as a durable step called `name` (on step queue `queue` if set)."""
+        check_name(name, "cairn.run_step name")
+        target = None if queue is None else remote_steps.target_of(fn, name)
+        retry = coerce(retries)
+        seconds = None
+        if timeout is not None:
+            seconds = durations.parse(timeout, what=f"timeout of step {name!r}").total_seconds()
+        key = self.journal.next_key(name)
+        step = StepDef(name, fn, retry, seconds, asyncio.iscoroutinefunction(fn), queue=queue)
+        return self.deliver(self._step(key, step, args, kwargs, target))
+
+    async def _step(
+        self,
+        key: str,
+        step: StepDef[Any, Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        target: str | None = None,
+    ) -> Any:
+        # A queued step's attempts were reported in entries of their own, replayed first.
+        reports = [] if step.queue is None else remote_steps.take_reports(self.journal, key)
+        record = self.journal.take(key, "step")
+        if record is not None:
+            return self.outcome(record)
+        if not self.journal.open_for_new_work():
+            await self.journal.check_new_work(f"started step {key!r}")
+        await self.point(key)
+        # A sync workflow's steps run in a loop task of their own, without the run's context.
+        token = None if context.in_run() is self else context.enter(self)
+        loop = self.env.loop
+        running: asyncio.Future[None] = loop.create_future()
+        self._running_steps[running] = (asyncio.current_task(loop), key)
+        try:
+            if step.queue is not None:
+                return await remote_steps.run_remote_step(
+                    self, key, step, args, kwargs, reports, target
+                )
+            return await attempts.run_new_step(self, key, step, args, kwargs)
+        except Cancelled:
+            # check_cancelled() in the step's code: delivered into the workflow here.
+            if self.interrupts.delivered_at is None:
+                self.interrupts.delivered_at = key
+            await self.record_cancel()
+            raise
+        finally:
+            if token is not None:
+                context.leave(token)
+            self._running_steps.pop(running, None)
+            self.flying.pop(key, None)  # no attempt of it is in flight any more
+            running.set_result(None)
+
+    def outcome(self, record: StepRecord) -> Any:
+        """The recorded result of a completed operation, or its recorded failure raised."""
+        if record.status == "failed":
+            data = json.loads(record.error or "{}")
+            unserializable = data.get("serialization")
+            if isinstance(unserializable, dict):  # its result could not be stored
+                raise SerializationError(
+                    str(data.get("message", "")),
+                    what=str(unserializable.get("what", "")),
+                    type_name=str(unserializable.get("type_name", "")),
+                )
+            raise StepFailed.from_dict(data)
+        return None if record.result is None else self.env.serializer.loads(record.result)
+
+    async def commit_step(self, record: StepRecord) -> None:
+        """Commit a new outcome (see core/durable.py); Unwind if the run is not held.
+
+        StoreRefused (the database will never take it) is raised to the caller.
+        """
+        if self._closed:  # a stray branch of an attempt already over must not write
+            raise Unwind()
+        if self.marks:
+            await self.store_marks()
+        self.journaled = True
+        try:
+            await self.env.store.record_step(self.lease, record)
+        except (LeaseLost, StoreError) as first:
+            await durable.record_step(self, record, first)  # what it meant, and what next
+        if self.env.commit_hook is not None:
+            self.env.commit_hook(record)
+
+    async def commit_attempt(self, record: AttemptRecord) -> None:
+        """Commit a failed attempt; Unwind if the run is not held."""
+        store, lease = self.env.store, self.lease
+        self.journaled = True
+        what = f"attempt {record.attempt} of {record.key!r}"
+        await durable.write(self, lambda: store.record_attempt(lease, record), what=what)

@@ -1,0 +1,328 @@
+"""The attempts a worker executes: its slots, each attempt's task, and hand-backs.
+
+runtime/worker.py (Worker: start, stop and its grace, abandon) is the hub, built in
+layers, each on the one before: runtime/executing.py (slots, attempts, hand-backs),
+runtime/claiming.py (claims, the claim loop, operator requests), runtime/reconciling.py
+(what each heartbeat saw: stalled runs let go, lost claims resumed, dead neighbours).
+None of them imports the hub.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cairn.core import executor
+from cairn.core.futile_wakes import FutileWakes
+from cairn.core.live_run import LiveRun
+from cairn.core.run_env import RunEnv
+from cairn.core.tenure import Tenure
+from cairn.observability import logcontext
+from cairn.runtime import leases
+from cairn.runtime.heartbeat import Heartbeat
+from cairn.runtime.in_flight import InFlight
+from cairn.runtime.local_executor import Reservation
+from cairn.runtime.watchdog import LoopWatchdog
+from cairn.store.records import Lease, RunRecord, WorkerRecord
+
+log = logcontext.logger("cairn.worker")
+
+Finished = Callable[[str, executor.Outcome], None]
+
+
+@dataclass(eq=False, slots=True)
+class Attempt:
+    """One attempt executing in this process."""
+
+    run: RunRecord
+    epoch: int
+    task: asyncio.Task[None] | None = None
+    live: LiveRun | None = None  # once the executor has made it
+    started: float = 0.0  # time.monotonic() when it was launched
+
+    async def quiesced(self, timeout: float | None = None) -> bool:
+        """Wait until no thread of this attempt runs a step (see LiveRun.quiesced)."""
+        return True if self.live is None else await self.live.quiesced(timeout)
+
+
+class Executing:
+    """Executes runs in this process, one attempt per run, within `concurrency` slots."""
+
+    def __init__(
+        self,
+        env: RunEnv,
+        *,
+        concurrency: int,
+        lease: float,
+        on_finished: Finished,
+        poll_interval: float = 0.5,
+        claim: bool = True,
+        queues: list[str] | None = None,
+        transient: bool = False,
+        polls: bool = True,
+    ) -> None:
+        self.env = env
+        # False: claim a run only when told its id (`take`: a transport's message, see
+        # cairn.celery), never by polling the database for work.
+        self.polls = polls
+        self.queues = queues
+        # True: the engine of transient runs, which executes transient workflows too. A
+        # worker on a database never does: their runs are never stored there.
+        self.transient = transient
+        # False: execute only runs started in this process (`cairn run`), never claim others.
+        self.claim = claim
+        self.concurrency = concurrency
+        self.lease = lease
+        self.poll_interval = poll_interval
+        self._on_finished = on_finished
+        self.active: dict[str, Attempt] = {}
+        # The live state of executing runs, for cancel/pause requests to reach them.
+        self.live: dict[str, LiveRun] = {}
+        # The step attempts in flight, as each heartbeat publishes them.
+        self.in_flight = InFlight(self.live)
+        self.tenure = Tenure(lease)
+        env.tenure = self.tenure
+        env.on_new_work = self.wake
+        if env.futile is None:
+            env.futile = FutileWakes()
+        self.process = leases.this_process()
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._handing_back: set[asyncio.Task[None]] = set()  # resumes, expiries
+        self._releases: set[asyncio.Task[None]] = set()  # hand-backs in flight
+        self._releasing: set[str] = set()  # runs being handed back: not to be resumed
+        self._stopping = False
+        self._halted = False  # as good as killed: nothing more is written
+        self._hurry = asyncio.Event()  # the grace of a stop ends now
+        # Why this worker stopped by itself (its database can never be written), or None.
+        self.failure: str | None = None
+        self.failed = asyncio.Event()  # set with `failure`
+        self._grace_ends: float | None = None  # time.monotonic(), while stopping
+        self._reserved = 0
+        self._backlog = False  # the last claim may have left claimable runs behind
+        self._started = time.monotonic()
+        self._orphans_due = 0.0  # when a claim next takes orphans before pending runs
+        self._claims_resume = 0.0  # after letting runs go, no claim before (monotonic)
+        self._heartbeat: Heartbeat | None = None
+        self._watchdog: LoopWatchdog | None = None
+        # The reconciler's previous look: (when sent, runs held, attempts then).
+        self._last_beat: tuple[float, dict[str, int], dict[str, int]] | None = None
+
+    @property
+    def free(self) -> int:
+        """Slots left for new runs."""
+        return self.concurrency - len(self.active) - self._reserved
+
+    def record(self) -> WorkerRecord:
+        """This worker's row (its times are written by the database)."""
+        return WorkerRecord(
+            worker_id=self.env.owner,
+            host=leases.HOST,
+            pid=os.getpid(),
+            started_at=0.0,
+            heartbeat_at=0.0,
+            concurrency=self.concurrency,
+            # What it takes from the queue: a run of any other workflow is reported as
+            # one no worker can execute (nothing, for an engine that never claims).
+            workflows=json.dumps(self.executes() if self.claim else []),
+            lease=self.lease,
+            process=None if self.process is None else str(self.process),
+            executing=self.in_flight.snapshot(),
+        )
+
+    def executes(self) -> list[str]:
+        """The workflows whose runs it claims, by name."""
+        return sorted(
+            name
+            for name, workflow in self.env.registry.workflows.items()
+            if workflow.durable or self.transient
+        )
+
+    @property
+    def stopping(self) -> bool:
+        """True once `stop` (or `halt`) was called: this worker claims nothing more."""
+        return self._stopping
+
+    def writable(self) -> bool:
+        """False once the store can never write again; the worker then stops by itself.
+
+        It claims nothing more, ends its attempts (none of their writes could land) and
+        stops heartbeating, so that other workers take its runs over once its lease has
+        run out; `failed` is set for whoever runs it (`cairn worker` exits with status 1).
+        """
+        reason = self.env.store.health.unwritable
+        if reason is None:
+            return True
+        if self.failure is None:
+            self.failure = reason
+            self._stopping = True
+            log.error(
+                "%s: this worker stops. It claims nothing more and stops heartbeating; "
+                "other workers take its runs over once its lease has run out",
+                reason,
+            )
+            if self._heartbeat is not None:
+                self._heartbeat.cease()
+            for attempt in self.active.values():
+                if attempt.task is not None:
+                    attempt.task.cancel()
+            self.failed.set()
+        return False
+
+    def halt(self) -> None:
+        """From now on, act like a killed process: no hand-backs, claims or resumes."""
+        self._stopping = True
+        self._halted = True
+
+    def wake(self) -> None:
+        """Look for work now rather than at the next poll."""
+        self._wake.set()
+
+    def reserve(self) -> Reservation | None:
+        """Hold a slot for a run started in this process; None when full or stopping."""
+        if self._stopping or self.free <= 0:
+            return None
+        self._reserved += 1
+        return Reservation(self.env.owner, self.tenure.epoch)
+
+    def release(self, reservation: Reservation) -> None:
+        """Give back a reserved slot."""
+        self._reserved -= 1
+        self._wake.set()
+
+    def launch(self, run: RunRecord, reservation: Reservation) -> None:
+        """Execute a run stored with a slot from `reserve`."""
+        self._reserved -= 1
+        self._start(run, fresh=True, epoch=reservation.epoch)
+
+    def _start(self, run: RunRecord, *, fresh: bool, epoch: int) -> None:
+        """Execute an attempt of `run`; after the run's previous attempt here has ended.
+
+        Two attempts of one run never execute at once in one process: a claim that hands
+        back a run whose older attempt is still here (this worker was frozen past its
+        lease, the run was taken over and came back) cancels the old one and waits until
+        it has ended, its sync step threads included. The old one is fenced anyway.
+        """
+        previous = self.active.get(run.run_id)
+        if previous is not None and previous.run.fence >= run.fence:
+            return  # the same claim, seen twice (a late reply, and the reconciler)
+        log.info(
+            "run %s (%s) started, attempt %d",
+            run.run_id,
+            run.workflow,
+            run.attempt,
+            extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
+        )
+        attempt = Attempt(run, epoch, started=time.monotonic())
+        attempt.task = asyncio.create_task(
+            self._execute(attempt, previous, fresh), name=f"cairn-run-{run.run_id}"
+        )
+        self.active[run.run_id] = attempt
+
+    async def _execute(self, attempt: Attempt, previous: Attempt | None, fresh: bool) -> None:
+        run = attempt.run
+        if previous is not None:
+            log.warning("run %s: an older attempt still executes here; ending it first", run.run_id)
+            if previous.task is not None:
+                previous.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await previous.task
+            await previous.quiesced()
+
+        def on_live(live: LiveRun) -> None:
+            attempt.live = live
+            self.live[run.run_id] = live
+
+        outcome = executor.Outcome(None)
+        try:
+            outcome = await executor.execute(
+                self.env, run, fresh=fresh, on_live=on_live, epoch=attempt.epoch
+            )
+        except Exception:
+            log.exception("run %s: unexpected engine error; handing it back", run.run_id)
+        finally:
+            if self.active.get(run.run_id) is attempt:
+                del self.active[run.run_id]
+            if attempt.live is not None and self.live.get(run.run_id) is attempt.live:
+                del self.live[run.run_id]
+            # A freed slot matters only if work may be waiting for one: the last claim
+            # filled every slot it asked for, or this run's queue had runs held back. A run
+            # that just parked may itself be due already (a message or a cancel arrived as
+            # it parked), so look then too.
+            parked = outcome.status in ("SLEEPING", "WAITING", "PAUSED")
+            if outcome.status is not None and not parked and self.env.futile is not None:
+                self.env.futile.forget(run.run_id)  # it finished
+            if not self._stopping and (self._backlog or parked or run.queue is not None):
+                self._wake.set()
+        log.info(
+            "run %s %s",
+            run.run_id,
+            outcome.status or "handed back",
+            extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
+        )
+        if outcome.status is None and not self._halted and self.writable():
+            self._hand_back(attempt)
+        self._on_finished(run.run_id, outcome)
+
+    def _lease(self, attempt: Attempt) -> Lease:
+        return Lease(self.env.owner, attempt.run.fence)
+
+    def _hand_back(self, attempt: Attempt) -> None:
+        # An attempt that ended early while this worker lives (the store failed, its
+        # outcome was unknown) would keep its run RUNNING under a heartbeating owner
+        # forever: queue it again, retrying until the database answers. Fenced: if the
+        # run was taken over or has ended, this matches nothing.
+        run_id = attempt.run.run_id
+        self._releasing.add(run_id)
+        task = asyncio.create_task(self._release(attempt), name=f"cairn-hand-back-{run_id}")
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
+    async def _release(self, attempt: Attempt) -> None:
+        run_id = attempt.run.run_id
+        try:
+            # Not while a step of it still runs in a thread; when stopping, only while
+            # the grace lasts (then the thread is left behind, see `stop`).
+            ends = self._grace_ends
+            await attempt.quiesced(None if ends is None else max(0.0, ends - time.monotonic()))
+            delay = 0.05
+            while self.writable():
+                try:
+                    await self.env.store.release_run(run_id, self._lease(attempt))
+                    break
+                except Exception as exc:
+                    if not self.writable():
+                        break
+                    log.warning("run %s: cannot hand it back yet (%s); retrying", run_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        finally:
+            self._releasing.discard(run_id)
+        self._wake.set()
+
+    def _running(self, task: asyncio.Task[object]) -> str | None:
+        """What `task` runs, for the watchdog (from its thread, while the loop is stuck)."""
+        try:
+            lives = list(self.live.values())
+        except RuntimeError:  # changed while we looked: the loop is moving again
+            return None
+        for live in lives:
+            key = live.step_of(task)
+            if key is not None:
+                return f"step {key!r} of run {live.run.run_id} ({live.run.workflow})"
+        return None
+
+    def executing(self, run_id: str) -> bool:
+        """True while `run_id` executes in this worker."""
+        return run_id in self.active
+
+    def deliver(self, run_id: str, control: str | None) -> None:
+        """Pass an operator request to a run executing here (no-op if it is not)."""
+        live = self.live.get(run_id)
+        if live is not None:
+            live.interrupts.request(control)
