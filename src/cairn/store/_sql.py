@@ -206,7 +206,7 @@ CONSUME_MESSAGE = "UPDATE messages SET consumed_by = ? WHERE id = ? AND consumed
 def json_members(array: str) -> str:
     """A subquery of the text members of JSON array `array` (a column or `?`).
 
-    SQLite's form; PostgreSQL rewrites it (see _pg_sql), as it does the placeholders.
+    SQLite's form; PostgreSQL rewrites it (see dialect), as it does the placeholders.
     """
     return f"SELECT value FROM json_each({array})"
 

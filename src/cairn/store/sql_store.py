@@ -11,16 +11,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from cairn.store import (
-    _sql,
-    claim_programs,
-    programs,
-    prune_programs,
-    schedule_programs,
-    step_task_programs,
-)
+from cairn.store import _sql
 from cairn.store._health import StoreHealth
-from cairn.store.programs import Program, Sql
+from cairn.store.programs import claims, control, journal, prune, runs, schedules, step_tasks
+from cairn.store.programs.base import Program, Sql
 from cairn.store.protocol import SideChannel
 from cairn.store.records import (
     AttemptRecord,
@@ -61,8 +55,8 @@ def _rows_count(text: str, params: Sequence[Any] = ()) -> Program[int]:
 def _counts() -> Program[Counts]:
     rows = yield Sql(_sql.COUNT_UNFINISHED, (), "all")
     (workers,) = yield Sql(_sql.COUNT_LIVE_WORKERS, (), "one")
-    runs = {(queue, status): int(n) for queue, status, n, _ in rows}
-    return Counts(runs, int(workers), sum(int(spinning or 0) for *_, spinning in rows))
+    by_status = {(queue, status): int(n) for queue, status, n, _ in rows}
+    return Counts(by_status, int(workers), sum(int(spinning or 0) for *_, spinning in rows))
 
 
 class SqlStore:
@@ -92,12 +86,12 @@ class SqlStore:
 
     async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
         """Insert `run` unless its run_id exists; returns the stored run and whether it is new."""
-        existing = await self.write(lambda: programs.create_run(run))
+        existing = await self.write(lambda: runs.create_run(run))
         return (run, True) if existing is None else (existing, False)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """The run, or None."""
-        return await self.read(lambda: programs.get_run(run_id))
+        return await self.read(lambda: runs.get_run(run_id))
 
     async def list_runs(self, query: RunQuery) -> list[RunRecord]:
         """Runs matching `query`, newest first."""
@@ -122,13 +116,11 @@ class SqlStore:
         alone: bool = False,
     ) -> None:
         """End a run held by `lease` (see Store.finish_run)."""
-        await self.write(
-            lambda: programs.finish_run(run_id, lease, status, result, error, now, alone)
-        )
+        await self.write(lambda: runs.finish_run(run_id, lease, status, result, error, now, alone))
 
     async def continue_run(self, run_id: str, lease: Lease, new_run: RunRecord, now: float) -> None:
         """End a run CONTINUED and create its successor."""
-        await self.write(lambda: programs.continue_run(run_id, lease, new_run, now))
+        await self.write(lambda: runs.continue_run(run_id, lease, new_run, now))
 
     async def park_run(
         self,
@@ -144,7 +136,7 @@ class SqlStore:
     ) -> None:
         """Park a run and release it (see Store.park_run)."""
         await self.write(
-            lambda: programs.park_run(
+            lambda: runs.park_run(
                 run_id, lease, status, wake_at, waiting_for, now, waits_on, futile_wakes
             )
         )
@@ -158,7 +150,7 @@ class SqlStore:
         now: float,
     ) -> None:
         """Merge indexed columns and set progress."""
-        await self.write(lambda: programs.update_run_meta(run_id, columns, progress, now))
+        await self.write(lambda: runs.update_run_meta(run_id, columns, progress, now))
 
     async def prune_runs(
         self,
@@ -172,8 +164,8 @@ class SqlStore:
         if limit <= 0:
             raise ValueError(f"limit must be positive, got {limit!r}")
         if dry_run:
-            return await self.read(lambda: prune_programs.prune_batch(query, after, limit, True))
-        return await self.write(lambda: prune_programs.prune_batch(query, after, limit, False))
+            return await self.read(lambda: prune.prune_batch(query, after, limit, True))
+        return await self.write(lambda: prune.prune_batch(query, after, limit, False))
 
     # journal
 
@@ -200,15 +192,15 @@ class SqlStore:
 
     async def record_step(self, lease: Lease, step: StepRecord) -> None:
         """Commit a step outcome for a run held by `lease`."""
-        await self.write(lambda: programs.record_step(lease, step))
+        await self.write(lambda: journal.record_step(lease, step))
 
     async def upsert_step(self, lease: Lease, step: StepRecord) -> None:
         """Commit a journal entry that may replace a "waiting" one with the same key."""
-        await self.write(lambda: programs.record_step(lease, step, upsert=True))
+        await self.write(lambda: journal.record_step(lease, step, upsert=True))
 
     async def record_attempt(self, lease: Lease, attempt: AttemptRecord) -> None:
         """Commit a failed attempt."""
-        await self.write(lambda: programs.record_attempt(lease, attempt))
+        await self.write(lambda: journal.record_attempt(lease, attempt))
 
     async def load_attempts(self, run_id: str) -> list[AttemptRecord]:
         """Every failed attempt of the run."""
@@ -222,12 +214,12 @@ class SqlStore:
     ) -> Delivery | None:
         """Queue a message for a run and wake it if it waits for it (see Store.send_message)."""
         return await self.write(
-            lambda: programs.send_message(run_id, channel, payload, idempotency_key, now)
+            lambda: journal.send_message(run_id, channel, payload, idempotency_key, now)
         )
 
     async def consume_message(self, lease: Lease, channel: str, step: StepRecord) -> str | None:
         """Take the oldest message on `channel` as the outcome of `step`."""
-        return await self.write(lambda: programs.consume_message(lease, channel, step))
+        return await self.write(lambda: journal.consume_message(lease, channel, step))
 
     async def consume_messages(
         self,
@@ -240,12 +232,12 @@ class SqlStore:
     ) -> str | None:
         """Take up to `limit` messages on `channel` as the outcome of `step`."""
         return await self.write(
-            lambda: programs.consume_messages(lease, channel, step, limit, combine)
+            lambda: journal.consume_messages(lease, channel, step, limit, combine)
         )
 
     async def create_hook(self, lease: Lease, step: StepRecord, hook: HookRecord) -> None:
         """Journal a hook's creation and insert its row."""
-        await self.write(lambda: programs.create_hook(lease, step, hook))
+        await self.write(lambda: journal.create_hook(lease, step, hook))
 
     async def get_hook(self, token: str) -> HookRecord | None:
         """The hook stored under `token` (a digest), or None."""
@@ -262,11 +254,11 @@ class SqlStore:
 
     async def resume_hook(self, token: str, payload: str, *, now: float) -> str | None:
         """Use a hook once; the run id, None if unknown, used or expired."""
-        return await self.write(lambda: programs.resume_hook(token, payload, now))
+        return await self.write(lambda: journal.resume_hook(token, payload, now))
 
     async def create_task(self, lease: Lease, step: StepRecord, task: TaskRecord) -> None:
         """Journal a human task's creation and insert its row."""
-        await self.write(lambda: programs.create_task(lease, step, task))
+        await self.write(lambda: journal.create_task(lease, step, task))
 
     async def get_task(self, task_id: str) -> TaskRecord | None:
         """The task, or None."""
@@ -284,17 +276,17 @@ class SqlStore:
         self, task_id: str, values: str, *, by: str | None, now: float
     ) -> TaskRecord | None:
         """Submit an open task; None if it is not open."""
-        return await self.write(lambda: programs.submit_task(task_id, values, by, now))
+        return await self.write(lambda: journal.submit_task(task_id, values, by, now))
 
     async def close_tasks(self, run_id: str, status: str, task_id: str | None = None) -> None:
         """Give a run's open tasks (or just `task_id`) a final status."""
         await self.write(lambda: _rows(_sql.CLOSE_TASKS, (status, run_id, task_id, task_id)))
 
-    # step queues (see store/step_task_programs.py)
+    # step queues (see store/programs/step_tasks.py)
 
     async def enqueue_step_task(self, lease: Lease, task: StepTaskRecord) -> None:
         """Send an attempt to its step queue (once). Raises LeaseLost if the run is not held."""
-        await self.write(lambda: step_task_programs.enqueue(lease, task))
+        await self.write(lambda: step_tasks.enqueue(lease, task))
 
     async def claim_step_tasks(
         self,
@@ -309,44 +301,44 @@ class SqlStore:
         if not queues:
             return []
         return await self.write(
-            lambda: step_task_programs.claim(list(queues), worker_id, lease, limit, only)
+            lambda: step_tasks.claim(list(queues), worker_id, lease, limit, only)
         )
 
     async def claimable_step_tasks(self, *, limit: int) -> list[tuple[str, str, int]]:
         """(task id, queue, claims) of attempts a worker of their queue could claim now."""
-        return await self.read(lambda: step_task_programs.claimable(limit))
+        return await self.read(lambda: step_tasks.claimable(limit))
 
     async def renew_step_task(self, task: StepTaskRecord, *, lease: float) -> bool:
         """Extend the claim's lease; False if it was taken over or the run is over."""
         params = (lease, task.task_id, task.claims)
-        return bool(await self.write(lambda: _rows_count(step_task_programs.RENEW, params)))
+        return bool(await self.write(lambda: _rows_count(step_tasks.RENEW, params)))
 
     async def report_step_task(
         self, task: StepTaskRecord, channel: str, payload: str, *, now: float
     ) -> bool:
-        """Close the attempt and send its outcome to the run (see step_task_programs.report)."""
-        return await self.write(lambda: step_task_programs.report(task, channel, payload, now))
+        """Close the attempt and send its outcome to the run (see step_tasks.report)."""
+        return await self.write(lambda: step_tasks.report(task, channel, payload, now))
 
     async def drop_step_task(self, task: StepTaskRecord, *, now: float) -> None:
         """Close an attempt whose run ended while it executed (no outcome is sent)."""
         params = ("dropped", now, task.task_id, task.claims)
-        await self.write(lambda: _rows_count(step_task_programs.CLOSE, params))
+        await self.write(lambda: _rows_count(step_tasks.CLOSE, params))
 
     async def release_step_task(self, task: StepTaskRecord) -> None:
         """Hand an attempt held by this claim back to its queue, for any worker to take."""
         params = (task.task_id, task.claims)
-        await self.write(lambda: _rows_count(step_task_programs.RELEASE, params))
+        await self.write(lambda: _rows_count(step_tasks.RELEASE, params))
 
     async def list_step_tasks(self, run_id: str) -> list[StepTaskRecord]:
         """The run's attempts sent to step queues, oldest first."""
-        rows = await self.read(lambda: _rows(step_task_programs.SELECT_OF_RUN, (run_id,)))
-        return [step_task_programs.from_row(row) for row in rows]
+        rows = await self.read(lambda: _rows(step_tasks.SELECT_OF_RUN, (run_id,)))
+        return [step_tasks.from_row(row) for row in rows]
 
     # operator control
 
     async def control_run(self, run_id: str, action: str, *, now: float) -> str | None:
         """Apply cancel / pause / resume (see Store.control_run)."""
-        return await self.write(lambda: programs.control_run(run_id, action, now))
+        return await self.write(lambda: control.control_run(run_id, action, now))
 
     async def controlled_runs(self, owner: str) -> list[tuple[str, str]]:
         """(run_id, control) of runs owned by `owner` with a pending request."""
@@ -355,7 +347,7 @@ class SqlStore:
 
     async def retry_run(self, run_id: str, *, now: float, by: str | None = None) -> bool:
         """Requeue a FAILED run as its next execution; False if not FAILED."""
-        return await self.write(lambda: programs.retry_run(run_id, now, by))
+        return await self.write(lambda: control.retry_run(run_id, now, by))
 
     async def copy_run(
         self,
@@ -367,21 +359,21 @@ class SqlStore:
         now: float,
     ) -> None:
         """Create `new_run` as a restart or fork of the source (see Store.copy_run)."""
-        await self.write(lambda: programs.copy_run(new_run, source_id, before_seq, by, now))
+        await self.write(lambda: control.copy_run(new_run, source_id, before_seq, by, now))
 
     async def load_lineage(self, run_id: str) -> Lineage:
         """The run's executions, retried entries and copies (see Store.load_lineage)."""
-        return await self.read(lambda: programs.lineage(run_id))
+        return await self.read(lambda: control.lineage(run_id))
 
     # workers and claims
 
     async def register_worker(self, worker: WorkerRecord) -> None:
         """Insert or refresh a worker row."""
-        await self.write(lambda: claim_programs.register_worker(worker))
+        await self.write(lambda: claims.register_worker(worker))
 
     async def beat(self, worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = ()) -> Beat:
         """Mark the worker alive by the database's clock; what it holds, every worker."""
-        return await self.write(lambda: claim_programs.beat(worker, let_go, time.time()))
+        return await self.write(lambda: claims.beat(worker, let_go, time.time()))
 
     async def list_workers(self) -> list[WorkerRecord]:
         """Every worker row."""
@@ -396,7 +388,7 @@ class SqlStore:
 
     async def known_workflows(self, within: float) -> set[str] | None:
         """Workflows known to workers seen in the last `within` seconds (see Store)."""
-        return await self.read(lambda: claim_programs.known_workflows(within))
+        return await self.read(lambda: claims.known_workflows(within))
 
     async def schema_version(self) -> int:
         """The newest migration applied to the database."""
@@ -410,19 +402,17 @@ class SqlStore:
     async def expire_workers(self, worker_ids: list[str]) -> None:
         """Mark workers dead now."""
         if worker_ids:
-            await self.write(lambda: claim_programs.expire_workers(worker_ids))
+            await self.write(lambda: claims.expire_workers(worker_ids))
 
     async def release_run(
         self, run_id: str, lease: Lease, *, interrupted: Sequence[AttemptRecord] = ()
     ) -> bool:
         """Queue again a run whose attempt ended early (see Store.release_run)."""
-        return await self.write(
-            lambda: claim_programs.release_run(run_id, lease, time.time(), interrupted)
-        )
+        return await self.write(lambda: claims.release_run(run_id, lease, time.time(), interrupted))
 
     async def remove_worker(self, worker_id: str) -> None:
         """Delete the worker and hand its running runs back to PENDING."""
-        await self.write(lambda: claim_programs.remove_worker(worker_id, time.time()))
+        await self.write(lambda: claims.remove_worker(worker_id, time.time()))
 
     async def claim_runs(
         self,
@@ -441,7 +431,7 @@ class SqlStore:
         if limit <= 0 or workflows == [] or queues == [] or only == []:
             return Claimed([], {})
         return await self.write(
-            lambda: claim_programs.claim_runs(
+            lambda: claims.claim_runs(
                 worker_id, limit, now, stale, queues, workflows, versions, orphans_first, only
             )
         )
@@ -449,10 +439,10 @@ class SqlStore:
     async def claimable_runs(
         self, *, now: float, limit: int, stale: bool, workflows: list[str]
     ) -> list[tuple[str, str, str | None, float]]:
-        """Runs a claim could take now (see claim_programs.claimable)."""
+        """Runs a claim could take now (see claims.claimable)."""
         if not workflows:
             return []
-        return await self.read(lambda: claim_programs.claimable(now, limit, stale, workflows))
+        return await self.read(lambda: claims.claimable(now, limit, stale, workflows))
 
     async def next_wake(self) -> float | None:
         """The earliest wake time of a parked or delayed run, None if there is none."""
@@ -464,25 +454,25 @@ class SqlStore:
 
     async def declare_queue(self, queue: QueueRecord, *, declared: str, now: float) -> None:
         """Store a code declaration's limits when the declaration changed."""
-        await self.write(lambda: claim_programs.declare_queue(queue, declared, now))
+        await self.write(lambda: claims.declare_queue(queue, declared, now))
 
     async def update_queue(self, queue: QueueRecord, *, now: float) -> None:
         """Set a queue's limits now (workers apply them at their next claim)."""
-        await self.write(lambda: claim_programs.update_queue(queue, now))
+        await self.write(lambda: claims.update_queue(queue, now))
 
     async def list_queues(self) -> list[QueueRecord]:
         """Every queue with stored limits, by name."""
-        return await self.read(claim_programs.list_queues)
+        return await self.read(claims.list_queues)
 
     # schedules
 
     async def create_schedule(self, schedule: ScheduleRecord) -> bool:
         """Insert a new schedule; False if its id is taken."""
-        return await self.write(lambda: schedule_programs.create_schedule(schedule))
+        return await self.write(lambda: schedules.create_schedule(schedule))
 
     async def sync_schedule(self, schedule: ScheduleRecord) -> ScheduleRecord:
         """Insert a declared schedule or update the stored one (see Store.sync_schedule)."""
-        return await self.write(lambda: schedule_programs.sync_schedule(schedule))
+        return await self.write(lambda: schedules.sync_schedule(schedule))
 
     async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
         """The schedule, or None."""
@@ -499,12 +489,12 @@ class SqlStore:
     ) -> ScheduleRecord | None:
         """Pause or resume a schedule; None if unknown."""
         return await self.write(
-            lambda: schedule_programs.set_schedule_paused(schedule_id, paused, next_tick, now)
+            lambda: schedules.set_schedule_paused(schedule_id, paused, next_tick, now)
         )
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         """Delete a schedule; False if unknown."""
-        return await self.write(lambda: schedule_programs.delete_schedule(schedule_id))
+        return await self.write(lambda: schedules.delete_schedule(schedule_id))
 
     async def due_schedules(self, now: float, limit: int) -> list[ScheduleRecord]:
         """Unpaused schedules with a tick due by `now` or a buffered tick."""
@@ -527,26 +517,20 @@ class SqlStore:
     ) -> Fired | None:
         """Advance a schedule by compare-and-set and fire its ticks (see Store.fire_schedule)."""
         return await self.write(
-            lambda: schedule_programs.fire_schedule(
-                schedule_id, expected_next, new_next, ticks, now
-            )
+            lambda: schedules.fire_schedule(schedule_id, expected_next, new_next, ticks, now)
         )
 
     async def release_buffered(
         self, schedule_id: str, *, tick: float, run_id: str, now: float
     ) -> Fired | None:
         """Start a buffered tick whose blocking run has ended; None if not (yet)."""
-        return await self.write(
-            lambda: schedule_programs.release_buffered(schedule_id, tick, run_id, now)
-        )
+        return await self.write(lambda: schedules.release_buffered(schedule_id, tick, run_id, now))
 
     async def trigger_schedule(
         self, schedule_id: str, *, run_id: str, now: float
     ) -> RunRecord | None:
         """Start one run of the schedule now; None if unknown."""
-        return await self.write(
-            lambda: schedule_programs.trigger_schedule(schedule_id, run_id, now)
-        )
+        return await self.write(lambda: schedules.trigger_schedule(schedule_id, run_id, now))
 
     # event triggers
 
@@ -555,11 +539,11 @@ class SqlStore:
     ) -> None:
         """Store the event types the given workflows subscribe to."""
         if workflows:
-            await self.write(lambda: schedule_programs.sync_subscriptions(workflows, now))
+            await self.write(lambda: schedules.sync_subscriptions(workflows, now))
 
     async def list_subscriptions(self) -> list[Subscription]:
         """Every stored subscription."""
-        return await self.read(schedule_programs.list_subscriptions)
+        return await self.read(schedules.list_subscriptions)
 
     async def emit_event(
         self,
@@ -575,7 +559,7 @@ class SqlStore:
     ) -> list[str]:
         """Start the subscribers of `event_type` (see Store.emit_event)."""
         return await self.write(
-            lambda: schedule_programs.emit_event(
+            lambda: schedules.emit_event(
                 event_type, args, key, now, local, lease, step, trace_context
             )
         )

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cairn.store import _sql, programs
-from cairn.store.programs import Program, Sql, all_rows, one_row
+from cairn.store import _sql
+from cairn.store.programs import journal
+from cairn.store.programs.base import Program, Sql, all_rows, one_row
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import STEP_TASK_FIELDS, Lease, StepTaskRecord
 
@@ -125,5 +126,5 @@ def report(task: StepTaskRecord, channel: str, payload: str, now: float) -> Prog
     """
     if not (yield Sql(CLOSE, ("done", now, task.task_id, task.claims))):
         return False
-    delivery = yield from programs.send_message(task.run_id, channel, payload, task.task_id, now)
+    delivery = yield from journal.send_message(task.run_id, channel, payload, task.task_id, now)
     return delivery is not None

@@ -17,9 +17,10 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool
 
 from cairn.errors import StoreUnavailable
-from cairn.store import _pg_conn, _pg_sql, programs
-from cairn.store._pg_conn import Conn, Pool, is_lost, store_error
-from cairn.store.programs import Program
+from cairn.store.postgres import connections, dialect
+from cairn.store.postgres.connections import Conn, Pool, is_lost, store_error
+from cairn.store.programs import journal
+from cairn.store.programs.base import Program
 from cairn.store.records import Lease, StepRecord
 
 SyncConn = psycopg.Connection[Any]
@@ -29,8 +30,8 @@ _XID = "SELECT txid_current_if_assigned()::text"
 
 def _entries(lease: Lease, step: StepRecord, marks: Sequence[StepRecord]) -> list[Program[None]]:
     return [
-        *(programs.record_step(lease, mark, upsert=True) for mark in marks),
-        programs.record_step(lease, step),
+        *(journal.record_step(lease, mark, upsert=True) for mark in marks),
+        journal.record_step(lease, step),
     ]
 
 
@@ -51,7 +52,7 @@ def _unknown(where: str, exc: BaseException) -> StoreUnavailable:
 def _begin_failed(where: str, exc: psycopg.Error) -> Exception:
     """A lost connection at BEGIN is unavailable (the caller tries again); else classified."""
     if is_lost(None, exc):
-        return StoreUnavailable(f"database {where}: {_pg_conn.first_line(exc)}")
+        return StoreUnavailable(f"database {where}: {connections.first_line(exc)}")
     return store_error(where, exc)
 
 
@@ -85,13 +86,13 @@ class PgStepTransaction:
                     request = next(program)
                     try:
                         while True:
-                            cursors = await _pg_conn.send_all(conn, request)
-                            request = program.send(await _pg_conn.results(request, cursors))
+                            cursors = await connections.send_all(conn, request)
+                            request = program.send(await connections.results(request, cursors))
                     except StopIteration:
                         pass
                 await conn.execute(_XID)
             except BaseException as exc:
-                await _pg_conn.rollback(conn)
+                await connections.rollback(conn)
                 if isinstance(exc, psycopg.Error):
                     raise store_error(self._where, exc) from exc
                 raise
@@ -100,7 +101,7 @@ class PgStepTransaction:
             except psycopg.Error as exc:
                 if is_lost(conn, exc):
                     raise _unknown(self._where, exc) from exc
-                await _pg_conn.rollback(conn)
+                await connections.rollback(conn)
                 raise store_error(self._where, exc) from exc
         finally:
             await self._give_back()
@@ -109,7 +110,7 @@ class PgStepTransaction:
         """Undo the transaction, if still open, and return the connection to the pool."""
         if self._conn is not None:
             try:
-                await _pg_conn.rollback(self._conn)
+                await connections.rollback(self._conn)
             finally:
                 await self._give_back()
 
@@ -122,7 +123,7 @@ class PgStepTransaction:
 async def begin(pool: Pool, where: str) -> PgStepTransaction:
     """BEGIN on a pooled connection (StoreUnavailable if the database is away)."""
     try:
-        conn = await _pg_conn.take(pool, 30.0)
+        conn = await connections.take(pool, 30.0)
     except Exception as exc:
         raise StoreUnavailable(
             f"database {where}: no connection for a transaction step: {exc}"
@@ -237,7 +238,7 @@ def _drive(conn: SyncConn, program: Program[None]) -> None:
         statement = next(program)
         while True:
             cursor = None
-            for text, params in _pg_sql.program_statements(
+            for text, params in dialect.program_statements(
                 statement.text, statement.params, lock=statement.lock
             ):
                 cursor = conn.execute(text, params)

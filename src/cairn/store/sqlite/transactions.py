@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from cairn.errors import StoreUnavailable
-from cairn.store import programs
-from cairn.store._sqlite_conn import classify, is_busy, run
+from cairn.store.programs import journal
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import Lease, StepRecord
+from cairn.store.sqlite.connections import classify, is_busy, run
 
 # Waiting for the write lock another process holds: 1 ms doubling to 50 ms, 30 s at most.
 _FIRST_RETRY = 0.001
@@ -69,8 +69,8 @@ class SqliteStepTransaction:
         conn = self._conn
         try:
             for mark in marks:
-                run(conn, programs.record_step(lease, mark, upsert=True))
-            run(conn, programs.record_step(lease, step))
+                run(conn, journal.record_step(lease, mark, upsert=True))
+            run(conn, journal.record_step(lease, step))
             conn.execute("COMMIT")
         except LeaseLost:
             self._rollback()

@@ -22,9 +22,10 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
-from cairn.store import _pg_sql, _sql
+from cairn.store import _sql
 from cairn.store._health import StoreHealth
-from cairn.store.programs import Sql
+from cairn.store.postgres import dialect
+from cairn.store.programs.base import Sql
 
 T = TypeVar("T")
 Conn = AsyncConnection[Any]
@@ -131,7 +132,7 @@ async def retrying(db: Db, work: Callable[[Conn], Awaitable[T]], *, within: floa
         conn: Conn | None = None
         try:
             async with _pooled(db.pool, max(0.1, deadline - loop.time())) as conn:
-                waiting = db.health.waits.begin(conn)  # see _pg_stalls
+                waiting = db.health.waits.begin(conn)  # see stalls
                 try:
                     done = await work(conn)
                 finally:
@@ -341,7 +342,7 @@ class RunReader:
                     future.set_result(found.get(run_id))
 
 
-_SELECT_RUNS = _pg_sql.convert(_sql.SELECT_RUN).replace("run_id = %s", "run_id = ANY(%s)")
+_SELECT_RUNS = dialect.convert(_sql.SELECT_RUN).replace("run_id = %s", "run_id = ANY(%s)")
 
 
 async def _send(conn: Conn, statement: Sql | Native) -> AsyncCursor[Any]:
@@ -349,7 +350,7 @@ async def _send(conn: Conn, statement: Sql | Native) -> AsyncCursor[Any]:
     if isinstance(statement, Native):
         return await conn.execute(statement.text, statement.params)
     cursor = None
-    for text, params in _pg_sql.program_statements(
+    for text, params in dialect.program_statements(
         statement.text, statement.params, lock=statement.lock
     ):
         cursor = await conn.execute(text, params)
@@ -363,17 +364,19 @@ def statement_count(request: Request) -> int:
     return sum(
         1
         if isinstance(s, Native)
-        else len(_pg_sql.program_statements(s.text, s.params, lock=s.lock))
+        else len(dialect.program_statements(s.text, s.params, lock=s.lock))
         for s in statements
     )
 
 
 async def send_all(conn: Conn, request: Request) -> list[AsyncCursor[Any]]:
+    """Send a request's statements on `conn`; their cursors, to read with `results`."""
     statements = request if isinstance(request, list) else [request]
     return [await _send(conn, statement) for statement in statements]
 
 
 async def results(request: Request, cursors: list[AsyncCursor[Any]]) -> Any:
+    """What the program expects back from the cursors of `send_all`."""
     statements = request if isinstance(request, list) else [request]
     results = [
         await _result(cursor, statement.fetch)
@@ -398,6 +401,7 @@ async def _result(cursor: AsyncCursor[Any], fetch: str) -> Any:
 
 
 async def rollback(conn: Conn) -> None:
+    """Roll back an open transaction on `conn`, if it can still be reached."""
     if conn.broken or conn.closed:
         return
     try:

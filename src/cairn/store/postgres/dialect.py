@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.store import _pg_arrays, _sql
+from cairn.store import _sql
+from cairn.store.postgres import binary_arrays
 
 Statement = tuple[str, Sequence[Any]]
 
@@ -42,7 +43,9 @@ def _json_members(text: str, *arrays: str) -> str:
     for array in arrays:
         sqlite = _sql.json_members(array)
         if sqlite not in text:
-            raise RuntimeError(f"cairn.store._pg_sql is out of date with _sql: no {sqlite!r}")
+            raise RuntimeError(
+                f"cairn.store.postgres.dialect is out of date with _sql: no {sqlite!r}"
+            )
         text = text.replace(sqlite, f"SELECT json_array_elements_text(CAST({array} AS json))")
     return text
 
@@ -50,7 +53,7 @@ def _json_members(text: str, *arrays: str) -> str:
 def _fenced(text: str) -> str:
     fence = f"FROM runs WHERE {_sql.FENCE})"
     if fence not in text:
-        raise RuntimeError(f"cairn.store._pg_sql is out of date with _sql: no {fence!r}")
+        raise RuntimeError(f"cairn.store.postgres.dialect is out of date with _sql: no {fence!r}")
     return text.replace(fence, f"FROM runs WHERE {_sql.FENCE} FOR KEY SHARE)")
 
 
@@ -81,7 +84,7 @@ def program_statements(text: str, params: Sequence[Any], *, lock: str) -> list[S
     """The PostgreSQL statements for one statement of a shared program.
 
     The caller reads the result of the last one. `lock` is the program's row-lock mark
-    ("", "skip" or "update", see `programs.Sql`).
+    ("", "skip" or "update", see `programs.base.Sql`).
     """
     pg = (_REWRITTEN.get(text) or convert(text)) + _LOCKS[lock]
     position = _LOCKED_BY_PARAM.get(text)
@@ -105,7 +108,7 @@ class Bulk:
 
     text: str
     key_positions: tuple[int, ...]
-    types: tuple[str, ...] = ()  # of the parameters, when `_pg_arrays` can encode them all
+    types: tuple[str, ...] = ()  # of the parameters, when `binary_arrays` can encode them all
 
     def key(self, params: Sequence[Any]) -> tuple[Any, ...]:
         """What RETURNING gives back for the row with these parameters."""
@@ -114,7 +117,7 @@ class Bulk:
     def params(self, rows: Sequence[Sequence[Any]]) -> Sequence[Any]:
         """One array per parameter, for `rows`."""
         if self.types:
-            encoded = _pg_arrays.encode(self.types, rows)
+            encoded = binary_arrays.encode(self.types, rows)
             if encoded is not None:
                 return encoded
         return [list(column) for column in zip(*rows, strict=True)]
@@ -167,7 +170,7 @@ def bulk_form(text: str, types: Sequence[str]) -> Bulk | None:
             return None
     except ValueError:
         return None
-    encodable = tuple(types) if _pg_arrays.encodable(types) else ()
+    encodable = tuple(types) if binary_arrays.encodable(types) else ()
     return Bulk(f"{body} RETURNING {returning}", positions, encodable)
 
 

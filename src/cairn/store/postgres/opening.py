@@ -15,8 +15,9 @@ import logging
 import psycopg
 
 from cairn.errors import StoreError
-from cairn.store import _pg_conn, _pg_sql, migrate
-from cairn.store._pg_conn import Conn
+from cairn.store import migrate
+from cairn.store.postgres import connections, dialect
+from cairn.store.postgres.connections import Conn
 
 log = logging.getLogger("cairn.store.postgres")
 
@@ -24,7 +25,7 @@ log = logging.getLogger("cairn.store.postgres")
 MIGRATION_LOCK = 0x636169726E  # "cairn"
 
 
-async def prepare(conninfo: str, where: str, retry_for: float) -> dict[str, _pg_sql.Bulk]:
+async def prepare(conninfo: str, where: str, retry_for: float) -> dict[str, dialect.Bulk]:
     """Migrate on a connection of its own; the server's bulk forms of the hot statements."""
     loop = asyncio.get_running_loop()
     deadline: float | None = None  # set once the server has answered
@@ -41,14 +42,14 @@ async def prepare(conninfo: str, where: str, retry_for: float) -> dict[str, _pg_
                 await _migrate(conn, where)
                 return await _bulk_forms(conn)
         except psycopg.Error as exc:
-            lost = _pg_conn.is_lost(conn, exc) or _pg_conn.is_transient(exc)
+            lost = connections.is_lost(conn, exc) or connections.is_transient(exc)
             if deadline is None or not lost or loop.time() >= deadline:
                 verb = "migrate" if deadline is not None else "open"
                 raise StoreError(
-                    f"cannot {verb} database {where}: {_pg_conn.first_line(exc)}"
+                    f"cannot {verb} database {where}: {connections.first_line(exc)}"
                 ) from exc
             log.warning(
-                "cairn: lost %s while opening it (%s); retrying", where, _pg_conn.first_line(exc)
+                "cairn: lost %s while opening it (%s); retrying", where, connections.first_line(exc)
             )
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.5)
@@ -70,16 +71,16 @@ async def _migrate(conn: Conn, where: str) -> None:
             )
 
 
-async def _bulk_forms(conn: Conn) -> dict[str, _pg_sql.Bulk]:
+async def _bulk_forms(conn: Conn) -> dict[str, dialect.Bulk]:
     """Bulk forms of the statements that have one, typed as the server types them.
 
     A bulk form is only faster: a statement without one is written row by row.
     """
     forms = {}
-    for text in _pg_sql.BULK_KEYS:
-        pg = _pg_sql.program_statements(text, (), lock="")[-1][0]
+    for text in dialect.BULK_KEYS:
+        pg = dialect.program_statements(text, (), lock="")[-1][0]
         try:
-            await conn.execute(f"PREPARE cairn_describe AS {_pg_sql.numbered(pg)}")
+            await conn.execute(f"PREPARE cairn_describe AS {dialect.numbered(pg)}")
             try:
                 cursor = await conn.execute(
                     "SELECT parameter_types::text[] FROM pg_prepared_statements "
@@ -91,7 +92,7 @@ async def _bulk_forms(conn: Conn) -> dict[str, _pg_sql.Bulk]:
         except psycopg.Error as exc:
             log.debug("cairn: cannot describe %r: %s", text, exc)
             row = None
-        form = None if row is None else _pg_sql.bulk_form(text, row[0])
+        form = None if row is None else dialect.bulk_form(text, row[0])
         if form is not None:
             forms[text] = form
         else:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cairn.store.programs import FINISHED, Program, Sql, all_rows
+from cairn.store.programs.base import FINISHED, Program, Sql, all_rows
 from cairn.store.records import Pruned, PruneQuery
 
 # Every table with rows of one run, besides runs itself (see the migrations): a migration

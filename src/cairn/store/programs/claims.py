@@ -11,13 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from cairn.store import _sql, in_flight
-from cairn.store.programs import (
-    Program,
-    Sql,
-    after_finish,
-    all_rows,
-    one_row,
-)
+from cairn.store.programs.base import Program, Sql, all_rows, one_row
+from cairn.store.programs.runs import after_finish
 from cairn.store.records import (
     AttemptRecord,
     Beat,

@@ -3,7 +3,7 @@
 Heartbeats must go on while the event loop is busy (a step that blocks it, a burst of
 work), so they do not share the loop's pool. Every beat is bounded: the server gives up
 a statement after 5 s, the kernel a dead peer after 10 s (the store's conninfo carries
-`_pg_stalls.DEAD_PEER`), and a beat with no reply after `BEAT_DEADLINE` has its
+`stalls.DEAD_PEER`), and a beat with no reply after `BEAT_DEADLINE` has its
 connection shut down (a hung proxy acknowledges what is sent, so TCP would wait for ever).
 """
 
@@ -16,9 +16,10 @@ from typing import Any
 
 import psycopg
 
-from cairn.store import _pg_conn, _pg_sql, claim_programs
-from cairn.store._pg_stalls import shut_down
-from cairn.store.programs import Program
+from cairn.store.postgres import connections, dialect
+from cairn.store.postgres.stalls import shut_down
+from cairn.store.programs import claims
+from cairn.store.programs.base import Program
 from cairn.store.records import Beat, WorkerRecord
 
 _OPTIONS: dict[str, Any] = {
@@ -53,14 +54,14 @@ class PostgresSideChannel:
             timer.daemon = True
             timer.start()
             with conn.transaction():
-                beat = _run(conn, claim_programs.beat(worker, let_go, time.time()))
+                beat = _run(conn, claims.beat(worker, let_go, time.time()))
                 if beat.released:  # other workers may take them at once
-                    conn.execute(_pg_sql.NOTIFY, (_pg_conn.payload([0.0]),))
+                    conn.execute(dialect.NOTIFY, (connections.payload([0.0]),))
             return beat
         except (psycopg.Error, UnicodeError) as exc:
             self._stop_deadline(timer)
             self.close()  # a fresh connection next time
-            raise _pg_conn.store_error(self.where, exc) from exc
+            raise connections.store_error(self.where, exc) from exc
         finally:
             self._stop_deadline(timer)
 
@@ -88,7 +89,7 @@ def _run(conn: psycopg.Connection[Any], program: Program[Beat]) -> Beat:
         statement = next(program)
         while True:
             cursor = None
-            pairs = _pg_sql.program_statements(
+            pairs = dialect.program_statements(
                 statement.text, statement.params, lock=statement.lock
             )
             for text, params in pairs:

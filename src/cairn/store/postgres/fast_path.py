@@ -17,9 +17,9 @@ whose steps never yield keeps timers (heartbeats) waiting for `_HERE_ROUNDS` rep
 most.
 
 The connection stays a psycopg connection: `pause()` hands it back (the pipelined
-batches of `_pg_commit` use psycopg itself), and psycopg sees a broken socket as broken.
+batches of `group_commit` use psycopg itself), and psycopg sees a broken socket as broken.
 A wait through the loop is registered with the store's `Waits`, so that a reply that
-never comes is noticed (`_pg_stalls` shuts such a connection down: the wait then ends
+never comes is noticed (`stalls` shuts such a connection down: the wait then ends
 as for any lost connection).
 """
 
@@ -38,8 +38,8 @@ from psycopg import pq
 from psycopg.adapt import PyFormat, Transformer
 
 from cairn.store._loop import others_ready
-from cairn.store._pg_conn import Conn, Disconnected
-from cairn.store._pg_sql import numbered
+from cairn.store.postgres.connections import Conn, Disconnected
+from cairn.store.postgres.dialect import numbered
 from cairn.store.waits import Waits
 
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)

@@ -18,11 +18,16 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from cairn.errors import StoreError
-from cairn.store import migrate, programs
-from cairn.store._checkpoints import Checkpointer
+from cairn.store import migrate
 from cairn.store._health import StoreHealth
 from cairn.store._loop import others_ready
-from cairn.store._sqlite_conn import (
+from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
+from cairn.store.programs import base
+from cairn.store.programs.base import Program
+from cairn.store.records import RunRecord
+from cairn.store.sql_store import SqlStore
+from cairn.store.sqlite.checkpoints import Checkpointer
+from cairn.store.sqlite.connections import (
     SqliteSideChannel,
     classify,
     connect,
@@ -32,11 +37,7 @@ from cairn.store._sqlite_conn import (
     read_only_reason,
     run,
 )
-from cairn.store._sqlite_txn import SqliteStepTransaction, begin_immediate
-from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
-from cairn.store.programs import Program
-from cairn.store.records import RunRecord
-from cairn.store.sql_store import SqlStore
+from cairn.store.sqlite.transactions import SqliteStepTransaction, begin_immediate
 
 T = TypeVar("T")
 _Pending = tuple[Program[Any], asyncio.Future[Any]]
@@ -258,7 +259,7 @@ class SqliteStore(SqlStore):
 
     def _run_one(self, conn: sqlite3.Connection, program: Program[Any], guard: bool) -> Any:
         """Run one program of a batch; its outcome, or the exception it failed with."""
-        if guard and not programs.is_single_write(program):
+        if guard and not base.is_single_write(program):
             return self._run_in_savepoint(conn, program)
         # Alone in its batch, or a program that changes rows only with its last statement:
         # if it fails, there is nothing of it to undo, so no savepoint is needed.

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
-from cairn.store import claim_programs
-from cairn.store.programs import Program
+from cairn.store.programs import claims
+from cairn.store.programs.base import Program
 from cairn.store.records import Beat, WorkerRecord
 
 T = TypeVar("T")
@@ -155,7 +155,7 @@ class SqliteSideChannel:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                beat = run(conn, claim_programs.beat(worker, let_go, db_now()))
+                beat = run(conn, claims.beat(worker, let_go, db_now()))
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:

@@ -1,7 +1,7 @@
 """PostgresStore: the shared programs on PostgreSQL (psycopg 3, a connection pool).
 
 Any number of processes on any number of machines share one database. The hot one-round
-writes of runs share commits through one writer (group commit, see `_pg_commit`); the
+writes of runs share commits through one writer (group commit, see `group_commit`); the
 other programs run alone, each in its own transaction. Claims use FOR UPDATE SKIP LOCKED,
 and commits that make a run claimable send NOTIFY cairn_runs, on which `wait_for_work`
 returns.
@@ -18,24 +18,15 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from cairn.errors import ConfigError, StoreError
-from cairn.store import (
-    _pg_commit,
-    _pg_conn,
-    _pg_open,
-    _pg_sql,
-    _pg_stalls,
-    _pg_txn,
-    _sql,
-    claim_programs,
-    programs,
-    redact,
-)
+from cairn.store import _sql, redact
 from cairn.store._health import StoreHealth
-from cairn.store._pg_commit import LOST, NOW, Make, Shot
-from cairn.store._pg_conn import Db, Native, Pool
-from cairn.store._pg_side import PostgresSideChannel
 from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
-from cairn.store.programs import Program, Sql
+from cairn.store.postgres import connections, dialect, group_commit, opening, stalls, transactions
+from cairn.store.postgres.connections import Db, Native, Pool
+from cairn.store.postgres.group_commit import LOST, NOW, Make, Shot
+from cairn.store.postgres.side_channel import PostgresSideChannel
+from cairn.store.programs import claims, journal, runs
+from cairn.store.programs.base import Program, Sql
 from cairn.store.records import Claimed, Lease, RunRecord, StepRecord, WorkerRecord
 from cairn.store.sql_store import SqlStore
 
@@ -83,7 +74,7 @@ class PostgresStore(SqlStore):
         if stalled_after <= 0:
             raise ValueError(f"stalled_after must be positive, got {stalled_after!r}")
         self.url = url
-        self._conninfo = _pg_stalls.with_dead_peer_detection(conninfo(url))
+        self._conninfo = stalls.with_dead_peer_detection(conninfo(url))
         self._stalled_after = stalled_after
         self.where = redact(url)
         self._min = max(3, min_connections)
@@ -92,13 +83,13 @@ class PostgresStore(SqlStore):
         self.health = StoreHealth()
         self._db: Db | None = None
         self._pool: Pool | None = None
-        self._writer: _pg_commit.Writer | None = None
-        self._reader: _pg_conn.RunReader | None = None
-        self._bulk: dict[str, _pg_sql.Bulk] = {}
+        self._writer: group_commit.Writer | None = None
+        self._reader: connections.RunReader | None = None
+        self._bulk: dict[str, dialect.Bulk] = {}
         self._listener: asyncio.Task[None] | None = None
-        self._stalls: _pg_stalls.StallWatch | None = None
+        self._stalls: stalls.StallWatch | None = None
         self._signal = WakeSignal()
-        self._step_pool: _pg_txn.SyncPool | None = None  # sync transaction steps' (lazily)
+        self._step_pool: transactions.SyncPool | None = None  # sync transaction steps' (lazily)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.where!r})"
@@ -121,7 +112,7 @@ class PostgresStore(SqlStore):
         """Connect, apply pending migrations and start the writer."""
         if self._pool is not None:
             return
-        self._bulk = await _pg_open.prepare(self._conninfo, self.where, self._retry_for)
+        self._bulk = await opening.prepare(self._conninfo, self.where, self._retry_for)
         pool: Pool = AsyncConnectionPool(
             self._conninfo,
             min_size=self._min,
@@ -138,10 +129,10 @@ class PostgresStore(SqlStore):
         self._pool = pool
         self._db = Db(pool, self.where, self._retry_for, self.health)
         self._signal = WakeSignal()
-        self._writer = _pg_commit.Writer(self._db, on_commit=self._signal.wake_times)
+        self._writer = group_commit.Writer(self._db, on_commit=self._signal.wake_times)
         self._writer.start()
-        self._reader = _pg_conn.RunReader(self._db)
-        self._stalls = _pg_stalls.StallWatch(
+        self._reader = connections.RunReader(self._db)
+        self._stalls = stalls.StallWatch(
             self._conninfo,
             self.where,
             self.health.waits,
@@ -198,10 +189,10 @@ class PostgresStore(SqlStore):
 
     async def read(self, make: Callable[[], Program[T]]) -> T:
         """Run a read-only program, each statement on a pooled connection."""
-        return await _pg_conn.read(self.db, make())
+        return await connections.read(self.db, make())
 
-    async def _alone(self, make: Callable[[], _pg_conn.Program[T]], wake: float | None) -> T:
-        outcome = await _pg_conn.run_alone(self.db, make, wake)
+    async def _alone(self, make: Callable[[], connections.Program[T]], wake: float | None) -> T:
+        outcome = await connections.run_alone(self.db, make, wake)
         if wake is not None:
             self._signal.at(wake)
         return outcome
@@ -215,14 +206,14 @@ class PostgresStore(SqlStore):
             raise StoreError(f"store {self.where} is not open")
         started = None
         ambiguous = False
-        request: _pg_conn.Request | None
+        request: connections.Request | None
         if not shot:
-            request = _pg_commit.one_round(make)
-        elif (started := _pg_commit.first_request(make)) is None:
+            request = group_commit.one_round(make)
+        elif (started := group_commit.first_request(make)) is None:
             request = None
         else:
             request = started[1]
-            lone = _pg_commit.lone_statement(request) if wake is None else None
+            lone = group_commit.lone_statement(request) if wake is None else None
             # A one-statement write with nothing queued commits at once, alone. If the
             # writer is busy or the connection was lost, the program (still waiting for
             # its first answer) goes the general way below.
@@ -230,7 +221,7 @@ class PostgresStore(SqlStore):
                 if count == LOST:
                     ambiguous = True  # it may have committed before the reply was lost
                 else:
-                    done = _pg_commit.outcome(started[0], count)
+                    done = group_commit.outcome(started[0], count)
                     if isinstance(done, BaseException):
                         raise done
                     return done
@@ -252,16 +243,16 @@ class PostgresStore(SqlStore):
         wake = (run.wake_at or NOW) if run.status == "PENDING" else None
         if run.dedup_key is not None:  # the key is checked first: not one round
             try:
-                existing = await self._alone(lambda: programs.create_run(run), wake)
+                existing = await self._alone(lambda: runs.create_run(run), wake)
             except StoreError as exc:
                 if not _dedup_clash(exc):
                     raise
                 # A concurrent start took the key between our check and our insert; asked
                 # again, the program names the holder (DuplicateRun).
-                existing = await self._alone(lambda: programs.create_run(run), wake)
+                existing = await self._alone(lambda: runs.create_run(run), wake)
             return (run, True) if existing is None else (existing, False)
 
-        def insert() -> _pg_conn.Program[bool]:
+        def insert() -> connections.Program[bool]:
             # The shared program's first statement; the existing run is read afterwards.
             inserted = yield Sql(_sql.INSERT_RUN, _sql.run_params(run))
             return bool(inserted)
@@ -294,7 +285,7 @@ class PostgresStore(SqlStore):
         """End a run held by `lease` (see Store.finish_run)."""
         # Unless alone, a parent may be woken: wake-ups go out with the commit.
         await self._shared(
-            lambda: programs.finish_run(run_id, lease, status, result, error, now, alone),
+            lambda: runs.finish_run(run_id, lease, status, result, error, now, alone),
             None if alone else NOW,
             shot=alone,
         )
@@ -313,7 +304,7 @@ class PostgresStore(SqlStore):
     ) -> None:
         """Park a run and release it (see Store.park_run)."""
         await self._shared(
-            lambda: programs.park_run(
+            lambda: runs.park_run(
                 run_id, lease, status, wake_at, waiting_for, now, waits_on, futile_wakes
             ),
             wake_at,
@@ -321,27 +312,27 @@ class PostgresStore(SqlStore):
 
     async def record_step(self, lease: Lease, step: StepRecord) -> None:
         """Commit a step outcome for a run held by `lease`."""
-        await self._shared(lambda: programs.record_step(lease, step), shot=True)
+        await self._shared(lambda: journal.record_step(lease, step), shot=True)
 
     async def upsert_step(self, lease: Lease, step: StepRecord) -> None:
         """Commit a journal entry that may replace a "waiting" one with the same key."""
-        await self._shared(lambda: programs.record_step(lease, step, upsert=True))
+        await self._shared(lambda: journal.record_step(lease, step, upsert=True))
 
     async def begin_step_transaction(
         self, *, sync: bool
-    ) -> _pg_txn.PgStepTransaction | _pg_txn.PgSyncStepTransaction:
-        """BEGIN for a `@cairn.transaction` step, off the group-commit path (see _pg_txn)."""
+    ) -> transactions.PgStepTransaction | transactions.PgSyncStepTransaction:
+        """BEGIN for a `@cairn.transaction` step, off the group-commit path (see transactions)."""
         if not sync:
-            return await _pg_txn.begin(self.pool, self.where)
+            return await transactions.begin(self.pool, self.where)
         if self._step_pool is None:
             if self._pool is None:
                 raise StoreError(f"store {self.where} is not open")
-            self._step_pool = _pg_txn.open_sync_pool(self._conninfo, self._max)
-        return await asyncio.to_thread(_pg_txn.begin_sync, self._step_pool, self.where)
+            self._step_pool = transactions.open_sync_pool(self._conninfo, self._max)
+        return await asyncio.to_thread(transactions.begin_sync, self._step_pool, self.where)
 
     async def register_worker(self, worker: WorkerRecord) -> None:
         """Insert or refresh a worker row."""
-        await self._shared(lambda: claim_programs.register_worker(worker))
+        await self._shared(lambda: claims.register_worker(worker))
 
     async def claim_runs(self, worker_id: str, limit: int, **options: Any) -> Claimed:
         """Atomically take due and orphaned runs (see Store.claim_runs).
@@ -350,15 +341,15 @@ class PostgresStore(SqlStore):
         costs one round trip instead of a locking transaction.
         """
         if limit > 0 and all(value != [] for value in options.values()):
-            idle = _idle_path(claim_programs.claim_runs(worker_id, limit, **options))
+            idle = _idle_path(claims.claim_runs(worker_id, limit, **options))
             if idle is not None:
                 selects, nothing = idle
                 probe = "SELECT " + " OR ".join(
-                    f"EXISTS ({_pg_sql.convert(s.text)})" for s in selects
+                    f"EXISTS ({dialect.convert(s.text)})" for s in selects
                 )
                 params = [param for s in selects for param in s.params]
                 found = _fetch_one(probe, params)
-                if not await _pg_conn.read(self.db, found):
+                if not await connections.read(self.db, found):
                     return nothing
         return await super().claim_runs(worker_id, limit, **options)
 
@@ -382,7 +373,7 @@ class PostgresStore(SqlStore):
             try:
                 conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
                 async with conn:
-                    await conn.execute(f"LISTEN {_pg_sql.CHANNEL}")
+                    await conn.execute(f"LISTEN {dialect.CHANNEL}")
                     self._signal.set()  # whatever was sent while nobody listened
                     await self._timers_from_database()
                     delay = 0.05
@@ -448,6 +439,6 @@ def _dedup_clash(exc: StoreError) -> bool:
     )
 
 
-def _fetch_one(text: str, params: Sequence[Any]) -> _pg_conn.Program[Any]:
+def _fetch_one(text: str, params: Sequence[Any]) -> connections.Program[Any]:
     row = yield Native(text, params, "one")
     return None if row is None else row[0]

@@ -13,15 +13,9 @@ from urllib.parse import quote
 
 from cairn import ids
 from cairn.store import _sql
-from cairn.store.programs import (
-    FINISHED,
-    Program,
-    Sql,
-    all_rows,
-    control_run,
-    one_row,
-    record_step,
-)
+from cairn.store.programs.base import FINISHED, Program, Sql, all_rows, one_row
+from cairn.store.programs.control import control_run
+from cairn.store.programs.journal import record_step
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import (
     Fired,

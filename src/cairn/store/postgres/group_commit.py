@@ -27,8 +27,9 @@ from typing import Any
 import psycopg
 
 from cairn.errors import StoreError, StoreUnavailable
-from cairn.store import _pg_sql, waits
-from cairn.store._pg_conn import (
+from cairn.store import waits
+from cairn.store.postgres import dialect
+from cairn.store.postgres.connections import (
     Conn,
     Db,
     Disconnected,
@@ -44,8 +45,8 @@ from cairn.store._pg_conn import (
     statement_count,
     store_error,
 )
-from cairn.store._pg_fast import FastPath
-from cairn.store.programs import Sql
+from cairn.store.postgres.fast_path import FastPath
+from cairn.store.programs.base import Sql
 
 log = logging.getLogger("cairn.store.postgres")
 
@@ -72,7 +73,7 @@ def lone_statement(request: Request) -> tuple[str, Sequence[Any]] | None:
     """The statement and parameters of a request that is one row-count statement, else None."""
     if not isinstance(request, Sql) or request.fetch != "count":
         return None
-    statements = _pg_sql.program_statements(request.text, request.params, lock=request.lock)
+    statements = dialect.program_statements(request.text, request.params, lock=request.lock)
     return statements[0] if len(statements) == 1 else None
 
 
@@ -112,7 +113,7 @@ class Shot:
     make: Make
     future: asyncio.Future[Any]
     wake: float | None
-    bulk: _pg_sql.Bulk | None = None
+    bulk: dialect.Bulk | None = None
     params: Sequence[Any] = ()
     done: bool = False
     started: tuple[Program[Any], Request] | None = None  # made already, for the 1st attempt
@@ -129,6 +130,7 @@ class Shot:
         return program, next(program)
 
     def settle(self, outcome: Any) -> None:
+        """End this write with `outcome` (a result or an exception), once."""
         self.done = True
         if self.future.done():
             return
@@ -379,7 +381,7 @@ class Writer:
                 return [outcome(program, await fast.count(*lone))]
             program.close()
         # Shots whose statement has a bulk form share one statement when there are several.
-        kinds: dict[_pg_sql.Bulk, list[int]] = {}
+        kinds: dict[dialect.Bulk, list[int]] = {}
         for i, shot in enumerate(shots):
             if shot.bulk is not None:
                 kinds.setdefault(shot.bulk, []).append(i)
@@ -416,7 +418,7 @@ class Writer:
                     rows = [shots[i].params for i in members]
                     bulk_sent[bulk] = await conn.execute(bulk.text, bulk.params(rows))
                 if wakes:
-                    await conn.execute(_pg_sql.NOTIFY, (payload(wakes),))
+                    await conn.execute(dialect.NOTIFY, (payload(wakes),))
         outcomes: list[Any] = [None] * len(shots)
         for i in singles:
             outcomes[i] = outcome(programs[i], await results(requests[i], sent[i]))
@@ -428,7 +430,7 @@ class Writer:
 
 def _bulk_outcomes(
     shots: list[Shot],
-    bulk: _pg_sql.Bulk,
+    bulk: dialect.Bulk,
     members: list[int],
     returned: Sequence[Sequence[Any]],
     outcomes: list[Any],
