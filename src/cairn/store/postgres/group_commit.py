@@ -28,12 +28,11 @@ import psycopg
 
 from cairn.errors import StoreError, StoreUnavailable
 from cairn.store import waits
-from cairn.store.postgres import dialect
+from cairn.store.postgres import dialect, write_shapes
 from cairn.store.postgres.connections import (
     Conn,
     Db,
     Disconnected,
-    Native,
     Program,
     Request,
     first_line,
@@ -46,71 +45,19 @@ from cairn.store.postgres.connections import (
     store_error,
 )
 from cairn.store.postgres.fast_path import FastPath
-from cairn.store.programs.base import Sql
 
 log = logging.getLogger("cairn.store.postgres")
 
 MAX_BATCH = 500
 NOW = 0.0  # a wake time meaning "claimable now"
 LOST = -1  # what `Writer.lone` answers when its connection was lost after sending
-Make = Callable[[], Program[Any]]
-
-
-def first_request(make: Make) -> tuple[Program[Any], Request] | None:
-    """A program known to be one round, started: it and its request (None if it makes none)."""
-    program = make()
-    try:
-        request = next(program)
-    except StopIteration:
-        return None
-    if isinstance(request, Native):
-        program.close()
-        return None
-    return program, request
-
-
-def lone_statement(request: Request) -> tuple[str, Sequence[Any]] | None:
-    """The statement and parameters of a request that is one row-count statement, else None."""
-    if not isinstance(request, Sql) or request.fetch != "count":
-        return None
-    statements = dialect.program_statements(request.text, request.params, lock=request.lock)
-    return statements[0] if len(statements) == 1 else None
-
-
-def one_round(make: Make) -> Sql | list[Sql | Native] | None:
-    """The request a program makes if it is a shot, None if it may need another round.
-
-    A program whose first request is a list sends everything at once by design. One that
-    asks for a single statement's row count is a shot if it finishes (or raises) whatever
-    that count is; it is tried with a few counts on throw-away copies of the program.
-    """
-    try:
-        first = next(make())
-    except StopIteration:
-        return None
-    if isinstance(first, list):
-        return first
-    if isinstance(first, Native) or first.fetch != "count":
-        return None
-    for count in (0, 1, 2):
-        program = make()
-        next(program)
-        try:
-            program.send(count)
-        except StopIteration:
-            continue
-        except Exception:  # LeaseLost and the like end it too
-            continue
-        program.close()
-        return None
-    return first
 
 
 @dataclass(eq=False, slots=True)
 class Shot:
     """A queued one-round write; `make` builds a fresh program for each attempt."""
 
-    make: Make
+    make: write_shapes.Make
     future: asyncio.Future[Any]
     wake: float | None
     bulk: dialect.Bulk | None = None
@@ -376,9 +323,9 @@ class Writer:
         if len(shots) == 1 and shots[0].wake is None:
             # A lone statement is its own implicit transaction (the sequential case).
             program, request = shots[0].begin()
-            lone = lone_statement(request)
+            lone = write_shapes.lone_statement(request)
             if lone is not None:
-                return [outcome(program, await fast.count(*lone))]
+                return [write_shapes.outcome(program, await fast.count(*lone))]
             program.close()
         # Shots whose statement has a bulk form share one statement when there are several.
         kinds: dict[dialect.Bulk, list[int]] = {}
@@ -421,7 +368,7 @@ class Writer:
                     await conn.execute(dialect.NOTIFY, (payload(wakes),))
         outcomes: list[Any] = [None] * len(shots)
         for i in singles:
-            outcomes[i] = outcome(programs[i], await results(requests[i], sent[i]))
+            outcomes[i] = write_shapes.outcome(programs[i], await results(requests[i], sent[i]))
         for bulk, members in bulks.items():
             returned = await bulk_sent[bulk].fetchall()
             outcomes = _bulk_outcomes(shots, bulk, members, returned, outcomes)
@@ -442,20 +389,5 @@ def _bulk_outcomes(
         hit = written[key] > 0
         written[key] -= 1  # the same row twice in a batch: only the first wrote
         program, _ = shots[i].begin()
-        outcomes[i] = outcome(program, 1 if hit else 0)
+        outcomes[i] = write_shapes.outcome(program, 1 if hit else 0)
     return outcomes
-
-
-def outcome(program: Program[Any], results: Any) -> Any:
-    """What a one-round program makes of its results: a value, or the exception it raised.
-
-    The exception is returned, not raised: one shot's LeaseLost must not fail its batch.
-    """
-    try:
-        program.send(results)
-    except StopIteration as done:
-        return done.value
-    except Exception as exc:  # LeaseLost, or a bug: this shot's alone
-        return exc
-    program.close()
-    return RuntimeError("cairn: a one-round write asked for a second round")

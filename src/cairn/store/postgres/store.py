@@ -21,10 +21,20 @@ from cairn.errors import ConfigError, StoreError
 from cairn.store import _sql, redact
 from cairn.store._health import StoreHealth
 from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
-from cairn.store.postgres import connections, dialect, group_commit, opening, stalls, transactions
+from cairn.store.postgres import (
+    connections,
+    dialect,
+    group_commit,
+    opening,
+    stalls,
+    transactions,
+    write_shapes,
+)
 from cairn.store.postgres.connections import Db, Native, Pool
-from cairn.store.postgres.group_commit import LOST, NOW, Make, Shot
+from cairn.store.postgres.group_commit import LOST, NOW, Shot
+from cairn.store.postgres.run_reader import RunReader
 from cairn.store.postgres.side_channel import PostgresSideChannel
+from cairn.store.postgres.write_shapes import Make
 from cairn.store.programs import claims, journal, runs
 from cairn.store.programs.base import Program, Sql
 from cairn.store.records import Claimed, Lease, RunRecord, StepRecord, WorkerRecord
@@ -84,7 +94,7 @@ class PostgresStore(SqlStore):
         self._db: Db | None = None
         self._pool: Pool | None = None
         self._writer: group_commit.Writer | None = None
-        self._reader: connections.RunReader | None = None
+        self._reader: RunReader | None = None
         self._bulk: dict[str, dialect.Bulk] = {}
         self._listener: asyncio.Task[None] | None = None
         self._stalls: stalls.StallWatch | None = None
@@ -131,7 +141,7 @@ class PostgresStore(SqlStore):
         self._signal = WakeSignal()
         self._writer = group_commit.Writer(self._db, on_commit=self._signal.wake_times)
         self._writer.start()
-        self._reader = connections.RunReader(self._db)
+        self._reader = RunReader(self._db)
         self._stalls = stalls.StallWatch(
             self._conninfo,
             self.where,
@@ -208,12 +218,12 @@ class PostgresStore(SqlStore):
         ambiguous = False
         request: connections.Request | None
         if not shot:
-            request = group_commit.one_round(make)
-        elif (started := group_commit.first_request(make)) is None:
+            request = write_shapes.one_round(make)
+        elif (started := write_shapes.first_request(make)) is None:
             request = None
         else:
             request = started[1]
-            lone = group_commit.lone_statement(request) if wake is None else None
+            lone = write_shapes.lone_statement(request) if wake is None else None
             # A one-statement write with nothing queued commits at once, alone. If the
             # writer is busy or the connection was lost, the program (still waiting for
             # its first answer) goes the general way below.
@@ -221,7 +231,7 @@ class PostgresStore(SqlStore):
                 if count == LOST:
                     ambiguous = True  # it may have committed before the reply was lost
                 else:
-                    done = group_commit.outcome(started[0], count)
+                    done = write_shapes.outcome(started[0], count)
                     if isinstance(done, BaseException):
                         raise done
                     return done
