@@ -7,6 +7,7 @@ machine's real-time clock (`clock_gettime(CLOCK_REALTIME)`, what SQLite's own
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import time
@@ -92,6 +93,34 @@ def is_read_only(exc: BaseException) -> bool:
 def read_only_reason(where: str, exc: BaseException) -> str:
     """The one line that says a database is read-only for this process, and why."""
     return f"database {where} is read-only for this process ({exc})"
+
+
+def read_only_hint(path: str) -> str:
+    """Why a database may not open, when this process cannot write the file or its folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.access(folder, os.W_OK) and (not os.path.exists(path) or os.access(path, os.W_OK)):
+        return ""
+    return (
+        " (the file or its folder is read-only for this process; SQLite writes the file "
+        "and, next to it, its -wal and -shm files)"
+    )
+
+
+async def switch_to_wal(conn: sqlite3.Connection, *, within: float = 30.0) -> None:
+    """Put the database in WAL mode, waiting while other processes hold it.
+
+    When several processes open a new database at once, SQLite refuses the switch with
+    "database is locked" at once, without waiting out its busy timeout, so wait here.
+    """
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        await asyncio.sleep(0.01)
 
 
 def classify(where: str, exc: BaseException) -> StoreError:

@@ -34,8 +34,10 @@ from cairn.store.sqlite.connections import (
     create_private,
     is_busy,
     is_read_only,
+    read_only_hint,
     read_only_reason,
     run,
+    switch_to_wal,
 )
 from cairn.store.sqlite.transactions import SqliteStepTransaction, begin_immediate
 
@@ -107,12 +109,12 @@ class SqliteStore(SqlStore):
             # Opening waits for other processes (migrating, switching to WAL) like any
             # start-up; once open, the loop never waits for a lock (busy_timeout 0).
             conn = connect(self.path, busy_ms=30_000)
-            await _switch_to_wal(conn)
+            await switch_to_wal(conn)
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute("PRAGMA temp_store=MEMORY")
             conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: journals of many runs stay hot
         except (sqlite3.Error, OSError) as exc:
-            hint = _read_only_hint(self.path)
+            hint = read_only_hint(self.path)
             raise StoreError(f"cannot open database {self.path!r}: {exc}{hint}") from exc
         self._conn = conn
         self._migrate()
@@ -398,31 +400,3 @@ class SqliteStore(SqlStore):
                     raise classify(repr(self.path), exc) from exc
             await asyncio.sleep(delay)
             delay = min(delay * 2, _LAST_RETRY)
-
-
-def _read_only_hint(path: str) -> str:
-    """Why a database may not open, when this process cannot write the file or its folder."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.access(folder, os.W_OK) and (not os.path.exists(path) or os.access(path, os.W_OK)):
-        return ""
-    return (
-        " (the file or its folder is read-only for this process; SQLite writes the file "
-        "and, next to it, its -wal and -shm files)"
-    )
-
-
-async def _switch_to_wal(conn: sqlite3.Connection, *, within: float = 30.0) -> None:
-    """Put the database in WAL mode, waiting while other processes hold it.
-
-    When several processes open a new database at once, SQLite refuses the switch with
-    "database is locked" at once, without waiting out its busy timeout, so wait here.
-    """
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
-                raise
-        await asyncio.sleep(0.01)
