@@ -25,6 +25,7 @@ from cairn.store.postgres import (
     connections,
     dialect,
     group_commit,
+    listener,
     opening,
     stalls,
     transactions,
@@ -195,7 +196,7 @@ class PostgresStore(SqlStore):
         """Run the program `make()` builds alone in a write transaction (see SqlStore.write)."""
         program = make()
         wake = NOW if getattr(program, "__name__", "") in WAKING_PROGRAMS else None
-        return await self._alone(_first_then(program, make), wake)
+        return await self._alone(write_shapes.first_then(program, make), wake)
 
     async def read(self, make: Callable[[], Program[T]]) -> T:
         """Run a read-only program, each statement on a pooled connection."""
@@ -351,7 +352,7 @@ class PostgresStore(SqlStore):
         costs one round trip instead of a locking transaction.
         """
         if limit > 0 and all(value != [] for value in options.values()):
-            idle = _idle_path(claims.claim_runs(worker_id, limit, **options))
+            idle = write_shapes.idle_path(claims.claim_runs(worker_id, limit, **options))
             if idle is not None:
                 selects, nothing = idle
                 probe = "SELECT " + " OR ".join(
@@ -374,70 +375,11 @@ class PostgresStore(SqlStore):
         worker's lease running out) or what a lost connection missed.
         """
         if self._pool is not None and self._listener is None:
-            self._listener = asyncio.create_task(self._listen(), name="cairn-pg-listen")
+            listening = listener.listen(
+                self._conninfo, self.where, self._signal, self.health, self.next_wake
+            )
+            self._listener = asyncio.create_task(listening, name="cairn-pg-listen")
         await self._signal.wait(timeout)
-
-    async def _listen(self) -> None:
-        delay = 0.05
-        while True:
-            try:
-                conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
-                async with conn:
-                    await conn.execute(f"LISTEN {dialect.CHANNEL}")
-                    self._signal.set()  # whatever was sent while nobody listened
-                    await self._timers_from_database()
-                    delay = 0.05
-                    async for note in conn.notifies():
-                        self._notified(note.payload)
-            except psycopg.Error as exc:
-                self.health.trouble()
-                log.debug("cairn: LISTEN on %s failed (%s); retrying", self.where, exc)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
-
-    async def _timers_from_database(self) -> None:
-        """Hint the next wake time stored: timers set while nobody listened, or before."""
-        try:
-            due = await self.next_wake()
-        except Exception as exc:  # the claim loop's polling still finds due runs
-            log.debug("cairn: reading the next wake time on %s failed (%s)", self.where, exc)
-            return
-        if due is not None:
-            self._signal.at(due)
-
-    def _notified(self, payload: str) -> None:
-        try:
-            wakes = [float(token) for token in payload.split()] or [NOW]
-        except ValueError:
-            wakes = [NOW]
-        self._signal.wake_times(wakes)
-
-
-def _idle_path(program: Program[T]) -> tuple[list[Sql], T] | None:
-    """The candidate SELECTs a program runs when each finds nothing, and what it returns.
-
-    None unless that path is only row-locking SELECTs (so it writes nothing).
-    """
-    selects: list[Sql] = []
-    try:
-        request = next(program)
-        while True:
-            if request.lock == "" or request.fetch != "all":
-                return None
-            selects.append(request)
-            request = program.send([])
-    except StopIteration as done:
-        return selects, done.value
-
-
-def _first_then(program: Program[T], make: Callable[[], Program[T]]) -> Callable[[], Program[T]]:
-    """A maker that hands out `program` first, then fresh ones from `make`."""
-    ready = [program]
-
-    def fresh() -> Program[T]:
-        return ready.pop() if ready else make()
-
-    return fresh
 
 
 def _dedup_clash(exc: StoreError) -> bool:

@@ -3,18 +3,22 @@
 The shape of a write decides its path on PostgreSQL: a shot joins the group commit
 (`group_commit.Writer`), a lone row-count statement with nothing queued commits at once
 through libpq (`Writer.lone`, `fast_path`), anything else runs alone in its own transaction
-(`connections.run_alone`).
+(`connections.run_alone`). An idle claim is probed with the SELECTs its program runs when
+it finds nothing (`idle_path`); a program started to read its name is not started twice
+(`first_then`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from cairn.store.postgres import dialect
 from cairn.store.postgres.connections import Native, Program, Request
+from cairn.store.programs import base
 from cairn.store.programs.base import Sql
 
+T = TypeVar("T")
 Make = Callable[[], Program[Any]]
 
 
@@ -81,3 +85,32 @@ def outcome(program: Program[Any], results: Any) -> Any:
         return exc
     program.close()
     return RuntimeError("cairn: a one-round write asked for a second round")
+
+
+def idle_path(program: base.Program[T]) -> tuple[list[Sql], T] | None:
+    """The candidate SELECTs a program runs when each finds nothing, and what it returns.
+
+    None unless that path is only row-locking SELECTs (so it writes nothing).
+    """
+    selects: list[Sql] = []
+    try:
+        request = next(program)
+        while True:
+            if request.lock == "" or request.fetch != "all":
+                return None
+            selects.append(request)
+            request = program.send([])
+    except StopIteration as done:
+        return selects, done.value
+
+
+def first_then(
+    program: base.Program[T], make: Callable[[], base.Program[T]]
+) -> Callable[[], base.Program[T]]:
+    """A maker that hands out `program` first, then fresh ones from `make`."""
+    ready = [program]
+
+    def fresh() -> base.Program[T]:
+        return ready.pop() if ready else make()
+
+    return fresh
