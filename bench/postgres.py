@@ -19,9 +19,9 @@ def problem() -> str | None:
     except ImportError:
         return "psycopg is not installed (pip install 'cairn-workflows[postgres]')"
     try:
-        import cairn.store.postgres  # noqa: F401
+        import cairn.store.postgres.store  # noqa: F401
     except ImportError as exc:
-        return f"cairn.store.postgres is not importable yet ({exc})"
+        return f"cairn.store.postgres.store is not importable yet ({exc})"
     try:
         with psycopg.connect(f"{SERVER}/{ADMIN_DB}", connect_timeout=3):
             pass

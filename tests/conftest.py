@@ -29,7 +29,7 @@ def _pg_problem() -> str | None:
     except ImportError:
         return "psycopg is not installed (pip install 'cairn-workflows[postgres]')"
     try:
-        import cairn.store.postgres  # noqa: F401
+        import cairn.store.postgres.store  # noqa: F401
     except ImportError as exc:
         return f"PostgresStore is unavailable: {exc}"
     try:
@@ -73,7 +73,7 @@ def pg_template() -> Iterator[str]:
 
     import psycopg
 
-    from cairn.store.postgres import PostgresStore
+    from cairn.store.postgres.store import PostgresStore
 
     with psycopg.connect(PG_URL, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {TEMPLATE}")

@@ -24,8 +24,8 @@ from cairn.store import Store, open_store
 
 def build_store(url: str, retry_for: float, heartbeat_url: str | None) -> Store:
     if url.startswith(("postgresql://", "postgres://")):
-        from cairn.store._pg_side import PostgresSideChannel
-        from cairn.store.postgres import PostgresStore, conninfo
+        from cairn.store.postgres.side_channel import PostgresSideChannel
+        from cairn.store.postgres.store import PostgresStore, conninfo
 
         class ChaosStore(PostgresStore):
             def side_channel(self) -> PostgresSideChannel:

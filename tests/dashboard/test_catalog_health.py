@@ -15,7 +15,7 @@ from cairn.dashboard import app
 from cairn.runtime.control import RunControl
 from cairn.serialization import JsonSerializer
 from cairn.store import migrate
-from cairn.store.postgres import PostgresStore
+from cairn.store.postgres.store import PostgresStore
 
 from .flows import Flows
 

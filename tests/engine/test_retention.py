@@ -12,7 +12,7 @@ import cairn
 from cairn.clock import VirtualClock
 from cairn.errors import ConfigError
 from cairn.runtime import retention
-from cairn.store.prune_programs import RUN_TABLES
+from cairn.store.programs.prune import RUN_TABLES
 from cairn.store.records import RunQuery
 
 from .kit import WAIT, Kit

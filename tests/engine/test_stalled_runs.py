@@ -17,8 +17,8 @@ import psycopg
 import pytest
 from tests.chaos.proxy import FreezingProxy
 
-from cairn.store._pg_side import PostgresSideChannel
-from cairn.store.postgres import PostgresStore, conninfo
+from cairn.store.postgres.side_channel import PostgresSideChannel
+from cairn.store.postgres.store import PostgresStore, conninfo
 
 from .kit import WAIT, Kit
 

@@ -20,7 +20,7 @@ import cairn
 from cairn.clock import VirtualClock
 from cairn.models import SPINNING_AFTER
 from cairn.observability import Metrics
-from cairn.store.programs import Program, Sql
+from cairn.store.programs.base import Program, Sql
 from cairn.store.records import RunRecord
 
 from .kit import WAIT, Kit

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from cairn.store import open_store, sqlite_path
-from cairn.store.prune_programs import RUN_TABLES
+from cairn.store.programs.prune import RUN_TABLES
 
 from .test_cli import TIMEOUT, _env, cairn_cmd, one_error_line
 

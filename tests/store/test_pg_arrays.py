@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from cairn.store import _pg_arrays
+from cairn.store.postgres import binary_arrays
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ COLUMNS: list[tuple[str, list[Any]]] = [
 def test_encode__each_type_reads_back_exactly(
     conn: psycopg.Connection[Any], kind: str, values: list[Any]
 ) -> None:
-    [column] = _pg_arrays.encode([kind], [(value,) for value in values]) or [None]
+    [column] = binary_arrays.encode([kind], [(value,) for value in values]) or [None]
     assert column is not None
 
     rows = conn.execute(f"SELECT unnest(%b::{kind}[])", [column]).fetchall()
@@ -42,11 +42,11 @@ def test_encode__each_type_reads_back_exactly(
 def test_encode__a_whole_row_of_columns(conn: psycopg.Connection[Any]) -> None:
     kinds = [kind for kind, _ in COLUMNS]
     rows = list(zip(*(values for _, values in COLUMNS), strict=True))
-    columns = _pg_arrays.encode(kinds, rows)
+    columns = binary_arrays.encode(kinds, rows)
     assert columns is not None
 
-    arrays = ", ".join(f"%b::{kind}[]" for kind in kinds)
-    read = conn.execute(f"SELECT * FROM unnest({arrays})", columns).fetchall()
+    placeholders = ", ".join(f"%b::{kind}[]" for kind in kinds)
+    read = conn.execute(f"SELECT * FROM unnest({placeholders})", columns).fetchall()
 
     assert read == rows
 
@@ -67,9 +67,9 @@ def test_encode__a_whole_row_of_columns(conn: psycopg.Connection[Any]) -> None:
     ],
 )
 def test_encode__a_value_that_does_not_fit_leaves_it_to_psycopg(kind: str, value: Any) -> None:
-    assert _pg_arrays.encode([kind], [(value,)]) is None
+    assert binary_arrays.encode([kind], [(value,)]) is None
 
 
 def test_encodable__only_the_types_it_knows() -> None:
-    assert _pg_arrays.encodable(["text", "integer", "double precision"])
-    assert not _pg_arrays.encodable(["text", "jsonb"])
+    assert binary_arrays.encodable(["text", "integer", "double precision"])
+    assert not binary_arrays.encodable(["text", "jsonb"])

@@ -1,4 +1,4 @@
-"""PostgreSQL only: lone statements straight through libpq (`cairn.store._pg_fast`)."""
+"""PostgreSQL only: lone statements straight through libpq (`cairn.store.postgres.fast_path`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Callable
 import psycopg
 import pytest
 
-from cairn.store import _pg_arrays, _pg_fast
-from cairn.store._pg_fast import FastPath
+from cairn.store.postgres import binary_arrays, fast_path
+from cairn.store.postgres.fast_path import FastPath
 from cairn.store.waits import Waits
 
 INSERT = "INSERT INTO t VALUES (%s)"
@@ -33,7 +33,7 @@ async def test_count__rows_touched_whether_the_reply_is_quick_or_slow(fast: Fast
     assert await fast.count("INSERT INTO t VALUES (%s), (%s)", [1, 2]) == 2
     # Slower than the wait outside the event loop: the loop's reader takes over.
     slow = "UPDATE t SET id = id + 10 WHERE pg_sleep(%s) IS NOT NULL"
-    assert await fast.count(slow, [_pg_fast._HERE_MS * 5 / 1000]) == 2
+    assert await fast.count(slow, [fast_path._HERE_MS * 5 / 1000]) == 2
     assert await fast.count("DELETE FROM t WHERE id > %s", [10]) == 2
 
 
@@ -65,8 +65,8 @@ async def test_count__statements_in_a_row_still_let_the_event_loop_run(
     # Waiting for replies outside the loop must not starve it (heartbeats) when a run's
     # steps never yield: with nothing else ready, the loop must still run at least once
     # every _HERE_ROUNDS + 1 statements, and not at every one.
-    monkeypatch.setattr(_pg_fast, "others_ready", lambda loop: False)
-    monkeypatch.setattr(_pg_fast, "_HERE_MS", 60_000)  # however slow the server is today
+    monkeypatch.setattr(fast_path, "others_ready", lambda loop: False)
+    monkeypatch.setattr(fast_path, "_HERE_MS", 60_000)  # however slow the server is today
     loop = asyncio.get_running_loop()
     ticks = 0
 
@@ -78,7 +78,7 @@ async def test_count__statements_in_a_row_still_let_the_event_loop_run(
     handle = [loop.call_later(0, tick)]
     rounds = 4
     try:
-        turns = await _loop_turns(fast, rounds * (_pg_fast._HERE_ROUNDS + 1), lambda: ticks)
+        turns = await _loop_turns(fast, rounds * (fast_path._HERE_ROUNDS + 1), lambda: ticks)
     finally:
         handle[0].cancel()
 
@@ -91,8 +91,8 @@ async def test_count__other_io_ready_ends_the_wait_outside_the_loop(
     # Runs side by side must still overlap their commits: a reply is waited for outside
     # the loop only while nothing else the loop watches is ready. Here a socket always has
     # data for its reader, so every statement lets the loop run.
-    monkeypatch.setattr(_pg_fast, "others_ready", lambda loop: False)
-    monkeypatch.setattr(_pg_fast, "_HERE_MS", 60_000)
+    monkeypatch.setattr(fast_path, "others_ready", lambda loop: False)
+    monkeypatch.setattr(fast_path, "_HERE_MS", 60_000)
     loop = asyncio.get_running_loop()
     served = 0
 
@@ -103,7 +103,7 @@ async def test_count__other_io_ready_ends_the_wait_outside_the_loop(
     ours, theirs = socket.socketpair()
     theirs.send(b"x")
     loop.add_reader(ours.fileno(), serve)
-    statements = 2 * (_pg_fast._HERE_ROUNDS + 1)
+    statements = 2 * (fast_path._HERE_ROUNDS + 1)
     try:
         turns = await _loop_turns(fast, statements, lambda: served, INSERT_SLOWLY)
     finally:
@@ -118,7 +118,7 @@ async def test_rows__what_a_statement_returns_with_binary_array_parameters(
     fast: FastPath,
 ) -> None:
     # A batch of one bulk statement goes this way: arrays in (`%b`), written keys out.
-    ids = _pg_arrays.encode(["integer"], [(1,), (2,), (3,)])
+    ids = binary_arrays.encode(["integer"], [(1,), (2,), (3,)])
     assert ids is not None
     insert = "INSERT INTO t SELECT u.id FROM unnest(%b::integer[]) AS u(id) RETURNING id"
 

@@ -19,10 +19,10 @@ import pytest
 from tests.chaos.proxy import FreezingProxy
 
 from cairn.errors import StoreError
-from cairn.store import _pg_stalls
-from cairn.store._pg_side import PostgresSideChannel
-from cairn.store.postgres import PostgresStore, conninfo
-from cairn.store.programs import Sql
+from cairn.store.postgres import stalls
+from cairn.store.postgres.side_channel import PostgresSideChannel
+from cairn.store.postgres.store import PostgresStore, conninfo
+from cairn.store.programs.base import Sql
 from cairn.store.records import Beat
 from cairn.store.waits import Waits
 
@@ -126,8 +126,8 @@ async def test_stalled__a_transaction_left_open_by_a_dead_connection_is_ended(
     proxy.freeze()
     waits = Waits()
     waits.begin(dying)
-    watch = _pg_stalls.StallWatch(
-        _pg_stalls.with_dead_peer_detection(pg_url),
+    watch = stalls.StallWatch(
+        stalls.with_dead_peer_detection(pg_url),
         "test",
         waits,
         after=0.01,
@@ -154,7 +154,7 @@ def test_heartbeat__a_beat_with_no_reply_fails_and_the_next_one_reconnects(
     pg_url: str, proxy: FreezingProxy
 ) -> None:
     database = pg_url.rsplit("/", 1)[1]
-    url = _pg_stalls.with_dead_peer_detection(conninfo(proxy.url(database)))
+    url = stalls.with_dead_peer_detection(conninfo(proxy.url(database)))
     channel = PostgresSideChannel(url, where="test", deadline=0.5)
     outcomes: list[object] = []
 

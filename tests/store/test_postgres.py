@@ -10,7 +10,7 @@ import pytest
 
 from cairn.errors import StoreError, StoreUnavailable
 from cairn.store import _sql
-from cairn.store.postgres import PostgresStore
+from cairn.store.postgres.store import PostgresStore
 from cairn.store.protocol import LeaseLost
 
 from .kit import T0, execute, held, run_record, step_record, worker_record
@@ -101,7 +101,7 @@ async def test_open__hot_statements_get_bulk_forms(pg_store: PostgresStore) -> N
 async def test_lone_writes__survive_their_connection_being_killed(
     pg_store: PostgresStore, pg_url: str
 ) -> None:
-    # One run alone writes straight through libpq (`_pg_fast`): a killed connection
+    # One run alone writes straight through libpq (`fast_path`): a killed connection
     # must be noticed and the write retried on a new one, as for batches.
     server, database = admin(pg_url)
     await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from cairn.store import Store
-from cairn.store.prune_programs import OTHER_TABLES, RUN_TABLES
+from cairn.store.programs.prune import OTHER_TABLES, RUN_TABLES
 from cairn.store.records import PruneQuery
 
 from .kit import T0, OpenStore, execute, run_record

@@ -11,10 +11,11 @@ import pytest
 
 from cairn.errors import StoreError
 from cairn.models import RunStatus
-from cairn.store import _sql, programs, sqlite_path
-from cairn.store.programs import Program, Sql
+from cairn.store import _sql, sqlite_path
+from cairn.store.programs import base
+from cairn.store.programs.base import Program, Sql
 from cairn.store.records import RunQuery
-from cairn.store.sqlite import SqliteStore
+from cairn.store.sqlite.store import SqliteStore
 
 from .kit import run_record
 
@@ -36,7 +37,7 @@ def insert_then_fail(run_id: str) -> Program[None]:
     raise Boom(run_id)
 
 
-@programs.single_write
+@base.single_write
 def broken_promise(run_id: str) -> Program[None]:
     # Declared single-write, yet it raises after changing a row.
     yield from insert_then_fail(run_id)

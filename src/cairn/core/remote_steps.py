@@ -1,7 +1,7 @@
 """Steps on a step queue: each attempt executes on a worker serving the queue, not here.
 
 `@cairn.step(queue="gpu")`: the run stores the attempt for the queue's workers
-(store/step_task_programs.py) and parks as WAITING, holding no slot and no thread. The
+(store/programs/step_tasks.py) and parks as WAITING, holding no slot and no thread. The
 worker that executes it (runtime/step_worker.py) reports the outcome as a message on a
 channel of the run kept for that attempt; the message wakes the run, which journals the
 report as a "remote" entry (where it ran: queue and worker) and then treats it as a local

@@ -4,7 +4,7 @@ The work is done by `Store.prune_runs` one short transaction at a time (500 runs
 default); between batches the event loop is let go, so workers sharing the engine (and,
 on SQLite, the database's one writer) go on between them. Several engines pruning at
 once is safe: each run is deleted once. What is kept whatever its age: see
-store/prune_programs.py.
+store/programs/prune.py.
 """
 
 from __future__ import annotations

@@ -40,12 +40,12 @@ def open_store(url: str) -> Store:
     """A store for `url` (not yet opened); ConfigError names an unsupported URL."""
     scheme = urlsplit(url).scheme.lower()
     if scheme == "sqlite":
-        from cairn.store.sqlite import SqliteStore
+        from cairn.store.sqlite.store import SqliteStore
 
         return SqliteStore(sqlite_path(url))
     if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
         try:
-            from cairn.store.postgres import PostgresStore
+            from cairn.store.postgres.store import PostgresStore
         except ImportError as exc:
             raise ConfigError(
                 f"database URL {redact(url)!r} needs the PostgreSQL extra: "

@@ -3,7 +3,7 @@
 A store registers each wait for a reply (`Waits.begin` / `end`); the run it is made for
 comes from `on_behalf_of`, which the executor sets for an attempt's whole context. Two
 readers use the list: the store itself, to check connections that stopped answering
-(PostgreSQL, `_pg_stalls`), and the worker, whose heartbeat lets go of a run whose
+(PostgreSQL, `stalls`), and the worker, whose heartbeat lets go of a run whose
 database work has been stuck for a whole lease (liveness is progress, not a beat alone).
 
 Written on the event loop's thread, read from the heartbeat's: a copy of the dict is one

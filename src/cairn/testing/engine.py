@@ -22,7 +22,7 @@ from cairn.runtime.engine import Engine
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.tasks import TaskControl
 from cairn.store.records import RunQuery, StepRecord
-from cairn.store.sqlite import SqliteStore
+from cairn.store.sqlite.store import SqliteStore
 
 
 class SimulatedCrash(Exception):

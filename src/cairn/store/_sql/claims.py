@@ -1,0 +1,128 @@
+"""Claiming runs: pending and woken candidates, queue limits, orphans, poison."""
+
+from __future__ import annotations
+
+from cairn.store._sql.columns import ATTEMPT_COLUMNS, DB_NOW, placeholders
+from cairn.store.records import (
+    ATTEMPT_FIELDS,
+)
+
+# Claiming, in two parts run inside one write transaction by each backend.
+SELECT_PENDING = (
+    "SELECT run_id, status, queue, partition_key, waiting_for, workflow, "
+    "COALESCE(wake_at, created_at) FROM runs "
+    "WHERE status = 'PENDING' AND (wake_at IS NULL OR wake_at <= ?) "
+    "ORDER BY priority, created_at LIMIT ?"
+)
+
+
+def restrict(sql: str, column: str, values: list[str] | None) -> str:
+    """`sql` with `column IN (values)` added first to its WHERE clause (None: unchanged).
+
+    The values' placeholders come first, so pass them before the query's own parameters.
+    """
+    if values is None:
+        return sql
+    marks = ", ".join("?" * len(values))
+    # `column || ''` keeps planners from picking the column's index for a filter that
+    # rarely narrows anything (every run of a worker's workflows), over the due/status one.
+    return sql.replace("WHERE ", f"WHERE ({column} || '') IN ({marks}) AND ", 1)
+
+
+# Queue limits. The queue row is locked while claiming so that concurrent claimers of one
+# queue count each other's claims (PostgreSQL); SQLite's write transaction is exclusive.
+SELECT_QUEUE = (
+    "SELECT name, concurrency, per_worker, rate_count, rate_period, partition_concurrency "
+    "FROM queues WHERE name = ?"
+)
+SELECT_QUEUES = (
+    "SELECT name, concurrency, per_worker, rate_count, rate_period, partition_concurrency "
+    "FROM queues ORDER BY name"
+)
+COUNT_EXECUTING = "SELECT COUNT(*) FROM runs WHERE queue = ? AND status = 'RUNNING'"
+COUNT_EXECUTING_MINE = (
+    "SELECT COUNT(*) FROM runs WHERE queue = ? AND status = 'RUNNING' AND owner = ?"
+)
+COUNT_EXECUTING_PARTITION = (
+    "SELECT COUNT(*) FROM runs WHERE queue = ? AND status = 'RUNNING' AND partition_key = ?"
+)
+COUNT_STARTS = "SELECT COUNT(*) FROM runs WHERE queue = ? AND started_at >= ?"
+SET_WAITING_FOR = "UPDATE runs SET waiting_for = ? WHERE run_id = ?"
+# Code declarations win when they change; an operator's live update lasts until then.
+DECLARE_QUEUE = (
+    "INSERT INTO queues (name, concurrency, per_worker, rate_count, rate_period, "
+    "partition_concurrency, declared, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, "
+    "per_worker = excluded.per_worker, rate_count = excluded.rate_count, "
+    "rate_period = excluded.rate_period, partition_concurrency = excluded.partition_concurrency, "
+    "declared = excluded.declared, updated_at = excluded.updated_at "
+    "WHERE queues.declared IS NULL OR queues.declared <> excluded.declared"
+)
+UPSERT_QUEUE_LIMITS = (
+    "INSERT INTO queues (name, concurrency, per_worker, rate_count, rate_period, "
+    "partition_concurrency, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, "
+    "per_worker = excluded.per_worker, rate_count = excluded.rate_count, "
+    "rate_period = excluded.rate_period, partition_concurrency = excluded.partition_concurrency, "
+    "updated_at = excluded.updated_at"
+)
+SELECT_ACTIVE_DEDUP = (
+    "SELECT run_id FROM runs WHERE COALESCE(queue, '') = ? AND dedup_key = ? "
+    "AND status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'CONTINUED')"
+)
+# The earliest timer: when a worker with nothing else to do should look again.
+NEXT_WAKE = (
+    # One MIN per status: each is a single seek in runs_parked (an IN is not).
+    "SELECT MIN(wake_at) FROM runs WHERE status = 'SLEEPING' AND wake_at IS NOT NULL "
+    "UNION ALL SELECT MIN(wake_at) FROM runs WHERE status = 'WAITING' AND wake_at IS NOT NULL "
+    "UNION ALL SELECT MIN(wake_at) FROM runs WHERE status = 'PENDING' AND wake_at IS NOT NULL"
+)
+# Parked runs whose timer is due or that received a message (wake_at set to now).
+SELECT_WOKEN = (
+    "SELECT run_id, status, wake_at FROM runs WHERE status IN ('SLEEPING', 'WAITING') "
+    "AND wake_at <= ? ORDER BY wake_at LIMIT ?"
+)
+# Runs whose owner is dead: it has no worker row, or was expired (a neighbour on its own
+# machine saw its process gone). A worker never recovers its own runs: the reconciler
+# deals with those.
+SELECT_ORPHANED_DEAD = (
+    "SELECT run_id, recoveries, max_recoveries, workflow, owner, fence, execution FROM runs "
+    "WHERE status = 'RUNNING' AND "
+    "(owner IS NULL OR (owner <> ? AND owner NOT IN "
+    "(SELECT worker_id FROM workers WHERE heartbeat_at > 0))) LIMIT ?"
+)
+# ... and also those whose owner's heartbeat is older than the owner's own lease, by the
+# database's clock. Only a worker that has itself seen the database answer for a whole
+# lease asks this (see runtime/leases.py): after an outage every heartbeat looks old.
+SELECT_ORPHANED = (
+    "SELECT run_id, recoveries, max_recoveries, workflow, owner, fence, execution FROM runs "
+    "WHERE status = 'RUNNING' AND "
+    "(owner IS NULL OR (owner <> ? AND owner NOT IN "
+    f"(SELECT worker_id FROM workers WHERE heartbeat_at + lease >= {DB_NOW}))) LIMIT ?"
+)
+# Params: owner, attempt increment, recoveries increment, now, now, now, run_id, expected
+# status. A sleeper waking is the same execution going on, so its attempt does not grow;
+# every claim bumps the fence. A run created after the claimer read its clock (by another
+# process, yet seen by the claim's query) starts when it was created, never before.
+CLAIM_ONE = (
+    "UPDATE runs SET status = 'RUNNING', owner = ?, attempt = attempt + ?, "
+    "recoveries = recoveries + ?, "
+    "started_at = COALESCE(started_at, CASE WHEN created_at > ? THEN created_at ELSE ? END), "
+    "updated_at = ?, "
+    "wake_at = NULL, waiting_for = NULL, fence = fence + 1 WHERE run_id = ? AND status = ?"
+)
+# A run queued by name (no code at hand) takes the version of the code that first runs it.
+SET_VERSION = "UPDATE runs SET version = ? WHERE run_id = ? AND version IS NULL"
+# A step the dead owner had in flight, as an interrupted attempt: unless its outcome or
+# this attempt's failure made it to the journal after all. Params: the attempt's values
+# (ATTEMPT_FIELDS order), then run_id, key.
+INSERT_INTERRUPTED = (
+    f"INSERT INTO step_attempts ({ATTEMPT_COLUMNS}) "
+    f"SELECT {placeholders(len(ATTEMPT_FIELDS))} "
+    "WHERE NOT EXISTS (SELECT 1 FROM steps WHERE run_id = ? AND key = ?) "
+    "ON CONFLICT (run_id, execution, key, attempt) DO NOTHING"
+)
+POISON_ONE = (
+    "UPDATE runs SET status = 'FAILED', error = ?, owner = NULL, updated_at = ?, "
+    "finished_at = ? WHERE run_id = ? AND status = 'RUNNING'"
+)

@@ -1,0 +1,31 @@
+"""Column lists of the records' tables, the database's clock and the lease fence."""
+
+from __future__ import annotations
+
+from cairn.store.records import (
+    ATTEMPT_FIELDS,
+    RUN_FIELDS,
+    STEP_FIELDS,
+    WORKER_FIELDS,
+)
+
+RUN_COLUMNS = ", ".join(RUN_FIELDS)
+LISTED_RUN_COLUMNS = ", ".join(f"runs.{name}" for name in RUN_FIELDS)
+STEP_COLUMNS = ", ".join(STEP_FIELDS)
+ATTEMPT_COLUMNS = ", ".join(ATTEMPT_FIELDS)
+WORKER_COLUMNS = ", ".join(WORKER_FIELDS)
+
+
+def placeholders(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+# The database's clock, in epoch seconds: PostgreSQL defines cairn_now() in migration 9,
+# SQLite's connections from the machine's clock. Liveness is judged with it, never with
+# the clocks of the workers being judged.
+DB_NOW = "cairn_now()"
+
+# Fencing: every write on behalf of an attempt is guarded, in the same statement, by its
+# lease: the run's owner and its fence (bumped by every claim). An attempt whose run was
+# taken over, or claimed again since it began, sees rowcount 0 and writes nothing.
+FENCE = "run_id = ? AND owner = ? AND fence = ?"

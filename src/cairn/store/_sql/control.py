@@ -1,0 +1,88 @@
+"""Operator control: cancel, pause, resume, retry, executions, copies, continue-as-new."""
+
+from __future__ import annotations
+
+from cairn.store._sql.columns import FENCE, RUN_COLUMNS, STEP_COLUMNS, placeholders
+from cairn.store.records import (
+    EXECUTION_FIELDS,
+)
+
+# Operator control. A run that is executing gets `control` set and acts on it at its next
+# durable point; a parked or pending one is changed here directly.
+FINISHED_SQL = "('COMPLETED', 'FAILED', 'CANCELLED', 'CONTINUED')"
+SELECT_CONTROL_STATE = "SELECT status, attempt, owner FROM runs WHERE run_id = ?"
+SET_CONTROL = "UPDATE runs SET control = ?, updated_at = ? WHERE run_id = ?"
+# Parked runs are made due so they replay and meet the request at their durable point.
+SET_CONTROL_AND_WAKE = "UPDATE runs SET control = ?, wake_at = ?, updated_at = ? WHERE run_id = ?"
+CANCEL_UNSTARTED = (
+    "UPDATE runs SET status = 'CANCELLED', control = NULL, owner = NULL, wake_at = NULL, "
+    "updated_at = ?, finished_at = ? WHERE run_id = ?"
+)
+PAUSE_PARKED = "UPDATE runs SET status = 'PAUSED', control = NULL, updated_at = ? WHERE run_id = ?"
+# A resumed run replays from its journal, so remaining sleeps and queued events carry on.
+RESUME_PAUSED = (
+    "UPDATE runs SET status = CASE WHEN attempt = 0 THEN 'PENDING' ELSE 'WAITING' END, "
+    "wake_at = ?, control = NULL, updated_at = ? WHERE run_id = ? AND status = 'PAUSED'"
+)
+SELECT_CONTROLLED = "SELECT run_id, control FROM runs WHERE owner = ? AND control IS NOT NULL"
+CANCEL_CHILDREN = (
+    "UPDATE runs SET control = 'cancel', updated_at = ?, "
+    "wake_at = CASE WHEN status IN ('SLEEPING', 'WAITING', 'PAUSED') THEN ? ELSE wake_at END, "
+    "status = CASE WHEN status = 'PAUSED' THEN 'WAITING' ELSE status END "
+    f"WHERE parent_id = ? AND detached = 0 AND status NOT IN {FINISHED_SQL}"
+)
+SELECT_PARENT = "SELECT parent_id FROM runs WHERE run_id = ?"
+# Retrying a FAILED run begins its next execution. A failed last entry moves out of the
+# journal (so that its step runs again) into retried_steps (so that history keeps it);
+# attempts stay, each with its execution.
+SELECT_EXECUTION = "SELECT execution FROM runs WHERE run_id = ?"
+LAST_STEP = "SELECT key, status, seq FROM steps WHERE run_id = ? ORDER BY seq DESC LIMIT 1"
+# The execution that recorded journal entry `seq`: the last one that began at or before it.
+EXECUTION_OF_SEQ = (
+    "SELECT MAX(execution) FROM run_executions WHERE run_id = ? AND cause = 'retry' "
+    "AND from_seq <= ?"
+)
+REQUEUE_FAILED = (
+    "UPDATE runs SET status = 'PENDING', error = NULL, result = NULL, finished_at = NULL, "
+    "control = NULL, owner = NULL, wake_at = NULL, updated_at = ?, execution = execution + 1 "
+    "WHERE run_id = ? AND status = 'FAILED'"
+)
+# retried_steps has every column of steps (plus execution): a migration that adds one to
+# steps adds it there too.
+RETIRE_STEP = (
+    f"INSERT INTO retried_steps (execution, {STEP_COLUMNS}) SELECT ?, {STEP_COLUMNS} "
+    "FROM steps WHERE run_id = ? AND key = ?"
+)
+DELETE_STEP = "DELETE FROM steps WHERE run_id = ? AND key = ?"
+EXECUTION_COLUMNS = ", ".join(EXECUTION_FIELDS)
+INSERT_EXECUTION = (
+    f"INSERT INTO run_executions ({EXECUTION_COLUMNS}) "
+    f"VALUES ({placeholders(len(EXECUTION_FIELDS))})"
+)
+SELECT_EXECUTIONS = (
+    f"SELECT {EXECUTION_COLUMNS} FROM run_executions WHERE run_id = ? ORDER BY execution"
+)
+SELECT_RETRIED = (
+    f"SELECT execution, {STEP_COLUMNS} FROM retried_steps WHERE run_id = ? ORDER BY execution, seq"
+)
+# The runs restarted or forked from a run (two partial indexes, one per column).
+SELECT_COPIES = (
+    f"SELECT {RUN_COLUMNS} FROM runs WHERE restarted_from = ? "
+    f"UNION ALL SELECT {RUN_COLUMNS} FROM runs WHERE forked_from = ? "
+    "ORDER BY created_at, run_id"
+)
+COPY_STEPS = (
+    f"INSERT INTO steps ({STEP_COLUMNS}) SELECT ?, {STEP_COLUMNS.replace('run_id, ', '', 1)} "
+    "FROM steps WHERE run_id = ? AND seq < ? AND status <> 'waiting'"
+)
+CONTINUE_RUN = (
+    "UPDATE runs SET status = 'CONTINUED', continued_to = ?, result = NULL, owner = NULL, "
+    f"wake_at = NULL, updated_at = ?, finished_at = ? WHERE {FENCE}"
+)
+
+# Events a run that continues as new has not taken pass to its successor (an event sent
+# later follows the chain too). Params: the successor's run_id, the run's.
+PASS_ON_EVENTS = (
+    "UPDATE messages SET run_id = ? WHERE run_id = ? AND consumed_by IS NULL "
+    "AND channel LIKE 'event:%'"
+)

@@ -1,0 +1,117 @@
+"""Row <-> record mapping of runs, steps, attempts, workers and executions."""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+from cairn.store.records import (
+    ATTEMPT_FIELDS,
+    RUN_FIELDS,
+    AttemptRecord,
+    ExecutionRecord,
+    Lease,
+    RunRecord,
+    StepRecord,
+    WorkerRecord,
+)
+
+
+def child_message(run_id: str, status: str, result: str | None, error: str | None) -> str:
+    """What a finished child tells its parent (consumed by the parent's wait)."""
+    return json.dumps({"run_id": run_id, "status": status, "result": result, "error": error})
+
+
+_RUN_VALUES = operator.attrgetter(*RUN_FIELDS)
+
+
+def run_params(run: RunRecord) -> tuple[Any, ...]:
+    """The values of `run` in RUN_FIELDS order."""
+    values: tuple[Any, ...] = _RUN_VALUES(run)
+    return values
+
+
+def run_from_row(row: Sequence[Any]) -> RunRecord:
+    """A RunRecord from a row selected with RUN_COLUMNS."""
+    return RunRecord(*row)
+
+
+def step_params(step: StepRecord, lease: Lease | None = None) -> tuple[Any, ...]:
+    """The values of `step` in STEP_FIELDS order; then its run's id and `lease`, if given.
+
+    (With a lease: the parameters of INSERT_STEP_OWNED, built as one tuple per step.)
+    """
+    if lease is not None:
+        return (
+            step.run_id,
+            step.seq,
+            step.key,
+            step.kind,
+            step.name,
+            step.status,
+            step.attempts,
+            step.started_at,
+            step.finished_at,
+            step.result,
+            step.error,
+            step.input,
+            step.run_id,
+            lease.owner,
+            lease.fence,
+        )
+    return (
+        step.run_id,
+        step.seq,
+        step.key,
+        step.kind,
+        step.name,
+        step.status,
+        step.attempts,
+        step.started_at,
+        step.finished_at,
+        step.result,
+        step.error,
+        step.input,
+    )
+
+
+def step_from_row(row: Sequence[Any]) -> StepRecord:
+    """A StepRecord from a row of SELECT_JOURNAL (input None) or SELECT_HISTORY."""
+    return StepRecord(*row)
+
+
+def attempt_params(attempt: AttemptRecord) -> tuple[Any, ...]:
+    """The values of `attempt` in ATTEMPT_FIELDS order."""
+    return tuple(getattr(attempt, name) for name in ATTEMPT_FIELDS)
+
+
+def attempt_from_row(row: Sequence[Any]) -> AttemptRecord:
+    """An AttemptRecord from a row selected with ATTEMPT_COLUMNS."""
+    return AttemptRecord(*row)
+
+
+def worker_params(worker: WorkerRecord) -> tuple[Any, ...]:
+    """The parameters of UPSERT_WORKER for `worker` (its times come from the database)."""
+    return (
+        worker.worker_id,
+        worker.host,
+        worker.pid,
+        worker.concurrency,
+        worker.queues,
+        worker.workflows,
+        worker.lease,
+        worker.process,
+        worker.executing,
+    )
+
+
+def execution_from_row(row: Sequence[Any]) -> ExecutionRecord:
+    """An ExecutionRecord from a row selected with EXECUTION_COLUMNS."""
+    return ExecutionRecord(*row)
+
+
+def worker_from_row(row: Sequence[Any]) -> WorkerRecord:
+    """A WorkerRecord from a row selected with WORKER_COLUMNS."""
+    return WorkerRecord(*row)

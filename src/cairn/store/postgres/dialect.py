@@ -1,0 +1,194 @@
+"""The shared SQL in PostgreSQL form, the row locks READ COMMITTED needs, and bulk forms.
+
+The shared statements use `?` placeholders; here they become `%s` (after escaping `%`),
+once per text. A PostgreSQL statement sees only what committed before it started, so
+where SQLite relies on its single writer, PostgreSQL takes row locks:
+
+- a step write fences on the run row with FOR KEY SHARE, which a claim's FOR UPDATE
+  waits for (or skips), so a run taken over mid-write is never written by both owners;
+- whoever queues a message locks the target run before waking it, and a run about to
+  wait locks itself before looking for messages, so a message is never missed;
+- claims take rows with FOR UPDATE SKIP LOCKED, so two workers never take the same run.
+
+A bulk form runs one statement of a program for many rows at once (arrays, unnest).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cairn.store import _sql
+from cairn.store.postgres import binary_arrays
+
+Statement = tuple[str, Sequence[Any]]
+
+CHANNEL = "cairn_runs"
+NOTIFY = "SELECT pg_notify('cairn_runs', %s)"
+LOCK_RUN = "SELECT 1 FROM runs WHERE run_id = %s FOR NO KEY UPDATE"
+
+
+@functools.lru_cache(maxsize=1024)
+def convert(text: str) -> str:
+    """`text` with `?` placeholders as psycopg `%s` ones (literal `%` escaped)."""
+    return text.replace("%", "%%").replace("?", "%s")
+
+
+def _json_members(text: str, *arrays: str) -> str:
+    """`text` with SQLite's members of each JSON array as PostgreSQL reads them."""
+    for array in arrays:
+        sqlite = _sql.json_members(array)
+        if sqlite not in text:
+            raise RuntimeError(
+                f"cairn.store.postgres.dialect is out of date with _sql: no {sqlite!r}"
+            )
+        text = text.replace(sqlite, f"SELECT json_array_elements_text(CAST({array} AS json))")
+    return text
+
+
+def _fenced(text: str) -> str:
+    fence = f"FROM runs WHERE {_sql.FENCE})"
+    if fence not in text:
+        raise RuntimeError(f"cairn.store.postgres.dialect is out of date with _sql: no {fence!r}")
+    return text.replace(fence, f"FROM runs WHERE {_sql.FENCE} FOR KEY SHARE)")
+
+
+# Statements of shared programs that PostgreSQL runs differently (see the module docstring).
+_REWRITTEN: dict[str, str] = {
+    _sql.INSERT_STEP_OWNED: convert(_fenced(_sql.INSERT_STEP_OWNED)),
+    _sql.UPSERT_STEP_OWNED: convert(_fenced(_sql.UPSERT_STEP_OWNED)),
+    _sql.SELECT_STATUS: convert(_sql.SELECT_STATUS) + " FOR NO KEY UPDATE",
+    _sql.SELECT_CONTROL_STATE: convert(_sql.SELECT_CONTROL_STATE) + " FOR NO KEY UPDATE",
+    _sql.HAS_MESSAGES_ON: convert(_json_members(_sql.HAS_MESSAGES_ON, "?")),
+    _sql.CONSUME_MESSAGES: convert(_json_members(_sql.CONSUME_MESSAGES, "?")),
+    _sql.WAKE_WAITING: convert(_json_members(_sql.WAKE_WAITING, "waits_on")),
+    # PostgreSQL cannot type a bare `? IS NULL`.
+    _sql.CLOSE_TASKS: convert(_sql.CLOSE_TASKS).replace("(%s IS NULL", "(CAST(%s AS TEXT) IS NULL"),
+}
+
+# Statements preceded by a lock on the run named by one of their parameters.
+_LOCKED_BY_PARAM: dict[str, int] = {
+    _sql.WAKE_WAITING: 1,  # (now, run_id, channel): a message producer waking the run
+    _sql.HAS_MESSAGES: 0,  # (run_id,): a run about to wait, looking for messages
+    _sql.HAS_MESSAGES_ON: 0,  # (run_id, channels): the same, on its waits' channels
+}
+
+_LOCKS = {"": "", "skip": " FOR UPDATE SKIP LOCKED", "update": " FOR UPDATE"}
+
+
+def program_statements(text: str, params: Sequence[Any], *, lock: str) -> list[Statement]:
+    """The PostgreSQL statements for one statement of a shared program.
+
+    The caller reads the result of the last one. `lock` is the program's row-lock mark
+    ("", "skip" or "update", see `programs.base.Sql`).
+    """
+    pg = (_REWRITTEN.get(text) or convert(text)) + _LOCKS[lock]
+    position = _LOCKED_BY_PARAM.get(text)
+    if position is None:
+        return [(pg, params)]
+    return [(LOCK_RUN, (params[position],)), (pg, params)]
+
+
+def numbered(pg: str) -> str:
+    """`pg` with `$1, $2, ...` for its `%s` and `%b` (and `%` for `%%`), to PREPARE it."""
+    count = itertools.count(1)
+    return re.sub(r"%%|%[sb]", lambda m: "%" if m[0] == "%%" else f"${next(count)}", pg)
+
+
+@dataclass(frozen=True, slots=True)
+class Bulk:
+    """The array form of a one-row statement: `text` takes one array per parameter.
+
+    The rows its RETURNING gives back are `key(params)` of the rows it wrote.
+    """
+
+    text: str
+    key_positions: tuple[int, ...]
+    types: tuple[str, ...] = ()  # of the parameters, when `binary_arrays` can encode them all
+
+    def key(self, params: Sequence[Any]) -> tuple[Any, ...]:
+        """What RETURNING gives back for the row with these parameters."""
+        return tuple(params[i] for i in self.key_positions)
+
+    def params(self, rows: Sequence[Sequence[Any]]) -> Sequence[Any]:
+        """One array per parameter, for `rows`."""
+        if self.types:
+            encoded = binary_arrays.encode(self.types, rows)
+            if encoded is not None:
+                return encoded
+        return [list(column) for column in zip(*rows, strict=True)]
+
+
+# The statements with a bulk form, and the columns whose values identify a row written.
+BULK_KEYS: dict[str, tuple[str, ...]] = {
+    _sql.INSERT_RUN: ("run_id",),
+    _sql.INSERT_STEP_OWNED: ("run_id", "key"),
+    _sql.FINISH_RUN: ("run_id",),
+}
+
+_INSERT = re.compile(r"^INSERT INTO (\w+) \(([\w, ]+)\) ")
+_UPDATE = re.compile(r"^UPDATE (\w+) SET ")
+
+
+def bulk_form(text: str, types: Sequence[str]) -> Bulk | None:
+    """The bulk form of shared statement `text` (parameter types as PREPARE found them).
+
+    None when the statement does not have a shape this knows (its rows then go one by
+    one): an INSERT whose VALUES or SELECT list is one plain parameter per column, or an
+    UPDATE whose top-level WHERE says `column = ?` for each key column.
+    """
+    pg = program_statements(text, (), lock="")[-1][0]
+    names = BULK_KEYS[text]
+    count = pg.count("%s")
+    if "%b" in pg or len(types) != count:
+        return None
+    counter = iter(range(1, count + 1))
+    body = re.sub(r"%s", lambda _: f"u.p{next(counter)}", pg)
+    arrays = ", ".join(f"%b::{kind}[]" for kind in types)
+    source = f"unnest({arrays}) AS u({', '.join(f'p{i}' for i in range(1, count + 1))})"
+    try:
+        if insert := _INSERT.match(pg):
+            columns = [c.strip() for c in insert[2].split(",")]
+            values = ", ".join(f"u.p{i}" for i in range(1, len(columns) + 1))
+            if f"VALUES ({values})" in body:
+                body = body.replace(f"VALUES ({values})", f"SELECT {values} FROM {source}", 1)
+            elif f") SELECT {values} WHERE " in body:
+                body = _before_where(body, f" FROM {source}")
+            else:
+                return None
+            positions = tuple(columns.index(name) for name in names)
+            returning = ", ".join(names)
+        elif update := _UPDATE.match(pg):
+            positions = tuple(_placeholder(pg, f"{name} = %s") for name in names)
+            body = _before_where(body, f" FROM {source}")
+            returning = ", ".join(f"{update[1]}.{name}" for name in names)
+        else:
+            return None
+    except ValueError:
+        return None
+    encodable = tuple(types) if binary_arrays.encodable(types) else ()
+    return Bulk(f"{body} RETURNING {returning}", positions, encodable)
+
+
+def _before_where(text: str, insert: str) -> str:
+    """`text` with `insert` placed before its top-level WHERE (not one in parentheses)."""
+    depth = 0
+    for i, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif depth == 0 and text.startswith(" WHERE ", i):
+            return text[:i] + insert + text[i:]
+    raise ValueError(f"no top-level WHERE in {text!r}")
+
+
+def _placeholder(pg: str, pattern: str) -> int:
+    """The 0-based number of the `%s` ending `pattern` in `pg`'s top-level WHERE."""
+    where = _before_where(pg, "\0").index("\0")
+    at = pg.index(pattern, where) + len(pattern) - 2
+    return pg.count("%s", 0, at)

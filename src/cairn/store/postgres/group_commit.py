@@ -1,0 +1,393 @@
+"""Group commit for PostgresStore: one-round writes share implicit transactions.
+
+A write that sends everything in one round (one statement, or statements that need no
+result from each other) is a "shot". The writer drains every queued shot into one
+implicit transaction in pipeline mode: one round trip and one commit for the batch, and
+shots whose statement has a bulk form share one statement. A shot's future is resolved
+only after its commit. A shot that raises LeaseLost is answered with it and the batch
+goes on; a batch that fails is retried one shot per transaction; a batch that loses its
+connection (the server restarted) is retried on a new one for up to `retry_for` seconds
+before its shots fail with StoreUnavailable.
+
+A batch whose connection was lost may have committed before its reply was lost. Its
+shots are sent again and are then "ambiguous": success is definitive (a fenced write that
+succeeds now cannot have succeeded before), but a failure may only mean that the first
+send did it, so it is reported as StoreUnavailable with `unknown` set, never as LeaseLost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from cairn.errors import StoreError, StoreUnavailable
+from cairn.store import waits
+from cairn.store.postgres import dialect, write_shapes
+from cairn.store.postgres.connections import (
+    Conn,
+    Db,
+    Disconnected,
+    Program,
+    Request,
+    first_line,
+    is_lost,
+    payload,
+    results,
+    rollback,
+    send_all,
+    statement_count,
+    store_error,
+)
+from cairn.store.postgres.fast_path import FastPath
+
+log = logging.getLogger("cairn.store.postgres")
+
+MAX_BATCH = 500
+NOW = 0.0  # a wake time meaning "claimable now"
+LOST = -1  # what `Writer.lone` answers when its connection was lost after sending
+
+
+@dataclass(eq=False, slots=True)
+class Shot:
+    """A queued one-round write; `make` builds a fresh program for each attempt."""
+
+    make: write_shapes.Make
+    future: asyncio.Future[Any]
+    wake: float | None
+    bulk: dialect.Bulk | None = None
+    params: Sequence[Any] = ()
+    done: bool = False
+    started: tuple[Program[Any], Request] | None = None  # made already, for the 1st attempt
+    ambiguous: bool = False  # sent before on a connection that was lost (module docstring)
+    # The run (id, fence) it is written for, if any: its wait counts as that run's.
+    run: tuple[str, int] | None = field(default_factory=waits.on_behalf_of.get)
+
+    def begin(self) -> tuple[Program[Any], Request]:
+        """A program for this attempt, and its (first and only) request."""
+        if self.started is not None:
+            started, self.started = self.started, None
+            return started
+        program = self.make()
+        return program, next(program)
+
+    def settle(self, outcome: Any) -> None:
+        """End this write with `outcome` (a result or an exception), once."""
+        self.done = True
+        if self.future.done():
+            return
+        if self.ambiguous and isinstance(outcome, Exception):
+            if not isinstance(outcome, StoreUnavailable):
+                unknown = StoreUnavailable(
+                    f"a write was sent again after its connection was lost, and failed "
+                    f"({type(outcome).__name__}: {outcome}): the first may have committed",
+                    unknown=True,
+                )
+                unknown.__cause__ = outcome
+                outcome = unknown
+            else:
+                outcome.unknown = True
+        if isinstance(outcome, BaseException):
+            self.future.set_exception(outcome)
+        else:
+            self.future.set_result(outcome)
+
+
+class Writer:
+    """The group-commit writer of one store: a queue of shots and the lanes that drain it.
+
+    Each lane is a task with its own connection that takes everything queued when it is
+    free. With two lanes, one batch is built and sent while the previous one waits for
+    its commit to reach the disk. A shot that finds nothing queued and a lane free is
+    committed at once by its own caller on that lane's connection: one run alone then
+    pays for no hand-over between tasks.
+    """
+
+    def __init__(
+        self,
+        db: Db,
+        *,
+        on_commit: Callable[[list[float]], None],
+        lanes: int = 2,
+    ) -> None:
+        self._db = db
+        self._pool = db.pool
+        self._where = db.where
+        self._retry_for = db.retry_for
+        self._on_commit = on_commit
+        self._lanes = lanes
+        self._queue: list[Shot] = []
+        self._ready = asyncio.Event()
+        self._conns: list[Conn | None] = [None] * lanes
+        self._fast: list[FastPath | None] = [None] * lanes
+        self._locks = [asyncio.Lock() for _ in range(lanes)]  # who uses a lane's connection
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+
+    def start(self) -> None:
+        """Start the lanes in the running loop."""
+        self._tasks = [
+            asyncio.create_task(self._run(lane), name=f"cairn-pg-writer-{lane}")
+            for lane in range(self._lanes)
+        ]
+
+    async def stop(self) -> None:
+        """Commit what is queued, then stop and give the connections back."""
+        self._closing = True
+        self._ready.set()
+        await asyncio.gather(*self._tasks)
+        self._tasks = []
+        for lane in range(self._lanes):
+            async with self._locks[lane]:
+                await self._drop_connection(lane)
+
+    async def commit(self, shot: Shot) -> Any:
+        """Commit a shot and return its outcome (or raise its error) once committed."""
+        if not self._tasks or self._closing:
+            raise StoreError(f"store {self._where} is not open")
+        lane = self._free_lane()
+        if lane is not None:
+            async with self._locks[lane]:  # free (or about to be: its woken waiter first)
+                await self._commit_now(lane, shot)
+            return await shot.future
+        self._queue.append(shot)
+        self._ready.set()
+        return await shot.future
+
+    async def lone(self, text: str, params: Sequence[Any]) -> int | None:
+        """Run one row-count statement now, committed alone; the rows it touched.
+
+        Only when nothing is queued and a lane with a connection is free; otherwise None,
+        or LOST if that connection turned out lost once the statement was sent: the caller
+        then goes through `commit` (which waits its turn, or retries on a new connection;
+        after LOST, as an ambiguous shot). This is the whole cost of a step of a run
+        alone, so it skips everything a batch needs.
+        """
+        if self._closing or not self._tasks:
+            return None
+        lane = self._free_lane()
+        if lane is None or self._fast[lane] is None:  # no connection yet: `commit` gets one
+            return None
+        async with self._locks[lane]:
+            # Read only now: a lock just released may still go to a waiter first (a batch
+            # whose connection was lost), which replaces the lane's connection meanwhile.
+            fast = self._fast[lane]
+            if fast is None:
+                return None
+            return await self._lone_on(lane, fast, text, params)
+
+    def _free_lane(self) -> int | None:
+        """A lane whose connection nobody uses, if nothing is queued (else wait your turn)."""
+        if self._queue:
+            return None
+        for lane, lock in enumerate(self._locks):
+            if not lock.locked():
+                return lane
+        return None
+
+    async def _lone_on(
+        self, lane: int, fast: FastPath, text: str, params: Sequence[Any]
+    ) -> int | None:
+        try:
+            return await fast.count(text, params)
+        except asyncio.CancelledError:
+            await self._drop_connection(lane)  # its statement may be in flight
+            raise
+        except (psycopg.Error, Disconnected, UnicodeError) as exc:
+            if is_lost(self._conns[lane], exc):
+                self._db.health.trouble()
+                await self._drop_connection(lane)
+                return LOST
+            raise store_error(self._where, exc) from exc
+
+    async def _commit_now(self, lane: int, shot: Shot) -> None:
+        try:
+            await self._commit(lane, [shot])
+        except asyncio.CancelledError:
+            if not shot.done:  # its statement may be in flight: the connection is unusable
+                await self._drop_connection(lane)
+            raise
+        except Exception as exc:  # a bug here must not leave the caller waiting forever
+            log.exception("cairn: PostgreSQL writer failed")
+            shot.settle(store_error(self._where, exc))
+
+    async def _run(self, lane: int) -> None:
+        while True:
+            await self._ready.wait()
+            while self._queue:
+                async with self._locks[lane]:
+                    batch = self._queue[:MAX_BATCH]
+                    del self._queue[:MAX_BATCH]
+                    if not self._queue:
+                        self._ready.clear()
+                    try:
+                        await self._commit(lane, batch)
+                    except Exception as exc:  # a bug must not leave writers waiting forever
+                        log.exception("cairn: PostgreSQL writer failed")
+                        for shot in batch:
+                            if not shot.done:
+                                shot.settle(store_error(self._where, exc))
+            self._ready.clear()
+            if self._closing:
+                self._ready.set()  # let the other lanes see it too
+                return
+
+    async def _commit(self, lane: int, batch: list[Shot]) -> None:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        deadline = started + self._retry_for
+        delay = 0.01
+        while True:
+            todo = [shot for shot in batch if not shot.done]
+            if not todo:
+                if delay > 0.01:
+                    self._db.health.waited(loop.time() - started)
+                return
+            sent = False
+            try:
+                conn = await self._connection(lane)
+                fast = self._fast[lane]
+                assert fast is not None
+                sent = True
+                runs = tuple({shot.run for shot in todo if shot.run is not None})
+                waiting = self._db.health.waits.begin(conn, runs)
+                try:
+                    await self._apply(conn, fast, todo)
+                finally:
+                    self._db.health.waits.end(waiting)
+                continue  # settled: the top of the loop returns
+            except Disconnected as exc:
+                self._db.health.trouble()
+                await self._drop_connection(lane)
+                if sent:  # they may have committed before the reply was lost
+                    for shot in todo:
+                        shot.ambiguous = True
+                cause = exc.__cause__ or exc
+                if loop.time() >= deadline:
+                    message = f"unreachable for {self._retry_for:g}s ({first_line(cause)})"
+                    for shot in todo:
+                        shot.settle(StoreUnavailable(f"database {self._where}: {message}"))
+                    return
+                log.warning("cairn: lost %s (%s); retrying", self._where, first_line(cause))
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    async def _connection(self, lane: int) -> Conn:
+        conn = self._conns[lane]
+        if conn is None:
+            try:
+                conn = await self._pool.getconn(timeout=max(0.1, self._retry_for))
+            except psycopg.Error as exc:
+                raise Disconnected() from exc
+            self._conns[lane] = conn
+            self._fast[lane] = FastPath(conn, self._db.health.waits)
+        return conn
+
+    async def _drop_connection(self, lane: int) -> None:
+        conn, self._conns[lane] = self._conns[lane], None
+        fast, self._fast[lane] = self._fast[lane], None
+        if fast is not None:
+            fast.pause()
+        if conn is not None:
+            await self._pool.putconn(conn)  # the pool discards a broken connection
+
+    async def _apply(self, conn: Conn, fast: FastPath, shots: list[Shot]) -> None:
+        """Commit `shots` in one transaction, or each alone if that fails."""
+        try:
+            outcomes = await self._transaction(conn, fast, shots)
+        except Exception as exc:
+            if is_lost(conn, exc):
+                raise Disconnected() from exc
+            fast.pause()
+            await rollback(conn)
+            if len(shots) == 1:
+                failed = isinstance(exc, psycopg.Error | UnicodeError)
+                shots[0].settle(store_error(self._where, exc) if failed else exc)
+                return
+            # One bad write must not sink its neighbours: retry each in its own transaction.
+            for shot in shots:
+                await self._apply(conn, fast, [shot])
+            return
+        for shot, outcome in zip(shots, outcomes, strict=True):
+            shot.settle(outcome)
+        wakes = [shot.wake for shot in shots if shot.wake is not None]
+        if wakes:
+            self._on_commit(wakes)
+
+    async def _transaction(self, conn: Conn, fast: FastPath, shots: list[Shot]) -> list[Any]:
+        if len(shots) == 1 and shots[0].wake is None:
+            # A lone statement is its own implicit transaction (the sequential case).
+            program, request = shots[0].begin()
+            lone = write_shapes.lone_statement(request)
+            if lone is not None:
+                return [write_shapes.outcome(program, await fast.count(*lone))]
+            program.close()
+        # Shots whose statement has a bulk form share one statement when there are several.
+        kinds: dict[dialect.Bulk, list[int]] = {}
+        for i, shot in enumerate(shots):
+            if shot.bulk is not None:
+                kinds.setdefault(shot.bulk, []).append(i)
+        bulks = {bulk: members for bulk, members in kinds.items() if len(members) > 1}
+        shared = {i for members in bulks.values() for i in members}
+        singles = [i for i in range(len(shots)) if i not in shared]
+        programs: dict[int, Program[Any]] = {}
+        requests: dict[int, Request] = {}
+        for i in singles:
+            programs[i], requests[i] = shots[i].begin()
+        wakes = [shot.wake for shot in shots if shot.wake is not None]
+        bulk_sent = {}
+        if len(bulks) == 1 and not singles and not wakes:
+            # One statement for the whole batch (steps of runs side by side, mostly): its
+            # own implicit transaction, straight through libpq like a lone write.
+            [(bulk, members)] = bulks.items()
+            returned = await fast.rows(bulk.text, bulk.params([shots[i].params for i in members]))
+            return _bulk_outcomes(shots, bulk, members, returned, [None] * len(shots))
+        fast.pause()  # psycopg takes the connection back
+        if (
+            not bulks
+            and not wakes
+            and len(singles) == 1
+            and statement_count(requests[singles[0]]) == 1
+        ):
+            # A lone statement is its own implicit transaction; a pipeline would only add
+            # its entry and exit (tens of µs: the sequential case).
+            sent = {i: await send_all(conn, requests[i]) for i in singles}
+        else:
+            # Statements between two pipeline syncs form one implicit transaction.
+            async with conn.pipeline():
+                sent = {i: await send_all(conn, requests[i]) for i in singles}
+                for bulk, members in bulks.items():
+                    rows = [shots[i].params for i in members]
+                    bulk_sent[bulk] = await conn.execute(bulk.text, bulk.params(rows))
+                if wakes:
+                    await conn.execute(dialect.NOTIFY, (payload(wakes),))
+        outcomes: list[Any] = [None] * len(shots)
+        for i in singles:
+            outcomes[i] = write_shapes.outcome(programs[i], await results(requests[i], sent[i]))
+        for bulk, members in bulks.items():
+            returned = await bulk_sent[bulk].fetchall()
+            outcomes = _bulk_outcomes(shots, bulk, members, returned, outcomes)
+        return outcomes
+
+
+def _bulk_outcomes(
+    shots: list[Shot],
+    bulk: dialect.Bulk,
+    members: list[int],
+    returned: Sequence[Sequence[Any]],
+    outcomes: list[Any],
+) -> list[Any]:
+    """`outcomes` with those of `members`, from the keys their bulk statement returned."""
+    written = Counter(tuple(row) for row in returned)
+    for i in members:
+        key = bulk.key(shots[i].params)
+        hit = written[key] > 0
+        written[key] -= 1  # the same row twice in a batch: only the first wrote
+        program, _ = shots[i].begin()
+        outcomes[i] = write_shapes.outcome(program, 1 if hit else 0)
+    return outcomes

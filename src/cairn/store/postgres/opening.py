@@ -1,0 +1,100 @@
+"""Opening a PostgreSQL database: connect, apply pending migrations, learn bulk forms.
+
+A server that cannot be reached at all fails at once (a wrong URL should not hang for the
+retry window). One that answered and then dropped the connection (a network flapping as a
+worker starts) is tried again for up to `retry_for`: the migration is one transaction
+under an advisory lock that skips what is applied, so a lost reply to its COMMIT is
+harmless to repeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import psycopg
+
+from cairn.errors import StoreError
+from cairn.store import migrate
+from cairn.store.postgres import connections, dialect
+from cairn.store.postgres.connections import Conn
+
+log = logging.getLogger("cairn.store.postgres")
+
+# Taken (for the transaction) while migrating, so processes starting together take turns.
+MIGRATION_LOCK = 0x636169726E  # "cairn"
+
+
+async def prepare(conninfo: str, where: str, retry_for: float) -> dict[str, dialect.Bulk]:
+    """Migrate on a connection of its own; the server's bulk forms of the hot statements."""
+    loop = asyncio.get_running_loop()
+    deadline: float | None = None  # set once the server has answered
+    delay = 0.05
+    while True:
+        conn: Conn | None = None
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                conninfo, autocommit=True, connect_timeout=10
+            )
+            if deadline is None:
+                deadline = loop.time() + retry_for
+            async with conn:
+                await _migrate(conn, where)
+                return await _bulk_forms(conn)
+        except psycopg.Error as exc:
+            lost = connections.is_lost(conn, exc) or connections.is_transient(exc)
+            if deadline is None or not lost or loop.time() >= deadline:
+                verb = "migrate" if deadline is not None else "open"
+                raise StoreError(
+                    f"cannot {verb} database {where}: {connections.first_line(exc)}"
+                ) from exc
+            log.warning(
+                "cairn: lost %s while opening it (%s); retrying", where, connections.first_line(exc)
+            )
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+async def _migrate(conn: Conn, where: str) -> None:
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        await conn.execute(migrate.TABLE_SQL)
+        cursor = await conn.execute("SELECT version FROM cairn_migrations")
+        applied = {row[0] for row in await cursor.fetchall()}
+        for migration in migrate.pending("postgres", applied, where=where):
+            for statement in migrate.statements(migration.sql):
+                await conn.execute(statement)
+            await conn.execute(
+                "INSERT INTO cairn_migrations (version, name, applied_at) "
+                "VALUES (%s, %s, EXTRACT(EPOCH FROM now()))",
+                (migration.version, migration.name),
+            )
+
+
+async def _bulk_forms(conn: Conn) -> dict[str, dialect.Bulk]:
+    """Bulk forms of the statements that have one, typed as the server types them.
+
+    A bulk form is only faster: a statement without one is written row by row.
+    """
+    forms = {}
+    for text in dialect.BULK_KEYS:
+        pg = dialect.program_statements(text, (), lock="")[-1][0]
+        try:
+            await conn.execute(f"PREPARE cairn_describe AS {dialect.numbered(pg)}")
+            try:
+                cursor = await conn.execute(
+                    "SELECT parameter_types::text[] FROM pg_prepared_statements "
+                    "WHERE name = 'cairn_describe'"
+                )
+                row = await cursor.fetchone()
+            finally:
+                await conn.execute("DEALLOCATE cairn_describe")
+        except psycopg.Error as exc:
+            log.debug("cairn: cannot describe %r: %s", text, exc)
+            row = None
+        form = None if row is None else dialect.bulk_form(text, row[0])
+        if form is not None:
+            forms[text] = form
+        else:
+            log.debug("cairn: no bulk form for %r", text)
+    return forms

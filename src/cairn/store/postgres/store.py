@@ -1,0 +1,396 @@
+"""PostgresStore: the shared programs on PostgreSQL (psycopg 3, a connection pool).
+
+Any number of processes on any number of machines share one database. The hot one-round
+writes of runs share commits through one writer (group commit, see `group_commit`); the
+other programs run alone, each in its own transaction. Claims use FOR UPDATE SKIP LOCKED,
+and commits that make a run claimable send NOTIFY cairn_runs, on which `wait_for_work`
+returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from cairn.errors import ConfigError, StoreError
+from cairn.store import _sql, redact
+from cairn.store._health import StoreHealth
+from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
+from cairn.store.postgres import (
+    connections,
+    dialect,
+    group_commit,
+    listener,
+    opening,
+    stalls,
+    transactions,
+    write_shapes,
+)
+from cairn.store.postgres.connections import Db, Native, Pool
+from cairn.store.postgres.group_commit import LOST, NOW, Shot
+from cairn.store.postgres.run_reader import RunReader
+from cairn.store.postgres.side_channel import PostgresSideChannel
+from cairn.store.postgres.write_shapes import Make
+from cairn.store.programs import claims, journal, runs
+from cairn.store.programs.base import Program, Sql
+from cairn.store.records import Claimed, Lease, RunRecord, StepRecord, WorkerRecord
+from cairn.store.sql_store import SqlStore
+
+T = TypeVar("T")
+log = logging.getLogger("cairn.store.postgres")
+
+
+def conninfo(url: str) -> str:
+    """The libpq URL for a cairn PostgreSQL URL (postgresql://, postgres://, postgresql+x://)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower().split("+", 1)[0] not in ("postgresql", "postgres"):
+        raise ConfigError(f"invalid PostgreSQL URL {redact(url)!r} (use postgresql://...)")
+    return f"postgresql://{rest}"
+
+
+class PostgresStore(SqlStore):
+    """The Store protocol on one PostgreSQL database."""
+
+    dialect = "postgres"
+    # Wake times travel with NOTIFY (and this store's own commits), and the next one due
+    # is read whenever LISTEN starts: workers need no read of their own before a wait.
+    wakes_for_timers = True
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_connections: int = 2,
+        max_connections: int = 10,
+        retry_for: float = 30.0,
+        stalled_after: float = 5.0,
+    ) -> None:
+        """Configure a store (nothing connects before `open`).
+
+        Args:
+            url: `postgresql://user:password@host:port/database` (or `postgres://`).
+            min_connections: Connections the pool keeps open (at least 3).
+            max_connections: Connections the pool may open (plus one for LISTEN).
+            retry_for: Seconds to keep retrying while the server is unreachable (a
+                restart) before an operation fails with StoreError.
+            stalled_after: Seconds without a reply after which a connection's server
+                backend is looked up: a connection the server is not working for (its
+                reply was lost) is dropped and its work retried on a new one.
+        """
+        if stalled_after <= 0:
+            raise ValueError(f"stalled_after must be positive, got {stalled_after!r}")
+        self.url = url
+        self._conninfo = stalls.with_dead_peer_detection(conninfo(url))
+        self._stalled_after = stalled_after
+        self.where = redact(url)
+        self._min = max(3, min_connections)
+        self._max = max(self._min + 1, max_connections)
+        self._retry_for = retry_for
+        self.health = StoreHealth()
+        self._db: Db | None = None
+        self._pool: Pool | None = None
+        self._writer: group_commit.Writer | None = None
+        self._reader: RunReader | None = None
+        self._bulk: dict[str, dialect.Bulk] = {}
+        self._listener: asyncio.Task[None] | None = None
+        self._stalls: stalls.StallWatch | None = None
+        self._signal = WakeSignal()
+        self._step_pool: transactions.SyncPool | None = None  # sync transaction steps' (lazily)
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.where!r})"
+
+    @property
+    def pool(self) -> Pool:
+        """The open connection pool; StoreError if the store is closed."""
+        if self._pool is None:
+            raise StoreError(f"store {self.where} is not open")
+        return self._pool
+
+    @property
+    def db(self) -> Db:
+        """The pool with its retry settings; StoreError if the store is closed."""
+        if self._db is None:
+            raise StoreError(f"store {self.where} is not open")
+        return self._db
+
+    async def open(self) -> None:
+        """Connect, apply pending migrations and start the writer."""
+        if self._pool is not None:
+            return
+        self._bulk = await opening.prepare(self._conninfo, self.where, self._retry_for)
+        pool: Pool = AsyncConnectionPool(
+            self._conninfo,
+            min_size=self._min,
+            max_size=self._max,
+            kwargs={"autocommit": True},
+            open=False,
+            name="cairn",
+        )
+        try:
+            await pool.open(wait=True, timeout=30.0)
+        except psycopg.Error as exc:
+            await pool.close()
+            raise StoreError(f"cannot open database {self.where}: {exc}") from exc
+        self._pool = pool
+        self._db = Db(pool, self.where, self._retry_for, self.health)
+        self._signal = WakeSignal()
+        self._writer = group_commit.Writer(self._db, on_commit=self._signal.wake_times)
+        self._writer.start()
+        self._reader = RunReader(self._db)
+        self._stalls = stalls.StallWatch(
+            self._conninfo,
+            self.where,
+            self.health.waits,
+            after=self._stalled_after,
+            on_dropped=self._renew_connections,
+        )
+        self._stalls.start()
+
+    async def _renew_connections(self) -> None:
+        """After a dead connection: the others opened before it may be dead as well."""
+        drain = getattr(self._pool, "drain", None)  # psycopg_pool 3.3 and later
+        if drain is not None:
+            await drain()
+        if self._listener is not None:
+            self._listener.cancel()  # `wait_for_work` listens again on a new connection
+            self._listener = None
+
+    async def close(self) -> None:
+        """Commit queued writes, stop listening and close every connection."""
+        if self._pool is None:
+            return
+        if self._listener is not None:
+            self._listener.cancel()
+            try:
+                await self._listener
+            except asyncio.CancelledError:
+                pass
+            self._listener = None
+        if self._writer is not None:
+            await self._writer.stop()  # the stall watch may have to free a lane meanwhile
+            self._writer = None
+        if self._stalls is not None:
+            await self._stalls.stop()
+            self._stalls = None
+        self._reader = None
+        self._db = None
+        if self._step_pool is not None:
+            step_pool, self._step_pool = self._step_pool, None
+            await asyncio.to_thread(step_pool.close)
+        pool, self._pool = self._pool, None
+        await pool.close()
+
+    def side_channel(self) -> PostgresSideChannel:
+        """A connection of its own for the heartbeat thread."""
+        return PostgresSideChannel(self._conninfo, where=self.where)
+
+    # running programs
+
+    async def write(self, make: Callable[[], Program[T]]) -> T:
+        """Run the program `make()` builds alone in a write transaction (see SqlStore.write)."""
+        program = make()
+        wake = NOW if getattr(program, "__name__", "") in WAKING_PROGRAMS else None
+        return await self._alone(write_shapes.first_then(program, make), wake)
+
+    async def read(self, make: Callable[[], Program[T]]) -> T:
+        """Run a read-only program, each statement on a pooled connection."""
+        return await connections.read(self.db, make())
+
+    async def _alone(self, make: Callable[[], connections.Program[T]], wake: float | None) -> T:
+        outcome = await connections.run_alone(self.db, make, wake)
+        if wake is not None:
+            self._signal.at(wake)
+        return outcome
+
+    async def _shared(self, make: Make, wake: float | None = None, *, shot: bool = False) -> Any:
+        """Run a program in a group commit if it is one round, else alone.
+
+        `shot=True` says the caller knows the program is one round (saving the trial).
+        """
+        if self._writer is None:
+            raise StoreError(f"store {self.where} is not open")
+        started = None
+        ambiguous = False
+        request: connections.Request | None
+        if not shot:
+            request = write_shapes.one_round(make)
+        elif (started := write_shapes.first_request(make)) is None:
+            request = None
+        else:
+            request = started[1]
+            lone = write_shapes.lone_statement(request) if wake is None else None
+            # A one-statement write with nothing queued commits at once, alone. If the
+            # writer is busy or the connection was lost, the program (still waiting for
+            # its first answer) goes the general way below.
+            if lone is not None and (count := await self._writer.lone(*lone)) is not None:
+                if count == LOST:
+                    ambiguous = True  # it may have committed before the reply was lost
+                else:
+                    done = write_shapes.outcome(started[0], count)
+                    if isinstance(done, BaseException):
+                        raise done
+                    return done
+        if request is None:
+            return await self._alone(make, wake)
+        bulk = None
+        if isinstance(request, Sql) and not request.lock:
+            bulk = self._bulk.get(request.text)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        params = request.params if isinstance(request, Sql) else ()
+        return await self._writer.commit(
+            Shot(make, future, wake, bulk, params, started=started, ambiguous=ambiguous)
+        )
+
+    # the hot writes of a run, group-committed
+
+    async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """Insert `run` unless its run_id exists; returns the stored run and whether it is new."""
+        wake = (run.wake_at or NOW) if run.status == "PENDING" else None
+        if run.dedup_key is not None:  # the key is checked first: not one round
+            try:
+                existing = await self._alone(lambda: runs.create_run(run), wake)
+            except StoreError as exc:
+                if not _dedup_clash(exc):
+                    raise
+                # A concurrent start took the key between our check and our insert; asked
+                # again, the program names the holder (DuplicateRun).
+                existing = await self._alone(lambda: runs.create_run(run), wake)
+            return (run, True) if existing is None else (existing, False)
+
+        def insert() -> connections.Program[bool]:
+            # The shared program's first statement; the existing run is read afterwards.
+            inserted = yield Sql(_sql.INSERT_RUN, _sql.run_params(run))
+            return bool(inserted)
+
+        if await self._shared(insert, wake, shot=True):
+            return run, True
+        existing = await self.get_run(run.run_id)
+        if existing is None:
+            raise StoreError(f"database {self.where}: run {run.run_id!r} vanished")
+        return existing, False
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run, or None (concurrent calls share one query)."""
+        if self._reader is None:
+            raise StoreError(f"store {self.where} is not open")
+        row = await self._reader.get(run_id)
+        return None if row is None else _sql.run_from_row(row)
+
+    async def finish_run(
+        self,
+        run_id: str,
+        lease: Lease,
+        status: str,
+        *,
+        result: str | None,
+        error: str | None,
+        now: float,
+        alone: bool = False,
+    ) -> None:
+        """End a run held by `lease` (see Store.finish_run)."""
+        # Unless alone, a parent may be woken: wake-ups go out with the commit.
+        await self._shared(
+            lambda: runs.finish_run(run_id, lease, status, result, error, now, alone),
+            None if alone else NOW,
+            shot=alone,
+        )
+
+    async def park_run(
+        self,
+        run_id: str,
+        lease: Lease,
+        status: str,
+        *,
+        wake_at: float | None,
+        waiting_for: str | None,
+        now: float,
+        waits_on: Sequence[str] | None = None,
+        futile_wakes: int = 0,
+    ) -> None:
+        """Park a run and release it (see Store.park_run)."""
+        await self._shared(
+            lambda: runs.park_run(
+                run_id, lease, status, wake_at, waiting_for, now, waits_on, futile_wakes
+            ),
+            wake_at,
+        )
+
+    async def record_step(self, lease: Lease, step: StepRecord) -> None:
+        """Commit a step outcome for a run held by `lease`."""
+        await self._shared(lambda: journal.record_step(lease, step), shot=True)
+
+    async def upsert_step(self, lease: Lease, step: StepRecord) -> None:
+        """Commit a journal entry that may replace a "waiting" one with the same key."""
+        await self._shared(lambda: journal.record_step(lease, step, upsert=True))
+
+    async def begin_step_transaction(
+        self, *, sync: bool
+    ) -> transactions.PgStepTransaction | transactions.PgSyncStepTransaction:
+        """BEGIN for a `@cairn.transaction` step, off the group-commit path (see transactions)."""
+        if not sync:
+            return await transactions.begin(self.pool, self.where)
+        if self._step_pool is None:
+            if self._pool is None:
+                raise StoreError(f"store {self.where} is not open")
+            self._step_pool = transactions.open_sync_pool(self._conninfo, self._max)
+        return await asyncio.to_thread(transactions.begin_sync, self._step_pool, self.where)
+
+    async def register_worker(self, worker: WorkerRecord) -> None:
+        """Insert or refresh a worker row."""
+        await self._shared(lambda: claims.register_worker(worker))
+
+    async def claim_runs(self, worker_id: str, limit: int, **options: Any) -> Claimed:
+        """Atomically take due and orphaned runs (see Store.claim_runs).
+
+        One read first asks whether any candidate exists, so that the common idle claim
+        costs one round trip instead of a locking transaction.
+        """
+        if limit > 0 and all(value != [] for value in options.values()):
+            idle = write_shapes.idle_path(claims.claim_runs(worker_id, limit, **options))
+            if idle is not None:
+                selects, nothing = idle
+                probe = "SELECT " + " OR ".join(
+                    f"EXISTS ({dialect.convert(s.text)})" for s in selects
+                )
+                params = [param for s in selects for param in s.params]
+                found = _fetch_one(probe, params)
+                if not await connections.read(self.db, found):
+                    return nothing
+        return await super().claim_runs(worker_id, limit, **options)
+
+    # wake-ups
+
+    async def wait_for_work(self, timeout: float) -> None:
+        """Return when runs may have become claimable, or after `timeout` seconds.
+
+        Wake-ups come from NOTIFY cairn_runs (sent with every commit, by any process,
+        that makes a run claimable) and from this store's own writes. They are hints:
+        polling every `timeout` seconds still finds what no notification reports (a dead
+        worker's lease running out) or what a lost connection missed.
+        """
+        if self._pool is not None and self._listener is None:
+            listening = listener.listen(
+                self._conninfo, self.where, self._signal, self.health, self.next_wake
+            )
+            self._listener = asyncio.create_task(listening, name="cairn-pg-listen")
+        await self._signal.wait(timeout)
+
+
+def _dedup_clash(exc: StoreError) -> bool:
+    """True if `exc` is an insert refused by the unique index on active dedup keys."""
+    cause = exc.__cause__
+    return (
+        isinstance(cause, psycopg.errors.UniqueViolation)
+        and cause.diag.constraint_name == "runs_dedup"
+    )
+
+
+def _fetch_one(text: str, params: Sequence[Any]) -> connections.Program[Any]:
+    row = yield Native(text, params, "one")
+    return None if row is None else row[0]

@@ -1,0 +1,389 @@
+"""Programs of workers, claims and queue limits (see `programs` for what a program is).
+
+A claim takes due, queued and orphaned runs in one transaction, honouring each queue's
+limits (`_QueueGate`) and ending runs recovered too often (PoisonRun).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from cairn.store import _sql, in_flight
+from cairn.store.programs.base import Program, Sql, all_rows, one_row
+from cairn.store.programs.runs import after_finish
+from cairn.store.records import (
+    AttemptRecord,
+    Beat,
+    Claimed,
+    Lease,
+    QueueRecord,
+    WorkerRecord,
+)
+
+
+def register_worker(worker: WorkerRecord) -> Program[None]:
+    """Insert or refresh a worker row; its workflows are remembered as known now."""
+    yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
+    yield from _remember(_names(worker.workflows), None)
+
+
+def known_workflows(within: float) -> Program[set[str] | None]:
+    """The workflows workers seen in the last `within` seconds know (see Store)."""
+    known: set[str] = set()
+    for (workflows,) in (yield all_rows(_sql.SELECT_RECENT_WORKER_WORKFLOWS, (within,))):
+        if workflows is None:
+            return None  # a worker that does not say may execute any workflow
+        known.update(_names(workflows))
+    rows = yield all_rows(_sql.SELECT_RECENT_WORKFLOWS, (within,))
+    known.update(str(name) for (name,) in rows)
+    return known
+
+
+def _names(workflows: str | None) -> list[str]:
+    """The names in a worker's `workflows` column (a JSON list; None says nothing)."""
+    found = json.loads(workflows) if workflows else []
+    return [str(name) for name in found] if isinstance(found, list) else []
+
+
+def _remember(names: Sequence[str], seen_at: float | None) -> Program[None]:
+    """Remember `names` as known at `seen_at` (None: the database's clock now)."""
+    for start in range(0, len(names), _sql.REMEMBER_CHUNK):
+        chunk = names[start : start + _sql.REMEMBER_CHUNK]
+        if seen_at is None:
+            yield Sql(_sql.remember_workflows(len(chunk)), chunk)
+        else:
+            params = [value for name in chunk for value in (name, seen_at)]
+            yield Sql(_sql.remember_workflows(len(chunk), seen="?"), params)
+
+
+def _remember_worker(worker_id: str, *, now: bool) -> Program[None]:
+    """Remember what a worker about to go knew: as of now, or of its last heartbeat."""
+    row = yield one_row(_sql.SELECT_WORKER_SEEN, (worker_id,))
+    if row is None:
+        return
+    workflows, heartbeat_at = row
+    if now:
+        yield from _remember(_names(workflows), None)
+    elif heartbeat_at:
+        yield from _remember(_names(workflows), float(heartbeat_at))
+
+
+def beat(
+    worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = (), now: float = 0.0
+) -> Program[Beat]:
+    """Mark the worker alive (by the database's clock); what it holds, and every worker.
+
+    A worker whose row is gone (removed while it was presumed dead) registers again. The
+    runs in `let_go` (id, fence), still held under that fence, are queued again in the
+    same transaction: alive is not enough to keep a run whose work makes no progress.
+    """
+    if not (yield Sql(_sql.HEARTBEAT, (worker.executing, worker.worker_id))):
+        yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
+    released = []
+    for run_id, fence in let_go:
+        if (yield Sql(_sql.RELEASE_ONE, (now, run_id, worker.worker_id, fence))):
+            released.append(run_id)
+    owned = yield all_rows(_sql.SELECT_OWNED, (worker.worker_id,))
+    workers = yield all_rows(_sql.SELECT_WORKERS)
+    return Beat(
+        {str(run_id): int(fence) for run_id, fence in owned},
+        [_sql.worker_from_row(row) for row in workers],
+        tuple(released),
+    )
+
+
+def expire_workers(worker_ids: Sequence[str]) -> Program[None]:
+    """Mark workers dead now."""
+    for worker_id in worker_ids:
+        yield from _remember_worker(worker_id, now=False)
+        yield Sql(_sql.EXPIRE_WORKER, (worker_id,))
+
+
+def release_run(
+    run_id: str, lease: Lease, now: float, interrupted: Sequence[AttemptRecord] = ()
+) -> Program[bool]:
+    """Queue again a run `lease` still holds, for any worker (this one too) to claim.
+
+    The attempts its step attempts in flight were cut short as are `interrupted`.
+    """
+    if not (yield Sql(_sql.RELEASE_ONE, (now, run_id, lease.owner, lease.fence))):
+        return False
+    yield from _interrupted(interrupted)
+    return True
+
+
+def remove_worker(worker_id: str, now: float) -> Program[None]:
+    """Delete a worker and hand its running runs back to PENDING."""
+    yield Sql(_sql.RELEASE_OWNED, (now, worker_id))
+    yield from _remember_worker(worker_id, now=True)
+    yield Sql(_sql.DELETE_WORKER, (worker_id,))
+
+
+def claim_runs(
+    worker_id: str,
+    limit: int,
+    now: float,
+    stale: bool,
+    queues: list[str] | None = None,
+    workflows: list[str] | None = None,
+    versions: dict[str, str] | None = None,
+    orphans_first: bool = False,
+    only: list[str] | None = None,
+) -> Program[Claimed]:
+    """Take due runs, then pending and orphaned ones (see Store.claim_runs).
+
+    `only`: of these run ids alone (a transport's message names the run to take).
+
+    Pending runs of a queue are taken only while the queue's limits allow; a run held back
+    gets `waiting_for` saying which limit holds it.
+    """
+    claimed: list[str] = []
+    poisoned: dict[str, str] = {}
+    due_at: dict[str, float] = {}
+    # A worker only takes runs of workflows it can execute (None: it knows them all).
+    known = (*(only or ()), *(workflows or ()))
+    woken = _only(_sql.restrict(_sql.SELECT_WOKEN, "workflow", workflows), only)
+    due = yield all_rows(woken, (*known, now, limit), lock=True)
+    for run_id, status, wake_at in due:
+        # A waking sleeper is the same attempt going on, so its attempt does not grow.
+        if (yield Sql(_sql.CLAIM_ONE, (worker_id, 0, 0, now, now, now, run_id, status))):
+            claimed.append(run_id)
+            due_at[run_id] = float(wake_at)
+    if orphans_first:
+        yield from _claim_orphans(
+            worker_id, limit, stale, known, workflows, claimed, poisoned, now, only
+        )
+    if len(claimed) < limit:
+        # Over-fetch: some candidates may be held back by their queue's limits.
+        want = (limit - len(claimed)) * 4
+        text = _only(
+            _sql.restrict(
+                _sql.restrict(_sql.SELECT_PENDING, "queue", queues), "workflow", workflows
+            ),
+            only,
+        )
+        pending = yield all_rows(text, (*known, *(queues or ()), now, want), lock=True)
+        gate = _QueueGate(worker_id, now)
+        for run_id, _status, queue, partition, waiting_for, workflow, since in pending:
+            if len(claimed) >= limit:
+                break
+            if queue is not None:
+                held = yield from gate.held(queue, partition)
+                if held is not None:
+                    if held != waiting_for:
+                        yield Sql(_sql.SET_WAITING_FOR, (held, run_id))
+                    continue
+            if (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 0, now, now, now, run_id, "PENDING"))):
+                claimed.append(run_id)
+                due_at[run_id] = float(since)
+                version = (versions or {}).get(str(workflow))
+                if version is not None:
+                    yield Sql(_sql.SET_VERSION, (version, run_id))
+                if queue is not None:
+                    gate.took(queue, partition)
+    if not orphans_first:
+        yield from _claim_orphans(
+            worker_id, limit, stale, known, workflows, claimed, poisoned, now, only
+        )
+    runs = []
+    for run_id in claimed:
+        runs.append(_sql.run_from_row((yield one_row(_sql.SELECT_RUN, (run_id,)))))
+    return Claimed(runs, poisoned, due_at)
+
+
+def _claim_orphans(
+    worker_id: str,
+    limit: int,
+    stale: bool,
+    known: tuple[str, ...],
+    workflows: list[str] | None,
+    claimed: list[str],
+    poisoned: dict[str, str],
+    now: float,
+    only: list[str] | None = None,
+) -> Program[None]:
+    """Take RUNNING runs whose owner is dead, while `claimed` has room (see claim_runs)."""
+    room = limit - len(claimed)
+    if room > 0:
+        text = _sql.SELECT_ORPHANED if stale else _sql.SELECT_ORPHANED_DEAD
+        orphaned = _only(_sql.restrict(text, "workflow", workflows), only)
+        orphans = yield all_rows(orphaned, (*known, worker_id, room), lock=True)
+        for run_id, recoveries, max_recoveries, workflow, owner, fence, execution in orphans:
+            if recoveries >= max_recoveries:
+                error = _sql.poison_error(run_id, recoveries)
+                yield Sql(_sql.POISON_ONE, (error, now, now, run_id))
+                yield from after_finish(run_id, "FAILED", None, error, now)
+                poisoned[run_id] = str(workflow)
+            elif (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 1, now, now, now, run_id, "RUNNING"))):
+                claimed.append(run_id)
+            else:
+                continue
+            yield from record_interrupted(run_id, owner, int(fence), int(execution), now)
+
+
+def _only(sql: str, run_ids: list[str] | None) -> str:
+    """`sql` narrowed to `run_ids` (their placeholders come first; None: unchanged)."""
+    if run_ids is None:
+        return sql
+    marks = ", ".join("?" * len(run_ids))
+    return sql.replace("WHERE ", f"WHERE run_id IN ({marks}) AND ", 1)
+
+
+_DUE = (
+    "SELECT run_id, status, queue, COALESCE(wake_at, created_at) FROM runs WHERE "
+    "((status IN ('SLEEPING', 'WAITING') AND wake_at <= ?) "
+    "OR (status = 'PENDING' AND (wake_at IS NULL OR wake_at <= ?))) "
+    "ORDER BY COALESCE(wake_at, created_at) LIMIT ?"
+)
+
+
+def claimable(
+    now: float, limit: int, stale: bool, workflows: list[str]
+) -> Program[list[tuple[str, str, str | None, float]]]:
+    """Runs a claim could take now (read only): due, pending and orphaned ones.
+
+    Each as (run id, status, queue, mark): the mark changes when the run comes back in
+    another state (its wake time; an orphan's fence). What a transport publishes (see
+    cairn.celery): the claim its message leads to decides, with the queue limits and the
+    liveness rules of `claim_runs`.
+    """
+    known = tuple(workflows)
+    due = _sql.restrict(_DUE, "workflow", workflows)
+    found = [
+        (r[0], r[1], r[2], float(r[3])) for r in (yield all_rows(due, (*known, now, now, limit)))
+    ]
+    orphaned = _sql.restrict(
+        _sql.SELECT_ORPHANED if stale else _sql.SELECT_ORPHANED_DEAD, "workflow", workflows
+    ).replace(
+        "SELECT run_id, recoveries, max_recoveries, workflow, owner, fence, execution",
+        "SELECT run_id, queue, fence",
+        1,
+    )
+    for run_id, queue, fence in (yield all_rows(orphaned, (*known, "", limit))):
+        found.append((run_id, "RUNNING", queue, float(fence)))
+    return found
+
+
+def record_interrupted(
+    run_id: str, owner: str | None, fence: int, execution: int, now: float
+) -> Program[None]:
+    """Record each step `owner` had in flight for the run as an interrupted attempt.
+
+    Called as the run is taken from `owner` (dead, or silent past its lease). What the
+    owner had in flight is what its last heartbeat said (store/in_flight.py); a step whose
+    outcome or failure was committed after all is left alone.
+    """
+    if owner is None:
+        return
+    row = yield one_row(_sql.SELECT_WORKER_EXECUTING, (owner,))
+    steps = in_flight.decode(None if row is None else row[0], run_id, fence)
+    why = "stopped (it died or lost the run)"
+    yield from _interrupted(
+        [
+            in_flight.interrupted(step, execution=execution, worker=owner, now=now, why=why)
+            for step in steps
+        ]
+    )
+
+
+def _interrupted(attempts: Sequence[AttemptRecord]) -> Program[None]:
+    """Insert interrupted attempts, each unless its step's outcome is in the journal."""
+    for attempt in attempts:
+        params = (*_sql.attempt_params(attempt), attempt.run_id, attempt.key)
+        yield Sql(_sql.INSERT_INTERRUPTED, params)
+
+
+class _QueueGate:
+    """Counts of one claim transaction, per queue, checked against the queue's limits."""
+
+    def __init__(self, worker_id: str, now: float) -> None:
+        self.worker_id = worker_id
+        self.now = now
+        self.limits: dict[str, QueueRecord | None] = {}
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def _count(self, key: tuple[str, str], text: str, params: tuple[Any, ...]) -> Program[int]:
+        if key not in self.counts:
+            row = yield one_row(text, params)
+            self.counts[key] = int(row[0])
+        return self.counts[key]
+
+    def held(self, queue: str, partition: str | None) -> Program[str | None]:
+        """Why a run of `queue` cannot start now, or None if it can."""
+        if queue not in self.limits:
+            row = yield Sql(_sql.SELECT_QUEUE, (queue,), "one", "update")
+            self.limits[queue] = None if row is None else QueueRecord(*row)
+        limits = self.limits[queue]
+        if limits is None:
+            return None
+        name = f"queue {queue!r}"
+        if limits.concurrency is not None:
+            n = yield from self._count((queue, "all"), _sql.COUNT_EXECUTING, (queue,))
+            if n >= limits.concurrency:
+                return f"{name}: concurrency limit {limits.concurrency} reached"
+        if limits.per_worker is not None:
+            key = (queue, "mine")
+            n = yield from self._count(key, _sql.COUNT_EXECUTING_MINE, (queue, self.worker_id))
+            if n >= limits.per_worker:
+                return f"{name}: per-worker limit {limits.per_worker} reached"
+        if limits.partition_concurrency is not None and partition is not None:
+            key = (queue, f"p:{partition}")
+            n = yield from self._count(key, _sql.COUNT_EXECUTING_PARTITION, (queue, partition))
+            if n >= limits.partition_concurrency:
+                return (
+                    f"{name}: partition {partition!r} limit {limits.partition_concurrency} reached"
+                )
+        if limits.rate_count is not None and limits.rate_period is not None:
+            since = self.now - limits.rate_period
+            n = yield from self._count((queue, "rate"), _sql.COUNT_STARTS, (queue, since))
+            if n >= limits.rate_count:
+                return f"{name}: rate limit {limits.rate_count}/{limits.rate_period:g}s reached"
+        return None
+
+    def took(self, queue: str, partition: str | None) -> None:
+        """Count a run of `queue` just claimed."""
+        for kind in ("all", "mine", "rate", f"p:{partition}"):
+            key = (queue, kind)
+            if key in self.counts:
+                self.counts[key] += 1
+
+
+def declare_queue(queue: QueueRecord, declared: str, now: float) -> Program[None]:
+    """Store a code declaration's limits if the declaration changed since last stored."""
+    yield Sql(
+        _sql.DECLARE_QUEUE,
+        (
+            queue.name,
+            queue.concurrency,
+            queue.per_worker,
+            queue.rate_count,
+            queue.rate_period,
+            queue.partition_concurrency,
+            declared,
+            now,
+        ),
+    )
+
+
+def update_queue(queue: QueueRecord, now: float) -> Program[None]:
+    """Set a queue's limits (an operator's change, live)."""
+    yield Sql(
+        _sql.UPSERT_QUEUE_LIMITS,
+        (
+            queue.name,
+            queue.concurrency,
+            queue.per_worker,
+            queue.rate_count,
+            queue.rate_period,
+            queue.partition_concurrency,
+            now,
+        ),
+    )
+
+
+def list_queues() -> Program[list[QueueRecord]]:
+    """Every queue with stored limits."""
+    rows = yield all_rows(_sql.SELECT_QUEUES)
+    return [QueueRecord(*row) for row in rows]

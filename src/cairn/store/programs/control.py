@@ -1,0 +1,98 @@
+"""Programs of operator control: cancel, pause, resume, retry, restart and fork."""
+
+from __future__ import annotations
+
+from cairn.store import _sql
+from cairn.store.programs.base import FINISHED, Program, Sql, all_rows, one_row
+from cairn.store.programs.runs import after_finish
+from cairn.store.records import Lineage, RetriedStep, RunRecord
+
+
+def control_run(run_id: str, action: str, now: float) -> Program[str | None]:
+    """Apply cancel / pause / resume; the status after, None if no such run."""
+    row = yield one_row(_sql.SELECT_CONTROL_STATE, (run_id,))
+    if row is None:
+        return None
+    status, attempt, _owner = row
+    status = str(status)
+    if status in FINISHED:
+        return status
+    if action == "cancel":
+        if status in ("PENDING", "PAUSED") and attempt == 0:
+            yield Sql(_sql.CANCEL_UNSTARTED, (now, now, run_id))
+            yield from after_finish(run_id, "CANCELLED", None, None, now)
+            return "CANCELLED"
+        if status == "PAUSED":
+            yield Sql(_sql.RESUME_PAUSED, (now, now, run_id))
+        if status in ("SLEEPING", "WAITING", "PENDING", "PAUSED"):
+            yield Sql(_sql.SET_CONTROL_AND_WAKE, ("cancel", now, now, run_id))
+        else:
+            yield Sql(_sql.SET_CONTROL, ("cancel", now, run_id))
+        return status
+    if action == "pause":
+        if status in ("SLEEPING", "WAITING", "PENDING"):
+            yield Sql(_sql.PAUSE_PARKED, (now, run_id))
+            return "PAUSED"
+        if status == "RUNNING":
+            yield Sql(_sql.SET_CONTROL, ("pause", now, run_id))
+        return status
+    if action == "resume":
+        if status == "PAUSED":
+            yield Sql(_sql.RESUME_PAUSED, (now, now, run_id))
+            return "PENDING" if attempt == 0 else "WAITING"
+        if status == "RUNNING":
+            yield Sql(_sql.SET_CONTROL, (None, now, run_id))
+        return status
+    raise ValueError(f"unknown control action {action!r} (cancel, pause or resume)")
+
+
+def retry_run(run_id: str, now: float, by: str | None) -> Program[bool]:
+    """Requeue a FAILED run as its next execution; False if not FAILED.
+
+    A failed last entry moves from the journal to retried_steps, so that its step runs
+    again and the history still shows how it failed.
+    """
+    row = yield Sql(_sql.SELECT_EXECUTION, (run_id,), "one", "update")
+    if row is None:
+        return False
+    last = yield one_row(_sql.LAST_STEP, (run_id,))
+    if not (yield Sql(_sql.REQUEUE_FAILED, (now, run_id))):
+        return False
+    from_seq = 1 if last is None else int(last[2]) + 1
+    if last is not None and last[1] == "failed":
+        key, seq = last[0], int(last[2])
+        found = yield one_row(_sql.EXECUTION_OF_SEQ, (run_id, seq))
+        recorded_in = 1 if found is None or found[0] is None else int(found[0])
+        yield Sql(_sql.RETIRE_STEP, (recorded_in, run_id, key))
+        yield Sql(_sql.DELETE_STEP, (run_id, key))
+        from_seq = seq
+    execution = int(row[0]) + 1
+    yield Sql(_sql.INSERT_EXECUTION, (run_id, execution, now, "retry", by, from_seq))
+    return True
+
+
+def copy_run(
+    new_run: RunRecord, source_id: str, before_seq: int | None, by: str | None, now: float
+) -> Program[None]:
+    """Create `new_run` as a copy of the source: a restart, or a fork before `before_seq`.
+
+    A fork takes the source's entries before `before_seq` that are not "waiting".
+    """
+    yield Sql(_sql.INSERT_RUN, _sql.run_params(new_run))
+    cause = "restart" if before_seq is None else "fork"
+    if before_seq is not None:
+        yield Sql(_sql.COPY_STEPS, (new_run.run_id, source_id, before_seq))
+    params = (new_run.run_id, 1, now, cause, by, before_seq or 1)
+    yield Sql(_sql.INSERT_EXECUTION, params)
+
+
+def lineage(run_id: str) -> Program[Lineage]:
+    """A run's executions, the entries retries took out of its journal, and its copies."""
+    executions = yield all_rows(_sql.SELECT_EXECUTIONS, (run_id,))
+    retried = yield all_rows(_sql.SELECT_RETRIED, (run_id,))
+    copies = yield all_rows(_sql.SELECT_COPIES, (run_id, run_id))
+    return Lineage(
+        [_sql.execution_from_row(row) for row in executions],
+        [RetriedStep(int(row[0]), _sql.step_from_row(row[1:])) for row in retried],
+        [_sql.run_from_row(row) for row in copies],
+    )

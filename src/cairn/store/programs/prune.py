@@ -1,0 +1,179 @@
+"""Retention: delete finished runs past an age with every row they own, one batch at a time.
+
+One batch is one transaction over at most `limit` finished runs, oldest finished first,
+going on from where the previous batch stopped (so runs that must be kept are not read
+again and again). A run is kept, whatever its age, while an unfinished run depends on it:
+its parent is unfinished (whose history names it), one of its children is unfinished (the
+child tells its parent when it ends), or a later run of its continue_as_new chain is
+unfinished. The runs row is deleted first, with its conditions checked again in the same
+statement: a run retried (FAILED back to PENDING) between the scan and the delete is left
+alone, and two prunes at once delete each run once. Its other rows go in the same
+transaction, so no run is ever seen half deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cairn.store.programs.base import FINISHED, Program, Sql, all_rows
+from cairn.store.records import Pruned, PruneQuery
+
+# Every table with rows of one run, besides runs itself (see the migrations): a migration
+# that adds one adds it here, or pruned runs leave orphans behind (tests/store/test_prune
+# checks every table of the schema against this list).
+RUN_TABLES = (
+    "run_columns",
+    "steps",
+    "step_attempts",
+    "messages",
+    "hooks",
+    "tasks",
+    "run_executions",
+    "retried_steps",
+    "step_tasks",
+)
+# Tables whose rows are not any one run's (or name runs only as a remembered reference).
+OTHER_TABLES = (
+    "runs",
+    "workers",
+    "schedules",
+    "subscriptions",
+    "emit_keys",
+    "queues",
+    "known_workflows",
+    "cairn_migrations",
+)
+_FINISHED_LIST = ", ".join(f"'{status}'" for status in sorted(FINISHED))
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ", ".join("?" * len(values))
+
+
+def _scan(query: PruneQuery, after: tuple[float, str] | None, limit: int) -> Sql:
+    """The next `limit` finished runs past the age, oldest finished first."""
+    statuses = query.statuses or tuple(sorted(FINISHED))
+    # `status || ''` and `workflow || ''` keep planners off runs_by_status and
+    # runs_by_workflow (SQLite, which keeps no statistics, took runs_by_status and sorted
+    # every finished run for each batch): runs_by_finished gives the range and the order.
+    where = [
+        f"(status || '') IN ({_marks(statuses)})",
+        "finished_at IS NOT NULL",
+        "finished_at < ?",
+    ]
+    params: list[Any] = [*statuses, query.finished_before]
+    if query.workflow is not None:
+        where.append("(workflow || '') = ?")
+        params.append(query.workflow)
+    if after is not None:
+        where.append("(finished_at, run_id) > (?, ?)")
+        params += [after[0], after[1]]
+    text = (
+        "SELECT run_id, finished_at, parent_id, continued_to FROM runs "
+        f"WHERE {' AND '.join(where)} ORDER BY finished_at, run_id LIMIT ?"
+    )
+    return all_rows(text, [*params, limit])
+
+
+def _unfinished_parents(parents: list[str]) -> Program[set[str]]:
+    if not parents:
+        return set()
+    rows = yield all_rows(
+        f"SELECT run_id FROM runs WHERE run_id IN ({_marks(parents)}) "
+        f"AND status NOT IN ({_FINISHED_LIST})",
+        parents,
+    )
+    return {str(row[0]) for row in rows}
+
+
+def _with_unfinished_children(ids: list[str]) -> Program[set[str]]:
+    rows = yield all_rows(
+        f"SELECT DISTINCT parent_id FROM runs WHERE parent_id IN ({_marks(ids)}) "
+        f"AND status NOT IN ({_FINISHED_LIST})",
+        ids,
+    )
+    return {str(row[0]) for row in rows}
+
+
+def _chain_blocked(successors: dict[str, str]) -> Program[set[str]]:
+    """The candidates (id -> continued_to) with an unfinished run later in their chain.
+
+    One statement reads every later run of every chain (each once), then each chain is
+    followed here: a chain of 10,000 runs costs 10,000 rows, not one round trip each.
+    """
+    if not successors:
+        return set()
+    starts = list(successors)
+    rows = yield all_rows(
+        "WITH RECURSIVE later(run_id) AS ("
+        f" SELECT continued_to FROM runs WHERE run_id IN ({_marks(starts)})"
+        " AND continued_to IS NOT NULL"
+        " UNION SELECT runs.continued_to FROM runs JOIN later ON runs.run_id = later.run_id"
+        " WHERE runs.continued_to IS NOT NULL)"
+        " SELECT runs.run_id, runs.status, runs.continued_to FROM runs"
+        " JOIN later ON runs.run_id = later.run_id",
+        starts,
+    )
+    status = {str(row[0]): str(row[1]) for row in rows}
+    following = dict(successors)
+    following.update({str(row[0]): str(row[2]) for row in rows if row[2] is not None})
+    blocked_from: dict[str, bool] = {}
+
+    def blocked(start: str) -> bool:
+        path: list[str] = []
+        current: str | None = following.get(start)
+        verdict = False
+        while current is not None and current not in path:
+            if current in blocked_from:
+                verdict = blocked_from[current]
+                break
+            path.append(current)
+            if current not in status:  # already deleted: the chain ends here
+                break
+            if status[current] not in FINISHED:
+                verdict = True
+                break
+            current = following.get(current)
+        for run_id in path:
+            blocked_from.setdefault(run_id, verdict)
+        return verdict
+
+    return {start for start in starts if blocked(start)}
+
+
+def _delete(query: PruneQuery, ids: list[str]) -> Program[list[str]]:
+    statuses = query.statuses or tuple(sorted(FINISHED))
+    rows = yield all_rows(
+        f"DELETE FROM runs WHERE run_id IN ({_marks(ids)}) "
+        f"AND status IN ({_marks(statuses)}) AND finished_at < ? RETURNING run_id",
+        [*ids, *statuses, query.finished_before],
+    )
+    deleted = [str(row[0]) for row in rows]
+    if deleted:
+        for table in RUN_TABLES:
+            yield Sql(f"DELETE FROM {table} WHERE run_id IN ({_marks(deleted)})", deleted)
+    return deleted
+
+
+def prune_batch(
+    query: PruneQuery, after: tuple[float, str] | None, limit: int, dry_run: bool
+) -> Program[Pruned]:
+    """Delete (or with `dry_run` only count) the prunable runs among the next `limit`."""
+    rows = yield _scan(query, after, limit)
+    if not rows:
+        return Pruned(0, None)
+    last = rows[-1]
+    resume = (float(last[1]), str(last[0])) if len(rows) == limit else None
+    ids = [str(row[0]) for row in rows]
+    parents = sorted({str(row[2]) for row in rows if row[2] is not None})
+    busy_parents = yield from _unfinished_parents(parents)
+    kept = {str(row[0]) for row in rows if row[2] is not None and str(row[2]) in busy_parents}
+    kept |= yield from _with_unfinished_children(ids)
+    successors = {str(row[0]): str(row[3]) for row in rows if row[3] is not None}
+    kept |= yield from _chain_blocked(successors)
+    doomed = [run_id for run_id in ids if run_id not in kept]
+    if dry_run or not doomed:
+        return Pruned(len(doomed), resume)
+    deleted = yield from _delete(query, doomed)
+    return Pruned(len(deleted), resume)

@@ -1,0 +1,161 @@
+"""Programs of a run's life: create, read, finish (telling its parent), continue, park."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from cairn.errors import DuplicateRun
+from cairn.store import _sql
+from cairn.store.programs.base import Program, Sql, all_rows, one_row, single_write
+from cairn.store.protocol import LeaseLost
+from cairn.store.records import Lease, RunRecord
+
+
+@single_write
+def create_run(run: RunRecord) -> Program[RunRecord | None]:
+    """Insert `run` unless its id exists; returns the existing run, or None if inserted.
+
+    Raises DuplicateRun (before writing) if an active run of the queue holds its dedup key.
+    """
+    if run.dedup_key is None:
+        # The common case in one statement: insert unless the id exists.
+        if (yield Sql(_sql.INSERT_RUN, _sql.run_params(run))):
+            return None
+        return _sql.run_from_row((yield one_row(_sql.SELECT_RUN, (run.run_id,))))
+    row = yield one_row(_sql.SELECT_RUN, (run.run_id,))
+    if row is not None:
+        return _sql.run_from_row(row)
+    if run.dedup_key is not None:
+        holder = yield one_row(_sql.SELECT_ACTIVE_DEDUP, (run.queue or "", run.dedup_key))
+        if holder is not None:
+            where = f" in queue {run.queue!r}" if run.queue else ""
+            raise DuplicateRun(
+                f"dedup key {run.dedup_key!r}{where} is held by active run {holder[0]!r}",
+                run_id=str(holder[0]),
+                dedup_key=run.dedup_key,
+            )
+    if (yield Sql(_sql.INSERT_RUN, _sql.run_params(run))):
+        return None
+    row = yield one_row(_sql.SELECT_RUN, (run.run_id,))
+    return _sql.run_from_row(row)
+
+
+def get_run(run_id: str) -> Program[RunRecord | None]:
+    """The run, or None."""
+    row = yield one_row(_sql.SELECT_RUN, (run_id,))
+    return None if row is None else _sql.run_from_row(row)
+
+
+def finish_run(
+    run_id: str,
+    lease: Lease,
+    status: str,
+    result: str | None,
+    error: str | None,
+    now: float,
+    alone: bool = False,
+) -> Program[None]:
+    """End a run held by `lease`, then tell its parent and cancel its children.
+
+    `alone` (the caller knows the run has no parent, children or tasks) skips that part.
+    """
+    params = (status, result, error, now, now, run_id, lease.owner, lease.fence)
+    if alone:
+        return _finish_owned(run_id, params)
+    return _finish_and_tell(run_id, params, status, result, error, now)
+
+
+@single_write
+def _finish_owned(run_id: str, params: tuple[Any, ...]) -> Program[None]:
+    if not (yield Sql(_sql.FINISH_RUN, params)):
+        raise LeaseLost(run_id)
+
+
+def _finish_and_tell(
+    run_id: str,
+    params: tuple[Any, ...],
+    status: str,
+    result: str | None,
+    error: str | None,
+    now: float,
+) -> Program[None]:
+    yield from _finish_owned(run_id, params)
+    yield from after_finish(run_id, status, result, error, now)
+
+
+def after_finish(
+    run_id: str, status: str, result: str | None, error: str | None, now: float
+) -> Program[None]:
+    """What a run's end does to others: its parent is told, its children and tasks end."""
+    row = yield one_row(_sql.SELECT_PARENT, (run_id,))
+    if row is not None and row[0] is not None:
+        message = _sql.child_message(run_id, status, result, error)
+        channel = f"child:{run_id}"
+        yield Sql(_sql.INSERT_MESSAGE, (row[0], channel, message, None, now))
+        yield Sql(_sql.WAKE_WAITING, (now, row[0], channel))
+    yield Sql(_sql.CANCEL_CHILDREN, (now, now, run_id))
+    # Nobody will wait for the run's open tasks any more: withdraw them from the inbox.
+    yield Sql(_sql.CLOSE_TASKS, ("cancelled", run_id, None, None))
+
+
+def continue_run(run_id: str, lease: Lease, new_run: RunRecord, now: float) -> Program[None]:
+    """End a run CONTINUED and create its successor, which takes its untaken events."""
+    params = (new_run.run_id, now, now, run_id, lease.owner, lease.fence)
+    if not (yield Sql(_sql.CONTINUE_RUN, params)):
+        raise LeaseLost(run_id)
+    yield Sql(_sql.INSERT_RUN, _sql.run_params(new_run))
+    yield Sql(_sql.PASS_ON_EVENTS, (new_run.run_id, run_id))
+    # A parent waiting on this run learns the successor's id (in `result`).
+    yield from after_finish(run_id, "CONTINUED", new_run.run_id, None, now)
+
+
+def park_run(
+    run_id: str,
+    lease: Lease,
+    status: str,
+    wake_at: float | None,
+    waiting_for: str | None,
+    now: float,
+    waits_on: Sequence[str] | None = None,
+    futile_wakes: int = 0,
+) -> Program[None]:
+    """Park a run (SLEEPING, WAITING, PAUSED) and release it.
+
+    A WAITING run records the channels its open waits consume (`waits_on`, None: any).
+    """
+    due = wake_at
+    channels = None if waits_on is None else json.dumps(list(waits_on))
+    if status == "WAITING":
+        # A message its waits take arrived while the run was deciding to wait.
+        if channels is None:
+            found = yield one_row(_sql.HAS_MESSAGES, (run_id,))
+        else:
+            found = yield one_row(_sql.HAS_MESSAGES_ON, (run_id, channels))
+        if found:
+            due = now
+    fence = (run_id, lease.owner, lease.fence)
+    params = (status, due, waiting_for, channels, futile_wakes, now, *fence)
+    if not (yield Sql(_sql.PARK_RUN, params)):
+        raise LeaseLost(run_id)
+    # A cancel or pause that came after the run's last durable point is acted on now.
+    yield Sql(_sql.PARKED_CONTROL, (now, run_id))
+
+
+def update_run_meta(
+    run_id: str, columns: dict[str, str] | None, progress: str | None, now: float
+) -> Program[None]:
+    """Merge indexed columns and set progress."""
+    merged = None
+    if columns:
+        # Lock the run row first: concurrent merges (a step and its workflow setting
+        # columns at once) then see each other's columns instead of overwriting them.
+        row = yield Sql(_sql.SELECT_RUN_CREATED, (run_id,), "one", "update")
+        if row is None:
+            return  # no such run: nothing to describe
+        for name, value in columns.items():
+            yield Sql(_sql.INSERT_COLUMN, (run_id, name, value, row[0]))
+        rows = yield all_rows(_sql.SELECT_COLUMNS, (run_id,))
+        merged = _sql.columns_json(rows)
+    yield Sql(_sql.UPDATE_META, (merged, progress, now, run_id))

@@ -1,0 +1,130 @@
+"""The programs of step queues: attempts a run sends to the workers serving a queue.
+
+A run inserts an attempt (fenced by its lease) and parks; a worker of the queue claims
+it under a lease judged by the database's clock and renews it while the step runs; the
+holder of the latest claim reports the outcome, in the same transaction, as a message on
+the run's channel for that attempt (which wakes the run). An attempt whose worker went
+silent past its lease is claimed again by another worker of the queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cairn.store import _sql
+from cairn.store.programs import journal
+from cairn.store.programs.base import Program, Sql, all_rows, one_row
+from cairn.store.protocol import LeaseLost
+from cairn.store.records import STEP_TASK_FIELDS, Lease, StepTaskRecord
+
+COLUMNS = ", ".join(STEP_TASK_FIELDS)
+_FINISHED = "('COMPLETED', 'FAILED', 'CANCELLED', 'CONTINUED')"
+
+# Params: the task's values, then run_id, owner, fence of the run's lease.
+INSERT_OWNED = (
+    f"INSERT INTO step_tasks ({COLUMNS}) "
+    f"SELECT {', '.join('?' * len(STEP_TASK_FIELDS))} "
+    f"WHERE EXISTS (SELECT 1 FROM runs WHERE {_sql.FENCE}) ON CONFLICT (task_id) DO NOTHING"
+)
+SELECT_ONE = f"SELECT {COLUMNS} FROM step_tasks WHERE task_id = ?"
+SELECT_OF_RUN = f"SELECT {COLUMNS} FROM step_tasks WHERE run_id = ? ORDER BY created_at, task_id"
+
+
+def _claimable(queues: int, only: bool = False) -> str:
+    """Queued attempts, and taken ones whose worker went silent, of runs not over yet.
+
+    Of `queues` (that many placeholders; none: of every queue), and with `only` of the
+    one task id given first.
+    """
+    where = f"queue IN ({', '.join('?' * queues)}) AND " if queues else ""
+    if only:
+        where = f"task_id = ? AND {where}"
+    return (
+        f"SELECT {COLUMNS} FROM step_tasks WHERE {where}"
+        f"(status = 'queued' OR (status = 'running' AND lease_until < {_sql.DB_NOW})) "
+        "AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.run_id = step_tasks.run_id "
+        f"AND runs.status IN {_FINISHED}) ORDER BY created_at LIMIT ?"
+    )
+
+
+# Params: worker_id, lease seconds, task_id, the claims count seen.
+TAKE = (
+    "UPDATE step_tasks SET status = 'running', worker_id = ?, claims = claims + 1, "
+    f"lease_until = {_sql.DB_NOW} + ?, started_at = {_sql.DB_NOW} "
+    "WHERE task_id = ? AND claims = ? AND status IN ('queued', 'running')"
+)
+# Params: lease seconds, task_id, claims.
+RENEW = (
+    f"UPDATE step_tasks SET lease_until = {_sql.DB_NOW} + ? "
+    "WHERE task_id = ? AND claims = ? AND status = 'running' "
+    "AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.run_id = step_tasks.run_id "
+    f"AND runs.status IN {_FINISHED})"
+)
+# Params: status, finished_at, task_id, claims. The input is not kept once it is done.
+CLOSE = (
+    "UPDATE step_tasks SET status = ?, finished_at = ?, input = NULL "
+    "WHERE task_id = ? AND claims = ? AND status = 'running'"
+)
+# A worker stopping hands an attempt back for any worker of the queue to take at once
+# (params: task_id, claims).
+RELEASE = (
+    "UPDATE step_tasks SET status = 'queued', worker_id = NULL, lease_until = NULL "
+    "WHERE task_id = ? AND claims = ? AND status = 'running'"
+)
+
+
+def from_row(row: Sequence[Any]) -> StepTaskRecord:
+    """A StepTaskRecord from a row of COLUMNS."""
+    return StepTaskRecord(*row)
+
+
+def enqueue(lease: Lease, task: StepTaskRecord) -> Program[None]:
+    """Insert `task` for a run held by `lease` (again: nothing). LeaseLost if not held."""
+    params = (*(getattr(task, name) for name in STEP_TASK_FIELDS), task.run_id, lease.owner)
+    if (yield Sql(INSERT_OWNED, (*params, lease.fence))):
+        return
+    if (yield one_row(SELECT_ONE, (task.task_id,))) is None:
+        raise LeaseLost(task.run_id)
+
+
+def claim(
+    queues: Sequence[str], worker_id: str, lease: float, limit: int, only: str | None = None
+) -> Program[list[StepTaskRecord]]:
+    """Take up to `limit` attempts of `queues` for `worker_id` (only task `only`, if given)."""
+    text = _claimable(len(queues), only is not None)
+    params = (*(() if only is None else (only,)), *queues, limit)
+    rows = yield all_rows(text, params, lock=True)
+    taken = []
+    for row in rows:
+        task = from_row(row)
+        if (yield Sql(TAKE, (worker_id, lease, task.task_id, task.claims))):
+            taken.append(
+                StepTaskRecord(
+                    **{
+                        **{name: getattr(task, name) for name in STEP_TASK_FIELDS},
+                        "status": "running",
+                        "worker_id": worker_id,
+                        "claims": task.claims + 1,
+                    }
+                )
+            )
+    return taken
+
+
+def claimable(limit: int) -> Program[list[tuple[str, str, int]]]:
+    """(task id, queue, claims) of attempts a worker of their queue could claim now."""
+    rows = yield all_rows(_claimable(0), (limit,))
+    return [(task.task_id, task.queue, task.claims) for task in map(from_row, rows)]
+
+
+def report(task: StepTaskRecord, channel: str, payload: str, now: float) -> Program[bool]:
+    """Close the attempt held by this claim and send its outcome to the run, at once.
+
+    False (nothing written) if the claim is no longer the latest (another worker took the
+    attempt over) or the run is over.
+    """
+    if not (yield Sql(CLOSE, ("done", now, task.task_id, task.claims))):
+        return False
+    delivery = yield from journal.send_message(task.run_id, channel, payload, task.task_id, now)
+    return delivery is not None

@@ -1,0 +1,36 @@
+"""The one storage interface every backend implements.
+
+Writes that the engine acknowledges to a workflow (a step outcome, a finished run) are
+committed before the call returns. Backends may share one commit among concurrent callers.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from cairn.store.protocol.journal import JournalStore, StepTransaction
+from cairn.store.protocol.lifecycle import Health, LifecycleStore
+from cairn.store.protocol.runs import RunStore
+from cairn.store.protocol.schedules import ScheduleStore
+from cairn.store.protocol.step_tasks import StepTaskStore
+from cairn.store.protocol.waits import WaitStore
+from cairn.store.protocol.workers import SideChannel, WorkerStore
+
+__all__ = ["Health", "LeaseLost", "SideChannel", "StepTransaction", "Store"]
+
+
+class LeaseLost(Exception):
+    """The run is no longer held by this lease (taken over or claimed again); nothing written."""
+
+
+class Store(
+    LifecycleStore,
+    RunStore,
+    JournalStore,
+    WaitStore,
+    StepTaskStore,
+    WorkerStore,
+    ScheduleStore,
+    Protocol,
+):
+    """Persistence for runs, their journals, and the workers that execute them."""

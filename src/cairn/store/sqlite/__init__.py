@@ -1,0 +1,1 @@
+"""The SQLite backend: its store, connections, step transactions and WAL checkpoints."""

@@ -1,0 +1,201 @@
+"""SQLite connections as cairn opens them, the program driver, and what a failure means.
+
+Every connection defines `cairn_now()`, the database's clock: on SQLite that is the
+machine's real-time clock (`clock_gettime(CLOCK_REALTIME)`, what SQLite's own
+`julianday('now')` reads), shared by every process that can open the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import time
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from cairn.errors import StoreError, StoreRefused, StoreUnavailable
+from cairn.store.programs import claims
+from cairn.store.programs.base import Program
+from cairn.store.records import Beat, WorkerRecord
+
+T = TypeVar("T")
+
+
+def db_now() -> float:
+    """The machine's real-time clock in epoch seconds (not `time.time`, which tests shift)."""
+    return time.clock_gettime(time.CLOCK_REALTIME)
+
+
+def create_private(path: str) -> None:
+    """Create the database file readable and writable by its owner only, if it is new.
+
+    Runs' inputs and results are users' data. SQLite gives the -wal and -shm files it
+    creates next to the database the database file's mode, so they are private too.
+    """
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)  # an empty file is an empty database
+
+
+def connect(path: str, *, busy_ms: int) -> sqlite3.Connection:
+    """A connection in autocommit mode that waits up to `busy_ms` for a lock."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0)
+    conn.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
+    conn.create_function("cairn_now", 0, db_now, deterministic=False)
+    return conn
+
+
+def is_busy(exc: BaseException) -> bool:
+    """True if `exc` says another connection holds a lock this one needs."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+# Failures that another try may not meet: locks, a full or failing disk, a file that
+# cannot be opened right now. Anything about the values themselves will always fail.
+_TRANSIENT = frozenset(
+    getattr(sqlite3, name, -1)
+    for name in (
+        "SQLITE_BUSY",
+        "SQLITE_LOCKED",
+        "SQLITE_IOERR",
+        "SQLITE_FULL",
+        "SQLITE_CANTOPEN",
+        "SQLITE_PROTOCOL",
+        "SQLITE_NOMEM",
+    )
+)
+
+
+def is_read_only(exc: BaseException) -> bool:
+    """True if `exc` says this connection may not write the database at all.
+
+    SQLITE_READONLY in any of its forms: the file, its folder or its -wal/-shm files are
+    not writable by this process (or were when the connection opened). Another try
+    cannot change that: the connection would have to be opened again.
+    """
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (
+        isinstance(exc, sqlite3.OperationalError)
+        and code is not None
+        and (code & 0xFF == sqlite3.SQLITE_READONLY)
+    )
+
+
+def read_only_reason(where: str, exc: BaseException) -> str:
+    """The one line that says a database is read-only for this process, and why."""
+    return f"database {where} is read-only for this process ({exc})"
+
+
+def read_only_hint(path: str) -> str:
+    """Why a database may not open, when this process cannot write the file or its folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.access(folder, os.W_OK) and (not os.path.exists(path) or os.access(path, os.W_OK)):
+        return ""
+    return (
+        " (the file or its folder is read-only for this process; SQLite writes the file "
+        "and, next to it, its -wal and -shm files)"
+    )
+
+
+async def switch_to_wal(conn: sqlite3.Connection, *, within: float = 30.0) -> None:
+    """Put the database in WAL mode, waiting while other processes hold it.
+
+    When several processes open a new database at once, SQLite refuses the switch with
+    "database is locked" at once, without waiting out its busy timeout, so wait here.
+    """
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        await asyncio.sleep(0.01)
+
+
+def classify(where: str, exc: BaseException) -> StoreError:
+    """The StoreError for a failure of the driver: unavailable, refused, or other.
+
+    Values SQLite will never take (a string or blob too big, a constraint, a string that
+    cannot be encoded) are refused; locks and disk trouble are unavailable.
+    """
+    message = f"database {where}: {exc}"
+    error: StoreError
+    if is_read_only(exc):
+        error = StoreError(read_only_reason(where, exc))
+    elif isinstance(exc, sqlite3.OperationalError):
+        code = getattr(exc, "sqlite_errorcode", None)
+        transient = is_busy(exc) or (code is not None and code & 0xFF in _TRANSIENT)
+        error = StoreUnavailable(message) if transient else StoreError(message)
+    elif isinstance(exc, sqlite3.DataError | sqlite3.IntegrityError | sqlite3.InterfaceError):
+        error = StoreRefused(message)
+    elif isinstance(exc, sqlite3.ProgrammingError | UnicodeError | ValueError | OverflowError):
+        error = StoreRefused(message)  # a value that cannot be bound or encoded
+    else:
+        error = StoreError(message)
+    error.__cause__ = exc
+    return error
+
+
+def run(conn: sqlite3.Connection, program: Program[T]) -> T:
+    """Drive a program with synchronous sqlite3 calls."""
+    try:
+        statement = next(program)
+        while True:
+            cursor = conn.execute(statement.text, statement.params)
+            if statement.fetch == "count":
+                answer: Any = cursor.rowcount
+            elif statement.fetch == "one":
+                answer = cursor.fetchone()
+            else:
+                answer = cursor.fetchall()
+            statement = program.send(answer)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+class SqliteSideChannel:
+    """The heartbeat thread's own connection to the file (see Store.side_channel).
+
+    It waits for the write lock in its own thread, so a connection that holds the lock
+    for long delays heartbeats but never the event loop.
+    """
+
+    def __init__(self, path: str, *, wait: float = 5.0) -> None:
+        self.path = path
+        self._wait_ms = int(wait * 1000)
+        self._conn: sqlite3.Connection | None = None
+
+    def beat(self, worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = ()) -> Beat:
+        """Heartbeat `worker` and read what it holds (StoreError if the file is locked)."""
+        try:
+            if self._conn is None:
+                self._conn = connect(self.path, busy_ms=self._wait_ms)
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                beat = run(conn, claims.beat(worker, let_go, db_now()))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return beat
+        except (sqlite3.Error, ValueError) as exc:
+            raise classify(repr(self.path), exc) from exc
+
+    def close(self) -> None:
+        """Disconnect."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

@@ -1,0 +1,402 @@
+"""SqliteStore: the embedded backend (WAL, group commit on the event loop's thread).
+
+Statements run synchronously on the event loop's thread: a WAL commit costs tens of
+microseconds, less than handing work to another thread and back. Writes issued in the same
+loop iteration share one transaction (group commit), and no writer is answered before its
+transaction commits. The loop never waits for the write lock: while another connection
+holds it, `BEGIN IMMEDIATE` fails at once and the batch is tried again a moment later,
+so heartbeats, timers and other runs go on meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from cairn.errors import StoreError
+from cairn.store import migrate
+from cairn.store._health import StoreHealth
+from cairn.store._loop import others_ready
+from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
+from cairn.store.programs import base
+from cairn.store.programs.base import Program
+from cairn.store.records import RunRecord
+from cairn.store.sql_store import SqlStore
+from cairn.store.sqlite.checkpoints import Checkpointer
+from cairn.store.sqlite.connections import (
+    SqliteSideChannel,
+    classify,
+    connect,
+    create_private,
+    is_busy,
+    is_read_only,
+    read_only_hint,
+    read_only_reason,
+    run,
+    switch_to_wal,
+)
+from cairn.store.sqlite.transactions import SqliteStepTransaction, begin_immediate
+
+T = TypeVar("T")
+_Pending = tuple[Program[Any], asyncio.Future[Any]]
+
+# Waiting for the write lock: first retry after 1 ms, doubling up to 50 ms.
+_FIRST_RETRY = 0.001
+_LAST_RETRY = 0.05
+
+
+class _Sunk(Exception):
+    """A write failed in a way that cannot be undone alone: the whole batch rolls back."""
+
+    def __init__(self, program: Program[Any], error: Exception) -> None:
+        super().__init__(str(error))
+        self.program = program
+        self.error = error
+
+
+class SqliteStore(SqlStore):
+    """The Store protocol on one SQLite file (or `:memory:`)."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: str, *, synchronous: str = "NORMAL") -> None:
+        self.path = path
+        self.health = StoreHealth()
+        self._synchronous = synchronous
+        self._conn: sqlite3.Connection | None = None
+        self._pending: list[_Pending] = []
+        self._flush_scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._signal = WakeSignal()
+        self._data_version: int | None = None
+        self._checkpointer: Checkpointer | None = None
+        # While another connection holds the write lock: since when, and the next delay.
+        self._locked_since: float | None = None
+        self._retry_delay = _FIRST_RETRY
+        # A @cairn.transaction step's transaction is open: group commits wait for it.
+        self._held = False
+        self._step_lock: asyncio.Lock | None = None  # one step transaction at a time
+        self._step_conn: sqlite3.Connection | None = None  # its own connection (a file)
+        # The task that opened the step transaction: its own writes would wait for it.
+        self._holder: asyncio.Task[Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path!r})"
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The open connection; StoreError if the store is closed."""
+        if self._conn is None:
+            raise StoreError(f"store {self.path!r} is not open")
+        return self._conn
+
+    async def open(self) -> None:
+        """Connect, switch to WAL and apply pending migrations."""
+        if self._conn is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        if self.path != ":memory:":
+            folder = os.path.dirname(os.path.abspath(self.path))
+            if not os.path.isdir(folder):
+                raise StoreError(f"cannot open database {self.path!r}: no folder {folder!r}")
+        try:
+            if self.path != ":memory:":
+                create_private(self.path)
+            # Opening waits for other processes (migrating, switching to WAL) like any
+            # start-up; once open, the loop never waits for a lock (busy_timeout 0).
+            conn = connect(self.path, busy_ms=30_000)
+            await switch_to_wal(conn)
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute("PRAGMA temp_store=MEMORY")
+            conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: journals of many runs stay hot
+        except (sqlite3.Error, OSError) as exc:
+            hint = read_only_hint(self.path)
+            raise StoreError(f"cannot open database {self.path!r}: {exc}{hint}") from exc
+        self._conn = conn
+        self._migrate()
+        conn.execute("PRAGMA busy_timeout=0")
+        if self.path != ":memory:":
+            conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer thread does it
+            self._checkpointer = Checkpointer(self.path)
+            self._checkpointer.start()
+
+    def _migrate(self) -> None:
+        conn = self.conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(migrate.TABLE_SQL)
+            applied = {row[0] for row in conn.execute("SELECT version FROM cairn_migrations")}
+            for migration in migrate.pending("sqlite", applied, where=repr(self.path)):
+                for statement in migrate.statements(migration.sql):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO cairn_migrations (version, name, applied_at) "
+                    "VALUES (?, ?, julianday('now'))",
+                    (migration.version, migration.name),
+                )
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"cannot migrate database {self.path!r}: {exc}") from exc
+            raise
+
+    async def close(self) -> None:
+        """Flush pending writes (waiting for the write lock if need be) and close."""
+        while self._pending and self._conn is not None:
+            self._flush()
+            if self._pending:
+                await asyncio.sleep(_LAST_RETRY)
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._step_conn is not None:
+            self._step_conn.close()
+            self._step_conn = None
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+            self._checkpointer = None
+
+    def side_channel(self) -> SqliteSideChannel | None:
+        """A connection of its own for the heartbeat thread (none for `:memory:`)."""
+        return None if self.path == ":memory:" else SqliteSideChannel(self.path)
+
+    # group commit
+
+    def _write(self, program: Program[T]) -> asyncio.Future[T]:
+        if self._held and self._holder is not None and asyncio.current_task() is self._holder:
+            program.close()
+            raise StoreError(
+                f"database {self.path!r}: a @cairn.transaction step's function wrote through "
+                "the engine (engine.start, send_event...) while its own transaction holds "
+                "the write lock: that write would wait for it forever"
+            )
+        loop = self._loop or asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._pending.append((program, future))
+        if self._locked_since is not None or self._held:
+            return future  # the batch waiting for the lock takes this write along
+        if not self._flush_scheduled and not others_ready(loop):
+            # Nobody else can add to this batch before the loop idles: commit now and
+            # save the writer a trip around the event loop.
+            self._flush()
+            return future
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush)
+        return future
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if not self._pending or self._held:
+            return  # a step transaction holds the write path: it flushes when it ends
+        conn = self.conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            if is_busy(exc):
+                self._wait_for_lock()
+                return
+            self._answer(self._pending, [self._classify(exc)] * len(self._pending))
+            self._pending = []
+            return
+        if self._locked_since is not None:
+            self.health.waited(time.monotonic() - self._locked_since)
+            self._locked_since = None
+            self._retry_delay = _FIRST_RETRY
+        batch, self._pending = self._pending, []
+        try:
+            outcomes = self._run_batch(conn, batch)
+        except _Sunk as sunk:
+            # Nothing was written. A program cannot be run again (it is a generator
+            # part-way through), so its neighbours get an error too.
+            outcomes = [
+                self._failure(sunk.error) if program is sunk.program else self._sunk(sunk)
+                for program, _ in batch
+            ]
+        except sqlite3.Error as exc:
+            # The transaction itself failed and nothing was written.
+            outcomes = [self._classify(exc) for _ in batch]
+        self._answer(batch, outcomes)
+
+    def _wait_for_lock(self) -> None:
+        """Another connection holds the write lock: try the batch again a moment later."""
+        now = time.monotonic()
+        if self._locked_since is None:
+            self._locked_since = now
+        elif now - self._locked_since >= 1.0:
+            self.health.trouble()
+        loop = self._loop or asyncio.get_running_loop()
+        self._flush_scheduled = True
+        loop.call_later(self._retry_delay, self._flush)
+        self._retry_delay = min(self._retry_delay * 2, _LAST_RETRY)
+
+    @staticmethod
+    def _answer(batch: list[_Pending], outcomes: list[Any]) -> None:
+        for (_, future), outcome in zip(batch, outcomes, strict=True):
+            if future.done():
+                continue
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+
+    def _run_batch(self, conn: sqlite3.Connection, batch: list[_Pending]) -> list[Any]:
+        # The transaction is open (BEGIN IMMEDIATE). With neighbours in the batch, one bad
+        # write is undone alone and must not sink the others.
+        guard = len(batch) > 1
+        try:
+            outcomes = [self._run_one(conn, program, guard) for program, _ in batch]
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return outcomes
+
+    def _run_one(self, conn: sqlite3.Connection, program: Program[Any], guard: bool) -> Any:
+        """Run one program of a batch; its outcome, or the exception it failed with."""
+        if guard and not base.is_single_write(program):
+            return self._run_in_savepoint(conn, program)
+        # Alone in its batch, or a program that changes rows only with its last statement:
+        # if it fails, there is nothing of it to undo, so no savepoint is needed.
+        changes = conn.total_changes
+        try:
+            return run(conn, program)
+        except Exception as exc:
+            if conn.total_changes != changes or not conn.in_transaction:
+                # It failed after changing rows (or SQLite rolled the transaction back).
+                raise _Sunk(program, exc) from exc
+            return self._failure(exc)
+
+    def _run_in_savepoint(self, conn: sqlite3.Connection, program: Program[Any]) -> Any:
+        conn.execute("SAVEPOINT cairn_write")
+        try:
+            outcome = run(conn, program)
+        except Exception as exc:
+            # Raises (and sinks the batch) if SQLite already rolled the transaction back.
+            conn.execute("ROLLBACK TO cairn_write")
+            outcome = self._failure(exc)
+        conn.execute("RELEASE cairn_write")
+        return outcome
+
+    def _failure(self, exc: Exception) -> Exception:
+        # LeaseLost, DuplicateRun...: the failure is this writer's alone.
+        if isinstance(exc, sqlite3.Error | UnicodeError | ValueError | OverflowError):
+            return self._classify(exc)
+        return exc
+
+    def _classify(self, exc: BaseException) -> StoreError:
+        """The StoreError for a failed write; a read-only file is noted in `health`."""
+        if is_read_only(exc):
+            self.health.cannot_write(read_only_reason(repr(self.path), exc))
+        return classify(repr(self.path), exc)
+
+    def _sunk(self, sunk: _Sunk) -> StoreError:
+        error = self._failure(sunk.error)
+        kind = type(error) if isinstance(error, StoreError) else StoreError
+        return kind(
+            f"database {self.path!r}: a write batch was rolled back: one of its writes failed "
+            f"in a way that could not be undone alone ({type(sunk.error).__name__}: {sunk.error})"
+        )
+
+    async def write(self, make: Callable[[], Program[T]]) -> T:
+        """Run the program `make()` builds in a write transaction shared with others."""
+        program = make()
+        outcome = await self._write(program)
+        if getattr(program, "__name__", "") in WAKING_PROGRAMS:
+            self._signal.set()
+        return outcome
+
+    async def begin_step_transaction(self, *, sync: bool) -> SqliteStepTransaction:
+        """Hold the group commit and BEGIN IMMEDIATE for a `@cairn.transaction` step.
+
+        Writes already queued commit first; later ones queue until the step's transaction
+        ends. Another process holding the write lock is waited for on the loop.
+        """
+        if self._step_lock is None:
+            self._step_lock = asyncio.Lock()
+        await self._step_lock.acquire()
+        try:
+            if self._pending and self._locked_since is None:
+                self._flush()
+            self._held = True
+            self._holder = asyncio.current_task()  # an async step's function runs in it
+            conn = self._step_connection()
+            await begin_immediate(conn, repr(self.path))
+        except BaseException:
+            self._end_hold()
+            raise
+        return SqliteStepTransaction(conn, repr(self.path), self._end_hold)
+
+    def _step_connection(self) -> sqlite3.Connection:
+        if self.path == ":memory:":
+            return self.conn  # the only connection that sees this database
+        if self._step_conn is None:
+            try:
+                conn = connect(self.path, busy_ms=0)
+                conn.execute(f"PRAGMA synchronous={self._synchronous}")
+                conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer thread does it
+            except sqlite3.Error as exc:
+                raise self._classify(exc) from exc
+            self._step_conn = conn
+        return self._step_conn
+
+    def _end_hold(self) -> None:
+        """A step transaction ended: let the group commit go on with what queued meanwhile."""
+        self._held = False
+        self._holder = None
+        if self._step_lock is not None and self._step_lock.locked():
+            self._step_lock.release()
+        if self._pending and not self._flush_scheduled:
+            self._flush_scheduled = True
+            (self._loop or asyncio.get_running_loop()).call_soon(self._flush)
+
+    async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """Insert `run` unless its run_id exists; returns the stored run and whether it is new."""
+        stored, created = await super().create_run(run)
+        if created and run.status == "PENDING":
+            self._signal.at(run.wake_at or 0.0)
+        return stored, created
+
+    async def wait_for_work(self, timeout: float) -> None:
+        """Return when runs may have become claimable, or after `timeout` seconds.
+
+        This store's own writes wake it at once. SQLite cannot notify other processes, so
+        their commits are noticed by checking PRAGMA data_version every 50 ms.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while (left := deadline - loop.time()) > 0:
+            if await self._signal.wait(min(left, 0.05)) or self._others_committed():
+                return
+
+    def _others_committed(self) -> bool:
+        if self._conn is None:
+            return False
+        version = int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+        changed = self._data_version is not None and version != self._data_version
+        self._data_version = version
+        return changed
+
+    async def read(self, make: Callable[[], Program[T]]) -> T:
+        """Run a read-only program at once (WAL readers see the last commit).
+
+        A reader does not wait for the write lock; should SQLite still answer busy (a
+        checkpoint resetting the log), it is asked again a moment later.
+        """
+        delay = _FIRST_RETRY
+        started = time.monotonic()
+        while True:
+            try:
+                return run(self.conn, make())
+            except (sqlite3.Error, UnicodeError, ValueError) as exc:
+                if not is_busy(exc) or time.monotonic() - started > 30.0:
+                    raise classify(repr(self.path), exc) from exc
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _LAST_RETRY)
