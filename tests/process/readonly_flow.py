@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import cairn
-from cairn.store import sqlite as sqlite_store
+from cairn.store.sqlite import store as sqlite_store
 
 EFFECTS = Path(os.environ.get("CAIRN_EFFECTS", "effects.txt"))
 DONE = EFFECTS.with_name("made-read-only")
