@@ -12,6 +12,7 @@ from types import ModuleType
 import pytest
 
 import cairn
+from cairn.authoring.registry import default_registry
 from cairn.clock import VirtualClock
 
 from .kit import WAIT
@@ -29,6 +30,9 @@ def load_example() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
+    # Importing it declared a 5 s schedule in the global registry: left there, every later
+    # TestEngine that advances an hour ran its 720 ticks (24 s per test in a full run).
+    default_registry.schedules.pop(module.POLL.id, None)
     return module
 
 
