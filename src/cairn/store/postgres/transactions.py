@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import psycopg
 from psycopg.pq import TransactionStatus
@@ -56,17 +56,21 @@ def _begin_failed(where: str, exc: psycopg.Error) -> Exception:
     return store_error(where, exc)
 
 
-class PgStepTransaction:
-    """An async step's transaction on a connection of the store's pool."""
+C = TypeVar("C", Conn, SyncConn)
+P = TypeVar("P", Pool, SyncPool)
 
-    def __init__(self, pool: Pool, conn: Conn, where: str) -> None:
-        self._pool = pool
-        self._conn: Conn | None = conn
+
+class _Held(Generic[P, C]):
+    """A connection held from `pool` for one step's transaction, until it ends."""
+
+    def __init__(self, pool: P, conn: C, where: str) -> None:
+        self._pool: P = pool
+        self._conn: C | None = conn
         self._where = where
 
     @property
-    def connection(self) -> Conn:
-        """The psycopg AsyncConnection, inside the transaction."""
+    def connection(self) -> C:
+        """The psycopg connection (async or blocking), inside the transaction."""
         if self._conn is None:
             raise RuntimeError("the transaction of this step has ended")
         return self._conn
@@ -74,6 +78,10 @@ class PgStepTransaction:
     def state(self) -> Literal["open", "aborted", "ended"]:
         """From the connection's transaction status."""
         return _state(self.connection.info.transaction_status)
+
+
+class PgStepTransaction(_Held[Pool, Conn]):
+    """An async step's transaction on a connection of the store's pool."""
 
     async def commit(
         self, lease: Lease, step: StepRecord, marks: Sequence[StepRecord] = ()
@@ -138,24 +146,8 @@ async def begin(pool: Pool, where: str) -> PgStepTransaction:
     return PgStepTransaction(pool, conn, where)
 
 
-class PgSyncStepTransaction:
+class PgSyncStepTransaction(_Held[SyncPool, SyncConn]):
     """A sync step's transaction on a blocking connection; each call runs in a thread."""
-
-    def __init__(self, pool: SyncPool, conn: SyncConn, where: str) -> None:
-        self._pool = pool
-        self._conn: SyncConn | None = conn
-        self._where = where
-
-    @property
-    def connection(self) -> SyncConn:
-        """The blocking psycopg Connection, inside the transaction."""
-        if self._conn is None:
-            raise RuntimeError("the transaction of this step has ended")
-        return self._conn
-
-    def state(self) -> Literal["open", "aborted", "ended"]:
-        """From the connection's transaction status."""
-        return _state(self.connection.info.transaction_status)
 
     async def commit(
         self, lease: Lease, step: StepRecord, marks: Sequence[StepRecord] = ()
