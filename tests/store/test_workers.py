@@ -296,3 +296,29 @@ async def test_expire_workers__keeps_the_last_heartbeat_of_a_dead_worker(
     [dead] = await store.list_workers()
     assert dead.heartbeat_at == 0  # not live: its runs may be taken over
     assert dead.last_heartbeat_at == pytest.approx(before.heartbeat_at)
+
+
+async def test_wait_for_work__wakes_at_once_on_its_own_store_s_waking_write(store: Store) -> None:
+    # `@wakes` on send_message: without it SQLite would sleep the whole timeout (its own
+    # commits do not change PRAGMA data_version) and PostgreSQL would send no NOTIFY.
+    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.park_run("r1", held("w1"), "WAITING", wake_at=None, waiting_for="go", now=T0)
+    await settle(store)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    waiting = asyncio.create_task(store.wait_for_work(30))
+    await asyncio.sleep(0)
+
+    await store.send_message("r1", "go", "1", idempotency_key=None, now=T0)
+
+    async with asyncio.timeout(10):
+        await waiting
+    assert loop.time() - started < 5
+
+
+def test_wakes__is_declared_on_the_programs_that_make_runs_claimable() -> None:
+    from cairn.store.programs import base, claims, journal, runs
+
+    assert base.is_waking(journal.send_message("r1", "go", "1", None, T0))
+    assert base.is_waking(claims.release_run("r1", held("w1"), T0))
+    assert not base.is_waking(runs.finish_run("r1", held("w1"), "COMPLETED", None, None, T0, False))

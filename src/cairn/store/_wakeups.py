@@ -13,28 +13,6 @@ import time
 
 MAX_TIMERS = 1024
 
-# Programs (see cairn.store.programs) after whose commit a run may be claimable.
-WAKING_PROGRAMS = frozenset(
-    {
-        "continue_run",
-        "control_run",
-        "declare_queue",
-        "emit_event",
-        "expire_workers",
-        "fire_schedule",
-        "fork_run",
-        "release_buffered",
-        "release_run",
-        "remove_worker",
-        "resume_hook",
-        "retry_run",
-        "send_message",
-        "submit_task",
-        "trigger_schedule",
-        "update_queue",
-    }
-)
-
 
 class WakeSignal:
     """An asyncio event plus the earliest known wake times of parked runs."""

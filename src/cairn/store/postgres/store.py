@@ -20,7 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 from cairn.errors import ConfigError, StoreError
 from cairn.store import _sql, redact
 from cairn.store._health import StoreHealth
-from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
+from cairn.store._wakeups import WakeSignal
 from cairn.store.postgres import (
     connections,
     dialect,
@@ -37,7 +37,7 @@ from cairn.store.postgres.run_reader import RunReader
 from cairn.store.postgres.side_channel import PostgresSideChannel
 from cairn.store.postgres.write_shapes import Make
 from cairn.store.programs import claims, journal, runs
-from cairn.store.programs.base import Program, Sql
+from cairn.store.programs.base import Program, Sql, is_waking
 from cairn.store.records import Claimed, Lease, RunRecord, StepRecord, WorkerRecord
 from cairn.store.sql_store import SqlStore
 
@@ -195,7 +195,7 @@ class PostgresStore(SqlStore):
     async def write(self, make: Callable[[], Program[T]]) -> T:
         """Run the program `make()` builds alone in a write transaction (see SqlStore.write)."""
         program = make()
-        wake = NOW if getattr(program, "__name__", "") in WAKING_PROGRAMS else None
+        wake = NOW if is_waking(program) else None
         return await self._alone(write_shapes.first_then(program, make), wake)
 
     async def read(self, make: Callable[[], Program[T]]) -> T:

@@ -39,6 +39,7 @@ F = TypeVar("F", bound=Callable[..., Program[Any]])
 FINISHED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "CONTINUED"})
 
 _SINGLE_WRITE: set[CodeType] = set()
+_WAKES: set[CodeType] = set()
 
 
 def single_write(fn: F) -> F:
@@ -56,6 +57,21 @@ def single_write(fn: F) -> F:
 def is_single_write(program: Program[Any]) -> bool:
     """True if `program` comes from a function declared `@single_write`."""
     return getattr(program, "gi_code", None) in _SINGLE_WRITE
+
+
+def wakes(fn: F) -> F:
+    """Declare that after `fn`'s programs commit, a run may be claimable at once.
+
+    The store then wakes its workers' claim loops (on PostgreSQL, other processes' too,
+    through NOTIFY) instead of leaving them to their next poll.
+    """
+    _WAKES.add(fn.__code__)
+    return fn
+
+
+def is_waking(program: Program[Any]) -> bool:
+    """True if `program` comes from a function declared `@wakes`."""
+    return getattr(program, "gi_code", None) in _WAKES
 
 
 def one_row(text: str, params: Sequence[Any] = ()) -> Sql:

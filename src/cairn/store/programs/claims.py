@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cairn.store import _sql, in_flight
-from cairn.store.programs.base import Program, Sql, all_rows, one_row
+from cairn.store.programs.base import Program, Sql, all_rows, one_row, wakes
 from cairn.store.programs.runs import after_finish
 from cairn.store.records import (
     AttemptRecord,
@@ -94,6 +94,7 @@ def beat(
     )
 
 
+@wakes
 def expire_workers(worker_ids: Sequence[str]) -> Program[None]:
     """Mark workers dead now."""
     for worker_id in worker_ids:
@@ -101,6 +102,7 @@ def expire_workers(worker_ids: Sequence[str]) -> Program[None]:
         yield Sql(_sql.EXPIRE_WORKER, (worker_id,))
 
 
+@wakes
 def release_run(
     run_id: str, lease: Lease, now: float, interrupted: Sequence[AttemptRecord] = ()
 ) -> Program[bool]:
@@ -114,6 +116,7 @@ def release_run(
     return True
 
 
+@wakes
 def remove_worker(worker_id: str, now: float) -> Program[None]:
     """Delete a worker and hand its running runs back to PENDING."""
     yield Sql(_sql.RELEASE_OWNED, (now, worker_id))
@@ -350,6 +353,7 @@ class _QueueGate:
                 self.counts[key] += 1
 
 
+@wakes
 def declare_queue(queue: QueueRecord, declared: str, now: float) -> Program[None]:
     """Store a code declaration's limits if the declaration changed since last stored."""
     yield Sql(
@@ -367,6 +371,7 @@ def declare_queue(queue: QueueRecord, declared: str, now: float) -> Program[None
     )
 
 
+@wakes
 def update_queue(queue: QueueRecord, now: float) -> Program[None]:
     """Set a queue's limits (an operator's change, live)."""
     yield Sql(

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from cairn.store import _sql
-from cairn.store.programs.base import FINISHED, Program, Sql, all_rows, one_row
+from cairn.store.programs.base import FINISHED, Program, Sql, all_rows, one_row, wakes
 from cairn.store.programs.runs import after_finish
 from cairn.store.records import Lineage, RetriedStep, RunRecord
 
 
+@wakes
 def control_run(run_id: str, action: str, now: float) -> Program[str | None]:
     """Apply cancel / pause / resume; the status after, None if no such run."""
     row = yield one_row(_sql.SELECT_CONTROL_STATE, (run_id,))
@@ -46,6 +47,7 @@ def control_run(run_id: str, action: str, now: float) -> Program[str | None]:
     raise ValueError(f"unknown control action {action!r} (cancel, pause or resume)")
 
 
+@wakes
 def retry_run(run_id: str, now: float, by: str | None) -> Program[bool]:
     """Requeue a FAILED run as its next execution; False if not FAILED.
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 
 from cairn.store import _sql
-from cairn.store.programs.base import FINISHED, Program, Sql, all_rows, one_row, single_write
+from cairn.store.programs.base import FINISHED, Program, Sql, all_rows, one_row, single_write, wakes
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import AttemptRecord, Delivery, HookRecord, Lease, StepRecord, TaskRecord
 
@@ -30,6 +30,7 @@ def record_attempt(lease: Lease, attempt: AttemptRecord) -> Program[None]:
 # messages, hooks and tasks
 
 
+@wakes
 def send_message(
     run_id: str, channel: str, payload: str, idempotency_key: str | None, now: float
 ) -> Program[Delivery | None]:
@@ -88,6 +89,7 @@ def create_hook(lease: Lease, step: StepRecord, hook: HookRecord) -> Program[Non
     yield Sql(_sql.INSERT_HOOK, _sql.hook_params(hook))
 
 
+@wakes
 def resume_hook(token: str, payload: str, now: float) -> Program[str | None]:
     """Use a hook once; the run id, or None if unknown, used, expired or its run finished."""
     row = yield one_row(_sql.SELECT_HOOK_RUN, (token,))
@@ -111,6 +113,7 @@ def create_task(lease: Lease, step: StepRecord, task: TaskRecord) -> Program[Non
     yield Sql(_sql.INSERT_TASK, _sql.task_params(task))
 
 
+@wakes
 def submit_task(
     task_id: str, values: str, by: str | None, now: float
 ) -> Program[TaskRecord | None]:

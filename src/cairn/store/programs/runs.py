@@ -8,7 +8,7 @@ from typing import Any
 
 from cairn.errors import DuplicateRun
 from cairn.store import _sql
-from cairn.store.programs.base import Program, Sql, all_rows, one_row, single_write
+from cairn.store.programs.base import Program, Sql, all_rows, one_row, single_write, wakes
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import Lease, RunRecord
 
@@ -100,6 +100,7 @@ def after_finish(
     yield Sql(_sql.CLOSE_TASKS, ("cancelled", run_id, None, None))
 
 
+@wakes
 def continue_run(run_id: str, lease: Lease, new_run: RunRecord, now: float) -> Program[None]:
     """End a run CONTINUED and create its successor, which takes its untaken events."""
     params = (new_run.run_id, now, now, run_id, lease.owner, lease.fence)

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from cairn import ids
 from cairn.store import _sql
-from cairn.store.programs.base import FINISHED, Program, Sql, all_rows, one_row
+from cairn.store.programs.base import FINISHED, Program, Sql, all_rows, one_row, wakes
 from cairn.store.programs.control import control_run
 from cairn.store.programs.journal import record_step
 from cairn.store.protocol import LeaseLost
@@ -87,6 +87,7 @@ def delete_schedule(schedule_id: str) -> Program[bool]:
     return bool((yield Sql(_sql.DELETE_SCHEDULE, (schedule_id,))))
 
 
+@wakes
 def fire_schedule(
     schedule_id: str,
     expected_next: float,
@@ -127,6 +128,7 @@ def fire_schedule(
     return Fired(started, cancelled, skipped, buffered is not None)
 
 
+@wakes
 def release_buffered(
     schedule_id: str, tick: float, run_id: str, now: float
 ) -> Program[Fired | None]:
@@ -149,6 +151,7 @@ def release_buffered(
     return Fired([run_id], [])
 
 
+@wakes
 def trigger_schedule(schedule_id: str, run_id: str, now: float) -> Program[RunRecord | None]:
     """Start one run of the schedule now, whatever its overlap policy; None if unknown."""
     row = yield one_row(_sql.SELECT_SCHEDULE, (schedule_id,))
@@ -221,6 +224,7 @@ def emit_run_id(event_type: str, key: str, workflow: str) -> str:
     return "emit:" + ":".join(parts)
 
 
+@wakes
 def emit_event(
     event_type: str,
     args: str,

@@ -21,9 +21,9 @@ from cairn.errors import StoreError
 from cairn.store import migrate
 from cairn.store._health import StoreHealth
 from cairn.store._loop import others_ready
-from cairn.store._wakeups import WAKING_PROGRAMS, WakeSignal
+from cairn.store._wakeups import WakeSignal
 from cairn.store.programs import base
-from cairn.store.programs.base import Program
+from cairn.store.programs.base import Program, is_waking
 from cairn.store.records import RunRecord
 from cairn.store.sql_store import SqlStore
 from cairn.store.sqlite.checkpoints import Checkpointer
@@ -309,7 +309,7 @@ class SqliteStore(SqlStore):
         """Run the program `make()` builds in a write transaction shared with others."""
         program = make()
         outcome = await self._write(program)
-        if getattr(program, "__name__", "") in WAKING_PROGRAMS:
+        if is_waking(program):
             self._signal.set()
         return outcome
 
