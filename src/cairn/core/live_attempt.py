@@ -25,7 +25,7 @@ from cairn.core.run_env import RunEnv
 from cairn.core.run_meta import MetaWriter
 from cairn.core.signals import Suspend, Unwind
 from cairn.errors import StoreUnavailable
-from cairn.models import RunInfo
+from cairn.models import RunInfo, RunStatus
 from cairn.observability.hooks import RunScope
 from cairn.store.records import AttemptRecord, Lease, RunRecord, StepRecord
 
@@ -161,7 +161,7 @@ class LiveAttempt(RunContext):
         wake it on time.
         """
         self.waits[key] = (None, wake_at, waiting_for or "")
-        return self.leave(Suspend("SLEEPING", wake_at, waiting_for))
+        return self.leave(Suspend(RunStatus.SLEEPING, wake_at, waiting_for))
 
     def waits_for_time(self) -> bool:
         """True if every step executing now waits out a retry backoff on the clock.

@@ -15,6 +15,7 @@ import time
 
 from cairn.core import executor
 from cairn.core.live_run import LiveRun
+from cairn.models import RunStatus
 from cairn.observability import logcontext
 from cairn.runtime import leases
 from cairn.runtime.executing import Executing
@@ -67,7 +68,7 @@ class Claiming(Executing):
             log.error("run %s given up after too many recoveries (PoisonRun)", run_id)
             if self.env.observer is not None:
                 self.env.observer.poisoned(workflow)
-            self._on_finished(run_id, executor.Outcome("FAILED"))
+            self._on_finished(run_id, executor.Outcome(RunStatus.FAILED))
         if self.env.observer is not None and claimed.runs:
             self.env.observer.claimed(claimed.runs, claimed.due, now)
         for run in claimed.runs:
@@ -111,7 +112,7 @@ class Claiming(Executing):
             log.error("run %s given up after too many recoveries (PoisonRun)", poisoned)
             if self.env.observer is not None:
                 self.env.observer.poisoned(workflow)
-            self._on_finished(poisoned, executor.Outcome("FAILED"))
+            self._on_finished(poisoned, executor.Outcome(RunStatus.FAILED))
         if not claimed.runs:
             return False
         if self.env.observer is not None:

@@ -22,6 +22,7 @@ from cairn.core.futile_wakes import FutileWakes
 from cairn.core.live_run import LiveRun
 from cairn.core.run_env import RunEnv
 from cairn.core.tenure import Tenure
+from cairn.models import RunStatus
 from cairn.observability import logcontext
 from cairn.runtime import leases
 from cairn.runtime.heartbeat import Heartbeat
@@ -254,7 +255,7 @@ class Executing:
             # filled every slot it asked for, or this run's queue had runs held back. A run
             # that just parked may itself be due already (a message or a cancel arrived as
             # it parked), so look then too.
-            parked = outcome.status in ("SLEEPING", "WAITING", "PAUSED")
+            parked = outcome.status in (RunStatus.SLEEPING, RunStatus.WAITING, RunStatus.PAUSED)
             if outcome.status is not None and not parked and self.env.futile is not None:
                 self.env.futile.forget(run.run_id)  # it finished
             if not self._stopping and (self._backlog or parked or run.queue is not None):

@@ -13,6 +13,7 @@ import asyncio
 import time
 
 from cairn.authoring import schedules
+from cairn.models import RunStatus
 from cairn.observability import logcontext
 from cairn.runtime import leases
 from cairn.runtime.claiming import Claiming
@@ -108,7 +109,7 @@ class Reconciling(Claiming):
             if run is None or (run.owner, run.fence, run.status) != (
                 self.env.owner,
                 fence,
-                "RUNNING",
+                RunStatus.RUNNING,
             ):
                 return
             if run_id in self.active or run_id in self._releasing or self._stopping:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cairn.store._sql.columns import ATTEMPT_COLUMNS, DB_NOW, placeholders
+from cairn.store._sql.columns import ATTEMPT_COLUMNS, DB_NOW, FINISHED_SQL, placeholders
 from cairn.store.records import (
     ATTEMPT_FIELDS,
 )
@@ -68,7 +68,7 @@ UPSERT_QUEUE_LIMITS = (
 )
 SELECT_ACTIVE_DEDUP = (
     "SELECT run_id FROM runs WHERE COALESCE(queue, '') = ? AND dedup_key = ? "
-    "AND status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'CONTINUED')"
+    f"AND status NOT IN {FINISHED_SQL}"
 )
 # The earliest timer: when a worker with nothing else to do should look again.
 NEXT_WAKE = (

@@ -1,7 +1,8 @@
-"""Column lists of the records' tables, the database's clock and the lease fence."""
+"""Column lists of the records' tables, the database's clock, the lease fence, statuses as SQL."""
 
 from __future__ import annotations
 
+from cairn.models import RunStatus
 from cairn.store.records import (
     ATTEMPT_FIELDS,
     RUN_FIELDS,
@@ -14,6 +15,12 @@ LISTED_RUN_COLUMNS = ", ".join(f"runs.{name}" for name in RUN_FIELDS)
 STEP_COLUMNS = ", ".join(STEP_FIELDS)
 ATTEMPT_COLUMNS = ", ".join(ATTEMPT_FIELDS)
 WORKER_COLUMNS = ", ".join(WORKER_FIELDS)
+
+
+# A statement names a single status as a literal ('PENDING'); tests/store/test_sql_statuses.py
+# checks each one is a RunStatus. Lists are derived, in RunStatus's order.
+FINISHED_SQL = "(" + ", ".join(f"'{s.value}'" for s in RunStatus if s.finished) + ")"
+UNFINISHED_SQL = "(" + ", ".join(f"'{s.value}'" for s in RunStatus if not s.finished) + ")"
 
 
 def placeholders(n: int) -> str:

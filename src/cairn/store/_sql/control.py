@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from cairn.store._sql.columns import FENCE, RUN_COLUMNS, STEP_COLUMNS, placeholders
+from cairn.store._sql.columns import FENCE, FINISHED_SQL, RUN_COLUMNS, STEP_COLUMNS, placeholders
 from cairn.store.records import (
     EXECUTION_FIELDS,
 )
 
 # Operator control. A run that is executing gets `control` set and acts on it at its next
 # durable point; a parked or pending one is changed here directly.
-FINISHED_SQL = "('COMPLETED', 'FAILED', 'CANCELLED', 'CONTINUED')"
 SELECT_CONTROL_STATE = "SELECT status, attempt, owner FROM runs WHERE run_id = ?"
 SET_CONTROL = "UPDATE runs SET control = ?, updated_at = ? WHERE run_id = ?"
 # Parked runs are made due so they replay and meet the request at their durable point.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cairn.store._sql.columns import placeholders
+from cairn.store._sql.columns import FINISHED_SQL, placeholders
 from cairn.store._sql.runs import INSERT_STEP_OWNED
 from cairn.store.records import (
     HOOK_FIELDS,
@@ -87,7 +87,7 @@ SELECT_OPEN_HOOKS = (
     + ", ".join(f"h.{name}" for name in HOOK_FIELDS)
     + " FROM hooks h JOIN runs r ON r.run_id = h.run_id "
     "WHERE h.used_at IS NULL AND (h.expires_at IS NULL OR h.expires_at > ?) "
-    "AND r.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'CONTINUED') "
+    f"AND r.status NOT IN {FINISHED_SQL} "
     "AND (CAST(? AS TEXT) IS NULL OR h.run_id = ?) "
     "ORDER BY h.created_at, h.token LIMIT ?"
 )

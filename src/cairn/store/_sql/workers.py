@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cairn.models import SPINNING_AFTER
-from cairn.store._sql.columns import DB_NOW, FENCE, WORKER_COLUMNS
+from cairn.store._sql.columns import DB_NOW, FENCE, UNFINISHED_SQL, WORKER_COLUMNS
 
 # Registered and heartbeated with the database's clock (started_at and heartbeat_at).
 # Params: worker_id, host, pid, concurrency, queues, workflows, lease, process, executing.
@@ -27,7 +27,7 @@ SELECT_WORKER_EXECUTING = "SELECT executing FROM workers WHERE worker_id = ?"
 COUNT_UNFINISHED = (
     "SELECT queue, status, COUNT(*), "
     f"SUM(CASE WHEN futile_wakes > {SPINNING_AFTER} THEN 1 ELSE 0 END) FROM runs "
-    "WHERE status IN ('PENDING', 'RUNNING', 'SLEEPING', 'WAITING', 'PAUSED') "
+    f"WHERE status IN {UNFINISHED_SQL} "
     "GROUP BY queue, status"
 )
 COUNT_LIVE_WORKERS = f"SELECT COUNT(*) FROM workers WHERE heartbeat_at + lease >= {DB_NOW}"

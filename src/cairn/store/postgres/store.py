@@ -18,6 +18,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from cairn.errors import ConfigError, StoreError
+from cairn.models import RunStatus
 from cairn.store import _sql, redact
 from cairn.store._health import StoreHealth
 from cairn.store._wakeups import WakeSignal
@@ -251,7 +252,7 @@ class PostgresStore(SqlStore):
 
     async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
         """Insert `run` unless its run_id exists; returns the stored run and whether it is new."""
-        wake = (run.wake_at or NOW) if run.status == "PENDING" else None
+        wake = (run.wake_at or NOW) if run.status == RunStatus.PENDING else None
         if run.dedup_key is not None:  # the key is checked first: not one round
             try:
                 existing = await self._alone(lambda: runs.create_run(run), wake)

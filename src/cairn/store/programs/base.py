@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any, Literal, TypeVar
 
+from cairn.models import RunStatus
+
 T = TypeVar("T")
 
 
@@ -36,7 +38,9 @@ class Sql:
 Program = Generator[Sql, Any, T]
 F = TypeVar("F", bound=Callable[..., Program[Any]])
 
-FINISHED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "CONTINUED"})
+FINISHED = frozenset(
+    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.CONTINUED}
+)
 
 _SINGLE_WRITE: set[CodeType] = set()
 _WAKES: set[CodeType] = set()

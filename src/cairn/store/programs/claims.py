@@ -10,6 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from cairn.models import RunStatus
 from cairn.store import _sql, in_flight
 from cairn.store.programs.base import Program, Sql, all_rows, one_row, wakes
 from cairn.store.programs.runs import after_finish
@@ -178,7 +179,11 @@ def claim_runs(
                     if held != waiting_for:
                         yield Sql(_sql.SET_WAITING_FOR, (held, run_id))
                     continue
-            if (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 0, now, now, now, run_id, "PENDING"))):
+            if (
+                yield Sql(
+                    _sql.CLAIM_ONE, (worker_id, 1, 0, now, now, now, run_id, RunStatus.PENDING)
+                )
+            ):
                 claimed.append(run_id)
                 due_at[run_id] = float(since)
                 version = (versions or {}).get(str(workflow))
@@ -217,9 +222,13 @@ def _claim_orphans(
             if recoveries >= max_recoveries:
                 error = _sql.poison_error(run_id, recoveries)
                 yield Sql(_sql.POISON_ONE, (error, now, now, run_id))
-                yield from after_finish(run_id, "FAILED", None, error, now)
+                yield from after_finish(run_id, RunStatus.FAILED, None, error, now)
                 poisoned[run_id] = str(workflow)
-            elif (yield Sql(_sql.CLAIM_ONE, (worker_id, 1, 1, now, now, now, run_id, "RUNNING"))):
+            elif (
+                yield Sql(
+                    _sql.CLAIM_ONE, (worker_id, 1, 1, now, now, now, run_id, RunStatus.RUNNING)
+                )
+            ):
                 claimed.append(run_id)
             else:
                 continue
@@ -265,7 +274,7 @@ def claimable(
         1,
     )
     for run_id, queue, fence in (yield all_rows(orphaned, (*known, "", limit))):
-        found.append((run_id, "RUNNING", queue, float(fence)))
+        found.append((run_id, RunStatus.RUNNING, queue, float(fence)))
     return found
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cairn.models import RunStatus
 from cairn.store import _sql
 from cairn.store.programs.base import FINISHED, Program, Sql, all_rows, one_row, wakes
 from cairn.store.programs.runs import after_finish
@@ -19,29 +20,29 @@ def control_run(run_id: str, action: str, now: float) -> Program[str | None]:
     if status in FINISHED:
         return status
     if action == "cancel":
-        if status in ("PENDING", "PAUSED") and attempt == 0:
+        if status in (RunStatus.PENDING, RunStatus.PAUSED) and attempt == 0:
             yield Sql(_sql.CANCEL_UNSTARTED, (now, now, run_id))
-            yield from after_finish(run_id, "CANCELLED", None, None, now)
-            return "CANCELLED"
-        if status == "PAUSED":
+            yield from after_finish(run_id, RunStatus.CANCELLED, None, None, now)
+            return RunStatus.CANCELLED
+        if status == RunStatus.PAUSED:
             yield Sql(_sql.RESUME_PAUSED, (now, now, run_id))
-        if status in ("SLEEPING", "WAITING", "PENDING", "PAUSED"):
+        if status in (RunStatus.SLEEPING, RunStatus.WAITING, RunStatus.PENDING, RunStatus.PAUSED):
             yield Sql(_sql.SET_CONTROL_AND_WAKE, ("cancel", now, now, run_id))
         else:
             yield Sql(_sql.SET_CONTROL, ("cancel", now, run_id))
         return status
     if action == "pause":
-        if status in ("SLEEPING", "WAITING", "PENDING"):
+        if status in (RunStatus.SLEEPING, RunStatus.WAITING, RunStatus.PENDING):
             yield Sql(_sql.PAUSE_PARKED, (now, run_id))
-            return "PAUSED"
-        if status == "RUNNING":
+            return RunStatus.PAUSED
+        if status == RunStatus.RUNNING:
             yield Sql(_sql.SET_CONTROL, ("pause", now, run_id))
         return status
     if action == "resume":
-        if status == "PAUSED":
+        if status == RunStatus.PAUSED:
             yield Sql(_sql.RESUME_PAUSED, (now, now, run_id))
-            return "PENDING" if attempt == 0 else "WAITING"
-        if status == "RUNNING":
+            return RunStatus.PENDING if attempt == 0 else RunStatus.WAITING
+        if status == RunStatus.RUNNING:
             yield Sql(_sql.SET_CONTROL, (None, now, run_id))
         return status
     raise ValueError(f"unknown control action {action!r} (cancel, pause or resume)")

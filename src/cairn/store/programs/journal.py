@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from cairn.models import RunStatus
 from cairn.store import _sql
 from cairn.store.programs.base import FINISHED, Program, Sql, all_rows, one_row, single_write, wakes
 from cairn.store.protocol import LeaseLost
@@ -44,7 +45,7 @@ def send_message(
     yield Sql(_sql.INSERT_MESSAGE, (run_id, channel, payload, idempotency_key, now))
     woken = bool((yield Sql(_sql.WAKE_WAITING, (now, run_id, channel))))
     waits = None
-    if status == "WAITING" and waits_on is not None:
+    if status == RunStatus.WAITING and waits_on is not None:
         waits = tuple(str(c) for c in json.loads(waits_on))
     return Delivery(status, woken, waits)
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cairn.errors import DuplicateRun
+from cairn.models import RunStatus
 from cairn.store import _sql
 from cairn.store.programs.base import Program, Sql, all_rows, one_row, single_write, wakes
 from cairn.store.protocol import LeaseLost
@@ -109,7 +110,7 @@ def continue_run(run_id: str, lease: Lease, new_run: RunRecord, now: float) -> P
     yield Sql(_sql.INSERT_RUN, _sql.run_params(new_run))
     yield Sql(_sql.PASS_ON_EVENTS, (new_run.run_id, run_id))
     # A parent waiting on this run learns the successor's id (in `result`).
-    yield from after_finish(run_id, "CONTINUED", new_run.run_id, None, now)
+    yield from after_finish(run_id, RunStatus.CONTINUED, new_run.run_id, None, now)
 
 
 def park_run(
@@ -128,7 +129,7 @@ def park_run(
     """
     due = wake_at
     channels = None if waits_on is None else json.dumps(list(waits_on))
-    if status == "WAITING":
+    if status == RunStatus.WAITING:
         # A message its waits take arrived while the run was deciding to wait.
         if channels is None:
             found = yield one_row(_sql.HAS_MESSAGES, (run_id,))

@@ -12,6 +12,7 @@ from dataclasses import replace
 from urllib.parse import quote
 
 from cairn import ids
+from cairn.models import RunStatus
 from cairn.store import _sql
 from cairn.store.programs.base import FINISHED, Program, Sql, all_rows, one_row, wakes
 from cairn.store.programs.control import control_run
@@ -167,7 +168,7 @@ def _scheduled_run(schedule: ScheduleRecord, run_id: str, tick: float, now: floa
     return RunRecord(
         run_id=run_id,
         workflow=schedule.workflow,
-        status="PENDING",
+        status=RunStatus.PENDING,
         args=schedule.args,
         created_at=now,
         updated_at=now,
@@ -187,7 +188,7 @@ def _active_run(run_id: str | None) -> Program[str | None]:
         if row is None:
             return None
         status, continued_to = row
-        if status == "CONTINUED" and continued_to is not None:
+        if status == RunStatus.CONTINUED and continued_to is not None:
             run_id = str(continued_to)
             continue
         return None if status in FINISHED else run_id
@@ -256,7 +257,7 @@ def emit_event(
             run = RunRecord(
                 run_id=run_id,
                 workflow=name,
-                status="PENDING",
+                status=RunStatus.PENDING,
                 args=args,
                 created_at=now,
                 updated_at=now,

@@ -19,7 +19,6 @@ from cairn.store.protocol import LeaseLost
 from cairn.store.records import STEP_TASK_FIELDS, Lease, StepTaskRecord
 
 COLUMNS = ", ".join(STEP_TASK_FIELDS)
-_FINISHED = "('COMPLETED', 'FAILED', 'CANCELLED', 'CONTINUED')"
 
 # Params: the task's values, then run_id, owner, fence of the run's lease.
 INSERT_OWNED = (
@@ -44,7 +43,7 @@ def _claimable(queues: int, only: bool = False) -> str:
         f"SELECT {COLUMNS} FROM step_tasks WHERE {where}"
         f"(status = 'queued' OR (status = 'running' AND lease_until < {_sql.DB_NOW})) "
         "AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.run_id = step_tasks.run_id "
-        f"AND runs.status IN {_FINISHED}) ORDER BY created_at LIMIT ?"
+        f"AND runs.status IN {_sql.FINISHED_SQL}) ORDER BY created_at LIMIT ?"
     )
 
 
@@ -59,7 +58,7 @@ RENEW = (
     f"UPDATE step_tasks SET lease_until = {_sql.DB_NOW} + ? "
     "WHERE task_id = ? AND claims = ? AND status = 'running' "
     "AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.run_id = step_tasks.run_id "
-    f"AND runs.status IN {_FINISHED})"
+    f"AND runs.status IN {_sql.FINISHED_SQL})"
 )
 # Params: status, finished_at, task_id, claims. The input is not kept once it is done.
 CLOSE = (

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from cairn.errors import StoreError
+from cairn.models import RunStatus
 from cairn.store import migrate
 from cairn.store._health import StoreHealth
 from cairn.store._loop import others_ready
@@ -360,7 +361,7 @@ class SqliteStore(SqlStore):
     async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
         """Insert `run` unless its run_id exists; returns the stored run and whether it is new."""
         stored, created = await super().create_run(run)
-        if created and run.status == "PENDING":
+        if created and run.status == RunStatus.PENDING:
             self._signal.at(run.wake_at or 0.0)
         return stored, created
 
