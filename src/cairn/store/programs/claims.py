@@ -179,11 +179,8 @@ def claim_runs(
                     if held != waiting_for:
                         yield Sql(_sql.SET_WAITING_FOR, (held, run_id))
                     continue
-            if (
-                yield Sql(
-                    _sql.CLAIM_ONE, (worker_id, 1, 0, now, now, now, run_id, RunStatus.PENDING)
-                )
-            ):
+            claim = (worker_id, 1, 0, now, now, now, run_id, RunStatus.PENDING)
+            if (yield Sql(_sql.CLAIM_ONE, claim)):
                 claimed.append(run_id)
                 due_at[run_id] = float(since)
                 version = (versions or {}).get(str(workflow))
@@ -224,14 +221,11 @@ def _claim_orphans(
                 yield Sql(_sql.POISON_ONE, (error, now, now, run_id))
                 yield from after_finish(run_id, RunStatus.FAILED, None, error, now)
                 poisoned[run_id] = str(workflow)
-            elif (
-                yield Sql(
-                    _sql.CLAIM_ONE, (worker_id, 1, 1, now, now, now, run_id, RunStatus.RUNNING)
-                )
-            ):
-                claimed.append(run_id)
             else:
-                continue
+                again = (worker_id, 1, 1, now, now, now, run_id, RunStatus.RUNNING)
+                if not (yield Sql(_sql.CLAIM_ONE, again)):
+                    continue
+                claimed.append(run_id)
             yield from record_interrupted(run_id, owner, int(fence), int(execution), now)
 
 

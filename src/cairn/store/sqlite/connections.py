@@ -48,6 +48,14 @@ def connect(path: str, *, busy_ms: int) -> sqlite3.Connection:
     return conn
 
 
+def connect_for_steps(path: str, synchronous: str) -> sqlite3.Connection:
+    """A writer for `@cairn.transaction` steps: it never waits in SQLite (the loop does)."""
+    conn = connect(path, busy_ms=0)
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer thread does it
+    return conn
+
+
 def is_busy(exc: BaseException) -> bool:
     """True if `exc` says another connection holds a lock this one needs."""
     if not isinstance(exc, sqlite3.OperationalError):
@@ -121,6 +129,15 @@ async def switch_to_wal(conn: sqlite3.Connection, *, within: float = 30.0) -> No
             if "locked" not in str(exc) or time.monotonic() >= deadline:
                 raise
         await asyncio.sleep(0.01)
+
+
+class Sunk(Exception):
+    """A write failed in a way that cannot be undone alone: the whole batch rolls back."""
+
+    def __init__(self, program: Program[Any], error: Exception) -> None:
+        super().__init__(str(error))
+        self.program = program
+        self.error = error
 
 
 def classify(where: str, exc: BaseException) -> StoreError:

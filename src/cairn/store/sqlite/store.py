@@ -30,8 +30,10 @@ from cairn.store.sql_store import SqlStore
 from cairn.store.sqlite.checkpoints import Checkpointer
 from cairn.store.sqlite.connections import (
     SqliteSideChannel,
+    Sunk,
     classify,
     connect,
+    connect_for_steps,
     create_private,
     is_busy,
     is_read_only,
@@ -48,15 +50,6 @@ _Pending = tuple[Program[Any], asyncio.Future[Any]]
 # Waiting for the write lock: first retry after 1 ms, doubling up to 50 ms.
 _FIRST_RETRY = 0.001
 _LAST_RETRY = 0.05
-
-
-class _Sunk(Exception):
-    """A write failed in a way that cannot be undone alone: the whole batch rolls back."""
-
-    def __init__(self, program: Program[Any], error: Exception) -> None:
-        super().__init__(str(error))
-        self.program = program
-        self.error = error
 
 
 class SqliteStore(SqlStore):
@@ -213,7 +206,7 @@ class SqliteStore(SqlStore):
         batch, self._pending = self._pending, []
         try:
             outcomes = self._run_batch(conn, batch)
-        except _Sunk as sunk:
+        except Sunk as sunk:
             # Nothing was written. A program cannot be run again (it is a generator
             # part-way through), so its neighbours get an error too.
             outcomes = [
@@ -272,7 +265,7 @@ class SqliteStore(SqlStore):
         except Exception as exc:
             if conn.total_changes != changes or not conn.in_transaction:
                 # It failed after changing rows (or SQLite rolled the transaction back).
-                raise _Sunk(program, exc) from exc
+                raise Sunk(program, exc) from exc
             return self._failure(exc)
 
     def _run_in_savepoint(self, conn: sqlite3.Connection, program: Program[Any]) -> Any:
@@ -298,7 +291,7 @@ class SqliteStore(SqlStore):
             self.health.cannot_write(read_only_reason(repr(self.path), exc))
         return classify(repr(self.path), exc)
 
-    def _sunk(self, sunk: _Sunk) -> StoreError:
+    def _sunk(self, sunk: Sunk) -> StoreError:
         error = self._failure(sunk.error)
         kind = type(error) if isinstance(error, StoreError) else StoreError
         return kind(
@@ -340,12 +333,9 @@ class SqliteStore(SqlStore):
             return self.conn  # the only connection that sees this database
         if self._step_conn is None:
             try:
-                conn = connect(self.path, busy_ms=0)
-                conn.execute(f"PRAGMA synchronous={self._synchronous}")
-                conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer thread does it
+                self._step_conn = connect_for_steps(self.path, self._synchronous)
             except sqlite3.Error as exc:
                 raise self._classify(exc) from exc
-            self._step_conn = conn
         return self._step_conn
 
     def _end_hold(self) -> None:
