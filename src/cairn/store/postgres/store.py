@@ -33,10 +33,10 @@ from cairn.store.postgres import (
     write_shapes,
 )
 from cairn.store.postgres.connections import Db, Native, Pool
-from cairn.store.postgres.group_commit import LOST, NOW, Shot
+from cairn.store.postgres.group_commit import NOW
 from cairn.store.postgres.run_reader import RunReader
 from cairn.store.postgres.side_channel import PostgresSideChannel
-from cairn.store.postgres.write_shapes import Make
+from cairn.store.postgres.writes import Writes
 from cairn.store.programs import claims, journal, runs
 from cairn.store.programs.base import Program, Sql, is_waking
 from cairn.store.records import Claimed, Lease, RunRecord, StepRecord, WorkerRecord
@@ -96,6 +96,7 @@ class PostgresStore(SqlStore):
         self._db: Db | None = None
         self._pool: Pool | None = None
         self._writer: group_commit.Writer | None = None
+        self._writes: Writes | None = None
         self._reader: RunReader | None = None
         self._bulk: dict[str, dialect.Bulk] = {}
         self._listener: asyncio.Task[None] | None = None
@@ -143,6 +144,7 @@ class PostgresStore(SqlStore):
         self._signal = WakeSignal()
         self._writer = group_commit.Writer(self._db, on_commit=self._signal.wake_times)
         self._writer.start()
+        self._writes = Writes(self._db, self._writer, self._bulk, self._signal)
         self._reader = RunReader(self._db)
         self._stalls = stalls.StallWatch(
             self._conninfo,
@@ -176,6 +178,7 @@ class PostgresStore(SqlStore):
         if self._writer is not None:
             await self._writer.stop()  # the stall watch may have to free a lane meanwhile
             self._writer = None
+            self._writes = None
         if self._stalls is not None:
             await self._stalls.stop()
             self._stalls = None
@@ -197,71 +200,33 @@ class PostgresStore(SqlStore):
         """Run the program `make()` builds alone in a write transaction (see SqlStore.write)."""
         program = make()
         wake = NOW if is_waking(program) else None
-        return await self._alone(write_shapes.first_then(program, make), wake)
+        return await self.writes.started_alone(program, make, wake)
 
     async def read(self, make: Callable[[], Program[T]]) -> T:
         """Run a read-only program, each statement on a pooled connection."""
         return await connections.read(self.db, make())
 
-    async def _alone(self, make: Callable[[], connections.Program[T]], wake: float | None) -> T:
-        outcome = await connections.run_alone(self.db, make, wake)
-        if wake is not None:
-            self._signal.at(wake)
-        return outcome
-
-    async def _shared(self, make: Make, wake: float | None = None, *, shot: bool = False) -> Any:
-        """Run a program in a group commit if it is one round, else alone.
-
-        `shot=True` says the caller knows the program is one round (saving the trial).
-        """
-        if self._writer is None:
+    @property
+    def writes(self) -> Writes:
+        """Where this store's writes start (see `writes`); StoreError if the store is closed."""
+        if self._writes is None:
             raise StoreError(f"store {self.where} is not open")
-        started = None
-        ambiguous = False
-        request: connections.Request | None
-        if not shot:
-            request = write_shapes.one_round(make)
-        elif (started := write_shapes.first_request(make)) is None:
-            request = None
-        else:
-            request = started[1]
-            lone = write_shapes.lone_statement(request) if wake is None else None
-            # A one-statement write with nothing queued commits at once, alone. If the
-            # writer is busy or the connection was lost, the program (still waiting for
-            # its first answer) goes the general way below.
-            if lone is not None and (count := await self._writer.lone(*lone)) is not None:
-                if count == LOST:
-                    ambiguous = True  # it may have committed before the reply was lost
-                else:
-                    done = write_shapes.outcome(started[0], count)
-                    if isinstance(done, BaseException):
-                        raise done
-                    return done
-        if request is None:
-            return await self._alone(make, wake)
-        bulk = None
-        if isinstance(request, Sql) and not request.lock:
-            bulk = self._bulk.get(request.text)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        params = request.params if isinstance(request, Sql) else ()
-        return await self._writer.commit(
-            Shot(make, future, wake, bulk, params, started=started, ambiguous=ambiguous)
-        )
+        return self._writes
 
-    # the hot writes of a run, group-committed
+    # the hot writes of a run: their rounds pick their path (see `writes`)
 
     async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
         """Insert `run` unless its run_id exists; returns the stored run and whether it is new."""
         wake = (run.wake_at or NOW) if run.status == RunStatus.PENDING else None
         if run.dedup_key is not None:  # the key is checked first: not one round
             try:
-                existing = await self._alone(lambda: runs.create_run(run), wake)
+                existing = await self.writes.alone(lambda: runs.create_run(run), wake)
             except StoreError as exc:
                 if not _dedup_clash(exc):
                     raise
                 # A concurrent start took the key between our check and our insert; asked
                 # again, the program names the holder (DuplicateRun).
-                existing = await self._alone(lambda: runs.create_run(run), wake)
+                existing = await self.writes.alone(lambda: runs.create_run(run), wake)
             return (run, True) if existing is None else (existing, False)
 
         def insert() -> connections.Program[bool]:
@@ -269,7 +234,7 @@ class PostgresStore(SqlStore):
             inserted = yield Sql(_sql.INSERT_RUN, _sql.run_params(run))
             return bool(inserted)
 
-        if await self._shared(insert, wake, shot=True):
+        if await self.writes.write(insert, wake, rounds="one"):
             return run, True
         existing = await self.get_run(run.run_id)
         if existing is None:
@@ -296,10 +261,10 @@ class PostgresStore(SqlStore):
     ) -> None:
         """End a run held by `lease` (see Store.finish_run)."""
         # Unless alone, a parent may be woken: wake-ups go out with the commit.
-        await self._shared(
+        await self.writes.write(
             lambda: runs.finish_run(run_id, lease, status, result, error, now, alone),
             None if alone else NOW,
-            shot=alone,
+            rounds="one" if alone else "unknown",
         )
 
     async def park_run(
@@ -315,20 +280,23 @@ class PostgresStore(SqlStore):
         futile_wakes: int = 0,
     ) -> None:
         """Park a run and release it (see Store.park_run)."""
-        await self._shared(
+        await self.writes.write(
             lambda: runs.park_run(
                 run_id, lease, status, wake_at, waiting_for, now, waits_on, futile_wakes
             ),
             wake_at,
+            rounds="unknown",
         )
 
     async def record_step(self, lease: Lease, step: StepRecord) -> None:
         """Commit a step outcome for a run held by `lease`."""
-        await self._shared(lambda: journal.record_step(lease, step), shot=True)
+        await self.writes.write(lambda: journal.record_step(lease, step), rounds="one")
 
     async def upsert_step(self, lease: Lease, step: StepRecord) -> None:
         """Commit a journal entry that may replace a "waiting" one with the same key."""
-        await self._shared(lambda: journal.record_step(lease, step, upsert=True))
+        await self.writes.write(
+            lambda: journal.record_step(lease, step, upsert=True), rounds="unknown"
+        )
 
     async def begin_step_transaction(
         self, *, sync: bool
@@ -344,7 +312,7 @@ class PostgresStore(SqlStore):
 
     async def register_worker(self, worker: WorkerRecord) -> None:
         """Insert or refresh a worker row."""
-        await self._shared(lambda: claims.register_worker(worker))
+        await self.writes.write(lambda: claims.register_worker(worker), rounds="unknown")
 
     async def claim_runs(self, worker_id: str, limit: int, **options: Any) -> Claimed:
         """Atomically take due and orphaned runs (see Store.claim_runs).

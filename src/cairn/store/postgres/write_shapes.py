@@ -1,10 +1,8 @@
 """The shapes of writes: which are one round ("shots"), and what one makes of its results.
 
-The shape of a write decides its path on PostgreSQL: a shot joins the group commit
-(`group_commit.Writer`), a lone row-count statement with nothing queued commits at once
-through libpq (`Writer.lone`, `fast_path`), anything else runs alone in its own transaction
-(`connections.run_alone`). An idle claim is probed with the SELECTs its program runs when
-it finds nothing (`idle_path`); a program started to read its name is not started twice
+`writes.Writes` reads a write's shape here to pick its path on PostgreSQL (alone, lone or
+group commit). An idle claim is probed with the SELECTs its program runs when it finds
+nothing (`idle_path`); a program started to read its name is not started twice
 (`first_then`).
 """
 
