@@ -1,4 +1,8 @@
-"""Every surface exposes each verb of `cairn.runtime.verbs.VERBS` with the same arguments."""
+"""Every surface exposes each verb of `cairn.runtime.verbs.VERBS` with the same arguments.
+
+The CLI and the HTTP API are built from the table; Engine, TestEngine and Client are
+written out (for mypy and IDEs), so these tests hold their signatures and docstrings to it.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,13 @@ import inspect
 import pytest
 
 from cairn import Client, Engine
+from cairn.cli import control
 from cairn.cli.main import build_parser
 from cairn.dashboard import api
-from cairn.dashboard.api.replies import status_of
-from cairn.errors import CairnError
+from cairn.dashboard.api import verb_routes
+from cairn.dashboard.api.replies import describe, status_for
+from cairn.dashboard.ui import run as run_page
+from cairn.errors import InvalidName, RunFinished, RunNotFound
 from cairn.runtime.control import RunControl
 from cairn.runtime.verbs import VERBS, Verb
 from cairn.testing import TestEngine
@@ -25,11 +32,16 @@ def parameters(method) -> list[tuple[str, object, object, object]]:
     return [(p.name, p.kind, p.default, p.annotation) for p in found][1:]
 
 
+def summary_line(method) -> str:
+    """The first line of a method's docstring."""
+    return (inspect.getdoc(method) or "").splitlines()[0]
+
+
 @pytest.mark.parametrize("verb", VERBS, ids=IDS)
 def test_verbs__one_implementation_on_run_control(verb: Verb):
     method = getattr(RunControl, verb.name)
     assert inspect.iscoroutinefunction(method)
-    assert inspect.getdoc(method)
+    assert summary_line(method) == verb.summary + "."
 
 
 @pytest.mark.parametrize("surface", [Engine, TestEngine, Client], ids=lambda s: s.__name__)
@@ -39,7 +51,7 @@ def test_verbs__each_api_class_has_the_method_with_its_arguments(surface: type, 
     assert method is not None, f"{surface.__name__} has no {verb.name}"
     assert parameters(method) == parameters(getattr(RunControl, verb.name))
     assert inspect.iscoroutinefunction(method) is (surface is not Client)
-    assert inspect.getdoc(method)
+    assert summary_line(method) == verb.summary + "."
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -57,6 +69,18 @@ def test_verbs__each_has_its_cli_command(verb: Verb):
         commands = subcommands(parser)
         assert word in commands, f"`cairn {verb.command}`: no {word!r} in {sorted(commands)}"
         parser = commands[word]
+    assert parser.description.startswith(verb.summary + ".")
+
+
+def test_verbs__the_cli_lists_each_with_its_summary():
+    helps = {}
+    for group in (build_parser(), *subcommands(build_parser()).values()):
+        for action in group._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for choice in action._choices_actions:
+                    helps[f"{group.prog} {choice.dest}".removeprefix("cairn ")] = choice.help
+    for verb in VERBS:
+        assert helps[verb.command] == verb.summary[0].lower() + verb.summary[1:]
 
 
 OPERATIONS = {f"{op.method} {op.template}": op for op in api.operations(guarded=True)}
@@ -66,19 +90,29 @@ OPERATIONS = {f"{op.method} {op.template}": op for op in api.operations(guarded=
 def test_verbs__each_has_its_http_route_listing_its_failures(verb: Verb):
     operation = OPERATIONS.get(verb.route)
     assert operation is not None, f"no operation {verb.route}"
+    assert operation.summary == verb.summary
     for error in verb.raises:
-        status = status_of(error(*_args(error))) if issubclass(error, CairnError) else 422
+        status = status_for(error)
+        assert 400 <= status < 500, f"{error} is not the caller's fault ({status})"
         assert status in operation.errors, f"{verb.route} does not list {status} ({error})"
 
 
-def _args(error: type[Exception]) -> tuple[str, ...]:
-    """Arguments that construct `error` (RunNotFound takes a run id, RunFinished two)."""
-    needed = [
-        p
-        for p in list(inspect.signature(error).parameters.values())
-        if p.default is inspect.Parameter.empty and p.kind is p.POSITIONAL_OR_KEYWORD
-    ]
-    return tuple("x" for _ in needed)
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [(RunNotFound, 404), (RunFinished, 409), (InvalidName, 422), (ValueError, 422), (OSError, 500)],
+)
+def test_verbs__a_declared_failure_has_the_status_its_answer_has(error, status):
+    assert status_for(error) == status
+    if error is not OSError:
+        instance = error("r1", "x") if error is RunFinished else error("r1")
+        assert describe(instance, where="test")[0] == status
+
+
+def test_verbs__each_surface_serves_exactly_the_declared_verbs():
+    names = set(IDS)
+    assert set(control.COMMANDS) == names
+    assert set(verb_routes.SERVED) == names
+    assert set(run_page.QUESTIONS) <= names
 
 
 def test_verbs__the_table_names_each_verb_once():

@@ -196,9 +196,10 @@ class Client:
     def send_event(
         self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
     ) -> EventDelivery:
-        """Send event `name` to a run; RunNotFound / RunFinished for a bad target.
+        """Send an event to a run; it is kept until a wait of the run takes it.
 
-        The answer says whether a wait of the run takes it now (see `Engine.send_event`).
+        RunNotFound / RunFinished for a bad target. The answer says whether a wait of
+        the run takes it now (see `Engine.send_event`).
         """
         return self._call(
             self.control.send_event(run_id, name, payload, idempotency_key=idempotency_key)
@@ -212,7 +213,10 @@ class Client:
         return [ClientRunHandle(self, handle.run_id) for handle in handles]
 
     def resume_hook(self, token: str, payload: Any = None) -> str:
-        """Call a hook once; HookNotFound for an unknown, used or expired token."""
+        """Call a hook once with its token and a payload.
+
+        HookNotFound for an unknown, used or expired token.
+        """
         return self._call(self.control.resume_hook(token, payload))
 
     @property
@@ -221,27 +225,33 @@ class Client:
         return ClientTasks(self)
 
     def cancel(self, run_id: str) -> RunStatus:
-        """Cancel a run (see Engine.cancel)."""
+        """Cancel a run: it ends CANCELLED at its current or next durable point."""
         return self._call(self.control.cancel(run_id))
 
     def pause(self, run_id: str) -> RunStatus:
-        """Pause a run at its next durable point."""
+        """Pause a run at its next durable point (at once if it sleeps, waits or is queued)."""
         return self._call(self.control.pause(run_id))
 
     def resume(self, run_id: str) -> RunStatus:
-        """Resume a paused run."""
+        """Resume a paused run; timers and events that came meanwhile are honoured."""
         return self._call(self.control.resume(run_id))
 
     def retry(self, run_id: str, *, by: str | None = None) -> ClientRunHandle:
-        """Continue a FAILED run from its failed step, as its next execution (see Engine)."""
+        """Continue a FAILED run from its failed step (completed steps do not run again)."""
         return ClientRunHandle(self, self._call(self.control.retry(run_id, by=by)).run_id)
 
     def restart(self, run_id: str, *, by: str | None = None) -> ClientRunHandle:
-        """Start a new run with the same input; it records its source and `by`."""
+        """Start a new run of the same workflow with the same input.
+
+        It records its source and `by`.
+        """
         return ClientRunHandle(self, self._call(self.control.restart(run_id, by=by)).run_id)
 
     def fork(self, run_id: str, from_step: int, *, by: str | None = None) -> ClientRunHandle:
-        """Start a new run reusing the recorded steps before history entry `from_step`."""
+        """Start a new run reusing the recorded steps before a chosen history entry.
+
+        That entry is `from_step` (see `Engine.fork`).
+        """
         handle = self._call(self.control.fork(run_id, from_step, by=by))
         return ClientRunHandle(self, handle.run_id)
 

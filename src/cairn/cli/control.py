@@ -1,7 +1,9 @@
-"""Steering runs: `cairn runs cancel|pause|resume|retry|restart|fork` and `cairn send`.
+"""Steering runs from the command line: `cairn runs cancel|pause|...`, `send`, `hooks resume`.
 
-Requests are stored by an engine without workers; the worker that has the run acts on
-them. A verb exits 0 when the run is or will be in the requested state, 1 when it cannot.
+The commands are built from the verbs' declaration (runtime/verbs.py): its command path,
+help line and description. Requests are stored by an engine without workers; the worker
+that has the run acts on them. A verb exits 0 when the run is or will be in the requested
+state, 1 when it cannot.
 """
 
 from __future__ import annotations
@@ -9,29 +11,21 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from cairn.cli import options, output
-from cairn.errors import CairnError
+from cairn.errors import CairnError, HookNotFound
 from cairn.models import EventDelivery, RunStatus
 from cairn.representation import actions
 from cairn.runtime.engine import Engine
+from cairn.runtime.verbs import VERBS
 from cairn.store.records import RunRecord
 
-_VERBS = {
-    "cancel": "cancel a run: it ends CANCELLED at its current or next durable point",
-    "pause": "pause a run at its next durable point (at once if it sleeps, waits or is queued)",
-    "resume": "resume a paused run; timers and events that came meanwhile are honoured",
-    "retry": "continue a FAILED run from its failed step (completed steps do not run again)",
-    "restart": "start a new run of the same workflow with the same input; prints its id",
-}
 
-
-# The verbs whose history says who asked (`--by`, else the user running the command).
-_RECORDED = ("retry", "restart", "fork")
-
-
-def _add_by(parser: argparse.ArgumentParser) -> None:
+def _by(parser: argparse.ArgumentParser) -> None:
+    # The verbs whose history says who asked: `--by`, else the user running the command.
     parser.add_argument(
         "--by",
         metavar="NAME",
@@ -50,63 +44,83 @@ def who(ns: argparse.Namespace) -> str | None:
         return None
 
 
-def add_run_actions(actions: Any, common: argparse.ArgumentParser) -> None:
-    """Register the steering verbs under `cairn runs`."""
-    handlers = {"cancel": cancel, "pause": pause, "resume": resume, "retry": retry}
-    for verb, text in _VERBS.items():
-        parser = actions.add_parser(verb, parents=[common], help=text, description=text + ".")
-        parser.add_argument("run_id", metavar="RUN_ID")
-        parser.add_argument("--json", action="store_true", help="machine-readable output")
-        if verb in _RECORDED:
-            _add_by(parser)
-        parser.set_defaults(handler=handlers.get(verb, restart))
-    fork = actions.add_parser(
-        "fork",
-        parents=[common],
-        help="start a new run that reuses the recorded steps before history entry SEQ",
-        description="Start a new run of the same workflow with the same input that reuses "
-        "the recorded outcomes of the history entries before SEQ (see `cairn runs show`) "
-        "and runs the rest anew; prints the new run's id.",
-    )
-    fork.add_argument("run_id", metavar="RUN_ID")
-    fork.add_argument(
+def _run_id(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID")
+
+
+def _json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _from_step(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--from-step",
         metavar="SEQ",
         type=int,
         required=True,
         help="the history entry to run again, and everything after it",
     )
-    fork.add_argument("--json", action="store_true", help="machine-readable output")
-    _add_by(fork)
-    fork.set_defaults(handler=fork_run)
 
 
-def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
-    """Register `cairn send`."""
-    send = commands.add_parser(
-        "send",
-        parents=[common],
-        help="send an event to a run",
-        description="Send event EVENT to a run. It is kept until the run takes it "
-        "(cairn.wait_for_event or cairn.receive), so it may be sent before the wait. Only "
-        "a wait for EVENT wakes the run: when it waits for something else, a line says so "
-        "(the event is kept, the exit code is 0). A worker continues the run.",
-    )
-    send.add_argument("run_id", metavar="RUN_ID")
-    send.add_argument("event", metavar="EVENT", help="the event's name")
-    send.add_argument(
+def _event(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("event", metavar="EVENT", help="the event's name")
+
+
+def _payload(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "payload",
         metavar="JSON",
         nargs="?",
         help="the payload: JSON when the text parses as JSON, else a string (default: null)",
     )
-    send.add_argument(
+
+
+def _key(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--key",
         metavar="IDEMPOTENCY_KEY",
         help="send at most once per key: a repeat with the same key is ignored",
     )
-    send.add_argument("--json", action="store_true", help="machine-readable output")
-    send.set_defaults(handler=send_event)
+
+
+def _token(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("token", metavar="TOKEN", help="the hook's token (hook.token)")
+
+
+Handler = Callable[[argparse.Namespace, options.Globals], int]
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """How `cairn` serves one verb, beyond what its `Verb` declares."""
+
+    handler: Handler
+    """Runs the command; returns the exit code."""
+    arguments: tuple[Callable[[argparse.ArgumentParser], None], ...]
+    """Each adds one argument or option, in the order --help lists them."""
+    details: str = ""
+    """What --help says after the verb's summary (what it prints, its exit codes)."""
+
+
+def add_commands(group: str, commands: Any, common: argparse.ArgumentParser) -> None:
+    """Register the verbs whose command is `cairn GROUP WORD` ("" for `cairn WORD`).
+
+    The command path, the help line and the start of the description are the `Verb`'s.
+    """
+    for verb in VERBS:
+        *path, word = verb.command.split()
+        if " ".join(path) != group:
+            continue
+        command = COMMANDS[verb.name]
+        parser = commands.add_parser(
+            word,
+            parents=[common],
+            help=verb.summary[0].lower() + verb.summary[1:],
+            description=" ".join(filter(None, (verb.summary + ".", command.details))),
+        )
+        for add in command.arguments:
+            add(parser)
+        parser.set_defaults(handler=command.handler)
 
 
 def _say(ns: argparse.Namespace, line: str, facts: dict[str, Any]) -> int:
@@ -254,3 +268,52 @@ def send_event(ns: argparse.Namespace, glob: options.Globals) -> int:
     }
     line = sent.note or f"event {ns.event!r} sent to run {sent.run_id} ({sent.status.value})"
     return _say(ns, line, facts)
+
+
+def resume_hook(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn hooks resume`."""
+    payload = None if ns.payload is None else options.parse_argument(ns.payload, what="JSON")
+
+    async def act(engine: Engine) -> str:
+        try:
+            return await engine.resume_hook(ns.token, payload)
+        except HookNotFound:
+            # Naming the token gives nothing away: it resumes nothing.
+            raise HookNotFound(
+                f"hook token {ns.token!r} is unknown, already used or expired"
+            ) from None
+
+    run_id = options.with_engine(glob, act)
+    if ns.json:
+        output.print_json({"run_id": run_id, "resumed": True})
+    else:
+        output.stdout().print(f"hook called: run {run_id} goes on", markup=False)
+    return 0
+
+
+COMMANDS = {
+    "cancel": Command(cancel, (_run_id, _json)),
+    "pause": Command(pause, (_run_id, _json)),
+    "resume": Command(resume, (_run_id, _json)),
+    "retry": Command(retry, (_run_id, _json, _by)),
+    "restart": Command(restart, (_run_id, _json, _by), "Prints the new run's id."),
+    "fork": Command(
+        fork_run,
+        (_run_id, _from_step, _json, _by),
+        "The entry is --from-step SEQ (see `cairn runs show`); it and the entries after it "
+        "run anew. Prints the new run's id.",
+    ),
+    "send_event": Command(
+        send_event,
+        (_run_id, _event, _payload, _key, _json),
+        "It may be sent before the wait (cairn.wait_for_event or cairn.receive). Only a "
+        "wait for EVENT wakes the run: when it waits for something else, a line says so "
+        "(the event is kept, the exit code is 0). A worker continues the run.",
+    ),
+    "resume_hook": Command(
+        resume_hook,
+        (_token, _payload, _json),
+        "This is what the outside system given TOKEN does; a worker then continues the "
+        "run. An unknown, used or expired token changes nothing (exit 1).",
+    ),
+}

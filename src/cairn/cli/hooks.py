@@ -2,7 +2,7 @@
 
 A hook's token is its caller's credential and the database keeps only its digest, so a
 listing cannot show it: hooks are listed by run and name. `resume` takes the token the
-outside system was given.
+outside system was given; it is registered with the other verbs (cli/control.py).
 """
 
 from __future__ import annotations
@@ -12,11 +12,9 @@ from typing import Any
 
 from rich.table import Table
 
-from cairn.cli import options, output
-from cairn.errors import HookNotFound
+from cairn.cli import control, options, output
 from cairn.representation import json_form, words
 from cairn.runtime import hooks
-from cairn.runtime.engine import Engine
 from cairn.runtime.hooks import HookInfo
 
 
@@ -46,23 +44,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.set_defaults(handler=list_hooks)
 
-    resume = actions.add_parser(
-        "resume",
-        parents=[common],
-        help="call a hook once with its token and a payload",
-        description="Call a hook once, as its outside system would, with TOKEN and the "
-        "payload JSON. A worker continues the run. An unknown, used or expired token "
-        "changes nothing (exit 1).",
-    )
-    resume.add_argument("token", metavar="TOKEN", help="the hook's token (hook.token)")
-    resume.add_argument(
-        "payload",
-        metavar="JSON",
-        nargs="?",
-        help="the payload: JSON when the text parses as JSON, else a string (default: null)",
-    )
-    resume.add_argument("--json", action="store_true", help="machine-readable output")
-    resume.set_defaults(handler=resume_hook)
+    control.add_commands("hooks", actions, common)
 
 
 def hook_dict(info: HookInfo) -> dict[str, Any]:
@@ -103,25 +85,4 @@ def list_hooks(ns: argparse.Namespace, glob: options.Globals) -> int:
         output.stdout().print(f"no open hooks{where}", markup=False)
         return 0
     output.stdout().print(hooks_table(infos))
-    return 0
-
-
-def resume_hook(ns: argparse.Namespace, glob: options.Globals) -> int:
-    """Run `cairn hooks resume`."""
-    payload = None if ns.payload is None else options.parse_argument(ns.payload, what="JSON")
-
-    async def act(engine: Engine) -> str:
-        try:
-            return await engine.resume_hook(ns.token, payload)
-        except HookNotFound:
-            # Naming the token gives nothing away: it resumes nothing.
-            raise HookNotFound(
-                f"hook token {ns.token!r} is unknown, already used or expired"
-            ) from None
-
-    run_id = options.with_engine(glob, act)
-    if ns.json:
-        output.print_json({"run_id": run_id, "resumed": True})
-    else:
-        output.stdout().print(f"hook called: run {run_id} goes on", markup=False)
     return 0

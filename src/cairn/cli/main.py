@@ -58,7 +58,7 @@ def build_parser() -> Parser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     scaffold.add_parser(commands, common)
     project.add_parser(commands, common)
-    control.add_parser(commands, common)
+    control.add_commands("", commands, common)
     check.add_parser(commands, common)
     runs.add_parser(commands, common)
     tasks.add_parser(commands, common)

@@ -85,7 +85,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     show.add_argument("--json", action="store_true", help="machine-readable output")
     show.set_defaults(handler=show_run)
 
-    control.add_run_actions(actions, common)
+    control.add_commands("runs", actions, common)
     prune.add_parser(actions, common)
 
 

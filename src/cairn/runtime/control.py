@@ -192,7 +192,10 @@ class RunControl(RunVerbs):
         return await triggers.emit(self, event_type, payload, key=key)
 
     async def resume_hook(self, token: str, payload: Any = None) -> str:
-        """Call a hook once; returns the run id it resumed (see `runtime.hooks.resume`)."""
+        """Call a hook once with its token and a payload.
+
+        Returns the run id it resumed (see `runtime.hooks.resume`).
+        """
         return await hooks.resume(self, token, payload)
 
 

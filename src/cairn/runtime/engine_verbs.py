@@ -113,44 +113,52 @@ class EngineVerbs:
     async def send_event(
         self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
     ) -> EventDelivery:
-        """Send event `name` to a run; RunNotFound / RunFinished for a bad target.
+        """Send an event to a run; it is kept until a wait of the run takes it.
 
-        The event is kept for the run's wait for `name`; the answer says whether a wait of
-        the run takes it now (`awaited`), and if not what the run waits for (`note`).
+        RunNotFound / RunFinished for a bad target. The event is kept for the run's wait
+        for `name`; the answer says whether a wait of the run takes it now (`awaited`),
+        and if not what the run waits for (`note`).
         """
         return await self.control.send_event(run_id, name, payload, idempotency_key=idempotency_key)
 
     async def resume_hook(self, token: str, payload: Any = None) -> str:
-        """Call a hook once; HookNotFound for an unknown, used or expired token."""
+        """Call a hook once with its token and a payload.
+
+        HookNotFound for an unknown, used or expired token.
+        """
         return await self.control.resume_hook(token, payload)
 
     async def cancel(self, run_id: str) -> RunStatus:
-        """Cancel a run (see RunControl.cancel)."""
+        """Cancel a run: it ends CANCELLED at its current or next durable point."""
         return await self.control.cancel(run_id)
 
     async def pause(self, run_id: str) -> RunStatus:
-        """Pause a run at its next durable point."""
+        """Pause a run at its next durable point (at once if it sleeps, waits or is queued)."""
         return await self.control.pause(run_id)
 
     async def resume(self, run_id: str) -> RunStatus:
-        """Resume a paused run."""
+        """Resume a paused run; timers and events that came meanwhile are honoured."""
         return await self.control.resume(run_id)
 
     async def retry(self, run_id: str, *, by: str | None = None) -> RunHandle:
-        """Continue a FAILED run from its failed step, as its next execution.
+        """Continue a FAILED run from its failed step (completed steps do not run again).
 
-        `by` names who asked; the history keeps it with the execution.
+        It is the run's next execution; `by` names who asked, and the history keeps it
+        with the execution.
         """
         return await self.control.retry(run_id, by=by)
 
     async def restart(self, run_id: str, *, by: str | None = None) -> RunHandle:
-        """Start a new run with the same input; it records its source and `by`."""
+        """Start a new run of the same workflow with the same input.
+
+        It records its source and `by`.
+        """
         return await self.control.restart(run_id, by=by)
 
     async def fork(self, run_id: str, from_step: int, *, by: str | None = None) -> RunHandle:
-        """Start a new run reusing the recorded steps before history entry `from_step`.
+        """Start a new run reusing the recorded steps before a chosen history entry.
 
-        It records its source, `from_step` and `by`.
+        That entry is `from_step`; the new run records its source, `from_step` and `by`.
         """
         return await self.control.fork(run_id, from_step, by=by)
 

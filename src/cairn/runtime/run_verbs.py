@@ -29,11 +29,12 @@ class RunVerbs(RunWaiting):
     async def send_event(
         self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
     ) -> EventDelivery:
-        """Queue event `name` for the run; it is consumed by the run's next wait for it.
+        """Send an event to a run; it is kept until a wait of the run takes it.
 
-        A run that continued as new passes the event on to the newest run of its chain.
-        Only a wait for `name` wakes the run: sent while it waits for something else, the
-        event is kept for a later wait, and the answer says so (`EventDelivery.note`).
+        Event `name` is consumed by the run's next wait for it. A run that continued as
+        new passes the event on to the newest run of its chain. Only a wait for `name`
+        wakes the run: sent while it waits for something else, the event is kept for a
+        later wait, and the answer says so (`EventDelivery.note`).
 
         Raises:
             RunNotFound: no run has that id.
@@ -75,10 +76,10 @@ class RunVerbs(RunWaiting):
         return RunStatus(status)
 
     async def cancel(self, run_id: str) -> RunStatus:
-        """Cancel a run; it ends CANCELLED.
+        """Cancel a run: it ends CANCELLED at its current or next durable point.
 
-        Cancelled is delivered at its current or next durable point (at once if it
-        sleeps or waits). A finished run is unchanged. Returns the status right after.
+        Cancelled is delivered at once if it sleeps or waits. A finished run is
+        unchanged. Returns the status right after.
         """
         return await self._control(run_id, "cancel")
 
@@ -91,7 +92,7 @@ class RunVerbs(RunWaiting):
         return await self._control(run_id, "resume")
 
     async def retry(self, run_id: str, *, by: str | None = None) -> RunHandle:
-        """Continue a FAILED run from its failed step; completed steps do not run again.
+        """Continue a FAILED run from its failed step (completed steps do not run again).
 
         The run's next execution begins; `by` (who asked) is recorded with it. The failed
         entry and every attempt of the earlier executions stay in the history.
@@ -118,9 +119,10 @@ class RunVerbs(RunWaiting):
         return await self._copy(run, before_seq=None, by=by, origin="restart")
 
     async def fork(self, run_id: str, from_step: int, *, by: str | None = None) -> RunHandle:
-        """Start a new run reusing the recorded outcomes before history entry `from_step`.
+        """Start a new run reusing the recorded steps before a chosen history entry.
 
-        The new run records that it forks `run_id` at `from_step`, and who asked (`by`).
+        The recorded outcomes before history entry `from_step` are reused. The new run
+        records that it forks `run_id` at `from_step`, and who asked (`by`).
         """
         if not isinstance(from_step, int) or from_step < 1:
             raise ValueError(f"from_step must be a history seq (1 or more), got {from_step!r}")

@@ -232,11 +232,11 @@ class TestEngine:
     async def send_event(
         self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
     ) -> EventDelivery:
-        """Send an event to a run (see `Engine.send_event`)."""
+        """Send an event to a run; it is kept until a wait of the run takes it."""
         return await self.engine.send_event(run_id, name, payload, idempotency_key=idempotency_key)
 
     async def resume_hook(self, token: str, payload: Any = None) -> str:
-        """Call a hook once."""
+        """Call a hook once with its token and a payload."""
         return await self.engine.resume_hook(token, payload)
 
     @property
@@ -245,25 +245,28 @@ class TestEngine:
         return self.engine.tasks
 
     async def cancel(self, run_id: str) -> RunStatus:
-        """Cancel a run."""
+        """Cancel a run: it ends CANCELLED at its current or next durable point."""
         return await self.engine.cancel(run_id)
 
     async def pause(self, run_id: str) -> RunStatus:
-        """Pause a run."""
+        """Pause a run at its next durable point (at once if it sleeps, waits or is queued)."""
         return await self.engine.pause(run_id)
 
     async def resume(self, run_id: str) -> RunStatus:
-        """Resume a paused run."""
+        """Resume a paused run; timers and events that came meanwhile are honoured."""
         return await self.engine.resume(run_id)
 
     async def retry(self, run_id: str, *, by: str | None = None) -> RunHandle:
-        """Continue a FAILED run from its failed step, as its next execution."""
+        """Continue a FAILED run from its failed step (completed steps do not run again)."""
         return await self.engine.retry(run_id, by=by)
 
     async def restart(self, run_id: str, *, by: str | None = None) -> RunHandle:
-        """Start a new run with the same input (see `Engine.restart`)."""
+        """Start a new run of the same workflow with the same input."""
         return await self.engine.restart(run_id, by=by)
 
     async def fork(self, run_id: str, from_step: int, *, by: str | None = None) -> RunHandle:
-        """A new run reusing the steps before history entry `from_step` (see `Engine.fork`)."""
+        """Start a new run reusing the recorded steps before a chosen history entry.
+
+        That entry is `from_step` (see `Engine.fork`).
+        """
         return await self.engine.fork(run_id, from_step, by=by)

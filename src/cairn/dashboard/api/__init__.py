@@ -13,16 +13,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from cairn.dashboard.api import (
-    actions,
     bulk,
     health,
-    hooks,
     openapi,
     paths,
     queues,
     runs,
     schedules,
     tasks,
+    verb_routes,
     workers,
     workflows,
 )
@@ -40,10 +39,9 @@ def operations(*, guarded: bool) -> tuple[Operation, ...]:
     """Every operation of the API, `GET /openapi.json` included."""
     served: tuple[Operation, ...] = (
         *runs.OPERATIONS,
-        *actions.OPERATIONS,
+        *verb_routes.OPERATIONS,
         *bulk.OPERATIONS,
         *tasks.OPERATIONS,
-        *hooks.OPERATIONS,
         *schedules.OPERATIONS,
         *queues.OPERATIONS,
         *workers.OPERATIONS,

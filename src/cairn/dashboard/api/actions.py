@@ -3,7 +3,8 @@
 Each verb means what `cairn runs VERB` means: a verb the run can no longer take (cancelling
 a COMPLETED run, retrying one that has not failed) is a 409 and changes nothing. A request
 a worker acts on later (cancel a RUNNING run) answers at once with `requested` set.
-Retry, restart and fork record who asked: the body's `by`, else "api".
+Retry, restart and fork record who asked: the body's `by`, else "api". Their routes are
+built from the verbs' declaration in dashboard/api/verb_routes.py.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
-from cairn.dashboard.api import inputs, runs
+from cairn.dashboard.api import inputs
 from cairn.dashboard.api.inputs import Call
-from cairn.dashboard.api.operations import Handler, Operation
+from cairn.dashboard.api.operations import Handler
 from cairn.dashboard.api.replies import Reply
 from cairn.dashboard.target import Target
 from cairn.models import EventDelivery
@@ -23,6 +24,7 @@ from cairn.representation import actions as steering
 from cairn.runtime.control import RunControl
 
 API = "api"  # who asks, when a request does not say (`by`)
+BY = {"by": {"type": "string", "minLength": 1, "maxLength": 255}}  # its JSON Schema
 
 
 async def cancel_run(control: RunControl, run_id: str) -> dict[str, Any]:
@@ -56,7 +58,9 @@ def who(body: dict[str, Any]) -> str:
     return check_name(inputs.typed(body.get("by", API), str, "by"), "by")
 
 
-def _verb(act: Act) -> Handler:
+def bodiless(act: Act) -> Handler:
+    """The handler of a verb on one run that takes no body (cancel, pause, resume)."""
+
     async def handle(target: Target, call: Call) -> Reply:
         run_id = call.path("run_id")
         await call.fields(())  # no body, or an empty object
@@ -136,80 +140,3 @@ def event_reply(sent: EventDelivery) -> dict[str, Any]:
         "waits_for": list(sent.waits_for),
         "note": sent.note,
     }
-
-
-_RUN = runs.RUN
-_EMPTY = {"type": "object", "additionalProperties": False}
-BY = {"by": {"type": "string", "minLength": 1, "maxLength": 255}}
-_BY_ONLY = {"type": "object", "properties": BY, "additionalProperties": False}
-
-OPERATIONS = (
-    Operation(
-        "POST",
-        f"{_RUN}/cancel",
-        _verb(cancel_run),
-        "Cancel a run (it ends CANCELLED at its current or next durable point)",
-        body=_EMPTY,
-        errors=(404, 409),
-    ),
-    Operation(
-        "POST",
-        f"{_RUN}/pause",
-        _verb(pause_run),
-        "Pause a run at its next durable point",
-        body=_EMPTY,
-        errors=(404, 409),
-    ),
-    Operation(
-        "POST",
-        f"{_RUN}/resume",
-        _verb(resume_run),
-        "Resume a paused run",
-        body=_EMPTY,
-        errors=(404, 409),
-    ),
-    Operation(
-        "POST",
-        f"{_RUN}/retry",
-        retry,
-        "Continue a FAILED run from its failed step, as its next execution",
-        body=_BY_ONLY,
-        errors=(404, 409, 422),
-    ),
-    Operation(
-        "POST",
-        f"{_RUN}/restart",
-        restart,
-        "Start a new run with the same input",
-        ok=201,
-        body=_BY_ONLY,
-        errors=(404, 422),
-    ),
-    Operation(
-        "POST",
-        f"{_RUN}/fork",
-        fork,
-        "Start a new run reusing the recorded steps before history entry from_step",
-        ok=201,
-        body={
-            "type": "object",
-            "required": ["from_step"],
-            "properties": {"from_step": {"type": "integer", "minimum": 1}, **BY},
-            "additionalProperties": False,
-        },
-        errors=(404, 422),
-    ),
-    Operation(
-        "POST",
-        f"{_RUN}/events/{{name}}",
-        send_event,
-        "Send an event to a run (kept until a wait takes it; `awaited`: one does now)",
-        ok=202,
-        body={
-            "type": "object",
-            "properties": {"payload": {}, "idempotency_key": {"type": "string"}},
-            "additionalProperties": False,
-        },
-        errors=(404, 409, 422),
-    ),
-)

@@ -3,13 +3,13 @@
 The hook's token is the credential, so this is the one route the dashboard token does not
 guard. The body is the payload (any JSON; none is null). An unknown, used or expired
 token is a 404, a payload that does not fit the hook's schema a 422 listing the fields;
-either changes nothing, and the answer never names the run.
+either changes nothing, and the answer never names the run. The route is built from the
+verb's declaration in dashboard/api/verb_routes.py.
 """
 
 from __future__ import annotations
 
 from cairn.dashboard.api.inputs import Call
-from cairn.dashboard.api.operations import Operation
 from cairn.dashboard.api.replies import Reply
 from cairn.dashboard.target import Target
 
@@ -20,20 +20,3 @@ async def call_hook(target: Target, call: Call) -> Reply:
     payload = await call.body()
     await target(lambda control: control.resume_hook(token, payload))
     return Reply({"accepted": True}, 202)
-
-
-OPERATIONS = (
-    Operation(
-        "POST",
-        "/hooks/{token}",
-        call_hook,
-        "Call a hook once with a JSON payload (needs no dashboard token)",
-        ok=202,
-        body={
-            "description": "the hook's payload: any JSON value that fits the hook's schema "
-            "(`create_hook(schema=)`), if it has one"
-        },
-        errors=(404, 422),
-        public=True,
-    ),
-)

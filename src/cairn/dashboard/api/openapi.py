@@ -77,6 +77,7 @@ def _describe(op: Operation, *, guarded: bool) -> dict[str, Any]:
     described: dict[str, Any] = {
         "operationId": _operation_id(op),
         "summary": op.summary,
+        **({"description": op.description} if op.description else {}),
         "parameters": parameters,
         "responses": responses,
     }

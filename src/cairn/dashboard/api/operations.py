@@ -58,6 +58,8 @@ class Operation:
     """The failure statuses it can answer besides 400, 401 and 500."""
     public: bool = False
     """True for the operations a token does not guard (`POST /hooks/{token}`, `GET /health`)."""
+    description: str | None = None
+    """More than the summary says, for the OpenAPI document (None: nothing more)."""
 
     @property
     def template(self) -> str:

@@ -71,7 +71,20 @@ def error_response(
 
 def status_of(exc: BaseException) -> int:
     """The HTTP status a cairn error stands for."""
-    for klass in type(exc).__mro__:
+    return _listed(type(exc))
+
+
+def status_for(kind: type[Exception]) -> int:
+    """The status `describe` answers a failure of class `kind` with (a verb's `raises`)."""
+    if issubclass(kind, BadRequest):
+        return 400
+    if issubclass(kind, errors.CairnError):
+        return _listed(kind)
+    return 422 if issubclass(kind, ValueError) else 500
+
+
+def _listed(kind: type[BaseException]) -> int:
+    for klass in kind.__mro__:
         if klass in STATUS:
             return STATUS[klass]
     return 500
