@@ -90,7 +90,7 @@ async def test_check__reports_exactly_the_changes_that_break_replay(kit: Kit) ->
         # Reordered: replay matches recorded outcomes by step key, not by position, so
         # the runs continue correctly and the check agrees with what the engine does.
         "charge reserve wait ship": None,
-        "reserve bill wait ship": ("step 'bill'", 2),  # renamed
+        "reserve bill wait ship": ("step 'bill#1'", 2),  # renamed
         "reserve sleep charge wait ship": ("sleep", 2),  # a sleep added in the middle
     }
     for body, expected in cases.items():

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pytest
 
 import cairn
+from cairn.testing import replay
 
 from .kit import WAIT, Gate, Kit
 
@@ -295,3 +296,64 @@ async def test_replay__step_results_are_the_same_values_as_on_first_execution(
     # The workflow sees the stored form on first execution too, so a recovery cannot
     # change what its code computes.
     assert seen[0] == seen[1] == ["dict", "dict", "dict", "tuple"]
+
+
+@pytest.mark.parametrize(
+    ("new_work", "met"),
+    [
+        ("event", "started waiting for event '~event:approval#1'"),
+        ("sleep", "started sleep '~sleep#1'"),
+        ("emit", "emitted event '~emit:shipped#1'"),
+    ],
+)
+async def test_replay__live_and_offline_replays_name_a_divergence_alike(
+    kit: Kit, gate: Gate, new_work: str, met: str
+) -> None:
+    # `cairn check --db` and `cairn.testing.replay` must say what a live run would say.
+    @kit.step("first")
+    async def first_step() -> int:
+        return 1
+
+    @kit.step("gate")
+    async def gate_step() -> str:
+        return await gate()
+
+    @kit.workflow("replay.alike")
+    async def alike() -> str:
+        await first_step()
+        return await gate_step()
+
+    engine = kit.engine()
+    await engine.open()
+    run = await engine.start(alike)
+    await gate.hold(engine)  # the engine goes away with `gate` in flight
+
+    new_kit = kit.fresh()
+    caught: list[cairn.NonDeterminismError] = []
+    async with new_kit.engine(workers=0) as reader:
+        history = await reader.history(run.run_id)
+
+    @new_kit.workflow("replay.alike")
+    async def alike_v2() -> str:
+        try:
+            if new_work == "event":
+                await cairn.wait_for_event("approval", timeout=60)
+            elif new_work == "sleep":
+                await cairn.sleep(0)
+            else:
+                await cairn.emit("shipped", {})
+        except cairn.NonDeterminismError as exc:
+            caught.append(exc)
+            raise
+        return "unreachable"
+
+    with pytest.raises(cairn.NonDeterminismError) as offline:
+        await asyncio.to_thread(replay, history, alike_v2)
+    async with new_kit.engine() as second:
+        with pytest.raises(cairn.RunFailed):
+            await (await second.get(run.run_id)).result(timeout=WAIT)
+
+    replayed, live = caught  # the code saw the offline replay's error first, then the run's
+    assert replayed is offline.value
+    assert live.met == replayed.met == met
+    assert live.expected == replayed.expected == "step 'first#1' (history seq 1)"

@@ -90,7 +90,7 @@ def test_deploy__check_gates_the_change_and_v2_workers_finish_the_runs(
     bad = cairn_cmd(versions["bad"], "check", "-m", "shop", *db)
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "shop.order (version v1): 3 unfinished, 0 replay cleanly, 3 diverge" in bad.stdout
-    assert "run o-0 at seq 2: code started step 'ship', history has step 'charge#1'" in (
+    assert "run o-0 at seq 2: code started step 'ship#1', history has step 'charge#1'" in (
         " ".join(bad.stdout.split())
     )
     assert bad.stderr.startswith("error: 3 of 3 unfinished runs would diverge")

@@ -93,7 +93,7 @@ async def start_child(
         raise TransientWorkflow(workflow.name, NOT_A_CHILD)
     # Checked and converted like any start's (InvalidArguments, a TypeError, in the parent).
     args, kwargs = arguments.fit(workflow.fn, args, kwargs, workflow=workflow.name)
-    await live.journal.check_new_work(f"started child workflow {workflow.name!r}")
+    await live.journal.check_new_work(journal.started("child", key))
     await live.point(key)
     env = live.env
     child_id = run_id or f"{live.run.run_id}/{key[len('~child:') :]}"
@@ -223,7 +223,7 @@ async def _wait_entry(live: LiveSteps, handle: ChildHandle) -> tuple[StepRecord,
     record = live.journal.take(key, "child")
     if record is not None:
         return record, False
-    await live.journal.check_new_work(f"waited again for child workflow {handle.workflow!r}")
+    await live.journal.check_new_work(journal.waited_again(key))
     child_id = handle._child_id
     facts = {"child_id": child_id, "channel": f"child:{child_id}", "deadline": None}
     seq = live.journal.allocate_seq()

@@ -55,7 +55,7 @@ async def emit(live: LiveSteps, event_type: str, payload: Any, key: str | None) 
     emitter = live.env.registry.workflows.get(live.run.workflow)
     if emitter is not None and not emitter.durable:
         raise TransientWorkflow(emitter.name, NO_EMITS)
-    await live.journal.check_new_work(f"emitted event {event_type!r}")
+    await live.journal.check_new_work(journal.started("emit", journal_key))
     await live.point(journal_key)
     env = live.env
     args = env.serializer.dumps(args_of(payload), what=f"payload of event {event_type!r}")

@@ -39,6 +39,30 @@ def step_key(name: str, occurrence: int) -> str:
     return f"{name}#{occurrence}"
 
 
+# How a divergence names the durable work code started where its history holds something
+# else. Live runs and replays (`cairn check --db`, `cairn.testing.replay`) both say it here.
+STARTED = {
+    "step": "started step",
+    "sleep": "started sleep",
+    "event": "started waiting for event",
+    "hook": "created hook",
+    "task": "created human task",
+    "child": "started child workflow",
+    "emit": "emitted event",
+    "receive": "started receiving",
+}
+
+
+def started(kind: str, key: str) -> str:
+    """What code did that its history lacks: `started step 'charge#1'`."""
+    return f"{STARTED[kind]} {key!r}"
+
+
+def waited_again(key: str) -> str:
+    """A child's result awaited again after a timeout, where the history ends."""
+    return f"waited again for child workflow {key!r}"
+
+
 def describe(record: StepRecord) -> str:
     """How a recorded operation is named in messages."""
     return f"{record.kind} {record.key!r} (history seq {record.seq})"

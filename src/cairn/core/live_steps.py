@@ -170,7 +170,7 @@ class LiveSteps(LiveAttempt):
         if record is not None:
             return self.outcome(record)
         if not self.journal.open_for_new_work():
-            await self.journal.check_new_work(f"started step {key!r}")
+            await self.journal.check_new_work(journal.started("step", key))
         await self.point(key)
         # A sync workflow's steps run in a loop task of their own, without the run's context.
         token = None if context.in_run() is self else context.enter(self)

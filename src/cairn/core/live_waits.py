@@ -24,7 +24,7 @@ class LiveWaits(LiveSteps):
         key = self.journal.next_key(journal.sleep_name(name))
         record = self.journal.take(key, "sleep")
         if record is None:
-            await self.journal.check_new_work(f"started sleep {key!r}")
+            await self.journal.check_new_work(journal.started("sleep", key))
             await self.point(key)
             now = self.env.clock.now()
             decided = self.deciding()  # the run parks once this sleep has its wake time

@@ -33,11 +33,6 @@ def key_name(topic: str) -> str:
     return journal.op_name(KIND, topic)
 
 
-def new_work(topic: str) -> str:
-    """How a divergence names a receive that replay met as new work."""
-    return f"started receiving messages on {topic!r}"
-
-
 async def receive(
     live: LiveSteps, topic: str, max_messages: int, timeout: float | None
 ) -> list[Any]:
@@ -45,7 +40,7 @@ async def receive(
     key = live.journal.next_key(key_name(topic))
     record = live.journal.take(key, KIND)
     if record is None:
-        await live.journal.check_new_work(new_work(topic))
+        await live.journal.check_new_work(journal.started(KIND, key))
     deadline = None if timeout is None else live.env.clock.now() + timeout
     channel = f"event:{topic}"
     store, lease = live.env.store, live.lease

@@ -19,7 +19,7 @@ from cairn.authoring.context import RunContext
 from cairn.authoring.hook import Hook
 from cairn.authoring.workflow import WorkflowDef
 from cairn.core import journal, mailbox, patches, remote_steps, waits
-from cairn.errors import ChildFailed, EventTimeout, StepFailed
+from cairn.errors import ChildFailed, StepFailed
 from cairn.models import HistoryEntry, RunInfo, RunStatus
 from cairn.store.records import StepRecord
 
@@ -71,16 +71,22 @@ class ReplayRun(RunContext):
     def info(self) -> RunInfo:
         return RunInfo("replay", self.workflow.name, 1, datetime.now(UTC))
 
-    async def _take(self, name: str, kind: str, met: str) -> HistoryEntry:
-        key = self.journal.next_key(name)
+    async def _take(
+        self, counted: str, kind: str, name: str, default: Any = context.MISSING
+    ) -> HistoryEntry | Any:
+        """The recorded entry of the next `kind` operation counted as `counted`.
+
+        A timed-out wait gives what a live one gives (`default`, else EventTimeout).
+        """
+        key = self.journal.next_key(counted)
         if self.journal.take(key, kind) is None:
-            await self.journal.check_new_work(met)
+            await self.journal.check_new_work(journal.started(kind, key))
             raise _ReachedNewWork()
         entry = self.entries[key]
         if entry.status == "failed":
             raise StepFailed.from_dict(entry.error or {})
         if entry.status == "timeout":
-            raise EventTimeout(f"{kind} {name!r} timed out")
+            return waits.timed_out(kind, name, default)
         if entry.status == "waiting":
             raise _ReachedNewWork()
         return entry
@@ -93,7 +99,7 @@ class ReplayRun(RunContext):
 
     def call_step(self, step: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         async def go() -> Any:
-            return (await self._take(step.name, "step", f"started step {step.name!r}")).result
+            return (await self._take(step.name, "step", step.name)).result
 
         return self._deliver(go())
 
@@ -108,7 +114,7 @@ class ReplayRun(RunContext):
         queue: str | None = None,
     ) -> Any:
         async def go() -> Any:
-            return (await self._take(name, "step", f"started step {name!r}")).result
+            return (await self._take(name, "step", name)).result
 
         return self._deliver(go())
 
@@ -133,15 +139,13 @@ class ReplayRun(RunContext):
     async def _start_child(self, workflow: WorkflowDef[Any, Any]) -> _RecordedChild:
         key = self.journal.next_key(journal.op_name("child", workflow.name))
         if self.journal.take(key, "child") is None:
-            await self.journal.check_new_work(f"started child {workflow.name!r}")
+            await self.journal.check_new_work(journal.started("child", key))
             raise _ReachedNewWork()
         return _RecordedChild(self, self.entries[key])
 
     def emit(self, event_type: str, payload: Any, key: str | None) -> Any:
         async def go() -> Any:
-            entry = await self._take(
-                journal.op_name("emit", event_type), "emit", f"emitted {event_type!r}"
-            )
+            entry = await self._take(journal.op_name("emit", event_type), "emit", event_type)
             return entry.result
 
         return self._deliver(go())
@@ -150,41 +154,29 @@ class ReplayRun(RunContext):
         raise _ReachedNewWork()  # the run ends here; its successor has a history of its own
 
     def sleep(self, seconds: float, name: str | None = None) -> Any:
-        return self._deliver(self._take(journal.sleep_name(name), "sleep", "started a sleep"))
+        return self._deliver(self._take(journal.sleep_name(name), "sleep", name or "sleep"))
 
     def sleep_until(self, when: datetime, name: str | None = None) -> Any:
-        return self._deliver(self._take(journal.sleep_name(name), "sleep", "started a sleep"))
+        return self._deliver(self._take(journal.sleep_name(name), "sleep", name or "sleep"))
 
     def wait_for_event(self, name: str, timeout: float | None, default: Any) -> Any:
         async def go() -> Any:
-            try:
-                entry = await self._take(
-                    journal.op_name("event", name), "event", f"started waiting for event {name!r}"
-                )
-            except EventTimeout:
-                if default is context.MISSING:
-                    raise
-                return default
-            return entry.result
+            counted = journal.op_name("event", name)
+            entry = await self._take(counted, "event", name, default)
+            return entry.result if isinstance(entry, HistoryEntry) else entry
 
         return self._deliver(go())
 
     def receive(self, topic: str, max_messages: int, timeout: float | None) -> Any:
         async def go() -> Any:
-            key_name, met = mailbox.key_name(topic), mailbox.new_work(topic)
-            try:
-                entry = await self._take(key_name, mailbox.KIND, met)
-            except EventTimeout:
-                return []
-            return list(entry.result or [])
+            entry = await self._take(mailbox.key_name(topic), mailbox.KIND, topic, [])
+            return list(entry.result or []) if isinstance(entry, HistoryEntry) else entry
 
         return self._deliver(go())
 
     def create_hook(self, name: str, timeout: float | None, schema: Any) -> Any:
         async def go() -> Hook:
-            entry = await self._take(
-                journal.op_name("hook", name), "hook", f"created hook {name!r}"
-            )
+            entry = await self._take(journal.op_name("hook", name), "hook", name)
 
             async def payload() -> Any:
                 return waits.as_model(schema, entry.result)
@@ -203,9 +195,7 @@ class ReplayRun(RunContext):
         timeout: float | None,
     ) -> Any:
         async def go() -> Any:
-            entry = await self._take(
-                journal.op_name("task", name), "task", f"created human task {name!r}"
-            )
+            entry = await self._take(journal.op_name("task", name), "task", name)
             return waits.as_model(form, entry.result)
 
         return self._deliver(go())
@@ -241,12 +231,12 @@ class _RecordedChild:
         self.run_id = str(outcome.get("run_id") or outcome.get("child_id") or "")
 
     async def result(self, timeout: float | None = None) -> Any:
-        journal = self._replay.journal
+        recorded = self._replay.journal
         entry = self._entry
         if self._timeouts:
             key = f"{entry.key}@{self._timeouts + 1}"
-            if journal.take(key, "child") is None:
-                await journal.check_new_work(f"waited again for child {entry.name!r}")
+            if recorded.take(key, "child") is None:
+                await recorded.check_new_work(journal.waited_again(key))
                 raise _ReachedNewWork()
             entry = self._replay.entries[key]
         base, hop = entry.key, 0
@@ -264,6 +254,6 @@ class _RecordedChild:
                 error = outcome.get("error")
                 raise ChildFailed(f"child {entry.name!r} ended {status}: {error}")
             hop += 1  # followed to its successor, under a key of its own
-            if journal.take(f"{base}>{hop}", "child") is None:
+            if recorded.take(f"{base}>{hop}", "child") is None:
                 raise _ReachedNewWork()
             entry = self._replay.entries[f"{base}>{hop}"]

@@ -86,7 +86,7 @@ async def wait_message(
     if record is not None and record.status == "completed":
         return live.outcome(record)
     if record is not None and record.status == "timeout":
-        return _timed_out(kind, name, default)
+        return timed_out(kind, name, default)
     if live.journal.closed:  # a branch going on after another one parked the run
         raise Unwind()
     await live.point(key)
@@ -125,7 +125,7 @@ async def wait_message(
             await durable.write(
                 live, lambda: store.upsert_step(lease, timeout), what=f"the timeout of {key!r}"
             )
-            return _timed_out(kind, name, default)
+            return timed_out(kind, name, default)
         if record is None or unsaved:
             if record is None:
                 info = {**(facts or {}), "deadline": deadline, "channel": channel}
@@ -149,7 +149,8 @@ def _fields(record: StepRecord) -> dict[str, Any]:
     return {name: getattr(record, name) for name in StepRecord.__dataclass_fields__}
 
 
-def _timed_out(kind: str, name: str, default: Any) -> Any:
+def timed_out(kind: str, name: str, default: Any) -> Any:
+    """A timed-out wait's outcome, live or replayed: `default` if given, else EventTimeout."""
     if default is not MISSING:
         return default
     raise EventTimeout(f"{kind} {name!r} timed out")
@@ -162,7 +163,7 @@ async def wait_for_event(
     key = live.journal.next_key(journal.op_name("event", name))
     record = live.journal.take(key, "event")
     if record is None:
-        await live.journal.check_new_work(f"started waiting for event {name!r}")
+        await live.journal.check_new_work(journal.started("event", key))
     deadline = None if timeout is None else live.env.clock.now() + timeout
     return await wait_message(
         live,
@@ -191,7 +192,7 @@ async def open_hook(
     if record is not None:
         facts = facts_of(record) if record.status == "waiting" else {}
         return str(facts.get("token", "")), facts.get("deadline"), record
-    await live.journal.check_new_work(f"created hook {name!r}")
+    await live.journal.check_new_work(journal.started("hook", key))
     schema_text, model_path = forms.describe_form(schema, what=f"schema of hook {name!r}")
     token = hook_tokens.new_token()
     stored = hook_tokens.digest(token)
@@ -253,7 +254,7 @@ async def human_task(
     key = live.journal.next_key(journal.op_name("task", name))
     record = live.journal.take(key, "task")
     if record is None:
-        await live.journal.check_new_work(f"created human task {name!r}")
+        await live.journal.check_new_work(journal.started("task", key))
         schema, model_path = forms.describe_form(form)
         data_text = live.env.serializer.dumps(data, what=f"data of human task {name!r}")
         now = live.env.clock.now()
