@@ -5,7 +5,9 @@ going on from where the previous batch stopped (so runs that must be kept are no
 again and again). A run is kept, whatever its age, while an unfinished run depends on it:
 its parent is unfinished (whose history names it), one of its children is unfinished (the
 child tells its parent when it ends), or a later run of its continue_as_new chain is
-unfinished. The runs row is deleted first, with its conditions checked again in the same
+unfinished. The runs read as finished that a decision rests on are locked until commit,
+so a retry of one either is seen or waits for the prune (see _still_finished). The runs
+row is deleted first, with its conditions checked again in the same
 statement: a run retried (FAILED back to PENDING) between the scan and the delete is left
 alone, and two prunes at once delete each run once. Its other rows go in the same
 transaction, so no run is ever seen half deleted.
@@ -76,24 +78,49 @@ def _scan(query: PruneQuery, after: tuple[float, str] | None, limit: int) -> Sql
     return all_rows(text, [*params, limit])
 
 
+def _still_finished(run_ids: Sequence[str]) -> Program[set[str]]:
+    """Those of `run_ids` that are finished, locked so that they stay so until commit.
+
+    PostgreSQL reads each statement's own snapshot: a run read as finished may be retried
+    (FAILED back to PENDING) by another transaction before this one deletes what it no
+    longer depends on. FOR SHARE closes that gap: a retry under way is waited for and its
+    row read again (no longer finished, so not returned), and a retry that comes later
+    waits for this transaction. Only runs already read as finished are locked, so running
+    runs and their workers never wait for retention. (SQLite's write transaction is
+    exclusive: nothing changes between two of its statements.)
+    """
+    if not run_ids:
+        return set()
+    rows = yield Sql(
+        f"SELECT run_id FROM runs WHERE run_id IN ({_marks(run_ids)}) "
+        f"AND status IN ({_FINISHED_LIST})",
+        list(run_ids),
+        "all",
+        "share",
+    )
+    return {str(row[0]) for row in rows}
+
+
 def _unfinished_parents(parents: list[str]) -> Program[set[str]]:
+    """The `parents` that are unfinished (a parent that no longer exists is not)."""
     if not parents:
         return set()
     rows = yield all_rows(
-        f"SELECT run_id FROM runs WHERE run_id IN ({_marks(parents)}) "
-        f"AND status NOT IN ({_FINISHED_LIST})",
-        parents,
+        f"SELECT run_id, status FROM runs WHERE run_id IN ({_marks(parents)})", parents
     )
-    return {str(row[0]) for row in rows}
+    finished = [str(run_id) for run_id, status in rows if status in FINISHED]
+    held = yield from _still_finished(finished)
+    return {str(row[0]) for row in rows} - held
 
 
 def _with_unfinished_children(ids: list[str]) -> Program[set[str]]:
+    """The `ids` with a child that is unfinished."""
     rows = yield all_rows(
-        f"SELECT DISTINCT parent_id FROM runs WHERE parent_id IN ({_marks(ids)}) "
-        f"AND status NOT IN ({_FINISHED_LIST})",
-        ids,
+        f"SELECT run_id, parent_id, status FROM runs WHERE parent_id IN ({_marks(ids)})", ids
     )
-    return {str(row[0]) for row in rows}
+    finished = [str(run_id) for run_id, _, status in rows if status in FINISHED]
+    held = yield from _still_finished(finished)
+    return {str(parent_id) for run_id, parent_id, _ in rows if str(run_id) not in held}
 
 
 def _chain_blocked(successors: dict[str, str]) -> Program[set[str]]:
@@ -116,6 +143,10 @@ def _chain_blocked(successors: dict[str, str]) -> Program[set[str]]:
         starts,
     )
     status = {str(row[0]): str(row[1]) for row in rows}
+    finished = [run_id for run_id, now in status.items() if now in FINISHED]
+    held = yield from _still_finished(finished)
+    # Read as finished but no longer (retried, or deleted by another prune): kept.
+    status.update({run_id: "PENDING" for run_id in finished if run_id not in held})
     following = dict(successors)
     following.update({str(row[0]): str(row[2]) for row in rows if row[2] is not None})
     blocked_from: dict[str, bool] = {}
