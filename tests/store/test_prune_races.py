@@ -18,10 +18,12 @@ from cairn.store import Store, sqlite_path
 from cairn.store.postgres import dialect
 from cairn.store.programs import control, prune
 from cairn.store.programs.base import Program
-from cairn.store.records import Pruned, PruneQuery
+from cairn.store.records import Pruned, PruneQuery, Subscription
 
 from .kit import T0, execute, run_record
-from .test_prune import CUTOFF, OLD, finished
+from .test_prune import CUTOFF, OLD, emit_keys, finished
+
+SUBSCRIBERS = (Subscription("paid", "tests.a"), Subscription("paid", "tests.b"))
 
 
 class Held:
@@ -171,3 +173,24 @@ async def test_prune__a_retry_after_the_prune_waits_for_it(store: Store, store_u
 
     assert await status(store, "child") is None
     assert await status(store, "parent") == "PENDING"
+
+
+async def test_prune__two_prunes_deleting_a_keys_last_runs_forget_it(
+    store: Store, store_url: str
+) -> None:
+    first, second = await store.emit_event("paid", "{}", key="k", now=OLD, local=SUBSCRIBERS)
+    for at, run_id in enumerate((first, second)):
+        execute(
+            store_url,
+            "UPDATE runs SET status = 'COMPLETED', finished_at = ? WHERE run_id = ?",
+            (OLD + at, run_id),
+        )
+
+    with held(store_url) as other:
+        # Another prune deletes the key's first run (and keeps the key: the second is left)
+        # while this one deletes the second.
+        assert other.run(prune.prune_batch(PruneQuery(CUTOFF), None, 1, False)).count == 1
+        pruned = await prune_while(store, store_url, other, PruneQuery(CUTOFF, workflow="tests.b"))
+
+    assert pruned.count == 1
+    assert emit_keys(store_url) == set()

@@ -7,17 +7,20 @@ its parent is unfinished (whose history names it), one of its children is unfini
 child tells its parent when it ends), or a later run of its continue_as_new chain is
 unfinished. The runs read as finished that a decision rests on are locked until commit,
 so a retry of one either is seen or waits for the prune (see _still_finished). The runs
-row is deleted first, with its conditions checked again in the same
-statement: a run retried (FAILED back to PENDING) between the scan and the delete is left
-alone, and two prunes at once delete each run once. Its other rows go in the same
-transaction, so no run is ever seen half deleted.
+row is deleted first, with its conditions checked again in the same statement: a run
+retried (FAILED back to PENDING) between the scan and the delete is left alone, and two
+prunes at once delete each run once. Its other rows go in the same transaction, so no
+run is ever seen half deleted, and so does the emit key that started it once no run of
+that key is left (see _forget_emit_keys).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
+from cairn.store.programs import schedules
 from cairn.store.programs.base import FINISHED, Program, Sql, all_rows
 from cairn.store.records import Pruned, PruneQuery
 
@@ -35,7 +38,8 @@ RUN_TABLES = (
     "retried_steps",
     "step_tasks",
 )
-# Tables whose rows are not any one run's (or name runs only as a remembered reference).
+# Tables whose rows are not any one run's (emit_keys: a key's row goes with the last run
+# it started, see _forget_emit_keys).
 OTHER_TABLES = (
     "runs",
     "workers",
@@ -51,6 +55,12 @@ _FINISHED_LIST = ", ".join(f"'{status}'" for status in sorted(FINISHED))
 
 def _marks(values: Sequence[Any]) -> str:
     return ", ".join("?" * len(values))
+
+
+def _pairs(pairs: Sequence[tuple[str, str]]) -> tuple[str, list[str]]:
+    """`(event_type, key) IN (...)` for `pairs`, and its parameters."""
+    values = ", ".join("(?, ?)" for _ in pairs)
+    return f"(event_type, key) IN (VALUES {values})", [part for pair in pairs for part in pair]
 
 
 def _scan(query: PruneQuery, after: tuple[float, str] | None, limit: int) -> Sql:
@@ -184,7 +194,40 @@ def _delete(query: PruneQuery, ids: list[str]) -> Program[list[str]]:
     if deleted:
         for table in RUN_TABLES:
             yield Sql(f"DELETE FROM {table} WHERE run_id IN ({_marks(deleted)})", deleted)
+        yield from _forget_emit_keys(deleted)
     return deleted
+
+
+def _forget_emit_keys(deleted: list[str]) -> Program[None]:
+    """Delete the emit keys that started `deleted` runs, once none of their runs is left.
+
+    A keyed emit remembers its key as long as one of the runs it started is kept: emitting
+    it again meanwhile returns those runs. Once retention has deleted them all, the key
+    goes too (else emit_keys grows for ever), and emitting it again starts new runs, under
+    the same ids. The key rows are locked (in key order, so two prunes cannot deadlock)
+    before their runs are looked for, so of two prunes deleting a key's last two runs at
+    once, the second sees what the first deleted.
+    """
+    keys = sorted({key for run_id in deleted if (key := schedules.emit_key_of(run_id))})
+    if not keys:
+        return
+    where, params = _pairs(keys)
+    rows = yield Sql(
+        f"SELECT event_type, key, run_ids FROM emit_keys WHERE {where} ORDER BY event_type, key",
+        params,
+        "all",
+        "update",
+    )
+    started = {(str(kind), str(key)): json.loads(run_ids) for kind, key, run_ids in rows}
+    every = sorted({str(run_id) for run_ids in started.values() for run_id in run_ids})
+    left: set[str] = set()
+    if every:
+        found = yield all_rows(f"SELECT run_id FROM runs WHERE run_id IN ({_marks(every)})", every)
+        left = {str(row[0]) for row in found}
+    forgotten = [key for key, run_ids in started.items() if not left.intersection(run_ids)]
+    if forgotten:
+        where, params = _pairs(forgotten)
+        yield Sql(f"DELETE FROM emit_keys WHERE {where}", params)
 
 
 def prune_batch(
