@@ -17,7 +17,7 @@ from typing import Any
 from cairn.store import Store, sqlite_path
 from cairn.store.postgres import dialect
 from cairn.store.programs import control, prune
-from cairn.store.programs.base import Program
+from cairn.store.programs.base import FINAL, Program
 from cairn.store.records import Pruned, PruneQuery, Subscription
 
 from .kit import T0, execute, run_record
@@ -113,6 +113,15 @@ def waiting_for_a_lock(url: str) -> bool:
 async def status(store: Store, run_id: str) -> str | None:
     run = await store.get_run(run_id)
     return None if run is None else run.status
+
+
+async def test_prune__only_failed_runs_can_be_taken_back(store: Store) -> None:
+    # Why retention locks only FAILED runs: the other finished statuses are final.
+    for status in sorted(FINAL):
+        await finished(store, status, status=status)
+        assert not await store.retry_run(status, now=T0)
+    await finished(store, "failed", status="FAILED")
+    assert await store.retry_run("failed", now=T0)
 
 
 async def test_prune__a_child_survives_its_parent_retried_meanwhile(

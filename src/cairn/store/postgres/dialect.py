@@ -9,7 +9,7 @@ where SQLite relies on its single writer, PostgreSQL takes row locks:
 - whoever queues a message locks the target run before waking it, and a run about to
   wait locks itself before looking for messages, so a message is never missed;
 - claims take rows with FOR UPDATE SKIP LOCKED, so two workers never take the same run;
-- retention locks with FOR SHARE the finished runs it relies on, so a retry (whose FOR
+- retention locks with FOR SHARE the FAILED runs it relies on, so a retry (whose FOR
   UPDATE conflicts) either commits first and is seen, or waits for the prune.
 
 A bulk form runs one statement of a program for many rows at once (arrays, unnest).

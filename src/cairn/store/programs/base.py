@@ -43,6 +43,9 @@ F = TypeVar("F", bound=Callable[..., Program[Any]])
 FINISHED = frozenset(
     {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.CONTINUED}
 )
+# Finished for good: a run leaves a finished status only through control.retry_run, and
+# only from FAILED.
+FINAL = FINISHED - {RunStatus.FAILED}
 
 _SINGLE_WRITE: set[CodeType] = set()
 _WAKES: set[CodeType] = set()

@@ -20,8 +20,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from cairn.models import RunStatus
 from cairn.store.programs import schedules
-from cairn.store.programs.base import FINISHED, Program, Sql, all_rows
+from cairn.store.programs.base import FINAL, FINISHED, Program, Sql, all_rows
 from cairn.store.records import Pruned, PruneQuery
 
 # Every table with rows of one run, besides runs itself (see the migrations): a migration
@@ -51,16 +52,11 @@ OTHER_TABLES = (
     "cairn_migrations",
 )
 _FINISHED_LIST = ", ".join(f"'{status}'" for status in sorted(FINISHED))
+_FINAL_LIST = ", ".join(f"'{status}'" for status in sorted(FINAL))
 
 
 def _marks(values: Sequence[Any]) -> str:
     return ", ".join("?" * len(values))
-
-
-def _pairs(pairs: Sequence[tuple[str, str]]) -> tuple[str, list[str]]:
-    """`(event_type, key) IN (...)` for `pairs`, and its parameters."""
-    values = ", ".join("(?, ?)" for _ in pairs)
-    return f"(event_type, key) IN (VALUES {values})", [part for pair in pairs for part in pair]
 
 
 def _scan(query: PruneQuery, after: tuple[float, str] | None, limit: int) -> Sql:
@@ -88,27 +84,28 @@ def _scan(query: PruneQuery, after: tuple[float, str] | None, limit: int) -> Sql
     return all_rows(text, [*params, limit])
 
 
-def _still_finished(run_ids: Sequence[str]) -> Program[set[str]]:
-    """Those of `run_ids` that are finished, locked so that they stay so until commit.
+def _settled(rows: Sequence[Sequence[Any]]) -> Program[set[str]]:
+    """Of `rows` (run_id, status, ...), the runs finished and sure to stay so until commit.
 
-    PostgreSQL reads each statement's own snapshot: a run read as finished may be retried
-    (FAILED back to PENDING) by another transaction before this one deletes what it no
-    longer depends on. FOR SHARE closes that gap: a retry under way is waited for and its
-    row read again (no longer finished, so not returned), and a retry that comes later
-    waits for this transaction. Only runs already read as finished are locked, so running
-    runs and their workers never wait for retention. (SQLite's write transaction is
-    exclusive: nothing changes between two of its statements.)
+    PostgreSQL reads each statement's own snapshot: a FAILED run may be retried (back to
+    PENDING) by another transaction before this one deletes what it no longer depends
+    on. Locking the FAILED ones FOR SHARE closes that gap: a retry under way is waited
+    for and the row read again (no longer FAILED, so not settled), and a later retry
+    waits for this transaction. The other finished statuses are final (see FINAL) and
+    unfinished runs are never locked, so workers never wait for retention. (SQLite's
+    write transaction is exclusive: nothing changes between two of its statements.)
     """
-    if not run_ids:
-        return set()
-    rows = yield Sql(
-        f"SELECT run_id FROM runs WHERE run_id IN ({_marks(run_ids)}) "
-        f"AND status IN ({_FINISHED_LIST})",
-        list(run_ids),
-        "all",
-        "share",
-    )
-    return {str(row[0]) for row in rows}
+    settled = {str(row[0]) for row in rows if row[1] in FINAL}
+    failed = [str(row[0]) for row in rows if row[1] == RunStatus.FAILED]
+    if failed:
+        locked = yield Sql(
+            f"SELECT run_id FROM runs WHERE run_id IN ({_marks(failed)}) AND status = 'FAILED'",
+            failed,
+            "all",
+            "share",
+        )
+        settled |= {str(row[0]) for row in locked}
+    return settled
 
 
 def _unfinished_parents(parents: list[str]) -> Program[set[str]]:
@@ -118,19 +115,19 @@ def _unfinished_parents(parents: list[str]) -> Program[set[str]]:
     rows = yield all_rows(
         f"SELECT run_id, status FROM runs WHERE run_id IN ({_marks(parents)})", parents
     )
-    finished = [str(run_id) for run_id, status in rows if status in FINISHED]
-    held = yield from _still_finished(finished)
-    return {str(row[0]) for row in rows} - held
+    settled = yield from _settled(rows)
+    return {str(row[0]) for row in rows} - settled
 
 
 def _with_unfinished_children(ids: list[str]) -> Program[set[str]]:
     """The `ids` with a child that is unfinished."""
     rows = yield all_rows(
-        f"SELECT run_id, parent_id, status FROM runs WHERE parent_id IN ({_marks(ids)})", ids
+        f"SELECT run_id, status, parent_id FROM runs WHERE parent_id IN ({_marks(ids)}) "
+        f"AND status NOT IN ({_FINAL_LIST})",
+        ids,
     )
-    finished = [str(run_id) for run_id, _, status in rows if status in FINISHED]
-    held = yield from _still_finished(finished)
-    return {str(parent_id) for run_id, parent_id, _ in rows if str(run_id) not in held}
+    settled = yield from _settled(rows)
+    return {str(row[2]) for row in rows if str(row[0]) not in settled}
 
 
 def _chain_blocked(successors: dict[str, str]) -> Program[set[str]]:
@@ -152,11 +149,10 @@ def _chain_blocked(successors: dict[str, str]) -> Program[set[str]]:
         " JOIN later ON runs.run_id = later.run_id",
         starts,
     )
-    status = {str(row[0]): str(row[1]) for row in rows}
-    finished = [run_id for run_id, now in status.items() if now in FINISHED]
-    held = yield from _still_finished(finished)
-    # Read as finished but no longer (retried, or deleted by another prune): kept.
-    status.update({run_id: "PENDING" for run_id in finished if run_id not in held})
+    read = {str(row[0]) for row in rows}
+    # A later run read as FAILED but retried since (or deleted by another prune) is not
+    # settled: taken as unfinished, it keeps its chain.
+    settled = yield from _settled(rows)
     following = dict(successors)
     following.update({str(row[0]): str(row[2]) for row in rows if row[2] is not None})
     blocked_from: dict[str, bool] = {}
@@ -170,9 +166,9 @@ def _chain_blocked(successors: dict[str, str]) -> Program[set[str]]:
                 verdict = blocked_from[current]
                 break
             path.append(current)
-            if current not in status:  # already deleted: the chain ends here
+            if current not in read:  # already deleted: the chain ends here
                 break
-            if status[current] not in FINISHED:
+            if current not in settled:
                 verdict = True
                 break
             current = following.get(current)
@@ -208,26 +204,36 @@ def _forget_emit_keys(deleted: list[str]) -> Program[None]:
     before their runs are looked for, so of two prunes deleting a key's last two runs at
     once, the second sees what the first deleted.
     """
-    keys = sorted({key for run_id in deleted if (key := schedules.emit_key_of(run_id))})
-    if not keys:
-        return
-    where, params = _pairs(keys)
-    rows = yield Sql(
-        f"SELECT event_type, key, run_ids FROM emit_keys WHERE {where} ORDER BY event_type, key",
-        params,
-        "all",
-        "update",
-    )
-    started = {(str(kind), str(key)): json.loads(run_ids) for kind, key, run_ids in rows}
+    keys: dict[str, set[str]] = {}
+    for run_id in deleted:
+        if (emitted := schedules.emit_key_of(run_id)) is not None:
+            keys.setdefault(emitted[0], set()).add(emitted[1])
+    # One statement per event type (a batch has few), each on the primary key's range.
+    started: dict[tuple[str, str], list[str]] = {}
+    for event_type in sorted(keys):
+        names = sorted(keys[event_type])
+        rows = yield Sql(
+            f"SELECT key, run_ids FROM emit_keys WHERE event_type = ? "
+            f"AND key IN ({_marks(names)}) ORDER BY key",
+            [event_type, *names],
+            "all",
+            "update",
+        )
+        started.update({(event_type, str(key)): json.loads(ids) for key, ids in rows})
     every = sorted({str(run_id) for run_ids in started.values() for run_id in run_ids})
-    left: set[str] = set()
-    if every:
-        found = yield all_rows(f"SELECT run_id FROM runs WHERE run_id IN ({_marks(every)})", every)
-        left = {str(row[0]) for row in found}
-    forgotten = [key for key, run_ids in started.items() if not left.intersection(run_ids)]
-    if forgotten:
-        where, params = _pairs(forgotten)
-        yield Sql(f"DELETE FROM emit_keys WHERE {where}", params)
+    if not every:
+        return
+    kept = yield all_rows(f"SELECT run_id FROM runs WHERE run_id IN ({_marks(every)})", every)
+    left = {str(row[0]) for row in kept}
+    forgotten: dict[str, list[str]] = {}
+    for (event_type, key), run_ids in started.items():
+        if left.isdisjoint(run_ids):
+            forgotten.setdefault(event_type, []).append(key)
+    for event_type, names in sorted(forgotten.items()):
+        yield Sql(
+            f"DELETE FROM emit_keys WHERE event_type = ? AND key IN ({_marks(names)})",
+            [event_type, *names],
+        )
 
 
 def prune_batch(
