@@ -7,7 +7,7 @@ from typing import Any
 
 from cairn.store import Store
 from cairn.store.programs.prune import OTHER_TABLES, RUN_TABLES
-from cairn.store.records import PruneQuery
+from cairn.store.records import PruneQuery, Subscription
 
 from .kit import T0, OpenStore, execute, run_record
 
@@ -266,3 +266,66 @@ async def test_prune__a_retried_run_is_not_deleted(store: Store) -> None:
 
     run = await store.get_run("failed")
     assert run is not None and run.status == "PENDING"
+
+
+SUBSCRIBERS = (Subscription("order.created", "tests.a"), Subscription("order.created", "tests.b"))
+
+
+async def emit(store: Store, key: str, *, at: float = OLD - 10) -> list[str]:
+    return await store.emit_event("order.created", "{}", key=key, now=at, local=SUBSCRIBERS)
+
+
+def finish(url: str, run_id: str, at: float) -> None:
+    execute(
+        url,
+        "UPDATE runs SET status = 'COMPLETED', finished_at = ? WHERE run_id = ?",
+        (at, run_id),
+    )
+
+
+def emit_keys(url: str) -> set[tuple[str, str]]:
+    rows = execute(url, "SELECT event_type, key FROM emit_keys")
+    return {(str(kind), str(key)) for kind, key in rows}
+
+
+async def test_prune__an_emit_key_goes_with_the_last_run_it_started(
+    store: Store, store_url: str
+) -> None:
+    key = "o-1:a/b%c"  # quoted in the run ids
+    first, second = await emit(store, key)
+    young = await emit(store, "o-2")
+    finish(store_url, first, OLD)
+    finish(store_url, second, T0)  # inside retention
+    for run_id in young:
+        finish(store_url, run_id, T0)
+
+    assert await prune_all(store, PruneQuery(CUTOFF)) == 1
+    # One of its runs is kept: the key is remembered, emitting it again starts nothing.
+    assert emit_keys(store_url) == {("order.created", key), ("order.created", "o-2")}
+    assert await emit(store, key, at=T0) == [first, second]
+    assert await store.get_run(first) is None
+
+    finish(store_url, second, OLD)
+    assert await prune_all(store, PruneQuery(CUTOFF)) == 1
+    assert emit_keys(store_url) == {("order.created", "o-2")}
+
+    # Forgotten with its runs: emitting it again starts them anew, under the same ids.
+    assert await emit(store, key, at=T0) == [first, second]
+    for run_id in (first, second):
+        run = await store.get_run(run_id)
+        assert run is not None and run.status == "PENDING"
+
+
+async def test_prune__concurrent_prunes_forget_every_emit_key(
+    open_store_at: OpenStore, store_url: str
+) -> None:
+    stores = [await open_store_at() for _ in range(3)]
+    for i in range(20):
+        for run_id in await emit(stores[0], f"k{i:02}"):
+            # A key's two runs far apart in the order prunes go: different batches.
+            finish(store_url, run_id, OLD + (i if run_id.endswith("tests.a") else 50 + i))
+
+    counts = await asyncio.gather(*(prune_all(s, PruneQuery(CUTOFF), limit=4) for s in stores))
+
+    assert sum(counts) == 40
+    assert emit_keys(store_url) == set()

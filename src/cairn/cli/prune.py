@@ -20,7 +20,8 @@ def add_parser(actions: Any, common: argparse.ArgumentParser) -> None:
         description="Delete finished runs (COMPLETED, FAILED, CANCELLED, CONTINUED) that "
         "finished longer ago than --older-than, with their history, attempts, messages, "
         "hooks, tasks and columns, 500 runs per transaction. Runs an unfinished run "
-        "depends on (its parent, a child, a later run of its continue_as_new chain) are kept.",
+        "depends on (its parent, a child, a later run of its continue_as_new chain) are kept. "
+        "A keyed emit's key goes with the last run it started.",
     )
     prune.add_argument(
         "--older-than",

@@ -24,6 +24,10 @@ from cairn.store.records import INTERRUPTED
 
 T = TypeVar("T")
 
+# History entries `cairn runs show` reads by default: the last ones, as the dashboard's run
+# page does, so a history of 50,000 entries is not read whole to print one run.
+SHOWN = 200
+
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     """Register `cairn runs list|show|cancel|pause|resume|retry|restart|fork|prune`."""
@@ -82,6 +86,17 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "errors) and every failed attempt.",
     )
     show.add_argument("run_id", metavar="RUN_ID")
+    shown = show.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--limit",
+        metavar="N",
+        type=int,
+        default=SHOWN,
+        help=f"only the last N history entries ({SHOWN})",
+    )
+    shown.add_argument(
+        "--all", action="store_true", help="every history entry, however long the history"
+    )
     show.add_argument("--json", action="store_true", help="machine-readable output")
     show.set_defaults(handler=show_run)
 
@@ -138,15 +153,21 @@ def list_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
 
 def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn runs show`."""
-    shown = options.with_engine(glob, lambda engine: run_forms.fetch(engine.control, ns.run_id))
+    if ns.limit < 1:
+        raise ValueError(f"--limit must be a positive integer, got {ns.limit}")
+    window = None if ns.all else ns.limit
+    shown = options.with_engine(
+        glob, lambda engine: run_forms.fetch(engine.control, ns.run_id, window=window)
+    )
     if ns.json:
-        output.print_json(
-            {
-                "run": run_forms.run_dict(shown),
-                "history": [run_forms.entry_dict(e) for e in shown.history],
-                "attempts": json_form.jsonable(shown.attempts),
-            }
-        )
+        document: dict[str, Any] = {
+            "run": run_forms.run_dict(shown),
+            "history": [run_forms.entry_dict(e) for e in shown.history],
+        }
+        if shown.skipped:  # only for a history cut short: short ones print as they did
+            document["history_skipped"] = shown.skipped
+        document["attempts"] = json_form.jsonable(shown.attempts)
+        output.print_json(document)
         return 0
     history, attempts, error = shown.history, shown.attempts, shown.error
     parts: list[Any] = [facts_table(shown)]
@@ -154,6 +175,8 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
         parts += [Text(""), Text("executing now", style="bold underline")]
         parts.append(output.executing_table(shown.executing, now=shown.now))
     parts += [Text(""), Text(f"history ({len(history)})", style="bold underline")]
+    if shown.skipped:
+        parts.append(Text(skipped_note(shown, ns.run_id), style="dim"))
     if not history:
         parts.append(Text("no steps yet"))
     for label, entries in by_execution(shown, history, lambda e: e.execution):
@@ -172,6 +195,14 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
         parts.append(Text(str(error["traceback"]).rstrip()))
     output.stdout().print(Group(*parts))
     return 0
+
+
+def skipped_note(shown: run_forms.Shown, run_id: str) -> str:
+    """The line that says how many history entries are left out, and how to see them."""
+    return (
+        f"the first {shown.skipped:,} of {shown.entries:,} history entries are not shown: "
+        f"`cairn runs show {run_id} --all` shows every one, `--limit N` the last N"
+    )
 
 
 def by_execution(

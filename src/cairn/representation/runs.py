@@ -102,9 +102,9 @@ async def fetch(control: RunControl, run_id: str, *, window: int | None = None) 
     """Read one run, its history and attempts, what it executes or waits for, its copies.
 
     Every execution's entries and attempts are read; with `window`, only the entries
-    after the journal's last `window` seqs (the dashboard's run page: a history of
-    50,000 entries is not read whole to draw a page). The dashboard's
-    `GET /api/v1/runs/{id}` shows the same facts.
+    after the journal's last `window` seqs (the dashboard's run page and `cairn runs
+    show`: a history of 50,000 entries is not read whole to show one run). The
+    dashboard's `GET /api/v1/runs/{id}` shows the same facts.
     """
     run = await control.record(run_id)
     entries, top = await control.store.journal_extent(run_id)

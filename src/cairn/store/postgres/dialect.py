@@ -8,7 +8,9 @@ where SQLite relies on its single writer, PostgreSQL takes row locks:
   waits for (or skips), so a run taken over mid-write is never written by both owners;
 - whoever queues a message locks the target run before waking it, and a run about to
   wait locks itself before looking for messages, so a message is never missed;
-- claims take rows with FOR UPDATE SKIP LOCKED, so two workers never take the same run.
+- claims take rows with FOR UPDATE SKIP LOCKED, so two workers never take the same run;
+- retention locks with FOR SHARE the FAILED runs it relies on, so a retry (whose FOR
+  UPDATE conflicts) either commits first and is seen, or waits for the prune.
 
 A bulk form runs one statement of a program for many rows at once (arrays, unnest).
 """
@@ -77,14 +79,19 @@ _LOCKED_BY_PARAM: dict[str, int] = {
     _sql.HAS_MESSAGES_ON: 0,  # (run_id, channels): the same, on its waits' channels
 }
 
-_LOCKS = {"": "", "skip": " FOR UPDATE SKIP LOCKED", "update": " FOR UPDATE"}
+_LOCKS = {
+    "": "",
+    "skip": " FOR UPDATE SKIP LOCKED",
+    "update": " FOR UPDATE",
+    "share": " FOR SHARE",
+}
 
 
 def program_statements(text: str, params: Sequence[Any], *, lock: str) -> list[Statement]:
     """The PostgreSQL statements for one statement of a shared program.
 
     The caller reads the result of the last one. `lock` is the program's row-lock mark
-    ("", "skip" or "update", see `programs.base.Sql`).
+    ("", "skip", "update" or "share", see `programs.base.Sql`).
     """
     pg = (_REWRITTEN.get(text) or convert(text)) + _LOCKS[lock]
     position = _LOCKED_BY_PARAM.get(text)

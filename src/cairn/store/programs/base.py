@@ -25,14 +25,16 @@ class Sql:
 
     `fetch` says what the program gets back: the row count, the first row (or None), or
     all rows. `lock` marks a SELECT whose rows the transaction claims: PostgreSQL adds
-    `FOR UPDATE SKIP LOCKED` ("skip") or `FOR UPDATE` ("update", waiting for the lock);
-    SQLite needs nothing (its write transaction is exclusive).
+    `FOR UPDATE SKIP LOCKED` ("skip") or `FOR UPDATE` ("update", waiting for the lock),
+    or `FOR SHARE` ("share": the rows may not change until the transaction ends, and a
+    change under way is waited for and then read); SQLite needs nothing (its write
+    transaction is exclusive).
     """
 
     text: str
     params: Sequence[Any] = ()
     fetch: Literal["count", "one", "all"] = "count"
-    lock: Literal["", "skip", "update"] = ""
+    lock: Literal["", "skip", "update", "share"] = ""
 
 
 Program = Generator[Sql, Any, T]
@@ -41,6 +43,9 @@ F = TypeVar("F", bound=Callable[..., Program[Any]])
 FINISHED = frozenset(
     {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.CONTINUED}
 )
+# Finished for good: a run leaves a finished status only through control.retry_run, and
+# only from FAILED.
+FINAL = FINISHED - {RunStatus.FAILED}
 
 _SINGLE_WRITE: set[CodeType] = set()
 _WAKES: set[CodeType] = set()

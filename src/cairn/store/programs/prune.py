@@ -5,18 +5,24 @@ going on from where the previous batch stopped (so runs that must be kept are no
 again and again). A run is kept, whatever its age, while an unfinished run depends on it:
 its parent is unfinished (whose history names it), one of its children is unfinished (the
 child tells its parent when it ends), or a later run of its continue_as_new chain is
-unfinished. The runs row is deleted first, with its conditions checked again in the same
-statement: a run retried (FAILED back to PENDING) between the scan and the delete is left
-alone, and two prunes at once delete each run once. Its other rows go in the same
-transaction, so no run is ever seen half deleted.
+unfinished. The runs read as finished that a decision rests on are locked until commit,
+so a retry of one either is seen or waits for the prune (see _still_finished). The runs
+row is deleted first, with its conditions checked again in the same statement: a run
+retried (FAILED back to PENDING) between the scan and the delete is left alone, and two
+prunes at once delete each run once. Its other rows go in the same transaction, so no
+run is ever seen half deleted, and so does the emit key that started it once no run of
+that key is left (see _forget_emit_keys).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
-from cairn.store.programs.base import FINISHED, Program, Sql, all_rows
+from cairn.models import RunStatus
+from cairn.store.programs import schedules
+from cairn.store.programs.base import FINAL, FINISHED, Program, Sql, all_rows
 from cairn.store.records import Pruned, PruneQuery
 
 # Every table with rows of one run, besides runs itself (see the migrations): a migration
@@ -33,7 +39,8 @@ RUN_TABLES = (
     "retried_steps",
     "step_tasks",
 )
-# Tables whose rows are not any one run's (or name runs only as a remembered reference).
+# Tables whose rows are not any one run's (emit_keys: a key's row goes with the last run
+# it started, see _forget_emit_keys).
 OTHER_TABLES = (
     "runs",
     "workers",
@@ -45,6 +52,7 @@ OTHER_TABLES = (
     "cairn_migrations",
 )
 _FINISHED_LIST = ", ".join(f"'{status}'" for status in sorted(FINISHED))
+_FINAL_LIST = ", ".join(f"'{status}'" for status in sorted(FINAL))
 
 
 def _marks(values: Sequence[Any]) -> str:
@@ -76,24 +84,50 @@ def _scan(query: PruneQuery, after: tuple[float, str] | None, limit: int) -> Sql
     return all_rows(text, [*params, limit])
 
 
+def _settled(rows: Sequence[Sequence[Any]]) -> Program[set[str]]:
+    """Of `rows` (run_id, status, ...), the runs finished and sure to stay so until commit.
+
+    PostgreSQL reads each statement's own snapshot: a FAILED run may be retried (back to
+    PENDING) by another transaction before this one deletes what it no longer depends
+    on. Locking the FAILED ones FOR SHARE closes that gap: a retry under way is waited
+    for and the row read again (no longer FAILED, so not settled), and a later retry
+    waits for this transaction. The other finished statuses are final (see FINAL) and
+    unfinished runs are never locked, so workers never wait for retention. (SQLite's
+    write transaction is exclusive: nothing changes between two of its statements.)
+    """
+    settled = {str(row[0]) for row in rows if row[1] in FINAL}
+    failed = [str(row[0]) for row in rows if row[1] == RunStatus.FAILED]
+    if failed:
+        locked = yield Sql(
+            f"SELECT run_id FROM runs WHERE run_id IN ({_marks(failed)}) AND status = 'FAILED'",
+            failed,
+            "all",
+            "share",
+        )
+        settled |= {str(row[0]) for row in locked}
+    return settled
+
+
 def _unfinished_parents(parents: list[str]) -> Program[set[str]]:
+    """The `parents` that are unfinished (a parent that no longer exists is not)."""
     if not parents:
         return set()
     rows = yield all_rows(
-        f"SELECT run_id FROM runs WHERE run_id IN ({_marks(parents)}) "
-        f"AND status NOT IN ({_FINISHED_LIST})",
-        parents,
+        f"SELECT run_id, status FROM runs WHERE run_id IN ({_marks(parents)})", parents
     )
-    return {str(row[0]) for row in rows}
+    settled = yield from _settled(rows)
+    return {str(row[0]) for row in rows} - settled
 
 
 def _with_unfinished_children(ids: list[str]) -> Program[set[str]]:
+    """The `ids` with a child that is unfinished."""
     rows = yield all_rows(
-        f"SELECT DISTINCT parent_id FROM runs WHERE parent_id IN ({_marks(ids)}) "
-        f"AND status NOT IN ({_FINISHED_LIST})",
+        f"SELECT run_id, status, parent_id FROM runs WHERE parent_id IN ({_marks(ids)}) "
+        f"AND status NOT IN ({_FINAL_LIST})",
         ids,
     )
-    return {str(row[0]) for row in rows}
+    settled = yield from _settled(rows)
+    return {str(row[2]) for row in rows if str(row[0]) not in settled}
 
 
 def _chain_blocked(successors: dict[str, str]) -> Program[set[str]]:
@@ -115,7 +149,10 @@ def _chain_blocked(successors: dict[str, str]) -> Program[set[str]]:
         " JOIN later ON runs.run_id = later.run_id",
         starts,
     )
-    status = {str(row[0]): str(row[1]) for row in rows}
+    read = {str(row[0]) for row in rows}
+    # A later run read as FAILED but retried since (or deleted by another prune) is not
+    # settled: taken as unfinished, it keeps its chain.
+    settled = yield from _settled(rows)
     following = dict(successors)
     following.update({str(row[0]): str(row[2]) for row in rows if row[2] is not None})
     blocked_from: dict[str, bool] = {}
@@ -129,9 +166,9 @@ def _chain_blocked(successors: dict[str, str]) -> Program[set[str]]:
                 verdict = blocked_from[current]
                 break
             path.append(current)
-            if current not in status:  # already deleted: the chain ends here
+            if current not in read:  # already deleted: the chain ends here
                 break
-            if status[current] not in FINISHED:
+            if current not in settled:
                 verdict = True
                 break
             current = following.get(current)
@@ -153,7 +190,50 @@ def _delete(query: PruneQuery, ids: list[str]) -> Program[list[str]]:
     if deleted:
         for table in RUN_TABLES:
             yield Sql(f"DELETE FROM {table} WHERE run_id IN ({_marks(deleted)})", deleted)
+        yield from _forget_emit_keys(deleted)
     return deleted
+
+
+def _forget_emit_keys(deleted: list[str]) -> Program[None]:
+    """Delete the emit keys that started `deleted` runs, once none of their runs is left.
+
+    A keyed emit remembers its key as long as one of the runs it started is kept: emitting
+    it again meanwhile returns those runs. Once retention has deleted them all, the key
+    goes too (else emit_keys grows for ever), and emitting it again starts new runs, under
+    the same ids. The key rows are locked (in key order, so two prunes cannot deadlock)
+    before their runs are looked for, so of two prunes deleting a key's last two runs at
+    once, the second sees what the first deleted.
+    """
+    keys: dict[str, set[str]] = {}
+    for run_id in deleted:
+        if (emitted := schedules.emit_key_of(run_id)) is not None:
+            keys.setdefault(emitted[0], set()).add(emitted[1])
+    # One statement per event type (a batch has few), each on the primary key's range.
+    started: dict[tuple[str, str], list[str]] = {}
+    for event_type in sorted(keys):
+        names = sorted(keys[event_type])
+        rows = yield Sql(
+            f"SELECT key, run_ids FROM emit_keys WHERE event_type = ? "
+            f"AND key IN ({_marks(names)}) ORDER BY key",
+            [event_type, *names],
+            "all",
+            "update",
+        )
+        started.update({(event_type, str(key)): json.loads(ids) for key, ids in rows})
+    every = sorted({str(run_id) for run_ids in started.values() for run_id in run_ids})
+    if not every:
+        return
+    kept = yield all_rows(f"SELECT run_id FROM runs WHERE run_id IN ({_marks(every)})", every)
+    left = {str(row[0]) for row in kept}
+    forgotten: dict[str, list[str]] = {}
+    for (event_type, key), run_ids in started.items():
+        if left.isdisjoint(run_ids):
+            forgotten.setdefault(event_type, []).append(key)
+    for event_type, names in sorted(forgotten.items()):
+        yield Sql(
+            f"DELETE FROM emit_keys WHERE event_type = ? AND key IN ({_marks(names)})",
+            [event_type, *names],
+        )
 
 
 def prune_batch(

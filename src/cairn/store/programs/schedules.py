@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import replace
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from cairn import ids
 from cairn.models import RunStatus
@@ -223,6 +223,14 @@ def emit_run_id(event_type: str, key: str, workflow: str) -> str:
     """The id of the run a keyed emit starts for `workflow` (readable and injective)."""
     parts = (quote(part, safe="@.-_~+") for part in (event_type, key, workflow))
     return "emit:" + ":".join(parts)
+
+
+def emit_key_of(run_id: str) -> tuple[str, str] | None:
+    """The (event type, key) whose emit started `run_id` (see emit_run_id); None if none."""
+    parts = run_id.split(":")  # each part is quoted: it holds no ":"
+    if len(parts) != 4 or parts[0] != "emit":
+        return None
+    return unquote(parts[1]), unquote(parts[2])
 
 
 @wakes
