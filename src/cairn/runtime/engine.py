@@ -17,7 +17,7 @@ from cairn.core.run_env import RunEnv
 from cairn.errors import ConfigError
 from cairn.names import check_name
 from cairn.observability import hooks, logcontext
-from cairn.runtime import leases, transient, triggers
+from cairn.runtime import gc_tuning, leases, transient, triggers
 from cairn.runtime.control import RunControl
 from cairn.runtime.engine_verbs import EngineVerbs
 from cairn.runtime.retention import Retention
@@ -77,6 +77,7 @@ class Engine(EngineVerbs):
         max_value_size: Any = None,
         warn_history: int | None = None,
         max_history: int | None = None,
+        tune_gc: bool = True,
     ) -> None:
         """Configure an engine.
 
@@ -130,6 +131,10 @@ class Engine(EngineVerbs):
             max_history: A run whose history would pass this many entries fails,
                 pointing at continue_as_new (default 50,000). Each of the four limits
                 defaults to CAIRN_<NAME>, else `[tool.cairn] <name>`.
+            tune_gc: While the engine executes runs, freeze the objects alive when it
+                opened and let the garbage collector's young passes wait for 10,000 new
+                objects instead of 700 (default True; False leaves the collector alone).
+                See runtime/gc_tuning.py.
 
         Raises:
             ConfigError: A bad `databases`, `tags`, `retention` or limit setting, here or
@@ -197,6 +202,8 @@ class Engine(EngineVerbs):
         # Where this engine's transient runs execute (none of them, if it is that engine).
         self.transient_runs = None if ephemeral else transient.PrivateEngine(self)
         self._threads: list[ThreadPoolExecutor] = []
+        self.tune_gc = tune_gc
+        self._gc_held = False  # this engine holds the collector's tuning
         self._open = False
 
     async def __aenter__(self) -> Engine:
@@ -275,6 +282,9 @@ class Engine(EngineVerbs):
             if self.retention is not None and self.claim:
                 self.pruner = Retention(self.store, self.clock, keep=self.retention)
                 self.pruner.start()
+            if self.tune_gc:
+                gc_tuning.hold()
+                self._gc_held = True
         self._open = True
 
     def _observers(self) -> list[hooks.Observer]:
@@ -315,6 +325,7 @@ class Engine(EngineVerbs):
             self.worker = None
         for pool in self._threads:
             pool.shutdown(wait=False, cancel_futures=True)
+        self._release_gc()
         if self._owns_store:
             await self.store.close()
 
@@ -342,6 +353,12 @@ class Engine(EngineVerbs):
             await worker.abandon()
         for pool in self._threads:
             pool.shutdown(wait=False, cancel_futures=True)
+        self._release_gc()
+
+    def _release_gc(self) -> None:
+        if self._gc_held:
+            self._gc_held = False
+            gc_tuning.release()
 
     def _finished(self, run_id: str, outcome: Outcome) -> None:
         self.control.notify_finished(run_id, outcome)

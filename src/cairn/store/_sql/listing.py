@@ -46,6 +46,21 @@ def list_runs(query: RunQuery) -> tuple[str, list[Any]]:
     return sql, params
 
 
+def one_plan_fits(query: RunQuery) -> bool:
+    """True if `list_runs(query)`'s best plan is the same whatever its values.
+
+    So it is when the page is read in the order of the one index its only filter leads
+    (none, a status, one column or an origin, with a cursor or a time range at most):
+    the plan is that index's scan up to the limit however common the value is, and a
+    database that caches plans can plan it once. With two filters, how rare each value
+    is decides which should drive.
+    """
+    others = (query.workflow, query.parent_id, query.version, query.run_id_prefix)
+    if any(other is not None for other in others):
+        return False
+    return (query.status is not None) + len(query.columns) + (query.origin is not None) <= 1
+
+
 def count_runs(query: RunQuery, limit: int | None = None) -> tuple[str, list[Any]]:
     """SELECT (status, count) rows of the runs `query` matches whatever their status.
 

@@ -112,6 +112,15 @@ def store_error(where: str, exc: BaseException) -> StoreError:
     return error
 
 
+def dedup_clash(exc: StoreError) -> bool:
+    """True if `exc` is an insert refused by the unique index on active dedup keys."""
+    cause = exc.__cause__
+    return (
+        isinstance(cause, psycopg.errors.UniqueViolation)
+        and cause.diag.constraint_name == "runs_dedup"
+    )
+
+
 def payload(wakes: Sequence[float]) -> str:
     """A NOTIFY payload: wake times, "0" meaning now (kept well under the 8 kB limit)."""
     return " ".join(f"{w:.3f}" for w in sorted(set(wakes))[:500])

@@ -25,6 +25,7 @@ from cairn.store._wakeups import WakeSignal
 from cairn.store.postgres import (
     connections,
     dialect,
+    generic_plans,
     group_commit,
     listener,
     opening,
@@ -103,6 +104,10 @@ class PostgresStore(SqlStore):
         self._stalls: stalls.StallWatch | None = None
         self._signal = WakeSignal()
         self._step_pool: transactions.SyncPool | None = None  # sync transaction steps' (lazily)
+        # Pages whose plan fits every value: their own connections, opened on first use.
+        self._one_plan = generic_plans.GenericPlanReads(
+            self._conninfo, self.where, retry_for, self.health
+        )
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.where!r})"
@@ -184,6 +189,7 @@ class PostgresStore(SqlStore):
             self._stalls = None
         self._reader = None
         self._db = None
+        await self._one_plan.close()
         if self._step_pool is not None:
             step_pool, self._step_pool = self._step_pool, None
             await asyncio.to_thread(step_pool.close)
@@ -206,6 +212,12 @@ class PostgresStore(SqlStore):
         """Run a read-only program, each statement on a pooled connection."""
         return await connections.read(self.db, make())
 
+    async def read_one_plan(self, make: Callable[[], Program[T]]) -> T:
+        """`read`, on connections that plan such statements once (see generic_plans)."""
+        if self._pool is None:
+            raise StoreError(f"store {self.where} is not open")
+        return await self._one_plan.read(make())
+
     @property
     def writes(self) -> Writes:
         """Where this store's writes start (see `writes`); StoreError if the store is closed."""
@@ -222,7 +234,7 @@ class PostgresStore(SqlStore):
             try:
                 existing = await self.writes.alone(lambda: runs.create_run(run), wake)
             except StoreError as exc:
-                if not _dedup_clash(exc):
+                if not connections.dedup_clash(exc):
                     raise
                 # A concurrent start took the key between our check and our insert; asked
                 # again, the program names the holder (DuplicateRun).
@@ -349,15 +361,6 @@ class PostgresStore(SqlStore):
             )
             self._listener = asyncio.create_task(listening, name="cairn-pg-listen")
         await self._signal.wait(timeout)
-
-
-def _dedup_clash(exc: StoreError) -> bool:
-    """True if `exc` is an insert refused by the unique index on active dedup keys."""
-    cause = exc.__cause__
-    return (
-        isinstance(cause, psycopg.errors.UniqueViolation)
-        and cause.diag.constraint_name == "runs_dedup"
-    )
 
 
 def _fetch_one(text: str, params: Sequence[Any]) -> connections.Program[Any]:

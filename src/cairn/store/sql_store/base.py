@@ -43,6 +43,14 @@ class SqlBase:
         """Run the read-only program `make()` builds (again, if the backend must retry)."""
         raise NotImplementedError
 
+    async def read_one_plan(self, make: Callable[[], Program[T]]) -> T:
+        """`read`, for a program whose statements' best plan does not depend on their values.
+
+        A backend that caches query plans may plan such statements once (PostgreSQL);
+        by default this is `read`.
+        """
+        return await self.read(make)
+
     def side_channel(self) -> SideChannel | None:
         """A connection of its own for a heartbeat thread (see Store.side_channel)."""
         return None

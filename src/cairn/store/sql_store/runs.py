@@ -32,7 +32,8 @@ class SqlRuns(SqlBase):
     async def list_runs(self, query: RunQuery) -> list[RunRecord]:
         """Runs matching `query`, newest first."""
         text, params = _sql.list_runs(query)
-        return [_sql.run_from_row(row) for row in await self.read(lambda: rows_of(text, params))]
+        read = self.read_one_plan if _sql.one_plan_fits(query) else self.read
+        return [_sql.run_from_row(row) for row in await read(lambda: rows_of(text, params))]
 
     async def count_runs(self, query: RunQuery, limit: int | None = None) -> dict[str, int]:
         """How many runs match `query` (its status aside), by status (see Store.count_runs)."""
