@@ -63,11 +63,8 @@ def seqs(shown: dict[str, object]) -> list[int]:
 
 def test_show__a_long_history_shows_its_last_entries_and_says_so(project: Path) -> None:
     text = show(project, "long")
-    assert f"history ({SHOWN})" in text
-    assert (
-        f"the first 50 of {LONG} history entries are not shown: "
-        "`cairn runs show long --all` shows every one, `--limit N` the last N"
-    ) in text
+    assert f"history (last {SHOWN} of {LONG})" in text
+    assert "the first 50 are not shown (--all: every entry, --limit N: the last N)" in text
     assert row(text, LONG) and row(text, 51) and not row(text, 50)
 
     shown = json.loads(show(project, "long", "--json"))

@@ -174,9 +174,10 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
     if shown.executing:
         parts += [Text(""), Text("executing now", style="bold underline")]
         parts.append(output.executing_table(shown.executing, now=shown.now))
-    parts += [Text(""), Text(f"history ({len(history)})", style="bold underline")]
+    count = f"last {len(history):,} of {shown.entries:,}" if shown.skipped else f"{len(history)}"
+    parts += [Text(""), Text(f"history ({count})", style="bold underline")]
     if shown.skipped:
-        parts.append(Text(skipped_note(shown, ns.run_id), style="dim"))
+        parts.append(Text(skipped_note(shown), style="dim"))
     if not history:
         parts.append(Text("no steps yet"))
     for label, entries in by_execution(shown, history, lambda e: e.execution):
@@ -197,12 +198,9 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
     return 0
 
 
-def skipped_note(shown: run_forms.Shown, run_id: str) -> str:
+def skipped_note(shown: run_forms.Shown) -> str:
     """The line that says how many history entries are left out, and how to see them."""
-    return (
-        f"the first {shown.skipped:,} of {shown.entries:,} history entries are not shown: "
-        f"`cairn runs show {run_id} --all` shows every one, `--limit N` the last N"
-    )
+    return f"the first {shown.skipped:,} are not shown (--all: every entry, --limit N: the last N)"
 
 
 def by_execution(
