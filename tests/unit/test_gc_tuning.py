@@ -45,10 +45,11 @@ def test_hold__nested_holds_restore_only_at_the_last_release() -> None:
 
 def test_hold__a_process_that_froze_objects_itself_keeps_them_frozen() -> None:
     gc.freeze()
-    frozen = gc.get_freeze_count()
     gc_tuning.hold()
     gc_tuning.release()
-    assert gc.get_freeze_count() == frozen
+    # Still frozen, not unfrozen by release (the count itself may drop: frozen objects
+    # that die leave the frozen set, as in a full test run's process).
+    assert gc.get_freeze_count() > 0
     assert gc.get_threshold() == (700, 10, 10)
 
 
