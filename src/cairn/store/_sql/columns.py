@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from cairn.models import RunStatus
 from cairn.store.records import (
     ATTEMPT_FIELDS,
@@ -19,8 +21,14 @@ WORKER_COLUMNS = ", ".join(WORKER_FIELDS)
 
 # A statement names a single status as a literal ('PENDING'); tests/store/test_sql_statuses.py
 # checks each one is a RunStatus. Lists are derived, in RunStatus's order.
-FINISHED_SQL = "(" + ", ".join(f"'{s.value}'" for s in RunStatus if s.finished) + ")"
-UNFINISHED_SQL = "(" + ", ".join(f"'{s.value}'" for s in RunStatus if not s.finished) + ")"
+def statuses_sql(statuses: Iterable[RunStatus]) -> str:
+    """`('A', 'B')`: statuses as an SQL list, in RunStatus's order."""
+    wanted = set(statuses)
+    return "(" + ", ".join(f"'{s.value}'" for s in RunStatus if s in wanted) + ")"
+
+
+FINISHED_SQL = statuses_sql(s for s in RunStatus if s.finished)
+UNFINISHED_SQL = statuses_sql(s for s in RunStatus if not s.finished)
 
 
 def placeholders(n: int) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cairn.models import RunStatus
+from cairn.store import _sql
 from cairn.store.programs import schedules
 from cairn.store.programs.base import FINAL, FINISHED, Program, Sql, all_rows
 from cairn.store.records import Pruned, PruneQuery
@@ -51,12 +52,11 @@ OTHER_TABLES = (
     "known_workflows",
     "cairn_migrations",
 )
-_FINISHED_LIST = ", ".join(f"'{status}'" for status in sorted(FINISHED))
-_FINAL_LIST = ", ".join(f"'{status}'" for status in sorted(FINAL))
+_FINAL_SQL = _sql.statuses_sql(FINAL)
 
 
 def _marks(values: Sequence[Any]) -> str:
-    return ", ".join("?" * len(values))
+    return _sql.placeholders(len(values))
 
 
 def _scan(query: PruneQuery, after: tuple[float, str] | None, limit: int) -> Sql:
@@ -123,7 +123,7 @@ def _with_unfinished_children(ids: list[str]) -> Program[set[str]]:
     """The `ids` with a child that is unfinished."""
     rows = yield all_rows(
         f"SELECT run_id, status, parent_id FROM runs WHERE parent_id IN ({_marks(ids)}) "
-        f"AND status NOT IN ({_FINAL_LIST})",
+        f"AND status NOT IN {_FINAL_SQL}",
         ids,
     )
     settled = yield from _settled(rows)
