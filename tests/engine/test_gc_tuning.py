@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import gc
 
+import pytest
+
+import cairn
 from cairn.runtime import gc_tuning
 
 from .kit import Kit
@@ -23,3 +26,8 @@ async def test_engine__tune_gc_false_or_no_workers_leaves_the_collector_alone(ki
         assert (gc.get_threshold(), gc.get_freeze_count()) == before
     async with kit.engine(workers=0):
         assert (gc.get_threshold(), gc.get_freeze_count()) == before
+
+
+def test_engine__tune_gc_must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match="tune_gc must be True or False, got 'no'"):
+        cairn.Engine("sqlite:///:memory:", tune_gc="no")  # type: ignore[arg-type]

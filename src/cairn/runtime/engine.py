@@ -202,6 +202,8 @@ class Engine(EngineVerbs):
         # Where this engine's transient runs execute (none of them, if it is that engine).
         self.transient_runs = None if ephemeral else transient.PrivateEngine(self)
         self._threads: list[ThreadPoolExecutor] = []
+        if not isinstance(tune_gc, bool):
+            raise TypeError(f"tune_gc must be True or False, got {tune_gc!r}")
         self.tune_gc = tune_gc
         self._gc_held = False  # this engine holds the collector's tuning
         self._open = False
