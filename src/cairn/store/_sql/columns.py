@@ -43,4 +43,8 @@ DB_NOW = "cairn_now()"
 # Fencing: every write on behalf of an attempt is guarded, in the same statement, by its
 # lease: the run's owner and its fence (bumped by every claim). An attempt whose run was
 # taken over, or claimed again since it began, sees rowcount 0 and writes nothing.
-FENCE = "run_id = ? AND owner = ? AND fence = ?"
+# The owner is compared inside COALESCE so that no plan can find the run through
+# `runs_by_owner`: a worker holds up to hundreds of runs, and without statistics (a new
+# database, autovacuum not yet run) PostgreSQL's generic plan preferred that small index
+# to the primary key, checking each row against every run of the worker.
+FENCE = "run_id = ? AND COALESCE(owner, '') = ? AND fence = ?"
