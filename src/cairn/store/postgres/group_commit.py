@@ -45,6 +45,7 @@ from cairn.store.postgres.connections import (
     store_error,
 )
 from cairn.store.postgres.fast_path import FastPath
+from cairn.store.postgres.lanes import LaneLock
 
 log = logging.getLogger("cairn.store.postgres")
 
@@ -125,7 +126,7 @@ class Writer:
         self._ready = asyncio.Event()
         self._conns: list[Conn | None] = [None] * lanes
         self._fast: list[FastPath | None] = [None] * lanes
-        self._locks = [asyncio.Lock() for _ in range(lanes)]  # who uses a lane's connection
+        self._locks = [LaneLock() for _ in range(lanes)]  # who uses a lane's connection
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
 
@@ -152,7 +153,7 @@ class Writer:
             raise StoreError(f"store {self._where} is not open")
         lane = self._free_lane()
         if lane is not None:
-            async with self._locks[lane]:  # free (or about to be: its woken waiter first)
+            async with self._locks[lane]:  # free: nobody holds it or waits for it
                 await self._commit_now(lane, shot)
             return await shot.future
         self._queue.append(shot)
@@ -174,19 +175,19 @@ class Writer:
         if lane is None or self._fast[lane] is None:  # no connection yet: `commit` gets one
             return None
         async with self._locks[lane]:
-            # Read only now: a lock just released may still go to a waiter first (a batch
-            # whose connection was lost), which replaces the lane's connection meanwhile.
+            # Read again once held (a free lane is taken without waiting, but a waiter
+            # that went first would have replaced a lost connection meanwhile).
             fast = self._fast[lane]
             if fast is None:
                 return None
             return await self._lone_on(lane, fast, text, params)
 
     def _free_lane(self) -> int | None:
-        """A lane whose connection nobody uses, if nothing is queued (else wait your turn)."""
+        """A lane nobody holds or waits for, if nothing is queued (else wait your turn)."""
         if self._queue:
             return None
         for lane, lock in enumerate(self._locks):
-            if not lock.locked():
+            if lock.free():
                 return lane
         return None
 
