@@ -212,6 +212,37 @@ async def test_migration_16__older_runs_get_the_origin_their_row_tells(empty_url
     assert [run.run_id for run in unknown] == ["plain"]
 
 
+async def test_migration_21__forgets_emit_keys_whose_runs_were_all_pruned(empty_url: str) -> None:
+    # Prune before schema 21 deleted a keyed emit's runs but kept its key, so emitting the
+    # key again started nothing, for ever. A key with one of its runs left stays.
+    migrate_up_to(empty_url, 20)
+    keys = [
+        ("order.created", "gone", '["emit:order.created:gone:a", "emit:order.created:gone:b"]'),
+        ("order.created", "half", '["emit:order.created:half:a", "emit:order.created:half:b"]'),
+        ("order.created", "kept", '["emit:order.created:kept:a"]'),
+    ]
+    for event_type, key, run_ids in keys:
+        execute(
+            empty_url,
+            "INSERT INTO emit_keys (event_type, key, run_ids, created_at) VALUES (?, ?, ?, 100)",
+            (event_type, key, run_ids),
+        )
+    for run_id in ("emit:order.created:half:b", "emit:order.created:kept:a"):
+        execute(
+            empty_url,
+            "INSERT INTO runs (run_id, workflow, status, args, created_at, updated_at) "
+            "VALUES (?, 'w', 'COMPLETED', '{}', 100, 100)",
+            (run_id,),
+        )
+
+    store = open_store(empty_url)
+    await store.open()
+    await store.close()
+
+    left = execute(empty_url, "SELECT key FROM emit_keys ORDER BY key")
+    assert [row[0] for row in left] == ["half", "kept"]
+
+
 def migrate_up_to(url: str, version: int) -> None:
     """Apply the migrations up to `version`, as a deployment of that schema left it."""
     execute(url, migrate.TABLE_SQL)
