@@ -109,7 +109,7 @@ CLAIM_ONE = (
     "recoveries = recoveries + ?, "
     "started_at = COALESCE(started_at, CASE WHEN created_at > ? THEN created_at ELSE ? END), "
     "updated_at = ?, "
-    "wake_at = NULL, waiting_for = NULL, fence = fence + 1 WHERE run_id = ? AND status = ?"
+    "wake_at = NULL, waiting_for = NULL, fence = fence + 1 WHERE run_id = ? AND (status || '') = ?"
 )
 # A run queued by name (no code at hand) takes the version of the code that first runs it.
 SET_VERSION = "UPDATE runs SET version = ? WHERE run_id = ? AND version IS NULL"
@@ -124,5 +124,5 @@ INSERT_INTERRUPTED = (
 )
 POISON_ONE = (
     "UPDATE runs SET status = 'FAILED', error = ?, owner = NULL, updated_at = ?, "
-    "finished_at = ? WHERE run_id = ? AND status = 'RUNNING'"
+    "finished_at = ? WHERE run_id = ? AND (status || '') = 'RUNNING'"
 )

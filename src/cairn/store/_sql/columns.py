@@ -46,5 +46,8 @@ DB_NOW = "cairn_now()"
 # The owner is compared inside COALESCE so that no plan can find the run through
 # `runs_by_owner`: a worker holds up to hundreds of runs, and without statistics (a new
 # database, autovacuum not yet run) PostgreSQL's generic plan preferred that small index
-# to the primary key, checking each row against every run of the worker.
+# to the primary key, checking each row against every run of the worker. Likewise every
+# statement about one run compares its status beside `run_id = ?` as `(status || '')`: a
+# claim's generic plan otherwise walked the status index through every PENDING run
+# (tests/store/test_pg_plans_by_run_id.py).
 FENCE = "run_id = ? AND COALESCE(owner, '') = ? AND fence = ?"

@@ -21,7 +21,7 @@ PAUSE_PARKED = "UPDATE runs SET status = 'PAUSED', control = NULL, updated_at = 
 # A resumed run replays from its journal, so remaining sleeps and queued events carry on.
 RESUME_PAUSED = (
     "UPDATE runs SET status = CASE WHEN attempt = 0 THEN 'PENDING' ELSE 'WAITING' END, "
-    "wake_at = ?, control = NULL, updated_at = ? WHERE run_id = ? AND status = 'PAUSED'"
+    "wake_at = ?, control = NULL, updated_at = ? WHERE run_id = ? AND (status || '') = 'PAUSED'"
 )
 SELECT_CONTROLLED = "SELECT run_id, control FROM runs WHERE owner = ? AND control IS NOT NULL"
 CANCEL_CHILDREN = (
@@ -44,7 +44,7 @@ EXECUTION_OF_SEQ = (
 REQUEUE_FAILED = (
     "UPDATE runs SET status = 'PENDING', error = NULL, result = NULL, finished_at = NULL, "
     "control = NULL, owner = NULL, wake_at = NULL, updated_at = ?, execution = execution + 1 "
-    "WHERE run_id = ? AND status = 'FAILED'"
+    "WHERE run_id = ? AND (status || '') = 'FAILED'"
 )
 # retried_steps has every column of steps (plus execution): a migration that adds one to
 # steps adds it there too.

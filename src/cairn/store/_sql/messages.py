@@ -65,7 +65,7 @@ SELECT_STATUS = "SELECT status, waits_on FROM runs WHERE run_id = ?"
 # run whose waits are not known takes any); it then replays and consumes the message.
 # Params: now, run_id, the message's channel.
 WAKE_WAITING = (
-    "UPDATE runs SET wake_at = ? WHERE run_id = ? AND status = 'WAITING' "
+    "UPDATE runs SET wake_at = ? WHERE run_id = ? AND (status || '') = 'WAITING' "
     f"AND (waits_on IS NULL OR ? IN ({json_members('waits_on')}))"
 )
 

@@ -70,7 +70,7 @@ def remember_workflows(count: int, *, seen: str = DB_NOW) -> str:
 # Params: now, run_id, owner, fence.
 RELEASE_ONE = (
     f"UPDATE runs SET status = 'PENDING', owner = NULL, updated_at = ? WHERE {FENCE} "
-    "AND status = 'RUNNING'"
+    "AND (status || '') = 'RUNNING'"
 )
 RELEASE_OWNED = (
     "UPDATE runs SET status = 'PENDING', owner = NULL, updated_at = ? "
