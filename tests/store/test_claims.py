@@ -8,6 +8,7 @@ import json
 import pytest
 
 from cairn.store import LeaseLost, Store
+from cairn.store.records import QueueRecord
 
 from .kit import (
     LEASE,
@@ -244,3 +245,34 @@ async def test_claim_runs__says_when_each_claimed_run_became_due(store: Store) -
 
     assert {run.run_id for run in claimed.runs} == {"queued", "delayed", "napper"}
     assert claimed.due == {"queued": T0 - 5, "delayed": T0 - 2, "napper": T0 - 1}
+
+
+async def test_claim_runs__many_at_once_in_candidate_order_each_once(store: Store) -> None:
+    # Unqueued candidates are claimed by one statement, queued ones one by one past their
+    # queue's limits; the claim still answers in candidate order, every run claimed once,
+    # with a new attempt and fence, the version of the code here, and when it became due.
+    for worker in ("w1", "w2", "w3"):
+        await store.register_worker(worker_record(worker))
+    await store.update_queue(QueueRecord("q", concurrency=2), now=T0)
+    for i in range(8):
+        queue = "q" if i % 2 else None
+        await store.create_run(run_record(f"p{i}", created_at=T0 - 100 + i, queue=queue))
+    await store.create_run(run_record("pinned", created_at=T0 - 50, version="v0"))
+    for name, status in (("sleeper", "SLEEPING"), ("waiter", "WAITING")):
+        await store.create_run(run_record(name, status="RUNNING", owner="w1"))
+        await store.park_run(name, held("w1"), status, wake_at=T0 - 1, waiting_for=None, now=T0)
+
+    claimed = await store.claim_runs("w2", 9, now=T0, stale=True, versions={"tests.flow": "v1"})
+
+    ids = [run.run_id for run in claimed.runs]
+    # Woken first (by wake time), then pending by age; q holds all but two of its runs.
+    assert ids == ["sleeper", "waiter", "p0", "p1", "p2", "p3", "p4", "p6", "pinned"]
+    by_id = {run.run_id: run for run in claimed.runs}
+    assert {run.status for run in claimed.runs} == {"RUNNING"}
+    assert {run.owner for run in claimed.runs} == {"w2"}
+    assert (by_id["sleeper"].attempt, by_id["p0"].attempt) == (1, 1)
+    assert by_id["pinned"].version == "v0" and by_id["p0"].version == "v1"
+    assert by_id["sleeper"].version is None  # a waking run keeps what it had
+    assert claimed.due["p2"] == T0 - 98 and claimed.due["waiter"] == T0 - 1
+    again = await store.claim_runs("w3", 20, now=T0, stale=True)
+    assert [run.run_id for run in again.runs] == []  # q's others wait for a free place

@@ -111,8 +111,28 @@ CLAIM_ONE = (
     "updated_at = ?, "
     "wake_at = NULL, waiting_for = NULL, fence = fence + 1 WHERE run_id = ? AND (status || '') = ?"
 )
+
+
+def claim_many(count: int) -> str:
+    """CLAIM_ONE for `count` runs of one status in one statement, returning the ids claimed.
+
+    Params: CLAIM_ONE's first six (owner, attempt and recoveries increments, now x3), the
+    `count` run ids, then the status. A claim of many runs is then one round trip, not one
+    per run: the candidates are already locked by this transaction.
+    """
+    where = f"WHERE run_id IN ({placeholders(count)}) AND"
+    return CLAIM_ONE.replace("WHERE run_id = ? AND", where, 1) + " RETURNING run_id"
+
+
 # A run queued by name (no code at hand) takes the version of the code that first runs it.
 SET_VERSION = "UPDATE runs SET version = ? WHERE run_id = ? AND version IS NULL"
+
+
+def set_versions(count: int) -> str:
+    """SET_VERSION for `count` runs at once. Params: the version, then the run ids."""
+    return SET_VERSION.replace("run_id = ?", f"run_id IN ({placeholders(count)})", 1)
+
+
 # A step the dead owner had in flight, as an interrupted attempt: unless its outcome or
 # this attempt's failure made it to the journal after all. Params: the attempt's values
 # (ATTEMPT_FIELDS order), then run_id, key.

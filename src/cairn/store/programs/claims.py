@@ -150,11 +150,17 @@ def claim_runs(
     known = (*(only or ()), *(workflows or ()))
     woken = _only(_sql.restrict(_sql.SELECT_WOKEN, "workflow", workflows), only)
     due = yield all_rows(woken, (*known, now, limit), lock=True)
-    for run_id, status, wake_at in due:
+    by_status: dict[str, list[str]] = {}
+    for run_id, status, _ in due:
+        by_status.setdefault(str(status), []).append(str(run_id))
+    took: set[str] = set()
+    for status, run_ids in by_status.items():
         # A waking sleeper is the same attempt going on, so its attempt does not grow.
-        if (yield Sql(_sql.CLAIM_ONE, (worker_id, 0, 0, now, now, now, run_id, status))):
-            claimed.append(run_id)
-            due_at[run_id] = float(wake_at)
+        took |= yield from _claim_all(worker_id, run_ids, status, 0, now)
+    for run_id, _, wake_at in due:
+        if str(run_id) in took:
+            claimed.append(str(run_id))
+            due_at[str(run_id)] = float(wake_at)
     if orphans_first:
         yield from _claim_orphans(
             worker_id, limit, stale, known, workflows, claimed, poisoned, now, only
@@ -170,32 +176,86 @@ def claim_runs(
         )
         pending = yield all_rows(text, (*known, *(queues or ()), now, want), lock=True)
         gate = _QueueGate(worker_id, now)
+        # In candidate order: (run id, whether claimed, or None for an unqueued run, which
+        # no limit holds back: those are claimed together below, in one statement).
+        chosen: list[tuple[str, bool | None]] = []
+        since_of: dict[str, float] = {}
+        workflow_of: dict[str, str] = {}
+        room = limit - len(claimed)
         for run_id, _status, queue, partition, waiting_for, workflow, since in pending:
-            if len(claimed) >= limit:
+            if room <= 0:
                 break
-            if queue is not None:
-                held = yield from gate.held(queue, partition)
-                if held is not None:
-                    if held != waiting_for:
-                        yield Sql(_sql.SET_WAITING_FOR, (held, run_id))
-                    continue
+            run_id = str(run_id)
+            since_of[run_id], workflow_of[run_id] = float(since), str(workflow)
+            if queue is None:
+                chosen.append((run_id, None))
+                room -= 1
+                continue
+            held = yield from gate.held(queue, partition)
+            if held is not None:
+                if held != waiting_for:
+                    yield Sql(_sql.SET_WAITING_FOR, (held, run_id))
+                continue
             claim = (worker_id, 1, 0, now, now, now, run_id, RunStatus.PENDING)
-            if (yield Sql(_sql.CLAIM_ONE, claim)):
-                claimed.append(run_id)
-                due_at[run_id] = float(since)
-                version = (versions or {}).get(str(workflow))
-                if version is not None:
-                    yield Sql(_sql.SET_VERSION, (version, run_id))
-                if queue is not None:
-                    gate.took(queue, partition)
+            took_it = bool((yield Sql(_sql.CLAIM_ONE, claim)))
+            chosen.append((run_id, took_it))
+            if took_it:
+                room -= 1
+                gate.took(queue, partition)
+        free = [run_id for run_id, took_it in chosen if took_it is None]
+        took = yield from _claim_all(worker_id, free, RunStatus.PENDING, 1, now)
+        started = [r for r, took_it in chosen if took_it or (took_it is None and r in took)]
+        claimed.extend(started)
+        due_at.update((run_id, since_of[run_id]) for run_id in started)
+        yield from _set_versions(started, workflow_of, versions or {})
     if not orphans_first:
         yield from _claim_orphans(
             worker_id, limit, stale, known, workflows, claimed, poisoned, now, only
         )
-    runs = []
-    for run_id in claimed:
-        runs.append(_sql.run_from_row((yield one_row(_sql.SELECT_RUN, (run_id,)))))
+    rows: dict[str, Any] = {}
+    for chunk in _chunks(claimed):
+        for row in (yield all_rows(_sql.select_runs(len(chunk)), chunk)):
+            rows[str(row[0])] = row
+    runs = [_sql.run_from_row(rows[run_id]) for run_id in claimed]
     return Claimed(runs, poisoned, due_at)
+
+
+# Ids per statement when claiming or reading many runs at once (well under both databases'
+# limits on parameters).
+_CHUNK = 500
+
+
+def _chunks(run_ids: list[str]) -> list[list[str]]:
+    return [run_ids[i : i + _CHUNK] for i in range(0, len(run_ids), _CHUNK)]
+
+
+def _claim_all(
+    worker_id: str, run_ids: list[str], status: str, attempts: int, now: float
+) -> Program[set[str]]:
+    """Claim `run_ids` (of `status`, locked by this transaction); the ids claimed.
+
+    `attempts`: 1 for a run starting (or starting again), 0 for a sleeper waking.
+    """
+    took: set[str] = set()
+    for chunk in _chunks(run_ids):
+        params = (worker_id, attempts, 0, now, now, now, *chunk, status)
+        rows = yield all_rows(_sql.claim_many(len(chunk)), params)
+        took.update(str(row[0]) for row in rows)
+    return took
+
+
+def _set_versions(
+    run_ids: list[str], workflow_of: dict[str, str], versions: dict[str, str]
+) -> Program[None]:
+    """Give runs without a version the version of their workflow's code here."""
+    by_version: dict[str, list[str]] = {}
+    for run_id in run_ids:
+        version = versions.get(workflow_of[run_id])
+        if version is not None:
+            by_version.setdefault(version, []).append(run_id)
+    for version, ids in by_version.items():
+        for chunk in _chunks(ids):
+            yield Sql(_sql.set_versions(len(chunk)), (version, *chunk))
 
 
 def _claim_orphans(
