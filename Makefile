@@ -23,6 +23,7 @@ bench: $(STAMP)
 	$(BIN)/python -m compileall -q src bench
 	$(BIN)/python -m bench
 	$(BIN)/python -m bench.sleepers 1000
+	$(BIN)/python -m bench.claims
 	$(BIN)/python -m bench.check 10000
 	$(BIN)/python -m bench.observability
 	$(BIN)/python -m bench.dashboard
