@@ -16,14 +16,13 @@ import argparse
 import asyncio
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import cairn
-from bench import postgres, raw
+from bench import raw, stores
 from bench.throughput import _batch
 from bench.workflows import STEPS
 
@@ -76,30 +75,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-postgres", action="store_true", help="measure SQLite only")
     parser.add_argument("--no-sqlite", action="store_true", help="measure PostgreSQL only")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="cairn-ceiling-") as tmp:
-        folder = Path(tmp)
-        if not args.no_sqlite:
-            note(f"sqlite: {args.rounds} rounds of {RUNS} ten-step runs at once")
 
-            def sqlite_raw() -> float:
-                return raw.sqlite_commit_us(str(folder / "raw.db"), commits=500)
+    def on_sqlite(folder: Path) -> None:
+        note(f"sqlite: {args.rounds} rounds of {RUNS} ten-step runs at once")
 
-            url = f"sqlite:///{folder / 'cairn.db'}"
-            print(line("SQLite", asyncio.run(measure(url, sqlite_raw, args.rounds))), flush=True)
-        if args.no_postgres:
-            return 0
-        reason = postgres.problem()
-        if reason is not None:
-            print(f"PostgreSQL skipped: {reason}")
-            return 0
-        with postgres.fresh_database() as pg_url:
-            note(f"postgres: {args.rounds} rounds of {RUNS} ten-step runs at once")
+        def sqlite_raw() -> float:
+            return raw.sqlite_commit_us(str(folder / "raw.db"), commits=500)
 
-            def pg_raw() -> float:
-                return raw.postgres_commit_us(pg_url, commits=200)
+        url = f"sqlite:///{folder / 'cairn.db'}"
+        print(line("SQLite", asyncio.run(measure(url, sqlite_raw, args.rounds))), flush=True)
 
-            print(line("PostgreSQL", asyncio.run(measure(pg_url, pg_raw, args.rounds))))
-    return 0
+    def on_postgres(url: str) -> None:
+        note(f"postgres: {args.rounds} rounds of {RUNS} ten-step runs at once")
+
+        def pg_raw() -> float:
+            return raw.postgres_commit_us(url, commits=200)
+
+        print(line("PostgreSQL", asyncio.run(measure(url, pg_raw, args.rounds))))
+
+    return stores.on_each_store(
+        "cairn-ceiling-",
+        None if args.no_sqlite else on_sqlite,
+        None if args.no_postgres else on_postgres,
+    )
 
 
 if __name__ == "__main__":

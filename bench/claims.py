@@ -18,12 +18,11 @@ import asyncio
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import cairn
-from bench import postgres, raw
+from bench import raw, stores
 from bench.workflows import ten_steps
 from cairn.store.records import RunQuery, WorkerRecord
 
@@ -86,23 +85,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs < CLAIM * CLAIMS + SLOTS:
         parser.error(f"runs must be at least {CLAIM * CLAIMS + SLOTS}")
-    with tempfile.TemporaryDirectory(prefix="cairn-claims-") as tmp:
-        folder = Path(tmp)
+
+    def on_sqlite(folder: Path) -> None:
         note(f"sqlite: a backlog of {args.runs:,} runs")
         raw_us = raw.sqlite_commit_us(str(folder / "raw.db"), commits=500)
         data = asyncio.run(measure(f"sqlite:///{folder / 'cairn.db'}", args.runs))
         print(line("SQLite", raw_us, data), flush=True)
-    if args.no_postgres:
-        return 0
-    reason = postgres.problem()
-    if reason is not None:
-        print(f"PostgreSQL skipped: {reason}")
-        return 0
-    with postgres.fresh_database() as url:
+
+    def on_postgres(url: str) -> None:
         note(f"postgres: a backlog of {args.runs:,} runs")
         raw_us = raw.postgres_commit_us(url, commits=200)
         print(line("PostgreSQL", raw_us, asyncio.run(measure(url, args.runs))))
-    return 0
+
+    return stores.on_each_store(
+        "cairn-claims-", on_sqlite, None if args.no_postgres else on_postgres
+    )
 
 
 if __name__ == "__main__":
