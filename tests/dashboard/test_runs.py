@@ -200,7 +200,10 @@ async def test_start__input_nested_up_to_the_limit_is_taken(api):
 
 
 async def test_list__a_deeply_nested_column_filter_is_plain_text(api):
-    listed = await api.get("/runs", params={"col.order": "[" * 20_000})
+    # Deeper than json's recursion limit, in a request under h11's 16 KiB for a request's
+    # head: a longer one is refused, and when it arrives in pieces (a loaded machine) the
+    # server closes with bytes unread and the client sees a reset, not the 400.
+    listed = await api.get("/runs", params={"col.order": "[" * 5_000})
     assert listed.status_code == 200, listed.text
     assert listed.json()["runs"] == []
 
