@@ -18,7 +18,7 @@ import psycopg
 
 from cairn.store.postgres import connections, dialect
 from cairn.store.postgres.stalls import shut_down
-from cairn.store.programs import claims
+from cairn.store.programs import workers
 from cairn.store.programs.base import Program
 from cairn.store.records import Beat, WorkerRecord
 
@@ -54,7 +54,7 @@ class PostgresSideChannel:
             timer.daemon = True
             timer.start()
             with conn.transaction():
-                beat = _run(conn, claims.beat(worker, let_go, time.time()))
+                beat = _run(conn, workers.beat(worker, let_go, time.time()))
                 if beat.released:  # other workers may take them at once
                     conn.execute(dialect.NOTIFY, (connections.payload([0.0]),))
             return beat

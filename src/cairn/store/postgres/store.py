@@ -38,7 +38,7 @@ from cairn.store.postgres.group_commit import NOW
 from cairn.store.postgres.run_reader import RunReader
 from cairn.store.postgres.side_channel import PostgresSideChannel
 from cairn.store.postgres.writes import Writes
-from cairn.store.programs import claims, journal, runs
+from cairn.store.programs import claims, journal, runs, workers
 from cairn.store.programs.base import Program, Sql, is_waking
 from cairn.store.records import Claimed, Lease, RunRecord, StepRecord, WorkerRecord
 from cairn.store.sql_store import SqlStore
@@ -324,7 +324,7 @@ class PostgresStore(SqlStore):
 
     async def register_worker(self, worker: WorkerRecord) -> None:
         """Insert or refresh a worker row."""
-        await self.writes.write(lambda: claims.register_worker(worker), rounds="unknown")
+        await self.writes.write(lambda: workers.register_worker(worker), rounds="unknown")
 
     async def claim_runs(self, worker_id: str, limit: int, **options: Any) -> Claimed:
         """Atomically take due and orphaned runs (see Store.claim_runs).

@@ -1,106 +1,20 @@
-"""Programs of workers, claims and queue limits (see `programs` for what a program is).
+"""Programs of claims (see `programs` for what a program is).
 
 A claim takes due, queued and orphaned runs in one transaction, honouring each queue's
-limits (`_QueueGate`) and ending runs recovered too often (PoisonRun).
+limits (`queues.QueueGate`) and ending runs recovered too often (PoisonRun).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from cairn.models import RunStatus
 from cairn.store import _sql, in_flight
 from cairn.store.programs.base import Program, Sql, all_rows, one_row, wakes
+from cairn.store.programs.queues import QueueGate
 from cairn.store.programs.runs import after_finish
-from cairn.store.records import (
-    AttemptRecord,
-    Beat,
-    Claimed,
-    Lease,
-    QueueRecord,
-    WorkerRecord,
-)
-
-
-def register_worker(worker: WorkerRecord) -> Program[None]:
-    """Insert or refresh a worker row; its workflows are remembered as known now."""
-    yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
-    yield from _remember(_names(worker.workflows), None)
-
-
-def known_workflows(within: float) -> Program[set[str] | None]:
-    """The workflows workers seen in the last `within` seconds know (see Store)."""
-    known: set[str] = set()
-    for (workflows,) in (yield all_rows(_sql.SELECT_RECENT_WORKER_WORKFLOWS, (within,))):
-        if workflows is None:
-            return None  # a worker that does not say may execute any workflow
-        known.update(_names(workflows))
-    rows = yield all_rows(_sql.SELECT_RECENT_WORKFLOWS, (within,))
-    known.update(str(name) for (name,) in rows)
-    return known
-
-
-def _names(workflows: str | None) -> list[str]:
-    """The names in a worker's `workflows` column (a JSON list; None says nothing)."""
-    found = json.loads(workflows) if workflows else []
-    return [str(name) for name in found] if isinstance(found, list) else []
-
-
-def _remember(names: Sequence[str], seen_at: float | None) -> Program[None]:
-    """Remember `names` as known at `seen_at` (None: the database's clock now)."""
-    for start in range(0, len(names), _sql.REMEMBER_CHUNK):
-        chunk = names[start : start + _sql.REMEMBER_CHUNK]
-        if seen_at is None:
-            yield Sql(_sql.remember_workflows(len(chunk)), chunk)
-        else:
-            params = [value for name in chunk for value in (name, seen_at)]
-            yield Sql(_sql.remember_workflows(len(chunk), seen="?"), params)
-
-
-def _remember_worker(worker_id: str, *, now: bool) -> Program[None]:
-    """Remember what a worker about to go knew: as of now, or of its last heartbeat."""
-    row = yield one_row(_sql.SELECT_WORKER_SEEN, (worker_id,))
-    if row is None:
-        return
-    workflows, heartbeat_at = row
-    if now:
-        yield from _remember(_names(workflows), None)
-    elif heartbeat_at:
-        yield from _remember(_names(workflows), float(heartbeat_at))
-
-
-def beat(
-    worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = (), now: float = 0.0
-) -> Program[Beat]:
-    """Mark the worker alive (by the database's clock); what it holds, and every worker.
-
-    A worker whose row is gone (removed while it was presumed dead) registers again. The
-    runs in `let_go` (id, fence), still held under that fence, are queued again in the
-    same transaction: alive is not enough to keep a run whose work makes no progress.
-    """
-    if not (yield Sql(_sql.HEARTBEAT, (worker.executing, worker.worker_id))):
-        yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
-    released = []
-    for run_id, fence in let_go:
-        if (yield Sql(_sql.RELEASE_ONE, (now, run_id, worker.worker_id, fence))):
-            released.append(run_id)
-    owned = yield all_rows(_sql.SELECT_OWNED, (worker.worker_id,))
-    workers = yield all_rows(_sql.SELECT_WORKERS)
-    return Beat(
-        {str(run_id): int(fence) for run_id, fence in owned},
-        [_sql.worker_from_row(row) for row in workers],
-        tuple(released),
-    )
-
-
-@wakes
-def expire_workers(worker_ids: Sequence[str]) -> Program[None]:
-    """Mark workers dead now."""
-    for worker_id in worker_ids:
-        yield from _remember_worker(worker_id, now=False)
-        yield Sql(_sql.EXPIRE_WORKER, (worker_id,))
+from cairn.store.records import AttemptRecord, Claimed, Lease
 
 
 @wakes
@@ -115,14 +29,6 @@ def release_run(
         return False
     yield from _interrupted(interrupted)
     return True
-
-
-@wakes
-def remove_worker(worker_id: str, now: float) -> Program[None]:
-    """Delete a worker and hand its running runs back to PENDING."""
-    yield Sql(_sql.RELEASE_OWNED, (now, worker_id))
-    yield from _remember_worker(worker_id, now=True)
-    yield Sql(_sql.DELETE_WORKER, (worker_id,))
 
 
 def claim_runs(
@@ -175,7 +81,7 @@ def claim_runs(
             only,
         )
         pending = yield all_rows(text, (*known, *(queues or ()), now, want), lock=True)
-        gate = _QueueGate(worker_id, now)
+        gate = QueueGate(worker_id, now)
         # In candidate order: (run id, whether claimed, or None for an unqueued run, which
         # no limit holds back: those are claimed together below, in one statement).
         chosen: list[tuple[str, bool | None]] = []
@@ -359,99 +265,3 @@ def _interrupted(attempts: Sequence[AttemptRecord]) -> Program[None]:
     for attempt in attempts:
         params = (*_sql.attempt_params(attempt), attempt.run_id, attempt.key)
         yield Sql(_sql.INSERT_INTERRUPTED, params)
-
-
-class _QueueGate:
-    """Counts of one claim transaction, per queue, checked against the queue's limits."""
-
-    def __init__(self, worker_id: str, now: float) -> None:
-        self.worker_id = worker_id
-        self.now = now
-        self.limits: dict[str, QueueRecord | None] = {}
-        self.counts: dict[tuple[str, str], int] = {}
-
-    def _count(self, key: tuple[str, str], text: str, params: tuple[Any, ...]) -> Program[int]:
-        if key not in self.counts:
-            row = yield one_row(text, params)
-            self.counts[key] = int(row[0])
-        return self.counts[key]
-
-    def held(self, queue: str, partition: str | None) -> Program[str | None]:
-        """Why a run of `queue` cannot start now, or None if it can."""
-        if queue not in self.limits:
-            row = yield Sql(_sql.SELECT_QUEUE, (queue,), "one", "update")
-            self.limits[queue] = None if row is None else QueueRecord(*row)
-        limits = self.limits[queue]
-        if limits is None:
-            return None
-        name = f"queue {queue!r}"
-        if limits.concurrency is not None:
-            n = yield from self._count((queue, "all"), _sql.COUNT_EXECUTING, (queue,))
-            if n >= limits.concurrency:
-                return f"{name}: concurrency limit {limits.concurrency} reached"
-        if limits.per_worker is not None:
-            key = (queue, "mine")
-            n = yield from self._count(key, _sql.COUNT_EXECUTING_MINE, (queue, self.worker_id))
-            if n >= limits.per_worker:
-                return f"{name}: per-worker limit {limits.per_worker} reached"
-        if limits.partition_concurrency is not None and partition is not None:
-            key = (queue, f"p:{partition}")
-            n = yield from self._count(key, _sql.COUNT_EXECUTING_PARTITION, (queue, partition))
-            if n >= limits.partition_concurrency:
-                return (
-                    f"{name}: partition {partition!r} limit {limits.partition_concurrency} reached"
-                )
-        if limits.rate_count is not None and limits.rate_period is not None:
-            since = self.now - limits.rate_period
-            n = yield from self._count((queue, "rate"), _sql.COUNT_STARTS, (queue, since))
-            if n >= limits.rate_count:
-                return f"{name}: rate limit {limits.rate_count}/{limits.rate_period:g}s reached"
-        return None
-
-    def took(self, queue: str, partition: str | None) -> None:
-        """Count a run of `queue` just claimed."""
-        for kind in ("all", "mine", "rate", f"p:{partition}"):
-            key = (queue, kind)
-            if key in self.counts:
-                self.counts[key] += 1
-
-
-@wakes
-def declare_queue(queue: QueueRecord, declared: str, now: float) -> Program[None]:
-    """Store a code declaration's limits if the declaration changed since last stored."""
-    yield Sql(
-        _sql.DECLARE_QUEUE,
-        (
-            queue.name,
-            queue.concurrency,
-            queue.per_worker,
-            queue.rate_count,
-            queue.rate_period,
-            queue.partition_concurrency,
-            declared,
-            now,
-        ),
-    )
-
-
-@wakes
-def update_queue(queue: QueueRecord, now: float) -> Program[None]:
-    """Set a queue's limits (an operator's change, live)."""
-    yield Sql(
-        _sql.UPSERT_QUEUE_LIMITS,
-        (
-            queue.name,
-            queue.concurrency,
-            queue.per_worker,
-            queue.rate_count,
-            queue.rate_period,
-            queue.partition_concurrency,
-            now,
-        ),
-    )
-
-
-def list_queues() -> Program[list[QueueRecord]]:
-    """Every queue with stored limits."""
-    rows = yield all_rows(_sql.SELECT_QUEUES)
-    return [QueueRecord(*row) for row in rows]

@@ -1,4 +1,4 @@
-"""SqlStore's workers, claims and queues (see store/programs/claims.py)."""
+"""SqlStore's workers, claims and queues (see store/programs: claims.py, workers.py, queues.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 
 from cairn.store import _sql
-from cairn.store.programs import claims
+from cairn.store.programs import claims, queues, workers
 from cairn.store.programs.base import Program, Sql
 from cairn.store.records import (
     AttemptRecord,
@@ -32,11 +32,11 @@ class SqlWorkers(SqlBase):
 
     async def register_worker(self, worker: WorkerRecord) -> None:
         """Insert or refresh a worker row."""
-        await self.write(lambda: claims.register_worker(worker))
+        await self.write(lambda: workers.register_worker(worker))
 
     async def beat(self, worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = ()) -> Beat:
         """Mark the worker alive by the database's clock; what it holds, every worker."""
-        return await self.write(lambda: claims.beat(worker, let_go, time.time()))
+        return await self.write(lambda: workers.beat(worker, let_go, time.time()))
 
     async def list_workers(self) -> list[WorkerRecord]:
         """Every worker row."""
@@ -52,7 +52,7 @@ class SqlWorkers(SqlBase):
 
     async def known_workflows(self, within: float) -> set[str] | None:
         """Workflows known to workers seen in the last `within` seconds (see Store)."""
-        return await self.read(lambda: claims.known_workflows(within))
+        return await self.read(lambda: workers.known_workflows(within))
 
     async def schema_version(self) -> int:
         """The newest migration applied to the database."""
@@ -66,7 +66,7 @@ class SqlWorkers(SqlBase):
     async def expire_workers(self, worker_ids: list[str]) -> None:
         """Mark workers dead now."""
         if worker_ids:
-            await self.write(lambda: claims.expire_workers(worker_ids))
+            await self.write(lambda: workers.expire_workers(worker_ids))
 
     async def release_run(
         self, run_id: str, lease: Lease, *, interrupted: Sequence[AttemptRecord] = ()
@@ -76,7 +76,7 @@ class SqlWorkers(SqlBase):
 
     async def remove_worker(self, worker_id: str) -> None:
         """Delete the worker and hand its running runs back to PENDING."""
-        await self.write(lambda: claims.remove_worker(worker_id, time.time()))
+        await self.write(lambda: workers.remove_worker(worker_id, time.time()))
 
     async def claim_runs(
         self,
@@ -118,12 +118,12 @@ class SqlWorkers(SqlBase):
 
     async def declare_queue(self, queue: QueueRecord, *, declared: str, now: float) -> None:
         """Store a code declaration's limits when the declaration changed."""
-        await self.write(lambda: claims.declare_queue(queue, declared, now))
+        await self.write(lambda: queues.declare_queue(queue, declared, now))
 
     async def update_queue(self, queue: QueueRecord, *, now: float) -> None:
         """Set a queue's limits now (workers apply them at their next claim)."""
-        await self.write(lambda: claims.update_queue(queue, now))
+        await self.write(lambda: queues.update_queue(queue, now))
 
     async def list_queues(self) -> list[QueueRecord]:
         """Every queue with stored limits, by name."""
-        return await self.read(claims.list_queues)
+        return await self.read(queues.list_queues)

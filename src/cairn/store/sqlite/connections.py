@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
-from cairn.store.programs import claims
+from cairn.store.programs import workers
 from cairn.store.programs.base import Program
 from cairn.store.records import Beat, WorkerRecord
 
@@ -201,7 +201,7 @@ class SqliteSideChannel:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                beat = run(conn, claims.beat(worker, let_go, db_now()))
+                beat = run(conn, workers.beat(worker, let_go, db_now()))
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:

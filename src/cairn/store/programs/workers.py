@@ -1,0 +1,97 @@
+"""Programs of worker rows: registration, heartbeats, expiry, removal, known workflows."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from cairn.store import _sql
+from cairn.store.programs.base import Program, Sql, all_rows, one_row, wakes
+from cairn.store.records import Beat, WorkerRecord
+
+
+def register_worker(worker: WorkerRecord) -> Program[None]:
+    """Insert or refresh a worker row; its workflows are remembered as known now."""
+    yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
+    yield from _remember(_names(worker.workflows), None)
+
+
+def known_workflows(within: float) -> Program[set[str] | None]:
+    """The workflows workers seen in the last `within` seconds know (see Store)."""
+    known: set[str] = set()
+    for (workflows,) in (yield all_rows(_sql.SELECT_RECENT_WORKER_WORKFLOWS, (within,))):
+        if workflows is None:
+            return None  # a worker that does not say may execute any workflow
+        known.update(_names(workflows))
+    rows = yield all_rows(_sql.SELECT_RECENT_WORKFLOWS, (within,))
+    known.update(str(name) for (name,) in rows)
+    return known
+
+
+def _names(workflows: str | None) -> list[str]:
+    """The names in a worker's `workflows` column (a JSON list; None says nothing)."""
+    found = json.loads(workflows) if workflows else []
+    return [str(name) for name in found] if isinstance(found, list) else []
+
+
+def _remember(names: Sequence[str], seen_at: float | None) -> Program[None]:
+    """Remember `names` as known at `seen_at` (None: the database's clock now)."""
+    for start in range(0, len(names), _sql.REMEMBER_CHUNK):
+        chunk = names[start : start + _sql.REMEMBER_CHUNK]
+        if seen_at is None:
+            yield Sql(_sql.remember_workflows(len(chunk)), chunk)
+        else:
+            params = [value for name in chunk for value in (name, seen_at)]
+            yield Sql(_sql.remember_workflows(len(chunk), seen="?"), params)
+
+
+def _remember_worker(worker_id: str, *, now: bool) -> Program[None]:
+    """Remember what a worker about to go knew: as of now, or of its last heartbeat."""
+    row = yield one_row(_sql.SELECT_WORKER_SEEN, (worker_id,))
+    if row is None:
+        return
+    workflows, heartbeat_at = row
+    if now:
+        yield from _remember(_names(workflows), None)
+    elif heartbeat_at:
+        yield from _remember(_names(workflows), float(heartbeat_at))
+
+
+def beat(
+    worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = (), now: float = 0.0
+) -> Program[Beat]:
+    """Mark the worker alive (by the database's clock); what it holds, and every worker.
+
+    A worker whose row is gone (removed while it was presumed dead) registers again. The
+    runs in `let_go` (id, fence), still held under that fence, are queued again in the
+    same transaction: alive is not enough to keep a run whose work makes no progress.
+    """
+    if not (yield Sql(_sql.HEARTBEAT, (worker.executing, worker.worker_id))):
+        yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
+    released = []
+    for run_id, fence in let_go:
+        if (yield Sql(_sql.RELEASE_ONE, (now, run_id, worker.worker_id, fence))):
+            released.append(run_id)
+    owned = yield all_rows(_sql.SELECT_OWNED, (worker.worker_id,))
+    workers = yield all_rows(_sql.SELECT_WORKERS)
+    return Beat(
+        {str(run_id): int(fence) for run_id, fence in owned},
+        [_sql.worker_from_row(row) for row in workers],
+        tuple(released),
+    )
+
+
+@wakes
+def expire_workers(worker_ids: Sequence[str]) -> Program[None]:
+    """Mark workers dead now."""
+    for worker_id in worker_ids:
+        yield from _remember_worker(worker_id, now=False)
+        yield Sql(_sql.EXPIRE_WORKER, (worker_id,))
+
+
+@wakes
+def remove_worker(worker_id: str, now: float) -> Program[None]:
+    """Delete a worker and hand its running runs back to PENDING."""
+    yield Sql(_sql.RELEASE_OWNED, (now, worker_id))
+    yield from _remember_worker(worker_id, now=True)
+    yield Sql(_sql.DELETE_WORKER, (worker_id,))
