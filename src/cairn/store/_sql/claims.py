@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cairn.store._sql.columns import ATTEMPT_COLUMNS, DB_NOW, FINISHED_SQL, placeholders
+from cairn.store._sql.columns import ATTEMPT_COLUMNS, DB_NOW, FINISHED_SQL, for_runs, placeholders
 from cairn.store.records import (
     ATTEMPT_FIELDS,
 )
@@ -120,18 +120,11 @@ def claim_many(count: int) -> str:
     `count` run ids, then the status. A claim of many runs is then one round trip, not one
     per run: the candidates are already locked by this transaction.
     """
-    where = f"WHERE run_id IN ({placeholders(count)}) AND"
-    return CLAIM_ONE.replace("WHERE run_id = ? AND", where, 1) + " RETURNING run_id"
+    return for_runs(CLAIM_ONE, count) + " RETURNING run_id"
 
 
 # A run queued by name (no code at hand) takes the version of the code that first runs it.
 SET_VERSION = "UPDATE runs SET version = ? WHERE run_id = ? AND version IS NULL"
-
-
-def set_versions(count: int) -> str:
-    """SET_VERSION for `count` runs at once. Params: the version, then the run ids."""
-    return SET_VERSION.replace("run_id = ?", f"run_id IN ({placeholders(count)})", 1)
-
 
 # A step the dead owner had in flight, as an interrupted attempt: unless its outcome or
 # this attempt's failure made it to the journal after all. Params: the attempt's values

@@ -35,6 +35,11 @@ def placeholders(n: int) -> str:
     return ", ".join("?" * n)
 
 
+def for_runs(sql: str, count: int) -> str:
+    """`sql` about one run (its first `run_id = ?`) made about `count` runs at once."""
+    return sql.replace("run_id = ?", f"run_id IN ({placeholders(count)})", 1)
+
+
 # The database's clock, in epoch seconds: PostgreSQL defines cairn_now() in migration 9,
 # SQLite's connections from the machine's clock. Liveness is judged with it, never with
 # the clocks of the workers being judged.

@@ -19,13 +19,6 @@ INSERT_RUN = (
     "ON CONFLICT (run_id) DO NOTHING"
 )
 SELECT_RUN = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"
-
-
-def select_runs(count: int) -> str:
-    """SELECT_RUN for `count` run ids at once (in no particular order)."""
-    return SELECT_RUN.replace("run_id = ?", f"run_id IN ({placeholders(count)})", 1)
-
-
 # A column row carries its run's created_at, so that a column filter reads its matches
 # in the runs list's order (run_columns_by_value ends with created_at, run_id).
 SELECT_RUN_CREATED = "SELECT created_at FROM runs WHERE run_id = ?"

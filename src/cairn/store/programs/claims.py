@@ -120,7 +120,7 @@ def claim_runs(
         )
     rows: dict[str, Any] = {}
     for chunk in _chunks(claimed):
-        for row in (yield all_rows(_sql.select_runs(len(chunk)), chunk)):
+        for row in (yield all_rows(_sql.for_runs(_sql.SELECT_RUN, len(chunk)), chunk)):
             rows[str(row[0])] = row
     runs = [_sql.run_from_row(rows[run_id]) for run_id in claimed]
     return Claimed(runs, poisoned, due_at)
@@ -161,7 +161,7 @@ def _set_versions(
             by_version.setdefault(version, []).append(run_id)
     for version, ids in by_version.items():
         for chunk in _chunks(ids):
-            yield Sql(_sql.set_versions(len(chunk)), (version, *chunk))
+            yield Sql(_sql.for_runs(_sql.SET_VERSION, len(chunk)), (version, *chunk))
 
 
 def _claim_orphans(
