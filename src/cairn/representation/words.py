@@ -205,6 +205,8 @@ def _waiting_text(found: Mapping[str, Any], *, now: float, run_id: str) -> str:
         return f"`cairn runs resume {run_id}` (it is paused)"
     if kind == "queue":
         return str(found.get("reason") or f"a free slot on queue {name!r}")
+    if kind == "locked":  # a lost database session holds its row: the server ends it
+        return f"its row to be unlocked: {found['reason']}"
     if kind == "delay":
         return f"its start delay to end at {when(until)}{_in(until, now)}"
     if kind == "worker":

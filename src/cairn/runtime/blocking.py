@@ -22,6 +22,9 @@ KINDS = {
     "child": "child run of",
     "step": "step",  # an attempt sent to a step queue: name is "STEP@QUEUE"
 }
+# The start of a PENDING run's `waiting_for` when a lost database session holds its row
+# (see store/postgres/sessions.py).
+LOCKED_BY = "locked by a session of "
 # Channels of messages (`runs.waits_on`, "event:approval") and their words.
 _CHANNELS = {"event": "event {!r}", "task": "human task {}", "child": "child run {!r}"}
 
@@ -61,7 +64,9 @@ def waiting(run: RunRecord, *, now: float, task_id: str | None = None) -> dict[s
 
     `kind` is one of sleep, retry (a step's backoff, parked: `name` is the step), event,
     hook, task, child (a WAITING or SLEEPING run), queue (a
-    PENDING run held back by a queue limit, `reason` says which), delay (a start delay),
+    PENDING run held back by a queue limit, `reason` says which), locked (a PENDING run
+    whose row a lost database session still locks: `reason` names the session's worker
+    and since when), delay (a start delay),
     worker (due, for a worker to take) or resume (PAUSED). `until` is the wake time or the
     wait's timeout (epoch seconds), `task_id` the open human task. A run that keeps
     waking without progress has `spinning`, the line saying so (and kind "spinning"
@@ -96,6 +101,8 @@ def _waiting(run: RunRecord, *, now: float, task_id: str | None) -> dict[str, An
             found["task_id"] = task_id
         return found
     if status is RunStatus.PENDING:
+        if run.waiting_for and run.waiting_for.startswith(LOCKED_BY):
+            return {"kind": "locked", "name": None, "until": None, "reason": run.waiting_for}
         if run.waiting_for:
             return {"kind": "queue", "name": run.queue, "until": None, "reason": run.waiting_for}
         if run.wake_at is not None and run.wake_at > now:
@@ -131,6 +138,8 @@ def _reason(found: dict[str, Any], *, now: float) -> str | None:
         return "paused"
     if kind == "queue":
         return str(found.get("reason") or f"queue {name!r} is full")
+    if kind == "locked":
+        return str(found["reason"])
     if kind == "delay":
         return f"start delayed until {_utc(until)}"
     if kind in ("worker", "spinning"):

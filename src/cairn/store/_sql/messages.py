@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from cairn.store import texts
 from cairn.store._sql.columns import FINISHED_SQL, placeholders
 from cairn.store._sql.runs import INSERT_STEP_OWNED
 from cairn.store.records import (
@@ -115,6 +117,7 @@ def list_tasks(
     """SELECT text and parameters for tasks, oldest first."""
     where: list[str] = []
     params: list[Any] = []
+    assignee = texts.stored_or_none(assignee)  # compared as stored
     for column, value in (("status", status), ("assignee", assignee), ("run_id", run_id)):
         if value is not None:
             where.append(f"{column} = ?")
@@ -135,11 +138,25 @@ def hook_from_row(row: Sequence[Any]) -> HookRecord:
     return HookRecord(*row)
 
 
+# A task's free texts, from the workflow or the person submitting: escaped (see texts).
+_TASK_TEXTS = frozenset({"title", "assignee", "submitted_by"})
+
+
 def task_params(task: TaskRecord) -> tuple[Any, ...]:
-    """The values of `task` in TASK_FIELDS order."""
-    return tuple(getattr(task, name) for name in TASK_FIELDS)
+    """The values of `task` in TASK_FIELDS order, its texts escaped."""
+    return tuple(
+        texts.stored_or_none(value) if name in _TASK_TEXTS else value
+        for name in TASK_FIELDS
+        for value in (getattr(task, name),)
+    )
 
 
 def task_from_row(row: Sequence[Any]) -> TaskRecord:
-    """A TaskRecord from a row selected with TASK_COLUMNS."""
-    return TaskRecord(*row)
+    """A TaskRecord from a row selected with TASK_COLUMNS, its texts unescaped."""
+    task = TaskRecord(*row)
+    return dataclasses.replace(
+        task,
+        title=texts.loaded(task.title),
+        assignee=texts.loaded_or_none(task.assignee),
+        submitted_by=texts.loaded_or_none(task.submitted_by),
+    )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import operator
 from collections.abc import Sequence
 from typing import Any
 
+from cairn.store import texts
 from cairn.store.records import (
     ATTEMPT_FIELDS,
     RUN_FIELDS,
@@ -82,14 +84,28 @@ def step_from_row(row: Sequence[Any]) -> StepRecord:
     return StepRecord(*row)
 
 
+# An attempt's texts come from the step's exception: escaped for the store (see texts).
+_ATTEMPT_TEXTS = frozenset({"error_type", "message", "traceback"})
+
+
 def attempt_params(attempt: AttemptRecord) -> tuple[Any, ...]:
-    """The values of `attempt` in ATTEMPT_FIELDS order."""
-    return tuple(getattr(attempt, name) for name in ATTEMPT_FIELDS)
+    """The values of `attempt` in ATTEMPT_FIELDS order, its texts escaped."""
+    return tuple(
+        texts.stored(value) if name in _ATTEMPT_TEXTS else value
+        for name in ATTEMPT_FIELDS
+        for value in (getattr(attempt, name),)
+    )
 
 
 def attempt_from_row(row: Sequence[Any]) -> AttemptRecord:
-    """An AttemptRecord from a row selected with ATTEMPT_COLUMNS."""
-    return AttemptRecord(*row)
+    """An AttemptRecord from a row selected with ATTEMPT_COLUMNS, its texts unescaped."""
+    attempt = AttemptRecord(*row)
+    return dataclasses.replace(
+        attempt,
+        error_type=texts.loaded(attempt.error_type),
+        message=texts.loaded(attempt.message),
+        traceback=texts.loaded(attempt.traceback),
+    )
 
 
 def worker_params(worker: WorkerRecord) -> tuple[Any, ...]:

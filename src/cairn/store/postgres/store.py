@@ -29,6 +29,7 @@ from cairn.store.postgres import (
     group_commit,
     listener,
     opening,
+    sessions,
     stalls,
     transactions,
     write_shapes,
@@ -71,6 +72,7 @@ class PostgresStore(SqlStore):
         max_connections: int = 10,
         retry_for: float = 30.0,
         stalled_after: float = 5.0,
+        idle_in_transaction_timeout: float | None = sessions.IDLE_IN_TRANSACTION_TIMEOUT,
     ) -> None:
         """Configure a store (nothing connects before `open`).
 
@@ -83,11 +85,18 @@ class PostgresStore(SqlStore):
             stalled_after: Seconds without a reply after which a connection's server
                 backend is looked up: a connection the server is not working for (its
                 reply was lost) is dropped and its work retried on a new one.
+            idle_in_transaction_timeout: Seconds a session of cairn's may stay idle
+                inside a transaction before the server ends it (its locks with it): what
+                bounds how long a lost transaction step's session holds its run. None or
+                0 leaves the server's setting; an `options` in the URL that sets
+                `idle_in_transaction_session_timeout` wins. See sessions.
         """
         if stalled_after <= 0:
             raise ValueError(f"stalled_after must be positive, got {stalled_after!r}")
         self.url = url
-        self._conninfo = stalls.with_dead_peer_detection(conninfo(url))
+        self._conninfo = sessions.conninfo(stalls.with_dead_peer_detection(conninfo(url)))
+        self._idle_timeout = sessions.idle_timeout(self._conninfo, idle_in_transaction_timeout)
+        self._sessions = sessions.Sessions()
         self._stalled_after = stalled_after
         self.where = redact(url)
         self._min = max(3, min_connections)
@@ -136,6 +145,7 @@ class PostgresStore(SqlStore):
             min_size=self._min,
             max_size=self._max,
             kwargs={"autocommit": True},
+            configure=self._configure,
             open=False,
             name="cairn",
         )
@@ -159,6 +169,9 @@ class PostgresStore(SqlStore):
             on_dropped=self._renew_connections,
         )
         self._stalls.start()
+
+    async def _configure(self, conn: connections.Conn) -> None:
+        await sessions.configure(conn, self._idle_timeout)
 
     async def _renew_connections(self) -> None:
         """After a dead connection: the others opened before it may be dead as well."""
@@ -319,7 +332,9 @@ class PostgresStore(SqlStore):
         if self._step_pool is None:
             if self._pool is None:
                 raise StoreError(f"store {self.where} is not open")
-            self._step_pool = transactions.open_sync_pool(self._conninfo, self._max)
+            self._step_pool = transactions.open_sync_pool(
+                self._conninfo, self._max, self._idle_timeout
+            )
         return await asyncio.to_thread(transactions.begin_sync, self._step_pool, self.where)
 
     async def register_worker(self, worker: WorkerRecord) -> None:
@@ -343,6 +358,13 @@ class PostgresStore(SqlStore):
                 found = _fetch_one(probe, params)
                 if not await connections.read(self.db, found):
                     return nothing
+                claimed = await super().claim_runs(worker_id, limit, **options)
+                if len(claimed.runs) < limit:  # some candidates were locked, maybe for good
+                    try:
+                        await self._sessions.check(self.db, options["now"])
+                    except StoreError as exc:  # only a reason shown: the claim stands
+                        log.debug("cairn: cannot look for lost sessions: %s", exc)
+                return claimed
         return await super().claim_runs(worker_id, limit, **options)
 
     # wake-ups

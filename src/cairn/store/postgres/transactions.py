@@ -17,7 +17,7 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool
 
 from cairn.errors import StoreUnavailable
-from cairn.store.postgres import connections, dialect
+from cairn.store.postgres import connections, dialect, sessions
 from cairn.store.postgres.connections import Conn, Pool, is_lost, store_error
 from cairn.store.programs import journal
 from cairn.store.programs.base import Program
@@ -25,7 +25,8 @@ from cairn.store.records import Lease, StepRecord
 
 SyncConn = psycopg.Connection[Any]
 SyncPool = ConnectionPool[SyncConn]
-_XID = "SELECT txid_current_if_assigned()::text"
+# The transaction's id, and its session named for the worker while it lasts (see sessions).
+_XID = "SELECT txid_current_if_assigned()::text, set_config('application_name', %s, true)"
 
 
 def _entries(lease: Lease, step: StepRecord, marks: Sequence[StepRecord]) -> list[Program[None]]:
@@ -98,7 +99,7 @@ class PgStepTransaction(_Held[Pool, Conn]):
                             request = program.send(await connections.results(request, cursors))
                     except StopIteration:
                         pass
-                await conn.execute(_XID)
+                await conn.execute(_XID, (sessions.worker_name(lease.owner),))
             except BaseException as exc:
                 await connections.rollback(conn)
                 if isinstance(exc, psycopg.Error):
@@ -161,7 +162,7 @@ class PgSyncStepTransaction(_Held[SyncPool, SyncConn]):
             try:
                 for program in _entries(lease, step, marks):
                     _drive(conn, program)
-                conn.execute(_XID)
+                conn.execute(_XID, (sessions.worker_name(lease.owner),))
             except BaseException as exc:
                 _rollback(conn)
                 if isinstance(exc, psycopg.Error):
@@ -194,13 +195,17 @@ class PgSyncStepTransaction(_Held[SyncPool, SyncConn]):
             self._pool.putconn(conn)
 
 
-def open_sync_pool(conninfo: str, max_size: int) -> SyncPool:
-    """The blocking connections of sync transaction steps (none kept open when idle long)."""
+def open_sync_pool(conninfo: str, max_size: int, idle_timeout: float | None) -> SyncPool:
+    """The blocking connections of sync transaction steps (none kept open when idle long).
+
+    Each sets `idle_timeout` (see sessions) when it connects.
+    """
     pool: SyncPool = ConnectionPool(
         conninfo,
         min_size=0,
         max_size=max_size,
         kwargs={"autocommit": True},
+        configure=lambda conn: sessions.configure_sync(conn, idle_timeout),
         open=False,
         name="cairn-steps",
     )

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 
 from cairn.models import RunStatus
-from cairn.store import _sql
+from cairn.store import _sql, texts
 from cairn.store.programs.base import FINISHED, Program, Sql, all_rows, one_row, single_write, wakes
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import AttemptRecord, Delivery, HookRecord, Lease, StepRecord, TaskRecord
@@ -119,7 +119,7 @@ def submit_task(
     task_id: str, values: str, by: str | None, now: float
 ) -> Program[TaskRecord | None]:
     """Submit an open task and queue its values; None if it is not open."""
-    if not (yield Sql(_sql.SUBMIT_TASK, (now, by, values, task_id))):
+    if not (yield Sql(_sql.SUBMIT_TASK, (now, texts.stored_or_none(by), values, task_id))):
         return None
     task = _sql.task_from_row((yield one_row(_sql.SELECT_TASK, (task_id,))))
     channel = f"task:{task_id}"
