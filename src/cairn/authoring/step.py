@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from cairn import durations
-from cairn.authoring import context, registry
+from cairn.authoring import context, registry, usage
 from cairn.authoring import options as seed_options
 from cairn.authoring.retry import Retry, coerce
 from cairn.names import check_name
@@ -201,6 +201,7 @@ def _unknown_arguments(unknown: dict[str, Any]) -> str:
     return f"{message} (it takes {', '.join(OPTIONS[:-1])} and {OPTIONS[-1]})"
 
 
+@usage.checked("cairn.run_step")
 def run_step(
     name: str,
     fn: Callable[..., Any],
