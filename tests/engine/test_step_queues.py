@@ -362,3 +362,33 @@ async def test_step_queue__durable_primitives_are_refused_as_in_a_local_step(kit
             "'remote.sleeper': a step runs once and is not replayed; call it from the workflow"
         )
     assert calls == {"sleeper": 1}
+
+
+async def test_step_queue__a_class_based_step_takes_its_queue_from_its_class(kit: Kit) -> None:
+    calls: Counter[str] = Counter()
+
+    class Charge(cairn.Step):
+        name = "sq.charge"
+        queue = "pay"
+        max_retries = 1
+        retry_delay = "0s"
+
+        async def execute(self, amount: int) -> list[object]:
+            calls["charge"] += 1
+            step = cairn.current_step()
+            if step.attempt == 1:
+                raise ConnectionError("the bank hung up")
+            return [amount, step.key, step.attempt]
+
+    kit.registry.add_step(Charge())  # a private registry (cairn's own has it already)
+
+    @kit.workflow("sq.class_step")
+    async def flow(amount: int) -> list[object]:
+        return list(await Charge()(amount))
+
+    async with kit.engine(step_queues=["pay"]) as engine:
+        handle = await engine.start(flow, 5)
+        assert await handle.result(timeout=WAIT) == [5, "sq.charge#1", 2]
+        history = await engine.history(handle.run_id)
+    assert [e.result["queue"] for e in history if e.kind == "remote"] == ["pay", "pay"]
+    assert calls == {"charge": 2}
