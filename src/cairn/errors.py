@@ -37,15 +37,24 @@ The tree::
 
     BaseException
     └── Cancelled                delivered into a cancelled run; not an Exception on purpose
+
+Usage errors (`usage = True` on the class: NotInRun, InvalidName, InvalidArguments,
+DuplicateSchedule, TransientWorkflow, ConfigError) say the code calling cairn is wrong.
+Raised by a step's code, one fails the step at its first attempt (retrying the same code
+cannot help), with the fix in its message.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 
 class CairnError(Exception):
     """A cairn error."""
+
+    usage: ClassVar[bool] = False
+    """True on the errors that mean the code calling cairn is wrong (a usage error): a
+    step whose code raises one fails at once instead of being retried."""
 
     def __init__(self, message: str | None = None, *args: Any) -> None:
         super().__init__(message or (self.__doc__ or "").strip(), *args)
@@ -59,17 +68,24 @@ class CairnError(Exception):
 class NotInRun(CairnError):
     """This function only works inside a running workflow; outside one use engine.start()."""
 
+    usage = True
+
 
 class InvalidName(CairnError, ValueError):
     """A name or id cairn would store is empty, too long, or holds a byte no store keeps."""
 
+    usage = True
+
 
 class InvalidArguments(CairnError, TypeError):
-    """The arguments of a start do not fit the workflow's signature.
+    """Arguments that do not fit: a start's the workflow's, or a call's a cairn function's.
 
+    A wrong call of a cairn function (`cairn.current_step(1)`) gives its signature.
     Missing or unexpected arguments, or a value that cannot be converted to the
     parameter's annotated type. `parameter` names the parameter at fault, when one is.
     """
+
+    usage = True
 
     def __init__(self, message: str = "", *, workflow: str = "", parameter: str = "") -> None:
         super().__init__(message)
@@ -319,6 +335,8 @@ class ScheduleNotFound(CairnError):
 class DuplicateSchedule(CairnError, ValueError):
     """A schedule with that id exists with another definition."""
 
+    usage = True
+
 
 class TransientWorkflow(CairnError, ValueError):
     """A transient workflow (durable=False) was asked for something only durable runs do.
@@ -327,6 +345,8 @@ class TransientWorkflow(CairnError, ValueError):
     run to the database for later (a queue, a schedule, a worker, a durable parent) can
     take one. `workflow` names it; `refused` says what was asked.
     """
+
+    usage = True
 
     def __init__(self, workflow: str, refused: str) -> None:
         super().__init__(
@@ -380,6 +400,8 @@ class SchemaTooNew(StoreError):
 
 class ConfigError(CairnError):
     """A setting, URL or module is wrong."""
+
+    usage = True
 
 
 class Cancelled(BaseException):

@@ -224,3 +224,39 @@ async def test_pyworkflow__retry_after_in_words(kit: Kit) -> None:
         assert await finish(engine, clock, run, tick=30) == "through"
         waits = retry_waits(await engine.control.attempts(run.run_id))
     assert waits == [120.0]
+
+
+async def test_pyworkflow__class_based_step_honours_its_options(kit: Kit) -> None:
+    calls: Counter[str] = Counter()
+    clock = VirtualClock()
+
+    class FetchUserStep(cairn.Step):
+        name = "fetch_user_data"
+        max_retries = 5
+        retry_delay = "exponential"
+        timeout = "30s"
+        keep_input = False
+
+        async def execute(self, user_id: str) -> dict[str, str]:
+            calls["fetch"] += 1
+            if calls["fetch"] <= 4:
+                raise TemporaryError("user service is down")
+            return {"id": user_id}
+
+    @kit.workflow("pyworkflow.class_step")
+    async def onboarding(user_id: str) -> str:
+        user = await FetchUserStep()(user_id)
+        return str(user["id"])
+
+    async with kit.engine(clock=clock) as engine:
+        run = await engine.start(onboarding, "user_123")
+        assert await finish(engine, clock, run) == "user_123"
+        attempts = await engine.control.attempts(run.run_id)
+        [entry] = await engine.history(run.run_id)
+    assert (entry.name, entry.attempts) == ("fetch_user_data", 5)
+    assert entry.input == {"omitted": "declared keep_input=False"}
+    assert [w / base for w, base in zip(retry_waits(attempts), (1, 2, 4, 8), strict=True)] == [
+        pytest.approx(1, rel=0.11)
+    ] * 4
+    step = FetchUserStep()
+    assert (step.retry.max_attempts, step.timeout, step.keep_input) == (6, 30.0, False)

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import http.server
 import os
+import threading
 from collections import Counter
+from collections.abc import Iterator
 
 import pytest
 
 import cairn
+from cairn.authoring.primitives import idempotency_key
 from cairn.errors import InvalidName, RunCancelled
+from cairn.steps import http as steps_http
 
 from .kit import WAIT, Kit
 
@@ -232,3 +237,158 @@ async def test_step_queue__a_stopping_worker_hands_its_attempt_back_at_once(kit:
         async with kit.engine(step_queues=["gpu"], claim=False, lease="60s"):
             assert await handle.result(timeout=WAIT) == "rendered"
     assert calls["render"] == 2
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers every POST with 200, keeping its Idempotency-Key in `server.keys`."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.keys.append(self.headers.get("Idempotency-Key"))  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def recorder() -> Iterator[tuple[str, list[str | None]]]:
+    """A tiny HTTP server on 127.0.0.1: its URL and the Idempotency-Keys it was sent."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    server.keys = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/pay", server.keys  # type: ignore[attr-defined]
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("sync_step", [False, True], ids=["async-step", "sync-step"])
+async def test_step_queue__step_code_sees_the_same_context_as_a_local_step(
+    kit: Kit, recorder: tuple[str, list[str | None]], sync_step: bool
+) -> None:
+    url, keys = recorder
+    seen: dict[str, list[tuple[object, ...]]] = {"pay": [], "local": []}
+    retry = cairn.Retry(max_attempts=2, delay=0, max_delay=0)
+
+    def body(where: str) -> cairn.StepInfo:
+        step = cairn.current_step()
+        run = cairn.current_run()
+        seen[where].append((step.run_id, step.key, step.name, step.attempt, step.idempotency_key))
+        seen[f"{where} run"] = [(run.run_id, run.workflow, run.parent_id, run.version)]
+        cairn.progress(f"{where} attempt {step.attempt}", current=step.attempt, total=2)
+        cairn.set_columns(**{where: step.attempt})
+        cairn.check_cancelled()
+        return step
+
+    def outcome(step: cairn.StepInfo) -> str:
+        if step.attempt == 1:
+            raise ConnectionError("the bank hung up")
+        return step.idempotency_key
+
+    if sync_step:
+
+        @kit.step("pay", queue="pay", retries=retry)
+        def pay() -> str:
+            step = body("pay")
+            steps_http.post(url, json_body={"order": 1})  # in a step's code: sent at once
+            return outcome(step)
+
+        @kit.step("local", retries=retry)
+        def local() -> str:
+            step = body("local")
+            steps_http.post(url, json_body={"order": 1})
+            return outcome(step)
+    else:
+
+        @kit.step("pay", queue="pay", retries=retry)
+        async def pay() -> str:
+            step = body("pay")
+            await steps_http.post(url, json_body={"order": 1})
+            return outcome(step)
+
+        @kit.step("local", retries=retry)
+        async def local() -> str:
+            step = body("local")
+            await steps_http.post(url, json_body={"order": 1})
+            return outcome(step)
+
+    @kit.workflow("sq.context", version="v7")
+    async def flow() -> list[str]:
+        return [await local(), await pay()]
+
+    async with kit.engine(step_queues=["pay"]) as engine:
+        handle = await engine.start(flow)
+        local_key, pay_key = await handle.result(timeout=WAIT)
+        summary = await handle.describe()
+    run_id = handle.run_id
+    assert seen["local"] == [
+        (run_id, "local#1", "local", n, idempotency_key(run_id, "local#1")) for n in (1, 2)
+    ]
+    assert seen["pay"] == [
+        (run_id, "pay#1", "pay", n, idempotency_key(run_id, "pay#1")) for n in (1, 2)
+    ]
+    assert (local_key, pay_key) == (seen["local"][0][4], seen["pay"][0][4])
+    assert seen["pay run"] == seen["local run"] == [(run_id, "sq.context", None, "v7")]
+    # The same Idempotency-Key on every attempt, wherever the step executed.
+    assert keys == [local_key, local_key, pay_key, pay_key]
+    assert summary.columns == {"local": 2, "pay": 2}
+    assert summary.progress is not None and summary.progress["message"] == "pay attempt 2"
+
+
+async def test_step_queue__durable_primitives_are_refused_as_in_a_local_step(kit: Kit) -> None:
+    calls: Counter[str] = Counter()
+
+    @kit.step("remote.sleeper", queue="pay", retries=3)
+    async def sleeper() -> None:
+        calls["sleeper"] += 1
+        await cairn.sleep("1s")
+
+    @kit.workflow("sq.refused")
+    async def flow() -> str:
+        try:
+            await sleeper()
+        except cairn.StepFailed as failed:
+            return f"{failed.error_type} x{failed.attempts}: {failed.error_message}"
+        return "slept"
+
+    async with kit.engine(step_queues=["pay"]) as engine:
+        handle = await engine.start(flow)
+        assert await handle.result(timeout=WAIT) == (
+            "cairn.errors.NotInRun x1: cairn.sleep() cannot be called inside step "
+            "'remote.sleeper': a step runs once and is not replayed; call it from the workflow"
+        )
+    assert calls == {"sleeper": 1}
+
+
+async def test_step_queue__a_class_based_step_takes_its_queue_from_its_class(kit: Kit) -> None:
+    calls: Counter[str] = Counter()
+
+    class Charge(cairn.Step):
+        name = "sq.charge"
+        queue = "pay"
+        max_retries = 1
+        retry_delay = "0s"
+
+        async def execute(self, amount: int) -> list[object]:
+            calls["charge"] += 1
+            step = cairn.current_step()
+            if step.attempt == 1:
+                raise ConnectionError("the bank hung up")
+            return [amount, step.key, step.attempt]
+
+    kit.registry.add_step(Charge())  # a private registry (cairn's own has it already)
+
+    @kit.workflow("sq.class_step")
+    async def flow(amount: int) -> list[object]:
+        return list(await Charge()(amount))
+
+    async with kit.engine(step_queues=["pay"]) as engine:
+        handle = await engine.start(flow, 5)
+        assert await handle.result(timeout=WAIT) == [5, "sq.charge#1", 2]
+        history = await engine.history(handle.run_id)
+    assert [e.result["queue"] for e in history if e.kind == "remote"] == ["pay", "pay"]
+    assert calls == {"charge": 2}

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import cairn
+from cairn.steps import http as steps_http
 
 EFFECTS = Path(os.environ.get("CAIRN_EFFECTS", "effects.txt"))
 
@@ -50,3 +51,27 @@ async def pipeline(n: int) -> list[object]:
     ready = await prepare(n)
     trained = await train(ready)
     return [ready, trained["model"], await publish(trained["model"]), trained["pid"]]
+
+
+def _stamp(url: str) -> list[object]:
+    """What the step's code sees of itself; posts to `url` (its Idempotency-Key goes too)."""
+    step = cairn.current_step()
+    steps_http.post(url, json_body={"key": step.key})
+    run = cairn.current_run()
+    return [step.run_id, step.key, step.attempt, step.idempotency_key, run.workflow, os.getpid()]
+
+
+@cairn.step("stamp_here")
+def stamp_here(url: str) -> list[object]:
+    return _stamp(url)
+
+
+@cairn.step("stamp_there", queue="gpu")
+def stamp_there(url: str) -> list[object]:
+    """Executes only on a worker serving step queue "gpu", in another process."""
+    return _stamp(url)
+
+
+@cairn.workflow("steps.stamped")
+async def stamped(url: str) -> list[list[object]]:
+    return [await stamp_here(url), await stamp_there(url)]

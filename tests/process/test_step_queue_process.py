@@ -6,6 +6,7 @@ once its lease runs out, with no completed step repeated.
 from __future__ import annotations
 
 import asyncio
+import http.server
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import cairn
+from cairn.authoring.primitives import idempotency_key
 from cairn.store import open_store
 
 pytestmark = pytest.mark.process
@@ -160,3 +162,57 @@ def test_step_queue__killed_gpu_worker_attempt_is_taken_over_by_another_gpu_work
     )
     assert shown.returncode == 0, shown.stderr
     assert f"on worker {b_id} of step queue 'gpu': completed" in shown.stdout, shown.stdout
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.keys.append(self.headers.get("Idempotency-Key"))  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_step_queue__a_step_in_another_process_sees_what_a_local_one_does(
+    store_url: str, tmp_path: Path, procs: list[Worker]
+) -> None:
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    server.keys = []  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/stamp"
+    try:
+        effects = tmp_path / "effects.txt"
+        cpu = Worker(store_url, effects, tmp_path / "cpu.log")
+        gpu = Worker(store_url, effects, tmp_path / "gpu.log", "--step-queue", "gpu")
+        procs += [cpu, gpu]
+        cpu.worker_id()
+        gpu.worker_id()
+        with cairn.Client(store_url) as client:
+            handle = client.start("steps.stamped", url, allow_unknown=True)
+            here, there = handle.result(timeout=DEADLINE)
+    finally:
+        server.shutdown()
+        server.server_close()
+    run_id = handle.run_id
+    assert here[:5] == [
+        run_id,
+        "stamp_here#1",
+        1,
+        idempotency_key(run_id, "stamp_here#1"),
+        "steps.stamped",
+    ]
+    assert there[:5] == [
+        run_id,
+        "stamp_there#1",
+        1,
+        idempotency_key(run_id, "stamp_there#1"),
+        "steps.stamped",
+    ]
+    assert there[5] == gpu.proc.pid  # the only worker serving "gpu"
+    assert server.keys == [here[3], there[3]]  # type: ignore[attr-defined]

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 import cairn
-from cairn.authoring import options
+from cairn.authoring import options, registry
+from cairn.authoring import step as step_module
 from cairn.authoring.retry import next_delay
 
 
@@ -208,3 +209,102 @@ def test_step_decorator__dbos_keywords_name_the_options_spelling() -> None:
     )
     with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\): colour \(it takes"):
         cairn.step(colour="red")  # type: ignore[call-overload]
+
+
+KNOWN = "name, retries, timeout, keep_input, options, max_retries, retry_delay, queue"
+
+
+def test_step_options__one_table_for_the_decorator_and_the_class() -> None:
+    assert ", ".join(step_module.OPTIONS) == KNOWN
+    with pytest.raises(TypeError, match=f"it takes {KNOWN.rsplit(', ', 1)[0]} and queue"):
+        cairn.step(colour="red")  # type: ignore[call-overload]
+
+
+def test_class_step__every_option_is_a_class_attribute() -> None:
+    class Charge(cairn.Step):
+        name = "unit.class.charge"
+        max_retries = 2
+        retry_delay = "30s"
+        timeout = "1 minute"
+        keep_input = False
+        queue = "pay"
+
+        async def execute(self, order: str) -> str:
+            return order
+
+    class Dbos(cairn.Step):
+        options = {"max_attempts": 4, "timeout": 5}
+
+        def execute(self) -> None: ...
+
+    class Plain(cairn.Step):
+        retries = cairn.Retry(max_attempts=7)
+
+        def execute(self) -> None: ...
+
+    charge = Charge()
+    assert (charge.name, charge.retry.max_attempts, charge.retry.delay_seconds) == (
+        "unit.class.charge",
+        3,
+        30.0,
+    )
+    assert (charge.timeout, charge.keep_input, charge.queue) == (60.0, False, "pay")
+    # On a step queue: registered once the class is defined, for the queue's workers.
+    assert registry.default_registry.steps["unit.class.charge"].fn.__qualname__ == (
+        Charge.execute.__qualname__
+    )
+    assert (Dbos().retry.max_attempts, Dbos().timeout) == (4, 5.0)
+    assert Plain().retry.max_attempts == 7
+    # Arguments win over the class's attributes.
+    assert Charge(max_retries=0, queue="cards").retry.max_attempts == 1
+    assert Charge(retries=4).retry.max_attempts == 4
+
+
+@pytest.mark.parametrize(
+    ("attribute", "hint"),
+    [
+        ("max_retry", "did you mean 'max_retries'?"),
+        ("time_out", "did you mean 'timeout'?"),
+        ("MAX_RETRIES", "did you mean 'max_retries'?"),
+        ("max_attempts", "DBOS's words go in options = {'max_attempts': ...}"),
+        ("backoff", "a retry policy's backoff goes in retries = cairn.Retry(backoff=...)"),
+    ],
+)
+def test_class_step__an_attribute_like_an_option_is_refused_at_definition(
+    attribute: str, hint: str
+) -> None:
+    with pytest.raises(TypeError) as info:
+        type("Fetch", (cairn.Step,), {attribute: 5, "execute": lambda self: None})
+    assert str(info.value) == (
+        f"class-based step Fetch: class attribute {attribute!r} is not a step option "
+        f"({hint}); the options a class sets are: {KNOWN}"
+    )
+
+
+def test_class_step__bad_option_values_fail_at_definition() -> None:
+    with pytest.raises(ValueError, match="step 'Fetch': max_retries must be a whole number"):
+
+        class Fetch(cairn.Step):
+            max_retries = "five"
+
+            def execute(self) -> None: ...
+
+    with pytest.raises(ValueError, match="retries= and max_retries=/retry_delay= both"):
+
+        class Base(cairn.Step):  # a base class without execute is checked too
+            retries = 2
+            max_retries = 3
+
+
+def test_class_step__its_own_attributes_and_methods_are_left_alone() -> None:
+    class Fetch(cairn.Step):
+        BASE_URL = "https://example.com"
+        _cache: dict[str, str] = {}
+
+        def headers(self) -> dict[str, str]:
+            return {}
+
+        def execute(self) -> str:
+            return self.BASE_URL
+
+    assert Fetch().execute() == "https://example.com"

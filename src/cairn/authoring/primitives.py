@@ -8,12 +8,13 @@ from datetime import date, datetime
 from typing import Any, NoReturn, overload
 
 from cairn import durations
-from cairn.authoring import context
+from cairn.authoring import context, usage
 from cairn.errors import NotInRun
 from cairn.models import RunInfo, StepInfo
 from cairn.names import check_name
 
 
+@usage.checked("cairn.current_run")
 def current_run() -> RunInfo:
     """Facts about the run this code is part of (works inside steps too).
 
@@ -36,6 +37,7 @@ def idempotency_key(run_id: str, key: str) -> str:
     return str(uuid.uuid5(_IDEMPOTENCY, f"{run_id}\x00{key}"))
 
 
+@usage.checked("cairn.current_step")
 def current_step() -> StepInfo:
     """Facts about the step whose code runs now, with its stable idempotency key.
 
@@ -62,6 +64,7 @@ def sleep(duration: Any, /, *, name: str | None = None) -> Awaitable[None]: ...
 def sleep(name: str, duration: Any, /) -> Awaitable[None]: ...
 
 
+@usage.checked("cairn.sleep")
 def sleep(*args: Any, name: str | None = None) -> Awaitable[None]:
     """Sleep durably: the wake time is recorded once, so a restart does not sleep again.
 
@@ -98,6 +101,7 @@ def sleep_until(when: datetime, /, *, name: str | None = None) -> Awaitable[None
 def sleep_until(name: str, when: datetime, /) -> Awaitable[None]: ...
 
 
+@usage.checked("cairn.sleep_until")
 def sleep_until(*args: Any, name: str | None = None) -> Awaitable[None]:
     """Sleep durably until a datetime (a naive one is taken as UTC).
 
@@ -130,6 +134,7 @@ def _named(
     return name, found
 
 
+@usage.checked("cairn.check_cancelled")
 def check_cancelled() -> None:
     """Raise `cairn.Cancelled` if this run was cancelled (call it in long steps)."""
     ctx = context.in_run()
@@ -139,6 +144,7 @@ def check_cancelled() -> None:
     ctx.check_cancelled()
 
 
+@usage.checked("cairn.wait_for_event")
 def wait_for_event(
     name: str, *, timeout: Any = None, default: Any = context.MISSING
 ) -> Awaitable[Any]:
@@ -161,6 +167,7 @@ def wait_for_event(
     return ctx.wait_for_event(name, seconds, default)  # type: ignore[no-any-return]
 
 
+@usage.checked("cairn.receive")
 def receive(topic: str, *, max_messages: int = 1, timeout: Any = None) -> Awaitable[list[Any]]:
     """Take up to `max_messages` queued events named `topic`, oldest first (a mailbox).
 
@@ -191,6 +198,7 @@ def receive(topic: str, *, max_messages: int = 1, timeout: Any = None) -> Awaita
     return ctx.receive(topic, max_messages, seconds)  # type: ignore[no-any-return]
 
 
+@usage.checked("cairn.create_hook")
 def create_hook(name: str, *, timeout: Any = None, schema: Any = None) -> Awaitable[Any]:
     """Create a single-use callback; `await` it for a Hook whose `token` outsiders call.
 
@@ -209,6 +217,7 @@ def create_hook(name: str, *, timeout: Any = None, schema: Any = None) -> Awaita
     return ctx.create_hook(name, seconds, schema)  # type: ignore[no-any-return]
 
 
+@usage.checked("cairn.human_task")
 def human_task(
     name: str,
     *,
@@ -234,6 +243,7 @@ def human_task(
     return ctx.human_task(name, title, data, form, assignee, seconds)  # type: ignore[no-any-return]
 
 
+@usage.checked("cairn.emit")
 def emit(event_type: str, payload: Any = None, *, key: str | None = None) -> Awaitable[list[str]]:
     """Start the workflows subscribed to `event_type` (`@cairn.workflow(on=...)`).
 
@@ -261,6 +271,7 @@ def emit(event_type: str, payload: Any = None, *, key: str | None = None) -> Awa
     return ctx.emit(event_type, payload, key)  # type: ignore[no-any-return]
 
 
+@usage.checked("cairn.set_columns")
 def set_columns(**values: Any) -> None:
     """Record searchable facts about this run (order number, customer, status)."""
     ctx = context.in_run()
@@ -270,6 +281,7 @@ def set_columns(**values: Any) -> None:
     ctx.set_columns(values)
 
 
+@usage.checked("cairn.progress")
 def progress(message: str, *, current: float | None = None, total: float | None = None) -> None:
     """Record this run's progress, shown by `cairn runs show` and `cairn run`."""
     ctx = context.in_run()
@@ -285,6 +297,7 @@ def _seconds(value: Any, what: str) -> float | None:
     return durations.parse(value, what=what).total_seconds()
 
 
+@usage.checked("cairn.start_child")
 def start_child(
     workflow: Any, *args: Any, run_id: str | None = None, detached: bool = False, **kwargs: Any
 ) -> Awaitable[Any]:
@@ -309,6 +322,7 @@ def start_child(
     return ctx.start_child(workflow, args, kwargs, run_id, detached)  # type: ignore[no-any-return]
 
 
+@usage.checked("cairn.continue_as_new")
 def continue_as_new(*args: Any, **kwargs: Any) -> NoReturn:
     """End this run as CONTINUED; a fresh run of the workflow gets these arguments.
 
@@ -318,6 +332,7 @@ def continue_as_new(*args: Any, **kwargs: Any) -> NoReturn:
     raise AssertionError("continue_as_new returned")  # pragma: no cover
 
 
+@usage.checked("cairn.patched")
 def patched(change_id: str) -> bool:
     """True if this run takes the new code path of change `change_id`.
 
@@ -329,6 +344,7 @@ def patched(change_id: str) -> bool:
     return context.current("cairn.patched()").patched(change_id)
 
 
+@usage.checked("cairn.deprecate_patch")
 def deprecate_patch(change_id: str) -> None:
     """Mark where `patched(change_id)` was, once every run before the patch has finished.
 
@@ -339,6 +355,7 @@ def deprecate_patch(change_id: str) -> None:
     context.current("cairn.deprecate_patch()").deprecate_patch(change_id)
 
 
+@usage.checked("cairn.shield")
 def shield() -> Any:
     """`async with cairn.shield():` cleanup inside runs even after cancel or pause."""
     from cairn.authoring.shield import Shield

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from cairn import durations
-from cairn.authoring import context, registry
+from cairn.authoring import context, registry, usage
 from cairn.authoring import options as seed_options
 from cairn.authoring.retry import Retry, coerce
 from cairn.names import check_name
@@ -178,6 +179,18 @@ def step(
     return decorate
 
 
+OPTIONS: tuple[str, ...] = tuple(
+    option
+    for option, parameter in inspect.signature(step).parameters.items()
+    if parameter.kind is not inspect.Parameter.VAR_KEYWORD
+)
+"""The options of a step, as `@cairn.step` takes them: its signature is their one table.
+
+A class-based step (`class FetchUser(cairn.Step)`) sets the same names as class
+attributes (see authoring/class_steps.py).
+"""
+
+
 def _unknown_arguments(unknown: dict[str, Any]) -> str:
     """The error for keywords @cairn.step does not take, naming cairn's spelling."""
     names = ", ".join(sorted(unknown))
@@ -185,12 +198,10 @@ def _unknown_arguments(unknown: dict[str, Any]) -> str:
     if set(unknown) <= set(seed_options.OPTION_KEYS):
         spelled = ", ".join(f"{k!r}: {v!r}" for k, v in sorted(unknown.items()))
         return f"{message}; DBOS's step options go in options=: @cairn.step(options={{{spelled}}})"
-    return (
-        f"{message} (it takes name, retries, timeout, keep_input, options, max_retries, "
-        "retry_delay and queue)"
-    )
+    return f"{message} (it takes {', '.join(OPTIONS[:-1])} and {OPTIONS[-1]})"
 
 
+@usage.checked("cairn.run_step")
 def run_step(
     name: str,
     fn: Callable[..., Any],

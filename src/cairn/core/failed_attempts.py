@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from cairn import step_failures
 from cairn.authoring.retry import Retry, next_delay
 from cairn.core.signals import HandBack
-from cairn.errors import FatalError, RetryableError, StepFailed, StepTimeout
+from cairn.errors import CairnError, FatalError, RetryableError, StepFailed, StepTimeout
 from cairn.store.records import AttemptRecord, StepRecord
 
 if TYPE_CHECKING:
@@ -79,7 +79,9 @@ class Failure:
 def describe_failure(exc: Exception, name: str, attempt: int, timeout: float | None) -> Failure:
     """The facts of attempt `attempt` of step `name` that raised `exc`.
 
-    `timeout` is set only when the attempt failed by running past it.
+    `timeout` is set only when the attempt failed by running past it. A FatalError, and
+    a usage error of cairn's (`usage` on its class: the step's code calls cairn wrongly,
+    see cairn.errors), are fatal: the step fails at once, not retried.
     """
     if timeout is not None:
         message = f"step {name!r} attempt {attempt} timed out after {timeout:g}s"
@@ -91,7 +93,7 @@ def describe_failure(exc: Exception, name: str, attempt: int, timeout: float | N
         type_name(exc),
         str(exc),
         "".join(traceback.format_exception(exc)),
-        isinstance(exc, FatalError),
+        isinstance(exc, FatalError) or (isinstance(exc, CairnError) and exc.usage),
         retry_after,
         None,
         type(exc),

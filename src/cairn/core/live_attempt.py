@@ -38,6 +38,20 @@ def as_datetime(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
 
 
+def run_info(run: RunRecord) -> RunInfo:
+    """What `cairn.current_run()` says of `run`, wherever its code executes."""
+    return RunInfo(
+        run_id=run.run_id,
+        workflow=run.workflow,
+        attempt=max(run.attempt, 1),
+        started_at=as_datetime(run.started_at or run.created_at) or datetime.now(UTC),
+        parent_id=run.parent_id,
+        scheduled_at=as_datetime(run.scheduled_at),
+        version=run.version,
+        continued_from=run.continued_from,
+    )
+
+
 class LiveAttempt(RunContext):
     """One attempt of one run: what it has running, what it waits on, and its end."""
 
@@ -296,17 +310,7 @@ class LiveAttempt(RunContext):
 
     def info(self) -> RunInfo:
         """Facts about this run."""
-        run = self.run
-        return RunInfo(
-            run_id=run.run_id,
-            workflow=run.workflow,
-            attempt=max(run.attempt, 1),
-            started_at=as_datetime(run.started_at or run.created_at) or datetime.now(UTC),
-            parent_id=run.parent_id,
-            scheduled_at=as_datetime(run.scheduled_at),
-            version=run.version,
-            continued_from=run.continued_from,
-        )
+        return run_info(self.run)
 
     def deliver(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Hand `coro` to the caller.

@@ -10,22 +10,16 @@ this module.
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import TYPE_CHECKING, Any
 
 from cairn.core import children, emits
 from cairn.core.live_waits import LiveWaits
-from cairn.core.run_meta import MetaWriter
+from cairn.core.run_meta import MetaWriter, column_texts, progress_text
 from cairn.core.signals import ContinueAsNew
-from cairn.names import check_name
 
 if TYPE_CHECKING:
     from cairn.authoring.workflow import WorkflowDef
-
-# A column value's JSON text (ASCII: json.dumps escapes the rest) is indexed with its
-# name; 1,000 keeps name + value inside PostgreSQL's index entry limit, on both stores.
-MAX_COLUMN_JSON = 1000
 
 
 class LiveRun(LiveWaits):
@@ -68,32 +62,18 @@ class LiveRun(LiveWaits):
 
     def set_columns(self, values: dict[str, Any]) -> None:
         """Store searchable facts about this run (written in the background, batched)."""
-        changed: dict[str, str] = {}
-        for name, value in values.items():
-            check_name(name, "column name")
-            try:
-                text = json.dumps(value, sort_keys=True)
-            except (TypeError, ValueError):
-                raise ValueError(
-                    f"column {name!r} must be a JSON value (str, number, bool, null, list, "
-                    f"dict), got {type(value).__qualname__}"
-                ) from None
-            if len(text) > MAX_COLUMN_JSON:
-                raise ValueError(
-                    f"column {name!r} is {len(text)} characters of JSON; the limit is "
-                    f"{MAX_COLUMN_JSON} (columns are for searching: keep long data in a step "
-                    "result)"
-                )
-            if self._columns.get(name) != text:
-                changed[name] = text
+        changed = {
+            name: text
+            for name, text in column_texts(values).items()
+            if self._columns.get(name) != text
+        }
         if changed:
             self._columns.update(changed)
             self._write_meta(changed, None)
 
     def progress(self, message: str, current: float | None, total: float | None) -> None:
         """Store this run's progress (written in the background, batched)."""
-        data = {"message": message, "current": current, "total": total, "at": self.env.clock.now()}
-        self._write_meta(None, json.dumps(data))
+        self._write_meta(None, progress_text(message, current, total, self.env.clock.now()))
 
     def _write_meta(self, columns: dict[str, str] | None, progress: str | None) -> None:
         if self._meta is None:

@@ -1,4 +1,4 @@
-"""A run's columns and progress, written in the background with at most one write pending.
+"""A run's columns and progress: checked, then written in the background (one write pending).
 
 `cairn.progress()` in a tight loop must not queue a database write per call: while one
 write is in flight the next values are merged (columns by name, the latest progress wins)
@@ -8,12 +8,51 @@ and go out together in the one write that follows it.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
+from typing import Any
 
+from cairn.names import check_name
 from cairn.observability import logcontext
 from cairn.store.protocol import Store
 
 log = logcontext.logger("cairn.run")
+
+# A column value's JSON text (ASCII: json.dumps escapes the rest) is indexed with its
+# name; 1,000 keeps name + value inside PostgreSQL's index entry limit, on both stores.
+MAX_COLUMN_JSON = 1000
+
+
+def column_texts(values: dict[str, Any]) -> dict[str, str]:
+    """`cairn.set_columns(**values)` as stored: name -> JSON text; a bad one raises, named.
+
+    Raises:
+        InvalidName: a column name no store keeps.
+        ValueError: a value that is not JSON, or whose JSON is too long to index.
+    """
+    texts: dict[str, str] = {}
+    for name, value in values.items():
+        check_name(name, "column name")
+        try:
+            text = json.dumps(value, sort_keys=True)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"column {name!r} must be a JSON value (str, number, bool, null, list, "
+                f"dict), got {type(value).__qualname__}"
+            ) from None
+        if len(text) > MAX_COLUMN_JSON:
+            raise ValueError(
+                f"column {name!r} is {len(text)} characters of JSON; the limit is "
+                f"{MAX_COLUMN_JSON} (columns are for searching: keep long data in a step "
+                "result)"
+            )
+        texts[name] = text
+    return texts
+
+
+def progress_text(message: str, current: float | None, total: float | None, now: float) -> str:
+    """`cairn.progress(...)` as stored."""
+    return json.dumps({"message": message, "current": current, "total": total, "at": now})
 
 
 class MetaWriter:

@@ -7,8 +7,9 @@ dies stops renewing: once its lease has run out another worker of the queue clai
 attempt again, and only the latest claim may report. An attempt whose run ended (it was
 cancelled, say) is stopped at the next renewal.
 
-The step's code runs outside its run: `cairn.current_run()` and the other calls that need
-one are not available in it.
+The step's code sees its run as it would where the run executes (core/queued_step.py):
+`cairn.current_step()` with the same key, attempt and idempotency key, `current_run()`,
+progress, columns, `check_cancelled()`; durable primitives are refused as in any step.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from cairn.core import remote_steps
 from cairn.core.failed_attempts import Failure, describe_failure
+from cairn.core.queued_step import QueuedStepRun
 from cairn.core.run_env import RunEnv
 from cairn.errors import SerializationError, StoreError
 from cairn.observability import logcontext
@@ -144,10 +146,13 @@ class StepWorker:
 
     async def _execute(self, task: StepTaskRecord) -> None:
         try:
-            attempt = asyncio.create_task(self._attempt(task))
-            renewing = asyncio.create_task(self._renew(task, attempt))
+            run = await self._run_of(task)
+            step_run = QueuedStepRun(self.env, task, run)
+            attempt = asyncio.create_task(self._attempt(task, step_run))
+            renewing = asyncio.create_task(self._renew(task, attempt, step_run))
             try:
                 facts = await attempt
+                await step_run.flush()  # its progress and columns before the run goes on
             except asyncio.CancelledError:
                 if self._stopping or asyncio.current_task().cancelling():  # type: ignore[union-attr]
                     raise
@@ -163,7 +168,20 @@ class StepWorker:
             self.active.pop(task.task_id, None)
             self._slot_freed.set()
 
-    async def _renew(self, task: StepTaskRecord, attempt: asyncio.Task[Any]) -> None:
+    async def _run_of(self, task: StepTaskRecord) -> Any:
+        """The attempt's run as stored (what current_run() tells), retried while unreachable."""
+        delay = 0.1
+        while True:
+            try:
+                return await self.env.store.get_run(task.run_id)
+            except StoreError as exc:
+                log.warning("cairn: reading the run of step attempt %s: %s", task.task_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _renew(
+        self, task: StepTaskRecord, attempt: asyncio.Task[Any], step_run: QueuedStepRun
+    ) -> None:
         """Renew the claim's lease until the attempt ends; cancel it if the claim is lost."""
         while True:
             await asyncio.sleep(self.lease / 3)
@@ -173,10 +191,11 @@ class StepWorker:
                 log.warning("cairn: renewing step attempt %s failed: %s", task.task_id, exc)
                 continue
             if not held:
+                step_run.stopped = True  # a sync step's thread sees it in check_cancelled()
                 attempt.cancel()
                 return
 
-    async def _attempt(self, task: StepTaskRecord) -> dict[str, Any]:
+    async def _attempt(self, task: StepTaskRecord, step_run: QueuedStepRun) -> dict[str, Any]:
         """Execute the attempt; the facts of its outcome, as the run's report takes them."""
         clock = self.env.clock
         started = clock.now()
@@ -185,11 +204,12 @@ class StepWorker:
         try:
             fn, is_async = self._function(task)
             args, kwargs = self.env.serializer.loads(task.input or "[[], {}]")
-            if task.timeout is None:
-                value = await self._call(fn, is_async, args, kwargs)
-            else:
-                async with asyncio.timeout(task.timeout) as limit:
+            with step_run.entered():
+                if task.timeout is None:
                     value = await self._call(fn, is_async, args, kwargs)
+                else:
+                    async with asyncio.timeout(task.timeout) as limit:
+                        value = await self._call(fn, is_async, args, kwargs)
             result = self.env.serializer.dumps(value, what=f"result of step {task.step!r}")
         except SerializationError as exc:
             failure = describe_failure(exc, task.step, task.attempt, None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cairn.authoring import usage
 from cairn.authoring.retry import Retry, coerce
 from cairn.steps import calling, databases, sql_text
 
@@ -19,6 +20,7 @@ DEFAULT_RETRY = Retry()
 """Three attempts, 1 s then 2 s apart; only connection troubles and deadlocks retry."""
 
 
+@usage.checked("cairn.steps.db.query")
 def query(
     database: str,
     sql: str,
@@ -55,6 +57,7 @@ def query(
     return _call("db.query", database, sql, args, name, retries, allow_literals, rows=True)
 
 
+@usage.checked("cairn.steps.db.update")
 def update(
     database: str,
     sql: str,

@@ -15,6 +15,7 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from cairn import durations
+from cairn.authoring import usage
 from cairn.authoring.retry import Retry, coerce
 from cairn.errors import FatalError
 from cairn.steps import calling
@@ -50,6 +51,7 @@ _BODY_START = 200
 _SSL: ssl.SSLContext | None = None
 
 
+@usage.checked("cairn.steps.http.request")
 def request(
     method: str,
     url: str,
@@ -111,31 +113,37 @@ def request(
     return calling.call(name or f"http.{verb}", send, (verb, target), retries=policy)
 
 
+@usage.checked("cairn.steps.http.get")
 def get(url: str, **options: Any) -> Any:
     """`request("GET", url, ...)`."""
     return request("GET", url, **options)
 
 
+@usage.checked("cairn.steps.http.post")
 def post(url: str, **options: Any) -> Any:
     """`request("POST", url, ...)`."""
     return request("POST", url, **options)
 
 
+@usage.checked("cairn.steps.http.put")
 def put(url: str, **options: Any) -> Any:
     """`request("PUT", url, ...)`."""
     return request("PUT", url, **options)
 
 
+@usage.checked("cairn.steps.http.patch")
 def patch(url: str, **options: Any) -> Any:
     """`request("PATCH", url, ...)`."""
     return request("PATCH", url, **options)
 
 
+@usage.checked("cairn.steps.http.delete")
 def delete(url: str, **options: Any) -> Any:
     """`request("DELETE", url, ...)`."""
     return request("DELETE", url, **options)
 
 
+@usage.checked("cairn.steps.http.head")
 def head(url: str, **options: Any) -> Any:
     """`request("HEAD", url, ...)`."""
     return request("HEAD", url, **options)

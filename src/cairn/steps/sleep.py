@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from cairn.authoring import primitives
+from cairn.authoring import primitives, usage
 from cairn.authoring.retry import Retry
 from cairn.steps import calling
 
@@ -22,6 +22,7 @@ PARK_AFTER_MS = 5000
 _ONCE = Retry(max_attempts=1)
 
 
+@usage.checked("cairn.steps.sleep.sleep_chunked")
 def sleep_chunked(total_ms: float, chunk_ms: float = 250, *, name: str | None = None) -> Any:
     """Sleep `total_ms` milliseconds, checking for a cancellation every `chunk_ms`.
 

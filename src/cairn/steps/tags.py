@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, runtime_checkable
 
+from cairn.authoring import usage
 from cairn.authoring.retry import Retry, coerce
 from cairn.steps import calling
 from cairn.steps.errors import TagError, WaitTimeout
@@ -43,6 +44,7 @@ class TagProvider(Protocol):
         ...
 
 
+@usage.checked("cairn.steps.tags.read")
 def read(path: str, *, name: str | None = None, retries: Retry | int | None = None) -> Any:
     """Read a tag as a durable step (its value is recorded).
 
@@ -62,6 +64,7 @@ def read(path: str, *, name: str | None = None, retries: Retry | int | None = No
     return calling.call(name or "tags.read", body, (path,), retries=_policy(retries))
 
 
+@usage.checked("cairn.steps.tags.write")
 def write(
     path: str, value: Any, *, name: str | None = None, retries: Retry | int | None = None
 ) -> Any:
@@ -83,6 +86,7 @@ def write(
     return calling.call(name or "tags.write", body, (path, value), retries=_policy(retries))
 
 
+@usage.checked("cairn.steps.tags.write_confirm")
 def write_confirm(
     path: str,
     value: Any,

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from cairn import durations
+from cairn.authoring import usage
 from cairn.authoring.retry import Retry, coerce
 from cairn.errors import FatalError
 from cairn.steps import calling, tags
@@ -23,6 +24,7 @@ from cairn.steps.errors import NotYet, WaitTimeout
 __all__ = ["until", "until_tag_equals"]
 
 
+@usage.checked("cairn.steps.wait.until")
 def until(
     check: Callable[[], Any],
     *,
@@ -78,6 +80,7 @@ def until(
     return calling.call(name or "wait.until", body, (), retries=policy)
 
 
+@usage.checked("cairn.steps.wait.until_tag_equals")
 def until_tag_equals(
     path: str,
     expected: Any,
