@@ -91,6 +91,10 @@ class RunContext:
         """Raise Cancelled if the run was cancelled."""
         raise NotImplementedError
 
+    def on_cancel(self, stop: Callable[[], None]) -> Callable[[], None]:
+        """Call `stop()` when the run is cancelled (default: never); returns the undo."""
+        return _nothing
+
     def wait_for_event(self, name: str, timeout: float | None, default: Any) -> Any:
         """The payload of the next event `name` sent to this run."""
         raise NotImplementedError
@@ -205,3 +209,7 @@ def mark_in_step(frame: StepFrame) -> object:
 def unmark_in_step(token: object) -> None:
     """Undo `mark_in_step`."""
     _in_step.reset(token)  # type: ignore[arg-type]
+
+
+def _nothing() -> None:
+    return None
