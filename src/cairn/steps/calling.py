@@ -9,14 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from cairn import config
 from cairn.authoring import context, primitives
 from cairn.authoring.retry import Retry
 from cairn.authoring.step import run_step
-from cairn.errors import Cancelled
 from cairn.names import check_name
 
 
@@ -88,40 +87,9 @@ def check_cancelled() -> None:
         primitives.check_cancelled()
 
 
-@contextlib.contextmanager
-def cancel_stops(stop: Callable[[], None]) -> Iterator[None]:
-    """While the block runs, a cancel of the run calls `stop()` (on the event loop).
-
-    For step code that blocks where it cannot call `check_cancelled` (a statement
-    waiting for a lock, a request waiting for bytes): `stop` breaks the wait, and
-    whatever the block then raises becomes `cairn.Cancelled`, which ends the step without
-    a retry. Outside a run, and inside `cairn.shield()`, nothing is watched.
-    """
-    ctx = context.in_run()
-    if ctx is None or context.step_frame() is None:
-        yield
-        return
-    stopped = False
-
-    def fire() -> None:
-        nonlocal stopped
-        stopped = True
-        stop()
-
-    undo = ctx.on_cancel(fire)
-    try:
-        yield
-    except BaseException as exc:
-        if not stopped:
-            raise
-        if isinstance(exc, asyncio.CancelledError):  # `stop` cancelled this task
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-        primitives.check_cancelled()
-        raise Cancelled("cancelled") from exc
-    finally:
-        undo()
+def cancel_stops(stop: Callable[[], None]) -> contextlib.AbstractContextManager[None]:
+    """While the block runs, a cancel of the run calls `stop()` (see `context.cancel_stops`)."""
+    return context.cancel_stops(stop)
 
 
 def positive_ms(value: Any, what: str) -> float:
