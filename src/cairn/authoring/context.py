@@ -6,13 +6,15 @@ up the active context with `current()`, which raises NotInRun outside a run.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from cairn import config
-from cairn.errors import NotInRun
+from cairn.errors import Cancelled, NotInRun
 from cairn.models import RunInfo
 
 if TYPE_CHECKING:
@@ -90,6 +92,10 @@ class RunContext:
     def check_cancelled(self) -> None:
         """Raise Cancelled if the run was cancelled."""
         raise NotImplementedError
+
+    def on_cancel(self, stop: Callable[[], None]) -> Callable[[], None]:
+        """Call `stop()` when the run is cancelled (default: never); returns the undo."""
+        return _nothing
 
     def wait_for_event(self, name: str, timeout: float | None, default: Any) -> Any:
         """The payload of the next event `name` sent to this run."""
@@ -205,3 +211,43 @@ def mark_in_step(frame: StepFrame) -> object:
 def unmark_in_step(token: object) -> None:
     """Undo `mark_in_step`."""
     _in_step.reset(token)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def cancel_stops(stop: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, a cancel of the run calls `stop()` (on the event loop).
+
+    For a step's code that blocks where it cannot call `check_cancelled` (a statement
+    waiting for a lock, a request waiting for bytes): `stop` breaks the wait, and
+    whatever the block then raises becomes `cairn.Cancelled`, which ends the step without
+    a retry. Outside a step of a run, and inside `cairn.shield()`, nothing is watched.
+    """
+    ctx = in_run()
+    if ctx is None or step_frame() is None:
+        yield
+        return
+    stopped = False
+
+    def fire() -> None:
+        nonlocal stopped
+        stopped = True
+        stop()
+
+    undo = ctx.on_cancel(fire)
+    try:
+        yield
+    except BaseException as exc:
+        if not stopped:
+            raise
+        if isinstance(exc, asyncio.CancelledError):  # `stop` cancelled this task
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+        ctx.check_cancelled()  # Cancelled with the run's reason
+        raise Cancelled("cancelled") from exc
+    finally:
+        undo()
+
+
+def _nothing() -> None:
+    return None

@@ -10,6 +10,7 @@ held off.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from cairn.authoring import shield
 from cairn.core.signals import HandBack, Suspend
@@ -28,6 +29,7 @@ class Interrupts:
 
     __slots__ = (
         "_loop",
+        "_stops",
         "cancel",
         "delivered_at",
         "handing_back",
@@ -45,6 +47,8 @@ class Interrupts:
         self.recorded_at: str | None = None
         # The worker is stopping: leave at the next durable point (see HandBack).
         self.handing_back = False
+        # What stops the steps blocked right now (a statement, a request) on a cancel.
+        self._stops: list[Callable[[], None]] = []
 
     @property
     def delivered(self) -> bool:
@@ -56,11 +60,36 @@ class Interrupts:
         if control == "cancel":
             if self.delivered_at is None:
                 self.reason = reason or "cancelled"
+                stops, self._stops = self._stops, []
+                for stop in stops:
+                    stop()
             self.cancel = True
         elif control == "pause":
             self.pause = True
         else:
             self.pause = False
+
+    def on_cancel(self, stop: Callable[[], None]) -> Callable[[], None]:
+        """Call `stop()` (on the loop, once) when the run is cancelled; returns the undo.
+
+        For steps that block where `check_cancelled` cannot be called (a statement waiting
+        for a lock, a request waiting for bytes). Not inside `cairn.shield()`, nor in the
+        cleanup after a delivered cancellation: those steps are meant to finish.
+        """
+        if self.shielded() or self.delivered_at is not None:
+            return _nothing
+        if self.cancel:
+            stop()
+            return _nothing
+        self._stops.append(stop)
+
+        def undo() -> None:
+            try:  # from a step's thread, maybe while `request` takes the list
+                self._stops.remove(stop)
+            except ValueError:
+                pass
+
+        return undo
 
     @staticmethod
     def shielded() -> bool:
@@ -101,3 +130,7 @@ class Interrupts:
                 self.deliver(key)
             return  # delivered already (or, on replay, at its recorded point only)
         raise Suspend(RunStatus.PAUSED.value, None)
+
+
+def _nothing() -> None:
+    return None

@@ -128,6 +128,10 @@ class LiveSteps(LiveAttempt):
         if self.journal.caught_up():
             interrupts.deliver(key)  # recorded before the attempt writes anything else
 
+    def on_cancel(self, stop: Callable[[], None]) -> Callable[[], None]:
+        """Call `stop()` when the run is cancelled (see Interrupts.on_cancel)."""
+        return self.interrupts.on_cancel(stop)
+
     def call_step(
         self, step: StepDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:

@@ -4,6 +4,11 @@
 core/attempts.py then serializes the result as for any step and hands the entry to
 `commit`, which writes it fenced by the run's lease in the same transaction. A failure
 anywhere before COMMIT rolls the user's writes back with it; nothing is left half done.
+
+A step that blocks in the database (waiting for a row lock, a long statement) is stopped
+by the database: the step's timeout is each statement's limit there (PostgreSQL), and an
+expired timeout or a cancel of the run interrupts the running statement, so that a plain
+function's thread returns and the transaction can be rolled back.
 """
 
 from __future__ import annotations
@@ -11,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cairn.authoring import context
 from cairn.core import durable
 from cairn.core.signals import Unwind
 from cairn.errors import (
@@ -67,14 +74,15 @@ async def call(
     sync = not step.is_async
     txn = await durable.write(
         live,
-        lambda: store.begin_step_transaction(sync=sync),
+        lambda: store.begin_step_transaction(sync=sync, timeout=step.timeout),
         what=f"the transaction of step {step.name!r}",
     )
     try:
-        if sync:
-            value = await _in_thread(live, step, txn.connection, args, kwargs)
-        else:
-            value = await step.fn(txn.connection, *args, **kwargs)
+        with context.cancel_stops(_stopper(txn, sync=sync)):
+            if sync:
+                value = await _in_thread(live, step, txn, args, kwargs)
+            else:
+                value = await step.fn(txn.connection, *args, **kwargs)
         _check_open(step.name, txn)
     except BaseException:
         # Shielded: a cancellation (a timeout) must not leave the transaction open.
@@ -83,20 +91,38 @@ async def call(
     return Held(value, txn)
 
 
+def _stopper(txn: StepTransaction, *, sync: bool) -> Callable[[], None]:
+    """What a cancel of the run does to the step: interrupt its statement, or its task."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+
+    def stop() -> None:
+        if sync:
+            loop.run_in_executor(None, txn.interrupt)
+        elif task is not None:
+            task.cancel()  # psycopg cancels the statement on the server when cancelled
+
+    return stop
+
+
 async def _in_thread(
     live: LiveSteps,
     step: TransactionDef[Any, Any],
-    conn: Any,
+    txn: StepTransaction,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> Any:
     ctx = contextvars.copy_context()  # current_run() works in the thread
+    conn = txn.connection
     running = live.env.threads.submit(lambda: ctx.run(step.fn, conn, *args, **kwargs))
     live.track_thread(running)
     try:
         return await asyncio.wrap_future(running)
     except asyncio.CancelledError:
-        # The thread may still be using the connection: roll back only once it returns.
+        # Timed out or cancelled: stop the statement the thread may be blocked in, then
+        # roll back only once it returns (it is still using the connection).
+        if not running.done():
+            await asyncio.shield(asyncio.to_thread(txn.interrupt))
         await asyncio.shield(asyncio.to_thread(concurrent.futures.wait, [running]))
         raise
 

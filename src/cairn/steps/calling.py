@@ -7,6 +7,7 @@ idempotency key, a cancellation), each answered sensibly outside a run too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -84,6 +85,11 @@ def check_cancelled() -> None:
     """Raise `cairn.Cancelled` if the run this code is part of was cancelled."""
     if context.in_run() is not None:
         primitives.check_cancelled()
+
+
+def cancel_stops(stop: Callable[[], None]) -> contextlib.AbstractContextManager[None]:
+    """While the block runs, a cancel of the run calls `stop()` (see `context.cancel_stops`)."""
+    return context.cancel_stops(stop)
 
 
 def positive_ms(value: Any, what: str) -> float:

@@ -17,7 +17,7 @@ from cairn.steps.errors import DatabaseError, DatabaseUnavailable
 if TYPE_CHECKING:
     import sqlalchemy
 
-__all__ = ["dispose", "engine", "failure"]
+__all__ = ["dispose", "engine", "failure", "first_line"]
 
 # Drivers used when a URL names none: the pure-Python ones cairn's extras install.
 _DEFAULT_DRIVERS = {"postgresql": "psycopg", "postgres": "psycopg", "mysql": "pymysql"}
@@ -77,7 +77,7 @@ def failure(name: str, exc: Exception, *, connecting: bool = False) -> Exception
     """
     import sqlalchemy.exc
 
-    text = _first_line(getattr(exc, "orig", None) or exc)
+    text = first_line(exc)
     if connecting and isinstance(exc, sqlalchemy.exc.DBAPIError):
         return DatabaseUnavailable(f"database {name!r}: cannot connect: {text}", database=name)
     if isinstance(exc, sqlalchemy.exc.DBAPIError) and _retryable(exc):
@@ -149,7 +149,9 @@ def _retryable(exc: Any) -> bool:
     return "database is locked" in str(orig)  # SQLite, busy past its timeout
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of what the driver said (SQLAlchemy's wrapper left out)."""
+    exc = getattr(exc, "orig", None) or exc
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
 

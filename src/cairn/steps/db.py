@@ -4,20 +4,28 @@ Databases are named in `[tool.cairn.databases]` or `Engine(databases={...})` and
 through SQLAlchemy Core, one pooled engine per database and process. Values go in `args`
 as bound parameters; SQL with a value written into its text is refused before it runs.
 Each call runs in a transaction of its own that commits when the statement succeeds.
+Each attempt has a time limit (`timeout`, 30 s by default) that the database enforces
+(see statement_limits.py), so a statement blocked on a lock or running long fails the
+attempt instead of holding the run; a cancel of the run stops it too.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+from cairn import durations
 from cairn.authoring import usage
 from cairn.authoring.retry import Retry, coerce
-from cairn.steps import calling, databases, sql_text
+from cairn.steps import calling, databases, sql_text, statement_limits
+from cairn.steps.errors import DatabaseUnavailable
 
 __all__ = ["DEFAULT_RETRY", "dispose", "query", "update"]
 
 DEFAULT_RETRY = Retry()
-"""Three attempts, 1 s then 2 s apart; only connection troubles and deadlocks retry."""
+"""Three attempts, 1 s then 2 s apart; only connection troubles, deadlocks and timeouts retry."""
+DEFAULT_TIMEOUT = "30s"
+"""The time limit of each attempt by default."""
 
 
 @usage.checked("cairn.steps.db.query")
@@ -29,6 +37,7 @@ def query(
     name: str | None = None,
     retries: Retry | int | None = None,
     allow_literals: bool = False,
+    timeout: Any = DEFAULT_TIMEOUT,
 ) -> Any:
     """Run a statement that returns rows, as a durable step; the rows as dicts.
 
@@ -42,6 +51,9 @@ def query(
             refuses is never retried.
         allow_literals: Accept string literals in `sql` (constants such as
             `status = 'open'`); off by default, so a value formatted into the text fails.
+        timeout: Time limit of each attempt, a duration (default "30s"), enforced by the
+            database: a statement still running or waiting for a lock then fails the
+            attempt with `DatabaseUnavailable`, retried by the policy.
 
     Returns:
         A list of dicts, one per row, keyed by column name (an awaitable of it in an
@@ -52,9 +64,10 @@ def query(
         InvalidSQL: At the call, before any step: a string literal, a `%s` or `{...}`
             placeholder, two statements, or args that do not fit the placeholders.
         DatabaseError: The database refused the statement, or is not configured.
-        DatabaseUnavailable: It could not be reached, once the retries are spent.
+        DatabaseUnavailable: It could not be reached, or the statement ran past its
+            timeout, once the retries are spent.
     """
-    return _call("db.query", database, sql, args, name, retries, allow_literals, rows=True)
+    return _call("db.query", database, sql, args, name, retries, allow_literals, timeout, rows=True)
 
 
 @usage.checked("cairn.steps.db.update")
@@ -66,6 +79,7 @@ def update(
     name: str | None = None,
     retries: Retry | int | None = None,
     allow_literals: bool = False,
+    timeout: Any = DEFAULT_TIMEOUT,
 ) -> Any:
     """Run a statement that changes rows (INSERT, UPDATE, DELETE, DDL) as a durable step.
 
@@ -77,7 +91,9 @@ def update(
         The number of rows the statement changed (an awaitable of it in an async
         workflow), as the driver counts them.
     """
-    return _call("db.update", database, sql, args, name, retries, allow_literals, rows=False)
+    return _call(
+        "db.update", database, sql, args, name, retries, allow_literals, timeout, rows=False
+    )
 
 
 def dispose() -> None:
@@ -93,6 +109,7 @@ def _call(
     name: str | None,
     retries: Retry | int | None,
     allow_literals: bool,
+    timeout: Any,
     *,
     rows: bool,
 ) -> Any:
@@ -100,19 +117,22 @@ def _call(
         raise ValueError(f"{what}: the database name must be a non-empty string, got {database!r}")
     if not isinstance(allow_literals, bool):
         raise TypeError(f"{what}: allow_literals must be True or False, got {allow_literals!r}")
+    limit = durations.seconds(timeout, what=f"{what} timeout")
+    if not limit > 0:
+        raise ValueError(f"{what}: timeout must be a positive duration, got {timeout!r}")
     # Checked here, in the workflow, so that bad SQL fails at its call and records nothing.
     sql_text.bind(sql, args, database=database, what=what, allow_literals=allow_literals)
 
     def execute(database: str, sql: str, args: Any) -> Any:
         bound = sql_text.bind(sql, args, database=database, what=what, allow_literals=True)
-        return _execute(database, bound, rows=rows)
+        return _execute(database, bound, limit, rows=rows)
 
     policy = DEFAULT_RETRY if retries is None else coerce(retries)
     return calling.call(name or what, execute, (database, sql, args), retries=policy)
 
 
-def _execute(database: str, bound: sql_text.Bound, *, rows: bool) -> Any:
-    """One attempt, in a transaction of its own on a pooled connection."""
+def _execute(database: str, bound: sql_text.Bound, limit: float, *, rows: bool) -> Any:
+    """One attempt, in a transaction of its own on a pooled connection, within `limit` s."""
     import sqlalchemy
     import sqlalchemy.exc
 
@@ -121,9 +141,10 @@ def _execute(database: str, bound: sql_text.Bound, *, rows: bool) -> Any:
         connection = engine.connect()
     except sqlalchemy.exc.SQLAlchemyError as exc:
         raise databases.failure(database, exc, connecting=True) from exc
+    deadline = time.monotonic() + limit
     with connection:
         try:
-            with connection.begin():
+            with connection.begin(), statement_limits.limited(connection, limit):
                 # Bound with types inferred from the values (Decimal, datetime...), so each
                 # driver gets them in a form it takes (SQLite has no decimal of its own).
                 statement = sqlalchemy.text(bound.sql).bindparams(**bound.params)
@@ -134,4 +155,10 @@ def _execute(database: str, bound: sql_text.Bound, *, rows: bool) -> Any:
                     return []
                 return [dict(row._mapping) for row in result]
         except sqlalchemy.exc.SQLAlchemyError as exc:
+            if time.monotonic() >= deadline:  # stopped by the database at the limit
+                raise DatabaseUnavailable(
+                    f"database {database!r}: the statement ran past its timeout "
+                    f"({limit:g}s): {databases.first_line(exc)}",
+                    database=database,
+                ) from exc
             raise databases.failure(database, exc) from exc

@@ -4,12 +4,17 @@ Connection errors, 429 and 5xx are retried by the step's policy, waiting what th
 server's `Retry-After` asks (seconds or an HTTP date, capped by `max_retry_after`); any
 other 4xx fails at once. The step's idempotency key goes out as `Idempotency-Key`, the
 same on every attempt, so a server that deduplicates sees one request. The answer is
-recorded in the run's history (`HttpResponse`), with its body cut to `max_body` bytes.
+recorded in the run's history (`HttpResponse`), with its body cut to `max_body` bytes
+(not read further). `timeout_ms` bounds the whole attempt: a server that answers slowly,
+trickles its body or never ends it fails the attempt (`HttpUnavailable`) at that limit.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ssl
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
@@ -77,12 +82,13 @@ def request(
         params: Query parameters (a dict or a list of pairs).
         data: A form (a dict) or a raw body (str or bytes).
         json_body: A body sent as JSON; not with `data`.
-        timeout_ms: Time limit of each attempt, in milliseconds (default 10 s).
+        timeout_ms: Time limit of each attempt, in milliseconds (default 10 s): from
+            sending to the last byte kept, however slowly the server answers.
         retries: The step's policy: a `cairn.Retry` or a number of attempts
             (default `DEFAULT_RETRY`: 5 attempts).
         name: The step's name in the history (default "http.GET" and so on).
-        max_body: Bytes of the body kept (default 256 KiB); `HttpResponse.cut` says how
-            many more there were.
+        max_body: Bytes of the body kept (default 256 KiB); reading stops there, and
+            `HttpResponse.cut` says how many more there were (at least).
         max_retry_after: The longest `Retry-After` waited (default "10m").
 
     Returns:
@@ -209,8 +215,19 @@ async def _send(method: str, url: str, options: _Options) -> HttpResponse:
         content = options.data
     else:
         data = options.data
+    limit = asyncio.timeout(options.timeout)
+    task = asyncio.current_task()
+
+    def stop() -> None:
+        if task is not None:
+            task.cancel()
+
     try:
+        # The whole attempt, not each read: httpx's own timeout restarts with every byte
+        # that arrives, so a server trickling its answer would hold the step for ever.
         async with (
+            limit,
+            _cancel_stops(stop),
             httpx.AsyncClient(
                 follow_redirects=True, timeout=options.timeout, verify=_ssl_context()
             ) as client,
@@ -225,6 +242,14 @@ async def _send(method: str, url: str, options: _Options) -> HttpResponse:
             ) as answer,
         ):
             response = await read_body(answer, method, options.max_body)
+    except TimeoutError as exc:
+        if not limit.expired():
+            raise
+        raise HttpUnavailable(
+            f"{method} {url}: no whole answer within {options.timeout:g}s (timeout_ms)",
+            method=method,
+            url=url,
+        ) from exc
     except httpx.TransportError as exc:
         raise HttpUnavailable(
             f"{method} {url}: no answer ({type(exc).__name__}: {exc or 'no detail'})",
@@ -234,6 +259,13 @@ async def _send(method: str, url: str, options: _Options) -> HttpResponse:
     except httpx.HTTPError as exc:  # too many redirects, an undecodable body...
         raise FatalError(f"{method} {url}: {type(exc).__name__}: {exc}") from exc
     return _judged(method, url, response, answer, options.longest)
+
+
+@contextlib.asynccontextmanager
+async def _cancel_stops(stop: Callable[[], None]) -> AsyncIterator[None]:
+    """`calling.cancel_stops` for an `async with`: a cancel of the run ends the request."""
+    with calling.cancel_stops(stop):
+        yield
 
 
 def _judged(

@@ -45,7 +45,9 @@ class HttpResponse:
     """The URL that answered (after redirects)."""
 
     size: int = 0
-    """Bytes the whole body had (after any content encoding was undone)."""
+    """Bytes the whole body had (after any content encoding was undone). For a cut body,
+    which is not read past the cap, its `Content-Length` (unencoded) or else the bytes
+    received when reading stopped: then a lower bound."""
 
     cut: int = 0
     """Bytes of the body left out of `body` by the size cap; 0 when it is whole."""
@@ -71,15 +73,24 @@ class HttpResponse:
 
 
 async def read_body(answer: httpx.Response, method: str, max_body: int) -> HttpResponse:
-    """Read `answer`'s body, keeping its first `max_body` bytes and counting the rest."""
+    """Read `answer`'s body up to `max_body` bytes, and no further.
+
+    A longer body is not read to its end (it may never end): `size` is then its
+    `Content-Length` when the server sent one for an unencoded body, else the bytes
+    received when reading stopped (a lower bound).
+    """
     kept = bytearray()
     size = 0
     async for chunk in answer.aiter_bytes():
         size += len(chunk)
         room = max_body - len(kept)
-        if room > 0:
-            kept += chunk[:room]
+        kept += chunk[: max(room, 0)]
+        if size > max_body:
+            break
     cut = size - len(kept)
+    if cut:
+        size = max(size, _declared_length(answer))
+        cut = size - len(kept)
     headers: dict[str, str] = {}
     for name, value in answer.headers.multi_items():
         name = name.lower()
@@ -95,6 +106,16 @@ async def read_body(answer: httpx.Response, method: str, max_body: int) -> HttpR
         size=size,
         cut=cut,
     )
+
+
+def _declared_length(answer: httpx.Response) -> int:
+    """The body's `Content-Length` when it counts the bytes read (no encoding), else 0."""
+    if answer.headers.get("content-encoding", "identity").strip().lower() != "identity":
+        return 0
+    try:
+        return max(0, int(answer.headers.get("content-length", "")))
+    except ValueError:
+        return 0
 
 
 def _decoded(raw: bytes, answer: httpx.Response, *, whole: bool) -> Any:

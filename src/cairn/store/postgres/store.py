@@ -324,18 +324,20 @@ class PostgresStore(SqlStore):
         )
 
     async def begin_step_transaction(
-        self, *, sync: bool
+        self, *, sync: bool, timeout: float | None = None
     ) -> transactions.PgStepTransaction | transactions.PgSyncStepTransaction:
         """BEGIN for a `@cairn.transaction` step, off the group-commit path (see transactions)."""
         if not sync:
-            return await transactions.begin(self.pool, self.where)
+            return await transactions.begin(self.pool, self.where, timeout)
         if self._step_pool is None:
             if self._pool is None:
                 raise StoreError(f"store {self.where} is not open")
             self._step_pool = transactions.open_sync_pool(
                 self._conninfo, self._max, self._idle_timeout
             )
-        return await asyncio.to_thread(transactions.begin_sync, self._step_pool, self.where)
+        return await asyncio.to_thread(
+            transactions.begin_sync, self._step_pool, self.where, timeout
+        )
 
     async def register_worker(self, worker: WorkerRecord) -> None:
         """Insert or refresh a worker row."""

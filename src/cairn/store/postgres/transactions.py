@@ -50,6 +50,14 @@ def _unknown(where: str, exc: BaseException) -> StoreUnavailable:
     )
 
 
+def _begin(timeout: float | None) -> str:
+    """BEGIN, with the step's time limit on each statement (and each wait for a lock)."""
+    if timeout is None:
+        return "BEGIN"
+    ms = max(1, round(timeout * 1000))
+    return f"BEGIN; SET LOCAL statement_timeout = {ms}; SET LOCAL lock_timeout = {ms}"
+
+
 def _begin_failed(where: str, exc: psycopg.Error) -> Exception:
     """A lost connection at BEGIN is unavailable (the caller tries again); else classified."""
     if is_lost(None, exc):
@@ -79,6 +87,16 @@ class _Held(Generic[P, C]):
     def state(self) -> Literal["open", "aborted", "ended"]:
         """From the connection's transaction status."""
         return _state(self.connection.info.transaction_status)
+
+    def interrupt(self) -> None:
+        """Ask the server to cancel the statement running on the connection (blocks briefly)."""
+        conn = self._conn
+        if conn is None or conn.closed:
+            return
+        try:
+            conn.cancel()  # thread-safe; it connects to the server, so it blocks briefly
+        except psycopg.Error:
+            pass  # the connection is gone: nothing runs on it any more
 
 
 class PgStepTransaction(_Held[Pool, Conn]):
@@ -129,7 +147,7 @@ class PgStepTransaction(_Held[Pool, Conn]):
             await self._pool.putconn(conn)
 
 
-async def begin(pool: Pool, where: str) -> PgStepTransaction:
+async def begin(pool: Pool, where: str, timeout: float | None = None) -> PgStepTransaction:
     """BEGIN on a pooled connection (StoreUnavailable if the database is away)."""
     try:
         conn = await connections.take(pool, 30.0)
@@ -138,7 +156,7 @@ async def begin(pool: Pool, where: str) -> PgStepTransaction:
             f"database {where}: no connection for a transaction step: {exc}"
         ) from exc
     try:
-        await conn.execute("BEGIN")
+        await conn.execute(_begin(timeout))
     except BaseException as exc:  # a cancellation too: the connection goes back
         await pool.putconn(conn)
         if isinstance(exc, psycopg.Error):
@@ -213,7 +231,7 @@ def open_sync_pool(conninfo: str, max_size: int, idle_timeout: float | None) -> 
     return pool
 
 
-def begin_sync(pool: SyncPool, where: str) -> PgSyncStepTransaction:
+def begin_sync(pool: SyncPool, where: str, timeout: float | None = None) -> PgSyncStepTransaction:
     """BEGIN on a blocking connection (call it in a thread)."""
     try:
         conn = pool.getconn(timeout=30.0)
@@ -222,7 +240,7 @@ def begin_sync(pool: SyncPool, where: str) -> PgSyncStepTransaction:
             f"database {where}: no connection for a transaction step: {exc}"
         ) from exc
     try:
-        conn.execute("BEGIN")
+        conn.execute(_begin(timeout))
     except psycopg.Error as exc:
         pool.putconn(conn)
         raise _begin_failed(where, exc) from exc

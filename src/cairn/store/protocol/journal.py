@@ -44,6 +44,15 @@ class StepTransaction(Protocol):
         """Undo everything the transaction wrote and free the write path (idempotent)."""
         ...
 
+    def interrupt(self) -> None:
+        """Stop the statement running on `connection` now; it fails with the driver's error.
+
+        Called from any thread (it may block briefly: PostgreSQL sends a cancel request),
+        while the step's function still runs, so that a statement blocked on a lock or
+        running long returns to it. A no-op when no statement runs.
+        """
+        ...
+
 
 class JournalStore(Protocol):
     """A run's journal: step outcomes and failed attempts."""
@@ -86,11 +95,15 @@ class JournalStore(Protocol):
         """Like record_step, but replaces an entry with the same key (a "waiting" one)."""
         ...
 
-    async def begin_step_transaction(self, *, sync: bool) -> StepTransaction:
+    async def begin_step_transaction(
+        self, *, sync: bool, timeout: float | None = None
+    ) -> StepTransaction:
         """Open a transaction whose connection a `@cairn.transaction` step writes through.
 
         `sync`: the step's function is a plain one, run in a thread (PostgreSQL then hands
-        out a blocking psycopg connection). Raises StoreUnavailable while the database is
-        away or the write lock is held elsewhere for long.
+        out a blocking psycopg connection). `timeout`: the step's time limit in seconds,
+        which the database enforces on each statement where it can (PostgreSQL's
+        `statement_timeout` and `lock_timeout`). Raises StoreUnavailable while the
+        database is away or the write lock is held elsewhere for long.
         """
         ...

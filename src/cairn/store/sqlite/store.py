@@ -307,11 +307,15 @@ class SqliteStore(SqlStore):
             self._signal.set()
         return outcome
 
-    async def begin_step_transaction(self, *, sync: bool) -> SqliteStepTransaction:
+    async def begin_step_transaction(
+        self, *, sync: bool, timeout: float | None = None
+    ) -> SqliteStepTransaction:
         """Hold the group commit and BEGIN IMMEDIATE for a `@cairn.transaction` step.
 
         Writes already queued commit first; later ones queue until the step's transaction
-        ends. Another process holding the write lock is waited for on the loop.
+        ends. Another process holding the write lock is waited for on the loop (where the
+        step's timeout cancels the wait). Once begun, the step holds the write lock: no
+        statement of it waits for a lock, and a long one is stopped by `interrupt`.
         """
         if self._step_lock is None:
             self._step_lock = asyncio.Lock()

@@ -62,6 +62,13 @@ class SqliteStepTransaction:
         """SQLite keeps a transaction open after a failed statement: "open" or "ended"."""
         return "open" if self._conn.in_transaction else "ended"
 
+    def interrupt(self) -> None:
+        """sqlite3_interrupt: the running statement fails with "interrupted" (any thread)."""
+        try:
+            self._conn.interrupt()
+        except sqlite3.ProgrammingError:
+            pass  # closed
+
     async def commit(
         self, lease: Lease, step: StepRecord, marks: Sequence[StepRecord] = ()
     ) -> None:

@@ -1,0 +1,101 @@
+"""The time limit of one `db.query`/`db.update` attempt, enforced by the database itself.
+
+A statement blocked on a lock or running long holds the step's thread, which no Python
+timeout can take back; so each database is told the limit in its own terms, and the
+statement fails there when it passes:
+
+- PostgreSQL: `SET LOCAL statement_timeout` and `lock_timeout` (for the transaction only).
+- MariaDB: the session's `max_statement_time`; MySQL: `max_execution_time` (SELECTs only)
+  and `innodb_lock_wait_timeout`, both put back after the statement.
+- SQLite: the connection's busy timeout (waiting for another writer) and a progress
+  handler that interrupts a statement past the deadline, both put back after.
+
+A cancel of the run cancels the running statement too (PostgreSQL, SQLite).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from cairn.steps import calling
+
+if TYPE_CHECKING:
+    import sqlalchemy
+
+__all__ = ["limited"]
+
+# SQLite's progress handler runs every this many virtual machine instructions.
+_SQLITE_EVERY = 1000
+
+
+@contextlib.contextmanager
+def limited(connection: sqlalchemy.Connection, seconds: float) -> Iterator[None]:
+    """Run the block's statements (in `connection`'s open transaction) within `seconds`."""
+    raw = connection.connection.driver_connection
+    backend = connection.dialect.name
+    with calling.cancel_stops(_stopper(raw, backend)):
+        if backend == "postgresql":
+            ms = max(1, round(seconds * 1000))
+            connection.exec_driver_sql(f"SET LOCAL statement_timeout = {ms}")
+            connection.exec_driver_sql(f"SET LOCAL lock_timeout = {ms}")
+            yield
+        elif backend == "sqlite":
+            with _sqlite(raw, seconds):
+                yield
+        elif backend in ("mysql", "mariadb"):
+            with _mysql(connection, seconds):
+                yield
+        else:  # a dialect cairn knows no limit for: the statement runs unbounded
+            yield
+
+
+@contextlib.contextmanager
+def _sqlite(raw: Any, seconds: float) -> Iterator[None]:
+    deadline = time.monotonic() + seconds
+    (busy,) = raw.execute("PRAGMA busy_timeout").fetchone()
+    raw.execute(f"PRAGMA busy_timeout = {max(1, round(seconds * 1000))}")
+    raw.set_progress_handler(lambda: time.monotonic() > deadline, _SQLITE_EVERY)
+    try:
+        yield
+    finally:
+        raw.set_progress_handler(None, _SQLITE_EVERY)
+        raw.execute(f"PRAGMA busy_timeout = {int(busy)}")
+
+
+@contextlib.contextmanager
+def _mysql(connection: sqlalchemy.Connection, seconds: float) -> Iterator[None]:
+    whole = max(1, math.ceil(seconds))  # innodb_lock_wait_timeout counts whole seconds
+    if getattr(connection.dialect, "is_mariadb", False):
+        names = ("max_statement_time", "innodb_lock_wait_timeout")
+        values: tuple[Any, ...] = (f"{seconds:.6f}", whole)
+    else:
+        names = ("max_execution_time", "innodb_lock_wait_timeout")
+        values = (max(1, round(seconds * 1000)), whole)
+    sets = ", ".join(f"SESSION {n} = {v}" for n, v in zip(names, values, strict=True))
+    connection.exec_driver_sql(f"SET {sets}")
+    try:
+        yield
+    finally:
+        # Back to the server's defaults: the connection returns to a shared pool.
+        try:
+            connection.exec_driver_sql("SET " + ", ".join(f"SESSION {n} = DEFAULT" for n in names))
+        except Exception:  # a broken connection: never reused with the limits
+            connection.invalidate()
+
+
+def _stopper(raw: Any, backend: str) -> Callable[[], None]:
+    """What a cancel of the run does: cancel the statement running on `raw` (from the loop)."""
+
+    def stop() -> None:
+        if backend == "sqlite":
+            raw.interrupt()  # thread-safe and immediate
+        elif backend == "postgresql" and hasattr(raw, "cancel"):
+            # It connects to the server to ask: off the loop.
+            asyncio.get_running_loop().run_in_executor(None, raw.cancel)
+
+    return stop
