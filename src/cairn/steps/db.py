@@ -98,7 +98,14 @@ def _call(
     if not isinstance(allow_literals, bool):
         raise TypeError(f"{what}: allow_literals must be True or False, got {allow_literals!r}")
     # Checked here, in the workflow, so that bad SQL fails at its call and records nothing.
-    sql_text.bind(sql, args, database=database, what=what, allow_literals=allow_literals)
+    sql_text.bind(
+        sql,
+        args,
+        database=database,
+        what=what,
+        allow_literals=allow_literals,
+        backend=databases.backend(database),
+    )
 
     def execute(database: str, sql: str, args: Any) -> Any:
         bound = sql_text.bind(sql, args, database=database, what=what, allow_literals=True)
