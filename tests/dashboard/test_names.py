@@ -130,3 +130,15 @@ async def test_names__bulk_actions_refuse_a_bad_filter_and_miss_a_bad_id(
             assert by_id.status_code == 200, by_id.text
             assert by_id.json()["results"][0]["error"] == "RunNotFound"
     assert caplog.text == ""
+
+
+async def test_names__an_event_s_name_and_idempotency_key_follow_the_rule(
+    flows: Flows, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with flows.engine(workers=0) as engine, client_on(create_app(engine.control)) as api:
+        run = await engine.start("t.later", allow_unknown=True)
+        with caplog.at_level(logging.ERROR, logger="cairn.dashboard"):
+            keyed = await api.post(f"/runs/{run.run_id}/events/go", json={"idempotency_key": NUL})
+            refused(keyed, naming="idempotency_key")
+            refused(await api.post(f"/runs/{run.run_id}/events/{'e' * 300}"), naming="event name")
+    assert caplog.text == ""
