@@ -40,6 +40,22 @@ def check_name(value: Any, what: str) -> str:
     return value
 
 
+def findable(value: Any, what: str) -> bool:
+    """False for a string no row can hold (a lookup by it finds nothing), True for a name.
+
+    A lookup by id (a run, a task, a schedule) answers its NotFound for such a string,
+    without asking the store (PostgreSQL would refuse a NUL). A value that is not a
+    string at all is a mistake of the calling code: InvalidName naming `what`.
+    """
+    try:
+        check_name(value, what)
+    except InvalidName:
+        if not isinstance(value, str):
+            raise
+        return False
+    return True
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:45] + "..." + text[-10:]

@@ -73,13 +73,19 @@ async def test_api__runs_by_prefix_origin_and_time_with_counts(api, workers):
 
     for params, wanted in (
         ({"origin": "cron"}, "unknown run origin 'cron'"),
-        ({"run_id_prefix": ""}, "run_id_prefix must be a non-empty string"),
         ({"until": "yesterday"}, "until must be epoch seconds or an ISO 8601 time"),
         ({"counts": "maybe"}, "counts must be true or false"),
     ):
         response = await api.get("/runs", params=params)
         assert response.status_code == 400, response.text
         assert wanted in response.json()["message"]
+    # A prefix is a name: one no run id can start with is the name rule's 422.
+    empty = await api.get("/runs", params={"run_id_prefix": ""})
+    assert empty.status_code == 422, empty.text
+    assert empty.json() == {
+        "error": "InvalidName",
+        "message": "run_id_prefix must be a non-empty string, got ''",
+    }
 
 
 async def test_runs_page__search_filters_and_counts_per_status(web, api, workers):

@@ -194,3 +194,88 @@ class engine_until_waiting:
 
     async def __aexit__(self, *exc: object) -> None:
         return None
+
+
+@pytest.mark.parametrize("option", ["queue", "dedup_key", "partition"])
+@pytest.mark.parametrize("bad", [*BAD_NAMES, pytest.param("q" * 300, id="300-chars")])
+async def test_names__a_bad_queue_dedup_key_or_partition_is_refused_before_anything_is_stored(
+    kit: Kit, option: str, bad: str
+) -> None:
+    async with kit.engine(workers=0) as engine:
+        with pytest.raises(cairn.InvalidName, match=rf"^{option} "):
+            await engine.start("names.elsewhere", allow_unknown=True, **{option: bad})
+        assert (await engine.list_runs()).runs == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"queue": 5}, r"^queue must be a non-empty string, got 5$"),
+        ({"dedup_key": 3}, r"^dedup_key must be a non-empty string, got 3$"),
+        ({"partition": 3}, r"^partition must be a non-empty string, got 3$"),
+        ({"run_id": 7}, r"^run_id must be a non-empty string, got 7$"),
+    ],
+)
+async def test_names__a_start_option_that_is_not_a_string_is_refused_before_sql(
+    kit: Kit, options: dict[str, Any], message: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with kit.engine(workers=0) as engine:
+        with pytest.raises(cairn.InvalidName, match=message):
+            await engine.start("names.elsewhere", allow_unknown=True, **options)
+        with pytest.raises(TypeError, match=r"^priority must be an integer, got 'x'$"):
+            await engine.start("names.elsewhere", allow_unknown=True, priority="x")
+        with pytest.raises(TypeError, match=r"^expected a @cairn.workflow or a workflow name"):
+            await engine.start(5)
+        assert (await engine.list_runs()).runs == []
+    assert "operator does not exist" not in caplog.text
+
+
+async def test_names__filters_and_lookups_follow_the_name_rule(kit: Kit) -> None:
+    async with kit.engine(workers=0) as engine:
+        for filters, what in [
+            ({"workflow": 5}, "workflow"),
+            ({"workflow": "a\x00b"}, "workflow"),
+            ({"version": 5}, "version"),
+            ({"version": "v" * 300}, "version"),
+            ({"columns": {5: 1}}, "column name"),
+            ({"columns": {"a\x00": 1}}, "column name"),
+        ]:
+            with pytest.raises(cairn.InvalidName, match=rf"^{what} "):
+                await engine.list_runs(**filters)
+            with pytest.raises(cairn.InvalidName, match=rf"^{what} "):
+                await engine.control.count_runs(**filters)
+        # A column's value is data: a NUL in it is JSON-escaped and simply matches nothing.
+        assert (await engine.list_runs(columns={"note": "a\x00b"})).runs == []
+        with pytest.raises(ValueError, match="invalid cursor"):
+            await engine.list_runs(cursor="1.5|a\x00b")
+        with pytest.raises(cairn.InvalidName, match=r"^assignee "):
+            await engine.tasks.list(assignee=5)  # type: ignore[arg-type]
+        with pytest.raises(cairn.InvalidName, match=r"^run_id "):
+            await engine.tasks.list(run_id="a\x00b")
+        with pytest.raises(cairn.InvalidName, match=r"^task id must be a non-empty string"):
+            await engine.tasks.get(5)  # type: ignore[arg-type]
+        with pytest.raises(cairn.TaskNotFound):
+            await engine.tasks.get("a\x00b")
+        with pytest.raises(cairn.InvalidName, match=r"^run id must be a non-empty string"):
+            await engine.get(5)  # type: ignore[arg-type]
+        with pytest.raises(cairn.RunNotFound):
+            await engine.get("a\x00b")
+        with pytest.raises(cairn.ScheduleNotFound):
+            await engine.schedules.get("a\x00b")
+        run = await engine.start("names.elsewhere", allow_unknown=True)
+        with pytest.raises(cairn.InvalidName, match=r"^idempotency_key "):
+            await engine.send_event(run.run_id, "go", idempotency_key="a\x00b")
+
+
+@pytest.mark.parametrize("bad", [*BAD_NAMES, pytest.param(5, id="int")])
+async def test_names__queue_names_follow_the_rule_in_code_and_live(kit: Kit, bad: Any) -> None:
+    with pytest.raises(cairn.InvalidName, match=r"^queue name "):
+        cairn.Queue(bad)
+    with pytest.raises(cairn.InvalidName, match=r"^queue of workflow 'names.q' "):
+        kit.workflow("names.q", queue=bad)(lambda: None)
+    with pytest.raises(cairn.InvalidName, match=r"^queue "):
+        kit.engine(queues=["mail", bad])
+    async with kit.engine(workers=0) as engine:
+        with pytest.raises(cairn.InvalidName, match=r"^queue name "):
+            await engine.queues.update(bad, concurrency=1)
+        assert await engine.queues.list() == []

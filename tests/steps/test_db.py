@@ -131,6 +131,33 @@ async def test_db__constants_with_allow_literals(sqlite_kit: Kit, sqlite_app: st
         assert await (await engine.start(flow)).result(timeout=WAIT) == [{"at": "12:30"}]
 
 
+async def test_db__a_double_quoted_value_on_sqlite_is_a_literal(
+    sqlite_kit: Kit, app_url: str
+) -> None:
+    """SQLite reads "ada" as a string when no column has that name: refused like 'ada'."""
+    if not app_url.startswith(("sqlite", "mysql", "mariadb")):
+        pytest.skip("PostgreSQL reads double quotes as a name only")
+
+    @sqlite_kit.workflow("db.double_quoted")
+    async def flow() -> Any:
+        await db.update("app", "CREATE TABLE `order` (id INTEGER, `who` VARCHAR(9))")
+        await db.update("app", "INSERT INTO `order` (id, `who`) VALUES (1, :w)", {"w": "ada"})
+        found = await db.query("app", "SELECT `who` FROM `order` WHERE id = 1")
+        try:
+            await db.query("app", 'SELECT id FROM `order` WHERE `who` = "ada"')
+        except InvalidSQL as exc:
+            return [found, str(exc)]
+        return [found, None]
+
+    async with sqlite_kit.engine(databases={"app": app_url}) as engine:
+        found, refused = await (await engine.start(flow)).result(timeout=WAIT)
+    assert found == [{"who": "ada"}]
+    assert refused is not None and refused.startswith(
+        """db.query('app'): the SQL holds "ada", and"""
+    )
+    assert "quote names with backticks" in refused
+
+
 async def test_db__a_refused_statement_fails_at_once(sqlite_kit: Kit, app_url: str) -> None:
     @sqlite_kit.workflow("db.refused")
     async def flow() -> str:

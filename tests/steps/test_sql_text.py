@@ -82,3 +82,22 @@ def test_sql__refused(sql: Any, args: Any, error: str) -> None:
 def test_sql__a_long_literal_is_shortened() -> None:
     with pytest.raises(InvalidSQL, match=r"literal 'aaaaa[a]*\.\.\.;"):
         check("SELECT '" + "a" * 100 + "'")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "mysql", "mariadb"])
+def test_sql__double_quotes_are_a_literal_where_the_backend_reads_a_string(backend: str) -> None:
+    sql = 'SELECT * FROM t WHERE name = "bob"'
+    with pytest.raises(InvalidSQL, match=r'^db.query\(\'app\'\): the SQL holds "bob", and '):
+        bind(sql, None, database="app", what="db.query", backend=backend)
+    allowed = bind(sql, None, database="app", what="db.query", backend=backend, allow_literals=True)
+    assert allowed.sql == sql
+    named = "SELECT `we?ird:name`, [x] FROM t WHERE a = :a"
+    assert bind(named, {"a": 1}, database="app", what="db.query", backend=backend).params == {
+        "a": 1
+    }
+
+
+@pytest.mark.parametrize("backend", ["postgresql", None])
+def test_sql__double_quotes_are_a_name_elsewhere(backend: str | None) -> None:
+    sql = 'SELECT "Order Total" FROM t WHERE a = :a'
+    assert bind(sql, {"a": 1}, database="app", what="db.query", backend=backend).sql == sql

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from cairn import durations
+from cairn.names import check_name
 
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\S+)\s*$")
 
@@ -50,8 +51,7 @@ class Queue:
     rate_limit: tuple[int, float] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name.strip():
-            raise ValueError(f"invalid queue name {self.name!r}")
+        check_name(self.name, "queue name")
         _limit(self.concurrency, f"concurrency of queue {self.name!r}")
         _limit(self.per_worker, f"per_worker of queue {self.name!r}")
         _limit(self.partition_concurrency, f"partition_concurrency of queue {self.name!r}")

@@ -17,6 +17,7 @@ from croniter import croniter
 
 from cairn import durations
 from cairn.errors import TransientWorkflow
+from cairn.names import check_name
 
 if TYPE_CHECKING:
     from cairn.authoring.registry import Registry
@@ -240,6 +241,7 @@ def define(
         or schedule_id != schedule_id.strip()
     ):
         raise ValueError(f"invalid schedule id {schedule_id!r} (a non-empty string)")
+    check_name(schedule_id, "schedule id")
     what = f"schedule {schedule_id!r}"
     if (cron is None) == (every is None):
         raise ValueError(f"{what} needs exactly one of cron= or every=")

@@ -115,8 +115,8 @@ def workflow_fields(
     if not isinstance(max_recoveries, int) or max_recoveries < 0:
         raise ValueError(f"invalid max_recoveries for workflow {wf_name!r}: {max_recoveries!r}")
     queue_name = getattr(queue, "name", queue)
-    if queue_name is not None and not isinstance(queue_name, str):
-        raise TypeError(f"invalid queue for workflow {wf_name!r}: {queue!r}")
+    if queue_name is not None:
+        check_name(queue_name, f"queue of workflow {wf_name!r}")
     if not isinstance(durable, bool):
         raise TypeError(f"durable of workflow {wf_name!r} must be True or False, got {durable!r}")
     if not durable:

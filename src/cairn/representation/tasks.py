@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from cairn.representation.json_form import jsonable
+from cairn.runtime.tasks import STATUSES as STATUSES  # the statuses a task can be in
 from cairn.runtime.tasks import TaskInfo
-
-STATUSES = ("open", "submitted", "expired", "cancelled")
 
 
 def task_dict(task: TaskInfo) -> dict[str, Any]:

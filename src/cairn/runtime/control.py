@@ -99,8 +99,7 @@ class RunControl(RunVerbs):
             if not self.ephemeral:
                 raise TransientWorkflow(defn.name, transient.NOT_FOR_WORKERS)
         name = defn.name if defn is not None else check_name(str(workflow), "workflow name")
-        if run_id is not None:
-            check_name(run_id, "run_id")
+        queue_name = _start_names(run_id, queue, dedup_key, partition, priority)
         try:
             if defn is not None:
                 args, kwargs = arguments.fit(
@@ -117,7 +116,6 @@ class RunControl(RunVerbs):
         )
         now = self.clock.now()
         wake_at = _start_at(now, delay, run_at)
-        queue_name = getattr(queue, "name", queue)
         if queue_name is None and defn is not None:
             queue_name = defn.queue
         record = RunRecord(
@@ -199,6 +197,27 @@ class RunControl(RunVerbs):
         return await hooks.resume(self, token, payload)
 
 
+def _start_names(
+    run_id: Any, queue: Any, dedup_key: Any, partition: Any, priority: Any
+) -> str | None:
+    """The queue's name; InvalidName (or TypeError) for an option no store can take.
+
+    Checked before anything reaches SQL: PostgreSQL refuses a NUL and compares no text
+    with a number, and SQLite would store either.
+    """
+    for value, what in ((run_id, "run_id"), (dedup_key, "dedup_key"), (partition, "partition")):
+        if value is not None:
+            check_name(value, what)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"priority must be an integer, got {priority!r}")
+    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        raise ValueError(
+            f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}, got {priority}"
+        )
+    queue_name = getattr(queue, "name", queue)
+    return None if queue_name is None else check_name(queue_name, "queue")
+
+
 def _start_at(now: float, delay: Any, run_at: datetime | None) -> float | None:
     """When a run may start: None for now, else a time (`delay` or `run_at`)."""
     if run_at is not None:
@@ -214,6 +233,10 @@ def _start_at(now: float, delay: Any, run_at: datetime | None) -> float | None:
         return when.timestamp()
     return now + durations.parse(delay, what="start delay").total_seconds()
 
+
+# A run's priority is an INTEGER column on both stores (PostgreSQL's is 32 bits).
+PRIORITY_MIN = -(2**31)
+PRIORITY_MAX = 2**31 - 1
 
 # The keyword options of `start` (run_id, queue, ...): not arguments of the workflow.
 START_OPTIONS = frozenset(

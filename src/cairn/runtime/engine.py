@@ -170,7 +170,7 @@ class Engine(EngineVerbs):
         self.workers = workers
         self.poll_interval = poll_interval
         self.claim = claim
-        self.serve_queues = list(queues) if queues else None
+        self.serve_queues = [check_name(name, "queue") for name in queues] if queues else None
         self.polls = polls
         self.step_queues = [check_name(name, "step queue") for name in (step_queues or ())]
         # Executes the attempts of step_queues once open (None: serves none).

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cairn.authoring.queues import Queue, parse_rate
+from cairn.names import check_name
 from cairn.store.records import QueueRecord
 
 if TYPE_CHECKING:
@@ -93,7 +94,12 @@ class QueueControl:
         """Change limits live; omitted ones stay, None removes one.
 
         Workers apply the new limits at their next claim, without a restart.
+
+        Raises:
+            InvalidName: `name` breaks the name rule (see cairn.names).
+            ValueError: a limit that is not a positive integer, or a bad rate.
         """
+        check_name(name, "queue name")
         current = await self.get(name)
         merged: dict[str, Any] = {
             "concurrency": concurrency,
@@ -104,8 +110,6 @@ class QueueControl:
         for key, value in merged.items():
             if value is _KEEP:
                 merged[key] = getattr(current, key) if current is not None else None
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"invalid queue name {name!r}")
         _validate(name, merged)
         count, period = (None, None)
         if merged["rate"] is not None:

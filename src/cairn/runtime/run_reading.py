@@ -8,9 +8,9 @@ from typing import Any
 
 from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.clock import Clock
-from cairn.errors import InvalidName, RunNotFound
+from cairn.errors import RunNotFound
 from cairn.models import History, RunPage, RunStatus, RunSummary, parse_origin
-from cairn.names import check_name
+from cairn.names import check_name, findable
 from cairn.runtime import blocking
 from cairn.runtime import history as run_history
 from cairn.serialization import Serializer
@@ -181,11 +181,12 @@ def parsed_json(text: str | None) -> Any:
 
 
 def storable(run_id: str) -> None:
-    """RunNotFound for an id no run can have (a NUL, say), before the store refuses it."""
-    try:
-        check_name(run_id, "run id")
-    except InvalidName:
-        raise RunNotFound(run_id) from None
+    """RunNotFound for an id no run can have (a NUL, say), before the store refuses it.
+
+    InvalidName if `run_id` is not a string at all.
+    """
+    if not findable(run_id, "run id"):
+        raise RunNotFound(run_id)
 
 
 def summary(run: RunRecord, *, now: float) -> RunSummary:
@@ -215,10 +216,12 @@ def summary(run: RunRecord, *, now: float) -> RunSummary:
     )
 
 
-def _workflow_name(workflow: Any) -> Any:
+def _workflow_name(workflow: Any) -> str | None:
     """A filter's workflow: a name, or the name of a definition (a @cairn.workflow...)."""
     found = definition_of(workflow)
-    return workflow if found is None else found.name
+    if found is not None:
+        return found.name
+    return None if workflow is None else check_name(workflow, "workflow")
 
 
 def _query(
@@ -235,12 +238,19 @@ def _query(
     cursor: tuple[float, str] | None = None,
 ) -> RunQuery:
     """The store's query for `list_runs` / `count_runs` filters; ValueError names a bad one."""
+    # Names are checked (a NUL would make PostgreSQL refuse the query); a column's value
+    # is data, JSON text in which a NUL is escaped, so a value no run has finds nothing.
     if run_id_prefix is not None:
         check_name(run_id_prefix, "run id prefix")
+    if version is not None:
+        check_name(version, "version")
     return RunQuery(
         status=None if status is None else RunStatus.parse(status).value,
         workflow=_workflow_name(workflow),
-        columns={k: json.dumps(v, sort_keys=True) for k, v in (columns or {}).items()},
+        columns={
+            check_name(k, "column name"): json.dumps(v, sort_keys=True)
+            for k, v in (columns or {}).items()
+        },
         since=since.timestamp() if isinstance(since, datetime) else since,
         until=until.timestamp() if isinstance(until, datetime) else until,
         version=version,
@@ -254,9 +264,9 @@ def _query(
 def _parse_cursor(cursor: str | None) -> tuple[float, str] | None:
     if cursor is None:
         return None
-    created, sep, run_id = cursor.partition("|")
+    created, sep, run_id = cursor.partition("|") if isinstance(cursor, str) else ("", "", "")
     try:
-        if not sep:
+        if not sep or not findable(run_id, "cursor"):
             raise ValueError
         return float(created), run_id
     except ValueError:

@@ -41,6 +41,8 @@ class RunVerbs(RunWaiting):
             RunFinished: the run (the newest of its chain) has already finished.
         """
         check_name(name, "event name")
+        if idempotency_key is not None:
+            check_name(idempotency_key, "idempotency_key")
         storable(run_id)
         text = self.serializer.dumps(payload, what=f"payload of event {name!r}")
         for _ in range(_MAX_CHAIN_HOPS):

@@ -16,6 +16,7 @@ from cairn import arguments
 from cairn.authoring import schedules
 from cairn.authoring.schedules import ScheduleDef
 from cairn.errors import DuplicateSchedule, ScheduleNotFound, TransientWorkflow
+from cairn.names import findable
 from cairn.runtime.handle import RunHandle
 from cairn.store.records import ScheduleRecord
 
@@ -214,6 +215,7 @@ class ScheduleControl:
 
     async def get(self, id: str) -> ScheduleInfo:
         """One schedule; ScheduleNotFound if unknown."""
+        _findable(id)
         record = await self._control.store.get_schedule(id)
         if record is None:
             raise ScheduleNotFound(id)
@@ -221,6 +223,7 @@ class ScheduleControl:
 
     async def pause(self, id: str) -> ScheduleInfo:
         """Stop firing ticks (a buffered tick is dropped); runs already started go on."""
+        _findable(id)
         store = self._control.store
         record = await store.set_schedule_paused(
             id, paused=True, next_tick=None, now=self._control.clock.now()
@@ -231,6 +234,7 @@ class ScheduleControl:
 
     async def resume(self, id: str) -> ScheduleInfo:
         """Fire ticks again from the next one; ticks of the paused time are not caught up."""
+        _findable(id)
         store = self._control.store
         current = await store.get_schedule(id)
         if current is None:
@@ -250,11 +254,13 @@ class ScheduleControl:
 
         A schedule declared in code comes back when an engine with that code starts.
         """
+        _findable(id)
         if not await self._control.store.delete_schedule(id):
             raise ScheduleNotFound(id)
 
     async def trigger(self, id: str) -> RunHandle:
         """Start one run of the schedule now, whatever its overlap policy."""
+        _findable(id)
         now = self._control.clock.now()
         run_id = f"sched:{id}:trigger:{uuid.uuid4().hex[:12]}"
         run = await self._control.store.trigger_schedule(id, run_id=run_id, now=now)
@@ -262,6 +268,12 @@ class ScheduleControl:
             raise ScheduleNotFound(id)
         self._control.wake_local()
         return RunHandle(self._control, run.run_id)
+
+
+def _findable(id: str) -> None:
+    """ScheduleNotFound for an id no schedule can have (a NUL, say), before the store sees it."""
+    if not findable(id, "schedule id"):
+        raise ScheduleNotFound(id)
 
 
 def _definition(record: ScheduleRecord) -> tuple[object, ...]:

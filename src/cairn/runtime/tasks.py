@@ -9,10 +9,16 @@ from typing import TYPE_CHECKING, Any
 
 from cairn.authoring import forms
 from cairn.errors import InvalidSubmission, TaskNotFound
+from cairn.names import check_name, findable
 from cairn.store.records import TaskRecord
 
 if TYPE_CHECKING:
     from cairn.runtime.control import RunControl
+
+
+# What `list(status=...)` takes: a task is open until it is submitted, expires or its
+# run is cancelled.
+STATUSES = ("open", "submitted", "expired", "cancelled")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,15 +71,31 @@ class TaskControl:
     async def list(
         self, status: str | None = "open", assignee: str | None = None, run_id: str | None = None
     ) -> list[TaskInfo]:
-        """Tasks, oldest first; `status=None` lists every status."""
+        """Tasks, oldest first; `status=None` lists every status.
+
+        Raises:
+            InvalidName: an `assignee` or `run_id` no task can have (a NUL, say).
+            ValueError: an unknown `status`.
+        """
+        if status is not None and status not in STATUSES:
+            raise ValueError(f"unknown task status {status!r} (one of {', '.join(STATUSES)})")
+        for value, what in ((assignee, "assignee"), (run_id, "run_id")):
+            if value is not None:
+                check_name(value, what)
         tasks = await self._control.store.list_tasks(
             status=status, assignee=assignee, run_id=run_id
         )
         return [self._info(task) for task in tasks]
 
+    async def _stored(self, task_id: str) -> TaskRecord | None:
+        """The stored task; None for an id no task can have (InvalidName for a non-string)."""
+        if not findable(task_id, "task id"):
+            return None
+        return await self._control.store.get_task(task_id)
+
     async def get(self, task_id: str) -> TaskInfo:
         """One task; TaskNotFound if unknown."""
-        task = await self._control.store.get_task(task_id)
+        task = await self._stored(task_id)
         if task is None:
             raise TaskNotFound(f"human task {task_id!r} not found")
         return self._info(task)
@@ -86,7 +108,9 @@ class TaskControl:
             InvalidSubmission: values that do not fit the form (the fields are listed).
             TaskNotFound: ... or the task is no longer open (submitted, expired, cancelled).
         """
-        task = await self._control.store.get_task(task_id)
+        if by is not None:
+            check_name(by, "by")
+        task = await self._stored(task_id)
         if task is None:
             raise TaskNotFound(f"human task {task_id!r} not found")
         if task.status != "open":

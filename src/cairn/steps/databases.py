@@ -60,6 +60,20 @@ def engine(name: str) -> sqlalchemy.Engine:
     return made
 
 
+def backend(name: str) -> str | None:
+    """The backend of the database called `name` ("sqlite", "postgresql", ...), if known.
+
+    Read from its URL's scheme (or its Engine), without connecting; None when no database
+    has that name.
+    """
+    target = calling.resources().databases.get(name)
+    if isinstance(target, str):
+        scheme = target.partition(":")[0].partition("+")[0].lower()
+        return "postgresql" if scheme == "postgres" else scheme
+    dialect = getattr(target, "dialect", None)
+    return getattr(dialect, "name", None)
+
+
 def dispose() -> None:
     """Close every pooled connection this process holds and forget the engines."""
     with _lock:

@@ -121,7 +121,14 @@ def _call(
     if not limit > 0:
         raise ValueError(f"{what}: timeout must be a positive duration, got {timeout!r}")
     # Checked here, in the workflow, so that bad SQL fails at its call and records nothing.
-    sql_text.bind(sql, args, database=database, what=what, allow_literals=allow_literals)
+    sql_text.bind(
+        sql,
+        args,
+        database=database,
+        what=what,
+        allow_literals=allow_literals,
+        backend=databases.backend(database),
+    )
 
     def execute(database: str, sql: str, args: Any) -> Any:
         bound = sql_text.bind(sql, args, database=database, what=what, allow_literals=True)

@@ -36,6 +36,15 @@ _TOKENS = re.compile(
 )
 _SHOWN = 40  # characters of a refused literal quoted in the error
 
+# Backends that read "..." as a string: SQLite does when no column has that name (so a
+# value in double quotes passes for a name until it is read), MySQL and MariaDB always
+# (without ANSI_QUOTES). On them a double-quoted token counts as a string literal.
+_DOUBLE_QUOTED_STRINGS = {
+    "sqlite": "SQLite reads it as a string when no column has that name",
+    "mysql": "MySQL reads it as a string",
+    "mariadb": "MariaDB reads it as a string",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Bound:
@@ -45,7 +54,15 @@ class Bound:
     params: dict[str, Any]
 
 
-def bind(sql: Any, args: Any, *, database: str, what: str, allow_literals: bool = False) -> Bound:
+def bind(
+    sql: Any,
+    args: Any,
+    *,
+    database: str,
+    what: str,
+    allow_literals: bool = False,
+    backend: str | None = None,
+) -> Bound:
     """Check `sql` and `args` together; the statement in SQLAlchemy's named form.
 
     Args:
@@ -56,6 +73,8 @@ def bind(sql: Any, args: Any, *, database: str, what: str, allow_literals: bool 
         what: The calling step ("db.query"), for errors.
         allow_literals: Accept string literals in the text (constants such as
             `status = 'open'`).
+        backend: The database's backend ("sqlite", "postgresql", ...) when known: on
+            those that read `"..."` as a string, a double-quoted token is a literal too.
 
     Raises:
         InvalidSQL: Naming the database and the problem.
@@ -98,6 +117,10 @@ def bind(sql: Any, args: Any, *, database: str, what: str, allow_literals: bool 
         elif kind == "string":
             if not allow_literals:
                 raise _literal(where, database, text)
+            out.append(_escaped(text))
+        elif kind == "quoted" and text[0] == '"' and backend in _DOUBLE_QUOTED_STRINGS:
+            if not allow_literals:
+                raise _double_quoted(where, database, text, _DOUBLE_QUOTED_STRINGS[backend])
             out.append(_escaped(text))
         elif kind in ("comment", "quoted"):
             out.append(_escaped(text))
@@ -179,6 +202,15 @@ def _params(where: str, database: str, names: list[str], marks: int, args: Any) 
 def _escaped(text: str) -> str:
     """`text` with its colons escaped, so that text() binds nothing inside it."""
     return text.replace(":", "\\:")
+
+
+def _double_quoted(where: str, database: str, text: str, reading: str) -> InvalidSQL:
+    shown = text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+    return InvalidSQL(
+        f"{where}: the SQL holds {shown}, and {reading}; pass values in args (:name or ?) "
+        "and quote names with backticks (`name`), or allow_literals=True",
+        database=database,
+    )
 
 
 def _literal(where: str, database: str, text: str) -> InvalidSQL:

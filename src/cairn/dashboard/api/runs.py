@@ -50,19 +50,20 @@ def filters(found: dict[str, str], *, naive: tzinfo = UTC) -> dict[str, Any]:
             chosen["status"] = RunStatus.parse(found["status"])
         if "origin" in found:
             chosen["origin"] = parse_origin(found["origin"])
-        if "run_id_prefix" in found:
-            chosen["run_id_prefix"] = check_name(found["run_id_prefix"], "run_id_prefix")
-    except (ValueError, InvalidName) as exc:
+    except ValueError as exc:
         raise BadRequest(str(exc)) from None
-    for key in ("workflow", "version"):
+    # Names follow the name rule: a bad one is 422 InvalidName, before any query.
+    for key in ("workflow", "version", "run_id_prefix"):
         if key in found:
-            chosen[key] = found[key]
+            chosen[key] = check_name(found[key], key)
     for key in ("since", "until"):
         if key in found:
             chosen[key] = moment(found[key], key, naive=naive)
     columns = {k[len(COLUMN) :]: inputs.value(v) for k, v in found.items() if k.startswith(COLUMN)}
     if any(not name for name in columns):
         raise BadRequest("a column filter is col.NAME=VALUE, with a NAME")
+    for name in columns:  # a column's value is data (a NUL in it matches nothing)
+        check_name(name, "column name")
     if columns:
         chosen["columns"] = columns
     return chosen
@@ -103,6 +104,8 @@ async def list_runs(target: Target, call: Call) -> Reply:
     async def page(control: RunControl) -> Any:
         try:
             listed = await control.list_runs(**chosen, limit=limit, cursor=cursor)
+        except InvalidName:
+            raise
         except ValueError as exc:  # a cursor not handed out by this API
             raise BadRequest(str(exc)) from None
         return listed, await count(control, chosen) if counted else None
@@ -282,6 +285,7 @@ OPERATIONS = (
                 {"type": "boolean"},
             ),
         ),
+        errors=(422,),
     ),
     Operation(
         "POST",

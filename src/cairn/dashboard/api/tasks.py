@@ -62,6 +62,7 @@ OPERATIONS = (
             Param("assignee", "only tasks assigned to this person"),
             Param("run_id", "only tasks of this run"),
         ),
+        errors=(422,),
     ),
     Operation("GET", "/tasks/{task_id}", get_task, "One human task", errors=(404,)),
     Operation(

@@ -23,6 +23,7 @@ from cairn.dashboard.api import runs as api_runs
 from cairn.dashboard.api.replies import BadRequest, describe
 from cairn.dashboard.target import Target
 from cairn.dashboard.ui import csrf, render
+from cairn.errors import InvalidName
 from cairn.models import ORIGINS, UNKNOWN_ORIGIN, RunPage, RunStatus, RunSummary
 from cairn.representation import words
 from cairn.runtime.control import RunControl
@@ -170,7 +171,7 @@ def routes(target: Target) -> list[BaseRoute]:
         error = None
         try:
             chosen, given = read_filters(request)
-        except BadRequest as exc:
+        except (BadRequest, InvalidName) as exc:  # shown above an unfiltered list
             chosen, given, error = {}, {}, str(exc)
         cursor = request.query_params.get("cursor") or None
 
