@@ -59,7 +59,6 @@ def claim_runs(
     if orphans_first:
         claimed += yield from _claim_orphans(pick, limit - len(claimed), stale, poisoned)
     if len(claimed) < limit:
-        # Over-fetch: some candidates may be held back by their queue's limits.
         pending = yield from pick.take("start", _sql.SELECT_PENDING, (now,), limit - len(claimed))
         started = [run_id for run_id, _ in pending]
         claimed += started
