@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 from tests.engine.kit import WAIT, Kit
@@ -38,6 +39,97 @@ async def test_concurrency__never_exceeded(kit: Kit) -> None:
         runs = [await engine.start(flow, i) for i in range(10)]
         assert [await r.result(timeout=WAIT) for r in runs] == list(range(10))
     assert running["peak"] == 2
+
+
+async def test_concurrency__runs_waking_from_a_sleep_wait_for_a_free_place(kit: Kit) -> None:
+    # Sleeping runs hold no place: all eight sleep at once, and wake about together.
+    running = {"now": 0, "peak": 0}
+
+    @kit.step("q.nap.work")
+    async def work(i: int) -> int:
+        running["now"] += 1
+        running["peak"] = max(running["peak"], running["now"])
+        await asyncio.sleep(0.05)
+        running["now"] -= 1
+        return i
+
+    @kit.workflow("q.nap", queue="q-nap")
+    async def flow(i: int) -> int:
+        await cairn.sleep("300ms")
+        return await work(i)
+
+    async with kit.engine() as engine:
+        await engine.queues.update("q-nap", concurrency=2)
+        runs = [await engine.start(flow, i) for i in range(8)]
+        assert [await r.result(timeout=WAIT) for r in runs] == list(range(8))
+    assert running["peak"] == 2
+
+
+async def test_concurrency__a_woken_run_held_back_is_not_claimed_again_and_again(
+    kit: Kit,
+) -> None:
+    # Its wake time stays past while the queue is full: the worker must not take that for
+    # a timer due now and claim in a loop; a freed place or the poll brings it.
+    release = asyncio.Event()
+
+    @kit.workflow("q.napper", queue="q-held")
+    async def napper() -> str:
+        await cairn.sleep("300ms")
+        return "rested"
+
+    @kit.workflow("q.holder", queue="q-held")
+    async def holder() -> None:
+        await release.wait()
+
+    async with kit.engine(poll_interval=0.2) as engine:
+        await engine.queues.update("q-held", concurrency=1)
+        napping = await engine.start(napper)
+
+        async def asleep() -> bool:
+            return (await engine.control.record(napping.run_id)).status == "SLEEPING"
+
+        await _until(asleep, "the napper to sleep")
+        holding = await engine.start(holder)
+
+        async def held() -> bool:
+            record = await engine.control.record(napping.run_id)
+            return record.waiting_for == "queue 'q-held': concurrency limit 1 reached"
+
+        await _until(held, "the woken napper to be held back")
+        claims = 0
+        claim_runs = engine.store.claim_runs
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            nonlocal claims
+            claims += 1
+            return await claim_runs(*args, **kwargs)
+
+        engine.store.claim_runs = counted  # type: ignore[method-assign]
+        await asyncio.sleep(1.0)  # five polls' time
+        engine.store.claim_runs = claim_runs  # type: ignore[method-assign]
+        release.set()
+        await holding.result(timeout=WAIT)
+        assert await napping.result(timeout=WAIT) == "rested"
+    assert claims <= 15  # (a worker claiming in a loop makes thousands)
+
+
+async def test_concurrency__a_parent_waiting_for_its_child_on_its_queue_lets_it_run(
+    kit: Kit,
+) -> None:
+    # A waiting parent holds no place, so its child takes the only one; then the parent
+    # wakes and takes it back.
+    @kit.workflow("q.kid", queue="q-family")
+    async def kid(x: int) -> int:
+        return x * 2
+
+    @kit.workflow("q.parent", queue="q-family")
+    async def parent() -> list[int]:
+        return [await kid(1), await kid(2)]
+
+    async with kit.engine() as engine:
+        await engine.queues.update("q-family", concurrency=1)
+        run = await engine.start(parent)
+        assert await run.result(timeout=WAIT) == [2, 4]
 
 
 async def test_rate__starts_spread_over_the_window(kit: Kit) -> None:

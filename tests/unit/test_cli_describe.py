@@ -83,6 +83,21 @@ def test_waiting__pending_run_held_by_a_queue_limit():
     assert words.waiting_text(found, now=NOW) == held
 
 
+@pytest.mark.parametrize(
+    ("status", "was"), [("SLEEPING", None), ("SLEEPING", "retry:add"), ("WAITING", "event:x")]
+)
+def test_waiting__a_due_parked_run_held_by_a_queue_limit(status, was):
+    # A woken run takes a place in its queue again: the claim that held it back says why,
+    # over what it waited for before.
+    held = "queue 'mail': concurrency limit 2 reached"
+    record = run(status, queue="mail", waiting_for=held, wake_at=NOW - 1)
+    found = blocking.waiting(record, now=NOW)
+    assert found == {"kind": "queue", "name": "mail", "until": None, "reason": held}
+    assert words.waiting_text(found, now=NOW) == held
+    before = blocking.waiting(run(status, queue="mail", waiting_for=was), now=NOW)
+    assert before is not None and before["kind"] != "queue"
+
+
 def test_waiting__pending_delayed_or_for_a_worker():
     delayed = blocking.waiting(run("PENDING", wake_at=NOW + 60), now=NOW)
     assert delayed is not None

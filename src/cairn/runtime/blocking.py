@@ -63,8 +63,8 @@ def waiting(run: RunRecord, *, now: float, task_id: str | None = None) -> dict[s
     """What holds the run, as JSON-ready facts; None when nothing does (running or finished).
 
     `kind` is one of sleep, retry (a step's backoff, parked: `name` is the step), event,
-    hook, task, child (a WAITING or SLEEPING run), queue (a
-    PENDING run held back by a queue limit, `reason` says which), locked (a PENDING run
+    hook, task, child (a WAITING or SLEEPING run), queue (a PENDING run, or a parked one
+    now due, held back by a queue limit: `reason` says which), locked (a PENDING run
     whose row a lost database session still locks: `reason` names the session's worker
     and since when), delay (a start delay),
     worker (due, for a worker to take) or resume (PAUSED). `until` is the wake time or the
@@ -81,8 +81,21 @@ def waiting(run: RunRecord, *, now: float, task_id: str | None = None) -> dict[s
     return {**found, "spinning": flag}
 
 
+def _held_by_queue(run: RunRecord) -> dict[str, Any] | None:
+    """A run held back by a limit of its queue, as the claim that passed it over said."""
+    reason = run.waiting_for or ""
+    if run.queue is None or not reason.startswith(f"queue {run.queue!r}: "):
+        return None
+    return {"kind": "queue", "name": run.queue, "until": None, "reason": reason}
+
+
 def _waiting(run: RunRecord, *, now: float, task_id: str | None) -> dict[str, Any] | None:
     status = RunStatus(run.status)
+    if status in (RunStatus.SLEEPING, RunStatus.WAITING):
+        # Woken, it takes a place in its queue again: a claim may have held it back.
+        held = _held_by_queue(run)
+        if held is not None:
+            return held
     if status is RunStatus.SLEEPING:
         kind, sep, name = (run.waiting_for or "").partition(":")
         if sep and kind == "retry":  # a step's retry backoff, parked

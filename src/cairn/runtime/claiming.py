@@ -26,6 +26,9 @@ log = logcontext.logger("cairn.worker")
 class Claiming(Executing):
     """Claims runs into free slots; passes requests from other processes to its runs."""
 
+    # The clock's time of the last claim: what was due by then, that claim saw.
+    _looked_at = float("-inf")
+
     async def _poll_controls(self) -> None:
         # Requests made by other processes reach the runs we execute here.
         if not self.live:
@@ -50,6 +53,7 @@ class Claiming(Executing):
         if orphans_first:
             self._orphans_due = time.monotonic() + self.lease / 3
         now = self.env.clock.now()
+        self._looked_at = now
         claimed = await self.env.store.claim_runs(
             self.env.owner,
             limit,
@@ -166,11 +170,19 @@ class Claiming(Executing):
         # Sleep until the next timer is due (so timers fire on time), at most a poll interval.
         if self.env.store.wakes_for_timers:
             return self.poll_interval  # the store's wait ends at each timer by itself
+        if self.free <= 0:
+            # What comes due meanwhile waits for a slot: the first one freed wakes the loop.
+            self._backlog = True
+            return self.poll_interval
+        if time.monotonic() < self._claims_resume:
+            return self.poll_interval  # no claim before then
         try:
             due = await self.env.store.next_wake()
         except Exception:
             return self.poll_interval
-        if due is None:
+        if due is None or due <= self._looked_at:
+            # The last claim saw it due and left it: its queue is full (a freed place wakes
+            # the loop), or it is not ours to take. Timing it again would claim in a loop.
             return self.poll_interval
         return max(0.0, min(self.poll_interval, due - self.env.clock.now()))
 

@@ -29,6 +29,17 @@ def restrict(sql: str, column: str, values: list[str] | None) -> str:
     return sql.replace("WHERE ", f"WHERE ({column} || '') IN ({marks}) AND ", 1)
 
 
+def leave_out(sql: str, column: str, values: list[str]) -> str:
+    """`sql` without the rows whose `column` is one of `values` (NULL ones stay).
+
+    As with `restrict`, the values' placeholders come first (nothing to leave: unchanged).
+    """
+    if not values:
+        return sql
+    marks = ", ".join("?" * len(values))
+    return sql.replace("WHERE ", f"WHERE ({column} IS NULL OR {column} NOT IN ({marks})) AND ", 1)
+
+
 # Queue limits. The queue row is locked while claiming so that concurrent claimers of one
 # queue count each other's claims (PostgreSQL); SQLite's write transaction is exclusive.
 SELECT_QUEUE = (
@@ -78,15 +89,20 @@ NEXT_WAKE = (
     "UNION ALL SELECT MIN(wake_at) FROM runs WHERE status = 'PENDING' AND wake_at IS NOT NULL"
 )
 # Parked runs whose timer is due or that received a message (wake_at set to now).
+# Its columns are SELECT_PENDING's: both kinds of candidate pass the same queue gate.
 SELECT_WOKEN = (
-    "SELECT run_id, status, wake_at FROM runs WHERE status IN ('SLEEPING', 'WAITING') "
-    "AND wake_at <= ? ORDER BY wake_at LIMIT ?"
+    "SELECT run_id, status, queue, partition_key, waiting_for, workflow, wake_at FROM runs "
+    "WHERE status IN ('SLEEPING', 'WAITING') AND wake_at <= ? ORDER BY wake_at LIMIT ?"
+)
+ORPHAN_COLUMNS = (
+    "run_id, recoveries, max_recoveries, workflow, owner, fence, execution, queue, "
+    "partition_key, waiting_for"
 )
 # Runs whose owner is dead: it has no worker row, or was expired (a neighbour on its own
 # machine saw its process gone). A worker never recovers its own runs: the reconciler
 # deals with those.
 SELECT_ORPHANED_DEAD = (
-    "SELECT run_id, recoveries, max_recoveries, workflow, owner, fence, execution FROM runs "
+    f"SELECT {ORPHAN_COLUMNS} FROM runs "
     "WHERE status = 'RUNNING' AND "
     "(owner IS NULL OR (owner <> ? AND owner NOT IN "
     "(SELECT worker_id FROM workers WHERE heartbeat_at > 0))) LIMIT ?"
@@ -95,7 +111,7 @@ SELECT_ORPHANED_DEAD = (
 # database's clock. Only a worker that has itself seen the database answer for a whole
 # lease asks this (see runtime/leases.py): after an outage every heartbeat looks old.
 SELECT_ORPHANED = (
-    "SELECT run_id, recoveries, max_recoveries, workflow, owner, fence, execution FROM runs "
+    f"SELECT {ORPHAN_COLUMNS} FROM runs "
     "WHERE status = 'RUNNING' AND "
     "(owner IS NULL OR (owner <> ? AND owner NOT IN "
     f"(SELECT worker_id FROM workers WHERE heartbeat_at + lease >= {DB_NOW}))) LIMIT ?"

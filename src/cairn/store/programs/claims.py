@@ -12,7 +12,7 @@ from typing import Any
 from cairn.models import RunStatus
 from cairn.store import _sql, in_flight
 from cairn.store.programs.base import Program, Sql, all_rows, one_row, wakes
-from cairn.store.programs.queues import QueueGate
+from cairn.store.programs.queues import Entry, QueueGate
 from cairn.store.programs.runs import after_finish
 from cairn.store.records import AttemptRecord, Claimed, Lease
 
@@ -46,84 +46,151 @@ def claim_runs(
 
     `only`: of these run ids alone (a transport's message names the run to take).
 
-    Pending runs of a queue are taken only while the queue's limits allow; a run held back
-    gets `waiting_for` saying which limit holds it.
+    Every candidate, however it came to be claimable, is taken only if the worker serves
+    its queue (`queues`) and its queue's limits let it in (`queues.LIMITS`, by entry); a
+    run held back gets `waiting_for` saying which limit holds it.
     """
-    claimed: list[str] = []
-    poisoned: dict[str, str] = {}
+    pick = _Pick(worker_id, now, queues, workflows, only)
     due_at: dict[str, float] = {}
-    # A worker only takes runs of workflows it can execute (None: it knows them all).
-    known = (*(only or ()), *(workflows or ()))
-    woken = _only(_sql.restrict(_sql.SELECT_WOKEN, "workflow", workflows), only)
-    due = yield all_rows(woken, (*known, now, limit), lock=True)
-    by_status: dict[str, list[str]] = {}
-    for run_id, status, _ in due:
-        by_status.setdefault(str(status), []).append(str(run_id))
-    took: set[str] = set()
-    for status, run_ids in by_status.items():
-        # A waking sleeper is the same attempt going on, so its attempt does not grow.
-        took |= yield from _claim_all(worker_id, run_ids, status, 0, now)
-    for run_id, _, wake_at in due:
-        if str(run_id) in took:
-            claimed.append(str(run_id))
-            due_at[str(run_id)] = float(wake_at)
+    woken = yield from pick.take("wake", _sql.SELECT_WOKEN, (now,), limit)
+    claimed = [run_id for run_id, _ in woken]
+    due_at.update(woken)
+    poisoned: dict[str, str] = {}
     if orphans_first:
-        yield from _claim_orphans(
-            worker_id, limit, stale, known, workflows, claimed, poisoned, now, only
-        )
+        claimed += yield from _claim_orphans(pick, limit - len(claimed), stale, poisoned)
     if len(claimed) < limit:
-        # Over-fetch: some candidates may be held back by their queue's limits.
-        want = (limit - len(claimed)) * 4
-        text = _only(
-            _sql.restrict(
-                _sql.restrict(_sql.SELECT_PENDING, "queue", queues), "workflow", workflows
-            ),
-            only,
-        )
-        pending = yield all_rows(text, (*known, *(queues or ()), now, want), lock=True)
-        gate = QueueGate(worker_id, now)
-        # In candidate order: (run id, whether claimed, or None for an unqueued run, which
-        # no limit holds back: those are claimed together below, in one statement).
-        chosen: list[tuple[str, bool | None]] = []
-        since_of: dict[str, float] = {}
-        workflow_of: dict[str, str] = {}
-        room = limit - len(claimed)
-        for run_id, _status, queue, partition, waiting_for, workflow, since in pending:
-            if room <= 0:
-                break
-            run_id = str(run_id)
-            since_of[run_id], workflow_of[run_id] = float(since), str(workflow)
-            if queue is None:
-                chosen.append((run_id, None))
-                room -= 1
-                continue
-            held = yield from gate.held(queue, partition)
-            if held is not None:
-                if held != waiting_for:
-                    yield Sql(_sql.SET_WAITING_FOR, (held, run_id))
-                continue
-            claim = (worker_id, 1, 0, now, now, now, run_id, RunStatus.PENDING)
-            took_it = bool((yield Sql(_sql.CLAIM_ONE, claim)))
-            chosen.append((run_id, took_it))
-            if took_it:
-                room -= 1
-                gate.took(queue, partition)
-        free = [run_id for run_id, took_it in chosen if took_it is None]
-        took = yield from _claim_all(worker_id, free, RunStatus.PENDING, 1, now)
-        started = [r for r, took_it in chosen if took_it or (took_it is None and r in took)]
-        claimed.extend(started)
-        due_at.update((run_id, since_of[run_id]) for run_id in started)
-        yield from _set_versions(started, workflow_of, versions or {})
+        pending = yield from pick.take("start", _sql.SELECT_PENDING, (now,), limit - len(claimed))
+        started = [run_id for run_id, _ in pending]
+        claimed += started
+        due_at.update(pending)
+        yield from _set_versions(started, pick.workflow_of, versions or {})
     if not orphans_first:
-        yield from _claim_orphans(
-            worker_id, limit, stale, known, workflows, claimed, poisoned, now, only
-        )
+        claimed += yield from _claim_orphans(pick, limit - len(claimed), stale, poisoned)
     rows: dict[str, Any] = {}
     for chunk in _chunks(claimed):
         for row in (yield all_rows(_sql.for_runs(_sql.SELECT_RUN, len(chunk)), chunk)):
             rows[str(row[0])] = row
     runs = [_sql.run_from_row(rows[run_id]) for run_id in claimed]
     return Claimed(runs, poisoned, due_at)
+
+
+# Increments of (attempt, recoveries) by entry: a waking run is the same attempt going on.
+_INCREMENTS: dict[Entry, tuple[int, int]] = {"start": (1, 0), "wake": (0, 0), "recover": (1, 1)}
+# Candidates read per place to fill, by entry: pending runs are over-fetched, as some may
+# be held back by their queue; parked and orphaned ones are read as many as there is room.
+_FETCH: dict[Entry, int] = {"start": 4, "wake": 1, "recover": 1}
+
+
+class _Pick:
+    """The candidates of one claim: who claims, what it serves, and one queue gate."""
+
+    def __init__(
+        self,
+        worker_id: str,
+        now: float,
+        queues: list[str] | None,
+        workflows: list[str] | None,
+        only: list[str] | None,
+    ) -> None:
+        self.worker_id, self.now = worker_id, now
+        self.queues, self.workflows, self.only = queues, workflows, only
+        self.gate = QueueGate(worker_id, now)
+        self.workflow_of: dict[str, str] = {}
+
+    def candidates(self, text: str, params: tuple[Any, ...], want: int, left_out: list[str]) -> Sql:
+        """Up to `want` rows of `text` this worker may take, locked.
+
+        Of its run ids (`only`), workflows and queues, without the queues in `left_out`
+        (full for this claim).
+        """
+        narrowed = _only(
+            _sql.restrict(
+                _sql.restrict(_sql.leave_out(text, "queue", left_out), "queue", self.queues),
+                "workflow",
+                self.workflows,
+            ),
+            self.only,
+        )
+        known = (*(self.only or ()), *(self.workflows or ()), *(self.queues or ()))
+        return all_rows(narrowed, (*known, *left_out, *params, want), lock=True)
+
+    def take(
+        self, entry: Entry, text: str, params: tuple[Any, ...], room: int
+    ) -> Program[list[tuple[str, float]]]:
+        """Claim up to `room` runs of `text`'s candidates by `entry`, in candidate order.
+
+        Each as (run id, when it became due). Rows in SELECT_PENDING's columns. A read
+        that holds back a whole queue reads again without it, so that a full queue's runs
+        do not keep the others from the room left.
+        """
+        taken: list[tuple[str, float]] = []
+        left_out: list[str] = []
+        while room > 0:
+            want = room * _FETCH[entry]
+            rows = yield self.candidates(text, params, want, left_out)
+            due = {str(row[0]): float(row[6]) for row in rows}
+            for row in rows:
+                self.workflow_of[str(row[0])] = str(row[5])
+            took = yield from self.admit(entry, [row[:5] for row in rows], room)
+            taken += [(run_id, due[run_id]) for run_id in took]
+            room -= len(took)
+            full = sorted(self.gate.full(entry) - set(left_out))
+            if len(rows) < want or not full:
+                break
+            left_out += full
+        return taken
+
+    def admit(
+        self, entry: Entry, candidates: Sequence[Sequence[Any]], room: int
+    ) -> Program[list[str]]:
+        """Claim up to `room` candidates in order; the ids claimed.
+
+        Each candidate is (run id, status, queue, partition, waiting_for). Runs on a queue
+        pass its gate one by one; runs on none, which no limit holds back, are claimed
+        together (one statement per status).
+        """
+        # (run id, status, whether claimed or None for a run on no queue)
+        chosen: list[tuple[str, str, bool | None]] = []
+        attempts, recoveries = _INCREMENTS[entry]
+        for run_id, status, queue, partition, waiting_for in candidates:
+            if room <= 0:
+                break
+            run_id, status = str(run_id), str(status)
+            if queue is None:
+                chosen.append((run_id, status, None))
+                room -= 1
+                continue
+            held = yield from self.gate.held(queue, partition, entry)
+            if held is not None:
+                if held != waiting_for:
+                    yield Sql(_sql.SET_WAITING_FOR, (held, run_id))
+                continue
+            now = self.now
+            claim = (self.worker_id, attempts, recoveries, now, now, now, run_id, status)
+            one = bool((yield Sql(_sql.CLAIM_ONE, claim)))
+            chosen.append((run_id, status, one))
+            if one:
+                room -= 1
+                self.gate.took(queue, partition, entry)
+        free: dict[str, list[str]] = {}
+        for run_id, status, claimed in chosen:
+            if claimed is None:
+                free.setdefault(status, []).append(run_id)
+        took: set[str] = set()
+        for status, run_ids in free.items():
+            took |= yield from self._claim_all(run_ids, status, entry)
+        return [r for r, _, one in chosen if one or (one is None and r in took)]
+
+    def _claim_all(self, run_ids: list[str], status: str, entry: Entry) -> Program[set[str]]:
+        """Claim `run_ids` (of `status`, locked by this transaction); the ids claimed."""
+        took: set[str] = set()
+        attempts, recoveries = _INCREMENTS[entry]
+        now = self.now
+        for chunk in _chunks(run_ids):
+            params = (self.worker_id, attempts, recoveries, now, now, now, *chunk, status)
+            rows = yield all_rows(_sql.claim_many(len(chunk)), params)
+            took.update(str(row[0]) for row in rows)
+        return took
 
 
 # Ids per statement when claiming or reading many runs at once (well under both databases'
@@ -133,21 +200,6 @@ _CHUNK = 500
 
 def _chunks(run_ids: list[str]) -> list[list[str]]:
     return [run_ids[i : i + _CHUNK] for i in range(0, len(run_ids), _CHUNK)]
-
-
-def _claim_all(
-    worker_id: str, run_ids: list[str], status: str, attempts: int, now: float
-) -> Program[set[str]]:
-    """Claim `run_ids` (of `status`, locked by this transaction); the ids claimed.
-
-    `attempts`: 1 for a run starting (or starting again), 0 for a sleeper waking.
-    """
-    took: set[str] = set()
-    for chunk in _chunks(run_ids):
-        params = (worker_id, attempts, 0, now, now, now, *chunk, status)
-        rows = yield all_rows(_sql.claim_many(len(chunk)), params)
-        took.update(str(row[0]) for row in rows)
-    return took
 
 
 def _set_versions(
@@ -165,34 +217,40 @@ def _set_versions(
 
 
 def _claim_orphans(
-    worker_id: str,
-    limit: int,
-    stale: bool,
-    known: tuple[str, ...],
-    workflows: list[str] | None,
-    claimed: list[str],
-    poisoned: dict[str, str],
-    now: float,
-    only: list[str] | None = None,
-) -> Program[None]:
-    """Take RUNNING runs whose owner is dead, while `claimed` has room (see claim_runs)."""
-    room = limit - len(claimed)
-    if room > 0:
+    pick: _Pick, room: int, stale: bool, poisoned: dict[str, str]
+) -> Program[list[str]]:
+    """Take RUNNING runs whose owner is dead, up to `room` (see claim_runs); the ids taken.
+
+    A run recovered too often is ended instead (PoisonRun) and put in `poisoned`.
+    """
+    claimed: list[str] = []
+    left_out: list[str] = []
+    while room > 0:
         text = _sql.SELECT_ORPHANED if stale else _sql.SELECT_ORPHANED_DEAD
-        orphaned = _only(_sql.restrict(text, "workflow", workflows), only)
-        orphans = yield all_rows(orphaned, (*known, worker_id, room), lock=True)
-        for run_id, recoveries, max_recoveries, workflow, owner, fence, execution in orphans:
+        orphans = yield pick.candidates(text, (pick.worker_id,), room, left_out)
+        survivors = []
+        for row in orphans:
+            run_id, recoveries, max_recoveries, workflow, owner, fence, execution = row[:7]
             if recoveries >= max_recoveries:
                 error = _sql.poison_error(run_id, recoveries)
-                yield Sql(_sql.POISON_ONE, (error, now, now, run_id))
-                yield from after_finish(run_id, RunStatus.FAILED, None, error, now)
+                yield Sql(_sql.POISON_ONE, (error, pick.now, pick.now, run_id))
+                yield from after_finish(run_id, RunStatus.FAILED, None, error, pick.now)
                 poisoned[run_id] = str(workflow)
+                yield from record_interrupted(run_id, owner, int(fence), int(execution), pick.now)
             else:
-                again = (worker_id, 1, 1, now, now, now, run_id, RunStatus.RUNNING)
-                if not (yield Sql(_sql.CLAIM_ONE, again)):
-                    continue
-                claimed.append(run_id)
-            yield from record_interrupted(run_id, owner, int(fence), int(execution), now)
+                survivors.append((run_id, RunStatus.RUNNING, *row[7:10]))
+        took = yield from pick.admit("recover", survivors, room)
+        by_id = {str(row[0]): row for row in orphans}
+        for run_id in took:
+            _, _, _, _, owner, fence, execution = by_id[run_id][:7]
+            yield from record_interrupted(run_id, owner, int(fence), int(execution), pick.now)
+        claimed += took
+        room -= len(took)
+        full = sorted(pick.gate.full("recover") - set(left_out))
+        if len(orphans) < room + len(took) or not full:
+            break
+        left_out += full
+    return claimed
 
 
 def _only(sql: str, run_ids: list[str] | None) -> str:
@@ -229,7 +287,7 @@ def claimable(
     orphaned = _sql.restrict(
         _sql.SELECT_ORPHANED if stale else _sql.SELECT_ORPHANED_DEAD, "workflow", workflows
     ).replace(
-        "SELECT run_id, recoveries, max_recoveries, workflow, owner, fence, execution",
+        f"SELECT {_sql.ORPHAN_COLUMNS}",
         "SELECT run_id, queue, fence",
         1,
     )

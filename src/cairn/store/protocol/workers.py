@@ -123,10 +123,11 @@ class WorkerStore(Protocol):
         code can execute). A queued run without a version gets `versions[workflow]` (the
         version of the code that first executes it).
 
-        Candidates are parked runs now due, PENDING runs that are due (only of `queues`
-        when given) and whose queue's limits allow another start, and RUNNING runs whose
-        owner is dead (recoveries): it has no worker row or was expired, or (only with
-        `stale`) its heartbeat is older than its own lease by the database's clock.
+        Candidates are parked runs now due, PENDING runs that are due, and RUNNING runs
+        whose owner is dead (recoveries): it has no worker row or was expired, or (only
+        with `stale`) its heartbeat is older than its own lease by the database's clock.
+        Each kind alike is taken only if it is of `queues` (when given) and its queue's
+        limits let it in (see programs/queues.py LIMITS: which limit holds which kind).
         Orphans come after pending runs, unless `orphans_first` (a worker asks that now
         and then, so that a backlog of new runs never keeps a dead worker's runs waiting).
         Claimed runs become RUNNING, owned by `worker_id`, with their fence bumped;
@@ -135,7 +136,7 @@ class WorkerStore(Protocol):
         `poisoned` (run id -> workflow). Either way, each step the dead owner's last
         heartbeat listed in flight for the run (under its fence) is recorded as an
         attempt with outcome "interrupted", unless its outcome or that attempt's failure
-        is already recorded. A PENDING run held back by a limit gets
+        is already recorded. A run held back by a limit gets
         `waiting_for` naming it. A run is never handed to two workers.
         """
         ...
