@@ -15,6 +15,7 @@ import pytest
 import cairn
 from cairn.clock import VirtualClock
 from cairn.runtime.tasks import TaskInfo
+from cairn.testing import replay
 
 from .kit import WAIT, Kit
 from .seeds import drive, sleeping_until, until
@@ -187,8 +188,23 @@ async def test_fluent__a_stage_with_the_resume_guard_returns_the_answer(kit: Kit
         assert task.data == {"order": "o-6", "text": "Dear customer of o-6"}
         await engine.tasks.submit(task.task_id, {"approved": True})
         assert await run.result(timeout=WAIT) is True
-        keys = [h.key for h in await engine.history(run.run_id)]
-    assert keys == ["generate-letter#1", "~task:review-letter#1", "verdict#1"]
+        history = await engine.history(run.run_id)
+    assert [h.key for h in history] == ["generate-letter#1", "~task:review-letter#1", "verdict#1"]
+    replay(history, workflow, {"id": "o-6"})  # the same calls, offline, in the same order
+
+    def review_renamed(ctx: Any, letter: dict[str, Any]) -> Any:
+        if ctx.resume_data:
+            return ctx.resume_data
+        return ctx.screen("check-letter", title="Review the letter", data=letter)
+
+    changed = (
+        cairn.Workflow("fluent.guard", registry=cairn.Registry())
+        .then(cairn.Step("generate-letter", generate_letter))
+        .then(review_renamed, kind="workflow")
+        .then(lambda answer: answer["approved"], name="verdict")
+    )
+    with pytest.raises(cairn.NonDeterminismError, match=r"check-letter"):
+        replay(history, changed, {"id": "o-6"})
     # The stage ran before the screen, then again after it with the answer (on every
     # replay the same way): never with the answer before the screen was answered.
     assert seen[0] is None and seen[-1] == {"approved": True}
