@@ -10,6 +10,7 @@ import asyncio
 from collections import Counter
 from typing import Any
 
+import pydantic
 import pytest
 
 import cairn
@@ -85,6 +86,32 @@ async def test_fluent__a_screen_stage_hands_its_answer_to_the_next_stage(kit: Ki
     ]
     assert [type(s).__name__ for s in workflow.stages][2] == "tuple"
     assert workflow.stages[2][:2] == ("screen", "review-letter")
+
+
+class Review(pydantic.BaseModel):
+    """A screen's form as a pydantic model: the next stage gets an instance."""
+
+    approved: bool
+    note: str = ""
+
+
+async def test_fluent__a_screen_with_a_pydantic_form_hands_on_a_model(kit: Kit) -> None:
+    def verdict(review: Review) -> str:
+        assert isinstance(review, Review)
+        return f"{review.approved}: {review.note}"
+
+    workflow = (
+        cairn.Workflow("fluent.review-model", registry=kit.registry)
+        .screen("review-order", title="Review the order", form=Review)
+        .then(verdict)
+    )
+
+    async with kit.engine() as engine:
+        run = await engine.start(workflow, {"id": "o-10"})
+        task = await open_task(engine, run.run_id)
+        assert task.data == {"id": "o-10"}  # a first stage shows the run's argument
+        await engine.tasks.submit(task.task_id, {"approved": "yes", "note": "fine"})
+        assert await run.result(timeout=WAIT) == "True: fine"
 
 
 async def test_fluent__a_wait_stage_is_resumed_by_an_event(kit: Kit) -> None:
