@@ -14,6 +14,7 @@ import pytest
 
 import cairn
 from cairn.authoring import schedules
+from cairn.cli import check
 from cairn.clock import VirtualClock
 
 from .kit import WAIT, Gate, Kit
@@ -327,3 +328,95 @@ def test_cloudflare__event_reads_like_cloudflares_dict() -> None:
     assert (event["payload"], event["timestamp"], event["instanceId"]) == ({"a": 1}, when, "run-1")
     with pytest.raises(KeyError, match=r"the event has payload, timestamp, instanceId"):
         event["params"]
+
+
+async def test_cloudflare__javascript_names_and_the_events_timestamp(kit: Kit) -> None:
+    clock = VirtualClock()
+    when = datetime.fromtimestamp(clock.now(), UTC) + timedelta(hours=2)
+
+    class JsNames(cairn.WorkflowEntrypoint, registry=kit.registry):
+        async def run(self, event: Any, step: Any) -> list[Any]:
+            errors = []
+            for options in ({"timeout": "1 hour"}, {"type": "approval", "timout": "1 hour"}):
+                try:
+                    await step.waitForEvent("bad", options)
+                except ValueError as exc:
+                    errors.append(str(exc))
+            await step.sleepUntil("until", when)
+            got = await step.waitForEvent("approve", {"type": "approval", "timeout": "1 hour"})
+            return [got.type, got.payload, got.timestamp, got["timestamp"], *errors]
+
+    async with kit.engine(clock=clock) as engine:
+        run = await engine.start(JsNames, run_id="js-1")
+        await drive(engine, clock, "js-1", sleeping_until(when.timestamp()))
+        clock.advance(2 * 3600)
+        await until(engine, "js-1", "WAITING")
+        await engine.send_event("js-1", "approval", {"ok": True})
+        kind, payload, stamp, by_key, *errors = await run.result(timeout=WAIT)
+        history = await engine.history("js-1")
+    assert (kind, payload) == ("approval", {"ok": True})
+    # When the run took the event: its history entry's finish time, past the sleep.
+    [taken] = [h for h in history if h.kind == "event"]
+    assert stamp == by_key == taken.finished_at and stamp >= when
+    assert [h.key for h in history] == ["~sleep:until#1", "~event:approval#1"]
+    assert errors == [
+        "step.waitForEvent('bad'): options need \"type\", the event type",
+        "step.waitForEvent('bad'): unknown option 'timout' (known: type, timeout)",
+    ]
+
+
+async def test_cloudflare__a_dynamically_named_step_runs_again_instead_of_diverging(
+    kit: Kit, capsys: pytest.CaptureFixture[str]
+) -> None:
+    executions: Counter[str] = Counter()
+
+    class Dynamic(cairn.WorkflowEntrypoint, registry=kit.registry):
+        async def run(self, event: Any, step: Any) -> int:
+            executions["run"] += 1
+            # A name made anew each execution: the cache key misses on every replay.
+            n = executions["run"]
+            stamp = await step.do(f"stamp {n}", lambda: n)
+            await step.wait_for_event("go on", "go", timeout="1 hour")
+            return int(stamp)
+
+    async with kit.engine() as engine:
+        run = await engine.start(Dynamic, run_id="dyn-1")
+        await until(engine, "dyn-1", "WAITING")
+        report = await engine.check()  # what `cairn check --db` prints
+        await engine.send_event("dyn-1", "go", None)
+        result = await run.result(timeout=WAIT)
+        history = await engine.history("dyn-1")
+    # The first execution ran "stamp 1"; the check's replay (the second) met "stamp 2"; the
+    # execution after the event (the third) ran "stamp 3" rather than failing the run.
+    assert result == 3
+    assert [h.key for h in history] == ["stamp 1#1", "~event:go#1", "stamp 3#1"]
+    assert report.ok and not report.divergences
+    [miss] = report.cache_misses
+    assert miss.describe() == (
+        "run dyn-1 at seq 1: code started step 'stamp 2#1', history has step 'stamp 1#1' "
+        "(history seq 1) and 1 more entries, not reached: they run again"
+    )
+    assert check.print_replay(report) == 0
+    printed = capsys.readouterr().out
+    assert "1 re-run steps their history has (cache misses)" in printed
+    assert "run dyn-1 at seq 1: code started step 'stamp 2#1'" in printed
+
+
+async def test_cloudflare__cache_keys_are_the_entrypoints_rule_not_cairns(kit: Kit) -> None:
+    executions: Counter[str] = Counter()
+
+    @kit.workflow("strict.dynamic")
+    async def strict() -> int:
+        executions["run"] += 1
+        n = executions["run"]
+        stamp = await cairn.run_step(f"stamp {n}", lambda: n)
+        await cairn.wait_for_event("go", timeout="1 hour")
+        return int(stamp)
+
+    async with kit.engine() as engine:
+        run = await engine.start(strict)
+        await until(engine, run.run_id, "WAITING")
+        await engine.send_event(run.run_id, "go", None)
+        with pytest.raises(cairn.RunFailed, match="started step 'stamp 2#1'") as failed:
+            await run.result(timeout=WAIT)
+    assert failed.value.error_type == "cairn.errors.NonDeterminismError"

@@ -29,6 +29,11 @@ MISSING: Any = object()
 class RunContext:
     """What a run offers the code running inside it (implemented by the core)."""
 
+    received_at: float | None = None
+    """When the message of the last wait that ended in this attempt was taken (its history
+    entry's finish time, seconds since the epoch), live and in a replay alike: what a
+    Cloudflare-style received event's `timestamp` says."""
+
     def info(self) -> RunInfo:
         """Facts about this run."""
         raise NotImplementedError

@@ -3,8 +3,13 @@
 A subclass is registered as a workflow (under its class name, or its `name` attribute)
 whose one argument is the event payload. Each execution makes an instance and calls
 `await instance.run(event, step)`; `step` turns `do`, `sleep`, `sleep_until` and
-`wait_for_event` into cairn's own steps, sleeps and waits, so keys, replay and retries are
-the ones every workflow has.
+`wait_for_event` (and the JavaScript names `sleepUntil`, `waitForEvent`) into cairn's own
+steps, sleeps and waits, so keys, replay and retries are the ones every workflow has.
+
+Step names are cache keys, as on Cloudflare: the workflow is declared with
+`names_are_cache_keys`, so a step whose name its history lacks (a name made from the
+time, say) runs and is recorded instead of failing the run with NonDeterminismError;
+`cairn check --db` lists such runs.
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from cairn.authoring import context, primitives
 from cairn.authoring import options as seed_options
-from cairn.authoring import primitives
 from cairn.authoring import registry as registries
 from cairn.authoring.step_functions import StepFunction
 from cairn.authoring.workflow import WorkflowDef, make_workflow
@@ -57,25 +62,21 @@ class WorkflowEvent:
 
 @dataclass(frozen=True, slots=True)
 class ReceivedEvent:
-    """What `step.wait_for_event` returns: the event's type and payload."""
+    """What `step.wait_for_event` returns: the event's type, payload and timestamp.
+
+    `timestamp` is when the run took the event (its history entry's finish time, the same
+    in every replay); cairn does not keep when it was sent.
+    """
 
     type: str
     payload: Any
+    timestamp: datetime | None = None
 
     def __getitem__(self, key: str) -> Any:
-        """`event["payload"]`, `event["type"]`."""
-        if key == "payload":
-            return self.payload
-        if key == "type":
-            return self.type
-        raise KeyError(f"{key!r} (a received event has type and payload)")
-
-    @property
-    def timestamp(self) -> datetime:
-        """Not kept: cairn does not record when an event was sent."""
-        raise AttributeError(
-            "cairn does not record when an event was sent: put the time in its payload"
-        )
+        """`event["payload"]`, `event["type"]`, `event["timestamp"]`."""
+        if key in ("payload", "type", "timestamp"):
+            return getattr(self, key)
+        raise KeyError(f"{key!r} (a received event has type, payload and timestamp)")
 
 
 class _NoBindings:
@@ -150,6 +151,9 @@ class WorkflowEntrypoint:
             timeout=timeout,
             version=version,
             max_recoveries=max_recoveries,
+            # Cloudflare's rule: a step's name is its cache key. A step the history does
+            # not have (a name made from the time, say) runs anew instead of diverging.
+            names_are_cache_keys=True,
             reg=registry,
         )
 
@@ -285,6 +289,31 @@ class WorkflowStep:
             timestamp = datetime.fromtimestamp(timestamp, UTC)
         return primitives.sleep_until(name, timestamp)
 
+    def sleepUntil(self, name: str, timestamp: Any) -> Any:
+        """`step.sleepUntil(name, when)`, Cloudflare's JavaScript name of `sleep_until`."""
+        return self.sleep_until(name, timestamp)
+
+    async def waitForEvent(self, name: str, options: dict[str, Any]) -> ReceivedEvent:
+        """`await step.waitForEvent(name, {"type": ..., "timeout": ...})`, as in JavaScript.
+
+        The same wait as `wait_for_event(name, type, timeout=...)`; `timeout` defaults to
+        "24 hours". Raises ValueError naming a missing `type` or an unknown key.
+        """
+        if not isinstance(options, dict):
+            raise TypeError(
+                f"step.waitForEvent({name!r}, options): options must be a dict like "
+                f'{{"type": "approval", "timeout": "1 hour"}}, got {options!r}'
+            )
+        unknown = sorted(set(options) - {"type", "timeout"})
+        if unknown:
+            raise ValueError(
+                f"step.waitForEvent({name!r}): unknown option {unknown[0]!r} (known: type, timeout)"
+            )
+        if not isinstance(options.get("type"), str):
+            raise ValueError(f'step.waitForEvent({name!r}): options need "type", the event type')
+        timeout = options.get("timeout", EVENT_TIMEOUT)
+        return await self.wait_for_event(name, options["type"], timeout=timeout)
+
     async def wait_for_event(
         self, name: str, event_type: str, /, *, timeout: Any = EVENT_TIMEOUT
     ) -> ReceivedEvent:
@@ -295,4 +324,6 @@ class WorkflowStep:
         """
         check_name(name, "step name")
         payload = await primitives.wait_for_event(event_type, timeout=timeout)
-        return ReceivedEvent(event_type, payload)
+        taken = context.current("step.wait_for_event").received_at
+        when = None if taken is None else datetime.fromtimestamp(taken, UTC)
+        return ReceivedEvent(event_type, payload, when)

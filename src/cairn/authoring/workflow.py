@@ -47,6 +47,10 @@ class WorkflowDef(Generic[P, R]):
     # False: a transient workflow (pyworkflow's `durable=False`): its runs execute in the
     # process that starts them and keep their history in memory only.
     durable: bool = True
+    # True: step names are cache keys (Cloudflare's rule, declared by WorkflowEntrypoint):
+    # a durable call whose key the history lacks runs and is recorded, where a strict
+    # workflow fails with NonDeterminismError; `cairn check --db` reports such runs.
+    names_are_cache_keys: bool = False
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Inside a run: start this workflow as a child run and wait for its result.
@@ -78,6 +82,7 @@ def make_workflow(
     version: str | None = None,
     max_recoveries: int = 8,
     durable: bool = True,
+    names_are_cache_keys: bool = False,
     reg: registry.Registry | None = None,
 ) -> WorkflowDef[P, R]:
     """Build and register a WorkflowDef for `fn`."""
@@ -91,7 +96,7 @@ def make_workflow(
         max_recoveries=max_recoveries,
         durable=durable,
     )
-    defn: WorkflowDef[P, R] = WorkflowDef(**fields)
+    defn: WorkflowDef[P, R] = WorkflowDef(**fields, names_are_cache_keys=names_are_cache_keys)
     functools.update_wrapper(defn, fn)
     (reg or registry.default_registry).add_workflow(defn)
     return defn

@@ -202,9 +202,15 @@ def print_replay(report: CheckReport) -> int:
         if group.diverged:
             line.append(", ")
             line.append(f"{len(group.diverged)} diverge", style="red")
+        if group.cache_misses:
+            line.append(", ")
+            misses = len(group.cache_misses)
+            line.append(f"{misses} re-run steps their history has (cache misses)", style="yellow")
         out.print(line)
         for divergence in group.diverged:
             out.print(Text(f"  {divergence.describe()}", style="red"), soft_wrap=True)
+        for miss in group.cache_misses:
+            out.print(Text(f"  {miss.describe()}", style="yellow"), soft_wrap=True)
     for patch in report.patches:
         if patch.safe_to_remove:
             out.print(f"patch {patch.change_id!r}: no unfinished run predates it: safe to remove")

@@ -77,10 +77,12 @@ class Journal:
         "_unvisited",
         "_visits",
         "at_take",
+        "cache_keys",
         "cancelled",
         "closed",
         "divergence",
         "max_history",
+        "missed",
         "next_seq",
         "overflow",
         "recorded",
@@ -95,8 +97,15 @@ class Journal:
         warn_history: int = 10_000,
         max_history: int = 50_000,
         run_name: tuple[str, str] = ("", ""),
+        cache_keys: bool = False,
     ) -> None:
         self.recorded = {r.key: r for r in records}
+        # Keys are cache keys (WorkflowDef.names_are_cache_keys): new work may start while
+        # recorded outcomes remain unvisited; those are left unreached, not a divergence.
+        self.cache_keys = cache_keys
+        # What the code did where it first met a key its history lacks (cache_keys only):
+        # the replay is over there, and what is left stays unreached.
+        self.missed: str | None = None
         # Where an earlier attempt delivered a cancellation (not an operation to replay).
         self.cancelled = self.recorded.pop(CANCEL, None)
         # Patch markers are looked up, never required: code that no longer asks skips them.
@@ -151,9 +160,13 @@ class Journal:
             self.at_take(key)  # a recorded cancellation is delivered here, once visited
         return record
 
+    def unreached(self) -> list[StepRecord]:
+        """The recorded outcomes not replayed so far, in history order."""
+        return sorted(self._unvisited.values(), key=lambda r: r.seq)
+
     def caught_up(self) -> bool:
-        """True once every recorded outcome has been replayed."""
-        return not self._unvisited
+        """True once every recorded outcome has been replayed (or a cache key missed)."""
+        return not self._unvisited or self.missed is not None
 
     def allocate_seq(self) -> int:
         """The history position of the next new outcome."""
@@ -217,6 +230,9 @@ class Journal:
             raise Unwind()
         if not self._unvisited:
             return
+        if self.cache_keys:
+            self.missed = self.missed or met
+            return
         idle = 0
         seen = self._visits
         while self._unvisited and idle < 3:
@@ -230,8 +246,12 @@ class Journal:
 
     def check_finished(self, met: str) -> None:
         """Raise NonDeterminismError if the workflow ends with recorded outcomes unvisited."""
-        if self._unvisited:
-            self.diverged(met)
+        if not self._unvisited:
+            return
+        if self.cache_keys:
+            self.missed = self.missed or met
+            return
+        self.diverged(met)
 
     def diverged(self, met: str) -> None:
         """Raise the NonDeterminismError for `met` against the first unvisited outcome."""

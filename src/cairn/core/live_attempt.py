@@ -79,6 +79,7 @@ class LiveAttempt(RunContext):
             warn_history=env.limits.warn_history,
             max_history=env.limits.max_history,
             run_name=(run.run_id, run.workflow),
+            cache_keys=workflow.names_are_cache_keys,
         )
         self.prior_attempts = prior_attempts
         self._loop_thread = threading.get_ident()

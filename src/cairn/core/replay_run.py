@@ -47,7 +47,8 @@ class ReplayRun(RunContext):
             [
                 StepRecord("replay", e.seq, e.key, e.kind, e.name, e.status, e.attempts, None, None)
                 for e in entries
-            ]
+            ],
+            cache_keys=workflow.names_are_cache_keys,
         )
 
     async def execute(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -163,7 +164,11 @@ class ReplayRun(RunContext):
         async def go() -> Any:
             counted = journal.op_name("event", name)
             entry = await self._take(counted, "event", name, default)
-            return entry.result if isinstance(entry, HistoryEntry) else entry
+            if not isinstance(entry, HistoryEntry):
+                return entry
+            finished = entry.finished_at
+            self.received_at = None if finished is None else finished.timestamp()
+            return entry.result
 
         return self._deliver(go())
 

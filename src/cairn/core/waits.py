@@ -84,6 +84,7 @@ async def wait_message(
         take = functools.partial(store.consume_message, lease, channel)
     label = waits_for or f"{kind}:{name}"
     if record is not None and record.status == "completed":
+        live.received_at = record.finished_at
         return live.outcome(record)
     if record is not None and record.status == "timeout":
         return timed_out(kind, name, default)
@@ -116,6 +117,7 @@ async def wait_message(
         payload = await durable.write(live, lambda: take(done), what=f"{kind} {name!r}")
         if payload is not None:
             live.journaled = True
+            live.received_at = done.finished_at
             return live.env.serializer.loads(payload)
         if deadline is not None and clock.now() >= deadline:
             live.journaled = True

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cairn.authoring.registry import Registry
+from cairn.core import journal
 from cairn.core.replay_run import ReplayRun
 from cairn.errors import NonDeterminismError
 from cairn.models import HistoryEntry, RunStatus
@@ -50,13 +51,20 @@ class Divergence:
 
 @dataclass
 class WorkflowCheck:
-    """The runs of one workflow and version."""
+    """The runs of one workflow and version.
+
+    `cache_misses` are runs of a workflow whose step names are cache keys (a
+    `cairn.WorkflowEntrypoint`) that continue, but whose code asks for a key the history
+    lacks: the history's entries from there are not reached and those steps run again.
+    They count as clean (nothing fails) and are listed so that the names can be fixed.
+    """
 
     workflow: str
     version: str | None
     runs: int = 0
     clean: int = 0
     diverged: list[Divergence] = field(default_factory=list)
+    cache_misses: list[Divergence] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,11 @@ class CheckReport:
         return [d for w in self.workflows for d in w.diverged]
 
     @property
+    def cache_misses(self) -> list[Divergence]:
+        """Every run whose step names miss its history (they re-run, see WorkflowCheck)."""
+        return [m for w in self.workflows for m in w.cache_misses]
+
+    @property
     def ok(self) -> bool:
         """True when every run replays cleanly."""
         return not self.divergences
@@ -100,8 +113,14 @@ class CheckReport:
             "ok": self.ok,
             "runs": self.runs,
             "diverged": len(self.divergences),
+            "cache_misses": len(self.cache_misses),
             "workflows": [
-                {**asdict(w), "diverged": [asdict(d) for d in w.diverged]} for w in self.workflows
+                {
+                    **asdict(w),
+                    "diverged": [asdict(d) for d in w.diverged],
+                    "cache_misses": [asdict(m) for m in w.cache_misses],
+                }
+                for w in self.workflows
             ],
             "patches": [
                 {"id": p.change_id, "predating": p.predating, "safe_to_remove": p.safe_to_remove}
@@ -167,13 +186,15 @@ async def _replay_each(
         if group is None:
             group = groups[(run.workflow, run.version)] = WorkflowCheck(run.workflow, run.version)
         group.runs += 1
-        divergence, patches = await _replay_one(run, records, registry, serializer)
+        divergence, patches, miss = await _replay_one(run, records, registry, serializer)
         for change_id, new_path in patches.items():
             predating[change_id] += 0 if new_path else 1
         if divergence is None:
             group.clean += 1
         else:
             group.diverged.append(divergence)
+        if miss is not None:
+            group.cache_misses.append(miss)
     workflows = sorted(groups.values(), key=lambda g: (g.workflow, g.version or ""))
     patch_checks = [PatchCheck(cid, n) for cid, n in sorted(predating.items())]
     return CheckReport(workflows, patch_checks)
@@ -181,31 +202,48 @@ async def _replay_each(
 
 async def _replay_one(
     run: RunRecord, records: list[StepRecord], registry: Registry, serializer: Serializer
-) -> tuple[Divergence | None, dict[str, bool]]:
+) -> tuple[Divergence | None, dict[str, bool], Divergence | None]:
+    """(its divergence, the patches it asked about, where its step names miss the history)."""
+
     def diverged(seq: int | None, code: str, history: str) -> Divergence:
         return Divergence(run.run_id, run.workflow, run.version, seq, code, history)
 
     defn = registry.workflows.get(run.workflow)
     if defn is None:
-        return diverged(None, "has no workflow of this name", "a run of it in flight"), {}
+        return diverged(None, "has no workflow of this name", "a run of it in flight"), {}, None
     try:
         payload = serializer.loads(run.args)
         args, kwargs = tuple(payload.get("args", ())), dict(payload.get("kwargs", {}))
         replay = ReplayRun([_entry(r, serializer) for r in records], defn)
     except Exception as exc:
-        return diverged(None, f"cannot read the run's input ({exc})", "the stored input"), {}
+        return (
+            diverged(None, f"cannot read the run's input ({exc})", "the stored input"),
+            {},
+            None,
+        )
     try:
         async with asyncio.timeout(REPLAY_TIMEOUT):
             await replay.execute(args, kwargs)
     except NonDeterminismError as exc:
-        return diverged(exc.seq, exc.met or "diverged", exc.expected or str(exc)), replay.patches
+        met, expected = exc.met or "diverged", exc.expected or str(exc)
+        return diverged(exc.seq, met, expected), replay.patches, None
     except TimeoutError:
         code = f"did not reach its next durable call within {REPLAY_TIMEOUT:.0f} s"
-        return diverged(None, code, "the recorded outcomes"), replay.patches
+        return diverged(None, code, "the recorded outcomes"), replay.patches, None
     except Exception as exc:  # the code fails on its own history (a changed signature...)
         code = f"raised {type(exc).__name__}: {' '.join(str(exc).split())}"
-        return diverged(None, code, "the recorded outcomes"), replay.patches
-    return None, replay.patches
+        return diverged(None, code, "the recorded outcomes"), replay.patches, None
+    return None, replay.patches, _cache_miss(replay, diverged)
+
+
+def _cache_miss(replay: ReplayRun, made: Any) -> Divergence | None:
+    """Where a run whose step names are cache keys met a key its history lacks, if it did."""
+    missed, unreached = replay.journal.missed, replay.journal.unreached()
+    if missed is None or not unreached:
+        return None
+    more = f" and {len(unreached) - 1} more entries" if len(unreached) > 1 else ""
+    history = f"{journal.describe(unreached[0])}{more}, not reached: they run again"
+    return made(unreached[0].seq, missed, history)  # type: ignore[no-any-return]
 
 
 def _entry(record: StepRecord, serializer: Serializer) -> HistoryEntry:
