@@ -105,3 +105,23 @@ async def test_tasks_of_a_run__with_descendants(kit: Kit) -> None:
         assert [t.task_id for t in middle] == [task.task_id]
         assert await engine.tasks.list(run_id="other", descendants=True) == []
         assert await engine.tasks.list(run_id=leaf, descendants=True) == [task]
+
+
+async def test_runs_of_a_tree__the_run_and_its_descendants(kit: Kit) -> None:
+    intake = claims(kit)
+    async with kit.engine() as engine:
+        await engine.start(intake, run_id="cr")
+        await engine.start(intake, run_id="other")
+        await until(engine, "cr/claims.triage#1/claims.review#1", "WAITING")
+        await until(engine, "other/claims.triage#1/claims.review#1", "WAITING")
+        page = await engine.list_runs(tree="cr")
+        assert sorted(r.run_id for r in page) == [
+            "cr",
+            "cr/claims.triage#1",
+            "cr/claims.triage#1/claims.review#1",
+        ]
+        below = await engine.list_runs(tree="cr/claims.triage#1", workflow="claims.review")
+        assert [r.run_id for r in below] == ["cr/claims.triage#1/claims.review#1"]
+        counts = await engine.control.count_runs(tree="cr")
+        assert counts[cairn.RunStatus.WAITING] == 3
+        assert [r.run_id for r in await engine.list_runs(tree="nope")] == []

@@ -55,12 +55,15 @@ class RunReading:
         until: datetime | float | None = None,
         origin: str | None = None,
         run_id_prefix: str | None = None,
+        tree: str | None = None,
     ) -> RunPage:
         """A page of runs, newest first.
 
         `since` / `until` bound the creation time (`until` excluded), `origin` is what
         started the runs (one of `models.ORIGINS`, or "unknown" for runs from before
-        cairn recorded it), `run_id_prefix` keeps the runs whose id starts with it.
+        cairn recorded it), `run_id_prefix` keeps the runs whose id starts with it,
+        `tree` the run of that id and its descendants (children, theirs, ... 16
+        generations down at most).
         """
         if not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be a positive integer, got {limit!r}")
@@ -73,6 +76,7 @@ class RunReading:
             version=version,
             origin=origin,
             run_id_prefix=run_id_prefix,
+            tree=tree,
             limit=limit + 1,
             cursor=_parse_cursor(cursor),
         )
@@ -93,6 +97,7 @@ class RunReading:
         until: datetime | float | None = None,
         origin: str | None = None,
         run_id_prefix: str | None = None,
+        tree: str | None = None,
         limit: int | None = None,
     ) -> dict[RunStatus, int]:
         """How many runs `list_runs` with these filters finds in each status (one read).
@@ -110,6 +115,7 @@ class RunReading:
             version=version,
             origin=origin,
             run_id_prefix=run_id_prefix,
+            tree=tree,
         )
         found = await self.store.count_runs(query, limit)
         return {status: found.get(status.value, 0) for status in RunStatus}
@@ -231,6 +237,7 @@ def _query(
     version: str | None = None,
     origin: str | None = None,
     run_id_prefix: str | None = None,
+    tree: str | None = None,
     limit: int = 100,
     cursor: tuple[float, str] | None = None,
 ) -> RunQuery:
@@ -246,6 +253,7 @@ def _query(
         version=version,
         origin=None if origin is None else parse_origin(origin),
         run_id_prefix=run_id_prefix,
+        tree=tree,
         limit=limit,
         cursor=cursor,
     )
