@@ -168,6 +168,10 @@ class RunsTable:
         yield self.table(options.max_width)
 
 
+# A history entry's status, coloured: failed red, ended by a cancel yellow, else green.
+_ENTRY_STYLE = {"failed": "red", "cancelled": "yellow"}
+
+
 def history_table(entries: Iterable[HistoryEntry]) -> HistoryTable:
     """A table of a run's durable operations, fitted to the console's width."""
     return HistoryTable(entries)
@@ -209,7 +213,7 @@ class HistoryTable:
             outcome = f"until {when(entry.result)}"
         elif where is not None:
             outcome = where
-        elif entry.status == "waiting":
+        elif entry.status in ("waiting", "cancelled"):  # a wait, open or ended by a cancel
             outcome = waiting_outcome(entry)
         elif took is not None:
             outcome = f"{took}: {short(entry.result, 40)}" if entry.result else took
@@ -217,7 +221,7 @@ class HistoryTable:
             "SEQ": str(entry.seq),
             "KIND": entry.kind,
             "KEY": entry.key or entry.name,
-            "STATUS": Text(entry.status, style="red" if failed else "green"),
+            "STATUS": Text(entry.status, style=_ENTRY_STYLE.get(entry.status, "green")),
             "ATTEMPTS": str(entry.attempts),
             "STARTED": when(entry.started_at),
             "DURATION": seconds(span(entry.started_at, entry.finished_at)),

@@ -25,6 +25,8 @@ Decode = Callable[[str | None], Any]
 # `Execution.cause` of a run's first execution when it was started (not copied).
 STARTED = "start"
 RETRY = "retry"
+# The status of a history entry (a wait, a sleep) that its run's cancellation ended.
+CANCELLED = "cancelled"
 
 
 def _dt(ts: float | None) -> datetime | None:
@@ -136,6 +138,8 @@ def _entry(
         status = str(result["status"]).lower()  # how the child itself ended
     elif step.kind == "sleep" and isinstance(result, int | float):
         status, finished_at, result = _sleep_entry(run, float(result), now)
+    if status == "waiting" and run.status == RunStatus.CANCELLED.value:
+        status, finished_at = CANCELLED, run.finished_at  # the cancel ended the wait
     return HistoryEntry(
         seq=step.seq,
         kind=step.kind,
@@ -157,10 +161,13 @@ def _sleep_entry(run: RunRecord, wake: float, now: float) -> tuple[str, float | 
     """A sleep's status, end and result (its wake time) as history shows them.
 
     The journal records a sleep once, with its wake time, when it starts. It ended at that
-    time (or when its run ended, cancelled say, if sooner); until then it is "sleeping".
+    time (or when its run ended, if sooner: "cancelled" by a cancel); until then it is
+    "sleeping".
     """
     if run.finished_at is not None:
-        return "completed", min(wake, run.finished_at), datetime.fromtimestamp(wake, UTC)
+        cut = run.finished_at < wake and run.status == RunStatus.CANCELLED.value
+        status = CANCELLED if cut else "completed"
+        return status, min(wake, run.finished_at), datetime.fromtimestamp(wake, UTC)
     if wake > now:
         return "sleeping", None, datetime.fromtimestamp(wake, UTC)
     return "completed", wake, datetime.fromtimestamp(wake, UTC)

@@ -1,0 +1,52 @@
+"""History details of issue 31, item 6: what a cancel ended reads as ended, on both stores."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import cairn
+from cairn.store.records import RunRecord
+
+from .kit import WAIT, Kit
+
+
+async def until(engine: cairn.Engine, run_id: str, *statuses: str) -> RunRecord:
+    """The stored run once its status is one of `statuses` (polled; fails after WAIT)."""
+    async with asyncio.timeout(WAIT):
+        while True:
+            run = await engine.control.record(run_id)
+            if run.status in statuses:
+                return run
+            await asyncio.sleep(0.005)
+
+
+@pytest.mark.parametrize("parked", ["event", "task", "child", "sleep"])
+async def test_history__a_wait_a_cancel_ended_reads_cancelled(kit: Kit, parked: str) -> None:
+    @kit.workflow("details.child")
+    async def child() -> None:
+        await cairn.wait_for_event("never")
+
+    @kit.workflow("details.parked")
+    async def parked_wf(how: str) -> None:
+        if how == "event":
+            await cairn.wait_for_event("go", timeout="1d")
+        elif how == "task":
+            await cairn.human_task("approve", title="Approve")
+        elif how == "sleep":
+            await cairn.sleep("30d")
+        else:
+            await child()
+
+    async with kit.engine() as engine:
+        run = await engine.start(parked_wf, parked)
+        await until(engine, run.run_id, "WAITING", "SLEEPING")
+        await engine.cancel(run.run_id)
+        ended = await until(engine, run.run_id, "CANCELLED")
+        history = await engine.history(run.run_id)
+    wait = [e for e in history if e.kind != "cancel"][0]
+    # Before: a wait stayed "waiting" (and a sleep "completed") in a run long over.
+    assert wait.status == "cancelled", (wait.kind, wait.status)
+    assert ended.finished_at is not None and wait.finished_at is not None
+    assert wait.finished_at.timestamp() == pytest.approx(ended.finished_at)
