@@ -45,7 +45,7 @@ async def test_history__a_wait_a_cancel_ended_reads_cancelled(kit: Kit, parked: 
         await engine.cancel(run.run_id)
         ended = await until(engine, run.run_id, "CANCELLED")
         history = await engine.history(run.run_id)
-    wait = [e for e in history if e.kind != "cancel"][0]
+    wait = next(e for e in history if e.kind != "cancel")
     # Before: a wait stayed "waiting" (and a sleep "completed") in a run long over.
     assert wait.status == "cancelled", (wait.kind, wait.status)
     assert ended.finished_at is not None and wait.finished_at is not None
