@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
@@ -102,6 +103,11 @@ def status_cell(run: RunSummary) -> Text:
     return text
 
 
+def cells(text: str | Text) -> int:
+    """How many terminal cells `text` takes: an emoji or a CJK character takes two."""
+    return text.cell_len if isinstance(text, Text) else cell_len(text)
+
+
 def runs_table(runs: Iterable[RunSummary]) -> RunsTable:
     """A table of listed runs, laid out for the console it is printed on (see RunsTable)."""
     return RunsTable(runs)
@@ -151,7 +157,7 @@ class RunsTable:
         """The table for a console `width` characters wide."""
         wants = []
         for name, (least, rank, ample) in self.COLUMNS.items():
-            natural = max([len(name), *(len(row[name]) for row in self.rows)])
+            natural = max([len(name), *(cells(row[name]) for row in self.rows)])
             if name in self.OPTIONAL_TEXT and not any(row[name] for row in self.rows):
                 continue  # no run has any
             least = natural if least is None else least
@@ -234,7 +240,7 @@ class HistoryTable:
         """The table for a console `width` characters wide."""
         wants = []
         for name, (least, rank, ample) in self.COLUMNS.items():
-            natural = max([len(name), *(len(row[name]) for row in self.rows)])
+            natural = max([len(name), *(cells(row[name]) for row in self.rows)])
             least = natural if least is None else least
             wants.append(fit.Want(name, natural, least, rank, ample))
         widths = fit.fit(wants, width)
