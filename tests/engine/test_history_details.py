@@ -50,3 +50,37 @@ async def test_history__a_wait_a_cancel_ended_reads_cancelled(kit: Kit, parked: 
     assert wait.status == "cancelled", (wait.kind, wait.status)
     assert ended.finished_at is not None and wait.finished_at is not None
     assert wait.finished_at.timestamp() == pytest.approx(ended.finished_at)
+
+
+async def test_history__a_queued_steps_interrupted_attempt_is_shown(kit: Kit) -> None:
+    # Before: a claim whose worker died showed only as `claims: 2` in the report's JSON.
+    from cairn.cli import output
+    from cairn.representation import runs as run_forms
+    from cairn.representation import words
+
+    @kit.step("render", queue="gpu")
+    async def render(frame: int) -> int:
+        return frame * 10
+
+    @kit.workflow("details.movie")
+    async def movie() -> int:
+        return await render(2)
+
+    async with kit.engine() as cpu:
+        handle = await cpu.start(movie)
+        await until(cpu, handle.run_id, "WAITING")
+        # A worker of the queue takes the attempt and dies: its lease runs out unrenewed.
+        [taken] = await cpu.store.claim_step_tasks(["gpu"], "w-dead", lease=0.2, limit=1)
+        assert taken.started_at is None or taken.worker_id == "w-dead"
+        await asyncio.sleep(0.3)
+        async with kit.engine(step_queues=["gpu"], workers=2, claim=False):
+            assert await handle.result(timeout=WAIT) == 20
+        shown = await run_forms.fetch(cpu.control, handle.run_id)
+    [lost] = [a for a in shown.attempts if a["outcome"] == "interrupted"]
+    assert (lost["key"], lost["attempt"], lost["worker"]) == ("render#1", 1, "w-dead")
+    assert lost["started_at"] is not None and lost["failed_at"] is not None
+    assert words.attempt_outcome(lost).startswith("interrupted (worker w-dead, started ")
+    console = output.stdout()
+    with console.capture() as captured:
+        console.print(output.attempts_table(shown.attempts))
+    assert "interrupted (worker w-dead" in captured.get()

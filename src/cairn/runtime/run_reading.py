@@ -162,10 +162,15 @@ class RunReading:
         """Every failed or interrupted step attempt of the run, by execution.
 
         Each names its `execution` and `outcome` ("failed", or "interrupted" with the
-        `worker` that ran it). `started_at` and `duration` (seconds to `failed_at`) are
+        `worker` that ran it: a local step's, or a step queue's claim whose worker let
+        its lease run out). `started_at` and `duration` (seconds to `failed_at`) are
         None for attempts recorded before cairn kept when each began.
         """
-        return [run_history.attempt_dict(a) for a in await self.store.load_attempts(run_id)]
+        found = await self.store.load_attempts(run_id)
+        lost = run_history.queued_interruptions(run_id, await self.store.list_step_tasks(run_id))
+        if lost:  # in the order they ended, within each execution
+            found = sorted([*found, *lost], key=lambda a: (a.execution, a.failed_at))
+        return [run_history.attempt_dict(a) for a in found]
 
     async def executing(self, run_id: str) -> list[dict[str, Any]]:
         """The step attempts executing for the run now (see runtime/history.executing)."""
