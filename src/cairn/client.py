@@ -77,10 +77,17 @@ class ClientTasks:
         self._client = client
 
     def list(
-        self, status: str | None = "open", assignee: str | None = None, run_id: str | None = None
+        self,
+        status: str | None = "open",
+        assignee: str | None = None,
+        run_id: str | None = None,
+        *,
+        descendants: bool = False,
     ) -> list[TaskInfo]:
-        """Tasks, oldest first; `status=None` lists every status."""
-        return self._client._call(self._client.control.tasks.list(status, assignee, run_id))
+        """Tasks, oldest first; `status=None` lists every status (see `Engine.tasks.list`)."""
+        return self._client._call(
+            self._client.control.tasks.list(status, assignee, run_id, descendants=descendants)
+        )
 
     def get(self, task_id: str) -> TaskInfo:
         """One task; TaskNotFound if unknown."""

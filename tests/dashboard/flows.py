@@ -172,6 +172,11 @@ class Flows:
                 assignee="ann",
             )
 
+        inbox_flow = make_workflow(inbox, name="t.inbox", reg=reg)
+
+        async def escalate() -> Any:
+            return await inbox_flow()
+
         async def address() -> Any:
             return await cairn.human_task("address", title="Where to ship?", form=ADDRESS_FORM)
 
@@ -214,7 +219,7 @@ class Flows:
             ("t.wobbly", wobbly),
             ("t.held", holding),
             ("t.shaky", shaky),
-            ("t.inbox", inbox),
+            ("t.escalate", escalate),
             ("t.hooked", hooked),
             ("t.review", review),
             ("t.address", address),

@@ -182,3 +182,29 @@ async def test_hooks_and_events__deeply_nested_payloads_are_400(api, workers):
 
 async def _value(items):
     return bool(items)
+
+
+async def test_tasks__of_a_run_include_its_childrens_and_the_run_names_its_child(api, workers):
+    # Issue 31: a parent waiting on a child hid the child and the task it waits on.
+    await start(api, "t.escalate", run_id="esc")
+    child = "esc/t.inbox#1"
+    task = await open_task(api, child)
+    await status(api, "esc", "WAITING")
+
+    tree = (await api.get("/tasks", params={"run_id": "esc"})).json()["tasks"]
+    assert [t["task_id"] for t in tree] == [task["task_id"]]
+    own = await api.get("/tasks", params={"run_id": "esc", "descendants": "false"})
+    assert own.json()["tasks"] == []
+    bad = await api.get("/tasks", params={"run_id": "esc", "descendants": "maybe"})
+    assert bad.status_code == 400
+    assert "descendants must be true or false" in bad.json()["message"]
+
+    runs = (await api.get("/runs", params={"tree": "esc"})).json()["runs"]
+    assert sorted(r["run_id"] for r in runs) == ["esc", child]
+    assert {r["run_id"]: r["waiting_for"] for r in runs}["esc"] == (
+        f"child run of 't.inbox' ({child})"
+    )
+    waiting = (await api.get("/runs/esc")).json()["waiting"]
+    assert waiting["child_id"] == child
+    assert waiting["child"]["run_id"] == child
+    assert waiting["child"]["waiting"]["task_id"] == task["task_id"]

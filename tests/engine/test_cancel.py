@@ -177,7 +177,7 @@ async def test_cancel__delivered_once_so_cleanup_may_call_steps(kit: Kit) -> Non
         history = await engine.history(run.run_id)
     assert calls == {"after": 1}
     assert [(h.kind, h.status) for h in history] == [
-        ("event", "waiting"),
+        ("event", "cancelled"),  # the cancel ended the wait (it read "waiting" before)
         ("cancel", "completed"),
         ("step", "completed"),
         ("sleep", "completed"),

@@ -30,6 +30,11 @@ async def test_sleep__a_short_sleep_is_one_step(kit: Kit) -> None:
         ("step", "sleep_chunked", "completed"),
         ("step", "sleep_chunked", "completed"),
     ]
+    # Its input in the milliseconds it was called with (it once read (0.12, 0.04)).
+    assert [h.input for h in history] == [
+        {"args": [120, 40], "kwargs": {}},
+        {"args": [0, 250], "kwargs": {}},
+    ]
 
 
 async def test_sleep__a_long_sleep_parks_the_run(sqlite_kit: Kit) -> None:

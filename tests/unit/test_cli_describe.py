@@ -59,6 +59,23 @@ def test_waiting__hooks_and_children(channel):
     assert repr(channel.partition(":")[2]) in words.waiting_text(found, now=NOW)
 
 
+def test_waiting__a_child_is_named_and_what_moves_it_on_is_the_childs():
+    # Before, "child run of 'claims.review'" without the child's id, and no hint.
+    record = run("WAITING", waiting_for="child:claims.review", waits_on='["child:r1/c#1"]')
+    found = blocking.waiting(record, now=NOW)
+    assert found == {"kind": "child", "name": "claims.review", "until": None, "child_id": "r1/c#1"}
+    assert blocking.reason(record, now=NOW) == "child run of 'claims.review' (r1/c#1)"
+    assert "cairn runs show r1/c#1" in describe.follow_up(record, found)
+    task = {"kind": "task", "name": "approve", "until": None, "task_id": "t9"}
+    found["child"] = {"run_id": "r1/c#1", "status": "WAITING", "waiting": task}
+    assert words.waiting_text(found, now=NOW) == (
+        "child run of 'claims.review' (r1/c#1), which waits for human task 'approve' (task t9)"
+    )
+    assert "cairn tasks submit t9 JSON" in describe.follow_up(record, found)
+    found["child"] = {"run_id": "r1/c#1", "status": "RUNNING", "waiting": None}
+    assert words.waiting_text(found, now=NOW).endswith("(r1/c#1), which is RUNNING")
+
+
 def test_waiting__a_step_sent_to_a_step_queue_names_the_queue():
     # Before, a run parked on a remote attempt read as "waiting for a worker to take it".
     record = run("WAITING", waiting_for="step:train@gpu")

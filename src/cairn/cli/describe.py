@@ -12,18 +12,30 @@ from cairn.store.records import RunRecord
 
 
 def follow_up(run: RunRecord, found: Mapping[str, Any] | None) -> str:
-    """The command that moves a parked run on, for the last line of `cairn run`."""
+    """The command that moves a parked run on, for the last line of `cairn run`.
+
+    A run waiting on a child is moved on by what moves the child (the nearest one
+    whose reason is known, `found["child"]`).
+    """
+    return _follow_up(run.run_id, found)
+
+
+def _follow_up(run_id: str, found: Mapping[str, Any] | None) -> str:
     kind = None if found is None else found["kind"]
     if kind == "event" and found is not None:
-        return f"send it with `cairn send {run.run_id} {found['name']} JSON`"
+        return f"send it with `cairn send {run_id} {found['name']} JSON`"
     if kind == "task" and found is not None:
         task = found.get("task_id") or "TASK_ID"
         return f"submit it with `cairn tasks submit {task} JSON` (see `cairn tasks show {task}`)"
     if kind == "resume":
-        return f"resume it with `cairn runs resume {run.run_id}`"
+        return f"resume it with `cairn runs resume {run_id}`"
     if kind == "hook":
         return "it goes on when the hook is called"
     if kind == "step" and found is not None:
         queue = str(found["name"]).rpartition("@")[2]
         return f"a worker serving it runs the step (`cairn worker --step-queue {queue}`)"
+    if kind == "child" and found is not None and found.get("child_id"):
+        child = found.get("child") or {}
+        inner = _follow_up(str(child["run_id"]), child["waiting"]) if child.get("waiting") else ""
+        return inner or f"it goes on when its child ends (`cairn runs show {found['child_id']}`)"
     return ""

@@ -18,7 +18,7 @@ class Want:
     name: str
     """The column's heading."""
     natural: int
-    """The width of its widest cell (heading included)."""
+    """The width of its widest cell (heading included), in terminal cells (output.cells)."""
     least: int
     """The narrowest it may be cut to; `natural` for a column that must not be cut."""
     rank: int = 0

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
@@ -102,6 +103,11 @@ def status_cell(run: RunSummary) -> Text:
     return text
 
 
+def cells(text: str | Text) -> int:
+    """How many terminal cells `text` takes: an emoji or a CJK character takes two."""
+    return text.cell_len if isinstance(text, Text) else cell_len(text)
+
+
 def runs_table(runs: Iterable[RunSummary]) -> RunsTable:
     """A table of listed runs, laid out for the console it is printed on (see RunsTable)."""
     return RunsTable(runs)
@@ -151,7 +157,7 @@ class RunsTable:
         """The table for a console `width` characters wide."""
         wants = []
         for name, (least, rank, ample) in self.COLUMNS.items():
-            natural = max([len(name), *(len(row[name]) for row in self.rows)])
+            natural = max([len(name), *(cells(row[name]) for row in self.rows)])
             if name in self.OPTIONAL_TEXT and not any(row[name] for row in self.rows):
                 continue  # no run has any
             least = natural if least is None else least
@@ -166,6 +172,10 @@ class RunsTable:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self.table(options.max_width)
+
+
+# A history entry's status, coloured: failed red, ended by a cancel yellow, else green.
+_ENTRY_STYLE = {"failed": "red", "cancelled": "yellow"}
 
 
 def history_table(entries: Iterable[HistoryEntry]) -> HistoryTable:
@@ -209,7 +219,7 @@ class HistoryTable:
             outcome = f"until {when(entry.result)}"
         elif where is not None:
             outcome = where
-        elif entry.status == "waiting":
+        elif entry.status in ("waiting", "cancelled"):  # a wait, open or ended by a cancel
             outcome = waiting_outcome(entry)
         elif took is not None:
             outcome = f"{took}: {short(entry.result, 40)}" if entry.result else took
@@ -217,7 +227,7 @@ class HistoryTable:
             "SEQ": str(entry.seq),
             "KIND": entry.kind,
             "KEY": entry.key or entry.name,
-            "STATUS": Text(entry.status, style="red" if failed else "green"),
+            "STATUS": Text(entry.status, style=_ENTRY_STYLE.get(entry.status, "green")),
             "ATTEMPTS": str(entry.attempts),
             "STARTED": when(entry.started_at),
             "DURATION": seconds(span(entry.started_at, entry.finished_at)),
@@ -230,7 +240,7 @@ class HistoryTable:
         """The table for a console `width` characters wide."""
         wants = []
         for name, (least, rank, ample) in self.COLUMNS.items():
-            natural = max([len(name), *(len(row[name]) for row in self.rows)])
+            natural = max([len(name), *(cells(row[name]) for row in self.rows)])
             least = natural if least is None else least
             wants.append(fit.Want(name, natural, least, rank, ample))
         widths = fit.fit(wants, width)

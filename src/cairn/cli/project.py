@@ -31,7 +31,7 @@ from cairn.errors import (
 from cairn.models import RunStatus
 from cairn.representation import runs as run_forms
 from cairn.representation import words
-from cairn.runtime import blocking, transient, workflow_names
+from cairn.runtime import transient, workflow_names
 from cairn.runtime.control import START_OPTIONS
 from cairn.runtime.engine import Engine
 from cairn.store.records import RunRecord
@@ -258,10 +258,7 @@ async def _execute(
                     style="bold",
                 )
             run = await follow.Follower(engine.control, handle.run_id, err).follow()
-            task_id = None
-            if run.status == RunStatus.WAITING:
-                task_id = await run_forms.open_task(engine.control, run)
-            found = blocking.waiting(run, now=engine.clock.now(), task_id=task_id)
+            found = await run_forms.waiting_of(engine.control, run, now=engine.clock.now())
             return report(engine, run, err, found)
     except asyncio.CancelledError:
         if run_id_started is not None:
@@ -322,7 +319,7 @@ def report(
 ) -> int:
     """Print how a followed run ended, or what it waits for; returns the exit code.
 
-    `found` is what holds a parked run (`blocking.waiting`).
+    `found` is what holds a parked run (`representation.runs.waiting_of`).
     """
     status = RunStatus(run.status)
     now = engine.clock.now()

@@ -66,6 +66,12 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     listing.add_argument("--prefix", metavar="P", help="only runs whose id starts with P")
     listing.add_argument(
+        "--tree",
+        metavar="RUN_ID",
+        help="only this run and its descendants (child runs, theirs, ... 16 generations "
+        "down at most)",
+    )
+    listing.add_argument(
         "--since",
         metavar="TIME",
         help="only runs created at TIME or later (ISO 8601, local time unless it names a zone)",
@@ -125,6 +131,7 @@ def list_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
             until=until,
             origin=origin,
             run_id_prefix=ns.prefix,
+            tree=ns.tree,
         ),
     )
     if ns.json:

@@ -39,7 +39,16 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     which.add_argument("--status", metavar="S", help=f"only tasks in this status: {_one_of()}")
     which.add_argument("--all", action="store_true", help="tasks in every status")
     listing.add_argument("--assignee", metavar="A", help="only tasks assigned to A")
-    listing.add_argument("--run", metavar="RUN_ID", help="only tasks of this run")
+    listing.add_argument(
+        "--run", metavar="RUN_ID", help="only tasks of this run and of its descendant runs"
+    )
+    listing.add_argument(
+        "--tree",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --run, include the tasks of its child runs (theirs too, 16 generations "
+        "down at most): the default; --no-tree keeps that run's own tasks only",
+    )
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.set_defaults(handler=list_tasks)
 
@@ -106,7 +115,10 @@ def list_tasks(ns: argparse.Namespace, glob: options.Globals) -> int:
         if status not in task_forms.STATUSES:
             raise ValueError(f"unknown task status {ns.status!r} (one of {_one_of()})")
     tasks = options.with_engine(
-        glob, lambda engine: engine.tasks.list(status=status, assignee=ns.assignee, run_id=ns.run)
+        glob,
+        lambda engine: engine.tasks.list(
+            status=status, assignee=ns.assignee, run_id=ns.run, descendants=ns.tree
+        ),
     )
     if ns.json:
         output.print_json({"tasks": [task_forms.task_dict(task) for task in tasks]})

@@ -98,13 +98,21 @@ class Shown:
     skipped: int = 0
 
 
-async def fetch(control: RunControl, run_id: str, *, window: int | None = None) -> Shown:
+# How many generations of children a run shown reads to say what it waits for: a parent
+# waiting on a child waiting on a child... names the nearest ones, not an unbounded chain.
+CHILD_DEPTH = 3
+
+
+async def fetch(
+    control: RunControl, run_id: str, *, window: int | None = None, child_depth: int = CHILD_DEPTH
+) -> Shown:
     """Read one run, its history and attempts, what it executes or waits for, its copies.
 
     Every execution's entries and attempts are read; with `window`, only the entries
     after the journal's last `window` seqs (the dashboard's run page and `cairn runs
     show`: a history of 50,000 entries is not read whole to show one run). The
-    dashboard's `GET /api/v1/runs/{id}` shows the same facts.
+    dashboard's `GET /api/v1/runs/{id}` shows the same facts. A run waiting on a child
+    says what the child waits for, `child_depth` generations down (see `waiting_of`).
     """
     run = await control.record(run_id)
     entries, top = await control.store.journal_extent(run_id)
@@ -115,10 +123,7 @@ async def fetch(control: RunControl, run_id: str, *, window: int | None = None) 
     executing = await control.executing(run_id)
     copies = await control.copies(run_id)
     now = control.clock.now()
-    task_id = None
-    if run.status == RunStatus.WAITING and (run.waiting_for or "").startswith("task:"):
-        task_id = await open_task(control, run)
-    waiting = blocking.waiting(run, now=now, task_id=task_id)
+    waiting = await waiting_of(control, run, now=now, child_depth=child_depth)
     if waiting is not None and waiting["kind"] == "worker":
         known = leases.known_workflows(await control.store.list_workers())
         if known is not None and run.workflow not in known:
@@ -138,6 +143,41 @@ async def fetch(control: RunControl, run_id: str, *, window: int | None = None) 
         entries=entries,
         skipped=max(0, entries - live) if after else 0,
     )
+
+
+async def waiting_of(
+    control: RunControl, run: RunRecord, *, now: float, child_depth: int = CHILD_DEPTH
+) -> dict[str, Any] | None:
+    """What holds one run (`blocking.waiting`), with its open task and awaited child.
+
+    A run waiting on a child gets `child`: the child's `run_id`, `status` and `waiting`
+    (its own reason, read the same way), down at most `child_depth` generations; past
+    that, a child's reason names its own child's id only. One read per generation.
+    """
+    task_id = None
+    if run.status == RunStatus.WAITING and (run.waiting_for or "").startswith("task:"):
+        task_id = await open_task(control, run)
+    found = blocking.waiting(run, now=now, task_id=task_id)
+    child_id = None if found is None else found.get("child_id")
+    if child_depth < 1 or not child_id:
+        return found
+    child = await control.store.get_run(child_id)
+    if child is not None and found is not None:
+        waits = await waiting_of(control, child, now=now, child_depth=child_depth - 1)
+        found["child"] = {"run_id": child.run_id, "status": child.status, "waiting": waits}
+    return found
+
+
+def _child_json(child: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A `child` of a shown run's waiting, with its times as JSON (ISO 8601, UTC)."""
+    if child is None:
+        return None
+    waits = child.get("waiting")
+    if waits is not None:
+        waits = {**waits, "until": jsonable(_utc(waits.get("until")))}
+        if "child" in waits:
+            waits["child"] = _child_json(waits["child"])
+    return {**child, "waiting": waits}
 
 
 async def open_task(control: RunControl, run: RunRecord) -> str | None:
@@ -164,6 +204,8 @@ def run_dict(shown: Shown) -> dict[str, Any]:
     waiting = None
     if shown.waiting is not None:
         waiting = {**shown.waiting, "until": jsonable(_utc(shown.waiting.get("until")))}
+        if "child" in waiting:
+            waiting["child"] = _child_json(waiting["child"])
     return {
         "run_id": run.run_id,
         "workflow": run.workflow,

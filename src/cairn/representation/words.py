@@ -221,9 +221,18 @@ def _waiting_text(found: Mapping[str, Any], *, now: float, run_id: str) -> str:
     text = f"{blocking.KINDS[kind]} {name!r}"
     if kind == "task" and found.get("task_id"):
         text += f" (task {found['task_id']})"
+    if kind == "child" and found.get("child_id"):
+        text += f" ({found['child_id']})"
     if until is not None:
         verb = "due" if kind == "task" else "expires" if kind == "hook" else "times out"
         text += f", {verb} {when(until)}{_in(until, now)}"
+    child = found.get("child")
+    if kind == "child" and child is not None:
+        waits = child.get("waiting")
+        if waits is None:  # executing, or ended with its message to the parent on its way
+            text += f", which is {child['status']}"
+        else:
+            text += f", which waits for {waiting_text(waits, now=now, run_id=child['run_id'])}"
     return text
 
 

@@ -49,6 +49,21 @@ def awaited_events(run: RunRecord) -> list[str]:
     return [c[len("event:") :] for c in channels if c.startswith("event:")]
 
 
+def awaited_child(run: RunRecord) -> str | None:
+    """The id of the child run a WAITING run waits on, from its wait's channel; else None.
+
+    `waiting_for` names the child's workflow ("child:claims.review"), `waits_on` the
+    channel its end is sent on ("child:RUN_ID"): read from the row, like the rest here.
+    """
+    if run.status != RunStatus.WAITING.value or run.waits_on is None:
+        return None
+    for channel in json.loads(run.waits_on):
+        kind, _, name = channel.partition(":")
+        if kind == "child" and name:
+            return str(name)
+    return None
+
+
 def spinning(run: RunRecord) -> str | None:
     """One line if the unfinished run keeps waking without progress, else None."""
     if run.futile_wakes <= SPINNING_AFTER or RunStatus(run.status).finished:
@@ -68,7 +83,8 @@ def waiting(run: RunRecord, *, now: float, task_id: str | None = None) -> dict[s
     whose row a lost database session still locks: `reason` names the session's worker
     and since when), delay (a start delay),
     worker (due, for a worker to take) or resume (PAUSED). `until` is the wake time or the
-    wait's timeout (epoch seconds), `task_id` the open human task. A run that keeps
+    wait's timeout (epoch seconds), `task_id` the open human task, `child_id` the child
+    run waited on (None for a run parked before its channels were kept). A run that keeps
     waking without progress has `spinning`, the line saying so (and kind "spinning"
     while it executes, between two wake-ups).
     """
@@ -112,6 +128,8 @@ def _waiting(run: RunRecord, *, now: float, task_id: str | None) -> dict[str, An
         found: dict[str, Any] = {"kind": kind, "name": name, "until": run.wake_at}
         if kind == "task":
             found["task_id"] = task_id
+        elif kind == "child":
+            found["child_id"] = awaited_child(run)
         return found
     if status is RunStatus.PENDING:
         if run.waiting_for and run.waiting_for.startswith(LOCKED_BY):
@@ -158,6 +176,8 @@ def _reason(found: dict[str, Any], *, now: float) -> str | None:
     if kind in ("worker", "spinning"):
         return None
     text = f"{KINDS[kind]} {name!r}"
+    if kind == "child" and found.get("child_id"):
+        text += f" ({found['child_id']})"
     return text if until is None else f"{text} until {_utc(until)}"
 
 

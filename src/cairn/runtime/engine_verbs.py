@@ -75,6 +75,7 @@ class EngineVerbs:
         until: datetime | float | None = None,
         origin: str | None = None,
         run_id_prefix: str | None = None,
+        tree: str | None = None,
     ) -> RunPage:
         """A page of runs, newest first (the filters: see `RunControl.list_runs`)."""
         return await self.control.list_runs(
@@ -88,6 +89,7 @@ class EngineVerbs:
             until=until,
             origin=origin,
             run_id_prefix=run_id_prefix,
+            tree=tree,
         )
 
     @property

@@ -18,13 +18,22 @@ from cairn.core import hook_tokens, step_input
 from cairn.models import Execution, History, HistoryEntry, RunStatus
 from cairn.store import in_flight
 from cairn.store.protocol import Store
-from cairn.store.records import AttemptRecord, ExecutionRecord, RunRecord, StepRecord
+from cairn.store.records import (
+    INTERRUPTED,
+    AttemptRecord,
+    ExecutionRecord,
+    RunRecord,
+    StepRecord,
+    StepTaskRecord,
+)
 
 Decode = Callable[[str | None], Any]
 
 # `Execution.cause` of a run's first execution when it was started (not copied).
 STARTED = "start"
 RETRY = "retry"
+# The status of a history entry (a wait, a sleep) that its run's cancellation ended.
+CANCELLED = "cancelled"
 
 
 def _dt(ts: float | None) -> datetime | None:
@@ -136,6 +145,8 @@ def _entry(
         status = str(result["status"]).lower()  # how the child itself ended
     elif step.kind == "sleep" and isinstance(result, int | float):
         status, finished_at, result = _sleep_entry(run, float(result), now)
+    if status == "waiting" and run.status == RunStatus.CANCELLED.value:
+        status, finished_at = CANCELLED, run.finished_at  # the cancel ended the wait
     return HistoryEntry(
         seq=step.seq,
         kind=step.kind,
@@ -157,10 +168,13 @@ def _sleep_entry(run: RunRecord, wake: float, now: float) -> tuple[str, float | 
     """A sleep's status, end and result (its wake time) as history shows them.
 
     The journal records a sleep once, with its wake time, when it starts. It ended at that
-    time (or when its run ended, cancelled say, if sooner); until then it is "sleeping".
+    time (or when its run ended, if sooner: "cancelled" by a cancel); until then it is
+    "sleeping".
     """
     if run.finished_at is not None:
-        return "completed", min(wake, run.finished_at), datetime.fromtimestamp(wake, UTC)
+        cut = run.finished_at < wake and run.status == RunStatus.CANCELLED.value
+        status = CANCELLED if cut else "completed"
+        return status, min(wake, run.finished_at), datetime.fromtimestamp(wake, UTC)
     if wake > now:
         return "sleeping", None, datetime.fromtimestamp(wake, UTC)
     return "completed", wake, datetime.fromtimestamp(wake, UTC)
@@ -183,6 +197,45 @@ def attempt_dict(attempt: AttemptRecord) -> dict[str, Any]:
         "duration": None if started is None else attempt.failed_at - started,
         "retry_at": _dt(attempt.retry_at),
     }
+
+
+def queued_interruptions(run_id: str, tasks: list[StepTaskRecord]) -> list[AttemptRecord]:
+    """The claims of step-queue attempts that their worker died holding, as attempts.
+
+    Interrupted like a local step whose worker died: `worker` ran it from `started_at`
+    and let its lease run out at `failed_at`, when another worker of the queue could take
+    it over (see StepTaskRecord.interrupted).
+    """
+    found = []
+    for task in tasks:
+        if not task.interrupted:
+            continue
+        # The task id is RUN_ID/EXECUTION/KEY@ATTEMPT (core/remote_steps.task_id).
+        execution = task.task_id[len(run_id) + 1 :].partition("/")[0]
+        for claim in json.loads(task.interrupted):
+            worker = claim.get("worker")
+            ended = claim.get("lease_until") or claim.get("started_at") or task.created_at
+            found.append(
+                AttemptRecord(
+                    run_id=run_id,
+                    key=task.key,
+                    attempt=task.attempt,
+                    error_type=INTERRUPTED,
+                    message=(
+                        f"worker {worker} of step queue {task.queue!r} stopped renewing its "
+                        f"claim while attempt {task.attempt} of step {task.step!r} ran; "
+                        "it may have run in part or in full"
+                    ),
+                    traceback="",
+                    failed_at=float(ended),
+                    retry_at=None,
+                    started_at=claim.get("started_at"),
+                    execution=int(execution) if execution.isdigit() else 1,
+                    outcome=INTERRUPTED,
+                    worker=worker,
+                )
+            )
+    return found
 
 
 async def executing(store: Store, run: RunRecord) -> list[dict[str, Any]]:

@@ -55,12 +55,15 @@ class RunReading:
         until: datetime | float | None = None,
         origin: str | None = None,
         run_id_prefix: str | None = None,
+        tree: str | None = None,
     ) -> RunPage:
         """A page of runs, newest first.
 
         `since` / `until` bound the creation time (`until` excluded), `origin` is what
         started the runs (one of `models.ORIGINS`, or "unknown" for runs from before
-        cairn recorded it), `run_id_prefix` keeps the runs whose id starts with it.
+        cairn recorded it), `run_id_prefix` keeps the runs whose id starts with it,
+        `tree` the run of that id and its descendants (children, theirs, ... 16
+        generations down at most).
         """
         if not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be a positive integer, got {limit!r}")
@@ -73,6 +76,7 @@ class RunReading:
             version=version,
             origin=origin,
             run_id_prefix=run_id_prefix,
+            tree=tree,
             limit=limit + 1,
             cursor=_parse_cursor(cursor),
         )
@@ -93,6 +97,7 @@ class RunReading:
         until: datetime | float | None = None,
         origin: str | None = None,
         run_id_prefix: str | None = None,
+        tree: str | None = None,
         limit: int | None = None,
     ) -> dict[RunStatus, int]:
         """How many runs `list_runs` with these filters finds in each status (one read).
@@ -110,6 +115,7 @@ class RunReading:
             version=version,
             origin=origin,
             run_id_prefix=run_id_prefix,
+            tree=tree,
         )
         found = await self.store.count_runs(query, limit)
         return {status: found.get(status.value, 0) for status in RunStatus}
@@ -156,10 +162,15 @@ class RunReading:
         """Every failed or interrupted step attempt of the run, by execution.
 
         Each names its `execution` and `outcome` ("failed", or "interrupted" with the
-        `worker` that ran it). `started_at` and `duration` (seconds to `failed_at`) are
+        `worker` that ran it: a local step's, or a step queue's claim whose worker let
+        its lease run out). `started_at` and `duration` (seconds to `failed_at`) are
         None for attempts recorded before cairn kept when each began.
         """
-        return [run_history.attempt_dict(a) for a in await self.store.load_attempts(run_id)]
+        found = await self.store.load_attempts(run_id)
+        lost = run_history.queued_interruptions(run_id, await self.store.list_step_tasks(run_id))
+        if lost:  # in the order they ended, within each execution
+            found = sorted([*found, *lost], key=lambda a: (a.execution, a.failed_at))
+        return [run_history.attempt_dict(a) for a in found]
 
     async def executing(self, run_id: str) -> list[dict[str, Any]]:
         """The step attempts executing for the run now (see runtime/history.executing)."""
@@ -234,6 +245,7 @@ def _query(
     version: str | None = None,
     origin: str | None = None,
     run_id_prefix: str | None = None,
+    tree: str | None = None,
     limit: int = 100,
     cursor: tuple[float, str] | None = None,
 ) -> RunQuery:
@@ -256,6 +268,7 @@ def _query(
         version=version,
         origin=None if origin is None else parse_origin(origin),
         run_id_prefix=run_id_prefix,
+        tree=tree,
         limit=limit,
         cursor=cursor,
     )

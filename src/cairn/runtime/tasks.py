@@ -69,9 +69,17 @@ class TaskControl:
         )
 
     async def list(
-        self, status: str | None = "open", assignee: str | None = None, run_id: str | None = None
+        self,
+        status: str | None = "open",
+        assignee: str | None = None,
+        run_id: str | None = None,
+        *,
+        descendants: bool = False,
     ) -> list[TaskInfo]:
         """Tasks, oldest first; `status=None` lists every status.
+
+        `run_id` keeps that run's tasks; with `descendants`, those of its child runs
+        too (and theirs, 16 generations down at most): what a parent waits on.
 
         Raises:
             InvalidName: an `assignee` or `run_id` no task can have (a NUL, say).
@@ -83,7 +91,7 @@ class TaskControl:
             if value is not None:
                 check_name(value, what)
         tasks = await self._control.store.list_tasks(
-            status=status, assignee=assignee, run_id=run_id
+            status=status, assignee=assignee, run_id=run_id, descendants=descendants
         )
         return [self._info(task) for task in tasks]
 

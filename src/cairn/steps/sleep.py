@@ -41,15 +41,16 @@ def sleep_chunked(total_ms: float, chunk_ms: float = 250, *, name: str | None = 
     """
     if isinstance(total_ms, bool) or not isinstance(total_ms, int | float) or not total_ms >= 0:
         raise ValueError(f"sleep_chunked: total_ms must be a number >= 0, got {total_ms!r}")
-    chunk = calling.positive_ms(chunk_ms, "sleep_chunked chunk_ms")
-    total = float(total_ms) / 1000
+    calling.positive_ms(chunk_ms, "sleep_chunked chunk_ms")
     label = name or "sleep_chunked"
     if total_ms > PARK_AFTER_MS and calling.in_workflow():
-        return primitives.sleep(label, total)
-    return calling.call(label, _sleep, (total, chunk), retries=_ONCE)
+        return primitives.sleep(label, float(total_ms) / 1000)
+    # The step's recorded input is the call's own, in milliseconds, as history shows it.
+    return calling.call(label, _sleep, (total_ms, chunk_ms), retries=_ONCE)
 
 
-async def _sleep(total: float, chunk: float) -> None:
+async def _sleep(total_ms: float, chunk_ms: float) -> None:
+    total, chunk = float(total_ms) / 1000, float(chunk_ms) / 1000
     loop = asyncio.get_running_loop()
     end = loop.time() + total
     while (left := end - loop.time()) > 0:

@@ -22,7 +22,7 @@ from cairn.representation import runs as run_forms
 from cairn.runtime.control import RunControl
 
 COLUMN = "col."
-FILTERS = ("status", "workflow", "version", "since", "until", "origin", "run_id_prefix")
+FILTERS = ("status", "workflow", "version", "since", "until", "origin", "run_id_prefix", "tree")
 MAX_LIMIT = 1000
 # History entries per page of GET /runs/{id}/history (at most, and by default).
 HISTORY_PAGE = 1000
@@ -53,7 +53,7 @@ def filters(found: dict[str, str], *, naive: tzinfo = UTC) -> dict[str, Any]:
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
     # Names follow the name rule: a bad one is 422 InvalidName, before any query.
-    for key in ("workflow", "version", "run_id_prefix"):
+    for key in ("workflow", "version", "run_id_prefix", "tree"):
         if key in found:
             chosen[key] = check_name(found[key], key)
     for key in ("since", "until"):
@@ -273,6 +273,11 @@ OPERATIONS = (
                 "restart, fork, or unknown (runs from before cairn recorded it)",
             ),
             Param("run_id_prefix", "only runs whose id starts with this text"),
+            Param(
+                "tree",
+                "only this run and its descendants (child runs, theirs, ... 16 "
+                "generations down at most)",
+            ),
             Param("col.NAME", "only runs whose column NAME equals the value (JSON or text)"),
             Param("limit", "at most this many runs (50; 1 to 1000)", {"type": "integer"}),
             Param("cursor", "the next_cursor of the previous page"),

@@ -18,15 +18,21 @@ STATUSES = (*task_forms.STATUSES, "all")
 
 async def list_tasks(target: Target, call: Call) -> Reply:
     """`GET /tasks`: open tasks unless `status` says otherwise, oldest first."""
-    found = call.query(("status", "assignee", "run_id"))
+    found = call.query(("status", "assignee", "run_id", "descendants"))
     status: str | None = found.get("status", "open").strip().lower()
     if status not in STATUSES:
         raise BadRequest(f"unknown task status {found['status']!r} (one of {', '.join(STATUSES)})")
     if status == "all":
         status = None
+    descendants = inputs.value(found.get("descendants", "true"))
+    if not isinstance(descendants, bool):
+        raise BadRequest(f"descendants must be true or false, got {found['descendants']!r}")
     tasks = await target(
         lambda control: control.tasks.list(
-            status=status, assignee=found.get("assignee"), run_id=found.get("run_id")
+            status=status,
+            assignee=found.get("assignee"),
+            run_id=found.get("run_id"),
+            descendants=descendants,
         )
     )
     return Reply({"tasks": [task_forms.task_dict(task) for task in tasks]})
@@ -60,7 +66,13 @@ OPERATIONS = (
         query=(
             Param("status", f"open (default), {', '.join(STATUSES[1:])}"),
             Param("assignee", "only tasks assigned to this person"),
-            Param("run_id", "only tasks of this run"),
+            Param("run_id", "only tasks of this run and its descendant runs"),
+            Param(
+                "descendants",
+                "with run_id: true (default) includes the tasks of its child runs (theirs "
+                "too, 16 generations down at most); false keeps that run's own tasks only",
+                {"type": "boolean"},
+            ),
         ),
         errors=(422,),
     ),

@@ -141,7 +141,7 @@ def _spans(
     if entry.kind == "sleep":
         wake = entry.result if isinstance(entry.result, int | float) else ended
         finish = min(float(wake), end) if wake is not None else end
-        kind = "sleep" if entry.status == "completed" else "open"
+        kind = "sleep" if entry.status in ("completed", "cancelled") else "open"
         title = _title(name, f"sleep until {words.when(wake)}", began, finish)
         return name, [(began, max(finish, began), kind, title)]
     if entry.kind in WAITS:

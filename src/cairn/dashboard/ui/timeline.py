@@ -62,7 +62,7 @@ def _entry(entry: HistoryEntry, failed: list[dict[str, Any]]) -> dict[str, Any]:
     outcome = entry.result
     if entry.kind == "sleep" and isinstance(entry.result, datetime):
         outcome = f"until {words.when(entry.result)}"
-    elif entry.status == "waiting":
+    elif entry.status in ("waiting", "cancelled"):  # a wait, open or ended by a cancel
         outcome = words.waiting_outcome(entry)
     tries = [_failed(attempt) for attempt in failed]
     if failed and entry.status != "failed" and entry.started_at is not None:

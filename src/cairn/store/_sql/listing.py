@@ -55,7 +55,7 @@ def one_plan_fits(query: RunQuery) -> bool:
     database that caches plans can plan it once. With two filters, how rare each value
     is decides which should drive.
     """
-    others = (query.workflow, query.parent_id, query.version, query.run_id_prefix)
+    others = (query.workflow, query.parent_id, query.version, query.run_id_prefix, query.tree)
     if any(other is not None for other in others):
         return False
     return (query.status is not None) + len(query.columns) + (query.origin is not None) <= 1
@@ -89,6 +89,25 @@ def count_runs(query: RunQuery, limit: int | None = None) -> tuple[str, list[Any
     return f"SELECT status, COUNT(*) FROM ({inner}) AS matched GROUP BY status", [*params, limit]
 
 
+# How many generations below a run a tree filter reaches (tasks of a run and its
+# descendants, runs of a tree): deep enough for any real nesting, and a bound on the walk.
+TREE_DEPTH = 16
+
+
+def run_tree(column: str) -> str:
+    """`column IN (...)`: the run given as the parameter and its descendants.
+
+    A recursive walk of runs_by_parent from the run, at most TREE_DEPTH generations down;
+    one parameter, the run's id.
+    """
+    return (
+        f"{column} IN (WITH RECURSIVE tree(run_id, depth) AS ("
+        "SELECT CAST(? AS TEXT), 0 UNION ALL "
+        "SELECT kin.run_id, tree.depth + 1 FROM runs kin JOIN tree ON kin.parent_id = tree.run_id "
+        f"WHERE tree.depth < {TREE_DEPTH}) SELECT run_id FROM tree)"
+    )
+
+
 # The upper end of a run id prefix's range: past every id that starts with the prefix.
 PREFIX_END = chr(0x10FFFF)
 
@@ -119,6 +138,9 @@ def _run_filters(query: RunQuery, *, status: bool) -> tuple[str, str, list[str],
     if query.parent_id is not None:
         where.append("runs.parent_id = ?")
         params.append(query.parent_id)
+    if query.tree is not None:
+        where.append(run_tree("runs.run_id"))
+        params.append(query.tree)
     if query.version is not None:
         where.append("runs.version = ?")
         params.append(query.version)

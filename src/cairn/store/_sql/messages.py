@@ -8,6 +8,7 @@ from typing import Any
 
 from cairn.store import texts
 from cairn.store._sql.columns import FINISHED_SQL, placeholders
+from cairn.store._sql.listing import run_tree
 from cairn.store._sql.runs import INSERT_STEP_OWNED
 from cairn.store.records import (
     HOOK_FIELDS,
@@ -112,15 +113,20 @@ CLOSE_TASKS = (
 
 
 def list_tasks(
-    status: str | None, assignee: str | None, run_id: str | None
+    status: str | None, assignee: str | None, run_id: str | None, descendants: bool = False
 ) -> tuple[str, list[Any]]:
-    """SELECT text and parameters for tasks, oldest first."""
+    """SELECT text and parameters for tasks, oldest first.
+
+    With `descendants`, `run_id` keeps the tasks of that run and of its descendants.
+    """
     where: list[str] = []
     params: list[Any] = []
     assignee = texts.stored_or_none(assignee)  # compared as stored
     for column, value in (("status", status), ("assignee", assignee), ("run_id", run_id)):
         if value is not None:
-            where.append(f"{column} = ?")
+            where.append(
+                run_tree(column) if column == "run_id" and descendants else f"{column} = ?"
+            )
             params.append(value)
     sql = f"SELECT {TASK_COLUMNS} FROM tasks"
     if where:

@@ -9,6 +9,7 @@ silent past its lease is claimed again by another worker of the queue.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,12 +48,14 @@ def _claimable(queues: int, only: bool = False) -> str:
     )
 
 
-# Params: worker_id, lease seconds, task_id, the claims count seen.
+# Params: worker_id, lease seconds, the interrupted claims, task_id, the claims count seen.
 TAKE = (
     "UPDATE step_tasks SET status = 'running', worker_id = ?, claims = claims + 1, "
-    f"lease_until = {_sql.DB_NOW} + ?, started_at = {_sql.DB_NOW} "
+    f"lease_until = {_sql.DB_NOW} + ?, started_at = {_sql.DB_NOW}, interrupted = ? "
     "WHERE task_id = ? AND claims = ? AND status IN ('queued', 'running')"
 )
+# The interrupted claims an attempt keeps (the oldest go past this): a bound on the row.
+KEPT_INTERRUPTIONS = 20
 # Params: lease seconds, task_id, claims.
 RENEW = (
     f"UPDATE step_tasks SET lease_until = {_sql.DB_NOW} + ? "
@@ -97,7 +100,8 @@ def claim(
     taken = []
     for row in rows:
         task = from_row(row)
-        if (yield Sql(TAKE, (worker_id, lease, task.task_id, task.claims))):
+        lost = interrupted_by_takeover(task)
+        if (yield Sql(TAKE, (worker_id, lease, lost, task.task_id, task.claims))):
             taken.append(
                 StepTaskRecord(
                     **{
@@ -105,10 +109,27 @@ def claim(
                         "status": "running",
                         "worker_id": worker_id,
                         "claims": task.claims + 1,
+                        "interrupted": lost,
                     }
                 )
             )
     return taken
+
+
+def interrupted_by_takeover(task: StepTaskRecord) -> str | None:
+    """`task.interrupted` once its claim is taken over: with that claim if it ran.
+
+    A running attempt is claimable only once its worker let the lease run out (it died or
+    lost the database): that claim was interrupted. A queued one (new, or handed back by
+    a stopping worker) interrupted nothing.
+    """
+    if task.status != "running" or task.worker_id is None:
+        return task.interrupted
+    claims = json.loads(task.interrupted) if task.interrupted else []
+    claims.append(
+        {"worker": task.worker_id, "started_at": task.started_at, "lease_until": task.lease_until}
+    )
+    return json.dumps(claims[-KEPT_INTERRUPTIONS:])
 
 
 def claimable(limit: int) -> Program[list[tuple[str, str, int]]]:

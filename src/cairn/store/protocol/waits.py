@@ -93,9 +93,18 @@ class WaitStore(Protocol):
         ...
 
     async def list_tasks(
-        self, *, status: str | None, assignee: str | None, run_id: str | None = None
+        self,
+        *,
+        status: str | None,
+        assignee: str | None,
+        run_id: str | None = None,
+        descendants: bool = False,
     ) -> list[TaskRecord]:
-        """Tasks matching every given filter, oldest first."""
+        """Tasks matching every given filter, oldest first.
+
+        With `descendants`, `run_id` keeps the tasks of that run and of the runs below it
+        (its children, theirs, ... at most `_sql.TREE_DEPTH` generations down).
+        """
         ...
 
     async def submit_task(

@@ -36,6 +36,7 @@ class RunQuery:
     until: float | None = None  # created before this time
     origin: str | None = None  # what started them; models.UNKNOWN_ORIGIN: not recorded
     run_id_prefix: str | None = None
+    tree: str | None = None  # this run and its descendants (see _sql.run_tree)
 
 
 @dataclass(frozen=True, slots=True)

@@ -319,6 +319,9 @@ class StepTaskRecord:
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None
+    # JSON list of the claims taken over after their worker let the lease run out:
+    # {"worker", "started_at", "lease_until"} each (see programs/step_tasks.py).
+    interrupted: str | None = None
 
 
 STEP_TASK_FIELDS: tuple[str, ...] = tuple(StepTaskRecord.__dataclass_fields__)

@@ -116,10 +116,15 @@ class SqlJournal(SqlBase):
         return _sql.task_from_row(rows[0]) if rows else None
 
     async def list_tasks(
-        self, *, status: str | None, assignee: str | None, run_id: str | None = None
+        self,
+        *,
+        status: str | None,
+        assignee: str | None,
+        run_id: str | None = None,
+        descendants: bool = False,
     ) -> list[TaskRecord]:
         """Tasks matching the filters, oldest first."""
-        text, params = _sql.list_tasks(status, assignee, run_id)
+        text, params = _sql.list_tasks(status, assignee, run_id, descendants)
         return [_sql.task_from_row(row) for row in await self.read(lambda: rows_of(text, params))]
 
     async def submit_task(

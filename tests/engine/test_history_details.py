@@ -1,0 +1,86 @@
+"""History details of issue 31, item 6: what a cancel ended reads as ended, on both stores."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import cairn
+from cairn.store.records import RunRecord
+
+from .kit import WAIT, Kit
+
+
+async def until(engine: cairn.Engine, run_id: str, *statuses: str) -> RunRecord:
+    """The stored run once its status is one of `statuses` (polled; fails after WAIT)."""
+    async with asyncio.timeout(WAIT):
+        while True:
+            run = await engine.control.record(run_id)
+            if run.status in statuses:
+                return run
+            await asyncio.sleep(0.005)
+
+
+@pytest.mark.parametrize("parked", ["event", "task", "child", "sleep"])
+async def test_history__a_wait_a_cancel_ended_reads_cancelled(kit: Kit, parked: str) -> None:
+    @kit.workflow("details.child")
+    async def child() -> None:
+        await cairn.wait_for_event("never")
+
+    @kit.workflow("details.parked")
+    async def parked_wf(how: str) -> None:
+        if how == "event":
+            await cairn.wait_for_event("go", timeout="1d")
+        elif how == "task":
+            await cairn.human_task("approve", title="Approve")
+        elif how == "sleep":
+            await cairn.sleep("30d")
+        else:
+            await child()
+
+    async with kit.engine() as engine:
+        run = await engine.start(parked_wf, parked)
+        await until(engine, run.run_id, "WAITING", "SLEEPING")
+        await engine.cancel(run.run_id)
+        ended = await until(engine, run.run_id, "CANCELLED")
+        history = await engine.history(run.run_id)
+    wait = next(e for e in history if e.kind != "cancel")
+    # Before: a wait stayed "waiting" (and a sleep "completed") in a run long over.
+    assert wait.status == "cancelled", (wait.kind, wait.status)
+    assert ended.finished_at is not None and wait.finished_at is not None
+    assert wait.finished_at.timestamp() == pytest.approx(ended.finished_at)
+
+
+async def test_history__a_queued_steps_interrupted_attempt_is_shown(kit: Kit) -> None:
+    # Before: a claim whose worker died showed only as `claims: 2` in the report's JSON.
+    from cairn.cli import output
+    from cairn.representation import runs as run_forms
+    from cairn.representation import words
+
+    @kit.step("render", queue="gpu")
+    async def render(frame: int) -> int:
+        return frame * 10
+
+    @kit.workflow("details.movie")
+    async def movie() -> int:
+        return await render(2)
+
+    async with kit.engine() as cpu:
+        handle = await cpu.start(movie)
+        await until(cpu, handle.run_id, "WAITING")
+        # A worker of the queue takes the attempt and dies: its lease runs out unrenewed.
+        [taken] = await cpu.store.claim_step_tasks(["gpu"], "w-dead", lease=0.2, limit=1)
+        assert taken.started_at is None or taken.worker_id == "w-dead"
+        await asyncio.sleep(0.3)
+        async with kit.engine(step_queues=["gpu"], workers=2, claim=False):
+            assert await handle.result(timeout=WAIT) == 20
+        shown = await run_forms.fetch(cpu.control, handle.run_id)
+    [lost] = [a for a in shown.attempts if a["outcome"] == "interrupted"]
+    assert (lost["key"], lost["attempt"], lost["worker"]) == ("render#1", 1, "w-dead")
+    assert lost["started_at"] is not None and lost["failed_at"] is not None
+    assert words.attempt_outcome(lost).startswith("interrupted (worker w-dead, started ")
+    console = output.stdout()
+    with console.capture() as captured:
+        console.print(output.attempts_table(shown.attempts))
+    assert "interrupted (worker w-dead" in captured.get()
