@@ -177,6 +177,7 @@ async def test_step_failed__attributes(kit: Kit) -> None:
                 "traceback": exc.traceback,
                 "fatal": exc.fatal,
                 "str": str(exc),
+                "summary": exc.summary,
                 "is_cairn": isinstance(exc, cairn.CairnError),
             }
         return {}
@@ -193,7 +194,10 @@ async def test_step_failed__attributes(kit: Kit) -> None:
         "fatal": False,
     }
     assert f"ValueError: {message}" in got["traceback"] and "in parse" in got["traceback"]
-    assert "'parse'" in got["str"] and "builtins.ValueError" in got["str"]
+    assert got["str"] == message  # the step's own error's (a ValueError too)
+    assert (
+        got["summary"] == f"step 'parse' failed after 2 attempt(s): builtins.ValueError: {message}"
+    )
     assert got["is_cairn"] is True
 
 
