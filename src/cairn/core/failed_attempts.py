@@ -81,15 +81,20 @@ class Failure:
         )
 
 
-def describe_failure(exc: Exception, name: str, attempt: int, timeout: float | None) -> Failure:
+def describe_failure(
+    exc: Exception, name: str, attempt: int, timeout: float | None, ran_on: float | None = None
+) -> Failure:
     """The facts of attempt `attempt` of step `name` that raised `exc`.
 
-    `timeout` is set only when the attempt failed by running past it. A FatalError, and
+    `timeout` is set only when the attempt failed by running past it; `ran_on` when its
+    code (a sync step's thread) then ran on for so many seconds. A FatalError, and
     a usage error of cairn's (`usage` on its class: the step's code calls cairn wrongly,
     see cairn.errors), are fatal: the step fails at once, not retried.
     """
     if timeout is not None:
         message = f"step {name!r} attempt {attempt} timed out after {timeout:g}s"
+        if ran_on is not None:
+            message += f" and was still running for {ran_on:.1f}s"
         return Failure("cairn.errors.StepTimeout", message, message, False, None, timeout, None)
     retry_after = None
     if isinstance(exc, RetryableError) and exc.retry_after is not None:
