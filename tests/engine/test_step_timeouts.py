@@ -45,7 +45,10 @@ async def test_sync_timeout__attempts_never_overlap(kit: Kit, tmp_path: Path) ->
     messages = [a["message"] for a in attempts]
     assert len(messages) == 2
     for number, message in enumerate(messages, 1):
-        pattern = rf"step 'slow\.write' attempt {number} timed out after 1s and was still running for (\d+\.\d)s"
+        pattern = (
+            rf"step 'slow\.write' attempt {number} timed out after 1s"
+            r" and was still running for (\d+\.\d)s"
+        )
         found = re.fullmatch(pattern, message)
         assert found is not None, message
         assert float(found.group(1)) > 0
