@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.authoring import context
 from cairn.authoring.retry import Retry
 from cairn.authoring.transaction import TransactionDef
-from cairn.core import step_input, transaction_steps
+from cairn.core import isolated_steps, step_input, transaction_steps
 from cairn.core.failed_attempts import (
     PARK_BACKOFF_AFTER,
     RETRY,
@@ -52,6 +52,8 @@ async def _call(
             return await transaction_steps.call(live, step, args, kwargs)
         if step.is_async:
             return await fn(*args, **kwargs)
+        if step.isolation == "process":
+            return await isolated_steps.call(f"step {step.name!r}", fn, args, kwargs)
         # The executor does not carry contextvars over: copy them so current_run() works.
         ctx = contextvars.copy_context()
         running = live.env.threads.submit(lambda: ctx.run(fn, *args, **kwargs))
