@@ -114,10 +114,14 @@ async def _stop(child: Any) -> None:
 
 def _rebuilt(kind: type[BaseException], args: tuple[Any, ...], state: Any) -> BaseException:
     """The child's exception again, its own __init__ not run (it may need other arguments)."""
-    error = kind.__new__(kind)
-    error.args = args
-    if state:
-        error.__dict__.update(state)
+    try:
+        error = kind.__new__(kind)
+        error.args = args
+        if state:
+            error.__dict__.update(state)
+    except Exception as exc:  # a class that cannot be made this way
+        name = f"{kind.__module__}.{kind.__qualname__}"
+        return TypeError(f"the step raised {name} {args!r}, which cannot be rebuilt: {exc}")
     return error
 
 
