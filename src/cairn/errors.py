@@ -182,7 +182,12 @@ class FatalError(CairnError):
 
 
 class StepFailed(CairnError):
-    """A step failed for good: its retries are exhausted or the error was fatal."""
+    """A step failed for good: its retries are exhausted or the error was fatal.
+
+    The one a step call raises is also the step's own exception when cairn can rebuild it
+    (its class, args, str() and attributes), with `summary` as a note: see
+    `cairn.step_failures`. Alone, its message is `summary`.
+    """
 
     def __init__(
         self,
@@ -195,15 +200,11 @@ class StepFailed(CairnError):
         traceback: str = "",
         fatal: bool = False,
     ) -> None:
-        super().__init__(
-            message
-            or f"step {step_name!r} failed after {attempts} attempt(s): "
-            f"{error_type}: {error_message}"
-        )
         self.step_name = step_name
         self.attempts = attempts
         self.error_type = error_type
         self.error_message = error_message
+        super().__init__(message or self.summary)
         self.traceback = traceback
         self.fatal = fatal
 
@@ -211,6 +212,17 @@ class StepFailed(CairnError):
     def message(self) -> str:
         """The failing exception's own message."""
         return self.error_message
+
+    @property
+    def summary(self) -> str:
+        """The failure in cairn's words.
+
+        "step 'x' failed after 3 attempt(s): builtins.ValueError: ...".
+        """
+        return (
+            f"step {self.step_name!r} failed after {self.attempts} attempt(s): "
+            f"{self.error_type}: {self.error_message}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The facts of this failure, as stored in the journal."""
@@ -229,7 +241,8 @@ class StepFailed(CairnError):
         """Rebuild a failure recorded by :meth:`to_dict`.
 
         Like the first time, it is also an instance of the step's own exception class when
-        that class can be found again (see `cairn.step_failures`).
+        that class can be found again, with the args and attributes recorded under
+        "original" (see `cairn.step_failures`).
         """
         from cairn import step_failures
 
@@ -244,7 +257,7 @@ class StepFailed(CairnError):
         }
         if klass is StepTimeout:
             return klass(**facts)
-        return step_failures.rebuild(klass, str(data["error_type"]), facts)
+        return step_failures.rebuild(klass, str(data["error_type"]), facts, data.get("original"))
 
 
 class StepTimeout(StepFailed):

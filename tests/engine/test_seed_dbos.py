@@ -26,6 +26,14 @@ class TemporaryError(Exception):
         self.code = code
 
 
+class Throttled(Exception):
+    """A service's own error with an attribute of its own."""
+
+    def __init__(self, message: str, *, retry_in: int = 0) -> None:
+        super().__init__(message)
+        self.retry_in = retry_in
+
+
 class PaymentDeclined(cairn.FatalError):
     """A domain error built on cairn's own: never retried."""
 
@@ -170,6 +178,39 @@ async def test_dbos__except_the_steps_own_error_class(kit: Kit) -> None:
         "undo": "released seat-7",
     }
     assert calls == {"workflow": 2, "reserve": 2, "release": 1}
+
+
+async def test_dbos__a_caught_step_error_keeps_its_args_and_attributes(kit: Kit) -> None:
+    @cairn.step(name="dbos.quote", options={"max_attempts": 2, "interval_seconds": 0})
+    def quote() -> None:
+        raise Throttled("still down", retry_in=30)
+
+    @kit.workflow("dbos.caught")
+    async def caught() -> dict[str, Any]:
+        try:
+            await quote()
+        except Throttled as exc:
+            facts = {
+                "str": str(exc),
+                "args": list(exc.args),
+                "retry_in": exc.retry_in,
+                "cairn": [exc.step_name, exc.attempts, exc.error_type, exc.message],  # type: ignore[attr-defined]
+            }
+        await cairn.sleep("1h")  # the replay after it must raise the same
+        return facts
+
+    clock = VirtualClock()
+    async with kit.engine(clock=clock) as engine:
+        run = await engine.start(caught)
+        await until(engine, run.run_id, "SLEEPING")
+        clock.advance(3600)
+        facts = await run.result(timeout=WAIT)
+    assert facts == {
+        "str": "still down",
+        "args": ["still down"],
+        "retry_in": 30,
+        "cairn": ["dbos.quote", 2, f"{__name__}.Throttled", "still down"],
+    }
 
 
 async def test_dbos__an_uncaught_own_error_fails_the_run_as_step_failed(kit: Kit) -> None:
@@ -322,6 +363,7 @@ def test_dbos__failure_pickles_with_its_class() -> None:
     failure = step_failures.failure(
         cairn.StepFailed,
         TemporaryError,
+        step_failures.keep(TemporaryError(503, "down")),
         step_name="s",
         attempts=2,
         error_type=f"{__name__}.TemporaryError",
@@ -329,4 +371,6 @@ def test_dbos__failure_pickles_with_its_class() -> None:
     )
     again = pickle.loads(pickle.dumps(failure))
     assert isinstance(again, TemporaryError) and isinstance(again, cairn.StepFailed)
-    assert (again.step_name, again.attempts, str(again)) == ("s", 2, str(failure))
+    assert (again.step_name, again.attempts, str(again)) == ("s", 2, "503: down")
+    assert (again.args, again.code) == (("503: down",), 503)
+    assert again.__notes__ == [f"step 's' failed after 2 attempt(s): {__name__}.TemporaryError"]

@@ -5,6 +5,7 @@ On both stores, on a virtual clock.
 
 from __future__ import annotations
 
+import traceback
 from collections import Counter
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -91,6 +92,39 @@ async def test_pyworkflow__retries_exhausted_raise_the_steps_own_class(kit: Kit)
     clock = VirtualClock()
     async with kit.engine(clock=clock) as engine:
         assert await finish(engine, clock, await engine.start(catch)) == "gave up after 2"
+
+
+async def test_pyworkflow__a_caught_step_error_is_the_steps_own_error(kit: Kit) -> None:
+    # As in pyworkflow: the caught exception reads like the one the step raised, and a
+    # replay (after the sleep parks the run) raises the same again.
+    @cairn.step(name="flaky", max_retries=2, retry_delay="fixed")
+    async def flaky() -> None:
+        raise TemporaryError("still down")
+
+    @kit.workflow("pyworkflow.caught")
+    async def caught() -> dict[str, Any]:
+        try:
+            await flaky()
+        except TemporaryError as exc:
+            facts = {
+                "str": str(exc),
+                "args": list(exc.args),
+                "notes": getattr(exc, "__notes__", []),
+                "shown": "".join(traceback.format_exception(exc)),
+                "step_failed": isinstance(exc, cairn.StepFailed),
+            }
+        await cairn.sleep("1h")
+        return facts
+
+    clock = VirtualClock()
+    async with kit.engine(clock=clock) as engine:
+        facts = await finish(engine, clock, await engine.start(caught), tick=600)
+    note = f"step 'flaky' failed after 3 attempt(s): {__name__}.TemporaryError"
+    assert facts["str"] == "still down"
+    assert facts["args"] == ["still down"]
+    assert facts["notes"] == [note]
+    assert facts["shown"].endswith(f": still down\n{note}\n")
+    assert facts["step_failed"] is True
 
 
 async def test_pyworkflow__sleeps_in_words_until_a_datetime_and_named(kit: Kit) -> None:

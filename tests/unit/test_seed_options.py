@@ -211,12 +211,12 @@ def test_step_decorator__dbos_keywords_name_the_options_spelling() -> None:
         cairn.step(colour="red")  # type: ignore[call-overload]
 
 
-KNOWN = "name, retries, timeout, keep_input, options, max_retries, retry_delay, queue"
+KNOWN = "name, retries, timeout, keep_input, options, max_retries, retry_delay, queue, isolation"
 
 
 def test_step_options__one_table_for_the_decorator_and_the_class() -> None:
     assert ", ".join(step_module.OPTIONS) == KNOWN
-    with pytest.raises(TypeError, match=f"it takes {KNOWN.rsplit(', ', 1)[0]} and queue"):
+    with pytest.raises(TypeError, match=f"it takes {KNOWN.rsplit(', ', 1)[0]} and isolation"):
         cairn.step(colour="red")  # type: ignore[call-overload]
 
 

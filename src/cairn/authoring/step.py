@@ -33,6 +33,9 @@ class StepDef(Generic[P, R]):
     # A step queue: its attempts execute on the workers serving it, not where the run is
     # (see core/remote_steps.py). Not a workflow queue (cairn.Queue): no limits apply.
     queue: str | None = None
+    # "process": each attempt runs in a child process, killed at the timeout (sync steps
+    # only; see core/isolated_steps.py). "thread": in a worker thread, as by default.
+    isolation: str = "thread"
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run the step: durably inside a run, as a plain call outside one."""
@@ -59,6 +62,27 @@ def check_queue(queue: Any, where: str) -> str | None:
     return check_name(queue, f"queue of {where}")
 
 
+def check_isolation(isolation: Any, fn: Callable[..., Any], where: str, is_async: bool) -> str:
+    """`isolation` as given, refused with a ValueError naming `where` if it cannot apply."""
+    if isolation is None:
+        return "thread"
+    if isolation not in ("thread", "process"):
+        raise ValueError(f"isolation of {where} must be 'thread' or 'process', got {isolation!r}")
+    if isolation == "process":
+        if is_async:
+            raise ValueError(
+                f"{where}: isolation='process' runs a plain def function in a child process; "
+                "an async def step cannot have it (its timeout cancels it already)"
+            )
+        qualname = getattr(fn, "__qualname__", "")
+        if not hasattr(fn, "__code__") or "." in qualname or not qualname:
+            raise ValueError(
+                f"{where}: isolation='process' needs a module-level function (the child "
+                f"process imports it by name), not {qualname or fn!r}"
+            )
+    return str(isolation)
+
+
 def make_step(
     fn: Callable[P, R],
     name: str | None,
@@ -68,6 +92,7 @@ def make_step(
     *,
     keep_input: bool = True,
     queue: str | None = None,
+    isolation: str | None = None,
 ) -> StepDef[P, R]:
     """Build and register a StepDef for `fn`."""
     if not callable(fn):
@@ -77,15 +102,17 @@ def make_step(
         raise TypeError(
             f"keep_input of @cairn.step {step_name!r} must be True or False, got {keep_input!r}"
         )
+    # What executing a step goes by (asyncio's test also knows mocks' coroutine marker).
+    is_async = asyncio.iscoroutinefunction(fn)
     defn = StepDef(
         name=step_name,
         fn=fn,
         retry=coerce(retries),
         timeout=_timeout_seconds(timeout, f"timeout of step {step_name!r}"),
-        # What executing a step goes by (asyncio's test also knows mocks' coroutine marker).
-        is_async=asyncio.iscoroutinefunction(fn),
+        is_async=is_async,
         keep_input=keep_input,
         queue=check_queue(queue, f"step {step_name!r}"),
+        isolation=check_isolation(isolation, fn, f"step {step_name!r}", is_async),
     )
     functools.update_wrapper(defn, fn)
     reg.add_step(defn)
@@ -107,6 +134,7 @@ def step(
     max_retries: int | None = None,
     retry_delay: Any = None,
     queue: str | None = None,
+    isolation: str | None = None,
 ) -> Callable[[Callable[P, R]], StepDef[P, R]]: ...
 
 
@@ -120,6 +148,7 @@ def step(
     max_retries: int | None = None,
     retry_delay: Any = None,
     queue: str | None = None,
+    isolation: str | None = None,
     **unknown: Any,
 ) -> Any:
     """Declare a durable step.
@@ -138,6 +167,10 @@ def step(
         queue: A step queue: each attempt executes on a worker serving it (`cairn worker
             --queue NAME` or `--step-queue NAME`), while the run parks; the result comes
             back through the database. Default: the attempt executes where the run does.
+        isolation: "process" runs each attempt of a plain `def` step in a child process
+            (a fresh interpreter that imports the function by name: it must be
+            module-level, its arguments and result picklable), killed at the timeout;
+            "thread" (the default) in a worker thread, which a timeout cannot stop.
         **unknown: Refused with a TypeError that names cairn's spelling (DBOS's keywords
             go in `options`).
 
@@ -172,6 +205,7 @@ def step(
             registry.default_registry,
             keep_input=keep_input,
             queue=queue,
+            isolation=isolation,
         )
 
     if callable(name):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.authoring import context
 from cairn.authoring.retry import Retry
 from cairn.authoring.transaction import TransactionDef
-from cairn.core import step_input, transaction_steps
+from cairn.core import isolated_steps, step_input, transaction_steps
 from cairn.core.failed_attempts import (
     PARK_BACKOFF_AFTER,
     RETRY,
@@ -52,11 +52,18 @@ async def _call(
             return await transaction_steps.call(live, step, args, kwargs)
         if step.is_async:
             return await fn(*args, **kwargs)
+        if step.isolation == "process":
+            return await isolated_steps.call(f"step {step.name!r}", fn, args, kwargs)
         # The executor does not carry contextvars over: copy them so current_run() works.
         ctx = contextvars.copy_context()
         running = live.env.threads.submit(lambda: ctx.run(fn, *args, **kwargs))
         live.track_thread(running)  # the attempt is not over while its thread runs
-        result = await asyncio.wrap_future(running)
+        try:
+            result = await asyncio.wrap_future(running)
+        except asyncio.CancelledError:
+            # A timeout ends the wait, not the thread: see _outlived.
+            live.overrunning[key] = running
+            raise
         if asyncio.iscoroutine(result):  # a plain function that returned a coroutine
             result = await result
         return result
@@ -117,6 +124,14 @@ async def run_new_step(
                     value = await _call(live, step, key, attempt, args, kwargs)
         except Exception as exc:
             timed_out = limit is not None and limit.expired()
+            ran_on = None
+            if timed_out:
+                try:
+                    ran_on = await _outlived(live, key)
+                except BaseException:
+                    if observed is not None:
+                        observed.interrupted()
+                    raise
             if observed is not None:
                 observed.failed(exc, timed_out)
             failure = await _record_failure(
@@ -130,6 +145,7 @@ async def run_new_step(
                 timeout if timed_out else None,
                 started,
                 given,
+                ran_on,
             )
             if failure is not None:
                 raise failure from None
@@ -188,6 +204,24 @@ async def run_new_step(
         # Hand the workflow what a replay will: the stored form. A dataclass that replay
         # cannot import, or a Counter, would otherwise change type when the run recovers.
         return live.env.serializer.loads(text)
+
+
+async def _outlived(live: LiveSteps, key: str) -> float | None:
+    """Wait until the thread of step `key`'s timed-out sync attempt has returned.
+
+    A thread cannot be stopped: the timeout ended the wait for it, not the code, so the
+    next attempt (or the workflow, with StepTimeout) waits here, and attempts of one step
+    never overlap. Returns the seconds it ran on after its timeout (None if it had
+    already returned). A worker stopping meanwhile cancels this wait; its grace still
+    applies before the run is handed back (runtime/executing.py). Code that may never
+    return belongs in `isolation="process"`.
+    """
+    running = live.overrunning.pop(key, None)
+    if running is None or running.done():
+        return None
+    began = time.monotonic()
+    await asyncio.wait([asyncio.wrap_future(running)])
+    return time.monotonic() - began
 
 
 async def _record_unserializable(
@@ -276,10 +310,12 @@ async def _record_failure(
     timeout: float | None,
     started: float,
     given: str,
+    ran_on: float | None,
 ) -> StepFailed | None:
     """Record a failed attempt (begun at `started`), then wait out the backoff or give up.
 
-    `timeout` is set only when this attempt failed by running past it.
+    `timeout` is set only when this attempt failed by running past it; `ran_on` when its
+    thread then ran on for so many seconds.
     """
-    failure = describe_failure(exc, name, attempt, timeout)
+    failure = describe_failure(exc, name, attempt, timeout, ran_on)
     return await record_failure(live, key, name, failure, attempt, failures, retry, started, given)

@@ -49,7 +49,7 @@ def error_json(exc: BaseException, *, step: str | None = None) -> str:
     if isinstance(exc, StepFailed):
         data: dict[str, Any] = {
             "type": type_name(exc),
-            "message": str(exc),
+            "message": exc.summary,  # str() of the step's own error, when it is one, is not
             "traceback": exc.traceback,
             "step": exc.step_name,
             "cause_type": exc.error_type,

@@ -38,7 +38,8 @@ class Failure:
     """What is recorded of a failed attempt, wherever it executed (see core/remote_steps.py).
 
     `timeout` is set only when the attempt failed by running past it; `cause` is the
-    class the step raised when this process has it (a remote attempt's: found by name).
+    class the step raised when this process has it (a remote attempt's: found by name);
+    `original` its args and attributes, stored form (see `step_failures.keep`).
     """
 
     error_type: str
@@ -48,6 +49,7 @@ class Failure:
     retry_after: float | None
     timeout: float | None
     cause: type[BaseException] | None
+    original: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The facts as a JSON object (a remote worker's report of its attempt)."""
@@ -58,6 +60,7 @@ class Failure:
             "fatal": self.fatal,
             "retry_after": self.retry_after,
             "timeout": self.timeout,
+            "original": self.original,
         }
 
     @classmethod
@@ -65,6 +68,7 @@ class Failure:
         """The facts a remote worker reported (see `to_json`)."""
         error_type = str(data.get("error_type", ""))
         timeout = data.get("timeout")
+        original = data.get("original")
         return cls(
             error_type,
             str(data.get("message", "")),
@@ -73,18 +77,24 @@ class Failure:
             data.get("retry_after"),
             None if timeout is None else float(timeout),
             None if timeout is not None else step_failures.resolvable(error_type),
+            original if isinstance(original, dict) else None,
         )
 
 
-def describe_failure(exc: Exception, name: str, attempt: int, timeout: float | None) -> Failure:
+def describe_failure(
+    exc: Exception, name: str, attempt: int, timeout: float | None, ran_on: float | None = None
+) -> Failure:
     """The facts of attempt `attempt` of step `name` that raised `exc`.
 
-    `timeout` is set only when the attempt failed by running past it. A FatalError, and
+    `timeout` is set only when the attempt failed by running past it; `ran_on` when its
+    code (a sync step's thread) then ran on for so many seconds. A FatalError, and
     a usage error of cairn's (`usage` on its class: the step's code calls cairn wrongly,
     see cairn.errors), are fatal: the step fails at once, not retried.
     """
     if timeout is not None:
         message = f"step {name!r} attempt {attempt} timed out after {timeout:g}s"
+        if ran_on is not None:
+            message += f" and was still running for {ran_on:.1f}s"
         return Failure("cairn.errors.StepTimeout", message, message, False, None, timeout, None)
     retry_after = None
     if isinstance(exc, RetryableError) and exc.retry_after is not None:
@@ -97,6 +107,7 @@ def describe_failure(exc: Exception, name: str, attempt: int, timeout: float | N
         retry_after,
         None,
         type(exc),
+        step_failures.keep(exc),
     )
 
 
@@ -156,6 +167,7 @@ async def record_failure(
     failure = step_failures.failure(
         kind,
         None if timed_out else failed.cause,
+        failed.original,
         step_name=name,
         attempts=attempt,
         error_type=failed.error_type,
@@ -163,6 +175,9 @@ async def record_failure(
         traceback=failed.traceback,
         fatal=failed.fatal,
     )
+    recorded = failure.to_dict()
+    if failed.original is not None and not timed_out:
+        recorded["original"] = failed.original  # what a replay restores (from_dict)
     await live.commit_step(
         StepRecord(
             run_id=live.run.run_id,
@@ -174,7 +189,7 @@ async def record_failure(
             attempts=attempt,
             started_at=started,
             finished_at=clock.now(),
-            error=json.dumps(failure.to_dict()),
+            error=json.dumps(recorded),
             input=given,
         )
     )

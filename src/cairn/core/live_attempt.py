@@ -92,6 +92,9 @@ class LiveAttempt(RunContext):
             }
         self._meta: MetaWriter | None = None  # made on the first columns/progress write
         self._step_threads: set[concurrent.futures.Future[Any]] = set()
+        # The thread of a sync step attempt that timed out, by step key: it runs on, and
+        # the step's next attempt waits until it has returned (core/attempts.py).
+        self.overrunning: dict[str, concurrent.futures.Future[Any]] = {}
         self.spawned = False  # started a child run or a human task in this attempt
         self.marks: list[StepRecord] = []  # patch markers to store before the next write
         # Calls a sync workflow's thread is blocked on; cancelled by close().

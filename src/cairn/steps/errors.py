@@ -15,10 +15,10 @@ The tree (beside cairn's own, whose classes these extend)::
     │   └── NotYet                  a poll of `wait.until` whose check was not yet true
     └── InvalidSQL                  refused before it reaches the database; a ValueError
 
-A workflow gets a step's final failure as `cairn.StepFailed` that is also an instance of
-the class above (`except WaitTimeout:` works), with the message in `error_message`. The
-attributes set here (`status`, `database`, ...) are there when the error is raised in a
-step's own code or outside a run; a failure replayed from the history carries the message.
+A workflow gets a step's final failure as the error above (`except WaitTimeout:` works)
+that is also a `cairn.StepFailed`: its message, and the attributes set here (`status`,
+`database`, ...), as the step raised them, restored on a replay too (see
+`cairn.step_failures`; `last` only when cairn can store its value).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from cairn.authoring import class_steps
 from cairn.authoring import options as seed_options
 from cairn.authoring import registry as registries
 from cairn.authoring.retry import Retry, coerce
-from cairn.authoring.step import StepDef, _timeout_seconds, check_queue
+from cairn.authoring.step import StepDef, _timeout_seconds, check_isolation, check_queue
 from cairn.names import check_name
 
 __all__ = ["Step"]
@@ -161,4 +161,9 @@ def _options_of(kind: type, name: Any, given: dict[str, Any]) -> dict[str, Any]:
         "timeout": _timeout_seconds(limit, f"timeout of {where}"),
         "keep_input": keep_input,
         "queue": check_queue(merged.get("queue"), where),
+        "isolation": check_isolation(merged.get("isolation"), _values_only, where, False),
     }
+
+
+def _values_only() -> None:
+    """Stands for a step's function where only an isolation's value is checked."""
