@@ -30,7 +30,7 @@ class Step(StepDef[..., Any]):
 
     Such a class's name (or its `name` attribute) names the step, and each option of
     `@cairn.step` (`retries`, `max_retries`, `retry_delay`, `timeout`, `options`,
-    `keep_input`, `queue`) may be set as a class attribute, checked when the class is
+    `keep_input`, `queue`, `isolation`) may be set as a class attribute, checked when the class is
     defined (authoring/class_steps.py). Called inside a run, a Step is a durable step (key
     `NAME#n`); outside any run, a plain call.
     """
@@ -60,6 +60,7 @@ class Step(StepDef[..., Any]):
         max_retries: int | None = None,
         retry_delay: Any = None,
         queue: str | None = None,
+        isolation: str | None = None,
     ) -> None:
         """Declare the step.
 
@@ -75,6 +76,9 @@ class Step(StepDef[..., Any]):
             retry_delay: pyworkflow's spelling: "fixed", "exponential" or a duration.
             queue: A step queue its attempts execute on (see `@cairn.step`); such a step
                 is registered, for the queue's workers to find it by name.
+            isolation: "process" runs each attempt in a child process (see
+                `@cairn.step`); it needs a module-level function, so a class-based step
+                (whose code is a method) cannot have it.
 
         Arguments given here win over a class's attributes of the same kind (any retry
         spelling given replaces the class's retry spellings).
@@ -107,9 +111,14 @@ class Step(StepDef[..., Any]):
             "max_retries": max_retries,
             "retry_delay": retry_delay,
             "queue": queue,
+            "isolation": isolation,
         }
         chosen = _options_of(kind, name, {k: v for k, v in given.items() if v is not None})
-        super().__init__(fn=fn, is_async=asyncio.iscoroutinefunction(fn), **chosen)
+        is_async = asyncio.iscoroutinefunction(fn)
+        chosen["isolation"] = check_isolation(
+            chosen["isolation"], fn, f"step {chosen['name']!r}", is_async
+        )
+        super().__init__(fn=fn, is_async=is_async, **chosen)
         if self.queue is not None:
             registries.default_registry.add_step(self)
 
