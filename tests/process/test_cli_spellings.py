@@ -156,8 +156,10 @@ def _result(project: Path, workers: list[Worker], run_id: str) -> Any:
 
 def test_hooks_resume__payload_option_with_the_listed_token(project, workers):
     token = _waiting(project, "h1")
-    table = cli(project, "hooks", "list")
-    assert token in table.stdout
+    db = f"sqlite:///{project / 'c.db'}"
+    table = cairn_cmd(project, "hooks", "list", "--db", db, env={**_env(), "COLUMNS": "80"})
+    assert token in table.stdout  # whole, on one line, in 80 columns
+    assert max(len(line) for line in table.stdout.splitlines()) <= 80
     assert ok(project, "hooks", "resume", token, "--payload", '{"ok": true}', "--json") == {
         "run_id": "h1",
         "resumed": True,
