@@ -25,7 +25,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     workflows = commands.add_parser(
         "workflows",
         parents=[common],
-        help="list the workflows registered here and by live workers",
+        help="list the workflows known here and to live workers, or run one by name",
         description="The workflows the modules imported here register (-m/--module), "
         "and those live workers say they execute.",
     )
