@@ -75,6 +75,41 @@ def _payload(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _payload_options(parser: argparse.ArgumentParser) -> None:
+    # pyworkflow's spellings, beside the positional JSON.
+    parser.add_argument(
+        "--payload",
+        dest="payload_option",
+        metavar="JSON",
+        help="the payload, as the positional JSON (give one or the other)",
+    )
+    parser.add_argument(
+        "--payload-file",
+        metavar="FILE",
+        help="read the payload from FILE (- for stdin); its text must be JSON",
+    )
+
+
+def payload_of(ns: argparse.Namespace) -> Any:
+    """The payload of the positional JSON, --payload or --payload-file (None if none)."""
+    given = [
+        name
+        for name, value in (
+            ("JSON", ns.payload),
+            ("--payload", ns.payload_option),
+            ("--payload-file", ns.payload_file),
+        )
+        if value is not None
+    ]
+    if len(given) > 1:
+        raise options.UsageError(f"the payload is given twice ({' and '.join(given)}): give one")
+    if ns.payload_file is not None:
+        return options.parse_file(ns.payload_file, what="--payload-file")
+    text = ns.payload if ns.payload is not None else ns.payload_option
+    what = "JSON" if ns.payload is not None else "--payload"
+    return None if text is None else options.parse_argument(text, what=what)
+
+
 def _key(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--key",
@@ -272,7 +307,7 @@ def send_event(ns: argparse.Namespace, glob: options.Globals) -> int:
 
 def resume_hook(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn hooks resume`."""
-    payload = None if ns.payload is None else options.parse_argument(ns.payload, what="JSON")
+    payload = payload_of(ns)
 
     async def act(engine: Engine) -> str:
         try:
@@ -312,7 +347,7 @@ COMMANDS = {
     ),
     "resume_hook": Command(
         resume_hook,
-        (_token, _payload, _json),
+        (_token, _payload, _payload_options, _json),
         "This is what the outside system given TOKEN does; a worker then continues the "
         "run. An unknown, used or expired token changes nothing (exit 1).",
     ),

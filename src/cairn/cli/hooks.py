@@ -1,8 +1,10 @@
 """`cairn hooks list|resume`: hooks runs wait on, and calling one with its token.
 
-A hook's token is its caller's credential and the database keeps only its digest, so a
-listing cannot show it: hooks are listed by run and name. `resume` takes the token the
-outside system was given; it is registered with the other verbs (cli/control.py).
+A hook's token is its caller's credential. The hooks table keeps only its digest, but
+the run's journal keeps the token, and whoever runs `cairn` already holds the database:
+`hooks list` shows each token, so an operator can call a hook from the shell. (The HTTP
+API never lists tokens.) `resume` takes a token; it is registered with the other verbs
+(cli/control.py).
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="list hooks that can still be called, oldest first",
         description="List the hooks that can still be called (not used, not expired, "
-        "their run not finished), oldest first, by run id and hook name. Tokens are not "
-        "shown: the database keeps only their digests.",
+        "their run not finished), oldest first: run id, hook name and the token that "
+        "calls it (`cairn hooks resume TOKEN`). Anyone with the database URL can read "
+        "the tokens; treat this output as the credential it is.",
     )
     listing.add_argument("--run", metavar="RUN_ID", help="only hooks of this run")
     listing.add_argument(
@@ -52,6 +55,7 @@ def hook_dict(info: HookInfo) -> dict[str, Any]:
     return {
         "run_id": info.run_id,
         "name": info.name,
+        "token": info.token,
         "created_at": json_form.jsonable(info.created_at),
         "expires_at": json_form.jsonable(info.expires_at),
     }
@@ -60,13 +64,13 @@ def hook_dict(info: HookInfo) -> dict[str, Any]:
 def hooks_table(infos: list[HookInfo]) -> Table:
     """A table of open hooks."""
     table = Table(box=None, header_style="bold", pad_edge=False)
-    table.add_column("RUN ID", overflow="fold")
+    table.add_column("TOKEN", no_wrap=True)  # whole, to copy into `cairn hooks resume`
     table.add_column("HOOK", overflow="fold")
-    table.add_column("CREATED", no_wrap=True)
-    table.add_column("EXPIRES", no_wrap=True)
+    table.add_column("RUN ID", overflow="fold")
+    table.add_column("EXPIRES", overflow="fold")
     for info in infos:
         expires = words.when(info.expires_at) if info.expires_at is not None else "never"
-        table.add_row(info.run_id, info.name, words.when(info.created_at), expires)
+        table.add_row(info.token or "?", info.name, info.run_id, expires)
     return table
 
 
@@ -75,7 +79,8 @@ def list_hooks(ns: argparse.Namespace, glob: options.Globals) -> int:
     if ns.limit < 1:
         raise options.UsageError(f"--limit must be a positive integer, got {ns.limit}")
     infos = options.with_engine(
-        glob, lambda engine: hooks.list_open(engine.control, run_id=ns.run, limit=ns.limit)
+        glob,
+        lambda engine: hooks.list_open(engine.control, run_id=ns.run, limit=ns.limit, tokens=True),
     )
     if ns.json:
         output.print_json({"hooks": [hook_dict(info) for info in infos]})

@@ -162,6 +162,24 @@ def parse_argument(text: str, *, what: str) -> Any:
     return value
 
 
+def parse_file(path: str, *, what: str) -> Any:
+    """The JSON value in file `path` (`-`: stdin); ValueError names `what`, the file and why."""
+    name = "stdin" if path == "-" else repr(path)
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as file:
+                text = file.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ValueError(f"{what} {name}: cannot read it ({reason})") from None
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except ValueError as exc:
+        raise ValueError(f"{what} {name} is not valid JSON ({exc})") from None
+
+
 def parse_input(text: str | None) -> dict[str, Any]:
     """The keyword arguments of `--input`: a JSON object; ValueError names the problem."""
     if text is None:

@@ -1,9 +1,7 @@
 """Project commands: `cairn run MODULE:WORKFLOW` (start a run here and follow it, or enqueue it).
 
-Each ARG is read as its parameter's annotated type wants (`59.90` for a `Decimal` stays
-`Decimal("59.90")`), else as JSON when it parses, else as the text; the arguments are then
-checked against the workflow's signature before anything is stored (exit 2 if they do not
-fit).
+Its ARGs and --input are read and checked by call_args (shared with `cairn workflows
+run`), before anything is stored; `launch` starts the run, also for `workflows run`.
 """
 
 from __future__ import annotations
@@ -11,19 +9,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Collection
-from decimal import Decimal
 from typing import Any
 
 from rich.console import Console
 
-from cairn import arguments, conversion
 from cairn.authoring.registry import default_registry
 from cairn.authoring.workflow import WorkflowDef, definition_of
-from cairn.cli import describe, follow, options, output
+from cairn.cli import call_args, describe, follow, options, output
 from cairn.errors import (
     ConfigError,
-    InvalidArguments,
     RunNotFound,
     TransientWorkflow,
     UnknownWorkflow,
@@ -32,7 +26,6 @@ from cairn.models import RunStatus
 from cairn.representation import runs as run_forms
 from cairn.representation import words
 from cairn.runtime import transient, workflow_names
-from cairn.runtime.control import START_OPTIONS
 from cairn.runtime.engine import Engine
 from cairn.store.records import RunRecord
 
@@ -84,7 +77,9 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=handle, takes_extra_args=True)
 
 
-def resolve(target: str, *, enqueue: bool = False) -> WorkflowDef[Any, Any] | str:
+def resolve(
+    target: str, *, enqueue: bool = False, enqueue_flag: str = "--enqueue"
+) -> WorkflowDef[Any, Any] | str:
     """The workflow named by `MODULE:WORKFLOW`, or by its registered name; ConfigError if none.
 
     With `enqueue`, a name no module here registers comes back as the name itself, to be
@@ -93,7 +88,7 @@ def resolve(target: str, *, enqueue: bool = False) -> WorkflowDef[Any, Any] | st
     module_name, sep, attr = target.partition(":")
     module_name, attr = module_name.strip(), attr.strip()
     if not sep and target.strip():
-        return _by_name(target.strip(), enqueue=enqueue)
+        return _by_name(target.strip(), enqueue=enqueue, flag=enqueue_flag)
     if not sep or not module_name or not attr:
         raise options.UsageError(
             f"{target!r} is not MODULE:WORKFLOW (e.g. shop.orders:process_order)"
@@ -123,7 +118,7 @@ def resolve(target: str, *, enqueue: bool = False) -> WorkflowDef[Any, Any] | st
     return definition
 
 
-def _by_name(name: str, *, enqueue: bool) -> WorkflowDef[Any, Any] | str:
+def _by_name(name: str, *, enqueue: bool, flag: str) -> WorkflowDef[Any, Any] | str:
     found = default_registry.workflows.get(name)
     if found is not None:
         return found
@@ -133,53 +128,8 @@ def _by_name(name: str, *, enqueue: bool) -> WorkflowDef[Any, Any] | str:
     hint = f"did you mean {' or '.join(map(repr, near))}? " if near else ""
     raise options.UsageError(
         f"{name!r} is not MODULE:WORKFLOW nor the name of a workflow the -m modules register "
-        f"({hint}add --enqueue to queue it for workers that import it)"
+        f"({hint}add {flag} to queue it for workers that import it)"
     )
-
-
-def parse_call(
-    workflow: WorkflowDef[Any, Any] | str,
-    texts: list[str],
-    input_json: str | None,
-    *,
-    reserved: Collection[str] = START_OPTIONS,
-) -> tuple[list[Any], dict[str, Any]]:
-    """The arguments of ARGs and --input, read and checked against the workflow's signature.
-
-    Raises:
-        UsageError: (exit 2) arguments that do not fit, or an --input key that is one of
-            the `reserved` options (engine.start's own).
-    """
-    kwargs = options.parse_input(input_json)
-    clash = sorted(set(reserved) & kwargs.keys())
-    name = workflow.name if isinstance(workflow, WorkflowDef) else workflow
-    if clash:
-        raise options.UsageError(
-            f"--input key {clash[0]!r} is reserved by engine.start; rename that parameter of "
-            f"workflow {name!r}"
-        )
-    if not isinstance(workflow, WorkflowDef):  # its signature is known only to its workers
-        return [options.parse_argument(text, what="argument") for text in texts], kwargs
-    args = [_read(text, arguments.hint_of(workflow.fn, position=i)) for i, text in enumerate(texts)]
-    if input_json is not None:
-        # Keep the digits of a JSON number given to a Decimal parameter: 59.90 stays 59.90.
-        exact = json.loads(input_json, parse_float=Decimal)
-        for key, value in exact.items():
-            hint = conversion.optional_inner(arguments.hint_of(workflow.fn, name=key))
-            if hint is Decimal and isinstance(value, Decimal):
-                kwargs[key] = value
-    try:
-        fitted, named = arguments.fit(workflow.fn, args, kwargs, workflow=name)
-    except InvalidArguments as exc:
-        raise options.UsageError(str(exc)) from None
-    return list(fitted), named
-
-
-def _read(text: str, hint: Any) -> Any:
-    found = arguments.from_text(text, hint)
-    if found is arguments.NOTHING:
-        return options.parse_argument(text, what="argument")
-    return found
 
 
 def handle(ns: argparse.Namespace, glob: options.Globals) -> int:
@@ -187,21 +137,42 @@ def handle(ns: argparse.Namespace, glob: options.Globals) -> int:
     if ":" not in ns.target:
         options.import_modules(glob.modules)  # a name may be one these modules register
     workflow = resolve(ns.target, enqueue=ns.enqueue)
-    args, kwargs = parse_call(workflow, ns.args, ns.input)
-    if ns.run_id is not None and not ns.run_id:
+    args, kwargs = call_args.parse_call(workflow, ns.args, ns.input)
+    return launch(
+        glob, workflow, args, kwargs, ns.run_id, enqueue=ns.enqueue, allow_unknown=ns.allow_unknown
+    )
+
+
+def launch(
+    glob: options.Globals,
+    workflow: WorkflowDef[Any, Any] | str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    run_id: str | None,
+    *,
+    enqueue: bool,
+    allow_unknown: bool,
+    enqueue_flag: str = "--enqueue",
+) -> int:
+    """Start a run of arguments already read (call_args): follow it here, or only store it.
+
+    With `enqueue` (the option `enqueue_flag`), print its id at once for `cairn worker`.
+    """
+    if run_id is not None and not run_id:
         raise ValueError("--run-id must not be empty")
-    if ns.allow_unknown and not ns.enqueue:
-        raise options.UsageError("--allow-unknown applies only with --enqueue")
+    if allow_unknown and not enqueue:
+        raise options.UsageError(f"--allow-unknown applies only with {enqueue_flag}")
     if isinstance(workflow, WorkflowDef) and not workflow.durable:
-        if ns.enqueue:
+        if enqueue:
             raise TransientWorkflow(
-                workflow.name, "--enqueue cannot queue it for workers; run it without --enqueue"
+                workflow.name,
+                f"{enqueue_flag} cannot queue it for workers; run it without {enqueue_flag}",
             )
-        return asyncio.run(_execute_transient(workflow, args, kwargs, ns.run_id))
-    if ns.enqueue:
-        return asyncio.run(_enqueue(glob, workflow, args, kwargs, ns.run_id, ns.allow_unknown))
-    assert isinstance(workflow, WorkflowDef)  # a bare name comes back only with --enqueue
-    return asyncio.run(_execute(glob, workflow, args, kwargs, ns.run_id))
+        return asyncio.run(_execute_transient(workflow, args, kwargs, run_id))
+    if enqueue:
+        return asyncio.run(_enqueue(glob, workflow, args, kwargs, run_id, allow_unknown))
+    assert isinstance(workflow, WorkflowDef)  # a bare name comes back only with enqueue
+    return asyncio.run(_execute(glob, workflow, args, kwargs, run_id))
 
 
 async def _enqueue(

@@ -142,11 +142,11 @@ def list_schedules(ns: argparse.Namespace, glob: options.Globals) -> int:
 
 def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn schedules create`."""
-    from cairn.cli import project
+    from cairn.cli import call_args, project
 
     options.import_modules(glob.modules)  # the name may be one these modules register
     workflow = project.resolve(ns.workflow, enqueue=True)
-    args, kwargs = project.parse_call(workflow, ns.args, ns.input, reserved=())
+    args, kwargs = call_args.parse_call(workflow, ns.args, ns.input, reserved=())
 
     async def create(engine: Engine) -> ScheduleInfo:
         try:

@@ -1,7 +1,9 @@
-"""`cairn workflows list`: the workflows this process imports and those live workers execute.
+"""`cairn workflows list|run`: the workflows known here and to live workers; starting one by name.
 
 Workers store only the names of what they execute, so a workflow known only to them
-shows no queue, version or `on`.
+shows no queue, version or `on`. `workflows run` is `cairn run` spelled with keyword
+arguments (`--arg NAME=VALUE`, `--args-json`) and `--no-wait`; it reads them on the same
+path (call_args) and starts the run the same way (project.launch).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from cairn.cli import options, output
+from cairn.cli import call_args, options, output, project
 from cairn.representation import workflows as workflow_forms
 from cairn.runtime import catalog
 from cairn.runtime.catalog import WorkflowInfo
@@ -23,7 +25,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     workflows = commands.add_parser(
         "workflows",
         parents=[common],
-        help="list the workflows registered here and by live workers",
+        help="list the workflows known here and to live workers, or run one by name",
         description="The workflows the modules imported here register (-m/--module), "
         "and those live workers say they execute.",
     )
@@ -39,6 +41,73 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.set_defaults(handler=list_workflows)
+    _add_run(actions, common)
+
+
+def _add_run(actions: Any, common: argparse.ArgumentParser) -> None:
+    run = actions.add_parser(
+        "run",
+        parents=[common],
+        help="start a run by name: wait for its result, or --no-wait",
+        description="Start a run of WORKFLOW with keyword arguments. Without --no-wait it "
+        "runs here like `cairn run`: each step is shown on stderr and the result printed "
+        "as JSON on stdout. With --no-wait the run is stored for `cairn worker` and its "
+        "id printed at once.",
+    )
+    run.add_argument(
+        "target",
+        metavar="WORKFLOW",
+        help="a workflow's name (one the -m modules register, or with --no-wait one "
+        "workers know) or MODULE:WORKFLOW",
+    )
+    run.add_argument(
+        "--arg",
+        dest="named",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        help="a keyword argument (repeatable): VALUE is read as the parameter's type "
+        "wants, else as JSON when it parses, else as a string",
+    )
+    run.add_argument(
+        "--args-json",
+        metavar="JSON",
+        help="a JSON object of keyword arguments (a name also given by --arg is an error)",
+    )
+    run.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="only store the run as PENDING for `cairn worker` and print its id",
+    )
+    run.add_argument(
+        "--run-id", metavar="ID", help="id for the run; an existing run with it is shown instead"
+    )
+    run.add_argument(
+        "--allow-unknown",
+        action="store_true",
+        help="with --no-wait: queue a name no worker seen lately knows",
+    )
+    run.set_defaults(handler=run_workflow)
+
+
+def run_workflow(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn workflows run`."""
+    if ":" not in ns.target:
+        options.import_modules(glob.modules)  # the name may be one these modules register
+    workflow = project.resolve(ns.target, enqueue=ns.no_wait, enqueue_flag="--no-wait")
+    args, kwargs = call_args.parse_call(
+        workflow, (), ns.args_json, named=ns.named, input_flag="--args-json"
+    )
+    return project.launch(
+        glob,
+        workflow,
+        args,
+        kwargs,
+        ns.run_id,
+        enqueue=ns.no_wait,
+        allow_unknown=ns.allow_unknown,
+        enqueue_flag="--no-wait",
+    )
 
 
 def _durable(info: WorkflowInfo) -> Text:

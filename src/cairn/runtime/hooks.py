@@ -1,7 +1,13 @@
-"""Calling a hook from outside a run: find it by its token, check the payload, deliver it once."""
+"""Calling a hook from outside a run: find it by its token, check the payload, deliver it once.
+
+The hooks table keeps only each token's digest; the run's journal keeps the token (a
+replay hands the workflow the same one). `list_open(tokens=True)` reads it from there,
+for whoever already holds the database (`cairn hooks list`), never for HTTP callers.
+"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -19,7 +25,7 @@ _NOT_FOUND = "hook token is unknown, already used or expired"
 
 @dataclass(frozen=True, slots=True)
 class HookInfo:
-    """A hook that can still be called. Its token is not here: only its caller holds it."""
+    """A hook that can still be called; its token only when asked for (`list_open(tokens=)`)."""
 
     run_id: str
     """The run waiting for it."""
@@ -29,12 +35,16 @@ class HookInfo:
     """When the run created it."""
     expires_at: datetime | None
     """When it stops accepting calls (None: never)."""
+    token: str | None = None
+    """The token that calls it, read from its run's journal; None unless asked for."""
 
 
 async def list_open(
-    control: RunControl, *, run_id: str | None = None, limit: int = 100
+    control: RunControl, *, run_id: str | None = None, limit: int = 100, tokens: bool = False
 ) -> list[HookInfo]:
     """Hooks that can still be called (unused, unexpired, their run unfinished), oldest first.
+
+    With `tokens`, each with the token that calls it (read from its run's journal).
 
     Raises:
         ValueError: `limit` is not a positive integer.
@@ -42,6 +52,7 @@ async def list_open(
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ValueError(f"limit must be a positive integer, got {limit!r}")
     hooks = await control.store.list_hooks(now=control.clock.now(), run_id=run_id, limit=limit)
+    known = await _tokens(control, {hook.run_id for hook in hooks}) if tokens else {}
     return [
         HookInfo(
             run_id=hook.run_id,
@@ -50,9 +61,25 @@ async def list_open(
             expires_at=(
                 None if hook.expires_at is None else datetime.fromtimestamp(hook.expires_at, UTC)
             ),
+            token=known.get(hook.token) if tokens else None,
         )
         for hook in hooks
     ]
+
+
+async def _tokens(control: RunControl, run_ids: set[str]) -> dict[str, str]:
+    """Each waiting hook's token of these runs, by the digest the hooks table keeps."""
+    found: dict[str, str] = {}
+    for run_id in sorted(run_ids):
+        for step in await control.store.load_journal(run_id):
+            if step.kind != "hook" or step.status != "waiting":
+                continue
+            facts = json.loads(step.result or "{}")
+            token = facts.get("token") if isinstance(facts, dict) else None
+            if isinstance(token, str) and token:
+                found[hook_tokens.digest(token)] = token
+                found[token] = token  # a hook stored before digests: its row holds the token
+    return found
 
 
 async def resume(control: RunControl, token: str, payload: Any) -> str:
