@@ -238,6 +238,8 @@ class Executing:
         def on_live(live: LiveRun) -> None:
             attempt.live = live
             self.live[run.run_id] = live
+            if self._stopping:  # launched as its worker stops: it leaves at once
+                live.interrupts.hand_back()
 
         outcome = executor.Outcome(None)
         try:
