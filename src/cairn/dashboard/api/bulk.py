@@ -129,17 +129,22 @@ _BODY: dict[str, Any] = {
         "filter": {
             "type": "object",
             "properties": {
-                "status": {"type": "string"},
+                "status": {"enum": [status.value for status in RunStatus]},
                 "workflow": {"type": "string"},
                 "version": {"type": "string"},
-                "since": {"type": ["string", "number"]},
-                "columns": {"type": "object"},
+                "since": runs.MOMENT,
+                "columns": {"type": "object", "minProperties": 1},
             },
             "additionalProperties": False,
             "minProperties": 1,
         },
         "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RUNS},
     },
+    # Runs named by `ids`, or chosen by `filter` (`limit` goes with a filter only).
+    "oneOf": [
+        {"required": ["ids"], "not": {"required": ["limit"]}},
+        {"required": ["filter"], "not": {"required": ["ids"]}},
+    ],
     "additionalProperties": False,
 }
 _RETRY_BODY = {**_BODY, "properties": {**_BODY["properties"], **actions.BY}}
@@ -158,5 +163,6 @@ OPERATIONS = (
         _bulk("retry", actions.retry_run, recorded=True),
         "Retry many FAILED runs, by ids or by filter; a result per run",
         body=_RETRY_BODY,
+        errors=(422,),
     ),
 )
