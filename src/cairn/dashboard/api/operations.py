@@ -68,8 +68,7 @@ class Operation:
     body: dict[str, Any] | None = None
     """JSON Schema of the request body, or None when it takes none."""
     errors: tuple[int, ...] = ()
-    """The failure statuses it can answer besides 400, 401 and 500 (and 422 for a path
-    parameter that is not a name, see `openapi`)."""
+    """The failure statuses it can answer besides 400, 401 and 500."""
     public: bool = False
     """True for the operations a token does not guard (`POST /hooks/{token}`, `GET /health`)."""
     description: str | None = None
