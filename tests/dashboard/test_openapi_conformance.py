@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -244,3 +245,33 @@ def test_limits__names_are_255_characters_at_most_in_the_document_and_enforced(
     # No run has such an id (404); an event cannot have such a name (422).
     assert response.status_code == (404 if name == "run_id" else 422), response.text
     assert str(response.status_code) in spec["paths"][template][method]["responses"]
+
+
+def _body_schema(spec: dict[str, Any], template: str) -> Any:
+    return spec["paths"][template]["post"]["requestBody"]["content"]["application/json"]["schema"]
+
+
+@pytest.mark.parametrize(
+    ("template", "body"),
+    [
+        ("/runs/cancel", {"ids": ["a"], "filter": {"status": "FAILED"}}),
+        ("/runs/cancel", {"ids": ["a"], "limit": 5}),
+        ("/runs/retry", {"ids": ["a"], "filter": {"status": "FAILED"}}),
+        ("/runs", {"workflow": "w", "delay": 5, "run_at": "2030-01-01T00:00:00Z"}),
+    ],
+)
+def test_bodies__the_document_refuses_what_the_server_refuses(
+    sqlite_server: Server, spec: dict[str, Any], template: str, body: dict[str, Any]
+) -> None:
+    response = httpx.post(f"{sqlite_server.api}{template}", json={**body, "allow_unknown": True})
+    assert response.status_code in (400, 422), response.text
+    schema = _body_schema(spec, template)
+    assert not jsonschema.Draft202012Validator(schema).is_valid(body)
+
+
+def test_bodies__an_integral_number_is_an_integer_as_json_schema_says(
+    sqlite_server: Server,
+) -> None:
+    response = httpx.post(f"{sqlite_server.api}/queues/q", json={"concurrency": 3.0})
+    assert response.status_code == 200, response.text
+    assert response.json()["concurrency"] == 3

@@ -142,7 +142,10 @@ _BODY: dict[str, Any] = {
     },
     # Runs named by `ids`, or chosen by `filter` (`limit` goes with a filter only).
     "oneOf": [
-        {"required": ["ids"], "not": {"required": ["limit"]}},
+        {
+            "required": ["ids"],
+            "not": {"anyOf": [{"required": ["filter"]}, {"required": ["limit"]}]},
+        },
         {"required": ["filter"], "not": {"required": ["ids"]}},
     ],
     "additionalProperties": False,

@@ -336,6 +336,7 @@ OPERATIONS = (
                 "partition": NAME,
                 "allow_unknown": {"type": "boolean"},
             },
+            "not": {"required": ["delay", "run_at"]},  # one or the other
             "additionalProperties": False,
         },
         errors=(409, 422),
