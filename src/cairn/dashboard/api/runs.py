@@ -52,13 +52,12 @@ def filters(found: dict[str, str], *, naive: tzinfo = UTC) -> dict[str, Any]:
             chosen["status"] = RunStatus.parse(found["status"])
         if "origin" in found:
             chosen["origin"] = parse_origin(found["origin"])
-        if "run_id_prefix" in found:
-            chosen["run_id_prefix"] = check_name(found["run_id_prefix"], "run_id_prefix")
+        # Names as stored: PostgreSQL refuses a NUL even in a filter (a 500).
+        for key in ("run_id_prefix", "workflow", "version"):
+            if key in found:
+                chosen[key] = check_name(found[key], key)
     except (ValueError, InvalidName) as exc:
         raise BadRequest(str(exc)) from None
-    for key in ("workflow", "version"):
-        if key in found:
-            chosen[key] = found[key]
     for key in ("since", "until"):
         if key in found:
             chosen[key] = moment(found[key], key, naive=naive)
@@ -273,8 +272,8 @@ OPERATIONS = (
                 "only runs in this status (PENDING, RUNNING, ..., FAILED; any case)",
                 {"enum": [status.value for status in RunStatus]},
             ),
-            Param("workflow", "only runs of this workflow name"),
-            Param("version", "only runs started under this workflow version"),
+            Param("workflow", "only runs of this workflow name", NAME),
+            Param("version", "only runs started under this workflow version", NAME),
             Param("since", "only runs created since: epoch seconds or ISO 8601 (UTC)", MOMENT),
             Param("until", "only runs created before: epoch seconds or ISO 8601 (UTC)", MOMENT),
             Param(
