@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from typing import Any
 
 import httpx
+from tests.chaos.proxy import FreezingProxy
 
 import cairn
 from cairn.authoring.workflow import make_workflow
 from cairn.clock import SystemClock
 from cairn.dashboard import app
+from cairn.dashboard.api import health
 from cairn.runtime.control import RunControl
 from cairn.serialization import JsonSerializer
 from cairn.store import migrate
@@ -204,3 +207,26 @@ async def test_health__503_within_its_deadline_when_postgres_goes_away(pg_url: s
                 assert (await api.get("/health")).status_code == 200
     finally:
         cutter.close()
+
+
+async def test_health__503_within_its_deadline_when_the_database_freezes(pg_url: str):
+    # A frozen database (a hung proxy, a stopped backend) answers nothing and closes
+    # nothing: the probe must not wait for the store to give up on the connection.
+    base, _, database = pg_url.rpartition("/")
+    host, _, port = base.rpartition("@")[2].partition(":")
+    proxy = FreezingProxy((host, int(port or 5432)))
+    try:
+        async with cairn.Engine(proxy.url(database), workers=0) as engine:
+            async with client_on(app(engine)) as api:
+                assert (await api.get("/health")).status_code == 200
+                assert proxy.freeze() > 0
+                started = time.monotonic()
+                response = await api.get("/health")
+                took = time.monotonic() - started
+                assert response.status_code == 503
+                assert response.json() == UNAVAILABLE
+                # The bound the docs give, with room for a busy machine (it took 5.5 s).
+                assert took < health.DEADLINE + 1.5, f"answered in {took:.1f}s"
+                proxy.thaw()
+    finally:
+        proxy.close()

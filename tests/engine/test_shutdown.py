@@ -112,6 +112,41 @@ async def test_close__a_step_in_flight_finishes_within_the_grace_then_the_run_go
     assert after_calls == ["after"]
 
 
+async def test_close__the_runs_in_flight_are_asked_to_leave_the_moment_the_worker_stops(
+    kit: Kit,
+) -> None:
+    # Nothing may be awaited between the worker's stop (no more claims) and asking its
+    # runs to leave: a step finishing in between would go on to start the next one
+    # during the grace (a CI flake of the test above, under load).
+    held = Held()
+    first = kit.step("shut.asked")(held.asynchronous("asked"))
+
+    @kit.workflow("shut.asked")
+    async def asked() -> str:
+        return str(await first())
+
+    engine = kit.engine(grace=WAIT * 3, lease=60)
+    await engine.open()
+    worker = engine.worker
+    assert worker is not None
+    closing = None
+    try:
+        await engine.start(asked)
+        await held.wait_entered()
+        closing = asyncio.create_task(engine.close())
+        async with asyncio.timeout(WAIT):
+            while not worker.stopping:
+                await asyncio.sleep(0)  # one turn of the loop: the first moment it shows
+        lives = list(worker.live.values())
+        assert lives
+        assert all(live.interrupts.handing_back for live in lives)
+    finally:
+        held.released.set()
+        if closing is not None:
+            async with asyncio.timeout(WAIT):
+                await closing
+
+
 @pytest.mark.parametrize("kind", ["sync", "async"])
 async def test_close__a_step_still_running_when_the_grace_ends_is_cut_off_and_handed_back(
     kit: Kit, kind: str

@@ -14,6 +14,8 @@ import pytest
 import cairn
 from cairn.authoring.primitives import idempotency_key
 from cairn.errors import InvalidName, RunCancelled
+from cairn.representation import runs as run_forms
+from cairn.representation import words
 from cairn.steps import http as steps_http
 
 from .kit import WAIT, Kit
@@ -392,3 +394,49 @@ async def test_step_queue__a_class_based_step_takes_its_queue_from_its_class(kit
         history = await engine.history(handle.run_id)
     assert [e.result["queue"] for e in history if e.kind == "remote"] == ["pay", "pay"]
     assert calls == {"charge": 2}
+
+
+async def _waiting_text(engine: cairn.Engine, run_id: str) -> str:
+    shown = await run_forms.fetch(engine.control, run_id)
+    assert shown.waiting is not None
+    return words.waiting_text(shown.waiting, now=shown.now)
+
+
+async def test_step_queue__a_run_waiting_on_it_says_when_no_live_worker_serves_it(
+    kit: Kit,
+) -> None:
+    released = asyncio.Event()
+
+    @kit.step("train", queue="gpu")
+    async def train() -> str:
+        await released.wait()
+        return "trained"
+
+    @kit.workflow("sq.waits")
+    async def waits() -> str:
+        return str(await train())
+
+    waiting = "a worker of step queue 'gpu' to run step 'train'"
+    unserved = f"{waiting} (no live worker serves it)"
+    async with kit.engine() as cpu:  # live, but it serves no step queue
+        # A worker of the queue whose heartbeat has stopped (killed) serves nobody.
+        silent = kit.engine(step_queues=["gpu"], claim=False, lease="0.5s")
+        await silent.open()
+        await silent._die()
+        handle = await cpu.start(waits)
+        async with asyncio.timeout(WAIT):
+            while (await cpu.control.record(handle.run_id)).status != "WAITING":
+                await asyncio.sleep(0.01)
+            while (text := await _waiting_text(cpu, handle.run_id)) != unserved:
+                assert text == waiting  # until the killed worker's lease has run out
+                await asyncio.sleep(0.05)
+        shown = await run_forms.fetch(cpu.control, handle.run_id)
+        assert shown.waiting is not None and shown.waiting["no_live_worker"] is True
+
+        async with kit.engine(step_queues=["gpu"], claim=False):
+            async with asyncio.timeout(WAIT):
+                while (await cpu.store.list_step_tasks(handle.run_id))[0].status != "running":
+                    await asyncio.sleep(0.01)  # claimed: it runs, held in the step
+            assert await _waiting_text(cpu, handle.run_id) == waiting
+            released.set()
+            assert await handle.result(timeout=WAIT) == "trained"

@@ -85,6 +85,27 @@ def test_waiting__a_step_sent_to_a_step_queue_names_the_queue():
     assert "cairn worker --step-queue gpu" in describe.follow_up(record, found)
 
 
+def test_waiting__a_step_queue_no_live_worker_serves_says_so():
+    found = {"kind": "step", "name": "train@gpu", "until": None, "no_live_worker": True}
+    assert words.waiting_text(found, now=NOW) == (
+        "a worker of step queue 'gpu' to run step 'train' (no live worker serves it)"
+    )
+
+
+def test_serves_step_queue__only_live_workers_count_and_a_silent_row_may_serve():
+    def worker(queues: str | None, beat: float = NOW - 1) -> WorkerRecord:
+        return WorkerRecord("w", "h", 1, 0.0, beat, queues=queues, lease=10.0)
+
+    gpu = leases.queues_column(None, ["gpu"])
+    assert leases.serves_step_queue([worker(gpu)], "gpu", NOW)
+    assert not leases.serves_step_queue([worker(gpu)], "cpu", NOW)
+    assert not leases.serves_step_queue([worker(gpu, beat=NOW - 11)], "gpu", NOW)  # silent
+    assert not leases.serves_step_queue([worker(gpu, beat=0.0)], "gpu", NOW)  # dead
+    assert not leases.serves_step_queue([], "gpu", NOW)
+    # A row that does not say which step queues it serves (an older cairn) may serve any.
+    assert leases.serves_step_queue([worker(None)], "gpu", NOW)
+
+
 def test_waiting__a_due_wait_is_for_a_worker():
     # The event came (or the run was resumed): it is due, and a worker replays it.
     found = blocking.waiting(run("WAITING", waiting_for="event:x", wake_at=NOW - 1), now=NOW)

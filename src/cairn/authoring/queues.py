@@ -10,6 +10,9 @@ from cairn.names import check_name
 
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\S+)\s*$")
 
+LARGEST_LIMIT = 2**31 - 1
+"""The largest a limit or a rate's count can be: the store keeps them in 32-bit columns."""
+
 
 def parse_rate(rate: str, *, what: str = "rate") -> tuple[int, float]:
     """`"100/1m"` -> (100, 60.0): at most 100 starts in any 60 seconds."""
@@ -20,14 +23,19 @@ def parse_rate(rate: str, *, what: str = "rate") -> tuple[int, float]:
     period = durations.parse(match[2], what=what).total_seconds()
     if count < 1 or period <= 0:
         raise ValueError(f"invalid {what}: {rate!r} (count and period must be positive)")
+    if count > LARGEST_LIMIT:
+        raise ValueError(f"invalid {what}: {rate!r} (the count is {LARGEST_LIMIT} at most)")
     return count, period
 
 
-def _limit(value: int | None, what: str) -> int | None:
+def check_limit(value: int | None, what: str) -> int | None:
+    """`value` if it is a limit (None, or 1 to LARGEST_LIMIT); ValueError naming `what`."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"invalid {what}: {value!r} (a positive integer or None)")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= LARGEST_LIMIT:
+        raise ValueError(
+            f"invalid {what}: {value!r} (a positive integer up to {LARGEST_LIMIT}, or None)"
+        )
     return value
 
 
@@ -52,9 +60,9 @@ class Queue:
 
     def __post_init__(self) -> None:
         check_name(self.name, "queue name")
-        _limit(self.concurrency, f"concurrency of queue {self.name!r}")
-        _limit(self.per_worker, f"per_worker of queue {self.name!r}")
-        _limit(self.partition_concurrency, f"partition_concurrency of queue {self.name!r}")
+        check_limit(self.concurrency, f"concurrency of queue {self.name!r}")
+        check_limit(self.per_worker, f"per_worker of queue {self.name!r}")
+        check_limit(self.partition_concurrency, f"partition_concurrency of queue {self.name!r}")
         parsed = None
         if self.rate is not None:
             parsed = parse_rate(self.rate, what=f"rate of queue {self.name!r}")

@@ -10,12 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cairn.client import Client
 from cairn.dashboard import api, ui
+from cairn.dashboard.api import paths
 from cairn.dashboard.auth import BearerAuth
 from cairn.dashboard.guard import AllowedHosts, Guard
 from cairn.dashboard.target import Target
@@ -70,6 +74,8 @@ def create_app(
         middleware.append(
             Middleware(BearerAuth, token=token, open_routes=open_routes, api_prefix=api.PREFIX)
         )
+    # Innermost: the guard and the token see the path as sent; routing sees it raw.
+    middleware.append(Middleware(paths.RawPaths, prefix=api.PREFIX))
     streams = Streams()
     routes = [
         Mount(api.PREFIX, app=api.create(target, guarded=guarded)),
@@ -80,10 +86,29 @@ def create_app(
         from cairn.observability.metrics import metrics_app
 
         routes.insert(0, Route("/metrics", _Asgi(metrics_app(metrics)), methods=["GET"]))
-    app = Starlette(routes=routes, middleware=middleware)
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: _not_served},
+    )
     app.state.guarded = guarded
     app.state.streams = streams
     return app
+
+
+async def _not_served(request: Request, exc: Exception) -> Response:
+    """A path no route takes: in the API's error shape under /api/v1, else as text.
+
+    The API's own app answers what reaches it; this is for what the mount cannot take
+    (a path with a line break: its pattern's `.` stops there).
+    """
+    assert isinstance(exc, HTTPException)
+    path = request.url.path
+    if path == api.PREFIX or path.startswith(api.PREFIX + "/"):
+        return await api.http_error(request, exc)
+    if exc.status_code in (204, 304):
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    return PlainTextResponse(exc.detail, status_code=exc.status_code, headers=exc.headers)
 
 
 class _Asgi:

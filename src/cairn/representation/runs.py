@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -128,6 +129,12 @@ async def fetch(
         known = leases.known_workflows(await control.store.list_workers())
         if known is not None and run.workflow not in known:
             waiting["workers_know"] = sorted(known)  # and none of them executes this one
+    if waiting is not None and waiting["kind"] == "step":
+        queue = (waiting.get("name") or "").rpartition("@")[2]
+        workers = await control.store.list_workers()
+        # Heartbeats carry the database's real time, whatever clock the control keeps.
+        if not leases.serves_step_queue(workers, queue, time.time()):
+            waiting["no_live_worker"] = True
     return Shown(
         run=run,
         args=_decode(control, run.args),

@@ -217,7 +217,8 @@ def _waiting_text(found: Mapping[str, Any], *, now: float, run_id: str) -> str:
         return f"a worker{where} to take it (`cairn worker`)"
     if kind == "step":  # parked while a worker of its step queue runs the attempt
         step, _, queue = (name or "").rpartition("@")
-        return f"a worker of step queue {queue!r} to run step {step!r}"
+        text = f"a worker of step queue {queue!r} to run step {step!r}"
+        return f"{text} (no live worker serves it)" if found.get("no_live_worker") else text
     text = f"{blocking.KINDS[kind]} {name!r}"
     if kind == "task" and found.get("task_id"):
         text += f" (task {found['task_id']})"

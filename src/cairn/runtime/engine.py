@@ -266,6 +266,7 @@ class Engine(EngineVerbs):
                 queues=self.serve_queues,
                 transient=self.ephemeral,
                 polls=self.polls,
+                step_queues=self.step_queues,
             )
             self.control.local = self.worker
             await self.worker.start()

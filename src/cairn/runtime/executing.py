@@ -66,8 +66,11 @@ class Executing:
         queues: list[str] | None = None,
         transient: bool = False,
         polls: bool = True,
+        step_queues: list[str] | None = None,
     ) -> None:
         self.env = env
+        # The step queues this process serves (its StepWorker's), published in its row.
+        self.step_queues = list(step_queues or ())
         # False: claim a run only when told its id (`take`: a transport's message, see
         # cairn.celery), never by polling the database for work.
         self.polls = polls
@@ -128,6 +131,7 @@ class Executing:
             started_at=0.0,
             heartbeat_at=0.0,
             concurrency=self.concurrency,
+            queues=leases.queues_column(self.queues, self.step_queues),
             # What it takes from the queue: a run of any other workflow is reported as
             # one no worker can execute (nothing, for an engine that never claims).
             workflows=json.dumps(self.executes() if self.claim else []),
@@ -238,6 +242,8 @@ class Executing:
         def on_live(live: LiveRun) -> None:
             attempt.live = live
             self.live[run.run_id] = live
+            if self._stopping:  # launched as its worker stops: it leaves at once
+                live.interrupts.hand_back()
 
         outcome = executor.Outcome(None)
         try:

@@ -137,3 +137,28 @@ def known_workflows(workers: list[WorkerRecord]) -> set[str] | None:
     if not live or any(worker.workflows is None for worker in live):
         return None
     return {name for worker in live for name in json.loads(worker.workflows or "[]")}
+
+
+def queues_column(runs: list[str] | None, steps: list[str]) -> str:
+    """A worker's `queues` column: the run queues it serves (None: every one), its step queues."""
+    return json.dumps({"runs": runs, "steps": steps})
+
+
+def step_queues(worker: WorkerRecord) -> list[str] | None:
+    """The step queues `worker` serves; None if its row does not say (an older cairn)."""
+    try:
+        found = json.loads(worker.queues or "")
+    except ValueError:
+        return None
+    steps = found.get("steps") if isinstance(found, dict) else None
+    return [str(name) for name in steps] if isinstance(steps, list) else None
+
+
+def serves_step_queue(workers: list[WorkerRecord], queue: str, now: float) -> bool:
+    """True if a live worker serves step queue `queue`, or may (its row does not say)."""
+    for worker in workers:
+        if alive(worker, now):
+            steps = step_queues(worker)
+            if steps is None or queue in steps:
+                return True
+    return False

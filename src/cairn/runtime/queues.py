@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cairn.authoring.queues import Queue, parse_rate
+from cairn.authoring.queues import Queue, check_limit, parse_rate
 from cairn.names import check_name
 from cairn.store.records import QueueRecord
 
@@ -135,10 +135,4 @@ class QueueControl:
 
 def _validate(name: str, values: dict[str, Any]) -> None:
     for key in ("concurrency", "per_worker", "partition_concurrency"):
-        value = values[key]
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise ValueError(
-                f"invalid {key} of queue {name!r}: {value!r} (a positive integer or None)"
-            )
+        check_limit(values[key], f"{key} of queue {name!r}")

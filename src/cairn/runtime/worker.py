@@ -80,12 +80,15 @@ class Worker(Reconciling):
         """
         self._stopping = True
         self._grace_ends = time.monotonic() + grace
+        # Before anything is awaited: a step that finished while the loops below wind
+        # down would otherwise go on to start the next one, during the grace.
+        self._ask_to_leave()
         for task in [*self._tasks, *self._handing_back]:
             task.cancel()
         for task in [*self._tasks, *self._handing_back]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        attempts = list(self.active.values())
+        attempts = self._ask_to_leave()  # again: a claim answered meanwhile launched one
         cut: list[Attempt] = []
         if attempts:
             if grace > 0:
@@ -95,11 +98,6 @@ class Worker(Reconciling):
                     len(attempts),
                     schedules.describe_seconds(grace),
                 )
-            for attempt in attempts:
-                if attempt.live is not None:
-                    attempt.live.interrupts.hand_back()
-                elif attempt.task is not None:
-                    attempt.task.cancel()  # still loading its journal: nothing to finish
             await self._within_grace({a.task for a in attempts if a.task is not None})
             cut = [a for a in attempts if a.task is not None and not a.task.done()]
             steps = {a.run.run_id: a.live.running_step() if a.live else None for a in cut}
@@ -150,6 +148,16 @@ class Worker(Reconciling):
                 "this worker's lease has run out",
                 exc or "the database did not answer in time",
             )
+
+    def _ask_to_leave(self) -> list[Attempt]:
+        """Ask each attempt executing here to leave at its next durable point; them."""
+        attempts = list(self.active.values())
+        for attempt in attempts:
+            if attempt.live is not None:
+                attempt.live.interrupts.hand_back()
+            elif attempt.task is not None:
+                attempt.task.cancel()  # still loading its journal: nothing to finish
+        return attempts
 
     def hurry(self) -> None:
         """End the grace of a `stop` in progress now: cut off the steps still executing."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from cairn.dashboard.api import inputs
 from cairn.dashboard.api.inputs import Call
-from cairn.dashboard.api.operations import Handler
+from cairn.dashboard.api.operations import NAME, Handler
 from cairn.dashboard.api.replies import Reply
 from cairn.dashboard.target import Target
 from cairn.models import EventDelivery
@@ -24,7 +24,7 @@ from cairn.representation import actions as steering
 from cairn.runtime.control import RunControl
 
 API = "api"  # who asks, when a request does not say (`by`)
-BY = {"by": {"type": "string", "minLength": 1, "maxLength": 255}}  # its JSON Schema
+BY = {"by": NAME}  # its JSON Schema
 
 
 async def cancel_run(control: RunControl, run_id: str) -> dict[str, Any]:

@@ -13,10 +13,12 @@ from typing import Any
 from cairn.dashboard.api import actions, inputs, runs
 from cairn.dashboard.api.actions import Act
 from cairn.dashboard.api.inputs import Call
-from cairn.dashboard.api.operations import Handler, Operation
+from cairn.dashboard.api.operations import NAME, Handler, Operation
 from cairn.dashboard.api.replies import BadRequest, Reply, describe
 from cairn.dashboard.target import Target
+from cairn.errors import InvalidName
 from cairn.models import RunStatus
+from cairn.names import check_name
 from cairn.runtime.control import RunControl
 
 MAX_RUNS = 1000
@@ -41,7 +43,11 @@ def criteria(found: Any) -> dict[str, Any]:
             raise BadRequest(str(exc)) from None
     for key in ("workflow", "version"):
         if key in found:
-            chosen[key] = inputs.typed(found[key], str, f"filter.{key}")
+            text = inputs.typed(found[key], str, f"filter.{key}")
+            try:  # a name as stored: PostgreSQL refuses a NUL even in a filter
+                chosen[key] = check_name(text, f"filter.{key}")
+            except InvalidName as exc:
+                raise BadRequest(str(exc)) from None
     if "since" in found:
         since = inputs.typed(found["since"], (str, int, float), "filter.since")
         chosen["since"] = runs.since(str(since))
@@ -129,17 +135,25 @@ _BODY: dict[str, Any] = {
         "filter": {
             "type": "object",
             "properties": {
-                "status": {"type": "string"},
-                "workflow": {"type": "string"},
-                "version": {"type": "string"},
-                "since": {"type": ["string", "number"]},
-                "columns": {"type": "object"},
+                "status": {"enum": [status.value for status in RunStatus]},
+                "workflow": NAME,
+                "version": NAME,
+                "since": runs.MOMENT,
+                "columns": {"type": "object", "minProperties": 1},
             },
             "additionalProperties": False,
             "minProperties": 1,
         },
         "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RUNS},
     },
+    # Runs named by `ids`, or chosen by `filter` (`limit` goes with a filter only).
+    "oneOf": [
+        {
+            "required": ["ids"],
+            "not": {"anyOf": [{"required": ["filter"]}, {"required": ["limit"]}]},
+        },
+        {"required": ["filter"], "not": {"required": ["ids"]}},
+    ],
     "additionalProperties": False,
 }
 _RETRY_BODY = {**_BODY, "properties": {**_BODY["properties"], **actions.BY}}
@@ -158,5 +172,6 @@ OPERATIONS = (
         _bulk("retry", actions.retry_run, recorded=True),
         "Retry many FAILED runs, by ids or by filter; a result per run",
         body=_RETRY_BODY,
+        errors=(422,),
     ),
 )

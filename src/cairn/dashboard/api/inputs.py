@@ -114,6 +114,8 @@ def typed(found: Any, expected: type | tuple[type, ...], what: str, *, null: boo
         dict: "an object",
     }
     types = expected if isinstance(expected, tuple) else (expected,)
+    if int in types and isinstance(found, float) and found.is_integer():
+        return int(found)  # `3.0` is an integer to JSON Schema, so to the API's document
     if isinstance(found, bool) and bool not in types:
         ok = False
     else:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cairn import __version__
-from cairn.dashboard.api.operations import Operation
+from cairn.dashboard.api.operations import NAME, Operation
 
 _REASONS = {
     400: "Bad request: JSON, field or parameter the API cannot read",
@@ -17,8 +17,9 @@ _REASONS = {
     409: "Conflict with the current state (e.g. the run has finished)",
     415: "A body that is not Content-Type: application/json",
     421: "The Host (or X-Forwarded-Host) is not a name this dashboard serves",
-    422: "Values cairn rejects: an unknown workflow, arguments that do not fit it, an "
-    "invalid form submission (which lists `fields`)",
+    422: "Values cairn rejects: a name or id that is not one (InvalidName: empty, over 255 "
+    "characters, a NUL), an unknown workflow, arguments that do not fit it, an invalid "
+    "form submission (which lists `fields`)",
     500: "Internal failure (details only in the dashboard's log)",
     503: "The database is unavailable for now",
 }
@@ -38,6 +39,10 @@ _ERROR = {
 }
 
 
+# A hook's token: whatever the hook was given (an unknown one is a 404, never a 422).
+_TOKEN = {"type": "string", "minLength": 1}
+
+
 def _operation_id(op: Operation) -> str:
     words = re.findall(r"[a-z]+", op.template.replace("{", "by_").replace("}", ""))
     return "_".join([op.method.lower(), *words])
@@ -50,7 +55,7 @@ def _describe(op: Operation, *, guarded: bool) -> dict[str, Any]:
             "in": "path",
             "required": True,
             "description": "percent-encoded as one path segment (`/` as %2F, `#` as %23)",
-            "schema": {"type": "string"},
+            "schema": _TOKEN if name == "token" else NAME,
         }
         for name in re.findall(r"{(\w+)}", op.template)
     ]
@@ -64,10 +69,11 @@ def _describe(op: Operation, *, guarded: bool) -> dict[str, Any]:
     if guarded and not op.public:
         statuses.add(401)
     responses: dict[str, Any] = {
-        str(op.ok): {
-            "description": "Success",
+        str(status): {
+            "description": meaning,
             "content": {"application/json": {"schema": {"type": "object"}}},
         }
+        for status, meaning in ((op.ok, "Success"), *op.also)
     }
     for status in sorted(statuses):
         responses[str(status)] = {

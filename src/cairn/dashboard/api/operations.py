@@ -18,10 +18,20 @@ from starlette.routing import Route
 from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.replies import Reply, failure, json_response
 from cairn.dashboard.target import Target
+from cairn.names import MAX_LENGTH
 
 Handler = Callable[[Target, Call], Awaitable[Reply]]
 
 _CONVERTOR = re.compile(r"{(\w+):\w+}")
+
+NAME: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_LENGTH,
+    "pattern": "^[^\\x00]*$",
+    "description": f"a name or id: 1 to {MAX_LENGTH} characters, no NUL (cairn.names)",
+}
+"""The JSON Schema of a name or id (of a run, workflow, queue, event, ...): `check_name`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +60,9 @@ class Operation:
     """One line for the OpenAPI document."""
     ok: int = 200
     """The status of a success."""
+    also: tuple[tuple[int, str], ...] = ()
+    """Other successes it can answer, each with what it means (`POST /runs`: 200, a run
+    that exists already)."""
     query: tuple[Param, ...] = ()
     """Query parameters."""
     body: dict[str, Any] | None = None
@@ -65,6 +78,11 @@ class Operation:
     def template(self) -> str:
         """The path as OpenAPI writes it: `{name}` for every parameter."""
         return _CONVERTOR.sub(r"{\1}", self.path)
+
+    def serves(self, path: str) -> bool:
+        """True if `path` (under /api/v1) is this operation's, each parameter one segment."""
+        segments = re.sub(r"\\{\w+\\}", "[^/]+", re.escape(self.template))
+        return re.fullmatch(segments, path, re.DOTALL) is not None
 
     def route(self, target: Target) -> Route:
         """The Starlette route that serves this operation against `target`."""

@@ -4,7 +4,9 @@ A run id may hold `/` (a child run is `parent/name#1`, and users pick their own 
 ASGI servers decode `%2F` to `/` before routing, so `GET /runs/a%2Fhistory` would read
 as the history of run `a`. Routing on the raw path with `%2F` and `%25` left encoded
 keeps an encoded id one path segment; `Call.path` decodes it. Run routes also take a
-bare `/` (`{run_id:path}`), for clients that do not encode it.
+bare `/` (`{run_id:path}`), for clients that do not encode it. Control characters stay
+encoded too: a name may hold a line break, where a route pattern's `.` would stop.
+It runs before the dashboard routes to the API's mount (`create_app`), for API paths only.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from urllib.parse import unquote
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-# The escapes routing keeps: `/` must not split a segment, and `%` must not be decoded twice.
-_KEPT = re.compile(r"(%2[Ff]|%25)")
+# The escapes routing keeps: `/` must not split a segment, `%` must not be decoded twice,
+# and a control character (a line break) must not stop a pattern's `.`.
+_KEPT = re.compile(r"(%2[Ff]|%25|%[01][0-9A-Fa-f]|%7[Ff])")
 
 
 def routing_path(raw: str) -> str:
-    """`raw` with every escape decoded but `%2F` and `%25` (kept, in capitals)."""
+    """`raw` with every escape decoded but `%2F`, `%25` and control characters (kept)."""
     # split() with a group alternates text and separators: text at even places.
     parts = _KEPT.split(raw)
     return "".join(part.upper() if i % 2 else unquote(part) for i, part in enumerate(parts))
@@ -33,12 +36,13 @@ class RawPaths:
     decodes every parameter the same way either way.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, prefix: str) -> None:
         self.app = app
+        self.prefix = prefix  # only paths under it
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve a request with its routing path in place of the server's."""
-        if scope["type"] == "http":
+        if scope["type"] == "http" and scope["path"].startswith(self.prefix + "/"):
             scope = dict(scope, path=self._path(scope))
         await self.app(scope, receive, send)
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from cairn.authoring.queues import LARGEST_LIMIT
 from cairn.dashboard.api import inputs
 from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Operation
 from cairn.dashboard.api.replies import BadRequest, Reply
 from cairn.dashboard.target import Target
+from cairn.names import check_name
 from cairn.representation import queues as queue_forms
 
 LIMITS = tuple(queue_forms.LIMITS)
@@ -27,7 +29,7 @@ async def list_queues(target: Target, call: Call) -> Reply:
 
 async def update(target: Target, call: Call) -> Reply:
     """`POST /queues/{name}`: change the given limits (creating the queue if it has none)."""
-    name = call.path("name")
+    name = check_name(call.path("name"), "queue name")
     body = await call.fields(LIMITS)
     if not body:
         raise BadRequest(f"request body names no limit to change (give {', '.join(LIMITS)})")
@@ -39,7 +41,7 @@ async def update(target: Target, call: Call) -> Reply:
     return Reply(queue_forms.queue_dict(info))
 
 
-_LIMIT = {"type": ["integer", "null"], "minimum": 1}
+_LIMIT = {"type": ["integer", "null"], "minimum": 1, "maximum": LARGEST_LIMIT}
 
 OPERATIONS = (
     Operation("GET", "/queues", list_queues, "List queues and their limits"),
@@ -53,7 +55,10 @@ OPERATIONS = (
             "properties": {
                 "concurrency": _LIMIT,
                 "per_worker": _LIMIT,
-                "rate": {"type": ["string", "null"], "description": "COUNT/DURATION, e.g. 100/1m"},
+                "rate": {
+                    "type": ["string", "null"],
+                    "description": f"COUNT/DURATION, e.g. 100/1m (COUNT: 1 to {LARGEST_LIMIT})",
+                },
                 "partition_concurrency": _LIMIT,
             },
             "additionalProperties": False,

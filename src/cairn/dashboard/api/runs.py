@@ -12,11 +12,11 @@ from typing import Any
 
 from cairn.dashboard.api import inputs
 from cairn.dashboard.api.inputs import Call
-from cairn.dashboard.api.operations import Operation, Param
+from cairn.dashboard.api.operations import NAME, Operation, Param
 from cairn.dashboard.api.replies import BadRequest, Reply
 from cairn.dashboard.target import Target
 from cairn.errors import InvalidName, RunNotFound, UnknownWorkflow
-from cairn.models import RunStatus, parse_origin
+from cairn.models import ORIGINS, UNKNOWN_ORIGIN, RunStatus, parse_origin
 from cairn.names import check_name
 from cairn.representation import runs as run_forms
 from cairn.runtime.control import RunControl
@@ -27,6 +27,8 @@ MAX_LIMIT = 1000
 # History entries per page of GET /runs/{id}/history (at most, and by default).
 HISTORY_PAGE = 1000
 COUNT_LIMIT = 1_000  # runs counted at most: of each status, or under filters in all (`count`)
+LAST_AFTER = 2**62  # the largest `after` of a history page (a seq is a 64-bit integer)
+PRIORITY = (-(2**31), 2**31 - 1)  # a run's priority, at least and at most (a 32-bit column)
 START_OPTIONS = (
     "run_id",
     "queue",
@@ -175,7 +177,7 @@ async def history(target: Target, call: Call) -> Reply:
     limit = inputs.integer(
         found.get("limit"), "limit", default=HISTORY_PAGE, low=1, high=HISTORY_PAGE
     )
-    after = inputs.integer(found.get("after"), "after", default=0, low=0, high=2**62)
+    after = inputs.integer(found.get("after"), "after", default=0, low=0, high=LAST_AFTER)
 
     async def read(control: RunControl) -> tuple[Any, Any, Any]:
         history = await control.history(run_id, after=after, limit=limit)
@@ -217,7 +219,11 @@ async def start(target: Target, call: Call) -> Reply:
         if body.get(key) is not None:
             options[key] = inputs.typed(body[key], str, key)
     if body.get("priority") is not None:
-        options["priority"] = inputs.typed(body["priority"], int, "priority")
+        priority = inputs.typed(body["priority"], int, "priority")
+        low, high = PRIORITY
+        if not low <= priority <= high:
+            raise BadRequest(f"priority must be between {low} and {high}, got {priority}")
+        options["priority"] = priority
     if body.get("delay") is not None:
         options["delay"] = inputs.typed(body["delay"], (str, int, float), "delay")
     if body.get("run_at") is not None:
@@ -252,6 +258,9 @@ def _moment(text: str) -> datetime:
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
+# A time filter: epoch seconds, or an ISO 8601 date and time.
+MOMENT = {"anyOf": [{"type": "number"}, {"type": "string", "format": "date-time"}]}
+
 # A run id may hold `/` (a child run's does): the rest of the path, up to an action's suffix.
 RUN = "/runs/{run_id:path}"
 
@@ -262,24 +271,34 @@ OPERATIONS = (
         list_runs,
         "List runs, newest first, filtered and paged",
         query=(
-            Param("status", "only runs in this status (PENDING, RUNNING, ..., FAILED)"),
-            Param("workflow", "only runs of this workflow name"),
-            Param("version", "only runs started under this workflow version"),
-            Param("since", "only runs created since: epoch seconds or ISO 8601 (UTC)"),
-            Param("until", "only runs created before: epoch seconds or ISO 8601 (UTC)"),
+            Param(
+                "status",
+                "only runs in this status (PENDING, RUNNING, ..., FAILED; any case)",
+                {"enum": [status.value for status in RunStatus]},
+            ),
+            Param("workflow", "only runs of this workflow name", NAME),
+            Param("version", "only runs started under this workflow version", NAME),
+            Param("since", "only runs created since: epoch seconds or ISO 8601 (UTC)", MOMENT),
+            Param("until", "only runs created before: epoch seconds or ISO 8601 (UTC)", MOMENT),
             Param(
                 "origin",
                 "only runs started this way: api, schedule, trigger, parent, continue, "
                 "restart, fork, or unknown (runs from before cairn recorded it)",
+                {"enum": [*ORIGINS, UNKNOWN_ORIGIN]},
             ),
-            Param("run_id_prefix", "only runs whose id starts with this text"),
+            Param("run_id_prefix", "only runs whose id starts with this text", NAME),
             Param(
                 "tree",
                 "only this run and its descendants (child runs, theirs, ... 16 "
                 "generations down at most)",
+                NAME,
             ),
             Param("col.NAME", "only runs whose column NAME equals the value (JSON or text)"),
-            Param("limit", "at most this many runs (50; 1 to 1000)", {"type": "integer"}),
+            Param(
+                "limit",
+                f"at most this many runs (50; 1 to {MAX_LIMIT})",
+                {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+            ),
             Param("cursor", "the next_cursor of the previous page"),
             Param(
                 "counts",
@@ -298,21 +317,36 @@ OPERATIONS = (
         start,
         "Start (queue) a run of a workflow by name",
         ok=201,
+        also=((200, "`run_id` names a run that exists already: that run, nothing started"),),
         body={
             "type": "object",
             "required": ["workflow"],
             "properties": {
-                "workflow": {"type": "string"},
+                "workflow": NAME,
                 "args": {"type": "array"},
                 "kwargs": {"type": "object"},
-                "run_id": {"type": "string"},
-                "queue": {"type": "string"},
-                "priority": {"type": "integer"},
-                "dedup_key": {"type": "string"},
-                "delay": {"type": ["string", "number"]},
-                "partition": {"type": "string"},
+                "run_id": NAME,
+                "queue": NAME,
+                "priority": {
+                    "type": "integer",
+                    "minimum": PRIORITY[0],
+                    "maximum": PRIORITY[1],
+                    "description": "lower runs are claimed first (0)",
+                },
+                "dedup_key": NAME,
+                "delay": {
+                    "type": ["string", "number"],
+                    "description": 'hold the run back this long: seconds, or a duration ("90s")',
+                },
+                "run_at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "description": "hold the run back until then (UTC unless it names its offset)",
+                },
+                "partition": NAME,
                 "allow_unknown": {"type": "boolean"},
             },
+            "not": {"required": ["delay", "run_at"]},  # one or the other
             "additionalProperties": False,
         },
         errors=(409, 422),
@@ -329,11 +363,15 @@ OPERATIONS = (
             Param(
                 "limit",
                 f"at most this many history entries ({HISTORY_PAGE}; 1 to {HISTORY_PAGE})",
-                {"type": "integer"},
+                {"type": "integer", "minimum": 1, "maximum": HISTORY_PAGE},
             ),
-            Param("after", "entries after this history entry (seq; 0)", {"type": "integer"}),
+            Param(
+                "after",
+                "entries after this history entry (seq; 0)",
+                {"type": "integer", "minimum": 0, "maximum": LAST_AFTER},
+            ),
         ),
-        errors=(404,),
+        errors=(404, 422),
     ),
-    Operation("GET", RUN, get_run, "One run's facts", errors=(404,)),
+    Operation("GET", RUN, get_run, "One run's facts", errors=(404, 422)),
 )

@@ -64,7 +64,7 @@ OPERATIONS = (
         list_tasks,
         "List human tasks, oldest first",
         query=(
-            Param("status", f"open (default), {', '.join(STATUSES[1:])}"),
+            Param("status", f"open (default), {', '.join(STATUSES[1:])}", {"enum": list(STATUSES)}),
             Param("assignee", "only tasks assigned to this person"),
             Param("run_id", "only tasks of this run and its descendant runs"),
             Param(
@@ -85,7 +85,10 @@ OPERATIONS = (
         body={
             "type": "object",
             "required": ["values"],
-            "properties": {"values": {"type": "object"}, "by": {"type": "string"}},
+            "properties": {
+                "values": {"type": "object"},
+                "by": {"type": ["string", "null"], "pattern": "\\S", "description": "who submits"},
+            },
             "additionalProperties": False,
         },
         errors=(404, 422),

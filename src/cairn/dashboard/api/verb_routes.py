@@ -15,7 +15,7 @@ from typing import Any
 from cairn.dashboard.api import actions, hooks, runs
 from cairn.dashboard.api.operations import Handler, Operation
 from cairn.dashboard.api.replies import status_for
-from cairn.errors import RunFinished
+from cairn.errors import InvalidName, RunFinished
 from cairn.runtime.verbs import VERBS, Verb
 
 _EMPTY = {"type": "object", "additionalProperties": False}
@@ -40,10 +40,13 @@ class Served:
     """More than the verb's summary, for the OpenAPI document."""
 
 
+# What a run's id in the path adds: one that is not a name (over 255 characters) is a 422.
+_NAMED = (InvalidName,)
+
 SERVED = {
-    "cancel": Served(actions.bodiless(actions.cancel_run), _EMPTY, refuses=(RunFinished,)),
-    "pause": Served(actions.bodiless(actions.pause_run), _EMPTY, refuses=(RunFinished,)),
-    "resume": Served(actions.bodiless(actions.resume_run), _EMPTY, refuses=(RunFinished,)),
+    "cancel": Served(actions.bodiless(actions.cancel_run), _EMPTY, refuses=(RunFinished, *_NAMED)),
+    "pause": Served(actions.bodiless(actions.pause_run), _EMPTY, refuses=(RunFinished, *_NAMED)),
+    "resume": Served(actions.bodiless(actions.resume_run), _EMPTY, refuses=(RunFinished, *_NAMED)),
     "retry": Served(actions.retry, _BY_ONLY),
     "restart": Served(actions.restart, _BY_ONLY, ok=201),
     "fork": Served(
