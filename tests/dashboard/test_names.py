@@ -124,7 +124,7 @@ async def test_names__bulk_actions_refuse_a_bad_filter_and_miss_a_bad_id(
         with caplog.at_level(logging.ERROR, logger="cairn.dashboard"):
             refused(
                 await api.post("/runs/cancel", json={"filter": {"workflow": NUL}}),
-                naming="workflow",
+                naming="filter.workflow",
             )
             by_id = await api.post("/runs/cancel", json={"ids": [NUL]})
             assert by_id.status_code == 200, by_id.text

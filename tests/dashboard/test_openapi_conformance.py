@@ -237,7 +237,7 @@ def test_limits__names_are_255_characters_at_most_in_the_document_and_enforced(
     long = "n" * 256
     if template == "/runs":
         response = httpx.get(f"{sqlite_server.api}/runs", params={name: long})
-        assert response.status_code == 400, response.text
+        assert response.status_code == 422, response.text
         return
     path = template.replace("{run_id}", long if name == "run_id" else "r1")
     path = path.replace("{name}", long)

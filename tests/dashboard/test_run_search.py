@@ -75,12 +75,18 @@ async def test_api__runs_by_prefix_origin_and_time_with_counts(api, workers):
         ({"origin": "cron"}, "unknown run origin 'cron'"),
         ({"until": "yesterday"}, "until must be epoch seconds or an ISO 8601 time"),
         ({"counts": "maybe"}, "counts must be true or false"),
-        # PostgreSQL refuses a NUL even in a filter: that was a 500 there.
+    ):
+        response = await api.get("/runs", params=params)
+        assert response.status_code == 400, response.text
+        assert wanted in response.json()["message"]
+    # PostgreSQL refuses a NUL even in a filter (that was a 500 there): the name rule's 422.
+    for params, wanted in (
         ({"workflow": "a\x00b"}, "workflow 'a\\x00b' contains a NUL"),
         ({"version": "a\x00b"}, "version 'a\\x00b' contains a NUL"),
     ):
         response = await api.get("/runs", params=params)
-        assert response.status_code == 400, response.text
+        assert response.status_code == 422, response.text
+        assert response.json()["error"] == "InvalidName"
         assert wanted in response.json()["message"]
     # A prefix is a name: one no run id can start with is the name rule's 422.
     empty = await api.get("/runs", params={"run_id_prefix": ""})

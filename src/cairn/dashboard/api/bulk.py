@@ -16,7 +16,6 @@ from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import NAME, Handler, Operation
 from cairn.dashboard.api.replies import BadRequest, Reply, describe
 from cairn.dashboard.target import Target
-from cairn.errors import InvalidName
 from cairn.models import RunStatus
 from cairn.names import check_name
 from cairn.runtime.control import RunControl
@@ -44,10 +43,8 @@ def criteria(found: Any) -> dict[str, Any]:
     for key in ("workflow", "version"):
         if key in found:
             text = inputs.typed(found[key], str, f"filter.{key}")
-            try:  # a name as stored: PostgreSQL refuses a NUL even in a filter
-                chosen[key] = check_name(text, f"filter.{key}")
-            except InvalidName as exc:
-                raise BadRequest(str(exc)) from None
+            # A name as stored (PostgreSQL refuses a NUL even in a filter): 422 InvalidName.
+            chosen[key] = check_name(text, f"filter.{key}")
     if "since" in found:
         since = inputs.typed(found["since"], (str, int, float), "filter.since")
         chosen["since"] = runs.since(str(since))
@@ -165,6 +162,7 @@ OPERATIONS = (
         _bulk("cancel", actions.cancel_run),
         "Cancel many runs, by ids or by filter; a result per run",
         body=_BODY,
+        errors=(422,),  # a filter's name that breaks the name rule
     ),
     Operation(
         "POST",
