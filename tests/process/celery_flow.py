@@ -53,3 +53,17 @@ async def hold() -> str:
 @cairn.workflow("celery.held")
 async def held() -> list[str]:
     return [await mark("first"), await hold(), await mark("last")]
+
+
+@cairn.step("pause")
+async def pause(seconds: float) -> float:
+    await asyncio.sleep(seconds)
+    return seconds
+
+
+@cairn.workflow("celery.steady")
+async def steady(n: int, steps: int = 4, seconds: float = 0.25) -> int:
+    """`steps` steps of `seconds` each: a run that is in flight for a while."""
+    for _ in range(steps):
+        await pause(seconds)
+    return n

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cairn import config, durations
-from cairn.celery.host import DEFAULT_QUEUE, RUN, Host, celery_queue, step_celery_queue
+from cairn.celery.host import DEFAULT_QUEUE, RUN, Host, celery_queue, log, step_celery_queue
 from cairn.errors import ConfigError
 
 __all__ = ["BROKER_ENV", "app", "consumed_queues", "find_broker"]
@@ -94,6 +94,7 @@ def app(
     """
     try:
         from celery import Celery, signals
+        from celery.exceptions import WorkerShutdown
         from kombu.entity import Queue
     except ImportError:  # pragma: no cover - the extra is missing
         raise ConfigError(
@@ -119,6 +120,10 @@ def app(
         task_default_queue=DEFAULT_QUEUE,
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
+        # No remote control: cairn does not use it, and its pidbox queue, exclusive to a
+        # connection, made a worker's reconnection fail (RESOURCE_LOCKED, while the broker
+        # still held the old connection) and the worker stop.
+        worker_enable_remote_control=False,
     )
 
     def make_engine() -> Any:
@@ -156,7 +161,13 @@ def app(
             pool = getattr(getattr(sender, "controller", None), "concurrency", None)
             if isinstance(pool, int) and pool > 0:
                 host.concurrency = pool
-            host.start()
+            try:
+                host.start()
+            except Exception as exc:
+                # Celery logs a signal handler's error and goes on: a worker whose engine
+                # cannot open must stop instead, and say it failed.
+                log.error("cairn engine failed to open: %s", exc)
+                raise WorkerShutdown(1) from exc
 
     def on_shutting_down(**_: Any) -> None:
         host.stop()
