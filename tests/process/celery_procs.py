@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,6 +116,13 @@ class CeleryWorker:
         """Assert the process still runs (with the end of its log if not)."""
         assert self.proc.poll() is None, (self.proc.returncode, self.log.read_text()[-3000:])
 
+    def exit_code(self, timeout: float = DEADLINE) -> int:
+        """Its exit status, once it has exited (fails, with its log, after `timeout`)."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running after {timeout}s: {self.log.read_text()[-3000:]}")
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -145,3 +153,31 @@ def until(what: str, ready: Callable[[], object], deadline: float = DEADLINE) ->
     while not ready():
         assert time.monotonic() < end, f"no {what} within {deadline}s"
         time.sleep(0.02)
+
+
+def results(
+    handles: list[Any], workers: list[CeleryWorker], deadline: float = DEADLINE
+) -> list[Any]:
+    """The handles' results, failing as soon as a worker has stopped."""
+    end = time.monotonic() + deadline
+    found = []
+    for handle in handles:
+        while True:
+            for worker in workers:
+                worker.alive()
+            try:
+                found.append(handle.result(timeout=0.5))
+                break
+            except TimeoutError:
+                assert time.monotonic() < end, f"run {handle.run_id} unfinished after {deadline}s"
+    return found
+
+
+def purge(broker: str, queue: str) -> None:
+    """Empty Celery queue `queue` (left over by other tests: they share the broker)."""
+    from kombu import Connection, Queue
+
+    with Connection(broker) as connection:
+        bound = Queue(queue, channel=connection.default_channel)  # type: ignore[no-untyped-call]
+        bound.queue_declare()
+        bound.purge()

@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 from tests.chaos.proxy import FreezingProxy
 from tests.process import celery_procs
-from tests.process.celery_procs import DEADLINE, CeleryWorker, broker_port, proxied, until
+from tests.process.celery_procs import (
+    CeleryWorker,
+    broker_port,
+    proxied,
+    purge,
+    results,
+    until,
+)
 
 import cairn
 
@@ -46,7 +53,7 @@ def test_celery__connection_resets_do_not_stop_the_worker(
             time.sleep(1.0)
             until("a reconnection", lambda: worker.alive() or proxy.open_links())
             proxy.reset()
-        assert [handle.result(timeout=DEADLINE) for handle in handles] == list(range(12))
+        assert results(handles, [worker]) == list(range(12))
     worker.alive()
 
 
@@ -56,10 +63,56 @@ def test_celery__the_exit_status_says_whether_the_worker_failed(
     unopenable = f"sqlite:///{tmp_path / 'no-such-folder' / 'cairn.db'}"
     failed = CeleryWorker(unopenable, broker, tmp_path, "failed")
     procs.append(failed)
-    assert failed.proc.wait(timeout=DEADLINE) == 1, failed.log.read_text()[-2000:]
+    assert failed.exit_code() == 1, failed.log.read_text()[-2000:]
     assert "cairn engine failed to open: cannot open database" in failed.log.read_text()
     stopped = CeleryWorker(f"sqlite:///{tmp_path / 'cairn.db'}", broker, tmp_path, "stopped")
     procs.append(stopped)
     stopped.ready()
     stopped.proc.terminate()  # a warm shutdown: a success
-    assert stopped.proc.wait(timeout=DEADLINE) == 0, stopped.log.read_text()[-2000:]
+    assert stopped.exit_code() == 0, stopped.log.read_text()[-2000:]
+
+
+def _publish_raw(broker: str, messages: list[tuple[dict[str, object], str]]) -> None:
+    """Put (headers, JSON body text) messages on Celery queue "cairn", as any client could."""
+    from kombu import Connection, Queue
+
+    with Connection(broker) as connection:
+        producer = connection.Producer()
+        for headers, body in messages:
+            producer.publish(
+                body,
+                exchange="",
+                routing_key="cairn",
+                declare=[Queue("cairn")],  # type: ignore[no-untyped-call]
+                headers=headers,
+                content_type="application/json",
+                content_encoding="utf-8",
+            )
+
+
+def test_celery__messages_the_worker_cannot_use_are_dropped_not_fatal(
+    sqlite_url: str, broker: str, tmp_path: Path, procs: list[CeleryWorker]
+) -> None:
+    purge(broker, "cairn")
+    worker = CeleryWorker(sqlite_url, broker, tmp_path, "worker", "--concurrency", "2")
+    procs.append(worker)
+    worker.ready()
+    run = {"task": "cairn.run", "lang": "py"}
+    bad = [
+        ({**run, "id": "null-body"}, "null"),
+        ({**run, "id": "integer-body"}, "5"),
+        ({**run, "id": "object-body"}, '{"run_id": "x"}'),
+        (run, '[["some-run"], {}, {}]'),  # no id
+        ({**run, "id": "integer-run-id"}, "[[5], {}, {}]"),
+        ({**run, "id": "no-run-id"}, "[[], {}, {}]"),
+        ({**run, "id": "not-json"}, '[["x"'),
+        ({"task": "cairn.step", "id": "step-null"}, "null"),
+    ]
+    _publish_raw(broker, bad)
+    with cairn.Client(sqlite_url) as client:
+        handle = client.start("celery.math", 3, allow_unknown=True)
+        assert results([handle], [worker]) == [[9, 81]]
+    until("every bad message logged", lambda: worker.log.read_text().count("dropped") >= len(bad))
+    time.sleep(0.5)  # none comes back
+    worker.alive()
+    assert worker.log.read_text().count("dropped") == len(bad), worker.log.read_text()[-3000:]

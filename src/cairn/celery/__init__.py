@@ -124,6 +124,8 @@ def app(
         # connection, made a worker's reconnection fail (RESOURCE_LOCKED, while the broker
         # still held the old connection) and the worker stop.
         worker_enable_remote_control=False,
+        # A message the worker cannot use is logged and dropped, never fatal (messages.py).
+        worker_consumer="cairn.celery.messages:Consumer",
     )
 
     def make_engine() -> Any:
