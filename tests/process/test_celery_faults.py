@@ -6,6 +6,8 @@ real broker (RabbitMQ on 5672, Redis on 6379).
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,10 +16,13 @@ import pytest
 from tests.chaos.proxy import FreezingProxy
 from tests.process import celery_procs
 from tests.process.celery_procs import (
+    BROKERS,
+    IN_CI,
     CeleryWorker,
     broker_port,
     proxied,
     purge,
+    reachable_or_skip,
     results,
     until,
 )
@@ -116,3 +121,62 @@ def test_celery__messages_the_worker_cannot_use_are_dropped_not_fatal(
     time.sleep(0.5)  # none comes back
     worker.alive()
     assert worker.log.read_text().count("dropped") == len(bad), worker.log.read_text()[-3000:]
+
+
+def _rabbitmq_env(key: str, value: str | None = None) -> str:
+    """RabbitMQ's setting `key` (Erlang term text); set to `value` first if given."""
+    if value is not None:
+        term = f"application:set_env(rabbit, {key}, {value})."
+        subprocess.run(["rabbitmqctl", "eval", term], check=True, capture_output=True, timeout=30)
+    done = subprocess.run(
+        ["rabbitmqctl", "eval", f"application:get_env(rabbit, {key})."],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return done.stdout.strip().removeprefix("{ok,").removesuffix("}")
+
+
+@pytest.fixture
+def short_consumer_timeout() -> Iterator[None]:
+    """RabbitMQ's consumer_timeout at 2 s (checked every 0.5 s) while the test runs.
+
+    RabbitMQ 3.10 has no per-queue timeout (x-consumer-timeout came in 3.12), and its
+    channels read the broker's setting as they go: it is changed at run time (no restart)
+    and put back when the test ends. Meanwhile any consumer of this broker that holds a
+    message unacknowledged over 2 s loses its channel: tests run one at a time.
+    """
+    if shutil.which("rabbitmqctl") is None:
+        problem = "rabbitmqctl is not installed (it sets RabbitMQ's consumer_timeout)"
+        if IN_CI:
+            pytest.fail(problem)
+        pytest.skip(problem)
+    before = {key: _rabbitmq_env(key) for key in ("consumer_timeout", "channel_tick_interval")}
+    try:
+        _rabbitmq_env("consumer_timeout", "2000")
+        _rabbitmq_env("channel_tick_interval", "500")
+        yield
+    finally:
+        for key, value in before.items():
+            _rabbitmq_env(key, value)
+
+
+def test_celery__an_attempt_longer_than_rabbitmq_s_consumer_timeout_finishes(
+    sqlite_url: str,
+    tmp_path: Path,
+    procs: list[CeleryWorker],
+    short_consumer_timeout: None,
+) -> None:
+    url, port = BROKERS["rabbitmq"]
+    reachable_or_skip("rabbitmq", port)
+    worker = CeleryWorker(sqlite_url, url, tmp_path, "worker", "--concurrency", "2")
+    procs.append(worker)
+    worker.ready()
+    with cairn.Client(sqlite_url) as client:
+        # Two steps of 3 s: each outlasts the 2 s the broker allows an unacknowledged message.
+        handle = client.start("celery.steady", 7, 2, 3.0, allow_unknown=True)
+        assert results([handle], [worker]) == [7]
+    log = worker.log.read_text()
+    assert "PRECONDITION_FAILED" not in log, log[-3000:]
+    worker.alive()

@@ -8,8 +8,10 @@ app = cairn.celery.app("amqp://guest:guest@127.0.0.1:5672//", db="postgresql://.
 then `celery -A myproject.tasks worker` (or `cairn worker --transport celery`). The database
 stays the source of truth: a message carries only a run id, and the task it starts claims
 that run with cairn's own lease and fencing (see host.py), so a message delivered twice,
-redelivered after its worker died, or acknowledged late takes nothing that another
-worker holds or that has finished. Needs `pip install 'cairn-workflows[celery]'`.
+or redelivered after its worker died, takes nothing that another worker holds or that
+has finished. Messages are acknowledged as their task starts (the database keeps the run,
+however long it takes); one the worker cannot use is dropped (messages.py).
+Needs `pip install 'cairn-workflows[celery]'`.
 """
 
 from __future__ import annotations
@@ -108,10 +110,11 @@ def app(
         raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
     application = Celery("cairn", broker=url, set_as_current=False)
     application.conf.update(
-        # A run's message is acknowledged once its attempt ends: a worker killed meanwhile
-        # leaves it for the broker to deliver again (the claim then decides).
-        task_acks_late=True,
-        task_reject_on_worker_lost=True,
+        # A message is acknowledged as its task starts, before the claim: the database,
+        # not the message, holds the run, so an attempt may outlast the broker's limit
+        # on unacknowledged messages (RabbitMQ's consumer_timeout, 30 minutes). A worker
+        # killed before its claim leaves the run to the dispatchers (published again).
+        task_acks_late=False,
         worker_prefetch_multiplier=1,
         task_ignore_result=True,
         # cairn's engine runs many runs on one event loop: Celery's threads only wait on it.
@@ -147,12 +150,12 @@ def app(
     host = Host(make_engine, publish, dispatch=dispatch_interval)
     host.concurrency = concurrency
 
-    @application.task(name="cairn.run", acks_late=True, reject_on_worker_lost=True)  # type: ignore[untyped-decorator]
+    @application.task(name="cairn.run", acks_late=False)  # type: ignore[untyped-decorator]
     def run(run_id: str) -> bool:
         """Claim run `run_id` and execute it until it finishes or parks (False: not taken)."""
         return host.take(run_id)
 
-    @application.task(name="cairn.step", acks_late=True, reject_on_worker_lost=True)  # type: ignore[untyped-decorator]
+    @application.task(name="cairn.step", acks_late=False)  # type: ignore[untyped-decorator]
     def step(task_id: str) -> bool:
         """Claim step attempt `task_id` and execute it until it is reported (False: not taken)."""
         return host.take_step(task_id)
