@@ -10,7 +10,8 @@ never hears so. The connection drop after COMMIT that a flapping network produce
 or a hung middlebox, seen from a worker whose connections were open then. It also resets
 every connection at once (a broken network path, a restarted middlebox), and with
 `freeze(new=True)` hangs the connections opened later too (a broker that keeps TCP open
-but answers nothing), until `restore`.
+but answers nothing), until `restore`: then new connections pass, and a client that
+does not give up on its frozen ones hangs for ever.
 """
 
 from __future__ import annotations
@@ -161,20 +162,9 @@ class FreezingProxy:
         return len(links)
 
     def restore(self) -> None:
-        """After `freeze`: reset what hangs (clients notice at once) and pass new ones again."""
+        """After `freeze(new=True)`: pass new connections again (the frozen ones stay so)."""
         with self._lock:
             self._hang_new = False
-        self.reset()
-
-    def server_ports(self) -> list[int]:
-        """The local ports of the proxy's connections to the server (for pg_stat_activity)."""
-        with self._lock:
-            links = list(self._links)
-        ports = []
-        for link in links:
-            with contextlib.suppress(OSError):
-                ports.append(int(link.server.getsockname()[1]))
-        return ports
 
     def thaw(self) -> None:
         """Deliver what the frozen connections held back, and let them go on."""

@@ -181,3 +181,15 @@ def purge(broker: str, queue: str) -> None:
         bound = Queue(queue, channel=connection.default_channel)  # type: ignore[no-untyped-call]
         bound.queue_declare()
         bound.purge()
+
+
+def depth(broker: str, queue: str) -> int:
+    """How many messages wait in Celery queue `queue` (0 when it does not exist)."""
+    from kombu import Connection
+
+    with Connection(broker) as connection:
+        try:
+            declared = connection.default_channel.queue_declare(queue=queue, passive=True)
+        except connection.channel_errors:
+            return 0
+        return int(declared.message_count)

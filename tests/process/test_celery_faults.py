@@ -20,6 +20,7 @@ from tests.process.celery_procs import (
     IN_CI,
     CeleryWorker,
     broker_port,
+    depth,
     proxied,
     purge,
     reachable_or_skip,
@@ -180,3 +181,66 @@ def test_celery__an_attempt_longer_than_rabbitmq_s_consumer_timeout_finishes(
     log = worker.log.read_text()
     assert "PRECONDITION_FAILED" not in log, log[-3000:]
     worker.alive()
+
+
+def test_celery__a_frozen_broker_is_reported_and_the_worker_catches_up(
+    sqlite_url: str, broker: str, proxy: FreezingProxy, tmp_path: Path, procs: list[CeleryWorker]
+) -> None:
+    worker = CeleryWorker(
+        sqlite_url,
+        proxied(broker, proxy.port),
+        tmp_path,
+        "worker",
+        *("--concurrency", "4"),
+        env={"CAIRN_BROKER_TIMEOUT": "2"},
+    )
+    procs.append(worker)
+    worker.ready()
+    with cairn.Client(sqlite_url) as client:
+        before = [client.start("celery.steady", n, 2, 0.1, allow_unknown=True) for n in range(4)]
+        assert results(before, [worker]) == list(range(4))
+        proxy.freeze(new=True)  # open and new connections: TCP up, not a byte through
+        during = [client.start("celery.steady", n, 2, 0.1, allow_unknown=True) for n in range(6)]
+        until(
+            "a word about the broker",
+            lambda: worker.alive() or "cannot reach the broker" in worker.log.read_text(),
+            deadline=30,
+        )
+        proxy.restore()  # new connections pass; those it froze stay hung
+        assert results(during, [worker], deadline=45) == list(range(6))
+    assert "the broker answers again" in worker.log.read_text()
+    worker.alive()
+
+
+def test_celery__a_run_is_not_published_again_while_its_message_waits(
+    sqlite_url: str, broker: str, tmp_path: Path, procs: list[CeleryWorker]
+) -> None:
+    purge(broker, "cairn.lonely")
+    worker = CeleryWorker(sqlite_url, broker, tmp_path, "worker", "--lease", "1s")
+    procs.append(worker)
+    worker.ready()
+    with cairn.Client(sqlite_url) as client:
+        for _ in range(3):  # runs of a queue no worker consumes: their messages wait
+            client.start("celery.lonely", queue="lonely", allow_unknown=True)
+        until("three messages", lambda: depth(broker, "cairn.lonely") >= 3)
+        time.sleep(4.0)  # four leases
+    assert depth(broker, "cairn.lonely") == 3
+    worker.alive()
+    purge(broker, "cairn.lonely")
+
+
+def test_celery__a_run_held_back_by_its_queue_s_limit_is_published_when_a_slot_frees(
+    sqlite_url: str, broker: str, tmp_path: Path, procs: list[CeleryWorker]
+) -> None:
+    # A lease far longer than the ten runs' work: publishing again after a lease is no help.
+    worker = CeleryWorker(
+        sqlite_url, broker, tmp_path, "worker", "--queue", "limited", "--lease", "60s"
+    )
+    procs.append(worker)
+    worker.ready()
+    with cairn.Client(sqlite_url) as client:
+        handles = [
+            client.start("celery.limited", n, queue="limited", allow_unknown=True)
+            for n in range(10)
+        ]
+        assert results(handles, [worker], deadline=30) == list(range(10))

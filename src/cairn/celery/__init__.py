@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cairn import config, durations
+from cairn.celery import broker
 from cairn.celery.host import DEFAULT_QUEUE, RUN, Host, celery_queue, log, step_celery_queue
 from cairn.errors import ConfigError
 
@@ -71,6 +72,7 @@ def app(
     queues: Sequence[str] | None = None,
     step_queues: Sequence[str] | None = None,
     dispatch_interval: float = 0.2,
+    broker_timeout: float | None = None,
 ) -> Any:
     """A Celery app whose workers execute cairn runs.
 
@@ -88,6 +90,8 @@ def app(
             come on Celery queues "cairn.step.QUEUE").
         dispatch_interval: Seconds between the dispatcher's looks for runs to publish
             (PostgreSQL notifications cut it short).
+        broker_timeout: Seconds any call to the broker may take, and between AMQP
+            heartbeats (default: CAIRN_BROKER_TIMEOUT, else 10); see broker.py.
 
     Returns:
         A `celery.Celery` app with the tasks `cairn.run` (its message: one run id) and
@@ -108,7 +112,9 @@ def app(
     durations.parse(grace, what="grace")
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
+    timeout = broker.broker_timeout(broker_timeout)
     application = Celery("cairn", broker=url, set_as_current=False)
+    application.conf.update(broker.settings(url, timeout))
     application.conf.update(
         # A message is acknowledged as its task starts, before the claim: the database,
         # not the message, holds the run, so an attempt may outlast the broker's limit
@@ -145,15 +151,25 @@ def app(
         )
 
     def publish(kind: str, ident: str, queue: str) -> None:
-        (run if kind == RUN else step).apply_async(args=[ident], queue=queue)
+        task = run if kind == RUN else step
+        task.apply_async(args=[ident], queue=queue, timeout=timeout, confirm_timeout=timeout)
 
-    host = Host(make_engine, publish, dispatch=dispatch_interval)
+    def depth(queue: str) -> int:
+        with application.pool.acquire(block=True, timeout=timeout) as connection:
+            try:
+                declared = connection.default_channel.queue_declare(queue=queue, passive=True)
+            except connection.channel_errors:
+                return 0  # no such queue (yet): nothing waits there
+            return int(declared.message_count)
+
+    host = Host(make_engine, publish, dispatch=dispatch_interval, depth=depth)
     host.concurrency = concurrency
 
-    @application.task(name="cairn.run", acks_late=False)  # type: ignore[untyped-decorator]
-    def run(run_id: str) -> bool:
+    @application.task(name="cairn.run", acks_late=False, bind=True)  # type: ignore[untyped-decorator]
+    def run(self: Any, run_id: str) -> bool:
         """Claim run `run_id` and execute it until it finishes or parks (False: not taken)."""
-        return host.take(run_id)
+        delivered = self.request.delivery_info or {}
+        return host.take(run_id, delivered.get("routing_key"))
 
     @application.task(name="cairn.step", acks_late=False)  # type: ignore[untyped-decorator]
     def step(task_id: str) -> bool:

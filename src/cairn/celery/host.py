@@ -7,10 +7,15 @@ until that attempt of the run ends (it finishes, parks or is handed back).
 
 The dispatcher, a task on the same loop, is what turns the database into messages: it
 reads which runs a claim could take now (new, due after a sleep, a retry backoff or a
-message, or left by a dead worker) and publishes each id once per state (again after a
-lease, if no claim took it). Sleeps and backoffs therefore hold no Celery task and use no
-`countdown`: the run's wake time is in the database and the dispatcher publishes it when
-due. Every worker process dispatches; a run published twice is claimed once.
+message, or left by a dead worker) and publishes each id once per state. A run still
+claimable in the same state later was not taken by its message (a queue limit refused
+it, or the message was lost with a worker): it is published again once a slot of its
+queue frees here, or a lease after its last message, but never while its Celery queue
+still holds a waiting message (a broker nobody consumes from does not fill up). A
+publish that fails is tried again at the next look, and the outage is logged once
+(broker.py). Sleeps and backoffs therefore hold no Celery task and use no `countdown`:
+the run's wake time is in the database and the dispatcher publishes it when due. Every
+worker process dispatches; a run published twice is claimed once.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from cairn.celery.broker import BrokerState
 from cairn.errors import StoreError
 from cairn.observability import logcontext
 from cairn.runtime.engine import Engine
@@ -33,6 +39,7 @@ log = logcontext.logger("cairn.celery")
 DEFAULT_QUEUE = "cairn"
 RUN = "run"
 STEP = "step"
+_LOOK = 500  # runs (and attempts) the dispatcher reads at a look
 
 
 def celery_queue(queue: str | None) -> str:
@@ -46,14 +53,25 @@ def step_celery_queue(queue: str) -> str:
 
 
 Publish = Callable[[str, str, str], None]  # (RUN or STEP, its id, Celery queue)
+Depth = Callable[[str], int]  # how many messages wait in a Celery queue
+Key = tuple[str, str, float]  # (run id, status, mark) or (task id, STEP, claims)
 
 
 class Host:
     """An engine on a loop thread, taking the runs that messages name, and a dispatcher."""
 
-    def __init__(self, make_engine: Callable[[], Engine], publish: Publish, *, dispatch: float):
+    def __init__(
+        self,
+        make_engine: Callable[[], Engine],
+        publish: Publish,
+        *,
+        dispatch: float,
+        depth: Depth | None = None,
+    ):
         self._make_engine = make_engine
         self._publish = publish
+        self._depth = depth
+        self.broker = BrokerState()
         self.dispatch_interval = dispatch
         # Runs the engine executes at once: as many as Celery's pool has threads.
         self.concurrency = 8
@@ -63,8 +81,10 @@ class Host:
         self._dispatcher: asyncio.Task[None] | None = None
         self._lock = threading.Lock()
         self._started = False
-        # (run id, status, mark) or (task id, STEP, claims) -> when published (monotonic).
-        self._published: dict[tuple[str, str, float], float] = {}
+        # What was published -> when (monotonic), and to which Celery queue.
+        self._published: dict[Key, tuple[float, str]] = {}
+        # Celery queue -> slots freed here since the dispatcher's last look (loop only).
+        self._freed: dict[str, int] = {}
 
     def start(self) -> None:
         """Open the engine (once) and start dispatching."""
@@ -89,11 +109,20 @@ class Host:
         worker = engine.worker
         log.info("cairn engine %s ready in this Celery worker", worker.env.owner if worker else "?")
 
-    def take(self, run_id: str) -> bool:
-        """Claim and execute `run_id` here; block until this attempt ends. False: not taken."""
+    def take(self, run_id: str, queue: str | None = None) -> bool:
+        """Claim and execute `run_id` here; block until this attempt ends. False: not taken.
+
+        `queue`: the Celery queue its message came from, whose slot frees when it ends.
+        """
         self.start()
         assert self.engine is not None and self.engine.worker is not None
-        return bool(self._call(self.engine.worker.take(run_id)).result())
+        taken = bool(self._call(self.engine.worker.take(run_id)).result())
+        if taken and queue is not None:
+            self._loop.call_soon_threadsafe(self._slot_freed, queue)
+        return taken
+
+    def _slot_freed(self, queue: str) -> None:
+        self._freed[queue] = self._freed.get(queue, 0) + 1
 
     def take_step(self, task_id: str) -> bool:
         """Claim and execute step attempt `task_id` here; block until it is reported."""
@@ -134,44 +163,80 @@ class Host:
             try:
                 found = await store.claimable_runs(
                     now=engine.clock.now(),
-                    limit=500,
+                    limit=_LOOK,
                     stale=worker.judges_heartbeats(),
                     workflows=worker.executes(),
                 )
-                steps = await store.claimable_step_tasks(limit=500)
-                fresh = self._fresh(found, steps, engine.lease)
-                if fresh:
-                    await asyncio.to_thread(self._send, fresh)
+                steps = await store.claimable_step_tasks(limit=_LOOK)
+                fresh, again = self._due(found, steps, engine.lease)
+                if fresh or again:
+                    sent = await asyncio.to_thread(self._send, fresh, again)
+                    now = time.monotonic()
+                    for key, queue in sent:
+                        self._published[key] = (now, queue)
             except StoreError as exc:
                 log.warning("cairn: the dispatcher cannot read the database: %s", exc)
             except Exception:
                 log.exception("cairn: the dispatcher failed to publish; trying again")
             await store.wait_for_work(self.dispatch_interval)
 
-    def _fresh(
+    def _due(
         self,
         found: list[tuple[str, str, str | None, float]],
         steps: list[tuple[str, str, int]],
         lease: float,
-    ) -> list[tuple[str, str, str]]:
-        """What to publish now: not yet in this state, or published over a lease ago."""
-        now = time.monotonic()
-        for key, at in list(self._published.items()):
-            if now - at > lease:
-                del self._published[key]
-        fresh = []
-        for run_id, status, queue, mark in found:
-            key = (run_id, status, mark)
-            if key not in self._published:
-                self._published[key] = now
-                fresh.append((RUN, run_id, celery_queue(queue)))
-        for task_id, step_queue, claims in steps:
-            key = (task_id, STEP, float(claims))
-            if key not in self._published:
-                self._published[key] = now
-                fresh.append((STEP, task_id, step_celery_queue(step_queue)))
-        return fresh
+    ) -> tuple[list[tuple[Key, str]], dict[str, list[Key]]]:
+        """What to publish: (key, Celery queue) never published, and again.
 
-    def _send(self, messages: list[tuple[str, str, str]]) -> None:
-        for kind, ident, queue in messages:
-            self._publish(kind, ident, queue)
+        `again`: per Celery queue, the keys to publish again if no message waits there
+        (their last message is a lease old, or a slot of their queue freed here).
+        """
+        now = time.monotonic()
+        claimable: list[tuple[Key, str]] = [
+            ((run_id, status, mark), celery_queue(queue)) for run_id, status, queue, mark in found
+        ]
+        claimable += [
+            ((task_id, STEP, float(claims)), step_celery_queue(queue))
+            for task_id, queue, claims in steps
+        ]
+        if len(found) < _LOOK and len(steps) < _LOOK:  # a whole view: forget the rest
+            keep = {key for key, _ in claimable}
+            for key in [key for key in self._published if key not in keep]:
+                del self._published[key]
+        freed, self._freed = self._freed, {}
+        fresh: list[tuple[Key, str]] = []
+        again: dict[str, list[Key]] = {}
+        for key, queue in claimable:
+            if key not in self._published:
+                fresh.append((key, queue))
+            elif now - self._published[key][0] > lease:
+                again.setdefault(queue, []).append(key)
+            elif freed.get(queue, 0) > 0:
+                freed[queue] -= 1  # one run per slot freed: the claim decides which
+                again.setdefault(queue, []).append(key)
+        return fresh, again
+
+    def _send(
+        self, fresh: list[tuple[Key, str]], again: dict[str, list[Key]]
+    ) -> list[tuple[Key, str]]:
+        """Publish (in a thread); what was published, or put off by a lease.
+
+        Stops at the first broker error: the rest is tried at the next look.
+        """
+        sent: list[tuple[Key, str]] = []
+        try:
+            for queue, keys in again.items():
+                if self._depth is not None and self._depth(queue) > 0:
+                    # A message still waits there (its own, or one ahead of it): look
+                    # again a lease from now rather than add to the queue.
+                    sent += [(key, queue) for key in keys]
+                    continue
+                fresh = fresh + [(key, queue) for key in keys]
+            for key, queue in fresh:
+                self._publish(STEP if key[1] == STEP else RUN, key[0], queue)
+                sent.append((key, queue))
+        except Exception as exc:
+            self.broker.failed(exc, len(fresh))
+            return sent
+        self.broker.succeeded()
+        return sent
