@@ -166,6 +166,16 @@ class FreezingProxy:
         with self._lock:
             self._hang_new = False
 
+    def server_ports(self) -> list[int]:
+        """The local ports of the proxy's connections to the server (for pg_stat_activity)."""
+        with self._lock:
+            links = list(self._links)
+        ports = []
+        for link in links:
+            with contextlib.suppress(OSError):
+                ports.append(int(link.server.getsockname()[1]))
+        return ports
+
     def thaw(self) -> None:
         """Deliver what the frozen connections held back, and let them go on."""
         with self._lock:

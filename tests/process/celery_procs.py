@@ -8,6 +8,7 @@ the reason); with CI=true they fail. A worker may reach its broker through a TCP
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -121,7 +122,9 @@ class CeleryWorker:
         try:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"still running after {timeout}s: {self.log.read_text()[-3000:]}")
+            self.proc.send_signal(signal.SIGUSR1)  # Celery's: every thread's stack, to the log
+            time.sleep(1.0)
+            pytest.fail(f"still running after {timeout}s: {self.log.read_text()[-8000:]}")
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -169,7 +172,12 @@ def results(
                 found.append(handle.result(timeout=0.5))
                 break
             except TimeoutError:
-                assert time.monotonic() < end, f"run {handle.run_id} unfinished after {deadline}s"
+                if time.monotonic() > end:
+                    for worker in workers:  # Celery's SIGUSR1: every thread's stack, to the log
+                        worker.proc.send_signal(signal.SIGUSR1)
+                    time.sleep(1.0)
+                    logs = "\n".join(worker.log.read_text()[-6000:] for worker in workers)
+                    pytest.fail(f"run {handle.run_id} unfinished after {deadline}s: {logs}")
     return found
 
 

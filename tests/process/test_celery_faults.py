@@ -6,6 +6,7 @@ real broker (RabbitMQ on 5672, Redis on 6379).
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import time
@@ -186,28 +187,36 @@ def test_celery__an_attempt_longer_than_rabbitmq_s_consumer_timeout_finishes(
 def test_celery__a_frozen_broker_is_reported_and_the_worker_catches_up(
     sqlite_url: str, broker: str, proxy: FreezingProxy, tmp_path: Path, procs: list[CeleryWorker]
 ) -> None:
+    health = tmp_path / "health.json"
     worker = CeleryWorker(
         sqlite_url,
         proxied(broker, proxy.port),
         tmp_path,
         "worker",
         *("--concurrency", "4"),
-        env={"CAIRN_BROKER_TIMEOUT": "2"},
+        env={"CAIRN_BROKER_TIMEOUT": "2", "CAIRN_HEALTH_FILE": str(health)},
     )
     procs.append(worker)
     worker.ready()
+
+    def status() -> str | None:
+        return json.loads(health.read_text())["status"] if health.exists() else None
+
     with cairn.Client(sqlite_url) as client:
         before = [client.start("celery.steady", n, 2, 0.1, allow_unknown=True) for n in range(4)]
         assert results(before, [worker]) == list(range(4))
+        until("a healthy worker", lambda: worker.alive() or status() == "ok")
         proxy.freeze(new=True)  # open and new connections: TCP up, not a byte through
         during = [client.start("celery.steady", n, 2, 0.1, allow_unknown=True) for n in range(6)]
         until(
-            "a word about the broker",
-            lambda: worker.alive() or "cannot reach the broker" in worker.log.read_text(),
+            "the health file to tell",
+            lambda: worker.alive() or status() == "broker unreachable",
             deadline=30,
         )
+        assert "cairn: cannot reach the broker" in worker.log.read_text()  # logged first
         proxy.restore()  # new connections pass; those it froze stay hung
         assert results(during, [worker], deadline=45) == list(range(6))
+        until("the health file to say so", lambda: worker.alive() or status() == "ok")
     assert "the broker answers again" in worker.log.read_text()
     worker.alive()
 

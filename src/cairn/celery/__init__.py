@@ -16,6 +16,7 @@ Needs `pip install 'cairn-workflows[celery]'`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,9 +25,10 @@ from cairn.celery import broker
 from cairn.celery.host import DEFAULT_QUEUE, RUN, Host, celery_queue, log, step_celery_queue
 from cairn.errors import ConfigError
 
-__all__ = ["BROKER_ENV", "app", "consumed_queues", "find_broker"]
+__all__ = ["BROKER_ENV", "HEALTH_ENV", "app", "consumed_queues", "find_broker"]
 
 BROKER_ENV = "CAIRN_BROKER_URL"
+HEALTH_ENV = "CAIRN_HEALTH_FILE"
 _SCHEMES = ("amqp://", "pyamqp://", "amqps://", "redis://", "rediss://")
 
 
@@ -73,6 +75,7 @@ def app(
     step_queues: Sequence[str] | None = None,
     dispatch_interval: float = 0.2,
     broker_timeout: float | None = None,
+    health_file: str | None = None,
 ) -> Any:
     """A Celery app whose workers execute cairn runs.
 
@@ -92,6 +95,8 @@ def app(
             (PostgreSQL notifications cut it short).
         broker_timeout: Seconds any call to the broker may take, and between AMQP
             heartbeats (default: CAIRN_BROKER_TIMEOUT, else 10); see broker.py.
+        health_file: A file the worker keeps up to date with whether its broker answers
+            (JSON, see broker.BrokerState); default: CAIRN_HEALTH_FILE, else none.
 
     Returns:
         A `celery.Celery` app with the tasks `cairn.run` (its message: one run id) and
@@ -113,6 +118,7 @@ def app(
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
     timeout = broker.broker_timeout(broker_timeout)
+    confirms = not url.startswith(("redis://", "rediss://"))  # Redis answers each LPUSH
     application = Celery("cairn", broker=url, set_as_current=False)
     application.conf.update(broker.settings(url, timeout))
     application.conf.update(
@@ -133,6 +139,11 @@ def app(
         # connection, made a worker's reconnection fail (RESOURCE_LOCKED, while the broker
         # still held the old connection) and the worker stop.
         worker_enable_remote_control=False,
+        # After a reconnect Celery lowers the prefetch count, and raises it again from
+        # the pool thread that acknowledges a message: a blocking basic.qos on the
+        # consumer's connection, whose reply the consumer's own loop may read first (the
+        # thread, and its run, then hung for ever). Prefetch is 1 per thread anyway.
+        worker_enable_prefetch_count_reduction=False,
         # A message the worker cannot use is logged and dropped, never fatal (messages.py).
         worker_consumer="cairn.celery.messages:Consumer",
     )
@@ -150,19 +161,35 @@ def app(
             step_queues=list(step_queues or ()),
         )
 
-    def publish(kind: str, ident: str, queue: str) -> None:
-        task = run if kind == RUN else step
-        task.apply_async(args=[ident], queue=queue, timeout=timeout, confirm_timeout=timeout)
+    def publish(messages: list[tuple[str, str, str]]) -> None:
+        with application.producer_or_acquire() as producer:
+            for kind, ident, queue in messages:
+                task = run if kind == RUN else step
+                task.apply_async(args=[ident], queue=queue, producer=producer)
+            if confirms:
+                # One round trip after the batch: its answer comes once the broker has
+                # taken every message sent before it on this channel. A hung connection
+                # times out here (read_timeout) and the batch is published again.
+                producer.channel.basic_qos(0, 0, False)
 
     def depth(queue: str) -> int:
         with application.pool.acquire(block=True, timeout=timeout) as connection:
-            try:
-                declared = connection.default_channel.queue_declare(queue=queue, passive=True)
-            except connection.channel_errors:
-                return 0  # no such queue (yet): nothing waits there
-            return int(declared.message_count)
+            # A channel of its own: asking about a queue that does not exist closes it.
+            with connection.channel() as channel:
+                try:
+                    declared = channel.queue_declare(queue=queue, passive=True)
+                except connection.channel_errors:
+                    return 0  # no such queue (yet): nothing waits there
+                return int(declared.message_count)
 
-    host = Host(make_engine, publish, dispatch=dispatch_interval, depth=depth)
+    host = Host(
+        make_engine,
+        publish,
+        dispatch=dispatch_interval,
+        depth=depth,
+        probe_every=timeout,
+        health_file=health_file or os.environ.get(HEALTH_ENV) or None,
+    )
     host.concurrency = concurrency
 
     @application.task(name="cairn.run", acks_late=False, bind=True)  # type: ignore[untyped-decorator]

@@ -1,18 +1,21 @@
 """How a cairn worker talks to its broker: every call bounded, and what it says when it cannot.
 
 A broker that keeps TCP open but answers nothing must not freeze a worker: every broker
-call has a timeout (`timeout` seconds: connecting, reading, writing, each publish waiting
-for the broker's confirmation on RabbitMQ), AMQP heartbeats run every `timeout` seconds
+call has a timeout (`timeout` seconds: connecting, reading, writing, and on RabbitMQ a
+round trip after each batch of publishes), AMQP heartbeats run every `timeout` seconds
 (a connection silent for two is dropped), Redis' long polls are checked as often, and a
 lost connection is retried for ever (Celery says so at each try). `BrokerState` is what
-the dispatcher knows: whether its last publish reached the broker, said once per change.
+the dispatcher knows: whether its last call (a publish, or a probe when it has nothing to
+publish) reached the broker, logged once per change and written to a health file.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from cairn.observability import logcontext
@@ -47,19 +50,14 @@ def settings(url: str, timeout: float) -> dict[str, Any]:
             "health_check_interval": max(1, round(timeout)),
         }
     else:
-        transport = {
-            "read_timeout": timeout,
-            "write_timeout": timeout,
-            # A publish waits for the broker's word: one into a hung connection fails
-            # (and is tried again) instead of vanishing.
-            "confirm_publish": True,
-        }
+        # A batch of publishes ends with a round trip (see cairn.celery.app): one into a
+        # hung connection fails (and is tried again) instead of vanishing.
+        transport = {"read_timeout": timeout, "write_timeout": timeout}
     return {
         "broker_connection_timeout": timeout,
         "broker_heartbeat": timeout,
         "broker_connection_max_retries": None,  # a worker waits out an outage
         "broker_transport_options": transport,
-        "broker_pool_limit": 4,
         # A publish is tried twice at most before the dispatcher hears it failed.
         "task_publish_retry_policy": {
             "max_retries": 1,
@@ -71,15 +69,23 @@ def settings(url: str, timeout: float) -> dict[str, Any]:
 
 
 class BrokerState:
-    """Whether the broker took this worker's last publish; logged once per change."""
+    """Whether the broker answered this worker's last call; logged once per change.
 
-    def __init__(self) -> None:
+    With a `health_file`, each change and at least one call a second are written there
+    as one JSON object: {"status": "ok" or "broker unreachable", "problem", "since",
+    "checked_at", "pid"}, replaced whole (a probe reads a complete one). A `checked_at`
+    that stops moving says the worker itself is stuck.
+    """
+
+    def __init__(self, health_file: str | os.PathLike[str] | None = None) -> None:
         self._lock = threading.Lock()
         self.problem: str | None = None
         self.since = time.time()
+        self.health_file = Path(health_file) if health_file is not None else None
+        self._written = 0.0
 
     def failed(self, exc: BaseException, waiting: int) -> None:
-        """A publish failed with `exc`; `waiting` messages are yet to go."""
+        """A call failed with `exc`; `waiting` messages are yet to be published."""
         with self._lock:
             first = self.problem is None
             self.problem = f"{type(exc).__name__}: {exc}"
@@ -92,12 +98,34 @@ class BrokerState:
                 self.problem,
                 waiting,
             )
+        self._write(changed=first)
 
     def succeeded(self) -> None:
-        """Publishing works (again)."""
+        """A call reached the broker (again)."""
         with self._lock:
             problem, self.problem = self.problem, None
             down = time.time() - self.since
-            self.since = time.time()
+            if problem is not None:
+                self.since = time.time()
         if problem is not None:
-            log.warning("cairn: the broker answers again (unreachable for %.1fs)", down)
+            log.warning("cairn: the broker answers again (%.1fs after a call first failed)", down)
+        self._write(changed=problem is not None)
+
+    def _write(self, *, changed: bool) -> None:
+        if self.health_file is None or not (changed or time.monotonic() - self._written >= 1):
+            return
+        self._written = time.monotonic()
+        with self._lock:
+            state = {
+                "status": "ok" if self.problem is None else "broker unreachable",
+                "problem": self.problem,
+                "since": self.since,
+                "checked_at": time.time(),
+                "pid": os.getpid(),
+            }
+        partial = self.health_file.with_name(f".{self.health_file.name}.{os.getpid()}")
+        try:
+            partial.write_text(json.dumps(state) + "\n", encoding="utf-8")
+            partial.replace(self.health_file)
+        except OSError as exc:
+            log.warning("cairn: cannot write the health file %s: %s", self.health_file, exc)

@@ -52,7 +52,9 @@ def step_celery_queue(queue: str) -> str:
     return f"{DEFAULT_QUEUE}.{STEP}.{queue}"
 
 
-Publish = Callable[[str, str, str], None]  # (RUN or STEP, its id, Celery queue)
+# Publishes (RUN or STEP, its id, Celery queue) messages; raises if the broker may not
+# have them all (those it has are then published again: a duplicate claims nothing).
+Publish = Callable[[list[tuple[str, str, str]]], None]
 Depth = Callable[[str], int]  # how many messages wait in a Celery queue
 Key = tuple[str, str, float]  # (run id, status, mark) or (task id, STEP, claims)
 
@@ -67,11 +69,17 @@ class Host:
         *,
         dispatch: float,
         depth: Depth | None = None,
+        probe_every: float = 10.0,
+        health_file: str | None = None,
     ):
         self._make_engine = make_engine
         self._publish = publish
         self._depth = depth
-        self.broker = BrokerState()
+        self.broker = BrokerState(health_file)
+        # With nothing to publish, the dispatcher asks the broker something this often,
+        # so that an outage is noticed (and the health file kept fresh) while idle.
+        self._probe_every = probe_every
+        self._last_call = 0.0
         self.dispatch_interval = dispatch
         # Runs the engine executes at once: as many as Celery's pool has threads.
         self.concurrency = 8
@@ -81,21 +89,33 @@ class Host:
         self._dispatcher: asyncio.Task[None] | None = None
         self._lock = threading.Lock()
         self._started = False
+        self._failure: Exception | None = None  # why the engine could not open
+        self._stop_lock = threading.Lock()
+        self._stopper: threading.Thread | None = None
         # What was published -> when (monotonic), and to which Celery queue.
         self._published: dict[Key, tuple[float, str]] = {}
-        # Celery queue -> slots freed here since the dispatcher's last look (loop only).
+        # Celery queue -> attempts that ended here since the dispatcher's last look, and
+        # messages whose claim took nothing (a queue limit, or a duplicate) (loop only).
         self._freed: dict[str, int] = {}
+        self._refused: dict[str, int] = {}
 
     def start(self) -> None:
         """Open the engine (once) and start dispatching."""
         with self._lock:
             if self._started:
                 return
-            self._thread = threading.Thread(
-                target=self._loop.run_forever, name="cairn-celery-loop", daemon=True
-            )
-            self._thread.start()
-            self._call(self._open()).result()
+            if self._failure is not None:  # once is enough: the worker is stopping
+                raise self._failure
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop.run_forever, name="cairn-celery-loop", daemon=True
+                )
+                self._thread.start()
+            try:
+                self._call(self._open()).result()
+            except Exception as exc:
+                self._failure = exc
+                raise
             self._started = True
 
     def _call(self, coro: Any) -> Future[Any]:
@@ -117,12 +137,15 @@ class Host:
         self.start()
         assert self.engine is not None and self.engine.worker is not None
         taken = bool(self._call(self.engine.worker.take(run_id)).result())
-        if taken and queue is not None:
-            self._loop.call_soon_threadsafe(self._slot_freed, queue)
+        if queue is not None:
+            self._loop.call_soon_threadsafe(
+                self._count, self._freed if taken else self._refused, queue
+            )
         return taken
 
-    def _slot_freed(self, queue: str) -> None:
-        self._freed[queue] = self._freed.get(queue, 0) + 1
+    @staticmethod
+    def _count(counts: dict[str, int], queue: str) -> None:
+        counts[queue] = counts.get(queue, 0) + 1
 
     def take_step(self, task_id: str) -> bool:
         """Claim and execute step attempt `task_id` here; block until it is reported."""
@@ -132,8 +155,23 @@ class Host:
             return False  # this worker serves no step queue (its Celery queues say so too)
         return bool(self._call(self.engine.step_worker.take(task_id)).result())
 
-    def stop(self, timeout: float = 60.0) -> None:
-        """Stop dispatching, close the engine (runs in flight are handed back) and the loop."""
+    def stop(self, timeout: float = 60.0) -> threading.Thread:
+        """Stop dispatching, close the engine (runs in flight are handed back) and the loop.
+
+        In a thread of its own, returned: Celery calls this from its SIGTERM handler, on
+        the main thread, which may be inside `start` (holding the lock, opening the
+        engine); waiting there would never end. The thread is not a daemon: the process
+        exits once the engine is closed.
+        """
+        with self._stop_lock:
+            if self._stopper is None:
+                self._stopper = threading.Thread(
+                    target=self._stop, args=(timeout,), name="cairn-celery-stop"
+                )
+                self._stopper.start()
+            return self._stopper
+
+    def _stop(self, timeout: float) -> None:
         with self._lock:
             if not self._started:
                 return
@@ -170,10 +208,14 @@ class Host:
                 steps = await store.claimable_step_tasks(limit=_LOOK)
                 fresh, again = self._due(found, steps, engine.lease)
                 if fresh or again:
+                    self._last_call = time.monotonic()
                     sent = await asyncio.to_thread(self._send, fresh, again)
                     now = time.monotonic()
                     for key, queue in sent:
                         self._published[key] = (now, queue)
+                elif time.monotonic() - self._last_call >= self._probe_every:
+                    self._last_call = time.monotonic()
+                    await asyncio.to_thread(self._probe)
             except StoreError as exc:
                 log.warning("cairn: the dispatcher cannot read the database: %s", exc)
             except Exception:
@@ -203,7 +245,9 @@ class Host:
             keep = {key for key, _ in claimable}
             for key in [key for key in self._published if key not in keep]:
                 del self._published[key]
-        freed, self._freed = self._freed, {}
+        # A freed slot is worth a message only where a claim was refused: one per refusal.
+        freed = {q: min(n, self._refused.get(q, 0)) for q, n in self._freed.items()}
+        self._freed = {}
         fresh: list[tuple[Key, str]] = []
         again: dict[str, list[Key]] = {}
         for key, queue in claimable:
@@ -213,8 +257,23 @@ class Host:
                 again.setdefault(queue, []).append(key)
             elif freed.get(queue, 0) > 0:
                 freed[queue] -= 1  # one run per slot freed: the claim decides which
+                self._refused[queue] -= 1
                 again.setdefault(queue, []).append(key)
+        waiting = {queue for key, queue in claimable if key in self._published}
+        for queue in [queue for queue in self._refused if queue not in waiting]:
+            del self._refused[queue]  # refused runs since taken or gone: nothing held back
         return fresh, again
+
+    def _probe(self) -> None:
+        """One round trip to the broker (in a thread), for BrokerState."""
+        if self._depth is None:
+            return
+        try:
+            self._depth(DEFAULT_QUEUE)
+        except Exception as exc:
+            self.broker.failed(exc, 0)
+        else:
+            self.broker.succeeded()
 
     def _send(
         self, fresh: list[tuple[Key, str]], again: dict[str, list[Key]]
@@ -232,9 +291,9 @@ class Host:
                     sent += [(key, queue) for key in keys]
                     continue
                 fresh = fresh + [(key, queue) for key in keys]
-            for key, queue in fresh:
-                self._publish(STEP if key[1] == STEP else RUN, key[0], queue)
-                sent.append((key, queue))
+            if fresh:
+                self._publish([(STEP if key[1] == STEP else RUN, key[0], q) for key, q in fresh])
+                sent += fresh
         except Exception as exc:
             self.broker.failed(exc, len(fresh))
             return sent
