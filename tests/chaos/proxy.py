@@ -7,7 +7,11 @@ the connection without passing the reply on: the write is in the database and th
 never hears so. The connection drop after COMMIT that a flapping network produces.
 
 `FreezingProxy` hangs the connections open at a moment, while new ones pass: a failover
-or a hung middlebox, seen from a worker whose connections were open then.
+or a hung middlebox, seen from a worker whose connections were open then. It also resets
+every connection at once (a broken network path, a restarted middlebox), and with
+`freeze(new=True)` hangs the connections opened later too (a broker that keeps TCP open
+but answers nothing), until `restore`: then new connections pass, and a client that
+does not give up on its frozen ones hangs for ever.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import contextlib
 import random
 import re
 import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -125,19 +130,41 @@ class FreezingProxy:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self._listener.getsockname()[1])
         self._closed = False
+        self._hang_new = False
+        self._hung: list[socket.socket] = []  # accepted while hanging new ones, never served
         threading.Thread(target=self._accept, daemon=True).start()
 
     def url(self, database: str) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
-    def freeze(self) -> int:
-        """Hang every connection open now; how many."""
+    def freeze(self, *, new: bool = False) -> int:
+        """Hang every connection open now (and, with `new`, those opened later); how many."""
         with self._lock:
             links = list(self._links)
+            self._hang_new = self._hang_new or new
         for link in links:
             with link.lock:
                 link.frozen = True
         return len(links)
+
+    def open_links(self) -> int:
+        """How many connections pass through now."""
+        with self._lock:
+            return len(self._links)
+
+    def reset(self) -> int:
+        """Reset every connection now, both ways (RST, no FIN); how many were open."""
+        with self._lock:
+            links, self._links = self._links, []
+            hung, self._hung = self._hung, []
+        for sock in [s for link in links for s in (link.client, link.server)] + hung:
+            _abort(sock)
+        return len(links)
+
+    def restore(self) -> None:
+        """After `freeze(new=True)`: pass new connections again (the frozen ones stay so)."""
+        with self._lock:
+            self._hang_new = False
 
     def server_ports(self) -> list[int]:
         """The local ports of the proxy's connections to the server (for pg_stat_activity)."""
@@ -177,6 +204,10 @@ class FreezingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            with self._lock:
+                if self._hang_new:
+                    self._hung.append(client)  # accepted by the kernel, then silence
+                    continue
             try:
                 server = socket.create_connection(self.target)
             except OSError:
@@ -214,3 +245,11 @@ def _forward(sink: socket.socket, data: bytes) -> None:
             sink.sendall(data)
         else:
             sink.shutdown(socket.SHUT_WR)
+
+
+def _abort(sock: socket.socket) -> None:
+    """Close `sock` with a reset: SO_LINGER 0 makes close() send RST, not FIN."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        sock.close()

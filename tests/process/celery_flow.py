@@ -53,3 +53,36 @@ async def hold() -> str:
 @cairn.workflow("celery.held")
 async def held() -> list[str]:
     return [await mark("first"), await hold(), await mark("last")]
+
+
+@cairn.step("pause")
+async def pause(seconds: float) -> float:
+    await asyncio.sleep(seconds)
+    return seconds
+
+
+@cairn.workflow("celery.steady")
+async def steady(n: int, steps: int = 4, seconds: float = 0.25) -> int:
+    """`steps` steps of `seconds` each: a run that is in flight for a while."""
+    for _ in range(steps):
+        await pause(seconds)
+    return n
+
+
+# Runs of queue "limited" take one slot at a time (Celery queue "cairn.limited").
+limited = cairn.Queue("limited", concurrency=1)
+
+
+@cairn.workflow(name="celery.limited", queue=limited)
+async def limited_run(n: int) -> int:
+    await pause(0.3)
+    return n
+
+
+@cairn.workflow(name="celery.lonely", queue="lonely")
+async def lonely() -> str:
+    """A run of a queue no test worker consumes (Celery queue "cairn.lonely").
+
+    The tests' clients do not import this module: they start it with queue="lonely".
+    """
+    return "served"

@@ -1,124 +1,31 @@
 """cairn on Celery, with real brokers (RabbitMQ on 5672, Redis on 6379) and real processes.
 
-Locally a broker that is down skips its tests (with the reason); with CI=true they fail.
+Locally a broker that is down skips its tests (with the reason); with CI=true they fail
+(tests/process/celery_procs.py). Broker faults: test_celery_faults.py.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.process import celery_procs
+from tests.process.celery_procs import DEADLINE, ROOT, CeleryWorker
 
 import cairn
 
 pytestmark = pytest.mark.process
 
-ROOT = Path(__file__).resolve().parents[2]
-DEADLINE = 60.0
-IN_CI = os.environ.get("CI", "").lower() == "true"
-BROKERS = {
-    "rabbitmq": ("amqp://guest:guest@127.0.0.1:5672//", 5672),
-    "redis": ("redis://127.0.0.1:6379/11", 6379),
-}
-
-
-@pytest.fixture(params=sorted(BROKERS))
-def broker(request: pytest.FixtureRequest) -> str:
-    """A reachable broker's URL (skipped locally, failed in CI, when it is down)."""
-    url, port = BROKERS[request.param]
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
-    except OSError as exc:
-        problem = f"{request.param} is not reachable on 127.0.0.1:{port} ({exc})"
-        if IN_CI:
-            pytest.fail(problem)
-        pytest.skip(problem)
-    return url
-
-
-class CeleryWorker:
-    """A `cairn worker --transport celery` process."""
-
-    def __init__(self, url: str, broker: str, root: Path, name: str, *args: str) -> None:
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")},
-            "CAIRN_EFFECTS": str(root / "effects.txt"),
-            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")]),
-        }
-        self.log = root / f"{name}.log"
-        self.out = self.log.open("w")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "cairn",
-                "worker",
-                "--transport",
-                "celery",
-                "--broker",
-                broker,
-                "--db",
-                url,
-                *(() if "-m" in args else ("-m", "tests.process.celery_flow")),
-                "--lease",
-                "2s",
-                *args,
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=self.out,
-            text=True,
-        )
-
-    def ready(self) -> str:
-        """The cairn worker id, once its engine is ready."""
-        deadline = time.monotonic() + DEADLINE
-        while time.monotonic() < deadline:
-            for line in self.log.read_text().splitlines():
-                if "cairn engine " in line and " ready" in line:
-                    return line.split("cairn engine ", 1)[1].split()[0]
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            time.sleep(0.05)
-        pytest.fail(f"celery worker not ready within {DEADLINE}s: {self.log.read_text()}")
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        self.out.close()
-
-
-@pytest.fixture
-def procs() -> Iterator[list[CeleryWorker]]:
-    started: list[CeleryWorker] = []
-    yield started
-    for worker in started:
-        worker.close()
-
-
-def _effects(root: Path) -> list[tuple[str, int]]:
-    path = root / "effects.txt"
-    if not path.exists():
-        return []
-    return [
-        (what, int(pid))
-        for what, pid in (line.rsplit(" pid=", 1) for line in path.read_text().splitlines())
-    ]
-
-
-def _until(what: str, ready: object) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not ready():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"no {what} within {DEADLINE}s"
-        time.sleep(0.02)
+broker = celery_procs.broker
+procs = celery_procs.procs
+_effects = celery_procs.effects
+_until = celery_procs.until
 
 
 def test_celery__killed_worker_run_finishes_on_another_without_repeating_steps(

@@ -8,22 +8,27 @@ app = cairn.celery.app("amqp://guest:guest@127.0.0.1:5672//", db="postgresql://.
 then `celery -A myproject.tasks worker` (or `cairn worker --transport celery`). The database
 stays the source of truth: a message carries only a run id, and the task it starts claims
 that run with cairn's own lease and fencing (see host.py), so a message delivered twice,
-redelivered after its worker died, or acknowledged late takes nothing that another
-worker holds or that has finished. Needs `pip install 'cairn-workflows[celery]'`.
+or redelivered after its worker died, takes nothing that another worker holds or that
+has finished. Messages are acknowledged as their task starts (the database keeps the run,
+however long it takes); one the worker cannot use is dropped (messages.py).
+Needs `pip install 'cairn-workflows[celery]'`.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
 from cairn import config, durations
-from cairn.celery.host import DEFAULT_QUEUE, RUN, Host, celery_queue, step_celery_queue
+from cairn.celery import broker
+from cairn.celery.host import DEFAULT_QUEUE, RUN, Host, celery_queue, log, step_celery_queue
 from cairn.errors import ConfigError
 
-__all__ = ["BROKER_ENV", "app", "consumed_queues", "find_broker"]
+__all__ = ["BROKER_ENV", "HEALTH_ENV", "app", "consumed_queues", "find_broker"]
 
 BROKER_ENV = "CAIRN_BROKER_URL"
+HEALTH_ENV = "CAIRN_HEALTH_FILE"
 _SCHEMES = ("amqp://", "pyamqp://", "amqps://", "redis://", "rediss://")
 
 
@@ -69,6 +74,8 @@ def app(
     queues: Sequence[str] | None = None,
     step_queues: Sequence[str] | None = None,
     dispatch_interval: float = 0.2,
+    broker_timeout: float | None = None,
+    health_file: str | None = None,
 ) -> Any:
     """A Celery app whose workers execute cairn runs.
 
@@ -86,6 +93,10 @@ def app(
             come on Celery queues "cairn.step.QUEUE").
         dispatch_interval: Seconds between the dispatcher's looks for runs to publish
             (PostgreSQL notifications cut it short).
+        broker_timeout: Seconds any call to the broker may take, and between AMQP
+            heartbeats (default: CAIRN_BROKER_TIMEOUT, else 10); see broker.py.
+        health_file: A file the worker keeps up to date with whether its broker answers
+            (JSON, see broker.BrokerState); default: CAIRN_HEALTH_FILE, else none.
 
     Returns:
         A `celery.Celery` app with the tasks `cairn.run` (its message: one run id) and
@@ -94,6 +105,7 @@ def app(
     """
     try:
         from celery import Celery, signals
+        from celery.exceptions import WorkerShutdown
         from kombu.entity import Queue
     except ImportError:  # pragma: no cover - the extra is missing
         raise ConfigError(
@@ -105,12 +117,16 @@ def app(
     durations.parse(grace, what="grace")
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
+    timeout = broker.broker_timeout(broker_timeout)
+    confirms = not url.startswith(("redis://", "rediss://"))  # Redis answers each LPUSH
     application = Celery("cairn", broker=url, set_as_current=False)
+    application.conf.update(broker.settings(url, timeout))
     application.conf.update(
-        # A run's message is acknowledged once its attempt ends: a worker killed meanwhile
-        # leaves it for the broker to deliver again (the claim then decides).
-        task_acks_late=True,
-        task_reject_on_worker_lost=True,
+        # A message is acknowledged as its task starts, before the claim: the database,
+        # not the message, holds the run, so an attempt may outlast the broker's limit
+        # on unacknowledged messages (RabbitMQ's consumer_timeout, 30 minutes). A worker
+        # killed before its claim leaves the run to the dispatchers (published again).
+        task_acks_late=False,
         worker_prefetch_multiplier=1,
         task_ignore_result=True,
         # cairn's engine runs many runs on one event loop: Celery's threads only wait on it.
@@ -119,6 +135,17 @@ def app(
         task_default_queue=DEFAULT_QUEUE,
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
+        # No remote control: cairn does not use it, and its pidbox queue, exclusive to a
+        # connection, made a worker's reconnection fail (RESOURCE_LOCKED, while the broker
+        # still held the old connection) and the worker stop.
+        worker_enable_remote_control=False,
+        # After a reconnect Celery lowers the prefetch count, and raises it again from
+        # the pool thread that acknowledges a message: a blocking basic.qos on the
+        # consumer's connection, whose reply the consumer's own loop may read first (the
+        # thread, and its run, then hung for ever). Prefetch is 1 per thread anyway.
+        worker_enable_prefetch_count_reduction=False,
+        # A message the worker cannot use is logged and dropped, never fatal (messages.py).
+        worker_consumer="cairn.celery.messages:Consumer",
     )
 
     def make_engine() -> Any:
@@ -134,18 +161,44 @@ def app(
             step_queues=list(step_queues or ()),
         )
 
-    def publish(kind: str, ident: str, queue: str) -> None:
-        (run if kind == RUN else step).apply_async(args=[ident], queue=queue)
+    def publish(messages: list[tuple[str, str, str]]) -> None:
+        with application.producer_or_acquire() as producer:
+            for kind, ident, queue in messages:
+                task = run if kind == RUN else step
+                task.apply_async(args=[ident], queue=queue, producer=producer)
+            if confirms:
+                # One round trip after the batch: its answer comes once the broker has
+                # taken every message sent before it on this channel. A hung connection
+                # times out here (read_timeout) and the batch is published again.
+                producer.channel.basic_qos(0, 0, False)
 
-    host = Host(make_engine, publish, dispatch=dispatch_interval)
+    def depth(queue: str) -> int:
+        with application.pool.acquire(block=True, timeout=timeout) as connection:
+            # A channel of its own: asking about a queue that does not exist closes it.
+            with connection.channel() as channel:
+                try:
+                    declared = channel.queue_declare(queue=queue, passive=True)
+                except connection.channel_errors:
+                    return 0  # no such queue (yet): nothing waits there
+                return int(declared.message_count)
+
+    host = Host(
+        make_engine,
+        publish,
+        dispatch=dispatch_interval,
+        depth=depth,
+        probe_every=timeout,
+        health_file=health_file or os.environ.get(HEALTH_ENV) or None,
+    )
     host.concurrency = concurrency
 
-    @application.task(name="cairn.run", acks_late=True, reject_on_worker_lost=True)  # type: ignore[untyped-decorator]
-    def run(run_id: str) -> bool:
+    @application.task(name="cairn.run", acks_late=False, bind=True)  # type: ignore[untyped-decorator]
+    def run(self: Any, run_id: str) -> bool:
         """Claim run `run_id` and execute it until it finishes or parks (False: not taken)."""
-        return host.take(run_id)
+        delivered = self.request.delivery_info or {}
+        return host.take(run_id, delivered.get("routing_key"))
 
-    @application.task(name="cairn.step", acks_late=True, reject_on_worker_lost=True)  # type: ignore[untyped-decorator]
+    @application.task(name="cairn.step", acks_late=False)  # type: ignore[untyped-decorator]
     def step(task_id: str) -> bool:
         """Claim step attempt `task_id` and execute it until it is reported (False: not taken)."""
         return host.take_step(task_id)
@@ -156,7 +209,13 @@ def app(
             pool = getattr(getattr(sender, "controller", None), "concurrency", None)
             if isinstance(pool, int) and pool > 0:
                 host.concurrency = pool
-            host.start()
+            try:
+                host.start()
+            except Exception as exc:
+                # Celery logs a signal handler's error and goes on: a worker whose engine
+                # cannot open must stop instead, and say it failed.
+                log.error("cairn engine failed to open: %s", exc)
+                raise WorkerShutdown(1) from exc
 
     def on_shutting_down(**_: Any) -> None:
         host.stop()

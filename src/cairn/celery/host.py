@@ -7,10 +7,15 @@ until that attempt of the run ends (it finishes, parks or is handed back).
 
 The dispatcher, a task on the same loop, is what turns the database into messages: it
 reads which runs a claim could take now (new, due after a sleep, a retry backoff or a
-message, or left by a dead worker) and publishes each id once per state (again after a
-lease, if no claim took it). Sleeps and backoffs therefore hold no Celery task and use no
-`countdown`: the run's wake time is in the database and the dispatcher publishes it when
-due. Every worker process dispatches; a run published twice is claimed once.
+message, or left by a dead worker) and publishes each id once per state. A run still
+claimable in the same state later was not taken by its message (a queue limit refused
+it, or the message was lost with a worker): it is published again once a slot of its
+queue frees here, or a lease after its last message, but never while its Celery queue
+still holds a waiting message (a broker nobody consumes from does not fill up). A
+publish that fails is tried again at the next look, and the outage is logged once
+(broker.py). Sleeps and backoffs therefore hold no Celery task and use no `countdown`:
+the run's wake time is in the database and the dispatcher publishes it when due. Every
+worker process dispatches; a run published twice is claimed once.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from cairn.celery.broker import BrokerState
 from cairn.errors import StoreError
 from cairn.observability import logcontext
 from cairn.runtime.engine import Engine
@@ -33,6 +39,7 @@ log = logcontext.logger("cairn.celery")
 DEFAULT_QUEUE = "cairn"
 RUN = "run"
 STEP = "step"
+_LOOK = 500  # runs (and attempts) the dispatcher reads at a look
 
 
 def celery_queue(queue: str | None) -> str:
@@ -45,15 +52,34 @@ def step_celery_queue(queue: str) -> str:
     return f"{DEFAULT_QUEUE}.{STEP}.{queue}"
 
 
-Publish = Callable[[str, str, str], None]  # (RUN or STEP, its id, Celery queue)
+# Publishes (RUN or STEP, its id, Celery queue) messages; raises if the broker may not
+# have them all (those it has are then published again: a duplicate claims nothing).
+Publish = Callable[[list[tuple[str, str, str]]], None]
+Depth = Callable[[str], int]  # how many messages wait in a Celery queue
+Key = tuple[str, str, float]  # (run id, status, mark) or (task id, STEP, claims)
 
 
 class Host:
     """An engine on a loop thread, taking the runs that messages name, and a dispatcher."""
 
-    def __init__(self, make_engine: Callable[[], Engine], publish: Publish, *, dispatch: float):
+    def __init__(
+        self,
+        make_engine: Callable[[], Engine],
+        publish: Publish,
+        *,
+        dispatch: float,
+        depth: Depth | None = None,
+        probe_every: float = 10.0,
+        health_file: str | None = None,
+    ):
         self._make_engine = make_engine
         self._publish = publish
+        self._depth = depth
+        self.broker = BrokerState(health_file)
+        # With nothing to publish, the dispatcher asks the broker something this often,
+        # so that an outage is noticed (and the health file kept fresh) while idle.
+        self._probe_every = probe_every
+        self._last_call = 0.0
         self.dispatch_interval = dispatch
         # Runs the engine executes at once: as many as Celery's pool has threads.
         self.concurrency = 8
@@ -63,19 +89,33 @@ class Host:
         self._dispatcher: asyncio.Task[None] | None = None
         self._lock = threading.Lock()
         self._started = False
-        # (run id, status, mark) or (task id, STEP, claims) -> when published (monotonic).
-        self._published: dict[tuple[str, str, float], float] = {}
+        self._failure: Exception | None = None  # why the engine could not open
+        self._stop_lock = threading.Lock()
+        self._stopper: threading.Thread | None = None
+        # What was published -> when (monotonic), and to which Celery queue.
+        self._published: dict[Key, tuple[float, str]] = {}
+        # Celery queue -> attempts that ended here since the dispatcher's last look, and
+        # messages whose claim took nothing (a queue limit, or a duplicate) (loop only).
+        self._freed: dict[str, int] = {}
+        self._refused: dict[str, int] = {}
 
     def start(self) -> None:
         """Open the engine (once) and start dispatching."""
         with self._lock:
             if self._started:
                 return
-            self._thread = threading.Thread(
-                target=self._loop.run_forever, name="cairn-celery-loop", daemon=True
-            )
-            self._thread.start()
-            self._call(self._open()).result()
+            if self._failure is not None:  # once is enough: the worker is stopping
+                raise self._failure
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop.run_forever, name="cairn-celery-loop", daemon=True
+                )
+                self._thread.start()
+            try:
+                self._call(self._open()).result()
+            except Exception as exc:
+                self._failure = exc
+                raise
             self._started = True
 
     def _call(self, coro: Any) -> Future[Any]:
@@ -89,11 +129,23 @@ class Host:
         worker = engine.worker
         log.info("cairn engine %s ready in this Celery worker", worker.env.owner if worker else "?")
 
-    def take(self, run_id: str) -> bool:
-        """Claim and execute `run_id` here; block until this attempt ends. False: not taken."""
+    def take(self, run_id: str, queue: str | None = None) -> bool:
+        """Claim and execute `run_id` here; block until this attempt ends. False: not taken.
+
+        `queue`: the Celery queue its message came from, whose slot frees when it ends.
+        """
         self.start()
         assert self.engine is not None and self.engine.worker is not None
-        return bool(self._call(self.engine.worker.take(run_id)).result())
+        taken = bool(self._call(self.engine.worker.take(run_id)).result())
+        if queue is not None:
+            self._loop.call_soon_threadsafe(
+                self._count, self._freed if taken else self._refused, queue
+            )
+        return taken
+
+    @staticmethod
+    def _count(counts: dict[str, int], queue: str) -> None:
+        counts[queue] = counts.get(queue, 0) + 1
 
     def take_step(self, task_id: str) -> bool:
         """Claim and execute step attempt `task_id` here; block until it is reported."""
@@ -103,8 +155,23 @@ class Host:
             return False  # this worker serves no step queue (its Celery queues say so too)
         return bool(self._call(self.engine.step_worker.take(task_id)).result())
 
-    def stop(self, timeout: float = 60.0) -> None:
-        """Stop dispatching, close the engine (runs in flight are handed back) and the loop."""
+    def stop(self, timeout: float = 60.0) -> threading.Thread:
+        """Stop dispatching, close the engine (runs in flight are handed back) and the loop.
+
+        In a thread of its own, returned: Celery calls this from its SIGTERM handler, on
+        the main thread, which may be inside `start` (holding the lock, opening the
+        engine); waiting there would never end. The thread is not a daemon: the process
+        exits once the engine is closed.
+        """
+        with self._stop_lock:
+            if self._stopper is None:
+                self._stopper = threading.Thread(
+                    target=self._stop, args=(timeout,), name="cairn-celery-stop"
+                )
+                self._stopper.start()
+            return self._stopper
+
+    def _stop(self, timeout: float) -> None:
         with self._lock:
             if not self._started:
                 return
@@ -134,44 +201,101 @@ class Host:
             try:
                 found = await store.claimable_runs(
                     now=engine.clock.now(),
-                    limit=500,
+                    limit=_LOOK,
                     stale=worker.judges_heartbeats(),
                     workflows=worker.executes(),
                 )
-                steps = await store.claimable_step_tasks(limit=500)
-                fresh = self._fresh(found, steps, engine.lease)
-                if fresh:
-                    await asyncio.to_thread(self._send, fresh)
+                steps = await store.claimable_step_tasks(limit=_LOOK)
+                fresh, again = self._due(found, steps, engine.lease)
+                if fresh or again:
+                    self._last_call = time.monotonic()
+                    sent = await asyncio.to_thread(self._send, fresh, again)
+                    now = time.monotonic()
+                    for key, queue in sent:
+                        self._published[key] = (now, queue)
+                elif time.monotonic() - self._last_call >= self._probe_every:
+                    self._last_call = time.monotonic()
+                    await asyncio.to_thread(self._probe)
             except StoreError as exc:
                 log.warning("cairn: the dispatcher cannot read the database: %s", exc)
             except Exception:
                 log.exception("cairn: the dispatcher failed to publish; trying again")
             await store.wait_for_work(self.dispatch_interval)
 
-    def _fresh(
+    def _due(
         self,
         found: list[tuple[str, str, str | None, float]],
         steps: list[tuple[str, str, int]],
         lease: float,
-    ) -> list[tuple[str, str, str]]:
-        """What to publish now: not yet in this state, or published over a lease ago."""
-        now = time.monotonic()
-        for key, at in list(self._published.items()):
-            if now - at > lease:
-                del self._published[key]
-        fresh = []
-        for run_id, status, queue, mark in found:
-            key = (run_id, status, mark)
-            if key not in self._published:
-                self._published[key] = now
-                fresh.append((RUN, run_id, celery_queue(queue)))
-        for task_id, step_queue, claims in steps:
-            key = (task_id, STEP, float(claims))
-            if key not in self._published:
-                self._published[key] = now
-                fresh.append((STEP, task_id, step_celery_queue(step_queue)))
-        return fresh
+    ) -> tuple[list[tuple[Key, str]], dict[str, list[Key]]]:
+        """What to publish: (key, Celery queue) never published, and again.
 
-    def _send(self, messages: list[tuple[str, str, str]]) -> None:
-        for kind, ident, queue in messages:
-            self._publish(kind, ident, queue)
+        `again`: per Celery queue, the keys to publish again if no message waits there
+        (their last message is a lease old, or a slot of their queue freed here).
+        """
+        now = time.monotonic()
+        claimable: list[tuple[Key, str]] = [
+            ((run_id, status, mark), celery_queue(queue)) for run_id, status, queue, mark in found
+        ]
+        claimable += [
+            ((task_id, STEP, float(claims)), step_celery_queue(queue))
+            for task_id, queue, claims in steps
+        ]
+        if len(found) < _LOOK and len(steps) < _LOOK:  # a whole view: forget the rest
+            keep = {key for key, _ in claimable}
+            for key in [key for key in self._published if key not in keep]:
+                del self._published[key]
+        # A freed slot is worth a message only where a claim was refused: one per refusal.
+        freed = {q: min(n, self._refused.get(q, 0)) for q, n in self._freed.items()}
+        self._freed = {}
+        fresh: list[tuple[Key, str]] = []
+        again: dict[str, list[Key]] = {}
+        for key, queue in claimable:
+            if key not in self._published:
+                fresh.append((key, queue))
+            elif now - self._published[key][0] > lease:
+                again.setdefault(queue, []).append(key)
+            elif freed.get(queue, 0) > 0:
+                freed[queue] -= 1  # one run per slot freed: the claim decides which
+                self._refused[queue] -= 1
+                again.setdefault(queue, []).append(key)
+        waiting = {queue for key, queue in claimable if key in self._published}
+        for queue in [queue for queue in self._refused if queue not in waiting]:
+            del self._refused[queue]  # refused runs since taken or gone: nothing held back
+        return fresh, again
+
+    def _probe(self) -> None:
+        """One round trip to the broker (in a thread), for BrokerState."""
+        if self._depth is None:
+            return
+        try:
+            self._depth(DEFAULT_QUEUE)
+        except Exception as exc:
+            self.broker.failed(exc, 0)
+        else:
+            self.broker.succeeded()
+
+    def _send(
+        self, fresh: list[tuple[Key, str]], again: dict[str, list[Key]]
+    ) -> list[tuple[Key, str]]:
+        """Publish (in a thread); what was published, or put off by a lease.
+
+        Stops at the first broker error: the rest is tried at the next look.
+        """
+        sent: list[tuple[Key, str]] = []
+        try:
+            for queue, keys in again.items():
+                if self._depth is not None and self._depth(queue) > 0:
+                    # A message still waits there (its own, or one ahead of it): look
+                    # again a lease from now rather than add to the queue.
+                    sent += [(key, queue) for key in keys]
+                    continue
+                fresh = fresh + [(key, queue) for key in keys]
+            if fresh:
+                self._publish([(STEP if key[1] == STEP else RUN, key[0], q) for key, q in fresh])
+                sent += fresh
+        except Exception as exc:
+            self.broker.failed(exc, len(fresh))
+            return sent
+        self.broker.succeeded()
+        return sent

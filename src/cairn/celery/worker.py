@@ -5,7 +5,9 @@ CAIRN_DATABASE_URL (else [tool.cairn] url), the workflow modules CAIRN_MODULES (
 [tool.cairn] modules), the step queues it serves CAIRN_STEP_QUEUES (a comma list; their
 attempts come on Celery queues "cairn.step.NAME"). It consumes the Celery queue "cairn"
 (runs on no workflow queue); `-Q cairn.NAME` takes the runs of workflow queue NAME
-instead. Celery's `-c N` sets how many runs it executes at once.
+instead. Celery's `-c N` sets how many runs it executes at once. CAIRN_BROKER_TIMEOUT
+bounds each broker call (seconds, default 10; see broker.py). Add `--without-heartbeat`
+(and `--without-gossip --without-mingle`) as `cairn worker --transport celery` does.
 """
 
 from __future__ import annotations

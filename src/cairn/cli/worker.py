@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 from typing import Any
 
@@ -143,6 +142,7 @@ def _serve_celery(
     if ns.metrics_port is not None or ns.tracing:
         raise ValueError("--metrics-port and --tracing are not available with --transport celery")
     from cairn import celery as cairn_celery
+    from cairn.celery import serving
 
     concurrency = ns.concurrency or 8
     app = cairn_celery.app(
@@ -167,24 +167,7 @@ def _serve_celery(
         ", ".join(app.cairn_queues),
         ", ".join(step_queues) if step_queues else "none",
     )
-    app.worker_main(
-        [
-            "worker",
-            "--pool",
-            "threads",
-            "--concurrency",
-            str(concurrency),
-            "--queues",
-            ",".join(app.cairn_queues),
-            "--loglevel",
-            "WARNING",
-            "--without-gossip",
-            "--without-mingle",
-            "--hostname",
-            f"cairn-{os.getpid()}@%h",
-        ]
-    )
-    return 0
+    return serving.serve(app, concurrency)
 
 
 def _log_to_stderr(form: str) -> None:
