@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 import cairn
+from cairn.errors import InvalidName
 
 from .kit import WAIT, Kit
 
@@ -115,12 +118,18 @@ async def test_nul__in_values_progress_and_columns_round_trips(kit: Kit) -> None
     assert stored.progress is not None and "\x00" not in stored.progress
 
 
-async def test_nul__in_a_human_tasks_title_assignee_and_submitter(kit: Kit) -> None:
-    who = "ann\x00\x01"
+async def test_nul__in_a_human_tasks_title_round_trips_and_names_are_refused(kit: Kit) -> None:
+    # The title is free text, stored faithfully; the assignee and the submitter (`by`) are
+    # names (a task is found by them), so the name rule refuses a NUL there at once.
+    who = "ann\x01"
 
     @kit.workflow("nul.task")
     async def task() -> object:
         return await cairn.human_task("review", title="look\x00here", assignee=who)
+
+    @kit.workflow("nul.assignee")
+    async def bad_assignee() -> object:
+        return await cairn.human_task("review", title="t", assignee="ann\x00")
 
     async with kit.engine() as engine:
         run = await engine.start(task)
@@ -129,6 +138,11 @@ async def test_nul__in_a_human_tasks_title_assignee_and_submitter(kit: Kit) -> N
                 await asyncio.sleep(0.01)
         [info] = mine
         assert (info.title, info.assignee) == ("look\x00here", who)
+        with pytest.raises(InvalidName, match="by 'ann\\\\x00' contains a NUL"):
+            await engine.tasks.submit(info.task_id, {"ok": True}, by="ann\x00")
         done = await engine.tasks.submit(info.task_id, {"ok": True}, by=who)
         assert done.submitted_by == who
         assert await run.result(timeout=WAIT) == {"ok": True}
+        refused = await engine.start(bad_assignee)
+        with pytest.raises(cairn.RunFailed, match="assignee 'ann\\\\x00' contains a NUL"):
+            await refused.result(timeout=WAIT)

@@ -234,10 +234,13 @@ def human_task(
         title: What the person sees.
         data: Facts shown with the task.
         form: A JSON Schema dict or a pydantic model class (then a model instance returns).
-        assignee: Who should act (free text).
+        assignee: Who should act: a name (the name rule, as the task filters and a
+            submission's `by` have it), so the task can be found by it.
         timeout: How long the task stays open (a duration); EventTimeout after that.
     """
     check_name(name, "human task name")
+    if assignee is not None:
+        check_name(assignee, "assignee")
     seconds = _seconds(timeout, f"timeout of human task {name!r}")
     ctx = context.current("cairn.human_task()")
     return ctx.human_task(name, title, data, form, assignee, seconds)  # type: ignore[no-any-return]
