@@ -85,7 +85,10 @@ def tasks_table(tasks: list[TaskInfo]) -> Table:
     """A table of tasks."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name in ("TASK ID", "RUN ID", "NAME", "TITLE", "ASSIGNEE", "STATUS", "CREATED", "DUE"):
-        table.add_column(name, no_wrap=True, overflow="fold" if "ID" in name else "ellipsis")
+        if "ID" in name:  # ids fold onto more lines, whole: an operator copies them
+            table.add_column(name, overflow="fold", min_width=12)
+        else:
+            table.add_column(name, no_wrap=True, overflow="ellipsis", min_width=6)
     for task in tasks:
         table.add_row(
             task.task_id,
