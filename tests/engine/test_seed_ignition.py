@@ -133,7 +133,7 @@ async def test_ignition__the_minimal_workflow_with_its_own_sleeps(kit: Kit) -> N
     # The page's shape as it stands: a default duration, %-formatted progress, and half a
     # second of chunked sleep per loop (two loops here: about a second of real time).
     @workflow(name="demo.small_default")
-    def small(duration_s=10):  # the page leaves it untyped
+    def small(duration_s: float = 10) -> dict[str, bool]:
         rt = getWorkflows()
         loops = int(duration_s * 2)
         for i in range(loops):
