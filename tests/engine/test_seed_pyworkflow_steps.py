@@ -187,7 +187,7 @@ async def test_pyworkflow__steps_in_parallel_with_gather(kit: Kit) -> None:
     async def fetch_settings(account_id: str) -> dict[str, bool]:
         return {"dark": account_id.endswith("7")}
 
-    @workflow(name="pyworkflow.gather")
+    @workflow()  # named by its module and qualified name, as pyworkflow names it
     async def overview(account_id: str) -> dict[str, Any]:
         account, invoices, settings = await asyncio.gather(
             fetch_account(account_id), fetch_invoices(account_id), fetch_settings(account_id)
