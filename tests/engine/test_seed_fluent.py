@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 import cairn
+from cairn.clock import VirtualClock
 
 from .kit import WAIT, Gate, Kit
-from .seeds import chain_elsewhere
+from .seeds import chain_elsewhere, finish
 
 
 async def fetch_order(order_id: str) -> dict[str, Any]:
@@ -210,3 +211,40 @@ async def test_fluent__outside_a_run_a_step_is_a_plain_call() -> None:
     assert await cairn.Step("fetch-order", fetch_order)("o-5") == {"id": "o-5", "total": 15}
     assert Refund()({"id": "r"}) == {"id": "r", "refunded": True}
     assert repr(Charge()) == "Charge('Charge')"
+
+
+async def test_fluent__three_small_steps_and_only_the_failing_one_retried(kit: Kit) -> None:
+    # The chain of seed 000's first page: three one-action stages, the last with nothing
+    # but `num_retries`; its retries wait the default backoff and repeat it alone.
+    calls: Counter[str] = Counter()
+    clock = VirtualClock()
+
+    async def load_invoice(invoice_id: str) -> dict[str, Any]:
+        calls["load"] += 1
+        return {"id": invoice_id}
+
+    def write_reminder(invoice: dict[str, Any]) -> str:
+        calls["write"] += 1
+        return f"please pay {invoice['id']}"
+
+    async def post_reminder(text: str) -> str:
+        calls["post"] += 1
+        if calls["post"] < 4:
+            raise ConnectionError("mail gateway down")
+        return f"posted: {text}"
+
+    workflow = cairn.Workflow("reminders", registry=kit.registry)
+    workflow.then(cairn.Step("load-invoice", load_invoice)).then(
+        cairn.Step("write-reminder", write_reminder)
+    ).then(cairn.Step("post-reminder", post_reminder, options={"num_retries": 3}))
+
+    async with kit.engine(clock=clock) as engine:
+        run = await engine.start(workflow, "inv-9")
+        assert await finish(engine, clock, run, tick=5) == "posted: please pay inv-9"
+        history = await engine.history(run.run_id)
+    assert [(h.key, h.attempts) for h in history] == [
+        ("load-invoice#1", 1),
+        ("write-reminder#1", 1),
+        ("post-reminder#1", 4),
+    ]
+    assert calls == {"load": 1, "write": 1, "post": 4}

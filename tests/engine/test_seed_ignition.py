@@ -127,3 +127,27 @@ async def test_ignition__recv_command_returns_none_when_nothing_came(kit: Kit) -
 def test_ignition__get_workflows_outside_a_run_is_refused() -> None:
     with pytest.raises(cairn.NotInRun, match=r"getWorkflows\(\) only works inside a running"):
         getWorkflows()
+
+
+async def test_ignition__the_minimal_workflow_with_its_own_sleeps(kit: Kit) -> None:
+    # The page's shape as it stands: a default duration, %-formatted progress, and half a
+    # second of chunked sleep per loop (two loops here: about a second of real time).
+    @workflow(name="demo.small_default")
+    def small(duration_s: float = 10) -> dict[str, bool]:
+        rt = getWorkflows()
+        loops = int(duration_s * 2)
+        for i in range(loops):
+            rt.checkCancelled()
+            rt.progress("loop %s/%s" % (i + 1, loops))  # noqa: UP031 - the page's spelling
+            sleep_chunked(total_ms=500, chunk_ms=250)
+        return {"ok": True}
+
+    kit.registry.add_workflow(small)
+
+    async with kit.engine() as engine:
+        run = await engine.start(small, duration_s=1)
+        assert await run.result(timeout=WAIT) == {"ok": True}
+        summary = await run.describe()
+        history = await engine.history(run.run_id)
+    assert summary.progress is not None and summary.progress["message"] == "loop 2/2"
+    assert [h.input for h in history] == [{"args": [500, 250], "kwargs": {}}] * 2
