@@ -1,5 +1,4 @@
-"""A sync step's attempt in a thread (or a child process), and the wait for a thread that
-ran past its timeout.
+"""A sync step's attempt in a thread or a child process; the wait for an overrunning thread.
 
 A thread cannot be stopped: a timeout ends the wait for it, not its code. The thread is
 then kept, by the caller's key, in an `overrunning` map, and the step's next attempt (or
