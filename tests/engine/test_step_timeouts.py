@@ -1,5 +1,6 @@
 """Step timeouts of sync steps: a timed-out thread runs on, and the next attempt waits for it;
-a step with isolation="process" runs in a child process, killed at its timeout.
+a step with isolation="process" runs in a child process, killed at its timeout. Both where
+the run executes and on a step queue's worker (`queue=`).
 
 On both stores, on real time (a thread's sleep cannot be moved by a virtual clock).
 """
@@ -21,10 +22,13 @@ import cairn
 from .kit import WAIT, Kit
 
 
-async def test_sync_timeout__attempts_never_overlap(kit: Kit, tmp_path: Path) -> None:
+@pytest.mark.parametrize("queue", [None, "gpu"], ids=["local", "step-queue"])
+async def test_sync_timeout__attempts_never_overlap(
+    kit: Kit, tmp_path: Path, queue: str | None
+) -> None:
     log = tmp_path / "writes.txt"
 
-    @kit.step("slow.write", retries=2, timeout=1)
+    @kit.step("slow.write", retries=2, timeout=1, queue=queue)
     def slow_write() -> None:
         began = time.time()
         time.sleep(3)  # past the timeout: a thread cannot be stopped, it runs on
@@ -39,7 +43,8 @@ async def test_sync_timeout__attempts_never_overlap(kit: Kit, tmp_path: Path) ->
             return exc.error_type
         return "no timeout"
 
-    async with kit.engine() as engine:
+    # Two slots on the queue's worker: a retry could be claimed beside the running thread.
+    async with kit.engine(step_queues=[queue] if queue else None, workers=2) as engine:
         run = await engine.start(overlap)
         assert await run.result(timeout=WAIT + 10) == "cairn.errors.StepTimeout"
         attempts = await engine.control.attempts(run.run_id)
@@ -119,6 +124,11 @@ def isolated_stubborn(pids: str) -> None:
     time.sleep(120)
 
 
+@cairn.step(name="isolated.queued", retries=2, timeout=3, isolation="process", queue="gpu")
+def isolated_queued(pids: str) -> None:
+    isolated_stubborn.fn(pids)
+
+
 async def test_isolation_process__result_and_errors_come_back(kit: Kit) -> None:
     @kit.workflow("isolation.back")
     async def back() -> dict[str, object]:
@@ -143,18 +153,23 @@ async def test_isolation_process__result_and_errors_come_back(kit: Kit) -> None:
     assert message.startswith("step 'isolated.takes' (isolation='process'): cannot start its")
 
 
-async def test_isolation_process__a_timed_out_attempt_is_killed(kit: Kit, tmp_path: Path) -> None:
+@pytest.mark.parametrize("queue", [None, "gpu"], ids=["local", "step-queue"])
+async def test_isolation_process__a_timed_out_attempt_is_killed(
+    kit: Kit, tmp_path: Path, queue: str | None
+) -> None:
     pids = tmp_path / "pids.txt"
+    step = isolated_queued if queue else isolated_stubborn
+    kit.registry.add_step(step)  # for the queue's worker, which finds the step by name
 
     @kit.workflow("isolation.killed")
     async def killed() -> list[object]:
         try:
-            await isolated_stubborn(str(pids))
+            await step(str(pids))
         except cairn.StepTimeout as exc:
             return [exc.attempts, exc.error_type]
         return []
 
-    async with kit.engine() as engine:
+    async with kit.engine(step_queues=[queue] if queue else None) as engine:
         run = await engine.start(killed)
         assert await run.result(timeout=WAIT * 6) == [2, "cairn.errors.StepTimeout"]
     started = [int(line) for line in pids.read_text().split()]

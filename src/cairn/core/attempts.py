@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import time
 from typing import TYPE_CHECKING, Any
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.authoring import context
 from cairn.authoring.retry import Retry
 from cairn.authoring.transaction import TransactionDef
-from cairn.core import isolated_steps, step_input, transaction_steps
+from cairn.core import step_input, sync_steps, transaction_steps
 from cairn.core.failed_attempts import (
     PARK_BACKOFF_AFTER,
     RETRY,
@@ -52,21 +51,17 @@ async def _call(
             return await transaction_steps.call(live, step, args, kwargs)
         if step.is_async:
             return await fn(*args, **kwargs)
-        if step.isolation == "process":
-            return await isolated_steps.call(f"step {step.name!r}", fn, args, kwargs)
-        # The executor does not carry contextvars over: copy them so current_run() works.
-        ctx = contextvars.copy_context()
-        running = live.env.threads.submit(lambda: ctx.run(fn, *args, **kwargs))
-        live.track_thread(running)  # the attempt is not over while its thread runs
-        try:
-            result = await asyncio.wrap_future(running)
-        except asyncio.CancelledError:
-            # A timeout ends the wait, not the thread: see _outlived.
-            live.overrunning[key] = running
-            raise
-        if asyncio.iscoroutine(result):  # a plain function that returned a coroutine
-            result = await result
-        return result
+        return await sync_steps.call(
+            live.env.threads,
+            f"step {step.name!r}",
+            fn,
+            args,
+            kwargs,
+            isolation=step.isolation,
+            overrunning=live.overrunning,
+            key=key,
+            track=live.track_thread,  # the attempt is not over while its thread runs
+        )
     finally:
         context.unmark_in_step(token)
 
@@ -216,12 +211,7 @@ async def _outlived(live: LiveSteps, key: str) -> float | None:
     applies before the run is handed back (runtime/executing.py). Code that may never
     return belongs in `isolation="process"`.
     """
-    running = live.overrunning.pop(key, None)
-    if running is None or running.done():
-        return None
-    began = time.monotonic()
-    await asyncio.wait([asyncio.wrap_future(running)])
-    return time.monotonic() - began
+    return await sync_steps.outlived(live.overrunning, key)
 
 
 async def _record_unserializable(

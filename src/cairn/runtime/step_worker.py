@@ -10,16 +10,22 @@ cancelled, say) is stopped at the next renewal.
 The step's code sees its run as it would where the run executes (core/queued_step.py):
 `cairn.current_step()` with the same key, attempt and idempotency key, `current_run()`,
 progress, columns, `check_cancelled()`; durable primitives are refused as in any step.
+
+A sync step's thread that runs past its timeout cannot be stopped: the attempt is reported
+(and so retried) only once that thread has returned, its claim renewed meanwhile, so
+attempts of one step never overlap; its failure says how long it ran on. A step declared
+with `isolation="process"` runs in a child process, killed at the timeout
+(core/sync_steps.py, as where the run executes).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
-import contextvars
 from typing import Any
 
-from cairn.core import remote_steps
+from cairn.core import remote_steps, sync_steps
 from cairn.core.failed_attempts import Failure, describe_failure
 from cairn.core.queued_step import QueuedStepRun
 from cairn.core.run_env import RunEnv
@@ -58,6 +64,8 @@ class StepWorker:
         self.poll_interval = poll_interval
         # Attempts executing now: task id -> (the claim, the asyncio task executing it).
         self.active: dict[str, tuple[StepTaskRecord, asyncio.Task[None]]] = {}
+        # The thread of a timed-out sync attempt, by task id, until it has returned.
+        self.overrunning: dict[str, concurrent.futures.Future[Any]] = {}
         self._loop_task: asyncio.Task[None] | None = None
         self._slot_freed = asyncio.Event()
         self._stopping = False
@@ -166,6 +174,7 @@ class StepWorker:
             await self._report(task, facts)
         finally:
             self.active.pop(task.task_id, None)
+            self.overrunning.pop(task.task_id, None)
             self._slot_freed.set()
 
     async def _run_of(self, task: StepTaskRecord) -> Any:
@@ -199,17 +208,17 @@ class StepWorker:
         """Execute the attempt; the facts of its outcome, as the run's report takes them."""
         clock = self.env.clock
         started = clock.now()
-        timed_out = None
+        timed_out = ran_on = None
         limit: asyncio.Timeout | None = None
         try:
-            fn, is_async = self._function(task)
+            fn, is_async, isolation = self._function(task)
             args, kwargs = self.env.serializer.loads(task.input or "[[], {}]")
             with step_run.entered():
                 if task.timeout is None:
-                    value = await self._call(fn, is_async, args, kwargs)
+                    value = await self._call(task, fn, is_async, isolation, args, kwargs)
                 else:
                     async with asyncio.timeout(task.timeout) as limit:
-                        value = await self._call(fn, is_async, args, kwargs)
+                        value = await self._call(task, fn, is_async, isolation, args, kwargs)
             result = self.env.serializer.dumps(value, what=f"result of step {task.step!r}")
         except SerializationError as exc:
             failure = describe_failure(exc, task.step, task.attempt, None)
@@ -218,7 +227,9 @@ class StepWorker:
         except Exception as exc:
             if limit is not None and limit.expired():
                 timed_out = task.timeout
-            failure = describe_failure(exc, task.step, task.attempt, timed_out)
+                # Reported (and retried) only once its thread has returned.
+                ran_on = await sync_steps.outlived(self.overrunning, task.task_id)
+            failure = describe_failure(exc, task.step, task.attempt, timed_out, ran_on)
             return self._facts(task, started, failure=failure)
         return self._facts(task, started, result=result)
 
@@ -244,29 +255,40 @@ class StepWorker:
             facts["failure"] = failure.to_json()
         return facts
 
-    def _function(self, task: StepTaskRecord) -> tuple[Any, bool]:
-        """The step's function and whether it is a coroutine function."""
+    def _function(self, task: StepTaskRecord) -> tuple[Any, bool, str]:
+        """The step's function, whether it is a coroutine function, and its isolation."""
         if task.target is not None:
             fn = remote_steps.resolve_target(task.target)
-            return fn, asyncio.iscoroutinefunction(fn)
+            return fn, asyncio.iscoroutinefunction(fn), "thread"
         step = self.env.registry.steps.get(task.step)
         if step is None:
             raise LookupError(
                 f"step {task.step!r} is not registered on worker {self.env.owner} "
                 f"(serving step queue {task.queue!r}): import the module that declares it"
             )
-        return step.fn, step.is_async
+        return step.fn, step.is_async, step.isolation
 
-    async def _call(self, fn: Any, is_async: bool, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    async def _call(
+        self,
+        task: StepTaskRecord,
+        fn: Any,
+        is_async: bool,
+        isolation: str,
+        args: list[Any],
+        kwargs: dict[str, Any],
+    ) -> Any:
         if is_async:
             return await fn(*args, **kwargs)
-        ctx = contextvars.copy_context()
-        result = await asyncio.wrap_future(
-            self.env.threads.submit(lambda: ctx.run(fn, *args, **kwargs))
+        return await sync_steps.call(
+            self.env.threads,
+            f"step {task.step!r}",
+            fn,
+            args,
+            kwargs,
+            isolation=isolation,
+            overrunning=self.overrunning,
+            key=task.task_id,
         )
-        if asyncio.iscoroutine(result):
-            result = await result
-        return result
 
     async def _report(self, task: StepTaskRecord, facts: dict[str, Any]) -> None:
         """Send the outcome to the run, retrying the database until it answers or we stop."""
