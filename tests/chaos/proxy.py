@@ -189,14 +189,14 @@ class FreezingProxy:
                     link.held[replies] = []
 
     def close(self) -> None:
-        self._closed = True
-        self._listener.close()
         with self._lock:
+            self._closed = True
             links, self._links = self._links, []
-        for link in links:
-            for sock in (link.client, link.server):
-                with contextlib.suppress(OSError):
-                    sock.close()
+            hung, self._hung = self._hung, []
+        self._listener.close()
+        for sock in [s for link in links for s in (link.client, link.server)] + hung:
+            with contextlib.suppress(OSError):
+                sock.close()
 
     def _accept(self) -> None:
         while not self._closed:
@@ -205,7 +205,7 @@ class FreezingProxy:
             except OSError:
                 return
             with self._lock:
-                if self._hang_new:
+                if self._hang_new and not self._closed:
                     self._hung.append(client)  # accepted by the kernel, then silence
                     continue
             try:
@@ -215,7 +215,13 @@ class FreezingProxy:
                 continue
             link = _Link(client, server)
             with self._lock:
-                self._links.append(link)
+                closed = self._closed  # closed while this one connected: close it too
+                if not closed:
+                    self._links.append(link)
+            if closed:
+                client.close()
+                server.close()
+                return
             threading.Thread(target=self._pump, args=(link, False), daemon=True).start()
             threading.Thread(target=self._pump, args=(link, True), daemon=True).start()
 
