@@ -118,9 +118,16 @@ async def test_db_limits__the_limit_is_put_back_for_the_next_statement(
         assert await run.result(timeout=WAIT) == 1
 
 
+@pytest.fixture(params=["postgres", "mariadb"])
+def server_app(request: pytest.FixtureRequest) -> str:
+    """A database on a server, whose statements another connection can cancel."""
+    return str(request.getfixturevalue(f"{request.param}_app"))
+
+
 async def test_db_limits__a_cancel_reaches_a_statement_waiting_for_a_lock(
-    sqlite_kit: Kit, postgres_app: str
+    sqlite_kit: Kit, server_app: str
 ) -> None:
+    postgres_app = server_app
     entered = asyncio.Event()
     loop = asyncio.get_running_loop()
 

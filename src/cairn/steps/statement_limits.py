@@ -10,7 +10,8 @@ statement fails there when it passes:
 - SQLite: the connection's busy timeout (waiting for another writer) and a progress
   handler that interrupts a statement past the deadline, both put back after.
 
-A cancel of the run cancels the running statement too (PostgreSQL, SQLite).
+A cancel of the run cancels the running statement too: PostgreSQL's cancel request,
+SQLite's interrupt, MariaDB's and MySQL's `KILL QUERY` from a second connection.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def limited(connection: sqlalchemy.Connection, seconds: float) -> Iterator[None]
     """Run the block's statements (in `connection`'s open transaction) within `seconds`."""
     raw = connection.connection.driver_connection
     backend = connection.dialect.name
-    with calling.cancel_stops(_stopper(raw, backend)):
+    with calling.cancel_stops(_stopper(connection, raw, backend)):
         if backend == "postgresql":
             ms = max(1, round(seconds * 1000))
             connection.exec_driver_sql(f"SET LOCAL statement_timeout = {ms}")
@@ -88,8 +89,14 @@ def _mysql(connection: sqlalchemy.Connection, seconds: float) -> Iterator[None]:
             connection.invalidate()
 
 
-def _stopper(raw: Any, backend: str) -> Callable[[], None]:
+def _stopper(connection: sqlalchemy.Connection, raw: Any, backend: str) -> Callable[[], None]:
     """What a cancel of the run does: cancel the statement running on `raw` (from the loop)."""
+    session: int | None = int(raw.thread_id()) if backend in ("mysql", "mariadb") else None
+
+    def kill_query() -> None:
+        # The blocked session cannot hear us: another connection asks the server.
+        with connection.engine.connect() as other:
+            other.exec_driver_sql(f"KILL QUERY {session}")
 
     def stop() -> None:
         if backend == "sqlite":
@@ -97,5 +104,7 @@ def _stopper(raw: Any, backend: str) -> Callable[[], None]:
         elif backend == "postgresql" and hasattr(raw, "cancel"):
             # It connects to the server to ask: off the loop.
             asyncio.get_running_loop().run_in_executor(None, raw.cancel)
+        elif session is not None:
+            asyncio.get_running_loop().run_in_executor(None, kill_query)
 
     return stop
