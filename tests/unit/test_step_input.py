@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cairn.core import step_input
+from cairn.core import hook_tokens, step_input
 from cairn.serialization import JsonSerializer
 
 
@@ -67,3 +67,10 @@ def test_serialize__hook_tokens_are_replaced_wherever_they_appear() -> None:
         "args": ["https://example.com/hooks/[hook token]"],
         "kwargs": {"t": "[hook token]"},
     }
+
+
+def test_hook_tokens__never_start_with_a_dash_a_command_line_reads_as_an_option() -> None:
+    # One token in 64 started with "-": `cairn hooks resume -Kx...` failed as an option.
+    tokens = [hook_tokens.new_token() for _ in range(3000)]
+    assert not [t for t in tokens if t.startswith("-")]
+    assert {len(t) for t in tokens} == {32}

@@ -18,8 +18,15 @@ HIDDEN = "[hook token]"  # stored in a step's input where the token was
 
 
 def new_token() -> str:
-    """A new token: 192 random bits, URL-safe."""
-    return secrets.token_urlsafe(24)
+    """A new token: 192 random bits, URL-safe, never starting with "-".
+
+    One in 64 would start with "-", which a command line reads as an option
+    (`cairn hooks resume -Kx...` was "unrecognized arguments"); such a draw is redrawn.
+    """
+    while True:
+        token = secrets.token_urlsafe(24)
+        if not token.startswith("-"):
+            return token
 
 
 def digest(token: str) -> str:
