@@ -218,3 +218,15 @@ def test_layers__satellites_do_not_import_their_hub(hub):
     assert all(is_module(name) for name in SATELLITES[hub])
     found = [f for f in ALL if f.module in SATELLITES[hub] and f.target == hub]
     assert [str(f) for f in found] == []
+
+
+def test_layers__representation_shows_and_refuses_nothing():
+    # What a verb refuses is decided where the verb is (runtime/steering.py for what the
+    # surfaces refuse), never in the forms both surfaces print.
+    raising = [
+        f"{path.relative_to(SRC)}:{node.lineno}"
+        for path in sorted((PACKAGE / "representation").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Raise)
+    ]
+    assert raising == []
