@@ -111,6 +111,28 @@ RULES = [
     ),
     ("cairn.dashboard", ("cairn.cli",), "the dashboard shares cairn.representation, not the CLI"),
     ("cairn.steps", ("cairn.core", "cairn.runtime", "cairn.store"), "step libraries are user code"),
+    (
+        "cairn.compat",
+        ("cairn.core", "cairn.runtime", "cairn.store"),
+        "other spellings are user code",
+    ),
+    (
+        "cairn.observability",
+        (
+            "cairn.core",
+            "cairn.runtime",
+            "cairn.client",
+            "cairn.testing",
+            "cairn.representation",
+            *SURFACES,
+        ),
+        "logs, metrics and traces read records and the run's context, and serve the engine",
+    ),
+    (
+        "cairn.celery",
+        ("cairn.client", "cairn.testing", *SURFACES),
+        "a way to run workers, below surfaces",
+    ),
 ]
 
 # The one import between the surfaces: `cairn dashboard` is the CLI command that starts
