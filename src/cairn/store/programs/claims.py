@@ -88,7 +88,7 @@ def idle_probe(
     When none finds a row, `claim_runs` with the same arguments takes nothing and writes
     nothing: it makes exactly these reads and returns an empty Claimed. PostgreSQL asks
     them first in one round trip (`EXISTS`), so an idle claim locks nothing.
-    tests/store/test_claims_probe.py holds `claim_runs` to this.
+    tests/unit/test_claims_probe.py holds `claim_runs` to this.
     """
     pick = _Pick(worker_id, now, queues, workflows, only)
     return [
