@@ -271,3 +271,37 @@ async def test_schedule_workflow__not_awaited_beside_a_gather_being_replayed(kit
         assert len(await runs_of(engine, "scheduled.later")) == 1
         record = await engine.control.record(run.run_id)
     assert record.status in FINISHED and calls == Counter({"1": 1, "2": 1})
+
+
+async def test_schedule_workflow__refused_where_the_run_would_be_lost(kit: Kit) -> None:
+    ran: Counter[str] = Counter()
+    report = later(kit, ran)
+
+    @kit.workflow("scheduled.fleeting", durable=False)
+    async def fleeting(label: str) -> str:
+        return label
+
+    @kit.workflow("scheduled.from_transient", durable=False)
+    async def from_transient() -> str:
+        try:
+            cairn.schedule_workflow(report, "t", delay="1h")
+        except cairn.TransientWorkflow as exc:
+            return str(exc)
+        return "scheduled"
+
+    @kit.workflow("scheduled.of_transient")
+    async def of_transient() -> str:
+        try:
+            await cairn.schedule_workflow(fleeting, "t")
+        except cairn.TransientWorkflow as exc:
+            return str(exc)
+        return "scheduled"
+
+    async with kit.engine() as engine:
+        refused = await (await engine.start(from_transient)).result(timeout=WAIT)
+        lost = await (await engine.start(of_transient)).result(timeout=WAIT)
+        assert await runs_of(engine, "scheduled.later") == []
+    assert "'scheduled.from_transient' is transient (durable=False)" in refused
+    assert "it cannot schedule runs" in refused
+    assert "'scheduled.fleeting' is transient (durable=False)" in lost
+    assert "a durable run cannot schedule it" in lost

@@ -3,15 +3,16 @@
     python scheduled_flow.py DB EFFECTS [--hold POINT]
 
 The parent calls `schedule_workflow(annual_review, ..., delay="1s")` as pyworkflow's docs
-write it (not awaited), then returns. POINT makes this process stop where the test kills
-it:
+write it (not awaited), then a step, then returns. POINT makes this process stop where
+the test kills it:
 
-- ``unrecorded``: the scheduled run is created, its start is not journaled yet;
+- ``unrecorded``: the scheduled run is created and the step after the call committed, but
+  the start is not journaled (its write is held);
 - ``recorded``: the start is journaled and the parent has not finished.
 
 Without POINT the process starts (or finds and recovers) the parent, waits for it and
-for the run it scheduled, prints one JSON line and exits 0. Each run of annual_review
-appends a line to EFFECTS (outside the store).
+for the run it scheduled, prints one JSON line and exits 0. The step and each run of
+annual_review append a line to EFFECTS (outside the store).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cairn import Engine, schedule_workflow, workflow
+from cairn import Engine, schedule_workflow, step, workflow
 
 HOLD = ""
 EFFECTS = Path("effects.txt")
@@ -44,9 +45,16 @@ async def annual_review(year: int) -> str:
     return f"reviewed {year}"
 
 
+@step(name="sched.close_books")
+async def close_books(year: int) -> str:
+    effect(f"books {year}")
+    return f"closed {year}"
+
+
 @workflow(name="sched.yearly")
 async def yearly(year: int) -> str:
     schedule_workflow(annual_review, year, delay="1s")
+    await close_books(year)  # runs while the start is still being written
     if HOLD == "recorded":
         await asyncio.Event().wait()  # the start is journaled; the parent never ends
     return "scheduled"

@@ -1,8 +1,9 @@
 """kill -9 around a `schedule_workflow` call that the workflow does not await.
 
-Killed after the scheduled run was created but before its start was journaled, or after
-both: a fresh process recovers the parent and finds the same scheduled run (its id is
-derived from the parent's), which then runs once at its time.
+Killed after the scheduled run was created but before its start was journaled (while the
+step after the call committed), or after both: a fresh process recovers the parent and
+finds the same scheduled run (its id is derived from the parent's), which then runs once
+at its time.
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ class Space:
     def scheduled_runs(self) -> list[tuple[object, ...]]:
         return self.rows("SELECT run_id, status FROM runs WHERE workflow = 'sched.annual_review'")
 
+    def committed(self, step: str) -> bool:
+        return bool(self.rows(f"SELECT 1 FROM steps WHERE name = 'sched.{step}'"))
+
     def start_journaled(self) -> bool:
         return bool(self.rows("SELECT 1 FROM steps WHERE kind = 'schedule'"))
 
@@ -113,6 +117,8 @@ def test_scheduled_crash__killed_around_the_start_finds_the_same_run(
 ) -> None:
     first = space.spawn("--hold", hold)
     space.wait_for(first, "the scheduled run", lambda: space.scheduled_runs())
+    # The step after the call committed without waiting for the start to be journaled.
+    space.wait_for(first, "the step after the call", lambda: space.committed("close_books"))
     if hold == "recorded":
         space.wait_for(first, "the start's journal entry", space.start_journaled)
     assert space.scheduled_runs() == [(SCHEDULED, "PENDING")]
@@ -129,4 +135,6 @@ def test_scheduled_crash__killed_around_the_start_finds_the_same_run(
         "scheduled": SCHEDULED,
         "runs": [SCHEDULED],
     }
-    assert space.counts() == {"review 2026": 1}
+    # The replay met the start where the history lacks it, after a step it has: it
+    # found the same run, and neither the step nor the scheduled run ran twice.
+    assert space.counts() == {"books 2026": 1, "review 2026": 1}

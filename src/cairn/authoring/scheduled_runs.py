@@ -6,6 +6,7 @@ there is no engine to start it with: `engine.start(workflow, run_at=...)` does t
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from cairn import start_times
@@ -28,7 +29,7 @@ def schedule_workflow(
     delay: Any = None,
     run_id: str | None = None,
     **kwargs: Any,
-) -> Any:
+) -> Awaitable[str]:
     """Start a run of `workflow` that begins at `run_at`, after `delay`, or now.
 
     A durable operation of the calling workflow, and an alternative to a very long sleep:
@@ -75,4 +76,4 @@ def schedule_workflow(
     if context.in_run() is None:
         raise NotInRun(OUTSIDE_A_RUN)
     ctx = context.current("cairn.schedule_workflow()")
-    return ctx.schedule_workflow(found, args, kwargs, run_id, run_at, delay)
+    return ctx.schedule_workflow(found, args, kwargs, run_id, run_at, delay)  # type: ignore[no-any-return]
