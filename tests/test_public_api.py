@@ -76,6 +76,7 @@ PUBLIC = [
     "receive",
     "run_step",
     "schedule",
+    "schedule_workflow",
     "set_columns",
     "shield",
     "sleep",

@@ -27,6 +27,7 @@ from cairn.authoring.primitives import (
 from cairn.authoring.queues import Queue
 from cairn.authoring.registry import Registry
 from cairn.authoring.retry import Retry
+from cairn.authoring.scheduled_runs import schedule_workflow
 from cairn.authoring.schedules import schedule
 from cairn.authoring.step import run_step, step
 from cairn.authoring.transaction import transaction
@@ -151,6 +152,7 @@ __all__ = [
     "receive",
     "run_step",
     "schedule",
+    "schedule_workflow",
     "set_columns",
     "shield",
     "sleep",

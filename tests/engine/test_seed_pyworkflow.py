@@ -223,8 +223,10 @@ async def test_pyworkflow__bad_starts_and_sleeps_are_named(kit: Kit) -> None:
         errors = await (await engine.start(bad)).result(timeout=WAIT)
         with pytest.raises(ValueError, match="got both delay= and run_at=; give one"):
             await engine.start(bad, delay="1h", run_at=now)
-        with pytest.raises(TypeError, match="run_at must be a datetime, got '1h'"):
-            await engine.start(bad, run_at="1h")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="run_at is not an ISO 8601 date or date-time: '1h'"):
+            await engine.start(bad, run_at="1h")
+        with pytest.raises(TypeError, match="run_at must be a datetime, a date or ISO 8601 text"):
+            await engine.start(bad, run_at=3600)  # type: ignore[arg-type]
         assert len(await engine.list_runs()) == 1  # nothing stored for the bad starts
     assert errors == [
         "ValueError: invalid duration for cairn.sleep: datetime.date(2030, 1, 1) is a date; "

@@ -273,8 +273,10 @@ async def test_client__checks_names_and_arguments_like_the_engine(kit: Kit) -> N
                 client.start("orders.proces", "o-1", 1)
             with pytest.raises(TypeError, match="unexpected keyword argument 'retry'"):
                 client.start(flows["process"], "o-1", 1, retry=3)
-            with pytest.raises(TypeError, match="run_at must be a datetime"):
-                client.start(flows["process"], "o-1", 1, run_at="2030-01-01")
+            with pytest.raises(ValueError, match="run_at is not an ISO 8601 date or date-time"):
+                client.start(flows["process"], "o-1", 1, run_at="2030-02-30")
+            later = client.start(flows["process"], "o-1", 1, run_at="2030-01-01")
+            assert later.status() == cairn.RunStatus.PENDING
             queued = client.start("elsewhere.flow", allow_unknown=True)
             return run.run_id, queued.status(), client.history(run.run_id)
 

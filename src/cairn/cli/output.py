@@ -28,6 +28,7 @@ from cairn.representation.words import (
     progress_text,
     ran_on,
     received,
+    scheduled,
     seconds,
     short,
     span,
@@ -214,7 +215,7 @@ class HistoryTable:
         outcome: str | Text
         outcome = Text(error_line(entry.error), style="red") if failed else short(entry.result, 50)
         took = received(entry)
-        where = ran_on(entry)
+        where = ran_on(entry) or scheduled(entry)
         if entry.kind == "sleep" and isinstance(entry.result, datetime):
             outcome = f"until {when(entry.result)}"
         elif where is not None:

@@ -96,27 +96,8 @@ async def start_child(
     await live.journal.check_new_work(journal.started("child", key))
     await live.point(key)
     env = live.env
-    child_id = run_id or f"{live.run.run_id}/{key[len('~child:') :]}"
-    now = env.clock.now()
-    args_text = env.serializer.dumps(
-        {"args": list(args), "kwargs": kwargs}, what=f"arguments of workflow {workflow.name!r}"
-    )
-    child = RunRecord(
-        run_id=child_id,
-        workflow=workflow.name,
-        status=RunStatus.PENDING.value,
-        args=args_text,
-        created_at=now,
-        updated_at=now,
-        max_recoveries=workflow.max_recoveries,
-        parent_id=live.run.run_id,
-        queue=workflow.queue,
-        detached=1 if detached else 0,
-        version=workflow.version,
-        # Under the parent's span when it is traced here, else in the parent's trace.
-        trace_context=propagation.current() or live.run.trace_context,
-        origin="parent",
-    )
+    child = new_run(live, key, workflow, args, kwargs, run_id, detached=detached)
+    child_id = child.run_id
     facts = {"child_id": child_id, "channel": f"child:{child_id}", "deadline": None}
     record = waiting_record(live, key, "child", workflow.name, live.journal.allocate_seq(), facts)
     live.spawned = True
@@ -133,6 +114,53 @@ async def start_child(
     if env.on_new_work is not None:
         env.on_new_work()
     return ChildHandle(live, workflow.name, child_id, record)
+
+
+def derived_id(live: LiveSteps, key: str) -> str:
+    """The id of the run started at journal `key`: the parent's id, then the key.
+
+    `PARENT/NAME#1` for a child, `PARENT/schedule:NAME#1` for a scheduled run.
+
+    Derived, not random, so that an attempt that crashed between creating the run and
+    journaling it finds the same run again.
+    """
+    return f"{live.run.run_id}/{key.removeprefix('~child:').removeprefix('~')}"
+
+
+def new_run(
+    live: LiveSteps,
+    key: str,
+    workflow: WorkflowDef[Any, Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    run_id: str | None,
+    *,
+    detached: bool,
+    wake_at: float | None = None,
+) -> RunRecord:
+    """The PENDING run a parent starts at journal `key` (at `wake_at`, if given)."""
+    env = live.env
+    now = env.clock.now()
+    args_text = env.serializer.dumps(
+        {"args": list(args), "kwargs": kwargs}, what=f"arguments of workflow {workflow.name!r}"
+    )
+    return RunRecord(
+        run_id=run_id or derived_id(live, key),
+        workflow=workflow.name,
+        status=RunStatus.PENDING.value,
+        args=args_text,
+        created_at=now,
+        updated_at=now,
+        max_recoveries=workflow.max_recoveries,
+        wake_at=wake_at,
+        parent_id=live.run.run_id,
+        queue=workflow.queue,
+        detached=1 if detached else 0,
+        version=workflow.version,
+        # Under the parent's span when it is traced here, else in the parent's trace.
+        trace_context=propagation.current() or live.run.trace_context,
+        origin="parent",
+    )
 
 
 async def child_result(live: LiveSteps, handle: ChildHandle, timeout: float | None = None) -> Any:

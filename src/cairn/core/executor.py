@@ -12,7 +12,7 @@ from typing import Any
 
 from cairn import ids
 from cairn.authoring import context
-from cairn.core import durable
+from cairn.core import durable, scheduled_starts
 from cairn.core.failed_attempts import type_name
 from cairn.core.live_run import LiveRun
 from cairn.core.run_env import RunEnv
@@ -137,7 +137,8 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
     try:
         args, kwargs = decode_args(env, run)
         if workflow.is_async:
-            value = await workflow.fn(*args, **kwargs)
+            # Runs it scheduled without awaiting are written before the attempt ends.
+            value = await scheduled_starts.settled(live.scheduled, workflow.fn(*args, **kwargs))
         else:
             ctx = contextvars.copy_context()
             value = await env.loop.run_in_executor(

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn import config
 from cairn.authoring.context import RunContext
-from cairn.core import journal
+from cairn.core import journal, scheduled_starts
 from cairn.core.interrupts import Interrupts
 from cairn.core.run_env import RunEnv
 from cairn.core.run_meta import MetaWriter
@@ -96,6 +96,8 @@ class LiveAttempt(RunContext):
         # the step's next attempt waits until it has returned (core/attempts.py).
         self.overrunning: dict[str, concurrent.futures.Future[Any]] = {}
         self.spawned = False  # started a child run or a human task in this attempt
+        # Runs scheduled and not yet written (core/scheduled_starts.py): awaited at the end.
+        self.scheduled = scheduled_starts.PendingStarts()
         self.marks: list[StepRecord] = []  # patch markers to store before the next write
         # Calls a sync workflow's thread is blocked on; cancelled by close().
         self._blocked: set[concurrent.futures.Future[Any]] = set()

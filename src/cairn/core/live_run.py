@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from cairn.core import children, emits
+from cairn.core import children, emits, scheduled_starts
 from cairn.core.live_waits import LiveWaits
 from cairn.core.run_meta import MetaWriter, column_texts, progress_text
 from cairn.core.signals import ContinueAsNew
@@ -49,6 +49,18 @@ class LiveRun(LiveWaits):
         """Start a child run; a ChildHandle (awaitable in async workflows)."""
         coro = children.start_child(self, workflow, args, kwargs, run_id=run_id, detached=detached)
         return self.deliver(coro)
+
+    def schedule_workflow(
+        self,
+        workflow: WorkflowDef[Any, Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        run_id: str | None,
+        run_at: Any,
+        delay: Any,
+    ) -> Any:
+        """Start a detached run, at `run_at` or after `delay` (core/scheduled_starts.py)."""
+        return scheduled_starts.schedule(self, workflow, args, kwargs, run_id, run_at, delay)
 
     def continue_as_new(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """End this run as CONTINUED; a fresh run takes `args` and `kwargs`."""

@@ -9,10 +9,10 @@ Starting runs, handles and the verbs that need the whole RunControl are here.
 from __future__ import annotations
 
 import inspect
-from datetime import UTC, datetime
+from datetime import date, datetime
 from typing import Any
 
-from cairn import arguments, durations, ids
+from cairn import arguments, ids, start_times
 from cairn.authoring.registry import Registry
 from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.clock import Clock
@@ -71,7 +71,7 @@ class RunControl(RunVerbs):
         priority: int = 0,
         dedup_key: str | None = None,
         delay: Any = None,
-        run_at: datetime | None = None,
+        run_at: datetime | date | str | None = None,
         partition: str | None = None,
         parent_id: str | None = None,
         allow_unknown: bool = False,
@@ -79,8 +79,9 @@ class RunControl(RunVerbs):
     ) -> RunHandle:
         """Start a run of `workflow`; an existing `run_id` returns that run instead.
 
-        `delay` (a duration, or a datetime) or `run_at` (a datetime; pyworkflow's word)
-        holds the run back until then; a naive datetime is taken as UTC.
+        `delay` (a duration, or a datetime) or `run_at` (pyworkflow's word: a datetime, a
+        date, or ISO 8601 text such as "2026-01-01" or "2026-01-01T09:30:00+01:00") holds
+        the run back until then; a date means its midnight UTC, a naive time is UTC.
 
         The arguments are checked against the workflow's signature and converted to its
         annotated types (when this process imports it) before anything is stored.
@@ -115,7 +116,7 @@ class RunControl(RunVerbs):
             {"args": list(args), "kwargs": kwargs}, what=f"arguments of workflow {name!r}"
         )
         now = self.clock.now()
-        wake_at = _start_at(now, delay, run_at)
+        wake_at = start_times.start_at(now, delay, run_at)
         if queue_name is None and defn is not None:
             queue_name = defn.queue
         record = RunRecord(
@@ -216,22 +217,6 @@ def _start_names(
         )
     queue_name = getattr(queue, "name", queue)
     return None if queue_name is None else check_name(queue_name, "queue")
-
-
-def _start_at(now: float, delay: Any, run_at: datetime | None) -> float | None:
-    """When a run may start: None for now, else a time (`delay` or `run_at`)."""
-    if run_at is not None:
-        if delay is not None:
-            raise ValueError("engine.start got both delay= and run_at=; give one")
-        if not isinstance(run_at, datetime):
-            raise TypeError(f"run_at must be a datetime, got {run_at!r} (delay= takes a duration)")
-        delay = run_at
-    if delay is None:
-        return None
-    if isinstance(delay, datetime):
-        when = delay if delay.tzinfo is not None else delay.replace(tzinfo=UTC)
-        return when.timestamp()
-    return now + durations.parse(delay, what="start delay").total_seconds()
 
 
 # A run's priority is an INTEGER column on both stores (PostgreSQL's is 32 bits).

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import date, datetime
 from types import TracebackType
 from typing import Any
 
@@ -211,7 +211,7 @@ class TestEngine:
         workflow: WorkflowDef[Any, Any] | str | Any,
         *args: Any,
         delay: Any = None,
-        run_at: datetime | None = None,
+        run_at: datetime | date | str | None = None,
         **options: Any,
     ) -> RunHandle:
         """Start a run (see Engine.start)."""
