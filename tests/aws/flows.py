@@ -1,0 +1,107 @@
+"""Workflows written for `cairn worker`, served unchanged as Lambda handlers by the tests.
+
+The counters live outside the runs (module globals the tests reset) so that "ran once"
+is seen from outside the checkpointing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass
+
+from aws_durable_execution_sdk_python.exceptions import InvocationError
+
+import cairn
+
+calls: Counter[str] = Counter()
+# A step named here fails that many times before it succeeds.
+failures: Counter[str] = Counter()
+
+
+class Crash(InvocationError):
+    """The invocation dies (out of memory, say): Lambda invokes the handler again."""
+
+
+crash_after: set[str] = set()
+
+
+@dataclass(frozen=True)
+class Receipt:
+    order: str
+    cents: int
+
+
+@cairn.step(name="aws_flows.reserve")
+def reserve(order: str) -> int:
+    calls["reserve"] += 1
+    return 1250
+
+
+@cairn.step(name="aws_flows.charge", retries=cairn.Retry(max_attempts=3, delay="2s"))
+async def charge(order: str, cents: int) -> Receipt:
+    calls["charge"] += 1
+    if failures["charge"] > 0:
+        failures["charge"] -= 1
+        raise ConnectionError(f"payment service unavailable for {order}")
+    return Receipt(order, cents)
+
+
+@cairn.workflow(name="aws_flows.process_order")
+async def process_order(order: str) -> dict[str, object]:
+    cents = await reserve(order)
+    if "reserve" in crash_after:
+        crash_after.discard("reserve")
+        raise Crash("simulated crash after the step 'reserve'")
+    receipt = await charge(order, cents)
+    cairn.progress("charged", current=1, total=2)
+    await cairn.sleep("1h")
+    return {"order": receipt.order, "cents": receipt.cents, "receipt": receipt}
+
+
+@cairn.step(name="aws_flows.flaky", retries=2)
+def flaky() -> str:
+    calls["flaky"] += 1
+    raise ValueError("still broken")
+
+
+@cairn.workflow(name="aws_flows.gives_up")
+def gives_up() -> str:
+    try:
+        flaky()
+    except ValueError as exc:  # the step's own class, as under cairn worker
+        assert isinstance(exc, cairn.StepFailed)
+        return f"{exc.step_name} failed after {exc.attempts} attempts: {exc.error_message}"
+    return "unreachable"
+
+
+@cairn.workflow(name="aws_flows.approval")
+async def approval(amount: int) -> dict[str, object]:
+    hook = await cairn.create_hook("manager")
+    await notify(hook.token)
+    decision = await hook
+    note = await cairn.wait_for_event("note", timeout="1d", default="none")
+    return {"amount": amount, "decision": decision, "note": note}
+
+
+@cairn.step(name="aws_flows.notify")
+def notify(token: str) -> None:
+    calls["notify"] += 1
+
+
+@cairn.workflow(name="aws_flows.double")
+async def double(n: int) -> int:
+    return await add(n, n)
+
+
+@cairn.step(name="aws_flows.add")
+def add(a: int, b: int) -> int:
+    calls["add"] += 1
+    return a + b
+
+
+@cairn.workflow(name="aws_flows.parent")
+async def parent(n: int) -> list[int]:
+    first = await double(n)
+    rest = await asyncio.gather(add(first, 1), add(first, 2))
+    return [first, *rest]
