@@ -105,3 +105,30 @@ async def parent(n: int) -> list[int]:
     first = await double(n)
     rest = await asyncio.gather(add(first, 1), add(first, 2))
     return [first, *rest]
+
+
+@cairn.workflow(name="aws_flows.uses")
+async def uses(feature: str) -> object:
+    if feature == "emit":
+        return await cairn.emit("order.created", {})
+    if feature == "start_child":
+        return await cairn.start_child(double, 1)
+    if feature == "continue_as_new":
+        cairn.continue_as_new(feature)
+    if feature == "receive":
+        return await cairn.receive("inbox")
+    if feature == "step_queue":
+        return await cairn.run_step("remote", add, 1, 2, queue="gpu")
+    return None
+
+
+@cairn.workflow(name="aws_flows.review")
+def review(title: str) -> dict[str, object]:
+    values = cairn.human_task(
+        "review",
+        title=title,
+        data={"title": title},
+        form={"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean"}}},
+    )
+    cairn.set_columns(title=title)
+    return {"values": values, "run": cairn.current_run().workflow}

@@ -1,0 +1,96 @@
+"""cairn.aws.handler on the AWS testing SDK's local runner: steps, retries, waits, children."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import cairn
+import cairn.aws
+from cairn.testing import TestEngine
+
+from . import flows
+from .conftest import result_of
+
+ORDER = json.dumps({"order": "o-1"})
+
+
+def test_handler__runs_the_workflow_with_the_event_as_its_keyword_arguments(lambda_runner):
+    runner = lambda_runner(cairn.aws.handler(flows.process_order))
+    outcome = runner.run(input=ORDER, execution_timeout=60)
+    result = result_of(outcome)
+    assert result["order"] == "o-1" and result["cents"] == 1250
+    assert result["receipt"]["__cairn__"] == "dataclass"  # rich values in cairn's tagged JSON
+    names = [op.name for op in outcome.operations]
+    assert names == ["aws_flows.reserve", "aws_flows.charge", "sleep"]
+
+
+def test_steps__a_crashed_invocation_replays_completed_steps_without_running_them(
+    lambda_runner,
+):
+    flows.crash_after.add("reserve")  # the first invocation dies after the step completes
+    runner = lambda_runner(cairn.aws.handler(flows.process_order))
+    outcome = runner.run(input=ORDER, execution_timeout=60)
+    assert result_of(outcome)["cents"] == 1250  # the checkpointed result, replayed
+    assert flows.calls["reserve"] == 1
+    assert not flows.crash_after  # the crash did happen
+
+
+def test_retries__a_failed_attempt_is_retried_as_the_steps_retry_says(lambda_runner):
+    flows.failures["charge"] = 2  # Retry(max_attempts=3): the third attempt succeeds
+    runner = lambda_runner(cairn.aws.handler(flows.process_order))
+    outcome = runner.run(input=ORDER, execution_timeout=60)
+    assert result_of(outcome)["cents"] == 1250
+    assert flows.calls["charge"] == 3 and flows.calls["reserve"] == 1
+    charge = outcome.get_step("aws_flows.charge")
+    assert charge.attempt == 3
+
+
+def test_retries__exhausted_the_workflow_gets_the_steps_own_exception(lambda_runner):
+    runner = lambda_runner(cairn.aws.handler(flows.gives_up))
+    outcome = runner.run(input="{}", execution_timeout=60)
+    assert result_of(outcome) == "aws_flows.flaky failed after 2 attempts: still broken"
+    assert flows.calls["flaky"] == 2  # retries=2: two attempts in all
+
+
+def test_sleep__an_hour_is_the_services_wait_skipped_by_the_runner(lambda_runner):
+    runner = lambda_runner(cairn.aws.handler(flows.process_order))
+    outcome = runner.run(input=ORDER, execution_timeout=60)  # an hour would time it out
+    wait = outcome.get_wait("sleep")
+    assert wait.scheduled_end_timestamp - wait.start_timestamp == timedelta(hours=1)
+    assert str(wait.status.value) == "SUCCEEDED"
+
+
+def test_callbacks__a_hook_and_an_event_completed_from_outside(lambda_runner):
+    runner = lambda_runner(cairn.aws.handler(flows.approval))
+    arn = runner.run_async(input=json.dumps({"amount": 300}), execution_timeout=60)
+    token = runner.wait_for_callback(arn, name="hook:manager", timeout=30)
+    runner.send_callback_success(token, json.dumps({"approved": True}).encode())
+    note = runner.wait_for_callback(arn, name="event:note", timeout=30)
+    runner.send_callback_success(note, json.dumps("ship it").encode())
+    outcome = runner.wait_for_result(arn, timeout=30)
+    assert result_of(outcome) == {"amount": 300, "decision": {"approved": True}, "note": "ship it"}
+    assert flows.calls["notify"] == 1  # the step that handed out the token ran once
+
+
+def test_child__a_child_workflow_runs_in_a_child_context(lambda_runner):
+    runner = lambda_runner(cairn.aws.handler(flows.parent))
+    outcome = runner.run(input=json.dumps({"n": 2}), execution_timeout=60)
+    assert result_of(outcome) == [4, 5, 6]
+    child = outcome.get_context("aws_flows.double")
+    assert [op.name for op in child.child_operations] == ["aws_flows.add"]
+    # asyncio.gather's branches took their turns, in the order given.
+    assert [op.name for op in outcome.operations][1:] == ["aws_flows.add", "aws_flows.add"]
+
+
+async def test_same_module__runs_unchanged_on_cairns_engine(lambda_runner):
+    async with TestEngine() as env:
+        run = await env.start(flows.process_order, "o-1")
+        await env.advance("1h")
+        on_engine = await run.result(timeout=10)
+    outcome = lambda_runner(cairn.aws.handler(flows.process_order)).run(
+        input=ORDER, execution_timeout=60
+    )
+    on_lambda = result_of(outcome)
+    assert on_engine == {"order": "o-1", "cents": 1250, "receipt": flows.Receipt("o-1", 1250)}
+    assert on_lambda["order"] == on_engine["order"] and on_lambda["cents"] == on_engine["cents"]
