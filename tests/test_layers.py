@@ -110,6 +110,11 @@ RULES = [
     ),
     ("cairn.dashboard", ("cairn.cli",), "the dashboard shares cairn.representation, not the CLI"),
     ("cairn.steps", ("cairn.core", "cairn.runtime", "cairn.store"), "step libraries are user code"),
+    (
+        "cairn.aws",
+        ("cairn.core", "cairn.runtime", "cairn.store", "cairn.client", "cairn.testing", *SURFACES),
+        "on Lambda the service checkpoints: cairn.aws implements RunContext over the AWS SDK",
+    ),
 ]
 
 # The one import between the surfaces: `cairn dashboard` is the CLI command that starts

@@ -132,3 +132,36 @@ def review(title: str) -> dict[str, object]:
     )
     cairn.set_columns(title=title)
     return {"values": values, "run": cairn.current_run().workflow}
+
+
+@cairn.step(name="aws_flows.slow", timeout="1s", retries=1)
+async def slow() -> None:
+    await asyncio.sleep(30)
+
+
+@cairn.workflow(name="aws_flows.times_out")
+async def times_out() -> str:
+    try:
+        await slow()
+    except cairn.StepTimeout as exc:
+        return f"timed out: {exc.step_name}"
+    return "unreachable"
+
+
+@cairn.workflow(name="aws_flows.failing_child")
+async def failing_child() -> None:
+    await gives_up_loudly()
+
+
+@cairn.workflow(name="aws_flows.gives_up_loudly")
+def gives_up_loudly() -> None:
+    raise LookupError("no such order")
+
+
+@cairn.workflow(name="aws_flows.catches_child")
+async def catches_child() -> str:
+    try:
+        await failing_child()
+    except cairn.ChildFailed as exc:
+        return str(exc)
+    return "unreachable"

@@ -94,3 +94,17 @@ async def test_same_module__runs_unchanged_on_cairns_engine(lambda_runner):
     on_lambda = result_of(outcome)
     assert on_engine == {"order": "o-1", "cents": 1250, "receipt": flows.Receipt("o-1", 1250)}
     assert on_lambda["order"] == on_engine["order"] and on_lambda["cents"] == on_engine["cents"]
+
+
+def test_step_timeout__an_attempt_past_it_fails_as_step_timeout(lambda_runner):
+    runner = lambda_runner(cairn.aws.handler(flows.times_out))
+    outcome = runner.run(input="{}", execution_timeout=60)
+    assert result_of(outcome) == "timed out: aws_flows.slow"
+
+
+def test_child__its_failure_reaches_the_parent_as_child_failed(lambda_runner):
+    runner = lambda_runner(cairn.aws.handler(flows.catches_child))
+    outcome = runner.run(input="{}", execution_timeout=60)
+    message = result_of(outcome)
+    assert message.startswith("child workflow 'aws_flows.failing_child' failed")
+    assert "no such order" in message
