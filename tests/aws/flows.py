@@ -165,3 +165,35 @@ async def catches_child() -> str:
     except cairn.ChildFailed as exc:
         return str(exc)
     return "unreachable"
+
+
+@cairn.step(name="aws_flows.key")
+def key() -> str:
+    step = cairn.current_step()
+    return (
+        f"{step.key}@{step.attempt}:{step.idempotency_key == cairn.current_step().idempotency_key}"
+    )
+
+
+@cairn.workflow(name="aws_flows.together")
+async def together() -> list[object]:
+    # A wait and a step gathered: the step runs once the wait is over (turns, in order).
+    first, second, third = await asyncio.gather(cairn.sleep("10s"), key(), cairn.sleep("20s"))
+    return [first, second, third, cairn.current_run().run_id.startswith("arn:") or "x"]
+
+
+@cairn.workflow(name="aws_flows.sync_hook")
+def sync_hook() -> object:
+    hook = cairn.create_hook("callback", timeout="1h")
+    notify(hook.token)
+    return hook.wait()
+
+
+@cairn.transaction(name="aws_flows.record")
+def record(conn: object, order: str) -> None:
+    raise AssertionError("never runs on Lambda")
+
+
+@cairn.workflow(name="aws_flows.uses_transaction")
+async def uses_transaction() -> None:
+    await record("o-1")

@@ -108,3 +108,32 @@ def test_child__its_failure_reaches_the_parent_as_child_failed(lambda_runner):
     message = result_of(outcome)
     assert message.startswith("child workflow 'aws_flows.failing_child' failed")
     assert "no such order" in message
+
+
+def test_gather__branches_take_their_turns_and_each_runs_once(lambda_runner):
+    runner = lambda_runner(cairn.aws.handler(flows.together))
+    outcome = runner.run(input="{}", execution_timeout=60)
+    first, second, third, _ = result_of(outcome)
+    assert (first, third) == (None, None)
+    assert second == "aws_flows.key#1@1:True"  # cairn.current_step() inside the step
+    names = [op.name for op in outcome.operations]
+    assert names == ["sleep", "aws_flows.key", "sleep"]
+
+
+def test_callbacks__a_sync_workflows_hook_blocks_until_called(lambda_runner):
+    runner = lambda_runner(cairn.aws.handler(flows.sync_hook))
+    arn = runner.run_async(input="{}", execution_timeout=60)
+    token = runner.wait_for_callback(arn, name="hook:callback", timeout=30)
+    runner.send_callback_success(token, b"[1, 2]")
+    assert result_of(runner.wait_for_result(arn, timeout=30)) == [1, 2]
+
+
+def test_callbacks__a_payload_that_is_not_json_fails_naming_the_wait(lambda_runner):
+    runner = lambda_runner(cairn.aws.handler(flows.sync_hook))
+    arn = runner.run_async(input="{}", execution_timeout=60)
+    token = runner.wait_for_callback(arn, name="hook:callback", timeout=30)
+    runner.send_callback_success(token, b"not json")
+    outcome = runner.wait_for_result(arn, timeout=30)
+    assert outcome.error is not None
+    assert outcome.error.type == "cairn.errors.InvalidSubmission"
+    assert "the callback payload of hook 'callback' is not JSON" in outcome.error.message

@@ -34,6 +34,14 @@ def test_refused__at_the_call_the_execution_fails_naming_the_feature(lambda_runn
     assert "\n" not in outcome.error.message
 
 
+def test_refused__a_transaction_step_there_is_no_cairn_database(lambda_runner):
+    runner = lambda_runner(cairn.aws.handler(flows.uses_transaction))
+    outcome = runner.run(input="{}", execution_timeout=60)
+    assert outcome.error is not None
+    assert outcome.error.type == "cairn.errors.Unsupported"
+    assert "the transaction step 'aws_flows.record' (@cairn.transaction)" in outcome.error.message
+
+
 @pytest.mark.parametrize(
     ("options", "named"),
     [

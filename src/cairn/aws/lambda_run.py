@@ -28,6 +28,7 @@ from aws_durable_execution_sdk_python.exceptions import ChildContextError, Suspe
 from cairn import durations
 from cairn.authoring import context
 from cairn.authoring.retry import coerce
+from cairn.authoring.transaction import TransactionDef
 from cairn.aws import blocking, callbacks, codec, refusals, steps
 from cairn.errors import ChildFailed
 from cairn.models import RunInfo
@@ -116,6 +117,8 @@ class LambdaRun(context.RunContext):
         """A checkpointed step, retried as its Retry says."""
         if step.queue is not None:
             raise refusals.step_queue(step.name, step.queue)
+        if isinstance(step, TransactionDef):
+            raise refusals.transaction(step.name)
         if step.isolation == "process":
             raise refusals.isolation(step.name)
         return self._step(

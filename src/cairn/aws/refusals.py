@@ -35,6 +35,15 @@ def step_queue(step: str, queue: str) -> Unsupported:
     )
 
 
+def transaction(step: str) -> Unsupported:
+    """A transaction step: its writes commit with its checkpoint in cairn's database."""
+    return Unsupported(
+        f"the transaction step {step!r} (@cairn.transaction)",
+        HOST,
+        "there is no cairn database; write from a @cairn.step, idempotently",
+    )
+
+
 def isolation(step: str) -> Unsupported:
     """isolation='process': the attempt runs in the function's own process."""
     return Unsupported(
