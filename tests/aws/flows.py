@@ -179,7 +179,8 @@ def key() -> str:
 async def together() -> list[object]:
     # A wait and a step gathered: the step runs once the wait is over (turns, in order).
     first, second, third = await asyncio.gather(cairn.sleep("10s"), key(), cairn.sleep("20s"))
-    return [first, second, third, cairn.current_run().run_id.startswith("arn:") or "x"]
+    run = cairn.current_run()
+    return [first, second, third, run.run_id, run.workflow, run.started_at.isoformat()]
 
 
 @cairn.workflow(name="aws_flows.sync_hook")
@@ -197,3 +198,13 @@ def record(conn: object, order: str) -> None:
 @cairn.workflow(name="aws_flows.uses_transaction")
 async def uses_transaction() -> None:
     await record("o-1")
+
+
+@cairn.workflow(name="aws_flows.impatient")
+async def impatient() -> object:
+    return await cairn.wait_for_event("late", timeout="1s", default="none")
+
+
+@cairn.workflow(name="aws_flows.strict")
+async def strict() -> object:
+    return await cairn.wait_for_event("late", timeout="1s")

@@ -112,12 +112,23 @@ def test_child__its_failure_reaches_the_parent_as_child_failed(lambda_runner):
 
 def test_gather__branches_take_their_turns_and_each_runs_once(lambda_runner):
     runner = lambda_runner(cairn.aws.handler(flows.together))
-    outcome = runner.run(input="{}", execution_timeout=60)
-    first, second, third, _ = result_of(outcome)
+    arn = runner.run_async(input="{}", execution_timeout=60)
+    outcome = runner.wait_for_result(arn, timeout=60)
+    first, second, third, run_id, workflow, started_at = result_of(outcome)
+    assert (run_id, workflow) == (arn, "aws_flows.together")  # cairn.current_run()
+    assert started_at.endswith("+00:00")
     assert (first, third) == (None, None)
     assert second == "aws_flows.key#1@1:True"  # cairn.current_step() inside the step
     names = [op.name for op in outcome.operations]
     assert names == ["sleep", "aws_flows.key", "sleep"]
+
+
+def test_callbacks__an_event_not_sent_in_time_gives_the_default(lambda_runner):
+    # The runner enforces a callback's timeout in real time: one second here.
+    runner = lambda_runner(cairn.aws.handler(flows.impatient))
+    outcome = runner.run(input="{}", execution_timeout=60)
+    assert result_of(outcome) == "none"
+    assert outcome.get_callback("event:late").status.value == "TIMED_OUT"
 
 
 def test_callbacks__a_sync_workflows_hook_blocks_until_called(lambda_runner):
@@ -137,3 +148,13 @@ def test_callbacks__a_payload_that_is_not_json_fails_naming_the_wait(lambda_runn
     assert outcome.error is not None
     assert outcome.error.type == "cairn.errors.InvalidSubmission"
     assert "the callback payload of hook 'callback' is not JSON" in outcome.error.message
+
+
+def test_callbacks__an_event_not_sent_in_time_without_a_default_raises_event_timeout(
+    lambda_runner,
+):
+    runner = lambda_runner(cairn.aws.handler(flows.strict))
+    outcome = runner.run(input="{}", execution_timeout=60)
+    assert outcome.error is not None
+    assert outcome.error.type == "cairn.errors.EventTimeout"
+    assert outcome.error.message.startswith("event 'late' timed out")

@@ -32,16 +32,14 @@ def _config(timeout: float | None) -> CallbackConfig:
     return CallbackConfig(timeout=Duration(seconds=seconds))
 
 
-def _taken(
-    run: LambdaRun, callback: Callback[Any], what: str, default: Any, schema: Any, whole: str
-) -> Any:
+def _taken(callback: Callback[Any], what: str, default: Any, schema: Any, whole: str) -> Any:
     """The payload sent to `callback`, checked against `schema` (None: any)."""
     try:
         text = callback.result()
-    except CallbackTimeoutError:
+    except CallbackTimeoutError as exc:
         if default is not context.MISSING:
             return default
-        raise EventTimeout(f"{what} timed out") from None
+        raise EventTimeout(f"{what} timed out ({exc.message or 'no call in time'})") from None
     value = codec.payload(text, what)
     if schema is None:
         return value
@@ -57,7 +55,7 @@ def wait_for_event(run: LambdaRun, name: str, timeout: float | None, default: An
     what = f"event {name!r}"
     callback = run.operation(lambda: run.durable.create_callback(f"event:{name}", _config(timeout)))
     run.told(f"waiting for {what}: callback id {callback.callback_id}")
-    return run.deliver(lambda: _taken(run, callback, what, default, None, "(payload)"))
+    return run.deliver(lambda: _taken(callback, what, default, None, "(payload)"))
 
 
 def create_hook(run: LambdaRun, name: str, timeout: float | None, schema: Any) -> Any:
@@ -68,9 +66,7 @@ def create_hook(run: LambdaRun, name: str, timeout: float | None, schema: Any) -
     expires = None if timeout is None else datetime.now(UTC) + timedelta(seconds=timeout)
 
     def wait() -> Any:
-        return run.deliver(
-            lambda: _taken(run, callback, what, context.MISSING, schema, "(payload)")
-        )
+        return run.deliver(lambda: _taken(callback, what, context.MISSING, schema, "(payload)"))
 
     hook = Hook(name, callback.callback_id, expires, wait)
     return run.deliver(lambda: hook)
@@ -93,4 +89,4 @@ def human_task(
     if schema_text is not None:
         told["form"] = json.loads(schema_text)
     run.told(f"{what} waits: callback id {callback.callback_id}: {json.dumps(told)}")
-    return run.deliver(lambda: _taken(run, callback, what, context.MISSING, form, "(form)"))
+    return run.deliver(lambda: _taken(callback, what, context.MISSING, form, "(form)"))
