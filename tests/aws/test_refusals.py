@@ -9,6 +9,7 @@ import pytest
 
 import cairn
 import cairn.aws
+from cairn.authoring.schedules import make_schedule
 from cairn.authoring.workflow import make_workflow
 
 from . import flows
@@ -61,6 +62,23 @@ def test_refused__a_workflow_option_when_the_handler_is_made(options, named):
     with pytest.raises(cairn.aws.Unsupported, match="is not supported on AWS Lambda") as caught:
         cairn.aws.handler(workflow)
     assert named in str(caught.value)
+
+
+def test_refused__a_schedule_of_the_workflow_when_the_handler_is_made():
+    registry = cairn.Registry()
+
+    async def aws_nightly() -> None:
+        return None
+
+    workflow = make_workflow(aws_nightly, name="aws_nightly", reg=registry)
+    make_schedule(workflow, cron="0 2 * * *", id="nightly", reg=registry)
+    with pytest.raises(cairn.aws.Unsupported) as caught:
+        cairn.aws.handler(workflow, registry=registry)
+    assert str(caught.value).startswith(
+        "the schedule 'nightly' of workflow 'aws_nightly' (cairn.schedule) is not supported "
+        "on AWS Lambda (cairn.aws); schedule the function with EventBridge Scheduler"
+    )
+    cairn.aws.handler(workflow, registry=cairn.Registry())  # elsewhere: no schedule
 
 
 def test_handler__refuses_what_is_not_a_workflow():

@@ -9,13 +9,16 @@ from aws_durable_execution_sdk_python.context import DurableContext
 from aws_durable_execution_sdk_python.execution import durable_execution
 
 from cairn import arguments
+from cairn.authoring.registry import Registry, default_registry
 from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.aws import codec, refusals
 from cairn.aws.lambda_run import Invocation, LambdaRun
 from cairn.errors import InvalidArguments
 
 
-def handler(workflow: Any, *, boto3_client: Any = None) -> Callable[[Any, Any], Any]:
+def handler(
+    workflow: Any, *, boto3_client: Any = None, registry: Registry | None = None
+) -> Callable[[Any, Any], Any]:
     """The Lambda handler that runs `workflow` as a durable execution.
 
     The invocation's event (a JSON object) gives the workflow's keyword arguments,
@@ -25,6 +28,8 @@ def handler(workflow: Any, *, boto3_client: Any = None) -> Callable[[Any, Any], 
     Args:
         workflow: A @cairn.workflow (or a class that declares one).
         boto3_client: The Lambda client the SDK checkpoints with (default: its own).
+        registry: Where the module's declarations are (default: cairn's), looked up for a
+            `cairn.schedule` of the workflow.
 
     Returns:
         The handler, for the function's configuration (`module.handler`).
@@ -32,13 +37,14 @@ def handler(workflow: Any, *, boto3_client: Any = None) -> Callable[[Any, Any], 
     Raises:
         TypeError: `workflow` is not a cairn workflow.
         Unsupported: an option of the workflow that has no meaning on Lambda (a queue,
-            an event trigger, a timeout, durable=False), named.
+            an event trigger, a timeout, durable=False, a schedule), named.
     """
     found = definition_of(workflow)
     if found is None:
         raise TypeError(f"cairn.aws.handler needs a @cairn.workflow, got {workflow!r}")
     defn: WorkflowDef[Any, Any] = found
     refusals.check_workflow(defn)
+    refusals.check_schedules(defn.name, (registry or default_registry).schedules.values())
 
     def run(event: Any, durable: DurableContext) -> Any:
         kwargs = _keywords(event, defn)

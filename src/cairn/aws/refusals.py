@@ -6,6 +6,7 @@ called as a child); the primitives at their call. Nothing is silently ignored.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from cairn.errors import Unsupported
@@ -49,6 +50,18 @@ def isolation(step: str) -> Unsupported:
     return Unsupported(
         f"isolation='process' of step {step!r}", HOST, "each attempt runs in the function"
     )
+
+
+def check_schedules(workflow: str, schedules: Iterable[Any]) -> None:
+    """Unsupported for a `cairn.schedule` of `workflow`: nothing fires its ticks on Lambda."""
+    for schedule in schedules:
+        if schedule.workflow == workflow:
+            raise Unsupported(
+                f"the schedule {schedule.id!r} of workflow {workflow!r} (cairn.schedule)",
+                HOST,
+                "schedule the function with EventBridge Scheduler, and declare the schedule "
+                "in a module only cairn worker imports",
+            )
 
 
 def check_workflow(workflow: Any) -> None:
