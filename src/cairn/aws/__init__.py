@@ -15,8 +15,9 @@ cairn's primitives are the SDK's operations (aws-durable-execution-sdk-python):
 - `asyncio.gather`: its branches take their turns, in the order given;
 - `cairn.progress` / `set_columns`: logged.
 
-What has no meaning there (queues, step queues, emit, start_child, continue_as_new,
-receive) raises `Unsupported` naming it. Needs `pip install 'cairn-workflows[aws]'`.
+What has no meaning there (queues, schedules, step queues, transaction steps, emit,
+start_child, continue_as_new, receive) raises `Unsupported` naming it, when the handler is
+made or at the call. Needs `pip install 'cairn-workflows[aws]'`.
 """
 
 from __future__ import annotations
