@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from aws_durable_execution_sdk_python.exceptions import InvocationError
+from pydantic import BaseModel
 
 import cairn
 
@@ -208,3 +209,16 @@ async def impatient() -> object:
 @cairn.workflow(name="aws_flows.strict")
 async def strict() -> object:
     return await cairn.wait_for_event("late", timeout="1s")
+
+
+class Decision(BaseModel):
+    approved: bool
+    by: str
+
+
+@cairn.workflow(name="aws_flows.typed_hook")
+async def typed_hook() -> str:
+    hook = await cairn.create_hook("decision", schema=Decision)
+    decision = await hook
+    assert isinstance(decision, Decision)
+    return f"{decision.by}: {decision.approved}"

@@ -51,6 +51,8 @@ def test_retries__exhausted_the_workflow_gets_the_steps_own_exception(lambda_run
     outcome = runner.run(input="{}", execution_timeout=60)
     assert result_of(outcome) == "aws_flows.flaky failed after 2 attempts: still broken"
     assert flows.calls["flaky"] == 2  # retries=2: two attempts in all
+    # The service's history names the step's own error.
+    assert outcome.get_step("aws_flows.flaky").error.message == "builtins.ValueError: still broken"
 
 
 def test_sleep__an_hour_is_the_services_wait_skipped_by_the_runner(lambda_runner):
@@ -158,3 +160,11 @@ def test_callbacks__an_event_not_sent_in_time_without_a_default_raises_event_tim
     assert outcome.error is not None
     assert outcome.error.type == "cairn.errors.EventTimeout"
     assert outcome.error.message.startswith("event 'late' timed out")
+
+
+def test_callbacks__a_hook_with_a_pydantic_schema_returns_the_model(lambda_runner):
+    runner = lambda_runner(cairn.aws.handler(flows.typed_hook))
+    arn = runner.run_async(input="{}", execution_timeout=60)
+    token = runner.wait_for_callback(arn, name="hook:decision", timeout=30)
+    runner.send_callback_success(token, json.dumps({"approved": True, "by": "ana"}).encode())
+    assert result_of(runner.wait_for_result(arn, timeout=30)) == "ana: True"

@@ -33,11 +33,18 @@ from cairn.errors import CairnError, FatalError, RetryableError, StepFailed
 class AttemptFailed(DurableOperationError):
     """One attempt of a step failed: what the SDK checkpoints (cairn's facts as its data).
 
-    `cause` is the step's own exception, read by the retry decision of this invocation.
+    The service's history shows this class as the error type, and the step's own error
+    (`builtins.ValueError: ...`) as the message; its data holds what a replay needs to
+    raise the same failure again. `cause` is the step's own exception, read by the retry
+    decision of this invocation.
     """
 
     def __init__(self, cause: Exception, facts: dict[str, Any]) -> None:
-        super().__init__(str(cause), data=json.dumps(facts), error_type=facts["error_type"])
+        super().__init__(
+            f"{facts['error_type']}: {facts['message']}",
+            data=json.dumps(facts),
+            error_type=facts["error_type"],
+        )
         self.cause = cause
 
 
