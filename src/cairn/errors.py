@@ -187,7 +187,8 @@ class StepFailed(CairnError):
 
     The one a step call raises is also the step's own exception when cairn can rebuild it
     (its class, args, str() and attributes), with `summary` as a note: see
-    `cairn.step_failures`. Alone, its message is `summary`.
+    `cairn.step_failures`, which also rebuilds one from `to_dict`. Alone, its message is
+    `summary`.
     """
 
     def __init__(
@@ -236,29 +237,6 @@ class StepFailed(CairnError):
             "fatal": self.fatal,
             "timeout": isinstance(self, StepTimeout),
         }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StepFailed:
-        """Rebuild a failure recorded by :meth:`to_dict`.
-
-        Like the first time, it is also an instance of the step's own exception class when
-        that class can be found again, with the args and attributes recorded under
-        "original" (see `cairn.step_failures`).
-        """
-        from cairn import step_failures
-
-        klass: type[StepFailed] = StepTimeout if data.get("timeout") else StepFailed
-        facts = {
-            "step_name": data["step_name"],
-            "attempts": data["attempts"],
-            "error_type": data["error_type"],
-            "error_message": data["message"],
-            "traceback": data.get("traceback", ""),
-            "fatal": data.get("fatal", False),
-        }
-        if klass is StepTimeout:
-            return klass(**facts)
-        return step_failures.rebuild(klass, str(data["error_type"]), facts, data.get("original"))
 
 
 class StepTimeout(StepFailed):

@@ -100,7 +100,7 @@ def _within(call: Callable[[], Any], is_async: bool, timeout: float | None, name
 
 
 def _facts(exc: Exception, name: str, attempt: int) -> dict[str, Any]:
-    """What a replay needs to raise this failure again, as StepFailed.from_dict reads it."""
+    """What a replay needs to raise this failure again, as step_failures.from_dict reads it."""
     kind = type(exc)
     return {
         "step_name": name,
@@ -148,4 +148,4 @@ def failure(error: StepError, name: str) -> StepFailed:
             "error_type": error.error_type or "",
             "message": error.message or str(error),
         }
-    return StepFailed.from_dict(facts)
+    return step_failures.from_dict(facts)

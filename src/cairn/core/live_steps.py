@@ -11,14 +11,14 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from cairn import durations
+from cairn import durations, step_failures
 from cairn.authoring import context
 from cairn.authoring.retry import coerce
 from cairn.authoring.step import StepDef
 from cairn.core import attempts, durable, journal, patches, remote_steps
 from cairn.core.live_attempt import LiveAttempt
 from cairn.core.signals import HandBack, Suspend, Unwind
-from cairn.errors import Cancelled, SerializationError, StepFailed, StoreError
+from cairn.errors import Cancelled, SerializationError, StoreError
 from cairn.names import check_name
 from cairn.store.protocol import LeaseLost, Store
 from cairn.store.records import AttemptRecord, Lease, StepRecord
@@ -211,7 +211,7 @@ class LiveSteps(LiveAttempt):
                     what=str(unserializable.get("what", "")),
                     type_name=str(unserializable.get("type_name", "")),
                 )
-            raise StepFailed.from_dict(data)
+            raise step_failures.from_dict(data)
         return None if record.result is None else self.env.serializer.loads(record.result)
 
     async def commit_step(self, record: StepRecord) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from cairn import step_failures
 from cairn.authoring import context
 from cairn.authoring.context import RunContext
 from cairn.authoring.hook import Hook
@@ -85,7 +86,7 @@ class ReplayRun(RunContext):
             raise _ReachedNewWork()
         entry = self.entries[key]
         if entry.status == "failed":
-            raise StepFailed.from_dict(entry.error or {})
+            raise step_failures.from_dict(entry.error or {})
         if entry.status == "timeout":
             return waits.timed_out(kind, name, default)
         if entry.status == "waiting":

@@ -32,7 +32,6 @@ from cairn.store.postgres import (
     sessions,
     stalls,
     transactions,
-    write_shapes,
 )
 from cairn.store.postgres.connections import Db, Native, Pool
 from cairn.store.postgres.group_commit import NOW
@@ -346,27 +345,30 @@ class PostgresStore(SqlStore):
     async def claim_runs(self, worker_id: str, limit: int, **options: Any) -> Claimed:
         """Atomically take due and orphaned runs (see Store.claim_runs).
 
-        One read first asks whether any candidate exists, so that the common idle claim
-        costs one round trip instead of a locking transaction.
+        One read first asks whether any candidate exists (`claims.idle_probe`), so that the
+        common idle claim costs one round trip instead of a locking transaction.
         """
         if limit > 0 and all(value != [] for value in options.values()):
-            idle = write_shapes.idle_path(claims.claim_runs(worker_id, limit, **options))
-            if idle is not None:
-                selects, nothing = idle
-                probe = "SELECT " + " OR ".join(
-                    f"EXISTS ({dialect.convert(s.text)})" for s in selects
-                )
-                params = [param for s in selects for param in s.params]
-                found = _fetch_one(probe, params)
-                if not await connections.read(self.db, found):
-                    return nothing
-                claimed = await super().claim_runs(worker_id, limit, **options)
-                if len(claimed.runs) < limit:  # some candidates were locked, maybe for good
-                    try:
-                        await self._sessions.check(self.db, options["now"])
-                    except StoreError as exc:  # only a reason shown: the claim stands
-                        log.debug("cairn: cannot look for lost sessions: %s", exc)
-                return claimed
+            get = options.get
+            reads = claims.idle_probe(
+                worker_id,
+                options["now"],
+                options["stale"],
+                get("queues"),
+                get("workflows"),
+                get("only"),
+            )
+            probe = "SELECT " + " OR ".join(f"EXISTS ({dialect.convert(r.text)})" for r in reads)
+            found = _fetch_one(probe, [param for r in reads for param in r.params])
+            if not await connections.read(self.db, found):
+                return Claimed([], {}, {})
+            claimed = await super().claim_runs(worker_id, limit, **options)
+            if len(claimed.runs) < limit:  # some candidates were locked, maybe for good
+                try:
+                    await self._sessions.check(self.db, options["now"])
+                except StoreError as exc:  # only a reason shown: the claim stands
+                    log.debug("cairn: cannot look for lost sessions: %s", exc)
+            return claimed
         return await super().claim_runs(worker_id, limit, **options)
 
     # wake-ups

@@ -51,27 +51,65 @@ def claim_runs(
     run held back gets `waiting_for` saying which limit holds it.
     """
     pick = _Pick(worker_id, now, queues, workflows, only)
+    reads = _candidate_reads(pick, stale)
     due_at: dict[str, float] = {}
-    woken = yield from pick.take("wake", _sql.SELECT_WOKEN, (now,), limit)
+    woken = yield from pick.take("wake", *reads["wake"], limit)
     claimed = [run_id for run_id, _ in woken]
     due_at.update(woken)
     poisoned: dict[str, str] = {}
     if orphans_first:
-        claimed += yield from _claim_orphans(pick, limit - len(claimed), stale, poisoned)
+        claimed += yield from _claim_orphans(pick, reads, limit - len(claimed), poisoned)
     if len(claimed) < limit:
-        pending = yield from pick.take("start", _sql.SELECT_PENDING, (now,), limit - len(claimed))
+        pending = yield from pick.take("start", *reads["start"], limit - len(claimed))
         started = [run_id for run_id, _ in pending]
         claimed += started
         due_at.update(pending)
         yield from _set_versions(started, pick.workflow_of, versions or {})
     if not orphans_first:
-        claimed += yield from _claim_orphans(pick, limit - len(claimed), stale, poisoned)
+        claimed += yield from _claim_orphans(pick, reads, limit - len(claimed), poisoned)
     rows: dict[str, Any] = {}
     for chunk in _chunks(claimed):
         for row in (yield all_rows(_sql.for_runs(_sql.SELECT_RUN, len(chunk)), chunk)):
             rows[str(row[0])] = row
     runs = [_sql.run_from_row(rows[run_id]) for run_id in claimed]
     return Claimed(runs, poisoned, due_at)
+
+
+def idle_probe(
+    worker_id: str,
+    now: float,
+    stale: bool,
+    queues: list[str] | None = None,
+    workflows: list[str] | None = None,
+    only: list[str] | None = None,
+) -> list[Sql]:
+    """The reads of every run `claim_runs` could take (its arguments, read-only).
+
+    When none finds a row, `claim_runs` with the same arguments takes nothing and writes
+    nothing: it makes exactly these reads and returns an empty Claimed. PostgreSQL asks
+    them first in one round trip (`EXISTS`), so an idle claim locks nothing.
+    tests/unit/test_claims_probe.py holds `claim_runs` to this.
+    """
+    pick = _Pick(worker_id, now, queues, workflows, only)
+    return [
+        pick.candidates(text, params, 1, [])
+        for text, params in _candidate_reads(pick, stale).values()
+    ]
+
+
+def _candidate_reads(pick: _Pick, stale: bool) -> dict[Entry, tuple[str, tuple[Any, ...]]]:
+    """The candidate read of each way in (its SQL and parameters, before `_Pick.candidates`).
+
+    Both `claim_runs` and `idle_probe` read candidates from here, and nowhere else.
+    """
+    return {
+        "wake": (_sql.SELECT_WOKEN, (pick.now,)),
+        "start": (_sql.SELECT_PENDING, (pick.now,)),
+        "recover": (
+            _sql.SELECT_ORPHANED if stale else _sql.SELECT_ORPHANED_DEAD,
+            (pick.worker_id,),
+        ),
+    }
 
 
 # Increments of (attempt, recoveries) by entry: a waking run is the same attempt going on.
@@ -217,7 +255,10 @@ def _set_versions(
 
 
 def _claim_orphans(
-    pick: _Pick, room: int, stale: bool, poisoned: dict[str, str]
+    pick: _Pick,
+    reads: dict[Entry, tuple[str, tuple[Any, ...]]],
+    room: int,
+    poisoned: dict[str, str],
 ) -> Program[list[str]]:
     """Take RUNNING runs whose owner is dead, up to `room` (see claim_runs); the ids taken.
 
@@ -226,8 +267,8 @@ def _claim_orphans(
     claimed: list[str] = []
     left_out: list[str] = []
     while room > 0:
-        text = _sql.SELECT_ORPHANED if stale else _sql.SELECT_ORPHANED_DEAD
-        orphans = yield pick.candidates(text, (pick.worker_id,), room, left_out)
+        text, params = reads["recover"]
+        orphans = yield pick.candidates(text, params, room, left_out)
         survivors = []
         for row in orphans:
             run_id, recoveries, max_recoveries, workflow, owner, fence, execution = row[:7]

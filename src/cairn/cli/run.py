@@ -1,4 +1,4 @@
-"""Project commands: `cairn run MODULE:WORKFLOW` (start a run here and follow it, or enqueue it).
+"""`cairn run MODULE:WORKFLOW`: start a run here and follow it, or enqueue it.
 
 Its ARGs and --input are read and checked by call_args (shared with `cairn workflows
 run`), before anything is stored; `launch` starts the run, also for `workflows run`.
