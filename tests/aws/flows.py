@@ -222,3 +222,15 @@ async def typed_hook() -> str:
     decision = await hook
     assert isinstance(decision, Decision)
     return f"{decision.by}: {decision.approved}"
+
+
+@cairn.workflow(name="aws_flows.napping_child")
+async def napping_child(n: int) -> int:
+    await cairn.sleep("1h")
+    return await add(n, 1)
+
+
+@cairn.workflow(name="aws_flows.waits_for_child")
+def waits_for_child() -> list[int]:
+    # A sync parent, an async child that sleeps: the invocation suspends inside the child.
+    return [napping_child(1), napping_child(2)]

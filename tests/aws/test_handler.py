@@ -168,3 +168,12 @@ def test_callbacks__a_hook_with_a_pydantic_schema_returns_the_model(lambda_runne
     token = runner.wait_for_callback(arn, name="hook:decision", timeout=30)
     runner.send_callback_success(token, json.dumps({"approved": True, "by": "ana"}).encode())
     assert result_of(runner.wait_for_result(arn, timeout=30)) == "ana: True"
+
+
+def test_child__a_wait_inside_a_child_suspends_and_resumes_it(lambda_runner):
+    runner = lambda_runner(cairn.aws.handler(flows.waits_for_child))
+    outcome = runner.run(input="{}", execution_timeout=60)
+    assert result_of(outcome) == [2, 3]
+    assert flows.calls["add"] == 2  # each child's step ran once, across the invocations
+    first = outcome.get_context("aws_flows.napping_child")
+    assert [op.name for op in first.child_operations] == ["sleep", "aws_flows.add"]
