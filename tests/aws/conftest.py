@@ -1,4 +1,8 @@
-"""The AWS testing SDK's local runner: a handler against a simulated checkpoint service."""
+"""The AWS testing SDK's local runner: a handler against a simulated checkpoint service.
+
+Each test module starts with `needs_sdk()`: without the SDK (the dev extra has it) the
+module is skipped, saying so; this file imports it only inside its fixtures.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +12,20 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip(
-    "aws_durable_execution_sdk_python_testing",
-    reason="cairn.aws's tests need pip install aws-durable-execution-sdk-python-testing "
-    "(in the dev extra)",
-)
 
-from aws_durable_execution_sdk_python_testing import DurableFunctionTestRunner
-from aws_durable_execution_sdk_python_testing.executor import Executor
-
-from . import flows
+def needs_sdk() -> None:
+    """Skip the calling test module, naming what to install, when the SDK is missing."""
+    pytest.importorskip(
+        "aws_durable_execution_sdk_python_testing",
+        reason="cairn.aws's tests need pip install aws-durable-execution-sdk-python-testing "
+        "(in the dev extra)",
+    )
 
 
 @pytest.fixture(autouse=True)
 def fresh_counters() -> Iterator[None]:
+    from . import flows
+
     flows.calls.clear()
     flows.failures.clear()
     flows.crash_after.clear()
@@ -31,11 +35,14 @@ def fresh_counters() -> Iterator[None]:
 @pytest.fixture
 def lambda_runner(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Any], Any]]:
     """`lambda_runner(handler)`: a local runner (time skipped) for `handler`, closed after."""
+    from aws_durable_execution_sdk_python_testing import DurableFunctionTestRunner
+    from aws_durable_execution_sdk_python_testing.executor import Executor
+
     # A failed invocation is invoked again after this many real seconds (5): no need here.
     monkeypatch.setattr(Executor, "RETRY_BACKOFF_SECONDS", 0)
-    made: list[DurableFunctionTestRunner] = []
+    made: list[Any] = []
 
-    def make(handler: Any) -> DurableFunctionTestRunner:
+    def make(handler: Any) -> Any:
         runner = DurableFunctionTestRunner(handler=handler)
         made.append(runner)
         return runner
@@ -46,7 +53,7 @@ def lambda_runner(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Any], A
         close_scheduler_loop(runner)
 
 
-def close_scheduler_loop(runner: DurableFunctionTestRunner) -> None:
+def close_scheduler_loop(runner: Any) -> None:
     """Close the event loop the runner's scheduler leaves open (testing SDK 1.4).
 
     Its `close()` stops the loop but never closes it: the ResourceWarning of each one

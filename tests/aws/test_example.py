@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import needs_sdk
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "aws_lambda.py"
 
@@ -19,6 +21,7 @@ def test_example__the_how_to_shows_it_whole():
 
 @pytest.mark.process
 def test_example__runs_on_the_local_runner_as_the_page_says(tmp_path):
+    needs_sdk()
     done = subprocess.run(
         [sys.executable, str(EXAMPLE)],
         cwd=tmp_path,

@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+from .conftest import needs_sdk
+
+needs_sdk()
+
 import cairn
 import cairn.aws
 from cairn.testing import TestEngine

@@ -6,6 +6,10 @@ import inspect
 import subprocess
 import sys
 
+from .conftest import needs_sdk
+
+needs_sdk()
+
 import cairn.aws
 from cairn import errors
 

@@ -7,6 +7,10 @@ import logging
 
 import pytest
 
+from .conftest import needs_sdk
+
+needs_sdk()
+
 import cairn
 import cairn.aws
 from cairn.authoring.schedules import make_schedule

@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import needs_sdk
+
+needs_sdk()
+
 import cairn
 import cairn.aws
 
