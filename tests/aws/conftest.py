@@ -22,8 +22,9 @@ def needs_sdk() -> None:
     )
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def fresh_counters() -> Iterator[None]:
+    """The flows' counters and switches, cleared (for every test that runs a handler)."""
     from . import flows
 
     flows.calls.clear()
@@ -33,7 +34,9 @@ def fresh_counters() -> Iterator[None]:
 
 
 @pytest.fixture
-def lambda_runner(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Any], Any]]:
+def lambda_runner(
+    monkeypatch: pytest.MonkeyPatch, fresh_counters: None
+) -> Iterator[Callable[[Any], Any]]:
     """`lambda_runner(handler)`: a local runner (time skipped) for `handler`, closed after."""
     from aws_durable_execution_sdk_python_testing import DurableFunctionTestRunner
     from aws_durable_execution_sdk_python_testing.executor import Executor
