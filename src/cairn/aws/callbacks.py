@@ -11,6 +11,7 @@ read back), checked against a hook's schema or a task's form.
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
 
 
 def _config(timeout: float | None) -> CallbackConfig:
-    seconds = 0 if timeout is None else max(1, int(-(-timeout // 1)))
+    """A callback's timeout in whole seconds, at least one; none (0) without one."""
+    seconds = 0 if timeout is None else max(1, math.ceil(timeout))
     return CallbackConfig(timeout=Duration(seconds=seconds))
 
 
