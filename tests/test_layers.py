@@ -133,6 +133,11 @@ RULES = [
         ("cairn.client", "cairn.testing", *SURFACES),
         "a way to run workers, below surfaces",
     ),
+    (
+        "cairn.aws",
+        ("cairn.core", "cairn.runtime", "cairn.store", "cairn.client", "cairn.testing", *SURFACES),
+        "on Lambda the service checkpoints: cairn.aws implements RunContext over the AWS SDK",
+    ),
 ]
 
 # The one import between the surfaces: `cairn dashboard` is the CLI command that starts

@@ -29,6 +29,7 @@ The tree::
     ├── ScheduleNotFound         no schedule with that id
     ├── TransientWorkflow        a durable=False workflow asked to do what needs a database;
     │                            a ValueError
+    ├── Unsupported              a feature with no meaning where the run executes (AWS Lambda)
     ├── StoreError               the database failed (driver error chained)
     │   ├── StoreUnavailable     ... for now: unreachable, locked, a conflict to retry
     │   ├── StoreRefused         ... for good: a value or name it will never accept
@@ -39,9 +40,9 @@ The tree::
     └── Cancelled                delivered into a cancelled run; not an Exception on purpose
 
 Usage errors (`usage = True` on the class: NotInRun, InvalidName, InvalidArguments,
-DuplicateSchedule, TransientWorkflow, ConfigError) say the code calling cairn is wrong.
-Raised by a step's code, one fails the step at its first attempt (retrying the same code
-cannot help), with the fix in its message.
+DuplicateSchedule, TransientWorkflow, Unsupported, ConfigError) say the code calling cairn
+is wrong. Raised by a step's code, one fails the step at its first attempt (retrying the
+same code cannot help), with the fix in its message.
 """
 
 from __future__ import annotations
@@ -359,6 +360,23 @@ class InvalidSubmission(CairnError):
         self.fields = dict(fields or {})
         detail = "; ".join(f"{k}: {v}" for k, v in self.fields.items())
         super().__init__(message or f"invalid submission: {detail}")
+
+
+class Unsupported(CairnError):
+    """A cairn feature that has no meaning where this run executes, refused at the call.
+
+    A workflow served as an AWS Lambda durable function (`cairn.aws`) has no queues,
+    schedules, step queues or emits: `feature` names the one asked for, `host` where the
+    run executes, and the message says what to do instead.
+    """
+
+    usage = True
+
+    def __init__(self, feature: str, host: str, instead: str = "") -> None:
+        tail = f"; {instead}" if instead else ""
+        super().__init__(f"{feature} is not supported on {host}{tail}")
+        self.feature = feature
+        self.host = host
 
 
 class StoreError(CairnError):
