@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from cairn import durations
-from cairn.names import check_name
+from cairn.names import check_queue_name
 
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\S+)\s*$")
 
@@ -59,7 +59,7 @@ class Queue:
     rate_limit: tuple[int, float] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        check_name(self.name, "queue name")
+        check_queue_name(self.name, "queue name")
         check_limit(self.concurrency, f"concurrency of queue {self.name!r}")
         check_limit(self.per_worker, f"per_worker of queue {self.name!r}")
         check_limit(self.partition_concurrency, f"partition_concurrency of queue {self.name!r}")

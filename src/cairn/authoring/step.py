@@ -13,7 +13,7 @@ from cairn import durations
 from cairn.authoring import context, registry, usage
 from cairn.authoring import options as seed_options
 from cairn.authoring.retry import Retry, coerce
-from cairn.names import check_name
+from cairn.names import check_name, check_queue_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -59,7 +59,7 @@ def check_queue(queue: Any, where: str) -> str | None:
     """A step queue name as given, or None; InvalidName naming `where` if it is not one."""
     if queue is None:
         return None
-    return check_name(queue, f"queue of {where}")
+    return check_queue_name(queue, f"queue of {where}")
 
 
 def check_isolation(isolation: Any, fn: Callable[..., Any], where: str, is_async: bool) -> str:

@@ -11,7 +11,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from cairn.authoring import context, registry
 from cairn.authoring.step import StepDef, _timeout_seconds
 from cairn.errors import NotInRun, TransientWorkflow
-from cairn.names import check_name
+from cairn.names import check_name, check_queue_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -121,7 +121,7 @@ def workflow_fields(
         raise ValueError(f"invalid max_recoveries for workflow {wf_name!r}: {max_recoveries!r}")
     queue_name = getattr(queue, "name", queue)
     if queue_name is not None:
-        check_name(queue_name, f"queue of workflow {wf_name!r}")
+        check_queue_name(queue_name, f"queue of workflow {wf_name!r}")
     if not isinstance(durable, bool):
         raise TypeError(f"durable of workflow {wf_name!r} must be True or False, got {durable!r}")
     if not durable:

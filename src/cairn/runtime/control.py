@@ -18,7 +18,7 @@ from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.clock import Clock
 from cairn.errors import InvalidArguments, TransientWorkflow, UnknownWorkflow
 from cairn.models import RunStatus
-from cairn.names import check_name
+from cairn.names import check_name, check_queue_name
 from cairn.observability import propagation
 from cairn.runtime import hooks, transient, triggers, workflow_names
 from cairn.runtime.handle import RunHandle
@@ -215,7 +215,7 @@ def _start_names(
             f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}, got {priority}"
         )
     queue_name = getattr(queue, "name", queue)
-    return None if queue_name is None else check_name(queue_name, "queue")
+    return None if queue_name is None else check_queue_name(queue_name, "queue")
 
 
 def _start_at(now: float, delay: Any, run_at: datetime | None) -> float | None:

@@ -15,7 +15,7 @@ from cairn.clock import Clock, SystemClock
 from cairn.core.executor import Outcome
 from cairn.core.run_env import RunEnv
 from cairn.errors import ConfigError
-from cairn.names import check_name
+from cairn.names import check_queue_name
 from cairn.observability import hooks, logcontext
 from cairn.runtime import gc_tuning, leases, transient, triggers
 from cairn.runtime.control import RunControl
@@ -170,9 +170,9 @@ class Engine(EngineVerbs):
         self.workers = workers
         self.poll_interval = poll_interval
         self.claim = claim
-        self.serve_queues = [check_name(name, "queue") for name in queues] if queues else None
+        self.serve_queues = [check_queue_name(name, "queue") for name in queues] if queues else None
         self.polls = polls
-        self.step_queues = [check_name(name, "step queue") for name in (step_queues or ())]
+        self.step_queues = [check_queue_name(name, "step queue") for name in (step_queues or ())]
         # Executes the attempts of step_queues once open (None: serves none).
         self.step_worker: StepWorker | None = None
         if metrics is True:
