@@ -122,7 +122,7 @@ class Screen(Stage):
 
     def __init__(
         self,
-        chain: str,
+        where: str,
         name: str,
         title: str | Callable[[Any], str],
         form: Any,
@@ -132,7 +132,7 @@ class Screen(Stage):
         check_name(name, "human task name")
         if not isinstance(title, str) and not callable(title):
             raise TypeError(
-                f"workflow {chain!r}: screen {name!r} title must be a string or a function "
+                f"{where}: screen {name!r} title must be a string or a function "
                 f"of the previous result, got {title!r}"
             )
         forms.describe_form(form, what=f"form of screen {name!r}")
@@ -200,12 +200,12 @@ class Emit(Stage):
     """Starts the workflows subscribed to `event_type` with the previous result; it passes on."""
 
     def __init__(
-        self, chain: str, event_type: str, key: str | Callable[[Any], str | None] | None
+        self, where: str, event_type: str, key: str | Callable[[Any], str | None] | None
     ) -> None:
         check_name(event_type, "event type")
         if key is not None and not isinstance(key, str) and not callable(key):
             raise TypeError(
-                f"workflow {chain!r}: emit {event_type!r} key must be a string or a function "
+                f"{where}: emit {event_type!r} key must be a string or a function "
                 f"of the previous result, got {key!r}"
             )
         self.event_type, self.key = event_type, key
@@ -223,7 +223,7 @@ class Emit(Stage):
 
 
 def stage_of(
-    chain: str,
+    where: str,
     stage: Any,
     name: str | None,
     retries: Retry | int | None,
@@ -238,27 +238,25 @@ def stage_of(
     """
     if kind not in KINDS:
         raise ValueError(
-            f"workflow {chain!r}: kind must be 'step' or 'workflow' (a function run in "
+            f"{where}: kind must be 'step' or 'workflow' (a function run in "
             f"workflow code), got {kind!r}"
         )
     overrides = name is not None or retries is not None or timeout is not None or options
     if kind == "workflow":
         if isinstance(stage, StepDef | WorkflowDef | type) or not callable(stage):
-            raise TypeError(
-                f"workflow {chain!r}: kind='workflow' needs a plain function, got {stage!r}"
-            )
+            raise TypeError(f"{where}: kind='workflow' needs a plain function, got {stage!r}")
         if overrides:
             raise TypeError(
-                f"workflow {chain!r}: name/retries/timeout/options apply to step stages; "
+                f"{where}: name/retries/timeout/options apply to step stages; "
                 f"stage {getattr(stage, '__name__', stage)!r} is kind='workflow' (workflow "
                 "code, not a step)"
             )
         return InWorkflow(stage)
-    return Call(_step_or_child(chain, stage, name, retries, timeout, options))
+    return Call(_step_or_child(where, stage, name, retries, timeout, options))
 
 
 def _step_or_child(
-    chain: str,
+    where: str,
     stage: Any,
     name: str | None,
     retries: Retry | int | None,
@@ -271,7 +269,7 @@ def _step_or_child(
     if isinstance(stage, WorkflowDef):
         if overrides:
             raise TypeError(
-                f"workflow {chain!r}: name/retries/timeout/options apply to steps; stage "
+                f"{where}: name/retries/timeout/options apply to steps; stage "
                 f"{stage.name!r} is a workflow, run as a child run with its own settings"
             )
         return stage
@@ -295,7 +293,7 @@ def _step_or_child(
             options=options,
         )
     raise TypeError(
-        f"workflow {chain!r}: a stage must be a cairn.Step, a @cairn.step, a function or a "
+        f"{where}: a stage must be a cairn.Step, a @cairn.step, a function or a "
         f"workflow, got {stage!r}"
     )
 
