@@ -24,6 +24,7 @@ from typing import Any
 from cairn.authoring import options as seed_options
 from cairn.authoring.retry import Retry
 from cairn.authoring.step import OPTIONS
+from cairn.errors import InvalidArguments
 
 __all__ = ["check_class", "declared"]
 
@@ -64,7 +65,7 @@ def check_class(kind: type, base: type) -> None:
             hint = _misspelled(attribute)
             if hint is not None:
                 known = ", ".join(OPTIONS)
-                raise TypeError(
+                raise InvalidArguments(
                     f"class-based step {kind.__qualname__}: class attribute {attribute!r} is "
                     f"not a step option ({hint}); the options a class sets are: {known}"
                 )

@@ -16,7 +16,7 @@ from cairn import arguments, durations, ids
 from cairn.authoring.registry import Registry
 from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.clock import Clock
-from cairn.errors import InvalidArguments, TransientWorkflow, UnknownWorkflow
+from cairn.errors import InvalidArguments, InvalidValue, TransientWorkflow, UnknownWorkflow
 from cairn.models import RunStatus
 from cairn.names import check_name, check_queue_name
 from cairn.observability import propagation
@@ -174,7 +174,7 @@ class RunControl(RunVerbs):
             return found
         if isinstance(workflow, str) and workflow:
             return self.registry.workflows.get(workflow)
-        raise TypeError(f"expected a @cairn.workflow or a workflow name, got {workflow!r}")
+        raise InvalidArguments(f"expected a @cairn.workflow or a workflow name, got {workflow!r}")
 
     async def get(self, run_id: str) -> RunHandle:
         """A handle on an existing run; RunNotFound if unknown."""
@@ -209,9 +209,9 @@ def _start_names(
         if value is not None:
             check_name(value, what)
     if isinstance(priority, bool) or not isinstance(priority, int):
-        raise TypeError(f"priority must be an integer, got {priority!r}")
+        raise InvalidArguments(f"priority must be an integer, got {priority!r}")
     if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-        raise ValueError(
+        raise InvalidValue(
             f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}, got {priority}"
         )
     queue_name = getattr(queue, "name", queue)
@@ -222,9 +222,11 @@ def _start_at(now: float, delay: Any, run_at: datetime | None) -> float | None:
     """When a run may start: None for now, else a time (`delay` or `run_at`)."""
     if run_at is not None:
         if delay is not None:
-            raise ValueError("engine.start got both delay= and run_at=; give one")
+            raise InvalidValue("engine.start got both delay= and run_at=; give one")
         if not isinstance(run_at, datetime):
-            raise TypeError(f"run_at must be a datetime, got {run_at!r} (delay= takes a duration)")
+            raise InvalidArguments(
+                f"run_at must be a datetime, got {run_at!r} (delay= takes a duration)"
+            )
         delay = run_at
     if delay is None:
         return None

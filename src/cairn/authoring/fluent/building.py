@@ -14,6 +14,7 @@ from typing import Any, Self
 from cairn.authoring import context
 from cairn.authoring.fluent import stages as kinds
 from cairn.authoring.retry import Retry
+from cairn.errors import InvalidArguments, InvalidValue
 
 __all__ = ["Arm", "StageList"]
 
@@ -129,7 +130,7 @@ class StageList:
         no I/O): a replay then takes the same arm.
         """
         if not callable(predicate):
-            raise TypeError(
+            raise InvalidArguments(
                 f"{self._where()}: branch needs a predicate function, got {predicate!r}"
             )
         self._stages.append(
@@ -149,7 +150,7 @@ class StageList:
                 stages.append(kinds.stage_of(self._where(), item, None, None, None, None))
         if not stages:
             empty = "an empty arm" if items else "an empty list"
-            raise ValueError(f"{self._where()}: branch {which}= is {empty} (None passes on)")
+            raise InvalidValue(f"{self._where()}: branch {which}= is {empty} (None passes on)")
         return stages
 
 

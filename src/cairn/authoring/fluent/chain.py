@@ -15,6 +15,7 @@ from cairn.authoring import registry as registries
 from cairn.authoring.fluent import stages as kinds
 from cairn.authoring.fluent.building import Arm, StageList
 from cairn.authoring.workflow import WorkflowDef, workflow_fields
+from cairn.errors import InvalidArguments, InvalidValue
 
 __all__ = ["Workflow"]
 
@@ -54,7 +55,7 @@ class Workflow(WorkflowDef[..., Any], StageList):
             registry: Where to register it (default: cairn's own registry).
         """
         if not isinstance(name, str):
-            raise TypeError(f"cairn.Workflow needs a name string, got {name!r}")
+            raise InvalidArguments(f"cairn.Workflow needs a name string, got {name!r}")
         self._stages: list[kinds.Stage] = []
 
         async def run_chain(*args: Any, **kwargs: Any) -> Any:
@@ -98,6 +99,6 @@ class Workflow(WorkflowDef[..., Any], StageList):
 
     async def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not self._stages:
-            raise ValueError(f"workflow {self.name!r} has no stages: add them with .then(...)")
+            raise InvalidValue(f"workflow {self.name!r} has no stages: add them with .then(...)")
         value = await kinds.run_in_order(self._stages, args, kwargs, kinds.SAME)
         return None if value is kinds.SAME else value

@@ -20,6 +20,7 @@ from cairn.authoring.fluent.steps import Step
 from cairn.authoring.retry import Retry
 from cairn.authoring.step import StepDef
 from cairn.authoring.workflow import WorkflowDef
+from cairn.errors import InvalidArguments, InvalidValue
 from cairn.names import check_name
 
 SAME: Any = object()  # "no result yet": a stage then receives the run's own arguments
@@ -104,7 +105,7 @@ class InWorkflow(Stage):
             if not isinstance(value, Suspension):
                 return value
             if value.awaited:
-                raise TypeError(
+                raise InvalidArguments(
                     f"stage {self.name!r} returned a suspension it had awaited ({value.what}): "
                     "await it for its answer, or return it to be called again with "
                     "ctx.resume_data, not both"
@@ -131,7 +132,7 @@ class Screen(Stage):
     ) -> None:
         check_name(name, "human task name")
         if not isinstance(title, str) and not callable(title):
-            raise TypeError(
+            raise InvalidArguments(
                 f"{where}: screen {name!r} title must be a string or a function "
                 f"of the previous result, got {title!r}"
             )
@@ -204,7 +205,7 @@ class Emit(Stage):
     ) -> None:
         check_name(event_type, "event type")
         if key is not None and not isinstance(key, str) and not callable(key):
-            raise TypeError(
+            raise InvalidArguments(
                 f"{where}: emit {event_type!r} key must be a string or a function "
                 f"of the previous result, got {key!r}"
             )
@@ -237,16 +238,18 @@ def stage_of(
     function itself in workflow code.
     """
     if kind not in KINDS:
-        raise ValueError(
+        raise InvalidValue(
             f"{where}: kind must be 'step' or 'workflow' (a function run in "
             f"workflow code), got {kind!r}"
         )
     overrides = name is not None or retries is not None or timeout is not None or options
     if kind == "workflow":
         if isinstance(stage, StepDef | WorkflowDef | type) or not callable(stage):
-            raise TypeError(f"{where}: kind='workflow' needs a plain function, got {stage!r}")
+            raise InvalidArguments(
+                f"{where}: kind='workflow' needs a plain function, got {stage!r}"
+            )
         if overrides:
-            raise TypeError(
+            raise InvalidArguments(
                 f"{where}: name/retries/timeout/options apply to step stages; "
                 f"stage {getattr(stage, '__name__', stage)!r} is kind='workflow' (workflow "
                 "code, not a step)"
@@ -268,7 +271,7 @@ def _step_or_child(
         stage = stage()  # `.then(Charge)` for `.then(Charge())`
     if isinstance(stage, WorkflowDef):
         if overrides:
-            raise TypeError(
+            raise InvalidArguments(
                 f"{where}: name/retries/timeout/options apply to steps; stage "
                 f"{stage.name!r} is a workflow, run as a child run with its own settings"
             )
@@ -292,7 +295,7 @@ def _step_or_child(
             timeout=timeout,
             options=options,
         )
-    raise TypeError(
+    raise InvalidArguments(
         f"{where}: a stage must be a cairn.Step, a @cairn.step, a function or a "
         f"workflow, got {stage!r}"
     )
