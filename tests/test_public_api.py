@@ -27,6 +27,7 @@ PUBLIC = [
     "InvalidArguments",
     "InvalidName",
     "InvalidSubmission",
+    "InvalidValue",
     "NonDeterminismError",
     "NotInRun",
     "PoisonRun",

@@ -5,7 +5,9 @@ The tree::
     CairnError
     ├── NotInRun                 an in-run function called outside a run
     ├── InvalidName              a name or id no store keeps (empty, > 255, NUL); a ValueError
-    ├── InvalidArguments         arguments that do not fit the workflow's signature; a TypeError
+    ├── InvalidArguments         arguments that do not fit the workflow's signature, or a
+    │                            value of a type a cairn function cannot take; a TypeError
+    ├── InvalidValue             a value a cairn function cannot use (a bad duration); a ValueError
     ├── UnknownWorkflow          a start by a name nobody here or lately knows; a LookupError
     ├── SerializationError       a value that cannot be stored
     ├── NonDeterminismError      replay met different work than was recorded
@@ -40,9 +42,9 @@ The tree::
     └── Cancelled                delivered into a cancelled run; not an Exception on purpose
 
 Usage errors (`usage = True` on the class: NotInRun, InvalidName, InvalidArguments,
-DuplicateSchedule, TransientWorkflow, Unsupported, ConfigError) say the code calling cairn
-is wrong. Raised by a step's code, one fails the step at its first attempt (retrying the
-same code cannot help), with the fix in its message.
+InvalidValue, DuplicateSchedule, TransientWorkflow, Unsupported, ConfigError) say the code
+calling cairn is wrong. Raised by a step's code, one fails the step at its first attempt
+(retrying the same code cannot help), with the fix in its message.
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ class InvalidName(CairnError, ValueError):
 class InvalidArguments(CairnError, TypeError):
     """Arguments that do not fit: a start's the workflow's, or a call's a cairn function's.
 
-    A wrong call of a cairn function (`cairn.current_step(1)`) gives its signature.
+    A wrong call of a cairn function (`cairn.current_step(1)`) gives its signature; a
+    value of a type it cannot take (`headers=["x"]`) names the argument.
     Missing or unexpected arguments, or a value that cannot be converted to the
     parameter's annotated type. `parameter` names the parameter at fault, when one is.
     """
@@ -92,6 +95,16 @@ class InvalidArguments(CairnError, TypeError):
         super().__init__(message)
         self.workflow = workflow
         self.parameter = parameter
+
+
+class InvalidValue(CairnError, ValueError):
+    """A value given to a cairn function that it cannot use: a bad duration, limit or rate.
+
+    cairn's own checks of its arguments raise it (a ValueError, as they raised before),
+    naming the argument and what it takes; a ValueError of other code is not one.
+    """
+
+    usage = True
 
 
 class UnknownWorkflow(CairnError, LookupError):

@@ -10,6 +10,7 @@ from datetime import UTC, date, datetime, time
 from typing import Any
 
 from cairn import durations
+from cairn.errors import InvalidArguments, InvalidValue
 
 __all__ = ["moment", "start_at"]
 
@@ -26,8 +27,8 @@ def moment(value: Any, *, what: str = "run_at") -> float:
         what: What the time is for, named in the error message.
 
     Raises:
-        ValueError: Text that is not an ISO 8601 date or date-time, naming `what`.
-        TypeError: Any other type, naming `what`.
+        InvalidValue (a ValueError): Text that is not an ISO 8601 date or date-time, naming `what`.
+        InvalidArguments (a TypeError): Any other type, naming `what`.
     """
     if isinstance(value, str):
         value = _parse(value, what)
@@ -36,7 +37,7 @@ def moment(value: Any, *, what: str = "run_at") -> float:
         return aware.timestamp()
     if isinstance(value, date):
         return datetime.combine(value, time(), UTC).timestamp()
-    raise TypeError(
+    raise InvalidArguments(
         f"{what} must be a datetime, a date or ISO 8601 text {_EXAMPLES}, got {value!r} "
         "(delay= takes a duration)"
     )
@@ -50,12 +51,12 @@ def start_at(now: float, delay: Any, run_at: Any, *, caller: str = "engine.start
     both.
 
     Raises:
-        ValueError: Both given, a bad duration or a bad `run_at` text.
-        TypeError: A `run_at` of another type.
+        InvalidValue (a ValueError): Both given, a bad duration or a bad `run_at` text.
+        InvalidArguments (a TypeError): A `run_at` of another type.
     """
     if run_at is not None:
         if delay is not None:
-            raise ValueError(f"{caller} got both delay= and run_at=; give one")
+            raise InvalidValue(f"{caller} got both delay= and run_at=; give one")
         return moment(run_at, what="run_at")
     if delay is None:
         return None
@@ -69,6 +70,6 @@ def _parse(text: str, what: str) -> datetime:
     try:
         return datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ValueError(
+        raise InvalidValue(
             f"{what} is not an ISO 8601 date or date-time: {text[:60]!r} {_EXAMPLES}"
         ) from None

@@ -11,7 +11,7 @@ from typing import Any
 
 from cairn import start_times
 from cairn.authoring import context, usage
-from cairn.errors import NotInRun
+from cairn.errors import InvalidArguments, NotInRun
 from cairn.names import check_name
 
 OUTSIDE_A_RUN = (
@@ -68,7 +68,7 @@ def schedule_workflow(
 
     found = definition_of(workflow)
     if found is None:
-        raise TypeError(f"cairn.schedule_workflow needs a @cairn.workflow, got {workflow!r}")
+        raise InvalidArguments(f"cairn.schedule_workflow needs a @cairn.workflow, got {workflow!r}")
     if run_id is not None:
         check_name(run_id, "scheduled run_id")
     # Bad times fail here, in or out of a run, before anything is recorded.

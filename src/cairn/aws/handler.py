@@ -41,7 +41,7 @@ def handler(
     """
     found = definition_of(workflow)
     if found is None:
-        raise TypeError(f"cairn.aws.handler needs a @cairn.workflow, got {workflow!r}")
+        raise InvalidArguments(f"cairn.aws.handler needs a @cairn.workflow, got {workflow!r}")
     defn: WorkflowDef[Any, Any] = found
     refusals.check_workflow(defn)
     refusals.check_schedules(defn.name, (registry or default_registry).schedules.values())

@@ -15,6 +15,7 @@ from typing import Any
 
 from cairn import durations
 from cairn.cli import options, output
+from cairn.names import check_queue_name
 from cairn.observability import jsonlog, logcontext
 from cairn.runtime.engine import Engine
 from cairn.runtime.worker import Worker
@@ -122,6 +123,8 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
     step_queues = list(
         dict.fromkeys([*queues, *(name for group in ns.step_queue or () for name in group)])
     )
+    for name in step_queues:  # every --queue is a step queue too: all are checked here
+        check_queue_name(name, "--queue" if name in queues else "--step-queue")
     if ns.transport == "celery":
         return _serve_celery(ns, glob, queues, step_queues)
     if ns.broker is not None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.authoring.step import StepDef
 from cairn.core import durable, failed_attempts, step_input, waits
 from cairn.core.journal import Journal
+from cairn.errors import InvalidArguments
 from cairn.store.records import INTERRUPTED, StepRecord, StepTaskRecord
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def target_of(fn: Any, name: str) -> str:
     module = getattr(fn, "__module__", None)
     qualname = getattr(fn, "__qualname__", "")
     if not module or not qualname or "<" in qualname:
-        raise TypeError(
+        raise InvalidArguments(
             f"cairn.run_step {name!r} with queue= needs a module-level function (the "
             f"queue's workers import it by name), got {fn!r}"
         )

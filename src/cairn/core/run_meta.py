@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from cairn.errors import InvalidValue
 from cairn.names import check_name
 from cairn.observability import logcontext
 from cairn.store.protocol import Store
@@ -36,12 +37,12 @@ def column_texts(values: dict[str, Any]) -> dict[str, str]:
         try:
             text = json.dumps(value, sort_keys=True)
         except (TypeError, ValueError):
-            raise ValueError(
+            raise InvalidValue(
                 f"column {name!r} must be a JSON value (str, number, bool, null, list, "
                 f"dict), got {type(value).__qualname__}"
             ) from None
         if len(text) > MAX_COLUMN_JSON:
-            raise ValueError(
+            raise InvalidValue(
                 f"column {name!r} is {len(text)} characters of JSON; the limit is "
                 f"{MAX_COLUMN_JSON} (columns are for searching: keep long data in a step "
                 "result)"

@@ -16,9 +16,9 @@ from cairn import arguments, ids, start_times
 from cairn.authoring.registry import Registry
 from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.clock import Clock
-from cairn.errors import InvalidArguments, TransientWorkflow, UnknownWorkflow
+from cairn.errors import InvalidArguments, InvalidValue, TransientWorkflow, UnknownWorkflow
 from cairn.models import RunStatus
-from cairn.names import check_name
+from cairn.names import check_name, check_queue_name
 from cairn.observability import propagation
 from cairn.runtime import hooks, transient, triggers, workflow_names
 from cairn.runtime.handle import RunHandle
@@ -175,7 +175,7 @@ class RunControl(RunVerbs):
             return found
         if isinstance(workflow, str) and workflow:
             return self.registry.workflows.get(workflow)
-        raise TypeError(f"expected a @cairn.workflow or a workflow name, got {workflow!r}")
+        raise InvalidArguments(f"expected a @cairn.workflow or a workflow name, got {workflow!r}")
 
     async def get(self, run_id: str) -> RunHandle:
         """A handle on an existing run; RunNotFound if unknown."""
@@ -210,13 +210,13 @@ def _start_names(
         if value is not None:
             check_name(value, what)
     if isinstance(priority, bool) or not isinstance(priority, int):
-        raise TypeError(f"priority must be an integer, got {priority!r}")
+        raise InvalidArguments(f"priority must be an integer, got {priority!r}")
     if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-        raise ValueError(
+        raise InvalidValue(
             f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}, got {priority}"
         )
     queue_name = getattr(queue, "name", queue)
-    return None if queue_name is None else check_name(queue_name, "queue")
+    return None if queue_name is None else check_queue_name(queue_name, "queue")
 
 
 # A run's priority is an INTEGER column on both stores (PostgreSQL's is 32 bits).

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn.authoring import forms
 from cairn.core import hook_tokens
-from cairn.errors import HookNotFound
+from cairn.errors import HookNotFound, InvalidValue
 from cairn.store.records import HookRecord
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ async def list_open(
         ValueError: `limit` is not a positive integer.
     """
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-        raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        raise InvalidValue(f"limit must be a positive integer, got {limit!r}")
     hooks = await control.store.list_hooks(now=control.clock.now(), run_id=run_id, limit=limit)
     known = await _tokens(control, {hook.run_id for hook in hooks}) if tokens else {}
     return [

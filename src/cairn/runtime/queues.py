@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cairn.authoring.queues import Queue, check_limit, parse_rate
-from cairn.names import check_name
+from cairn.names import check_queue_name
 from cairn.store.records import QueueRecord
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ class QueueControl:
             InvalidName: `name` breaks the name rule (see cairn.names).
             ValueError: a limit that is not a positive integer, or a bad rate.
         """
-        check_name(name, "queue name")
+        check_queue_name(name, "queue name")
         current = await self.get(name)
         merged: dict[str, Any] = {
             "concurrency": concurrency,

@@ -8,7 +8,7 @@ from typing import Any
 
 from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.clock import Clock
-from cairn.errors import RunNotFound
+from cairn.errors import InvalidValue, RunNotFound
 from cairn.models import History, RunPage, RunStatus, RunSummary, parse_origin
 from cairn.names import check_name, findable
 from cairn.runtime import blocking
@@ -66,7 +66,7 @@ class RunReading:
         generations down at most).
         """
         if not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+            raise InvalidValue(f"limit must be a positive integer, got {limit!r}")
         query = _query(
             status=status,
             workflow=workflow,
@@ -129,9 +129,9 @@ class RunReading:
         `History.next_after` the `after` of the next page (None on the last).
         """
         if limit is not None and limit < 1:
-            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+            raise InvalidValue(f"limit must be a positive integer, got {limit!r}")
         if after < 0:
-            raise ValueError(f"after must be a history entry number (0 or more), got {after!r}")
+            raise InvalidValue(f"after must be a history entry number (0 or more), got {after!r}")
         run = await self.record(run_id)
         try:
             payload = self.serializer.loads(run.args)
@@ -283,4 +283,4 @@ def _parse_cursor(cursor: str | None) -> tuple[float, str] | None:
             raise ValueError
         return float(created), run_id
     except ValueError:
-        raise ValueError(f"invalid cursor {cursor!r} (pass back RunPage.next_cursor)") from None
+        raise InvalidValue(f"invalid cursor {cursor!r} (pass back RunPage.next_cursor)") from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cairn import ids
-from cairn.errors import RunFinished, RunNotFound
+from cairn.errors import InvalidValue, RunFinished, RunNotFound
 from cairn.models import EventDelivery, RunStatus
 from cairn.names import check_name
 from cairn.observability import propagation
@@ -127,7 +127,7 @@ class RunVerbs(RunWaiting):
         records that it forks `run_id` at `from_step`, and who asked (`by`).
         """
         if not isinstance(from_step, int) or from_step < 1:
-            raise ValueError(f"from_step must be a history seq (1 or more), got {from_step!r}")
+            raise InvalidValue(f"from_step must be a history seq (1 or more), got {from_step!r}")
         by = _who(by)
         run = await self.record(run_id)
         return await self._copy(run, before_seq=from_step, by=by, origin="fork")

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cairn.authoring import forms
-from cairn.errors import InvalidSubmission, TaskNotFound
+from cairn.errors import InvalidSubmission, InvalidValue, TaskNotFound
 from cairn.names import check_name, findable
 from cairn.store.records import TaskRecord
 
@@ -86,7 +86,7 @@ class TaskControl:
             ValueError: an unknown `status`.
         """
         if status is not None and status not in STATUSES:
-            raise ValueError(f"unknown task status {status!r} (one of {', '.join(STATUSES)})")
+            raise InvalidValue(f"unknown task status {status!r} (one of {', '.join(STATUSES)})")
         for value, what in ((assignee, "assignee"), (run_id, "run_id")):
             if value is not None:
                 check_name(value, what)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.authoring import workflow as authoring_workflow
 from cairn.authoring.registry import Registry, default_registry
 from cairn.authoring.workflow import WorkflowDef
-from cairn.errors import TransientWorkflow
+from cairn.errors import InvalidArguments, TransientWorkflow
 
 if TYPE_CHECKING:
     from cairn.clock import Clock
@@ -169,7 +169,7 @@ async def run_now(
     """
     clash = sorted(start_options() & kwargs.keys())
     if clash:
-        raise TypeError(
+        raise InvalidArguments(
             f"keyword {clash[0]!r} of a direct call of workflow {defn.name!r} is an "
             "engine.start option; start it with engine.start(..., **options) instead"
         )
