@@ -10,7 +10,7 @@ import math
 import re
 from datetime import timedelta
 
-from cairn.errors import InvalidValue
+from cairn.usage_errors import InvalidValue
 
 __all__ = ["parse", "seconds"]
 

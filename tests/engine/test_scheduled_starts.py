@@ -205,14 +205,15 @@ async def test_schedule_workflow__bad_times_and_calls_are_named(kit: Kit) -> Non
     with pytest.raises(ValueError, match="run_at is not an ISO 8601 date or date-time"):
         cairn.schedule_workflow(report, "z", run_at="2026-02-30")
     assert errors == [
-        "ValueError: run_at is not an ISO 8601 date or date-time: 'next year' (e.g. "
+        "InvalidValue: run_at is not an ISO 8601 date or date-time: 'next year' (e.g. "
         '"2026-01-01", "2026-01-01T09:30:00" or "2026-01-01T09:30:00+01:00")',
-        "ValueError: cairn.schedule_workflow got both delay= and run_at=; give one",
-        "ValueError: invalid duration for start delay: '1 month' (months and years vary in "
+        "InvalidValue: cairn.schedule_workflow got both delay= and run_at=; give one",
+        "InvalidValue: invalid duration for start delay: '1 month' (months and years vary in "
         'length: use days, e.g. "30 days", or sleep_until a date)',
         "InvalidArguments: arguments do not fit workflow 'scheduled.later' (label: str): "
         "missing a required argument: 'label'",
-        "TypeError: cairn.schedule_workflow needs a @cairn.workflow, got <built-in function len>",
+        "InvalidArguments: cairn.schedule_workflow needs a @cairn.workflow, "
+        "got <built-in function len>",
         "cairn.schedule_workflow() cannot be called inside step 'in_a_step': a step runs once "
         "and is not replayed; call it from the workflow",
     ]

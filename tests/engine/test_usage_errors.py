@@ -187,6 +187,7 @@ def test_usage_error__declared_on_the_error_classes() -> None:
         "InvalidValue",
         "DuplicateSchedule",
         "TransientWorkflow",
+        "Unsupported",
         "ConfigError",
     }
     # A bad value is still a ValueError to code that catches one.
