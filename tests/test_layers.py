@@ -342,3 +342,13 @@ def test_layers__the_plain_modules_import_no_circle():
         return seen
 
     assert sorted(name for name in plain if name in reached(name)) == []
+
+
+def test_modules__none_is_over_400_lines() -> None:
+    """A module past 400 lines holds more than one job: split it where the jobs part."""
+    long = {
+        str(path.relative_to(SRC)): lines
+        for path in PACKAGE.rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) > 400
+    }
+    assert long == {}
