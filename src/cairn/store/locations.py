@@ -69,6 +69,15 @@ def file_path(url: str) -> str:
     return os.path.join(file_directory(url), FILE_NAME)
 
 
+def refuse_memory(url: str, what: str) -> None:
+    """ConfigError if `url` is memory://, which `what` (needing other processes) cannot use."""
+    if scheme(url) == "memory":
+        raise ConfigError(
+            f"{what} needs a database other processes can open, and {url!r} is this "
+            "process's own: use file:///directory, sqlite:///file.db or postgresql://..."
+        )
+
+
 def describe(url: str, shown: str) -> str:
     """`shown` (the URL as printable) with, for memory:// and file://, what it opens."""
     kind = scheme(url)
