@@ -153,3 +153,24 @@ def _until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)
+
+
+def test_cairn_yaml__read_by_run_and_worker(project: Path, workers: list[Worker]) -> None:  # noqa: F811
+    (project / "cairn.yaml").write_text("module: flows\nstorage:\n  type: file\n  path: store\n")
+    proc = cairn_cmd(project, "run", "flows.total", "2", "3")  # by name: module from the file
+    assert proc.returncode == 0, proc.stderr
+    assert f"(SQLite file {project / 'store' / 'cairn.db'})" in proc.stderr
+
+    enqueued = cairn_cmd(project, "run", "flows.total", "5", "6", "--enqueue")
+    worker = Worker(project)
+    workers.append(worker)
+    assert f"file://{project / 'store'}" in worker.wait_for("worker starting")
+    worker.wait_for(f"run {enqueued.stdout.strip()} COMPLETED")
+    assert worker.terminate() == 0
+
+
+def test_cairn_yaml__a_bad_key_is_one_line_naming_it(project: Path) -> None:
+    (project / "cairn.yaml").write_text("storage: {type: memory}\nruntime: celery\n")
+    proc = cairn_cmd(project, "runs", "list")
+    assert proc.returncode == 1
+    assert "cairn.yaml key 'runtime' has no meaning in cairn" in one_error_line(proc)
