@@ -57,3 +57,10 @@ async def test_engine__file_url_keeps_runs_for_the_next_engine(tmp_path: Path) -
         handle = await engine.get("kept")
         await handle.send_event("decision", "later")
         assert await handle.result(timeout=10) == {"total": 9, "decision": "later"}
+
+
+def test_celery_app__refuses_memory_its_workers_could_not_see() -> None:
+    from cairn import celery as cairn_celery
+
+    with pytest.raises(cairn.ConfigError, match=r"cairn\.celery .*'memory://' is this process"):
+        cairn_celery.app("amqp://guest@localhost//", "memory://")
