@@ -76,7 +76,7 @@ def database_url(explicit: str | None = None) -> str:
     if env:
         return env
     url, where = _from_files("url")
-    if url is None:
+    if url is None or url == "":
         return DEFAULT_URL
     if not isinstance(url, str) or not url:
         raise ConfigError(f"{where} must be a database URL, got {url!r}")

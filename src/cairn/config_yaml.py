@@ -115,7 +115,7 @@ def _storage_url(path: Path, value: object) -> str:
         if not isinstance(where, str) or not where:
             raise ConfigError(f"{path} storage of type {kind} needs a path")
         # Relative to the file, so a worker started elsewhere finds the same store.
-        absolute = (path.parent / where).resolve()
+        absolute = quote(str((path.parent / where).resolve()))  # a '?' or '#' in a name
         return f"file://{absolute}" if kind == "file" else f"sqlite:///{absolute}"
     if kind in ("postgres", "postgresql"):
         return _postgres_url(path, value)

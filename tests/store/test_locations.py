@@ -93,3 +93,9 @@ def test_open_store__an_unknown_scheme_lists_every_spelling() -> None:
     with pytest.raises(ConfigError, match="memory://") as caught:
         open_store("mongodb://db/cairn")
     assert "file:///directory" in str(caught.value)
+
+
+def test_memory__an_old_sqlite_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(locations.sqlite3, "sqlite_version_info", (3, 31, 1))
+    with pytest.raises(ConfigError, match=r"memory:// needs SQLite 3\.36 or newer"):
+        open_store("memory://")

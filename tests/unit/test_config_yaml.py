@@ -11,6 +11,7 @@ import pytest
 
 from cairn import config
 from cairn.errors import ConfigError
+from cairn.store import locations
 
 PYPROJECT = """
 [tool.cairn]
@@ -144,3 +145,8 @@ def test_an_empty_file_sets_nothing(here: Path) -> None:
     write(here, "# nothing yet\n")
     assert config.database_url() == "sqlite:///cairn.db"
     assert config.modules() == ()
+
+
+def test_storage__a_path_with_url_characters_stays_one_path(here: Path) -> None:
+    write(here, "storage: {type: file, path: 'runs #1'}\n")
+    assert locations.file_directory(config.database_url()) == str(here / "runs #1")

@@ -8,6 +8,7 @@ on it there and dropped when the last of them closes; `file:///dir` is the SQLit
 from __future__ import annotations
 
 import os
+import sqlite3
 from urllib.parse import unquote, urlsplit
 
 from cairn.errors import ConfigError
@@ -34,6 +35,11 @@ def memory_path(url: str) -> str:
         raise ConfigError(
             f"invalid memory URL {url!r}: memory:// takes nothing after it "
             "(it is this process's one in-memory store)"
+        )
+    if sqlite3.sqlite_version_info < (3, 36):
+        raise ConfigError(
+            f"memory:// needs SQLite 3.36 or newer (its memdb VFS); this Python has "
+            f"{sqlite3.sqlite_version}: use sqlite:///:memory: (one engine's own database)"
         )
     return f"file:/cairn-memory-{os.getpid()}?vfs=memdb"
 
