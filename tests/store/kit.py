@@ -22,10 +22,13 @@ def is_sqlite(url: str) -> bool:
 def sqlite_connect(url: str, **options: Any) -> sqlite3.Connection:
     """A connection of its own to the SQLite database behind `url` (memory:// too)."""
     kind = locations.scheme(url)
+    conn: sqlite3.Connection
     if kind == "memory":
-        return sqlite3.connect(locations.memory_path(url), uri=True, **options)
-    path = locations.file_path(url) if kind == "file" else sqlite_path(url)
-    return sqlite3.connect(path, **options)
+        conn = sqlite3.connect(locations.memory_path(url), uri=True, **options)
+    else:
+        path = locations.file_path(url) if kind == "file" else sqlite_path(url)
+        conn = sqlite3.connect(path, **options)
+    return conn
 
 
 def execute(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

@@ -96,6 +96,6 @@ def test_open_store__an_unknown_scheme_lists_every_spelling() -> None:
 
 
 def test_memory__an_old_sqlite_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(locations.sqlite3, "sqlite_version_info", (3, 31, 1))
+    monkeypatch.setattr("sqlite3.sqlite_version_info", (3, 31, 1))
     with pytest.raises(ConfigError, match=r"memory:// needs SQLite 3\.36 or newer"):
         open_store("memory://")
