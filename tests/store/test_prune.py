@@ -9,7 +9,7 @@ from cairn.store import Store
 from cairn.store.programs.prune import OTHER_TABLES, RUN_TABLES
 from cairn.store.records import PruneQuery, Subscription
 
-from .kit import T0, OpenStore, execute, run_record
+from .kit import T0, OpenStore, execute, is_sqlite, run_record
 
 OLD = T0 - 100 * 86400  # finished long before the cut-off
 CUTOFF = T0 - 30 * 86400
@@ -100,7 +100,7 @@ async def prune_all(
 
 
 def tables(url: str) -> set[str]:
-    if url.startswith("sqlite"):
+    if is_sqlite(url):
         rows = execute(url, "SELECT name FROM sqlite_master WHERE type = 'table'")
     else:
         rows = execute(

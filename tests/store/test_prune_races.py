@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from cairn.store import Store, sqlite_path
+from cairn.store import Store
 from cairn.store.postgres import dialect
 from cairn.store.programs import control, prune
 from cairn.store.programs.base import FINAL, Program
 from cairn.store.records import Pruned, PruneQuery, Subscription
 
-from .kit import T0, execute, run_record
+from .kit import T0, execute, is_sqlite, run_record, sqlite_connect
 from .test_prune import CUTOFF, OLD, emit_keys, finished
 
 SUBSCRIBERS = (Subscription("paid", "tests.a"), Subscription("paid", "tests.b"))
@@ -32,8 +31,8 @@ class Held:
     def __init__(self, url: str) -> None:
         self.url = url
         self.conn: Any
-        if url.startswith("sqlite"):
-            self.conn = sqlite3.connect(sqlite_path(url), isolation_level=None)
+        if is_sqlite(url):
+            self.conn = sqlite_connect(url, isolation_level=None)
             self.conn.execute("BEGIN IMMEDIATE")
         else:
             import psycopg
@@ -46,7 +45,7 @@ class Held:
         try:
             while True:
                 statement = program.send(answer)
-                if self.url.startswith("sqlite"):
+                if is_sqlite(self.url):
                     cursor = self.conn.execute(statement.text, statement.params)
                 else:
                     for text, params in dialect.program_statements(
@@ -63,7 +62,7 @@ class Held:
             return done.value
 
     def commit(self) -> None:
-        if self.url.startswith("sqlite"):
+        if is_sqlite(self.url):
             self.conn.execute("COMMIT")
         else:
             self.conn.commit()
@@ -92,7 +91,7 @@ async def prune_while(
 
 async def waited_for(url: str, task: asyncio.Task[Any]) -> None:
     """Return once `task` is done or waits for a lock held by another transaction."""
-    if url.startswith("sqlite"):
+    if is_sqlite(url):
         # Its BEGIN IMMEDIATE waits for the held one whenever the task gets to run.
         await asyncio.wait({task}, timeout=0.2)
         return

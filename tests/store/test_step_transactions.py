@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 from typing import Any
 
 import pytest
@@ -10,7 +12,7 @@ import pytest
 from cairn.store import Store
 from cairn.store.protocol import LeaseLost, StepTransaction
 
-from .kit import OpenStore, execute, held, run_record, step_record
+from .kit import OpenStore, execute, held, run_record, sqlite_connect, step_record
 
 LEDGER = "CREATE TABLE ledger (item TEXT)"
 
@@ -30,7 +32,24 @@ async def _insert(store: Store, txn: StepTransaction, item: str, *, sync: bool) 
 
 
 def _url(store: Any) -> str:
-    return f"sqlite:///{store.path}" if store.dialect == "sqlite" else str(store.url)
+    if store.dialect != "sqlite":
+        return str(store.url)
+    # A memory:// store's path is the URI of the process's in-memory database.
+    return "memory://" if store.path.startswith("file:") else f"sqlite:///{store.path}"
+
+
+def _nothing_seen_outside(store: Any) -> bool:
+    """Whether a connection of its own reads no ledger row while the step's is open."""
+    url = _url(store)
+    if not url.startswith("memory:"):
+        return execute(url, "SELECT item FROM ledger") == []
+    # memory:// (SQLite's memdb) keeps readers out of an open write transaction instead.
+    with contextlib.closing(sqlite_connect(url, timeout=0)) as conn:
+        try:
+            conn.execute("SELECT item FROM ledger").fetchall()
+        except sqlite3.OperationalError as exc:
+            return "locked" in str(exc)
+    return False
 
 
 @pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
@@ -41,7 +60,7 @@ async def test_step_transaction__rows_and_entry_commit_together(store: Store, sy
     txn = await store.begin_step_transaction(sync=sync)
     await _insert(store, txn, "a", sync=sync)
     assert txn.state() == "open"
-    assert execute(_url(store), "SELECT item FROM ledger") == []  # not before the commit
+    assert _nothing_seen_outside(store)  # not before the commit
     await txn.commit(held("w1"), step_record("r1", 1))
 
     assert execute(_url(store), "SELECT item FROM ledger") == [("a",)]

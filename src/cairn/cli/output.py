@@ -35,6 +35,7 @@ from cairn.representation.words import (
     waiting_outcome,
     when,
 )
+from cairn.store import locations
 from cairn.store.records import INTERRUPTED
 
 STATUS_STYLE = {
@@ -85,6 +86,11 @@ def redact(url: str) -> str:
         host = f"{host}:{parts.port}"
     netloc = f"{parts.username or ''}:***@{host}"
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def database(url: str) -> str:
+    """`url` for printing (no password), with what memory:// and file:/// open."""
+    return locations.describe(url, redact(url))
 
 
 def status_text(status: str) -> Text:

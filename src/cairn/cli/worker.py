@@ -19,6 +19,7 @@ from cairn.names import check_queue_name
 from cairn.observability import jsonlog, logcontext
 from cairn.runtime.engine import Engine
 from cairn.runtime.worker import Worker
+from cairn.store import locations
 
 log = logcontext.logger("cairn.cli.worker")
 
@@ -144,6 +145,7 @@ def _serve_celery(
     """`cairn worker --transport celery`: a Celery worker (thread pool) executing runs."""
     if ns.metrics_port is not None or ns.tracing:
         raise ValueError("--metrics-port and --tracing are not available with --transport celery")
+    locations.refuse_memory(glob.url, "cairn worker --transport celery")
     from cairn import celery as cairn_celery
     from cairn.celery import serving
 
@@ -224,7 +226,7 @@ async def _serve(
         engine.workers,
         ns.lease,
         ns.grace,
-        output.redact(engine.url),
+        output.database(engine.url),
         ", ".join(queues) if queues else "all",
         ", ".join(step_queues) if step_queues else "none",
     )

@@ -82,7 +82,9 @@ class Engine(EngineVerbs):
         """Configure an engine.
 
         Args:
-            url: Database URL (default: CAIRN_DATABASE_URL, else sqlite:///cairn.db).
+            url: Database URL: sqlite:///file.db, file:///dir, memory://, postgresql://...
+                (default: CAIRN_DATABASE_URL, else cairn.yaml or [tool.cairn] url, else
+                sqlite:///cairn.db).
             workers: Runs this process executes at once (0: start and inspect only).
             lease: How long a silent worker keeps its runs before others take them ("10s").
             serializer: "json" (default) or "pickle" (opt-in unpickling of other types).
