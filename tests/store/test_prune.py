@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from cairn.store import Store
+from cairn.store.programs import schedules
 from cairn.store.programs.prune import OTHER_TABLES, RUN_TABLES
 from cairn.store.records import PruneQuery, Subscription
 
@@ -272,7 +273,9 @@ SUBSCRIBERS = (Subscription("order.created", "tests.a"), Subscription("order.cre
 
 
 async def emit(store: Store, key: str, *, at: float = OLD - 10) -> list[str]:
-    return await store.emit_event("order.created", "{}", key=key, now=at, local=SUBSCRIBERS)
+    return await store.write(
+        schedules.emit_event("order.created", "{}", key=key, now=at, local=SUBSCRIBERS)
+    )
 
 
 def finish(url: str, run_id: str, at: float) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from cairn.store import Store, sqlite_path
 from cairn.store.postgres import dialect
-from cairn.store.programs import control, prune
+from cairn.store.programs import control, prune, schedules
 from cairn.store.programs.base import FINAL, Program
 from cairn.store.records import Pruned, PruneQuery, Subscription
 
@@ -187,7 +187,9 @@ async def test_prune__a_retry_after_the_prune_waits_for_it(store: Store, store_u
 async def test_prune__two_prunes_deleting_a_keys_last_runs_forget_it(
     store: Store, store_url: str
 ) -> None:
-    first, second = await store.emit_event("paid", "{}", key="k", now=OLD, local=SUBSCRIBERS)
+    first, second = await store.write(
+        schedules.emit_event("paid", "{}", key="k", now=OLD, local=SUBSCRIBERS)
+    )
     for at, run_id in enumerate((first, second)):
         execute(
             store_url,

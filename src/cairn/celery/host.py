@@ -31,6 +31,7 @@ from cairn.celery.broker import BrokerState
 from cairn.errors import StoreError
 from cairn.observability import logcontext
 from cairn.runtime.engine import Engine
+from cairn.store.programs import step_tasks
 
 log = logcontext.logger("cairn.celery")
 
@@ -205,7 +206,7 @@ class Host:
                     stale=worker.judges_heartbeats(),
                     workflows=worker.executes(),
                 )
-                steps = await store.claimable_step_tasks(limit=_LOOK)
+                steps = await store.read(step_tasks.claimable(limit=_LOOK))
                 fresh, again = self._due(found, steps, engine.lease)
                 if fresh or again:
                     self._last_call = time.monotonic()

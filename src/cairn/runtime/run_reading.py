@@ -14,6 +14,7 @@ from cairn.names import check_name, findable
 from cairn.runtime import blocking
 from cairn.runtime import history as run_history
 from cairn.serialization import Serializer
+from cairn.store.programs import step_tasks
 from cairn.store.protocol import Store
 from cairn.store.records import RunQuery, RunRecord
 
@@ -167,7 +168,9 @@ class RunReading:
         None for attempts recorded before cairn kept when each began.
         """
         found = await self.store.load_attempts(run_id)
-        lost = run_history.queued_interruptions(run_id, await self.store.list_step_tasks(run_id))
+        lost = run_history.queued_interruptions(
+            run_id, await self.store.read(step_tasks.of_run(run_id))
+        )
         if lost:  # in the order they ended, within each execution
             found = sorted([*found, *lost], key=lambda a: (a.execution, a.failed_at))
         return [run_history.attempt_dict(a) for a in found]

@@ -21,6 +21,7 @@ from cairn.models import EventDelivery, History, RunPage, RunStatus
 from cairn.runtime.engine import Engine
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.tasks import TaskControl
+from cairn.store.programs import schedules
 from cairn.store.records import RunQuery, StepRecord
 from cairn.store.sqlite.store import SqliteStore
 
@@ -121,7 +122,7 @@ class TestEngine:
         for engine in self._engines():
             dues.append(await engine.store.next_wake())
         if self.engine.scheduler is not None:
-            dues.append(await self.store.next_schedule_tick())
+            dues.append(await self.store.read(schedules.next_schedule_tick()))
         return min((due for due in dues if due is not None), default=None)
 
     def _engines(self) -> list[Engine]:

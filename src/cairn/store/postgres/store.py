@@ -40,7 +40,7 @@ from cairn.store.postgres.run_reader import RunReader
 from cairn.store.postgres.side_channel import PostgresSideChannel
 from cairn.store.postgres.writes import Writes
 from cairn.store.programs import claims, journal, runs, workers
-from cairn.store.programs.base import Program, Sql, is_waking
+from cairn.store.programs.base import Operation, Program, Sql, is_waking
 from cairn.store.records import Claimed, Lease, RunRecord, StepRecord, WorkerRecord
 from cairn.store.sql_store import SqlStore
 
@@ -216,7 +216,13 @@ class PostgresStore(SqlStore):
     # running programs
 
     async def write(self, make: Callable[[], Program[T]]) -> T:
-        """Run the program `make()` builds alone in a write transaction (see SqlStore.write)."""
+        """Run an operation (or the program `make()` builds) by its path (see writes).
+
+        An operation whose program declares a path hint (`@path`, its rounds and wake-up)
+        may share a commit; any other write runs alone in its own transaction.
+        """
+        if isinstance(make, Operation) and (known := make.path()) is not None:
+            return await self.writes.write(make, known[1], rounds=known[0])  # type: ignore[no-any-return]
         program = make()
         wake = NOW if is_waking(program) else None
         return await self.writes.started_alone(program, make, wake)

@@ -1,4 +1,7 @@
-"""The one storage interface every backend implements.
+"""The one storage interface: `Backend`, plus the method groups not yet made operations.
+
+See store/programs/base.py for operations and docs/explanation/architecture.md for the
+groups that remain.
 
 Writes that the engine acknowledges to a workflow (a step outcome, a finished run) are
 committed before the call returns. Backends may share one commit among concurrent callers.
@@ -8,15 +11,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from cairn.store.protocol.backend import Backend
 from cairn.store.protocol.journal import JournalStore, StepTransaction
-from cairn.store.protocol.lifecycle import Health, LifecycleStore
+from cairn.store.protocol.lifecycle import Health
 from cairn.store.protocol.runs import RunStore
-from cairn.store.protocol.schedules import ScheduleStore
-from cairn.store.protocol.step_tasks import StepTaskStore
 from cairn.store.protocol.waits import WaitStore
 from cairn.store.protocol.workers import SideChannel, WorkerStore
 
-__all__ = ["Health", "LeaseLost", "SideChannel", "StepTransaction", "Store"]
+__all__ = ["Backend", "Health", "LeaseLost", "SideChannel", "StepTransaction", "Store"]
 
 
 class LeaseLost(Exception):
@@ -24,13 +26,11 @@ class LeaseLost(Exception):
 
 
 class Store(
-    LifecycleStore,
+    Backend,
     RunStore,
     JournalStore,
     WaitStore,
-    StepTaskStore,
     WorkerStore,
-    ScheduleStore,
     Protocol,
 ):
     """Persistence for runs, their journals, and the workers that execute them."""

@@ -94,16 +94,3 @@ class JournalStore(Protocol):
     async def upsert_step(self, lease: Lease, step: StepRecord) -> None:
         """Like record_step, but replaces an entry with the same key (a "waiting" one)."""
         ...
-
-    async def begin_step_transaction(
-        self, *, sync: bool, timeout: float | None = None
-    ) -> StepTransaction:
-        """Open a transaction whose connection a `@cairn.transaction` step writes through.
-
-        `sync`: the step's function is a plain one, run in a thread (PostgreSQL then hands
-        out a blocking psycopg connection). `timeout`: the step's time limit in seconds,
-        which the database enforces on each statement where it can (PostgreSQL's
-        `statement_timeout` and `lock_timeout`). Raises StoreUnavailable while the
-        database is away or the write lock is held elsewhere for long.
-        """
-        ...

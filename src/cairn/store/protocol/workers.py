@@ -50,14 +50,6 @@ class WorkerStore(Protocol):
         """
         ...
 
-    def side_channel(self) -> SideChannel | None:
-        """A connection of its own for a heartbeat thread; None if the store has none.
-
-        (SQLite `:memory:` has none: no other process can share it, so nobody else can
-        judge its heartbeats.)
-        """
-        ...
-
     async def list_workers(self) -> list[WorkerRecord]:
         """Every worker row."""
         ...
@@ -155,17 +147,6 @@ class WorkerStore(Protocol):
 
     async def next_wake(self) -> float | None:
         """The earliest `wake_at` of a SLEEPING, WAITING or delayed PENDING run, or None."""
-        ...
-
-    async def wait_for_work(self, timeout: float) -> None:
-        """Return when runs may have become claimable, or after `timeout` seconds.
-
-        A hint, not a promise: it may return with nothing to claim, and it cannot see
-        everything (a dead worker's lease running out tells nobody), so callers still claim
-        at least every `timeout` seconds: polling is the fallback. PostgreSQL listens for
-        NOTIFY; SQLite sees this process's writes at once and other processes' commits
-        within about 50 ms (PRAGMA data_version).
-        """
         ...
 
     # queues

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from cairn.store.sql_store.journal import SqlJournal
 from cairn.store.sql_store.runs import SqlRuns
-from cairn.store.sql_store.schedules import SqlSchedules
-from cairn.store.sql_store.step_tasks import SqlStepTasks
 from cairn.store.sql_store.workers import SqlWorkers
 
 __all__ = ["SqlStore"]
 
 
-class SqlStore(SqlRuns, SqlJournal, SqlStepTasks, SqlWorkers, SqlSchedules):
+class SqlStore(SqlRuns, SqlJournal, SqlWorkers):
     """Every Store method, as a program handed to the backend's `write` or `read`."""

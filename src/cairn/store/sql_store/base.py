@@ -34,8 +34,10 @@ class SqlBase:
     async def write(self, make: Callable[[], Program[T]]) -> T:
         """Run the program `make()` builds in a write transaction; return once committed.
 
-        A backend may call `make` again to run the transaction afresh (PostgreSQL does
-        when the connection is lost before COMMIT, which the server rolls back).
+        `make` is an operation (see programs/base.py), or (inside the store) any maker of
+        a program. A backend may call `make` again to run the transaction afresh
+        (PostgreSQL does when the connection is lost before COMMIT, which the server
+        rolls back).
         """
         raise NotImplementedError
 
