@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from cairn.store import Store
+from cairn.store.programs import waits
 from cairn.store.records import QueueRecord
 
 from .kit import T0, execute, held, run_record, worker_record
@@ -40,7 +41,7 @@ async def woken_by_timer(store: Store) -> None:
 
 async def woken_by_event(store: Store) -> None:
     await _parked(store, "WAITING", None, waits_on=["event:go"])
-    await store.send_message("r", "event:go", '"now"', idempotency_key=None, now=T0)
+    await store.write(waits.send_message("r", "event:go", '"now"', idempotency_key=None, now=T0))
 
 
 async def woken_by_child(store: Store) -> None:

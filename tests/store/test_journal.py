@@ -9,6 +9,7 @@ import pytest
 
 from cairn.errors import StoreError
 from cairn.store import LeaseLost, Store
+from cairn.store.programs import waits
 
 from .kit import T0, attempt_record, held, run_record, step_record
 
@@ -144,11 +145,17 @@ async def test_record_attempt__non_owner_raises_lease_lost_and_writes_nothing(
 async def test_consume_message__takes_the_oldest_once(store: Store) -> None:
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
     for payload in ("1", "2"):
-        await store.send_message("r1", "go", payload, idempotency_key=None, now=T0)
+        await store.write(waits.send_message("r1", "go", payload, idempotency_key=None, now=T0))
 
-    first = await store.consume_message(held("w1"), "go", step_record("r1", 1, name="event"))
-    second = await store.consume_message(held("w1"), "go", step_record("r1", 2, name="event"))
-    third = await store.consume_message(held("w1"), "go", step_record("r1", 3, name="event"))
+    first = await store.write(
+        waits.consume_message(held("w1"), "go", step_record("r1", 1, name="event"))
+    )
+    second = await store.write(
+        waits.consume_message(held("w1"), "go", step_record("r1", 2, name="event"))
+    )
+    third = await store.write(
+        waits.consume_message(held("w1"), "go", step_record("r1", 3, name="event"))
+    )
 
     assert (first, second, third) == ("1", "2", None)
     assert [step.result for step in await store.load_journal("r1")] == ["1", "2"]

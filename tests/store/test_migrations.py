@@ -11,6 +11,7 @@ import pytest
 
 from cairn.errors import SchemaTooNew, StoreError
 from cairn.store import RunQuery, migrate, open_store, sqlite_path
+from cairn.store.programs import waits
 
 from .kit import execute
 
@@ -134,7 +135,9 @@ async def test_migration_14__a_run_parked_before_it_still_wakes_for_its_message(
     store = open_store(empty_url)
     await store.open()
     try:
-        sent = await store.send_message("old", "event:go", "1", idempotency_key=None, now=200)
+        sent = await store.write(
+            waits.send_message("old", "event:go", "1", idempotency_key=None, now=200)
+        )
         run = await store.get_run("old")
     finally:
         await store.close()

@@ -11,6 +11,7 @@ import pytest
 from cairn.errors import StoreError, StoreUnavailable
 from cairn.store import _sql
 from cairn.store.postgres.store import PostgresStore
+from cairn.store.programs import waits
 from cairn.store.protocol import LeaseLost
 
 from .kit import T0, execute, held, run_record, step_record, worker_record
@@ -159,7 +160,9 @@ async def test_transactions_alone__are_run_again_when_their_connection_dies_mid_
 
     async def sends(i: int) -> None:
         for n in range(15):
-            await pg_store.send_message(f"r{i}", "go", str(n), idempotency_key=None, now=T0 + n)
+            await pg_store.write(
+                waits.send_message(f"r{i}", "go", str(n), idempotency_key=None, now=T0 + n)
+            )
 
     killed, *_ = await asyncio.gather(
         kill_sessions(pg_url, times=4, every=0.03), *(sends(i) for i in range(10))

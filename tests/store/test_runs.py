@@ -8,6 +8,7 @@ import json
 import pytest
 
 from cairn.store import LeaseLost, RunQuery, Store
+from cairn.store.programs import waits
 from cairn.store.records import Delivery
 
 from .kit import T0, OpenStore, held, run_record, step_record
@@ -165,8 +166,8 @@ async def test_finish_run__many_at_once_tell_parents_and_fence_each(store: Store
     assert [run.run_id for run in claimed.runs] == ["parent"]
     told = {}
     for i in range(6):
-        payload = await store.consume_message(
-            held("w1", 2), f"child:c{i}", step_record("parent", i)
+        payload = await store.write(
+            waits.consume_message(held("w1", 2), f"child:c{i}", step_record("parent", i))
         )
         told[i] = None if payload is None else json.loads(payload)["result"]
     assert told == {0: "0", 1: "1", 2: None, 3: "3", 4: "4", 5: "5"}
@@ -200,8 +201,10 @@ async def test_park_run__sleeping_run_is_released_until_its_wake_time(store: Sto
 
 async def test_park_run__waiting_run_with_a_queued_message_is_due_at_once(store: Store) -> None:
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    status = await store.send_message(
-        "r1", "approval", json.dumps({"ok": True}), idempotency_key=None, now=T0 + 1
+    status = await store.write(
+        waits.send_message(
+            "r1", "approval", json.dumps({"ok": True}), idempotency_key=None, now=T0 + 1
+        )
     )
 
     await store.park_run(
@@ -238,16 +241,18 @@ async def test_send_message__wakes_a_waiting_run_from_another_store(
         "r1", held("w1"), "WAITING", wake_at=None, waiting_for="go", now=T0, waits_on=["go"]
     )
 
-    status = await client.send_message("r1", "go", "1", idempotency_key="k", now=T0 + 1)
-    again = await client.send_message("r1", "go", "1", idempotency_key="k", now=T0 + 2)
+    status = await client.write(
+        waits.send_message("r1", "go", "1", idempotency_key="k", now=T0 + 1)
+    )
+    again = await client.write(waits.send_message("r1", "go", "1", idempotency_key="k", now=T0 + 2))
 
     run = await worker.get_run("r1")
     assert (status, again) == (Delivery("WAITING", True, ("go",)),) * 2
     assert run is not None and run.wake_at is not None and run.wake_at <= T0 + 2
     claimed = await worker.claim_runs("w1", 1, now=T0 + 3, stale=True)
     assert [r.run_id for r in claimed.runs] == ["r1"]
-    first = await worker.consume_message(held("w1", 2), "go", step_record("r1", 1))
-    second = await worker.consume_message(held("w1", 2), "go", step_record("r1", 2))
+    first = await worker.write(waits.consume_message(held("w1", 2), "go", step_record("r1", 1)))
+    second = await worker.write(waits.consume_message(held("w1", 2), "go", step_record("r1", 2)))
     assert (first, second) == ("1", None)  # the idempotency key stored it once
 
 

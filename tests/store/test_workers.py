@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from cairn.store import Store
+from cairn.store.programs import waits
 from cairn.store.records import WorkerRecord
 
 from .kit import (
@@ -199,7 +200,7 @@ async def test_wait_for_work__wakes_on_a_message_for_a_waiting_run(
     waiting = asyncio.create_task(worker.wait_for_work(30))
     await asyncio.sleep(0)
 
-    await client.send_message("r1", "go", "1", idempotency_key=None, now=T0)
+    await client.write(waits.send_message("r1", "go", "1", idempotency_key=None, now=T0))
 
     async with asyncio.timeout(10):
         await waiting
@@ -309,7 +310,7 @@ async def test_wait_for_work__wakes_at_once_on_its_own_store_s_waking_write(stor
     waiting = asyncio.create_task(store.wait_for_work(30))
     await asyncio.sleep(0)
 
-    await store.send_message("r1", "go", "1", idempotency_key=None, now=T0)
+    await store.write(waits.send_message("r1", "go", "1", idempotency_key=None, now=T0))
 
     async with asyncio.timeout(10):
         await waiting
@@ -317,8 +318,8 @@ async def test_wait_for_work__wakes_at_once_on_its_own_store_s_waking_write(stor
 
 
 def test_wakes__is_declared_on_the_programs_that_make_runs_claimable() -> None:
-    from cairn.store.programs import base, claims, journal, runs
+    from cairn.store.programs import base, claims, runs
 
-    assert base.is_waking(journal.send_message("r1", "go", "1", None, T0))
+    assert base.is_waking(waits.send_message("r1", "go", "1", idempotency_key=None, now=T0)())
     assert base.is_waking(claims.release_run("r1", held("w1"), T0))
     assert not base.is_waking(runs.finish_run("r1", held("w1"), "COMPLETED", None, None, T0, False))

@@ -17,6 +17,7 @@ from cairn.core.waits import facts_of, wait_message, waiting_record
 from cairn.errors import ChildFailed, EventTimeout, TransientWorkflow
 from cairn.models import RunStatus
 from cairn.observability import propagation
+from cairn.store.programs import waits
 from cairn.store.records import RunRecord, StepRecord
 
 if TYPE_CHECKING:
@@ -263,12 +264,14 @@ async def _adopt(live: LiveSteps, existing: RunRecord, key: str) -> None:
         )
         await durable.write(
             live,
-            lambda: env.store.send_message(
-                live.run.run_id,
-                f"child:{existing.run_id}",
-                message,
-                idempotency_key=f"adopt:{key}",
-                now=env.clock.now(),
+            lambda: env.store.write(
+                waits.send_message(
+                    live.run.run_id,
+                    f"child:{existing.run_id}",
+                    message,
+                    idempotency_key=f"adopt:{key}",
+                    now=env.clock.now(),
+                )
             ),
             what=f"the outcome of run {existing.run_id!r}",
         )

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.authoring import forms
 from cairn.core import hook_tokens
 from cairn.errors import HookNotFound
+from cairn.store.programs import waits
 from cairn.store.records import HookRecord
 
 if TYPE_CHECKING:
@@ -51,7 +52,9 @@ async def list_open(
     """
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ValueError(f"limit must be a positive integer, got {limit!r}")
-    hooks = await control.store.list_hooks(now=control.clock.now(), run_id=run_id, limit=limit)
+    hooks = await control.store.read(
+        waits.list_hooks(now=control.clock.now(), run_id=run_id, limit=limit)
+    )
     known = await _tokens(control, {hook.run_id for hook in hooks}) if tokens else {}
     return [
         HookInfo(
@@ -103,7 +106,7 @@ async def resume(control: RunControl, token: str, payload: Any) -> str:
         )
     text = control.serializer.dumps(payload, what="hook payload")
     # The store checks the row again as it uses it: another call may have won meanwhile.
-    run_id = await control.store.resume_hook(hook.token, text, now=control.clock.now())
+    run_id = await control.store.write(waits.resume_hook(hook.token, text, now=control.clock.now()))
     if run_id is None:
         raise HookNotFound(_NOT_FOUND)
     control.wake_local()
@@ -112,7 +115,7 @@ async def resume(control: RunControl, token: str, payload: Any) -> str:
 
 async def find(control: RunControl, token: str) -> HookRecord | None:
     """The hook a caller's token names: stored as its digest, or as is if created before."""
-    hook = await control.store.get_hook(hook_tokens.digest(token))
+    hook = await control.store.read(waits.get_hook(hook_tokens.digest(token)))
     if hook is None and hook_tokens.may_be_stored_as_is(token):
-        hook = await control.store.get_hook(token)
+        hook = await control.store.read(waits.get_hook(token))
     return hook

@@ -13,6 +13,7 @@ from cairn.runtime import blocking
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.run_reading import storable
 from cairn.runtime.run_waiting import RunWaiting
+from cairn.store.programs import waits as wait_ops
 from cairn.store.records import RunRecord
 
 # A chain of continue_as_new runs an event follows to its newest run, at most.
@@ -46,8 +47,14 @@ class RunVerbs(RunWaiting):
         storable(run_id)
         text = self.serializer.dumps(payload, what=f"payload of event {name!r}")
         for _ in range(_MAX_CHAIN_HOPS):
-            delivery = await self.store.send_message(
-                run_id, f"event:{name}", text, idempotency_key=idempotency_key, now=self.clock.now()
+            delivery = await self.store.write(
+                wait_ops.send_message(
+                    run_id,
+                    f"event:{name}",
+                    text,
+                    idempotency_key=idempotency_key,
+                    now=self.clock.now(),
+                )
             )
             if delivery is None:
                 raise RunNotFound(run_id)

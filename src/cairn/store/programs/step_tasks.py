@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cairn.store import _sql
-from cairn.store.programs import journal
+from cairn.store.programs import waits
 from cairn.store.programs.base import Program, Sql, all_rows, one_row, operation
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import STEP_TASK_FIELDS, Lease, StepTaskRecord
@@ -160,7 +160,9 @@ def report(task: StepTaskRecord, channel: str, payload: str, *, now: float) -> P
     """
     if not (yield Sql(CLOSE, ("done", now, task.task_id, task.claims))):
         return False
-    delivery = yield from journal.send_message(task.run_id, channel, payload, task.task_id, now)
+    delivery = yield from waits.send_message(
+        task.run_id, channel, payload, idempotency_key=task.task_id, now=now
+    )
     return delivery is not None
 
 

@@ -15,7 +15,6 @@ from cairn.store.protocol.backend import Backend
 from cairn.store.protocol.journal import JournalStore, StepTransaction
 from cairn.store.protocol.lifecycle import Health
 from cairn.store.protocol.runs import RunStore
-from cairn.store.protocol.waits import WaitStore
 from cairn.store.protocol.workers import SideChannel, WorkerStore
 
 __all__ = ["Backend", "Health", "LeaseLost", "SideChannel", "StepTransaction", "Store"]
@@ -29,7 +28,6 @@ class Store(
     Backend,
     RunStore,
     JournalStore,
-    WaitStore,
     WorkerStore,
     Protocol,
 ):

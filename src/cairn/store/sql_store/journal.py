@@ -1,19 +1,15 @@
-"""SqlStore's journal and waits: step outcomes, attempts, messages, hooks, tasks."""
+"""SqlStore's journal: step outcomes and attempts."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from cairn.store import _sql
 from cairn.store.programs import journal
 from cairn.store.records import (
     AttemptRecord,
-    Delivery,
-    HookRecord,
     Lease,
     StepRecord,
-    TaskRecord,
 )
 from cairn.store.sql_store.base import SqlBase, rows_of
 
@@ -58,81 +54,3 @@ class SqlJournal(SqlBase):
         """Every failed attempt of the run."""
         rows = await self.read(lambda: rows_of(_sql.SELECT_ATTEMPTS, (run_id,)))
         return [_sql.attempt_from_row(row) for row in rows]
-
-    async def send_message(
-        self, run_id: str, channel: str, payload: str, *, idempotency_key: str | None, now: float
-    ) -> Delivery | None:
-        """Queue a message for a run and wake it if it waits for it (see Store.send_message)."""
-        return await self.write(
-            lambda: journal.send_message(run_id, channel, payload, idempotency_key, now)
-        )
-
-    async def consume_message(self, lease: Lease, channel: str, step: StepRecord) -> str | None:
-        """Take the oldest message on `channel` as the outcome of `step`."""
-        return await self.write(lambda: journal.consume_message(lease, channel, step))
-
-    async def consume_messages(
-        self,
-        lease: Lease,
-        channel: str,
-        step: StepRecord,
-        *,
-        limit: int,
-        combine: Callable[[list[str]], str],
-    ) -> str | None:
-        """Take up to `limit` messages on `channel` as the outcome of `step`."""
-        return await self.write(
-            lambda: journal.consume_messages(lease, channel, step, limit, combine)
-        )
-
-    async def create_hook(self, lease: Lease, step: StepRecord, hook: HookRecord) -> None:
-        """Journal a hook's creation and insert its row."""
-        await self.write(lambda: journal.create_hook(lease, step, hook))
-
-    async def get_hook(self, token: str) -> HookRecord | None:
-        """The hook stored under `token` (a digest), or None."""
-        rows = await self.read(lambda: rows_of(_sql.SELECT_HOOK, (token,)))
-        return _sql.hook_from_row(rows[0]) if rows else None
-
-    async def list_hooks(
-        self, *, now: float, run_id: str | None = None, limit: int = 100
-    ) -> list[HookRecord]:
-        """Hooks that can still be called, oldest first."""
-        params = (now, run_id, run_id, limit)
-        rows = await self.read(lambda: rows_of(_sql.SELECT_OPEN_HOOKS, params))
-        return [_sql.hook_from_row(row) for row in rows]
-
-    async def resume_hook(self, token: str, payload: str, *, now: float) -> str | None:
-        """Use a hook once; the run id, None if unknown, used or expired."""
-        return await self.write(lambda: journal.resume_hook(token, payload, now))
-
-    async def create_task(self, lease: Lease, step: StepRecord, task: TaskRecord) -> None:
-        """Journal a human task's creation and insert its row."""
-        await self.write(lambda: journal.create_task(lease, step, task))
-
-    async def get_task(self, task_id: str) -> TaskRecord | None:
-        """The task, or None."""
-        rows = await self.read(lambda: rows_of(_sql.SELECT_TASK, (task_id,)))
-        return _sql.task_from_row(rows[0]) if rows else None
-
-    async def list_tasks(
-        self,
-        *,
-        status: str | None,
-        assignee: str | None,
-        run_id: str | None = None,
-        descendants: bool = False,
-    ) -> list[TaskRecord]:
-        """Tasks matching the filters, oldest first."""
-        text, params = _sql.list_tasks(status, assignee, run_id, descendants)
-        return [_sql.task_from_row(row) for row in await self.read(lambda: rows_of(text, params))]
-
-    async def submit_task(
-        self, task_id: str, values: str, *, by: str | None, now: float
-    ) -> TaskRecord | None:
-        """Submit an open task; None if it is not open."""
-        return await self.write(lambda: journal.submit_task(task_id, values, by, now))
-
-    async def close_tasks(self, run_id: str, status: str, task_id: str | None = None) -> None:
-        """Give a run's open tasks (or just `task_id`) a final status."""
-        await self.write(lambda: rows_of(_sql.CLOSE_TASKS, (status, run_id, task_id, task_id)))
