@@ -21,6 +21,7 @@ import cairn
 from cairn import serialization
 from cairn.runtime import leases
 from cairn.store import Store, open_store
+from cairn.store.programs import journal as journal_ops
 from cairn.store.records import AttemptRecord, Lease, RunRecord, StepRecord, WorkerRecord
 
 from .kit import WAIT, Kit
@@ -86,9 +87,9 @@ async def _leave_orphan(
             name = key.split("#")[0]
             text = JSON.dumps(result, what=key)
             step = StepRecord(run_id, seq, key, "step", name, "completed", 1, now, now, text)
-            await store.record_step(Lease(worker_id, 1), step)
+            await store.write(journal_ops.record_step(Lease(worker_id, 1), step))
         for attempt in attempts:
-            await store.record_attempt(Lease(worker_id, 1), attempt)
+            await store.write(journal_ops.record_attempt(Lease(worker_id, 1), attempt))
     finally:
         await store.close()
     return worker_id

@@ -12,6 +12,7 @@ import cairn
 from cairn.clock import VirtualClock
 from cairn.errors import ConfigError
 from cairn.runtime import retention
+from cairn.store.programs import journal
 from cairn.store.programs.prune import RUN_TABLES
 from cairn.store.records import RunQuery
 
@@ -131,7 +132,7 @@ async def test_retention__engine_prunes_runs_finished_longer_ago(kit: Kit) -> No
         async with asyncio.timeout(WAIT):
             while await engine.store.get_run(old.run_id) is not None:
                 await asyncio.sleep(0.01)
-        assert await engine.store.load_journal(old.run_id) == []
+        assert await engine.store.read(journal.load_journal(old.run_id)) == []
         assert await engine.store.get_run(young.run_id) is not None
         assert engine.pruner is not None
         assert await engine.pruner.prune_now() == 0

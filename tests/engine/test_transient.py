@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import cairn
+from cairn.store.programs import journal
 from cairn.store.records import RunQuery
 from cairn.testing import TestEngine
 
@@ -43,8 +44,8 @@ async def _no_trace_of(engine: cairn.Engine, run_id: str) -> None:
         await engine.get(run_id)
     assert list(await engine.list_runs()) == []
     assert await engine.store.list_runs(RunQuery(limit=100)) == []
-    assert await engine.store.load_journal(run_id) == []
-    assert await engine.store.load_attempts(run_id) == []
+    assert await engine.store.read(journal.load_journal(run_id)) == []
+    assert await engine.store.read(journal.load_attempts(run_id)) == []
 
 
 async def test_transient__retries_and_sleeps_in_memory_and_stores_nothing(kit: Kit) -> None:

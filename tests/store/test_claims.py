@@ -8,6 +8,7 @@ import json
 import pytest
 
 from cairn.store import LeaseLost, Store
+from cairn.store.programs import journal
 from cairn.store.records import QueueRecord
 
 from .kit import (
@@ -96,7 +97,7 @@ async def test_claim_runs__recovers_an_orphan_once_its_owners_lease_expires(
     await store.register_worker(worker_record("dead", lease=LEASE))
     await store.register_worker(worker_record("alive"))
     await store.create_run(run_record("r1", status="RUNNING", owner="dead"))
-    await store.record_step(held("dead"), step_record("r1", 1))
+    await store.write(journal.record_step(held("dead"), step_record("r1", 1)))
 
     age_heartbeat(store_url, "dead", LEASE - 2)  # by the database's clock
     within = await store.claim_runs("alive", 10, now=T0, stale=True)
@@ -110,10 +111,10 @@ async def test_claim_runs__recovers_an_orphan_once_its_owners_lease_expires(
     assert (run.run_id, run.owner, run.attempt, run.recoveries) == ("r1", "alive", 2, 1)
     assert run.fence == 2
     with pytest.raises(LeaseLost):  # the old owner, if it was only slow, is fenced off
-        await store.record_step(held("dead"), step_record("r1", 2))
+        await store.write(journal.record_step(held("dead"), step_record("r1", 2)))
     with pytest.raises(LeaseLost):
         await store.finish_run("r1", held("dead"), "COMPLETED", result=None, error=None, now=T0)
-    assert len(await store.load_journal("r1")) == 1
+    assert len(await store.read(journal.load_journal("r1"))) == 1
 
 
 async def test_claim_runs__judges_a_heartbeat_by_its_owners_own_lease(
@@ -149,16 +150,18 @@ async def test_claim_runs__a_run_claimed_again_gets_a_new_fence(
     # The same worker, but the attempt of its earlier claim: fenced off in each write.
     old = held("a", 2)
     with pytest.raises(LeaseLost):
-        await store.record_step(old, step_record("r1", 1))
+        await store.write(journal.record_step(old, step_record("r1", 1)))
     with pytest.raises(LeaseLost):
-        await store.record_attempt(old, attempt_record("r1", "add#1", 1))
+        await store.write(journal.record_attempt(old, attempt_record("r1", "add#1", 1)))
     with pytest.raises(LeaseLost):
         await store.park_run("r1", old, "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
     with pytest.raises(LeaseLost):
         await store.finish_run("r1", old, "COMPLETED", result=None, error=None, now=T0)
     assert not await store.release_run("r1", old)
-    await store.record_step(held("a", 4), step_record("r1", 1))
-    assert [(s.key, s.result) for s in await store.load_journal("r1")] == [("add#1", "1")]
+    await store.write(journal.record_step(held("a", 4), step_record("r1", 1)))
+    assert [(s.key, s.result) for s in await store.read(journal.load_journal("r1"))] == [
+        ("add#1", "1")
+    ]
 
 
 async def test_claim_runs__an_orphan_of_an_unregistered_worker_is_recovered(
@@ -231,7 +234,7 @@ async def test_release_run__a_live_owner_queues_one_run_again(store: Store) -> N
         ("r1", "w2", 0, 2)
     ]
     with pytest.raises(LeaseLost):
-        await store.record_step(held("w1"), step_record("r1", 1))
+        await store.write(journal.record_step(held("w1"), step_record("r1", 1)))
 
 
 async def test_claim_runs__says_when_each_claimed_run_became_due(store: Store) -> None:

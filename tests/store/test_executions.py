@@ -9,6 +9,7 @@ from dataclasses import replace
 from cairn.store import Store
 from cairn.store import in_flight as flights
 from cairn.store.in_flight import InFlightStep
+from cairn.store.programs import journal as journal_ops
 
 from .kit import T0, attempt_record, held, run_record, step_record, worker_record
 
@@ -16,11 +17,13 @@ from .kit import T0, attempt_record, held, run_record, step_record, worker_recor
 async def _failed_run(store: Store, run_id: str = "r1") -> None:
     """A run that failed at its second step, after two failed attempts of it."""
     await store.create_run(run_record(run_id, status="RUNNING", owner="w1"))
-    await store.record_step(held("w1"), step_record(run_id, 1))
+    await store.write(journal_ops.record_step(held("w1"), step_record(run_id, 1)))
     for attempt in (1, 2):
-        await store.record_attempt(held("w1"), attempt_record(run_id, "charge#1", attempt))
+        await store.write(
+            journal_ops.record_attempt(held("w1"), attempt_record(run_id, "charge#1", attempt))
+        )
     failed = step_record(run_id, 2, "charge", key="charge#1", status="failed", error="{}")
-    await store.record_step(held("w1"), failed)
+    await store.write(journal_ops.record_step(held("w1"), failed))
     await store.finish_run(run_id, held("w1"), "FAILED", result=None, error="{}", now=T0)
 
 
@@ -34,7 +37,7 @@ async def test_retry_run__keeps_the_failed_entry_and_attempts_under_execution_1(
     run = await store.get_run("r1")
     assert run is not None and (run.status, run.execution) == ("PENDING", 2)
     # The journal a replay reads no longer has the failure: its step runs again.
-    assert [s.key for s in await store.load_journal("r1")] == ["add#1"]
+    assert [s.key for s in await store.read(journal_ops.load_journal("r1"))] == ["add#1"]
     lineage = await store.load_lineage("r1")
     assert [(r.execution, r.step.key, r.step.status) for r in lineage.retried] == [
         (1, "charge#1", "failed")
@@ -47,7 +50,7 @@ async def test_retry_run__keeps_the_failed_entry_and_attempts_under_execution_1(
         "ada",
     )
     assert began.from_seq == 2
-    attempts = await store.load_attempts("r1")
+    attempts = await store.read(journal_ops.load_attempts("r1"))
     assert [(a.execution, a.key, a.attempt) for a in attempts] == [
         (1, "charge#1", 1),
         (1, "charge#1", 2),
@@ -60,9 +63,11 @@ async def test_retry_run__a_second_retry_keeps_both_failures(store: Store) -> No
     # Execution 2 fails at the same step again, after one failed attempt of its own.
     [claimed] = (await store.claim_runs("w2", 1, now=T0 + 6, stale=False)).runs
     lease = held("w2", claimed.fence)
-    await store.record_attempt(lease, replace(attempt_record("r1", "charge#1", 1), execution=2))
+    await store.write(
+        journal_ops.record_attempt(lease, replace(attempt_record("r1", "charge#1", 1), execution=2))
+    )
     again = step_record("r1", 2, "charge", key="charge#1", status="failed", error="{}")
-    await store.record_step(lease, again)
+    await store.write(journal_ops.record_step(lease, again))
     await store.finish_run("r1", lease, "FAILED", result=None, error="{}", now=T0 + 7)
 
     assert await store.retry_run("r1", now=T0 + 8, by="bob")
@@ -70,7 +75,7 @@ async def test_retry_run__a_second_retry_keeps_both_failures(store: Store) -> No
     lineage = await store.load_lineage("r1")
     assert [(r.execution, r.step.seq) for r in lineage.retried] == [(1, 2), (2, 2)]
     assert [(e.execution, e.started_by) for e in lineage.executions] == [(2, None), (3, "bob")]
-    attempts = await store.load_attempts("r1")
+    attempts = await store.read(journal_ops.load_attempts("r1"))
     assert [(a.execution, a.attempt) for a in attempts] == [(1, 1), (1, 2), (2, 1)]
 
 
@@ -94,8 +99,8 @@ async def test_copy_run__restart_and_fork_record_their_source(store: Store) -> N
     await store.copy_run(restarted, "src", before_seq=None, by="ada", now=T0 + 1)
     await store.copy_run(forked, "src", before_seq=2, by=None, now=T0 + 2)
 
-    assert [s.key for s in await store.load_journal("again")] == []
-    assert [s.key for s in await store.load_journal("fork")] == ["add#1"]
+    assert [s.key for s in await store.read(journal_ops.load_journal("again"))] == []
+    assert [s.key for s in await store.read(journal_ops.load_journal("fork"))] == ["add#1"]
     copies = (await store.load_lineage("src")).copies
     assert [(c.run_id, c.restarted_from, c.forked_from, c.forked_from_seq) for c in copies] == [
         ("again", "src", None, None),
@@ -137,7 +142,7 @@ async def test_claim_runs__records_what_a_dead_owner_had_in_flight_as_interrupte
     store: Store,
 ) -> None:
     await store.create_run(run_record("r1", status="RUNNING", owner="dead"))
-    await store.record_attempt(held("dead"), attempt_record("r1", "charge#1", 1))
+    await store.write(journal_ops.record_attempt(held("dead"), attempt_record("r1", "charge#1", 1)))
     await store.register_worker(worker_record("dead"))
     await store.beat(replace(worker_record("dead"), executing=_flying("r1", 1, "charge#1", 2)))
     await store.expire_workers(["dead"])
@@ -145,7 +150,7 @@ async def test_claim_runs__records_what_a_dead_owner_had_in_flight_as_interrupte
     [run] = (await store.claim_runs("w2", 1, now=T0 + 9, stale=False)).runs
 
     assert run.run_id == "r1"
-    attempts = await store.load_attempts("r1")
+    attempts = await store.read(journal_ops.load_attempts("r1"))
     assert [(a.attempt, a.outcome, a.worker) for a in attempts] == [
         (1, "failed", None),
         (2, "interrupted", "dead"),
@@ -163,7 +168,9 @@ async def test_claim_runs__a_step_whose_outcome_was_committed_is_not_interrupted
     store: Store,
 ) -> None:
     await store.create_run(run_record("r1", status="RUNNING", owner="dead"))
-    await store.record_step(held("dead"), step_record("r1", 1, "charge", key="charge#1"))
+    await store.write(
+        journal_ops.record_step(held("dead"), step_record("r1", 1, "charge", key="charge#1"))
+    )
     executing = json.loads(_flying("r1", 1, "charge#1", 1) or "{}")
     executing["other"] = {"fence": 1, "steps": [{"key": "x#1", "name": "x", "attempt": 1}]}
     await store.register_worker(worker_record("dead"))
@@ -173,7 +180,7 @@ async def test_claim_runs__a_step_whose_outcome_was_committed_is_not_interrupted
     [run] = (await store.claim_runs("w2", 1, now=T0 + 9, stale=False)).runs
 
     assert run.run_id == "r1"
-    assert await store.load_attempts("r1") == []
+    assert await store.read(journal_ops.load_attempts("r1")) == []
 
 
 async def test_claim_runs__a_poisoned_run_keeps_its_interrupted_attempt(store: Store) -> None:
@@ -187,13 +194,15 @@ async def test_claim_runs__a_poisoned_run_keeps_its_interrupted_attempt(store: S
     claimed = await store.claim_runs("w2", 1, now=T0 + 9, stale=False)
 
     assert claimed.poisoned == {"r1": "tests.flow"}
-    [attempt] = await store.load_attempts("r1")
+    [attempt] = await store.read(journal_ops.load_attempts("r1"))
     assert (attempt.outcome, attempt.worker) == ("interrupted", "dead")
 
 
 async def test_release_run__records_the_attempts_it_cut_short(store: Store) -> None:
     await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await store.record_step(held("w1"), step_record("r1", 1, "charge", key="charge#1"))
+    await store.write(
+        journal_ops.record_step(held("w1"), step_record("r1", 1, "charge", key="charge#1"))
+    )
     flying = [
         InFlightStep("r1", 1, "charge#1", "charge", 1, T0),  # committed after all
         InFlightStep("r1", 1, "ship#1", "ship", 1, T0 + 1),
@@ -204,10 +213,10 @@ async def test_release_run__records_the_attempts_it_cut_short(store: Store) -> N
     ]
 
     assert not await store.release_run("r1", held("w2"), interrupted=cut)  # not its lease
-    assert await store.load_attempts("r1") == []
+    assert await store.read(journal_ops.load_attempts("r1")) == []
     assert await store.release_run("r1", held("w1"), interrupted=cut)
 
-    [attempt] = await store.load_attempts("r1")
+    [attempt] = await store.read(journal_ops.load_attempts("r1"))
     assert (attempt.key, attempt.outcome, attempt.worker, attempt.started_at) == (
         "ship#1",
         "interrupted",

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from cairn.store import LeaseLost, Store
+from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import waits
 from cairn.store.records import HookRecord, StepRecord
 
@@ -34,7 +35,7 @@ async def test_create_hook__keeps_schema_and_model(store: Store) -> None:
 
     assert await store.read(waits.get_hook("t1")) == hook
     assert await store.read(waits.get_hook("t2")) is None
-    assert [s.key for s in await store.load_journal("r1")] == ["~hook:x#1"]
+    assert [s.key for s in await store.read(journal_ops.load_journal("r1"))] == ["~hook:x#1"]
 
 
 async def test_create_hook__again_keeps_the_first_row(store: Store) -> None:

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from cairn.store import Store
+from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import waits
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import StepRecord
@@ -54,7 +55,7 @@ async def test_consume_messages__takes_the_oldest_up_to_the_limit_as_one_entry(
     )
 
     assert taken == '["a","b"]'
-    [entry] = await store.load_journal("r1")
+    [entry] = await store.read(journal_ops.load_journal("r1"))
     assert (entry.key, entry.kind, entry.status, entry.result) == (
         "~receive:orders#1",
         "receive",
@@ -84,7 +85,7 @@ async def test_consume_messages__nothing_queued_writes_nothing(store: Store) -> 
     )
 
     assert taken is None
-    assert await store.load_journal("r1") == []
+    assert await store.read(journal_ops.load_journal("r1")) == []
 
 
 async def test_consume_messages__replaces_the_waiting_entry(store: Store) -> None:
@@ -98,7 +99,7 @@ async def test_consume_messages__replaces_the_waiting_entry(store: Store) -> Non
             "result": json.dumps({"deadline": None, "channel": "event:orders"}),
         }
     )
-    await store.upsert_step(held("w1"), waiting)
+    await store.write(journal_ops.record_step(held("w1"), waiting, upsert=True))
     await queue(store, "r1", "event:orders", "1", "2")
 
     taken = await store.write(
@@ -108,7 +109,7 @@ async def test_consume_messages__replaces_the_waiting_entry(store: Store) -> Non
     )
 
     assert taken == "[1,2]"
-    [entry] = await store.load_journal("r1")
+    [entry] = await store.read(journal_ops.load_journal("r1"))
     assert (entry.status, entry.result) == ("completed", "[1,2]")
 
 
@@ -123,7 +124,7 @@ async def test_consume_messages__without_the_lease_takes_nothing(store: Store) -
             )
         )
 
-    assert await store.load_journal("r1") == []
+    assert await store.read(journal_ops.load_journal("r1")) == []
     taken = await store.write(
         waits.consume_messages(
             held("w1"), "event:orders", receive_entry("r1"), limit=8, combine=as_list

@@ -11,7 +11,7 @@ import pytest
 
 from cairn.errors import SchemaTooNew, StoreError
 from cairn.store import RunQuery, migrate, open_store, sqlite_path
-from cairn.store.programs import waits
+from cairn.store.programs import journal, waits
 
 from .kit import execute
 
@@ -111,8 +111,8 @@ async def test_migration_13__older_steps_and_attempts_have_no_input_or_start(
     store = open_store(empty_url)
     await store.open()
     try:
-        [step] = await store.load_journal("r1", inputs=True)
-        [attempt] = await store.load_attempts("r1")
+        [step] = await store.read(journal.load_journal("r1", inputs=True))
+        [attempt] = await store.read(journal.load_attempts("r1"))
     finally:
         await store.close()
 
@@ -167,7 +167,7 @@ async def test_migration_15__older_attempts_are_failed_attempts_of_execution_1(
     store = open_store(empty_url)
     await store.open()
     try:
-        attempts = await store.load_attempts("r1")
+        attempts = await store.read(journal.load_attempts("r1"))
         run = await store.get_run("r1")
         retried = await store.retry_run("r1", now=200.0, by="ada")
         lineage = await store.load_lineage("r1")

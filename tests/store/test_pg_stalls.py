@@ -22,6 +22,7 @@ from cairn.errors import StoreError
 from cairn.store.postgres import stalls
 from cairn.store.postgres.side_channel import PostgresSideChannel
 from cairn.store.postgres.store import PostgresStore, conninfo
+from cairn.store.programs import journal as journal_ops
 from cairn.store.programs.base import Sql
 from cairn.store.records import Beat
 from cairn.store.waits import Waits
@@ -71,12 +72,12 @@ async def test_stalled__a_write_whose_reply_never_comes_is_done_on_a_new_connect
 ) -> None:
     await proxied.register_worker(worker_record("w1"))
     await proxied.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await proxied.record_step(held("w1"), step_record("r1", 1))
+    await proxied.write(journal_ops.record_step(held("w1"), step_record("r1", 1)))
     assert proxy.freeze() > 0
 
     async with asyncio.timeout(WAIT):  # for ever, without the stall check
-        await proxied.record_step(held("w1"), step_record("r1", 2))
-        journal = await proxied.load_journal("r1")
+        await proxied.write(journal_ops.record_step(held("w1"), step_record("r1", 2)))
+        journal = await proxied.read(journal_ops.load_journal("r1"))
 
     assert [step.seq for step in journal] == [1, 2]
 

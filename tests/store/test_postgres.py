@@ -11,6 +11,7 @@ import pytest
 from cairn.errors import StoreError, StoreUnavailable
 from cairn.store import _sql
 from cairn.store.postgres.store import PostgresStore
+from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import waits
 from cairn.store.protocol import LeaseLost
 
@@ -59,13 +60,15 @@ async def test_writes_and_reads__survive_every_connection_being_killed(
             step = step_record(f"r{i}", seq)
             while True:
                 try:
-                    await pg_store.record_step(held("w1"), step)
+                    await pg_store.write(journal_ops.record_step(held("w1"), step))
                     break
                 except StoreUnavailable as exc:
                     # Its connection died after sending: whether it committed is known
                     # only from the journal (what the engine does too, core/durable.py).
                     assert exc.unknown
-                    if any(s.seq == seq for s in await pg_store.load_journal(f"r{i}")):
+                    if any(
+                        s.seq == seq for s in await pg_store.read(journal_ops.load_journal(f"r{i}"))
+                    ):
                         break
             await pg_store.get_run(f"r{i}")
 
@@ -76,7 +79,9 @@ async def test_writes_and_reads__survive_every_connection_being_killed(
 
     assert killed > 0
     for i in range(20):
-        assert [s.seq for s in await pg_store.load_journal(f"r{i}")] == list(range(1, 21))
+        assert [s.seq for s in await pg_store.read(journal_ops.load_journal(f"r{i}"))] == list(
+            range(1, 21)
+        )
 
 
 async def test_writes__fail_with_store_error_once_the_server_stays_away(pg_url: str) -> None:
@@ -109,24 +114,30 @@ async def test_lone_writes__survive_their_connection_being_killed(
     for seq in range(1, 31):
         if seq % 10 == 0:
             execute(server, TERMINATE, (database,))
-        await pg_store.record_step(held("w1"), step_record("r1", seq))
+        await pg_store.write(journal_ops.record_step(held("w1"), step_record("r1", seq)))
 
-    assert [s.seq for s in await pg_store.load_journal("r1")] == list(range(1, 31))
+    assert [s.seq for s in await pg_store.read(journal_ops.load_journal("r1"))] == list(
+        range(1, 31)
+    )
 
 
 async def test_a_failing_lone_write__fails_alone_and_the_next_one_works(
     pg_store: PostgresStore,
 ) -> None:
     await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await pg_store.record_step(held("w1"), step_record("r1", 1))
+    await pg_store.write(journal_ops.record_step(held("w1"), step_record("r1", 1)))
 
     with pytest.raises(StoreError, match="duplicate key"):
-        await pg_store.record_step(held("w1"), step_record("r1", 1))  # the same key again
+        await pg_store.write(
+            journal_ops.record_step(held("w1"), step_record("r1", 1))
+        )  # the same key again
     with pytest.raises(LeaseLost):
-        await pg_store.record_step(held("w2"), step_record("r1", 2))  # not the owner
-    await pg_store.record_step(held("w1"), step_record("r1", 2))
+        await pg_store.write(
+            journal_ops.record_step(held("w2"), step_record("r1", 2))
+        )  # not the owner
+    await pg_store.write(journal_ops.record_step(held("w1"), step_record("r1", 2)))
 
-    assert [s.seq for s in await pg_store.load_journal("r1")] == [1, 2]
+    assert [s.seq for s in await pg_store.read(journal_ops.load_journal("r1"))] == [1, 2]
 
 
 async def test_a_lone_write_cancelled_in_flight__does_not_jam_the_writer(
@@ -134,7 +145,9 @@ async def test_a_lone_write_cancelled_in_flight__does_not_jam_the_writer(
 ) -> None:
     await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
     for seq in range(1, 9):
-        write = asyncio.create_task(pg_store.record_step(held("w1"), step_record("r1", seq)))
+        write = asyncio.create_task(
+            pg_store.write(journal_ops.record_step(held("w1"), step_record("r1", seq)))
+        )
         for _ in range(seq % 4):  # cancel at different points of its round trips
             await asyncio.sleep(0)
         if seq > 4:
@@ -144,9 +157,11 @@ async def test_a_lone_write_cancelled_in_flight__does_not_jam_the_writer(
             await write
 
     # Whether or not the cancelled writes landed, later writes commit and nothing hangs.
-    await asyncio.wait_for(pg_store.record_step(held("w1"), step_record("r1", 10)), 5)
+    await asyncio.wait_for(
+        pg_store.write(journal_ops.record_step(held("w1"), step_record("r1", 10))), 5
+    )
     await asyncio.wait_for(pg_store.create_run(run_record("r2")), 5)
-    assert 10 in [s.seq for s in await pg_store.load_journal("r1")]
+    assert 10 in [s.seq for s in await pg_store.read(journal_ops.load_journal("r1"))]
 
 
 async def test_transactions_alone__are_run_again_when_their_connection_dies_mid_way(
@@ -183,7 +198,9 @@ async def test_a_lone_write__uses_the_connection_its_lane_has_once_its_turn_come
     # the new connection, not the lost one it saw before its turn (it failed with
     # "no connection to the server" as a StoreError, when every connection was killed).
     await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await pg_store.record_step(held("w1"), step_record("r1", 1))  # lane 0 is connected
+    await pg_store.write(
+        journal_ops.record_step(held("w1"), step_record("r1", 1))
+    )  # lane 0 is connected
     writer = pg_store._writer
     assert writer is not None
     lost = writer._conns[0]
@@ -202,13 +219,13 @@ async def test_a_lone_write__uses_the_connection_its_lane_has_once_its_turn_come
     await asyncio.sleep(0)  # it waits for lane 0
     lane0.release()  # lane 0 looks free, but its waiter goes first
     try:
-        await pg_store.record_step(held("w1"), step_record("r1", 2))
+        await pg_store.write(journal_ops.record_step(held("w1"), step_record("r1", 2)))
     finally:
         lane1.release()
         await replacing
 
     assert writer._conns[0] is not lost
-    assert [s.seq for s in await pg_store.load_journal("r1")] == [1, 2]
+    assert [s.seq for s in await pg_store.read(journal_ops.load_journal("r1"))] == [1, 2]
 
 
 async def test_a_lane_promised_to_a_waiting_task__is_not_taken_by_a_new_write(
@@ -235,12 +252,12 @@ async def test_a_lane_promised_to_a_waiting_task__is_not_taken_by_a_new_write(
     lane0.release()  # lane 0 is its waiter's; lane 1 is held
     try:
         assert writer._free_lane() is None
-        await pg_store.record_step(held("w1"), step_record("r1", 1))
+        await pg_store.write(journal_ops.record_step(held("w1"), step_record("r1", 1)))
     finally:
         lane1.release()
         await waiting
     assert writer._free_lane() == 0
-    assert [s.seq for s in await pg_store.load_journal("r1")] == [1]
+    assert [s.seq for s in await pg_store.read(journal_ops.load_journal("r1"))] == [1]
 
 
 @pytest.mark.parametrize("migrated", [True, False], ids=["migrated", "empty"])

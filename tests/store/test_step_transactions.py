@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from cairn.store import Store
+from cairn.store.programs import journal as journal_ops
 from cairn.store.protocol import LeaseLost, StepTransaction
 
 from .kit import OpenStore, execute, held, run_record, step_record
@@ -45,7 +46,7 @@ async def test_step_transaction__rows_and_entry_commit_together(store: Store, sy
     await txn.commit(held("w1"), step_record("r1", 1))
 
     assert execute(_url(store), "SELECT item FROM ledger") == [("a",)]
-    assert await store.load_journal("r1") == [step_record("r1", 1)]
+    assert await store.read(journal_ops.load_journal("r1")) == [step_record("r1", 1)]
 
 
 @pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
@@ -59,9 +60,9 @@ async def test_step_transaction__lost_lease_rolls_back_the_rows(store: Store, sy
         await txn.commit(held("w2"), step_record("r1", 1))  # another owner's lease
 
     assert execute(_url(store), "SELECT item FROM ledger") == []
-    assert await store.load_journal("r1") == []
+    assert await store.read(journal_ops.load_journal("r1")) == []
     # The write path is free again: an ordinary write commits.
-    await store.record_step(held("w1"), step_record("r1", 1))
+    await store.write(journal_ops.record_step(held("w1"), step_record("r1", 1)))
 
 
 async def test_step_transaction__rollback_undoes_and_frees_the_write_path(store: Store) -> None:
@@ -71,13 +72,15 @@ async def test_step_transaction__rollback_undoes_and_frees_the_write_path(store:
     txn = await store.begin_step_transaction(sync=False)
     await _insert(store, txn, "a", sync=False)
     # A write queued meanwhile (SQLite holds its group commit) commits after the rollback.
-    queued = asyncio.ensure_future(store.record_step(held("w1"), step_record("r1", 1)))
+    queued = asyncio.ensure_future(
+        store.write(journal_ops.record_step(held("w1"), step_record("r1", 1)))
+    )
     await txn.rollback()
     await txn.rollback()  # idempotent
     await asyncio.wait_for(queued, 10)
 
     assert execute(_url(store), "SELECT item FROM ledger") == []
-    assert await store.load_journal("r1") == [step_record("r1", 1)]
+    assert await store.read(journal_ops.load_journal("r1")) == [step_record("r1", 1)]
 
 
 async def test_step_transaction__a_second_store_on_the_database_commits_after(

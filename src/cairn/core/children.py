@@ -17,6 +17,7 @@ from cairn.core.waits import facts_of, wait_message, waiting_record
 from cairn.errors import ChildFailed, EventTimeout, TransientWorkflow
 from cairn.models import RunStatus
 from cairn.observability import propagation
+from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import waits
 from cairn.store.records import RunRecord, StepRecord
 
@@ -129,7 +130,9 @@ async def start_child(
     if not created:
         await _adopt(live, existing, key)
     await durable.write(
-        live, lambda: env.store.upsert_step(live.lease, record), what=f"child {key!r}"
+        live,
+        lambda: env.store.write(journal_ops.record_step(live.lease, record, upsert=True)),
+        what=f"child {key!r}",
     )
     if env.on_new_work is not None:
         env.on_new_work()
@@ -234,7 +237,9 @@ async def _wait_entry(live: LiveSteps, handle: ChildHandle) -> tuple[StepRecord,
 async def _record_wait(live: LiveSteps, record: StepRecord) -> None:
     """Journal the wait for a child's successor (after a continue_as_new)."""
     await durable.write(
-        live, lambda: live.env.store.upsert_step(live.lease, record), what=f"child {record.key!r}"
+        live,
+        lambda: live.env.store.write(journal_ops.record_step(live.lease, record, upsert=True)),
+        what=f"child {record.key!r}",
     )
 
 

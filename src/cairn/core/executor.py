@@ -29,6 +29,7 @@ from cairn.errors import (
 from cairn.models import RunStatus
 from cairn.observability import logcontext, propagation
 from cairn.store import waits
+from cairn.store.programs import journal as journal_ops
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import AttemptRecord, Lease, RunRecord
 
@@ -103,9 +104,9 @@ async def _execute(
     if fresh:
         records, prior = [], {}
     else:
-        records = await env.store.load_journal(run.run_id)
+        records = await env.store.read(journal_ops.load_journal(run.run_id))
         # Failed attempts of the step being retried: after a recovery, or a backoff parked.
-        prior = _group(await env.store.load_attempts(run.run_id), run.execution)
+        prior = _group(await env.store.read(journal_ops.load_attempts(run.run_id)), run.execution)
     try:
         workflow = env.registry.workflow(run.workflow)
     except CairnError as exc:

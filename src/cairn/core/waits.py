@@ -19,6 +19,7 @@ from cairn.core import durable, hook_tokens, journal
 from cairn.core.signals import Suspend, Unwind
 from cairn.errors import EventTimeout
 from cairn.models import RunStatus
+from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import waits as wait_ops
 from cairn.store.records import HookRecord, StepRecord
 
@@ -135,7 +136,9 @@ async def wait_message(
             kept = timeout_result if timeout_result is not None else kept
             timeout = StepRecord(**{**_fields(done), "status": "timeout", "result": kept})
             await durable.write(
-                live, lambda: store.upsert_step(lease, timeout), what=f"the timeout of {key!r}"
+                live,
+                lambda: store.write(journal_ops.record_step(lease, timeout, upsert=True)),
+                what=f"the timeout of {key!r}",
             )
             return timed_out(kind, name, default)
         if record is None or unsaved:
@@ -145,7 +148,11 @@ async def wait_message(
             else:
                 waiting = record
             live.journaled = True
-            await durable.write(live, lambda: store.upsert_step(lease, waiting), what=f"{key!r}")
+            await durable.write(
+                live,
+                lambda: store.write(journal_ops.record_step(lease, waiting, upsert=True)),
+                what=f"{key!r}",
+            )
         # Let sibling branches of a gather reach their own waits before the run parks.
         for _ in range(3):
             await asyncio.sleep(0)

@@ -17,6 +17,7 @@ from cairn.representation.json_form import jsonable
 from cairn.representation.words import span
 from cairn.runtime import blocking, leases
 from cairn.runtime.control import RunControl
+from cairn.store.programs import journal as journal_ops
 from cairn.store.records import RunRecord
 
 
@@ -116,7 +117,7 @@ async def fetch(
     says what the child waits for, `child_depth` generations down (see `waiting_of`).
     """
     run = await control.record(run_id)
-    entries, top = await control.store.journal_extent(run_id)
+    entries, top = await control.store.read(journal_ops.journal_extent(run_id))
     after = max(0, top - window) if window is not None and entries > window else 0
     history = await control.history(run_id, after=after)
     live = sum(not entry.superseded for entry in history)

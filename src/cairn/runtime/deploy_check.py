@@ -22,6 +22,7 @@ from cairn.core.replay_run import ReplayRun
 from cairn.errors import NonDeterminismError
 from cairn.models import HistoryEntry, RunStatus
 from cairn.serialization import Serializer
+from cairn.store.programs import journal as journal_ops
 from cairn.store.protocol import Store
 from cairn.store.records import RunQuery, RunRecord, StepRecord
 
@@ -141,7 +142,7 @@ async def check(
     if sample is not None and sample < 1:
         raise ValueError(f"sample must be at least 1, got {sample!r}")
     runs = await _unfinished(store, workflow, sample)
-    histories = [(run, await store.load_journal(run.run_id)) for run in runs]
+    histories = [(run, await store.read(journal_ops.load_journal(run.run_id))) for run in runs]
     return await asyncio.to_thread(_replay_all, histories, registry, serializer)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from cairn.core import hook_tokens, step_input
 from cairn.models import Execution, History, HistoryEntry, RunStatus
 from cairn.store import in_flight
+from cairn.store.programs import journal as journal_ops
 from cairn.store.protocol import Store
 from cairn.store.records import (
     INTERRUPTED,
@@ -92,8 +93,10 @@ async def history(
     is then the `after_seq` of the next page (None on the last one).
     """
     paged = after_seq > 0 or limit is not None
-    steps = await store.load_journal(
-        run.run_id, inputs=True, after_seq=after_seq, limit=None if limit is None else limit + 1
+    steps = await store.read(
+        journal_ops.load_journal(
+            run.run_id, inputs=True, after_seq=after_seq, limit=None if limit is None else limit + 1
+        )
     )
     next_after = None
     if limit is not None and len(steps) > limit:
@@ -110,7 +113,7 @@ async def history(
         ]
     known = executions(run, lineage.executions)
     failures: dict[tuple[int, str], int] = {}
-    for attempt in await store.load_attempts(run.run_id):
+    for attempt in await store.read(journal_ops.load_attempts(run.run_id)):
         where = (attempt.execution, attempt.key)
         failures[where] = max(failures.get(where, 0), attempt.attempt)
     entries = [
@@ -253,10 +256,10 @@ async def executing(store: Store, run: RunRecord) -> list[dict[str, Any]]:
     steps = in_flight.decode(worker.executing, run.run_id, run.fence)
     if not steps:
         return []
-    recorded = {step.key for step in await store.load_journal(run.run_id)}
+    recorded = {step.key for step in await store.read(journal_ops.load_journal(run.run_id))}
     ended = {
         (a.key, a.attempt)
-        for a in await store.load_attempts(run.run_id)
+        for a in await store.read(journal_ops.load_attempts(run.run_id))
         if a.execution == run.execution
     }
     return [

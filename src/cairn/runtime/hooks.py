@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.authoring import forms
 from cairn.core import hook_tokens
 from cairn.errors import HookNotFound
+from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import waits
 from cairn.store.records import HookRecord
 
@@ -74,7 +75,7 @@ async def _tokens(control: RunControl, run_ids: set[str]) -> dict[str, str]:
     """Each waiting hook's token of these runs, by the digest the hooks table keeps."""
     found: dict[str, str] = {}
     for run_id in sorted(run_ids):
-        for step in await control.store.load_journal(run_id):
+        for step in await control.store.read(journal_ops.load_journal(run_id)):
             if step.kind != "hook" or step.status != "waiting":
                 continue
             facts = json.loads(step.result or "{}")

@@ -14,7 +14,7 @@ from cairn.names import check_name, findable
 from cairn.runtime import blocking
 from cairn.runtime import history as run_history
 from cairn.serialization import Serializer
-from cairn.store.programs import step_tasks
+from cairn.store.programs import journal, step_tasks
 from cairn.store.protocol import Store
 from cairn.store.records import RunQuery, RunRecord
 
@@ -167,7 +167,7 @@ class RunReading:
         its lease run out). `started_at` and `duration` (seconds to `failed_at`) are
         None for attempts recorded before cairn kept when each began.
         """
-        found = await self.store.load_attempts(run_id)
+        found = await self.store.read(journal.load_attempts(run_id))
         lost = run_history.queued_interruptions(
             run_id, await self.store.read(step_tasks.of_run(run_id))
         )

@@ -39,9 +39,9 @@ from cairn.store.postgres.group_commit import NOW
 from cairn.store.postgres.run_reader import RunReader
 from cairn.store.postgres.side_channel import PostgresSideChannel
 from cairn.store.postgres.writes import Writes
-from cairn.store.programs import claims, journal, runs, workers
+from cairn.store.programs import claims, runs, workers
 from cairn.store.programs.base import Operation, Program, Sql, is_waking
-from cairn.store.records import Claimed, Lease, RunRecord, StepRecord, WorkerRecord
+from cairn.store.records import Claimed, Lease, RunRecord, WorkerRecord
 from cairn.store.sql_store import SqlStore
 
 T = TypeVar("T")
@@ -317,16 +317,6 @@ class PostgresStore(SqlStore):
             ),
             wake_at,
             rounds="unknown",
-        )
-
-    async def record_step(self, lease: Lease, step: StepRecord) -> None:
-        """Commit a step outcome for a run held by `lease`."""
-        await self.writes.write(lambda: journal.record_step(lease, step), rounds="one")
-
-    async def upsert_step(self, lease: Lease, step: StepRecord) -> None:
-        """Commit a journal entry that may replace a "waiting" one with the same key."""
-        await self.writes.write(
-            lambda: journal.record_step(lease, step, upsert=True), rounds="unknown"
         )
 
     async def begin_step_transaction(

@@ -2,23 +2,78 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from cairn.store import _sql
-from cairn.store.programs.base import Program, Sql, single_write
+from cairn.store.programs.base import Path, Program, Sql, all_rows, operation, path, single_write
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import AttemptRecord, Lease, StepRecord
 
 
+def _record_path(lease: Lease, step: StepRecord, *, upsert: bool = False) -> Path:
+    # One row-count statement; an upsert's count does not tell whether it replaced a row.
+    return ("unknown" if upsert else "one"), None
+
+
+@operation
 @single_write
+@path(_record_path)
 def record_step(lease: Lease, step: StepRecord, *, upsert: bool = False) -> Program[None]:
-    """Insert (or upsert) a journal entry of a run held by `lease`."""
+    """Commit a step outcome for a run held by `lease`. Raises LeaseLost if not held.
+
+    With `upsert`, an entry with the same key (a "waiting" one) is replaced. On
+    PostgreSQL a write whose reply was lost is sent again; if that second try fails the
+    outcome of the first is unknown: StoreUnavailable with `.unknown` set.
+    """
     text = _sql.UPSERT_STEP_OWNED if upsert else _sql.INSERT_STEP_OWNED
     if not (yield Sql(text, _sql.step_params(step, lease))):
         raise LeaseLost(step.run_id)
 
 
+@operation
 def record_attempt(lease: Lease, attempt: AttemptRecord) -> Program[None]:
-    """Insert a failed attempt of a step of a run held by `lease`."""
+    """Commit a failed attempt of a step. Raises LeaseLost if not held."""
     params = (attempt.failed_at, attempt.run_id, lease.owner, lease.fence)
     if not (yield Sql(_sql.TOUCH_OWNED, params)):
         raise LeaseLost(attempt.run_id)
     yield Sql(_sql.INSERT_ATTEMPT, _sql.attempt_params(attempt))
+
+
+@operation
+def load_journal(
+    run_id: str, *, inputs: bool = False, after_seq: int = 0, limit: int | None = None
+) -> Program[list[StepRecord]]:
+    """Read: every recorded outcome of the run, in seq order.
+
+    Each step's `input` is read only with `inputs` (for its history): a replay needs
+    none, and they can be large. Without it, `input` is None. A page of a long history:
+    only entries with seq > `after_seq`, at most `limit` of them.
+    """
+    text = _sql.SELECT_HISTORY if inputs else _sql.SELECT_JOURNAL
+    params: tuple[Any, ...] = (run_id,)
+    if after_seq or limit is not None:
+        text = text.replace("WHERE run_id = ?", "WHERE run_id = ? AND seq > ?")
+        params = (run_id, after_seq)
+        if limit is not None:
+            text += " LIMIT ?"
+            params = (run_id, after_seq, limit)
+    rows = yield all_rows(text, params)
+    return [_sql.step_from_row(row) for row in rows]
+
+
+@operation
+def journal_extent(run_id: str) -> Program[tuple[int, int]]:
+    """Read: how many entries the run's journal holds, and its highest seq ((0, 0) if none).
+
+    One read that counts without loading them (the dashboard's run page and stream).
+    """
+    rows = yield all_rows(_sql.JOURNAL_EXTENT, (run_id,))
+    count, top = rows[0] if rows else (0, 0)
+    return int(count or 0), int(top or 0)
+
+
+@operation
+def load_attempts(run_id: str) -> Program[list[AttemptRecord]]:
+    """Read: every failed or interrupted attempt of the run, by execution, key, attempt."""
+    rows = yield all_rows(_sql.SELECT_ATTEMPTS, (run_id,))
+    return [_sql.attempt_from_row(row) for row in rows]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from cairn.store.protocol.backend import Backend
-from cairn.store.protocol.journal import JournalStore, StepTransaction
+from cairn.store.protocol.journal import StepTransaction
 from cairn.store.protocol.lifecycle import Health
 from cairn.store.protocol.runs import RunStore
 from cairn.store.protocol.workers import SideChannel, WorkerStore
@@ -27,7 +27,6 @@ class LeaseLost(Exception):
 class Store(
     Backend,
     RunStore,
-    JournalStore,
     WorkerStore,
     Protocol,
 ):
