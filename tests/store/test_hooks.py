@@ -8,7 +8,7 @@ import pytest
 
 from cairn.store import LeaseLost, Store
 from cairn.store.programs import journal as journal_ops
-from cairn.store.programs import waits
+from cairn.store.programs import lifecycle, waits
 from cairn.store.records import HookRecord, StepRecord
 
 from .kit import T0, held, run_record, step_record
@@ -118,4 +118,4 @@ async def test_schema_version__is_the_newest_migration(store: Store) -> None:
     from cairn.store import migrate
 
     newest = max(m.version for m in migrate.available(store.dialect))
-    assert await store.schema_version() == newest
+    assert await store.read(lifecycle.schema_version()) == newest

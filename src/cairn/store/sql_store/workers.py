@@ -54,11 +54,6 @@ class SqlWorkers(SqlBase):
         """Workflows known to workers seen in the last `within` seconds (see Store)."""
         return await self.read(lambda: workers.known_workflows(within))
 
-    async def schema_version(self) -> int:
-        """The newest migration applied to the database."""
-        rows = await self.read(lambda: rows_of(_sql.SCHEMA_VERSION))
-        return int(rows[0][0] or 0) if rows else 0
-
     async def counts(self) -> Counts:
         """Unfinished runs by (queue, status) and live workers (see Store.counts)."""
         return await self.read(_counts)
