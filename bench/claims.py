@@ -24,6 +24,7 @@ from pathlib import Path
 import cairn
 from bench import raw, stores
 from bench.workflows import ten_steps
+from cairn.store.programs import runs as run_ops
 from cairn.store.records import RunQuery, WorkerRecord
 
 CLAIM = 100
@@ -66,7 +67,7 @@ async def measure(url: str, runs: int) -> dict[str, float]:
 
 
 async def _completed(engine: cairn.Engine) -> int:
-    counts = await engine.store.count_runs(RunQuery())
+    counts = await engine.store.read(run_ops.count_runs(RunQuery()))
     return int(counts.get("COMPLETED", 0))
 
 

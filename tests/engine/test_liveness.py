@@ -15,6 +15,7 @@ import pytest
 from tests.store.kit import execute
 
 import cairn
+from cairn.store.programs import runs as run_ops
 from cairn.store.records import RunRecord
 
 from .kit import WAIT, Kit
@@ -94,7 +95,7 @@ async def test_reconciler__resumes_a_run_held_here_that_nothing_executes(kit: Ki
             owner=engine.worker.env.owner,
             fence=1,
         )
-        await engine.store.create_run(orphan)
+        await engine.store.write(run_ops.create_run(orphan))
         result = await (await engine.get("held-idle")).result(timeout=WAIT)
         stored = await engine.control.record("held-idle")
 

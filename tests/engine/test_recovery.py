@@ -22,6 +22,7 @@ from cairn import serialization
 from cairn.runtime import leases
 from cairn.store import Store, open_store
 from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
 from cairn.store.records import AttemptRecord, Lease, RunRecord, StepRecord, WorkerRecord
 
 from .kit import WAIT, Kit
@@ -82,7 +83,7 @@ async def _leave_orphan(
             owner=worker_id,
             fence=1,
         )
-        assert (await store.create_run(run))[1]
+        assert (await store.write(run_ops.create_run(run)))[1]
         for seq, (key, result) in enumerate(steps, start=1):
             name = key.split("#")[0]
             text = JSON.dumps(result, what=key)
@@ -99,7 +100,7 @@ async def _stored(url: str, run_id: str) -> RunRecord:
     store: Store = open_store(url)
     await store.open()
     try:
-        run = await store.get_run(run_id)
+        run = await store.read(run_ops.get_run(run_id))
     finally:
         await store.close()
     assert run is not None

@@ -14,6 +14,7 @@ import pydantic
 import pytest
 
 import cairn
+from cairn.store.programs import runs as run_ops
 from cairn.testing import TestEngine
 
 from .kit import WAIT, Kit
@@ -79,7 +80,7 @@ async def test_start__allow_unknown_queues_the_run_for_workers_to_come(kit: Kit)
     async with kit.engine(workers=0) as engine:
         run = await engine.start("later.flow", 1, allow_unknown=True)
         assert await run.status() == cairn.RunStatus.PENDING
-        stored = await engine.store.get_run(run.run_id)
+        stored = await engine.store.read(run_ops.get_run(run.run_id))
     assert stored is not None and stored.workflow == "later.flow"
 
 

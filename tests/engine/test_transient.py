@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import cairn
-from cairn.store.programs import journal
+from cairn.store.programs import journal, runs
 from cairn.store.records import RunQuery
 from cairn.testing import TestEngine
 
@@ -43,7 +43,7 @@ async def _no_trace_of(engine: cairn.Engine, run_id: str) -> None:
     with pytest.raises(cairn.RunNotFound):
         await engine.get(run_id)
     assert list(await engine.list_runs()) == []
-    assert await engine.store.list_runs(RunQuery(limit=100)) == []
+    assert await engine.store.read(runs.list_runs(RunQuery(limit=100))) == []
     assert await engine.store.read(journal.load_journal(run_id)) == []
     assert await engine.store.read(journal.load_attempts(run_id)) == []
 
@@ -195,7 +195,7 @@ async def test_transient__refuses_queue_schedules_and_workers_zero(kit: Kit) -> 
     async with kit.engine(workers=0) as engine:
         with pytest.raises(cairn.TransientWorkflow, match=r"'quick' .*queued for workers"):
             await engine.start(quick, 1)
-        assert await engine.store.list_runs(RunQuery(limit=10)) == []
+        assert await engine.store.read(runs.list_runs(RunQuery(limit=10))) == []
 
 
 async def test_transient__client_start_is_refused(kit: Kit) -> None:
@@ -209,7 +209,7 @@ async def test_transient__client_start_is_refused(kit: Kit) -> None:
     finally:
         await asyncio.to_thread(client.close)
     async with kit.engine(workers=0) as engine:
-        assert await engine.store.list_runs(RunQuery(limit=10)) == []
+        assert await engine.store.read(runs.list_runs(RunQuery(limit=10))) == []
 
 
 async def test_transient__a_durable_parent_cannot_start_one_as_child(kit: Kit) -> None:
@@ -242,7 +242,7 @@ async def test_transient__a_transient_run_cannot_emit(kit: Kit) -> None:
         handle = await engine.start(emitter)
         with pytest.raises(cairn.RunFailed, match=r"'emitter' is transient.*cannot emit"):
             await handle.result(timeout=WAIT)
-        assert await engine.store.list_runs(RunQuery(limit=10)) == []
+        assert await engine.store.read(runs.list_runs(RunQuery(limit=10))) == []
 
 
 async def test_transient__a_worker_never_claims_one(kit: Kit) -> None:

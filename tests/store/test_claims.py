@@ -9,6 +9,7 @@ import pytest
 
 from cairn.store import LeaseLost, Store
 from cairn.store.programs import journal
+from cairn.store.programs import runs as run_ops
 from cairn.store.records import QueueRecord
 
 from .kit import (
@@ -25,9 +26,9 @@ from .kit import (
 
 
 async def test_claim_runs__takes_due_pending_runs_by_priority(store: Store) -> None:
-    await store.create_run(run_record("low", priority=5))
-    await store.create_run(run_record("high", priority=0, created_at=T0 + 1))
-    await store.create_run(run_record("later", wake_at=T0 + 60))
+    await store.write(run_ops.create_run(run_record("low", priority=5)))
+    await store.write(run_ops.create_run(run_record("high", priority=0, created_at=T0 + 1)))
+    await store.write(run_ops.create_run(run_record("later", wake_at=T0 + 60)))
 
     claimed = await store.claim_runs("w1", 10, now=T0, stale=True)
 
@@ -42,7 +43,7 @@ async def test_claim_runs__takes_due_pending_runs_by_priority(store: Store) -> N
 
 async def test_claim_runs__takes_no_more_than_the_limit(store: Store) -> None:
     for i in range(5):
-        await store.create_run(run_record(f"r{i}", created_at=T0 + i))
+        await store.write(run_ops.create_run(run_record(f"r{i}", created_at=T0 + i)))
 
     first = await store.claim_runs("w1", 2, now=T0, stale=True)
     rest = await store.claim_runs("w1", 10, now=T0, stale=True)
@@ -55,8 +56,10 @@ async def test_claim_runs__takes_no_more_than_the_limit(store: Store) -> None:
 
 async def test_claim_runs__wakes_a_sleeper_without_a_new_attempt(store: Store) -> None:
     await store.register_worker(worker_record("w1"))
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await store.park_run("r1", held("w1"), "SLEEPING", wake_at=T0 + 60, waiting_for=None, now=T0)
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await store.write(
+        run_ops.park_run("r1", held("w1"), "SLEEPING", wake_at=T0 + 60, waiting_for=None, now=T0)
+    )
 
     early = await store.claim_runs("w2", 10, now=T0 + 59, stale=True)
     due = await store.claim_runs("w2", 10, now=T0 + 60, stale=True)
@@ -70,7 +73,7 @@ async def test_claim_runs__never_hands_a_run_to_two_claimers(open_store_at: Open
     for i in range(12):
         await stores[0].register_worker(worker_record(f"w{i}"))
     for i in range(60):
-        await stores[0].create_run(run_record(f"r{i:02}", created_at=T0 + i))
+        await stores[0].write(run_ops.create_run(run_record(f"r{i:02}", created_at=T0 + i)))
 
     async def claimer(store: Store, worker: str) -> list[str]:
         taken: list[str] = []
@@ -87,7 +90,7 @@ async def test_claim_runs__never_hands_a_run_to_two_claimers(open_store_at: Open
     assert sorted(taken) == [f"r{i:02}" for i in range(60)]
     for i, result in enumerate(results):
         for run_id in result:
-            run = await stores[0].get_run(run_id)
+            run = await stores[0].read(run_ops.get_run(run_id))
             assert run is not None and run.owner == f"w{i}"
 
 
@@ -96,7 +99,7 @@ async def test_claim_runs__recovers_an_orphan_once_its_owners_lease_expires(
 ) -> None:
     await store.register_worker(worker_record("dead", lease=LEASE))
     await store.register_worker(worker_record("alive"))
-    await store.create_run(run_record("r1", status="RUNNING", owner="dead"))
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="dead")))
     await store.write(journal.record_step(held("dead"), step_record("r1", 1)))
 
     age_heartbeat(store_url, "dead", LEASE - 2)  # by the database's clock
@@ -113,7 +116,9 @@ async def test_claim_runs__recovers_an_orphan_once_its_owners_lease_expires(
     with pytest.raises(LeaseLost):  # the old owner, if it was only slow, is fenced off
         await store.write(journal.record_step(held("dead"), step_record("r1", 2)))
     with pytest.raises(LeaseLost):
-        await store.finish_run("r1", held("dead"), "COMPLETED", result=None, error=None, now=T0)
+        await store.write(
+            run_ops.finish_run("r1", held("dead"), "COMPLETED", result=None, error=None, now=T0)
+        )
     assert len(await store.read(journal.load_journal("r1"))) == 1
 
 
@@ -122,8 +127,8 @@ async def test_claim_runs__judges_a_heartbeat_by_its_owners_own_lease(
 ) -> None:
     await store.register_worker(worker_record("patient", lease=60.0))
     await store.register_worker(worker_record("hasty", lease=5.0))
-    await store.create_run(run_record("slow", status="RUNNING", owner="patient"))
-    await store.create_run(run_record("quick", status="RUNNING", owner="hasty"))
+    await store.write(run_ops.create_run(run_record("slow", status="RUNNING", owner="patient")))
+    await store.write(run_ops.create_run(run_record("quick", status="RUNNING", owner="hasty")))
     age_heartbeat(store_url, "patient", 30.0)
     age_heartbeat(store_url, "hasty", 30.0)
 
@@ -138,12 +143,16 @@ async def test_claim_runs__a_run_claimed_again_gets_a_new_fence(
 ) -> None:
     await store.register_worker(worker_record("a"))
     await store.register_worker(worker_record("b"))
-    await store.create_run(run_record("r1", status="RUNNING", owner="a"))
-    await store.park_run("r1", held("a"), "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="a")))
+    await store.write(
+        run_ops.park_run("r1", held("a"), "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+    )
     [first] = (await store.claim_runs("a", 10, now=T0 + 1, stale=True)).runs
     age_heartbeat(store_url, "a", 0)  # presumed dead (while only paused, say)
     [second] = (await store.claim_runs("b", 10, now=T0 + 1, stale=True)).runs
-    await store.park_run("r1", held("b", 3), "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+    await store.write(
+        run_ops.park_run("r1", held("b", 3), "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+    )
     [third] = (await store.claim_runs("a", 10, now=T0 + 2, stale=True)).runs
 
     assert [(r.owner, r.fence) for r in (first, second, third)] == [("a", 2), ("b", 3), ("a", 4)]
@@ -154,9 +163,13 @@ async def test_claim_runs__a_run_claimed_again_gets_a_new_fence(
     with pytest.raises(LeaseLost):
         await store.write(journal.record_attempt(old, attempt_record("r1", "add#1", 1)))
     with pytest.raises(LeaseLost):
-        await store.park_run("r1", old, "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+        await store.write(
+            run_ops.park_run("r1", old, "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+        )
     with pytest.raises(LeaseLost):
-        await store.finish_run("r1", old, "COMPLETED", result=None, error=None, now=T0)
+        await store.write(
+            run_ops.finish_run("r1", old, "COMPLETED", result=None, error=None, now=T0)
+        )
     assert not await store.release_run("r1", old)
     await store.write(journal.record_step(held("a", 4), step_record("r1", 1)))
     assert [(s.key, s.result) for s in await store.read(journal.load_journal("r1"))] == [
@@ -167,7 +180,7 @@ async def test_claim_runs__a_run_claimed_again_gets_a_new_fence(
 async def test_claim_runs__an_orphan_of_an_unregistered_worker_is_recovered(
     store: Store,
 ) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="gone"))
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="gone")))
 
     claimed = await store.claim_runs("w1", 10, now=T0, stale=True)
 
@@ -179,8 +192,8 @@ async def test_claim_runs__orphans_first_takes_a_dead_workers_run_before_a_backl
 ) -> None:
     # A backlog of new runs would keep a dead worker's run waiting until it drained.
     for i in range(3):
-        await store.create_run(run_record(f"new{i}", created_at=T0 + i))
-    await store.create_run(run_record("orphan", status="RUNNING", owner="gone"))
+        await store.write(run_ops.create_run(run_record(f"new{i}", created_at=T0 + i)))
+    await store.write(run_ops.create_run(run_record("orphan", status="RUNNING", owner="gone")))
 
     usual = await store.claim_runs("w1", 1, now=T0, stale=True)
     first = await store.claim_runs("w1", 1, now=T0, stale=True, orphans_first=True)
@@ -190,7 +203,9 @@ async def test_claim_runs__orphans_first_takes_a_dead_workers_run_before_a_backl
 
 
 async def test_claim_runs__poisons_a_run_recovered_max_recoveries_times(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="gone", max_recoveries=2))
+    await store.write(
+        run_ops.create_run(run_record("r1", status="RUNNING", owner="gone", max_recoveries=2))
+    )
     recoveries = []
     for worker in ("a", "b"):  # never heartbeating, each counts as dead at once
         claimed = await store.claim_runs(worker, 10, now=T0, stale=True)
@@ -200,7 +215,7 @@ async def test_claim_runs__poisons_a_run_recovered_max_recoveries_times(store: S
 
     assert recoveries == [1, 2]
     assert (last.runs, last.poisoned) == ([], {"r1": "tests.flow"})
-    run = await store.get_run("r1")
+    run = await store.read(run_ops.get_run("r1"))
     assert run is not None
     assert (run.status, run.owner) == ("FAILED", None)
     assert json.loads(run.error or "{}")["type"] == "cairn.errors.PoisonRun"
@@ -208,7 +223,7 @@ async def test_claim_runs__poisons_a_run_recovered_max_recoveries_times(store: S
 
 async def test_claim_run_over_a_live_owner__leaves_it_alone(store: Store) -> None:
     await store.register_worker(worker_record("w1"))
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
     claimed = await store.claim_runs("w2", 10, now=T0 + 1, stale=True)
 
@@ -218,8 +233,8 @@ async def test_claim_run_over_a_live_owner__leaves_it_alone(store: Store) -> Non
 
 async def test_release_run__a_live_owner_queues_one_run_again(store: Store) -> None:
     await store.register_worker(worker_record("w1"))
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await store.create_run(run_record("r2", status="RUNNING", owner="w1"))
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await store.write(run_ops.create_run(run_record("r2", status="RUNNING", owner="w1")))
 
     refused = await store.release_run("r1", held("w2"))  # not its owner: nothing happens
     untouched = await store.claim_runs("w2", 10, now=T0 + 1, stale=True)
@@ -239,10 +254,12 @@ async def test_release_run__a_live_owner_queues_one_run_again(store: Store) -> N
 
 async def test_claim_runs__says_when_each_claimed_run_became_due(store: Store) -> None:
     await store.register_worker(worker_record("w1"))
-    await store.create_run(run_record("queued", created_at=T0 - 5))
-    await store.create_run(run_record("delayed", created_at=T0 - 9, wake_at=T0 - 2))
-    await store.create_run(run_record("napper", status="RUNNING", owner="w1"))
-    await store.park_run("napper", held("w1"), "SLEEPING", wake_at=T0 - 1, waiting_for=None, now=T0)
+    await store.write(run_ops.create_run(run_record("queued", created_at=T0 - 5)))
+    await store.write(run_ops.create_run(run_record("delayed", created_at=T0 - 9, wake_at=T0 - 2)))
+    await store.write(run_ops.create_run(run_record("napper", status="RUNNING", owner="w1")))
+    await store.write(
+        run_ops.park_run("napper", held("w1"), "SLEEPING", wake_at=T0 - 1, waiting_for=None, now=T0)
+    )
 
     claimed = await store.claim_runs("w2", 10, now=T0, stale=True)
 
@@ -259,11 +276,15 @@ async def test_claim_runs__many_at_once_in_candidate_order_each_once(store: Stor
     await store.update_queue(QueueRecord("q", concurrency=2), now=T0)
     for i in range(8):
         queue = "q" if i % 2 else None
-        await store.create_run(run_record(f"p{i}", created_at=T0 - 100 + i, queue=queue))
-    await store.create_run(run_record("pinned", created_at=T0 - 50, version="v0"))
+        await store.write(
+            run_ops.create_run(run_record(f"p{i}", created_at=T0 - 100 + i, queue=queue))
+        )
+    await store.write(run_ops.create_run(run_record("pinned", created_at=T0 - 50, version="v0")))
     for name, status in (("sleeper", "SLEEPING"), ("waiter", "WAITING")):
-        await store.create_run(run_record(name, status="RUNNING", owner="w1"))
-        await store.park_run(name, held("w1"), status, wake_at=T0 - 1, waiting_for=None, now=T0)
+        await store.write(run_ops.create_run(run_record(name, status="RUNNING", owner="w1")))
+        await store.write(
+            run_ops.park_run(name, held("w1"), status, wake_at=T0 - 1, waiting_for=None, now=T0)
+        )
 
     claimed = await store.claim_runs("w2", 9, now=T0, stale=True, versions={"tests.flow": "v1"})
 

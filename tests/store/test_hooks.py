@@ -8,7 +8,7 @@ import pytest
 
 from cairn.store import LeaseLost, Store
 from cairn.store.programs import journal as journal_ops
-from cairn.store.programs import lifecycle, waits
+from cairn.store.programs import lifecycle, runs, waits
 from cairn.store.records import HookRecord, StepRecord
 
 from .kit import T0, held, run_record, step_record
@@ -28,7 +28,7 @@ def hook_entry() -> StepRecord:
 
 
 async def test_create_hook__keeps_schema_and_model(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
     hook = hook_record(expires_at=T0 + 60, payload_schema=SCHEMA, payload_model="m:Payment")
 
     await store.write(waits.create_hook(held("w1"), hook_entry(), hook))
@@ -39,7 +39,7 @@ async def test_create_hook__keeps_schema_and_model(store: Store) -> None:
 
 
 async def test_create_hook__again_keeps_the_first_row(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
     await store.write(
         waits.create_hook(held("w1"), hook_entry(), hook_record(payload_schema=SCHEMA))
     )
@@ -51,7 +51,7 @@ async def test_create_hook__again_keeps_the_first_row(store: Store) -> None:
 
 
 async def test_create_hook__non_owner_raises_lease_lost_and_writes_nothing(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
     with pytest.raises(LeaseLost):
         await store.write(waits.create_hook(held("w2"), hook_entry(), hook_record()))
@@ -60,7 +60,7 @@ async def test_create_hook__non_owner_raises_lease_lost_and_writes_nothing(store
 
 
 async def test_resume_hook__once_then_none_and_get_hook_shows_it_used(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
     await store.write(waits.create_hook(held("w1"), hook_entry(), hook_record(expires_at=T0 + 60)))
 
     assert await store.write(waits.resume_hook("t1", '{"paid": 1}', now=T0 + 1)) == "r1"
@@ -75,7 +75,7 @@ async def test_resume_hook__once_then_none_and_get_hook_shows_it_used(store: Sto
 
 async def test_list_hooks__only_callable_ones_oldest_first(store: Store) -> None:
     for run_id, status in (("r1", "RUNNING"), ("r2", "RUNNING"), ("r3", "RUNNING")):
-        await store.create_run(run_record(run_id, status=status, owner="w1"))
+        await store.write(runs.create_run(run_record(run_id, status=status, owner="w1")))
     await store.write(
         waits.create_hook(held("w1"), hook_entry(), hook_record("t1", created_at=T0 + 2))
     )
@@ -102,7 +102,9 @@ async def test_list_hooks__only_callable_ones_oldest_first(store: Store) -> None
     await store.write(
         waits.create_hook(held("w1"), done, hook_record("t4", run_id="r3", created_at=T0))
     )
-    await store.finish_run("r3", held("w1"), "COMPLETED", result="null", error=None, now=T0 + 1)
+    await store.write(
+        runs.finish_run("r3", held("w1"), "COMPLETED", result="null", error=None, now=T0 + 1)
+    )
 
     found = await store.read(waits.list_hooks(now=T0 + 10))
 

@@ -10,13 +10,13 @@ import pytest
 from cairn.errors import StoreError
 from cairn.store import LeaseLost, Store
 from cairn.store.programs import journal as journal_ops
-from cairn.store.programs import waits
+from cairn.store.programs import runs, waits
 
 from .kit import T0, attempt_record, held, run_record, step_record
 
 
 async def test_record_step__owner_appends_entries_in_seq_order(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
     for seq in (1, 2, 3):
         await store.write(journal_ops.record_step(held("w1"), step_record("r1", seq)))
@@ -27,7 +27,7 @@ async def test_record_step__owner_appends_entries_in_seq_order(store: Store) -> 
 
 
 async def test_record_step__non_owner_raises_lease_lost_and_writes_nothing(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
     with pytest.raises(LeaseLost):
         await store.write(journal_ops.record_step(held("w2"), step_record("r1", 1)))
@@ -36,8 +36,10 @@ async def test_record_step__non_owner_raises_lease_lost_and_writes_nothing(store
 
 
 async def test_record_step__finished_run_is_fenced(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await store.finish_run("r1", held("w1"), "COMPLETED", result=None, error=None, now=T0)
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await store.write(
+        runs.finish_run("r1", held("w1"), "COMPLETED", result=None, error=None, now=T0)
+    )
 
     with pytest.raises(LeaseLost):
         await store.write(journal_ops.record_step(held("w1"), step_record("r1", 1)))
@@ -45,7 +47,7 @@ async def test_record_step__finished_run_is_fenced(store: Store) -> None:
 
 async def test_record_step__concurrent_writers_share_commits_and_fail_alone(store: Store) -> None:
     for i in range(10):
-        await store.create_run(run_record(f"r{i}", status="RUNNING", owner="w1"))
+        await store.write(runs.create_run(run_record(f"r{i}", status="RUNNING", owner="w1")))
     await store.write(journal_ops.record_step(held("w1"), step_record("r7", 1)))
 
     outcomes = await asyncio.gather(
@@ -67,7 +69,7 @@ async def test_record_step__concurrent_writers_share_commits_and_fail_alone(stor
 
 
 async def test_record_step__input_is_read_for_the_history_not_for_a_replay(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
     given = '{"args":[1,"é"],"kwargs":{"b":null}}'
 
     await store.write(journal_ops.record_step(held("w1"), step_record("r1", 1, input=given)))
@@ -87,7 +89,7 @@ async def test_record_step__inputs_of_writes_sharing_a_commit_stay_with_their_st
 ) -> None:
     # Side by side, PostgreSQL writes these steps in one bulk statement (arrays).
     for i in range(6):
-        await store.create_run(run_record(f"r{i}", status="RUNNING", owner="w1"))
+        await store.write(runs.create_run(run_record(f"r{i}", status="RUNNING", owner="w1")))
 
     await asyncio.gather(
         *(
@@ -106,7 +108,7 @@ async def test_record_step__inputs_of_writes_sharing_a_commit_stay_with_their_st
 
 
 async def test_upsert_step__replaces_a_waiting_entry(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
     waiting = step_record("r1", 1, name="event", status="waiting", finished_at=None, result=None)
     await store.write(journal_ops.record_step(held("w1"), waiting, upsert=True))
 
@@ -117,14 +119,14 @@ async def test_upsert_step__replaces_a_waiting_entry(store: Store) -> None:
 
 
 async def test_upsert_step__non_owner_raises_lease_lost(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
     with pytest.raises(LeaseLost):
         await store.write(journal_ops.record_step(held("w2"), step_record("r1", 1), upsert=True))
 
 
 async def test_record_attempt__kept_once_per_attempt_in_order(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
     for attempt in (2, 1, 1):
         await store.write(
@@ -136,7 +138,7 @@ async def test_record_attempt__kept_once_per_attempt_in_order(store: Store) -> N
 
 
 async def test_record_attempt__keeps_when_the_attempt_started(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
     began = replace(attempt_record("r1", "add#1", 1), started_at=T0 - 0.25)
 
     await store.write(journal_ops.record_attempt(held("w1"), began))
@@ -151,7 +153,7 @@ async def test_record_attempt__keeps_when_the_attempt_started(store: Store) -> N
 async def test_record_attempt__non_owner_raises_lease_lost_and_writes_nothing(
     store: Store,
 ) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
     with pytest.raises(LeaseLost):
         await store.write(journal_ops.record_attempt(held("w2"), attempt_record("r1", "add#1", 1)))
@@ -160,7 +162,7 @@ async def test_record_attempt__non_owner_raises_lease_lost_and_writes_nothing(
 
 
 async def test_consume_message__takes_the_oldest_once(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
     for payload in ("1", "2"):
         await store.write(waits.send_message("r1", "go", payload, idempotency_key=None, now=T0))
 
@@ -179,7 +181,7 @@ async def test_consume_message__takes_the_oldest_once(store: Store) -> None:
 
 
 async def test_load_journal__pages_through_a_long_history(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
     for seq in range(1, 8):
         await store.write(journal_ops.record_step(held("w1"), step_record("r1", seq)))
 

@@ -8,7 +8,7 @@ import pytest
 
 from cairn.store import Store
 from cairn.store.programs import journal as journal_ops
-from cairn.store.programs import waits
+from cairn.store.programs import runs, waits
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import StepRecord
 
@@ -44,7 +44,7 @@ async def queue(store: Store, run_id: str, channel: str, *payloads: str) -> None
 async def test_consume_messages__takes_the_oldest_up_to_the_limit_as_one_entry(
     store: Store,
 ) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
     await queue(store, "r1", "event:orders", '"a"', '"b"', '"c"')
     await queue(store, "r1", "event:other", '"x"')
 
@@ -75,7 +75,7 @@ async def test_consume_messages__takes_the_oldest_up_to_the_limit_as_one_entry(
 
 
 async def test_consume_messages__nothing_queued_writes_nothing(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
     await queue(store, "r1", "event:other", '"x"')
 
     taken = await store.write(
@@ -89,7 +89,7 @@ async def test_consume_messages__nothing_queued_writes_nothing(store: Store) -> 
 
 
 async def test_consume_messages__replaces_the_waiting_entry(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
     waiting = receive_entry("r1")
     waiting = StepRecord(
         **{
@@ -114,7 +114,7 @@ async def test_consume_messages__replaces_the_waiting_entry(store: Store) -> Non
 
 
 async def test_consume_messages__without_the_lease_takes_nothing(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
     await queue(store, "r1", "event:orders", '"a"')
 
     with pytest.raises(LeaseLost):

@@ -12,6 +12,7 @@ from cairn.errors import StoreError, StoreUnavailable
 from cairn.store import _sql
 from cairn.store.postgres.store import PostgresStore
 from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
 from cairn.store.programs import waits
 from cairn.store.protocol import LeaseLost
 
@@ -53,7 +54,7 @@ async def test_writes_and_reads__survive_every_connection_being_killed(
 ) -> None:
     await pg_store.register_worker(worker_record("w1"))
     for i in range(20):
-        await pg_store.create_run(run_record(f"r{i}", status="RUNNING", owner="w1"))
+        await pg_store.write(run_ops.create_run(run_record(f"r{i}", status="RUNNING", owner="w1")))
 
     async def steps(i: int) -> None:
         for seq in range(1, 21):
@@ -70,7 +71,7 @@ async def test_writes_and_reads__survive_every_connection_being_killed(
                         s.seq == seq for s in await pg_store.read(journal_ops.load_journal(f"r{i}"))
                     ):
                         break
-            await pg_store.get_run(f"r{i}")
+            await pg_store.read(run_ops.get_run(f"r{i}"))
 
     killed, *_ = await asyncio.gather(
         kill_sessions(pg_url, times=3, every=0.05), *(steps(i) for i in range(20))
@@ -93,7 +94,7 @@ async def test_writes__fail_with_store_error_once_the_server_stays_away(pg_url: 
         execute(server, TERMINATE, (database,))
 
         with pytest.raises(StoreError, match=database):
-            await store.create_run(run_record("r1"))
+            await store.write(run_ops.create_run(run_record("r1")))
     finally:
         execute(server, f"ALTER DATABASE {database} ALLOW_CONNECTIONS true")
         await store.close()
@@ -110,7 +111,7 @@ async def test_lone_writes__survive_their_connection_being_killed(
     # One run alone writes straight through libpq (`fast_path`): a killed connection
     # must be noticed and the write retried on a new one, as for batches.
     server, database = admin(pg_url)
-    await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await pg_store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
     for seq in range(1, 31):
         if seq % 10 == 0:
             execute(server, TERMINATE, (database,))
@@ -124,7 +125,7 @@ async def test_lone_writes__survive_their_connection_being_killed(
 async def test_a_failing_lone_write__fails_alone_and_the_next_one_works(
     pg_store: PostgresStore,
 ) -> None:
-    await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await pg_store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
     await pg_store.write(journal_ops.record_step(held("w1"), step_record("r1", 1)))
 
     with pytest.raises(StoreError, match="duplicate key"):
@@ -143,7 +144,7 @@ async def test_a_failing_lone_write__fails_alone_and_the_next_one_works(
 async def test_a_lone_write_cancelled_in_flight__does_not_jam_the_writer(
     pg_store: PostgresStore,
 ) -> None:
-    await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await pg_store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
     for seq in range(1, 9):
         write = asyncio.create_task(
             pg_store.write(journal_ops.record_step(held("w1"), step_record("r1", seq)))
@@ -160,7 +161,7 @@ async def test_a_lone_write_cancelled_in_flight__does_not_jam_the_writer(
     await asyncio.wait_for(
         pg_store.write(journal_ops.record_step(held("w1"), step_record("r1", 10))), 5
     )
-    await asyncio.wait_for(pg_store.create_run(run_record("r2")), 5)
+    await asyncio.wait_for(pg_store.write(run_ops.create_run(run_record("r2"))), 5)
     assert 10 in [s.seq for s in await pg_store.read(journal_ops.load_journal("r1"))]
 
 
@@ -171,7 +172,7 @@ async def test_transactions_alone__are_run_again_when_their_connection_dies_mid_
     # connection dies before COMMIT was rolled back by the server, so it is run afresh on
     # a new connection: every message lands exactly once, and no caller sees an error.
     for i in range(10):
-        await pg_store.create_run(run_record(f"r{i}", status="WAITING"))
+        await pg_store.write(run_ops.create_run(run_record(f"r{i}", status="WAITING")))
 
     async def sends(i: int) -> None:
         for n in range(15):
@@ -197,7 +198,7 @@ async def test_a_lone_write__uses_the_connection_its_lane_has_once_its_turn_come
     # connection was lost, which replaces it. The lone write queued behind must then use
     # the new connection, not the lost one it saw before its turn (it failed with
     # "no connection to the server" as a StoreError, when every connection was killed).
-    await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await pg_store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
     await pg_store.write(
         journal_ops.record_step(held("w1"), step_record("r1", 1))
     )  # lane 0 is connected
@@ -236,7 +237,7 @@ async def test_a_lane_promised_to_a_waiting_task__is_not_taken_by_a_new_write(
     # runs at once every write ended up committed alone, one after another (a round of
     # bench.ceiling in ten ran at a quarter of the speed). Such a write goes to the queue
     # instead, and is committed with the others in the next batch.
-    await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await pg_store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
     writer = pg_store._writer
     assert writer is not None
     lane0, lane1 = writer._locks

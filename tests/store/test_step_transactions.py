@@ -9,6 +9,7 @@ import pytest
 
 from cairn.store import Store
 from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs
 from cairn.store.protocol import LeaseLost, StepTransaction
 
 from .kit import OpenStore, execute, held, run_record, step_record
@@ -37,7 +38,7 @@ def _url(store: Any) -> str:
 @pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
 async def test_step_transaction__rows_and_entry_commit_together(store: Store, sync: bool) -> None:
     execute(_url(store), LEDGER)
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
     txn = await store.begin_step_transaction(sync=sync)
     await _insert(store, txn, "a", sync=sync)
@@ -52,7 +53,7 @@ async def test_step_transaction__rows_and_entry_commit_together(store: Store, sy
 @pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
 async def test_step_transaction__lost_lease_rolls_back_the_rows(store: Store, sync: bool) -> None:
     execute(_url(store), LEDGER)
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
     txn = await store.begin_step_transaction(sync=sync)
     await _insert(store, txn, "a", sync=sync)
@@ -67,7 +68,7 @@ async def test_step_transaction__lost_lease_rolls_back_the_rows(store: Store, sy
 
 async def test_step_transaction__rollback_undoes_and_frees_the_write_path(store: Store) -> None:
     execute(_url(store), LEDGER)
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
     txn = await store.begin_step_transaction(sync=False)
     await _insert(store, txn, "a", sync=False)
@@ -88,8 +89,8 @@ async def test_step_transaction__a_second_store_on_the_database_commits_after(
 ) -> None:
     execute(_url(store), LEDGER)
     other = await open_store_at()  # another process, in effect
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await store.create_run(run_record("r2", status="RUNNING", owner="w2"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await store.write(runs.create_run(run_record("r2", status="RUNNING", owner="w2")))
 
     first = await store.begin_step_transaction(sync=False)
     await _insert(store, first, "first", sync=False)

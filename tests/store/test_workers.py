@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from cairn.store import Store
+from cairn.store.programs import runs as run_ops
 from cairn.store.programs import waits
 from cairn.store.records import WorkerRecord
 
@@ -56,10 +57,12 @@ async def test_beat__moves_the_heartbeat_and_says_what_the_worker_holds(
 ) -> None:
     await store.register_worker(worker_record("w1"))
     await store.register_worker(worker_record("w2"))
-    await store.create_run(run_record("mine", status="RUNNING", owner="w1"))
-    await store.create_run(run_record("theirs", status="RUNNING", owner="w2"))
-    await store.create_run(run_record("parked", status="RUNNING", owner="w1"))
-    await store.park_run("parked", held("w1"), "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+    await store.write(run_ops.create_run(run_record("mine", status="RUNNING", owner="w1")))
+    await store.write(run_ops.create_run(run_record("theirs", status="RUNNING", owner="w2")))
+    await store.write(run_ops.create_run(run_record("parked", status="RUNNING", owner="w1")))
+    await store.write(
+        run_ops.park_run("parked", held("w1"), "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+    )
     age_heartbeat(store_url, "w1", 100)
 
     beat = await store.beat(worker_record("w1"))
@@ -81,7 +84,7 @@ async def test_beat__a_worker_whose_row_was_removed_registers_again(store: Store
 
 async def test_side_channel__beats_from_a_thread_of_its_own(store: Store) -> None:
     await store.register_worker(worker_record("w1"))
-    await store.create_run(run_record("mine", status="RUNNING", owner="w1"))
+    await store.write(run_ops.create_run(run_record("mine", status="RUNNING", owner="w1")))
     channel = store.side_channel()
     if channel is None:
         pytest.skip(f"{store!r} has no side channel")
@@ -101,7 +104,7 @@ async def test_beat__lets_go_of_the_runs_it_names_while_it_holds_them(
     await store.register_worker(worker_record("w1"))
     await store.register_worker(worker_record("w2"))
     for run_id, owner in (("stuck", "w1"), ("moved", "w1"), ("theirs", "w2"), ("fine", "w1")):
-        await store.create_run(run_record(run_id, status="RUNNING", owner=owner))
+        await store.write(run_ops.create_run(run_record(run_id, status="RUNNING", owner=owner)))
     await store.release_run("moved", held("w1"))
     await store.claim_runs("w1", 10, now=T0, stale=False)  # "moved": held again, fence 2
     let_go = [("stuck", 1), ("moved", 1), ("theirs", 1)]
@@ -119,7 +122,7 @@ async def test_beat__lets_go_of_the_runs_it_names_while_it_holds_them(
 
     assert beat.released == ("stuck",)  # not under another fence, nor another's
     assert beat.owned == {"fine": 1, "moved": 2}
-    stuck = await other.get_run("stuck")
+    stuck = await other.read(run_ops.get_run("stuck"))
     assert stuck is not None and (stuck.status, stuck.owner) == ("PENDING", None)
     claimed = await other.claim_runs("w2", 10, now=T0, stale=False)
     assert [(r.run_id, r.recoveries) for r in claimed.runs] == [("stuck", 0)]
@@ -127,7 +130,7 @@ async def test_beat__lets_go_of_the_runs_it_names_while_it_holds_them(
 
 async def test_expire_workers__makes_their_runs_recoverable_at_once(store: Store) -> None:
     await store.register_worker(worker_record("w1"))
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
     before = await store.claim_runs("w2", 10, now=T0, stale=True)
 
     await store.expire_workers(["w1"])
@@ -140,12 +143,12 @@ async def test_expire_workers__makes_their_runs_recoverable_at_once(store: Store
 
 async def test_remove_worker__hands_its_running_runs_back_as_pending(store: Store) -> None:
     await store.register_worker(worker_record("w1"))
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await store.create_run(run_record("r2", status="RUNNING", owner="w2"))
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await store.write(run_ops.create_run(run_record("r2", status="RUNNING", owner="w2")))
 
     await store.remove_worker("w1")
 
-    r1, r2 = await store.get_run("r1"), await store.get_run("r2")
+    r1, r2 = await store.read(run_ops.get_run("r1")), await store.read(run_ops.get_run("r2"))
     assert r1 is not None and r2 is not None
     assert (r1.status, r1.owner) == ("PENDING", None)
     assert (r2.status, r2.owner) == ("RUNNING", "w2")
@@ -183,7 +186,7 @@ async def test_wait_for_work__wakes_on_a_run_another_process_queues(
     waiting = asyncio.create_task(worker.wait_for_work(30))
     await asyncio.sleep(0)
 
-    await client.create_run(run_record("r1"))
+    await client.write(run_ops.create_run(run_record("r1")))
 
     async with asyncio.timeout(10):
         await waiting
@@ -194,8 +197,10 @@ async def test_wait_for_work__wakes_on_a_message_for_a_waiting_run(
     open_store_at: OpenStore,
 ) -> None:
     worker, client = await open_store_at(), await open_store_at()
-    await worker.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await worker.park_run("r1", held("w1"), "WAITING", wake_at=None, waiting_for="go", now=T0)
+    await worker.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await worker.write(
+        run_ops.park_run("r1", held("w1"), "WAITING", wake_at=None, waiting_for="go", now=T0)
+    )
     await settle(worker)
     waiting = asyncio.create_task(worker.wait_for_work(30))
     await asyncio.sleep(0)
@@ -211,7 +216,7 @@ async def test_wait_for_work__wakes_on_a_run_another_process_hands_back(
 ) -> None:
     # A stopping worker hands its runs back: the others must hear of it, not poll for it.
     worker, stopping = await open_store_at(), await open_store_at()
-    await stopping.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await stopping.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
     await settle(worker)
     waiting = asyncio.create_task(worker.wait_for_work(30))
     await asyncio.sleep(0)
@@ -228,11 +233,13 @@ async def test_counts__unfinished_runs_by_queue_and_status_and_live_workers(
     await store.register_worker(worker_record("w1"))
     await store.register_worker(worker_record("gone"))
     age_heartbeat(store_url, "gone", LEASE + 5)
-    await store.create_run(run_record("p1"))
-    await store.create_run(run_record("p2", queue="mail"))
-    await store.create_run(run_record("p3", queue="mail"))
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1", queue="mail"))
-    await store.create_run(run_record("done", status="COMPLETED"))
+    await store.write(run_ops.create_run(run_record("p1")))
+    await store.write(run_ops.create_run(run_record("p2", queue="mail")))
+    await store.write(run_ops.create_run(run_record("p3", queue="mail")))
+    await store.write(
+        run_ops.create_run(run_record("r1", status="RUNNING", owner="w1", queue="mail"))
+    )
+    await store.write(run_ops.create_run(run_record("done", status="COMPLETED")))
 
     counts = await store.counts()
 
@@ -302,8 +309,10 @@ async def test_expire_workers__keeps_the_last_heartbeat_of_a_dead_worker(
 async def test_wait_for_work__wakes_at_once_on_its_own_store_s_waking_write(store: Store) -> None:
     # `@wakes` on send_message: without it SQLite would sleep the whole timeout (its own
     # commits do not change PRAGMA data_version) and PostgreSQL would send no NOTIFY.
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await store.park_run("r1", held("w1"), "WAITING", wake_at=None, waiting_for="go", now=T0)
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await store.write(
+        run_ops.park_run("r1", held("w1"), "WAITING", wake_at=None, waiting_for="go", now=T0)
+    )
     await settle(store)
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -322,4 +331,5 @@ def test_wakes__is_declared_on_the_programs_that_make_runs_claimable() -> None:
 
     assert base.is_waking(waits.send_message("r1", "go", "1", idempotency_key=None, now=T0)())
     assert base.is_waking(claims.release_run("r1", held("w1"), T0))
-    assert not base.is_waking(runs.finish_run("r1", held("w1"), "COMPLETED", None, None, T0, False))
+    finish = runs.finish_run("r1", held("w1"), "COMPLETED", result=None, error=None, now=T0)
+    assert not base.is_waking(finish())

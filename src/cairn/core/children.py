@@ -18,6 +18,7 @@ from cairn.errors import ChildFailed, EventTimeout, TransientWorkflow
 from cairn.models import RunStatus
 from cairn.observability import propagation
 from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
 from cairn.store.programs import waits
 from cairn.store.records import RunRecord, StepRecord
 
@@ -125,7 +126,7 @@ async def start_child(
     # Creating the child is idempotent (its id is derived from the parent's), so it is
     # simply sent again while the database is away.
     existing, created = await durable.write(
-        live, lambda: env.store.create_run(child), what=f"child run {child_id!r}"
+        live, lambda: env.store.write(run_ops.create_run(child)), what=f"child run {child_id!r}"
     )
     if not created:
         await _adopt(live, existing, key)

@@ -18,6 +18,7 @@ from cairn.representation.words import span
 from cairn.runtime import blocking, leases
 from cairn.runtime.control import RunControl
 from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
 from cairn.store.records import RunRecord
 
 
@@ -169,7 +170,7 @@ async def waiting_of(
     child_id = None if found is None else found.get("child_id")
     if child_depth < 1 or not child_id:
         return found
-    child = await control.store.get_run(child_id)
+    child = await control.store.read(run_ops.get_run(child_id))
     if child is not None and found is not None:
         waits = await waiting_of(control, child, now=now, child_depth=child_depth - 1)
         found["child"] = {"run_id": child.run_id, "status": child.status, "waiting": waits}

@@ -19,6 +19,7 @@ from cairn.models import RunStatus
 from cairn.observability import logcontext
 from cairn.runtime import leases
 from cairn.runtime.executing import Executing
+from cairn.store.programs import control as control_ops
 
 log = logcontext.logger("cairn.worker")
 
@@ -33,7 +34,9 @@ class Claiming(Executing):
         # Requests made by other processes reach the runs we execute here.
         if not self.live:
             return
-        for run_id, control in await self.env.store.controlled_runs(self.env.owner):
+        for run_id, control in await self.env.store.read(
+            control_ops.controlled_runs(self.env.owner)
+        ):
             live = self.live.get(run_id)
             if live is not None and not _already(live, control):
                 live.interrupts.request(control)

@@ -23,6 +23,7 @@ from cairn.errors import NonDeterminismError
 from cairn.models import HistoryEntry, RunStatus
 from cairn.serialization import Serializer
 from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
 from cairn.store.protocol import Store
 from cairn.store.records import RunQuery, RunRecord, StepRecord
 
@@ -152,8 +153,10 @@ async def _unfinished(store: Store, workflow: str | None, sample: int | None) ->
     for status in UNFINISHED:
         cursor = None
         while True:
-            page = await store.list_runs(
-                RunQuery(status=status, workflow=workflow, limit=PAGE, cursor=cursor)
+            page = await store.read(
+                run_ops.list_runs(
+                    RunQuery(status=status, workflow=workflow, limit=PAGE, cursor=cursor)
+                )
             )
             for run in page:
                 if sample is None or taken[run.workflow] < sample:

@@ -17,6 +17,7 @@ from typing import Any
 from cairn.core import hook_tokens, step_input
 from cairn.models import Execution, History, HistoryEntry, RunStatus
 from cairn.store import in_flight
+from cairn.store.programs import control
 from cairn.store.programs import journal as journal_ops
 from cairn.store.protocol import Store
 from cairn.store.records import (
@@ -102,7 +103,7 @@ async def history(
     if limit is not None and len(steps) > limit:
         steps = steps[:limit]
         next_after = steps[-1].seq
-    lineage = await store.load_lineage(run.run_id)
+    lineage = await store.read(control.load_lineage(run.run_id))
     retried = lineage.retried
     if paged:
         # A retried entry sits beside the live entries of its seq: same page.
@@ -279,7 +280,7 @@ async def executing(store: Store, run: RunRecord) -> list[dict[str, Any]]:
 
 async def copies(store: Store, run_id: str) -> list[dict[str, Any]]:
     """The runs restarted or forked from `run_id`, oldest first."""
-    lineage = await store.load_lineage(run_id)
+    lineage = await store.read(control.load_lineage(run_id))
     return [
         {
             "run_id": copy.run_id,

@@ -17,6 +17,7 @@ from cairn.models import RunStatus
 from cairn.observability import logcontext
 from cairn.runtime import leases
 from cairn.runtime.claiming import Claiming
+from cairn.store.programs import runs as run_ops
 from cairn.store.records import Beat, WorkerRecord
 
 log = logcontext.logger("cairn.worker")
@@ -105,7 +106,7 @@ class Reconciling(Claiming):
 
     def _resume(self, run_id: str, fence: int) -> None:
         async def resume() -> None:
-            run = await self.env.store.get_run(run_id)
+            run = await self.env.store.read(run_ops.get_run(run_id))
             if run is None or (run.owner, run.fence, run.status) != (
                 self.env.owner,
                 fence,

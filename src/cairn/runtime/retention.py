@@ -18,6 +18,7 @@ from cairn.clock import Clock
 from cairn.errors import StoreError
 from cairn.observability import logcontext
 from cairn.store import Store
+from cairn.store.programs import prune as prune_ops
 from cairn.store.records import PruneQuery
 
 log = logcontext.logger("cairn.retention")
@@ -50,7 +51,8 @@ async def prune(
     total, after = 0, None
     while True:
         began = time.monotonic()
-        done = await store.prune_runs(query, after=after, limit=batch, dry_run=dry_run)
+        prune_op = prune_ops.prune_runs(query, after=after, limit=batch, dry_run=dry_run)
+        done = await (store.read(prune_op) if dry_run else store.write(prune_op))
         total += done.count
         if done.after is None:
             return total

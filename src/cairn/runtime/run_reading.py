@@ -15,6 +15,7 @@ from cairn.runtime import blocking
 from cairn.runtime import history as run_history
 from cairn.serialization import Serializer
 from cairn.store.programs import journal, step_tasks
+from cairn.store.programs import runs as run_ops
 from cairn.store.protocol import Store
 from cairn.store.records import RunQuery, RunRecord
 
@@ -30,7 +31,7 @@ class RunReading:
     async def record(self, run_id: str) -> RunRecord:
         """The stored run; RunNotFound if unknown."""
         storable(run_id)
-        run = await self.store.get_run(run_id)
+        run = await self.store.read(run_ops.get_run(run_id))
         if run is None:
             raise RunNotFound(run_id)
         return run
@@ -81,7 +82,7 @@ class RunReading:
             limit=limit + 1,
             cursor=_parse_cursor(cursor),
         )
-        rows = await self.store.list_runs(query)
+        rows = await self.store.read(run_ops.list_runs(query))
         more = len(rows) > limit
         rows = rows[:limit]
         next_cursor = f"{rows[-1].created_at!r}|{rows[-1].run_id}" if more else None
@@ -118,7 +119,7 @@ class RunReading:
             run_id_prefix=run_id_prefix,
             tree=tree,
         )
-        found = await self.store.count_runs(query, limit)
+        found = await self.store.read(run_ops.count_runs(query, limit))
         return {status: found.get(status.value, 0) for status in RunStatus}
 
     async def history(self, run_id: str, *, after: int = 0, limit: int | None = None) -> History:

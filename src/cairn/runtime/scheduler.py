@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.models import RunStatus
 from cairn.observability import logcontext
 from cairn.runtime.schedules import spec_of
+from cairn.store.programs import runs as run_ops
 from cairn.store.programs import schedules
 from cairn.store.records import Fired, ScheduleRecord
 
@@ -147,7 +148,7 @@ class Scheduler:
         """
         if record.last_run_id is None:
             return True
-        run = await self.control.store.get_run(record.last_run_id)
+        run = await self.control.store.read(run_ops.get_run(record.last_run_id))
         return run is None or run.status in _ENDED
 
     def _started(self, outcomes: list[Fired]) -> list[str]:

@@ -31,6 +31,7 @@ from cairn.core.queued_step import QueuedStepRun
 from cairn.core.run_env import RunEnv
 from cairn.errors import SerializationError, StoreError
 from cairn.observability import logcontext
+from cairn.store.programs import runs as run_ops
 from cairn.store.programs import step_tasks
 from cairn.store.records import StepTaskRecord
 
@@ -183,7 +184,7 @@ class StepWorker:
         delay = 0.1
         while True:
             try:
-                return await self.env.store.get_run(task.run_id)
+                return await self.env.store.read(run_ops.get_run(task.run_id))
             except StoreError as exc:
                 log.warning("cairn: reading the run of step attempt %s: %s", task.task_id, exc)
                 await asyncio.sleep(delay)

@@ -21,6 +21,7 @@ from cairn.models import EventDelivery, History, RunPage, RunStatus
 from cairn.runtime.engine import Engine
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.tasks import TaskControl
+from cairn.store.programs import runs as run_ops
 from cairn.store.programs import schedules
 from cairn.store.records import RunQuery, StepRecord
 from cairn.store.sqlite.store import SqliteStore
@@ -154,8 +155,8 @@ class TestEngine:
             pending = [
                 run
                 for engine in engines
-                for run in await engine.store.list_runs(
-                    RunQuery(status=RunStatus.PENDING.value, limit=100)
+                for run in await engine.store.read(
+                    run_ops.list_runs(RunQuery(status=RunStatus.PENDING.value, limit=100))
                 )
                 if run.waiting_for is None and (run.wake_at is None or run.wake_at <= now)
             ]

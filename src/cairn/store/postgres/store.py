@@ -41,7 +41,7 @@ from cairn.store.postgres.side_channel import PostgresSideChannel
 from cairn.store.postgres.writes import Writes
 from cairn.store.programs import claims, runs, workers
 from cairn.store.programs.base import Operation, Program, Sql, is_waking
-from cairn.store.records import Claimed, Lease, RunRecord, WorkerRecord
+from cairn.store.records import Claimed, RunRecord, WorkerRecord
 from cairn.store.sql_store import SqlStore
 
 T = TypeVar("T")
@@ -221,14 +221,26 @@ class PostgresStore(SqlStore):
         An operation whose program declares a path hint (`@path`, its rounds and wake-up)
         may share a commit; any other write runs alone in its own transaction.
         """
-        if isinstance(make, Operation) and (known := make.path()) is not None:
-            return await self.writes.write(make, known[1], rounds=known[0])  # type: ignore[no-any-return]
+        if isinstance(make, Operation):
+            if make.kind is runs.create_run:
+                return await self._create_run(*make.args)  # type: ignore[return-value]
+            if (known := make.path()) is not None:
+                return await self.writes.write(make, known[1], rounds=known[0])  # type: ignore[no-any-return]
         program = make()
         wake = NOW if is_waking(program) else None
         return await self.writes.started_alone(program, make, wake)
 
     async def read(self, make: Callable[[], Program[T]]) -> T:
-        """Run a read-only program, each statement on a pooled connection."""
+        """Run a read-only program, each statement on a pooled connection.
+
+        Reads of one run by id share a query (see `_get_run`); an operation declared
+        `@one_plan` for its arguments goes to `read_one_plan`.
+        """
+        if isinstance(make, Operation):
+            if make.kind is runs.get_run:
+                return await self._get_run(*make.args)  # type: ignore[return-value]
+            if make.one_plan():
+                return await self.read_one_plan(make)
         return await connections.read(self.db, make())
 
     async def read_one_plan(self, make: Callable[[], Program[T]]) -> T:
@@ -244,21 +256,20 @@ class PostgresStore(SqlStore):
             raise StoreError(f"store {self.where} is not open")
         return self._writes
 
-    # the hot writes of a run: their rounds pick their path (see `writes`)
+    # the two operations this store runs its own way
 
-    async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
-        """Insert `run` unless its run_id exists; returns the stored run and whether it is new."""
+    async def _create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """runs.create_run: without a dedup key, the insert alone is one round."""
         wake = (run.wake_at or NOW) if run.status == RunStatus.PENDING else None
         if run.dedup_key is not None:  # the key is checked first: not one round
             try:
-                existing = await self.writes.alone(lambda: runs.create_run(run), wake)
+                return await self.writes.alone(runs.create_run(run), wake)
             except StoreError as exc:
                 if not connections.dedup_clash(exc):
                     raise
                 # A concurrent start took the key between our check and our insert; asked
                 # again, the program names the holder (DuplicateRun).
-                existing = await self.writes.alone(lambda: runs.create_run(run), wake)
-            return (run, True) if existing is None else (existing, False)
+                return await self.writes.alone(runs.create_run(run), wake)
 
         def insert() -> connections.Program[bool]:
             # The shared program's first statement; the existing run is read afterwards.
@@ -267,57 +278,17 @@ class PostgresStore(SqlStore):
 
         if await self.writes.write(insert, wake, rounds="one"):
             return run, True
-        existing = await self.get_run(run.run_id)
+        existing = await self._get_run(run.run_id)
         if existing is None:
             raise StoreError(f"database {self.where}: run {run.run_id!r} vanished")
         return existing, False
 
-    async def get_run(self, run_id: str) -> RunRecord | None:
-        """The run, or None (concurrent calls share one query)."""
+    async def _get_run(self, run_id: str) -> RunRecord | None:
+        """runs.get_run: concurrent calls share one query."""
         if self._reader is None:
             raise StoreError(f"store {self.where} is not open")
         row = await self._reader.get(run_id)
         return None if row is None else _sql.run_from_row(row)
-
-    async def finish_run(
-        self,
-        run_id: str,
-        lease: Lease,
-        status: str,
-        *,
-        result: str | None,
-        error: str | None,
-        now: float,
-        alone: bool = False,
-    ) -> None:
-        """End a run held by `lease` (see Store.finish_run)."""
-        # Unless alone, a parent may be woken: wake-ups go out with the commit.
-        await self.writes.write(
-            lambda: runs.finish_run(run_id, lease, status, result, error, now, alone),
-            None if alone else NOW,
-            rounds="one" if alone else "unknown",
-        )
-
-    async def park_run(
-        self,
-        run_id: str,
-        lease: Lease,
-        status: str,
-        *,
-        wake_at: float | None,
-        waiting_for: str | None,
-        now: float,
-        waits_on: Sequence[str] | None = None,
-        futile_wakes: int = 0,
-    ) -> None:
-        """Park a run and release it (see Store.park_run)."""
-        await self.writes.write(
-            lambda: runs.park_run(
-                run_id, lease, status, wake_at, waiting_for, now, waits_on, futile_wakes
-            ),
-            wake_at,
-            rounds="unknown",
-        )
 
     async def begin_step_transaction(
         self, *, sync: bool, timeout: float | None = None

@@ -137,6 +137,11 @@ class Operation(Generic[T_co]):
         """A fresh program, so that `yield from op` runs it inside another program."""
         return self.kind.program(*self.args, **self.kwargs)
 
+    def one_plan(self) -> bool:
+        """True if its statements' best plan does not depend on their values (`one_plan`)."""
+        fits = self.kind.one_plan
+        return fits is not None and fits(*self.args, **self.kwargs)
+
     def path(self) -> Path | None:
         """Its path hint (see `path`), None if its program declares none."""
         hint = self.kind.path
@@ -149,11 +154,12 @@ class Operation(Generic[T_co]):
 class OperationKind(Generic[P, T_co]):
     """A program declared `@operation`: calling it makes an `Operation` of it."""
 
-    __slots__ = ("name", "path", "program")
+    __slots__ = ("name", "one_plan", "path", "program")
 
     def __init__(self, program: Callable[P, Program[T_co]], path: PathHint | None) -> None:
         self.program = program
         self.path = path
+        self.one_plan: Callable[..., bool] | None = _ONE_PLAN.get(program.__code__)
         self.name = program.__name__
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Operation[T_co]:
@@ -165,6 +171,7 @@ class OperationKind(Generic[P, T_co]):
 
 
 _PATHS: dict[CodeType, Rounds | PathHint] = {}
+_ONE_PLAN: dict[CodeType, Callable[..., bool]] = {}
 
 
 def operation(fn: Callable[P, Program[T]]) -> OperationKind[P, T]:
@@ -187,6 +194,20 @@ def path(hint: Rounds | Callable[P, Path]) -> Callable[[F], F]:
 
     def declare(fn: F) -> F:
         _PATHS[fn.__code__] = hint
+        return fn
+
+    return declare
+
+
+def one_plan(fits: Callable[P, bool]) -> Callable[[F], F]:
+    """Declare when a read program's statements have one best plan whatever their values.
+
+    `fits` takes the program's own arguments. `store.read` then runs such a call as
+    `read_one_plan` (PostgreSQL plans its statements once; SQLite reads as usual).
+    """
+
+    def declare(fn: F) -> F:
+        _ONE_PLAN[fn.__code__] = fits
         return fn
 
     return declare

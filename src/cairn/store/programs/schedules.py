@@ -175,7 +175,7 @@ def fire_schedule(
             if schedule.overlap != "cancel_other":
                 skipped += 1
                 continue
-            yield from control_run(active, "cancel", now)
+            yield from control_run(active, "cancel", now=now)
             cancelled.append(active)
         yield Sql(_sql.INSERT_RUN, _sql.run_params(_scheduled_run(schedule, run_id, tick, now)))
         started.append(run_id)

@@ -14,7 +14,6 @@ from typing import Protocol
 from cairn.store.protocol.backend import Backend
 from cairn.store.protocol.journal import StepTransaction
 from cairn.store.protocol.lifecycle import Health
-from cairn.store.protocol.runs import RunStore
 from cairn.store.protocol.workers import SideChannel, WorkerStore
 
 __all__ = ["Backend", "Health", "LeaseLost", "SideChannel", "StepTransaction", "Store"]
@@ -26,7 +25,6 @@ class LeaseLost(Exception):
 
 class Store(
     Backend,
-    RunStore,
     WorkerStore,
     Protocol,
 ):

@@ -7,11 +7,10 @@ once, for both dialects.
 
 from __future__ import annotations
 
-from cairn.store.sql_store.runs import SqlRuns
 from cairn.store.sql_store.workers import SqlWorkers
 
 __all__ = ["SqlStore"]
 
 
-class SqlStore(SqlRuns, SqlWorkers):
+class SqlStore(SqlWorkers):
     """Every Store method, as a program handed to the backend's `write` or `read`."""
