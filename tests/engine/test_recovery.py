@@ -23,6 +23,7 @@ from cairn.runtime import leases
 from cairn.store import Store, open_store
 from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import runs as run_ops
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import AttemptRecord, Lease, RunRecord, StepRecord, WorkerRecord
 
 from .kit import WAIT, Kit
@@ -64,8 +65,10 @@ async def _leave_orphan(
     store: Store = open_store(url)
     await store.open()
     try:
-        await store.register_worker(
-            WorkerRecord(worker_id, host, pid, 0.0, 0.0, 4, process=process)
+        await store.write(
+            worker_ops.register_worker(
+                WorkerRecord(worker_id, host, pid, 0.0, 0.0, 4, process=process)
+            )
         )
         if dead == "heartbeat":
             age_heartbeat(url, worker_id, 3600)
@@ -146,7 +149,7 @@ async def test_recovery__run_of_a_dead_worker_is_recovered_at_engine_start(
     async with kit.engine(lease=lease) as engine:
         result = await (await engine.get("orphan-1")).result(timeout=WAIT)
         elapsed = time.monotonic() - started
-        workers = {w.worker_id: w for w in await engine.store.list_workers()}
+        workers = {w.worker_id: w for w in await engine.store.read(worker_ops.list_workers())}
     assert result == ["reserved sku-1 earlier", "charged 30", 2]
     assert calls == {"workflow": 1, "charge": 1}  # reserve#1 was replayed, not re-run
     if dead == "pid":

@@ -15,6 +15,7 @@ import pytest
 
 import cairn
 from cairn.store.programs import runs as run_ops
+from cairn.store.programs import workers as worker_ops
 from cairn.testing import TestEngine
 
 from .kit import WAIT, Kit
@@ -112,14 +113,14 @@ async def test_start__names_of_workers_gone_stay_known_for_the_window(kit: Kit) 
     async with remote.engine():
         pass  # registered, then stopped cleanly: its row in workers is gone
     async with kit.engine(workers=0) as queuer:
-        assert [w.worker_id for w in await queuer.store.list_workers()] == []
+        assert [w.worker_id for w in await queuer.store.read(worker_ops.list_workers())] == []
         await queuer.start("remote.stopped")
     # A worker found dead is remembered as of its last heartbeat.
     dying = remote.engine()
     await dying.open()
     await dying._die()
-    dead = [w.worker_id for w in await dying.store.list_workers()]
-    await dying.store.expire_workers(dead)
+    dead = [w.worker_id for w in await dying.store.read(worker_ops.list_workers())]
+    await dying.store.write(worker_ops.expire_workers(dead))
     await dying.store.close()
     async with kit.engine(workers=0) as queuer:
         await queuer.start("remote.crashed")

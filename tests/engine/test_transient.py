@@ -10,6 +10,7 @@ import pytest
 
 import cairn
 from cairn.store.programs import journal, runs
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import RunQuery
 from cairn.testing import TestEngine
 
@@ -66,7 +67,7 @@ async def test_transient__retries_and_sleeps_in_memory_and_stores_nothing(kit: K
         ]
         await _no_trace_of(engine, handle.run_id)
         # Workers say they execute durable workflows only.
-        (worker,) = await engine.store.list_workers()
+        (worker,) = await engine.store.read(worker_ops.list_workers())
         assert "quick" not in json.loads(worker.workflows or "[]")
 
 

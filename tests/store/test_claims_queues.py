@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from cairn.store import Store
-from cairn.store.programs import control, waits
+from cairn.store.programs import claims as claim_ops
+from cairn.store.programs import control, queues, waits, workers
 from cairn.store.programs import runs as run_ops
 from cairn.store.records import QueueRecord
 
@@ -90,11 +91,11 @@ STARTING = [path for path in PATHS if path is not recovered]
 
 async def _workers(store: Store, *names: str) -> None:
     for name in ("maker", *names):
-        await store.register_worker(worker_record(name))
+        await store.write(workers.register_worker(worker_record(name)))
 
 
 async def _claimed(store: Store, worker: str, **options: object) -> list[str]:
-    claimed = await store.claim_runs(worker, 10, now=LATER, stale=True, **options)  # type: ignore[arg-type]
+    claimed = await store.write(claim_ops.claim(worker, 10, now=LATER, stale=True, **options))  # type: ignore[arg-type]
     return [run.run_id for run in claimed.runs]
 
 
@@ -109,7 +110,7 @@ async def test_claim__a_full_queue_holds_a_run_back_on_every_path(
     store: Store, path: Setup
 ) -> None:
     await _workers(store, "busy", "w2")
-    await store.update_queue(QueueRecord("pq", concurrency=1), now=T0)
+    await store.write(queues.update_queue(QueueRecord("pq", concurrency=1), now=T0))
     await path(store)
     await store.write(
         run_ops.create_run(run_record("holder", status="RUNNING", owner="busy", queue="pq"))
@@ -132,7 +133,7 @@ async def test_claim__a_worker_at_its_per_worker_limit_leaves_the_run_to_another
     store: Store, path: Setup
 ) -> None:
     await _workers(store, "w2", "w3")
-    await store.update_queue(QueueRecord("pq", per_worker=1), now=T0)
+    await store.write(queues.update_queue(QueueRecord("pq", per_worker=1), now=T0))
     await path(store)
     await store.write(
         run_ops.create_run(run_record("mine", status="RUNNING", owner="w2", queue="pq"))
@@ -152,7 +153,7 @@ async def test_claim__a_full_partition_holds_its_run_back_on_every_path(
     store: Store, store_url: str, path: Setup
 ) -> None:
     await _workers(store, "busy", "w2")
-    await store.update_queue(QueueRecord("pq", partition_concurrency=1), now=T0)
+    await store.write(queues.update_queue(QueueRecord("pq", partition_concurrency=1), now=T0))
     await path(store)
     execute(store_url, "UPDATE runs SET partition_key = 'a' WHERE run_id = 'r'")
     await store.write(
@@ -185,7 +186,7 @@ async def test_claim__a_worker_takes_a_run_only_if_it_serves_the_runs_queue(
 
 async def test_claim__a_full_queues_woken_runs_leave_the_room_to_others(store: Store) -> None:
     await _workers(store, "busy", "w2")
-    await store.update_queue(QueueRecord("pq", concurrency=1), now=T0)
+    await store.write(queues.update_queue(QueueRecord("pq", concurrency=1), now=T0))
     await store.write(
         run_ops.create_run(run_record("holder", status="RUNNING", owner="busy", queue="pq"))
     )
@@ -202,14 +203,16 @@ async def test_claim__a_full_queues_woken_runs_leave_the_room_to_others(store: S
             )
         )
 
-    claimed = await store.claim_runs("w2", 2, now=LATER, stale=True)
+    claimed = await store.write(claim_ops.claim("w2", 2, now=LATER, stale=True))
 
     assert [run.run_id for run in claimed.runs] == ["free", "q2"]
 
 
 async def test_claim__a_waking_run_is_no_new_start_for_the_rate(store: Store) -> None:
     await _workers(store)
-    await store.update_queue(QueueRecord("pq", rate_count=1, rate_period=60.0), now=T0)
+    await store.write(
+        queues.update_queue(QueueRecord("pq", rate_count=1, rate_period=60.0), now=T0)
+    )
     await woken_by_timer(store)  # "r" started at T0: the one start the rate allows a minute
     await store.write(run_ops.create_run(run_record("new", queue="pq")))
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 from cairn.store import Store
 from cairn.store import in_flight as flights
 from cairn.store.in_flight import InFlightStep
-from cairn.store.programs import control
+from cairn.store.programs import claims, control, workers
 from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import runs as run_ops
 
@@ -65,7 +65,7 @@ async def test_retry_run__a_second_retry_keeps_both_failures(store: Store) -> No
     await _failed_run(store)
     assert await store.write(control.retry_run("r1", now=T0 + 5, by=None))
     # Execution 2 fails at the same step again, after one failed attempt of its own.
-    [claimed] = (await store.claim_runs("w2", 1, now=T0 + 6, stale=False)).runs
+    [claimed] = (await store.write(claims.claim("w2", 1, now=T0 + 6, stale=False))).runs
     lease = held("w2", claimed.fence)
     await store.write(
         journal_ops.record_attempt(lease, replace(attempt_record("r1", "charge#1", 1), execution=2))
@@ -130,17 +130,17 @@ def _flying(run_id: str, fence: int, key: str, attempt: int) -> str | None:
 async def test_beat__stores_the_steps_in_flight(store: Store) -> None:
     worker = replace(worker_record("w1"), executing=_flying("r1", 1, "charge#1", 2))
 
-    await store.register_worker(worker_record("w1"))
-    await store.beat(worker)
+    await store.write(workers.register_worker(worker_record("w1")))
+    await store.write(workers.beat(worker))
 
-    stored = await store.get_worker("w1")
+    stored = await store.read(workers.get_worker("w1"))
     assert stored is not None and stored.executing == worker.executing
     [step] = flights.decode(stored.executing, "r1", 1)
     assert (step.key, step.name, step.attempt, step.started_at) == ("charge#1", "charge", 2, T0 - 3)
     assert flights.decode(stored.executing, "r1", 2) == []  # another hold of the run
-    assert await store.get_worker("nobody") is None
-    await store.beat(worker_record("w1"))  # nothing in flight any more
-    stored = await store.get_worker("w1")
+    assert await store.read(workers.get_worker("nobody")) is None
+    await store.write(workers.beat(worker_record("w1")))  # nothing in flight any more
+    stored = await store.read(workers.get_worker("w1"))
     assert stored is not None and stored.executing is None
 
 
@@ -149,11 +149,13 @@ async def test_claim_runs__records_what_a_dead_owner_had_in_flight_as_interrupte
 ) -> None:
     await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="dead")))
     await store.write(journal_ops.record_attempt(held("dead"), attempt_record("r1", "charge#1", 1)))
-    await store.register_worker(worker_record("dead"))
-    await store.beat(replace(worker_record("dead"), executing=_flying("r1", 1, "charge#1", 2)))
-    await store.expire_workers(["dead"])
+    await store.write(workers.register_worker(worker_record("dead")))
+    await store.write(
+        workers.beat(replace(worker_record("dead"), executing=_flying("r1", 1, "charge#1", 2)))
+    )
+    await store.write(workers.expire_workers(["dead"]))
 
-    [run] = (await store.claim_runs("w2", 1, now=T0 + 9, stale=False)).runs
+    [run] = (await store.write(claims.claim("w2", 1, now=T0 + 9, stale=False))).runs
 
     assert run.run_id == "r1"
     attempts = await store.read(journal_ops.load_attempts("r1"))
@@ -179,11 +181,11 @@ async def test_claim_runs__a_step_whose_outcome_was_committed_is_not_interrupted
     )
     executing = json.loads(_flying("r1", 1, "charge#1", 1) or "{}")
     executing["other"] = {"fence": 1, "steps": [{"key": "x#1", "name": "x", "attempt": 1}]}
-    await store.register_worker(worker_record("dead"))
-    await store.beat(replace(worker_record("dead"), executing=json.dumps(executing)))
-    await store.expire_workers(["dead"])
+    await store.write(workers.register_worker(worker_record("dead")))
+    await store.write(workers.beat(replace(worker_record("dead"), executing=json.dumps(executing))))
+    await store.write(workers.expire_workers(["dead"]))
 
-    [run] = (await store.claim_runs("w2", 1, now=T0 + 9, stale=False)).runs
+    [run] = (await store.write(claims.claim("w2", 1, now=T0 + 9, stale=False))).runs
 
     assert run.run_id == "r1"
     assert await store.read(journal_ops.load_attempts("r1")) == []
@@ -195,11 +197,13 @@ async def test_claim_runs__a_poisoned_run_keeps_its_interrupted_attempt(store: S
             run_record("r1", status="RUNNING", owner="dead", recoveries=1, max_recoveries=1)
         )
     )
-    await store.register_worker(worker_record("dead"))
-    await store.beat(replace(worker_record("dead"), executing=_flying("r1", 1, "charge#1", 1)))
-    await store.expire_workers(["dead"])
+    await store.write(workers.register_worker(worker_record("dead")))
+    await store.write(
+        workers.beat(replace(worker_record("dead"), executing=_flying("r1", 1, "charge#1", 1)))
+    )
+    await store.write(workers.expire_workers(["dead"]))
 
-    claimed = await store.claim_runs("w2", 1, now=T0 + 9, stale=False)
+    claimed = await store.write(claims.claim("w2", 1, now=T0 + 9, stale=False))
 
     assert claimed.poisoned == {"r1": "tests.flow"}
     [attempt] = await store.read(journal_ops.load_attempts("r1"))
@@ -220,9 +224,11 @@ async def test_release_run__records_the_attempts_it_cut_short(store: Store) -> N
         for step in flying
     ]
 
-    assert not await store.release_run("r1", held("w2"), interrupted=cut)  # not its lease
+    assert not await store.write(
+        claims.release_run("r1", held("w2"), interrupted=cut)
+    )  # not its lease
     assert await store.read(journal_ops.load_attempts("r1")) == []
-    assert await store.release_run("r1", held("w1"), interrupted=cut)
+    assert await store.write(claims.release_run("r1", held("w1"), interrupted=cut))
 
     [attempt] = await store.read(journal_ops.load_attempts("r1"))
     assert (attempt.key, attempt.outcome, attempt.worker, attempt.started_at) == (

@@ -13,7 +13,7 @@ from cairn.store import _sql
 from cairn.store.postgres.store import PostgresStore
 from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import runs as run_ops
-from cairn.store.programs import waits
+from cairn.store.programs import waits, workers
 from cairn.store.protocol import LeaseLost
 
 from .kit import T0, execute, held, run_record, step_record, worker_record
@@ -52,7 +52,7 @@ async def pg_store(pg_url: str) -> AsyncIterator[PostgresStore]:
 async def test_writes_and_reads__survive_every_connection_being_killed(
     pg_store: PostgresStore, pg_url: str
 ) -> None:
-    await pg_store.register_worker(worker_record("w1"))
+    await pg_store.write(workers.register_worker(worker_record("w1")))
     for i in range(20):
         await pg_store.write(run_ops.create_run(run_record(f"r{i}", status="RUNNING", owner="w1")))
 
@@ -76,7 +76,7 @@ async def test_writes_and_reads__survive_every_connection_being_killed(
     killed, *_ = await asyncio.gather(
         kill_sessions(pg_url, times=3, every=0.05), *(steps(i) for i in range(20))
     )
-    await pg_store.beat(worker_record("w1"))
+    await pg_store.write(workers.beat(worker_record("w1")))
 
     assert killed > 0
     for i in range(20):

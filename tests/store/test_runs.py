@@ -8,8 +8,8 @@ import json
 import pytest
 
 from cairn.store import LeaseLost, RunQuery, Store
+from cairn.store.programs import claims, waits, workers
 from cairn.store.programs import runs as run_ops
-from cairn.store.programs import waits
 from cairn.store.records import Delivery
 
 from .kit import T0, OpenStore, held, run_record, step_record
@@ -187,7 +187,7 @@ async def test_finish_run__many_at_once_tell_parents_and_fence_each(store: Store
     ] * 3
     parent = await store.read(run_ops.get_run("parent"))
     assert parent is not None and parent.wake_at == T0 + 1  # woken by its children
-    claimed = await store.claim_runs("w1", 5, now=T0 + 2, stale=True)
+    claimed = await store.write(claims.claim("w1", 5, now=T0 + 2, stale=True))
     assert [run.run_id for run in claimed.runs] == ["parent"]
     told = {}
     for i in range(6):
@@ -231,7 +231,7 @@ async def test_park_run__sleeping_run_is_released_until_its_wake_time(store: Sto
     run = await store.read(run_ops.get_run("r1"))
     assert run is not None
     assert (run.status, run.owner, run.wake_at) == ("SLEEPING", None, T0 + 60)
-    assert await store.next_wake() == T0 + 60
+    assert await store.read(workers.next_wake()) == T0 + 60
 
 
 async def test_park_run__waiting_run_with_a_queued_message_is_due_at_once(store: Store) -> None:
@@ -290,7 +290,7 @@ async def test_send_message__wakes_a_waiting_run_from_another_store(
     run = await worker.read(run_ops.get_run("r1"))
     assert (status, again) == (Delivery("WAITING", True, ("go",)),) * 2
     assert run is not None and run.wake_at is not None and run.wake_at <= T0 + 2
-    claimed = await worker.claim_runs("w1", 1, now=T0 + 3, stale=True)
+    claimed = await worker.write(claims.claim("w1", 1, now=T0 + 3, stale=True))
     assert [r.run_id for r in claimed.runs] == ["r1"]
     first = await worker.write(waits.consume_message(held("w1", 2), "go", step_record("r1", 1)))
     second = await worker.write(waits.consume_message(held("w1", 2), "go", step_record("r1", 2)))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from cairn.store import Store
+from cairn.store.programs import claims, waits
 from cairn.store.programs import runs as run_ops
-from cairn.store.programs import waits
 from cairn.store.records import Delivery, HookRecord, TaskRecord
 
 from .kit import T0, OpenStore, held, run_record, step_record
@@ -51,7 +51,7 @@ async def test_send_message__on_a_channel_no_wait_takes_does_not_wake_the_run(
     assert sent == Delivery("WAITING", False, ("event:approval",))
     run = await store.read(run_ops.get_run("r1"))
     assert run is not None and run.wake_at == T0 + 3600  # its own timeout, not now
-    claimed = await store.claim_runs("w1", 5, now=T0 + 2, stale=True)
+    claimed = await store.write(claims.claim("w1", 5, now=T0 + 2, stale=True))
     assert claimed.runs == []
 
 
@@ -65,7 +65,7 @@ async def test_send_message__on_a_channel_a_wait_takes_wakes_the_run(store: Stor
     assert sent == Delivery("WAITING", True, ("event:left", "event:right"))
     run = await store.read(run_ops.get_run("r1"))
     assert run is not None and run.wake_at == T0 + 1
-    claimed = await store.claim_runs("w1", 5, now=T0 + 2, stale=True)
+    claimed = await store.write(claims.claim("w1", 5, now=T0 + 2, stale=True))
     assert [r.run_id for r in claimed.runs] == ["r1"]
     taken = await store.write(
         waits.consume_message(held("w1", 2), "event:right", step_record("r1", 1))
@@ -87,7 +87,7 @@ async def test_send_message__from_another_store_wakes_only_for_its_channel(
     )
 
     assert (other.woken, awaited.woken) == (False, True)  # type: ignore[union-attr]
-    claimed = await worker.claim_runs("w1", 5, now=T0 + 1, stale=True)
+    claimed = await worker.write(claims.claim("w1", 5, now=T0 + 1, stale=True))
     assert [r.run_id for r in claimed.runs] == ["r1"]
 
 
@@ -165,7 +165,7 @@ async def test_finish_run__a_child_wakes_its_parent_only_if_it_waits_for_that_ch
     assert (p1.wake_at, p2.wake_at) == (T0 + 1, None)
     # p2's child told it all the same: once p2 goes on, its wait for the child takes it.
     await store.write(waits.send_message("p2", "event:go", "1", idempotency_key=None, now=T0 + 2))
-    claimed = await store.claim_runs("w1", 5, now=T0 + 3, stale=True)
+    claimed = await store.write(claims.claim("w1", 5, now=T0 + 3, stale=True))
     assert [r.run_id for r in claimed.runs] == ["p1", "p2"]
     told = await store.write(waits.consume_message(held("w1", 2), "child:c2", step_record("p2", 1)))
     assert told is not None and json.loads(told)["result"] == "1"

@@ -19,6 +19,7 @@ from cairn.runtime import blocking, leases
 from cairn.runtime.control import RunControl
 from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import runs as run_ops
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import RunRecord
 
 
@@ -128,12 +129,12 @@ async def fetch(
     now = control.clock.now()
     waiting = await waiting_of(control, run, now=now, child_depth=child_depth)
     if waiting is not None and waiting["kind"] == "worker":
-        known = leases.known_workflows(await control.store.list_workers())
+        known = leases.known_workflows(await control.store.read(worker_ops.list_workers()))
         if known is not None and run.workflow not in known:
             waiting["workers_know"] = sorted(known)  # and none of them executes this one
     if waiting is not None and waiting["kind"] == "step":
         queue = (waiting.get("name") or "").rpartition("@")[2]
-        workers = await control.store.list_workers()
+        workers = await control.store.read(worker_ops.list_workers())
         # Heartbeats carry the database's real time, whatever clock the control keeps.
         if not leases.serves_step_queue(workers, queue, time.time()):
             waiting["no_live_worker"] = True

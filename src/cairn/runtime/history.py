@@ -17,7 +17,7 @@ from typing import Any
 from cairn.core import hook_tokens, step_input
 from cairn.models import Execution, History, HistoryEntry, RunStatus
 from cairn.store import in_flight
-from cairn.store.programs import control
+from cairn.store.programs import control, workers
 from cairn.store.programs import journal as journal_ops
 from cairn.store.protocol import Store
 from cairn.store.records import (
@@ -251,7 +251,7 @@ async def executing(store: Store, run: RunRecord) -> list[dict[str, Any]]:
     """
     if run.status != RunStatus.RUNNING.value or run.owner is None:
         return []
-    worker = await store.get_worker(run.owner)
+    worker = await store.read(workers.get_worker(run.owner))
     if worker is None:
         return []
     steps = in_flight.decode(worker.executing, run.run_id, run.fence)

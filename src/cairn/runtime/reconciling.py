@@ -18,6 +18,7 @@ from cairn.observability import logcontext
 from cairn.runtime import leases
 from cairn.runtime.claiming import Claiming
 from cairn.store.programs import runs as run_ops
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import Beat, WorkerRecord
 
 log = logcontext.logger("cairn.worker")
@@ -138,5 +139,5 @@ class Reconciling(Claiming):
 
     async def _expire_dead_neighbours_now(self, dead: list[str]) -> None:
         log.info("recovering runs of dead workers %s", ", ".join(dead))
-        await self.env.store.expire_workers(dead)
+        await self.env.store.write(worker_ops.expire_workers(dead))
         self._wake.set()

@@ -1,10 +1,10 @@
 """Retention: delete finished runs past an age, by hand (`cairn runs prune`) or on a tick.
 
-The work is done by `Store.prune_runs` one short transaction at a time (500 runs by
-default); between batches the event loop is let go, so workers sharing the engine (and,
-on SQLite, the database's one writer) go on between them. Several engines pruning at
-once is safe: each run is deleted once. What is kept whatever its age: see
-store/programs/prune.py.
+The work is done by the operation `prune_runs` (store/programs/prune.py) one short
+transaction at a time (500 runs by default); between batches the event loop is let go, so
+workers sharing the engine (and, on SQLite, the database's one writer) go on between them.
+Several engines pruning at once is safe: each run is deleted once. What is kept whatever
+its age: see store/programs/prune.py.
 """
 
 from __future__ import annotations

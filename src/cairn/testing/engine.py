@@ -23,6 +23,7 @@ from cairn.runtime.handle import RunHandle
 from cairn.runtime.tasks import TaskControl
 from cairn.store.programs import runs as run_ops
 from cairn.store.programs import schedules
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import RunQuery, StepRecord
 from cairn.store.sqlite.store import SqliteStore
 
@@ -121,7 +122,7 @@ class TestEngine:
         """
         dues = [self.clock.next_due()]
         for engine in self._engines():
-            dues.append(await engine.store.next_wake())
+            dues.append(await engine.store.read(worker_ops.next_wake()))
         if self.engine.scheduler is not None:
             dues.append(await self.store.read(schedules.next_schedule_tick()))
         return min((due for due in dues if due is not None), default=None)
@@ -184,8 +185,8 @@ class TestEngine:
     async def recover(self) -> None:
         """Start a fresh engine on the same store; it recovers the dead engine's runs."""
         await self.engine._die()
-        dead = [w.worker_id for w in await self.store.list_workers()]
-        await self.store.expire_workers(dead)
+        dead = [w.worker_id for w in await self.store.read(worker_ops.list_workers())]
+        await self.store.write(worker_ops.expire_workers(dead))
         self._crashed = False
         self.engine = self._new_engine()
         await self._open_engine()

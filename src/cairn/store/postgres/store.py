@@ -41,7 +41,7 @@ from cairn.store.postgres.side_channel import PostgresSideChannel
 from cairn.store.postgres.writes import Writes
 from cairn.store.programs import claims, runs, workers
 from cairn.store.programs.base import Operation, Program, Sql, is_waking
-from cairn.store.records import Claimed, RunRecord, WorkerRecord
+from cairn.store.records import Claimed, RunRecord
 from cairn.store.sql_store import SqlStore
 
 T = TypeVar("T")
@@ -224,8 +224,14 @@ class PostgresStore(SqlStore):
         if isinstance(make, Operation):
             if make.kind is runs.create_run:
                 return await self._create_run(*make.args)  # type: ignore[return-value]
+            if make.kind is claims.claim:
+                return await self._claim_runs(make)  # type: ignore[return-value]
             if (known := make.path()) is not None:
                 return await self.writes.write(make, known[1], rounds=known[0])  # type: ignore[no-any-return]
+        return await self._alone(make)
+
+    async def _alone(self, make: Callable[[], Program[T]]) -> T:
+        """Run a write alone in its own transaction (waking workers if it `@wakes`)."""
         program = make()
         wake = NOW if is_waking(program) else None
         return await self.writes.started_alone(program, make, wake)
@@ -306,16 +312,14 @@ class PostgresStore(SqlStore):
             transactions.begin_sync, self._step_pool, self.where, timeout
         )
 
-    async def register_worker(self, worker: WorkerRecord) -> None:
-        """Insert or refresh a worker row."""
-        await self.writes.write(lambda: workers.register_worker(worker), rounds="unknown")
-
-    async def claim_runs(self, worker_id: str, limit: int, **options: Any) -> Claimed:
-        """Atomically take due and orphaned runs (see Store.claim_runs).
+    async def _claim_runs(self, op: Operation[Claimed]) -> Claimed:
+        """claims.claim: atomically take due and orphaned runs.
 
         One read first asks whether any candidate exists, so that the common idle claim
         costs one round trip instead of a locking transaction.
         """
+        worker_id, limit = op.args
+        options = op.kwargs
         if limit > 0 and all(value != [] for value in options.values()):
             idle = write_shapes.idle_path(claims.claim_runs(worker_id, limit, **options))
             if idle is not None:
@@ -327,16 +331,19 @@ class PostgresStore(SqlStore):
                 found = _fetch_one(probe, params)
                 if not await connections.read(self.db, found):
                     return nothing
-                claimed = await super().claim_runs(worker_id, limit, **options)
+                claimed = await self._alone(op)
                 if len(claimed.runs) < limit:  # some candidates were locked, maybe for good
                     try:
                         await self._sessions.check(self.db, options["now"])
                     except StoreError as exc:  # only a reason shown: the claim stands
                         log.debug("cairn: cannot look for lost sessions: %s", exc)
                 return claimed
-        return await super().claim_runs(worker_id, limit, **options)
+        return await self._alone(op)
 
     # wake-ups
+
+    async def _next_wake(self) -> float | None:
+        return await self.read(workers.next_wake())
 
     async def wait_for_work(self, timeout: float) -> None:
         """Return when runs may have become claimable, or after `timeout` seconds.
@@ -348,7 +355,7 @@ class PostgresStore(SqlStore):
         """
         if self._pool is not None and self._listener is None:
             listening = listener.listen(
-                self._conninfo, self.where, self._signal, self.health, self.next_wake
+                self._conninfo, self.where, self._signal, self.health, self._next_wake
             )
             self._listener = asyncio.create_task(listening, name="cairn-pg-listen")
         await self._signal.wait(timeout)
