@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from tests.engine.intercept import intercept
 from tests.store.kit import age_heartbeat
 
 import cairn
@@ -289,7 +290,6 @@ async def test_store_failure_mid_run__the_worker_hands_the_run_back_and_it_compl
 
     async with kit.engine() as engine:
         store = engine.store
-        record_step = store.record_step
         failed: list[str] = []
 
         async def flaky(lease: Lease, step: StepRecord) -> None:
@@ -298,7 +298,7 @@ async def test_store_failure_mid_run__the_worker_hands_the_run_back_and_it_compl
                 raise cairn.StoreError("database test: schema broken (simulated)")
             await record_step(lease, step)
 
-        store.record_step = flaky  # type: ignore[method-assign]
+        record_step, _ = intercept(store, journal_ops.record_step, flaky, plain=True)
         run = await engine.start(flow)
         assert await run.result(timeout=WAIT) == "ab"
         assert await run.status() is cairn.RunStatus.COMPLETED

@@ -12,6 +12,7 @@ from typing import Any
 
 import pydantic
 import pytest
+from tests.engine.intercept import intercept
 
 import cairn
 from cairn.store.programs import runs as run_ops
@@ -140,14 +141,14 @@ async def test_start__a_known_name_is_not_read_again_for_every_start(
 
     async with remote.engine(workers=1), kit.engine(workers=0) as queuer:
         reads = 0
-        known_workflows = queuer.store.known_workflows
 
         async def counted(within: float) -> set[str] | None:
             nonlocal reads
             reads += 1
             return await known_workflows(within)
 
-        monkeypatch.setattr(queuer.store, "known_workflows", counted)
+        kind = worker_ops.known_workflows
+        known_workflows, _ = intercept(queuer.store, kind, counted, via="read")
         for _ in range(3):
             await queuer.start("remote.burst")
         assert reads == 1
