@@ -133,7 +133,7 @@ async def test_prune__a_child_survives_its_parent_retried_meanwhile(
     await finished(store, "child", parent_id="parent")
 
     with held(store_url) as retry:
-        assert retry.run(control.retry_run("parent", T0, None))
+        assert retry.run(control.retry_run("parent", now=T0)())
         pruned = await prune_while(store, store_url, retry)
 
     assert pruned.count == 0
@@ -148,7 +148,7 @@ async def test_prune__a_parent_survives_its_child_retried_meanwhile(
     await finished(store, "child", at=T0, status="FAILED", parent_id="parent", detached=1)
 
     with held(store_url) as retry:
-        assert retry.run(control.retry_run("child", T0, None))
+        assert retry.run(control.retry_run("child", now=T0)())
         pruned = await prune_while(store, store_url, retry)
 
     assert pruned.count == 0
@@ -162,7 +162,7 @@ async def test_prune__a_chain_survives_its_newest_run_retried_meanwhile(
     await finished(store, "b", at=T0, status="FAILED", continued_from="a")
 
     with held(store_url) as retry:
-        assert retry.run(control.retry_run("b", T0, None))
+        assert retry.run(control.retry_run("b", now=T0)())
         pruned = await prune_while(store, store_url, retry)
 
     assert pruned.count == 0
@@ -177,7 +177,7 @@ async def test_prune__a_retry_after_the_prune_waits_for_it(store: Store, store_u
     await finished(store, "child", parent_id="parent")
 
     with held(store_url) as pruning:
-        assert pruning.run(prune.prune_batch(PruneQuery(CUTOFF), None, 500, False)).count == 1
+        assert pruning.run(prune.prune_batch(PruneQuery(CUTOFF), None, 500, False)()).count == 1
         retried = asyncio.create_task(store.write(control_ops.retry_run("parent", now=T0)))
         await waited_for(store_url, retried)
         assert not retried.done()
@@ -204,7 +204,7 @@ async def test_prune__two_prunes_deleting_a_keys_last_runs_forget_it(
     with held(store_url) as other:
         # Another prune deletes the key's first run (and keeps the key: the second is left)
         # while this one deletes the second.
-        assert other.run(prune.prune_batch(PruneQuery(CUTOFF), None, 1, False)).count == 1
+        assert other.run(prune.prune_batch(PruneQuery(CUTOFF), None, 1, False)()).count == 1
         pruned = await prune_while(store, store_url, other, PruneQuery(CUTOFF, workflow="tests.b"))
 
     assert pruned.count == 1
