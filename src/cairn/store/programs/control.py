@@ -99,7 +99,11 @@ def copy_run(
 
 @operation
 def load_lineage(run_id: str) -> Program[Lineage]:
-    """A run's executions, the entries retries took out of its journal, and its copies."""
+    """Read: what a run's audit trail adds to its journal.
+
+    Its ExecutionRecords (by number), the entries retries took out of its journal (by
+    execution, then seq), and the runs restarted or forked from it (oldest first).
+    """
     executions = yield all_rows(_sql.SELECT_EXECUTIONS, (run_id,))
     retried = yield all_rows(_sql.SELECT_RETRIED, (run_id,))
     copies = yield all_rows(_sql.SELECT_COPIES, (run_id, run_id))

@@ -147,6 +147,6 @@ def update_queue(queue: QueueRecord, *, now: float) -> Program[None]:
 
 @operation
 def list_queues() -> Program[list[QueueRecord]]:
-    """Every queue with stored limits."""
+    """Read: every queue with stored limits, by name."""
     rows = yield all_rows(_sql.SELECT_QUEUES)
     return [QueueRecord(*row) for row in rows]

@@ -21,7 +21,12 @@ def register_worker(worker: WorkerRecord) -> Program[None]:
 
 @operation
 def known_workflows(within: float) -> Program[set[str] | None]:
-    """The workflows workers seen in the last `within` seconds know (see Store)."""
+    """Read: the workflows that workers seen in the last `within` seconds said they execute.
+
+    Seen by the database's clock: a worker's heartbeat, or when a worker now gone
+    registered, stopped or was last heard of before it was found dead. None when a worker
+    seen in that time does not say (it may execute any workflow).
+    """
     known: set[str] = set()
     for (workflows,) in (yield all_rows(_sql.SELECT_RECENT_WORKER_WORKFLOWS, (within,))):
         if workflows is None:
