@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from cairn.store import Store
 from cairn.store.programs import control, prune, schedules
 from cairn.store.programs import runs as run_ops
@@ -342,3 +344,11 @@ async def test_prune__concurrent_prunes_forget_every_emit_key(
 
     assert sum(counts) == 40
     assert emit_keys(store_url) == set()
+
+
+def test_prune__a_limit_below_one_is_refused_before_anything_runs() -> None:
+    # Checked when the operation is made, so neither store is asked (the old Store method
+    # raised it the same way, before its transaction).
+    for limit in (0, -5):
+        with pytest.raises(ValueError, match=f"limit must be positive, got {limit}"):
+            prune.prune_runs(PruneQuery(CUTOFF), limit=limit)
