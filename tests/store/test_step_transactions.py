@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from cairn.store import Store
+from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs
 from cairn.store.protocol import LeaseLost, StepTransaction
 
 from .kit import OpenStore, execute, held, run_record, sqlite_connect, step_record
@@ -55,7 +57,7 @@ def _nothing_seen_outside(store: Any) -> bool:
 @pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
 async def test_step_transaction__rows_and_entry_commit_together(store: Store, sync: bool) -> None:
     execute(_url(store), LEDGER)
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
     txn = await store.begin_step_transaction(sync=sync)
     await _insert(store, txn, "a", sync=sync)
@@ -64,13 +66,13 @@ async def test_step_transaction__rows_and_entry_commit_together(store: Store, sy
     await txn.commit(held("w1"), step_record("r1", 1))
 
     assert execute(_url(store), "SELECT item FROM ledger") == [("a",)]
-    assert await store.load_journal("r1") == [step_record("r1", 1)]
+    assert await store.read(journal_ops.load_journal("r1")) == [step_record("r1", 1)]
 
 
 @pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
 async def test_step_transaction__lost_lease_rolls_back_the_rows(store: Store, sync: bool) -> None:
     execute(_url(store), LEDGER)
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
     txn = await store.begin_step_transaction(sync=sync)
     await _insert(store, txn, "a", sync=sync)
@@ -78,25 +80,27 @@ async def test_step_transaction__lost_lease_rolls_back_the_rows(store: Store, sy
         await txn.commit(held("w2"), step_record("r1", 1))  # another owner's lease
 
     assert execute(_url(store), "SELECT item FROM ledger") == []
-    assert await store.load_journal("r1") == []
+    assert await store.read(journal_ops.load_journal("r1")) == []
     # The write path is free again: an ordinary write commits.
-    await store.record_step(held("w1"), step_record("r1", 1))
+    await store.write(journal_ops.record_step(held("w1"), step_record("r1", 1)))
 
 
 async def test_step_transaction__rollback_undoes_and_frees_the_write_path(store: Store) -> None:
     execute(_url(store), LEDGER)
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
     txn = await store.begin_step_transaction(sync=False)
     await _insert(store, txn, "a", sync=False)
     # A write queued meanwhile (SQLite holds its group commit) commits after the rollback.
-    queued = asyncio.ensure_future(store.record_step(held("w1"), step_record("r1", 1)))
+    queued = asyncio.ensure_future(
+        store.write(journal_ops.record_step(held("w1"), step_record("r1", 1)))
+    )
     await txn.rollback()
     await txn.rollback()  # idempotent
     await asyncio.wait_for(queued, 10)
 
     assert execute(_url(store), "SELECT item FROM ledger") == []
-    assert await store.load_journal("r1") == [step_record("r1", 1)]
+    assert await store.read(journal_ops.load_journal("r1")) == [step_record("r1", 1)]
 
 
 async def test_step_transaction__a_second_store_on_the_database_commits_after(
@@ -104,8 +108,8 @@ async def test_step_transaction__a_second_store_on_the_database_commits_after(
 ) -> None:
     execute(_url(store), LEDGER)
     other = await open_store_at()  # another process, in effect
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await store.create_run(run_record("r2", status="RUNNING", owner="w2"))
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await store.write(runs.create_run(run_record("r2", status="RUNNING", owner="w2")))
 
     first = await store.begin_step_transaction(sync=False)
     await _insert(store, first, "first", sync=False)

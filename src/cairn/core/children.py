@@ -17,6 +17,9 @@ from cairn.core.waits import facts_of, wait_message, waiting_record
 from cairn.errors import ChildFailed, EventTimeout, TransientWorkflow
 from cairn.models import RunStatus
 from cairn.observability import propagation
+from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
+from cairn.store.programs import waits
 from cairn.store.records import RunRecord, StepRecord
 
 if TYPE_CHECKING:
@@ -104,12 +107,14 @@ async def start_child(
     # Creating the child is idempotent (its id is derived from the parent's), so it is
     # simply sent again while the database is away.
     existing, created = await durable.write(
-        live, lambda: env.store.create_run(child), what=f"child run {child_id!r}"
+        live, lambda: env.store.write(run_ops.create_run(child)), what=f"child run {child_id!r}"
     )
     if not created:
         await _adopt(live, existing, key)
     await durable.write(
-        live, lambda: env.store.upsert_step(live.lease, record), what=f"child {key!r}"
+        live,
+        lambda: env.store.write(journal_ops.record_step(live.lease, record, upsert=True)),
+        what=f"child {key!r}",
     )
     if env.on_new_work is not None:
         env.on_new_work()
@@ -261,7 +266,9 @@ async def _wait_entry(live: LiveSteps, handle: ChildHandle) -> tuple[StepRecord,
 async def _record_wait(live: LiveSteps, record: StepRecord) -> None:
     """Journal the wait for a child's successor (after a continue_as_new)."""
     await durable.write(
-        live, lambda: live.env.store.upsert_step(live.lease, record), what=f"child {record.key!r}"
+        live,
+        lambda: live.env.store.write(journal_ops.record_step(live.lease, record, upsert=True)),
+        what=f"child {record.key!r}",
     )
 
 
@@ -291,12 +298,14 @@ async def _adopt(live: LiveSteps, existing: RunRecord, key: str) -> None:
         )
         await durable.write(
             live,
-            lambda: env.store.send_message(
-                live.run.run_id,
-                f"child:{existing.run_id}",
-                message,
-                idempotency_key=f"adopt:{key}",
-                now=env.clock.now(),
+            lambda: env.store.write(
+                waits.send_message(
+                    live.run.run_id,
+                    f"child:{existing.run_id}",
+                    message,
+                    idempotency_key=f"adopt:{key}",
+                    now=env.clock.now(),
+                )
             ),
             what=f"the outcome of run {existing.run_id!r}",
         )

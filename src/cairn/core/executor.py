@@ -29,6 +29,8 @@ from cairn.errors import (
 from cairn.models import RunStatus
 from cairn.observability import logcontext, propagation
 from cairn.store import waits
+from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import AttemptRecord, Lease, RunRecord
 
@@ -103,9 +105,9 @@ async def _execute(
     if fresh:
         records, prior = [], {}
     else:
-        records = await env.store.load_journal(run.run_id)
+        records = await env.store.read(journal_ops.load_journal(run.run_id))
         # Failed attempts of the step being retried: after a recovery, or a backoff parked.
-        prior = _group(await env.store.load_attempts(run.run_id), run.execution)
+        prior = _group(await env.store.read(journal_ops.load_attempts(run.run_id)), run.execution)
     try:
         workflow = env.registry.workflow(run.workflow)
     except CairnError as exc:
@@ -265,14 +267,16 @@ async def _finish(
     run = live.run
 
     def finish() -> Any:
-        return env.store.finish_run(
-            run.run_id,
-            live.lease,
-            status,
-            result=result,
-            error=error,
-            now=env.clock.now(),
-            alone=alone,
+        return env.store.write(
+            run_ops.finish_run(
+                run.run_id,
+                live.lease,
+                status,
+                result=result,
+                error=error,
+                now=env.clock.now(),
+                alone=alone,
+            )
         )
 
     if not await _ended(live, finish, what=f"the end of run {run.run_id!r} ({status})"):
@@ -312,7 +316,7 @@ async def _continue(
     )
 
     def go_on() -> Any:
-        return env.store.continue_run(run.run_id, live.lease, successor, now)
+        return env.store.write(run_ops.continue_run(run.run_id, live.lease, successor, now))
 
     if not await _ended(live, go_on, what=f"run {run.run_id!r} continuing as new"):
         return Outcome(None)
@@ -353,15 +357,17 @@ async def _park(env: RunEnv, live: LiveRun, parking: Parking, futile: int) -> Ou
     run = live.run
 
     def park() -> Any:
-        return env.store.park_run(
-            run.run_id,
-            live.lease,
-            parking.status,
-            wake_at=parking.wake_at,
-            waiting_for=parking.waiting_for,
-            now=env.clock.now(),
-            waits_on=parking.waits_on,
-            futile_wakes=futile,
+        return env.store.write(
+            run_ops.park_run(
+                run.run_id,
+                live.lease,
+                parking.status,
+                wake_at=parking.wake_at,
+                waiting_for=parking.waiting_for,
+                now=env.clock.now(),
+                waits_on=parking.waits_on,
+                futile_wakes=futile,
+            )
         )
 
     if not await _ended(live, park, what=f"run {run.run_id!r} parking ({parking.status})"):

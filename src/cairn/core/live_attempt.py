@@ -27,6 +27,7 @@ from cairn.core.signals import Suspend, Unwind
 from cairn.errors import StoreUnavailable
 from cairn.models import RunInfo, RunStatus
 from cairn.observability.hooks import RunScope
+from cairn.store.programs import runs as run_ops
 from cairn.store.records import AttemptRecord, Lease, RunRecord, StepRecord
 
 if TYPE_CHECKING:
@@ -246,7 +247,7 @@ class LiveAttempt(RunContext):
                 continue
             epoch = tenure.epoch
             try:
-                stored = await self.env.store.get_run(self.run.run_id)
+                stored = await self.env.store.read(run_ops.get_run(self.run.run_id))
             except StoreUnavailable:
                 await asyncio.sleep(0.1)
                 continue

@@ -20,12 +20,13 @@ from cairn.core.live_attempt import LiveAttempt
 from cairn.core.signals import HandBack, Suspend, Unwind
 from cairn.errors import Cancelled, SerializationError, StoreError
 from cairn.names import check_name
+from cairn.store.programs import journal as journal_ops
 from cairn.store.protocol import LeaseLost, Store
 from cairn.store.records import AttemptRecord, Lease, StepRecord
 
 
 def _upsert(store: Store, lease: Lease, record: StepRecord) -> Callable[[], Awaitable[None]]:
-    return lambda: store.upsert_step(lease, record)
+    return lambda: store.write(journal_ops.record_step(lease, record, upsert=True))
 
 
 class LiveSteps(LiveAttempt):
@@ -104,7 +105,11 @@ class LiveSteps(LiveAttempt):
             json.dumps({"at": at, "reason": self.interrupts.reason}),
         )
         store, lease = self.env.store, self.lease
-        await durable.write(self, lambda: store.upsert_step(lease, record), what="the cancel")
+        await durable.write(
+            self,
+            lambda: store.write(journal_ops.record_step(lease, record, upsert=True)),
+            what="the cancel",
+        )
 
     def check_cancelled(self) -> None:
         """Raise Cancelled if the run was cancelled.
@@ -225,7 +230,7 @@ class LiveSteps(LiveAttempt):
             await self.store_marks()
         self.journaled = True
         try:
-            await self.env.store.record_step(self.lease, record)
+            await self.env.store.write(journal_ops.record_step(self.lease, record))
         except (LeaseLost, StoreError) as first:
             await durable.record_step(self, record, first)  # what it meant, and what next
         if self.env.commit_hook is not None:
@@ -236,4 +241,6 @@ class LiveSteps(LiveAttempt):
         store, lease = self.env.store, self.lease
         self.journaled = True
         what = f"attempt {record.attempt} of {record.key!r}"
-        await durable.write(self, lambda: store.record_attempt(lease, record), what=what)
+        await durable.write(
+            self, lambda: store.write(journal_ops.record_attempt(lease, record)), what=what
+        )

@@ -20,6 +20,7 @@ from cairn.authoring.step import StepDef
 from cairn.core import durable, failed_attempts, step_input, waits
 from cairn.core.journal import Journal
 from cairn.errors import InvalidArguments
+from cairn.store.programs import step_tasks
 from cairn.store.records import INTERRUPTED, StepRecord, StepTaskRecord
 
 if TYPE_CHECKING:
@@ -188,7 +189,7 @@ async def _execute_remotely(
         )
         store, lease = live.env.store, live.lease
         await durable.write(
-            live, lambda: store.enqueue_step_task(lease, task), what=f"attempt {ident!r}"
+            live, lambda: store.write(step_tasks.enqueue(lease, task)), what=f"attempt {ident!r}"
         )
     facts: dict[str, Any] = await waits.wait_message(
         live,

@@ -15,6 +15,7 @@ from typing import Any
 from cairn.errors import InvalidValue
 from cairn.names import check_name
 from cairn.observability import logcontext
+from cairn.store.programs import runs
 from cairn.store.protocol import Store
 
 log = logcontext.logger("cairn.run")
@@ -87,8 +88,10 @@ class MetaWriter:
                 columns, progress = self._columns or None, self._progress
                 self._columns, self._progress = {}, None
                 try:
-                    await self._store.update_run_meta(
-                        self._run_id, columns=columns, progress=progress, now=self._now()
+                    await self._store.write(
+                        runs.update_run_meta(
+                            self._run_id, columns=columns, progress=progress, now=self._now()
+                        )
                     )
                 except Exception as exc:  # columns and progress are advisory: never fail a run
                     log.warning("run %s: could not store columns/progress: %s", self._run_id, exc)

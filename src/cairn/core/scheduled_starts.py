@@ -21,6 +21,8 @@ from cairn import arguments, start_times
 from cairn.core import children, durable, journal, step_input
 from cairn.core.signals import HandBack, Suspend, Unwind
 from cairn.errors import TransientWorkflow
+from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
 from cairn.store.records import RunRecord, StepRecord
 
 if TYPE_CHECKING:
@@ -242,9 +244,13 @@ async def _write(
     # Creating it is idempotent (its id is derived from this run's), so it is simply
     # sent again while the database is away; a run that has the id already is the one
     # started (a given run_id, as engine.start, or this call's before a crash).
-    await durable.write(live, lambda: env.store.create_run(child), what=f"run {child.run_id!r}")
     await durable.write(
-        live, lambda: env.store.upsert_step(live.lease, entry), what=f"the start {key!r}"
+        live, lambda: env.store.write(run_ops.create_run(child)), what=f"run {child.run_id!r}"
+    )
+    await durable.write(
+        live,
+        lambda: env.store.write(journal_ops.record_step(live.lease, entry, upsert=True)),
+        what=f"the start {key!r}",
     )
     live.journaled = True
     if env.on_new_work is not None:

@@ -19,6 +19,9 @@ from cairn.models import RunStatus
 from cairn.observability import logcontext
 from cairn.runtime import leases
 from cairn.runtime.executing import Executing
+from cairn.store.programs import claims as claim_ops
+from cairn.store.programs import control as control_ops
+from cairn.store.programs import workers
 
 log = logcontext.logger("cairn.worker")
 
@@ -33,7 +36,9 @@ class Claiming(Executing):
         # Requests made by other processes reach the runs we execute here.
         if not self.live:
             return
-        for run_id, control in await self.env.store.controlled_runs(self.env.owner):
+        for run_id, control in await self.env.store.read(
+            control_ops.controlled_runs(self.env.owner)
+        ):
             live = self.live.get(run_id)
             if live is not None and not _already(live, control):
                 live.interrupts.request(control)
@@ -54,19 +59,21 @@ class Claiming(Executing):
             self._orphans_due = time.monotonic() + self.lease / 3
         now = self.env.clock.now()
         self._looked_at = now
-        claimed = await self.env.store.claim_runs(
-            self.env.owner,
-            limit,
-            now=now,
-            stale=stale,
-            queues=self.queues,
-            workflows=self.executes(),
-            versions={
-                name: wf.version
-                for name, wf in self.env.registry.workflows.items()
-                if wf.version is not None
-            },
-            orphans_first=orphans_first,
+        claimed = await self.env.store.write(
+            claim_ops.claim(
+                self.env.owner,
+                limit,
+                now=now,
+                stale=stale,
+                queues=self.queues,
+                workflows=self.executes(),
+                versions={
+                    name: wf.version
+                    for name, wf in self.env.registry.workflows.items()
+                    if wf.version is not None
+                },
+                orphans_first=orphans_first,
+            )
         )
         for run_id, workflow in claimed.poisoned.items():
             log.error("run %s given up after too many recoveries (PoisonRun)", run_id)
@@ -99,18 +106,20 @@ class Claiming(Executing):
         epoch = self.tenure.epoch
         stale = self.judges_heartbeats()
         now = self.env.clock.now()
-        claimed = await self.env.store.claim_runs(
-            self.env.owner,
-            1,
-            now=now,
-            stale=stale,
-            workflows=self.executes(),
-            versions={
-                name: wf.version
-                for name, wf in self.env.registry.workflows.items()
-                if wf.version is not None
-            },
-            only=[run_id],
+        claimed = await self.env.store.write(
+            claim_ops.claim(
+                self.env.owner,
+                1,
+                now=now,
+                stale=stale,
+                workflows=self.executes(),
+                versions={
+                    name: wf.version
+                    for name, wf in self.env.registry.workflows.items()
+                    if wf.version is not None
+                },
+                only=[run_id],
+            )
         )
         for poisoned, workflow in claimed.poisoned.items():
             log.error("run %s given up after too many recoveries (PoisonRun)", poisoned)
@@ -177,7 +186,7 @@ class Claiming(Executing):
         if time.monotonic() < self._claims_resume:
             return self.poll_interval  # no claim before then
         try:
-            due = await self.env.store.next_wake()
+            due = await self.env.store.read(workers.next_wake())
         except Exception:
             return self.poll_interval
         if due is None or due <= self._looked_at:

@@ -28,6 +28,7 @@ from cairn.runtime.run_verbs import RunVerbs
 from cairn.runtime.schedules import ScheduleControl
 from cairn.runtime.tasks import TaskControl
 from cairn.serialization import Serializer
+from cairn.store.programs import runs as run_ops
 from cairn.store.protocol import Store
 from cairn.store.records import RunRecord
 
@@ -109,7 +110,7 @@ class RunControl(RunVerbs):
             elif not allow_unknown:
                 await self.names.check(name)
         except (InvalidArguments, UnknownWorkflow):
-            if run_id is not None and await self.store.get_run(run_id) is not None:
+            if run_id is not None and await self.store.read(run_ops.get_run(run_id)) is not None:
                 return RunHandle(self, run_id)  # that run, whatever the arguments
             raise
         args_text = self.serializer.dumps(
@@ -149,7 +150,7 @@ class RunControl(RunVerbs):
             record.started_at = now
             record.fence = 1  # the run's first claim
         try:
-            stored, created = await self.store.create_run(record)
+            stored, created = await self.store.write(run_ops.create_run(record))
         except BaseException:
             # If the insert committed and only its reply was lost, the run is held by this
             # worker and the reconciler resumes it at the next heartbeats.

@@ -29,6 +29,7 @@ from cairn.runtime.heartbeat import Heartbeat
 from cairn.runtime.in_flight import InFlight
 from cairn.runtime.local_executor import Reservation
 from cairn.runtime.watchdog import LoopWatchdog
+from cairn.store.programs import claims as claim_ops
 from cairn.store.records import Lease, RunRecord, WorkerRecord
 
 log = logcontext.logger("cairn.worker")
@@ -300,7 +301,7 @@ class Executing:
             delay = 0.05
             while self.writable():
                 try:
-                    await self.env.store.release_run(run_id, self._lease(attempt))
+                    await self.env.store.write(claim_ops.release_run(run_id, self._lease(attempt)))
                     break
                 except Exception as exc:
                     if not self.writable():

@@ -13,6 +13,8 @@ from cairn.runtime import blocking
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.run_reading import storable
 from cairn.runtime.run_waiting import RunWaiting
+from cairn.store.programs import control
+from cairn.store.programs import waits as wait_ops
 from cairn.store.records import RunRecord
 
 # A chain of continue_as_new runs an event follows to its newest run, at most.
@@ -46,8 +48,14 @@ class RunVerbs(RunWaiting):
         storable(run_id)
         text = self.serializer.dumps(payload, what=f"payload of event {name!r}")
         for _ in range(_MAX_CHAIN_HOPS):
-            delivery = await self.store.send_message(
-                run_id, f"event:{name}", text, idempotency_key=idempotency_key, now=self.clock.now()
+            delivery = await self.store.write(
+                wait_ops.send_message(
+                    run_id,
+                    f"event:{name}",
+                    text,
+                    idempotency_key=idempotency_key,
+                    now=self.clock.now(),
+                )
             )
             if delivery is None:
                 raise RunNotFound(run_id)
@@ -67,7 +75,7 @@ class RunVerbs(RunWaiting):
 
     async def _control(self, run_id: str, action: str) -> RunStatus:
         storable(run_id)
-        status = await self.store.control_run(run_id, action, now=self.clock.now())
+        status = await self.store.write(control.control_run(run_id, action, now=self.clock.now()))
         if status is None:
             raise RunNotFound(run_id)
         if self.local is not None:
@@ -106,7 +114,7 @@ class RunVerbs(RunWaiting):
         """
         by = _who(by)
         run = await self.record(run_id)
-        if not await self.store.retry_run(run_id, now=self.clock.now(), by=by):
+        if not await self.store.write(control.retry_run(run_id, now=self.clock.now(), by=by)):
             raise RunFinished(run_id, f"{run.status}; only FAILED runs can be retried")
         self.wake_local()
         return RunHandle(self, run_id)
@@ -153,7 +161,9 @@ class RunVerbs(RunWaiting):
             forked_from_seq=before_seq,
             origin=origin,
         )
-        await self.store.copy_run(copy, run.run_id, before_seq=before_seq, by=by, now=now)
+        await self.store.write(
+            control.copy_run(copy, run.run_id, before_seq=before_seq, by=by, now=now)
+        )
         self.wake_local()
         return RunHandle(self, copy.run_id)
 

@@ -6,29 +6,79 @@ limits (`queues.QueueGate`) and ending runs recovered too often (PoisonRun).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from cairn.models import RunStatus
 from cairn.store import _sql, in_flight
-from cairn.store.programs.base import Program, Sql, all_rows, one_row, wakes
+from cairn.store.programs.base import Program, Sql, all_rows, one_row, operation, wakes
 from cairn.store.programs.queues import Entry, QueueGate
 from cairn.store.programs.runs import after_finish
 from cairn.store.records import AttemptRecord, Claimed, Lease
 
 
+@operation
 @wakes
 def release_run(
-    run_id: str, lease: Lease, now: float, interrupted: Sequence[AttemptRecord] = ()
+    run_id: str, lease: Lease, *, interrupted: Sequence[AttemptRecord] = ()
 ) -> Program[bool]:
-    """Queue again a run `lease` still holds, for any worker (this one too) to claim.
+    """Queue again a run `lease` holds but whose attempt ended early; True if it did.
 
-    The attempts its step attempts in flight were cut short as are `interrupted`.
+    The run becomes PENDING with no owner (claimed again without counting a recovery), and
+    the `interrupted` attempts (step attempts the ending cut short) are recorded in the
+    same transaction, each unless its step's outcome is in the journal. A no-op (False)
+    if `lease` no longer holds it.
     """
+    now = time.time()
     if not (yield Sql(_sql.RELEASE_ONE, (now, run_id, lease.owner, lease.fence))):
         return False
     yield from _interrupted(interrupted)
     return True
+
+
+@operation
+def claim(
+    worker_id: str,
+    limit: int,
+    *,
+    now: float,
+    stale: bool,
+    queues: list[str] | None = None,
+    workflows: list[str] | None = None,
+    versions: dict[str, str] | None = None,
+    orphans_first: bool = False,
+    only: list[str] | None = None,
+) -> Program[Claimed]:
+    """Atomically take up to `limit` runs to execute (only of the run ids `only`, if given).
+
+    Only runs of `workflows` are taken when it is given (a worker takes only what its code
+    can execute). A queued run without a version gets `versions[workflow]` (the version
+    of the code that first executes it).
+
+    Candidates are parked runs now due, PENDING runs that are due, and RUNNING runs whose
+    owner is dead (recoveries): it has no worker row or was expired, or (only with
+    `stale`) its heartbeat is older than its own lease by the database's clock. Each kind
+    alike is taken only if it is of `queues` (when given) and its queue's limits let it in
+    (see programs/queues.py LIMITS: which limit holds which kind). Orphans come after
+    pending runs, unless `orphans_first` (a worker asks that now and then, so that a
+    backlog of new runs never keeps a dead worker's runs waiting). Claimed runs become
+    RUNNING, owned by `worker_id`, with their fence bumped; `attempt` grows for a start or
+    recovery, not for a wake-up. A recovered run past its max_recoveries is ended FAILED
+    instead and reported in `poisoned` (run id -> workflow). Either way, each step the
+    dead owner's last heartbeat listed in flight for the run (under its fence) is recorded
+    as an attempt with outcome "interrupted", unless its outcome or that attempt's failure
+    is already recorded. A run held back by a limit gets `waiting_for` naming it. A run is
+    never handed to two workers. (PostgreSQL first probes for candidates, see
+    PostgresStore.)
+    """
+    if limit <= 0 or workflows == [] or queues == [] or only == []:
+        return Claimed([], {})  # nothing could be taken
+    return (
+        yield from claim_runs(
+            worker_id, limit, now, stale, queues, workflows, versions, orphans_first, only
+        )
+    )
 
 
 def claim_runs(
@@ -42,7 +92,7 @@ def claim_runs(
     orphans_first: bool = False,
     only: list[str] | None = None,
 ) -> Program[Claimed]:
-    """Take due runs, then pending and orphaned ones (see Store.claim_runs).
+    """Take due runs, then pending and orphaned ones (see `claim`).
 
     `only`: of these run ids alone (a transport's message names the run to take).
 
@@ -310,16 +360,20 @@ _DUE = (
 )
 
 
-def claimable(
-    now: float, limit: int, stale: bool, workflows: list[str]
+@operation
+def claimable_runs(
+    *, now: float, limit: int, stale: bool, workflows: list[str]
 ) -> Program[list[tuple[str, str, str | None, float]]]:
-    """Runs a claim could take now (read only): due, pending and orphaned ones.
+    """Read: up to `limit` runs of each kind `claim_runs` could take now.
 
-    Each as (run id, status, queue, mark): the mark changes when the run comes back in
-    another state (its wake time; an orphan's fence). What a transport publishes (see
-    cairn.celery): the claim its message leads to decides, with the queue limits and the
-    liveness rules of `claim_runs`.
+    Due, pending and orphaned ones, each as (run id, status, queue, mark): the mark
+    changes when the run comes back in another state (its wake time; an orphan's fence).
+    What a transport publishes (see cairn.celery): the claim its message leads to
+    decides, with the queue limits and the liveness rules of `claim_runs`. Orphans count
+    as `claim_runs` judges them with `stale`.
     """
+    if not workflows:
+        return []
     known = tuple(workflows)
     due = _sql.restrict(_DUE, "workflow", workflows)
     found = [

@@ -23,9 +23,8 @@ from cairn.store import migrate
 from cairn.store._health import StoreHealth
 from cairn.store._loop import others_ready
 from cairn.store._wakeups import WakeSignal
-from cairn.store.programs import base
-from cairn.store.programs.base import Program, is_waking
-from cairn.store.records import RunRecord
+from cairn.store.programs import base, runs
+from cairn.store.programs.base import Operation, Program, is_waking
 from cairn.store.sql_store import SqlStore
 from cairn.store.sqlite.checkpoints import Checkpointer
 from cairn.store.sqlite.connections import (
@@ -308,6 +307,10 @@ class SqliteStore(SqlStore):
         outcome = await self._write(program)
         if is_waking(program):
             self._signal.set()
+        elif isinstance(make, Operation) and make.kind is runs.create_run:
+            run = make.args[0]  # a new PENDING run is claimable at its wake time
+            if outcome[1] and run.status == RunStatus.PENDING:  # type: ignore[index]
+                self._signal.at(run.wake_at or 0.0)
         return outcome
 
     async def begin_step_transaction(
@@ -354,13 +357,6 @@ class SqliteStore(SqlStore):
         if self._pending and not self._flush_scheduled:
             self._flush_scheduled = True
             (self._loop or asyncio.get_running_loop()).call_soon(self._flush)
-
-    async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
-        """Insert `run` unless its run_id exists; returns the stored run and whether it is new."""
-        stored, created = await super().create_run(run)
-        if created and run.status == RunStatus.PENDING:
-            self._signal.at(run.wake_at or 0.0)
-        return stored, created
 
     async def wait_for_work(self, timeout: float) -> None:
         """Return when runs may have become claimable, or after `timeout` seconds.
