@@ -312,7 +312,7 @@ def test_architecture_doc__plain_modules_import_only_plain_modules():
 def test_architecture_doc__names_every_store_program_module():
     programs = {p.name for p in (PACKAGE / "store" / "programs").glob("*.py")} - {"__init__.py"}
     # Listed in "Where a new store goes", item 2, by file name.
-    item = DOC.split("2. Implements `Store`.", 1)[1].split("\n3. ", 1)[0]
+    item = DOC.split("2. Implements `Backend`.", 1)[1].split("\n3. ", 1)[0]
     named = set(re.findall(r"`([a-z_]+\.py)`", item))
     assert named == programs
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cairn.store import Store
-from cairn.store.programs import claims, workers
+from cairn.store.programs import claimable, claims, workers
 from cairn.store.programs import runs as run_ops
 
 from .kit import LEASE, T0, age_heartbeat, held, run_record, worker_record
@@ -68,12 +68,14 @@ async def test_claimable_runs__lists_what_a_claim_could_take_with_a_mark_per_sta
     age_heartbeat(store_url, "dead", LEASE + 2)
 
     found = await store.read(
-        claims.claimable_runs(now=T0 + 10, limit=10, stale=True, workflows=["tests.flow"])
+        claimable.claimable_runs(now=T0 + 10, limit=10, stale=True, workflows=["tests.flow"])
     )
     fresh = await store.read(
-        claims.claimable_runs(now=T0 + 10, limit=10, stale=False, workflows=["tests.flow"])
+        claimable.claimable_runs(now=T0 + 10, limit=10, stale=False, workflows=["tests.flow"])
     )
-    none = await store.read(claims.claimable_runs(now=T0 + 10, limit=10, stale=True, workflows=[]))
+    none = await store.read(
+        claimable.claimable_runs(now=T0 + 10, limit=10, stale=True, workflows=[])
+    )
 
     assert sorted(found) == [
         ("new", "PENDING", "emails", T0),

@@ -8,6 +8,7 @@ import pytest
 
 from cairn.errors import ConfigError
 from cairn.store import locations, open_store
+from cairn.store.programs import runs as run_ops
 from cairn.store.sqlite.directory import DirectoryStore
 from cairn.store.sqlite.store import SqliteStore
 
@@ -19,16 +20,16 @@ async def test_memory__stores_of_one_process_share_it_until_the_last_closes() ->
     assert isinstance(first, SqliteStore) and first.side_channel() is None
     await first.open()
     await second.open()
-    await first.create_run(run_record("r1"))
-    assert (await second.get_run("r1")) is not None
+    await first.write(run_ops.create_run(run_record("r1")))
+    assert (await second.read(run_ops.get_run("r1"))) is not None
     await first.close()
-    assert (await second.get_run("r1")) is not None  # one store still holds it
+    assert (await second.read(run_ops.get_run("r1"))) is not None  # one store still holds it
     await second.close()
 
     again = open_store("memory://")
     await again.open()
     try:
-        assert await again.get_run("r1") is None  # gone with the last connection
+        assert await again.read(run_ops.get_run("r1")) is None  # gone with the last connection
     finally:
         await again.close()
 
@@ -39,7 +40,7 @@ async def test_file__keeps_one_sqlite_file_in_a_directory_it_makes(tmp_path: Pat
     assert isinstance(store, DirectoryStore)
     await store.open()
     try:
-        await store.create_run(run_record("r1"))
+        await store.write(run_ops.create_run(run_record("r1")))
     finally:
         await store.close()
     assert (directory / "cairn.db").is_file()
@@ -48,7 +49,7 @@ async def test_file__keeps_one_sqlite_file_in_a_directory_it_makes(tmp_path: Pat
     reopened = open_store(f"file://localhost{directory}")  # the same directory, a host spelt
     await reopened.open()
     try:
-        assert await reopened.get_run("r1") is not None
+        assert await reopened.read(run_ops.get_run("r1")) is not None
     finally:
         await reopened.close()
 

@@ -31,8 +31,7 @@ from cairn.celery.broker import BrokerState
 from cairn.errors import StoreError
 from cairn.observability import logcontext
 from cairn.runtime.engine import Engine
-from cairn.store.programs import claims as claim_ops
-from cairn.store.programs import step_tasks
+from cairn.store.programs import claimable, step_tasks
 
 log = logcontext.logger("cairn.celery")
 
@@ -202,7 +201,7 @@ class Host:
         while True:
             try:
                 found = await store.read(
-                    claim_ops.claimable_runs(
+                    claimable.claimable_runs(
                         now=engine.clock.now(),
                         limit=_LOOK,
                         stale=worker.judges_heartbeats(),
