@@ -1,0 +1,122 @@
+"""CairnAgent: a pydantic-ai agent whose run, called in a cairn workflow, is durable.
+
+Like pydantic-ai's own TemporalAgent and DBOSAgent, it runs the wrapped agent with its
+model and toolsets replaced by step-wrapped ones for the length of each run, and
+returns what `agent.run` returns. It adds nothing to the agent's graph itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic
+
+from pydantic_ai import Agent
+from pydantic_ai.models import Model, infer_model
+from pydantic_ai.output import OutputDataT
+from pydantic_ai.run import AgentRunResult
+from pydantic_ai.tools import AgentDepsT
+
+import cairn
+from cairn.contrib.pydantic_ai.model import STREAMING_REFUSED, CairnModel, StepOptions
+from cairn.contrib.pydantic_ai.toolset import CairnToolset, marked_tools
+
+
+class CairnAgent(Generic[AgentDepsT, OutputDataT]):
+    """A pydantic-ai `Agent` whose model requests and tool calls are cairn steps.
+
+    In workflow code, `await cairn_agent.run(prompt)` runs each model request as the step
+    `<name>.model_request` and each tool call as the step `<name>.tool.<tool name>`
+    (except the tools in `workflow_tools` or marked `@workflow_tool`, which run in the
+    workflow). A run that crashes resumes from its recorded steps: the model is not asked
+    again for the turns it answered, and a tool that completed is not called again.
+    Outside workflow code it is the plain agent.
+
+    Args:
+        agent: the pydantic-ai agent to wrap.
+        name: the stable prefix of its step names; defaults to the agent's `name`. One is
+            required, because a run's history refers to its steps by name.
+        model_retries: retries of a model request step (cairn's default if None).
+        model_timeout: timeout of one model request attempt.
+        tool_retries: retries of a tool call step.
+        tool_timeout: timeout of one tool call attempt.
+        workflow_tools: names of tools to run in workflow code instead of as steps.
+
+    Raises:
+        InvalidValue: when neither `name` nor the agent's name is given.
+    """
+
+    def __init__(
+        self,
+        agent: Agent[AgentDepsT, OutputDataT],
+        *,
+        name: str | None = None,
+        model_retries: cairn.Retry | int | None = None,
+        model_timeout: Any = None,
+        tool_retries: cairn.Retry | int | None = None,
+        tool_timeout: Any = None,
+        workflow_tools: tuple[str, ...] | list[str] | frozenset[str] = (),
+    ) -> None:
+        name = name or agent.name
+        if not name:
+            raise cairn.InvalidValue(
+                "CairnAgent needs a name for its step names: pass name= or give the Agent one "
+                "(Agent(..., name='support'))"
+            )
+        self.wrapped = agent
+        self.name = name
+        self.model_options = StepOptions(model_retries, model_timeout)
+        self.tool_options = StepOptions(tool_retries, tool_timeout)
+        self.workflow_tools = frozenset(workflow_tools)
+
+    async def run(
+        self,
+        user_prompt: Any = None,
+        *,
+        model: Model | str | None = None,
+        **options: Any,
+    ) -> AgentRunResult[Any]:
+        """Run the agent, durably in workflow code; accepts what `Agent.run` accepts.
+
+        Returns:
+            What `Agent.run` returns: an `AgentRunResult`.
+
+        Raises:
+            InvalidArguments: for `event_stream_handler=` (streaming needs cairn's
+                durable streams, which do not exist yet).
+        """
+        if options.get("event_stream_handler") is not None:
+            raise cairn.InvalidArguments(STREAMING_REFUSED)
+        chosen = model if model is not None else self.wrapped.model
+        if chosen is None:
+            raise cairn.InvalidValue(f"agent {self.name!r} has no model: pass model=")
+        durable_model = CairnModel(
+            infer_model(chosen),
+            step_name=f"{self.name}.model_request",
+            options=self.model_options,
+        )
+        # The run's own toolsets too: the override below would otherwise drop them.
+        toolsets = [*self.wrapped.toolsets, *(options.pop("toolsets", None) or ())]
+        in_workflow = self.workflow_tools | marked_tools(toolsets)
+        durable_toolsets = [
+            CairnToolset(
+                toolset,
+                prefix=f"{self.name}.tool.",
+                options=self.tool_options,
+                in_workflow=in_workflow,
+            )
+            for toolset in toolsets
+        ]
+        # The agent's own tools are in its function toolset, wrapped above: `tools=()` keeps
+        # them from being registered twice. Tools run one at a time so that their steps start in the same order on replay.
+        with (
+            self.wrapped.override(model=durable_model, toolsets=durable_toolsets, tools=()),
+            self.wrapped.parallel_tool_call_execution_mode("sequential"),
+        ):
+            return await self.wrapped.run(user_prompt, **options)
+
+    def run_stream(self, *args: Any, **kwargs: Any) -> Any:
+        """Refused: a durable stream of the model's output needs cairn's durable streams."""
+        raise cairn.InvalidArguments(STREAMING_REFUSED)
+
+    def run_stream_events(self, *args: Any, **kwargs: Any) -> Any:
+        """Refused, like `run_stream`."""
+        raise cairn.InvalidArguments(STREAMING_REFUSED)

@@ -1,0 +1,188 @@
+"""pydantic-ai agents in cairn workflows: each model request and tool call is a step.
+
+The model is pydantic-ai's FunctionModel (scripted turns, no network); replays are made
+by closing the engine while a tool is inside `gate` and letting a second engine resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.run import AgentRunResult
+
+import cairn
+from cairn.contrib.pydantic_ai import CairnAgent, workflow_tool
+
+from .agent_kit import Script, support_agent
+from .kit import WAIT, Gate, Kit
+
+
+async def test_agent__each_request_and_tool_call_is_a_named_step(kit: Kit) -> None:
+    script = Script(("lookup", {"order_id": "o-1"}), ("refund", {"order_id": "o-1"}))
+    agent = support_agent(script)
+    calls: Counter[str] = Counter()
+
+    @agent.tool_plain
+    async def lookup(order_id: str) -> dict[str, object]:
+        calls["lookup"] += 1
+        return {"order_id": order_id, "total": 42}
+
+    @agent.tool_plain
+    def refund(order_id: str) -> str:
+        calls["refund"] += 1
+        return f"refunded {order_id}"
+
+    durable = CairnAgent(agent)
+
+    @kit.workflow("agent.support")
+    async def support(prompt: str) -> str:
+        result = await durable.run(prompt)
+        assert isinstance(result, AgentRunResult)
+        return result.output
+
+    async with kit.engine() as engine:
+        run = await engine.start(support, "refund order o-1")
+        output = await run.result(timeout=WAIT)
+        history = await engine.history(run.run_id)
+
+    assert output == "done: {'order_id': 'o-1', 'total': 42}; refunded o-1"
+    assert [h.key for h in history] == [
+        "support.model_request#1",
+        "support.tool.lookup#1",
+        "support.model_request#2",
+        "support.tool.refund#1",
+        "support.model_request#3",
+    ]
+    assert calls == {"lookup": 1, "refund": 1}
+    # The history keeps the request's messages as input and the response as JSON.
+    assert history[0].result["parts"][0]["tool_name"] == "lookup"
+
+
+async def test_agent__a_resumed_run_asks_the_model_only_for_new_turns(
+    kit: Kit, gate: Gate
+) -> None:
+    script = Script(("lookup", {"order_id": "o-2"}), ("refund", {"order_id": "o-2"}))
+    agent = support_agent(script)
+    calls: Counter[str] = Counter()
+
+    @agent.tool_plain
+    async def lookup(order_id: str) -> str:
+        calls["lookup"] += 1
+        return "found"
+
+    @agent.tool_plain
+    async def refund(order_id: str) -> str:
+        calls["refund"] += 1
+        return await gate()
+
+    durable = CairnAgent(agent)
+
+    @kit.workflow("agent.resume")
+    async def resume(prompt: str) -> str:
+        return (await durable.run(prompt)).output
+
+    first = kit.engine()
+    await first.open()
+    run = await first.start(resume, "refund o-2")
+    await gate.hold(first)
+    async with kit.engine() as second:
+        output = await (await second.get(run.run_id)).result(timeout=WAIT)
+
+    assert output == "done: found; through"
+    assert calls == {"lookup": 1, "refund": 2}  # refund was in flight when the engine closed
+    # Turns 0 and 1 were answered before the close: the second engine did not ask again.
+    assert script.asked == {0: 1, 1: 1, 2: 1}
+
+
+async def test_agent__a_workflow_tool_waits_for_a_human(kit: Kit) -> None:
+    script = Script(("approve", {"amount": 30}), ("refund", {"amount": 30}))
+    agent = support_agent(script)
+    refunds: list[int] = []
+
+    @agent.tool_plain
+    @workflow_tool
+    async def approve(amount: int) -> str:
+        answer = await cairn.human_task(
+            "approve-refund", title=f"Refund {amount}?", data={"amount": amount}
+        )
+        return "approved" if answer["ok"] else "refused"
+
+    @agent.tool_plain
+    async def refund(amount: int) -> str:
+        refunds.append(amount)
+        return f"refunded {amount}"
+
+    durable = CairnAgent(agent)
+
+    @kit.workflow("agent.approval")
+    async def approval() -> str:
+        return (await durable.run("refund 30")).output
+
+    async with kit.engine() as engine:
+        run = await engine.start(approval)
+        async with asyncio.timeout(WAIT):
+            while not (tasks := [t for t in await engine.tasks.list() if t.run_id == run.run_id]):
+                await asyncio.sleep(0.01)
+        await engine.tasks.submit(tasks[0].task_id, {"ok": True}, by="ann")
+        output = await run.result(timeout=WAIT)
+        history = await engine.history(run.run_id)
+
+    assert output == "done: approved; refunded 30"
+    assert refunds == [30]
+    assert script.asked == {0: 1, 1: 1, 2: 1}  # the wait unwound the run: replayed, not re-asked
+    assert "support.tool.approve#1" not in [h.key for h in history]
+
+
+async def test_agent__a_model_retry_from_a_tool_step_reaches_the_model(kit: Kit) -> None:
+    attempts: Counter[str] = Counter()
+    agent = Agent(TestModel(), name="retrying")
+
+    @agent.tool_plain
+    async def flaky(x: int) -> str:
+        attempts["flaky"] += 1
+        if attempts["flaky"] == 1:
+            raise ModelRetry("try once more")
+        return "ok"
+
+    durable = CairnAgent(agent)
+
+    @kit.workflow("agent.retry")
+    async def retrying() -> str:
+        return (await durable.run("go")).output
+
+    async with kit.engine() as engine:
+        run = await engine.start(retrying)
+        output = await run.result(timeout=WAIT)
+        history = await engine.history(run.run_id)
+
+    assert "ok" in output
+    assert attempts["flaky"] == 2  # two steps, each one attempt: not cairn's step retries
+    assert [h.key for h in history if "tool" in h.key] == [
+        "retrying.tool.flaky#1",
+        "retrying.tool.flaky#2",
+    ]
+
+
+def test_agent__a_name_is_required(offline_kit: Kit) -> None:
+    with pytest.raises(cairn.InvalidValue, match="needs a name"):
+        CairnAgent(Agent(TestModel()))
+
+
+async def test_agent__streaming_is_refused_until_durable_streams_exist() -> None:
+    durable = CairnAgent(Agent(TestModel(), name="streamer"))
+    with pytest.raises(cairn.InvalidArguments, match="durable streams"):
+        durable.run_stream("hi")
+
+    async def handler(ctx: object, events: object) -> None: ...
+
+    with pytest.raises(cairn.InvalidArguments, match="durable streams"):
+        await durable.run("hi", event_stream_handler=handler)
+
+
+async def test_agent__outside_a_run_it_is_the_plain_agent() -> None:
+    durable = CairnAgent(Agent(TestModel(custom_output_text="hello"), name="plain"))
+    assert (await durable.run("hi")).output == "hello"
