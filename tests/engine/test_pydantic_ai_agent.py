@@ -62,9 +62,7 @@ async def test_agent__each_request_and_tool_call_is_a_named_step(kit: Kit) -> No
     assert history[0].result["parts"][0]["tool_name"] == "lookup"
 
 
-async def test_agent__a_resumed_run_asks_the_model_only_for_new_turns(
-    kit: Kit, gate: Gate
-) -> None:
+async def test_agent__a_resumed_run_asks_the_model_only_for_new_turns(kit: Kit, gate: Gate) -> None:
     script = Script(("lookup", {"order_id": "o-2"}), ("refund", {"order_id": "o-2"}))
     agent = support_agent(script)
     calls: Counter[str] = Counter()

@@ -106,12 +106,14 @@ class CairnAgent(Generic[AgentDepsT, OutputDataT]):
             for toolset in toolsets
         ]
         # The agent's own tools are in its function toolset, wrapped above: `tools=()` keeps
-        # them from being registered twice. Tools run one at a time so that their steps start in the same order on replay.
+        # them from being registered twice. Tools run one at a time, so that their steps
+        # start in the same order on replay.
         with (
             self.wrapped.override(model=durable_model, toolsets=durable_toolsets, tools=()),
             self.wrapped.parallel_tool_call_execution_mode("sequential"),
         ):
-            return await self.wrapped.run(user_prompt, **options)
+            result: AgentRunResult[Any] = await self.wrapped.run(user_prompt, **options)
+            return result
 
     def run_stream(self, *args: Any, **kwargs: Any) -> Any:
         """Refused: a durable stream of the model's output needs cairn's durable streams."""
