@@ -13,6 +13,7 @@ import pytest
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.run import AgentRunResult
+from pydantic_ai.toolsets import FunctionToolset
 
 import cairn
 from cairn.contrib.pydantic_ai import CairnAgent, workflow_tool
@@ -184,3 +185,34 @@ async def test_agent__streaming_is_refused_until_durable_streams_exist() -> None
 async def test_agent__outside_a_run_it_is_the_plain_agent() -> None:
     durable = CairnAgent(Agent(TestModel(custom_output_text="hello"), name="plain"))
     assert (await durable.run("hi")).output == "hello"
+
+
+async def test_agent__overrides_and_run_toolsets_are_steps_too(kit: Kit) -> None:
+    # The model and the tools are the ones pydantic-ai picks for the run: an override of
+    # the model (the usual way to test an agent) and toolsets given to run() alike.
+    script = Script(("extra", {"x": 1}))
+    agent = Agent(TestModel(custom_output_text="not asked"), name="overridden")
+    extras = FunctionToolset()
+
+    @extras.tool_plain
+    def extra(x: int) -> int:
+        return x + 1
+
+    durable = CairnAgent(agent)
+
+    @kit.workflow("agent.override")
+    async def overridden() -> str:
+        with agent.override(model=script.model()):
+            return (await durable.run("go", toolsets=[extras])).output
+
+    async with kit.engine() as engine:
+        run = await engine.start(overridden)
+        output = await run.result(timeout=WAIT)
+        history = await engine.history(run.run_id)
+
+    assert output == "done: 2"
+    assert [h.key for h in history] == [
+        "overridden.model_request#1",
+        "overridden.tool.extra#1",
+        "overridden.model_request#2",
+    ]

@@ -1,8 +1,8 @@
 """CairnAgent: a pydantic-ai agent whose run, called in a cairn workflow, is durable.
 
-Like pydantic-ai's own TemporalAgent and DBOSAgent, it runs the wrapped agent with its
-model and toolsets replaced by step-wrapped ones for the length of each run, and
-returns what `agent.run` returns. It adds nothing to the agent's graph itself.
+Like pydantic-ai's own TemporalAgent and DBOSAgent, it runs the wrapped agent with a
+step-wrapped model and toolset (through the capability in steps.py, added to each run),
+and returns what `agent.run` returns. It adds nothing to the agent's graph itself.
 """
 
 from __future__ import annotations
@@ -10,14 +10,13 @@ from __future__ import annotations
 from typing import Any, Generic
 
 from pydantic_ai import Agent
-from pydantic_ai.models import Model, infer_model
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT
 
 import cairn
-from cairn.contrib.pydantic_ai.model import STREAMING_REFUSED, CairnModel, StepOptions
-from cairn.contrib.pydantic_ai.toolset import CairnToolset, marked_tools
+from cairn.contrib.pydantic_ai.model import STREAMING_REFUSED, StepOptions
+from cairn.contrib.pydantic_ai.steps import DurableSteps
 
 
 class CairnAgent(Generic[AgentDepsT, OutputDataT]):
@@ -70,8 +69,6 @@ class CairnAgent(Generic[AgentDepsT, OutputDataT]):
     async def run(
         self,
         user_prompt: Any = None,
-        *,
-        model: Model | str | None = None,
         **options: Any,
     ) -> AgentRunResult[Any]:
         """Run the agent, durably in workflow code; accepts what `Agent.run` accepts.
@@ -85,35 +82,16 @@ class CairnAgent(Generic[AgentDepsT, OutputDataT]):
         """
         if options.get("event_stream_handler") is not None:
             raise cairn.InvalidArguments(STREAMING_REFUSED)
-        chosen = model if model is not None else self.wrapped.model
-        if chosen is None:
-            raise cairn.InvalidValue(f"agent {self.name!r} has no model: pass model=")
-        durable_model = CairnModel(
-            infer_model(chosen),
-            step_name=f"{self.name}.model_request",
-            options=self.model_options,
+        steps: DurableSteps[Any] = DurableSteps(
+            self.name, self.model_options, self.tool_options, self.workflow_tools
         )
-        # The run's own toolsets too: the override below would otherwise drop them.
-        toolsets = [*self.wrapped.toolsets, *(options.pop("toolsets", None) or ())]
-        in_workflow = self.workflow_tools | marked_tools(toolsets)
-        durable_toolsets = [
-            CairnToolset(
-                toolset,
-                prefix=f"{self.name}.tool.",
-                options=self.tool_options,
-                in_workflow=in_workflow,
-            )
-            for toolset in toolsets
-        ]
-        # The agent's own tools are in its function toolset, wrapped above: `tools=()` keeps
-        # them from being registered twice. Tools run one at a time, so that their steps
-        # start in the same order on replay.
-        with (
-            self.wrapped.override(model=durable_model, toolsets=durable_toolsets, tools=()),
-            self.wrapped.parallel_tool_call_execution_mode("sequential"),
-        ):
+        # First in the list: its wrappers are outermost, so a step holds every other
+        # capability's model wrapper and toolset wrapper too.
+        options["capabilities"] = [steps, *(options.get("capabilities") or ())]
+        # Tools run one at a time, so that their steps start in the same order on replay.
+        with self.wrapped.parallel_tool_call_execution_mode("sequential"):
             result: AgentRunResult[Any] = await self.wrapped.run(user_prompt, **options)
-            return result
+        return result
 
     def run_stream(self, *args: Any, **kwargs: Any) -> Any:
         """Refused: a durable stream of the model's output needs cairn's durable streams."""
