@@ -11,6 +11,8 @@ from collections import Counter
 
 import pytest
 from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.toolsets import FunctionToolset
@@ -216,3 +218,73 @@ async def test_agent__overrides_and_run_toolsets_are_steps_too(kit: Kit) -> None
         "overridden.tool.extra#1",
         "overridden.model_request#2",
     ]
+
+
+async def test_agent__calls_of_one_response_are_steps_in_order(kit: Kit, gate: Gate) -> None:
+    # Two calls in one model response run one at a time, so their steps keep their keys
+    # (lookup#1, lookup#2) on replay; the completed one is not called again.
+    asked: Counter[str] = Counter()
+
+    def both(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            calls = [ToolCallPart("lookup", {"order_id": o}, tool_call_id=o) for o in ("a", "b")]
+            return ModelResponse(parts=calls)
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent = Agent(FunctionModel(both), name="pair")
+
+    @agent.tool_plain
+    async def lookup(order_id: str) -> str:
+        asked[order_id] += 1
+        return await gate() if order_id == "b" else "found"
+
+    durable = CairnAgent(agent)
+
+    @kit.workflow("agent.pair")
+    async def pair() -> list[str]:
+        result = await durable.run("go")
+        return [
+            p.content
+            for m in result.all_messages()
+            for p in m.parts
+            if p.part_kind == "tool-return"
+        ]
+
+    first = kit.engine()
+    await first.open()
+    run = await first.start(pair)
+    await gate.hold(first)
+    async with kit.engine() as second:
+        returns = await (await second.get(run.run_id)).result(timeout=WAIT)
+        keys = [h.key for h in await second.history(run.run_id)]
+
+    assert returns == ["found", "through"]
+    assert asked == {"a": 1, "b": 2}
+    assert keys == [
+        "pair.model_request#1",
+        "pair.tool.lookup#1",
+        "pair.tool.lookup#2",
+        "pair.model_request#2",
+    ]
+
+
+async def test_agent__a_tool_that_fails_for_good_fails_its_step(kit: Kit) -> None:
+    agent = Agent(TestModel(), name="failing")
+
+    @agent.tool_plain
+    async def broken(x: int) -> str:
+        raise ValueError("the warehouse is down")
+
+    durable = CairnAgent(agent, tool_retries=cairn.Retry(max_attempts=2, delay=0))
+
+    @kit.workflow("agent.failing")
+    async def failing() -> str:
+        try:
+            return (await durable.run("go")).output
+        except cairn.StepFailed as failed:
+            return f"{failed.step_name} after {failed.attempts}: {failed.message}"
+
+    async with kit.engine() as engine:
+        output = await (await engine.start(failing)).result(timeout=WAIT)
+
+    assert output == "failing.tool.broken after 2: the warehouse is down"
