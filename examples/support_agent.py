@@ -127,7 +127,7 @@ async def refund(order_id: str, amount: Decimal) -> str:
     """Pay the money back, once: the provider deduplicates on the step's idempotency key."""
     key = cairn.current_step().idempotency_key
     effect("refund", order_id=order_id, amount=str(amount), key=key)
-    return key[:12]
+    return f"rf-{key[:8]}"
 
 
 support = CairnAgent(agent)

@@ -288,3 +288,23 @@ async def test_agent__a_tool_that_fails_for_good_fails_its_step(kit: Kit) -> Non
         output = await (await engine.start(failing)).result(timeout=WAIT)
 
     assert output == "failing.tool.broken after 2: the warehouse is down"
+
+
+async def test_agent__a_tool_step_that_waits_says_to_mark_it(kit: Kit) -> None:
+    agent = Agent(TestModel(), name="unmarked")
+
+    @agent.tool_plain
+    async def approve(x: int) -> str:
+        return str(await cairn.human_task("ok", title="ok?"))
+
+    durable = CairnAgent(agent)
+
+    @kit.workflow("agent.unmarked")
+    async def unmarked() -> str:
+        return (await durable.run("go")).output
+
+    async with kit.engine() as engine:
+        run = await engine.start(unmarked)
+        with pytest.raises(cairn.RunFailed, match="mark it @workflow_tool") as failed:
+            await run.result(timeout=WAIT)
+    assert "after 1 attempt" in str(failed.value)  # a usage error: not retried

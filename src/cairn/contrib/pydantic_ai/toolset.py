@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry
 from pydantic_ai.tools import AgentDepsT, RunContext
-from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
 import cairn
 from cairn.contrib.pydantic_ai import placement
@@ -70,6 +70,11 @@ class CairnToolset(WrapperToolset[AgentDepsT]):
                 return {SIGNAL: "deferred", "metadata": exc.metadata, "kind": exc.kind}
             except ApprovalRequired as exc:
                 return {SIGNAL: "approval", "metadata": exc.metadata}
+            except cairn.NotInRun as exc:  # a wait (human_task, sleep) called in the step
+                raise cairn.NotInRun(
+                    f"{exc.message}; to wait, tool {name!r} must run in the workflow: "
+                    "mark it @workflow_tool (cairn.contrib.pydantic_ai)"
+                ) from exc
 
         result = await cairn.run_step(
             self.prefix + name,
@@ -98,9 +103,10 @@ def marked_tools(toolsets: Collection[AbstractToolset[Any]]) -> set[str]:
     found: set[str] = set()
 
     def visit(toolset: AbstractToolset[Any]) -> None:
-        for name, tool in getattr(toolset, "tools", {}).items():
-            if getattr(getattr(tool, "function", None), MARK, False):
-                found.add(name)
+        if isinstance(toolset, FunctionToolset):
+            found.update(
+                name for name, tool in toolset.tools.items() if hasattr(tool.function, MARK)
+            )
 
     for toolset in toolsets:
         toolset.apply(visit)
