@@ -173,15 +173,34 @@ def test_agent__a_name_is_required(offline_kit: Kit) -> None:
         CairnAgent(Agent(TestModel()))
 
 
-async def test_agent__streaming_is_refused_until_durable_streams_exist() -> None:
+async def test_agent__streaming_is_refused_until_durable_streams_exist(kit: Kit) -> None:
     durable = CairnAgent(Agent(TestModel(), name="streamer"))
-    with pytest.raises(cairn.InvalidArguments, match="durable streams"):
-        durable.run_stream("hi")
 
     async def handler(ctx: object, events: object) -> None: ...
 
-    with pytest.raises(cairn.InvalidArguments, match="durable streams"):
-        await durable.run("hi", event_stream_handler=handler)
+    @kit.workflow("agent.stream")
+    async def streamer(how: str) -> str:
+        try:
+            if how == "handler":
+                await durable.run("hi", event_stream_handler=handler)
+            elif how == "run_stream":
+                durable.run_stream("hi")
+            else:
+                durable.run_stream_events("hi")
+        except cairn.InvalidArguments as refused:
+            return str(refused)
+        return "not refused"
+
+    async with kit.engine() as engine:
+        for how in ("handler", "run_stream", "run_stream_events"):
+            said = await (await engine.start(streamer, how)).result(timeout=WAIT)
+            assert "cairn's durable streams, which do not exist yet" in said
+
+
+async def test_agent__outside_workflow_code_streaming_is_the_plain_agents() -> None:
+    durable = CairnAgent(Agent(TestModel(custom_output_text="streamed"), name="plain"))
+    async with durable.run_stream("hi") as streamed:
+        assert await streamed.get_output() == "streamed"
 
 
 async def test_agent__outside_a_run_it_is_the_plain_agent() -> None:

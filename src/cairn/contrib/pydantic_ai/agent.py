@@ -15,6 +15,7 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT
 
 import cairn
+from cairn.contrib.pydantic_ai import placement
 from cairn.contrib.pydantic_ai.model import STREAMING_REFUSED, StepOptions
 from cairn.contrib.pydantic_ai.steps import DurableSteps
 
@@ -77,10 +78,11 @@ class CairnAgent(Generic[AgentDepsT, OutputDataT]):
             What `Agent.run` returns: an `AgentRunResult`.
 
         Raises:
-            InvalidArguments: for `event_stream_handler=` (streaming needs cairn's
-                durable streams, which do not exist yet).
+            InvalidArguments: in workflow code, for an `event_stream_handler` on the run
+                or the agent (streaming needs cairn's durable streams, not built yet).
         """
-        if options.get("event_stream_handler") is not None:
+        streaming = options.get("event_stream_handler") or self.wrapped.event_stream_handler
+        if streaming is not None and placement.in_workflow_code():
             raise cairn.InvalidArguments(STREAMING_REFUSED)
         steps: DurableSteps[Any] = DurableSteps(
             self.name, self.model_options, self.tool_options, self.workflow_tools
@@ -94,9 +96,21 @@ class CairnAgent(Generic[AgentDepsT, OutputDataT]):
         return result
 
     def run_stream(self, *args: Any, **kwargs: Any) -> Any:
-        """Refused: a durable stream of the model's output needs cairn's durable streams."""
-        raise cairn.InvalidArguments(STREAMING_REFUSED)
+        """The plain agent's `run_stream` outside workflow code; refused in it.
+
+        Raises:
+            InvalidArguments: in workflow code, until cairn has durable streams.
+        """
+        if placement.in_workflow_code():
+            raise cairn.InvalidArguments(STREAMING_REFUSED)
+        return self.wrapped.run_stream(*args, **kwargs)
 
     def run_stream_events(self, *args: Any, **kwargs: Any) -> Any:
-        """Refused, like `run_stream`."""
-        raise cairn.InvalidArguments(STREAMING_REFUSED)
+        """The plain agent's `run_stream_events` outside workflow code; refused in it.
+
+        Raises:
+            InvalidArguments: in workflow code, until cairn has durable streams.
+        """
+        if placement.in_workflow_code():
+            raise cairn.InvalidArguments(STREAMING_REFUSED)
+        return self.wrapped.run_stream_events(*args, **kwargs)

@@ -26,7 +26,7 @@ PARAMETERS = pydantic.TypeAdapter(ModelRequestParameters)
 
 STREAMING_REFUSED = (
     "streaming a durable agent's model responses needs cairn's durable streams, which do "
-    "not exist yet: call CairnAgent.run() without event_stream_handler"
+    "not exist yet: run the agent without an event_stream_handler (on the run or the Agent)"
 )
 
 
@@ -88,6 +88,9 @@ class CairnModel(WrapperModel):
         run_context: RunContext[Any] | None = None,
     ) -> AsyncGenerator[StreamedResponse]:
         """Refused in workflow code until cairn has durable streams; plain elsewhere."""
+        # The seam for durable streams: as pydantic-ai's DBOS model does, consume the
+        # wrapped stream inside the `<name>.model_request` step, write each event to a
+        # cairn.stream(...), and record the final response as `request` does.
         if placement.in_workflow_code():
             raise cairn.InvalidArguments(STREAMING_REFUSED)
         async with self.wrapped.request_stream(
