@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pydantic
@@ -30,12 +31,26 @@ STREAMING_REFUSED = (
 )
 
 
+@dataclass(frozen=True, slots=True)
 class StepOptions:
     """The `retries` and `timeout` one kind of step is run with (cairn's defaults if None)."""
 
-    def __init__(self, retries: cairn.Retry | int | None, timeout: Any) -> None:
-        self.retries = retries
-        self.timeout = timeout
+    retries: cairn.Retry | int | None = None
+    timeout: Any = None
+
+
+DEFAULT_OPTIONS = StepOptions()
+
+
+def shown(messages: list[ModelMessage], parameters: ModelRequestParameters) -> tuple[Any, Any]:
+    """The request as JSON for the history; a marker where pydantic cannot dump it."""
+    try:
+        return (
+            ModelMessagesTypeAdapter.dump_python(messages, mode="json"),
+            PARAMETERS.dump_python(parameters, mode="json"),
+        )
+    except Exception as exc:  # showing the input must never fail the request
+        return {"omitted": f"{type(exc).__name__}: {exc}"[:500]}, None
 
 
 class CairnModel(WrapperModel):
@@ -72,8 +87,7 @@ class CairnModel(WrapperModel):
         recorded = await cairn.run_step(
             self.step_name,
             model_request,
-            ModelMessagesTypeAdapter.dump_python(messages, mode="json"),
-            PARAMETERS.dump_python(model_request_parameters, mode="json"),
+            *shown(messages, model_request_parameters),
             retries=self.options.retries,
             timeout=self.options.timeout,
         )

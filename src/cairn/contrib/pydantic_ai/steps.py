@@ -9,14 +9,14 @@ Using it, the model and the tools are the ones pydantic-ai chose for the run (`m
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import Model
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset
 
-from cairn.contrib.pydantic_ai.model import CairnModel, StepOptions
+from cairn.contrib.pydantic_ai.model import DEFAULT_OPTIONS, CairnModel, StepOptions
 from cairn.contrib.pydantic_ai.toolset import CairnToolset, marked_tools
 
 
@@ -29,8 +29,8 @@ class DurableSteps(AbstractCapability[AgentDepsT]):
     """
 
     agent_name: str
-    model_options: StepOptions = field(default_factory=lambda: StepOptions(None, None))
-    tool_options: StepOptions = field(default_factory=lambda: StepOptions(None, None))
+    model_options: StepOptions = DEFAULT_OPTIONS
+    tool_options: StepOptions = DEFAULT_OPTIONS
     workflow_tools: Collection[str] = ()
 
     def get_wrapper_model(self, model: Model) -> Model | None:

@@ -9,7 +9,7 @@ way pydantic-ai's Temporal integration runs a tool in the workflow, not in an ac
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry
@@ -18,7 +18,7 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, 
 
 import cairn
 from cairn.contrib.pydantic_ai import placement
-from cairn.contrib.pydantic_ai.model import StepOptions
+from cairn.contrib.pydantic_ai.model import DEFAULT_OPTIONS, StepOptions
 
 MARK = "__cairn_workflow_tool__"
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,7 +47,7 @@ class CairnToolset(WrapperToolset[AgentDepsT]):
     """
 
     prefix: str = ""
-    options: StepOptions = field(default_factory=lambda: StepOptions(None, None))
+    options: StepOptions = DEFAULT_OPTIONS
     in_workflow: Collection[str] = ()
 
     async def call_tool(
