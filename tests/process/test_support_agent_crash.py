@@ -42,7 +42,7 @@ class Desk:
         self.approved = False
 
     def spawn(self, hold: str = "") -> subprocess.Popen[str]:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(SRC.parent)]))
+        env = dict(os.environ, PYTHONPATH=str(SRC))
         env.pop("CAIRN_DATABASE_URL", None)
         args = [sys.executable, str(SCRIPT), str(self.db), str(self.effects)]
         proc = subprocess.Popen(
