@@ -140,6 +140,21 @@ RULES = [
     ),
 ]
 
+
+def test_layers__contrib_uses_only_the_public_api():
+    # Integrations with other libraries are user code: `import cairn` and one another.
+    inner = [
+        str(found)
+        for found in ALL
+        if within(found.module, "cairn.contrib")
+        and within(found.target, "cairn")
+        and found.target != "cairn"
+        and not within(found.target, "cairn.contrib")
+    ]
+    assert inner == []
+    assert crossings("cairn.contrib", ("cairn",)), "contrib's imports of cairn are read"
+
+
 # The one import between the surfaces: `cairn dashboard` is the CLI command that starts
 # the dashboard's server, so it imports the server (and its host check) to run it.
 CLI_STARTS_DASHBOARD = {
@@ -189,7 +204,7 @@ def test_layers__the_store_does_import_its_drivers():
 
 def test_layers__every_package_is_read():
     packages = {found.module.split(".")[1] for found in ALL if found.module.count(".") >= 1}
-    named = {name.rpartition(".")[2] for name, _, _ in RULES} | {"observability"}
+    named = {name.rpartition(".")[2] for name, _, _ in RULES} | {"observability", "contrib"}
     assert named <= packages
 
 

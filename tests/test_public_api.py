@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import types
+from pathlib import Path
 
 import cairn
 
@@ -194,3 +195,12 @@ def test_public_api__testing_all_is_pinned() -> None:
 
     assert cairn.testing.__all__ == TESTING
     assert all(inspect.getdoc(getattr(cairn.testing, name)) for name in TESTING)
+
+
+def test_public_api__contrib_pydantic_ai_all_is_pinned() -> None:
+    import cairn.contrib.pydantic_ai as agents
+
+    assert agents.__all__ == ["CairnAgent", "workflow_tool"]
+    assert all(inspect.getdoc(getattr(agents, name)) for name in agents.__all__)
+    documented = (Path(__file__).resolve().parents[1] / "docs/reference/api.md").read_text()
+    assert all(f"`{name}" in documented for name in agents.__all__)
