@@ -19,8 +19,11 @@ from cairn.dashboard.asgi import create_app
 from cairn.runtime.engine import Engine
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server, announcing where it listens and leaving signals handled."""
+class AnnouncingServer(uvicorn.Server):
+    """uvicorn's server, announcing where it listens and leaving signals handled.
+
+    `cairn mcp --http` serves with it too.
+    """
 
     def __init__(
         self,
@@ -83,7 +86,7 @@ async def serve(
             access_log=False,
             timeout_graceful_shutdown=5,
         )
-        await _Server(config, announce, app.state.streams.close).serve(sockets=[sock])
+        await AnnouncingServer(config, announce, app.state.streams.close).serve(sockets=[sock])
 
 
 def _metrics_installed() -> bool:
