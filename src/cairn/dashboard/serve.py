@@ -36,11 +36,13 @@ class AnnouncingServer(uvicorn.Server):
         self._closing = closing
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """Start serving, then announce where."""
         await super().startup(sockets)
         if self.started:
             self._announce()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """Call `closing`, then stop as uvicorn does."""
         # Open event streams never end by themselves soon enough: end them first, so
         # their connections close and the shutdown does not wait on them.
         self._closing()
@@ -48,6 +50,8 @@ class AnnouncingServer(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
+        """While serving, SIGINT and SIGTERM only ask the server to stop."""
+
         # uvicorn raises a caught signal again after shutting down; the engine must
         # close first, so a signal here only asks the server to stop.
         def stop(sig: int, frame: FrameType | None) -> None:

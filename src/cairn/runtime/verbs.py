@@ -6,8 +6,9 @@ that only delegates, its docstring opening with the verb's summary. The CLI
 (cli/control.py) and the HTTP API (dashboard/api/verb_routes.py) build their commands and
 routes, and the MCP server (mcp_server/tools.py) its tools, by looping over VERBS: the
 command path, the route, the help line, the API's summary, body schema and failure
-statuses, and each tool's description and input schema come from here. tests/test_verbs.py checks every surface
-against this table, so a new verb starts here and the test lists each place still missing it.
+statuses, and each tool's description and input schema come from here. tests/test_verbs.py
+checks every surface against this table, so a new verb starts here and the test lists each
+place still missing it.
 """
 
 from __future__ import annotations
