@@ -123,7 +123,8 @@ def test_http__refuses_a_host_it_does_not_serve_and_a_change_from_another_site(
     with http_server(sqlite_url) as endpoint:
         rebound = httpx.post(endpoint, json=INITIALIZE, headers={**ACCEPT, "Host": "evil.example"})
         assert rebound.status_code == 421, rebound.text
-        assert "evil.example" in rebound.json()["message"]
+        assert "this MCP server does not answer to the host 'evil.example'" in rebound.text
+        assert "cairn mcp --allowed-host NAME" in rebound.text
         foreign = httpx.post(
             endpoint, json=INITIALIZE, headers={**ACCEPT, "Origin": "http://evil.example"}
         )
@@ -139,6 +140,7 @@ async def test_http__with_a_token_every_request_needs_it(store_url: str, workers
     with http_server(store_url, env=_env(CAIRN_DASHBOARD_TOKEN="s3cret")) as endpoint:
         bare = httpx.post(endpoint, json=INITIALIZE, headers=ACCEPT)
         assert bare.status_code == 401, bare.text
+        assert "this MCP server needs the header Authorization" in bare.text
         wrong = httpx.post(
             endpoint, json=INITIALIZE, headers={**ACCEPT, "Authorization": "Bearer nope"}
         )

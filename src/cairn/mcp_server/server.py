@@ -29,6 +29,9 @@ from cairn.runtime.control import RunControl
 PATH = "/mcp"
 """Where the streamable HTTP transport answers."""
 
+NAMED = ("this MCP server", "`cairn mcp --allowed-host NAME`")
+"""What the guards' refusals call it, and how to serve another host name."""
+
 INSTRUCTIONS = (
     "Tools to read and steer the runs of a cairn workflow engine: list_runs and show_run "
     "say what each run waits for; list_tasks and submit_task answer human tasks; "
@@ -112,5 +115,5 @@ def http_app(
     )
     # Every path is the guards' "API": refusals are JSON, a POST must be JSON.
     if token:
-        app = BearerAuth(app, token=token, open_routes=(), api_prefix="")
-    return Guard(app, allowed, api_prefix="")
+        app = BearerAuth(app, token=token, open_routes=(), api_prefix="", server=NAMED[0])
+    return Guard(app, allowed, api_prefix="", named=NAMED)
