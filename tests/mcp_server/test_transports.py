@@ -161,3 +161,22 @@ def test_http__refuses_to_bind_beyond_loopback_without_a_token(sqlite_url: str):
     )
     assert done.returncode == 2, done.stderr
     assert "refusing to bind 0.0.0.0 without a token" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--http", "8765"], "--http must be HOST:PORT with a port from 0 to 65535"),
+        (["--http", "127.0.0.1:99999"], "--http must be HOST:PORT"),
+        (["--token", "t"], "--token and --allowed-host need --http HOST:PORT"),
+        (["--http", "127.0.0.1:0", "--token", " "], "--token must not be empty"),
+        (["--http", "127.0.0.1:0", "--allowed-host", "a.example:80"], "without a port"),
+    ],
+)
+def test_cli__bad_options_exit_2_naming_them(sqlite_url: str, extra: list[str], said: str):
+    done = subprocess.run(
+        [*_command(sqlite_url), *extra], env=_env(), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
