@@ -17,7 +17,8 @@ import cairn
 from cairn.mcp_server import server, tools
 from cairn.runtime.verbs import VERBS
 
-from .conftest import answer, approve_through, refusal, until
+from . import scenarios
+from .conftest import answer, approve_through, refusal
 
 
 @asynccontextmanager
@@ -29,22 +30,6 @@ async def connected(url: str) -> AsyncIterator[Client]:
     async with cairn.Engine(url, workers=0) as engine:
         async with Client(server.build(engine.control)) as session:
             yield session
-
-
-async def status(client: Client, run_id: str) -> str:
-    return str(answer(await client.call_tool("show_run", {"run_id": run_id}))["status"])
-
-
-async def start(client: Client, workflow: str, *args: object) -> str:
-    started = await client.call_tool("start_run", {"workflow": workflow, "args": list(args)})
-    return str(answer(started)["run_id"])
-
-
-async def reaches(client: Client, run_id: str, wanted: str) -> None:
-    async def check() -> bool:
-        return await status(client, run_id) == wanted
-
-    await until(check, f"run {run_id} to be {wanted}")
 
 
 async def test_tools__one_per_verb_and_read(store_url: str, workers: cairn.Engine):
@@ -65,50 +50,24 @@ async def test_session__answers_a_task_and_sees_the_run_complete(
 
 async def test_cancel__a_sleeping_run_ends_cancelled(store_url: str, workers: cairn.Engine):
     async with connected(store_url) as client:
-        run_id = await start(client, "mcp.sleepy")
-        await reaches(client, run_id, "SLEEPING")
-        cancelled = answer(await client.call_tool("cancel", {"run_id": run_id}))
-        assert cancelled["action"] == "cancel"
-        await reaches(client, run_id, "CANCELLED")
+        await scenarios.cancel_a_sleeping_run(client)
 
 
 async def test_retry__a_failed_run_continues_from_its_failed_step(
     store_url: str, workers: cairn.Engine, tmp_path: Path
 ):
     async with connected(store_url) as client:
-        marker = tmp_path / "fixed"
-        run_id = await start(client, "mcp.fragile", str(marker))
-        await reaches(client, run_id, "FAILED")
-        marker.touch()
-        retried = answer(await client.call_tool("retry", {"run_id": run_id}))
-        assert (retried["execution"], retried["by"]) == (2, "mcp")
-        await reaches(client, run_id, "COMPLETED")
+        await scenarios.retry_a_failed_run(client, tmp_path)
 
 
 async def test_send_event__the_waiting_run_takes_it(store_url: str, workers: cairn.Engine):
     async with connected(store_url) as client:
-        run_id = await start(client, "mcp.event")
-        await reaches(client, run_id, "WAITING")
-        sent = answer(
-            await client.call_tool("send_event", {"run_id": run_id, "name": "go", "payload": 42})
-        )
-        assert sent["awaited"] is True
-        await reaches(client, run_id, "COMPLETED")
-        assert answer(await client.call_tool("show_run", {"run_id": run_id}))["result"] == 42
+        await scenarios.send_an_event(client)
 
 
 async def test_resume_hook__the_run_goes_on_with_the_payload(store_url: str, workers: cairn.Engine):
     async with connected(store_url) as client:
-        run_id = await start(client, "mcp.hook")
-        await reaches(client, run_id, "WAITING")
-        token = answer(await client.call_tool("show_run", {"run_id": run_id}))["columns"]["token"]
-        resumed = answer(
-            await client.call_tool("resume_hook", {"token": token, "payload": {"ok": True}})
-        )
-        assert resumed == {"run_id": run_id, "resumed": True}
-        await reaches(client, run_id, "COMPLETED")
-        again = refusal(await client.call_tool("resume_hook", {"token": token}))
-        assert "HookNotFound" in again
+        await scenarios.resume_a_hook(client)
 
 
 @pytest.mark.parametrize(
@@ -132,8 +91,8 @@ async def test_bad_input__a_tool_error_naming_the_argument(
 
 async def test_bad_input__changes_nothing(store_url: str, workers: cairn.Engine):
     async with connected(store_url) as client:
-        run_id = await start(client, "mcp.event")
-        await reaches(client, run_id, "WAITING")
+        run_id = await scenarios.start(client, "mcp.event")
+        await scenarios.reaches(client, run_id, "WAITING")
         wrong = refusal(await client.call_tool("send_event", {"run_id": run_id, "payload": 1}))
         assert "missing required argument 'name'" in wrong
         wrong = refusal(

@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 import cairn
 
+from . import scenarios
 from .conftest import approve_through
 
 pytestmark = pytest.mark.process
@@ -102,6 +103,17 @@ async def test_http__a_session_answers_a_task_and_sees_the_run_complete(
     with http_server(store_url) as endpoint:
         async with Client(endpoint) as client:
             await approve_through(client)
+
+
+async def test_http__cancel_retry_send_event_resume_hook(
+    store_url: str, workers: cairn.Engine, tmp_path: Path
+):
+    with http_server(store_url) as endpoint:
+        async with Client(endpoint) as client:
+            await scenarios.cancel_a_sleeping_run(client)
+            await scenarios.retry_a_failed_run(client, tmp_path)
+            await scenarios.send_an_event(client)
+            await scenarios.resume_a_hook(client)
 
 
 INITIALIZE = {
