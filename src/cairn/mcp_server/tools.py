@@ -68,28 +68,30 @@ async def _resume_hook(control: RunControl, args: dict[str, Any]) -> Any:
     return {"run_id": run_id, "resumed": True}
 
 
-VERB_CALLS: dict[str, Call] = {
-    "cancel": _cancel,
-    "pause": _pause,
-    "resume": _resume,
-    "retry": _retry,
-    "restart": _restart,
-    "fork": _fork,
-    "send_event": _send_event,
-    "resume_hook": _resume_hook,
+_STATUS = "Answers the run's status now and the request a worker has yet to act on."
+_NEW_RUN = "Answers the new run's id and status; a worker executes it."
+
+VERB_CALLS: dict[str, tuple[Call, str]] = {
+    "cancel": (_cancel, _STATUS),
+    "pause": (_pause, _STATUS),
+    "resume": (_resume, _STATUS),
+    "retry": (_retry, "Answers the run's status and its new execution's number."),
+    "restart": (_restart, _NEW_RUN),
+    "fork": (_fork, _NEW_RUN),
+    "send_event": (
+        _send_event,
+        "Answers whether a wait of the run takes it now (`awaited`); if not, `note` says "
+        "what the run waits for (the event is kept for a later wait).",
+    ),
+    "resume_hook": (_resume_hook, "Answers the id of the run it resumed."),
 }
-"""How each verb of runtime/verbs.py is called as a tool, and what it answers."""
+"""How each verb of runtime/verbs.py is called as a tool, and what its answer holds."""
 
 
 def verb_tool(verb: Verb) -> Tool:
     """The tool of `verb`: its name, summary and arguments as the table declares them."""
-    answer = "the new run's id" if verb.starts_run else "what the run's status is now"
-    return Tool(
-        verb.name,
-        f"{verb.summary}. Answers {answer} (JSON).",
-        verb.schema(),
-        VERB_CALLS[verb.name],
-    )
+    call, answers = VERB_CALLS[verb.name]
+    return Tool(verb.name, f"{verb.summary}. {answers}", verb.schema(), call)
 
 
 TOOLS: tuple[Tool, ...] = (
