@@ -109,3 +109,17 @@ async def test_refusal__a_tool_error_naming_the_run(store_url: str, workers: cai
         assert "RunNotFound" in wrong and "no-such-run" in wrong
         wrong = refusal(await client.call_tool("no_such_tool", {}))
         assert "unknown tool 'no_such_tool'" in wrong
+
+
+async def test_fork__an_entry_the_run_does_not_have_starts_nothing(
+    store_url: str, workers: cairn.Engine
+):
+    async with connected(store_url) as client:
+        run_id = await scenarios.start(client, "mcp.event")
+        await scenarios.reaches(client, run_id, "WAITING")
+        wrong = refusal(await client.call_tool("fork", {"run_id": run_id, "from_step": 99}))
+        assert f"run {run_id!r} has no history entry 99" in wrong
+        runs = answer(await client.call_tool("list_runs", {}))["runs"]
+        assert [run["run_id"] for run in runs] == [run_id]
+        forked = answer(await client.call_tool("fork", {"run_id": run_id, "from_step": 1}))
+        assert (forked["source"], forked["from_step"], forked["by"]) == (run_id, 1, "mcp")

@@ -13,6 +13,7 @@ from typing import Any
 from cairn.dashboard.api import actions
 from cairn.mcp_server import reads
 from cairn.mcp_server.tool import MCP, Call, Tool
+from cairn.runtime import steering
 from cairn.runtime.control import RunControl
 from cairn.runtime.verbs import VERBS, Verb
 
@@ -42,7 +43,7 @@ async def _restart(control: RunControl, args: dict[str, Any]) -> Any:
 
 async def _fork(control: RunControl, args: dict[str, Any]) -> Any:
     by = args.get("by", MCP)
-    handle = await control.fork(args["run_id"], args["from_step"], by=by)
+    handle = await steering.fork(control, args["run_id"], args["from_step"], by=by)
     run = await control.record(handle.run_id)
     return {
         "run_id": run.run_id,
