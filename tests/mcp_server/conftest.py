@@ -29,7 +29,9 @@ def answer(result: CallToolResult) -> Any:
     """A tool's JSON answer; fails the test on a tool error."""
     text = result.content[0].text  # type: ignore[union-attr]
     assert not result.is_error, text
-    return json.loads(text)
+    found = json.loads(text)
+    assert result.structured_content == found  # every answer is an object
+    return found
 
 
 def refusal(result: CallToolResult) -> str:

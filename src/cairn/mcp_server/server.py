@@ -40,28 +40,34 @@ INSTRUCTIONS = (
 )
 
 
-def _result(value: Any, *, error: bool = False) -> types.CallToolResult:
-    text = value if isinstance(value, str) else dumps(value, indent=None)
-    structured = None if error else json.loads(text)
+def _answer(value: Any) -> types.CallToolResult:
+    """A tool's JSON answer: as text, and as structured content when it is an object."""
+    text = dumps(value, indent=None)
+    structured = json.loads(text)
     return types.CallToolResult(
         content=[types.TextContent(text=text)],
         structured_content=structured if isinstance(structured, dict) else None,
-        is_error=error,
     )
+
+
+def _error(message: str) -> types.CallToolResult:
+    """A tool error: the agent reads `message` and may call again, corrected."""
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
 
 
 async def call(control: RunControl, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
     """Call tool `name`; a bad argument or a refusal is a tool error saying why."""
     tool: Tool | None = tools.BY_NAME.get(name)
     if tool is None:
-        return _result(f"unknown tool {name!r} (see tools/list)", error=True)
+        return _error(f"unknown tool {name!r} (see tools/list)")
     wrong = tool.check(arguments)
     if wrong is not None:
-        return _result(wrong, error=True)  # checked before any call: nothing changed
+        return _error(wrong)  # checked before any call: nothing changed
     try:
-        return _result(await tool.call(control, arguments))
+        answer = await tool.call(control, arguments)
     except Exception as exc:
-        return _result(f"{name}: {type(exc).__name__}: {exc}", error=True)
+        return _error(f"{name}: {type(exc).__name__}: {exc}")
+    return _answer(answer)
 
 
 def build(control: RunControl) -> Server[Any]:
