@@ -79,7 +79,7 @@ def crossings(importer: str, imported: tuple[str, ...]) -> list[Import]:
     ]
 
 
-SURFACES = ("cairn.cli", "cairn.dashboard")
+SURFACES = ("cairn.cli", "cairn.dashboard", "cairn.mcp_server")
 # (importer, packages it must not import, why)
 RULES = [
     (
@@ -109,7 +109,16 @@ RULES = [
         ("cairn.client", "cairn.testing", *SURFACES),
         "the JSON forms and words both surfaces share sit below both",
     ),
-    ("cairn.dashboard", ("cairn.cli",), "the dashboard shares cairn.representation, not the CLI"),
+    (
+        "cairn.dashboard",
+        ("cairn.cli", "cairn.mcp_server"),
+        "the dashboard shares cairn.representation, not the CLI",
+    ),
+    (
+        "cairn.mcp_server",
+        ("cairn.cli",),
+        "the MCP tools share the verb table and cairn.representation, not the CLI",
+    ),
     ("cairn.steps", ("cairn.core", "cairn.runtime", "cairn.store"), "step libraries are user code"),
     (
         "cairn.compat",
@@ -163,6 +172,10 @@ CLI_STARTS_DASHBOARD = {
 }
 
 
+# `cairn mcp` starts the MCP server the same way.
+CLI_STARTS_MCP = {("cairn.cli.mcp", "cairn.mcp_server.serve")}
+
+
 @pytest.mark.parametrize(("importer", "imported", "why"), RULES, ids=[r[0] for r in RULES])
 def test_layers__a_package_imports_nothing_above_it(importer, imported, why):
     assert [str(found) for found in crossings(importer, imported)] == [], why
@@ -171,6 +184,12 @@ def test_layers__a_package_imports_nothing_above_it(importer, imported, why):
 def test_layers__the_cli_imports_the_dashboard_only_to_start_it():
     found = crossings("cairn.cli", ("cairn.dashboard",))
     assert [str(f) for f in found if (f.module, f.target) not in CLI_STARTS_DASHBOARD] == []
+
+
+def test_layers__the_cli_imports_the_mcp_server_only_to_start_it():
+    found = crossings("cairn.cli", ("cairn.mcp_server",))
+    assert [str(f) for f in found if (f.module, f.target) not in CLI_STARTS_MCP] == []
+    assert {(f.module, f.target) for f in found} == CLI_STARTS_MCP
 
 
 # The store's own drivers are the store's business; the step library (cairn.steps) talks

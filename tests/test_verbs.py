@@ -1,6 +1,6 @@
 """Every surface exposes each verb of `cairn.runtime.verbs.VERBS` with the same arguments.
 
-The CLI and the HTTP API are built from the table; Engine, TestEngine and Client are
+The CLI, the HTTP API and the MCP tools are built from the table; Engine, TestEngine and Client are
 written out (for mypy and IDEs), so these tests hold their signatures and docstrings to it.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import re
 
 import pytest
 
@@ -19,6 +20,7 @@ from cairn.dashboard.api import verb_routes
 from cairn.dashboard.api.replies import describe, status_for
 from cairn.dashboard.ui import run as run_page
 from cairn.errors import InvalidName, RunFinished, RunNotFound
+from cairn.mcp_server import tools as mcp_tools
 from cairn.runtime.control import RunControl
 from cairn.runtime.verbs import VERBS, Verb
 from cairn.testing import TestEngine
@@ -42,6 +44,14 @@ def test_verbs__one_implementation_on_run_control(verb: Verb):
     method = getattr(RunControl, verb.name)
     assert inspect.iscoroutinefunction(method)
     assert summary_line(method) == verb.summary + "."
+
+
+@pytest.mark.parametrize("verb", VERBS, ids=IDS)
+def test_verbs__the_declared_arguments_are_the_methods(verb: Verb):
+    found = parameters(getattr(RunControl, verb.name))
+    assert [a.name for a in verb.arguments] == [name for name, *_ in found]
+    optional = {name for name, _, default, _ in found if default is not inspect.Parameter.empty}
+    assert {a.name for a in verb.arguments if not a.required} == optional
 
 
 @pytest.mark.parametrize("surface", [Engine, TestEngine, Client], ids=lambda s: s.__name__)
@@ -91,6 +101,9 @@ def test_verbs__each_has_its_http_route_listing_its_failures(verb: Verb):
     operation = OPERATIONS.get(verb.route)
     assert operation is not None, f"no operation {verb.route}"
     assert operation.summary == verb.summary
+    if verb.name != "resume_hook":  # its body is the hook's payload itself
+        in_path = tuple(re.findall(r"{(\w+)}", verb.route))
+        assert operation.body == verb.schema(leave_out=in_path)
     for error in verb.raises:
         status = status_for(error)
         assert 400 <= status < 500, f"{error} is not the caller's fault ({status})"
@@ -108,10 +121,19 @@ def test_verbs__a_declared_failure_has_the_status_its_answer_has(error, status):
         assert describe(instance, where="test")[0] == status
 
 
+@pytest.mark.parametrize("verb", VERBS, ids=IDS)
+def test_verbs__each_is_an_mcp_tool_taking_its_arguments(verb: Verb):
+    tool = mcp_tools.BY_NAME[verb.name]
+    assert tool.description.startswith(verb.summary + ".")
+    assert list(tool.schema["properties"]) == [a.name for a in verb.arguments]
+    assert tool.schema["additionalProperties"] is False
+
+
 def test_verbs__each_surface_serves_exactly_the_declared_verbs():
     names = set(IDS)
     assert set(control.COMMANDS) == names
     assert set(verb_routes.SERVED) == names
+    assert set(mcp_tools.VERB_CALLS) == names
     assert set(run_page.QUESTIONS) <= names
 
 

@@ -15,6 +15,15 @@ from cairn.errors import InvalidName
 MAX_LENGTH = 255
 """Characters in a name or id (at most 1,020 bytes of UTF-8, well inside any index)."""
 
+SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_LENGTH,
+    "pattern": "^[^\\x00]*$",
+    "description": f"a name or id: 1 to {MAX_LENGTH} characters, no NUL (cairn.names)",
+}
+"""The JSON Schema of a name or id (of a run, workflow, queue, event, ...): `check_name`."""
+
 
 def check_name(value: Any, what: str) -> str:
     """`value` if it is a storable name; else InvalidName naming `what` and the value.

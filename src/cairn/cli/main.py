@@ -21,6 +21,7 @@ from cairn.cli import (
     dashboard,
     db,
     hooks,
+    mcp,
     options,
     output,
     queues,
@@ -68,6 +69,7 @@ def build_parser() -> Parser:
     schedules.add_parser(commands, common)
     worker.add_parser(commands, common)
     dashboard.add_parser(commands, common)
+    mcp.add_parser(commands, common)
     db.add_parser(commands, common)
     return parser
 

@@ -54,8 +54,11 @@ class BearerAuth:
         token: str,
         open_routes: Iterable[tuple[str, str]],
         api_prefix: str = "/api/v1",
+        *,
+        server: str = "this dashboard",
     ) -> None:
         self.app = app
+        self._server = server  # what a refusal calls it (`cairn mcp` uses this guard too)
         self._token = token.encode("utf-8")
         self._session = session_value(token).encode("ascii")
         self._open = [(method, path_pattern(path)) for method, path in open_routes]
@@ -104,7 +107,7 @@ class BearerAuth:
             response = error_response(
                 401,
                 "Unauthorized",
-                "this dashboard needs the header Authorization: Bearer <token>",
+                f"{self._server} needs the header Authorization: Bearer <token>",
                 headers={"WWW-Authenticate": "Bearer"},
             )
         elif scope["method"] in ("GET", "HEAD"):

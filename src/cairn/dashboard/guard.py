@@ -135,13 +135,28 @@ class AllowedHosts:
         return any(name.endswith(suffix) for suffix in self._suffixes)
 
 
+DASHBOARD = (
+    "this dashboard",
+    "`cairn dashboard --allowed-host NAME`, or `cairn.dashboard.app(..., allowed_hosts=[NAME])`",
+)
+"""What the refusals call the server, and how to serve another host name."""
+
+
 class Guard:
     """ASGI middleware: the three checks of this module, then the app."""
 
-    def __init__(self, app: ASGIApp, allowed: AllowedHosts, api_prefix: str = "/api/v1") -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        allowed: AllowedHosts,
+        api_prefix: str = "/api/v1",
+        *,
+        named: tuple[str, str] = DASHBOARD,
+    ) -> None:
         self.app = app
         self.allowed = allowed
         self._api = api_prefix
+        self._server, self._hint = named  # `cairn mcp` guards its tools with the same checks
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve the request, or refuse it without reading its body."""
@@ -166,7 +181,7 @@ class Guard:
         """(status, error name, message) of the first check the request fails, or None."""
         for value in (headers.get("host"), _forwarded_host(headers)):
             if value is not None and not self.allowed.allows(value):
-                return 421, "MisdirectedRequest", _misdirected(value)
+                return 421, "MisdirectedRequest", _misdirected(value, self._server, self._hint)
         method = scope["method"]
         if method not in CHANGES:
             return None
@@ -180,7 +195,7 @@ class Guard:
         else:
             foreign = False  # not a browser (curl, a script, a server calling a hook)
         if foreign:
-            return 403, "CrossSiteRequest", _cross_site(where, origin, fetch_site)
+            return 403, "CrossSiteRequest", _cross_site(where, origin, fetch_site, self._server)
         if api and not _json_or_nothing(headers):
             given = headers.get("content-type")
             return 415, "UnsupportedMediaType", _not_json(where, given)
@@ -227,18 +242,17 @@ def _json_or_nothing(headers: Headers) -> bool:
     )
 
 
-def _misdirected(value: str) -> str:
+def _misdirected(value: str, server: str, hint: str) -> str:
     return (
-        f"this dashboard does not answer to the host {value!r}: it serves localhost, IP "
-        "addresses and the names it is given (`cairn dashboard --allowed-host NAME`, or "
-        "`cairn.dashboard.app(..., allowed_hosts=[NAME])`)"
+        f"{server} does not answer to the host {value!r}: it serves localhost, IP "
+        f"addresses and the names it is given ({hint})"
     )
 
 
-def _cross_site(where: str, origin: str | None, fetch_site: str | None) -> str:
+def _cross_site(where: str, origin: str | None, fetch_site: str | None, server: str) -> str:
     source = f"Origin {origin!r}" if origin is not None else f"Sec-Fetch-Site: {fetch_site}"
     return (
-        f"refused {where} sent by a page of another site or port ({source}): this dashboard "
+        f"refused {where} sent by a page of another site or port ({source}): {server} "
         "takes changes only from its own pages and from clients that are not browsers"
     )
 

@@ -19,8 +19,11 @@ from cairn.dashboard.asgi import create_app
 from cairn.runtime.engine import Engine
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server, announcing where it listens and leaving signals handled."""
+class AnnouncingServer(uvicorn.Server):
+    """uvicorn's server, announcing where it listens and leaving signals handled.
+
+    `cairn mcp --http` serves with it too.
+    """
 
     def __init__(
         self,
@@ -33,11 +36,13 @@ class _Server(uvicorn.Server):
         self._closing = closing
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """Start serving, then announce where."""
         await super().startup(sockets)
         if self.started:
             self._announce()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """Call `closing`, then stop as uvicorn does."""
         # Open event streams never end by themselves soon enough: end them first, so
         # their connections close and the shutdown does not wait on them.
         self._closing()
@@ -45,6 +50,8 @@ class _Server(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
+        """While serving, SIGINT and SIGTERM only ask the server to stop."""
+
         # uvicorn raises a caught signal again after shutting down; the engine must
         # close first, so a signal here only asks the server to stop.
         def stop(sig: int, frame: FrameType | None) -> None:
@@ -83,7 +90,7 @@ async def serve(
             access_log=False,
             timeout_graceful_shutdown=5,
         )
-        await _Server(config, announce, app.state.streams.close).serve(sockets=[sock])
+        await AnnouncingServer(config, announce, app.state.streams.close).serve(sockets=[sock])
 
 
 def _metrics_installed() -> bool:

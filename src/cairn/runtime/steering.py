@@ -1,4 +1,4 @@
-"""Cancel, pause and resume as a person asks for them: `cairn runs ...` and the HTTP API.
+"""Cancel, pause, resume and fork as a person asks for them: the CLI, HTTP API and MCP tools.
 
 RunControl's verbs (what Engine and Client call) answer a finished run with its status
 and change nothing. A command someone typed or a button someone pressed is told instead:
@@ -12,6 +12,7 @@ from __future__ import annotations
 from cairn.errors import RunFinished
 from cairn.models import RunStatus
 from cairn.runtime.control import RunControl
+from cairn.runtime.handle import RunHandle
 from cairn.store.records import RunRecord
 
 
@@ -41,3 +42,16 @@ async def resume(control: RunControl, run_id: str) -> tuple[RunRecord, RunRecord
         raise RunFinished(run_id, f"{before.status}; nothing to resume")
     await control.resume(run_id)
     return before, await control.record(run_id)
+
+
+async def fork(control: RunControl, run_id: str, from_step: int, *, by: str | None) -> RunHandle:
+    """Fork at history entry `from_step`; ValueError naming the run's entries if it has none.
+
+    RunControl.fork takes any seq (the entries before it are reused); a person who names
+    an entry the run does not have has mistyped it, and nothing is started.
+    """
+    seqs = [entry.seq for entry in await control.history(run_id)]
+    if from_step not in seqs:
+        span = f"{min(seqs)} to {max(seqs)}" if seqs else "none yet"
+        raise ValueError(f"run {run_id!r} has no history entry {from_step} (its entries: {span})")
+    return await control.fork(run_id, from_step, by=by)

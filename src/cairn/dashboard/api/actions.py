@@ -98,13 +98,7 @@ async def fork(target: Target, call: Call) -> Reply:
     by = who(body)
 
     async def go(control: RunControl) -> dict[str, Any]:
-        seqs = [entry.seq for entry in await control.history(source)]
-        if from_step not in seqs:
-            span = f"{min(seqs)} to {max(seqs)}" if seqs else "none yet"
-            raise ValueError(
-                f"run {source!r} has no history entry {from_step} (its entries: {span})"
-            )
-        handle = await control.fork(source, from_step, by=by)
+        handle = await steering.fork(control, source, from_step, by=by)
         run = await control.record(handle.run_id)
         return {
             "run_id": run.run_id,

@@ -15,22 +15,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from cairn import names
 from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.replies import Reply, failure, json_response
 from cairn.dashboard.target import Target
-from cairn.names import MAX_LENGTH
 
 Handler = Callable[[Target, Call], Awaitable[Reply]]
 
 _CONVERTOR = re.compile(r"{(\w+):\w+}")
 
-NAME: dict[str, Any] = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": MAX_LENGTH,
-    "pattern": "^[^\\x00]*$",
-    "description": f"a name or id: 1 to {MAX_LENGTH} characters, no NUL (cairn.names)",
-}
+NAME: dict[str, Any] = names.SCHEMA
 """The JSON Schema of a name or id (of a run, workflow, queue, event, ...): `check_name`."""
 
 

@@ -18,9 +18,6 @@ from cairn.dashboard.api.replies import status_for
 from cairn.errors import InvalidName, RunFinished
 from cairn.runtime.verbs import VERBS, Verb
 
-_EMPTY = {"type": "object", "additionalProperties": False}
-_BY_ONLY = {"type": "object", "properties": actions.BY, "additionalProperties": False}
-
 
 @dataclass(frozen=True, slots=True)
 class Served:
@@ -28,8 +25,8 @@ class Served:
 
     handler: Handler
     """Reads the call, calls the verb and returns the reply."""
-    body: dict[str, Any]
-    """JSON Schema of the request body."""
+    body: dict[str, Any] | None = None
+    """JSON Schema of the request body; None: the verb's arguments not in its path."""
     ok: int = 200
     """The status of a success."""
     refuses: tuple[type[Exception], ...] = ()
@@ -44,28 +41,14 @@ class Served:
 _NAMED = (InvalidName,)
 
 SERVED = {
-    "cancel": Served(actions.bodiless(actions.cancel_run), _EMPTY, refuses=(RunFinished, *_NAMED)),
-    "pause": Served(actions.bodiless(actions.pause_run), _EMPTY, refuses=(RunFinished, *_NAMED)),
-    "resume": Served(actions.bodiless(actions.resume_run), _EMPTY, refuses=(RunFinished, *_NAMED)),
-    "retry": Served(actions.retry, _BY_ONLY),
-    "restart": Served(actions.restart, _BY_ONLY, ok=201),
-    "fork": Served(
-        actions.fork,
-        {
-            "type": "object",
-            "required": ["from_step"],
-            "properties": {"from_step": {"type": "integer", "minimum": 1}, **actions.BY},
-            "additionalProperties": False,
-        },
-        ok=201,
-    ),
+    "cancel": Served(actions.bodiless(actions.cancel_run), refuses=(RunFinished, *_NAMED)),
+    "pause": Served(actions.bodiless(actions.pause_run), refuses=(RunFinished, *_NAMED)),
+    "resume": Served(actions.bodiless(actions.resume_run), refuses=(RunFinished, *_NAMED)),
+    "retry": Served(actions.retry),
+    "restart": Served(actions.restart, ok=201),
+    "fork": Served(actions.fork, ok=201),
     "send_event": Served(
         actions.send_event,
-        {
-            "type": "object",
-            "properties": {"payload": {}, "idempotency_key": {"type": "string"}},
-            "additionalProperties": False,
-        },
         ok=202,
         description="`awaited` says whether a wait of the run takes the event now; if not, "
         "`note` says what the run waits for.",
@@ -84,6 +67,7 @@ SERVED = {
 
 # A run id may hold `/`, so its parameter matches the rest of the path (see api/paths.py).
 _RUN_ID = re.compile(r"^/runs/{run_id}")
+_PARAMETER = re.compile(r"{(\w+)}")
 
 
 def operation(verb: Verb) -> Operation:
@@ -91,13 +75,16 @@ def operation(verb: Verb) -> Operation:
     served = SERVED[verb.name]
     method, template = verb.route.split(" ", 1)
     failures = (*verb.raises, *served.refuses)
+    body = served.body
+    if body is None:
+        body = verb.schema(leave_out=tuple(_PARAMETER.findall(template)))
     return Operation(
         method,
         _RUN_ID.sub(runs.RUN, template),
         served.handler,
         verb.summary,
         ok=served.ok,
-        body=served.body,
+        body=body,
         errors=tuple(sorted({status_for(failure) for failure in failures})),
         public=served.public,
         description=served.description,
