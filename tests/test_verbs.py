@@ -20,6 +20,7 @@ from cairn.dashboard.api.replies import describe, status_for
 from cairn.dashboard.ui import run as run_page
 from cairn.errors import InvalidName, RunFinished, RunNotFound
 from cairn.runtime.control import RunControl
+from cairn.runtime.run_verbs import RunVerbs
 from cairn.runtime.verbs import VERBS, Verb
 from cairn.testing import TestEngine
 
@@ -37,11 +38,23 @@ def summary_line(method) -> str:
     return (inspect.getdoc(method) or "").splitlines()[0]
 
 
+def implementation(name: str):
+    """The one implementation of verb `name`: on RunVerbs, or on RunControl itself."""
+    return getattr(RunVerbs, name, None) or getattr(RunControl, name)
+
+
 @pytest.mark.parametrize("verb", VERBS, ids=IDS)
 def test_verbs__one_implementation_on_run_control(verb: Verb):
-    method = getattr(RunControl, verb.name)
+    method = implementation(verb.name)
     assert inspect.iscoroutinefunction(method)
     assert summary_line(method) == verb.summary + "."
+
+
+@pytest.mark.parametrize("verb", VERBS, ids=IDS)
+async def test_verbs__run_control_serves_each_from_its_implementation(verb: Verb):
+    async with TestEngine() as engine:
+        served = getattr(engine.control, verb.name)
+        assert getattr(served, "__func__", served) is implementation(verb.name)
 
 
 @pytest.mark.parametrize("surface", [Engine, TestEngine, Client], ids=lambda s: s.__name__)
@@ -49,7 +62,7 @@ def test_verbs__one_implementation_on_run_control(verb: Verb):
 def test_verbs__each_api_class_has_the_method_with_its_arguments(surface: type, verb: Verb):
     method = getattr(surface, verb.name, None)
     assert method is not None, f"{surface.__name__} has no {verb.name}"
-    assert parameters(method) == parameters(getattr(RunControl, verb.name))
+    assert parameters(method) == parameters(implementation(verb.name))
     assert inspect.iscoroutinefunction(method) is (surface is not Client)
     assert summary_line(method) == verb.summary + "."
 
