@@ -48,7 +48,7 @@ class Attempt:
 
     async def quiesced(self, timeout: float | None = None) -> bool:
         """Wait until no thread of this attempt runs a step (see LiveRun.quiesced)."""
-        return True if self.live is None else await self.live.quiesced(timeout)
+        return True if self.live is None else await self.live.attempt.quiesced(timeout)
 
 
 class Executing:
@@ -319,7 +319,7 @@ class Executing:
         except RuntimeError:  # changed while we looked: the loop is moving again
             return None
         for live in lives:
-            key = live.step_of(task)
+            key = live.attempt.step_of(task)
             if key is not None:
                 return f"step {key!r} of run {live.run.run_id} ({live.run.workflow})"
         return None

@@ -100,7 +100,7 @@ class Worker(Reconciling):
                 )
             await self._within_grace({a.task for a in attempts if a.task is not None})
             cut = [a for a in attempts if a.task is not None and not a.task.done()]
-            steps = {a.run.run_id: a.live.running_step() if a.live else None for a in cut}
+            steps = {a.run.run_id: a.live.attempt.running_step() if a.live else None for a in cut}
             # The step attempts cut short, recorded as interrupted with the hand-back (read
             # before the cancel below drops them).
             now = self.env.clock.now()
