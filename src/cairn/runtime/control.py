@@ -22,7 +22,7 @@ from cairn.errors import InvalidArguments, TransientWorkflow, UnknownWorkflow
 from cairn.models import RunStatus
 from cairn.names import check_name
 from cairn.observability import propagation
-from cairn.runtime import hooks, transient, triggers, workflow_names
+from cairn.runtime import hooks, transient_rules, triggers, workflow_names
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.local_executor import LocalExecutor
 from cairn.runtime.queues import QueueControl
@@ -138,9 +138,9 @@ class RunControl:
         defn = self._definition(workflow)
         if defn is not None and not defn.durable:
             if queue is not None:
-                transient.refuse_queue(defn, queue)
+                transient_rules.refuse_queue(defn, queue)
             if not self.ephemeral:
-                raise TransientWorkflow(defn.name, transient.NOT_FOR_WORKERS)
+                raise TransientWorkflow(defn.name, transient_rules.NOT_FOR_WORKERS)
         name = defn.name if defn is not None else check_name(str(workflow), "workflow name")
         queue_name = _start_names(run_id, queue, dedup_key, partition, priority)
         try:

@@ -21,7 +21,7 @@ from cairn.runtime.handle import RunHandle
 from cairn.store.records import ScheduleRecord
 
 if TYPE_CHECKING:
-    from cairn.runtime.control import RunControl
+    from cairn.runtime.control_view import ControlView
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +82,7 @@ def spec_of(record: ScheduleRecord) -> ScheduleDef:
 class ScheduleControl:
     """Create, list, pause, resume, delete and trigger schedules."""
 
-    def __init__(self, control: RunControl) -> None:
+    def __init__(self, control: ControlView) -> None:
         self._control = control
         # Set by this process's scheduler: look at the schedules again now.
         self.on_change: Callable[[], None] | None = None
