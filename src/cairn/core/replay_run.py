@@ -93,7 +93,7 @@ class ReplayRun(RunContext):
         return entry
 
     def _deliver(self, coro: Any) -> Any:
-        # Like LiveRun.deliver: a sync workflow's thread blocks until the coroutine is done.
+        # Like LiveAttempt.deliver: a sync workflow's thread blocks until the coroutine is done.
         if threading.get_ident() == self._loop_thread:
             return coro
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()

@@ -44,7 +44,7 @@ class Attempt:
     started: float = 0.0  # time.monotonic() when it was launched
 
     async def quiesced(self, timeout: float | None = None) -> bool:
-        """Wait until no thread of this attempt runs a step (see LiveRun.quiesced)."""
+        """Wait until no thread of this attempt runs a step (see LiveAttempt.quiesced)."""
         return True if self.live is None else await self.live.attempt.quiesced(timeout)
 
 
