@@ -16,6 +16,7 @@ from pathlib import Path
 
 import cairn
 from cairn.runtime import deploy_check
+from cairn.store.programs import journal as journal_ops
 
 STEPS = 10
 
@@ -58,7 +59,7 @@ async def measure(url: str) -> dict[str, float]:
         began = time.perf_counter()
         runs = await deploy_check._unfinished(engine.store, None, None)
         for run in runs:
-            await engine.store.load_journal(run.run_id)
+            await engine.store.read(journal_ops.load_journal(run.run_id))
         read = time.perf_counter() - began
         began = time.perf_counter()
         report = await engine.check()

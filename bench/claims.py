@@ -24,6 +24,9 @@ from pathlib import Path
 import cairn
 from bench import raw, stores
 from bench.workflows import ten_steps
+from cairn.store.programs import claims as claim_ops
+from cairn.store.programs import runs as run_ops
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import RunQuery, WorkerRecord
 
 CLAIM = 100
@@ -41,12 +44,12 @@ async def measure(url: str, runs: int) -> dict[str, float]:
             await asyncio.gather(*(engine.start(ten_steps, i) for i in range(first, first + 500)))
         now = time.time()
         worker = WorkerRecord("bench-claimer", "bench", os.getpid(), now, now, concurrency=CLAIM)
-        await engine.store.register_worker(worker)
+        await engine.store.write(worker_ops.register_worker(worker))
         took = []
         for _ in range(CLAIMS):
             started = time.perf_counter()
-            claimed = await engine.store.claim_runs(
-                worker.worker_id, CLAIM, now=time.time(), stale=False
+            claimed = await engine.store.write(
+                claim_ops.claim(worker.worker_id, CLAIM, now=time.time(), stale=False)
             )
             took.append(time.perf_counter() - started)
             if len(claimed.runs) != CLAIM:
@@ -66,7 +69,7 @@ async def measure(url: str, runs: int) -> dict[str, float]:
 
 
 async def _completed(engine: cairn.Engine) -> int:
-    counts = await engine.store.count_runs(RunQuery())
+    counts = await engine.store.read(run_ops.count_runs(RunQuery()))
     return int(counts.get("COMPLETED", 0))
 
 

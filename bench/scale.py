@@ -49,6 +49,8 @@ from bench import postgres
 from bench.dashboard import ServerTime
 from bench.workflows import ten_steps
 from cairn.store import open_store, sqlite_path
+from cairn.store.programs import claims as claim_ops
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import WorkerRecord
 
 RUNS = 20_000  # finished runs of the fill (`make bench`); --runs 1000000 for the issue's size
@@ -475,21 +477,23 @@ class Claims:
     async def begin(cls, engine: cairn.Engine) -> Claims:
         now = time.time()
         worker = WorkerRecord(WORKER, "bench", os.getpid(), now, now, concurrency=1, lease=3600.0)
-        await engine.store.register_worker(worker)
+        await engine.store.write(worker_ops.register_worker(worker))
         return cls(engine)
 
     async def once(self) -> float:
         self.started += 1
         run = await self.engine.start(ten_steps, self.started)
         began = time.perf_counter()
-        claimed = await self.engine.store.claim_runs(WORKER, 1, now=time.time(), stale=False)
+        claimed = await self.engine.store.write(
+            claim_ops.claim(WORKER, 1, now=time.time(), stale=False)
+        )
         took = time.perf_counter() - began
         assert [r.run_id for r in claimed.runs] == [run.run_id], claimed
         return took
 
     async def end(self) -> None:
         """Hand the claimed runs back and cancel them: the lists see no RUNNING runs."""
-        await self.engine.store.remove_worker(WORKER)
+        await self.engine.store.write(worker_ops.remove_worker(WORKER))
         for run in (await self.engine.list_runs(status="PENDING", limit=1000)).runs:
             await self.engine.cancel(run.run_id)
 

@@ -27,6 +27,7 @@ from cairn.authoring.primitives import (
 from cairn.authoring.queues import Queue
 from cairn.authoring.registry import Registry
 from cairn.authoring.retry import Retry
+from cairn.authoring.scheduled_runs import schedule_workflow
 from cairn.authoring.schedules import schedule
 from cairn.authoring.step import run_step, step
 from cairn.authoring.transaction import transaction
@@ -45,6 +46,7 @@ from cairn.errors import (
     InvalidArguments,
     InvalidName,
     InvalidSubmission,
+    InvalidValue,
     NonDeterminismError,
     NotInRun,
     PoisonRun,
@@ -102,6 +104,7 @@ __all__ = [
     "InvalidArguments",
     "InvalidName",
     "InvalidSubmission",
+    "InvalidValue",
     "NonDeterminismError",
     "NotInRun",
     "PoisonRun",
@@ -151,6 +154,7 @@ __all__ = [
     "receive",
     "run_step",
     "schedule",
+    "schedule_workflow",
     "set_columns",
     "shield",
     "sleep",

@@ -10,7 +10,7 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Coroutine
-from datetime import datetime
+from datetime import date, datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -178,7 +178,7 @@ class Client:
         workflow: Any,
         *args: Any,
         delay: Any = None,
-        run_at: datetime | None = None,
+        run_at: datetime | date | str | None = None,
         **options: Any,
     ) -> ClientRunHandle:
         """Queue a run for workers (same options as `Engine.start`, `allow_unknown` too).

@@ -1,7 +1,8 @@
-"""Where settings come from: arguments, CAIRN_* environment, [tool.cairn] in pyproject.toml.
+"""Where settings come from: arguments, CAIRN_* environment, cairn.yaml, [tool.cairn].
 
-The only module that reads the environment. It reads; it opens nothing (the step library
-turns `Resources` into connections).
+Each setting is taken from the first of these that gives it (cairn.yaml over
+pyproject.toml's [tool.cairn], key by key). The only module that reads the environment.
+It reads; it opens nothing (the step library turns `Resources` into connections).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from cairn import durations
+from cairn import config_yaml, durations
 from cairn.errors import ConfigError
 
 DEFAULT_URL = "sqlite:///cairn.db"
@@ -34,41 +35,82 @@ def _pyproject() -> dict[str, object]:
     return section if isinstance(section, dict) else {}
 
 
+def yaml_file() -> Path | None:
+    """The YAML settings file: CAIRN_CONFIG (which must exist), else ./cairn.yaml if any."""
+    named = os.environ.get("CAIRN_CONFIG")
+    if named:
+        path = Path(named)
+        if not path.is_file():
+            raise ConfigError(f"CAIRN_CONFIG names {named!r}, which is not a file")
+        return path
+    path = Path.cwd() / config_yaml.FILE_NAME
+    return path if path.is_file() else None
+
+
+def _files() -> dict[str, tuple[object, str]]:
+    """Each setting the files give, with where: cairn.yaml's keys over [tool.cairn]'s."""
+    found: dict[str, tuple[object, str]] = {
+        key: (value, f"[tool.cairn] {key}") for key, value in _pyproject().items()
+    }
+    path = yaml_file()
+    if path is not None:
+        shown = path.name if path.parent == Path.cwd() else str(path)
+        for key, value in config_yaml.load(path).items():
+            found[key] = (value, f"{shown} {key}")
+    return found
+
+
+def _from_files(name: str) -> tuple[object, str]:
+    """A setting's value in the files (None if neither gives it) and where it came from."""
+    return _files().get(name, (None, f"[tool.cairn] {name}"))
+
+
 def database_url(explicit: str | None = None) -> str:
-    """The database URL: argument, else CAIRN_DATABASE_URL, else [tool.cairn] url, else default."""
+    """The database URL: argument, else CAIRN_DATABASE_URL, else the files' url, else default.
+
+    The files: cairn.yaml (url, or pyworkflow's storage), else [tool.cairn] url.
+    """
     if explicit:
         return explicit
     env = os.environ.get("CAIRN_DATABASE_URL")
     if env:
         return env
-    url = _pyproject().get("url")
-    return url if isinstance(url, str) and url else DEFAULT_URL
+    url, where = _from_files("url")
+    if url is None or url == "":
+        return DEFAULT_URL
+    if not isinstance(url, str) or not url:
+        raise ConfigError(f"{where} must be a database URL, got {url!r}")
+    return url
 
 
 def broker_url(explicit: str | None = None) -> str | None:
-    """cairn.celery's broker: argument, else CAIRN_BROKER_URL, else [tool.cairn] broker_url."""
+    """cairn.celery's broker: argument, else CAIRN_BROKER_URL, else the files' broker_url."""
     if explicit:
         return explicit
     env = os.environ.get("CAIRN_BROKER_URL")
     if env:
         return env
-    url = _pyproject().get("broker_url")
-    return url if isinstance(url, str) and url else None
+    url, where = _from_files("broker_url")
+    if url is not None and (not isinstance(url, str) or not url):
+        raise ConfigError(f"{where} must be a broker URL, got {url!r}")
+    return url or None
 
 
 def modules(explicit: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
-    """Workflow modules to import: argument, else CAIRN_MODULES (comma list), else pyproject."""
+    """Workflow modules to import: argument, else CAIRN_MODULES (comma list), else the files."""
     if explicit:
         return tuple(explicit)
     env = os.environ.get("CAIRN_MODULES")
     if env:
         return tuple(m.strip() for m in env.split(",") if m.strip())
-    found = _pyproject().get("modules", [])
+    found, where = _from_files("modules")
+    if found is None:
+        return ()
     if isinstance(found, str):
         return (found,)
     if isinstance(found, list) and all(isinstance(m, str) for m in found):
         return tuple(found)
-    raise ConfigError("[tool.cairn] modules must be a list of module names")
+    raise ConfigError(f"{where} must be a list of module names")
 
 
 def dashboard_token(explicit: str | None = None) -> str | None:
@@ -81,7 +123,7 @@ def dashboard_token(explicit: str | None = None) -> str | None:
 def known_workers_window(explicit: object = None) -> float:
     """Seconds a worker's workflows stay known after it was last seen, for starts by name.
 
-    Argument, else CAIRN_KNOWN_WORKERS_WINDOW, else [tool.cairn] known_workers_window,
+    Argument, else CAIRN_KNOWN_WORKERS_WINDOW, else the files' known_workers_window,
     else 7 days; a duration ("7d", "12h", seconds). ConfigError names a bad one.
     """
     value: object = explicit
@@ -90,8 +132,7 @@ def known_workers_window(explicit: object = None) -> float:
         value = os.environ.get("CAIRN_KNOWN_WORKERS_WINDOW") or None
         where = "CAIRN_KNOWN_WORKERS_WINDOW"
     if value is None:
-        value = _pyproject().get("known_workers_window")
-        where = "[tool.cairn] known_workers_window"
+        value, where = _from_files("known_workers_window")
     if value is None:
         value = DEFAULT_KNOWN_WORKERS_WINDOW
     if isinstance(value, bool) or not isinstance(value, str | int | float | timedelta):
@@ -222,14 +263,14 @@ def limits(
 
 
 def _setting(explicit: object, name: str) -> tuple[object, str]:
-    """A setting's value and where it came from: argument, CAIRN_NAME, [tool.cairn] name."""
+    """A setting's value and where it came from: argument, CAIRN_NAME, the files' name."""
     if explicit is not None:
         return explicit, name
     variable = f"CAIRN_{name.upper()}"
     env = os.environ.get(variable)
     if env:
         return env, variable
-    return _pyproject().get(name), f"[tool.cairn] {name}"
+    return _from_files(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,24 +287,26 @@ class Resources:
 
 
 def resources(databases: Mapping[str, Any] | None = None, tags: Any = None) -> Resources:
-    """The step library's resources: arguments over `[tool.cairn.databases]` and `.tags`.
+    """The step library's resources: arguments over the files' `databases` and `tags`.
 
-    A database given as an argument replaces the one of the same name in pyproject.toml;
-    `tags` replaces `[tool.cairn.tags] provider`. A string value "env:NAME" is read from
+    The files: cairn.yaml's `databases:` and `tags:`, else `[tool.cairn.databases]` and
+    `[tool.cairn.tags]`. A database given as an argument replaces the one of the same
+    name there; `tags` replaces the files' `tags` provider. A string value "env:NAME" is read from
     the environment variable NAME (so no password need be written in pyproject.toml).
 
     Raises:
         ConfigError: A section of the wrong shape, a name that is not a non-empty string,
             or an "env:" variable that is not set; each named.
     """
-    section = _pyproject()
+    section = _files()
     found: dict[str, Any] = {}
-    listed = section.get("databases", {})
+    listed, where = section.get("databases", ({}, ""))
+    where = _table(where, "databases")
     if not isinstance(listed, dict):
-        raise ConfigError("[tool.cairn.databases] must be a table of name = URL")
+        raise ConfigError(f"{where} must be a table of name = URL")
     for name, url in listed.items():
         if not isinstance(url, str) or not url:
-            raise ConfigError(f"[tool.cairn.databases] {name} must be a URL string, got {url!r}")
+            raise ConfigError(f"{where} {name} must be a URL string, got {url!r}")
         found[name] = url
     if databases is not None:
         if not isinstance(databases, Mapping):
@@ -276,13 +319,19 @@ def resources(databases: Mapping[str, Any] | None = None, tags: Any = None) -> R
             raise ConfigError(f"database {name!r} has no URL")
         found[name] = _from_env(url, f"database {name!r}")
     if tags is None:
-        table = section.get("tags", {})
+        table, where = section.get("tags", ({}, ""))
+        where = _table(where, "tags")
         if not isinstance(table, dict):
-            raise ConfigError('[tool.cairn.tags] must be a table: provider = "opcua://host:4840"')
+            raise ConfigError(f'{where} must be a table: provider = "opcua://host:4840"')
         tags = table.get("provider")
         if tags is not None and (not isinstance(tags, str) or not tags):
-            raise ConfigError(f"[tool.cairn.tags] provider must be a string, got {tags!r}")
+            raise ConfigError(f"{where} provider must be a string, got {tags!r}")
     return Resources(databases=found, tags=_from_env(tags, "the tag provider"))
+
+
+def _table(where: str, name: str) -> str:
+    """How to name the table `name` in messages: `[tool.cairn.name]`, or cairn.yaml's key."""
+    return where if where and not where.startswith("[tool.cairn]") else f"[tool.cairn.{name}]"
 
 
 def _from_env(value: Any, what: str) -> Any:

@@ -10,6 +10,8 @@ import math
 import re
 from datetime import timedelta
 
+from cairn.usage_errors import InvalidValue
+
 __all__ = ["parse", "seconds"]
 
 _UNITS = {
@@ -68,27 +70,27 @@ def parse(value: str | int | float | timedelta, *, what: str = "duration") -> ti
         The duration as a non-negative ``timedelta``.
 
     Raises:
-        ValueError: If ``value`` is not a valid non-negative duration; the one-line message
-            names ``what`` and the bad input.
+        InvalidValue: If ``value`` is not a valid non-negative duration (a usage error, and
+            a ValueError); the one-line message names ``what`` and the bad input.
     """
     if isinstance(value, str):
         parsed = _parse_text(value)
         if parsed is None:
-            raise ValueError(f"{_prefix(what)}: {_show(value)} {_hint(value)}")
+            raise InvalidValue(f"{_prefix(what)}: {_show(value)} {_hint(value)}")
         return parsed
     if isinstance(value, timedelta):
         if value < _ZERO:
-            raise ValueError(f"{_prefix(what)}: {_show(value)} (must not be negative)")
+            raise InvalidValue(f"{_prefix(what)}: {_show(value)} (must not be negative)")
         return value
     if isinstance(value, int | float) and not isinstance(value, bool):
         number = float(value)
         if not math.isfinite(number) or number < 0:
-            raise ValueError(f"{_prefix(what)}: {_show(value)} (must be a finite number >= 0)")
+            raise InvalidValue(f"{_prefix(what)}: {_show(value)} (must be a finite number >= 0)")
         try:
             return timedelta(seconds=number)
         except OverflowError:
-            raise ValueError(f"{_prefix(what)}: {_show(value)} (too large)") from None
-    raise ValueError(
+            raise InvalidValue(f"{_prefix(what)}: {_show(value)} (too large)") from None
+    raise InvalidValue(
         f'{_prefix(what)}: {_show(value)} (expected a string like "30s", a number of seconds'
         f" or a timedelta, got {type(value).__qualname__})"
     )
@@ -105,7 +107,7 @@ def seconds(value: str | int | float | timedelta, *, what: str = "duration") -> 
         The duration in seconds.
 
     Raises:
-        ValueError: If ``value`` is not a valid non-negative duration.
+        InvalidValue: If ``value`` is not a valid non-negative duration (a ValueError).
     """
     return parse(value, what=what).total_seconds()
 

@@ -5,7 +5,9 @@ The tree::
     CairnError
     ├── NotInRun                 an in-run function called outside a run
     ├── InvalidName              a name or id no store keeps (empty, > 255, NUL); a ValueError
-    ├── InvalidArguments         arguments that do not fit the workflow's signature; a TypeError
+    ├── InvalidArguments         arguments that do not fit the workflow's signature, or a
+    │                            value of a type a cairn function cannot take; a TypeError
+    ├── InvalidValue             a value a cairn function cannot use (a bad duration); a ValueError
     ├── UnknownWorkflow          a start by a name nobody here or lately knows; a LookupError
     ├── SerializationError       a value that cannot be stored
     ├── NonDeterminismError      replay met different work than was recorded
@@ -29,6 +31,7 @@ The tree::
     ├── ScheduleNotFound         no schedule with that id
     ├── TransientWorkflow        a durable=False workflow asked to do what needs a database;
     │                            a ValueError
+    ├── Unsupported              a feature with no meaning where the run executes (AWS Lambda)
     ├── StoreError               the database failed (driver error chained)
     │   ├── StoreUnavailable     ... for now: unreachable, locked, a conflict to retry
     │   ├── StoreRefused         ... for good: a value or name it will never accept
@@ -39,58 +42,23 @@ The tree::
     └── Cancelled                delivered into a cancelled run; not an Exception on purpose
 
 Usage errors (`usage = True` on the class: NotInRun, InvalidName, InvalidArguments,
-DuplicateSchedule, TransientWorkflow, ConfigError) say the code calling cairn is wrong.
-Raised by a step's code, one fails the step at its first attempt (retrying the same code
-cannot help), with the fix in its message.
+InvalidValue, DuplicateSchedule, TransientWorkflow, Unsupported, ConfigError) say the code
+calling cairn is wrong. Raised by a step's code, one fails the step at its first attempt
+(retrying the same code cannot help), with the fix in its message.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
+from cairn import durations
 
-class CairnError(Exception):
-    """A cairn error."""
-
-    usage: ClassVar[bool] = False
-    """True on the errors that mean the code calling cairn is wrong (a usage error): a
-    step whose code raises one fails at once instead of being retried."""
-
-    def __init__(self, message: str | None = None, *args: Any) -> None:
-        super().__init__(message or (self.__doc__ or "").strip(), *args)
-
-    @property
-    def message(self) -> str:
-        """The human-readable message."""
-        return str(self.args[0]) if self.args else ""
-
-
-class NotInRun(CairnError):
-    """This function only works inside a running workflow; outside one use engine.start()."""
-
-    usage = True
-
-
-class InvalidName(CairnError, ValueError):
-    """A name or id cairn would store is empty, too long, or holds a byte no store keeps."""
-
-    usage = True
-
-
-class InvalidArguments(CairnError, TypeError):
-    """Arguments that do not fit: a start's the workflow's, or a call's a cairn function's.
-
-    A wrong call of a cairn function (`cairn.current_step(1)`) gives its signature.
-    Missing or unexpected arguments, or a value that cannot be converted to the
-    parameter's annotated type. `parameter` names the parameter at fault, when one is.
-    """
-
-    usage = True
-
-    def __init__(self, message: str = "", *, workflow: str = "", parameter: str = "") -> None:
-        super().__init__(message)
-        self.workflow = workflow
-        self.parameter = parameter
+# Re-exported: the root and the usage errors live in usage_errors (see its docstring).
+from cairn.usage_errors import CairnError as CairnError
+from cairn.usage_errors import InvalidArguments as InvalidArguments
+from cairn.usage_errors import InvalidName as InvalidName
+from cairn.usage_errors import InvalidValue as InvalidValue
+from cairn.usage_errors import NotInRun as NotInRun
 
 
 class UnknownWorkflow(CairnError, LookupError):
@@ -170,8 +138,6 @@ class RetryableError(CairnError):
 
     def __init__(self, message: str = "", retry_after: Any = None) -> None:
         super().__init__(message or "retryable failure")
-        from cairn import durations
-
         self.retry_after = (
             None if retry_after is None else durations.parse(retry_after, what="retry_after")
         )
@@ -186,7 +152,8 @@ class StepFailed(CairnError):
 
     The one a step call raises is also the step's own exception when cairn can rebuild it
     (its class, args, str() and attributes), with `summary` as a note: see
-    `cairn.step_failures`. Alone, its message is `summary`.
+    `cairn.step_failures`, which also rebuilds one from `to_dict`. Alone, its message is
+    `summary`.
     """
 
     def __init__(
@@ -235,29 +202,6 @@ class StepFailed(CairnError):
             "fatal": self.fatal,
             "timeout": isinstance(self, StepTimeout),
         }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StepFailed:
-        """Rebuild a failure recorded by :meth:`to_dict`.
-
-        Like the first time, it is also an instance of the step's own exception class when
-        that class can be found again, with the args and attributes recorded under
-        "original" (see `cairn.step_failures`).
-        """
-        from cairn import step_failures
-
-        klass: type[StepFailed] = StepTimeout if data.get("timeout") else StepFailed
-        facts = {
-            "step_name": data["step_name"],
-            "attempts": data["attempts"],
-            "error_type": data["error_type"],
-            "error_message": data["message"],
-            "traceback": data.get("traceback", ""),
-            "fatal": data.get("fatal", False),
-        }
-        if klass is StepTimeout:
-            return klass(**facts)
-        return step_failures.rebuild(klass, str(data["error_type"]), facts, data.get("original"))
 
 
 class StepTimeout(StepFailed):
@@ -381,6 +325,23 @@ class InvalidSubmission(CairnError):
         self.fields = dict(fields or {})
         detail = "; ".join(f"{k}: {v}" for k, v in self.fields.items())
         super().__init__(message or f"invalid submission: {detail}")
+
+
+class Unsupported(CairnError):
+    """A cairn feature that has no meaning where this run executes, refused at the call.
+
+    A workflow served as an AWS Lambda durable function (`cairn.aws`) has no queues,
+    schedules, step queues or emits: `feature` names the one asked for, `host` where the
+    run executes, and the message says what to do instead.
+    """
+
+    usage = True
+
+    def __init__(self, feature: str, host: str, instead: str = "") -> None:
+        tail = f"; {instead}" if instead else ""
+        super().__init__(f"{feature} is not supported on {host}{tail}")
+        self.feature = feature
+        self.host = host
 
 
 class StoreError(CairnError):

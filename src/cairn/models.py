@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from cairn.errors import InvalidValue
+
 
 class RunStatus(enum.StrEnum):
     """The life-cycle state of a run."""
@@ -36,7 +38,7 @@ class RunStatus(enum.StrEnum):
             return cls(str(value).upper())
         except ValueError:
             names = ", ".join(s.value for s in cls)
-            raise ValueError(f"unknown run status {value!r} (one of {names})") from None
+            raise InvalidValue(f"unknown run status {value!r} (one of {names})") from None
 
 
 _FINISHED = frozenset(
@@ -56,7 +58,7 @@ def parse_origin(value: str) -> str:
     found = str(value).strip().lower()
     if found not in (*ORIGINS, UNKNOWN_ORIGIN):
         names = ", ".join((*ORIGINS, UNKNOWN_ORIGIN))
-        raise ValueError(f"unknown run origin {value!r} (one of {names})")
+        raise InvalidValue(f"unknown run origin {value!r} (one of {names})")
     return found
 
 

@@ -40,6 +40,18 @@ def check_name(value: Any, what: str) -> str:
     return value
 
 
+def check_queue_name(value: Any, what: str) -> str:
+    """`value` if it is a storable queue name; else InvalidName naming `what` and the value.
+
+    A name (see `check_name`) that is more than whitespace: a queue is named to route
+    runs and steps to workers, and `" "` would show as nothing wherever it is listed.
+    """
+    name = check_name(value, what)
+    if name.isspace():
+        raise InvalidName(f"{what} {_short(name)} is only whitespace")
+    return name
+
+
 def findable(value: Any, what: str) -> bool:
     """False for a string no row can hold (a lookup by it finds nothing), True for a name.
 

@@ -22,10 +22,10 @@ import types
 import weakref
 from typing import Any
 
-from cairn.errors import SerializationError, StepFailed
+from cairn.errors import SerializationError, StepFailed, StepTimeout
 from cairn.serialization.serializers import JsonSerializer
 
-__all__ = ["failure", "keep", "rebuild", "resolvable"]
+__all__ = ["failure", "from_dict", "keep", "rebuild", "resolvable"]
 
 # (cause, kind) -> combined class, or None when they cannot be combined.
 _MADE: weakref.WeakKeyDictionary[type[BaseException], dict[type[StepFailed], type | None]] = (
@@ -88,6 +88,26 @@ def rebuild(
     """A recorded failure raised again: combined with the class named `error_type` if found."""
     kept = original if isinstance(original, dict) else None
     return failure(kind, resolvable(error_type), kept, **facts)
+
+
+def from_dict(data: dict[str, Any]) -> StepFailed:
+    """A failure recorded by `StepFailed.to_dict`, raised again (on replay, or awaited).
+
+    Like the first time, it is also an instance of the step's own exception class when
+    that class can be found again, with the args and attributes recorded under "original".
+    """
+    kind: type[StepFailed] = StepTimeout if data.get("timeout") else StepFailed
+    facts = {
+        "step_name": data["step_name"],
+        "attempts": data["attempts"],
+        "error_type": data["error_type"],
+        "error_message": data["message"],
+        "traceback": data.get("traceback", ""),
+        "fatal": data.get("fatal", False),
+    }
+    if kind is StepTimeout:
+        return kind(**facts)
+    return rebuild(kind, str(data["error_type"]), facts, data.get("original"))
 
 
 def resolvable(error_type: str) -> type[BaseException] | None:

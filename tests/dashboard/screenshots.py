@@ -16,6 +16,7 @@ from typing import Any
 import cairn
 from cairn.authoring.step import make_step
 from cairn.authoring.workflow import make_workflow
+from cairn.store.programs import workers as worker_ops
 
 from .server import start_server
 
@@ -190,8 +191,8 @@ async def _dead_worker(engine: cairn.Engine) -> None:
     from cairn.store.records import WorkerRecord
 
     gone = WorkerRecord("w-7f3a@worker-2", "worker-2", 4242, 0.0, 0.0, concurrency=8)
-    await engine.store.register_worker(gone)
-    await engine.store.expire_workers([gone.worker_id])
+    await engine.store.write(worker_ops.register_worker(gone))
+    await engine.store.write(worker_ops.expire_workers([gone.worker_id]))
 
 
 async def photograph(base: str, ids: dict[str, str]) -> list[Path]:

@@ -106,7 +106,7 @@ async def test_names__task_filters_and_ids(flows: Flows, caplog: pytest.LogCaptu
     assert caplog.text == ""
 
 
-@pytest.mark.parametrize("bad", ["q" * 300, "a%00b"])
+@pytest.mark.parametrize("bad", ["q" * 300, "a%00b", "%20%20"])
 async def test_names__post_queues_refuses_a_bad_queue_name(
     flows: Flows, bad: str, caplog: pytest.LogCaptureFixture
 ) -> None:

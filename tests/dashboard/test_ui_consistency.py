@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from cairn.store import open_store
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import WorkerRecord
 
 from .flows import start, status
@@ -38,8 +39,10 @@ async def test_workers_page__a_dead_worker_shows_its_last_heartbeat(web, store_u
     store = open_store(store_url)
     await store.open()
     try:
-        await store.register_worker(WorkerRecord("gone-1", "host-a", 4242, 0.0, 0.0, lease=10.0))
-        await store.expire_workers(["gone-1"])  # a neighbour saw its process end
+        await store.write(
+            worker_ops.register_worker(WorkerRecord("gone-1", "host-a", 4242, 0.0, 0.0, lease=10.0))
+        )
+        await store.write(worker_ops.expire_workers(["gone-1"]))  # a neighbour saw its process end
     finally:
         await store.close()
 

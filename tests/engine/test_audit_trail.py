@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import cairn
+from cairn.store.programs import workers
 from cairn.testing import replay
 
 from .kit import WAIT, Gate, Kit
@@ -246,7 +247,7 @@ async def test_takeover__a_step_in_flight_at_a_workers_death_is_an_interrupted_a
         dead = step["worker"]
     finally:
         await first._die()
-    await first.store.expire_workers([dead])
+    await first.store.write(workers.expire_workers([dead]))
     await first.store.close()
 
     async with kit.engine() as engine:

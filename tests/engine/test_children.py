@@ -10,6 +10,7 @@ import pytest
 
 import cairn
 from cairn.clock import VirtualClock
+from cairn.store.programs import runs as run_ops
 from cairn.store.records import RunRecord
 from cairn.testing import replay
 
@@ -20,7 +21,7 @@ async def until(engine: cairn.Engine, run_id: str, *statuses: str) -> RunRecord:
     """The stored run once its status is one of `statuses` (polled; fails after WAIT)."""
     async with asyncio.timeout(WAIT):
         while True:
-            run = await engine.store.get_run(run_id)
+            run = await engine.store.read(run_ops.get_run(run_id))
             if run is not None and run.status in statuses:
                 return run
             await asyncio.sleep(0.005)
@@ -71,7 +72,7 @@ async def test_start_child__handles_are_awaited_later(kit: Kit) -> None:
     async with kit.engine() as engine:
         run = await engine.start(fan_out, run_id="fan")
         result = await run.result(timeout=WAIT)
-        child = await engine.store.get_run("child-a")
+        child = await engine.store.read(run_ops.get_run("child-a"))
     assert result == ["b done", "a done", "fan/children.worker#2"]
     assert child is not None and child.parent_id == "fan"
 
@@ -314,7 +315,7 @@ async def _parked_without_deadline(engine: cairn.Engine, run_id: str) -> None:
     """Until `run_id` waits with no deadline (its timed wait expired, an untimed one began)."""
     async with asyncio.timeout(WAIT):
         while True:
-            run = await engine.store.get_run(run_id)
+            run = await engine.store.read(run_ops.get_run(run_id))
             if run is not None and run.status == "WAITING" and run.wake_at is None:
                 return
             await asyncio.sleep(0.005)

@@ -7,8 +7,10 @@ import logging
 from typing import Any
 
 import pytest
+from tests.engine.intercept import intercept
 
 import cairn
+from cairn.store.programs import workers
 
 from .kit import Kit
 
@@ -105,14 +107,13 @@ async def test_start__by_name_looks_at_the_workers_once_for_a_burst_of_starts(
 
     async with kit.engine(), kit.engine(workers=0) as queuer:
         reads = 0
-        list_workers = queuer.store.list_workers
 
         async def counted() -> list[Any]:
             nonlocal reads
             reads += 1
             return await list_workers()
 
-        monkeypatch.setattr(queuer.store, "list_workers", counted)
+        list_workers, _ = intercept(queuer.store, workers.list_workers, counted, via="read")
         with caplog.at_level(logging.WARNING, logger="cairn.control"):
             for _ in range(3):
                 await queuer.start("unknown.flow", allow_unknown=True)

@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from tests.engine.intercept import intercept
 
 import cairn
+from cairn.store.programs import runs
 
 from .kit import WAIT, Gate, Kit
 
@@ -101,13 +103,12 @@ async def test_result__of_a_run_finished_here_needs_no_read_back(kit: Kit) -> No
         ok = await engine.start(local_ok, 21)
         failing = await engine.start(local_fail)
         reads: list[str] = []
-        get_run = engine.store.get_run
 
         async def counting(run_id: str) -> Any:
             reads.append(run_id)
             return await get_run(run_id)
 
-        engine.store.get_run = counting  # type: ignore[method-assign]
+        get_run, _ = intercept(engine.store, runs.get_run, counting, via="read")
         answers = await asyncio.gather(
             ok.result(timeout=WAIT), failing.result(timeout=WAIT), return_exceptions=True
         )

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 import cairn
+from cairn.store.programs import step_tasks
 from cairn.store.records import RunRecord
 
 from .kit import WAIT, Kit
@@ -70,7 +71,7 @@ async def test_history__a_queued_steps_interrupted_attempt_is_shown(kit: Kit) ->
         handle = await cpu.start(movie)
         await until(cpu, handle.run_id, "WAITING")
         # A worker of the queue takes the attempt and dies: its lease runs out unrenewed.
-        [taken] = await cpu.store.claim_step_tasks(["gpu"], "w-dead", lease=0.2, limit=1)
+        [taken] = await cpu.store.write(step_tasks.claim(["gpu"], "w-dead", lease=0.2, limit=1))
         assert taken.started_at is None or taken.worker_id == "w-dead"
         await asyncio.sleep(0.3)
         async with kit.engine(step_queues=["gpu"], workers=2, claim=False):

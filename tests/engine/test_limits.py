@@ -12,6 +12,7 @@ from tests.store.kit import execute
 
 import cairn
 from cairn.errors import ConfigError, SerializationError
+from cairn.store.programs import runs as run_ops
 
 from .kit import WAIT, Kit
 
@@ -46,7 +47,7 @@ async def test_limits__arguments_over_the_default_limit_are_refused_and_nothing_
     async with kit.engine() as engine:
         with pytest.raises(SerializationError) as caught:
             await engine.start(echo, BIG, run_id="too-big")
-        assert await engine.store.get_run("too-big") is None
+        assert await engine.store.read(run_ops.get_run("too-big")) is None
     message = str(caught.value)
     assert "arguments of workflow 'lim.echo'" in message
     assert "2.0 MiB (2097178 bytes)" in message and "max_value_size" in message

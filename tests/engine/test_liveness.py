@@ -12,9 +12,11 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from tests.engine.intercept import intercept
 from tests.store.kit import execute
 
 import cairn
+from cairn.store.programs import runs as run_ops
 from cairn.store.records import RunRecord
 
 from .kit import WAIT, Kit
@@ -94,7 +96,7 @@ async def test_reconciler__resumes_a_run_held_here_that_nothing_executes(kit: Ki
             owner=engine.worker.env.owner,
             fence=1,
         )
-        await engine.store.create_run(orphan)
+        await engine.store.write(run_ops.create_run(orphan))
         result = await (await engine.get("held-idle")).result(timeout=WAIT)
         stored = await engine.control.record("held-idle")
 
@@ -166,16 +168,15 @@ async def test_start__a_lost_reply_to_a_committed_start_is_resumed(kit: Kit) -> 
         return await step()
 
     async with kit.engine(lease=LEASE) as engine:
-        real = engine.store.create_run
 
         async def lossy(run: RunRecord) -> tuple[RunRecord, bool]:
             await real(run)
             raise cairn.StoreUnavailable("reply lost (simulated)", unknown=True)
 
-        engine.store.create_run = lossy  # type: ignore[method-assign]
+        real, restore = intercept(engine.store, run_ops.create_run, lossy)
         with pytest.raises(cairn.StoreUnavailable):
             await engine.start(flow, run_id="lost-start")
-        engine.store.create_run = real  # type: ignore[method-assign]
+        restore()
         result = await (await engine.get("lost-start")).result(timeout=WAIT)
 
     assert result == "ok"
@@ -189,13 +190,12 @@ async def test_start__sent_again_after_a_lost_reply_finds_its_own_run(kit: Kit) 
         return "ran"
 
     async with kit.engine(lease=LEASE) as engine:
-        real = engine.store.create_run
 
         async def twice(run: RunRecord) -> tuple[RunRecord, bool]:
             await real(run)
             return await real(run)  # (stored, False): already there
 
-        engine.store.create_run = twice  # type: ignore[method-assign]
+        real, _ = intercept(engine.store, run_ops.create_run, twice)
         handle = await engine.start(again, run_id="sent-twice")
         assert await handle.result(timeout=WAIT) == "ran"
 

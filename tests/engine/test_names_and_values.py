@@ -7,10 +7,12 @@ import json
 from typing import Any
 
 import pytest
+from tests.engine.intercept import intercept
 from tests.store.kit import execute
 
 import cairn
 from cairn.core import hook_tokens
+from cairn.store.programs import runs
 
 from .kit import WAIT, Kit
 
@@ -110,14 +112,13 @@ async def test_progress__a_burst_of_updates_makes_few_writes_and_keeps_the_last(
 
     async with kit.engine() as engine:
         writes = 0
-        update = engine.store.update_run_meta
 
         async def counting(*args: Any, **kwargs: Any) -> None:
             nonlocal writes
             writes += 1
             await update(*args, **kwargs)
 
-        engine.store.update_run_meta = counting  # type: ignore[method-assign]
+        update, _ = intercept(engine.store, runs.update_run_meta, counting)
         run = await engine.start(burst)
         assert await run.result(timeout=WAIT) == 1
         info = await run.describe()

@@ -7,9 +7,11 @@ import time
 from typing import Any
 
 import pytest
+from tests.engine.intercept import intercept
 from tests.engine.kit import WAIT, Kit
 
 import cairn
+from cairn.store.programs import claims as claim_ops
 
 
 async def _until(check: object, what: str) -> None:
@@ -97,16 +99,15 @@ async def test_concurrency__a_woken_run_held_back_is_not_claimed_again_and_again
 
         await _until(held, "the woken napper to be held back")
         claims = 0
-        claim_runs = engine.store.claim_runs
 
         async def counted(*args: Any, **kwargs: Any) -> Any:
             nonlocal claims
             claims += 1
             return await claim_runs(*args, **kwargs)
 
-        engine.store.claim_runs = counted  # type: ignore[method-assign]
+        claim_runs, restore = intercept(engine.store, claim_ops.claim, counted)
         await asyncio.sleep(1.0)  # five polls' time
-        engine.store.claim_runs = claim_runs  # type: ignore[method-assign]
+        restore()
         release.set()
         await holding.result(timeout=WAIT)
         assert await napping.result(timeout=WAIT) == "rested"

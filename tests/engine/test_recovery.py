@@ -15,12 +15,16 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from tests.engine.intercept import intercept
 from tests.store.kit import age_heartbeat
 
 import cairn
 from cairn import serialization
 from cairn.runtime import leases
 from cairn.store import Store, open_store
+from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import AttemptRecord, Lease, RunRecord, StepRecord, WorkerRecord
 
 from .kit import WAIT, Kit
@@ -62,8 +66,10 @@ async def _leave_orphan(
     store: Store = open_store(url)
     await store.open()
     try:
-        await store.register_worker(
-            WorkerRecord(worker_id, host, pid, 0.0, 0.0, 4, process=process)
+        await store.write(
+            worker_ops.register_worker(
+                WorkerRecord(worker_id, host, pid, 0.0, 0.0, 4, process=process)
+            )
         )
         if dead == "heartbeat":
             age_heartbeat(url, worker_id, 3600)
@@ -81,14 +87,14 @@ async def _leave_orphan(
             owner=worker_id,
             fence=1,
         )
-        assert (await store.create_run(run))[1]
+        assert (await store.write(run_ops.create_run(run)))[1]
         for seq, (key, result) in enumerate(steps, start=1):
             name = key.split("#")[0]
             text = JSON.dumps(result, what=key)
             step = StepRecord(run_id, seq, key, "step", name, "completed", 1, now, now, text)
-            await store.record_step(Lease(worker_id, 1), step)
+            await store.write(journal_ops.record_step(Lease(worker_id, 1), step))
         for attempt in attempts:
-            await store.record_attempt(Lease(worker_id, 1), attempt)
+            await store.write(journal_ops.record_attempt(Lease(worker_id, 1), attempt))
     finally:
         await store.close()
     return worker_id
@@ -98,7 +104,7 @@ async def _stored(url: str, run_id: str) -> RunRecord:
     store: Store = open_store(url)
     await store.open()
     try:
-        run = await store.get_run(run_id)
+        run = await store.read(run_ops.get_run(run_id))
     finally:
         await store.close()
     assert run is not None
@@ -144,7 +150,7 @@ async def test_recovery__run_of_a_dead_worker_is_recovered_at_engine_start(
     async with kit.engine(lease=lease) as engine:
         result = await (await engine.get("orphan-1")).result(timeout=WAIT)
         elapsed = time.monotonic() - started
-        workers = {w.worker_id: w for w in await engine.store.list_workers()}
+        workers = {w.worker_id: w for w in await engine.store.read(worker_ops.list_workers())}
     assert result == ["reserved sku-1 earlier", "charged 30", 2]
     assert calls == {"workflow": 1, "charge": 1}  # reserve#1 was replayed, not re-run
     if dead == "pid":
@@ -284,7 +290,6 @@ async def test_store_failure_mid_run__the_worker_hands_the_run_back_and_it_compl
 
     async with kit.engine() as engine:
         store = engine.store
-        record_step = store.record_step
         failed: list[str] = []
 
         async def flaky(lease: Lease, step: StepRecord) -> None:
@@ -293,7 +298,7 @@ async def test_store_failure_mid_run__the_worker_hands_the_run_back_and_it_compl
                 raise cairn.StoreError("database test: schema broken (simulated)")
             await record_step(lease, step)
 
-        store.record_step = flaky  # type: ignore[method-assign]
+        record_step, _ = intercept(store, journal_ops.record_step, flaky, plain=True)
         run = await engine.start(flow)
         assert await run.result(timeout=WAIT) == "ab"
         assert await run.status() is cairn.RunStatus.COMPLETED

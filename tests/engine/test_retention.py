@@ -12,6 +12,8 @@ import cairn
 from cairn.clock import VirtualClock
 from cairn.errors import ConfigError
 from cairn.runtime import retention
+from cairn.store.programs import journal
+from cairn.store.programs import runs as run_ops
 from cairn.store.programs.prune import RUN_TABLES
 from cairn.store.records import RunQuery
 
@@ -61,15 +63,17 @@ async def _check_dependencies(store: Any, errors: list[str]) -> None:
     """Once: every unfinished run still has the runs it depends on."""
     children_seen: dict[str, int] = {}
     for status in UNFINISHED:
-        for run in await store.list_runs(RunQuery(status=status, limit=1000)):
+        for run in await store.read(run_ops.list_runs(RunQuery(status=status, limit=1000))):
             if run.continued_from is not None:
-                before = await store.get_run(run.continued_from)
-                now = await store.get_run(run.run_id)
+                before = await store.read(run_ops.get_run(run.continued_from))
+                now = await store.read(run_ops.get_run(run.run_id))
                 if before is None and now is not None and now.status in UNFINISHED:
                     errors.append(f"{run.run_id}: its predecessor was pruned while it ran")
             if run.workflow == "ret.parent":
-                kids = len(await store.list_runs(RunQuery(parent_id=run.run_id, limit=1000)))
-                now = await store.get_run(run.run_id)
+                kids = len(
+                    await store.read(run_ops.list_runs(RunQuery(parent_id=run.run_id, limit=1000)))
+                )
+                now = await store.read(run_ops.get_run(run.run_id))
                 if now is not None and now.status in UNFINISHED:
                     if kids < children_seen.get(run.run_id, 0):
                         errors.append(f"{run.run_id}: a child was pruned while it ran")
@@ -104,7 +108,7 @@ async def test_retention__pruning_while_workers_run_keeps_what_unfinished_runs_n
             await engine.start(flows["plain"], i)
         # Handles cannot wait here: a finished run may be gone before they look.
         async with asyncio.timeout(WAIT):
-            while set(await engine.store.count_runs(RunQuery())) & set(UNFINISHED):
+            while set(await engine.store.read(run_ops.count_runs(RunQuery()))) & set(UNFINISHED):
                 await asyncio.sleep(0.01)
         stop.set()
         await asyncio.gather(*pruners)
@@ -129,10 +133,10 @@ async def test_retention__engine_prunes_runs_finished_longer_ago(kit: Kit) -> No
     async with kit.engine(clock=clock, retention="30d") as engine:
         # The engine prunes as it opens, then every minute.
         async with asyncio.timeout(WAIT):
-            while await engine.store.get_run(old.run_id) is not None:
+            while await engine.store.read(run_ops.get_run(old.run_id)) is not None:
                 await asyncio.sleep(0.01)
-        assert await engine.store.load_journal(old.run_id) == []
-        assert await engine.store.get_run(young.run_id) is not None
+        assert await engine.store.read(journal.load_journal(old.run_id)) == []
+        assert await engine.store.read(run_ops.get_run(young.run_id)) is not None
         assert engine.pruner is not None
         assert await engine.pruner.prune_now() == 0
 

@@ -18,6 +18,7 @@ import pytest
 import cairn
 from cairn.authoring.schedules import make_schedule
 from cairn.clock import VirtualClock
+from cairn.store.programs import schedules
 
 from .kit import WAIT, Kit
 
@@ -40,7 +41,7 @@ async def fire(engine: cairn.Engine) -> None:
     now = engine.clock.now()
     while True:
         await engine.scheduler.run_due()
-        due = await engine.store.due_schedules(now, 1000)
+        due = await engine.store.read(schedules.due_schedules(now, 1000))
         if not any(record.next_tick is not None and record.next_tick <= now for record in due):
             return
 

@@ -214,7 +214,7 @@ async def test_pyworkflow__bad_starts_and_sleeps_are_named(kit: Kit) -> None:
         ):
             try:
                 attempt()
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError) as exc:  # usage errors, still of these classes
                 errors.append(f"{type(exc).__name__}: {exc}")
         return errors
 
@@ -223,18 +223,20 @@ async def test_pyworkflow__bad_starts_and_sleeps_are_named(kit: Kit) -> None:
         errors = await (await engine.start(bad)).result(timeout=WAIT)
         with pytest.raises(ValueError, match="got both delay= and run_at=; give one"):
             await engine.start(bad, delay="1h", run_at=now)
-        with pytest.raises(TypeError, match="run_at must be a datetime, got '1h'"):
-            await engine.start(bad, run_at="1h")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="run_at is not an ISO 8601 date or date-time: '1h'"):
+            await engine.start(bad, run_at="1h")
+        with pytest.raises(TypeError, match="run_at must be a datetime, a date or ISO 8601 text"):
+            await engine.start(bad, run_at=3600)  # type: ignore[arg-type]
         assert len(await engine.list_runs()) == 1  # nothing stored for the bad starts
     assert errors == [
-        "ValueError: invalid duration for cairn.sleep: datetime.date(2030, 1, 1) is a date; "
+        "InvalidValue: invalid duration for cairn.sleep: datetime.date(2030, 1, 1) is a date; "
         "pass a datetime to sleep until then (cairn.sleep_until(datetime))",
-        "TypeError: cairn.sleep takes a duration, or a name and a duration "
+        "InvalidArguments: cairn.sleep takes a duration, or a name and a duration "
         '(e.g. cairn.sleep("nap", ...)); got 0 positional argument(s)',
-        "TypeError: cairn.sleep(name, duration): the name must be a string, got 5",
-        "ValueError: invalid duration for sleep duration: '1 month' (months and years vary in "
+        "InvalidArguments: cairn.sleep(name, duration): the name must be a string, got 5",
+        "InvalidValue: invalid duration for sleep duration: '1 month' (months and years vary in "
         'length: use days, e.g. "30 days", or sleep_until a date)',
-        "TypeError: cairn.sleep_until needs a datetime, got '2030-01-01'",
+        "InvalidArguments: cairn.sleep_until needs a datetime, got '2030-01-01'",
     ]
 
 

@@ -1,7 +1,8 @@
 """Coming from pyworkflow (seed 004's sleep page): `sleep(...)` in each spelling it shows.
 
 Durations as short strings ("30s", "1h30m"), timedeltas, seconds, datetimes naive and
-zoned; sleeps in loops between steps; a workflow giving up with `FatalError`. On both
+zoned; sleeps in loops between steps; a workflow giving up with `FatalError`; and the
+page's alternative to a year-long sleep, `schedule_workflow(...)` not awaited. On both
 stores, on a virtual clock, with only `from cairn import ...` where pyworkflow's stood.
 """
 
@@ -13,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cairn import Engine, FatalError, RunFailed, sleep, step, workflow
+from cairn import Engine, FatalError, RunFailed, schedule_workflow, sleep, step, workflow
 from cairn.clock import VirtualClock
 
 from .kit import WAIT, Kit
@@ -206,3 +207,38 @@ async def test_pyworkflow__a_bare_except_around_a_step_then_sleep(kit: Kit) -> N
         run = await engine.start(my_workflow)
         assert await finish(engine, clock, run, tick=30) == 2
     assert calls["my_step"] == 3
+
+
+async def test_pyworkflow__schedule_a_workflow_instead_of_a_year_long_sleep(kit: Kit) -> None:
+    reviews: list[str] = []
+
+    @workflow(name="pyworkflow.annual_review")
+    async def annual_review() -> str:
+        reviews.append("reviewed")
+        return "reviewed"
+
+    @workflow(name="pyworkflow.long_wait")
+    async def long_wait() -> str:
+        # Alternative: Schedule a new workflow
+        schedule_workflow(annual_review, run_at="2026-01-01")
+        return "scheduled"
+
+    kit.registry.add_workflow(annual_review)
+    kit.registry.add_workflow(long_wait)
+    new_year = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+    clock = VirtualClock(new_year - 12 * 3600)
+    async with kit.engine(clock=clock) as engine:
+        run = await engine.start(long_wait)
+        assert await run.result(timeout=WAIT) == "scheduled"
+        (review,) = await engine.list_runs(workflow="pyworkflow.annual_review")
+        record = await engine.control.record(review.run_id)
+        assert (record.status, record.wake_at) == ("PENDING", new_year)
+        assert record.parent_id == run.run_id
+        assert engine.worker is not None and await engine.worker.claim_once() == 0
+        clock.advance(12 * 3600)  # the new year: it starts
+        assert await finish(engine, clock, await engine.get(review.run_id)) == "reviewed"
+        history = await engine.history(run.run_id)
+    assert reviews == ["reviewed"]
+    assert [(e.kind, e.name, e.result["run_id"]) for e in history] == [
+        ("schedule", "pyworkflow.annual_review", review.run_id)
+    ]

@@ -12,6 +12,7 @@ import pytest
 import cairn
 from cairn.clock import VirtualClock
 from cairn.store import open_store
+from cairn.store.programs import runs
 from cairn.store.records import RunRecord
 
 from .kit import WAIT, Gate, Kit
@@ -281,15 +282,17 @@ async def test_sleep__a_timer_stored_before_the_engine_started_fires_on_time(
     await store.open()
     try:
         now = time.time()
-        await store.create_run(
-            RunRecord(
-                run_id="stored-timer",
-                workflow="sleep.stored_timer",
-                status="SLEEPING",
-                args='{"args": [], "kwargs": {}}',
-                created_at=now,
-                updated_at=now,
-                wake_at=now + 0.5,
+        await store.write(
+            runs.create_run(
+                RunRecord(
+                    run_id="stored-timer",
+                    workflow="sleep.stored_timer",
+                    status="SLEEPING",
+                    args='{"args": [], "kwargs": {}}',
+                    created_at=now,
+                    updated_at=now,
+                    wake_at=now + 0.5,
+                )
             )
         )
     finally:

@@ -17,6 +17,7 @@ from cairn.errors import InvalidName, RunCancelled
 from cairn.representation import runs as run_forms
 from cairn.representation import words
 from cairn.steps import http as steps_http
+from cairn.store.programs import step_tasks
 
 from .kit import WAIT, Kit
 
@@ -148,7 +149,7 @@ async def test_step_queue__cancel_stops_the_remote_attempt(kit: Kit) -> None:
             await handle.result(timeout=WAIT)
         async with asyncio.timeout(WAIT):
             await stopped.wait()  # at its next lease renewal
-            while [t.status for t in await engine.store.list_step_tasks(handle.run_id)] != [
+            while [t.status for t in await engine.store.read(step_tasks.of_run(handle.run_id))] != [
                 "dropped"
             ]:
                 await asyncio.sleep(0.01)
@@ -206,7 +207,7 @@ async def test_step_queue__sync_workflow_and_step_with_secret_input(kit: Kit) ->
         history = await engine.history(handle.run_id)
         step = next(e for e in history if e.kind == "step")
         assert "s3cr3t" not in repr(step.input)
-        tasks = await engine.store.list_step_tasks(handle.run_id)
+        tasks = await engine.store.read(step_tasks.of_run(handle.run_id))
         assert [(t.status, t.input) for t in tasks] == [("done", None)]
 
 
@@ -234,7 +235,7 @@ async def test_step_queue__a_stopping_worker_hands_its_attempt_back_at_once(kit:
         async with asyncio.timeout(WAIT):
             await started.wait()
         await first.close()  # no grace: the attempt is cut off and handed back
-        tasks = await runs.store.list_step_tasks(handle.run_id)
+        tasks = await runs.store.read(step_tasks.of_run(handle.run_id))
         assert [(t.status, t.claims) for t in tasks] == [("queued", 1)]
         async with kit.engine(step_queues=["gpu"], claim=False, lease="60s"):
             assert await handle.result(timeout=WAIT) == "rendered"
@@ -435,7 +436,9 @@ async def test_step_queue__a_run_waiting_on_it_says_when_no_live_worker_serves_i
 
         async with kit.engine(step_queues=["gpu"], claim=False):
             async with asyncio.timeout(WAIT):
-                while (await cpu.store.list_step_tasks(handle.run_id))[0].status != "running":
+                while (await cpu.store.read(step_tasks.of_run(handle.run_id)))[
+                    0
+                ].status != "running":
                     await asyncio.sleep(0.01)  # claimed: it runs, held in the step
             assert await _waiting_text(cpu, handle.run_id) == waiting
             released.set()

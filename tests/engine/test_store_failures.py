@@ -14,8 +14,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from tests.engine.intercept import intercept
 
 import cairn
+from cairn.store.programs import journal
 from cairn.store.records import Lease, StepRecord
 
 from .kit import WAIT, Kit
@@ -43,7 +45,6 @@ async def test_unavailable__a_step_outcome_is_sent_again_until_it_lands(kit: Kit
     calls: Counter[str] = Counter()
     flow = _flow(kit, calls)
     async with kit.engine() as engine:
-        real = engine.store.record_step
         refusals = []
 
         async def away(lease: Lease, step: StepRecord) -> None:
@@ -52,7 +53,7 @@ async def test_unavailable__a_step_outcome_is_sent_again_until_it_lands(kit: Kit
                 raise cairn.StoreUnavailable("database test: unreachable (simulated)")
             await real(lease, step)
 
-        engine.store.record_step = away  # type: ignore[method-assign]
+        real, _ = intercept(engine.store, journal.record_step, away, plain=True)
         run = await engine.start(flow)
         assert await run.result(timeout=WAIT) == ["a", "b"]
         stored = await engine.control.record(run.run_id)
@@ -71,7 +72,6 @@ async def test_unknown_outcome__the_journal_says_whether_the_step_landed(
     calls: Counter[str] = Counter()
     flow = _flow(kit, calls)
     async with kit.engine() as engine:
-        real = engine.store.record_step
         lost: list[str] = []
 
         async def lossy(lease: Lease, step: StepRecord) -> None:
@@ -82,7 +82,7 @@ async def test_unknown_outcome__the_journal_says_whether_the_step_landed(
                 raise cairn.StoreUnavailable("reply lost (simulated)", unknown=True)
             await real(lease, step)
 
-        engine.store.record_step = lossy  # type: ignore[method-assign]
+        real, _ = intercept(engine.store, journal.record_step, lossy, plain=True)
         run = await engine.start(flow)
         assert await run.result(timeout=WAIT) == ["a", "b"]
         history = await engine.history(run.run_id)
@@ -98,14 +98,13 @@ async def test_refused__a_result_the_database_never_takes_fails_the_step_once(
     calls: Counter[str] = Counter()
     flow = _flow(kit, calls)
     async with kit.engine() as engine:
-        real = engine.store.record_step
 
         async def picky(lease: Lease, step: StepRecord) -> None:
             if step.name == "sf.b" and step.status == "completed":
                 raise cairn.StoreRefused("database test: value too long (simulated)")
             await real(lease, step)
 
-        engine.store.record_step = picky  # type: ignore[method-assign]
+        real, _ = intercept(engine.store, journal.record_step, picky, plain=True)
         run = await engine.start(flow)
         with pytest.raises(cairn.RunFailed) as failed:
             await run.result(timeout=WAIT)
@@ -129,7 +128,6 @@ async def test_hand_backs__do_not_count_as_recoveries(kit: Kit) -> None:
     calls: Counter[str] = Counter()
     flow = _flow(kit, calls)
     async with kit.engine() as engine:
-        real = engine.store.record_step
         broken: list[str] = []
 
         async def flaky(lease: Lease, step: StepRecord) -> None:
@@ -138,7 +136,7 @@ async def test_hand_backs__do_not_count_as_recoveries(kit: Kit) -> None:
                 raise cairn.StoreError("database test: broken (simulated)")
             await real(lease, step)
 
-        engine.store.record_step = flaky  # type: ignore[method-assign]
+        real, _ = intercept(engine.store, journal.record_step, flaky, plain=True)
         run = await engine.start(flow)
         assert await run.result(timeout=WAIT) == ["a", "b"]
         stored = await engine.control.record(run.run_id)

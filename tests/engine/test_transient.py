@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 import cairn
+from cairn.store.programs import journal, runs
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import RunQuery
 from cairn.testing import TestEngine
 
@@ -42,9 +44,9 @@ async def _no_trace_of(engine: cairn.Engine, run_id: str) -> None:
     with pytest.raises(cairn.RunNotFound):
         await engine.get(run_id)
     assert list(await engine.list_runs()) == []
-    assert await engine.store.list_runs(RunQuery(limit=100)) == []
-    assert await engine.store.load_journal(run_id) == []
-    assert await engine.store.load_attempts(run_id) == []
+    assert await engine.store.read(runs.list_runs(RunQuery(limit=100))) == []
+    assert await engine.store.read(journal.load_journal(run_id)) == []
+    assert await engine.store.read(journal.load_attempts(run_id)) == []
 
 
 async def test_transient__retries_and_sleeps_in_memory_and_stores_nothing(kit: Kit) -> None:
@@ -65,7 +67,7 @@ async def test_transient__retries_and_sleeps_in_memory_and_stores_nothing(kit: K
         ]
         await _no_trace_of(engine, handle.run_id)
         # Workers say they execute durable workflows only.
-        (worker,) = await engine.store.list_workers()
+        (worker,) = await engine.store.read(worker_ops.list_workers())
         assert "quick" not in json.loads(worker.workflows or "[]")
 
 
@@ -194,7 +196,7 @@ async def test_transient__refuses_queue_schedules_and_workers_zero(kit: Kit) -> 
     async with kit.engine(workers=0) as engine:
         with pytest.raises(cairn.TransientWorkflow, match=r"'quick' .*queued for workers"):
             await engine.start(quick, 1)
-        assert await engine.store.list_runs(RunQuery(limit=10)) == []
+        assert await engine.store.read(runs.list_runs(RunQuery(limit=10))) == []
 
 
 async def test_transient__client_start_is_refused(kit: Kit) -> None:
@@ -208,7 +210,7 @@ async def test_transient__client_start_is_refused(kit: Kit) -> None:
     finally:
         await asyncio.to_thread(client.close)
     async with kit.engine(workers=0) as engine:
-        assert await engine.store.list_runs(RunQuery(limit=10)) == []
+        assert await engine.store.read(runs.list_runs(RunQuery(limit=10))) == []
 
 
 async def test_transient__a_durable_parent_cannot_start_one_as_child(kit: Kit) -> None:
@@ -241,7 +243,7 @@ async def test_transient__a_transient_run_cannot_emit(kit: Kit) -> None:
         handle = await engine.start(emitter)
         with pytest.raises(cairn.RunFailed, match=r"'emitter' is transient.*cannot emit"):
             await handle.result(timeout=WAIT)
-        assert await engine.store.list_runs(RunQuery(limit=10)) == []
+        assert await engine.store.read(runs.list_runs(RunQuery(limit=10))) == []
 
 
 async def test_transient__a_worker_never_claims_one(kit: Kit) -> None:

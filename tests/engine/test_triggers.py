@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 import cairn
+from cairn.store.programs import schedules
 
 from .kit import WAIT, Gate, Kit
 
@@ -92,7 +93,7 @@ async def test_emit__subscriptions_are_stored_for_emitters_without_the_code(kit:
             [handle] = await client.emit("invoice.paid", "i-9", key="i-9")
         assert handle.run_id == "emit:invoice.paid:i-9:trig.stored"
         assert await (await worker.get(handle.run_id)).result(timeout=WAIT) == "paid i-9"
-        subscriptions = await worker.store.list_subscriptions()
+        subscriptions = await worker.store.read(schedules.list_subscriptions())
     assert [(s.event_type, s.workflow) for s in subscriptions] == [("invoice.paid", "trig.stored")]
 
 
@@ -110,7 +111,7 @@ async def test_emit__code_that_drops_on_unsubscribes(kit: Kit) -> None:
         return None
 
     async with changed.engine() as engine:
-        assert await engine.store.list_subscriptions() == []
+        assert await engine.store.read(schedules.list_subscriptions()) == []
         async with kit.fresh().engine(workers=0) as client:
             assert await client.emit("thing.happened", 1) == []
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import cairn
+import cairn.durations
 from cairn.steps import http
 
 from .kit import WAIT, Kit
@@ -50,6 +51,34 @@ MISTAKES: dict[str, tuple[Callable[[], Any], str, str]] = {
         lambda: cairn.set_columns(**{"": 1}),
         "cairn.errors.InvalidName",
         "column name must be a non-empty string, got ''",
+    ),
+    # cairn's own checks of the values given to its functions: one helper each (the
+    # duration parser, the milliseconds check...), raising a usage error that is still a
+    # ValueError (or TypeError) to code that catches one.
+    "a bad duration": (
+        lambda: http.get("http://127.0.0.1:9/", max_retry_after="soon"),
+        "cairn.errors.InvalidValue",
+        "invalid duration for http.request max_retry_after: 'soon' (use e.g.",
+    ),
+    "a bad timeout": (
+        lambda: http.get("http://127.0.0.1:9/", timeout_ms="soon"),
+        "cairn.errors.InvalidValue",
+        "http.request timeout_ms must be a positive number of milliseconds, got 'soon'",
+    ),
+    "a value of the wrong type": (
+        lambda: http.get("http://127.0.0.1:9/", headers=["x"]),
+        "cairn.errors.InvalidArguments",
+        "http.request: headers must be a dict, got ['x']",
+    ),
+    "a bad retry policy": (
+        lambda: cairn.Retry(max_attempts=0),
+        "cairn.errors.InvalidValue",
+        "invalid Retry max_attempts: 0 (must be an int >= 1)",
+    ),
+    "a column value no JSON holds": (
+        lambda: cairn.set_columns(order=object()),
+        "cairn.errors.InvalidValue",
+        "column 'order' must be a JSON value",
     ),
 }
 
@@ -122,6 +151,29 @@ async def test_usage_error__a_type_error_of_the_users_own_code_is_retried(kit: K
     assert calls == {"own": 3}
 
 
+async def test_usage_error__a_value_error_of_the_users_own_code_is_retried(kit: Kit) -> None:
+    calls: Counter[str] = Counter()
+
+    @kit.step("usage.own_value", retries=cairn.Retry(max_attempts=3, delay=0, max_delay=0))
+    async def own() -> int:
+        calls["own"] += 1
+        return int("soon")  # a ValueError of the user's own, as an outage of theirs may be
+
+    @kit.workflow("usage.own_value_flow")
+    async def flow() -> str:
+        try:
+            await own()
+        except ValueError as failed:
+            assert isinstance(failed, cairn.StepFailed)
+            return f"{failed.error_type} x{failed.attempts}"
+        return "no error"
+
+    async with kit.engine() as engine:
+        run = await engine.start(flow)
+        assert await run.result(timeout=WAIT) == "builtins.ValueError x3"
+    assert calls == {"own": 3}
+
+
 def test_usage_error__declared_on_the_error_classes() -> None:
     usage = {
         kind.__name__
@@ -132,10 +184,15 @@ def test_usage_error__declared_on_the_error_classes() -> None:
         "NotInRun",
         "InvalidName",
         "InvalidArguments",
+        "InvalidValue",
         "DuplicateSchedule",
         "TransientWorkflow",
+        "Unsupported",
         "ConfigError",
     }
+    # A bad value is still a ValueError to code that catches one.
+    with pytest.raises(ValueError, match=r"invalid duration for sleep duration: 'soon'"):
+        cairn.durations.parse("soon", what="sleep duration")
     # A wrong call of a cairn function is still a TypeError to code that catches one.
     with pytest.raises(TypeError, match=r"wrong call of cairn\.sleep: got an unexpected"):
         cairn.sleep("1s", nap=True)  # type: ignore[call-overload]

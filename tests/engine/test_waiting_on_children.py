@@ -13,6 +13,7 @@ import cairn
 from cairn.representation import runs as run_forms
 from cairn.representation import words
 from cairn.runtime import blocking
+from cairn.store.programs import runs as run_ops
 from cairn.store.records import RunRecord
 
 from .kit import WAIT, Kit
@@ -22,7 +23,7 @@ async def until(engine: cairn.Engine, run_id: str, status: str) -> RunRecord:
     """The stored run once it is in `status` (polled; fails after WAIT)."""
     async with asyncio.timeout(WAIT):
         while True:
-            run = await engine.store.get_run(run_id)
+            run = await engine.store.read(run_ops.get_run(run_id))
             if run is not None and run.status == status:
                 return run
             await asyncio.sleep(0.005)

@@ -18,6 +18,7 @@ import pytest
 
 import cairn
 from cairn.store import open_store
+from cairn.store.programs import claims as claim_ops
 from cairn.store.records import Lease
 
 pytestmark = pytest.mark.process
@@ -561,9 +562,13 @@ def test_run__a_run_handed_back_mid_run_is_reported_not_followed_forever(project
         store = open_store(url)
         await store.open()
         try:
-            claimed = await store.claim_runs("gone-worker", 1, now=time.time(), stale=True)
+            claimed = await store.write(
+                claim_ops.claim("gone-worker", 1, now=time.time(), stale=True)
+            )
             assert [run.run_id for run in claimed.runs] == ["orphan"]
-            await store.release_run("orphan", Lease("gone-worker", claimed.runs[0].fence))
+            await store.write(
+                claim_ops.release_run("orphan", Lease("gone-worker", claimed.runs[0].fence))
+            )
         finally:
             await store.close()
 

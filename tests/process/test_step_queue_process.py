@@ -20,6 +20,7 @@ import pytest
 import cairn
 from cairn.authoring.primitives import idempotency_key
 from cairn.store import open_store
+from cairn.store.programs import journal as journal_ops
 
 pytestmark = pytest.mark.process
 
@@ -107,7 +108,7 @@ async def _reports(url: str, run_id: str) -> list[dict[str, object]]:
     store = open_store(url)
     await store.open()
     try:
-        journal = await store.load_journal(run_id)
+        journal = await store.read(journal_ops.load_journal(run_id))
     finally:
         await store.close()
     import json

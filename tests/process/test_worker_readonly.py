@@ -21,6 +21,8 @@ import pytest
 
 import cairn
 from cairn.store import open_store
+from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
 
 pytestmark = pytest.mark.process
 
@@ -63,8 +65,8 @@ async def _stored(url: str, run_id: str) -> tuple[str, list[str]]:
     store = open_store(url)
     await store.open()
     try:
-        run = await store.get_run(run_id)
-        journal = await store.load_journal(run_id)
+        run = await store.read(run_ops.get_run(run_id))
+        journal = await store.read(journal_ops.load_journal(run_id))
     finally:
         await store.close()
     assert run is not None

@@ -7,17 +7,34 @@ import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from cairn.store import Store, sqlite_path
+from cairn.store import Store, locations, sqlite_path
 from cairn.store.records import AttemptRecord, Lease, RunRecord, StepRecord, WorkerRecord
 
 T0 = 1_700_000_000.0  # a fixed "now" for runs; claims and leases compare against it
 LEASE = 10.0
 
 
+def is_sqlite(url: str) -> bool:
+    """Whether `url` opens the SQLite store (sqlite:///, memory:// or file:///dir)."""
+    return locations.scheme(url) in ("sqlite", "memory", "file")
+
+
+def sqlite_connect(url: str, **options: Any) -> sqlite3.Connection:
+    """A connection of its own to the SQLite database behind `url` (memory:// too)."""
+    kind = locations.scheme(url)
+    conn: sqlite3.Connection
+    if kind == "memory":
+        conn = sqlite3.connect(locations.memory_path(url), uri=True, **options)
+    else:
+        path = locations.file_path(url) if kind == "file" else sqlite_path(url)
+        conn = sqlite3.connect(path, **options)
+    return conn
+
+
 def execute(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Run one statement on the database behind `url`, outside any store (for setup)."""
-    if url.startswith("sqlite"):
-        with contextlib.closing(sqlite3.connect(sqlite_path(url))) as conn, conn:
+    if is_sqlite(url):
+        with contextlib.closing(sqlite_connect(url)) as conn, conn:
             return conn.execute(sql, params).fetchall()
     import psycopg
 

@@ -8,6 +8,8 @@ import json
 import pytest
 
 from cairn.store import LeaseLost, Store
+from cairn.store.programs import claims, journal, queues, workers
+from cairn.store.programs import runs as run_ops
 from cairn.store.records import QueueRecord
 
 from .kit import (
@@ -24,11 +26,11 @@ from .kit import (
 
 
 async def test_claim_runs__takes_due_pending_runs_by_priority(store: Store) -> None:
-    await store.create_run(run_record("low", priority=5))
-    await store.create_run(run_record("high", priority=0, created_at=T0 + 1))
-    await store.create_run(run_record("later", wake_at=T0 + 60))
+    await store.write(run_ops.create_run(run_record("low", priority=5)))
+    await store.write(run_ops.create_run(run_record("high", priority=0, created_at=T0 + 1)))
+    await store.write(run_ops.create_run(run_record("later", wake_at=T0 + 60)))
 
-    claimed = await store.claim_runs("w1", 10, now=T0, stale=True)
+    claimed = await store.write(claims.claim("w1", 10, now=T0, stale=True))
 
     assert [run.run_id for run in claimed.runs] == ["high", "low"]
     assert claimed.poisoned == {}
@@ -41,11 +43,11 @@ async def test_claim_runs__takes_due_pending_runs_by_priority(store: Store) -> N
 
 async def test_claim_runs__takes_no_more_than_the_limit(store: Store) -> None:
     for i in range(5):
-        await store.create_run(run_record(f"r{i}", created_at=T0 + i))
+        await store.write(run_ops.create_run(run_record(f"r{i}", created_at=T0 + i)))
 
-    first = await store.claim_runs("w1", 2, now=T0, stale=True)
-    rest = await store.claim_runs("w1", 10, now=T0, stale=True)
-    none = await store.claim_runs("w1", 0, now=T0, stale=True)
+    first = await store.write(claims.claim("w1", 2, now=T0, stale=True))
+    rest = await store.write(claims.claim("w1", 10, now=T0, stale=True))
+    none = await store.write(claims.claim("w1", 0, now=T0, stale=True))
 
     assert [run.run_id for run in first.runs] == ["r0", "r1"]
     assert [run.run_id for run in rest.runs] == ["r2", "r3", "r4"]
@@ -53,12 +55,14 @@ async def test_claim_runs__takes_no_more_than_the_limit(store: Store) -> None:
 
 
 async def test_claim_runs__wakes_a_sleeper_without_a_new_attempt(store: Store) -> None:
-    await store.register_worker(worker_record("w1"))
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await store.park_run("r1", held("w1"), "SLEEPING", wake_at=T0 + 60, waiting_for=None, now=T0)
+    await store.write(workers.register_worker(worker_record("w1")))
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await store.write(
+        run_ops.park_run("r1", held("w1"), "SLEEPING", wake_at=T0 + 60, waiting_for=None, now=T0)
+    )
 
-    early = await store.claim_runs("w2", 10, now=T0 + 59, stale=True)
-    due = await store.claim_runs("w2", 10, now=T0 + 60, stale=True)
+    early = await store.write(claims.claim("w2", 10, now=T0 + 59, stale=True))
+    due = await store.write(claims.claim("w2", 10, now=T0 + 60, stale=True))
 
     assert early.runs == []
     assert [(run.run_id, run.attempt, run.owner) for run in due.runs] == [("r1", 1, "w2")]
@@ -67,14 +71,14 @@ async def test_claim_runs__wakes_a_sleeper_without_a_new_attempt(store: Store) -
 async def test_claim_runs__never_hands_a_run_to_two_claimers(open_store_at: OpenStore) -> None:
     stores = [await open_store_at() for _ in range(6)]
     for i in range(12):
-        await stores[0].register_worker(worker_record(f"w{i}"))
+        await stores[0].write(workers.register_worker(worker_record(f"w{i}")))
     for i in range(60):
-        await stores[0].create_run(run_record(f"r{i:02}", created_at=T0 + i))
+        await stores[0].write(run_ops.create_run(run_record(f"r{i:02}", created_at=T0 + i)))
 
     async def claimer(store: Store, worker: str) -> list[str]:
         taken: list[str] = []
         while True:
-            claimed = await store.claim_runs(worker, 3, now=T0 + 100, stale=True)
+            claimed = await store.write(claims.claim(worker, 3, now=T0 + 100, stale=True))
             if not claimed.runs:
                 return taken
             taken += [run.run_id for run in claimed.runs]
@@ -86,23 +90,23 @@ async def test_claim_runs__never_hands_a_run_to_two_claimers(open_store_at: Open
     assert sorted(taken) == [f"r{i:02}" for i in range(60)]
     for i, result in enumerate(results):
         for run_id in result:
-            run = await stores[0].get_run(run_id)
+            run = await stores[0].read(run_ops.get_run(run_id))
             assert run is not None and run.owner == f"w{i}"
 
 
 async def test_claim_runs__recovers_an_orphan_once_its_owners_lease_expires(
     store: Store, store_url: str
 ) -> None:
-    await store.register_worker(worker_record("dead", lease=LEASE))
-    await store.register_worker(worker_record("alive"))
-    await store.create_run(run_record("r1", status="RUNNING", owner="dead"))
-    await store.record_step(held("dead"), step_record("r1", 1))
+    await store.write(workers.register_worker(worker_record("dead", lease=LEASE)))
+    await store.write(workers.register_worker(worker_record("alive")))
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="dead")))
+    await store.write(journal.record_step(held("dead"), step_record("r1", 1)))
 
     age_heartbeat(store_url, "dead", LEASE - 2)  # by the database's clock
-    within = await store.claim_runs("alive", 10, now=T0, stale=True)
+    within = await store.write(claims.claim("alive", 10, now=T0, stale=True))
     age_heartbeat(store_url, "dead", LEASE + 2)
-    unjudged = await store.claim_runs("alive", 10, now=T0, stale=False)
-    after = await store.claim_runs("alive", 10, now=T0, stale=True)
+    unjudged = await store.write(claims.claim("alive", 10, now=T0, stale=False))
+    after = await store.write(claims.claim("alive", 10, now=T0, stale=True))
 
     assert within.runs == []
     assert unjudged.runs == []  # a claimer not yet entitled to judge heartbeats leaves it
@@ -110,23 +114,25 @@ async def test_claim_runs__recovers_an_orphan_once_its_owners_lease_expires(
     assert (run.run_id, run.owner, run.attempt, run.recoveries) == ("r1", "alive", 2, 1)
     assert run.fence == 2
     with pytest.raises(LeaseLost):  # the old owner, if it was only slow, is fenced off
-        await store.record_step(held("dead"), step_record("r1", 2))
+        await store.write(journal.record_step(held("dead"), step_record("r1", 2)))
     with pytest.raises(LeaseLost):
-        await store.finish_run("r1", held("dead"), "COMPLETED", result=None, error=None, now=T0)
-    assert len(await store.load_journal("r1")) == 1
+        await store.write(
+            run_ops.finish_run("r1", held("dead"), "COMPLETED", result=None, error=None, now=T0)
+        )
+    assert len(await store.read(journal.load_journal("r1"))) == 1
 
 
 async def test_claim_runs__judges_a_heartbeat_by_its_owners_own_lease(
     store: Store, store_url: str
 ) -> None:
-    await store.register_worker(worker_record("patient", lease=60.0))
-    await store.register_worker(worker_record("hasty", lease=5.0))
-    await store.create_run(run_record("slow", status="RUNNING", owner="patient"))
-    await store.create_run(run_record("quick", status="RUNNING", owner="hasty"))
+    await store.write(workers.register_worker(worker_record("patient", lease=60.0)))
+    await store.write(workers.register_worker(worker_record("hasty", lease=5.0)))
+    await store.write(run_ops.create_run(run_record("slow", status="RUNNING", owner="patient")))
+    await store.write(run_ops.create_run(run_record("quick", status="RUNNING", owner="hasty")))
     age_heartbeat(store_url, "patient", 30.0)
     age_heartbeat(store_url, "hasty", 30.0)
 
-    claimed = await store.claim_runs("w9", 10, now=T0, stale=True)
+    claimed = await store.write(claims.claim("w9", 10, now=T0, stale=True))
 
     # Thirty seconds of silence is within the patient worker's 60 s, past the hasty one's 5 s.
     assert [run.run_id for run in claimed.runs] == ["quick"]
@@ -135,38 +141,48 @@ async def test_claim_runs__judges_a_heartbeat_by_its_owners_own_lease(
 async def test_claim_runs__a_run_claimed_again_gets_a_new_fence(
     store: Store, store_url: str
 ) -> None:
-    await store.register_worker(worker_record("a"))
-    await store.register_worker(worker_record("b"))
-    await store.create_run(run_record("r1", status="RUNNING", owner="a"))
-    await store.park_run("r1", held("a"), "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
-    [first] = (await store.claim_runs("a", 10, now=T0 + 1, stale=True)).runs
+    await store.write(workers.register_worker(worker_record("a")))
+    await store.write(workers.register_worker(worker_record("b")))
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="a")))
+    await store.write(
+        run_ops.park_run("r1", held("a"), "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+    )
+    [first] = (await store.write(claims.claim("a", 10, now=T0 + 1, stale=True))).runs
     age_heartbeat(store_url, "a", 0)  # presumed dead (while only paused, say)
-    [second] = (await store.claim_runs("b", 10, now=T0 + 1, stale=True)).runs
-    await store.park_run("r1", held("b", 3), "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
-    [third] = (await store.claim_runs("a", 10, now=T0 + 2, stale=True)).runs
+    [second] = (await store.write(claims.claim("b", 10, now=T0 + 1, stale=True))).runs
+    await store.write(
+        run_ops.park_run("r1", held("b", 3), "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+    )
+    [third] = (await store.write(claims.claim("a", 10, now=T0 + 2, stale=True))).runs
 
     assert [(r.owner, r.fence) for r in (first, second, third)] == [("a", 2), ("b", 3), ("a", 4)]
     # The same worker, but the attempt of its earlier claim: fenced off in each write.
     old = held("a", 2)
     with pytest.raises(LeaseLost):
-        await store.record_step(old, step_record("r1", 1))
+        await store.write(journal.record_step(old, step_record("r1", 1)))
     with pytest.raises(LeaseLost):
-        await store.record_attempt(old, attempt_record("r1", "add#1", 1))
+        await store.write(journal.record_attempt(old, attempt_record("r1", "add#1", 1)))
     with pytest.raises(LeaseLost):
-        await store.park_run("r1", old, "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+        await store.write(
+            run_ops.park_run("r1", old, "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+        )
     with pytest.raises(LeaseLost):
-        await store.finish_run("r1", old, "COMPLETED", result=None, error=None, now=T0)
-    assert not await store.release_run("r1", old)
-    await store.record_step(held("a", 4), step_record("r1", 1))
-    assert [(s.key, s.result) for s in await store.load_journal("r1")] == [("add#1", "1")]
+        await store.write(
+            run_ops.finish_run("r1", old, "COMPLETED", result=None, error=None, now=T0)
+        )
+    assert not await store.write(claims.release_run("r1", old))
+    await store.write(journal.record_step(held("a", 4), step_record("r1", 1)))
+    assert [(s.key, s.result) for s in await store.read(journal.load_journal("r1"))] == [
+        ("add#1", "1")
+    ]
 
 
 async def test_claim_runs__an_orphan_of_an_unregistered_worker_is_recovered(
     store: Store,
 ) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="gone"))
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="gone")))
 
-    claimed = await store.claim_runs("w1", 10, now=T0, stale=True)
+    claimed = await store.write(claims.claim("w1", 10, now=T0, stale=True))
 
     assert [(run.run_id, run.recoveries) for run in claimed.runs] == [("r1", 1)]
 
@@ -176,52 +192,56 @@ async def test_claim_runs__orphans_first_takes_a_dead_workers_run_before_a_backl
 ) -> None:
     # A backlog of new runs would keep a dead worker's run waiting until it drained.
     for i in range(3):
-        await store.create_run(run_record(f"new{i}", created_at=T0 + i))
-    await store.create_run(run_record("orphan", status="RUNNING", owner="gone"))
+        await store.write(run_ops.create_run(run_record(f"new{i}", created_at=T0 + i)))
+    await store.write(run_ops.create_run(run_record("orphan", status="RUNNING", owner="gone")))
 
-    usual = await store.claim_runs("w1", 1, now=T0, stale=True)
-    first = await store.claim_runs("w1", 1, now=T0, stale=True, orphans_first=True)
+    usual = await store.write(claims.claim("w1", 1, now=T0, stale=True))
+    first = await store.write(claims.claim("w1", 1, now=T0, stale=True, orphans_first=True))
 
     assert [run.run_id for run in usual.runs] == ["new0"]
     assert [run.run_id for run in first.runs] == ["orphan"]
 
 
 async def test_claim_runs__poisons_a_run_recovered_max_recoveries_times(store: Store) -> None:
-    await store.create_run(run_record("r1", status="RUNNING", owner="gone", max_recoveries=2))
+    await store.write(
+        run_ops.create_run(run_record("r1", status="RUNNING", owner="gone", max_recoveries=2))
+    )
     recoveries = []
     for worker in ("a", "b"):  # never heartbeating, each counts as dead at once
-        claimed = await store.claim_runs(worker, 10, now=T0, stale=True)
+        claimed = await store.write(claims.claim(worker, 10, now=T0, stale=True))
         recoveries += [run.recoveries for run in claimed.runs]
 
-    last = await store.claim_runs("c", 10, now=T0, stale=True)
+    last = await store.write(claims.claim("c", 10, now=T0, stale=True))
 
     assert recoveries == [1, 2]
     assert (last.runs, last.poisoned) == ([], {"r1": "tests.flow"})
-    run = await store.get_run("r1")
+    run = await store.read(run_ops.get_run("r1"))
     assert run is not None
     assert (run.status, run.owner) == ("FAILED", None)
     assert json.loads(run.error or "{}")["type"] == "cairn.errors.PoisonRun"
 
 
 async def test_claim_run_over_a_live_owner__leaves_it_alone(store: Store) -> None:
-    await store.register_worker(worker_record("w1"))
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await store.write(workers.register_worker(worker_record("w1")))
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
-    claimed = await store.claim_runs("w2", 10, now=T0 + 1, stale=True)
+    claimed = await store.write(claims.claim("w2", 10, now=T0 + 1, stale=True))
 
     assert claimed.runs == []
     assert claimed.poisoned == {}
 
 
 async def test_release_run__a_live_owner_queues_one_run_again(store: Store) -> None:
-    await store.register_worker(worker_record("w1"))
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await store.create_run(run_record("r2", status="RUNNING", owner="w1"))
+    await store.write(workers.register_worker(worker_record("w1")))
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await store.write(run_ops.create_run(run_record("r2", status="RUNNING", owner="w1")))
 
-    refused = await store.release_run("r1", held("w2"))  # not its owner: nothing happens
-    untouched = await store.claim_runs("w2", 10, now=T0 + 1, stale=True)
-    released = await store.release_run("r1", held("w1"))
-    claimed = await store.claim_runs("w2", 10, now=T0 + 1, stale=True)
+    refused = await store.write(
+        claims.release_run("r1", held("w2"))
+    )  # not its owner: nothing happens
+    untouched = await store.write(claims.claim("w2", 10, now=T0 + 1, stale=True))
+    released = await store.write(claims.release_run("r1", held("w1")))
+    claimed = await store.write(claims.claim("w2", 10, now=T0 + 1, stale=True))
 
     assert (refused, released) == (False, True)
     assert untouched.runs == []
@@ -231,17 +251,19 @@ async def test_release_run__a_live_owner_queues_one_run_again(store: Store) -> N
         ("r1", "w2", 0, 2)
     ]
     with pytest.raises(LeaseLost):
-        await store.record_step(held("w1"), step_record("r1", 1))
+        await store.write(journal.record_step(held("w1"), step_record("r1", 1)))
 
 
 async def test_claim_runs__says_when_each_claimed_run_became_due(store: Store) -> None:
-    await store.register_worker(worker_record("w1"))
-    await store.create_run(run_record("queued", created_at=T0 - 5))
-    await store.create_run(run_record("delayed", created_at=T0 - 9, wake_at=T0 - 2))
-    await store.create_run(run_record("napper", status="RUNNING", owner="w1"))
-    await store.park_run("napper", held("w1"), "SLEEPING", wake_at=T0 - 1, waiting_for=None, now=T0)
+    await store.write(workers.register_worker(worker_record("w1")))
+    await store.write(run_ops.create_run(run_record("queued", created_at=T0 - 5)))
+    await store.write(run_ops.create_run(run_record("delayed", created_at=T0 - 9, wake_at=T0 - 2)))
+    await store.write(run_ops.create_run(run_record("napper", status="RUNNING", owner="w1")))
+    await store.write(
+        run_ops.park_run("napper", held("w1"), "SLEEPING", wake_at=T0 - 1, waiting_for=None, now=T0)
+    )
 
-    claimed = await store.claim_runs("w2", 10, now=T0, stale=True)
+    claimed = await store.write(claims.claim("w2", 10, now=T0, stale=True))
 
     assert {run.run_id for run in claimed.runs} == {"queued", "delayed", "napper"}
     assert claimed.due == {"queued": T0 - 5, "delayed": T0 - 2, "napper": T0 - 1}
@@ -252,17 +274,23 @@ async def test_claim_runs__many_at_once_in_candidate_order_each_once(store: Stor
     # queue's limits; the claim still answers in candidate order, every run claimed once,
     # with a new attempt and fence, the version of the code here, and when it became due.
     for worker in ("w1", "w2", "w3"):
-        await store.register_worker(worker_record(worker))
-    await store.update_queue(QueueRecord("q", concurrency=2), now=T0)
+        await store.write(workers.register_worker(worker_record(worker)))
+    await store.write(queues.update_queue(QueueRecord("q", concurrency=2), now=T0))
     for i in range(8):
         queue = "q" if i % 2 else None
-        await store.create_run(run_record(f"p{i}", created_at=T0 - 100 + i, queue=queue))
-    await store.create_run(run_record("pinned", created_at=T0 - 50, version="v0"))
+        await store.write(
+            run_ops.create_run(run_record(f"p{i}", created_at=T0 - 100 + i, queue=queue))
+        )
+    await store.write(run_ops.create_run(run_record("pinned", created_at=T0 - 50, version="v0")))
     for name, status in (("sleeper", "SLEEPING"), ("waiter", "WAITING")):
-        await store.create_run(run_record(name, status="RUNNING", owner="w1"))
-        await store.park_run(name, held("w1"), status, wake_at=T0 - 1, waiting_for=None, now=T0)
+        await store.write(run_ops.create_run(run_record(name, status="RUNNING", owner="w1")))
+        await store.write(
+            run_ops.park_run(name, held("w1"), status, wake_at=T0 - 1, waiting_for=None, now=T0)
+        )
 
-    claimed = await store.claim_runs("w2", 9, now=T0, stale=True, versions={"tests.flow": "v1"})
+    claimed = await store.write(
+        claims.claim("w2", 9, now=T0, stale=True, versions={"tests.flow": "v1"})
+    )
 
     ids = [run.run_id for run in claimed.runs]
     # Woken first (by wake time), then pending by age; q holds all but two of its runs.
@@ -274,5 +302,5 @@ async def test_claim_runs__many_at_once_in_candidate_order_each_once(store: Stor
     assert by_id["pinned"].version == "v0" and by_id["p0"].version == "v1"
     assert by_id["sleeper"].version is None  # a waking run keeps what it had
     assert claimed.due["p2"] == T0 - 98 and claimed.due["waiter"] == T0 - 1
-    again = await store.claim_runs("w3", 20, now=T0, stale=True)
+    again = await store.write(claims.claim("w3", 20, now=T0, stale=True))
     assert [run.run_id for run in again.runs] == []  # q's others wait for a free place

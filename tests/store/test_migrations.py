@@ -11,6 +11,8 @@ import pytest
 
 from cairn.errors import SchemaTooNew, StoreError
 from cairn.store import RunQuery, migrate, open_store, sqlite_path
+from cairn.store.programs import control, journal, waits
+from cairn.store.programs import runs as run_ops
 
 from .kit import execute
 
@@ -77,7 +79,7 @@ async def test_migration_12__gives_column_rows_their_runs_created_at(empty_url: 
     store = open_store(empty_url)
     await store.open()
     try:
-        found = await store.list_runs(RunQuery(columns={"customer": '"ann"'}))
+        found = await store.read(run_ops.list_runs(RunQuery(columns={"customer": '"ann"'})))
     finally:
         await store.close()
 
@@ -110,8 +112,8 @@ async def test_migration_13__older_steps_and_attempts_have_no_input_or_start(
     store = open_store(empty_url)
     await store.open()
     try:
-        [step] = await store.load_journal("r1", inputs=True)
-        [attempt] = await store.load_attempts("r1")
+        [step] = await store.read(journal.load_journal("r1", inputs=True))
+        [attempt] = await store.read(journal.load_attempts("r1"))
     finally:
         await store.close()
 
@@ -134,8 +136,10 @@ async def test_migration_14__a_run_parked_before_it_still_wakes_for_its_message(
     store = open_store(empty_url)
     await store.open()
     try:
-        sent = await store.send_message("old", "event:go", "1", idempotency_key=None, now=200)
-        run = await store.get_run("old")
+        sent = await store.write(
+            waits.send_message("old", "event:go", "1", idempotency_key=None, now=200)
+        )
+        run = await store.read(run_ops.get_run("old"))
     finally:
         await store.close()
 
@@ -164,10 +168,10 @@ async def test_migration_15__older_attempts_are_failed_attempts_of_execution_1(
     store = open_store(empty_url)
     await store.open()
     try:
-        attempts = await store.load_attempts("r1")
-        run = await store.get_run("r1")
-        retried = await store.retry_run("r1", now=200.0, by="ada")
-        lineage = await store.load_lineage("r1")
+        attempts = await store.read(journal.load_attempts("r1"))
+        run = await store.read(run_ops.get_run("r1"))
+        retried = await store.write(control.retry_run("r1", now=200.0, by="ada"))
+        lineage = await store.read(control.load_lineage("r1"))
     finally:
         await store.close()
 
@@ -203,8 +207,8 @@ async def test_migration_16__older_runs_get_the_origin_their_row_tells(empty_url
     store = open_store(empty_url)
     await store.open()
     try:
-        found = {r: (await store.get_run(r)).origin for r, *_ in rows}  # type: ignore[union-attr]
-        unknown = await store.list_runs(RunQuery(origin="unknown"))
+        found = {r: (await store.read(run_ops.get_run(r))).origin for r, *_ in rows}  # type: ignore[union-attr]
+        unknown = await store.read(run_ops.list_runs(RunQuery(origin="unknown")))
     finally:
         await store.close()
 
@@ -339,6 +343,6 @@ async def test_open__other_postgres_url_schemes_are_accepted(pg_url: str, scheme
 
     await store.open()
     try:
-        assert await store.get_run("nope") is None
+        assert await store.read(run_ops.get_run("nope")) is None
     finally:
         await store.close()

@@ -10,6 +10,7 @@ import pytest
 
 from cairn.store.postgres import generic_plans
 from cairn.store.postgres.store import PostgresStore, conninfo
+from cairn.store.programs import runs
 from cairn.store.records import RunQuery
 
 from .kit import T0, run_record
@@ -36,12 +37,12 @@ async def test_list_runs__pages_read_past_the_prepare_threshold_stay_right(
 ) -> None:
     for n in range(6):
         run = run_record(f"r-{n}", created_at=T0 + n, status="FAILED" if n % 2 else "COMPLETED")
-        await pg_store.create_run(run)
+        await pg_store.write(runs.create_run(run))
     # More than psycopg's five executions before it prepares, so the cached plan serves.
     for _ in range(8):
-        failed = await pg_store.list_runs(RunQuery(status="FAILED", limit=2))
+        failed = await pg_store.read(runs.list_runs(RunQuery(status="FAILED", limit=2)))
         assert [run.run_id for run in failed] == ["r-5", "r-3"]
-        everything = await pg_store.list_runs(RunQuery(limit=10))
+        everything = await pg_store.read(runs.list_runs(RunQuery(limit=10)))
         assert [run.run_id for run in everything] == [f"r-{n}" for n in range(5, -1, -1)]
-        both = await pg_store.list_runs(RunQuery(status="FAILED", origin="api"))
+        both = await pg_store.read(runs.list_runs(RunQuery(status="FAILED", origin="api")))
         assert both == []

@@ -22,6 +22,9 @@ from cairn.errors import StoreError
 from cairn.store.postgres import stalls
 from cairn.store.postgres.side_channel import PostgresSideChannel
 from cairn.store.postgres.store import PostgresStore, conninfo
+from cairn.store.programs import claims, workers
+from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
 from cairn.store.programs.base import Sql
 from cairn.store.records import Beat
 from cairn.store.waits import Waits
@@ -69,14 +72,14 @@ async def test_connections__every_one_asks_the_kernel_to_notice_a_dead_peer(
 async def test_stalled__a_write_whose_reply_never_comes_is_done_on_a_new_connection(
     proxied: PostgresStore, proxy: FreezingProxy
 ) -> None:
-    await proxied.register_worker(worker_record("w1"))
-    await proxied.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await proxied.record_step(held("w1"), step_record("r1", 1))
+    await proxied.write(workers.register_worker(worker_record("w1")))
+    await proxied.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await proxied.write(journal_ops.record_step(held("w1"), step_record("r1", 1)))
     assert proxy.freeze() > 0
 
     async with asyncio.timeout(WAIT):  # for ever, without the stall check
-        await proxied.record_step(held("w1"), step_record("r1", 2))
-        journal = await proxied.load_journal("r1")
+        await proxied.write(journal_ops.record_step(held("w1"), step_record("r1", 2)))
+        journal = await proxied.read(journal_ops.load_journal("r1"))
 
     assert [step.seq for step in journal] == [1, 2]
 
@@ -84,11 +87,11 @@ async def test_stalled__a_write_whose_reply_never_comes_is_done_on_a_new_connect
 async def test_stalled__reads_and_claims_go_on_after_the_freeze(
     proxied: PostgresStore, proxy: FreezingProxy
 ) -> None:
-    await proxied.create_run(run_record("r1"))
+    await proxied.write(run_ops.create_run(run_record("r1")))
     assert proxy.freeze() > 0
     async with asyncio.timeout(WAIT):
-        claimed = await proxied.claim_runs("w1", 5, now=time.time(), stale=False)
-        run = await proxied.get_run("r1")
+        claimed = await proxied.write(claims.claim("w1", 5, now=time.time(), stale=False))
+        run = await proxied.read(run_ops.get_run("r1"))
     assert [r.run_id for r in claimed.runs] == ["r1"]
     assert run is not None and run.owner == "w1"
 

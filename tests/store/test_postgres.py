@@ -11,6 +11,9 @@ import pytest
 from cairn.errors import StoreError, StoreUnavailable
 from cairn.store import _sql
 from cairn.store.postgres.store import PostgresStore
+from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
+from cairn.store.programs import waits, workers
 from cairn.store.protocol import LeaseLost
 
 from .kit import T0, execute, held, run_record, step_record, worker_record
@@ -49,33 +52,37 @@ async def pg_store(pg_url: str) -> AsyncIterator[PostgresStore]:
 async def test_writes_and_reads__survive_every_connection_being_killed(
     pg_store: PostgresStore, pg_url: str
 ) -> None:
-    await pg_store.register_worker(worker_record("w1"))
+    await pg_store.write(workers.register_worker(worker_record("w1")))
     for i in range(20):
-        await pg_store.create_run(run_record(f"r{i}", status="RUNNING", owner="w1"))
+        await pg_store.write(run_ops.create_run(run_record(f"r{i}", status="RUNNING", owner="w1")))
 
     async def steps(i: int) -> None:
         for seq in range(1, 21):
             step = step_record(f"r{i}", seq)
             while True:
                 try:
-                    await pg_store.record_step(held("w1"), step)
+                    await pg_store.write(journal_ops.record_step(held("w1"), step))
                     break
                 except StoreUnavailable as exc:
                     # Its connection died after sending: whether it committed is known
                     # only from the journal (what the engine does too, core/durable.py).
                     assert exc.unknown
-                    if any(s.seq == seq for s in await pg_store.load_journal(f"r{i}")):
+                    if any(
+                        s.seq == seq for s in await pg_store.read(journal_ops.load_journal(f"r{i}"))
+                    ):
                         break
-            await pg_store.get_run(f"r{i}")
+            await pg_store.read(run_ops.get_run(f"r{i}"))
 
     killed, *_ = await asyncio.gather(
         kill_sessions(pg_url, times=3, every=0.05), *(steps(i) for i in range(20))
     )
-    await pg_store.beat(worker_record("w1"))
+    await pg_store.write(workers.beat(worker_record("w1")))
 
     assert killed > 0
     for i in range(20):
-        assert [s.seq for s in await pg_store.load_journal(f"r{i}")] == list(range(1, 21))
+        assert [s.seq for s in await pg_store.read(journal_ops.load_journal(f"r{i}"))] == list(
+            range(1, 21)
+        )
 
 
 async def test_writes__fail_with_store_error_once_the_server_stays_away(pg_url: str) -> None:
@@ -87,7 +94,7 @@ async def test_writes__fail_with_store_error_once_the_server_stays_away(pg_url: 
         execute(server, TERMINATE, (database,))
 
         with pytest.raises(StoreError, match=database):
-            await store.create_run(run_record("r1"))
+            await store.write(run_ops.create_run(run_record("r1")))
     finally:
         execute(server, f"ALTER DATABASE {database} ALLOW_CONNECTIONS true")
         await store.close()
@@ -104,36 +111,44 @@ async def test_lone_writes__survive_their_connection_being_killed(
     # One run alone writes straight through libpq (`fast_path`): a killed connection
     # must be noticed and the write retried on a new one, as for batches.
     server, database = admin(pg_url)
-    await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await pg_store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
     for seq in range(1, 31):
         if seq % 10 == 0:
             execute(server, TERMINATE, (database,))
-        await pg_store.record_step(held("w1"), step_record("r1", seq))
+        await pg_store.write(journal_ops.record_step(held("w1"), step_record("r1", seq)))
 
-    assert [s.seq for s in await pg_store.load_journal("r1")] == list(range(1, 31))
+    assert [s.seq for s in await pg_store.read(journal_ops.load_journal("r1"))] == list(
+        range(1, 31)
+    )
 
 
 async def test_a_failing_lone_write__fails_alone_and_the_next_one_works(
     pg_store: PostgresStore,
 ) -> None:
-    await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await pg_store.record_step(held("w1"), step_record("r1", 1))
+    await pg_store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await pg_store.write(journal_ops.record_step(held("w1"), step_record("r1", 1)))
 
     with pytest.raises(StoreError, match="duplicate key"):
-        await pg_store.record_step(held("w1"), step_record("r1", 1))  # the same key again
+        await pg_store.write(
+            journal_ops.record_step(held("w1"), step_record("r1", 1))
+        )  # the same key again
     with pytest.raises(LeaseLost):
-        await pg_store.record_step(held("w2"), step_record("r1", 2))  # not the owner
-    await pg_store.record_step(held("w1"), step_record("r1", 2))
+        await pg_store.write(
+            journal_ops.record_step(held("w2"), step_record("r1", 2))
+        )  # not the owner
+    await pg_store.write(journal_ops.record_step(held("w1"), step_record("r1", 2)))
 
-    assert [s.seq for s in await pg_store.load_journal("r1")] == [1, 2]
+    assert [s.seq for s in await pg_store.read(journal_ops.load_journal("r1"))] == [1, 2]
 
 
 async def test_a_lone_write_cancelled_in_flight__does_not_jam_the_writer(
     pg_store: PostgresStore,
 ) -> None:
-    await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await pg_store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
     for seq in range(1, 9):
-        write = asyncio.create_task(pg_store.record_step(held("w1"), step_record("r1", seq)))
+        write = asyncio.create_task(
+            pg_store.write(journal_ops.record_step(held("w1"), step_record("r1", seq)))
+        )
         for _ in range(seq % 4):  # cancel at different points of its round trips
             await asyncio.sleep(0)
         if seq > 4:
@@ -143,9 +158,11 @@ async def test_a_lone_write_cancelled_in_flight__does_not_jam_the_writer(
             await write
 
     # Whether or not the cancelled writes landed, later writes commit and nothing hangs.
-    await asyncio.wait_for(pg_store.record_step(held("w1"), step_record("r1", 10)), 5)
-    await asyncio.wait_for(pg_store.create_run(run_record("r2")), 5)
-    assert 10 in [s.seq for s in await pg_store.load_journal("r1")]
+    await asyncio.wait_for(
+        pg_store.write(journal_ops.record_step(held("w1"), step_record("r1", 10))), 5
+    )
+    await asyncio.wait_for(pg_store.write(run_ops.create_run(run_record("r2"))), 5)
+    assert 10 in [s.seq for s in await pg_store.read(journal_ops.load_journal("r1"))]
 
 
 async def test_transactions_alone__are_run_again_when_their_connection_dies_mid_way(
@@ -155,11 +172,13 @@ async def test_transactions_alone__are_run_again_when_their_connection_dies_mid_
     # connection dies before COMMIT was rolled back by the server, so it is run afresh on
     # a new connection: every message lands exactly once, and no caller sees an error.
     for i in range(10):
-        await pg_store.create_run(run_record(f"r{i}", status="WAITING"))
+        await pg_store.write(run_ops.create_run(run_record(f"r{i}", status="WAITING")))
 
     async def sends(i: int) -> None:
         for n in range(15):
-            await pg_store.send_message(f"r{i}", "go", str(n), idempotency_key=None, now=T0 + n)
+            await pg_store.write(
+                waits.send_message(f"r{i}", "go", str(n), idempotency_key=None, now=T0 + n)
+            )
 
     killed, *_ = await asyncio.gather(
         kill_sessions(pg_url, times=4, every=0.03), *(sends(i) for i in range(10))
@@ -179,8 +198,10 @@ async def test_a_lone_write__uses_the_connection_its_lane_has_once_its_turn_come
     # connection was lost, which replaces it. The lone write queued behind must then use
     # the new connection, not the lost one it saw before its turn (it failed with
     # "no connection to the server" as a StoreError, when every connection was killed).
-    await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await pg_store.record_step(held("w1"), step_record("r1", 1))  # lane 0 is connected
+    await pg_store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await pg_store.write(
+        journal_ops.record_step(held("w1"), step_record("r1", 1))
+    )  # lane 0 is connected
     writer = pg_store._writer
     assert writer is not None
     lost = writer._conns[0]
@@ -199,13 +220,13 @@ async def test_a_lone_write__uses_the_connection_its_lane_has_once_its_turn_come
     await asyncio.sleep(0)  # it waits for lane 0
     lane0.release()  # lane 0 looks free, but its waiter goes first
     try:
-        await pg_store.record_step(held("w1"), step_record("r1", 2))
+        await pg_store.write(journal_ops.record_step(held("w1"), step_record("r1", 2)))
     finally:
         lane1.release()
         await replacing
 
     assert writer._conns[0] is not lost
-    assert [s.seq for s in await pg_store.load_journal("r1")] == [1, 2]
+    assert [s.seq for s in await pg_store.read(journal_ops.load_journal("r1"))] == [1, 2]
 
 
 async def test_a_lane_promised_to_a_waiting_task__is_not_taken_by_a_new_write(
@@ -216,7 +237,7 @@ async def test_a_lane_promised_to_a_waiting_task__is_not_taken_by_a_new_write(
     # runs at once every write ended up committed alone, one after another (a round of
     # bench.ceiling in ten ran at a quarter of the speed). Such a write goes to the queue
     # instead, and is committed with the others in the next batch.
-    await pg_store.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await pg_store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
     writer = pg_store._writer
     assert writer is not None
     lane0, lane1 = writer._locks
@@ -232,12 +253,12 @@ async def test_a_lane_promised_to_a_waiting_task__is_not_taken_by_a_new_write(
     lane0.release()  # lane 0 is its waiter's; lane 1 is held
     try:
         assert writer._free_lane() is None
-        await pg_store.record_step(held("w1"), step_record("r1", 1))
+        await pg_store.write(journal_ops.record_step(held("w1"), step_record("r1", 1)))
     finally:
         lane1.release()
         await waiting
     assert writer._free_lane() == 0
-    assert [s.seq for s in await pg_store.load_journal("r1")] == [1]
+    assert [s.seq for s in await pg_store.read(journal_ops.load_journal("r1"))] == [1]
 
 
 @pytest.mark.parametrize("migrated", [True, False], ids=["migrated", "empty"])

@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from cairn.store import Store
+from cairn.store.programs import control, prune, schedules
+from cairn.store.programs import runs as run_ops
 from cairn.store.programs.prune import OTHER_TABLES, RUN_TABLES
 from cairn.store.records import PruneQuery, Subscription
 
-from .kit import T0, OpenStore, execute, run_record
+from .kit import T0, OpenStore, execute, is_sqlite, run_record
 
 OLD = T0 - 100 * 86400  # finished long before the cut-off
 CUTOFF = T0 - 30 * 86400
@@ -18,8 +22,10 @@ CUTOFF = T0 - 30 * 86400
 async def finished(
     store: Store, run_id: str, *, at: float = OLD, status: str = "COMPLETED", **fields: Any
 ) -> None:
-    await store.create_run(
-        run_record(run_id, status=status, created_at=at - 10, finished_at=at, **fields)
+    await store.write(
+        run_ops.create_run(
+            run_record(run_id, status=status, created_at=at - 10, finished_at=at, **fields)
+        )
     )
 
 
@@ -92,7 +98,8 @@ async def prune_all(
 ) -> int:
     total, after = 0, None
     while True:
-        batch = await store.prune_runs(query, after=after, limit=limit, dry_run=dry_run)
+        op = prune.prune_runs(query, after=after, limit=limit, dry_run=dry_run)
+        batch = await (store.read(op) if dry_run else store.write(op))
         total += batch.count
         if batch.after is None:
             return total
@@ -100,7 +107,7 @@ async def prune_all(
 
 
 def tables(url: str) -> set[str]:
-    if url.startswith("sqlite"):
+    if is_sqlite(url):
         rows = execute(url, "SELECT name FROM sqlite_master WHERE type = 'table'")
     else:
         rows = execute(
@@ -130,54 +137,58 @@ async def test_prune__deletes_old_finished_runs_with_every_row_they_own(
     assert deleted == 4
     for status in ("COMPLETED", "FAILED", "CANCELLED", "CONTINUED"):
         assert set(rows_of(store_url, f"old-{status}").values()) == {0}
-        assert await store.get_run(f"old-{status}") is None
+        assert await store.read(run_ops.get_run(f"old-{status}")) is None
     assert set(rows_of(store_url, "young").values()) == {1}
 
 
 async def test_prune__never_deletes_an_unfinished_run(store: Store, store_url: str) -> None:
     for status in ("PENDING", "RUNNING", "SLEEPING", "WAITING", "PAUSED"):
-        await store.create_run(run_record(f"r-{status}", status=status, created_at=OLD))
+        await store.write(
+            run_ops.create_run(run_record(f"r-{status}", status=status, created_at=OLD))
+        )
         # Even with a finished time left behind (a retried run's, say), it is not finished.
         execute(store_url, "UPDATE runs SET finished_at = ? WHERE run_id = ?", (OLD, f"r-{status}"))
 
     assert await prune_all(store, PruneQuery(CUTOFF)) == 0
 
     for status in ("PENDING", "RUNNING", "SLEEPING", "WAITING", "PAUSED"):
-        assert await store.get_run(f"r-{status}") is not None
+        assert await store.read(run_ops.get_run(f"r-{status}")) is not None
 
 
 async def test_prune__keeps_a_finished_child_of_an_unfinished_parent(store: Store) -> None:
-    await store.create_run(run_record("parent", status="WAITING", created_at=OLD))
+    await store.write(run_ops.create_run(run_record("parent", status="WAITING", created_at=OLD)))
     await finished(store, "child", parent_id="parent")
     await finished(store, "other-child", parent_id="gone-parent")
 
     assert await prune_all(store, PruneQuery(CUTOFF)) == 1
 
-    assert await store.get_run("child") is not None
-    assert await store.get_run("other-child") is None
+    assert await store.read(run_ops.get_run("child")) is not None
+    assert await store.read(run_ops.get_run("other-child")) is None
 
 
 async def test_prune__keeps_a_finished_parent_of_an_unfinished_child(store: Store) -> None:
     await finished(store, "parent")
-    await store.create_run(
-        run_record("detached-child", status="SLEEPING", parent_id="parent", detached=1)
+    await store.write(
+        run_ops.create_run(
+            run_record("detached-child", status="SLEEPING", parent_id="parent", detached=1)
+        )
     )
 
     assert await prune_all(store, PruneQuery(CUTOFF)) == 0
 
-    assert await store.get_run("parent") is not None
+    assert await store.read(run_ops.get_run("parent")) is not None
 
 
 async def test_prune__keeps_a_chain_whose_newest_run_is_unfinished(store: Store) -> None:
     await finished(store, "a", status="CONTINUED", continued_to="b")
     await finished(store, "b", status="CONTINUED", continued_from="a", continued_to="c")
-    await store.create_run(run_record("c", status="SLEEPING", continued_from="b"))
+    await store.write(run_ops.create_run(run_record("c", status="SLEEPING", continued_from="b")))
 
     assert await prune_all(store, PruneQuery(CUTOFF)) == 0
     assert await prune_all(store, PruneQuery(CUTOFF), limit=1) == 0
 
-    assert await store.get_run("a") is not None
-    assert await store.get_run("b") is not None
+    assert await store.read(run_ops.get_run("a")) is not None
+    assert await store.read(run_ops.get_run("b")) is not None
 
 
 async def test_prune__deletes_a_whole_chain_once_its_newest_run_is_finished(
@@ -189,9 +200,9 @@ async def test_prune__deletes_a_whole_chain_once_its_newest_run_is_finished(
 
     assert await prune_all(store, PruneQuery(CUTOFF), limit=1) == 2
 
-    assert await store.get_run("a") is None
-    assert await store.get_run("b") is None
-    assert await store.get_run("c") is not None
+    assert await store.read(run_ops.get_run("a")) is None
+    assert await store.read(run_ops.get_run("b")) is None
+    assert await store.read(run_ops.get_run("c")) is not None
 
 
 async def test_prune__a_long_chain_is_read_in_one_statement(store: Store) -> None:
@@ -200,7 +211,9 @@ async def test_prune__a_long_chain_is_read_in_one_statement(store: Store) -> Non
         await finished(
             store, f"l{i:03}", at=OLD + i, status="CONTINUED", continued_to=f"l{i + 1:03}"
         )
-    await store.create_run(run_record("l300", status="WAITING", continued_from="l299"))
+    await store.write(
+        run_ops.create_run(run_record("l300", status="WAITING", continued_from="l299"))
+    )
 
     assert await prune_all(store, PruneQuery(CUTOFF), limit=50) == 0
 
@@ -216,9 +229,9 @@ async def test_prune__filters_by_status_and_workflow(store: Store) -> None:
     assert await prune_all(store, PruneQuery(CUTOFF, statuses=("FAILED",))) == 1
     assert await prune_all(store, PruneQuery(CUTOFF, workflow="tests.other")) == 1
 
-    assert await store.get_run("done") is not None
-    assert await store.get_run("failed") is None
-    assert await store.get_run("other") is None
+    assert await store.read(run_ops.get_run("done")) is not None
+    assert await store.read(run_ops.get_run("failed")) is None
+    assert await store.read(run_ops.get_run("other")) is None
 
 
 async def test_prune__dry_run_counts_and_deletes_nothing(store: Store, store_url: str) -> None:
@@ -233,18 +246,18 @@ async def test_prune__dry_run_counts_and_deletes_nothing(store: Store, store_url
 
 
 async def test_prune__batches_go_on_past_runs_that_are_kept(store: Store) -> None:
-    await store.create_run(run_record("parent", status="RUNNING", created_at=OLD))
+    await store.write(run_ops.create_run(run_record("parent", status="RUNNING", created_at=OLD)))
     for i in range(5):  # the oldest: kept, and not read again by later batches
         await finished(store, f"kept{i}", at=OLD + i, parent_id="parent")
     for i in range(5):
         await finished(store, f"gone{i}", at=OLD + 10 + i)
 
-    first = await store.prune_runs(PruneQuery(CUTOFF), limit=3)
+    first = await store.write(prune.prune_runs(PruneQuery(CUTOFF), limit=3))
     assert (first.count, first.after) == (0, (OLD + 2, "kept2"))
 
     assert await prune_all(store, PruneQuery(CUTOFF), limit=3) == 5
     for i in range(5):
-        assert await store.get_run(f"kept{i}") is not None
+        assert await store.read(run_ops.get_run(f"kept{i}")) is not None
 
 
 async def test_prune__concurrent_prunes_delete_each_run_once(open_store_at: OpenStore) -> None:
@@ -255,16 +268,16 @@ async def test_prune__concurrent_prunes_delete_each_run_once(open_store_at: Open
     counts = await asyncio.gather(*(prune_all(s, PruneQuery(CUTOFF), limit=8) for s in stores))
 
     assert sum(counts) == 60
-    assert (await stores[0].prune_runs(PruneQuery(CUTOFF))).count == 0
+    assert (await stores[0].write(prune.prune_runs(PruneQuery(CUTOFF)))).count == 0
 
 
 async def test_prune__a_retried_run_is_not_deleted(store: Store) -> None:
     await finished(store, "failed", status="FAILED")
-    assert await store.retry_run("failed", now=T0)
+    assert await store.write(control.retry_run("failed", now=T0))
 
     assert await prune_all(store, PruneQuery(CUTOFF)) == 0
 
-    run = await store.get_run("failed")
+    run = await store.read(run_ops.get_run("failed"))
     assert run is not None and run.status == "PENDING"
 
 
@@ -272,7 +285,9 @@ SUBSCRIBERS = (Subscription("order.created", "tests.a"), Subscription("order.cre
 
 
 async def emit(store: Store, key: str, *, at: float = OLD - 10) -> list[str]:
-    return await store.emit_event("order.created", "{}", key=key, now=at, local=SUBSCRIBERS)
+    return await store.write(
+        schedules.emit_event("order.created", "{}", key=key, now=at, local=SUBSCRIBERS)
+    )
 
 
 def finish(url: str, run_id: str, at: float) -> None:
@@ -303,7 +318,7 @@ async def test_prune__an_emit_key_goes_with_the_last_run_it_started(
     # One of its runs is kept: the key is remembered, emitting it again starts nothing.
     assert emit_keys(store_url) == {("order.created", key), ("order.created", "o-2")}
     assert await emit(store, key, at=T0) == [first, second]
-    assert await store.get_run(first) is None
+    assert await store.read(run_ops.get_run(first)) is None
 
     finish(store_url, second, OLD)
     assert await prune_all(store, PruneQuery(CUTOFF)) == 1
@@ -312,7 +327,7 @@ async def test_prune__an_emit_key_goes_with_the_last_run_it_started(
     # Forgotten with its runs: emitting it again starts them anew, under the same ids.
     assert await emit(store, key, at=T0) == [first, second]
     for run_id in (first, second):
-        run = await store.get_run(run_id)
+        run = await store.read(run_ops.get_run(run_id))
         assert run is not None and run.status == "PENDING"
 
 
@@ -329,3 +344,11 @@ async def test_prune__concurrent_prunes_forget_every_emit_key(
 
     assert sum(counts) == 40
     assert emit_keys(store_url) == set()
+
+
+def test_prune__a_limit_below_one_is_refused_before_anything_runs() -> None:
+    # Checked when the operation is made, so neither store is asked (the old Store method
+    # raised it the same way, before its transaction).
+    for limit in (0, -5):
+        with pytest.raises(ValueError, match=f"limit must be positive, got {limit}"):
+            prune.prune_runs(PruneQuery(CUTOFF), limit=limit)

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from cairn.store import Store, sqlite_path
+from cairn.store import Store
 from cairn.store.postgres import dialect
-from cairn.store.programs import control, prune
+from cairn.store.programs import control, prune, schedules
+from cairn.store.programs import control as control_ops
+from cairn.store.programs import runs as run_ops
 from cairn.store.programs.base import FINAL, Program
 from cairn.store.records import Pruned, PruneQuery, Subscription
 
-from .kit import T0, execute, run_record
+from .kit import T0, execute, is_sqlite, run_record, sqlite_connect
 from .test_prune import CUTOFF, OLD, emit_keys, finished
 
 SUBSCRIBERS = (Subscription("paid", "tests.a"), Subscription("paid", "tests.b"))
@@ -32,8 +33,8 @@ class Held:
     def __init__(self, url: str) -> None:
         self.url = url
         self.conn: Any
-        if url.startswith("sqlite"):
-            self.conn = sqlite3.connect(sqlite_path(url), isolation_level=None)
+        if is_sqlite(url):
+            self.conn = sqlite_connect(url, isolation_level=None)
             self.conn.execute("BEGIN IMMEDIATE")
         else:
             import psycopg
@@ -46,7 +47,7 @@ class Held:
         try:
             while True:
                 statement = program.send(answer)
-                if self.url.startswith("sqlite"):
+                if is_sqlite(self.url):
                     cursor = self.conn.execute(statement.text, statement.params)
                 else:
                     for text, params in dialect.program_statements(
@@ -63,7 +64,7 @@ class Held:
             return done.value
 
     def commit(self) -> None:
-        if self.url.startswith("sqlite"):
+        if is_sqlite(self.url):
             self.conn.execute("COMMIT")
         else:
             self.conn.commit()
@@ -84,7 +85,7 @@ async def prune_while(
     store: Store, url: str, transaction: Held, query: PruneQuery | None = None
 ) -> Pruned:
     """Prune while `transaction` is open; commit it once the prune waits for it (or is done)."""
-    task = asyncio.create_task(store.prune_runs(query or PruneQuery(CUTOFF)))
+    task = asyncio.create_task(store.write(prune.prune_runs(query or PruneQuery(CUTOFF))))
     await waited_for(url, task)
     transaction.commit()
     return await task
@@ -92,7 +93,7 @@ async def prune_while(
 
 async def waited_for(url: str, task: asyncio.Task[Any]) -> None:
     """Return once `task` is done or waits for a lock held by another transaction."""
-    if url.startswith("sqlite"):
+    if is_sqlite(url):
         # Its BEGIN IMMEDIATE waits for the held one whenever the task gets to run.
         await asyncio.wait({task}, timeout=0.2)
         return
@@ -111,7 +112,7 @@ def waiting_for_a_lock(url: str) -> bool:
 
 
 async def status(store: Store, run_id: str) -> str | None:
-    run = await store.get_run(run_id)
+    run = await store.read(run_ops.get_run(run_id))
     return None if run is None else run.status
 
 
@@ -119,9 +120,9 @@ async def test_prune__only_failed_runs_can_be_taken_back(store: Store) -> None:
     # Why retention locks only FAILED runs: the other finished statuses are final.
     for status in sorted(FINAL):
         await finished(store, status, status=status)
-        assert not await store.retry_run(status, now=T0)
+        assert not await store.write(control_ops.retry_run(status, now=T0))
     await finished(store, "failed", status="FAILED")
-    assert await store.retry_run("failed", now=T0)
+    assert await store.write(control_ops.retry_run("failed", now=T0))
 
 
 async def test_prune__a_child_survives_its_parent_retried_meanwhile(
@@ -131,7 +132,7 @@ async def test_prune__a_child_survives_its_parent_retried_meanwhile(
     await finished(store, "child", parent_id="parent")
 
     with held(store_url) as retry:
-        assert retry.run(control.retry_run("parent", T0, None))
+        assert retry.run(control.retry_run("parent", now=T0)())
         pruned = await prune_while(store, store_url, retry)
 
     assert pruned.count == 0
@@ -146,7 +147,7 @@ async def test_prune__a_parent_survives_its_child_retried_meanwhile(
     await finished(store, "child", at=T0, status="FAILED", parent_id="parent", detached=1)
 
     with held(store_url) as retry:
-        assert retry.run(control.retry_run("child", T0, None))
+        assert retry.run(control.retry_run("child", now=T0)())
         pruned = await prune_while(store, store_url, retry)
 
     assert pruned.count == 0
@@ -160,7 +161,7 @@ async def test_prune__a_chain_survives_its_newest_run_retried_meanwhile(
     await finished(store, "b", at=T0, status="FAILED", continued_from="a")
 
     with held(store_url) as retry:
-        assert retry.run(control.retry_run("b", T0, None))
+        assert retry.run(control.retry_run("b", now=T0)())
         pruned = await prune_while(store, store_url, retry)
 
     assert pruned.count == 0
@@ -169,12 +170,14 @@ async def test_prune__a_chain_survives_its_newest_run_retried_meanwhile(
 
 async def test_prune__a_retry_after_the_prune_waits_for_it(store: Store, store_url: str) -> None:
     # The other order: the prune holds the parent first, so the retry comes after it.
-    await store.create_run(run_record("parent", status="FAILED", created_at=OLD, finished_at=T0))
+    await store.write(
+        run_ops.create_run(run_record("parent", status="FAILED", created_at=OLD, finished_at=T0))
+    )
     await finished(store, "child", parent_id="parent")
 
     with held(store_url) as pruning:
-        assert pruning.run(prune.prune_batch(PruneQuery(CUTOFF), None, 500, False)).count == 1
-        retried = asyncio.create_task(store.retry_run("parent", now=T0))
+        assert pruning.run(prune.prune_batch(PruneQuery(CUTOFF), None, 500, False)()).count == 1
+        retried = asyncio.create_task(store.write(control_ops.retry_run("parent", now=T0)))
         await waited_for(store_url, retried)
         assert not retried.done()
         pruning.commit()
@@ -187,7 +190,9 @@ async def test_prune__a_retry_after_the_prune_waits_for_it(store: Store, store_u
 async def test_prune__two_prunes_deleting_a_keys_last_runs_forget_it(
     store: Store, store_url: str
 ) -> None:
-    first, second = await store.emit_event("paid", "{}", key="k", now=OLD, local=SUBSCRIBERS)
+    first, second = await store.write(
+        schedules.emit_event("paid", "{}", key="k", now=OLD, local=SUBSCRIBERS)
+    )
     for at, run_id in enumerate((first, second)):
         execute(
             store_url,
@@ -198,7 +203,7 @@ async def test_prune__two_prunes_deleting_a_keys_last_runs_forget_it(
     with held(store_url) as other:
         # Another prune deletes the key's first run (and keeps the key: the second is left)
         # while this one deletes the second.
-        assert other.run(prune.prune_batch(PruneQuery(CUTOFF), None, 1, False)).count == 1
+        assert other.run(prune.prune_batch(PruneQuery(CUTOFF), None, 1, False)()).count == 1
         pruned = await prune_while(store, store_url, other, PruneQuery(CUTOFF, workflow="tests.b"))
 
     assert pruned.count == 1

@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 from cairn.store import Store
+from cairn.store.programs import runs as run_ops
 from cairn.store.records import RunQuery
 
 from .kit import T0, execute, run_record
 
 
 async def _ids(store: Store, **filters) -> list[str]:
-    return [run.run_id for run in await store.list_runs(RunQuery(**filters))]
+    return [run.run_id for run in await store.read(run_ops.list_runs(RunQuery(**filters)))]
 
 
 async def test_list_runs__by_run_id_prefix(store: Store) -> None:
     for n, run_id in enumerate(
         ["order-1", "order-10", "order-2", "order", "ORDER-1", "orders", "order-1/a", "x-order-1"]
     ):
-        await store.create_run(run_record(run_id, created_at=T0 + n))
-    await store.create_run(run_record("order-1é", created_at=T0 + 20))
-    await store.create_run(run_record("order-1\U0001f600", created_at=T0 + 21))
+        await store.write(run_ops.create_run(run_record(run_id, created_at=T0 + n)))
+    await store.write(run_ops.create_run(run_record("order-1é", created_at=T0 + 20)))
+    await store.write(run_ops.create_run(run_record("order-1\U0001f600", created_at=T0 + 21)))
 
     # By run id, descending: a page of a common prefix reads a page of its range.
     assert await _ids(store, run_id_prefix="order-1") == [
@@ -39,7 +40,7 @@ async def test_list_runs__by_run_id_prefix(store: Store) -> None:
 
 async def test_list_runs__by_created_time_range(store: Store) -> None:
     for n in range(6):
-        await store.create_run(run_record(f"r{n}", created_at=T0 + n))
+        await store.write(run_ops.create_run(run_record(f"r{n}", created_at=T0 + n)))
 
     assert await _ids(store, since=T0 + 2, until=T0 + 4) == ["r3", "r2"]  # until excluded
     assert await _ids(store, until=T0 + 1) == ["r0"]
@@ -49,12 +50,12 @@ async def test_list_runs__by_created_time_range(store: Store) -> None:
 async def test_list_runs__by_origin_and_unknown(store: Store) -> None:
     origins = ["api", "schedule", "trigger", "parent", None, "schedule"]
     for n, origin in enumerate(origins):
-        await store.create_run(run_record(f"r{n}", created_at=T0 + n, origin=origin))
+        await store.write(run_ops.create_run(run_record(f"r{n}", created_at=T0 + n, origin=origin)))
 
     assert await _ids(store, origin="schedule") == ["r5", "r1"]
     assert await _ids(store, origin="unknown") == ["r4"]
     assert await _ids(store, origin="fork") == []
-    assert (await store.get_run("r2")).origin == "trigger"
+    assert (await store.read(run_ops.get_run("r2"))).origin == "trigger"
 
 
 async def test_count_runs__one_count_per_status_under_the_other_filters(
@@ -63,8 +64,10 @@ async def test_count_runs__one_count_per_status_under_the_other_filters(
     statuses = ["COMPLETED", "COMPLETED", "FAILED", "PENDING", "COMPLETED", "FAILED"]
     for n, status in enumerate(statuses):
         workflow = "a" if n % 2 == 0 else "b"
-        await store.create_run(
-            run_record(f"r{n}", status=status, created_at=T0 + n, workflow=workflow)
+        await store.write(
+            run_ops.create_run(
+                run_record(f"r{n}", status=status, created_at=T0 + n, workflow=workflow)
+            )
         )
     execute(
         store_url,
@@ -72,23 +75,30 @@ async def test_count_runs__one_count_per_status_under_the_other_filters(
         ("r4", T0 + 4),
     )
 
-    assert await store.count_runs(RunQuery()) == {"COMPLETED": 3, "FAILED": 2, "PENDING": 1}
+    assert await store.read(run_ops.count_runs(RunQuery())) == {
+        "COMPLETED": 3,
+        "FAILED": 2,
+        "PENDING": 1,
+    }
     # The status filter is not applied: the page shows every status's count.
-    assert await store.count_runs(RunQuery(status="FAILED", workflow="a")) == {
+    assert await store.read(run_ops.count_runs(RunQuery(status="FAILED", workflow="a"))) == {
         "COMPLETED": 2,
         "FAILED": 1,
     }
-    assert await store.count_runs(RunQuery(since=T0 + 3, run_id_prefix="r")) == {
+    assert await store.read(run_ops.count_runs(RunQuery(since=T0 + 3, run_id_prefix="r"))) == {
         "PENDING": 1,
         "COMPLETED": 1,
         "FAILED": 1,
     }
-    assert await store.count_runs(RunQuery(columns={"k": "1"})) == {"COMPLETED": 1}
-    assert await store.count_runs(RunQuery(workflow="none")) == {}
+    assert await store.read(run_ops.count_runs(RunQuery(columns={"k": "1"}))) == {"COMPLETED": 1}
+    assert await store.read(run_ops.count_runs(RunQuery(workflow="none"))) == {}
     # With a limit, counting stops after that many runs.
-    some = await store.count_runs(RunQuery(workflow="a"), limit=2)
+    some = await store.read(run_ops.count_runs(RunQuery(workflow="a"), limit=2))
     assert sum(some.values()) == 2
-    assert await store.count_runs(RunQuery(workflow="a"), limit=4) == {"COMPLETED": 2, "FAILED": 1}
+    assert await store.read(run_ops.count_runs(RunQuery(workflow="a"), limit=4)) == {
+        "COMPLETED": 2,
+        "FAILED": 1,
+    }
 
 
 async def test_count_runs__without_filters_a_limit_bounds_each_status_on_its_own(
@@ -96,10 +106,10 @@ async def test_count_runs__without_filters_a_limit_bounds_each_status_on_its_own
 ) -> None:
     statuses = ["COMPLETED"] * 4 + ["FAILED"] * 2 + ["PENDING", "SLEEPING", "CANCELLED"]
     for n, status in enumerate(statuses):
-        await store.create_run(run_record(f"r{n}", status=status, created_at=T0 + n))
+        await store.write(run_ops.create_run(run_record(f"r{n}", status=status, created_at=T0 + n)))
 
     # Each status stops at the limit, so a common status does not eat the others' share.
-    assert await store.count_runs(RunQuery(), limit=2) == {
+    assert await store.read(run_ops.count_runs(RunQuery(), limit=2)) == {
         "COMPLETED": 2,
         "FAILED": 2,
         "PENDING": 1,
@@ -107,13 +117,13 @@ async def test_count_runs__without_filters_a_limit_bounds_each_status_on_its_own
         "CANCELLED": 1,
     }
     # The status filter is ignored here too; under the limit every count is exact.
-    assert await store.count_runs(RunQuery(status="FAILED"), limit=5) == {
+    assert await store.read(run_ops.count_runs(RunQuery(status="FAILED"), limit=5)) == {
         "COMPLETED": 4,
         "FAILED": 2,
         "PENDING": 1,
         "SLEEPING": 1,
         "CANCELLED": 1,
     }
-    assert await store.count_runs(RunQuery(), limit=1) == dict.fromkeys(
+    assert await store.read(run_ops.count_runs(RunQuery(), limit=1)) == dict.fromkeys(
         ("COMPLETED", "FAILED", "PENDING", "SLEEPING", "CANCELLED"), 1
     )

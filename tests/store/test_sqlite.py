@@ -13,6 +13,7 @@ from cairn.errors import StoreError
 from cairn.models import RunStatus
 from cairn.store import _sql, sqlite_path
 from cairn.store.programs import base
+from cairn.store.programs import runs as run_ops
 from cairn.store.programs.base import Program, Sql
 from cairn.store.records import RunQuery
 from cairn.store.sqlite.store import SqliteStore
@@ -47,16 +48,16 @@ async def test_write__a_failing_program_is_undone_without_its_neighbours(
     sqlite_store: SqliteStore,
 ) -> None:
     outcomes = await asyncio.gather(
-        sqlite_store.create_run(run_record("before")),
+        sqlite_store.write(run_ops.create_run(run_record("before"))),
         sqlite_store.write(lambda: insert_then_fail("bad")),
-        sqlite_store.create_run(run_record("after")),
+        sqlite_store.write(run_ops.create_run(run_record("after"))),
         return_exceptions=True,
     )
 
     assert isinstance(outcomes[1], Boom)
-    assert await sqlite_store.get_run("bad") is None
-    assert await sqlite_store.get_run("before") is not None
-    assert await sqlite_store.get_run("after") is not None
+    assert await sqlite_store.read(run_ops.get_run("bad")) is None
+    assert await sqlite_store.read(run_ops.get_run("before")) is not None
+    assert await sqlite_store.read(run_ops.get_run("after")) is not None
 
 
 async def test_write__a_program_alone_in_its_commit_leaves_nothing_when_it_fails(
@@ -65,16 +66,16 @@ async def test_write__a_program_alone_in_its_commit_leaves_nothing_when_it_fails
     with pytest.raises(Boom):
         await sqlite_store.write(lambda: insert_then_fail("bad"))
 
-    assert await sqlite_store.get_run("bad") is None
+    assert await sqlite_store.read(run_ops.get_run("bad")) is None
 
 
 async def test_write__a_single_write_program_failing_after_a_change_sinks_its_commit(
     sqlite_store: SqliteStore,
 ) -> None:
     outcomes = await asyncio.gather(
-        sqlite_store.create_run(run_record("before")),
+        sqlite_store.write(run_ops.create_run(run_record("before"))),
         sqlite_store.write(lambda: broken_promise("bad")),
-        sqlite_store.create_run(run_record("after")),
+        sqlite_store.write(run_ops.create_run(run_record("after"))),
         return_exceptions=True,
     )
 
@@ -83,7 +84,7 @@ async def test_write__a_single_write_program_failing_after_a_change_sinks_its_co
     assert isinstance(outcomes[0], StoreError)
     assert isinstance(outcomes[2], StoreError)
     for run_id in ("before", "bad", "after"):
-        assert await sqlite_store.get_run(run_id) is None
+        assert await sqlite_store.read(run_ops.get_run(run_id)) is None
 
 
 @pytest.mark.parametrize(
@@ -162,7 +163,7 @@ async def test_open__a_new_database_file_is_private_to_its_owner(tmp_path: Path)
     store = SqliteStore(str(path))
     await store.open()
     try:
-        await store.create_run(run_record("private-1"))
+        await store.write(run_ops.create_run(run_record("private-1")))
         modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
     finally:
         await store.close()
@@ -183,17 +184,19 @@ async def test_open__an_existing_file_keeps_its_mode(tmp_path: Path) -> None:
 async def test_read_only__a_refused_write_names_the_file_and_the_store_says_it_cannot_write(
     sqlite_store: SqliteStore,
 ) -> None:
-    await sqlite_store.create_run(run_record("r1"))
+    await sqlite_store.write(run_ops.create_run(run_record("r1")))
     assert sqlite_store.health.unwritable is None
     sqlite_store.conn.execute("PRAGMA query_only = ON")  # SQLite's own SQLITE_READONLY
 
     with pytest.raises(StoreError, match="is read-only for this process") as refused:
-        await sqlite_store.create_run(run_record("r2"))
+        await sqlite_store.write(run_ops.create_run(run_record("r2")))
 
     reason = sqlite_store.health.unwritable
     assert reason is not None and repr(sqlite_store.path) in reason
     assert str(refused.value).startswith(f"database {sqlite_store.path!r} is read-only")
-    assert [r.run_id for r in await sqlite_store.list_runs(RunQuery())] == ["r1"]  # reads go on
+    assert [r.run_id for r in await sqlite_store.read(run_ops.list_runs(RunQuery()))] == [
+        "r1"
+    ]  # reads go on
     sqlite_store.conn.execute("PRAGMA query_only = OFF")  # so that the fixture can close it
 
 

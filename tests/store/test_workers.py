@@ -10,6 +10,10 @@ from dataclasses import replace
 import pytest
 
 from cairn.store import Store
+from cairn.store.programs import claims as claim_ops
+from cairn.store.programs import runs as run_ops
+from cairn.store.programs import waits
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import WorkerRecord
 
 from .kit import (
@@ -28,12 +32,12 @@ async def test_register_worker__inserts_then_refreshes_by_the_databases_clock(
     store: Store, store_url: str
 ) -> None:
     before = time.time()
-    await store.register_worker(worker_record("w1", lease=30.0))
-    await store.register_worker(worker_record("w2"))
+    await store.write(worker_ops.register_worker(worker_record("w1", lease=30.0)))
+    await store.write(worker_ops.register_worker(worker_record("w2")))
     age_heartbeat(store_url, "w1", 100)
-    await store.register_worker(worker_record("w1", lease=20.0))
+    await store.write(worker_ops.register_worker(worker_record("w1", lease=20.0)))
 
-    workers = {w.worker_id: w for w in await store.list_workers()}
+    workers = {w.worker_id: w for w in await store.read(worker_ops.list_workers())}
 
     assert set(workers) == {"w1", "w2"}
     for worker in workers.values():  # the times are the database's, not the record's 0.0
@@ -43,44 +47,50 @@ async def test_register_worker__inserts_then_refreshes_by_the_databases_clock(
 
 
 async def test_register_worker__keeps_the_workflows_it_executes(store: Store) -> None:
-    await store.register_worker(replace(worker_record("w1"), workflows='["a", "b"]'))
-    await store.register_worker(replace(worker_record("w1"), workflows='["a"]'))  # redeployed
-    await store.register_worker(worker_record("w2"))  # says nothing
+    await store.write(
+        worker_ops.register_worker(replace(worker_record("w1"), workflows='["a", "b"]'))
+    )
+    await store.write(
+        worker_ops.register_worker(replace(worker_record("w1"), workflows='["a"]'))
+    )  # redeployed
+    await store.write(worker_ops.register_worker(worker_record("w2")))  # says nothing
 
-    assert [w.workflows for w in await store.list_workers()] == ['["a"]', None]
+    assert [w.workflows for w in await store.read(worker_ops.list_workers())] == ['["a"]', None]
 
 
 async def test_beat__moves_the_heartbeat_and_says_what_the_worker_holds(
     store: Store, store_url: str
 ) -> None:
-    await store.register_worker(worker_record("w1"))
-    await store.register_worker(worker_record("w2"))
-    await store.create_run(run_record("mine", status="RUNNING", owner="w1"))
-    await store.create_run(run_record("theirs", status="RUNNING", owner="w2"))
-    await store.create_run(run_record("parked", status="RUNNING", owner="w1"))
-    await store.park_run("parked", held("w1"), "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+    await store.write(worker_ops.register_worker(worker_record("w1")))
+    await store.write(worker_ops.register_worker(worker_record("w2")))
+    await store.write(run_ops.create_run(run_record("mine", status="RUNNING", owner="w1")))
+    await store.write(run_ops.create_run(run_record("theirs", status="RUNNING", owner="w2")))
+    await store.write(run_ops.create_run(run_record("parked", status="RUNNING", owner="w1")))
+    await store.write(
+        run_ops.park_run("parked", held("w1"), "SLEEPING", wake_at=T0, waiting_for=None, now=T0)
+    )
     age_heartbeat(store_url, "w1", 100)
 
-    beat = await store.beat(worker_record("w1"))
+    beat = await store.write(worker_ops.beat(worker_record("w1")))
 
     assert beat.owned == {"mine": 1}
     assert {w.worker_id for w in beat.workers} == {"w1", "w2"}
-    [w1] = [w for w in await store.list_workers() if w.worker_id == "w1"]
+    [w1] = [w for w in await store.read(worker_ops.list_workers()) if w.worker_id == "w1"]
     assert abs(w1.heartbeat_at - time.time()) < 5
 
 
 async def test_beat__a_worker_whose_row_was_removed_registers_again(store: Store) -> None:
-    await store.register_worker(worker_record("w1"))
-    await store.remove_worker("w1")
+    await store.write(worker_ops.register_worker(worker_record("w1")))
+    await store.write(worker_ops.remove_worker("w1"))
 
-    beat = await store.beat(worker_record("w1"))
+    beat = await store.write(worker_ops.beat(worker_record("w1")))
 
     assert [w.worker_id for w in beat.workers] == ["w1"]
 
 
 async def test_side_channel__beats_from_a_thread_of_its_own(store: Store) -> None:
-    await store.register_worker(worker_record("w1"))
-    await store.create_run(run_record("mine", status="RUNNING", owner="w1"))
+    await store.write(worker_ops.register_worker(worker_record("w1")))
+    await store.write(run_ops.create_run(run_record("mine", status="RUNNING", owner="w1")))
     channel = store.side_channel()
     if channel is None:
         pytest.skip(f"{store!r} has no side channel")
@@ -97,19 +107,21 @@ async def test_beat__lets_go_of_the_runs_it_names_while_it_holds_them(
     open_store_at: OpenStore, via: str
 ) -> None:
     store, other = await open_store_at(), await open_store_at()
-    await store.register_worker(worker_record("w1"))
-    await store.register_worker(worker_record("w2"))
+    await store.write(worker_ops.register_worker(worker_record("w1")))
+    await store.write(worker_ops.register_worker(worker_record("w2")))
     for run_id, owner in (("stuck", "w1"), ("moved", "w1"), ("theirs", "w2"), ("fine", "w1")):
-        await store.create_run(run_record(run_id, status="RUNNING", owner=owner))
-    await store.release_run("moved", held("w1"))
-    await store.claim_runs("w1", 10, now=T0, stale=False)  # "moved": held again, fence 2
+        await store.write(run_ops.create_run(run_record(run_id, status="RUNNING", owner=owner)))
+    await store.write(claim_ops.release_run("moved", held("w1")))
+    await store.write(
+        claim_ops.claim("w1", 10, now=T0, stale=False)
+    )  # "moved": held again, fence 2
     let_go = [("stuck", 1), ("moved", 1), ("theirs", 1)]
     channel = store.side_channel() if via == "side channel" else None
     if via == "side channel" and channel is None:
         pytest.skip(f"{store!r} has no side channel")
 
     if channel is None:
-        beat = await store.beat(worker_record("w1"), let_go)
+        beat = await store.write(worker_ops.beat(worker_record("w1"), let_go))
     else:
         try:
             beat = await asyncio.to_thread(channel.beat, worker_record("w1"), let_go)
@@ -118,37 +130,37 @@ async def test_beat__lets_go_of_the_runs_it_names_while_it_holds_them(
 
     assert beat.released == ("stuck",)  # not under another fence, nor another's
     assert beat.owned == {"fine": 1, "moved": 2}
-    stuck = await other.get_run("stuck")
+    stuck = await other.read(run_ops.get_run("stuck"))
     assert stuck is not None and (stuck.status, stuck.owner) == ("PENDING", None)
-    claimed = await other.claim_runs("w2", 10, now=T0, stale=False)
+    claimed = await other.write(claim_ops.claim("w2", 10, now=T0, stale=False))
     assert [(r.run_id, r.recoveries) for r in claimed.runs] == [("stuck", 0)]
 
 
 async def test_expire_workers__makes_their_runs_recoverable_at_once(store: Store) -> None:
-    await store.register_worker(worker_record("w1"))
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    before = await store.claim_runs("w2", 10, now=T0, stale=True)
+    await store.write(worker_ops.register_worker(worker_record("w1")))
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    before = await store.write(claim_ops.claim("w2", 10, now=T0, stale=True))
 
-    await store.expire_workers(["w1"])
+    await store.write(worker_ops.expire_workers(["w1"]))
 
     # Expired workers are dead for any claimer, one not yet judging heartbeats too.
-    after = await store.claim_runs("w2", 10, now=T0, stale=False)
+    after = await store.write(claim_ops.claim("w2", 10, now=T0, stale=False))
     assert before.runs == []
     assert [(run.run_id, run.owner, run.recoveries) for run in after.runs] == [("r1", "w2", 1)]
 
 
 async def test_remove_worker__hands_its_running_runs_back_as_pending(store: Store) -> None:
-    await store.register_worker(worker_record("w1"))
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await store.create_run(run_record("r2", status="RUNNING", owner="w2"))
+    await store.write(worker_ops.register_worker(worker_record("w1")))
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await store.write(run_ops.create_run(run_record("r2", status="RUNNING", owner="w2")))
 
-    await store.remove_worker("w1")
+    await store.write(worker_ops.remove_worker("w1"))
 
-    r1, r2 = await store.get_run("r1"), await store.get_run("r2")
+    r1, r2 = await store.read(run_ops.get_run("r1")), await store.read(run_ops.get_run("r2"))
     assert r1 is not None and r2 is not None
     assert (r1.status, r1.owner) == ("PENDING", None)
     assert (r2.status, r2.owner) == ("RUNNING", "w2")
-    assert await store.list_workers() == []
+    assert await store.read(worker_ops.list_workers()) == []
 
 
 async def settle(store: Store) -> None:
@@ -182,7 +194,7 @@ async def test_wait_for_work__wakes_on_a_run_another_process_queues(
     waiting = asyncio.create_task(worker.wait_for_work(30))
     await asyncio.sleep(0)
 
-    await client.create_run(run_record("r1"))
+    await client.write(run_ops.create_run(run_record("r1")))
 
     async with asyncio.timeout(10):
         await waiting
@@ -193,13 +205,15 @@ async def test_wait_for_work__wakes_on_a_message_for_a_waiting_run(
     open_store_at: OpenStore,
 ) -> None:
     worker, client = await open_store_at(), await open_store_at()
-    await worker.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await worker.park_run("r1", held("w1"), "WAITING", wake_at=None, waiting_for="go", now=T0)
+    await worker.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await worker.write(
+        run_ops.park_run("r1", held("w1"), "WAITING", wake_at=None, waiting_for="go", now=T0)
+    )
     await settle(worker)
     waiting = asyncio.create_task(worker.wait_for_work(30))
     await asyncio.sleep(0)
 
-    await client.send_message("r1", "go", "1", idempotency_key=None, now=T0)
+    await client.write(waits.send_message("r1", "go", "1", idempotency_key=None, now=T0))
 
     async with asyncio.timeout(10):
         await waiting
@@ -210,12 +224,12 @@ async def test_wait_for_work__wakes_on_a_run_another_process_hands_back(
 ) -> None:
     # A stopping worker hands its runs back: the others must hear of it, not poll for it.
     worker, stopping = await open_store_at(), await open_store_at()
-    await stopping.create_run(run_record("r1", status="RUNNING", owner="w1"))
+    await stopping.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
     await settle(worker)
     waiting = asyncio.create_task(worker.wait_for_work(30))
     await asyncio.sleep(0)
 
-    assert await stopping.release_run("r1", held("w1"))
+    assert await stopping.write(claim_ops.release_run("r1", held("w1")))
 
     async with asyncio.timeout(10):
         await waiting
@@ -224,16 +238,18 @@ async def test_wait_for_work__wakes_on_a_run_another_process_hands_back(
 async def test_counts__unfinished_runs_by_queue_and_status_and_live_workers(
     store: Store, store_url: str
 ) -> None:
-    await store.register_worker(worker_record("w1"))
-    await store.register_worker(worker_record("gone"))
+    await store.write(worker_ops.register_worker(worker_record("w1")))
+    await store.write(worker_ops.register_worker(worker_record("gone")))
     age_heartbeat(store_url, "gone", LEASE + 5)
-    await store.create_run(run_record("p1"))
-    await store.create_run(run_record("p2", queue="mail"))
-    await store.create_run(run_record("p3", queue="mail"))
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1", queue="mail"))
-    await store.create_run(run_record("done", status="COMPLETED"))
+    await store.write(run_ops.create_run(run_record("p1")))
+    await store.write(run_ops.create_run(run_record("p2", queue="mail")))
+    await store.write(run_ops.create_run(run_record("p3", queue="mail")))
+    await store.write(
+        run_ops.create_run(run_record("r1", status="RUNNING", owner="w1", queue="mail"))
+    )
+    await store.write(run_ops.create_run(run_record("done", status="COMPLETED")))
 
-    counts = await store.counts()
+    counts = await store.read(worker_ops.counts())
 
     assert counts.runs == {(None, "PENDING"): 1, ("mail", "PENDING"): 2, ("mail", "RUNNING"): 1}
     assert counts.live_workers == 1
@@ -245,55 +261,63 @@ async def test_known_workflows__of_workers_seen_within_the_window_gone_or_not(
     def worker(worker_id: str, *names: str) -> WorkerRecord:
         return replace(worker_record(worker_id), workflows=json.dumps(names))
 
-    await store.register_worker(worker("live", "a", "b"))
-    await store.register_worker(worker("stopped", "c"))
-    await store.register_worker(worker("dead", "d"))
-    await store.register_worker(worker("old", "e"))
-    await store.register_worker(worker("runner", *()))  # `cairn run`: takes nothing
-    await store.remove_worker("stopped")  # a clean stop deletes its row
+    await store.write(worker_ops.register_worker(worker("live", "a", "b")))
+    await store.write(worker_ops.register_worker(worker("stopped", "c")))
+    await store.write(worker_ops.register_worker(worker("dead", "d")))
+    await store.write(worker_ops.register_worker(worker("old", "e")))
+    await store.write(
+        worker_ops.register_worker(worker("runner", *()))
+    )  # `cairn run`: takes nothing
+    await store.write(worker_ops.remove_worker("stopped"))  # a clean stop deletes its row
     # Registered two hours ago, silent for the last one, then found dead: remembered as
     # of its last heartbeat.
     execute(store_url, "UPDATE known_workflows SET seen_at = seen_at - 7200 WHERE workflow = 'd'")
     age_heartbeat(store_url, "dead", 3600)
-    await store.expire_workers(["dead"])
+    await store.write(worker_ops.expire_workers(["dead"]))
     # Registered 10 days ago and silent since: its name is forgotten with a 7-day window.
     age_heartbeat(store_url, "old", 10 * 86400)
     execute(store_url, "UPDATE known_workflows SET seen_at = seen_at - ? WHERE workflow = 'e'",
             (10 * 86400,))  # fmt: skip
 
-    assert await store.known_workflows(7 * 86400) == {"a", "b", "c", "d"}
-    assert await store.known_workflows(1800) == {"a", "b", "c"}
-    assert await store.known_workflows(30 * 86400) == {"a", "b", "c", "d", "e"}
-    await store.register_worker(worker("silent"))  # an older worker that does not say
-    await store.register_worker(replace(worker_record("quiet"), workflows=None))
-    assert await store.known_workflows(7 * 86400) is None
+    assert await store.read(worker_ops.known_workflows(7 * 86400)) == {"a", "b", "c", "d"}
+    assert await store.read(worker_ops.known_workflows(1800)) == {"a", "b", "c"}
+    assert await store.read(worker_ops.known_workflows(30 * 86400)) == {"a", "b", "c", "d", "e"}
+    await store.write(
+        worker_ops.register_worker(worker("silent"))
+    )  # an older worker that does not say
+    await store.write(worker_ops.register_worker(replace(worker_record("quiet"), workflows=None)))
+    assert await store.read(worker_ops.known_workflows(7 * 86400)) is None
 
 
 async def test_known_workflows__a_name_registered_again_is_seen_at_the_later_time(
     store: Store, store_url: str
 ) -> None:
     first = replace(worker_record("w1"), workflows='["a"]')
-    await store.register_worker(first)
+    await store.write(worker_ops.register_worker(first))
     execute(store_url, "UPDATE known_workflows SET seen_at = seen_at - 5000")
-    await store.remove_worker("w1")  # stopped now: seen now
-    assert await store.known_workflows(1000) == {"a"}
-    await store.register_worker(replace(worker_record("w2"), workflows='["a"]'))
+    await store.write(worker_ops.remove_worker("w1"))  # stopped now: seen now
+    assert await store.read(worker_ops.known_workflows(1000)) == {"a"}
+    await store.write(worker_ops.register_worker(replace(worker_record("w2"), workflows='["a"]')))
     age_heartbeat(store_url, "w2", 9000)
-    await store.expire_workers(["w2"])  # its last heartbeat is older than what is known
-    assert await store.known_workflows(1000) == {"a"}
+    await store.write(
+        worker_ops.expire_workers(["w2"])
+    )  # its last heartbeat is older than what is known
+    assert await store.read(worker_ops.known_workflows(1000)) == {"a"}
 
 
 async def test_expire_workers__keeps_the_last_heartbeat_of_a_dead_worker(
     store: Store, store_url: str
 ) -> None:
-    await store.register_worker(worker_record("w1"))
+    await store.write(worker_ops.register_worker(worker_record("w1")))
     age_heartbeat(store_url, "w1", 100)
-    [before] = await store.list_workers()
+    [before] = await store.read(worker_ops.list_workers())
 
-    await store.expire_workers(["w1"])
-    await store.expire_workers(["w1"])  # a second neighbour saying so changes nothing
+    await store.write(worker_ops.expire_workers(["w1"]))
+    await store.write(
+        worker_ops.expire_workers(["w1"])
+    )  # a second neighbour saying so changes nothing
 
-    [dead] = await store.list_workers()
+    [dead] = await store.read(worker_ops.list_workers())
     assert dead.heartbeat_at == 0  # not live: its runs may be taken over
     assert dead.last_heartbeat_at == pytest.approx(before.heartbeat_at)
 
@@ -301,15 +325,17 @@ async def test_expire_workers__keeps_the_last_heartbeat_of_a_dead_worker(
 async def test_wait_for_work__wakes_at_once_on_its_own_store_s_waking_write(store: Store) -> None:
     # `@wakes` on send_message: without it SQLite would sleep the whole timeout (its own
     # commits do not change PRAGMA data_version) and PostgreSQL would send no NOTIFY.
-    await store.create_run(run_record("r1", status="RUNNING", owner="w1"))
-    await store.park_run("r1", held("w1"), "WAITING", wake_at=None, waiting_for="go", now=T0)
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await store.write(
+        run_ops.park_run("r1", held("w1"), "WAITING", wake_at=None, waiting_for="go", now=T0)
+    )
     await settle(store)
     loop = asyncio.get_running_loop()
     started = loop.time()
     waiting = asyncio.create_task(store.wait_for_work(30))
     await asyncio.sleep(0)
 
-    await store.send_message("r1", "go", "1", idempotency_key=None, now=T0)
+    await store.write(waits.send_message("r1", "go", "1", idempotency_key=None, now=T0))
 
     async with asyncio.timeout(10):
         await waiting
@@ -317,8 +343,9 @@ async def test_wait_for_work__wakes_at_once_on_its_own_store_s_waking_write(stor
 
 
 def test_wakes__is_declared_on_the_programs_that_make_runs_claimable() -> None:
-    from cairn.store.programs import base, claims, journal, runs
+    from cairn.store.programs import base, claims, runs
 
-    assert base.is_waking(journal.send_message("r1", "go", "1", None, T0))
-    assert base.is_waking(claims.release_run("r1", held("w1"), T0))
-    assert not base.is_waking(runs.finish_run("r1", held("w1"), "COMPLETED", None, None, T0, False))
+    assert base.is_waking(waits.send_message("r1", "go", "1", idempotency_key=None, now=T0)())
+    assert base.is_waking(claims.release_run("r1", held("w1"))())
+    finish = runs.finish_run("r1", held("w1"), "COMPLETED", result=None, error=None, now=T0)
+    assert not base.is_waking(finish())

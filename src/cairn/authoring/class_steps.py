@@ -7,29 +7,30 @@ spellings cannot drift apart. They are checked when the class statement runs, as
 decorator checks its arguments when it decorates.
 
 A public class attribute that looks like an option but is none is refused there, naming
-the known options: one whose name is within a typo of an option's (`max_retry`,
-`time_out`, `MAX_RETRIES`), a DBOS word that belongs in `options = {...}`
+the known options: a typo of an option (`max_retry`, `time_out`, `retry_dealy`,
+`MAX_RETRIES`; see `_typo_of`), a DBOS word that belongs in `options = {...}`
 (`max_attempts`), or a word of `cairn.Retry` that belongs in `retries = cairn.Retry(...)`
-(`delay`, `backoff`). Other attributes (constants, helpers, methods, `_private` ones)
-are the class's own business and left alone.
+(`delay`, `backoff`). Other attributes (constants, helpers, methods, `_private` ones,
+and words of the class's own that merely look like an option: `entries`, `names`,
+`queue_url`, `timeouts`) are the class's own business and left alone.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import inspect
 from typing import Any
 
 from cairn.authoring import options as seed_options
 from cairn.authoring.retry import Retry
 from cairn.authoring.step import OPTIONS
+from cairn.errors import InvalidArguments
 
 __all__ = ["check_class", "declared"]
 
-# How alike a name must be to an option's to be taken for a misspelling of it
-# (difflib's ratio: `max_retry` is 0.8 from `max_retries`, `time_out` 0.93 from `timeout`).
-_TYPO = 0.8
+# Options this short take a changed letter for another word (`game` is no `name`), so
+# only a letter missing, added or swapped makes a typo of one.
+_SHORT = 6
 _RETRY_WORDS = tuple(f.name for f in dataclasses.fields(Retry) if f.init)
 
 
@@ -64,7 +65,7 @@ def check_class(kind: type, base: type) -> None:
             hint = _misspelled(attribute)
             if hint is not None:
                 known = ", ".join(OPTIONS)
-                raise TypeError(
+                raise InvalidArguments(
                     f"class-based step {kind.__qualname__}: class attribute {attribute!r} is "
                     f"not a step option ({hint}); the options a class sets are: {known}"
                 )
@@ -77,10 +78,50 @@ def _misspelled(attribute: str) -> str | None:
         return f"DBOS's words go in options = {{{lowered!r}: ...}}"
     if lowered in _RETRY_WORDS:
         return f"a retry policy's {lowered} goes in retries = cairn.Retry({lowered}=...)"
-    close = difflib.get_close_matches(lowered, OPTIONS, n=1, cutoff=_TYPO)
-    if close:
-        return f"did you mean {close[0]!r}?"
+    for option in OPTIONS:
+        if _typo_of(attribute, option):
+            return f"did you mean {option!r}?"
     return None
+
+
+def _typo_of(attribute: str, option: str) -> bool:
+    """True if `attribute` is `option` mistyped, not a word of its own.
+
+    The same letters in another case or with other separators (`MAX_RETRIES`,
+    `time_out`), a plural option in the singular (`max_retry`, `option`), or one letter
+    missing, added, changed or swapped with its neighbour (`timout`, `retry_dealy`). An
+    option's plural is a word of its own (`names`, `queues`, `timeouts`: a collection),
+    and so is anything further off (`entries` is two letters from `retries`).
+    """
+    typed, meant = _letters(attribute), _letters(option)
+    if typed == meant + "s":
+        return False
+    singular = meant[:-3] + "y" if meant.endswith("ies") else meant.removesuffix("s")
+    if typed in (meant, singular):
+        return True
+    return _one_edit(typed, meant, substitute=len(meant) >= _SHORT)
+
+
+def _letters(name: str) -> str:
+    return name.lower().replace("_", "")
+
+
+def _one_edit(typed: str, meant: str, *, substitute: bool) -> bool:
+    """True if `typed` is `meant` with one letter missing, added, swapped or changed."""
+    if abs(len(typed) - len(meant)) > 1 or typed == meant:
+        return False
+    if len(typed) == len(meant):
+        diffs = [i for i, (a, b) in enumerate(zip(typed, meant, strict=True)) if a != b]
+        if len(diffs) == 1:
+            return substitute
+        first, *rest = diffs
+        return (
+            rest == [first + 1]
+            and typed[first] == meant[first + 1]
+            and (typed[first + 1] == meant[first])
+        )
+    shorter, longer = sorted((typed, meant), key=len)
+    return any(longer[:i] + longer[i + 1 :] == shorter for i in range(len(longer)))
 
 
 def _is_code(value: Any) -> bool:

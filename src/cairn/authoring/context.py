@@ -74,6 +74,21 @@ class RunContext:
         """Start a child run and return its handle."""
         raise NotImplementedError
 
+    def schedule_workflow(
+        self,
+        workflow: WorkflowDef[Any, Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        run_id: str | None,
+        run_at: Any,
+        delay: Any,
+    ) -> Any:
+        """Start a detached run that may begin at `run_at` or after `delay` (neither: now).
+
+        Its id; takes effect at the call: an async workflow gets an awaitable it may ignore.
+        """
+        raise NotImplementedError
+
     def continue_as_new(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """End this run and continue as a fresh one."""
         raise NotImplementedError

@@ -26,6 +26,7 @@ from cairn.authoring import options as seed_options
 from cairn.authoring import registry as registries
 from cairn.authoring.step_functions import StepFunction
 from cairn.authoring.workflow import WorkflowDef, make_workflow
+from cairn.errors import InvalidArguments, InvalidValue
 from cairn.names import check_name
 
 __all__ = ["WorkflowEntrypoint", "WorkflowEvent", "WorkflowStep"]
@@ -129,13 +130,13 @@ class WorkflowEntrypoint:
         if run is None:
             return  # an intermediate base class: nothing to run
         if not inspect.iscoroutinefunction(run):
-            raise TypeError(
+            raise InvalidArguments(
                 f"{cls.__qualname__}.run must be `async def run(self, event, step)` "
                 "(cairn runs Cloudflare-style workflows as async code)"
             )
         name = cls.__dict__.get("name") or cls.__name__
         if not isinstance(name, str):
-            raise TypeError(f"{cls.__qualname__}.name must be a string, got {name!r}")
+            raise InvalidArguments(f"{cls.__qualname__}.name must be a string, got {name!r}")
 
         async def run_entrypoint(payload: Any = None) -> Any:
             return await _execute(cls, payload)
@@ -189,7 +190,7 @@ def _instantiate(cls: type[WorkflowEntrypoint]) -> WorkflowEntrypoint:
         except TypeError:
             continue
         return cls(*args)
-    raise TypeError(
+    raise InvalidArguments(
         f"cannot make a {cls.__qualname__}: its __init__ must take no arguments, or "
         "Cloudflare's (ctx, env)"
     )
@@ -238,19 +239,19 @@ class WorkflowStep:
         if args:
             name = args[0]
             if not isinstance(name, str):
-                raise TypeError(f"step.do: the name must be a string, got {name!r}")
+                raise InvalidArguments(f"step.do: the name must be a string, got {name!r}")
             check_name(name, "step name")
         rest = args[1:]
         if len(rest) == 2 and isinstance(rest[0], dict) and config is None:
             config, rest = rest[0], rest[1:]  # JavaScript's order: name, config, callback
         if not rest:
             if len(args) > 1:
-                raise TypeError("step.do(name, config, fn): the function is missing")
+                raise InvalidArguments("step.do(name, config, fn): the function is missing")
             # The config is checked here, where it is written, not when the function comes.
             seed_options.from_cloudflare(f"step {name!r}" if name else "step.do", config)
             return lambda fn: self._declare(name, fn, config, concurrent, depends)
         if len(rest) != 1 or not callable(rest[0]):
-            raise TypeError(
+            raise InvalidArguments(
                 "step.do takes a name and a function (step.do(name, fn)), or decorates one "
                 f"(@step.do(name, config=...)); got {args!r}"
             )
@@ -265,13 +266,13 @@ class WorkflowStep:
         depends: list[Any] | None,
     ) -> StepFunction:
         if not callable(fn):
-            raise TypeError(f"step.do decorates a function, got {fn!r}")
+            raise InvalidArguments(f"step.do decorates a function, got {fn!r}")
         step_name = name if name is not None else getattr(fn, "__name__", "")
         check_name(step_name, "step name")
         retry, timeout = seed_options.from_cloudflare(f"step {step_name!r}", config)
         for dep in depends or ():
             if not isinstance(dep, StepFunction):
-                raise TypeError(
+                raise InvalidArguments(
                     f"step {step_name!r}: depends= lists step functions (declared with "
                     f"@step.do), got {dep!r}"
                 )
@@ -300,17 +301,17 @@ class WorkflowStep:
         "24 hours". Raises ValueError naming a missing `type` or an unknown key.
         """
         if not isinstance(options, dict):
-            raise TypeError(
+            raise InvalidArguments(
                 f"step.waitForEvent({name!r}, options): options must be a dict like "
                 f'{{"type": "approval", "timeout": "1 hour"}}, got {options!r}'
             )
         unknown = sorted(set(options) - {"type", "timeout"})
         if unknown:
-            raise ValueError(
+            raise InvalidValue(
                 f"step.waitForEvent({name!r}): unknown option {unknown[0]!r} (known: type, timeout)"
             )
         if not isinstance(options.get("type"), str):
-            raise ValueError(f'step.waitForEvent({name!r}): options need "type", the event type')
+            raise InvalidValue(f'step.waitForEvent({name!r}): options need "type", the event type')
         timeout = options.get("timeout", EVENT_TIMEOUT)
         return await self.wait_for_event(name, options["type"], timeout=timeout)
 

@@ -9,7 +9,7 @@ import importlib
 import json
 from typing import Any
 
-from cairn.errors import InvalidSubmission
+from cairn.errors import InvalidArguments, InvalidSubmission, InvalidValue
 
 
 def describe_form(form: Any, *, what: str = "human_task form") -> tuple[str | None, str | None]:
@@ -23,11 +23,11 @@ def describe_form(form: Any, *, what: str = "human_task form") -> tuple[str | No
         try:
             return json.dumps(form, sort_keys=True), None
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{what} is not a JSON Schema object: {exc}") from exc
+            raise InvalidValue(f"{what} is not a JSON Schema object: {exc}") from exc
     if isinstance(form, type) and hasattr(form, "model_json_schema"):
         schema = form.model_json_schema()
         return json.dumps(schema, sort_keys=True), f"{form.__module__}:{form.__qualname__}"
-    raise TypeError(f"{what} must be a JSON Schema dict or a pydantic model, got {form!r}")
+    raise InvalidArguments(f"{what} must be a JSON Schema dict or a pydantic model, got {form!r}")
 
 
 def load_model(path: str | None) -> Any:

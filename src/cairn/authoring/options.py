@@ -14,6 +14,7 @@ from typing import Any
 
 from cairn import durations
 from cairn.authoring.retry import Retry
+from cairn.errors import InvalidArguments, InvalidValue
 
 __all__ = ["OPTION_KEYS", "from_cloudflare", "resolve"]
 
@@ -76,12 +77,12 @@ def resolve(
             spelled.append(f"options={dict(options)!r}")
         if option_timeout is not None:
             if timeout is not None:
-                raise ValueError(
+                raise InvalidValue(
                     f"{where}: timeout= and options['timeout'] both set its timeout; use one"
                 )
             timeout = option_timeout
     if len(spelled) > 1:
-        raise ValueError(f"{where}: {' and '.join(spelled)} both set its retries; use one")
+        raise InvalidValue(f"{where}: {' and '.join(spelled)} both set its retries; use one")
     if option_retry is not None:
         return option_retry, timeout
     if max_retries is not None or retry_delay is not None:
@@ -122,7 +123,7 @@ def from_cloudflare(where: str, config: Mapping[str, Any] | None) -> tuple[Retry
     backoff_name = spec.get("backoff", "exponential")
     backoff = _CLOUDFLARE_BACKOFF.get(backoff_name) if isinstance(backoff_name, str) else None
     if backoff is None:
-        raise ValueError(
+        raise InvalidValue(
             f"{where}: config['retries']['backoff'] {backoff_name!r} is not supported "
             '(use "constant" or "exponential", or cairn.Retry(delay=..., backoff=FACTOR))'
         )
@@ -133,12 +134,12 @@ def _from_options(where: str, options: Mapping[str, Any]) -> tuple[Retry | None,
     """DBOS-style options: the policy (None if no retry key is given) and the timeout."""
     _check_keys(where, "options", options, OPTION_KEYS)
     if "max_attempts" in options and "num_retries" in options:
-        raise ValueError(
+        raise InvalidValue(
             f"{where}: options 'max_attempts' and 'num_retries' both count its attempts; use one"
         )
     allowed = options.get("retries_allowed")
     if allowed is not None and not isinstance(allowed, bool):
-        raise ValueError(
+        raise InvalidValue(
             f"{where}: options['retries_allowed'] must be True or False, got {allowed!r}"
         )
     attempts = None
@@ -148,7 +149,7 @@ def _from_options(where: str, options: Mapping[str, Any]) -> tuple[Retry | None,
         attempts = _count(where, "options['num_retries']", options["num_retries"], least=0) + 1
     if allowed is False:
         if attempts is not None and attempts > 1:
-            raise ValueError(
+            raise InvalidValue(
                 f"{where}: options['retries_allowed'] is False but the options ask for "
                 f"{attempts} attempts; drop one of them"
             )
@@ -159,7 +160,9 @@ def _from_options(where: str, options: Mapping[str, Any]) -> tuple[Retry | None,
     delay = _seconds(where, "options['interval_seconds']", options.get("interval_seconds", 1.0))
     backoff = options.get("backoff_rate", 2.0)
     if not _is_real(backoff) or not 1 <= backoff < math.inf:
-        raise ValueError(f"{where}: options['backoff_rate'] must be a number >= 1, got {backoff!r}")
+        raise InvalidValue(
+            f"{where}: options['backoff_rate'] must be a number >= 1, got {backoff!r}"
+        )
     return _policy(attempts or 3, delay, float(backoff)), options.get("timeout")
 
 
@@ -171,14 +174,14 @@ def _from_pyworkflow(where: str, max_retries: int | None, retry_delay: Any) -> R
     if isinstance(retry_delay, str) and retry_delay.strip().lower() in _PYWORKFLOW_DELAYS:
         return _policy(retries + 1, 1.0, _PYWORKFLOW_DELAYS[retry_delay.strip().lower()])
     if isinstance(retry_delay, list | tuple):
-        raise ValueError(
+        raise InvalidValue(
             f"{where}: retry_delay as a list of waits is not supported; use "
             '"fixed", "exponential" or one duration, or cairn.Retry(delay=..., backoff=...)'
         )
     try:
         delay = durations.seconds(retry_delay, what=f"retry_delay of {where}")
     except ValueError:
-        raise ValueError(
+        raise InvalidValue(
             f'{where}: retry_delay {retry_delay!r} is not supported; use "fixed", '
             '"exponential" or a duration such as "30s" (or cairn.Retry(delay=..., backoff=...))'
         ) from None
@@ -199,15 +202,17 @@ def _policy(attempts: int, delay: float, backoff: float) -> Retry:
 
 def _check_keys(where: str, what: str, given: Any, known: tuple[str, ...]) -> None:
     if not isinstance(given, Mapping):
-        raise TypeError(f"{where}: {what} must be a dict, got {given!r}")
+        raise InvalidArguments(f"{where}: {what} must be a dict, got {given!r}")
     for key in given:
         if key not in known:
-            raise ValueError(f"{where}: unknown key {key!r} in {what} (known: {', '.join(known)})")
+            raise InvalidValue(
+                f"{where}: unknown key {key!r} in {what} (known: {', '.join(known)})"
+            )
 
 
 def _count(where: str, what: str, value: Any, *, least: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < least:
-        raise ValueError(f"{where}: {what} must be a whole number >= {least}, got {value!r}")
+        raise InvalidValue(f"{where}: {what} must be a whole number >= {least}, got {value!r}")
     return value
 
 

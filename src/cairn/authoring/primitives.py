@@ -9,7 +9,7 @@ from typing import Any, NoReturn, overload
 
 from cairn import durations
 from cairn.authoring import context, usage
-from cairn.errors import NotInRun
+from cairn.errors import InvalidArguments, InvalidValue, NotInRun
 from cairn.models import RunInfo, StepInfo
 from cairn.names import check_name
 
@@ -85,7 +85,7 @@ def sleep(*args: Any, name: str | None = None) -> Awaitable[None]:
     if isinstance(duration, datetime):
         return context.current("cairn.sleep()").sleep_until(duration, name)
     if isinstance(duration, date):
-        raise ValueError(
+        raise InvalidValue(
             f"invalid duration for cairn.sleep: {duration!r} is a date; pass a datetime to "
             "sleep until then (cairn.sleep_until(datetime))"
         )
@@ -109,7 +109,7 @@ def sleep_until(*args: Any, name: str | None = None) -> Awaitable[None]:
     """
     name, when = _named("cairn.sleep_until", "datetime", args, name)
     if not isinstance(when, datetime):
-        raise TypeError(f"cairn.sleep_until needs a datetime, got {when!r}")
+        raise InvalidArguments(f"cairn.sleep_until needs a datetime, got {when!r}")
     return context.current("cairn.sleep_until()").sleep_until(when, name)
 
 
@@ -120,11 +120,13 @@ def _named(
     if len(args) == 2 and name is None:
         name, found = args
         if not isinstance(name, str):
-            raise TypeError(f"{what}(name, {value}): the name must be a string, got {name!r}")
+            raise InvalidArguments(
+                f"{what}(name, {value}): the name must be a string, got {name!r}"
+            )
     elif len(args) == 1:
         (found,) = args
     else:
-        raise TypeError(
+        raise InvalidArguments(
             f"{what} takes a {value}, or a name and a {value} "
             f'(e.g. {what}("nap", ...)); got {len(args)} positional argument(s)'
             + (" and name=" if name is not None else "")
@@ -192,7 +194,7 @@ def receive(topic: str, *, max_messages: int = 1, timeout: Any = None) -> Awaita
     """
     check_name(topic, "topic of cairn.receive")
     if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1:
-        raise ValueError(f"cairn.receive max_messages must be an int >= 1, got {max_messages!r}")
+        raise InvalidValue(f"cairn.receive max_messages must be an int >= 1, got {max_messages!r}")
     seconds = _seconds(timeout, f"timeout of receive({topic!r})")
     ctx = context.current("cairn.receive()")
     return ctx.receive(topic, max_messages, seconds)  # type: ignore[no-any-return]
@@ -317,7 +319,7 @@ def start_child(
 
     found = definition_of(workflow)
     if found is None:
-        raise TypeError(f"cairn.start_child needs a @cairn.workflow, got {workflow!r}")
+        raise InvalidArguments(f"cairn.start_child needs a @cairn.workflow, got {workflow!r}")
     workflow = found
     if run_id is not None:
         check_name(run_id, "child run_id")

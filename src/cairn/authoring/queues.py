@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass, field
 
 from cairn import durations
-from cairn.names import check_name
+from cairn.errors import InvalidValue
+from cairn.names import check_queue_name
 
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\S+)\s*$")
 
@@ -18,13 +19,13 @@ def parse_rate(rate: str, *, what: str = "rate") -> tuple[int, float]:
     """`"100/1m"` -> (100, 60.0): at most 100 starts in any 60 seconds."""
     match = _RATE.match(rate) if isinstance(rate, str) else None
     if match is None:
-        raise ValueError(f'invalid {what}: {rate!r} (use COUNT/DURATION, e.g. "100/1m")')
+        raise InvalidValue(f'invalid {what}: {rate!r} (use COUNT/DURATION, e.g. "100/1m")')
     count = int(match[1])
     period = durations.parse(match[2], what=what).total_seconds()
     if count < 1 or period <= 0:
-        raise ValueError(f"invalid {what}: {rate!r} (count and period must be positive)")
+        raise InvalidValue(f"invalid {what}: {rate!r} (count and period must be positive)")
     if count > LARGEST_LIMIT:
-        raise ValueError(f"invalid {what}: {rate!r} (the count is {LARGEST_LIMIT} at most)")
+        raise InvalidValue(f"invalid {what}: {rate!r} (the count is {LARGEST_LIMIT} at most)")
     return count, period
 
 
@@ -33,7 +34,7 @@ def check_limit(value: int | None, what: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= LARGEST_LIMIT:
-        raise ValueError(
+        raise InvalidValue(
             f"invalid {what}: {value!r} (a positive integer up to {LARGEST_LIMIT}, or None)"
         )
     return value
@@ -59,7 +60,7 @@ class Queue:
     rate_limit: tuple[int, float] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        check_name(self.name, "queue name")
+        check_queue_name(self.name, "queue name")
         check_limit(self.concurrency, f"concurrency of queue {self.name!r}")
         check_limit(self.per_worker, f"per_worker of queue {self.name!r}")
         check_limit(self.partition_concurrency, f"partition_concurrency of queue {self.name!r}")

@@ -17,19 +17,32 @@ if TYPE_CHECKING:
 
 
 def describe(fn: Callable[..., Any]) -> str:
-    """`module.qualname (file:line)` of a function, for error messages."""
-    where = f"{fn.__module__}.{fn.__qualname__}"
+    """`module.qualname (file:line)` of a function, for error messages.
+
+    A bound method (a class-based step's `execute`) is named after its object's class,
+    where it is defined: two step classes may share one inherited `execute`.
+    """
+    module, qualname = _origin(fn)
+    code = type(fn.__self__) if inspect.ismethod(fn) else fn
     try:
-        source = inspect.getsourcefile(fn)
-        line = inspect.getsourcelines(fn)[1]
+        source = inspect.getsourcefile(code)
+        line = inspect.getsourcelines(code)[1]
     except (OSError, TypeError):
-        return where
-    return f"{where} ({source}:{line})"
+        return f"{module}.{qualname}"
+    return f"{module}.{qualname} ({source}:{line})"
+
+
+def _origin(fn: Callable[..., Any]) -> tuple[str, str]:
+    """Module and qualified name of a definition; a bound method's, by its object's class."""
+    if inspect.ismethod(fn):
+        kind = type(fn.__self__)
+        return kind.__module__, f"{kind.__qualname__}.{fn.__name__}"
+    return fn.__module__, fn.__qualname__
 
 
 def _same_definition(a: Callable[..., Any], b: Callable[..., Any]) -> bool:
     # A module imported twice (or reloaded) redefines the same function: not a conflict.
-    return (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
+    return _origin(a) == _origin(b)
 
 
 class Registry:
@@ -58,7 +71,8 @@ class Registry:
         if existing is not None and not _same_definition(existing.fn, step.fn):
             raise ValueError(
                 f"step name {step.name!r} is already registered by "
-                f"{describe(existing.fn)}; cannot register {describe(step.fn)}"
+                f"{describe(existing.fn)}; cannot register {describe(step.fn)}: give one "
+                "of them a name of its own (name=...)"
             )
         self.steps[step.name] = step
         serialization.allow_imports(getattr(step.fn, "__module__", None) or "")

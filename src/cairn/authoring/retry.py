@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from cairn import durations
+from cairn.errors import InvalidArguments, InvalidValue
 
 __all__ = ["Retry", "coerce", "next_delay"]
 
@@ -51,17 +52,19 @@ class Retry:
     def __post_init__(self) -> None:
         max_attempts = self.max_attempts
         if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
-            raise ValueError(f"invalid Retry max_attempts: {max_attempts!r} (must be an int >= 1)")
+            raise InvalidValue(
+                f"invalid Retry max_attempts: {max_attempts!r} (must be an int >= 1)"
+            )
         if not _is_real(self.backoff) or not 1 <= self.backoff < math.inf:
-            raise ValueError(f"invalid Retry backoff: {self.backoff!r} (must be a number >= 1)")
+            raise InvalidValue(f"invalid Retry backoff: {self.backoff!r} (must be a number >= 1)")
         if not _is_real(self.jitter) or not 0 <= self.jitter <= 1:
-            raise ValueError(
+            raise InvalidValue(
                 f"invalid Retry jitter: {self.jitter!r} (must be a number from 0 to 1)"
             )
         delay = durations.seconds(self.delay, what="Retry delay")
         max_delay = durations.seconds(self.max_delay, what="Retry max_delay")
         if max_delay < delay:
-            raise ValueError(
+            raise InvalidValue(
                 f"invalid Retry max_delay: {self.max_delay!r} is shorter than"
                 f" delay {self.delay!r} (raise max_delay too)"
             )
@@ -89,7 +92,7 @@ def coerce(retries: Retry | int | None) -> Retry:
         return retries
     if isinstance(retries, int) and not isinstance(retries, bool):
         return Retry(max_attempts=retries)
-    raise TypeError(
+    raise InvalidArguments(
         f"invalid retries: {retries!r} (use cairn.Retry(...), an int of max attempts, or None)"
     )
 
@@ -120,7 +123,7 @@ def next_delay(
         ValueError: If ``attempt`` is below 1.
     """
     if attempt < 1:
-        raise ValueError(f"attempt must be >= 1, got {attempt!r}")
+        raise InvalidValue(f"attempt must be >= 1, got {attempt!r}")
     if attempt >= policy.max_attempts:
         return None
     if retry_after is not None:

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 
 from cairn import durations
-from cairn.errors import TransientWorkflow
+from cairn.errors import InvalidArguments, InvalidValue, TransientWorkflow
 from cairn.names import check_name
 
 if TYPE_CHECKING:
@@ -175,34 +175,34 @@ def _transition(low: float, high: float, zone: ZoneInfo) -> float:
 
 def _check_cron(expr: Any, what: str) -> str:
     if not isinstance(expr, str) or not expr.strip():
-        raise ValueError(
+        raise InvalidValue(
             f"invalid cron expression {expr!r} for {what} (5 fields, e.g. '0 9 * * *')"
         )
     text = " ".join(expr.split())
     expanded = _MACROS.get(text, text)
     if len(expanded.split()) != 5:
-        raise ValueError(
+        raise InvalidValue(
             f"invalid cron expression {expr!r} for {what}: need 5 fields "
             "(minute hour day-of-month month day-of-week), e.g. '0 9 * * 1-5'"
         )
     if not croniter.is_valid(expanded):
-        raise ValueError(f"invalid cron expression {expr!r} for {what}")
+        raise InvalidValue(f"invalid cron expression {expr!r} for {what}")
     try:
         cron_after(expanded, ZoneInfo("UTC"), 0.0)
     except Exception as exc:  # e.g. "0 0 30 2 *": a date that never comes
-        raise ValueError(f"cron expression {expr!r} for {what} never fires ({exc})") from None
+        raise InvalidValue(f"cron expression {expr!r} for {what} never fires ({exc})") from None
     return text
 
 
 def _check_zone(tz: Any, what: str) -> str:
     if not isinstance(tz, str) or not tz:
-        raise ValueError(
+        raise InvalidValue(
             f"invalid time zone {tz!r} for {what} (an IANA name, e.g. 'Europe/Berlin')"
         )
     try:
         ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(
+        raise InvalidValue(
             f"unknown time zone {tz!r} for {what} (an IANA name, e.g. 'Europe/Berlin')"
         ) from None
     return tz
@@ -229,7 +229,7 @@ def define(
     found = definition_of(workflow)  # a WorkflowEntrypoint class, say
     name = found.name if found is not None else workflow
     if not isinstance(name, str) or not name:
-        raise TypeError(
+        raise InvalidArguments(
             f"cairn.schedule needs a @cairn.workflow or a workflow name, got {workflow!r}"
         )
     if getattr(workflow, "durable", True) is False:  # a WorkflowDef of durable=False
@@ -240,26 +240,26 @@ def define(
         or not schedule_id.strip()
         or schedule_id != schedule_id.strip()
     ):
-        raise ValueError(f"invalid schedule id {schedule_id!r} (a non-empty string)")
+        raise InvalidValue(f"invalid schedule id {schedule_id!r} (a non-empty string)")
     check_name(schedule_id, "schedule id")
     what = f"schedule {schedule_id!r}"
     if (cron is None) == (every is None):
-        raise ValueError(f"{what} needs exactly one of cron= or every=")
+        raise InvalidValue(f"{what} needs exactly one of cron= or every=")
     seconds = None
     if cron is not None:
         cron = _check_cron(cron, what)
     else:
         seconds = durations.parse(every, what=f"every of {what}").total_seconds()
         if seconds < MIN_EVERY:
-            raise ValueError(f"every of {what} must be at least 1s, got {every!r}")
+            raise InvalidValue(f"every of {what} must be at least 1s, got {every!r}")
     tz = _check_zone(tz, what)
     if overlap not in OVERLAPS:
-        raise ValueError(f"invalid overlap {overlap!r} for {what} (one of {', '.join(OVERLAPS)})")
+        raise InvalidValue(f"invalid overlap {overlap!r} for {what} (one of {', '.join(OVERLAPS)})")
     window = durations.parse(catchup, what=f"catchup of {what}").total_seconds()
     if not isinstance(args, list | tuple):
-        raise TypeError(f"args of {what} must be a tuple or list, got {args!r}")
+        raise InvalidArguments(f"args of {what} must be a tuple or list, got {args!r}")
     if kwargs is not None and not isinstance(kwargs, dict):
-        raise TypeError(f"kwargs of {what} must be a dict, got {kwargs!r}")
+        raise InvalidArguments(f"kwargs of {what} must be a dict, got {kwargs!r}")
     return ScheduleDef(
         id=schedule_id,
         workflow=name,

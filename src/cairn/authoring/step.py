@@ -13,7 +13,8 @@ from cairn import durations
 from cairn.authoring import context, registry, usage
 from cairn.authoring import options as seed_options
 from cairn.authoring.retry import Retry, coerce
-from cairn.names import check_name
+from cairn.errors import InvalidArguments, InvalidValue
+from cairn.names import check_name, check_queue_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -51,7 +52,7 @@ def _timeout_seconds(timeout: Any, what: str) -> float | None:
         return None
     seconds = durations.parse(timeout, what=what).total_seconds()
     if seconds <= 0:
-        raise ValueError(f"invalid {what}: {timeout!r} (must be positive)")
+        raise InvalidValue(f"invalid {what}: {timeout!r} (must be positive)")
     return seconds
 
 
@@ -59,7 +60,7 @@ def check_queue(queue: Any, where: str) -> str | None:
     """A step queue name as given, or None; InvalidName naming `where` if it is not one."""
     if queue is None:
         return None
-    return check_name(queue, f"queue of {where}")
+    return check_queue_name(queue, f"queue of {where}")
 
 
 def check_isolation(isolation: Any, fn: Callable[..., Any], where: str, is_async: bool) -> str:
@@ -67,16 +68,16 @@ def check_isolation(isolation: Any, fn: Callable[..., Any], where: str, is_async
     if isolation is None:
         return "thread"
     if isolation not in ("thread", "process"):
-        raise ValueError(f"isolation of {where} must be 'thread' or 'process', got {isolation!r}")
+        raise InvalidValue(f"isolation of {where} must be 'thread' or 'process', got {isolation!r}")
     if isolation == "process":
         if is_async:
-            raise ValueError(
+            raise InvalidValue(
                 f"{where}: isolation='process' runs a plain def function in a child process; "
                 "an async def step cannot have it (its timeout cancels it already)"
             )
         qualname = getattr(fn, "__qualname__", "")
         if not hasattr(fn, "__code__") or "." in qualname or not qualname:
-            raise ValueError(
+            raise InvalidValue(
                 f"{where}: isolation='process' needs a module-level function (the child "
                 f"process imports it by name), not {qualname or fn!r}"
             )
@@ -96,10 +97,10 @@ def make_step(
 ) -> StepDef[P, R]:
     """Build and register a StepDef for `fn`."""
     if not callable(fn):
-        raise TypeError(f"@cairn.step needs a function, got {fn!r}")
+        raise InvalidArguments(f"@cairn.step needs a function, got {fn!r}")
     step_name = check_name(name or fn.__qualname__, "step name")
     if not isinstance(keep_input, bool):
-        raise TypeError(
+        raise InvalidArguments(
             f"keep_input of @cairn.step {step_name!r} must be True or False, got {keep_input!r}"
         )
     # What executing a step goes by (asyncio's test also knows mocks' coroutine marker).
@@ -183,9 +184,9 @@ def step(
             option, or a bad value.
     """
     if unknown:
-        raise TypeError(_unknown_arguments(unknown))
+        raise InvalidArguments(_unknown_arguments(unknown))
     if name is not None and not callable(name) and not isinstance(name, str):
-        raise TypeError(f"@cairn.step name must be a string, got {name!r}")
+        raise InvalidArguments(f"@cairn.step name must be a string, got {name!r}")
 
     def decorate(fn: Callable[P, R], step_name: str | None = name) -> StepDef[P, R]:
         where = f"step {step_name or getattr(fn, '__qualname__', fn)!r}"

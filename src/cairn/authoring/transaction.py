@@ -15,6 +15,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast, overload
 from cairn.authoring import context, registry
 from cairn.authoring.retry import Retry, coerce
 from cairn.authoring.step import StepDef, _timeout_seconds
+from cairn.errors import InvalidArguments, InvalidValue
 from cairn.names import check_name
 
 P = ParamSpec("P")
@@ -39,7 +40,7 @@ class TransactionDef(StepDef[P, R]):
 def _check_db(db: object, where: str) -> None:
     if db is None:
         return
-    raise ValueError(
+    raise InvalidValue(
         f"{where}: db={db!r} is not supported; only db=None (cairn's own database) can be "
         "exactly-once, because the step's checkpoint must commit in the same transaction as "
         "its writes. Keep the tables in cairn's database, or use cairn.steps.db for another "
@@ -56,7 +57,7 @@ def make_transaction(
 ) -> TransactionDef[P, R]:
     """Build and register a TransactionDef for `fn`."""
     if not callable(fn):
-        raise TypeError(f"@cairn.transaction needs a function, got {fn!r}")
+        raise InvalidArguments(f"@cairn.transaction needs a function, got {fn!r}")
     step_name = check_name(name or fn.__qualname__, "step name")
     defn: TransactionDef[P, R] = TransactionDef(
         name=step_name,
@@ -116,7 +117,7 @@ def transaction(
         TypeError: Not a function.
     """
     if name is not None and not callable(name) and not isinstance(name, str):
-        raise TypeError(f"@cairn.transaction name must be a string, got {name!r}")
+        raise InvalidArguments(f"@cairn.transaction name must be a string, got {name!r}")
     where = "@cairn.transaction" if not isinstance(name, str) else f"@cairn.transaction({name!r})"
     _check_db(db, where)
 

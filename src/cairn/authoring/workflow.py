@@ -10,8 +10,8 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from cairn.authoring import context, registry
 from cairn.authoring.step import StepDef, _timeout_seconds
-from cairn.errors import NotInRun, TransientWorkflow
-from cairn.names import check_name
+from cairn.errors import InvalidArguments, InvalidValue, NotInRun, TransientWorkflow
+from cairn.names import check_name, check_queue_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -115,15 +115,17 @@ def workflow_fields(
 ) -> dict[str, Any]:
     """The checked fields of a WorkflowDef for `fn` (shared by every way to declare one)."""
     if not callable(fn):
-        raise TypeError(f"@cairn.workflow needs a function, got {fn!r}")
+        raise InvalidArguments(f"@cairn.workflow needs a function, got {fn!r}")
     wf_name = check_name(name or f"{fn.__module__}.{fn.__qualname__}", "workflow name")
     if not isinstance(max_recoveries, int) or max_recoveries < 0:
-        raise ValueError(f"invalid max_recoveries for workflow {wf_name!r}: {max_recoveries!r}")
+        raise InvalidValue(f"invalid max_recoveries for workflow {wf_name!r}: {max_recoveries!r}")
     queue_name = getattr(queue, "name", queue)
     if queue_name is not None:
-        check_name(queue_name, f"queue of workflow {wf_name!r}")
+        check_queue_name(queue_name, f"queue of workflow {wf_name!r}")
     if not isinstance(durable, bool):
-        raise TypeError(f"durable of workflow {wf_name!r} must be True or False, got {durable!r}")
+        raise InvalidArguments(
+            f"durable of workflow {wf_name!r} must be True or False, got {durable!r}"
+        )
     if not durable:
         _check_transient(wf_name, queue_name, on)
     return {
@@ -221,7 +223,7 @@ def workflow(
     if callable(name):
         return make_workflow(name, **options)
     if name is not None and not isinstance(name, str):
-        raise TypeError(f"@cairn.workflow name must be a string, got {name!r}")
+        raise InvalidArguments(f"@cairn.workflow name must be a string, got {name!r}")
 
     def decorate(fn: Callable[P, R]) -> WorkflowDef[P, R]:
         return make_workflow(fn, name=name, **options)
@@ -235,10 +237,10 @@ def chain(name: str, *steps: StepDef[Any, Any]) -> WorkflowDef[..., Any]:
     The first step receives the workflow's arguments.
     """
     if not steps:
-        raise ValueError(f"cairn.chain({name!r}) needs at least one step")
+        raise InvalidValue(f"cairn.chain({name!r}) needs at least one step")
     for item in steps:
         if not isinstance(item, StepDef):
-            raise TypeError(f"cairn.chain({name!r}): {item!r} is not a @cairn.step")
+            raise InvalidArguments(f"cairn.chain({name!r}): {item!r} is not a @cairn.step")
 
     async def run_chain(*args: Any, **kwargs: Any) -> Any:
         value = steps[0](*args, **kwargs)

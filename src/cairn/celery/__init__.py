@@ -24,6 +24,7 @@ from cairn import config, durations
 from cairn.celery import broker
 from cairn.celery.host import DEFAULT_QUEUE, RUN, Host, celery_queue, log, step_celery_queue
 from cairn.errors import ConfigError
+from cairn.store import locations
 
 __all__ = ["BROKER_ENV", "HEALTH_ENV", "app", "consumed_queues", "find_broker"]
 
@@ -113,6 +114,7 @@ def app(
         ) from None
     url = find_broker(broker_url)
     database = config.database_url(db)
+    locations.refuse_memory(database, "cairn.celery (its workers are other processes)")
     durations.parse(lease, what="lease")
     durations.parse(grace, what="grace")
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:

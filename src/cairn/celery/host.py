@@ -31,6 +31,7 @@ from cairn.celery.broker import BrokerState
 from cairn.errors import StoreError
 from cairn.observability import logcontext
 from cairn.runtime.engine import Engine
+from cairn.store.programs import claimable, step_tasks
 
 log = logcontext.logger("cairn.celery")
 
@@ -199,13 +200,15 @@ class Host:
         worker, store = engine.worker, engine.store
         while True:
             try:
-                found = await store.claimable_runs(
-                    now=engine.clock.now(),
-                    limit=_LOOK,
-                    stale=worker.judges_heartbeats(),
-                    workflows=worker.executes(),
+                found = await store.read(
+                    claimable.claimable_runs(
+                        now=engine.clock.now(),
+                        limit=_LOOK,
+                        stale=worker.judges_heartbeats(),
+                        workflows=worker.executes(),
+                    )
                 )
-                steps = await store.claimable_step_tasks(limit=_LOOK)
+                steps = await store.read(step_tasks.claimable(limit=_LOOK))
                 fresh, again = self._due(found, steps, engine.lease)
                 if fresh or again:
                     self._last_call = time.monotonic()

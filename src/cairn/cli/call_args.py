@@ -4,9 +4,9 @@ One path for `cairn run`, `cairn workflows run` and `cairn schedules create`: ea
 and each `--arg NAME=VALUE` is read as its parameter's annotated type wants (`59.90` for
 a `Decimal` stays `Decimal("59.90")`), else as JSON when it parses, else as the text;
 the JSON object of keyword arguments (`--input`, `--args-json`) keeps the digits of a
-number given to a `Decimal` parameter. The result is checked against the workflow's
-signature (exit 2 if it does not fit); `engine.start` then converts it to the
-parameters' types, which leaves values already of those types as they are.
+number given to a `Decimal` parameter. The values are converted once, by `engine.start`
+(or `schedules.create`), which gets them as read here; they are checked first, before
+anything opens, by a dry run of that same conversion (exit 2 if they do not fit).
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ def parse_call(
     input_flag: str = "--input",
 ) -> tuple[list[Any], dict[str, Any]]:
     """The arguments of ARGs, `--arg NAME=VALUE`s (`named`) and the JSON object `input_json`.
+
+    As read, not yet converted to the parameters' types (`engine.start` does that once);
+    checked that they will be.
 
     Raises:
         UsageError: (exit 2) arguments that do not fit, a keyword given twice, a key that
@@ -65,11 +68,11 @@ def parse_call(
             hint = conversion.optional_inner(arguments.hint_of(fn, name=key))
             if hint is Decimal and isinstance(value, Decimal):
                 kwargs[key] = value
-    try:
-        fitted, keywords = arguments.fit(fn, args, kwargs, workflow=name)
+    try:  # a dry run: the values converted here are dropped, engine.start converts
+        arguments.fit(fn, args, kwargs, workflow=name)
     except InvalidArguments as exc:
         raise options.UsageError(str(exc)) from None
-    return list(fitted), keywords
+    return args, kwargs
 
 
 def _named(item: str) -> tuple[str, str]:

@@ -19,6 +19,7 @@ from cairn.cli import options, output
 from cairn.errors import CairnError, HookNotFound
 from cairn.models import EventDelivery, RunStatus
 from cairn.representation import actions
+from cairn.runtime import steering
 from cairn.runtime.engine import Engine
 from cairn.runtime.verbs import VERBS
 from cairn.store.records import RunRecord
@@ -168,7 +169,7 @@ def _say(ns: argparse.Namespace, line: str, facts: dict[str, Any]) -> int:
 
 def cancel(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn runs cancel`."""
-    run = options.with_engine(glob, lambda engine: actions.cancel(engine.control, ns.run_id))
+    run = options.with_engine(glob, lambda engine: steering.cancel(engine.control, ns.run_id))
     if run.status == RunStatus.CANCELLED:
         line = f"run {run.run_id} CANCELLED"
     else:
@@ -181,7 +182,7 @@ def cancel(ns: argparse.Namespace, glob: options.Globals) -> int:
 
 def pause(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn runs pause`."""
-    run = options.with_engine(glob, lambda engine: actions.pause(engine.control, ns.run_id))
+    run = options.with_engine(glob, lambda engine: steering.pause(engine.control, ns.run_id))
     if run.status == RunStatus.PAUSED:
         line = f"run {run.run_id} PAUSED; resume it with `cairn runs resume {run.run_id}`"
     else:
@@ -195,7 +196,7 @@ def pause(ns: argparse.Namespace, glob: options.Globals) -> int:
 def resume(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn runs resume`."""
     before, run = options.with_engine(
-        glob, lambda engine: actions.resume(engine.control, ns.run_id)
+        glob, lambda engine: steering.resume(engine.control, ns.run_id)
     )
     if before.status == RunStatus.PAUSED:
         line = f"run {run.run_id} resumed: {run.status}, for a worker to continue"

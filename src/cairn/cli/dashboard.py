@@ -159,7 +159,7 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
     def announce() -> None:
         output.stderr().print(
             f"cairn dashboard: {base}/ (API {base}/api/v1; {guard}; database "
-            f"{output.redact(glob.url)}{executes}); Ctrl-C stops it",
+            f"{output.database(glob.url)}{executes}); Ctrl-C stops it",
             markup=False,
             highlight=False,
         )

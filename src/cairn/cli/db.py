@@ -40,7 +40,7 @@ def upgrade_db(ns: argparse.Namespace, glob: options.Globals) -> int:
     newest = max((m.version for m in shipped), default=0)
     applied = ", ".join(f"{m.version:04d}_{m.name}" for m in shipped) or "none"
     print(
-        f"database {output.redact(glob.url)} ({store.dialect}) is at schema version {newest}; "
+        f"database {output.database(glob.url)} ({store.dialect}) is at schema version {newest}; "
         f"migrations applied: {applied}",
         flush=True,
     )

@@ -121,7 +121,7 @@ def entry_line(entry: HistoryEntry) -> Text:
     if entry.attempts > 1 or failed:
         line.append(f"  {entry.attempts} attempt{'s' if entry.attempts != 1 else ''}")
     line.append(f"  {words.seconds(words.span(entry.started_at, entry.finished_at))}")
-    took = words.received(entry)
+    took = words.received(entry) or words.scheduled(entry)
     if failed:
         line.append(f"  {words.error_line(entry.error)}", style="red")
     elif took is not None:

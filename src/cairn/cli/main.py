@@ -23,7 +23,6 @@ from cairn.cli import (
     hooks,
     options,
     output,
-    project,
     queues,
     runs,
     scaffold,
@@ -32,6 +31,7 @@ from cairn.cli import (
     worker,
     workflows,
 )
+from cairn.cli import run as run_command  # `cairn run` (`run` here runs a command line)
 from cairn.errors import CairnError
 
 
@@ -57,7 +57,7 @@ def build_parser() -> Parser:
     options.add_global_options(common, suffix="_cmd")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     scaffold.add_parser(commands, common)
-    project.add_parser(commands, common)
+    run_command.add_parser(commands, common)
     control.add_commands("", commands, common)
     check.add_parser(commands, common)
     runs.add_parser(commands, common)

@@ -50,7 +50,8 @@ def add_global_options(parser: argparse.ArgumentParser, *, suffix: str = "") -> 
         dest=f"db{suffix}",
         metavar="URL",
         default=None,
-        help="database URL (default: CAIRN_DATABASE_URL, else [tool.cairn] url in "
+        help="database URL: sqlite:///file.db, file:///dir, memory://, postgresql://... "
+        "(default: CAIRN_DATABASE_URL, else url in cairn.yaml or [tool.cairn] in "
         "pyproject.toml, else sqlite:///cairn.db)",
     )
     parser.add_argument(
@@ -61,7 +62,7 @@ def add_global_options(parser: argparse.ArgumentParser, *, suffix: str = "") -> 
         action="append",
         default=None,
         help="import MODULE to register its workflows (repeatable; default: CAIRN_MODULES, "
-        "else [tool.cairn] modules)",
+        "else modules in cairn.yaml or [tool.cairn])",
     )
 
 

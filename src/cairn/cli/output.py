@@ -28,12 +28,14 @@ from cairn.representation.words import (
     progress_text,
     ran_on,
     received,
+    scheduled,
     seconds,
     short,
     span,
     waiting_outcome,
     when,
 )
+from cairn.store import locations
 from cairn.store.records import INTERRUPTED
 
 STATUS_STYLE = {
@@ -84,6 +86,11 @@ def redact(url: str) -> str:
         host = f"{host}:{parts.port}"
     netloc = f"{parts.username or ''}:***@{host}"
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def database(url: str) -> str:
+    """`url` for printing (no password), with what memory:// and file:/// open."""
+    return locations.describe(url, redact(url))
 
 
 def status_text(status: str) -> Text:
@@ -214,7 +221,7 @@ class HistoryTable:
         outcome: str | Text
         outcome = Text(error_line(entry.error), style="red") if failed else short(entry.result, 50)
         took = received(entry)
-        where = ran_on(entry)
+        where = ran_on(entry) or scheduled(entry)
         if entry.kind == "sleep" and isinstance(entry.result, datetime):
             outcome = f"until {when(entry.result)}"
         elif where is not None:

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from cairn.authoring.queues import parse_rate
 from cairn.cli import options, output
+from cairn.names import check_queue_name
 from cairn.representation import queues as queue_forms
 from cairn.runtime.queues import QueueInfo
 
@@ -103,8 +104,7 @@ def changes(ns: argparse.Namespace) -> dict[str, Any]:
     if not found:
         flags = ", ".join("--" + key.replace("_", "-") for key in queue_forms.LIMITS)
         raise options.UsageError(f"queues set {ns.name}: nothing to change (give {flags})")
-    if not ns.name.strip():
-        raise ValueError("queue NAME must not be empty")
+    check_queue_name(ns.name, "queue name")
     for key, value in found.items():
         flag = "--" + key.replace("_", "-")
         if key == "rate":

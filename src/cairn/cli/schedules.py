@@ -142,10 +142,11 @@ def list_schedules(ns: argparse.Namespace, glob: options.Globals) -> int:
 
 def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn schedules create`."""
-    from cairn.cli import call_args, project
+    from cairn.cli import call_args
+    from cairn.cli import run as run_command
 
     options.import_modules(glob.modules)  # the name may be one these modules register
-    workflow = project.resolve(ns.workflow, enqueue=True)
+    workflow = run_command.resolve(ns.workflow, enqueue=True)
     args, kwargs = call_args.parse_call(workflow, ns.args, ns.input, reserved=())
 
     async def create(engine: Engine) -> ScheduleInfo:

@@ -15,9 +15,11 @@ from typing import Any
 
 from cairn import durations
 from cairn.cli import options, output
+from cairn.names import check_queue_name
 from cairn.observability import jsonlog, logcontext
 from cairn.runtime.engine import Engine
 from cairn.runtime.worker import Worker
+from cairn.store import locations
 
 log = logcontext.logger("cairn.cli.worker")
 
@@ -122,6 +124,8 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
     step_queues = list(
         dict.fromkeys([*queues, *(name for group in ns.step_queue or () for name in group)])
     )
+    for name in step_queues:  # every --queue is a step queue too: all are checked here
+        check_queue_name(name, "--queue" if name in queues else "--step-queue")
     if ns.transport == "celery":
         return _serve_celery(ns, glob, queues, step_queues)
     if ns.broker is not None:
@@ -141,6 +145,7 @@ def _serve_celery(
     """`cairn worker --transport celery`: a Celery worker (thread pool) executing runs."""
     if ns.metrics_port is not None or ns.tracing:
         raise ValueError("--metrics-port and --tracing are not available with --transport celery")
+    locations.refuse_memory(glob.url, "cairn worker --transport celery")
     from cairn import celery as cairn_celery
     from cairn.celery import serving
 
@@ -221,7 +226,7 @@ async def _serve(
         engine.workers,
         ns.lease,
         ns.grace,
-        output.redact(engine.url),
+        output.database(engine.url),
         ", ".join(queues) if queues else "all",
         ", ".join(step_queues) if step_queues else "none",
     )

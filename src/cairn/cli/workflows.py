@@ -3,7 +3,7 @@
 Workers store only the names of what they execute, so a workflow known only to them
 shows no queue, version or `on`. `workflows run` is `cairn run` spelled with keyword
 arguments (`--arg NAME=VALUE`, `--args-json`) and `--no-wait`; it reads them on the same
-path (call_args) and starts the run the same way (project.launch).
+path (call_args) and starts the run the same way (`run.launch`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from cairn.cli import call_args, options, output, project
+from cairn.cli import call_args, options, output
+from cairn.cli import run as run_command
 from cairn.representation import workflows as workflow_forms
 from cairn.runtime import catalog
 from cairn.runtime.catalog import WorkflowInfo
@@ -94,11 +95,11 @@ def run_workflow(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn workflows run`."""
     if ":" not in ns.target:
         options.import_modules(glob.modules)  # the name may be one these modules register
-    workflow = project.resolve(ns.target, enqueue=ns.no_wait, enqueue_flag="--no-wait")
+    workflow = run_command.resolve(ns.target, enqueue=ns.no_wait, enqueue_flag="--no-wait")
     args, kwargs = call_args.parse_call(
         workflow, (), ns.args_json, named=ns.named, input_flag="--args-json"
     )
-    return project.launch(
+    return run_command.launch(
         glob,
         workflow,
         args,

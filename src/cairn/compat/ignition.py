@@ -33,6 +33,7 @@ from typing import Any
 from cairn.authoring import context, primitives
 from cairn.authoring.step import step
 from cairn.authoring.workflow import workflow
+from cairn.errors import InvalidArguments, InvalidValue
 
 __all__ = ["STATE_COLUMN", "WorkflowsRuntime", "getWorkflows", "step", "workflow"]
 
@@ -85,13 +86,13 @@ class WorkflowsRuntime:
         if kept:
             return kept.popleft()
         if isinstance(timeoutSeconds, bool) or not isinstance(timeoutSeconds, int | float):
-            raise ValueError(
+            raise InvalidValue(
                 f"recvCommand: timeoutSeconds must be a number, got {timeoutSeconds!r}"
             )
         taken = primitives.receive(topic, max_messages=maxMessages, timeout=max(timeoutSeconds, 0))
         if not isinstance(taken, list):
             getattr(taken, "close", lambda: None)()  # an async workflow's coroutine, unawaited
-            raise TypeError(
+            raise InvalidArguments(
                 "recvCommand is for sync workflows (def, not async def); in async code use "
                 "`await cairn.receive(topic, ...)`"
             )

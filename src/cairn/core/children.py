@@ -17,6 +17,9 @@ from cairn.core.waits import facts_of, wait_message, waiting_record
 from cairn.errors import ChildFailed, EventTimeout, TransientWorkflow
 from cairn.models import RunStatus
 from cairn.observability import propagation
+from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
+from cairn.store.programs import waits
 from cairn.store.records import RunRecord, StepRecord
 
 if TYPE_CHECKING:
@@ -96,19 +99,65 @@ async def start_child(
     await live.journal.check_new_work(journal.started("child", key))
     await live.point(key)
     env = live.env
-    child_id = run_id or f"{live.run.run_id}/{key[len('~child:') :]}"
+    child = new_run(live, key, workflow, args, kwargs, run_id, detached=detached)
+    child_id = child.run_id
+    facts = {"child_id": child_id, "channel": f"child:{child_id}", "deadline": None}
+    record = waiting_record(live, key, "child", workflow.name, live.journal.allocate_seq(), facts)
+    live.spawned = True
+    # Creating the child is idempotent (its id is derived from the parent's), so it is
+    # simply sent again while the database is away.
+    existing, created = await durable.write(
+        live, lambda: env.store.write(run_ops.create_run(child)), what=f"child run {child_id!r}"
+    )
+    if not created:
+        await _adopt(live, existing, key)
+    await durable.write(
+        live,
+        lambda: env.store.write(journal_ops.record_step(live.lease, record, upsert=True)),
+        what=f"child {key!r}",
+    )
+    if env.on_new_work is not None:
+        env.on_new_work()
+    return ChildHandle(live, workflow.name, child_id, record)
+
+
+def derived_id(live: LiveView, key: str) -> str:
+    """The id of the run started at journal `key`: the parent's id, then the key.
+
+    `PARENT/NAME#1` for a child, `PARENT/schedule:NAME#1` for a scheduled run.
+
+    Derived, not random, so that an attempt that crashed between creating the run and
+    journaling it finds the same run again.
+    """
+    return f"{live.run.run_id}/{key.removeprefix('~child:').removeprefix('~')}"
+
+
+def new_run(
+    live: LiveView,
+    key: str,
+    workflow: WorkflowDef[Any, Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    run_id: str | None,
+    *,
+    detached: bool,
+    wake_at: float | None = None,
+) -> RunRecord:
+    """The PENDING run a parent starts at journal `key` (at `wake_at`, if given)."""
+    env = live.env
     now = env.clock.now()
     args_text = env.serializer.dumps(
         {"args": list(args), "kwargs": kwargs}, what=f"arguments of workflow {workflow.name!r}"
     )
-    child = RunRecord(
-        run_id=child_id,
+    return RunRecord(
+        run_id=run_id or derived_id(live, key),
         workflow=workflow.name,
         status=RunStatus.PENDING.value,
         args=args_text,
         created_at=now,
         updated_at=now,
         max_recoveries=workflow.max_recoveries,
+        wake_at=wake_at,
         parent_id=live.run.run_id,
         queue=workflow.queue,
         detached=1 if detached else 0,
@@ -117,22 +166,6 @@ async def start_child(
         trace_context=propagation.current() or live.run.trace_context,
         origin="parent",
     )
-    facts = {"child_id": child_id, "channel": f"child:{child_id}", "deadline": None}
-    record = waiting_record(live, key, "child", workflow.name, live.journal.allocate_seq(), facts)
-    live.spawned = True
-    # Creating the child is idempotent (its id is derived from the parent's), so it is
-    # simply sent again while the database is away.
-    existing, created = await durable.write(
-        live, lambda: env.store.create_run(child), what=f"child run {child_id!r}"
-    )
-    if not created:
-        await _adopt(live, existing, key)
-    await durable.write(
-        live, lambda: env.store.upsert_step(live.lease, record), what=f"child {key!r}"
-    )
-    if env.on_new_work is not None:
-        env.on_new_work()
-    return ChildHandle(live, workflow.name, child_id, record)
 
 
 async def child_result(live: LiveView, handle: ChildHandle, timeout: float | None = None) -> Any:
@@ -233,7 +266,9 @@ async def _wait_entry(live: LiveView, handle: ChildHandle) -> tuple[StepRecord, 
 async def _record_wait(live: LiveView, record: StepRecord) -> None:
     """Journal the wait for a child's successor (after a continue_as_new)."""
     await durable.write(
-        live, lambda: live.env.store.upsert_step(live.lease, record), what=f"child {record.key!r}"
+        live,
+        lambda: live.env.store.write(journal_ops.record_step(live.lease, record, upsert=True)),
+        what=f"child {record.key!r}",
     )
 
 
@@ -263,12 +298,14 @@ async def _adopt(live: LiveView, existing: RunRecord, key: str) -> None:
         )
         await durable.write(
             live,
-            lambda: env.store.send_message(
-                live.run.run_id,
-                f"child:{existing.run_id}",
-                message,
-                idempotency_key=f"adopt:{key}",
-                now=env.clock.now(),
+            lambda: env.store.write(
+                waits.send_message(
+                    live.run.run_id,
+                    f"child:{existing.run_id}",
+                    message,
+                    idempotency_key=f"adopt:{key}",
+                    now=env.clock.now(),
+                )
             ),
             what=f"the outcome of run {existing.run_id!r}",
         )

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from cairn.core.signals import Unwind
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
 from cairn.observability import logcontext
+from cairn.store.programs import journal as journal_ops
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import Lease, RunRecord, StepRecord
 
@@ -147,7 +148,7 @@ async def record_step(live: LiveView, record: StepRecord, first: BaseException) 
             # Did it land before the reply was lost? The row says, once the database answers.
             stored = await write(
                 live,
-                lambda: store.load_journal(record.run_id),
+                lambda: store.read(journal_ops.load_journal(record.run_id)),
                 what=f"the journal of {record.key!r}",
             )
             mine = next((row for row in stored if row.key == record.key), None)
@@ -161,7 +162,11 @@ async def record_step(live: LiveView, record: StepRecord, first: BaseException) 
                     raise live.leave(Unwind())  # another attempt recorded it: this one is stale
                 return
         try:
-            await write(live, lambda: store.record_step(lease, record), what=f"{record.key!r}")
+            await write(
+                live,
+                lambda: store.write(journal_ops.record_step(lease, record)),
+                what=f"{record.key!r}",
+            )
             return
         except Unwind as unwind:
             cause = unwind.__cause__

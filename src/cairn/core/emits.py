@@ -14,6 +14,7 @@ from cairn.core import durable, journal
 from cairn.errors import TransientWorkflow
 from cairn.names import check_name
 from cairn.observability import propagation
+from cairn.store.programs import schedules
 from cairn.store.records import StepRecord, Subscription
 
 if TYPE_CHECKING:
@@ -74,16 +75,18 @@ async def emit(live: LiveView, event_type: str, payload: Any, key: str | None) -
     local = local_subscribers(env.registry, event_type)
     run_ids = await durable.write(
         live,
-        lambda: env.store.emit_event(
-            event_type,
-            args,
-            key=key,
-            now=now,
-            local=local,
-            lease=live.lease,
-            step=step,
-            # The runs it starts go on in the emitting run's trace, as its children do.
-            trace_context=propagation.current() or live.run.trace_context,
+        lambda: env.store.write(
+            schedules.emit_event(
+                event_type,
+                args,
+                key=key,
+                now=now,
+                local=local,
+                lease=live.lease,
+                step=step,
+                # The runs it starts go on in the emitting run's trace, as its children do.
+                trace_context=propagation.current() or live.run.trace_context,
+            )
         ),
         what=f"emit of {event_type!r}",
     )

@@ -12,7 +12,7 @@ from typing import Any
 
 from cairn import ids
 from cairn.authoring import context
-from cairn.core import durable
+from cairn.core import durable, pending_starts
 from cairn.core.failed_attempts import type_name
 from cairn.core.live_run import LiveRun
 from cairn.core.run_env import RunEnv
@@ -29,6 +29,8 @@ from cairn.errors import (
 from cairn.models import RunStatus
 from cairn.observability import logcontext, propagation
 from cairn.store import waits
+from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import AttemptRecord, Lease, RunRecord
 
@@ -103,9 +105,9 @@ async def _execute(
     if fresh:
         records, prior = [], {}
     else:
-        records = await env.store.load_journal(run.run_id)
+        records = await env.store.read(journal_ops.load_journal(run.run_id))
         # Failed attempts of the step being retried: after a recovery, or a backoff parked.
-        prior = _group(await env.store.load_attempts(run.run_id), run.execution)
+        prior = _group(await env.store.read(journal_ops.load_attempts(run.run_id)), run.execution)
     try:
         workflow = env.registry.workflow(run.workflow)
     except CairnError as exc:
@@ -137,7 +139,10 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
     try:
         args, kwargs = decode_args(env, run)
         if workflow.is_async:
-            value = await workflow.fn(*args, **kwargs)
+            # Runs it scheduled without awaiting are written before the attempt ends.
+            value = await pending_starts.settled(
+                live.attempt.scheduled, workflow.fn(*args, **kwargs)
+            )
         else:
             ctx = contextvars.copy_context()
             value = await env.loop.run_in_executor(
@@ -266,14 +271,16 @@ async def _finish(
     run = live.run
 
     def finish() -> Any:
-        return env.store.finish_run(
-            run.run_id,
-            live.lease,
-            status,
-            result=result,
-            error=error,
-            now=env.clock.now(),
-            alone=alone,
+        return env.store.write(
+            run_ops.finish_run(
+                run.run_id,
+                live.lease,
+                status,
+                result=result,
+                error=error,
+                now=env.clock.now(),
+                alone=alone,
+            )
         )
 
     if not await _ended(live, finish, what=f"the end of run {run.run_id!r} ({status})"):
@@ -313,7 +320,7 @@ async def _continue(
     )
 
     def go_on() -> Any:
-        return env.store.continue_run(run.run_id, live.lease, successor, now)
+        return env.store.write(run_ops.continue_run(run.run_id, live.lease, successor, now))
 
     if not await _ended(live.steps, go_on, what=f"run {run.run_id!r} continuing as new"):
         return Outcome(None)
@@ -354,15 +361,17 @@ async def _park(env: RunEnv, live: LiveRun, parking: Parking, futile: int) -> Ou
     run = live.run
 
     def park() -> Any:
-        return env.store.park_run(
-            run.run_id,
-            live.lease,
-            parking.status,
-            wake_at=parking.wake_at,
-            waiting_for=parking.waiting_for,
-            now=env.clock.now(),
-            waits_on=parking.waits_on,
-            futile_wakes=futile,
+        return env.store.write(
+            run_ops.park_run(
+                run.run_id,
+                live.lease,
+                parking.status,
+                wake_at=parking.wake_at,
+                waiting_for=parking.waiting_for,
+                now=env.clock.now(),
+                waits_on=parking.waits_on,
+                futile_wakes=futile,
+            )
         )
 
     if not await _ended(live.steps, park, what=f"run {run.run_id!r} parking ({parking.status})"):

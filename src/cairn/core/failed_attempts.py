@@ -177,7 +177,7 @@ async def record_failure(
     )
     recorded = failure.to_dict()
     if failed.original is not None and not timed_out:
-        recorded["original"] = failed.original  # what a replay restores (from_dict)
+        recorded["original"] = failed.original  # what a replay restores (step_failures.from_dict)
     await live.commit_step(
         StepRecord(
             run_id=live.run.run_id,

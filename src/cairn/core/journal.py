@@ -48,6 +48,7 @@ STARTED = {
     "hook": "created hook",
     "task": "created human task",
     "child": "started child workflow",
+    "schedule": "scheduled workflow",
     "emit": "emitted event",
     "receive": "started receiving",
 }
@@ -221,6 +222,14 @@ class Journal:
         Unwinds a branch that goes on after its attempt ended (another branch parked it),
         and re-raises the signal a workflow is unwinding with to code run meanwhile.
         """
+        self.refuse_if_leaving()
+        await self.check_replayed(met)
+
+    def refuse_if_leaving(self) -> None:
+        """Raise the signal the workflow unwinds with, or Unwind once the attempt is over.
+
+        The first half of `check_new_work`, for work decided at its call and written later.
+        """
         if self._leaving is not None:
             signal, task = self._leaving
             if task is None or task is asyncio.current_task():
@@ -228,6 +237,9 @@ class Journal:
             raise Unwind()  # a sibling branch of a gather: its attempt is over
         if self.closed:
             raise Unwind()
+
+    async def check_replayed(self, met: str) -> None:
+        """The second half of `check_new_work`: NonDeterminismError if outcomes remain."""
         if not self._unvisited:
             return
         if self.cache_keys:

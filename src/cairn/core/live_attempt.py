@@ -16,12 +16,14 @@ from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from cairn.core import pending_starts
 from cairn.core.interrupts import Interrupts
 from cairn.core.journal import Journal
 from cairn.core.run_env import RunEnv
 from cairn.core.signals import Suspend, Unwind
 from cairn.errors import StoreUnavailable
 from cairn.models import RunInfo, RunStatus
+from cairn.store.programs import runs as run_ops
 from cairn.store.records import Lease, RunRecord
 
 if TYPE_CHECKING:
@@ -73,6 +75,8 @@ class LiveAttempt:
         # The thread of a sync step attempt that timed out, by step key: it runs on, and
         # the step's next attempt waits until it has returned (core/attempts.py).
         self.overrunning: dict[str, concurrent.futures.Future[Any]] = {}
+        # Runs scheduled and not yet written (core/pending_starts.py): awaited at the end.
+        self.scheduled = pending_starts.PendingStarts()
         # Calls a sync workflow's thread is blocked on; cancelled by close().
         self._blocked: set[concurrent.futures.Future[Any]] = set()
         self.closed = False  # once True, nothing of the attempt may write any more
@@ -191,7 +195,7 @@ class LiveAttempt:
                 continue
             epoch = tenure.epoch
             try:
-                stored = await self.env.store.get_run(self.run.run_id)
+                stored = await self.env.store.read(run_ops.get_run(self.run.run_id))
             except StoreUnavailable:
                 await asyncio.sleep(0.1)
                 continue

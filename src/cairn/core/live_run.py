@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn import config
 from cairn.authoring.context import RunContext
-from cairn.core import children, emits
+from cairn.core import children, emits, scheduled_starts
 from cairn.core.journal import Journal
 from cairn.core.live_attempt import LiveAttempt, run_info
 from cairn.core.live_steps import LiveSteps
@@ -165,6 +165,18 @@ class LiveRun(RunContext):
             self.steps, workflow, args, kwargs, run_id=run_id, detached=detached
         )
         return self.deliver(coro)
+
+    def schedule_workflow(
+        self,
+        workflow: WorkflowDef[Any, Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        run_id: str | None,
+        run_at: Any,
+        delay: Any,
+    ) -> Any:
+        """Start a detached run, at `run_at` or after `delay` (core/scheduled_starts.py)."""
+        return scheduled_starts.schedule(self.steps, workflow, args, kwargs, run_id, run_at, delay)
 
     def continue_as_new(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """End this run as CONTINUED; a fresh run takes `args` and `kwargs`."""

@@ -14,7 +14,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from cairn import durations
+from cairn import durations, step_failures
 from cairn.authoring import context
 from cairn.authoring.context import RunContext
 from cairn.authoring.retry import coerce
@@ -22,15 +22,16 @@ from cairn.authoring.step import StepDef
 from cairn.core import attempts, durable, journal, patches, remote_steps
 from cairn.core.live_attempt import LiveAttempt
 from cairn.core.signals import HandBack, Suspend, Unwind
-from cairn.errors import Cancelled, SerializationError, StepFailed, StoreError
+from cairn.errors import Cancelled, SerializationError, StoreError
 from cairn.names import check_name
 from cairn.observability.hooks import RunScope
+from cairn.store.programs import journal as journal_ops
 from cairn.store.protocol import LeaseLost, Store
 from cairn.store.records import AttemptRecord, Lease, StepRecord
 
 
 def _upsert(store: Store, lease: Lease, record: StepRecord) -> Callable[[], Awaitable[None]]:
-    return lambda: store.upsert_step(lease, record)
+    return lambda: store.write(journal_ops.record_step(lease, record, upsert=True))
 
 
 class LiveSteps:
@@ -163,7 +164,11 @@ class LiveSteps:
             json.dumps({"at": at, "reason": self.interrupts.reason}),
         )
         store, lease = self.env.store, self.lease
-        await durable.write(self, lambda: store.upsert_step(lease, record), what="the cancel")
+        await durable.write(
+            self,
+            lambda: store.write(journal_ops.record_step(lease, record, upsert=True)),
+            what="the cancel",
+        )
 
     def check_cancelled(self) -> None:
         """Raise Cancelled if the run was cancelled.
@@ -267,7 +272,7 @@ class LiveSteps:
                     what=str(unserializable.get("what", "")),
                     type_name=str(unserializable.get("type_name", "")),
                 )
-            raise StepFailed.from_dict(data)
+            raise step_failures.from_dict(data)
         return None if record.result is None else self.env.serializer.loads(record.result)
 
     async def commit_step(self, record: StepRecord) -> None:
@@ -281,7 +286,7 @@ class LiveSteps:
             await self.store_marks()
         self.journaled = True
         try:
-            await self.env.store.record_step(self.lease, record)
+            await self.env.store.write(journal_ops.record_step(self.lease, record))
         except (LeaseLost, StoreError) as first:
             await durable.record_step(self, record, first)  # what it meant, and what next
         if self.env.commit_hook is not None:
@@ -292,4 +297,6 @@ class LiveSteps:
         store, lease = self.env.store, self.lease
         self.journaled = True
         what = f"attempt {record.attempt} of {record.key!r}"
-        await durable.write(self, lambda: store.record_attempt(lease, record), what=what)
+        await durable.write(
+            self, lambda: store.write(journal_ops.record_attempt(lease, record)), what=what
+        )

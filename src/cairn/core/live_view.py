@@ -1,9 +1,10 @@
 """LiveView: a live run as the helpers that run its steps, waits, children and emits see it.
 
 core/live_steps.py's LiveSteps is the one implementation; core/attempts.py, durable.py,
-waits.py, children.py and the others are handed it and type it as this Protocol, so
-that LiveSteps can call them without the helpers importing it back. What is the
-attempt's (its threads, timers, backoffs, waits deciding) they reach through `attempt`.
+waits.py, children.py, scheduled_starts.py and the others are handed it and type it as
+this Protocol, so that LiveSteps can call them without the helpers importing it back.
+What is the attempt's (its threads, timers, backoffs, waits deciding, pending starts)
+they reach through `attempt`.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ class LiveView(Protocol):
 
     async def point(self, key: str) -> None:
         """A durable point: act on a cancel, pause or hand back before new work at `key`."""
+        ...
+
+    async def record_cancel(self) -> None:
+        """Journal where the cancellation was delivered (once; a no-op before delivery)."""
         ...
 
     def outcome(self, record: StepRecord) -> Any:

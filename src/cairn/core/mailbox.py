@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn import serialization
 from cairn.core import journal, waits
+from cairn.store.programs import waits as wait_ops
 from cairn.store.records import StepRecord
 
 if TYPE_CHECKING:
@@ -48,7 +49,9 @@ async def receive(
     def take(done: StepRecord) -> Awaitable[str | None]:
         combine = serialization.encoded_list
         limit = min(max_messages, MAX_LIMIT)
-        return store.consume_messages(lease, channel, done, limit=limit, combine=combine)
+        return store.write(
+            wait_ops.consume_messages(lease, channel, done, limit=limit, combine=combine)
+        )
 
     taken = await waits.wait_message(
         live,

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from cairn.authoring.step import StepDef
 from cairn.core import durable, failed_attempts, step_input, waits
 from cairn.core.journal import Journal
+from cairn.errors import InvalidArguments
+from cairn.store.programs import step_tasks
 from cairn.store.records import INTERRUPTED, StepRecord, StepTaskRecord
 
 if TYPE_CHECKING:
@@ -51,7 +53,7 @@ def target_of(fn: Any, name: str) -> str:
     module = getattr(fn, "__module__", None)
     qualname = getattr(fn, "__qualname__", "")
     if not module or not qualname or "<" in qualname:
-        raise TypeError(
+        raise InvalidArguments(
             f"cairn.run_step {name!r} with queue= needs a module-level function (the "
             f"queue's workers import it by name), got {fn!r}"
         )
@@ -187,7 +189,7 @@ async def _execute_remotely(
         )
         store, lease = live.env.store, live.lease
         await durable.write(
-            live, lambda: store.enqueue_step_task(lease, task), what=f"attempt {ident!r}"
+            live, lambda: store.write(step_tasks.enqueue(lease, task)), what=f"attempt {ident!r}"
         )
     facts: dict[str, Any] = await waits.wait_message(
         live,

@@ -14,11 +14,20 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from cairn import step_failures
 from cairn.authoring import context
 from cairn.authoring.context import RunContext
 from cairn.authoring.hook import Hook
 from cairn.authoring.workflow import WorkflowDef
-from cairn.core import journal, mailbox, patches, remote_steps, waits
+from cairn.core import (
+    journal,
+    mailbox,
+    patches,
+    pending_starts,
+    remote_steps,
+    scheduled_starts,
+    waits,
+)
 from cairn.errors import ChildFailed, StepFailed
 from cairn.models import HistoryEntry, RunInfo, RunStatus
 from cairn.store.records import StepRecord
@@ -50,6 +59,7 @@ class ReplayRun(RunContext):
             ],
             cache_keys=workflow.names_are_cache_keys,
         )
+        self.scheduled = pending_starts.PendingStarts()
 
     async def execute(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self._loop = asyncio.get_running_loop()
@@ -57,7 +67,7 @@ class ReplayRun(RunContext):
         token = context.enter(self)
         try:
             if self.workflow.is_async:
-                await self.workflow.fn(*args, **kwargs)
+                await pending_starts.settled(self.scheduled, self.workflow.fn(*args, **kwargs))
             else:
                 ctx = contextvars.copy_context()
                 await asyncio.to_thread(ctx.run, self.workflow.fn, *args, **kwargs)
@@ -85,7 +95,7 @@ class ReplayRun(RunContext):
             raise _ReachedNewWork()
         entry = self.entries[key]
         if entry.status == "failed":
-            raise StepFailed.from_dict(entry.error or {})
+            raise step_failures.from_dict(entry.error or {})
         if entry.status == "timeout":
             return waits.timed_out(kind, name, default)
         if entry.status == "waiting":
@@ -150,6 +160,39 @@ class ReplayRun(RunContext):
             return entry.result
 
         return self._deliver(go())
+
+    def schedule_workflow(
+        self,
+        workflow: WorkflowDef[Any, Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        run_id: str | None,
+        run_at: Any,
+        delay: Any,
+    ) -> Any:
+        kind = scheduled_starts.KIND
+        key = self.journal.next_key(journal.op_name(kind, workflow.name))
+
+        async def reached() -> str:
+            await self.journal.check_new_work(journal.started(kind, key))
+            raise _ReachedNewWork()
+
+        def started() -> str:
+            facts = self.entries[key].result
+            return str(facts.get("run_id", "")) if isinstance(facts, dict) else ""
+
+        if threading.get_ident() != self._loop_thread:  # a sync workflow's thread
+
+            async def go() -> str:
+                return started() if self.journal.take(key, kind) is not None else await reached()
+
+            return self._deliver(go())
+        # As in a live run: taken at the call, awaited or not (see core/scheduled_starts.py).
+        if self.journal.take(key, kind) is None:
+            return self.scheduled.add(self._loop, reached())
+        done: asyncio.Future[str] = self._loop.create_future()
+        done.set_result(started())
+        return pending_starts.ScheduledRun(done)
 
     def continue_as_new(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         raise _ReachedNewWork()  # the run ends here; its successor has a history of its own

@@ -12,8 +12,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from cairn.errors import InvalidValue
 from cairn.names import check_name
 from cairn.observability import logcontext
+from cairn.store.programs import runs
 from cairn.store.protocol import Store
 
 log = logcontext.logger("cairn.run")
@@ -36,12 +38,12 @@ def column_texts(values: dict[str, Any]) -> dict[str, str]:
         try:
             text = json.dumps(value, sort_keys=True)
         except (TypeError, ValueError):
-            raise ValueError(
+            raise InvalidValue(
                 f"column {name!r} must be a JSON value (str, number, bool, null, list, "
                 f"dict), got {type(value).__qualname__}"
             ) from None
         if len(text) > MAX_COLUMN_JSON:
-            raise ValueError(
+            raise InvalidValue(
                 f"column {name!r} is {len(text)} characters of JSON; the limit is "
                 f"{MAX_COLUMN_JSON} (columns are for searching: keep long data in a step "
                 "result)"
@@ -86,8 +88,10 @@ class MetaWriter:
                 columns, progress = self._columns or None, self._progress
                 self._columns, self._progress = {}, None
                 try:
-                    await self._store.update_run_meta(
-                        self._run_id, columns=columns, progress=progress, now=self._now()
+                    await self._store.write(
+                        runs.update_run_meta(
+                            self._run_id, columns=columns, progress=progress, now=self._now()
+                        )
                     )
                 except Exception as exc:  # columns and progress are advisory: never fail a run
                     log.warning("run %s: could not store columns/progress: %s", self._run_id, exc)

@@ -19,14 +19,25 @@ from cairn.core import durable, hook_tokens, journal
 from cairn.core.signals import Suspend, Unwind
 from cairn.errors import EventTimeout
 from cairn.models import RunStatus
+from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import waits as wait_ops
 from cairn.store.records import HookRecord, StepRecord
 
 if TYPE_CHECKING:
     from cairn.core.live_view import LiveView
+    from cairn.store import Store
+    from cairn.store.records import Lease
 
 # Commits a wait's outcome from what is queued on its channel: its stored result, or None
 # (nothing written) when nothing is.
 Take = Callable[[StepRecord], Awaitable[str | None]]
+
+
+def _take_oldest(
+    store: Store, lease: Lease, channel: str, entry: StepRecord
+) -> Awaitable[str | None]:
+    """The default `Take`: the oldest message queued on `channel`."""
+    return store.write(wait_ops.consume_message(lease, channel, entry))
 
 
 def waiting_record(
@@ -81,7 +92,7 @@ async def wait_message(
     """
     store, lease = live.env.store, live.lease
     if take is None:
-        take = functools.partial(store.consume_message, lease, channel)
+        take = functools.partial(_take_oldest, store, lease, channel)
     label = waits_for or f"{kind}:{name}"
     if record is not None and record.status == "completed":
         live.ctx.received_at = record.finished_at
@@ -125,7 +136,9 @@ async def wait_message(
             kept = timeout_result if timeout_result is not None else kept
             timeout = StepRecord(**{**_fields(done), "status": "timeout", "result": kept})
             await durable.write(
-                live, lambda: store.upsert_step(lease, timeout), what=f"the timeout of {key!r}"
+                live,
+                lambda: store.write(journal_ops.record_step(lease, timeout, upsert=True)),
+                what=f"the timeout of {key!r}",
             )
             return timed_out(kind, name, default)
         if record is None or unsaved:
@@ -135,7 +148,11 @@ async def wait_message(
             else:
                 waiting = record
             live.journaled = True
-            await durable.write(live, lambda: store.upsert_step(lease, waiting), what=f"{key!r}")
+            await durable.write(
+                live,
+                lambda: store.write(journal_ops.record_step(lease, waiting, upsert=True)),
+                what=f"{key!r}",
+            )
         # Let sibling branches of a gather reach their own waits before the run parks.
         for _ in range(3):
             await asyncio.sleep(0)
@@ -212,7 +229,9 @@ async def open_hook(
         payload_model=model_path,
     )
     store, lease = live.env.store, live.lease
-    await durable.write(live, lambda: store.create_hook(lease, record, hook), what=f"hook {name!r}")
+    await durable.write(
+        live, lambda: store.write(wait_ops.create_hook(lease, record, hook)), what=f"hook {name!r}"
+    )
     return token, deadline, record
 
 
@@ -286,7 +305,9 @@ async def human_task(
         live.spawned = True
         store, lease, entry = live.env.store, live.lease, record
         await durable.write(
-            live, lambda: store.create_task(lease, entry, task), what=f"human task {name!r}"
+            live,
+            lambda: store.write(wait_ops.create_task(lease, entry, task)),
+            what=f"human task {name!r}",
         )
     facts: dict[str, Any] = facts_of(record) if record.status == "waiting" else {}
     try:
@@ -300,6 +321,8 @@ async def human_task(
             deadline=facts.get("deadline"),
         )
     except EventTimeout:
-        await live.env.store.close_tasks(live.run.run_id, "expired", facts.get("task_id"))
+        await live.env.store.write(
+            wait_ops.close_tasks(live.run.run_id, "expired", facts.get("task_id"))
+        )
         raise
     return as_model(form, values)

@@ -18,6 +18,7 @@ from cairn.clock import Clock
 from cairn.errors import ConfigError
 from cairn.models import RunStatus
 from cairn.observability.hooks import RunScope, StepScope
+from cairn.store.programs import workers as worker_ops
 from cairn.store.protocol import Store
 from cairn.store.records import Counts, RunRecord
 
@@ -191,7 +192,7 @@ class Metrics:
             return None
         try:
             if asyncio.get_running_loop() is loop:
-                counts = await asyncio.wait_for(store.counts(), READ_TIMEOUT)
+                counts = await asyncio.wait_for(store.read(worker_ops.counts()), READ_TIMEOUT)
             else:
                 future = _submit(store, loop)
                 if future is None:
@@ -240,8 +241,8 @@ class Metrics:
 
 
 def _submit(store: Store, loop: asyncio.AbstractEventLoop) -> Future[Counts] | None:
-    """`store.counts()` sent to `loop` from another thread; None if the loop has closed."""
-    read = store.counts()
+    """The read of `counts` sent to `loop` from another thread; None if the loop has closed."""
+    read = store.read(worker_ops.counts())
     try:
         return asyncio.run_coroutine_threadsafe(read, loop)
     except RuntimeError:  # the engine closed meanwhile

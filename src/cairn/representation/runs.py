@@ -17,6 +17,9 @@ from cairn.representation.json_form import jsonable
 from cairn.representation.words import span
 from cairn.runtime import blocking, leases
 from cairn.runtime.control import RunControl
+from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import RunRecord
 
 
@@ -116,7 +119,7 @@ async def fetch(
     says what the child waits for, `child_depth` generations down (see `waiting_of`).
     """
     run = await control.record(run_id)
-    entries, top = await control.store.journal_extent(run_id)
+    entries, top = await control.store.read(journal_ops.journal_extent(run_id))
     after = max(0, top - window) if window is not None and entries > window else 0
     history = await control.history(run_id, after=after)
     live = sum(not entry.superseded for entry in history)
@@ -126,12 +129,12 @@ async def fetch(
     now = control.clock.now()
     waiting = await waiting_of(control, run, now=now, child_depth=child_depth)
     if waiting is not None and waiting["kind"] == "worker":
-        known = leases.known_workflows(await control.store.list_workers())
+        known = leases.known_workflows(await control.store.read(worker_ops.list_workers()))
         if known is not None and run.workflow not in known:
             waiting["workers_know"] = sorted(known)  # and none of them executes this one
     if waiting is not None and waiting["kind"] == "step":
         queue = (waiting.get("name") or "").rpartition("@")[2]
-        workers = await control.store.list_workers()
+        workers = await control.store.read(worker_ops.list_workers())
         # Heartbeats carry the database's real time, whatever clock the control keeps.
         if not leases.serves_step_queue(workers, queue, time.time()):
             waiting["no_live_worker"] = True
@@ -168,7 +171,7 @@ async def waiting_of(
     child_id = None if found is None else found.get("child_id")
     if child_depth < 1 or not child_id:
         return found
-    child = await control.store.get_run(child_id)
+    child = await control.store.read(run_ops.get_run(child_id))
     if child is not None and found is not None:
         waits = await waiting_of(control, child, now=now, child_depth=child_depth - 1)
         found["child"] = {"run_id": child.run_id, "status": child.status, "waiting": waits}

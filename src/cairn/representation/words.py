@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from cairn.core import mailbox, remote_steps
+from cairn.core import mailbox, remote_steps, scheduled_starts
 from cairn.models import Execution, HistoryEntry, RunStatus
 from cairn.representation.json_form import dumps
 from cairn.runtime import blocking
@@ -170,6 +170,24 @@ def ran_on(entry: HistoryEntry) -> str | None:
     if not facts.get("ok"):
         verdict = f"failed: {error_line(facts.get('failure') or {})}"
     return f"on worker {facts.get('worker')} of step queue {facts.get('queue')!r}: {verdict}"
+
+
+def scheduled(entry: HistoryEntry) -> str | None:
+    """What a `cairn.schedule_workflow` call started, in words; None for other entries.
+
+    "run R of 'annual_review', starts 2026-01-01 00:00:00" (or "starts at once").
+    """
+    if entry.kind != scheduled_starts.KIND or not isinstance(entry.result, Mapping):
+        return None
+    facts = entry.result
+    at = facts.get("run_at")
+    start = "at once"
+    if isinstance(at, str):
+        try:
+            start = when(datetime.fromisoformat(at))
+        except ValueError:
+            start = at
+    return f"run {facts.get('run_id')} of {facts.get('workflow')!r}, starts {start}"
 
 
 def waiting_outcome(entry: HistoryEntry) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cairn.runtime import leases
+from cairn.store.programs import workers as worker_ops
 
 if TYPE_CHECKING:
     from cairn.runtime.control_view import ControlView
@@ -49,7 +50,7 @@ async def workflows(control: ControlView) -> list[WorkflowInfo]:
     """Every workflow this process registers or a live worker executes, by name."""
     now = control.clock.now()
     known_by: dict[str, list[str]] = {}
-    for worker in await control.store.list_workers():
+    for worker in await control.store.read(worker_ops.list_workers()):
         if leases.alive(worker, now):
             for name in _names(worker.workflows):
                 known_by.setdefault(name, []).append(worker.worker_id)

@@ -16,6 +16,9 @@ from cairn.models import RunStatus
 from cairn.observability import logcontext
 from cairn.runtime import leases
 from cairn.runtime.executing import Executions
+from cairn.store.programs import claims as claim_ops
+from cairn.store.programs import control as control_ops
+from cairn.store.programs import workers
 
 log = logcontext.logger("cairn.worker")
 
@@ -39,7 +42,9 @@ class Claimer:
         # Requests made by other processes reach the runs we execute here.
         if not self.executions.live:
             return
-        for run_id, control in await self.env.store.controlled_runs(self.env.owner):
+        for run_id, control in await self.env.store.read(
+            control_ops.controlled_runs(self.env.owner)
+        ):
             live = self.executions.live.get(run_id)
             if live is not None and not _already(live, control):
                 live.interrupts.request(control)
@@ -63,19 +68,21 @@ class Claimer:
             self._orphans_due = time.monotonic() + self.lease / 3
         now = self.env.clock.now()
         self._looked_at = now
-        claimed = await self.env.store.claim_runs(
-            self.env.owner,
-            limit,
-            now=now,
-            stale=stale,
-            queues=self.executions.queues,
-            workflows=self.executions.executes(),
-            versions={
-                name: wf.version
-                for name, wf in self.env.registry.workflows.items()
-                if wf.version is not None
-            },
-            orphans_first=orphans_first,
+        claimed = await self.env.store.write(
+            claim_ops.claim(
+                self.env.owner,
+                limit,
+                now=now,
+                stale=stale,
+                queues=self.executions.queues,
+                workflows=self.executions.executes(),
+                versions={
+                    name: wf.version
+                    for name, wf in self.env.registry.workflows.items()
+                    if wf.version is not None
+                },
+                orphans_first=orphans_first,
+            )
         )
         for run_id, workflow in claimed.poisoned.items():
             log.error("run %s given up after too many recoveries (PoisonRun)", run_id)
@@ -110,18 +117,20 @@ class Claimer:
         epoch = self.executions.tenure.epoch
         stale = self.judges_heartbeats()
         now = self.env.clock.now()
-        claimed = await self.env.store.claim_runs(
-            self.env.owner,
-            1,
-            now=now,
-            stale=stale,
-            workflows=self.executions.executes(),
-            versions={
-                name: wf.version
-                for name, wf in self.env.registry.workflows.items()
-                if wf.version is not None
-            },
-            only=[run_id],
+        claimed = await self.env.store.write(
+            claim_ops.claim(
+                self.env.owner,
+                1,
+                now=now,
+                stale=stale,
+                workflows=self.executions.executes(),
+                versions={
+                    name: wf.version
+                    for name, wf in self.env.registry.workflows.items()
+                    if wf.version is not None
+                },
+                only=[run_id],
+            )
         )
         for poisoned, workflow in claimed.poisoned.items():
             log.error("run %s given up after too many recoveries (PoisonRun)", poisoned)
@@ -190,7 +199,7 @@ class Claimer:
         if time.monotonic() < self.resume_at:
             return self.poll_interval  # no claim before then
         try:
-            due = await self.env.store.next_wake()
+            due = await self.env.store.read(workers.next_wake())
         except Exception:
             return self.poll_interval
         if due is None or due <= self._looked_at:

@@ -11,16 +11,16 @@ and the verbs that need the whole RunControl are here.
 from __future__ import annotations
 
 import inspect
-from datetime import UTC, datetime
+from datetime import date, datetime
 from typing import Any
 
-from cairn import arguments, durations, ids
+from cairn import arguments, ids, start_times
 from cairn.authoring.registry import Registry
 from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.clock import Clock
-from cairn.errors import InvalidArguments, TransientWorkflow, UnknownWorkflow
+from cairn.errors import InvalidArguments, InvalidValue, TransientWorkflow, UnknownWorkflow
 from cairn.models import RunStatus
-from cairn.names import check_name
+from cairn.names import check_name, check_queue_name
 from cairn.observability import propagation
 from cairn.runtime import hooks, transient_rules, triggers, workflow_names
 from cairn.runtime.handle import RunHandle
@@ -32,6 +32,7 @@ from cairn.runtime.run_waiting import RunWaiter
 from cairn.runtime.schedules import ScheduleControl
 from cairn.runtime.tasks import TaskControl
 from cairn.serialization import Serializer
+from cairn.store.programs import runs as run_ops
 from cairn.store.protocol import Store
 from cairn.store.records import RunRecord
 
@@ -114,7 +115,7 @@ class RunControl:
         priority: int = 0,
         dedup_key: str | None = None,
         delay: Any = None,
-        run_at: datetime | None = None,
+        run_at: datetime | date | str | None = None,
         partition: str | None = None,
         parent_id: str | None = None,
         allow_unknown: bool = False,
@@ -122,8 +123,9 @@ class RunControl:
     ) -> RunHandle:
         """Start a run of `workflow`; an existing `run_id` returns that run instead.
 
-        `delay` (a duration, or a datetime) or `run_at` (a datetime; pyworkflow's word)
-        holds the run back until then; a naive datetime is taken as UTC.
+        `delay` (a duration, or a datetime) or `run_at` (pyworkflow's word: a datetime, a
+        date, or ISO 8601 text such as "2026-01-01" or "2026-01-01T09:30:00+01:00") holds
+        the run back until then; a date means its midnight UTC, a naive time is UTC.
 
         The arguments are checked against the workflow's signature and converted to its
         annotated types (when this process imports it) before anything is stored.
@@ -151,14 +153,14 @@ class RunControl:
             elif not allow_unknown:
                 await self.names.check(name)
         except (InvalidArguments, UnknownWorkflow):
-            if run_id is not None and await self.store.get_run(run_id) is not None:
+            if run_id is not None and await self.store.read(run_ops.get_run(run_id)) is not None:
                 return RunHandle(self, run_id)  # that run, whatever the arguments
             raise
         args_text = self.serializer.dumps(
             {"args": list(args), "kwargs": kwargs}, what=f"arguments of workflow {name!r}"
         )
         now = self.clock.now()
-        wake_at = _start_at(now, delay, run_at)
+        wake_at = start_times.start_at(now, delay, run_at)
         if queue_name is None and defn is not None:
             queue_name = defn.queue
         record = RunRecord(
@@ -191,7 +193,7 @@ class RunControl:
             record.started_at = now
             record.fence = 1  # the run's first claim
         try:
-            stored, created = await self.store.create_run(record)
+            stored, created = await self.store.write(run_ops.create_run(record))
         except BaseException:
             # If the insert committed and only its reply was lost, the run is held by this
             # worker and the reconciler resumes it at the next heartbeats.
@@ -217,7 +219,7 @@ class RunControl:
             return found
         if isinstance(workflow, str) and workflow:
             return self.registry.workflows.get(workflow)
-        raise TypeError(f"expected a @cairn.workflow or a workflow name, got {workflow!r}")
+        raise InvalidArguments(f"expected a @cairn.workflow or a workflow name, got {workflow!r}")
 
     async def get(self, run_id: str) -> RunHandle:
         """A handle on an existing run; RunNotFound if unknown."""
@@ -252,29 +254,13 @@ def _start_names(
         if value is not None:
             check_name(value, what)
     if isinstance(priority, bool) or not isinstance(priority, int):
-        raise TypeError(f"priority must be an integer, got {priority!r}")
+        raise InvalidArguments(f"priority must be an integer, got {priority!r}")
     if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-        raise ValueError(
+        raise InvalidValue(
             f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}, got {priority}"
         )
     queue_name = getattr(queue, "name", queue)
-    return None if queue_name is None else check_name(queue_name, "queue")
-
-
-def _start_at(now: float, delay: Any, run_at: datetime | None) -> float | None:
-    """When a run may start: None for now, else a time (`delay` or `run_at`)."""
-    if run_at is not None:
-        if delay is not None:
-            raise ValueError("engine.start got both delay= and run_at=; give one")
-        if not isinstance(run_at, datetime):
-            raise TypeError(f"run_at must be a datetime, got {run_at!r} (delay= takes a duration)")
-        delay = run_at
-    if delay is None:
-        return None
-    if isinstance(delay, datetime):
-        when = delay if delay.tzinfo is not None else delay.replace(tzinfo=UTC)
-        return when.timestamp()
-    return now + durations.parse(delay, what="start delay").total_seconds()
+    return None if queue_name is None else check_queue_name(queue_name, "queue")
 
 
 # A run's priority is an INTEGER column on both stores (PostgreSQL's is 32 bits).

@@ -22,6 +22,8 @@ from cairn.core.replay_run import ReplayRun
 from cairn.errors import NonDeterminismError
 from cairn.models import HistoryEntry, RunStatus
 from cairn.serialization import Serializer
+from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
 from cairn.store.protocol import Store
 from cairn.store.records import RunQuery, RunRecord, StepRecord
 
@@ -141,7 +143,7 @@ async def check(
     if sample is not None and sample < 1:
         raise ValueError(f"sample must be at least 1, got {sample!r}")
     runs = await _unfinished(store, workflow, sample)
-    histories = [(run, await store.load_journal(run.run_id)) for run in runs]
+    histories = [(run, await store.read(journal_ops.load_journal(run.run_id))) for run in runs]
     return await asyncio.to_thread(_replay_all, histories, registry, serializer)
 
 
@@ -151,8 +153,10 @@ async def _unfinished(store: Store, workflow: str | None, sample: int | None) ->
     for status in UNFINISHED:
         cursor = None
         while True:
-            page = await store.list_runs(
-                RunQuery(status=status, workflow=workflow, limit=PAGE, cursor=cursor)
+            page = await store.read(
+                run_ops.list_runs(
+                    RunQuery(status=status, workflow=workflow, limit=PAGE, cursor=cursor)
+                )
             )
             for run in page:
                 if sample is None or taken[run.workflow] < sample:

@@ -14,8 +14,8 @@ from cairn.authoring.registry import Registry, default_registry
 from cairn.clock import Clock, SystemClock
 from cairn.core.executor import Outcome
 from cairn.core.run_env import RunEnv
-from cairn.errors import ConfigError
-from cairn.names import check_name
+from cairn.errors import ConfigError, InvalidArguments, InvalidValue
+from cairn.names import check_queue_name
 from cairn.observability import hooks, logcontext
 from cairn.runtime import gc_tuning, leases, transient, triggers
 from cairn.runtime.control import RunControl
@@ -82,7 +82,9 @@ class Engine(EngineVerbs):
         """Configure an engine.
 
         Args:
-            url: Database URL (default: CAIRN_DATABASE_URL, else sqlite:///cairn.db).
+            url: Database URL: sqlite:///file.db, file:///dir, memory://, postgresql://...
+                (default: CAIRN_DATABASE_URL, else cairn.yaml or [tool.cairn] url, else
+                sqlite:///cairn.db).
             workers: Runs this process executes at once (0: start and inspect only).
             lease: How long a silent worker keeps its runs before others take them ("10s").
             serializer: "json" (default) or "pickle" (opt-in unpickling of other types).
@@ -141,13 +143,13 @@ class Engine(EngineVerbs):
                 in pyproject.toml.
         """
         if not isinstance(workers, int) or workers < 0:
-            raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
+            raise InvalidValue(f"workers must be a non-negative integer, got {workers!r}")
         self.url = url or config.database_url()
         self.store = store if store is not None else open_store(self.url)
         self._owns_store = store is None  # a store passed in is closed by its owner
         self.lease = durations.parse(lease, what="lease").total_seconds()
         if self.lease <= 0:
-            raise ValueError(f"lease must be positive, got {lease!r}")
+            raise InvalidValue(f"lease must be positive, got {lease!r}")
         self.grace = durations.parse(grace, what="grace").total_seconds()
         self.serializer = serialization.get(serializer)
         self.serializer_name = serializer  # for the engine of its transient runs
@@ -170,9 +172,9 @@ class Engine(EngineVerbs):
         self.workers = workers
         self.poll_interval = poll_interval
         self.claim = claim
-        self.serve_queues = [check_name(name, "queue") for name in queues] if queues else None
+        self.serve_queues = [check_queue_name(name, "queue") for name in queues] if queues else None
         self.polls = polls
-        self.step_queues = [check_name(name, "step queue") for name in (step_queues or ())]
+        self.step_queues = [check_queue_name(name, "step queue") for name in (step_queues or ())]
         # Executes the attempts of step_queues once open (None: serves none).
         self.step_worker: StepWorker | None = None
         if metrics is True:
@@ -203,7 +205,7 @@ class Engine(EngineVerbs):
         self.transient_runs = None if ephemeral else transient.PrivateEngine(self)
         self._threads: list[ThreadPoolExecutor] = []
         if not isinstance(tune_gc, bool):
-            raise TypeError(f"tune_gc must be True or False, got {tune_gc!r}")
+            raise InvalidArguments(f"tune_gc must be True or False, got {tune_gc!r}")
         self.tune_gc = tune_gc
         self._gc_held = False  # this engine holds the collector's tuning
         self._open = False

@@ -6,7 +6,7 @@ this; every method here hands over to RunControl (runtime/control.py) or the dep
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from cairn import serialization
@@ -39,13 +39,14 @@ class EngineVerbs:
         workflow: WorkflowDef[Any, Any] | str | Any,
         *args: Any,
         delay: Any = None,
-        run_at: datetime | None = None,
+        run_at: datetime | date | str | None = None,
         **options: Any,
     ) -> RunHandle:
         """Start a run; see `RunControl.start` for the options (run_id, queue, delay, ...).
 
-        `delay` (a duration, or a datetime to start at) and `run_at` (a datetime) hold the
-        run back until then.
+        `delay` (a duration, or a datetime to start at) and `run_at` (a datetime, a date
+        or ISO 8601 text such as "2026-01-01"; a date is its midnight UTC, a naive time
+        UTC) hold the run back until then.
 
         A transient workflow (durable=False) executes in this process on a private
         in-memory store: the handle answers while this engine is open, and `get`,

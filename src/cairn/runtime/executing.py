@@ -26,6 +26,7 @@ from cairn.runtime import leases
 from cairn.runtime.heartbeat import Heartbeat
 from cairn.runtime.in_flight import InFlight
 from cairn.runtime.local_executor import Reservation
+from cairn.store.programs import claims as claim_ops
 from cairn.store.records import Lease, RunRecord, WorkerRecord
 
 log = logcontext.logger("cairn.worker")
@@ -286,7 +287,9 @@ class Executions:
             delay = 0.05
             while self.writable():
                 try:
-                    await self.env.store.release_run(run_id, self.lease_of(attempt))
+                    await self.env.store.write(
+                        claim_ops.release_run(run_id, self.lease_of(attempt))
+                    )
                     break
                 except Exception as exc:
                     if not self.writable():

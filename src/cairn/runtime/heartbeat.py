@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from cairn.core.tenure import Tenure
 from cairn.errors import StoreError
 from cairn.observability import logcontext
+from cairn.store.programs import workers as worker_ops
 from cairn.store.protocol import SideChannel, Store
 from cairn.store.records import Beat, WorkerRecord
 
@@ -144,7 +145,7 @@ class Heartbeat:
         while not self._stop.is_set():
             sent_at = time.monotonic()
             try:
-                beat = await self._store.beat(self._worker(), self._let_go())
+                beat = await self._store.write(worker_ops.beat(self._worker(), self._let_go()))
             except StoreError as exc:
                 self._failed(exc)
             else:

@@ -17,6 +17,8 @@ from typing import Any
 from cairn.core import hook_tokens, step_input
 from cairn.models import Execution, History, HistoryEntry, RunStatus
 from cairn.store import in_flight
+from cairn.store.programs import control, workers
+from cairn.store.programs import journal as journal_ops
 from cairn.store.protocol import Store
 from cairn.store.records import (
     INTERRUPTED,
@@ -92,14 +94,16 @@ async def history(
     is then the `after_seq` of the next page (None on the last one).
     """
     paged = after_seq > 0 or limit is not None
-    steps = await store.load_journal(
-        run.run_id, inputs=True, after_seq=after_seq, limit=None if limit is None else limit + 1
+    steps = await store.read(
+        journal_ops.load_journal(
+            run.run_id, inputs=True, after_seq=after_seq, limit=None if limit is None else limit + 1
+        )
     )
     next_after = None
     if limit is not None and len(steps) > limit:
         steps = steps[:limit]
         next_after = steps[-1].seq
-    lineage = await store.load_lineage(run.run_id)
+    lineage = await store.read(control.load_lineage(run.run_id))
     retried = lineage.retried
     if paged:
         # A retried entry sits beside the live entries of its seq: same page.
@@ -110,7 +114,7 @@ async def history(
         ]
     known = executions(run, lineage.executions)
     failures: dict[tuple[int, str], int] = {}
-    for attempt in await store.load_attempts(run.run_id):
+    for attempt in await store.read(journal_ops.load_attempts(run.run_id)):
         where = (attempt.execution, attempt.key)
         failures[where] = max(failures.get(where, 0), attempt.attempt)
     entries = [
@@ -247,16 +251,16 @@ async def executing(store: Store, run: RunRecord) -> list[dict[str, Any]]:
     """
     if run.status != RunStatus.RUNNING.value or run.owner is None:
         return []
-    worker = await store.get_worker(run.owner)
+    worker = await store.read(workers.get_worker(run.owner))
     if worker is None:
         return []
     steps = in_flight.decode(worker.executing, run.run_id, run.fence)
     if not steps:
         return []
-    recorded = {step.key for step in await store.load_journal(run.run_id)}
+    recorded = {step.key for step in await store.read(journal_ops.load_journal(run.run_id))}
     ended = {
         (a.key, a.attempt)
-        for a in await store.load_attempts(run.run_id)
+        for a in await store.read(journal_ops.load_attempts(run.run_id))
         if a.execution == run.execution
     }
     return [
@@ -276,7 +280,7 @@ async def executing(store: Store, run: RunRecord) -> list[dict[str, Any]]:
 
 async def copies(store: Store, run_id: str) -> list[dict[str, Any]]:
     """The runs restarted or forked from `run_id`, oldest first."""
-    lineage = await store.load_lineage(run_id)
+    lineage = await store.read(control.load_lineage(run_id))
     return [
         {
             "run_id": copy.run_id,

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from cairn.authoring import forms
 from cairn.core import hook_tokens
-from cairn.errors import HookNotFound
+from cairn.errors import HookNotFound, InvalidValue
+from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import waits
 from cairn.store.records import HookRecord
 
 if TYPE_CHECKING:
@@ -50,8 +52,10 @@ async def list_open(
         ValueError: `limit` is not a positive integer.
     """
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-        raise ValueError(f"limit must be a positive integer, got {limit!r}")
-    hooks = await control.store.list_hooks(now=control.clock.now(), run_id=run_id, limit=limit)
+        raise InvalidValue(f"limit must be a positive integer, got {limit!r}")
+    hooks = await control.store.read(
+        waits.list_hooks(now=control.clock.now(), run_id=run_id, limit=limit)
+    )
     known = await _tokens(control, {hook.run_id for hook in hooks}) if tokens else {}
     return [
         HookInfo(
@@ -71,7 +75,7 @@ async def _tokens(control: ControlView, run_ids: set[str]) -> dict[str, str]:
     """Each waiting hook's token of these runs, by the digest the hooks table keeps."""
     found: dict[str, str] = {}
     for run_id in sorted(run_ids):
-        for step in await control.store.load_journal(run_id):
+        for step in await control.store.read(journal_ops.load_journal(run_id)):
             if step.kind != "hook" or step.status != "waiting":
                 continue
             facts = json.loads(step.result or "{}")
@@ -103,7 +107,7 @@ async def resume(control: ControlView, token: str, payload: Any) -> str:
         )
     text = control.serializer.dumps(payload, what="hook payload")
     # The store checks the row again as it uses it: another call may have won meanwhile.
-    run_id = await control.store.resume_hook(hook.token, text, now=control.clock.now())
+    run_id = await control.store.write(waits.resume_hook(hook.token, text, now=control.clock.now()))
     if run_id is None:
         raise HookNotFound(_NOT_FOUND)
     control.wake_local()
@@ -112,7 +116,7 @@ async def resume(control: ControlView, token: str, payload: Any) -> str:
 
 async def find(control: ControlView, token: str) -> HookRecord | None:
     """The hook a caller's token names: stored as its digest, or as is if created before."""
-    hook = await control.store.get_hook(hook_tokens.digest(token))
+    hook = await control.store.read(waits.get_hook(hook_tokens.digest(token)))
     if hook is None and hook_tokens.may_be_stored_as_is(token):
-        hook = await control.store.get_hook(token)
+        hook = await control.store.read(waits.get_hook(token))
     return hook

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cairn.authoring.queues import Queue, check_limit, parse_rate
-from cairn.names import check_name
+from cairn.names import check_queue_name
+from cairn.store.programs import queues as queue_ops
 from cairn.store.records import QueueRecord
 
 if TYPE_CHECKING:
@@ -66,13 +67,15 @@ class QueueControl:
                     record.partition_concurrency,
                 ]
             )
-            await self._control.store.declare_queue(record, declared=declared, now=now)
+            await self._control.store.write(
+                queue_ops.declare_queue(record, declared=declared, now=now)
+            )
 
     async def list(self) -> list[QueueInfo]:
         """Every queue with stored limits."""
         return [
             QueueInfo(q.name, q.concurrency, q.per_worker, _rate_text(q), q.partition_concurrency)
-            for q in await self._control.store.list_queues()
+            for q in await self._control.store.read(queue_ops.list_queues())
         ]
 
     async def get(self, name: str) -> QueueInfo | None:
@@ -99,7 +102,7 @@ class QueueControl:
             InvalidName: `name` breaks the name rule (see cairn.names).
             ValueError: a limit that is not a positive integer, or a bad rate.
         """
-        check_name(name, "queue name")
+        check_queue_name(name, "queue name")
         current = await self.get(name)
         merged: dict[str, Any] = {
             "concurrency": concurrency,
@@ -122,7 +125,9 @@ class QueueControl:
             rate_period=period,
             partition_concurrency=merged["partition_concurrency"],
         )
-        await self._control.store.update_queue(record, now=self._control.clock.now())
+        await self._control.store.write(
+            queue_ops.update_queue(record, now=self._control.clock.now())
+        )
         self._control.wake_local()
         return QueueInfo(
             name,

@@ -16,6 +16,8 @@ from cairn.observability import logcontext
 from cairn.runtime import leases
 from cairn.runtime.claiming import Claimer
 from cairn.runtime.executing import Executions
+from cairn.store.programs import runs as run_ops
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import Beat, WorkerRecord
 
 log = logcontext.logger("cairn.worker")
@@ -117,7 +119,7 @@ class Reconciler:
 
     def _resume(self, run_id: str, fence: int) -> None:
         async def resume() -> None:
-            run = await self.env.store.get_run(run_id)
+            run = await self.env.store.read(run_ops.get_run(run_id))
             if run is None or (run.owner, run.fence, run.status) != (
                 self.env.owner,
                 fence,
@@ -154,5 +156,5 @@ class Reconciler:
 
     async def _expire_dead_neighbours_now(self, dead: list[str]) -> None:
         log.info("recovering runs of dead workers %s", ", ".join(dead))
-        await self.env.store.expire_workers(dead)
+        await self.env.store.write(worker_ops.expire_workers(dead))
         self.executions.wake()

@@ -1,10 +1,10 @@
 """Retention: delete finished runs past an age, by hand (`cairn runs prune`) or on a tick.
 
-The work is done by `Store.prune_runs` one short transaction at a time (500 runs by
-default); between batches the event loop is let go, so workers sharing the engine (and,
-on SQLite, the database's one writer) go on between them. Several engines pruning at
-once is safe: each run is deleted once. What is kept whatever its age: see
-store/programs/prune.py.
+The work is done by the operation `prune_runs` (store/programs/prune.py) one short
+transaction at a time (500 runs by default); between batches the event loop is let go, so
+workers sharing the engine (and, on SQLite, the database's one writer) go on between them.
+Several engines pruning at once is safe: each run is deleted once. What is kept whatever
+its age: see store/programs/prune.py.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from cairn.clock import Clock
 from cairn.errors import StoreError
 from cairn.observability import logcontext
 from cairn.store import Store
+from cairn.store.programs import prune as prune_ops
 from cairn.store.records import PruneQuery
 
 log = logcontext.logger("cairn.retention")
@@ -50,7 +51,8 @@ async def prune(
     total, after = 0, None
     while True:
         began = time.monotonic()
-        done = await store.prune_runs(query, after=after, limit=batch, dry_run=dry_run)
+        prune_op = prune_ops.prune_runs(query, after=after, limit=batch, dry_run=dry_run)
+        done = await (store.read(prune_op) if dry_run else store.write(prune_op))
         total += done.count
         if done.after is None:
             return total

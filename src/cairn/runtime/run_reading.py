@@ -8,12 +8,14 @@ from typing import Any
 
 from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.clock import Clock
-from cairn.errors import RunNotFound
+from cairn.errors import InvalidValue, RunNotFound
 from cairn.models import History, RunPage, RunStatus, RunSummary, parse_origin
 from cairn.names import check_name, findable
 from cairn.runtime import blocking
 from cairn.runtime import history as run_history
 from cairn.serialization import Serializer
+from cairn.store.programs import journal, step_tasks
+from cairn.store.programs import runs as run_ops
 from cairn.store.protocol import Store
 from cairn.store.records import RunQuery, RunRecord
 
@@ -29,7 +31,7 @@ class RunReader:
     async def record(self, run_id: str) -> RunRecord:
         """The stored run; RunNotFound if unknown."""
         storable(run_id)
-        run = await self.store.get_run(run_id)
+        run = await self.store.read(run_ops.get_run(run_id))
         if run is None:
             raise RunNotFound(run_id)
         return run
@@ -66,7 +68,7 @@ class RunReader:
         generations down at most).
         """
         if not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+            raise InvalidValue(f"limit must be a positive integer, got {limit!r}")
         query = _query(
             status=status,
             workflow=workflow,
@@ -80,7 +82,7 @@ class RunReader:
             limit=limit + 1,
             cursor=_parse_cursor(cursor),
         )
-        rows = await self.store.list_runs(query)
+        rows = await self.store.read(run_ops.list_runs(query))
         more = len(rows) > limit
         rows = rows[:limit]
         next_cursor = f"{rows[-1].created_at!r}|{rows[-1].run_id}" if more else None
@@ -117,7 +119,7 @@ class RunReader:
             run_id_prefix=run_id_prefix,
             tree=tree,
         )
-        found = await self.store.count_runs(query, limit)
+        found = await self.store.read(run_ops.count_runs(query, limit))
         return {status: found.get(status.value, 0) for status in RunStatus}
 
     async def history(self, run_id: str, *, after: int = 0, limit: int | None = None) -> History:
@@ -129,9 +131,9 @@ class RunReader:
         `History.next_after` the `after` of the next page (None on the last).
         """
         if limit is not None and limit < 1:
-            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+            raise InvalidValue(f"limit must be a positive integer, got {limit!r}")
         if after < 0:
-            raise ValueError(f"after must be a history entry number (0 or more), got {after!r}")
+            raise InvalidValue(f"after must be a history entry number (0 or more), got {after!r}")
         run = await self.record(run_id)
         try:
             payload = self.serializer.loads(run.args)
@@ -166,8 +168,10 @@ class RunReader:
         its lease run out). `started_at` and `duration` (seconds to `failed_at`) are
         None for attempts recorded before cairn kept when each began.
         """
-        found = await self.store.load_attempts(run_id)
-        lost = run_history.queued_interruptions(run_id, await self.store.list_step_tasks(run_id))
+        found = await self.store.read(journal.load_attempts(run_id))
+        lost = run_history.queued_interruptions(
+            run_id, await self.store.read(step_tasks.of_run(run_id))
+        )
         if lost:  # in the order they ended, within each execution
             found = sorted([*found, *lost], key=lambda a: (a.execution, a.failed_at))
         return [run_history.attempt_dict(a) for a in found]
@@ -283,4 +287,4 @@ def _parse_cursor(cursor: str | None) -> tuple[float, str] | None:
             raise ValueError
         return float(created), run_id
     except ValueError:
-        raise ValueError(f"invalid cursor {cursor!r} (pass back RunPage.next_cursor)") from None
+        raise InvalidValue(f"invalid cursor {cursor!r} (pass back RunPage.next_cursor)") from None

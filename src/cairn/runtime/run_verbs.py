@@ -6,7 +6,7 @@ from typing import Any
 
 from cairn import ids
 from cairn.clock import Clock
-from cairn.errors import RunFinished, RunNotFound
+from cairn.errors import InvalidValue, RunFinished, RunNotFound
 from cairn.models import EventDelivery, RunStatus
 from cairn.names import check_name
 from cairn.observability import propagation
@@ -15,6 +15,8 @@ from cairn.runtime.handle import RunHandle, RunOperations
 from cairn.runtime.run_reading import RunReader, storable
 from cairn.runtime.run_waiting import RunWaiter
 from cairn.serialization import Serializer
+from cairn.store.programs import control
+from cairn.store.programs import waits as wait_ops
 from cairn.store.protocol import Store
 from cairn.store.records import RunRecord
 
@@ -67,8 +69,14 @@ class RunVerbs:
         storable(run_id)
         text = self.serializer.dumps(payload, what=f"payload of event {name!r}")
         for _ in range(_MAX_CHAIN_HOPS):
-            delivery = await self.store.send_message(
-                run_id, f"event:{name}", text, idempotency_key=idempotency_key, now=self.clock.now()
+            delivery = await self.store.write(
+                wait_ops.send_message(
+                    run_id,
+                    f"event:{name}",
+                    text,
+                    idempotency_key=idempotency_key,
+                    now=self.clock.now(),
+                )
             )
             if delivery is None:
                 raise RunNotFound(run_id)
@@ -88,7 +96,7 @@ class RunVerbs:
 
     async def _control(self, run_id: str, action: str) -> RunStatus:
         storable(run_id)
-        status = await self.store.control_run(run_id, action, now=self.clock.now())
+        status = await self.store.write(control.control_run(run_id, action, now=self.clock.now()))
         if status is None:
             raise RunNotFound(run_id)
         local = self.waiter.local  # this process's worker, if it has one
@@ -128,7 +136,7 @@ class RunVerbs:
         """
         by = _who(by)
         run = await self.reader.record(run_id)
-        if not await self.store.retry_run(run_id, now=self.clock.now(), by=by):
+        if not await self.store.write(control.retry_run(run_id, now=self.clock.now(), by=by)):
             raise RunFinished(run_id, f"{run.status}; only FAILED runs can be retried")
         self.waiter.wake_local()
         return RunHandle(self.handles, run_id)
@@ -149,7 +157,7 @@ class RunVerbs:
         records that it forks `run_id` at `from_step`, and who asked (`by`).
         """
         if not isinstance(from_step, int) or from_step < 1:
-            raise ValueError(f"from_step must be a history seq (1 or more), got {from_step!r}")
+            raise InvalidValue(f"from_step must be a history seq (1 or more), got {from_step!r}")
         by = _who(by)
         run = await self.reader.record(run_id)
         return await self._copy(run, before_seq=from_step, by=by, origin="fork")
@@ -175,7 +183,9 @@ class RunVerbs:
             forked_from_seq=before_seq,
             origin=origin,
         )
-        await self.store.copy_run(copy, run.run_id, before_seq=before_seq, by=by, now=now)
+        await self.store.write(
+            control.copy_run(copy, run.run_id, before_seq=before_seq, by=by, now=now)
+        )
         self.waiter.wake_local()
         return RunHandle(self.handles, copy.run_id)
 

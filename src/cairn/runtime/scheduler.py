@@ -16,6 +16,8 @@ from cairn.models import RunStatus
 from cairn.observability import logcontext
 from cairn.runtime.control_view import ControlView
 from cairn.runtime.schedules import ScheduleControl, spec_of
+from cairn.store.programs import runs as run_ops
+from cairn.store.programs import schedules
 from cairn.store.records import Fired, ScheduleRecord
 
 if TYPE_CHECKING:
@@ -83,7 +85,7 @@ class Scheduler:
         started: list[str] = []
         for _ in range(MAX_ROUNDS):
             now = self.control.clock.now()
-            due = await store.due_schedules(now, BATCH)
+            due = await store.read(schedules.due_schedules(now, BATCH))
             more = False
             fired_any = False
             self._buffered = any(record.buffered_tick is not None for record in due)
@@ -110,20 +112,24 @@ class Scheduler:
         outcomes: list[Fired] = []
         if record.buffered_tick is not None and await self._may_release(record):
             tick = record.buffered_tick
-            released = await store.release_buffered(
-                record.schedule_id, tick=tick, run_id=spec.run_id(tick), now=now
+            released = await store.write(
+                schedules.release_buffered(
+                    record.schedule_id, tick=tick, run_id=spec.run_id(tick), now=now
+                )
             )
             if released is not None:
                 outcomes.append(released)
         if record.next_tick is None or record.next_tick > now:
             return outcomes, False
         ticks, new_next = spec.due(record.next_tick, now)
-        fired = await store.fire_schedule(
-            record.schedule_id,
-            expected_next=record.next_tick,
-            new_next=new_next,
-            ticks=[(tick, spec.run_id(tick)) for tick in ticks],
-            now=now,
+        fired = await store.write(
+            schedules.fire_schedule(
+                record.schedule_id,
+                expected_next=record.next_tick,
+                new_next=new_next,
+                ticks=[(tick, spec.run_id(tick)) for tick in ticks],
+                now=now,
+            )
         )
         if fired is None:
             return outcomes, False  # another engine fired it first
@@ -148,7 +154,7 @@ class Scheduler:
         """
         if record.last_run_id is None:
             return True
-        run = await self.control.store.get_run(record.last_run_id)
+        run = await self.control.store.read(run_ops.get_run(record.last_run_id))
         return run is None or run.status in _ENDED
 
     def _started(self, outcomes: list[Fired]) -> list[str]:
@@ -173,13 +179,13 @@ class Scheduler:
             store = self.control.store
             try:
                 if not look:
-                    next_tick = await store.next_schedule_tick()
+                    next_tick = await store.read(schedules.next_schedule_tick())
                     look = self._buffered or (
                         next_tick is not None and next_tick <= self.control.clock.now()
                     )
                 if look:
                     await self.run_due()
-                    next_tick = await store.next_schedule_tick()
+                    next_tick = await store.read(schedules.next_schedule_tick())
             except Exception:
                 log.exception("scheduling failed; retrying")
             look = await self._wait(next_tick)

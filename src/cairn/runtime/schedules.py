@@ -18,6 +18,7 @@ from cairn.authoring.schedules import ScheduleDef
 from cairn.errors import DuplicateSchedule, ScheduleNotFound, TransientWorkflow
 from cairn.names import findable
 from cairn.runtime.handle import RunHandle
+from cairn.store.programs import schedules as schedule_ops
 from cairn.store.records import ScheduleRecord
 
 if TYPE_CHECKING:
@@ -154,7 +155,9 @@ class ScheduleControl:
         caught up, unless its timing changed; a pause by an operator stays.
         """
         for defn in declared:
-            await self._control.store.sync_schedule(self.record(defn, source="code"))
+            await self._control.store.write(
+                schedule_ops.sync_schedule(self.record(defn, source="code"))
+            )
         self._changed()
 
     async def create(
@@ -198,8 +201,8 @@ class ScheduleControl:
         if defn.workflow not in self._control.registry.workflows and not allow_unknown:
             await self._control.names.check(defn.workflow)
         record = self.record(defn, source="api")
-        if not await self._control.store.create_schedule(record):
-            existing = await self._control.store.get_schedule(id)
+        if not await self._control.store.write(schedule_ops.create_schedule(record)):
+            existing = await self._control.store.read(schedule_ops.get_schedule(id))
             if existing is not None and _definition(existing) == _definition(record):
                 return self.info(existing)  # created before (a retried call): the same one
             raise DuplicateSchedule(
@@ -211,12 +214,15 @@ class ScheduleControl:
 
     async def list(self) -> list[ScheduleInfo]:
         """Every schedule, by id."""
-        return [self.info(record) for record in await self._control.store.list_schedules()]
+        return [
+            self.info(record)
+            for record in await self._control.store.read(schedule_ops.list_schedules())
+        ]
 
     async def get(self, id: str) -> ScheduleInfo:
         """One schedule; ScheduleNotFound if unknown."""
         _findable(id)
-        record = await self._control.store.get_schedule(id)
+        record = await self._control.store.read(schedule_ops.get_schedule(id))
         if record is None:
             raise ScheduleNotFound(id)
         return self.info(record)
@@ -225,8 +231,10 @@ class ScheduleControl:
         """Stop firing ticks (a buffered tick is dropped); runs already started go on."""
         _findable(id)
         store = self._control.store
-        record = await store.set_schedule_paused(
-            id, paused=True, next_tick=None, now=self._control.clock.now()
+        record = await store.write(
+            schedule_ops.set_schedule_paused(
+                id, paused=True, next_tick=None, now=self._control.clock.now()
+            )
         )
         if record is None:
             raise ScheduleNotFound(id)
@@ -236,14 +244,16 @@ class ScheduleControl:
         """Fire ticks again from the next one; ticks of the paused time are not caught up."""
         _findable(id)
         store = self._control.store
-        current = await store.get_schedule(id)
+        current = await store.read(schedule_ops.get_schedule(id))
         if current is None:
             raise ScheduleNotFound(id)
         now = self._control.clock.now()
         next_tick = current.next_tick
         if current.paused or next_tick is None:
             next_tick = spec_of(current).next_after(now)
-        record = await store.set_schedule_paused(id, paused=False, next_tick=next_tick, now=now)
+        record = await store.write(
+            schedule_ops.set_schedule_paused(id, paused=False, next_tick=next_tick, now=now)
+        )
         if record is None:
             raise ScheduleNotFound(id)
         self._changed()
@@ -255,7 +265,7 @@ class ScheduleControl:
         A schedule declared in code comes back when an engine with that code starts.
         """
         _findable(id)
-        if not await self._control.store.delete_schedule(id):
+        if not await self._control.store.write(schedule_ops.delete_schedule(id)):
             raise ScheduleNotFound(id)
 
     async def trigger(self, id: str) -> RunHandle:
@@ -263,7 +273,9 @@ class ScheduleControl:
         _findable(id)
         now = self._control.clock.now()
         run_id = f"sched:{id}:trigger:{uuid.uuid4().hex[:12]}"
-        run = await self._control.store.trigger_schedule(id, run_id=run_id, now=now)
+        run = await self._control.store.write(
+            schedule_ops.trigger_schedule(id, run_id=run_id, now=now)
+        )
         if run is None:
             raise ScheduleNotFound(id)
         self._control.wake_local()

@@ -31,6 +31,8 @@ from cairn.core.queued_step import QueuedStepRun
 from cairn.core.run_env import RunEnv
 from cairn.errors import SerializationError, StoreError
 from cairn.observability import logcontext
+from cairn.store.programs import runs as run_ops
+from cairn.store.programs import step_tasks
 from cairn.store.records import StepTaskRecord
 
 log = logcontext.logger("cairn.step_worker")
@@ -84,8 +86,8 @@ class StepWorker:
         """
         if self._stopping or len(self.active) >= self.concurrency:
             return False
-        claimed = await self.env.store.claim_step_tasks(
-            self.queues, self.env.owner, lease=self.lease, limit=1, only=task_id
+        claimed = await self.env.store.write(
+            step_tasks.claim(self.queues, self.env.owner, lease=self.lease, limit=1, only=task_id)
         )
         if not claimed:
             return False
@@ -107,7 +109,7 @@ class StepWorker:
             if not task.done():
                 await self._cancel(task)
                 with contextlib.suppress(StoreError):
-                    await self.env.store.release_step_task(task_record)
+                    await self.env.store.write(step_tasks.release(task_record))
 
     async def abandon(self) -> None:
         """Stop without a word to the database, like a killed process (for testing)."""
@@ -131,8 +133,8 @@ class StepWorker:
             claimed: list[StepTaskRecord] = []
             if free > 0:
                 try:
-                    claimed = await store.claim_step_tasks(
-                        self.queues, owner, lease=self.lease, limit=free
+                    claimed = await store.write(
+                        step_tasks.claim(self.queues, owner, lease=self.lease, limit=free)
                     )
                 except StoreError as exc:
                     log.warning("cairn: claiming step attempts failed: %s", exc)
@@ -166,7 +168,7 @@ class StepWorker:
                     raise
                 # Taken over, or its run ended: nothing of it is reported.
                 with contextlib.suppress(StoreError):
-                    await self.env.store.drop_step_task(task, now=self.env.clock.now())
+                    await self.env.store.write(step_tasks.drop(task, now=self.env.clock.now()))
                 log.info("step %s of run %s stopped: its run ended", task.step, task.run_id)
                 return
             finally:
@@ -182,7 +184,7 @@ class StepWorker:
         delay = 0.1
         while True:
             try:
-                return await self.env.store.get_run(task.run_id)
+                return await self.env.store.read(run_ops.get_run(task.run_id))
             except StoreError as exc:
                 log.warning("cairn: reading the run of step attempt %s: %s", task.task_id, exc)
                 await asyncio.sleep(delay)
@@ -195,7 +197,7 @@ class StepWorker:
         while True:
             await asyncio.sleep(self.lease / 3)
             try:
-                held = await self.env.store.renew_step_task(task, lease=self.lease)
+                held = await self.env.store.write(step_tasks.renew(task, lease=self.lease))
             except StoreError as exc:
                 log.warning("cairn: renewing step attempt %s failed: %s", task.task_id, exc)
                 continue
@@ -296,8 +298,8 @@ class StepWorker:
         delay = 0.1
         while True:
             try:
-                sent = await self.env.store.report_step_task(
-                    task, channel_of(task), payload, now=self.env.clock.now()
+                sent = await self.env.store.write(
+                    step_tasks.report(task, channel_of(task), payload, now=self.env.clock.now())
                 )
                 break
             except StoreError as exc:

@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cairn.authoring import forms
-from cairn.errors import InvalidSubmission, TaskNotFound
+from cairn.errors import InvalidSubmission, InvalidValue, TaskNotFound
 from cairn.names import check_name, findable
+from cairn.store.programs import waits
 from cairn.store.records import TaskRecord
 
 if TYPE_CHECKING:
@@ -86,12 +87,14 @@ class TaskControl:
             ValueError: an unknown `status`.
         """
         if status is not None and status not in STATUSES:
-            raise ValueError(f"unknown task status {status!r} (one of {', '.join(STATUSES)})")
+            raise InvalidValue(f"unknown task status {status!r} (one of {', '.join(STATUSES)})")
         for value, what in ((assignee, "assignee"), (run_id, "run_id")):
             if value is not None:
                 check_name(value, what)
-        tasks = await self._control.store.list_tasks(
-            status=status, assignee=assignee, run_id=run_id, descendants=descendants
+        tasks = await self._control.store.read(
+            waits.list_tasks(
+                status=status, assignee=assignee, run_id=run_id, descendants=descendants
+            )
         )
         return [self._info(task) for task in tasks]
 
@@ -99,7 +102,7 @@ class TaskControl:
         """The stored task; None for an id no task can have (InvalidName for a non-string)."""
         if not findable(task_id, "task id"):
             return None
-        return await self._control.store.get_task(task_id)
+        return await self._control.store.read(waits.get_task(task_id))
 
     async def get(self, task_id: str) -> TaskInfo:
         """One task; TaskNotFound if unknown."""
@@ -127,8 +130,8 @@ class TaskControl:
             raise InvalidSubmission(fields={"(form)": "values must be a JSON object"})
         checked = forms.validate(values, task.form, task.form_model)
         text = json.dumps(checked)
-        stored = await self._control.store.submit_task(
-            task_id, text, by=by, now=self._control.clock.now()
+        stored = await self._control.store.write(
+            waits.submit_task(task_id, text, by=by, now=self._control.clock.now())
         )
         if stored is None:
             raise TaskNotFound(f"human task {task_id!r} is no longer open")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.authoring import workflow as authoring_workflow
 from cairn.authoring.registry import Registry, default_registry
 from cairn.authoring.workflow import WorkflowDef
-from cairn.errors import TransientWorkflow
+from cairn.errors import InvalidArguments, TransientWorkflow
 from cairn.runtime.transient_rules import NOT_FOR_WORKERS, refuse_queue
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ async def run_now(
     """
     clash = sorted(start_options() & kwargs.keys())
     if clash:
-        raise TypeError(
+        raise InvalidArguments(
             f"keyword {clash[0]!r} of a direct call of workflow {defn.name!r} is an "
             "engine.start option; start it with engine.start(..., **options) instead"
         )

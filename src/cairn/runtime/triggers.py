@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.core import emits
 from cairn.observability import propagation
 from cairn.runtime.handle import RunHandle
+from cairn.store.programs import schedules
 
 if TYPE_CHECKING:
     from cairn.runtime.control_view import ControlView
@@ -23,7 +24,8 @@ async def declare(control: ControlView) -> None:
         (wf.name, wf.on if isinstance(wf.on, str) and wf.on else None, wf.queue, wf.max_recoveries)
         for wf in control.registry.workflows.values()
     ]
-    await control.store.sync_subscriptions(workflows, now=control.clock.now())
+    if workflows:  # none: no transaction at all
+        await control.store.write(schedules.sync_subscriptions(workflows, now=control.clock.now()))
 
 
 async def emit(
@@ -36,13 +38,15 @@ async def emit(
     """
     emits.check(event_type, key)
     args = control.serializer.dumps(emits.args_of(payload), what=f"payload of event {event_type!r}")
-    run_ids = await control.store.emit_event(
-        event_type,
-        args,
-        key=key,
-        now=control.clock.now(),
-        local=emits.local_subscribers(control.registry, event_type),
-        trace_context=propagation.current(),
+    run_ids = await control.store.write(
+        schedules.emit_event(
+            event_type,
+            args,
+            key=key,
+            now=control.clock.now(),
+            local=emits.local_subscribers(control.registry, event_type),
+            trace_context=propagation.current(),
+        )
     )
     if run_ids:
         control.wake_local()

@@ -30,6 +30,8 @@ from cairn.runtime.executing import Attempt, Executions, Finished
 from cairn.runtime.heartbeat import Heartbeat
 from cairn.runtime.reconciling import Reconciler
 from cairn.runtime.watchdog import LoopWatchdog
+from cairn.store.programs import claims as claim_ops
+from cairn.store.programs import workers
 from cairn.store.records import AttemptRecord
 
 log = logcontext.logger("cairn.worker")
@@ -114,10 +116,12 @@ class Worker:
     async def start(self) -> None:
         """Register, recover what dead neighbours left, and start the loops."""
         sent_at = time.monotonic()
-        await self.env.store.register_worker(self.record())
+        await self.env.store.write(workers.register_worker(self.record()))
         self.tenure.renewed(sent_at)  # registering proves this worker alive, like a beat
         self.executions.started = time.monotonic()
-        await self.reconciler.expire_dead_neighbours(await self.env.store.list_workers())
+        await self.reconciler.expire_dead_neighbours(
+            await self.env.store.read(workers.list_workers())
+        )
         loop = asyncio.get_running_loop()
         self._heartbeat = Heartbeat(
             self.env.store,
@@ -217,11 +221,11 @@ class Worker:
             )
         # Also hands back whatever a hand-back above could not (owner cleared, PENDING).
         if not self._hurry.is_set():
-            await self.env.store.remove_worker(self.env.owner)
+            await self.env.store.write(workers.remove_worker(self.env.owner))
             return
         try:  # told to stop at once: not for as long as the store would retry
             async with asyncio.timeout(max(1.0, self.lease / 3)):
-                await self.env.store.remove_worker(self.env.owner)
+                await self.env.store.write(workers.remove_worker(self.env.owner))
         except (TimeoutError, StoreError) as exc:
             log.warning(
                 "stopped without handing its runs back (%s): they are taken over once "
@@ -288,8 +292,10 @@ class Worker:
         )
         if self.failure is None:
             with contextlib.suppress(Exception):
-                await self.env.store.release_run(
-                    run.run_id, self.executions.lease_of(attempt), interrupted=interrupted
+                await self.env.store.write(
+                    claim_ops.release_run(
+                        run.run_id, self.executions.lease_of(attempt), interrupted=interrupted
+                    )
                 )
 
     async def abandon(self) -> None:

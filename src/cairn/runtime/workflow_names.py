@@ -15,6 +15,7 @@ from cairn.authoring.registry import Registry
 from cairn.errors import UnknownWorkflow
 from cairn.observability import logcontext
 from cairn.runtime import leases
+from cairn.store.programs import workers as worker_ops
 from cairn.store.protocol import Store
 
 log = logcontext.logger("cairn.control")
@@ -49,7 +50,7 @@ class WorkflowNames:
             known = self._known[1]
             if known is None or name in known:
                 return
-        known = await self.store.known_workflows(self.window)
+        known = await self.store.read(worker_ops.known_workflows(self.window))
         self._known = (time.monotonic(), known)
         if known is None or name in known:
             return
@@ -68,7 +69,10 @@ class WorkflowNames:
         """
         now = time.monotonic()
         if self._live is None or now - self._live[0] > WORKERS_FRESH:
-            self._live = (now, leases.known_workflows(await self.store.list_workers()))
+            self._live = (
+                now,
+                leases.known_workflows(await self.store.read(worker_ops.list_workers())),
+            )
         known = self._live[1]
         if known is not None and name not in known:
             log.warning(

@@ -16,6 +16,7 @@ from cairn import config
 from cairn.authoring import context, primitives
 from cairn.authoring.retry import Retry
 from cairn.authoring.step import run_step
+from cairn.errors import InvalidValue
 from cairn.names import check_name
 
 
@@ -93,9 +94,9 @@ def cancel_stops(stop: Callable[[], None]) -> contextlib.AbstractContextManager[
 
 
 def positive_ms(value: Any, what: str) -> float:
-    """`value` milliseconds as seconds; ValueError naming `what` unless a positive number."""
+    """`value` milliseconds as seconds; InvalidValue naming `what` unless a positive number."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"{what} must be a positive number of milliseconds, got {value!r}")
+        raise InvalidValue(f"{what} must be a positive number of milliseconds, got {value!r}")
     if value == float("inf"):
-        raise ValueError(f"{what} must be a finite number of milliseconds, got {value!r}")
+        raise InvalidValue(f"{what} must be a finite number of milliseconds, got {value!r}")
     return float(value) / 1000

@@ -17,6 +17,7 @@ from typing import Any
 from cairn import durations
 from cairn.authoring import usage
 from cairn.authoring.retry import Retry, coerce
+from cairn.errors import InvalidArguments, InvalidValue
 from cairn.steps import calling, databases, sql_text, statement_limits
 from cairn.steps.errors import DatabaseUnavailable
 
@@ -114,12 +115,16 @@ def _call(
     rows: bool,
 ) -> Any:
     if not isinstance(database, str) or not database:
-        raise ValueError(f"{what}: the database name must be a non-empty string, got {database!r}")
+        raise InvalidValue(
+            f"{what}: the database name must be a non-empty string, got {database!r}"
+        )
     if not isinstance(allow_literals, bool):
-        raise TypeError(f"{what}: allow_literals must be True or False, got {allow_literals!r}")
+        raise InvalidArguments(
+            f"{what}: allow_literals must be True or False, got {allow_literals!r}"
+        )
     limit = durations.seconds(timeout, what=f"{what} timeout")
     if not limit > 0:
-        raise ValueError(f"{what}: timeout must be a positive duration, got {timeout!r}")
+        raise InvalidValue(f"{what}: timeout must be a positive duration, got {timeout!r}")
     # Checked here, in the workflow, so that bad SQL fails at its call and records nothing.
     sql_text.bind(
         sql,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from cairn import durations
 from cairn.authoring import usage
 from cairn.authoring.retry import Retry, coerce
-from cairn.errors import FatalError
+from cairn.errors import FatalError, InvalidArguments, InvalidValue
 from cairn.steps import calling
 from cairn.steps.errors import HttpStatusError, HttpUnavailable
 from cairn.steps.responses import HttpResponse, read_body
@@ -103,12 +103,14 @@ def request(
     verb = _method(method)
     target = _url(url)
     if data is not None and json_body is not None:
-        raise ValueError("http.request: give data or json_body, not both")
+        raise InvalidValue("http.request: give data or json_body, not both")
     if headers is not None and not isinstance(headers, dict):
-        raise TypeError(f"http.request: headers must be a dict, got {headers!r}")
+        raise InvalidArguments(f"http.request: headers must be a dict, got {headers!r}")
     timeout = calling.positive_ms(timeout_ms, "http.request timeout_ms")
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 0:
-        raise ValueError(f"http.request: max_body must be a number of bytes >= 0, got {max_body!r}")
+        raise InvalidValue(
+            f"http.request: max_body must be a number of bytes >= 0, got {max_body!r}"
+        )
     longest = durations.seconds(max_retry_after, what="http.request max_retry_after")
     options = _Options(headers or {}, params, data, json_body, timeout, max_body, longest)
 
@@ -305,16 +307,16 @@ def _date(value: str | None) -> datetime | None:
 
 def _method(method: Any) -> str:
     if not isinstance(method, str) or not method.strip().isalpha():
-        raise ValueError(f'http.request: method must be a word like "GET", got {method!r}')
+        raise InvalidValue(f'http.request: method must be a word like "GET", got {method!r}')
     return method.strip().upper()
 
 
 def _url(url: Any) -> str:
     if not isinstance(url, str):
-        raise TypeError(f"http.request: url must be a string, got {url!r}")
+        raise InvalidArguments(f"http.request: url must be a string, got {url!r}")
     scheme = url.partition(":")[0].lower()
     if scheme not in ("http", "https") or "://" not in url:
-        raise ValueError(f"http.request: url must start with http:// or https://, got {url!r}")
+        raise InvalidValue(f"http.request: url must start with http:// or https://, got {url!r}")
     return url
 
 

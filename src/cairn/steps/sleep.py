@@ -13,6 +13,7 @@ from typing import Any
 
 from cairn.authoring import primitives, usage
 from cairn.authoring.retry import Retry
+from cairn.errors import InvalidValue
 from cairn.steps import calling
 
 __all__ = ["PARK_AFTER_MS", "sleep_chunked"]
@@ -40,7 +41,7 @@ def sleep_chunked(total_ms: float, chunk_ms: float = 250, *, name: str | None = 
         ValueError: A negative or non-numeric duration, at the call.
     """
     if isinstance(total_ms, bool) or not isinstance(total_ms, int | float) or not total_ms >= 0:
-        raise ValueError(f"sleep_chunked: total_ms must be a number >= 0, got {total_ms!r}")
+        raise InvalidValue(f"sleep_chunked: total_ms must be a number >= 0, got {total_ms!r}")
     calling.positive_ms(chunk_ms, "sleep_chunked chunk_ms")
     label = name or "sleep_chunked"
     if total_ms > PARK_AFTER_MS and calling.in_workflow():

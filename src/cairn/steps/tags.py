@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from cairn.authoring import usage
 from cairn.authoring.retry import Retry, coerce
+from cairn.errors import InvalidValue
 from cairn.steps import calling
 from cairn.steps.errors import TagError, WaitTimeout
 from cairn.steps.opcua import OpcUaProvider
@@ -213,7 +214,7 @@ def _imported(path: str) -> Any:
 
 def _check_path(path: Any, what: str) -> None:
     if not isinstance(path, str) or not path.strip():
-        raise ValueError(f"{what}: a tag path must be a non-empty string, got {path!r}")
+        raise InvalidValue(f"{what}: a tag path must be a non-empty string, got {path!r}")
 
 
 def _policy(retries: Retry | int | None) -> Retry:

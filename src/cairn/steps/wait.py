@@ -17,7 +17,7 @@ from typing import Any
 from cairn import durations
 from cairn.authoring import usage
 from cairn.authoring.retry import Retry, coerce
-from cairn.errors import FatalError
+from cairn.errors import FatalError, InvalidArguments, InvalidValue
 from cairn.steps import calling, tags
 from cairn.steps.errors import NotYet, WaitTimeout
 
@@ -57,10 +57,10 @@ def until(
         ValueError, TypeError: A bad argument, at the call.
     """
     if not callable(check):
-        raise TypeError(f"wait.until: check must be a function, got {check!r}")
+        raise InvalidArguments(f"wait.until: check must be a function, got {check!r}")
     gap = durations.seconds(every, what="wait.until every")
     if gap <= 0:
-        raise ValueError(f"wait.until: every must be positive, got {every!r}")
+        raise InvalidValue(f"wait.until: every must be positive, got {every!r}")
     limit = durations.seconds(timeout, what="wait.until timeout")
     polls = int(limit / gap + 1e-9) + 1  # 10s / 0.1s is 100 gaps, whatever floats say
     is_async = inspect.iscoroutinefunction(check)
@@ -104,7 +104,7 @@ def until_tag_equals(
         TagError, TagUnavailable: As for `cairn.steps.tags.read`.
     """
     if not isinstance(path, str) or not path.strip():
-        raise ValueError(
+        raise InvalidValue(
             f"wait.until_tag_equals: a tag path must be a non-empty string, got {path!r}"
         )
     limit = calling.positive_ms(timeout_ms, "wait.until_tag_equals timeout_ms")

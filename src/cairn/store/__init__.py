@@ -5,6 +5,7 @@ from __future__ import annotations
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from cairn.errors import ConfigError
+from cairn.store import locations
 from cairn.store.protocol import LeaseLost, Store
 from cairn.store.records import RunQuery, RunRecord, StepRecord
 
@@ -43,6 +44,14 @@ def open_store(url: str) -> Store:
         from cairn.store.sqlite.store import SqliteStore
 
         return SqliteStore(sqlite_path(url))
+    if scheme == "memory":
+        from cairn.store.sqlite.store import SqliteStore
+
+        return SqliteStore(locations.memory_path(url), memory=True)
+    if scheme == "file":
+        from cairn.store.sqlite.directory import DirectoryStore
+
+        return DirectoryStore(locations.file_directory(url))
     if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
         try:
             from cairn.store.postgres.store import PostgresStore
@@ -54,5 +63,6 @@ def open_store(url: str) -> Store:
         store: Store = PostgresStore(url)
         return store
     raise ConfigError(
-        f"unsupported database URL {redact(url)!r} (use sqlite:///path.db or postgresql://...)"
+        f"unsupported database URL {redact(url)!r} (use sqlite:///path.db, "
+        "file:///directory, memory:// or postgresql://...)"
     )

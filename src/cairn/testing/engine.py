@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import date, datetime
 from types import TracebackType
 from typing import Any
 
@@ -21,6 +21,9 @@ from cairn.models import EventDelivery, History, RunPage, RunStatus
 from cairn.runtime.engine import Engine
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.tasks import TaskControl
+from cairn.store.programs import runs as run_ops
+from cairn.store.programs import schedules
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import RunQuery, StepRecord
 from cairn.store.sqlite.store import SqliteStore
 
@@ -119,9 +122,9 @@ class TestEngine:
         """
         dues = [self.clock.next_due()]
         for engine in self._engines():
-            dues.append(await engine.store.next_wake())
+            dues.append(await engine.store.read(worker_ops.next_wake()))
         if self.engine.scheduler is not None:
-            dues.append(await self.store.next_schedule_tick())
+            dues.append(await self.store.read(schedules.next_schedule_tick()))
         return min((due for due in dues if due is not None), default=None)
 
     def _engines(self) -> list[Engine]:
@@ -153,8 +156,8 @@ class TestEngine:
             pending = [
                 run
                 for engine in engines
-                for run in await engine.store.list_runs(
-                    RunQuery(status=RunStatus.PENDING.value, limit=100)
+                for run in await engine.store.read(
+                    run_ops.list_runs(RunQuery(status=RunStatus.PENDING.value, limit=100))
                 )
                 if run.waiting_for is None and (run.wake_at is None or run.wake_at <= now)
             ]
@@ -182,8 +185,8 @@ class TestEngine:
     async def recover(self) -> None:
         """Start a fresh engine on the same store; it recovers the dead engine's runs."""
         await self.engine._die()
-        dead = [w.worker_id for w in await self.store.list_workers()]
-        await self.store.expire_workers(dead)
+        dead = [w.worker_id for w in await self.store.read(worker_ops.list_workers())]
+        await self.store.write(worker_ops.expire_workers(dead))
         self._crashed = False
         self.engine = self._new_engine()
         await self._open_engine()
@@ -211,7 +214,7 @@ class TestEngine:
         workflow: WorkflowDef[Any, Any] | str | Any,
         *args: Any,
         delay: Any = None,
-        run_at: datetime | None = None,
+        run_at: datetime | date | str | None = None,
         **options: Any,
     ) -> RunHandle:
         """Start a run (see Engine.start)."""

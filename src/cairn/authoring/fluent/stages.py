@@ -20,6 +20,7 @@ from cairn.authoring.fluent.steps import Step
 from cairn.authoring.retry import Retry
 from cairn.authoring.step import StepDef
 from cairn.authoring.workflow import WorkflowDef
+from cairn.errors import InvalidArguments, InvalidValue
 from cairn.names import check_name
 
 SAME: Any = object()  # "no result yet": a stage then receives the run's own arguments
@@ -104,7 +105,7 @@ class InWorkflow(Stage):
             if not isinstance(value, Suspension):
                 return value
             if value.awaited:
-                raise TypeError(
+                raise InvalidArguments(
                     f"stage {self.name!r} returned a suspension it had awaited ({value.what}): "
                     "await it for its answer, or return it to be called again with "
                     "ctx.resume_data, not both"
@@ -122,7 +123,7 @@ class Screen(Stage):
 
     def __init__(
         self,
-        chain: str,
+        where: str,
         name: str,
         title: str | Callable[[Any], str],
         form: Any,
@@ -131,8 +132,8 @@ class Screen(Stage):
     ) -> None:
         check_name(name, "human task name")
         if not isinstance(title, str) and not callable(title):
-            raise TypeError(
-                f"workflow {chain!r}: screen {name!r} title must be a string or a function "
+            raise InvalidArguments(
+                f"{where}: screen {name!r} title must be a string or a function "
                 f"of the previous result, got {title!r}"
             )
         forms.describe_form(form, what=f"form of screen {name!r}")
@@ -200,12 +201,12 @@ class Emit(Stage):
     """Starts the workflows subscribed to `event_type` with the previous result; it passes on."""
 
     def __init__(
-        self, chain: str, event_type: str, key: str | Callable[[Any], str | None] | None
+        self, where: str, event_type: str, key: str | Callable[[Any], str | None] | None
     ) -> None:
         check_name(event_type, "event type")
         if key is not None and not isinstance(key, str) and not callable(key):
-            raise TypeError(
-                f"workflow {chain!r}: emit {event_type!r} key must be a string or a function "
+            raise InvalidArguments(
+                f"{where}: emit {event_type!r} key must be a string or a function "
                 f"of the previous result, got {key!r}"
             )
         self.event_type, self.key = event_type, key
@@ -223,7 +224,7 @@ class Emit(Stage):
 
 
 def stage_of(
-    chain: str,
+    where: str,
     stage: Any,
     name: str | None,
     retries: Retry | int | None,
@@ -237,28 +238,28 @@ def stage_of(
     function itself in workflow code.
     """
     if kind not in KINDS:
-        raise ValueError(
-            f"workflow {chain!r}: kind must be 'step' or 'workflow' (a function run in "
+        raise InvalidValue(
+            f"{where}: kind must be 'step' or 'workflow' (a function run in "
             f"workflow code), got {kind!r}"
         )
     overrides = name is not None or retries is not None or timeout is not None or options
     if kind == "workflow":
         if isinstance(stage, StepDef | WorkflowDef | type) or not callable(stage):
-            raise TypeError(
-                f"workflow {chain!r}: kind='workflow' needs a plain function, got {stage!r}"
+            raise InvalidArguments(
+                f"{where}: kind='workflow' needs a plain function, got {stage!r}"
             )
         if overrides:
-            raise TypeError(
-                f"workflow {chain!r}: name/retries/timeout/options apply to step stages; "
+            raise InvalidArguments(
+                f"{where}: name/retries/timeout/options apply to step stages; "
                 f"stage {getattr(stage, '__name__', stage)!r} is kind='workflow' (workflow "
                 "code, not a step)"
             )
         return InWorkflow(stage)
-    return Call(_step_or_child(chain, stage, name, retries, timeout, options))
+    return Call(_step_or_child(where, stage, name, retries, timeout, options))
 
 
 def _step_or_child(
-    chain: str,
+    where: str,
     stage: Any,
     name: str | None,
     retries: Retry | int | None,
@@ -270,8 +271,8 @@ def _step_or_child(
         stage = stage()  # `.then(Charge)` for `.then(Charge())`
     if isinstance(stage, WorkflowDef):
         if overrides:
-            raise TypeError(
-                f"workflow {chain!r}: name/retries/timeout/options apply to steps; stage "
+            raise InvalidArguments(
+                f"{where}: name/retries/timeout/options apply to steps; stage "
                 f"{stage.name!r} is a workflow, run as a child run with its own settings"
             )
         return stage
@@ -294,8 +295,8 @@ def _step_or_child(
             timeout=timeout,
             options=options,
         )
-    raise TypeError(
-        f"workflow {chain!r}: a stage must be a cairn.Step, a @cairn.step, a function or a "
+    raise InvalidArguments(
+        f"{where}: a stage must be a cairn.Step, a @cairn.step, a function or a "
         f"workflow, got {stage!r}"
     )
 

@@ -11,6 +11,7 @@ from cairn.authoring import options as seed_options
 from cairn.authoring import registry as registries
 from cairn.authoring.retry import Retry, coerce
 from cairn.authoring.step import StepDef, _timeout_seconds, check_isolation, check_queue
+from cairn.errors import InvalidArguments
 from cairn.names import check_name
 
 __all__ = ["Step"]
@@ -92,17 +93,17 @@ class Step(StepDef[..., Any]):
             name, fn = None, name
         if fn is None:
             if kind.execute is Step.execute:
-                raise TypeError(
+                raise InvalidArguments(
                     "cairn.Step needs a function: cairn.Step(name, fn), or subclass it "
                     "with `async def execute(self, ...)`"
                 )
             fn = self.execute
         if not callable(fn):
-            raise TypeError(f"cairn.Step needs a function, got {fn!r}")
+            raise InvalidArguments(f"cairn.Step needs a function, got {fn!r}")
         if name is None:
             name = _class_name(kind) if kind is not Step else fn.__name__
         if not isinstance(name, str):
-            raise TypeError(f"cairn.Step name must be a string, got {name!r}")
+            raise InvalidArguments(f"cairn.Step name must be a string, got {name!r}")
         given = {
             "retries": retries,
             "timeout": timeout,
@@ -150,7 +151,7 @@ def _options_of(kind: type, name: Any, given: dict[str, Any]) -> dict[str, Any]:
             declared.pop(option, None)
     merged = {**declared, **given}
     if not isinstance(name, str):
-        raise TypeError(f"cairn.Step name must be a string, got {name!r}")
+        raise InvalidArguments(f"cairn.Step name must be a string, got {name!r}")
     check_name(name, "step name")
     where = f"step {name!r}"
     policy, limit = seed_options.resolve(
@@ -163,7 +164,7 @@ def _options_of(kind: type, name: Any, given: dict[str, Any]) -> dict[str, Any]:
     )
     keep_input = merged.get("keep_input", True)
     if not isinstance(keep_input, bool):
-        raise TypeError(f"keep_input of {where} must be True or False, got {keep_input!r}")
+        raise InvalidArguments(f"keep_input of {where} must be True or False, got {keep_input!r}")
     return {
         "name": name,
         "retry": coerce(policy),

@@ -20,7 +20,8 @@ from cairn.dashboard.api.replies import Reply
 from cairn.dashboard.target import Target
 from cairn.models import EventDelivery
 from cairn.names import check_name
-from cairn.representation import actions as steering
+from cairn.representation import actions as answers
+from cairn.runtime import steering
 from cairn.runtime.control import RunControl
 
 API = "api"  # who asks, when a request does not say (`by`)
@@ -29,25 +30,25 @@ BY = {"by": NAME}  # its JSON Schema
 
 async def cancel_run(control: RunControl, run_id: str) -> dict[str, Any]:
     """Cancel; RunFinished (409) for a run that ended otherwise."""
-    return steering.action_dict(await steering.cancel(control, run_id), "cancel")
+    return answers.action_dict(await steering.cancel(control, run_id), "cancel")
 
 
 async def pause_run(control: RunControl, run_id: str) -> dict[str, Any]:
     """Pause at the next durable point; RunFinished (409) for a finished run."""
-    return steering.action_dict(await steering.pause(control, run_id), "pause")
+    return answers.action_dict(await steering.pause(control, run_id), "pause")
 
 
 async def resume_run(control: RunControl, run_id: str) -> dict[str, Any]:
     """Resume a paused run (or withdraw a pause request); RunFinished (409) if finished."""
     _, run = await steering.resume(control, run_id)
-    return steering.action_dict(run, "resume")
+    return answers.action_dict(run, "resume")
 
 
 async def retry_run(control: RunControl, run_id: str, *, by: str = API) -> dict[str, Any]:
     """Continue a FAILED run from its failed step; RunFinished (409) if it is not FAILED."""
     await control.retry(run_id, by=by)
     run = await control.record(run_id)
-    return {**steering.action_dict(run, "retry"), "execution": run.execution, "by": by}
+    return {**answers.action_dict(run, "retry"), "execution": run.execution, "by": by}
 
 
 Act = Callable[[RunControl, str], Awaitable[dict[str, Any]]]

@@ -19,6 +19,7 @@ from cairn.dashboard.api.operations import Operation
 from cairn.dashboard.api.replies import Reply
 from cairn.dashboard.target import Target
 from cairn.errors import StoreUnavailable
+from cairn.store.programs import lifecycle
 
 DEADLINE = 2.0  # seconds the database has to answer
 
@@ -30,7 +31,9 @@ _CUT_OFF: set[asyncio.Future[int]] = set()
 async def health(target: Target, call: Call) -> Reply:
     """`{"status": "ok", "schema_version": N}`; StoreUnavailable (503) otherwise."""
     call.query(())
-    read = asyncio.ensure_future(target(lambda control: control.store.schema_version()))
+    read = asyncio.ensure_future(
+        target(lambda control: control.store.read(lifecycle.schema_version()))
+    )
     try:
         done, _ = await asyncio.wait({read}, timeout=DEADLINE)
     finally:

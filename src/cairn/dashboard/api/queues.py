@@ -14,7 +14,7 @@ from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Operation
 from cairn.dashboard.api.replies import BadRequest, Reply
 from cairn.dashboard.target import Target
-from cairn.names import check_name
+from cairn.names import check_queue_name
 from cairn.representation import queues as queue_forms
 
 LIMITS = tuple(queue_forms.LIMITS)
@@ -29,7 +29,7 @@ async def list_queues(target: Target, call: Call) -> Reply:
 
 async def update(target: Target, call: Call) -> Reply:
     """`POST /queues/{name}`: change the given limits (creating the queue if it has none)."""
-    name = check_name(call.path("name"), "queue name")
+    name = check_queue_name(call.path("name"), "queue name")
     body = await call.fields(LIMITS)
     if not body:
         raise BadRequest(f"request body names no limit to change (give {', '.join(LIMITS)})")

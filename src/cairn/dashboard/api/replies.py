@@ -31,6 +31,7 @@ STATUS: dict[type[BaseException], int] = {
     errors.SerializationError: 422,
     errors.UnknownWorkflow: 422,
     errors.InvalidArguments: 422,
+    errors.InvalidValue: 422,
     errors.TransientWorkflow: 422,
     errors.StoreUnavailable: 503,
 }

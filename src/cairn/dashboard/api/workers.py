@@ -15,6 +15,7 @@ from cairn.dashboard.api.operations import Operation
 from cairn.dashboard.api.replies import Reply
 from cairn.dashboard.target import Target
 from cairn.runtime.control import RunControl
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import WorkerRecord
 
 
@@ -64,7 +65,9 @@ async def list_workers(target: Target, call: Call) -> Reply:
 
     async def read(control: RunControl) -> list[dict[str, Any]]:
         now = control.clock.now()
-        return [worker_dict(w, now=now) for w in await control.store.list_workers()]
+        return [
+            worker_dict(w, now=now) for w in await control.store.read(worker_ops.list_workers())
+        ]
 
     return Reply({"workers": await target(read)})
 

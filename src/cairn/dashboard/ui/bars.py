@@ -149,7 +149,8 @@ def _spans(
         kind = "open" if ended is None else "failed" if entry.status == "failed" else "wait"
         what = words.received(entry) or f"{entry.kind} {entry.name!r} {entry.status}"
         return name, [(began, finish, kind, _title(name, what, began, finish))]
-    return name, [(began, ended or began, "instant", _title(name, entry.kind, began, ended))]
+    what = words.scheduled(entry) or entry.kind
+    return name, [(began, ended or began, "instant", _title(name, what, began, ended))]
 
 
 def _attempt(name: str, attempt: dict[str, Any]) -> list[Span]:

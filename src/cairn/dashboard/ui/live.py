@@ -29,6 +29,7 @@ from cairn.errors import RunNotFound
 from cairn.models import RunStatus
 from cairn.runtime.control import RunControl
 from cairn.runtime.run_reading import summary
+from cairn.store.programs import journal
 from cairn.store.records import RunRecord
 
 POLL = 1.0  # seconds between reads of the watched runs
@@ -91,8 +92,8 @@ async def snapshot(control: RunControl, run_id: str, *, detail: bool) -> dict[st
     del shown["columns"]
     shown["started_at"] = render.iso(shown["started_at"])  # the page's <time datetime=...>
     if detail:  # the run page also shows the timeline, attempts and the steps executing
-        entries, _ = await control.store.journal_extent(run_id)  # counted, not read
-        attempts = len(await control.store.load_attempts(run_id))
+        entries, _ = await control.store.read(journal.journal_extent(run_id))  # counted, not read
+        attempts = len(await control.store.read(journal.load_attempts(run_id)))
         executing = await control.executing(run_id)
         shown["version"] = version(record, entries, attempts, executing)
     else:

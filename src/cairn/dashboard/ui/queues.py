@@ -19,6 +19,7 @@ from cairn.dashboard.ui import csrf, render
 from cairn.models import RunStatus
 from cairn.representation import queues as queue_forms
 from cairn.runtime.control import RunControl
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import Counts
 
 DEFAULT = "(no queue)"
@@ -58,7 +59,7 @@ def routes(target: Target) -> list[BaseRoute]:
     @render.handled
     async def listing(request: Request) -> Response:
         async def read(control: RunControl) -> tuple[Any, Counts]:
-            return await control.queues.list(), await control.store.counts()
+            return await control.queues.list(), await control.store.read(worker_ops.counts())
 
         infos, counts = await target(read)
         running, pending = (

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from cairn.core import scheduled_starts
 from cairn.dashboard.api import actions, inputs
 from cairn.dashboard.api.replies import BadRequest
 from cairn.dashboard.api.replies import describe as describe_failure
@@ -85,10 +86,17 @@ def acted(verb: str, run_id: str, done: dict[str, Any]) -> str:
 
 
 def children(entries: list[HistoryEntry]) -> list[dict[str, Any]]:
-    """The child runs the history names (started with start_child), in order."""
+    """The child runs the history names (start_child, schedule_workflow), in order."""
     found = []
     for entry in entries:
-        if entry.kind != "child" or not isinstance(entry.result, dict):
+        if not isinstance(entry.result, dict):
+            continue
+        if entry.kind == scheduled_starts.KIND:
+            run_id = entry.result.get("run_id")
+            if isinstance(run_id, str) and run_id:
+                found.append({"run_id": run_id, "workflow": entry.name, "status": "scheduled"})
+            continue
+        if entry.kind != "child":
             continue
         child_id = entry.result.get("child_id") or entry.result.get("run_id")
         if isinstance(child_id, str) and child_id:

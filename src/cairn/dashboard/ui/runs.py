@@ -27,6 +27,7 @@ from cairn.errors import InvalidName
 from cairn.models import ORIGINS, UNKNOWN_ORIGIN, RunPage, RunStatus, RunSummary
 from cairn.representation import words
 from cairn.runtime.control import RunControl
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import WorkerRecord
 
 PAGE = 50
@@ -184,7 +185,12 @@ def routes(target: Target) -> list[BaseRoute]:
                 raise BadRequest(str(exc)) from None
             counts = await api_runs.count(control, chosen)
             now = control.clock.now()
-            return found, counts, now, live_workers(await control.store.list_workers(), now)
+            return (
+                found,
+                counts,
+                now,
+                live_workers(await control.store.read(worker_ops.list_workers()), now),
+            )
 
         found, counts, now, live = await target(read)
         rows = [row(run, now=now, live=live) for run in found]

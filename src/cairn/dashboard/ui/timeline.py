@@ -96,7 +96,7 @@ def _entry(entry: HistoryEntry, failed: list[dict[str, Any]]) -> dict[str, Any]:
         "input_omitted": omitted,
         "outcome": outcome,
         "has_outcome": entry.result is not None and entry.status != "failed",
-        "summary": words.received(entry) or words.ran_on(entry),
+        "summary": words.received(entry) or words.ran_on(entry) or words.scheduled(entry),
         "error": entry.error,
         "tries": tries,
     }

@@ -17,6 +17,7 @@ from cairn.dashboard.target import Target
 from cairn.dashboard.ui import render
 from cairn.representation import words
 from cairn.runtime.control import RunControl
+from cairn.store.programs import workers as worker_ops
 
 
 def routes(target: Target) -> list[BaseRoute]:
@@ -27,7 +28,7 @@ def routes(target: Target) -> list[BaseRoute]:
         async def read(control: RunControl) -> list[dict[str, Any]]:
             now = control.clock.now()
             found = []
-            for worker in await control.store.list_workers():
+            for worker in await control.store.read(worker_ops.list_workers()):
                 shown = worker_dict(worker, now=now)
                 beat = last_heartbeat(worker)
                 shown["beat_age"] = "" if beat is None else words.seconds(now - beat) + " ago"

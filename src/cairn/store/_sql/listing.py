@@ -65,7 +65,7 @@ def count_runs(query: RunQuery, limit: int | None = None) -> tuple[str, list[Any
     """SELECT (status, count) rows of the runs `query` matches whatever their status.
 
     One query over the same filters as `list_runs` (its status, cursor and limit aside):
-    the runs page's count per status. With `limit` (see Store.count_runs), a query with
+    the runs page's count per status. With `limit` (see programs/runs.py count_runs), a query with
     no filter counts each status on its own, up to `limit`, from its range of the status
     index: a read bounded by the limit however many runs the table holds (grouping the
     whole table read all of them: over 110,000 runs that added 6 ms to the runs page on

@@ -54,7 +54,7 @@ class PostgresSideChannel:
             timer.daemon = True
             timer.start()
             with conn.transaction():
-                beat = _run(conn, workers.beat(worker, let_go, time.time()))
+                beat = _run(conn, workers.beat_at(worker, let_go, time.time()))
                 if beat.released:  # other workers may take them at once
                     conn.execute(dialect.NOTIFY, (connections.payload([0.0]),))
             return beat

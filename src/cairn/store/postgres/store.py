@@ -32,16 +32,15 @@ from cairn.store.postgres import (
     sessions,
     stalls,
     transactions,
-    write_shapes,
 )
 from cairn.store.postgres.connections import Db, Native, Pool
 from cairn.store.postgres.group_commit import NOW
 from cairn.store.postgres.run_reader import RunReader
 from cairn.store.postgres.side_channel import PostgresSideChannel
 from cairn.store.postgres.writes import Writes
-from cairn.store.programs import claims, journal, runs, workers
-from cairn.store.programs.base import Program, Sql, is_waking
-from cairn.store.records import Claimed, Lease, RunRecord, StepRecord, WorkerRecord
+from cairn.store.programs import claims, runs, workers
+from cairn.store.programs.base import Operation, Program, Sql, is_waking
+from cairn.store.records import Claimed, RunRecord
 from cairn.store.sql_store import SqlStore
 
 T = TypeVar("T")
@@ -216,13 +215,37 @@ class PostgresStore(SqlStore):
     # running programs
 
     async def write(self, make: Callable[[], Program[T]]) -> T:
-        """Run the program `make()` builds alone in a write transaction (see SqlStore.write)."""
+        """Run an operation (or the program `make()` builds) by its path (see writes).
+
+        An operation whose program declares a path hint (`@path`, its rounds and wake-up)
+        may share a commit; any other write runs alone in its own transaction.
+        """
+        if isinstance(make, Operation):
+            if make.kind is runs.create_run:
+                return await self._create_run(*make.args)  # type: ignore[return-value]
+            if make.kind is claims.claim:
+                return await self._claim_runs(make)  # type: ignore[return-value]
+            if (known := make.path()) is not None:
+                return await self.writes.write(make, known[1], rounds=known[0])  # type: ignore[no-any-return]
+        return await self._alone(make)
+
+    async def _alone(self, make: Callable[[], Program[T]]) -> T:
+        """Run a write alone in its own transaction (waking workers if it `@wakes`)."""
         program = make()
         wake = NOW if is_waking(program) else None
         return await self.writes.started_alone(program, make, wake)
 
     async def read(self, make: Callable[[], Program[T]]) -> T:
-        """Run a read-only program, each statement on a pooled connection."""
+        """Run a read-only program, each statement on a pooled connection.
+
+        Reads of one run by id share a query (see `_get_run`); an operation declared
+        `@one_plan` for its arguments goes to `read_one_plan`.
+        """
+        if isinstance(make, Operation):
+            if make.kind is runs.get_run:
+                return await self._get_run(*make.args)  # type: ignore[return-value]
+            if make.one_plan():
+                return await self.read_one_plan(make)
         return await connections.read(self.db, make())
 
     async def read_one_plan(self, make: Callable[[], Program[T]]) -> T:
@@ -238,21 +261,20 @@ class PostgresStore(SqlStore):
             raise StoreError(f"store {self.where} is not open")
         return self._writes
 
-    # the hot writes of a run: their rounds pick their path (see `writes`)
+    # the two operations this store runs its own way
 
-    async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
-        """Insert `run` unless its run_id exists; returns the stored run and whether it is new."""
+    async def _create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """runs.create_run: without a dedup key, the insert alone is one round."""
         wake = (run.wake_at or NOW) if run.status == RunStatus.PENDING else None
         if run.dedup_key is not None:  # the key is checked first: not one round
             try:
-                existing = await self.writes.alone(lambda: runs.create_run(run), wake)
+                return await self.writes.alone(runs.create_run(run), wake)
             except StoreError as exc:
                 if not connections.dedup_clash(exc):
                     raise
                 # A concurrent start took the key between our check and our insert; asked
                 # again, the program names the holder (DuplicateRun).
-                existing = await self.writes.alone(lambda: runs.create_run(run), wake)
-            return (run, True) if existing is None else (existing, False)
+                return await self.writes.alone(runs.create_run(run), wake)
 
         def insert() -> connections.Program[bool]:
             # The shared program's first statement; the existing run is read afterwards.
@@ -261,67 +283,17 @@ class PostgresStore(SqlStore):
 
         if await self.writes.write(insert, wake, rounds="one"):
             return run, True
-        existing = await self.get_run(run.run_id)
+        existing = await self._get_run(run.run_id)
         if existing is None:
             raise StoreError(f"database {self.where}: run {run.run_id!r} vanished")
         return existing, False
 
-    async def get_run(self, run_id: str) -> RunRecord | None:
-        """The run, or None (concurrent calls share one query)."""
+    async def _get_run(self, run_id: str) -> RunRecord | None:
+        """runs.get_run: concurrent calls share one query."""
         if self._reader is None:
             raise StoreError(f"store {self.where} is not open")
         row = await self._reader.get(run_id)
         return None if row is None else _sql.run_from_row(row)
-
-    async def finish_run(
-        self,
-        run_id: str,
-        lease: Lease,
-        status: str,
-        *,
-        result: str | None,
-        error: str | None,
-        now: float,
-        alone: bool = False,
-    ) -> None:
-        """End a run held by `lease` (see Store.finish_run)."""
-        # Unless alone, a parent may be woken: wake-ups go out with the commit.
-        await self.writes.write(
-            lambda: runs.finish_run(run_id, lease, status, result, error, now, alone),
-            None if alone else NOW,
-            rounds="one" if alone else "unknown",
-        )
-
-    async def park_run(
-        self,
-        run_id: str,
-        lease: Lease,
-        status: str,
-        *,
-        wake_at: float | None,
-        waiting_for: str | None,
-        now: float,
-        waits_on: Sequence[str] | None = None,
-        futile_wakes: int = 0,
-    ) -> None:
-        """Park a run and release it (see Store.park_run)."""
-        await self.writes.write(
-            lambda: runs.park_run(
-                run_id, lease, status, wake_at, waiting_for, now, waits_on, futile_wakes
-            ),
-            wake_at,
-            rounds="unknown",
-        )
-
-    async def record_step(self, lease: Lease, step: StepRecord) -> None:
-        """Commit a step outcome for a run held by `lease`."""
-        await self.writes.write(lambda: journal.record_step(lease, step), rounds="one")
-
-    async def upsert_step(self, lease: Lease, step: StepRecord) -> None:
-        """Commit a journal entry that may replace a "waiting" one with the same key."""
-        await self.writes.write(
-            lambda: journal.record_step(lease, step, upsert=True), rounds="unknown"
-        )
 
     async def begin_step_transaction(
         self, *, sync: bool, timeout: float | None = None
@@ -339,37 +311,41 @@ class PostgresStore(SqlStore):
             transactions.begin_sync, self._step_pool, self.where, timeout
         )
 
-    async def register_worker(self, worker: WorkerRecord) -> None:
-        """Insert or refresh a worker row."""
-        await self.writes.write(lambda: workers.register_worker(worker), rounds="unknown")
+    async def _claim_runs(self, op: Operation[Claimed]) -> Claimed:
+        """claims.claim: atomically take due and orphaned runs.
 
-    async def claim_runs(self, worker_id: str, limit: int, **options: Any) -> Claimed:
-        """Atomically take due and orphaned runs (see Store.claim_runs).
-
-        One read first asks whether any candidate exists, so that the common idle claim
-        costs one round trip instead of a locking transaction.
+        One read first asks whether any candidate exists (`claims.idle_probe`), so that the
+        common idle claim costs one round trip instead of a locking transaction.
         """
+        worker_id, limit = op.args
+        options = op.kwargs
         if limit > 0 and all(value != [] for value in options.values()):
-            idle = write_shapes.idle_path(claims.claim_runs(worker_id, limit, **options))
-            if idle is not None:
-                selects, nothing = idle
-                probe = "SELECT " + " OR ".join(
-                    f"EXISTS ({dialect.convert(s.text)})" for s in selects
-                )
-                params = [param for s in selects for param in s.params]
-                found = _fetch_one(probe, params)
-                if not await connections.read(self.db, found):
-                    return nothing
-                claimed = await super().claim_runs(worker_id, limit, **options)
-                if len(claimed.runs) < limit:  # some candidates were locked, maybe for good
-                    try:
-                        await self._sessions.check(self.db, options["now"])
-                    except StoreError as exc:  # only a reason shown: the claim stands
-                        log.debug("cairn: cannot look for lost sessions: %s", exc)
-                return claimed
-        return await super().claim_runs(worker_id, limit, **options)
+            get = options.get
+            reads = claims.idle_probe(
+                worker_id,
+                options["now"],
+                options["stale"],
+                get("queues"),
+                get("workflows"),
+                get("only"),
+            )
+            probe = "SELECT " + " OR ".join(f"EXISTS ({dialect.convert(r.text)})" for r in reads)
+            found = _fetch_one(probe, [param for r in reads for param in r.params])
+            if not await connections.read(self.db, found):
+                return Claimed([], {}, {})
+            claimed = await self._alone(op)
+            if len(claimed.runs) < limit:  # some candidates were locked, maybe for good
+                try:
+                    await self._sessions.check(self.db, options["now"])
+                except StoreError as exc:  # only a reason shown: the claim stands
+                    log.debug("cairn: cannot look for lost sessions: %s", exc)
+            return claimed
+        return await self._alone(op)
 
     # wake-ups
+
+    async def _next_wake(self) -> float | None:
+        return await self.read(workers.next_wake())
 
     async def wait_for_work(self, timeout: float) -> None:
         """Return when runs may have become claimable, or after `timeout` seconds.
@@ -381,7 +357,7 @@ class PostgresStore(SqlStore):
         """
         if self._pool is not None and self._listener is None:
             listening = listener.listen(
-                self._conninfo, self.where, self._signal, self.health, self.next_wake
+                self._conninfo, self.where, self._signal, self.health, self._next_wake
             )
             self._listener = asyncio.create_task(listening, name="cairn-pg-listen")
         await self._signal.wait(timeout)

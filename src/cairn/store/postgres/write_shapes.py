@@ -1,9 +1,7 @@
 """The shapes of writes: which are one round ("shots"), and what one makes of its results.
 
 `writes.Writes` reads a write's shape here to pick its path on PostgreSQL (alone, lone or
-group commit). An idle claim is probed with the SELECTs its program runs when it finds
-nothing (`idle_path`); a program started to read its name is not started twice
-(`first_then`).
+group commit). A program started to read its name is not started twice (`first_then`).
 """
 
 from __future__ import annotations
@@ -83,23 +81,6 @@ def outcome(program: Program[Any], results: Any) -> Any:
         return exc
     program.close()
     return RuntimeError("cairn: a one-round write asked for a second round")
-
-
-def idle_path(program: base.Program[T]) -> tuple[list[Sql], T] | None:
-    """The candidate SELECTs a program runs when each finds nothing, and what it returns.
-
-    None unless that path is only row-locking SELECTs (so it writes nothing).
-    """
-    selects: list[Sql] = []
-    try:
-        request = next(program)
-        while True:
-            if request.lock == "" or request.fetch != "all":
-                return None
-            selects.append(request)
-            request = program.send([])
-    except StopIteration as done:
-        return selects, done.value
 
 
 def first_then(

@@ -1,9 +1,16 @@
-"""The small base every program stands on: `Sql`, `Program`, `@single_write` and helpers.
+"""The small base every program stands on: `Sql`, `Program`, `@operation` and its flags.
 
 A program is a generator that yields `Sql` statements and receives each one's result (a
 row count, one row, or all rows); its return value is the transaction's result. Backends
 only run programs (`SqliteStore` synchronously, `PostgresStore` with await), so the logic
 of claiming, fencing, waking and control lives in programs and nowhere else.
+
+A store operation is one program declared `@operation`: calling it makes an `Operation`
+(the program's arguments, nothing run yet) that a caller hands to the store,
+`await store.write(schedules.fire_schedule(...))` or `await store.read(...)`. An
+operation builds a fresh program each time it is called, so a backend may run it again
+(PostgreSQL does after a connection lost before COMMIT), and `yield from op` runs it
+inside another program.
 """
 
 from __future__ import annotations
@@ -11,11 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from types import CodeType
-from typing import Any, Literal, TypeVar
+from typing import Any, Generic, Literal, ParamSpec, TypeVar
 
 from cairn.models import RunStatus
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+P = ParamSpec("P")
 
 
 # Not frozen, like StepRecord: frozen fields cost an object.__setattr__ each per statement.
@@ -91,3 +100,114 @@ def one_row(text: str, params: Sequence[Any] = ()) -> Sql:
 def all_rows(text: str, params: Sequence[Any] = (), *, lock: bool = False) -> Sql:
     """A statement whose rows the program gets back; `lock`: rows it claims (SKIP LOCKED)."""
     return Sql(text, params, "all", "skip" if lock else "")
+
+
+Rounds = Literal["many", "one", "unknown"]
+"""What is known of a write program's round trips: it may need several ("many"), it is
+one round ("one"), or not known ("unknown": PostgreSQL tries it on throw-away copies)."""
+
+Path = tuple[Rounds, float | None]
+"""A write's path hint: its rounds, and when runs may be claimable after its commit
+(None: no wake-up; 0.0: now). Only PostgreSQL reads it (see postgres/writes.py)."""
+
+PathHint = Callable[..., Path]
+
+
+class Operation(Generic[T_co]):
+    """One call of a declared program, not run yet: what a caller hands to the store.
+
+    Calling it (or iterating it, for `yield from`) builds a fresh program, so it is the
+    re-runnable factory a backend needs.
+    """
+
+    __slots__ = ("args", "kind", "kwargs")
+
+    def __init__(
+        self, kind: OperationKind[Any, T_co], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        self.kind = kind
+        self.args = args
+        self.kwargs = kwargs
+
+    def __call__(self) -> Program[T_co]:
+        """A fresh program of this call (a backend calls it again to run it afresh)."""
+        return self.kind.program(*self.args, **self.kwargs)
+
+    def __iter__(self) -> Program[T_co]:
+        """A fresh program, so that `yield from op` runs it inside another program."""
+        return self.kind.program(*self.args, **self.kwargs)
+
+    def one_plan(self) -> bool:
+        """True if its statements' best plan does not depend on their values (`one_plan`)."""
+        fits = self.kind.one_plan
+        return fits is not None and fits(*self.args, **self.kwargs)
+
+    def path(self) -> Path | None:
+        """Its path hint (see `path`), None if its program declares none."""
+        hint = self.kind.path
+        return None if hint is None else hint(*self.args, **self.kwargs)
+
+    def __repr__(self) -> str:
+        return f"<operation {self.kind.name}>"
+
+
+class OperationKind(Generic[P, T_co]):
+    """A program declared `@operation`: calling it makes an `Operation` of it."""
+
+    __slots__ = ("name", "one_plan", "path", "program")
+
+    def __init__(self, program: Callable[P, Program[T_co]], path: PathHint | None) -> None:
+        self.program = program
+        self.path = path
+        self.one_plan: Callable[..., bool] | None = _ONE_PLAN.get(program.__code__)
+        self.name = program.__name__
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Operation[T_co]:
+        """The operation of a call with these arguments (nothing runs yet)."""
+        return Operation(self, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<operation kind {self.name}>"
+
+
+_PATHS: dict[CodeType, Rounds | PathHint] = {}
+_ONE_PLAN: dict[CodeType, Callable[..., bool]] = {}
+
+
+def operation(fn: Callable[P, Program[T]]) -> OperationKind[P, T]:
+    """Declare `fn` a store operation: outermost, above `@wakes`, `@single_write`, `@path`."""
+    hint = _PATHS.get(fn.__code__)
+    if isinstance(hint, str):
+        known: Path = (hint, 0.0 if fn.__code__ in _WAKES else None)
+        return OperationKind(fn, lambda *args, **kwargs: known)
+    return OperationKind(fn, hint)
+
+
+def path(hint: Rounds | Callable[P, Path]) -> Callable[[F], F]:
+    """Declare a write program's path on PostgreSQL: its rounds and its wake-up.
+
+    `hint` is the rounds alone (the wake-up is then now if the program `@wakes`, else
+    none), or a function of the program's own arguments giving both. A program without a
+    hint runs alone in its own transaction there (see postgres/writes.py). SQLite, which
+    commits every write the same way, ignores it.
+    """
+
+    def declare(fn: F) -> F:
+        _PATHS[fn.__code__] = hint
+        return fn
+
+    return declare
+
+
+def one_plan(fits: Callable[P, bool]) -> Callable[[F], F]:
+    """Declare when a read program's statements have one best plan whatever their values.
+
+    `fits` takes the program's own arguments. `store.read` then runs such a call as
+    `read_one_plan` (PostgreSQL plans its statements once; SQLite reads as usual).
+    """
+
+    def declare(fn: F) -> F:
+        _ONE_PLAN[fn.__code__] = fits
+        return fn
+
+    return declare

@@ -6,29 +6,79 @@ limits (`queues.QueueGate`) and ending runs recovered too often (PoisonRun).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from cairn.models import RunStatus
 from cairn.store import _sql, in_flight
-from cairn.store.programs.base import Program, Sql, all_rows, one_row, wakes
+from cairn.store.programs.base import Program, Sql, all_rows, one_row, operation, wakes
 from cairn.store.programs.queues import Entry, QueueGate
 from cairn.store.programs.runs import after_finish
 from cairn.store.records import AttemptRecord, Claimed, Lease
 
 
+@operation
 @wakes
 def release_run(
-    run_id: str, lease: Lease, now: float, interrupted: Sequence[AttemptRecord] = ()
+    run_id: str, lease: Lease, *, interrupted: Sequence[AttemptRecord] = ()
 ) -> Program[bool]:
-    """Queue again a run `lease` still holds, for any worker (this one too) to claim.
+    """Queue again a run `lease` holds but whose attempt ended early; True if it did.
 
-    The attempts its step attempts in flight were cut short as are `interrupted`.
+    The run becomes PENDING with no owner (claimed again without counting a recovery), and
+    the `interrupted` attempts (step attempts the ending cut short) are recorded in the
+    same transaction, each unless its step's outcome is in the journal. A no-op (False)
+    if `lease` no longer holds it.
     """
+    now = time.time()
     if not (yield Sql(_sql.RELEASE_ONE, (now, run_id, lease.owner, lease.fence))):
         return False
     yield from _interrupted(interrupted)
     return True
+
+
+@operation
+def claim(
+    worker_id: str,
+    limit: int,
+    *,
+    now: float,
+    stale: bool,
+    queues: list[str] | None = None,
+    workflows: list[str] | None = None,
+    versions: dict[str, str] | None = None,
+    orphans_first: bool = False,
+    only: list[str] | None = None,
+) -> Program[Claimed]:
+    """Atomically take up to `limit` runs to execute (only of the run ids `only`, if given).
+
+    Only runs of `workflows` are taken when it is given (a worker takes only what its code
+    can execute). A queued run without a version gets `versions[workflow]` (the version
+    of the code that first executes it).
+
+    Candidates are parked runs now due, PENDING runs that are due, and RUNNING runs whose
+    owner is dead (recoveries): it has no worker row or was expired, or (only with
+    `stale`) its heartbeat is older than its own lease by the database's clock. Each kind
+    alike is taken only if it is of `queues` (when given) and its queue's limits let it in
+    (see programs/queues.py LIMITS: which limit holds which kind). Orphans come after
+    pending runs, unless `orphans_first` (a worker asks that now and then, so that a
+    backlog of new runs never keeps a dead worker's runs waiting). Claimed runs become
+    RUNNING, owned by `worker_id`, with their fence bumped; `attempt` grows for a start or
+    recovery, not for a wake-up. A recovered run past its max_recoveries is ended FAILED
+    instead and reported in `poisoned` (run id -> workflow). Either way, each step the
+    dead owner's last heartbeat listed in flight for the run (under its fence) is recorded
+    as an attempt with outcome "interrupted", unless its outcome or that attempt's failure
+    is already recorded. A run held back by a limit gets `waiting_for` naming it. A run is
+    never handed to two workers. (PostgreSQL first probes for candidates, see
+    PostgresStore.)
+    """
+    if limit <= 0 or workflows == [] or queues == [] or only == []:
+        return Claimed([], {})  # nothing could be taken
+    return (
+        yield from claim_runs(
+            worker_id, limit, now, stale, queues, workflows, versions, orphans_first, only
+        )
+    )
 
 
 def claim_runs(
@@ -42,7 +92,7 @@ def claim_runs(
     orphans_first: bool = False,
     only: list[str] | None = None,
 ) -> Program[Claimed]:
-    """Take due runs, then pending and orphaned ones (see Store.claim_runs).
+    """Take due runs, then pending and orphaned ones (see `claim`).
 
     `only`: of these run ids alone (a transport's message names the run to take).
 
@@ -51,27 +101,65 @@ def claim_runs(
     run held back gets `waiting_for` saying which limit holds it.
     """
     pick = _Pick(worker_id, now, queues, workflows, only)
+    reads = _candidate_reads(pick, stale)
     due_at: dict[str, float] = {}
-    woken = yield from pick.take("wake", _sql.SELECT_WOKEN, (now,), limit)
+    woken = yield from pick.take("wake", *reads["wake"], limit)
     claimed = [run_id for run_id, _ in woken]
     due_at.update(woken)
     poisoned: dict[str, str] = {}
     if orphans_first:
-        claimed += yield from _claim_orphans(pick, limit - len(claimed), stale, poisoned)
+        claimed += yield from _claim_orphans(pick, reads, limit - len(claimed), poisoned)
     if len(claimed) < limit:
-        pending = yield from pick.take("start", _sql.SELECT_PENDING, (now,), limit - len(claimed))
+        pending = yield from pick.take("start", *reads["start"], limit - len(claimed))
         started = [run_id for run_id, _ in pending]
         claimed += started
         due_at.update(pending)
         yield from _set_versions(started, pick.workflow_of, versions or {})
     if not orphans_first:
-        claimed += yield from _claim_orphans(pick, limit - len(claimed), stale, poisoned)
+        claimed += yield from _claim_orphans(pick, reads, limit - len(claimed), poisoned)
     rows: dict[str, Any] = {}
     for chunk in _chunks(claimed):
         for row in (yield all_rows(_sql.for_runs(_sql.SELECT_RUN, len(chunk)), chunk)):
             rows[str(row[0])] = row
     runs = [_sql.run_from_row(rows[run_id]) for run_id in claimed]
     return Claimed(runs, poisoned, due_at)
+
+
+def idle_probe(
+    worker_id: str,
+    now: float,
+    stale: bool,
+    queues: list[str] | None = None,
+    workflows: list[str] | None = None,
+    only: list[str] | None = None,
+) -> list[Sql]:
+    """The reads of every run `claim_runs` could take (its arguments, read-only).
+
+    When none finds a row, `claim_runs` with the same arguments takes nothing and writes
+    nothing: it makes exactly these reads and returns an empty Claimed. PostgreSQL asks
+    them first in one round trip (`EXISTS`), so an idle claim locks nothing.
+    tests/unit/test_claims_probe.py holds `claim_runs` to this.
+    """
+    pick = _Pick(worker_id, now, queues, workflows, only)
+    return [
+        pick.candidates(text, params, 1, [])
+        for text, params in _candidate_reads(pick, stale).values()
+    ]
+
+
+def _candidate_reads(pick: _Pick, stale: bool) -> dict[Entry, tuple[str, tuple[Any, ...]]]:
+    """The candidate read of each way in (its SQL and parameters, before `_Pick.candidates`).
+
+    Both `claim_runs` and `idle_probe` read candidates from here, and nowhere else.
+    """
+    return {
+        "wake": (_sql.SELECT_WOKEN, (pick.now,)),
+        "start": (_sql.SELECT_PENDING, (pick.now,)),
+        "recover": (
+            _sql.SELECT_ORPHANED if stale else _sql.SELECT_ORPHANED_DEAD,
+            (pick.worker_id,),
+        ),
+    }
 
 
 # Increments of (attempt, recoveries) by entry: a waking run is the same attempt going on.
@@ -217,7 +305,10 @@ def _set_versions(
 
 
 def _claim_orphans(
-    pick: _Pick, room: int, stale: bool, poisoned: dict[str, str]
+    pick: _Pick,
+    reads: dict[Entry, tuple[str, tuple[Any, ...]]],
+    room: int,
+    poisoned: dict[str, str],
 ) -> Program[list[str]]:
     """Take RUNNING runs whose owner is dead, up to `room` (see claim_runs); the ids taken.
 
@@ -226,8 +317,8 @@ def _claim_orphans(
     claimed: list[str] = []
     left_out: list[str] = []
     while room > 0:
-        text = _sql.SELECT_ORPHANED if stale else _sql.SELECT_ORPHANED_DEAD
-        orphans = yield pick.candidates(text, (pick.worker_id,), room, left_out)
+        text, params = reads["recover"]
+        orphans = yield pick.candidates(text, params, room, left_out)
         survivors = []
         for row in orphans:
             run_id, recoveries, max_recoveries, workflow, owner, fence, execution = row[:7]
@@ -259,41 +350,6 @@ def _only(sql: str, run_ids: list[str] | None) -> str:
         return sql
     marks = ", ".join("?" * len(run_ids))
     return sql.replace("WHERE ", f"WHERE run_id IN ({marks}) AND ", 1)
-
-
-_DUE = (
-    "SELECT run_id, status, queue, COALESCE(wake_at, created_at) FROM runs WHERE "
-    "((status IN ('SLEEPING', 'WAITING') AND wake_at <= ?) "
-    "OR (status = 'PENDING' AND (wake_at IS NULL OR wake_at <= ?))) "
-    "ORDER BY COALESCE(wake_at, created_at) LIMIT ?"
-)
-
-
-def claimable(
-    now: float, limit: int, stale: bool, workflows: list[str]
-) -> Program[list[tuple[str, str, str | None, float]]]:
-    """Runs a claim could take now (read only): due, pending and orphaned ones.
-
-    Each as (run id, status, queue, mark): the mark changes when the run comes back in
-    another state (its wake time; an orphan's fence). What a transport publishes (see
-    cairn.celery): the claim its message leads to decides, with the queue limits and the
-    liveness rules of `claim_runs`.
-    """
-    known = tuple(workflows)
-    due = _sql.restrict(_DUE, "workflow", workflows)
-    found = [
-        (r[0], r[1], r[2], float(r[3])) for r in (yield all_rows(due, (*known, now, now, limit)))
-    ]
-    orphaned = _sql.restrict(
-        _sql.SELECT_ORPHANED if stale else _sql.SELECT_ORPHANED_DEAD, "workflow", workflows
-    ).replace(
-        f"SELECT {_sql.ORPHAN_COLUMNS}",
-        "SELECT run_id, queue, fence",
-        1,
-    )
-    for run_id, queue, fence in (yield all_rows(orphaned, (*known, "", limit))):
-        found.append((run_id, RunStatus.RUNNING, queue, float(fence)))
-    return found
 
 
 def record_interrupted(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from cairn.models import RunStatus
 from cairn.store import _sql
-from cairn.store.programs.base import FINISHED, Program, Sql, all_rows, one_row, wakes
+from cairn.store.programs.base import FINISHED, Program, Sql, all_rows, one_row, operation, wakes
 from cairn.store.programs.runs import after_finish
 from cairn.store.records import Lineage, RetriedStep, RunRecord
 
 
+@operation
 @wakes
-def control_run(run_id: str, action: str, now: float) -> Program[str | None]:
+def control_run(run_id: str, action: str, *, now: float) -> Program[str | None]:
     """Apply cancel / pause / resume; the status after, None if no such run."""
     row = yield one_row(_sql.SELECT_CONTROL_STATE, (run_id,))
     if row is None:
@@ -48,8 +49,9 @@ def control_run(run_id: str, action: str, now: float) -> Program[str | None]:
     raise ValueError(f"unknown control action {action!r} (cancel, pause or resume)")
 
 
+@operation
 @wakes
-def retry_run(run_id: str, now: float, by: str | None) -> Program[bool]:
+def retry_run(run_id: str, *, now: float, by: str | None = None) -> Program[bool]:
     """Requeue a FAILED run as its next execution; False if not FAILED.
 
     A failed last entry moves from the journal to retried_steps, so that its step runs
@@ -74,8 +76,14 @@ def retry_run(run_id: str, now: float, by: str | None) -> Program[bool]:
     return True
 
 
+@operation
 def copy_run(
-    new_run: RunRecord, source_id: str, before_seq: int | None, by: str | None, now: float
+    new_run: RunRecord,
+    source_id: str,
+    *,
+    before_seq: int | None,
+    by: str | None = None,
+    now: float,
 ) -> Program[None]:
     """Create `new_run` as a copy of the source: a restart, or a fork before `before_seq`.
 
@@ -89,8 +97,13 @@ def copy_run(
     yield Sql(_sql.INSERT_EXECUTION, params)
 
 
-def lineage(run_id: str) -> Program[Lineage]:
-    """A run's executions, the entries retries took out of its journal, and its copies."""
+@operation
+def load_lineage(run_id: str) -> Program[Lineage]:
+    """Read: what a run's audit trail adds to its journal.
+
+    Its ExecutionRecords (by number), the entries retries took out of its journal (by
+    execution, then seq), and the runs restarted or forked from it (oldest first).
+    """
     executions = yield all_rows(_sql.SELECT_EXECUTIONS, (run_id,))
     retried = yield all_rows(_sql.SELECT_RETRIED, (run_id,))
     copies = yield all_rows(_sql.SELECT_COPIES, (run_id, run_id))
@@ -99,3 +112,10 @@ def lineage(run_id: str) -> Program[Lineage]:
         [RetriedStep(int(row[0]), _sql.step_from_row(row[1:])) for row in retried],
         [_sql.run_from_row(row) for row in copies],
     )
+
+
+@operation
+def controlled_runs(owner: str) -> Program[list[tuple[str, str]]]:
+    """Read: (run_id, control) of the runs `owner` (a worker id) holds with a pending request."""
+    rows = yield all_rows(_sql.SELECT_CONTROLLED, (owner,))
+    return [(str(run_id), str(control)) for run_id, control in rows]

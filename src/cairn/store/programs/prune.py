@@ -23,7 +23,7 @@ from typing import Any
 from cairn.models import RunStatus
 from cairn.store import _sql
 from cairn.store.programs import schedules
-from cairn.store.programs.base import FINAL, FINISHED, Program, Sql, all_rows
+from cairn.store.programs.base import FINAL, FINISHED, Operation, Program, Sql, all_rows, operation
 from cairn.store.records import Pruned, PruneQuery
 
 # Every table with rows of one run, besides runs itself (see the migrations): a migration
@@ -236,6 +236,30 @@ def _forget_emit_keys(deleted: list[str]) -> Program[None]:
         )
 
 
+def prune_runs(
+    query: PruneQuery,
+    *,
+    after: tuple[float, str] | None = None,
+    limit: int = 500,
+    dry_run: bool = False,
+) -> Operation[Pruned]:
+    """Delete one batch of finished runs past retention, in one short transaction.
+
+    Looks at the next `limit` runs with a status in `query.statuses` (default: every
+    finished one) that finished before `query.finished_before`, oldest finished first,
+    after `after` (`Pruned.after` of the previous batch). Each is deleted with every row
+    it owns (history, attempts, messages, hooks, tasks, columns, executions), unless an
+    unfinished run depends on it: an unfinished parent, an unfinished child, or an
+    unfinished later run of its continue_as_new chain. `dry_run` deletes nothing and
+    counts what it would delete: a read (`store.read`), where a prune is a write.
+    ValueError (at once) if `limit` is not positive.
+    """
+    if limit <= 0:
+        raise ValueError(f"limit must be positive, got {limit!r}")
+    return prune_batch(query, after, limit, dry_run)
+
+
+@operation
 def prune_batch(
     query: PruneQuery, after: tuple[float, str] | None, limit: int, dry_run: bool
 ) -> Program[Pruned]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from cairn.store import _sql
-from cairn.store.programs.base import Program, Sql, all_rows, one_row, wakes
+from cairn.store.programs.base import Program, Sql, all_rows, one_row, operation, wakes
 from cairn.store.records import QueueRecord
 
 # How a run comes to be claimed. "start": a PENDING run (new, retried, handed back, or
@@ -108,8 +108,9 @@ class QueueGate:
         return {queue for queue, limits in self.reached.items() if limits & applies}
 
 
+@operation
 @wakes
-def declare_queue(queue: QueueRecord, declared: str, now: float) -> Program[None]:
+def declare_queue(queue: QueueRecord, *, declared: str, now: float) -> Program[None]:
     """Store a code declaration's limits if the declaration changed since last stored."""
     yield Sql(
         _sql.DECLARE_QUEUE,
@@ -126,8 +127,9 @@ def declare_queue(queue: QueueRecord, declared: str, now: float) -> Program[None
     )
 
 
+@operation
 @wakes
-def update_queue(queue: QueueRecord, now: float) -> Program[None]:
+def update_queue(queue: QueueRecord, *, now: float) -> Program[None]:
     """Set a queue's limits (an operator's change, live)."""
     yield Sql(
         _sql.UPSERT_QUEUE_LIMITS,
@@ -143,7 +145,8 @@ def update_queue(queue: QueueRecord, now: float) -> Program[None]:
     )
 
 
+@operation
 def list_queues() -> Program[list[QueueRecord]]:
-    """Every queue with stored limits."""
+    """Read: every queue with stored limits, by name."""
     rows = yield all_rows(_sql.SELECT_QUEUES)
     return [QueueRecord(*row) for row in rows]

@@ -9,13 +9,36 @@ from typing import Any
 from cairn.errors import DuplicateRun
 from cairn.models import RunStatus
 from cairn.store import _sql
-from cairn.store.programs.base import Program, Sql, all_rows, one_row, single_write, wakes
+from cairn.store.programs.base import (
+    Path,
+    Program,
+    Sql,
+    all_rows,
+    one_plan,
+    one_row,
+    operation,
+    path,
+    single_write,
+    wakes,
+)
 from cairn.store.protocol import LeaseLost
-from cairn.store.records import Lease, RunRecord
+from cairn.store.records import Lease, RunQuery, RunRecord
+
+
+@operation
+@single_write  # its only statements are those of inserted_or_existing
+def create_run(run: RunRecord, /) -> Program[tuple[RunRecord, bool]]:
+    """Insert `run` unless its run_id exists; returns the stored run and whether it is new.
+
+    Raises DuplicateRun (before writing) if an active run of the queue holds its dedup key.
+    (PostgreSQL runs its own way of this, see PostgresStore.)
+    """
+    existing = yield from inserted_or_existing(run)
+    return (run, True) if existing is None else (existing, False)
 
 
 @single_write
-def create_run(run: RunRecord) -> Program[RunRecord | None]:
+def inserted_or_existing(run: RunRecord) -> Program[RunRecord | None]:
     """Insert `run` unless its id exists; returns the existing run, or None if inserted.
 
     Raises DuplicateRun (before writing) if an active run of the queue holds its dedup key.
@@ -43,24 +66,45 @@ def create_run(run: RunRecord) -> Program[RunRecord | None]:
     return _sql.run_from_row(row)
 
 
-def get_run(run_id: str) -> Program[RunRecord | None]:
-    """The run, or None."""
+@operation
+def get_run(run_id: str, /) -> Program[RunRecord | None]:
+    """Read: the run, or None when no run has that id."""
     row = yield one_row(_sql.SELECT_RUN, (run_id,))
     return None if row is None else _sql.run_from_row(row)
 
 
+def _finish_path(
+    run_id: str,
+    lease: Lease,
+    status: str,
+    *,
+    result: str | None,
+    error: str | None,
+    now: float,
+    alone: bool = False,
+) -> Path:
+    # Alone, one statement and nobody to wake; else a parent may be woken with the commit.
+    return ("one", None) if alone else ("unknown", 0.0)
+
+
+@operation
+@path(_finish_path)
 def finish_run(
     run_id: str,
     lease: Lease,
     status: str,
+    *,
     result: str | None,
     error: str | None,
     now: float,
     alone: bool = False,
 ) -> Program[None]:
-    """End a run held by `lease`, then tell its parent and cancel its children.
+    """End a run held by `lease` and release it. Raises LeaseLost if not held.
 
-    `alone` (the caller knows the run has no parent, children or tasks) skips that part.
+    In the same transaction: a parent run gets a message on channel `child:RUN_ID` (and is
+    woken), the run's unfinished attached children are asked to cancel, and its open human
+    tasks become "cancelled". `alone` (the caller knows the run has no parent, children or
+    tasks) skips that part.
     """
     params = (status, result, error, now, now, run_id, lease.owner, lease.fence)
     if alone:
@@ -101,9 +145,15 @@ def after_finish(
     yield Sql(_sql.CLOSE_TASKS, ("cancelled", run_id, None, None))
 
 
+@operation
 @wakes
 def continue_run(run_id: str, lease: Lease, new_run: RunRecord, now: float) -> Program[None]:
-    """End a run CONTINUED and create its successor, which takes its untaken events."""
+    """End a run as CONTINUED and create its successor, in one transaction.
+
+    `continued_to` of the old run names `new_run`, and the events queued for the old run
+    that none of its waits took are queued for `new_run` instead. Raises LeaseLost if not
+    held.
+    """
     params = (new_run.run_id, now, now, run_id, lease.owner, lease.fence)
     if not (yield Sql(_sql.CONTINUE_RUN, params)):
         raise LeaseLost(run_id)
@@ -113,19 +163,40 @@ def continue_run(run_id: str, lease: Lease, new_run: RunRecord, now: float) -> P
     yield from after_finish(run_id, RunStatus.CONTINUED, new_run.run_id, None, now)
 
 
+def _park_path(
+    run_id: str,
+    lease: Lease,
+    status: str,
+    *,
+    wake_at: float | None,
+    waiting_for: str | None,
+    now: float,
+    waits_on: Sequence[str] | None = None,
+    futile_wakes: int = 0,
+) -> Path:
+    return "unknown", wake_at  # claimable again at wake_at
+
+
+@operation
+@path(_park_path)
 def park_run(
     run_id: str,
     lease: Lease,
     status: str,
+    *,
     wake_at: float | None,
     waiting_for: str | None,
     now: float,
     waits_on: Sequence[str] | None = None,
     futile_wakes: int = 0,
 ) -> Program[None]:
-    """Park a run (SLEEPING, WAITING, PAUSED) and release it.
+    """Park a run held by `lease` (SLEEPING, WAITING, PAUSED) and release it.
 
-    A WAITING run records the channels its open waits consume (`waits_on`, None: any).
+    It becomes claimable again at `wake_at`. A WAITING run's `waits_on` are the channels
+    its open waits consume: a message on one of them makes it claimable at once (one
+    already queued too), a message on any other channel does not. None: any message does
+    (what runs parked before waits_on existed get). `futile_wakes` is stored for people to
+    see (see RunRecord). Raises LeaseLost if not held.
     """
     due = wake_at
     channels = None if waits_on is None else json.dumps(list(waits_on))
@@ -145,10 +216,14 @@ def park_run(
     yield Sql(_sql.PARKED_CONTROL, (now, run_id))
 
 
+@operation
 def update_run_meta(
-    run_id: str, columns: dict[str, str] | None, progress: str | None, now: float
+    run_id: str, *, columns: dict[str, str] | None, progress: str | None, now: float
 ) -> Program[None]:
-    """Merge indexed columns and set progress."""
+    """Merge indexed columns (name -> JSON text) and set progress (JSON text).
+
+    None leaves a field unchanged; an unknown run is left alone (nothing is written).
+    """
     merged = None
     if columns:
         # Lock the run row first: concurrent merges (a step and its workflow setting
@@ -161,3 +236,31 @@ def update_run_meta(
         rows = yield all_rows(_sql.SELECT_COLUMNS, (run_id,))
         merged = _sql.columns_json(rows)
     yield Sql(_sql.UPDATE_META, (merged, progress, now, run_id))
+
+
+@operation
+@one_plan(_sql.one_plan_fits)
+def list_runs(query: RunQuery) -> Program[list[RunRecord]]:
+    """Read: runs matching `query`, newest first, at most `query.limit` of them.
+
+    A query whose best plan does not depend on its values is read as `read_one_plan`.
+    """
+    text, params = _sql.list_runs(query)
+    rows = yield all_rows(text, params)
+    return [_sql.run_from_row(row) for row in rows]
+
+
+@operation
+def count_runs(query: RunQuery, limit: int | None = None) -> Program[dict[str, int]]:
+    """Read: how many runs match `query`'s filters, by status, in one read.
+
+    `query.status`, `cursor` and `limit` are ignored; statuses without runs are absent.
+    With `limit` and no filter, each status is counted up to `limit` (a count equal to
+    `limit` is then a lower bound, the others are exact): a read bounded by `limit`
+    whatever the size of the table. With `limit` and filters, counting stops after that
+    many matching runs in all (in no particular order): counts that add up to `limit` are
+    then lower bounds.
+    """
+    text, params = _sql.count_runs(query, limit)
+    rows = yield all_rows(text, params)
+    return {str(status): int(n) for status, n in rows if n}

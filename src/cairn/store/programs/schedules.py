@@ -1,7 +1,7 @@
 """Programs that start runs by themselves: schedule ticks and event triggers.
 
-See `programs` for what a program is. A tick and the runs it starts are one
-transaction, and so are an emit and the runs of its subscribers.
+See `programs.base` for what a program and an operation are. A tick and the runs it
+starts are one transaction, and so are an emit and the runs of its subscribers.
 """
 
 from __future__ import annotations
@@ -14,7 +14,15 @@ from urllib.parse import quote, unquote
 from cairn import ids
 from cairn.models import RunStatus
 from cairn.store import _sql
-from cairn.store.programs.base import FINISHED, Program, Sql, all_rows, one_row, wakes
+from cairn.store.programs.base import (
+    FINISHED,
+    Program,
+    Sql,
+    all_rows,
+    one_row,
+    operation,
+    wakes,
+)
 from cairn.store.programs.control import control_run
 from cairn.store.programs.journal import record_step
 from cairn.store.protocol import LeaseLost
@@ -28,8 +36,9 @@ from cairn.store.records import (
 )
 
 
+@operation
 def create_schedule(schedule: ScheduleRecord) -> Program[bool]:
-    """Insert a new schedule; False (nothing written) if its id is taken."""
+    """Insert a new schedule; False (nothing written) if a schedule has its id."""
     return bool((yield Sql(_sql.INSERT_SCHEDULE, _sql.schedule_params(schedule))))
 
 
@@ -48,12 +57,13 @@ _SCHEDULE_DEFINITION = (
 )
 
 
+@operation
 def sync_schedule(schedule: ScheduleRecord) -> Program[ScheduleRecord]:
-    """Insert a declared schedule, or bring the stored one up to date with it.
+    """Insert a schedule declared in code, or bring the stored one up to date with it.
 
     Operator state (paused, last run, a buffered tick) is kept, and so is the next tick
-    unless the timing (cron, every, tz) changed, so ticks missed while no engine ran are
-    still caught up.
+    unless the timing (cron, every, tz) changed (then `schedule.next_tick` applies), so
+    ticks missed while no engine ran are still caught up. Returns the stored schedule.
     """
     if (yield Sql(_sql.INSERT_SCHEDULE, _sql.schedule_params(schedule))):
         return schedule
@@ -73,33 +83,78 @@ def sync_schedule(schedule: ScheduleRecord) -> Program[ScheduleRecord]:
     return _sql.schedule_from_row((yield one_row(_sql.SELECT_SCHEDULE, (schedule.schedule_id,))))
 
 
+@operation
+def get_schedule(schedule_id: str) -> Program[ScheduleRecord | None]:
+    """Read: the schedule, or None when no schedule has that id."""
+    rows = yield all_rows(_sql.SELECT_SCHEDULE, (schedule_id,))
+    return _sql.schedule_from_row(rows[0]) if rows else None
+
+
+@operation
+def list_schedules() -> Program[list[ScheduleRecord]]:
+    """Read: every schedule, by id."""
+    rows = yield all_rows(_sql.SELECT_SCHEDULES)
+    return [_sql.schedule_from_row(row) for row in rows]
+
+
+@operation
+def due_schedules(now: float, limit: int) -> Program[list[ScheduleRecord]]:
+    """Read: up to `limit` unpaused schedules with a tick due by `now` or a buffered tick.
+
+    Earliest next tick first.
+    """
+    rows = yield all_rows(_sql.SELECT_DUE_SCHEDULES, (now, limit))
+    return [_sql.schedule_from_row(row) for row in rows]
+
+
+@operation
+def next_schedule_tick() -> Program[float | None]:
+    """Read: the earliest next tick of an unpaused schedule, or None."""
+    rows = yield all_rows(_sql.NEXT_SCHEDULE_TICK)
+    return None if not rows or rows[0][0] is None else float(rows[0][0])
+
+
+@operation
 def set_schedule_paused(
-    schedule_id: str, paused: bool, next_tick: float | None, now: float
+    schedule_id: str, *, paused: bool, next_tick: float | None, now: float
 ) -> Program[ScheduleRecord | None]:
-    """Pause or resume a schedule (resuming sets `next_tick`); None if unknown."""
+    """Pause or resume a schedule; a buffered tick is dropped.
+
+    A non-None `next_tick` replaces the stored one. Returns the schedule after, or None
+    (nothing written) if unknown.
+    """
     params = (1 if paused else 0, next_tick, now, schedule_id)
     if not (yield Sql(_sql.SET_SCHEDULE_PAUSED, params)):
         return None
     return _sql.schedule_from_row((yield one_row(_sql.SELECT_SCHEDULE, (schedule_id,))))
 
 
+@operation
 def delete_schedule(schedule_id: str) -> Program[bool]:
     """Delete a schedule; False if unknown. Its runs are left alone."""
     return bool((yield Sql(_sql.DELETE_SCHEDULE, (schedule_id,))))
 
 
+@operation
 @wakes
 def fire_schedule(
     schedule_id: str,
+    *,
     expected_next: float,
     new_next: float,
     ticks: Sequence[tuple[float, str]],
     now: float,
 ) -> Program[Fired | None]:
-    """Move the next tick from `expected_next` to `new_next` and fire `ticks`.
+    """Fire ticks of a schedule, once across every engine, in one transaction.
 
-    `ticks` are (tick time, run id) pairs. None (nothing written) when the next tick is no
-    longer `expected_next`: another engine fired it, or the schedule was paused or changed.
+    Moves `next_tick` from `expected_next` to `new_next` (a compare-and-set: None and
+    nothing written if the stored next tick differs or the schedule is paused: another
+    engine fired it, or it was paused or changed), then applies the overlap policy to each
+    (tick, run_id) in order against the schedule's latest run (following
+    continue_as_new): `allow` starts a run, `skip` skips while that run is active,
+    `buffer_one` keeps the first such tick as `buffered_tick`, `cancel_other` cancels
+    that run (as `control_run`) and starts. A started run is PENDING with `scheduled_at` =
+    its tick, and becomes the latest run.
     """
     if not (yield Sql(_sql.ADVANCE_SCHEDULE, (new_next, now, schedule_id, expected_next))):
         return None
@@ -120,7 +175,7 @@ def fire_schedule(
             if schedule.overlap != "cancel_other":
                 skipped += 1
                 continue
-            yield from control_run(active, "cancel", now)
+            yield from control_run(active, "cancel", now=now)
             cancelled.append(active)
         yield Sql(_sql.INSERT_RUN, _sql.run_params(_scheduled_run(schedule, run_id, tick, now)))
         started.append(run_id)
@@ -129,9 +184,10 @@ def fire_schedule(
     return Fired(started, cancelled, skipped, buffered is not None)
 
 
+@operation
 @wakes
 def release_buffered(
-    schedule_id: str, tick: float, run_id: str, now: float
+    schedule_id: str, *, tick: float, run_id: str, now: float
 ) -> Program[Fired | None]:
     """Start the buffered `tick` once the schedule's active run has ended.
 
@@ -152,9 +208,13 @@ def release_buffered(
     return Fired([run_id], [])
 
 
+@operation
 @wakes
-def trigger_schedule(schedule_id: str, run_id: str, now: float) -> Program[RunRecord | None]:
-    """Start one run of the schedule now, whatever its overlap policy; None if unknown."""
+def trigger_schedule(schedule_id: str, *, run_id: str, now: float) -> Program[RunRecord | None]:
+    """Start one run of the schedule now, whatever its overlap policy.
+
+    It becomes the latest run. None (nothing written) if unknown.
+    """
     row = yield one_row(_sql.SELECT_SCHEDULE, (schedule_id,))
     if row is None:
         return None
@@ -198,12 +258,15 @@ def _active_run(run_id: str | None) -> Program[str | None]:
 # event triggers
 
 
+@operation
 def sync_subscriptions(
-    workflows: Sequence[tuple[str, str | None, str | None, int]], now: float
+    workflows: Sequence[tuple[str, str | None, str | None, int]], *, now: float
 ) -> Program[None]:
-    """Store which event type each (workflow, on, queue, max_recoveries) subscribes to.
+    """Store what each `(workflow, event_type, queue, max_recoveries)` subscribes to.
 
-    A workflow with `on` None loses its subscriptions; workflows not listed are untouched.
+    A workflow listed with event_type None loses its subscriptions; workflows not listed
+    are left alone (other deployments may define them). Callers skip an empty list (it
+    would be a transaction that writes nothing).
     """
     for workflow, event_type, queue, max_recoveries in workflows:
         if event_type is None:
@@ -213,8 +276,9 @@ def sync_subscriptions(
         yield Sql(_sql.UPSERT_SUBSCRIPTION, (event_type, workflow, queue, max_recoveries, now))
 
 
+@operation
 def list_subscriptions() -> Program[list[Subscription]]:
-    """Every stored subscription, by event type then workflow."""
+    """Read: every stored subscription, by event type then workflow."""
     rows = yield all_rows(_sql.SELECT_SUBSCRIPTIONS)
     return [Subscription(str(t), str(w), q, int(m)) for t, w, q, m in rows]
 
@@ -233,18 +297,29 @@ def emit_key_of(run_id: str) -> tuple[str, str] | None:
     return unquote(parts[1]), unquote(parts[2])
 
 
+@operation
 @wakes
 def emit_event(
     event_type: str,
     args: str,
+    *,
     key: str | None,
     now: float,
-    local: Sequence[Subscription],
+    local: Sequence[Subscription] = (),
     lease: Lease | None = None,
     step: StepRecord | None = None,
     trace_context: str | None = None,
 ) -> Program[list[str]]:
-    """Start every subscriber of `event_type` with `args`; their run ids (see Store.emit)."""
+    """Start one PENDING run (with `args`) per subscriber of `event_type`; their ids.
+
+    Subscribers are the stored subscriptions plus `local` ones (which win for the same
+    workflow). With a `key`, a (event_type, key) already emitted returns the ids stored
+    then and starts nothing; a new one stores its ids when it started any run (run ids
+    `emit_run_id(...)`). With `step`, the emit is part of the run held by `lease`:
+    LeaseLost (nothing written) if not held, else `step` is journaled with the ids as its
+    result, in the same transaction. The runs keep `trace_context` (the emitter's trace,
+    see observability/propagation.py).
+    """
     if step is not None:
         assert lease is not None
         if not (yield Sql(_sql.TOUCH_OWNED, (now, step.run_id, lease.owner, lease.fence))):

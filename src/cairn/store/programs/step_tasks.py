@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from cairn.store import _sql
-from cairn.store.programs import journal
-from cairn.store.programs.base import Program, Sql, all_rows, one_row
+from cairn.store.programs import waits
+from cairn.store.programs.base import Program, Sql, all_rows, one_row, operation
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import STEP_TASK_FIELDS, Lease, StepTaskRecord
 
@@ -81,8 +81,12 @@ def from_row(row: Sequence[Any]) -> StepTaskRecord:
     return StepTaskRecord(*row)
 
 
+@operation
 def enqueue(lease: Lease, task: StepTaskRecord) -> Program[None]:
-    """Insert `task` for a run held by `lease` (again: nothing). LeaseLost if not held."""
+    """Insert an attempt for its step queue's workers (once: again, nothing).
+
+    Raises LeaseLost if the run is not held by `lease`.
+    """
     params = (*(getattr(task, name) for name in STEP_TASK_FIELDS), task.run_id, lease.owner)
     if (yield Sql(INSERT_OWNED, (*params, lease.fence))):
         return
@@ -90,10 +94,18 @@ def enqueue(lease: Lease, task: StepTaskRecord) -> Program[None]:
         raise LeaseLost(task.run_id)
 
 
+@operation
 def claim(
-    queues: Sequence[str], worker_id: str, lease: float, limit: int, only: str | None = None
+    queues: Sequence[str], worker_id: str, *, lease: float, limit: int, only: str | None = None
 ) -> Program[list[StepTaskRecord]]:
-    """Take up to `limit` attempts of `queues` for `worker_id` (only task `only`, if given)."""
+    """Take up to `limit` attempts on `queues` for `worker_id` (only task `only`, if given).
+
+    Queued ones, and those whose worker let its lease (seconds, on the database's clock)
+    run out; never those of a finished run.
+    """
+    queues = list(queues)
+    if not queues:
+        return []  # (no placeholders would mean every queue)
     text = _claimable(len(queues), only is not None)
     params = (*(() if only is None else (only,)), *queues, limit)
     rows = yield all_rows(text, params, lock=True)
@@ -132,13 +144,15 @@ def interrupted_by_takeover(task: StepTaskRecord) -> str | None:
     return json.dumps(claims[-KEPT_INTERRUPTIONS:])
 
 
-def claimable(limit: int) -> Program[list[tuple[str, str, int]]]:
-    """(task id, queue, claims) of attempts a worker of their queue could claim now."""
+@operation
+def claimable(*, limit: int) -> Program[list[tuple[str, str, int]]]:
+    """Read: (task id, queue, claims) of up to `limit` attempts claimable now."""
     rows = yield all_rows(_claimable(0), (limit,))
     return [(task.task_id, task.queue, task.claims) for task in map(from_row, rows)]
 
 
-def report(task: StepTaskRecord, channel: str, payload: str, now: float) -> Program[bool]:
+@operation
+def report(task: StepTaskRecord, channel: str, payload: str, *, now: float) -> Program[bool]:
     """Close the attempt held by this claim and send its outcome to the run, at once.
 
     False (nothing written) if the claim is no longer the latest (another worker took the
@@ -146,5 +160,32 @@ def report(task: StepTaskRecord, channel: str, payload: str, now: float) -> Prog
     """
     if not (yield Sql(CLOSE, ("done", now, task.task_id, task.claims))):
         return False
-    delivery = yield from journal.send_message(task.run_id, channel, payload, task.task_id, now)
+    delivery = yield from waits.send_message(
+        task.run_id, channel, payload, idempotency_key=task.task_id, now=now
+    )
     return delivery is not None
+
+
+@operation
+def renew(task: StepTaskRecord, *, lease: float) -> Program[bool]:
+    """Extend this claim's lease; False if another claim took it or its run is over."""
+    return bool((yield Sql(RENEW, (lease, task.task_id, task.claims))))
+
+
+@operation
+def drop(task: StepTaskRecord, *, now: float) -> Program[None]:
+    """Close an attempt held by this claim without an outcome (its run is over)."""
+    yield Sql(CLOSE, ("dropped", now, task.task_id, task.claims))
+
+
+@operation
+def release(task: StepTaskRecord) -> Program[None]:
+    """Hand an attempt held by this claim back to its queue (its worker stops)."""
+    yield Sql(RELEASE, (task.task_id, task.claims))
+
+
+@operation
+def of_run(run_id: str) -> Program[list[StepTaskRecord]]:
+    """Read: the run's attempts sent to step queues, oldest first."""
+    rows = yield all_rows(SELECT_OF_RUN, (run_id,))
+    return [from_row(row) for row in rows]

@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 
 from cairn.store import _sql
-from cairn.store.programs.base import Program, Sql, all_rows, one_row, wakes
-from cairn.store.records import Beat, WorkerRecord
+from cairn.store.programs.base import Program, Sql, all_rows, one_row, operation, path, wakes
+from cairn.store.records import Beat, Counts, WorkerRecord
 
 
+@operation
+@path("unknown")
 def register_worker(worker: WorkerRecord) -> Program[None]:
     """Insert or refresh a worker row; its workflows are remembered as known now."""
     yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
     yield from _remember(_names(worker.workflows), None)
 
 
+@operation
 def known_workflows(within: float) -> Program[set[str] | None]:
-    """The workflows workers seen in the last `within` seconds know (see Store)."""
+    """Read: the workflows that workers seen in the last `within` seconds said they execute.
+
+    Seen by the database's clock: a worker's heartbeat, or when a worker now gone
+    registered, stopped or was last heard of before it was found dead. None when a worker
+    seen in that time does not say (it may execute any workflow).
+    """
     known: set[str] = set()
     for (workflows,) in (yield all_rows(_sql.SELECT_RECENT_WORKER_WORKFLOWS, (within,))):
         if workflows is None:
@@ -57,7 +66,21 @@ def _remember_worker(worker_id: str, *, now: bool) -> Program[None]:
         yield from _remember(_names(workflows), float(heartbeat_at))
 
 
-def beat(
+@operation
+def beat(worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = ()) -> Program[Beat]:
+    """Mark `worker` alive now, by the database's clock; what it holds, every worker.
+
+    The same write stores `worker.executing` (the steps it has in flight). A worker whose
+    row is gone registers again. The runs in `let_go` (id, fence) that it still holds
+    under that fence are queued again (PENDING, no owner) in the same transaction, and
+    named in `Beat.released`: their work stopped making progress. A store's
+    `side_channel()` does the same from a thread of its own (and wakes other workers for
+    the runs it releases).
+    """
+    return (yield from beat_at(worker, let_go, time.time()))
+
+
+def beat_at(
     worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = (), now: float = 0.0
 ) -> Program[Beat]:
     """Mark the worker alive (by the database's clock); what it holds, and every worker.
@@ -81,17 +104,59 @@ def beat(
     )
 
 
+@operation
 @wakes
 def expire_workers(worker_ids: Sequence[str]) -> Program[None]:
-    """Mark workers dead now."""
+    """Mark workers dead now, so their runs can be recovered without waiting for the lease.
+
+    Callers skip an empty list (a transaction that writes nothing).
+    """
     for worker_id in worker_ids:
         yield from _remember_worker(worker_id, now=False)
         yield Sql(_sql.EXPIRE_WORKER, (worker_id,))
 
 
+@operation
 @wakes
-def remove_worker(worker_id: str, now: float) -> Program[None]:
-    """Delete a worker and hand its running runs back to PENDING."""
+def remove_worker(worker_id: str) -> Program[None]:
+    """Delete a worker row and release the runs it still owns back to PENDING."""
+    now = time.time()
     yield Sql(_sql.RELEASE_OWNED, (now, worker_id))
     yield from _remember_worker(worker_id, now=True)
     yield Sql(_sql.DELETE_WORKER, (worker_id,))
+
+
+@operation
+def list_workers() -> Program[list[WorkerRecord]]:
+    """Read: every worker row."""
+    rows = yield all_rows(_sql.SELECT_WORKERS)
+    return [_sql.worker_from_row(row) for row in rows]
+
+
+@operation
+def get_worker(worker_id: str) -> Program[WorkerRecord | None]:
+    """Read: the worker row, or None (a worker that stopped cleanly has none)."""
+    rows = yield all_rows(_sql.SELECT_WORKER, (worker_id,))
+    return _sql.worker_from_row(rows[0]) if rows else None
+
+
+@operation
+def counts() -> Program[Counts]:
+    """Read: unfinished runs by (queue, status), and workers whose heartbeat is within their lease.
+
+    A read of the unfinished runs and the workers table (for metrics at scrape time).
+    Queues or statuses without runs are absent from `runs`. `spinning` counts the
+    unfinished runs with more than SPINNING_AFTER futile wakes.
+    """
+    rows = yield Sql(_sql.COUNT_UNFINISHED, (), "all")
+    (live,) = yield Sql(_sql.COUNT_LIVE_WORKERS, (), "one")
+    by_status = {(queue, status): int(n) for queue, status, n, _ in rows}
+    return Counts(by_status, int(live), sum(int(spinning or 0) for *_, spinning in rows))
+
+
+@operation
+def next_wake() -> Program[float | None]:
+    """Read: the earliest `wake_at` of a SLEEPING, WAITING or delayed PENDING run, or None."""
+    rows = yield all_rows(_sql.NEXT_WAKE)
+    times = [float(row[0]) for row in rows if row[0] is not None]
+    return min(times) if times else None

@@ -1,4 +1,4 @@
-"""The journal part of the Store protocol: step outcomes, attempts, step transactions."""
+"""A step transaction: the transaction a `@cairn.transaction` step writes through."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 from cairn.store.records import (
-    AttemptRecord,
     Lease,
     StepRecord,
 )
@@ -50,60 +49,5 @@ class StepTransaction(Protocol):
         Called from any thread (it may block briefly: PostgreSQL sends a cancel request),
         while the step's function still runs, so that a statement blocked on a lock or
         running long returns to it. A no-op when no statement runs.
-        """
-        ...
-
-
-class JournalStore(Protocol):
-    """A run's journal: step outcomes and failed attempts."""
-
-    async def load_journal(
-        self, run_id: str, *, inputs: bool = False, after_seq: int = 0, limit: int | None = None
-    ) -> list[StepRecord]:
-        """Every recorded outcome of the run, in seq order.
-
-        Each step's `input` is read only with `inputs` (for its history): a replay needs
-        none, and they can be large. Without it, `input` is None. A page of a long
-        history: only entries with seq > `after_seq`, at most `limit` of them.
-        """
-        ...
-
-    async def journal_extent(self, run_id: str) -> tuple[int, int]:
-        """How many entries the run's journal holds, and its highest seq ((0, 0) if none).
-
-        One read that counts without loading them (the dashboard's run page and stream).
-        """
-        ...
-
-    async def record_step(self, lease: Lease, step: StepRecord) -> None:
-        """Commit a step outcome for a run held by `lease`. Raises LeaseLost if not held.
-
-        On PostgreSQL a write whose reply was lost is sent again; if that second try fails
-        the outcome of the first is unknown: StoreUnavailable with `.unknown` set.
-        """
-        ...
-
-    async def record_attempt(self, lease: Lease, attempt: AttemptRecord) -> None:
-        """Commit a failed attempt of a step. Raises LeaseLost if not held."""
-        ...
-
-    async def load_attempts(self, run_id: str) -> list[AttemptRecord]:
-        """Every failed or interrupted attempt of the run, by execution, key, attempt."""
-        ...
-
-    async def upsert_step(self, lease: Lease, step: StepRecord) -> None:
-        """Like record_step, but replaces an entry with the same key (a "waiting" one)."""
-        ...
-
-    async def begin_step_transaction(
-        self, *, sync: bool, timeout: float | None = None
-    ) -> StepTransaction:
-        """Open a transaction whose connection a `@cairn.transaction` step writes through.
-
-        `sync`: the step's function is a plain one, run in a thread (PostgreSQL then hands
-        out a blocking psycopg connection). `timeout`: the step's time limit in seconds,
-        which the database enforces on each statement where it can (PostgreSQL's
-        `statement_timeout` and `lock_timeout`). Raises StoreUnavailable while the
-        database is away or the write lock is held elsewhere for long.
         """
         ...

@@ -66,7 +66,3 @@ class LifecycleStore(Protocol):
     async def close(self) -> None:
         """Flush pending writes and disconnect."""
         ...
-
-    async def schema_version(self) -> int:
-        """The newest migration applied to the database (a read: proves it answers)."""
-        ...

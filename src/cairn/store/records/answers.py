@@ -13,7 +13,7 @@ class Beat:
 
     `owned` maps the id of each RUNNING run owned by the worker to its fence; `workers`
     lets the worker look for dead neighbours without another query; `released` names the
-    runs the beat let go of (see `Store.beat`).
+    runs the beat let go of (see `workers.beat`).
     """
 
     owned: dict[str, int]
@@ -76,7 +76,7 @@ class Claimed:
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
-    """What queueing a message for a run found (see Store.send_message).
+    """What queueing a message for a run found (see waits.send_message).
 
     `status` is the run's status. `woken` says a wait of the run takes the message now:
     the run was WAITING on its channel and is due. `waits_on` are the channels a WAITING

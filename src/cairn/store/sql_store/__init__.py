@@ -1,20 +1,16 @@
-"""SqlStore: the Store protocol over programs; a backend supplies only how to run them.
+"""SqlStore: what the SQL backends share; a backend supplies how programs run.
 
-Backends implement `open`, `close`, `write` (run a program in a write transaction and
-commit before answering) and `read` (run a program without one). Everything else is here,
-once, for both dialects.
+Backends implement `open`, `close`, `write` (run an operation in a write transaction and
+commit before answering), `read` (run one without) and the rest of `Backend`. Every
+operation is a program in store/programs/, written once for both dialects.
 """
 
 from __future__ import annotations
 
-from cairn.store.sql_store.journal import SqlJournal
-from cairn.store.sql_store.runs import SqlRuns
-from cairn.store.sql_store.schedules import SqlSchedules
-from cairn.store.sql_store.step_tasks import SqlStepTasks
-from cairn.store.sql_store.workers import SqlWorkers
+from cairn.store.sql_store.base import SqlBase
 
 __all__ = ["SqlStore"]
 
 
-class SqlStore(SqlRuns, SqlJournal, SqlStepTasks, SqlWorkers, SqlSchedules):
-    """Every Store method, as a program handed to the backend's `write` or `read`."""
+class SqlStore(SqlBase):
+    """The base of SqliteStore and PostgresStore."""

@@ -1,31 +1,19 @@
-"""The base of SqlStore's parts: how a program is run, and small read programs."""
+"""SqlBase: what a SQL backend provides, with the defaults they share."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from cairn.store._health import StoreHealth
-from cairn.store.programs.base import Program, Sql
+from cairn.store.programs.base import Program
 from cairn.store.protocol import SideChannel
 
 T = TypeVar("T")
 
 
-def rows_of(text: str, params: Sequence[Any] = ()) -> Program[list[Any]]:
-    """A program reading every row of one statement."""
-    rows: list[Any] = yield Sql(text, params, "all")
-    return rows
-
-
-def count_of(text: str, params: Sequence[Any] = ()) -> Program[int]:
-    """A program running one statement for its row count."""
-    count: int = yield Sql(text, params)
-    return count
-
-
 class SqlBase:
-    """What every part of SqlStore stands on: the backend's `write` and `read`."""
+    """The backend's `write` and `read`, which each backend implements."""
 
     dialect = "sql"
     wakes_for_timers = False  # see Store.wakes_for_timers
@@ -34,8 +22,10 @@ class SqlBase:
     async def write(self, make: Callable[[], Program[T]]) -> T:
         """Run the program `make()` builds in a write transaction; return once committed.
 
-        A backend may call `make` again to run the transaction afresh (PostgreSQL does
-        when the connection is lost before COMMIT, which the server rolls back).
+        `make` is an operation (see programs/base.py), or (inside the store) any maker of
+        a program. A backend may call `make` again to run the transaction afresh
+        (PostgreSQL does when the connection is lost before COMMIT, which the server
+        rolls back).
         """
         raise NotImplementedError
 

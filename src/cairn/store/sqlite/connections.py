@@ -40,9 +40,12 @@ def create_private(path: str) -> None:
     os.close(fd)  # an empty file is an empty database
 
 
-def connect(path: str, *, busy_ms: int) -> sqlite3.Connection:
-    """A connection in autocommit mode that waits up to `busy_ms` for a lock."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0)
+def connect(path: str, *, busy_ms: int, uri: bool = False) -> sqlite3.Connection:
+    """A connection in autocommit mode that waits up to `busy_ms` for a lock.
+
+    `uri`: `path` is a SQLite URI ("file:...?vfs=memdb"), not a file name.
+    """
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0, uri=uri)
     conn.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
     conn.create_function("cairn_now", 0, db_now, deterministic=False)
     return conn
@@ -201,7 +204,7 @@ class SqliteSideChannel:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                beat = run(conn, workers.beat(worker, let_go, db_now()))
+                beat = run(conn, workers.beat_at(worker, let_go, db_now()))
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:

@@ -23,9 +23,8 @@ from cairn.store import migrate
 from cairn.store._health import StoreHealth
 from cairn.store._loop import others_ready
 from cairn.store._wakeups import WakeSignal
-from cairn.store.programs import base
-from cairn.store.programs.base import Program, is_waking
-from cairn.store.records import RunRecord
+from cairn.store.programs import base, runs
+from cairn.store.programs.base import Operation, Program, is_waking
 from cairn.store.sql_store import SqlStore
 from cairn.store.sqlite.checkpoints import Checkpointer
 from cairn.store.sqlite.connections import (
@@ -53,12 +52,15 @@ _LAST_RETRY = 0.05
 
 
 class SqliteStore(SqlStore):
-    """The Store protocol on one SQLite file (or `:memory:`)."""
+    """The Store protocol on one SQLite file, or on a database in memory."""
 
     dialect = "sqlite"
 
-    def __init__(self, path: str, *, synchronous: str = "NORMAL") -> None:
+    def __init__(self, path: str, *, synchronous: str = "NORMAL", memory: bool = False) -> None:
         self.path = path
+        # memory=True: `path` is the URI of an in-memory database that other stores of
+        # this process may share. In memory, one connection: no WAL, no side channel.
+        self._memory = memory or path == ":memory:"
         self.health = StoreHealth()
         self._synchronous = synchronous
         self._conn: sqlite3.Connection | None = None
@@ -93,16 +95,16 @@ class SqliteStore(SqlStore):
         if self._conn is not None:
             return
         self._loop = asyncio.get_running_loop()
-        if self.path != ":memory:":
+        if not self._memory:
             folder = os.path.dirname(os.path.abspath(self.path))
             if not os.path.isdir(folder):
                 raise StoreError(f"cannot open database {self.path!r}: no folder {folder!r}")
         try:
-            if self.path != ":memory:":
+            if not self._memory:
                 create_private(self.path)
             # Opening waits for other processes (migrating, switching to WAL) like any
             # start-up; once open, the loop never waits for a lock (busy_timeout 0).
-            conn = connect(self.path, busy_ms=30_000)
+            conn = connect(self.path, busy_ms=30_000, uri=self._memory)
             await switch_to_wal(conn)
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute("PRAGMA temp_store=MEMORY")
@@ -113,7 +115,7 @@ class SqliteStore(SqlStore):
         self._conn = conn
         self._migrate()
         conn.execute("PRAGMA busy_timeout=0")
-        if self.path != ":memory:":
+        if not self._memory:
             conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer thread does it
             self._checkpointer = Checkpointer(self.path)
             self._checkpointer.start()
@@ -158,7 +160,7 @@ class SqliteStore(SqlStore):
 
     def side_channel(self) -> SqliteSideChannel | None:
         """A connection of its own for the heartbeat thread (none for `:memory:`)."""
-        return None if self.path == ":memory:" else SqliteSideChannel(self.path)
+        return None if self._memory else SqliteSideChannel(self.path)
 
     # group commit
 
@@ -305,6 +307,10 @@ class SqliteStore(SqlStore):
         outcome = await self._write(program)
         if is_waking(program):
             self._signal.set()
+        elif isinstance(make, Operation) and make.kind is runs.create_run:
+            run = make.args[0]  # a new PENDING run is claimable at its wake time
+            if outcome[1] and run.status == RunStatus.PENDING:  # type: ignore[index]
+                self._signal.at(run.wake_at or 0.0)
         return outcome
 
     async def begin_step_transaction(
@@ -333,8 +339,8 @@ class SqliteStore(SqlStore):
         return SqliteStepTransaction(conn, repr(self.path), self._end_hold)
 
     def _step_connection(self) -> sqlite3.Connection:
-        if self.path == ":memory:":
-            return self.conn  # the only connection that sees this database
+        if self._memory:
+            return self.conn  # this store's only connection to its in-memory database
         if self._step_conn is None:
             try:
                 self._step_conn = connect_for_steps(self.path, self._synchronous)
@@ -351,13 +357,6 @@ class SqliteStore(SqlStore):
         if self._pending and not self._flush_scheduled:
             self._flush_scheduled = True
             (self._loop or asyncio.get_running_loop()).call_soon(self._flush)
-
-    async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
-        """Insert `run` unless its run_id exists; returns the stored run and whether it is new."""
-        stored, created = await super().create_run(run)
-        if created and run.status == RunStatus.PENDING:
-            self._signal.at(run.wake_at or 0.0)
-        return stored, created
 
     async def wait_for_work(self, timeout: float) -> None:
         """Return when runs may have become claimable, or after `timeout` seconds.

@@ -76,8 +76,8 @@ class SqliteStepTransaction:
         conn = self._conn
         try:
             for mark in marks:
-                run(conn, journal.record_step(lease, mark, upsert=True))
-            run(conn, journal.record_step(lease, step))
+                run(conn, journal.record_step(lease, mark, upsert=True)())
+            run(conn, journal.record_step(lease, step)())
             conn.execute("COMMIT")
         except LeaseLost:
             self._rollback()

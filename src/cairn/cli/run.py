@@ -1,4 +1,4 @@
-"""Project commands: `cairn run MODULE:WORKFLOW` (start a run here and follow it, or enqueue it).
+"""`cairn run MODULE:WORKFLOW`: start a run here and follow it, or enqueue it.
 
 Its ARGs and --input are read and checked by call_args (shared with `cairn workflows
 run`), before anything is stored; `launch` starts the run, also for `workflows run`.
@@ -27,6 +27,7 @@ from cairn.representation import runs as run_forms
 from cairn.representation import words
 from cairn.runtime import transient, workflow_names
 from cairn.runtime.engine import Engine
+from cairn.store import locations
 from cairn.store.records import RunRecord
 
 # Runs `cairn run` may execute at once: the run itself plus its child runs.
@@ -170,6 +171,7 @@ def launch(
             )
         return asyncio.run(_execute_transient(workflow, args, kwargs, run_id))
     if enqueue:
+        locations.refuse_memory(glob.url, f"cairn run {enqueue_flag} (the run waits for workers)")
         return asyncio.run(_enqueue(glob, workflow, args, kwargs, run_id, allow_unknown))
     assert isinstance(workflow, WorkflowDef)  # a bare name comes back only with enqueue
     return asyncio.run(_execute(glob, workflow, args, kwargs, run_id))
@@ -218,6 +220,8 @@ async def _execute(
     try:
         # claim=False: this process executes the run it starts (and its children), nothing else.
         async with Engine(glob.url, workers=RUN_SLOTS, modules=glob.modules, claim=False) as engine:
+            if locations.scheme(glob.url) in ("memory", "file"):  # not where cairn.db would be
+                err.print(f"database {output.database(glob.url)}", markup=False)
             existing = await _existing(engine, run_id)
             handle = await engine.start(workflow, *args, run_id=run_id, **kwargs)
             run_id_started = handle.run_id
