@@ -22,6 +22,7 @@ from cairn.dashboard.ui import run as run_page
 from cairn.errors import InvalidName, RunFinished, RunNotFound
 from cairn.mcp_server import tools as mcp_tools
 from cairn.runtime.control import RunControl
+from cairn.runtime.run_verbs import RunVerbs
 from cairn.runtime.verbs import VERBS, Verb
 from cairn.testing import TestEngine
 
@@ -39,19 +40,31 @@ def summary_line(method) -> str:
     return (inspect.getdoc(method) or "").splitlines()[0]
 
 
+def implementation(name: str):
+    """The one implementation of verb `name`: on RunVerbs, or on RunControl itself."""
+    return getattr(RunVerbs, name, None) or getattr(RunControl, name)
+
+
 @pytest.mark.parametrize("verb", VERBS, ids=IDS)
 def test_verbs__one_implementation_on_run_control(verb: Verb):
-    method = getattr(RunControl, verb.name)
+    method = implementation(verb.name)
     assert inspect.iscoroutinefunction(method)
     assert summary_line(method) == verb.summary + "."
 
 
 @pytest.mark.parametrize("verb", VERBS, ids=IDS)
 def test_verbs__the_declared_arguments_are_the_methods(verb: Verb):
-    found = parameters(getattr(RunControl, verb.name))
+    found = parameters(implementation(verb.name))
     assert [a.name for a in verb.arguments] == [name for name, *_ in found]
     optional = {name for name, _, default, _ in found if default is not inspect.Parameter.empty}
     assert {a.name for a in verb.arguments if not a.required} == optional
+
+
+@pytest.mark.parametrize("verb", VERBS, ids=IDS)
+async def test_verbs__run_control_serves_each_from_its_implementation(verb: Verb):
+    async with TestEngine() as engine:
+        served = getattr(engine.control, verb.name)
+        assert getattr(served, "__func__", served) is implementation(verb.name)
 
 
 @pytest.mark.parametrize("surface", [Engine, TestEngine, Client], ids=lambda s: s.__name__)
@@ -59,7 +72,7 @@ def test_verbs__the_declared_arguments_are_the_methods(verb: Verb):
 def test_verbs__each_api_class_has_the_method_with_its_arguments(surface: type, verb: Verb):
     method = getattr(surface, verb.name, None)
     assert method is not None, f"{surface.__name__} has no {verb.name}"
-    assert parameters(method) == parameters(getattr(RunControl, verb.name))
+    assert parameters(method) == parameters(implementation(verb.name))
     assert inspect.iscoroutinefunction(method) is (surface is not Client)
     assert summary_line(method) == verb.summary + "."
 

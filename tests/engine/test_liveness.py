@@ -249,7 +249,7 @@ async def test_claim__a_run_back_here_under_a_new_fence_waits_for_its_old_attemp
         # The run is claimed again by this same worker (after a takeover and a park, say).
         execute(kit.url, "UPDATE runs SET fence = fence + 1 WHERE run_id = ?", (run.run_id,))
         record.fence += 1
-        engine.worker._start(record, fresh=False, epoch=engine.worker.tenure.epoch)
+        engine.worker.executions.start(record, fresh=False, epoch=engine.worker.tenure.epoch)
         await asyncio.sleep(0.3)
         assert not inside.is_set()  # the new attempt waits for the old thread
         release.set()

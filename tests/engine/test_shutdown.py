@@ -137,7 +137,7 @@ async def test_close__the_runs_in_flight_are_asked_to_leave_the_moment_the_worke
         async with asyncio.timeout(WAIT):
             while not worker.stopping:
                 await asyncio.sleep(0)  # one turn of the loop: the first moment it shows
-        lives = list(worker.live.values())
+        lives = list(worker.executions.live.values())
         assert lives
         assert all(live.interrupts.handing_back for live in lives)
     finally:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cairn import Engine, schedule_workflow, step, workflow
+from cairn.store.programs import journal as journal_ops
 
 HOLD = ""
 EFFECTS = Path("effects.txt")
@@ -63,14 +64,14 @@ async def yearly(year: int) -> str:
 def hold_before_record(engine: Engine) -> None:
     """Stop the write that journals a start: the run it created is already stored."""
     store: Any = engine.store
-    upsert = store.upsert_step
+    write = store.write
 
-    async def held(lease: Any, record: Any) -> Any:
-        if record.kind == "schedule":
+    async def held(op: Any) -> Any:
+        if getattr(op, "kind", None) is journal_ops.record_step and op.args[1].kind == "schedule":
             await asyncio.Event().wait()
-        return await upsert(lease, record)
+        return await write(op)
 
-    store.upsert_step = held
+    store.write = held
 
 
 async def main() -> int:

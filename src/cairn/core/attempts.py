@@ -23,14 +23,14 @@ from cairn.store.records import INTERRUPTED, StepRecord
 
 if TYPE_CHECKING:
     from cairn.authoring.step import StepDef
-    from cairn.core.live_steps import LiveSteps
+    from cairn.core.live_view import LiveView
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 async def _call(
-    live: LiveSteps,
+    live: LiveView,
     step: StepDef[Any, Any],
     key: str,
     attempt: int,
@@ -42,8 +42,8 @@ async def _call(
     tenure = live.env.tenure
     if tenure is not None:
         until, epoch = tenure.state  # Tenure.trusts, inlined: this runs for every step
-        if epoch != live.epoch or time.monotonic() >= until:
-            await live.hold_lease()
+        if epoch != live.attempt.epoch or time.monotonic() >= until:
+            await live.attempt.hold_lease()
     token = context.mark_in_step((step.name, key, attempt))
     fn = step.fn
     try:
@@ -58,16 +58,16 @@ async def _call(
             args,
             kwargs,
             isolation=step.isolation,
-            overrunning=live.overrunning,
+            overrunning=live.attempt.overrunning,
             key=key,
-            track=live.track_thread,  # the attempt is not over while its thread runs
+            track=live.attempt.track_thread,  # the attempt is not over while its thread runs
         )
     finally:
         context.unmark_in_step(token)
 
 
 async def run_new_step(
-    live: LiveSteps,
+    live: LiveView,
     key: str,
     step: StepDef[Any, Any],
     args: tuple[Any, ...],
@@ -93,7 +93,7 @@ async def run_new_step(
             # Woken (or recovered) in a backoff: wait only what is left of it.
             left = prior[-1].retry_at - clock.now()
             if left > PARK_BACKOFF_AFTER:
-                raise live.timer(key, prior[-1].retry_at, f"{RETRY}:{name}")
+                raise live.attempt.timer(key, prior[-1].retry_at, f"{RETRY}:{name}")
             await back_off(live, left)
     # Serialized before the first attempt: what the step was given, whatever it mutates.
     given = (
@@ -201,7 +201,7 @@ async def run_new_step(
         return live.env.serializer.loads(text)
 
 
-async def _outlived(live: LiveSteps, key: str) -> float | None:
+async def _outlived(live: LiveView, key: str) -> float | None:
     """Wait until the thread of step `key`'s timed-out sync attempt has returned.
 
     A thread cannot be stopped: the timeout ended the wait for it, not the code, so the
@@ -211,11 +211,11 @@ async def _outlived(live: LiveSteps, key: str) -> float | None:
     applies before the run is handed back (runtime/executing.py). Code that may never
     return belongs in `isolation="process"`.
     """
-    return await sync_steps.outlived(live.overrunning, key)
+    return await sync_steps.outlived(live.attempt.overrunning, key)
 
 
 async def _record_unserializable(
-    live: LiveSteps,
+    live: LiveView,
     key: str,
     name: str,
     attempt: int,
@@ -252,7 +252,7 @@ async def _record_unserializable(
 
 
 async def _refused(
-    live: LiveSteps,
+    live: LiveView,
     key: str,
     name: str,
     seq: int,
@@ -290,7 +290,7 @@ async def _refused(
 
 
 async def _record_failure(
-    live: LiveSteps,
+    live: LiveView,
     key: str,
     name: str,
     exc: Exception,

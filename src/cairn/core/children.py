@@ -24,7 +24,7 @@ from cairn.store.records import RunRecord, StepRecord
 
 if TYPE_CHECKING:
     from cairn.authoring.workflow import WorkflowDef
-    from cairn.core.live_steps import LiveSteps
+    from cairn.core.live_view import LiveView
 
 NOT_A_CHILD = (
     "a durable run cannot start it as a child (the child would be lost with this process "
@@ -37,7 +37,7 @@ class ChildHandle:
 
     __slots__ = ("_child_id", "_end", "_live", "_record", "_timeouts", "run_id", "workflow")
 
-    def __init__(self, live: LiveSteps, workflow: str, run_id: str, record: StepRecord) -> None:
+    def __init__(self, live: LiveView, workflow: str, run_id: str, record: StepRecord) -> None:
         self._live = live
         self.workflow = workflow
         self.run_id = run_id
@@ -74,7 +74,7 @@ class ChildHandle:
 
 
 async def start_child(
-    live: LiveSteps,
+    live: LiveView,
     workflow: WorkflowDef[Any, Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
@@ -121,7 +121,7 @@ async def start_child(
     return ChildHandle(live, workflow.name, child_id, record)
 
 
-def derived_id(live: LiveSteps, key: str) -> str:
+def derived_id(live: LiveView, key: str) -> str:
     """The id of the run started at journal `key`: the parent's id, then the key.
 
     `PARENT/NAME#1` for a child, `PARENT/schedule:NAME#1` for a scheduled run.
@@ -133,7 +133,7 @@ def derived_id(live: LiveSteps, key: str) -> str:
 
 
 def new_run(
-    live: LiveSteps,
+    live: LiveView,
     key: str,
     workflow: WorkflowDef[Any, Any],
     args: tuple[Any, ...],
@@ -168,7 +168,7 @@ def new_run(
     )
 
 
-async def child_result(live: LiveSteps, handle: ChildHandle, timeout: float | None = None) -> Any:
+async def child_result(live: LiveView, handle: ChildHandle, timeout: float | None = None) -> Any:
     """Wait for the child (following continue_as_new) and return its result."""
     if handle._end is None:
         handle._end = await _wait_for_end(live, handle, timeout)
@@ -188,7 +188,7 @@ async def child_result(live: LiveSteps, handle: ChildHandle, timeout: float | No
 
 
 async def _wait_for_end(
-    live: LiveSteps, handle: ChildHandle, timeout: float | None
+    live: LiveView, handle: ChildHandle, timeout: float | None
 ) -> tuple[str, dict[str, Any]]:
     """The id of the run that ended the child's chain and the message its end sent.
 
@@ -244,7 +244,7 @@ async def _wait_for_end(
         record = found
 
 
-async def _wait_entry(live: LiveSteps, handle: ChildHandle) -> tuple[StepRecord, bool]:
+async def _wait_entry(live: LiveView, handle: ChildHandle) -> tuple[StepRecord, bool]:
     """The journal entry this result() call waits under; True if it is not journaled yet.
 
     The first call waits under the start's entry; a call after a timeout under one of its
@@ -263,7 +263,7 @@ async def _wait_entry(live: LiveSteps, handle: ChildHandle) -> tuple[StepRecord,
     return waiting_record(live, key, "child", handle.workflow, seq, facts), True
 
 
-async def _record_wait(live: LiveSteps, record: StepRecord) -> None:
+async def _record_wait(live: LiveView, record: StepRecord) -> None:
     """Journal the wait for a child's successor (after a continue_as_new)."""
     await durable.write(
         live,
@@ -272,7 +272,7 @@ async def _record_wait(live: LiveSteps, record: StepRecord) -> None:
     )
 
 
-async def _adopt(live: LiveSteps, existing: RunRecord, key: str) -> None:
+async def _adopt(live: LiveView, existing: RunRecord, key: str) -> None:
     """`start_child(..., run_id=X)` where run X exists: the handle is to that run.
 
     Its steps do not run again (DBOS semantics). A finished run's outcome is delivered to
@@ -317,7 +317,7 @@ async def _adopt(live: LiveSteps, existing: RunRecord, key: str) -> None:
         )
 
 
-def _waited_before(live: LiveSteps, child_id: str, key: str) -> bool:
+def _waited_before(live: LiveView, child_id: str, key: str) -> bool:
     """True if another call of this run waits or waited for run `child_id`'s end.
 
     That call consumes the message the child's end sent, so this one needs its own.

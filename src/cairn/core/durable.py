@@ -28,7 +28,7 @@ from cairn.store.protocol import LeaseLost
 from cairn.store.records import Lease, RunRecord, StepRecord
 
 if TYPE_CHECKING:
-    from cairn.core.live_steps import LiveSteps
+    from cairn.core.live_view import LiveView
 
 T = TypeVar("T")
 log = logcontext.logger("cairn.executor")
@@ -128,7 +128,7 @@ async def write(live: Attempt, send: Callable[[], Awaitable[T]], *, what: str) -
         delay = min(delay * 2, _LAST_DELAY)
 
 
-async def record_step(live: LiveSteps, record: StepRecord, first: BaseException) -> None:
+async def record_step(live: LiveView, record: StepRecord, first: BaseException) -> None:
     """Commit a step outcome whose first send failed with `first`.
 
     The slow path of `LiveSteps.commit_step`. After a lost reply the journal says whether

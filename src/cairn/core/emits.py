@@ -18,7 +18,7 @@ from cairn.store.programs import schedules
 from cairn.store.records import StepRecord, Subscription
 
 if TYPE_CHECKING:
-    from cairn.core.live_steps import LiveSteps
+    from cairn.core.live_view import LiveView
 
 NO_EMITS = (
     "it cannot emit events: the runs an emit starts must outlive this process; emit from a "
@@ -47,7 +47,7 @@ def args_of(payload: Any) -> dict[str, Any]:
     return {"args": [payload], "kwargs": {}}
 
 
-async def emit(live: LiveSteps, event_type: str, payload: Any, key: str | None) -> list[str]:
+async def emit(live: LiveView, event_type: str, payload: Any, key: str | None) -> list[str]:
     """Start (or, on replay, find) the runs of an emit; their ids."""
     journal_key = live.journal.next_key(journal.op_name("emit", event_type))
     record = live.journal.take(journal_key, "emit")

@@ -12,7 +12,7 @@ from typing import Any
 
 from cairn import ids
 from cairn.authoring import context
-from cairn.core import durable, scheduled_starts
+from cairn.core import durable, pending_starts
 from cairn.core.failed_attempts import type_name
 from cairn.core.live_run import LiveRun
 from cairn.core.run_env import RunEnv
@@ -121,7 +121,7 @@ async def _execute(
         return await _attempt(env, live)
     # The run's very first attempt: nothing recorded yet, and never claimed before.
     first = fresh or (not records and not prior and run.attempt <= 1)
-    scope = live.observed = observer.run(run, first)
+    scope = live.steps.observed = observer.run(run, first)
     try:
         outcome = await _attempt(env, live)
     except BaseException:
@@ -140,7 +140,9 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
         args, kwargs = decode_args(env, run)
         if workflow.is_async:
             # Runs it scheduled without awaiting are written before the attempt ends.
-            value = await scheduled_starts.settled(live.scheduled, workflow.fn(*args, **kwargs))
+            value = await pending_starts.settled(
+                live.attempt.scheduled, workflow.fn(*args, **kwargs)
+            )
         else:
             ctx = contextvars.copy_context()
             value = await env.loop.run_in_executor(
@@ -148,50 +150,52 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
             )
         _raise_divergence(live)
         live.journal.check_finished("returned")
-        await live.record_cancel()  # delivered by check_cancelled() and swallowed, say
+        await live.steps.record_cancel()  # delivered by check_cancelled() and swallowed, say
         await live.flush_meta()
         text = env.serializer.dumps(value, what=f"result of workflow {run.workflow!r}")
         # A workflow that caught its cancellation and returned still ends CANCELLED.
         status = (
             RunStatus.CANCELLED.value if live.interrupts.delivered else RunStatus.COMPLETED.value
         )
-        return await _finish(env, live, status, result=text, alone=live.alone())
+        return await _finish(env, live.steps, status, result=text, alone=live.steps.alone())
     except Suspend as parked:
         if live.journal.fatal is not None:
             return await _finish(
-                env, live, RunStatus.FAILED.value, error=error_json(live.journal.fatal)
+                env, live.steps, RunStatus.FAILED.value, error=error_json(live.journal.fatal)
             )
-        await live.settle()
-        await live.store_marks()
-        await live.record_cancel()
+        await live.attempt.settle()
+        await live.steps.store_marks()
+        await live.steps.record_cancel()
         await live.flush_meta()
         parking = _parking(live, parked)
         futile = 0
         # A pause is no wake-up.
         if env.futile is not None and parking.status != RunStatus.PAUSED.value:
-            progressed = live.progressed()
+            progressed = live.steps.progressed()
             futile = env.futile.note(run.run_id, progressed=progressed, now=env.clock.now())
-        if live.observed is not None:
-            live.observed.parked(parking.status, parking.wake_at, parking.waiting_for)
+        if live.steps.observed is not None:
+            live.steps.observed.parked(parking.status, parking.wake_at, parking.waiting_for)
             if futile:
-                live.observed.futile(futile)
+                live.steps.observed.futile(futile)
         return await _park(env, live, parking, futile)
     except ContinueAsNew as again:
         if live.journal.fatal is not None:
             return await _finish(
-                env, live, RunStatus.FAILED.value, error=error_json(live.journal.fatal)
+                env, live.steps, RunStatus.FAILED.value, error=error_json(live.journal.fatal)
             )
-        await live.record_cancel()
+        await live.steps.record_cancel()
         await live.flush_meta()
         if live.interrupts.cancel:
             # A cancelled run never starts a successor: the chain ends here, CANCELLED.
             cancelled = Cancelled(live.interrupts.reason)
-            return await _finish(env, live, RunStatus.CANCELLED.value, error=error_json(cancelled))
+            return await _finish(
+                env, live.steps, RunStatus.CANCELLED.value, error=error_json(cancelled)
+            )
         return await _continue(env, live, again, workflow.version)
     except HandBack:
         # Its worker is stopping: steps still executing in other branches commit first
         # (they are not run again), then the worker hands the run back.
-        await live.settle()
+        await live.attempt.settle()
         await live.flush_meta()
         return Outcome(None)
     except Unwind:
@@ -199,29 +203,29 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
     except Cancelled as exc:
         if live.journal.fatal is not None:
             return await _finish(
-                env, live, RunStatus.FAILED.value, error=error_json(live.journal.fatal)
+                env, live.steps, RunStatus.FAILED.value, error=error_json(live.journal.fatal)
             )
-        await live.record_cancel()
+        await live.steps.record_cancel()
         await live.flush_meta()
-        return await _finish(env, live, RunStatus.CANCELLED.value, error=error_json(exc))
+        return await _finish(env, live.steps, RunStatus.CANCELLED.value, error=error_json(exc))
     except NonDeterminismError as exc:
         log.error("run %s: %s", run.run_id, exc)
-        return await _finish(env, live, RunStatus.FAILED.value, error=error_json(exc))
+        return await _finish(env, live.steps, RunStatus.FAILED.value, error=error_json(exc))
     except StoreRefused as exc:
         # A write of the run's own the database will never take: the run fails, once.
         log.error("run %s: %s", run.run_id, exc)
-        return await _finish(env, live, RunStatus.FAILED.value, error=error_json(exc))
+        return await _finish(env, live.steps, RunStatus.FAILED.value, error=error_json(exc))
     except StoreError as exc:
         # The database failed, not the workflow: its worker hands the run back.
         log.warning("run %s: attempt abandoned, the store failed: %s", run.run_id, exc)
         return Outcome(None)
     except Exception as exc:
         failure = live.journal.fatal or exc
-        return await _finish(env, live, RunStatus.FAILED.value, error=error_json(failure))
+        return await _finish(env, live.steps, RunStatus.FAILED.value, error=error_json(failure))
     finally:
         logcontext.leave_run(facts)
         context.leave(token)
-        live.close()
+        live.attempt.close()
 
 
 def _raise_divergence(live: LiveRun) -> None:
@@ -294,7 +298,7 @@ async def _continue(
             what=f"arguments of workflow {run.workflow!r}",
         )
     except SerializationError as exc:
-        return await _finish(env, live, RunStatus.FAILED.value, error=error_json(exc))
+        return await _finish(env, live.steps, RunStatus.FAILED.value, error=error_json(exc))
     now = env.clock.now()
     successor = RunRecord(
         run_id=ids.new_run_id(),
@@ -318,7 +322,7 @@ async def _continue(
     def go_on() -> Any:
         return env.store.write(run_ops.continue_run(run.run_id, live.lease, successor, now))
 
-    if not await _ended(live, go_on, what=f"run {run.run_id!r} continuing as new"):
+    if not await _ended(live.steps, go_on, what=f"run {run.run_id!r} continuing as new"):
         return Outcome(None)
     return Outcome(RunStatus.CONTINUED.value, successor.run_id)
 
@@ -343,14 +347,14 @@ def _parking(live: LiveRun, parked: Suspend) -> Parking:
     status, wake_at, waiting_for = parked.status, parked.wake_at, parked.waiting_for
     waits_on = None
     if status in (RunStatus.SLEEPING.value, RunStatus.WAITING.value):
-        channels, first_time, first_wait = live.parked_waits()
+        channels, first_time, first_wait = live.attempt.parked_waits()
         if first_time is not None:
             wake_at = first_time if wake_at is None else min(wake_at, first_time)
         if channels:
             waits_on = channels
             if status == RunStatus.SLEEPING.value:
                 status, waiting_for = RunStatus.WAITING.value, first_wait
-    return Parking(status, live.park_time(wake_at), waiting_for, waits_on)
+    return Parking(status, live.attempt.park_time(wake_at), waiting_for, waits_on)
 
 
 async def _park(env: RunEnv, live: LiveRun, parking: Parking, futile: int) -> Outcome:
@@ -370,6 +374,6 @@ async def _park(env: RunEnv, live: LiveRun, parking: Parking, futile: int) -> Ou
             )
         )
 
-    if not await _ended(live, park, what=f"run {run.run_id!r} parking ({parking.status})"):
+    if not await _ended(live.steps, park, what=f"run {run.run_id!r} parking ({parking.status})"):
         return Outcome(None)
     return Outcome(parking.status)

@@ -18,7 +18,7 @@ from cairn.errors import CairnError, FatalError, RetryableError, StepFailed, Ste
 from cairn.store.records import AttemptRecord, StepRecord
 
 if TYPE_CHECKING:
-    from cairn.core.live_steps import LiveSteps
+    from cairn.core.live_view import LiveView
 
 
 # A retry backoff longer than this parks the run instead of holding its slot in memory.
@@ -112,7 +112,7 @@ def describe_failure(
 
 
 async def record_failure(
-    live: LiveSteps,
+    live: LiveView,
     key: str,
     name: str,
     failed: Failure,
@@ -159,7 +159,7 @@ async def record_failure(
             # A long backoff parks the run, like a sleep: it holds no worker or queue slot,
             # and a crash meanwhile loses nothing (the attempt and its retry time are
             # stored). The run wakes at retry_at and replays into the next attempt.
-            raise live.timer(key, retry_at, f"{RETRY}:{name}")
+            raise live.attempt.timer(key, retry_at, f"{RETRY}:{name}")
         await back_off(live, delay)
         return None
     kind = StepTimeout if timed_out else StepFailed
@@ -196,18 +196,18 @@ async def record_failure(
     return failure
 
 
-async def back_off(live: LiveSteps, seconds: float) -> None:
-    """Wait out a short backoff in memory, counted in `live.backing_off` meanwhile.
+async def back_off(live: LiveView, seconds: float) -> None:
+    """Wait out a short backoff in memory, counted in `live.attempt.backing_off` meanwhile.
 
     A worker stopping meanwhile takes the run back before the next attempt starts: the
     failed attempt and its retry time are stored, so the run's next worker waits out what
     is left of the backoff.
     """
-    live.backing_off += 1
+    live.attempt.backing_off += 1
     try:
         if not live.interrupts.handing_back:
             await live.env.clock.sleep(seconds)
     finally:
-        live.backing_off -= 1
+        live.attempt.backing_off -= 1
     if live.interrupts.handing_back:
         raise live.leave(HandBack())

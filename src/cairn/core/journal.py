@@ -15,7 +15,7 @@ from cairn.store.records import StepRecord
 # so a step called "sleep" never collides with a durable sleep.
 SLEEP = "~sleep"
 # Where a cancellation was delivered into the workflow (one entry, kind "cancel"): a replay
-# delivers it at the same durable point (see LiveRun.point), whatever the clock says then.
+# delivers it at the same durable point (see LiveSteps.point), whatever the clock says then.
 CANCEL = "~cancel#1"
 # check_cancelled() calls in workflow code are durable points too, numbered in order.
 CHECK = "~check"

@@ -1,7 +1,10 @@
 """LiveSteps: the journal cursor of a live run, its step calls and checkpoint commits.
 
-Built on core/live_attempt.py; see core/live_run.py for the whole. A step call is per step
-on the hot path: it goes straight from `call_step` to core/attempts.py, no layer between.
+One of the parts LiveRun (core/live_run.py) holds, made with the run's LiveAttempt
+(core/live_attempt.py). It is what the helpers that run steps, waits, children and emits
+are handed (core/attempts.py, core/waits.py, ...; they see it as a `LiveView`,
+core/live_view.py). A step call is per step on the hot path: LiveRun serves `call_step`
+from here, and it goes straight to core/attempts.py, no layer between.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 
 from cairn import durations, step_failures
 from cairn.authoring import context
+from cairn.authoring.context import RunContext
 from cairn.authoring.retry import coerce
 from cairn.authoring.step import StepDef
 from cairn.core import attempts, durable, journal, patches, remote_steps
@@ -20,6 +24,7 @@ from cairn.core.live_attempt import LiveAttempt
 from cairn.core.signals import HandBack, Suspend, Unwind
 from cairn.errors import Cancelled, SerializationError, StoreError
 from cairn.names import check_name
+from cairn.observability.hooks import RunScope
 from cairn.store.programs import journal as journal_ops
 from cairn.store.protocol import LeaseLost, Store
 from cairn.store.records import AttemptRecord, Lease, StepRecord
@@ -29,8 +34,62 @@ def _upsert(store: Store, lease: Lease, record: StepRecord) -> Callable[[], Awai
     return lambda: store.write(journal_ops.record_step(lease, record, upsert=True))
 
 
-class LiveSteps(LiveAttempt):
+class LiveSteps:
     """Replays recorded outcomes and commits new ones; durable points act on interrupts."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        attempt: LiveAttempt,
+        prior_attempts: dict[str, list[AttemptRecord]],
+    ) -> None:
+        self.ctx = ctx  # the run's RunContext (its LiveRun): active while a step runs
+        self.attempt = attempt
+        # The attempt's own, held here too: read on every step.
+        self.env = attempt.env
+        self.run = attempt.run
+        self.lease = attempt.lease
+        self.journal = attempt.journal
+        self.interrupts = attempt.interrupts
+        self.deliver = attempt.deliver
+        self.leave = attempt.leave
+        self.flying = attempt.flying
+        self._running_steps = attempt.running_steps
+        # The failed attempts of each step in earlier executions, by key.
+        self.prior_attempts = prior_attempts
+        # Told of each new step attempt when the engine observes (see executor.execute).
+        self.observed: RunScope | None = None
+        self.marks: list[StepRecord] = []  # patch markers to store before the next write
+        self.spawned = False  # started a child run or a human task in this attempt
+        # The tokens of the hooks this attempt handed out: kept out of stored step inputs.
+        self.hook_tokens: set[str] = set()
+        # Whether the attempt recorded anything (see `progressed`).
+        self.journaled = False
+        self._first_seq = self.journal.next_seq
+        self._cancel_recorded = self.journal.cancelled is not None
+        self._checks = 0  # check_cancelled() calls in workflow code: durable points too
+
+    @property
+    def closed(self) -> bool:
+        """True once the attempt is over: nothing of it may write any more."""
+        return self.attempt.closed
+
+    def alone(self) -> bool:
+        """True if the run has no parent and never started a child or a human task.
+
+        Finishing such a run need not look for either.
+        """
+        if self.run.parent_id is not None or self.spawned:
+            return False
+        return not any(r.kind in ("child", "task") for r in self.journal.recorded.values())
+
+    def progressed(self) -> bool:
+        """True if this attempt recorded anything.
+
+        A new journal entry, the outcome of a wait, or a failed step attempt: a woken run
+        that parks again without any woke for nothing (see core/futile_wakes.py).
+        """
+        return self.journaled or self.journal.next_seq != self._first_seq
 
     async def point(self, key: str) -> None:
         """A durable point (new work at `key` starts here): act on a cancel, pause or hand back.
@@ -133,10 +192,6 @@ class LiveSteps(LiveAttempt):
         if self.journal.caught_up():
             interrupts.deliver(key)  # recorded before the attempt writes anything else
 
-    def on_cancel(self, stop: Callable[[], None]) -> Callable[[], None]:
-        """Call `stop()` when the run is cancelled (see Interrupts.on_cancel)."""
-        return self.interrupts.on_cancel(stop)
-
     def call_step(
         self, step: StepDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
@@ -182,7 +237,8 @@ class LiveSteps(LiveAttempt):
             await self.journal.check_new_work(journal.started("step", key))
         await self.point(key)
         # A sync workflow's steps run in a loop task of their own, without the run's context.
-        token = None if context.in_run() is self else context.enter(self)
+        ctx = self.ctx
+        token = None if context.in_run() is ctx else context.enter(ctx)
         loop = self.env.loop
         running: asyncio.Future[None] = loop.create_future()
         self._running_steps[running] = (asyncio.current_task(loop), key)
@@ -224,7 +280,7 @@ class LiveSteps(LiveAttempt):
 
         StoreRefused (the database will never take it) is raised to the caller.
         """
-        if self._closed:  # a stray branch of an attempt already over must not write
+        if self.attempt.closed:  # a stray branch of an attempt already over must not write
             raise Unwind()
         if self.marks:
             await self.store_marks()

@@ -17,7 +17,7 @@ from cairn.store.programs import waits as wait_ops
 from cairn.store.records import StepRecord
 
 if TYPE_CHECKING:
-    from cairn.core.live_steps import LiveSteps
+    from cairn.core.live_view import LiveView
 
 KIND = "receive"
 """The journal kind of a receive's entry; its name is the topic."""
@@ -35,7 +35,7 @@ def key_name(topic: str) -> str:
 
 
 async def receive(
-    live: LiveSteps, topic: str, max_messages: int, timeout: float | None
+    live: LiveView, topic: str, max_messages: int, timeout: float | None
 ) -> list[Any]:
     """`cairn.receive`: up to `max_messages` events `topic`, oldest first; [] on timeout."""
     key = live.journal.next_key(key_name(topic))

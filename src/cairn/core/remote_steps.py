@@ -24,7 +24,7 @@ from cairn.store.programs import step_tasks
 from cairn.store.records import INTERRUPTED, StepRecord, StepTaskRecord
 
 if TYPE_CHECKING:
-    from cairn.core.live_steps import LiveSteps
+    from cairn.core.live_view import LiveView
 
 # Journal kind of an attempt's report, and the prefix of its key: "~remote:KEY@ATTEMPT".
 REMOTE = "remote"
@@ -82,7 +82,7 @@ def take_reports(journal: Journal, key: str) -> list[StepRecord]:
 
 
 async def run_remote_step(
-    live: LiveSteps,
+    live: LiveView,
     key: str,
     step: StepDef[Any, Any],
     args: tuple[Any, ...],
@@ -130,7 +130,7 @@ async def run_remote_step(
     if out is None and prior and prior[-1].retry_at is not None:
         left = prior[-1].retry_at - live.env.clock.now()
         if left > failed_attempts.PARK_BACKOFF_AFTER:
-            raise live.timer(key, prior[-1].retry_at, f"{failed_attempts.RETRY}:{name}")
+            raise live.attempt.timer(key, prior[-1].retry_at, f"{failed_attempts.RETRY}:{name}")
         if left > 0:
             await failed_attempts.back_off(live, left)
     sent = serializer.dumps([list(args), kwargs], what=f"the arguments of step {name!r}")
@@ -158,7 +158,7 @@ async def run_remote_step(
 
 
 async def _execute_remotely(
-    live: LiveSteps,
+    live: LiveView,
     key: str,
     step: StepDef[Any, Any],
     attempt: int,
@@ -206,7 +206,7 @@ async def _execute_remotely(
 
 
 async def _completed(
-    live: LiveSteps, key: str, name: str, attempt: int, facts: dict[str, Any], given: str
+    live: LiveView, key: str, name: str, attempt: int, facts: dict[str, Any], given: str
 ) -> Any:
     """Commit a reported result as the step's outcome; the value the workflow gets."""
     now = live.env.clock.now()

@@ -19,7 +19,15 @@ from cairn.authoring import context
 from cairn.authoring.context import RunContext
 from cairn.authoring.hook import Hook
 from cairn.authoring.workflow import WorkflowDef
-from cairn.core import journal, mailbox, patches, remote_steps, scheduled_starts, waits
+from cairn.core import (
+    journal,
+    mailbox,
+    patches,
+    pending_starts,
+    remote_steps,
+    scheduled_starts,
+    waits,
+)
 from cairn.errors import ChildFailed, StepFailed
 from cairn.models import HistoryEntry, RunInfo, RunStatus
 from cairn.store.records import StepRecord
@@ -51,7 +59,7 @@ class ReplayRun(RunContext):
             ],
             cache_keys=workflow.names_are_cache_keys,
         )
-        self.scheduled = scheduled_starts.PendingStarts()
+        self.scheduled = pending_starts.PendingStarts()
 
     async def execute(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self._loop = asyncio.get_running_loop()
@@ -59,7 +67,7 @@ class ReplayRun(RunContext):
         token = context.enter(self)
         try:
             if self.workflow.is_async:
-                await scheduled_starts.settled(self.scheduled, self.workflow.fn(*args, **kwargs))
+                await pending_starts.settled(self.scheduled, self.workflow.fn(*args, **kwargs))
             else:
                 ctx = contextvars.copy_context()
                 await asyncio.to_thread(ctx.run, self.workflow.fn, *args, **kwargs)
@@ -95,7 +103,7 @@ class ReplayRun(RunContext):
         return entry
 
     def _deliver(self, coro: Any) -> Any:
-        # Like LiveRun.deliver: a sync workflow's thread blocks until the coroutine is done.
+        # Like LiveAttempt.deliver: a sync workflow's thread blocks until the coroutine is done.
         if threading.get_ident() == self._loop_thread:
             return coro
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
@@ -184,7 +192,7 @@ class ReplayRun(RunContext):
             return self.scheduled.add(self._loop, reached())
         done: asyncio.Future[str] = self._loop.create_future()
         done.set_result(started())
-        return scheduled_starts.ScheduledRun(done)
+        return pending_starts.ScheduledRun(done)
 
     def continue_as_new(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         raise _ReachedNewWork()  # the run ends here; its successor has a history of its own

@@ -6,20 +6,21 @@ from this run's id and the call's key, so an attempt that crashed between the tw
 finds the same run. Unlike other durable calls it takes effect without an `await`, as
 pyworkflow's docs call it: the journal key, the durable point and the history position
 are decided at the call, the writes run in a task of their own, and the run waits for
-every such task before it finishes, parks, continues as new or fails (`settled`).
+every such task before it finishes, parks, continues as new or fails (`settled`, in
+core/pending_starts.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Coroutine, Generator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cairn import arguments, start_times
 from cairn.core import children, durable, journal, step_input
-from cairn.core.signals import HandBack, Suspend, Unwind
+from cairn.core.pending_starts import ScheduledRun
+from cairn.core.signals import HandBack, Suspend
 from cairn.errors import TransientWorkflow
 from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import runs as run_ops
@@ -27,7 +28,7 @@ from cairn.store.records import RunRecord, StepRecord
 
 if TYPE_CHECKING:
     from cairn.authoring.workflow import WorkflowDef
-    from cairn.core.live_steps import LiveSteps
+    from cairn.core.live_view import LiveView
 
 KIND = "schedule"
 NOT_SCHEDULED = (
@@ -40,77 +41,6 @@ NO_SCHEDULES = (
 )
 
 
-class ScheduledRun:
-    """What `cairn.schedule_workflow` returns in an async workflow: `await` it for the id.
-
-    The start takes effect whether or not it is awaited.
-    """
-
-    __slots__ = ("_done", "awaited")
-
-    def __init__(self, done: asyncio.Future[str]) -> None:
-        self._done = done
-        self.awaited = False  # a failure the code awaited is the code's to handle
-
-    def __await__(self) -> Generator[Any, None, str]:
-        self.awaited = True
-        return self._done.__await__()
-
-    def __repr__(self) -> str:
-        done = self._done
-        ok = done.done() and not done.cancelled() and done.exception() is None
-        return f"ScheduledRun({done.result()!r})" if ok else "ScheduledRun(<starting>)"
-
-
-class PendingStarts:
-    """The starts of one attempt still being written, awaited before the attempt ends."""
-
-    __slots__ = ("_pending",)
-
-    def __init__(self) -> None:
-        self._pending: list[tuple[ScheduledRun, asyncio.Task[str]]] = []
-
-    def add(self, loop: asyncio.AbstractEventLoop, write: Coroutine[Any, Any, str]) -> ScheduledRun:
-        """Run `write` in a task of its own; its handle."""
-        task = loop.create_task(write)
-        task.add_done_callback(_retrieved)
-        handle = ScheduledRun(task)
-        self._pending.append((handle, task))
-        return handle
-
-    async def drain(self) -> None:
-        """Wait for every pending start; raise the first failure no code awaited.
-
-        A cancelled start was not recorded: the attempt unwinds, and the next replays it.
-        """
-        while self._pending:
-            batch, self._pending = self._pending, []
-            await asyncio.wait([task for _, task in batch])
-            for handle, task in batch:
-                if task.cancelled():
-                    raise Unwind()
-                failure = task.exception()
-                if failure is not None and not handle.awaited:
-                    raise failure
-
-
-async def settled(pending: PendingStarts, code: Awaitable[Any]) -> Any:
-    """Await an async workflow's `code`, then every start it left pending.
-
-    However the code ended (returned, parked, continued as new, failed): a start that
-    failed wins, since the code went on as if it had happened.
-    """
-    try:
-        value = await code
-    except asyncio.CancelledError:
-        raise  # the attempt is being torn down: unfinished starts are not recorded
-    except BaseException:
-        await pending.drain()
-        raise
-    await pending.drain()
-    return value
-
-
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
     """True in the run's event loop (an async workflow), False in a sync workflow's thread."""
     try:
@@ -119,14 +49,8 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
-def _retrieved(task: asyncio.Task[str]) -> None:
-    # Read here so that asyncio never logs a failure `drain` raises or the code awaited.
-    if not task.cancelled():
-        task.exception()
-
-
 def schedule(
-    live: LiveSteps,
+    live: LiveView,
     workflow: WorkflowDef[Any, Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
@@ -153,11 +77,11 @@ def schedule(
     # called even when a later step's outcome is written first.
     entry.seq = live.journal.allocate_seq()
     replayed = live.journal.caught_up()
-    return live.scheduled.add(live.env.loop, _write(live, key, child, entry, replayed))
+    return live.attempt.scheduled.add(live.env.loop, _write(live, key, child, entry, replayed))
 
 
 async def _blocking(
-    live: LiveSteps,
+    live: LiveView,
     key: str,
     workflow: WorkflowDef[Any, Any],
     args: tuple[Any, ...],
@@ -178,7 +102,7 @@ async def _blocking(
 
 
 def _new(
-    live: LiveSteps,
+    live: LiveView,
     key: str,
     workflow: WorkflowDef[Any, Any],
     args: tuple[Any, ...],
@@ -188,7 +112,7 @@ def _new(
     delay: Any,
 ) -> tuple[RunRecord, StepRecord]:
     """The run to create and its journal entry (seq to be set); refused work raises here."""
-    running = live.workflow
+    running = live.attempt.workflow
     if not running.durable:
         raise TransientWorkflow(running.name, NO_SCHEDULES)
     if not workflow.durable and not live.env.ephemeral:
@@ -219,7 +143,7 @@ def _new(
     return child, entry
 
 
-def _point(live: LiveSteps, key: str) -> None:
+def _point(live: LiveView, key: str) -> None:
     """The durable point of the call, acted on at once (see LiveSteps.point).
 
     A cancel is raised into the code here and journaled by the attempt before it writes
@@ -234,7 +158,7 @@ def _point(live: LiveSteps, key: str) -> None:
 
 
 async def _write(
-    live: LiveSteps, key: str, child: RunRecord, entry: StepRecord, replayed: bool
+    live: LiveView, key: str, child: RunRecord, entry: StepRecord, replayed: bool
 ) -> str:
     """Create the run, then journal the start; the run's id."""
     if not replayed:  # other branches of a gather were replaying at the call
@@ -258,7 +182,7 @@ async def _write(
     return child.run_id
 
 
-def run_id_of(live: LiveSteps, record: StepRecord) -> str:
+def run_id_of(live: LiveView, record: StepRecord) -> str:
     """The id of the run a recorded start started."""
     facts = json.loads(record.result or "{}")
     return str(facts.get("run_id", "")) if isinstance(facts, dict) else ""

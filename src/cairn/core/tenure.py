@@ -6,7 +6,7 @@ So for two thirds of a lease after sending a heartbeat that then committed, nobo
 have taken its runs, and a step may start. Past that (the process was frozen, the
 database was away, the heartbeat thread starved), the worker's runs may have been taken
 over: the next heartbeat that commits starts a new *epoch*, and each attempt, before its
-next step, checks once that its run's fence is still its own (`LiveRun.hold_lease`).
+next step, checks once that its run's fence is still its own (`LiveAttempt.hold_lease`).
 
 The check costs a clock read and two comparisons per step; the state is one tuple so
 that the heartbeat thread replaces it atomically.

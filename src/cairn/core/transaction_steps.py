@@ -36,7 +36,7 @@ from cairn.store.records import StepRecord
 
 if TYPE_CHECKING:
     from cairn.authoring.transaction import TransactionDef
-    from cairn.core.live_steps import LiveSteps
+    from cairn.core.live_view import LiveView
 
 log = logcontext.logger("cairn.executor")
 
@@ -46,7 +46,7 @@ NOT_TRANSIENT = (
 )
 
 
-def check_durable(live: LiveSteps, step: TransactionDef[Any, Any]) -> None:
+def check_durable(live: LiveView, step: TransactionDef[Any, Any]) -> None:
     """Refuse a transaction step in a transient run (TransientWorkflow, at the call)."""
     if live.env.ephemeral:
         raise TransientWorkflow(live.run.workflow, f"{NOT_TRANSIENT} (step {step.name!r})")
@@ -61,7 +61,7 @@ class Held:
 
 
 async def call(
-    live: LiveSteps, step: TransactionDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    live: LiveView, step: TransactionDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Held:
     """Open the transaction and run the step's function in it; rolled back if it raises.
 
@@ -106,7 +106,7 @@ def _stopper(txn: StepTransaction, *, sync: bool) -> Callable[[], None]:
 
 
 async def _in_thread(
-    live: LiveSteps,
+    live: LiveView,
     step: TransactionDef[Any, Any],
     txn: StepTransaction,
     args: tuple[Any, ...],
@@ -115,7 +115,7 @@ async def _in_thread(
     ctx = contextvars.copy_context()  # current_run() works in the thread
     conn = txn.connection
     running = live.env.threads.submit(lambda: ctx.run(step.fn, conn, *args, **kwargs))
-    live.track_thread(running)
+    live.attempt.track_thread(running)
     try:
         return await asyncio.wrap_future(running)
     except asyncio.CancelledError:
@@ -143,7 +143,7 @@ def _check_open(name: str, txn: StepTransaction) -> None:
         )
 
 
-async def commit(live: LiveSteps, held: Held, record: StepRecord) -> None:
+async def commit(live: LiveView, held: Held, record: StepRecord) -> None:
     """Write `record` in the step's transaction, fenced by the lease, and commit.
 
     A run no longer held (LeaseLost) or a database failure rolls everything back and

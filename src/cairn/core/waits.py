@@ -24,7 +24,7 @@ from cairn.store.programs import waits as wait_ops
 from cairn.store.records import HookRecord, StepRecord
 
 if TYPE_CHECKING:
-    from cairn.core.live_steps import LiveSteps
+    from cairn.core.live_view import LiveView
     from cairn.store import Store
     from cairn.store.records import Lease
 
@@ -41,7 +41,7 @@ def _take_oldest(
 
 
 def waiting_record(
-    live: LiveSteps, key: str, kind: str, name: str, seq: int, facts: dict[str, Any]
+    live: LiveView, key: str, kind: str, name: str, seq: int, facts: dict[str, Any]
 ) -> StepRecord:
     """A "waiting" journal entry; `facts` (deadline, token, task id) survive restarts."""
     now = live.env.clock.now()
@@ -66,7 +66,7 @@ def facts_of(record: StepRecord) -> dict[str, Any]:
 
 
 async def wait_message(
-    live: LiveSteps,
+    live: LiveView,
     *,
     key: str,
     kind: str,
@@ -95,7 +95,7 @@ async def wait_message(
         take = functools.partial(_take_oldest, store, lease, channel)
     label = waits_for or f"{kind}:{name}"
     if record is not None and record.status == "completed":
-        live.received_at = record.finished_at
+        live.ctx.received_at = record.finished_at
         return live.outcome(record)
     if record is not None and record.status == "timeout":
         return timed_out(kind, name, default)
@@ -121,14 +121,14 @@ async def wait_message(
     )
     # Open until a message or its timeout ends it: a run that parks wakes for a message
     # on the channel of one of its open waits (and no other), or at their first deadline.
-    live.waits[key] = (channel, deadline, label)
-    deciding = live.deciding()
+    live.attempt.waits[key] = (channel, deadline, label)
+    deciding = live.attempt.deciding()
     parked = False
     try:
         payload = await durable.write(live, lambda: take(done), what=f"{kind} {name!r}")
         if payload is not None:
             live.journaled = True
-            live.received_at = done.finished_at
+            live.ctx.received_at = done.finished_at
             return live.env.serializer.loads(payload)
         if deadline is not None and clock.now() >= deadline:
             live.journaled = True
@@ -159,9 +159,9 @@ async def wait_message(
         parked = True
         raise live.leave(Suspend(RunStatus.WAITING.value, deadline, label))
     finally:
-        live.decided(deciding)
+        live.attempt.decided(deciding)
         if not parked:  # taken, timed out, or given up (cancelled, the attempt ended)
-            live.waits.pop(key, None)
+            live.attempt.waits.pop(key, None)
 
 
 def _fields(record: StepRecord) -> dict[str, Any]:
@@ -176,7 +176,7 @@ def timed_out(kind: str, name: str, default: Any) -> Any:
 
 
 async def wait_for_event(
-    live: LiveSteps, name: str, timeout: float | None, default: Any = MISSING
+    live: LiveView, name: str, timeout: float | None, default: Any = MISSING
 ) -> Any:
     """`cairn.wait_for_event`: the next event `name` sent to this run (FIFO)."""
     key = live.journal.next_key(journal.op_name("event", name))
@@ -197,7 +197,7 @@ async def wait_for_event(
 
 
 async def open_hook(
-    live: LiveSteps, name: str, timeout: float | None, schema: Any = None
+    live: LiveView, name: str, timeout: float | None, schema: Any = None
 ) -> tuple[str, float | None, StepRecord]:
     """Create (or, on replay, find) the hook: its token, expiry and journal entry.
 
@@ -235,7 +235,7 @@ async def open_hook(
     return token, deadline, record
 
 
-async def await_hook(live: LiveSteps, name: str, record: StepRecord, schema: Any = None) -> Any:
+async def await_hook(live: LiveView, name: str, record: StepRecord, schema: Any = None) -> Any:
     """Wait for the hook's single call; a model instance when `schema` is a pydantic model."""
     facts = facts_of(record) if record.status == "waiting" else {}
     payload = await wait_message(
@@ -258,7 +258,7 @@ def as_model(form: Any, values: Any) -> Any:
 
 
 async def human_task(
-    live: LiveSteps,
+    live: LiveView,
     name: str,
     title: str,
     data: Any,

@@ -15,7 +15,7 @@ from cairn.runtime import leases
 from cairn.store.programs import workers as worker_ops
 
 if TYPE_CHECKING:
-    from cairn.runtime.control import RunControl
+    from cairn.runtime.control_view import ControlView
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,7 @@ def _names(text: str | None) -> list[str]:
     return [name for name in names if isinstance(name, str)] if isinstance(names, list) else []
 
 
-async def workflows(control: RunControl) -> list[WorkflowInfo]:
+async def workflows(control: ControlView) -> list[WorkflowInfo]:
     """Every workflow this process registers or a live worker executes, by name."""
     now = control.clock.now()
     known_by: dict[str, list[str]] = {}

@@ -1,10 +1,7 @@
 """How a worker finds work: claims (by polling, or by run id), and operator requests.
 
-runtime/worker.py (Worker: start, stop and its grace, abandon) is the hub, built in
-layers, each on the one before: runtime/executing.py (slots, attempts, hand-backs),
-runtime/claiming.py (claims, the claim loop, operator requests), runtime/reconciling.py
-(what each heartbeat saw: stalled runs let go, lost claims resumed, dead neighbours).
-None of them imports the hub.
+One of the parts a Worker (runtime/worker.py) holds: made with the worker's Executions
+(runtime/executing.py), whose free slots it fills and whose runs it passes requests to.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from cairn.core.live_run import LiveRun
 from cairn.models import RunStatus
 from cairn.observability import logcontext
 from cairn.runtime import leases
-from cairn.runtime.executing import Executing
+from cairn.runtime.executing import Executions
 from cairn.store.programs import claims as claim_ops
 from cairn.store.programs import control as control_ops
 from cairn.store.programs import workers
@@ -26,31 +23,43 @@ from cairn.store.programs import workers
 log = logcontext.logger("cairn.worker")
 
 
-class Claiming(Executing):
+class Claimer:
     """Claims runs into free slots; passes requests from other processes to its runs."""
 
-    # The clock's time of the last claim: what was due by then, that claim saw.
-    _looked_at = float("-inf")
+    def __init__(self, executions: Executions) -> None:
+        self.executions = executions
+        self.env = executions.env
+        self.lease = executions.lease
+        self.poll_interval = executions.poll_interval
+        # The clock's time of the last claim: what was due by then, that claim saw.
+        self._looked_at = float("-inf")
+        self._orphans_due = 0.0  # when a claim next takes orphans before pending runs
+        # After letting runs go, no claim before then (time.monotonic(); the Reconciler
+        # sets it from the heartbeat's thread: one float).
+        self.resume_at = 0.0
 
     async def _poll_controls(self) -> None:
         # Requests made by other processes reach the runs we execute here.
-        if not self.live:
+        if not self.executions.live:
             return
         for run_id, control in await self.env.store.read(
             control_ops.controlled_runs(self.env.owner)
         ):
-            live = self.live.get(run_id)
+            live = self.executions.live.get(run_id)
             if live is not None and not _already(live, control):
                 live.interrupts.request(control)
 
     async def claim_once(self) -> int:
         """Claim and launch as many runs as there are free slots; returns how many."""
-        if self.free <= 0 or self._stopping or time.monotonic() < self._claims_resume:
+        executions = self.executions
+        if executions.free <= 0 or executions.stopping or time.monotonic() < self.resume_at:
             return 0
-        limit = self.free
-        epoch = self.tenure.epoch  # a claim answered late must not skip the lease check
+        limit = executions.free
+        epoch = executions.tenure.epoch  # a claim answered late must not skip the lease check
         stale = leases.may_judge_heartbeats(
-            since=self._started, trouble_at=self.env.store.health.trouble_at(), lease=self.lease
+            since=self.executions.started,
+            trouble_at=self.env.store.health.trouble_at(),
+            lease=self.lease,
         )
         # Now and then a dead worker's runs go before new ones: under a backlog they would
         # otherwise wait until the queue drains. Not every claim, to keep claims cheap.
@@ -65,8 +74,8 @@ class Claiming(Executing):
                 limit,
                 now=now,
                 stale=stale,
-                queues=self.queues,
-                workflows=self.executes(),
+                queues=self.executions.queues,
+                workflows=self.executions.executes(),
                 versions={
                     name: wf.version
                     for name, wf in self.env.registry.workflows.items()
@@ -79,18 +88,20 @@ class Claiming(Executing):
             log.error("run %s given up after too many recoveries (PoisonRun)", run_id)
             if self.env.observer is not None:
                 self.env.observer.poisoned(workflow)
-            self._on_finished(run_id, executor.Outcome(RunStatus.FAILED))
+            self.executions.on_finished(run_id, executor.Outcome(RunStatus.FAILED))
         if self.env.observer is not None and claimed.runs:
             self.env.observer.claimed(claimed.runs, claimed.due, now)
         for run in claimed.runs:
-            self._start(run, fresh=False, epoch=epoch)
-        self._backlog = len(claimed.runs) >= limit
+            self.executions.start(run, fresh=False, epoch=epoch)
+        self.executions.backlog = len(claimed.runs) >= limit
         return len(claimed.runs)
 
     def judges_heartbeats(self) -> bool:
         """Whether this worker may take a run whose owner's heartbeat is only old (leases.py)."""
         return leases.may_judge_heartbeats(
-            since=self._started, trouble_at=self.env.store.health.trouble_at(), lease=self.lease
+            since=self.executions.started,
+            trouble_at=self.env.store.health.trouble_at(),
+            lease=self.lease,
         )
 
     async def take(self, run_id: str) -> bool:
@@ -101,9 +112,9 @@ class Claiming(Executing):
         another worker holds or that has finished, takes nothing. Returns whether it took
         the run.
         """
-        if self._stopping or self.free <= 0:
+        if self.executions.stopping or self.executions.free <= 0:
             return False
-        epoch = self.tenure.epoch
+        epoch = self.executions.tenure.epoch
         stale = self.judges_heartbeats()
         now = self.env.clock.now()
         claimed = await self.env.store.write(
@@ -112,7 +123,7 @@ class Claiming(Executing):
                 1,
                 now=now,
                 stale=stale,
-                workflows=self.executes(),
+                workflows=self.executions.executes(),
                 versions={
                     name: wf.version
                     for name, wf in self.env.registry.workflows.items()
@@ -125,34 +136,36 @@ class Claiming(Executing):
             log.error("run %s given up after too many recoveries (PoisonRun)", poisoned)
             if self.env.observer is not None:
                 self.env.observer.poisoned(workflow)
-            self._on_finished(poisoned, executor.Outcome(RunStatus.FAILED))
+            self.executions.on_finished(poisoned, executor.Outcome(RunStatus.FAILED))
         if not claimed.runs:
             return False
         if self.env.observer is not None:
             self.env.observer.claimed(claimed.runs, claimed.due, now)
-        self._start(claimed.runs[0], fresh=False, epoch=epoch)
-        attempt = self.active.get(run_id)
+        self.executions.start(claimed.runs[0], fresh=False, epoch=epoch)
+        attempt = self.executions.active.get(run_id)
         if attempt is not None and attempt.task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(attempt.task)
         return True
 
-    async def _claim_loop(self) -> None:
-        while self.writable():
+    async def claim_loop(self) -> None:
+        """Claim whenever there may be work, until the store can never be written."""
+        while self.executions.writable():
             await self._wait_for_work(await self._idle_time())
-            self._wake.clear()
+            self.executions.woken.clear()
             try:
-                while await self.claim_once() and self.free > 0:
+                while await self.claim_once() and self.executions.free > 0:
                     pass
                 await self._poll_controls()
             except Exception:
-                if self.writable():
+                if self.executions.writable():
                     log.exception("claiming runs failed; retrying")
 
-    async def _control_loop(self) -> None:
-        while self.writable():
+    async def control_loop(self) -> None:
+        """Without a claim loop: pass on operator requests, until the store is unwritable."""
+        while self.executions.writable():
             await self._wait_for_work(self.poll_interval)
-            self._wake.clear()
+            self.executions.woken.clear()
             try:
                 await self._poll_controls()
             except Exception:
@@ -162,7 +175,7 @@ class Claiming(Executing):
         # Until this process has new work, the store hints that others made some (NOTIFY
         # on PostgreSQL, data_version on SQLite), or `timeout` passes: polling is the
         # fallback for what no hint reports (a dead worker's lease running out).
-        local = asyncio.ensure_future(self._wake.wait())
+        local = asyncio.ensure_future(self.executions.woken.wait())
         remote = asyncio.ensure_future(self.env.store.wait_for_work(timeout))
         try:
             await asyncio.wait(
@@ -179,11 +192,11 @@ class Claiming(Executing):
         # Sleep until the next timer is due (so timers fire on time), at most a poll interval.
         if self.env.store.wakes_for_timers:
             return self.poll_interval  # the store's wait ends at each timer by itself
-        if self.free <= 0:
+        if self.executions.free <= 0:
             # What comes due meanwhile waits for a slot: the first one freed wakes the loop.
-            self._backlog = True
+            self.executions.backlog = True
             return self.poll_interval
-        if time.monotonic() < self._claims_resume:
+        if time.monotonic() < self.resume_at:
             return self.poll_interval  # no claim before then
         try:
             due = await self.env.store.read(workers.next_wake())

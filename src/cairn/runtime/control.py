@@ -1,9 +1,11 @@
 """RunControl: the one implementation of start/get/list/history behind Engine, Client and CLI.
 
-RunControl is the hub; its concerns live beside it, each building on the one before:
-runtime/run_reading.py (a run's record, history, lists), runtime/run_waiting.py (wait and
-result), runtime/run_verbs.py (cancel, pause, resume, retry, restart, fork, send_event).
-Starting runs, handles and the verbs that need the whole RunControl are here.
+RunControl is the hub; it holds one object per concern, each made here with what it uses:
+a RunReader (runtime/run_reading.py: a run's record, history, lists), a RunWaiter
+(runtime/run_waiting.py: wait and result, woken by this process's worker) and RunVerbs
+(runtime/run_verbs.py: cancel, pause, resume, retry, restart, fork, send_event). Their
+methods are RunControl's surface, bound by name in `__init__`. Starting runs, handles
+and the verbs that need the whole RunControl are here.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from cairn.errors import InvalidArguments, InvalidValue, TransientWorkflow, Unkn
 from cairn.models import RunStatus
 from cairn.names import check_name, check_queue_name
 from cairn.observability import propagation
-from cairn.runtime import hooks, transient, triggers, workflow_names
+from cairn.runtime import hooks, transient_rules, triggers, workflow_names
 from cairn.runtime.handle import RunHandle
 from cairn.runtime.local_executor import LocalExecutor
 from cairn.runtime.queues import QueueControl
+from cairn.runtime.run_reading import RunReader
 from cairn.runtime.run_verbs import RunVerbs
+from cairn.runtime.run_waiting import RunWaiter
 from cairn.runtime.schedules import ScheduleControl
 from cairn.runtime.tasks import TaskControl
 from cairn.serialization import Serializer
@@ -33,7 +37,7 @@ from cairn.store.protocol import Store
 from cairn.store.records import RunRecord
 
 
-class RunControl(RunVerbs):
+class RunControl:
     """Start, inspect and wait for runs through a Store."""
 
     def __init__(
@@ -54,12 +58,51 @@ class RunControl(RunVerbs):
         self.clock = clock
         self.serializer = serializer
         self.registry = registry
-        self.local = local
         self.names = workflow_names.WorkflowNames(store, registry, window=known_window)
         self.tasks = TaskControl(self)
         self.queues = QueueControl(self)
         self.schedules = ScheduleControl(self)
-        self._waiters = {}
+        reader = RunReader(store, clock=clock, serializer=serializer)
+        self._waiter = waiter = RunWaiter(reader, serializer=serializer, local=local)
+        verbs = RunVerbs(
+            store,
+            clock=clock,
+            serializer=serializer,
+            reader=reader,
+            waiter=waiter,
+            handles=self,
+        )
+        # The surface Engine, Client, the CLI and the API call, each from its one owner.
+        self.record = reader.record
+        self.describe = reader.describe
+        self.status = reader.status
+        self.list_runs = reader.list_runs
+        self.count_runs = reader.count_runs
+        self.history = reader.history
+        self.attempts = reader.attempts
+        self.executing = reader.executing
+        self.copies = reader.copies
+        self.wake_local = waiter.wake_local
+        self.notify_finished = waiter.notify_finished
+        self.wait = waiter.wait
+        self.result = waiter.result
+        self.outcome = waiter.outcome
+        self.send_event = verbs.send_event
+        self.cancel = verbs.cancel
+        self.pause = verbs.pause
+        self.resume = verbs.resume
+        self.retry = verbs.retry
+        self.restart = verbs.restart
+        self.fork = verbs.fork
+
+    @property
+    def local(self) -> LocalExecutor | None:
+        """This process's worker, if it executes runs (the Engine sets it once it has one)."""
+        return self._waiter.local
+
+    @local.setter
+    def local(self, worker: LocalExecutor | None) -> None:
+        self._waiter.local = worker
 
     # starting
 
@@ -97,9 +140,9 @@ class RunControl(RunVerbs):
         defn = self._definition(workflow)
         if defn is not None and not defn.durable:
             if queue is not None:
-                transient.refuse_queue(defn, queue)
+                transient_rules.refuse_queue(defn, queue)
             if not self.ephemeral:
-                raise TransientWorkflow(defn.name, transient.NOT_FOR_WORKERS)
+                raise TransientWorkflow(defn.name, transient_rules.NOT_FOR_WORKERS)
         name = defn.name if defn is not None else check_name(str(workflow), "workflow name")
         queue_name = _start_names(run_id, queue, dedup_key, partition, priority)
         try:

@@ -13,7 +13,7 @@ from cairn import serialization
 from cairn.authoring.registry import Registry
 from cairn.authoring.workflow import WorkflowDef
 from cairn.models import EventDelivery, History, RunPage, RunStatus
-from cairn.runtime import deploy_check, transient
+from cairn.runtime import deploy_check, transient_rules
 from cairn.runtime.control import RunControl
 from cairn.runtime.deploy_check import CheckReport
 from cairn.runtime.handle import RunHandle
@@ -52,7 +52,7 @@ class EngineVerbs:
         in-memory store: the handle answers while this engine is open, and `get`,
         `list_runs` and the database never see the run.
         """
-        defn = transient.definition(self.registry, workflow)
+        defn = transient_rules.definition(self.registry, workflow)
         if defn is not None and self.transient_runs is not None:
             return await self.transient_runs.start(
                 defn, args, {**options, "delay": delay, "run_at": run_at}

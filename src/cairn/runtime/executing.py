@@ -1,10 +1,8 @@
 """The attempts a worker executes: its slots, each attempt's task, and hand-backs.
 
-runtime/worker.py (Worker: start, stop and its grace, abandon) is the hub, built in
-layers, each on the one before: runtime/executing.py (slots, attempts, hand-backs),
-runtime/claiming.py (claims, the claim loop, operator requests), runtime/reconciling.py
-(what each heartbeat saw: stalled runs let go, lost claims resumed, dead neighbours).
-None of them imports the hub.
+One of the parts a Worker (runtime/worker.py) holds, and the one the others are made
+with: a Claimer (runtime/claiming.py) fills its slots, a Reconciler
+(runtime/reconciling.py) checks them against each heartbeat. It knows neither.
 """
 
 from __future__ import annotations
@@ -28,7 +26,6 @@ from cairn.runtime import leases
 from cairn.runtime.heartbeat import Heartbeat
 from cairn.runtime.in_flight import InFlight
 from cairn.runtime.local_executor import Reservation
-from cairn.runtime.watchdog import LoopWatchdog
 from cairn.store.programs import claims as claim_ops
 from cairn.store.records import Lease, RunRecord, WorkerRecord
 
@@ -48,11 +45,11 @@ class Attempt:
     started: float = 0.0  # time.monotonic() when it was launched
 
     async def quiesced(self, timeout: float | None = None) -> bool:
-        """Wait until no thread of this attempt runs a step (see LiveRun.quiesced)."""
-        return True if self.live is None else await self.live.quiesced(timeout)
+        """Wait until no thread of this attempt runs a step (see LiveAttempt.quiesced)."""
+        return True if self.live is None else await self.live.attempt.quiesced(timeout)
 
 
-class Executing:
+class Executions:
     """Executes runs in this process, one attempt per run, within `concurrency` slots."""
 
     def __init__(
@@ -84,7 +81,7 @@ class Executing:
         self.concurrency = concurrency
         self.lease = lease
         self.poll_interval = poll_interval
-        self._on_finished = on_finished
+        self.on_finished = on_finished  # told of each run that stops executing here
         self.active: dict[str, Attempt] = {}
         # The live state of executing runs, for cancel/pause requests to reach them.
         self.live: dict[str, LiveRun] = {}
@@ -96,27 +93,20 @@ class Executing:
         if env.futile is None:
             env.futile = FutileWakes()
         self.process = leases.this_process()
-        self._wake = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
-        self._handing_back: set[asyncio.Task[None]] = set()  # resumes, expiries
-        self._releases: set[asyncio.Task[None]] = set()  # hand-backs in flight
-        self._releasing: set[str] = set()  # runs being handed back: not to be resumed
-        self._stopping = False
+        self.woken = asyncio.Event()  # set when there may be work to claim now
+        self.releases: set[asyncio.Task[None]] = set()  # hand-backs in flight
+        self.releasing: set[str] = set()  # runs being handed back: not to be resumed
+        self.stopping = False  # True once stopping (or halted): nothing more is claimed
         self._halted = False  # as good as killed: nothing more is written
-        self._hurry = asyncio.Event()  # the grace of a stop ends now
         # Why this worker stopped by itself (its database can never be written), or None.
         self.failure: str | None = None
         self.failed = asyncio.Event()  # set with `failure`
-        self._grace_ends: float | None = None  # time.monotonic(), while stopping
+        self.grace_ends: float | None = None  # time.monotonic(), while stopping
         self._reserved = 0
-        self._backlog = False  # the last claim may have left claimable runs behind
-        self._started = time.monotonic()
-        self._orphans_due = 0.0  # when a claim next takes orphans before pending runs
-        self._claims_resume = 0.0  # after letting runs go, no claim before (monotonic)
-        self._heartbeat: Heartbeat | None = None
-        self._watchdog: LoopWatchdog | None = None
-        # The reconciler's previous look: (when sent, runs held, attempts then).
-        self._last_beat: tuple[float, dict[str, int], dict[str, int]] | None = None
+        self.backlog = False  # the last claim may have left claimable runs behind
+        self.started = time.monotonic()  # when the worker registered (monotonic)
+        # The worker's heartbeat, once Worker.start has begun it: ceased on failure.
+        self.heartbeat: Heartbeat | None = None
 
     @property
     def free(self) -> int:
@@ -149,11 +139,6 @@ class Executing:
             if workflow.durable or self.transient
         )
 
-    @property
-    def stopping(self) -> bool:
-        """True once `stop` (or `halt`) was called: this worker claims nothing more."""
-        return self._stopping
-
     def writable(self) -> bool:
         """False once the store can never write again; the worker then stops by itself.
 
@@ -166,14 +151,14 @@ class Executing:
             return True
         if self.failure is None:
             self.failure = reason
-            self._stopping = True
+            self.stopping = True
             log.error(
                 "%s: this worker stops. It claims nothing more and stops heartbeating; "
                 "other workers take its runs over once its lease has run out",
                 reason,
             )
-            if self._heartbeat is not None:
-                self._heartbeat.cease()
+            if self.heartbeat is not None:
+                self.heartbeat.cease()
             for attempt in self.active.values():
                 if attempt.task is not None:
                     attempt.task.cancel()
@@ -182,16 +167,16 @@ class Executing:
 
     def halt(self) -> None:
         """From now on, act like a killed process: no hand-backs, claims or resumes."""
-        self._stopping = True
+        self.stopping = True
         self._halted = True
 
     def wake(self) -> None:
         """Look for work now rather than at the next poll."""
-        self._wake.set()
+        self.woken.set()
 
     def reserve(self) -> Reservation | None:
         """Hold a slot for a run started in this process; None when full or stopping."""
-        if self._stopping or self.free <= 0:
+        if self.stopping or self.free <= 0:
             return None
         self._reserved += 1
         return Reservation(self.env.owner, self.tenure.epoch)
@@ -199,14 +184,14 @@ class Executing:
     def release(self, reservation: Reservation) -> None:
         """Give back a reserved slot."""
         self._reserved -= 1
-        self._wake.set()
+        self.woken.set()
 
     def launch(self, run: RunRecord, reservation: Reservation) -> None:
         """Execute a run stored with a slot from `reserve`."""
         self._reserved -= 1
-        self._start(run, fresh=True, epoch=reservation.epoch)
+        self.start(run, fresh=True, epoch=reservation.epoch)
 
-    def _start(self, run: RunRecord, *, fresh: bool, epoch: int) -> None:
+    def start(self, run: RunRecord, *, fresh: bool, epoch: int) -> None:
         """Execute an attempt of `run`; after the run's previous attempt here has ended.
 
         Two attempts of one run never execute at once in one process: a claim that hands
@@ -243,7 +228,7 @@ class Executing:
         def on_live(live: LiveRun) -> None:
             attempt.live = live
             self.live[run.run_id] = live
-            if self._stopping:  # launched as its worker stops: it leaves at once
+            if self.stopping:  # launched as its worker stops: it leaves at once
                 live.interrupts.hand_back()
 
         outcome = executor.Outcome(None)
@@ -265,8 +250,8 @@ class Executing:
             parked = outcome.status in (RunStatus.SLEEPING, RunStatus.WAITING, RunStatus.PAUSED)
             if outcome.status is not None and not parked and self.env.futile is not None:
                 self.env.futile.forget(run.run_id)  # it finished
-            if not self._stopping and (self._backlog or parked or run.queue is not None):
-                self._wake.set()
+            if not self.stopping and (self.backlog or parked or run.queue is not None):
+                self.woken.set()
         log.info(
             "run %s %s",
             run.run_id,
@@ -275,9 +260,10 @@ class Executing:
         )
         if outcome.status is None and not self._halted and self.writable():
             self._hand_back(attempt)
-        self._on_finished(run.run_id, outcome)
+        self.on_finished(run.run_id, outcome)
 
-    def _lease(self, attempt: Attempt) -> Lease:
+    def lease_of(self, attempt: Attempt) -> Lease:
+        """The lease `attempt` holds its run under."""
         return Lease(self.env.owner, attempt.run.fence)
 
     def _hand_back(self, attempt: Attempt) -> None:
@@ -286,22 +272,24 @@ class Executing:
         # forever: queue it again, retrying until the database answers. Fenced: if the
         # run was taken over or has ended, this matches nothing.
         run_id = attempt.run.run_id
-        self._releasing.add(run_id)
+        self.releasing.add(run_id)
         task = asyncio.create_task(self._release(attempt), name=f"cairn-hand-back-{run_id}")
-        self._releases.add(task)
-        task.add_done_callback(self._releases.discard)
+        self.releases.add(task)
+        task.add_done_callback(self.releases.discard)
 
     async def _release(self, attempt: Attempt) -> None:
         run_id = attempt.run.run_id
         try:
             # Not while a step of it still runs in a thread; when stopping, only while
             # the grace lasts (then the thread is left behind, see `stop`).
-            ends = self._grace_ends
+            ends = self.grace_ends
             await attempt.quiesced(None if ends is None else max(0.0, ends - time.monotonic()))
             delay = 0.05
             while self.writable():
                 try:
-                    await self.env.store.write(claim_ops.release_run(run_id, self._lease(attempt)))
+                    await self.env.store.write(
+                        claim_ops.release_run(run_id, self.lease_of(attempt))
+                    )
                     break
                 except Exception as exc:
                     if not self.writable():
@@ -310,17 +298,17 @@ class Executing:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
         finally:
-            self._releasing.discard(run_id)
-        self._wake.set()
+            self.releasing.discard(run_id)
+        self.woken.set()
 
-    def _running(self, task: asyncio.Task[object]) -> str | None:
+    def running(self, task: asyncio.Task[object]) -> str | None:
         """What `task` runs, for the watchdog (from its thread, while the loop is stuck)."""
         try:
             lives = list(self.live.values())
         except RuntimeError:  # changed while we looked: the loop is moving again
             return None
         for live in lives:
-            key = live.step_of(task)
+            key = live.attempt.step_of(task)
             if key is not None:
                 return f"step {key!r} of run {live.run.run_id} ({live.run.workflow})"
         return None

@@ -20,7 +20,7 @@ from cairn.store.programs import waits
 from cairn.store.records import HookRecord
 
 if TYPE_CHECKING:
-    from cairn.runtime.control import RunControl
+    from cairn.runtime.control_view import ControlView
 
 _NOT_FOUND = "hook token is unknown, already used or expired"
 
@@ -42,7 +42,7 @@ class HookInfo:
 
 
 async def list_open(
-    control: RunControl, *, run_id: str | None = None, limit: int = 100, tokens: bool = False
+    control: ControlView, *, run_id: str | None = None, limit: int = 100, tokens: bool = False
 ) -> list[HookInfo]:
     """Hooks that can still be called (unused, unexpired, their run unfinished), oldest first.
 
@@ -71,7 +71,7 @@ async def list_open(
     ]
 
 
-async def _tokens(control: RunControl, run_ids: set[str]) -> dict[str, str]:
+async def _tokens(control: ControlView, run_ids: set[str]) -> dict[str, str]:
     """Each waiting hook's token of these runs, by the digest the hooks table keeps."""
     found: dict[str, str] = {}
     for run_id in sorted(run_ids):
@@ -86,7 +86,7 @@ async def _tokens(control: RunControl, run_ids: set[str]) -> dict[str, str]:
     return found
 
 
-async def resume(control: RunControl, token: str, payload: Any) -> str:
+async def resume(control: ControlView, token: str, payload: Any) -> str:
     """Call a hook once; returns the run id it resumed.
 
     The payload is checked against the hook's schema before anything is written, so a
@@ -114,7 +114,7 @@ async def resume(control: RunControl, token: str, payload: Any) -> str:
     return run_id
 
 
-async def find(control: RunControl, token: str) -> HookRecord | None:
+async def find(control: ControlView, token: str) -> HookRecord | None:
     """The hook a caller's token names: stored as its digest, or as is if created before."""
     hook = await control.store.read(waits.get_hook(hook_tokens.digest(token)))
     if hook is None and hook_tokens.may_be_stored_as_is(token):

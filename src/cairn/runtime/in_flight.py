@@ -88,7 +88,7 @@ def of(live: LiveRun) -> list[InFlightStep]:
     run_id, fence = live.run.run_id, live.lease.fence
     return [
         InFlightStep(run_id, fence, key, name, attempt, started)
-        for key, (name, attempt, started) in list(live.flying.items())
+        for key, (name, attempt, started) in list(live.attempt.flying.items())
     ]
 
 

@@ -12,7 +12,7 @@ from cairn.store.programs import queues as queue_ops
 from cairn.store.records import QueueRecord
 
 if TYPE_CHECKING:
-    from cairn.runtime.control import RunControl
+    from cairn.runtime.control_view import ControlView
 
 _KEEP: Any = object()
 
@@ -50,7 +50,7 @@ def record_of(queue: Queue) -> QueueRecord:
 class QueueControl:
     """List and change queue limits (`engine.queues`, `cairn queues`)."""
 
-    def __init__(self, control: RunControl) -> None:
+    def __init__(self, control: ControlView) -> None:
         self._control = control
 
     async def declare(self, queues: list[Queue]) -> None:

@@ -1,10 +1,8 @@
 """What each heartbeat saw: stalled runs let go, lost claims resumed, dead neighbours.
 
-runtime/worker.py (Worker: start, stop and its grace, abandon) is the hub, built in
-layers, each on the one before: runtime/executing.py (slots, attempts, hand-backs),
-runtime/claiming.py (claims, the claim loop, operator requests), runtime/reconciling.py
-(what each heartbeat saw: stalled runs let go, lost claims resumed, dead neighbours).
-None of them imports the hub.
+One of the parts a Worker (runtime/worker.py) holds: made with the worker's Executions
+(runtime/executing.py), whose attempts it checks against what each heartbeat says, and
+its Claimer (runtime/claiming.py), which it holds back while stalled runs are let go.
 """
 
 from __future__ import annotations
@@ -16,7 +14,8 @@ from cairn.authoring import schedules
 from cairn.models import RunStatus
 from cairn.observability import logcontext
 from cairn.runtime import leases
-from cairn.runtime.claiming import Claiming
+from cairn.runtime.claiming import Claimer
+from cairn.runtime.executing import Executions
 from cairn.store.programs import runs as run_ops
 from cairn.store.programs import workers as worker_ops
 from cairn.store.records import Beat, WorkerRecord
@@ -24,10 +23,21 @@ from cairn.store.records import Beat, WorkerRecord
 log = logcontext.logger("cairn.worker")
 
 
-class Reconciling(Claiming):
+class Reconciler:
     """Acts on each committed heartbeat: reconciles held runs with executing attempts."""
 
-    def _stalled(self) -> list[tuple[str, int]]:
+    def __init__(self, executions: Executions, claimer: Claimer) -> None:
+        self.executions = executions
+        self.claimer = claimer
+        self.env = executions.env
+        self.lease = executions.lease
+        self.tenure = executions.tenure
+        self.active = executions.active
+        self.tasks: set[asyncio.Task[None]] = set()  # resumes and expiries in flight
+        # The previous look: (when sent, runs held, attempts then).
+        self._last_beat: tuple[float, dict[str, int], dict[str, int]] | None = None
+
+    def stalled(self) -> list[tuple[str, int]]:
         """On the heartbeat's thread: the runs whose database work has waited a lease.
 
         Liveness is progress: such a run is let go of with the next beat, so that another
@@ -38,7 +48,7 @@ class Reconciling(Claiming):
         """
         stalled = list(self.env.store.health.stalled_runs(self.lease))
         if stalled:
-            self._claims_resume = time.monotonic() + self.lease  # one float: any thread
+            self.claimer.resume_at = time.monotonic() + self.lease  # one float: any thread
         return stalled
 
     def _let_go(self, released: tuple[str, ...]) -> None:
@@ -57,21 +67,23 @@ class Reconciling(Claiming):
             if attempt is not None and attempt.task is not None:
                 attempt.task.cancel()
 
-    def _on_beat(self, sent_at: float, beat: Beat) -> None:
+    def on_beat(self, sent_at: float, beat: Beat) -> None:
         """On the loop, after a heartbeat committed: reconcile and look for dead neighbours."""
         self.tenure.landed()
         if beat.released:
             self._let_go(beat.released)
-        if self._stopping or not self.writable():
+        if self.executions.stopping or not self.executions.writable():
             return
         mine = {run_id: attempt.run.fence for run_id, attempt in self.active.items()}
         self._reconcile(sent_at, beat.owned, mine)
         self._last_beat = (sent_at, beat.owned, mine)
-        dead = leases.dead_neighbours(beat.workers, me=self.env.owner, process=self.process)
+        dead = leases.dead_neighbours(
+            beat.workers, me=self.env.owner, process=self.executions.process
+        )
         if dead:
             task = asyncio.create_task(self._expire(dead), name="cairn-expire")
-            self._handing_back.add(task)
-            task.add_done_callback(self._handing_back.discard)
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
 
     def _reconcile(self, sent_at: float, held: dict[str, int], mine: dict[str, int]) -> None:
         """Act on what differs, twice in a row, between the runs held and those executing.
@@ -85,7 +97,7 @@ class Reconciling(Claiming):
             return
         _, held_before, mine_before = self._last_beat
         for run_id, fence in held.items():
-            if run_id in self._releasing:
+            if run_id in self.executions.releasing:
                 continue
             if held_before.get(run_id) == fence and fence not in (
                 mine.get(run_id),
@@ -114,17 +126,21 @@ class Reconciling(Claiming):
                 RunStatus.RUNNING,
             ):
                 return
-            if run_id in self.active or run_id in self._releasing or self._stopping:
+            if (
+                run_id in self.active
+                or run_id in self.executions.releasing
+                or self.executions.stopping
+            ):
                 return
             log.warning(
                 "run %s is held by this worker but was not executing (a lost reply?); resuming it",
                 run_id,
             )
-            self._start(run, fresh=False, epoch=self.tenure.epoch)
+            self.executions.start(run, fresh=False, epoch=self.tenure.epoch)
 
         task = asyncio.create_task(resume(), name=f"cairn-resume-{run_id}")
-        self._handing_back.add(task)
-        task.add_done_callback(self._handing_back.discard)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     async def _expire(self, dead: list[str]) -> None:
         try:
@@ -132,12 +148,13 @@ class Reconciling(Claiming):
         except Exception as exc:
             log.warning("expiring dead workers failed: %s", exc)
 
-    async def _expire_dead_neighbours(self, workers: list[WorkerRecord]) -> None:
-        dead = leases.dead_neighbours(workers, me=self.env.owner, process=self.process)
+    async def expire_dead_neighbours(self, workers: list[WorkerRecord]) -> None:
+        """Hand back the runs of the `workers` that are dead (see leases.dead_neighbours)."""
+        dead = leases.dead_neighbours(workers, me=self.env.owner, process=self.executions.process)
         if dead:
             await self._expire_dead_neighbours_now(dead)
 
     async def _expire_dead_neighbours_now(self, dead: list[str]) -> None:
         log.info("recovering runs of dead workers %s", ", ".join(dead))
         await self.env.store.write(worker_ops.expire_workers(dead))
-        self._wake.set()
+        self.executions.wake()

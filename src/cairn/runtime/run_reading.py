@@ -20,13 +20,13 @@ from cairn.store.protocol import Store
 from cairn.store.records import RunQuery, RunRecord
 
 
-class RunReading:
-    """Inspect runs through a Store: the queries of RunControl (runtime/control.py)."""
+class RunReader:
+    """Inspect runs through a Store: the queries RunControl (runtime/control.py) serves."""
 
-    # Set by RunControl.__init__.
-    store: Store
-    clock: Clock
-    serializer: Serializer
+    def __init__(self, store: Store, *, clock: Clock, serializer: Serializer) -> None:
+        self.store = store
+        self.clock = clock
+        self.serializer = serializer
 
     async def record(self, run_id: str) -> RunRecord:
         """The stored run; RunNotFound if unknown."""

@@ -5,28 +5,49 @@ from __future__ import annotations
 from typing import Any
 
 from cairn import ids
+from cairn.clock import Clock
 from cairn.errors import InvalidValue, RunFinished, RunNotFound
 from cairn.models import EventDelivery, RunStatus
 from cairn.names import check_name
 from cairn.observability import propagation
 from cairn.runtime import blocking
-from cairn.runtime.handle import RunHandle
-from cairn.runtime.run_reading import storable
-from cairn.runtime.run_waiting import RunWaiting
+from cairn.runtime.handle import RunHandle, RunOperations
+from cairn.runtime.run_reading import RunReader, storable
+from cairn.runtime.run_waiting import RunWaiter
+from cairn.serialization import Serializer
 from cairn.store.programs import control
 from cairn.store.programs import waits as wait_ops
+from cairn.store.protocol import Store
 from cairn.store.records import RunRecord
 
 # A chain of continue_as_new runs an event follows to its newest run, at most.
 _MAX_CHAIN_HOPS = 10_000
 
 
-class RunVerbs(RunWaiting):
+class RunVerbs:
     """cancel, pause, resume, retry, restart, fork and send_event, for RunControl.
 
     resume_hook, the verb that finds its run by a hook's token, is on RunControl itself
-    (runtime/hooks.py takes the whole RunControl).
+    (runtime/hooks.py takes the whole RunControl). The handles the verbs answer with act
+    through `handles` (the RunControl).
     """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Clock,
+        serializer: Serializer,
+        reader: RunReader,
+        waiter: RunWaiter,
+        handles: RunOperations,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.serializer = serializer
+        self.reader = reader
+        self.waiter = waiter
+        self.handles = handles
 
     async def send_event(
         self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
@@ -61,14 +82,14 @@ class RunVerbs(RunWaiting):
                 raise RunNotFound(run_id)
             status = RunStatus(delivery.status)
             if status is RunStatus.CONTINUED:
-                successor = (await self.record(run_id)).continued_to
+                successor = (await self.reader.record(run_id)).continued_to
                 if successor:
                     run_id = successor  # nothing was queued on the ended run: follow the chain
                     continue
             if status.finished:
                 raise RunFinished(run_id, status.value)
             if delivery.woken:
-                self.wake_local()
+                self.waiter.wake_local()
             waits = blocking.channels_in_words(delivery.waits_on or ())
             return EventDelivery(run_id, name, status, delivery.woken, waits)
         raise RunFinished(run_id, RunStatus.CONTINUED.value)
@@ -78,11 +99,12 @@ class RunVerbs(RunWaiting):
         status = await self.store.write(control.control_run(run_id, action, now=self.clock.now()))
         if status is None:
             raise RunNotFound(run_id)
-        if self.local is not None:
-            self.local.deliver(run_id, None if action == "resume" else action)
-            self.local.wake()
+        local = self.waiter.local  # this process's worker, if it has one
+        if local is not None:
+            local.deliver(run_id, None if action == "resume" else action)
+            local.wake()
         if RunStatus(status).finished:
-            self.notify_finished(run_id)
+            self.waiter.notify_finished(run_id)
         return RunStatus(status)
 
     async def cancel(self, run_id: str) -> RunStatus:
@@ -113,11 +135,11 @@ class RunVerbs(RunWaiting):
             InvalidName: `by` is not a storable name.
         """
         by = _who(by)
-        run = await self.record(run_id)
+        run = await self.reader.record(run_id)
         if not await self.store.write(control.retry_run(run_id, now=self.clock.now(), by=by)):
             raise RunFinished(run_id, f"{run.status}; only FAILED runs can be retried")
-        self.wake_local()
-        return RunHandle(self, run_id)
+        self.waiter.wake_local()
+        return RunHandle(self.handles, run_id)
 
     async def restart(self, run_id: str, *, by: str | None = None) -> RunHandle:
         """Start a new run of the same workflow with the same input.
@@ -125,7 +147,7 @@ class RunVerbs(RunWaiting):
         The new run records that it restarts `run_id`, and who asked (`by`).
         """
         by = _who(by)
-        run = await self.record(run_id)
+        run = await self.reader.record(run_id)
         return await self._copy(run, before_seq=None, by=by, origin="restart")
 
     async def fork(self, run_id: str, from_step: int, *, by: str | None = None) -> RunHandle:
@@ -137,7 +159,7 @@ class RunVerbs(RunWaiting):
         if not isinstance(from_step, int) or from_step < 1:
             raise InvalidValue(f"from_step must be a history seq (1 or more), got {from_step!r}")
         by = _who(by)
-        run = await self.record(run_id)
+        run = await self.reader.record(run_id)
         return await self._copy(run, before_seq=from_step, by=by, origin="fork")
 
     async def _copy(
@@ -164,8 +186,8 @@ class RunVerbs(RunWaiting):
         await self.store.write(
             control.copy_run(copy, run.run_id, before_seq=before_seq, by=by, now=now)
         )
-        self.wake_local()
-        return RunHandle(self, copy.run_id)
+        self.waiter.wake_local()
+        return RunHandle(self.handles, copy.run_id)
 
 
 def _who(by: str | None) -> str | None:

@@ -9,16 +9,22 @@ from cairn.core.executor import Outcome
 from cairn.errors import PoisonRun, RunCancelled, RunFailed
 from cairn.models import RunStatus
 from cairn.runtime.local_executor import LocalExecutor
-from cairn.runtime.run_reading import RunReading, parsed_json
+from cairn.runtime.run_reading import RunReader, parsed_json
+from cairn.serialization import Serializer
 from cairn.store.records import RunRecord
 
 
-class RunWaiting(RunReading):
+class RunWaiter:
     """Wait for runs and answer their results; a run ending here wakes its waiters at once."""
 
-    # Set by RunControl.__init__.
-    local: LocalExecutor | None
-    _waiters: dict[str, list[asyncio.Future[Outcome | None]]]
+    def __init__(
+        self, reader: RunReader, *, serializer: Serializer, local: LocalExecutor | None
+    ) -> None:
+        self.reader = reader
+        self.serializer = serializer
+        # This process's worker, if it executes runs: the Engine sets it once it has one.
+        self.local = local
+        self._waiters: dict[str, list[asyncio.Future[Outcome | None]]] = {}
 
     def wake_local(self) -> None:
         """Let this process's worker pick up a run that just became due."""
@@ -38,7 +44,7 @@ class RunWaiting(RunReading):
     async def wait(self, run_id: str, *, timeout: float | None = None) -> RunRecord:
         """Wait until the run is finished; local completions wake at once, others by polling."""
         ended = await self._wait(run_id, timeout)
-        return await self.record(run_id) if isinstance(ended, Outcome) else ended
+        return await self.reader.record(run_id) if isinstance(ended, Outcome) else ended
 
     async def _wait(self, run_id: str, timeout: float | None) -> RunRecord | Outcome:
         loop = asyncio.get_running_loop()
@@ -50,7 +56,7 @@ class RunWaiting(RunReading):
             # A run executing here announces its end here: no need to ask the database.
             local = self.local is not None and self.local.executing(run_id)
             if not local:
-                run = await self.record(run_id)
+                run = await self.reader.record(run_id)
                 if RunStatus(run.status).finished:
                     self._discard(run_id, future)
                     return run

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cairn.models import RunStatus
 from cairn.observability import logcontext
-from cairn.runtime.schedules import spec_of
+from cairn.runtime.control_view import ControlView
+from cairn.runtime.schedules import ScheduleControl, spec_of
 from cairn.store.programs import runs as run_ops
 from cairn.store.programs import schedules
 from cairn.store.records import Fired, ScheduleRecord
 
 if TYPE_CHECKING:
     from cairn.observability.hooks import Observer
-    from cairn.runtime.control import RunControl
 
 log = logcontext.logger("cairn.scheduler")
 
@@ -33,11 +33,17 @@ _ENDED = frozenset(status.value for status in RunStatus if status.finished)
 MAX_ROUNDS = 50
 
 
+class Scheduling(ControlView, Protocol):
+    """What the scheduler uses of RunControl: its ControlView and its schedules."""
+
+    schedules: ScheduleControl
+
+
 class Scheduler:
     """Fires due ticks of the schedules in the database, with their overlap policies."""
 
     def __init__(
-        self, control: RunControl, *, poll_interval: float, observer: Observer | None = None
+        self, control: Scheduling, *, poll_interval: float, observer: Observer | None = None
     ) -> None:
         self.control = control
         self.observer = observer  # told how late each tick fired (metrics)

@@ -22,7 +22,7 @@ from cairn.store.programs import schedules as schedule_ops
 from cairn.store.records import ScheduleRecord
 
 if TYPE_CHECKING:
-    from cairn.runtime.control import RunControl
+    from cairn.runtime.control_view import ControlView
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +83,7 @@ def spec_of(record: ScheduleRecord) -> ScheduleDef:
 class ScheduleControl:
     """Create, list, pause, resume, delete and trigger schedules."""
 
-    def __init__(self, control: RunControl) -> None:
+    def __init__(self, control: ControlView) -> None:
         self._control = control
         # Set by this process's scheduler: look at the schedules again now.
         self.on_change: Callable[[], None] | None = None

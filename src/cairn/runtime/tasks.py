@@ -14,7 +14,7 @@ from cairn.store.programs import waits
 from cairn.store.records import TaskRecord
 
 if TYPE_CHECKING:
-    from cairn.runtime.control import RunControl
+    from cairn.runtime.control_view import ControlView
 
 
 # What `list(status=...)` takes: a task is open until it is submitted, expires or its
@@ -48,7 +48,7 @@ def _dt(ts: float | None) -> datetime | None:
 class TaskControl:
     """List, read and submit human tasks."""
 
-    def __init__(self, control: RunControl) -> None:
+    def __init__(self, control: ControlView) -> None:
         self._control = control
 
     def _info(self, task: TaskRecord) -> TaskInfo:

@@ -19,6 +19,7 @@ from cairn.authoring import workflow as authoring_workflow
 from cairn.authoring.registry import Registry, default_registry
 from cairn.authoring.workflow import WorkflowDef
 from cairn.errors import InvalidArguments, TransientWorkflow
+from cairn.runtime.transient_rules import NOT_FOR_WORKERS, refuse_queue
 
 if TYPE_CHECKING:
     from cairn.clock import Clock
@@ -28,20 +29,6 @@ if TYPE_CHECKING:
     from cairn.runtime.handle import RunHandle
 
 MEMORY_URL = "sqlite:///:memory:"
-
-# What a transient run refuses, as the end of TransientWorkflow's message.
-NOT_FOR_WORKERS = (
-    "it cannot be queued for workers (by Client.start, POST /api/v1/runs or an engine "
-    "with workers=0); start it with engine.start() in the process that runs it, or call it"
-)
-
-
-def definition(registry: Registry, workflow: Any) -> WorkflowDef[Any, Any] | None:
-    """The transient workflow `workflow` (a definition or a registered name), else None."""
-    if isinstance(workflow, WorkflowDef):
-        return None if workflow.durable else workflow
-    found = registry.workflows.get(workflow) if isinstance(workflow, str) else None
-    return found if found is not None and not found.durable else None
 
 
 def memory_engine(
@@ -72,14 +59,6 @@ def memory_engine(
         ephemeral=True,
         databases=None if resources is None else resources.databases,
         tags=None if resources is None else resources.tags,
-    )
-
-
-def refuse_queue(defn: WorkflowDef[Any, Any], queue: Any) -> None:
-    """TransientWorkflow for a start of a transient workflow on a queue."""
-    name = getattr(queue, "name", queue)
-    raise TransientWorkflow(
-        defn.name, f"it cannot run on a queue (queue={name!r}): queued runs wait in the database"
     )
 
 

@@ -15,10 +15,10 @@ from cairn.runtime.handle import RunHandle
 from cairn.store.programs import schedules
 
 if TYPE_CHECKING:
-    from cairn.runtime.control import RunControl
+    from cairn.runtime.control_view import ControlView
 
 
-async def declare(control: RunControl) -> None:
+async def declare(control: ControlView) -> None:
     """Store the event type each workflow of the registry subscribes to (or none)."""
     workflows = [
         (wf.name, wf.on if isinstance(wf.on, str) and wf.on else None, wf.queue, wf.max_recoveries)
@@ -29,7 +29,7 @@ async def declare(control: RunControl) -> None:
 
 
 async def emit(
-    control: RunControl, event_type: str, payload: Any = None, *, key: str | None = None
+    control: ControlView, event_type: str, payload: Any = None, *, key: str | None = None
 ) -> list[RunHandle]:
     """Start every workflow subscribed to `event_type` with `payload` as its one argument.
 

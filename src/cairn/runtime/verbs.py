@@ -1,14 +1,15 @@
 """The verbs that steer a run, declared once: what each is called and does on every surface.
 
-One implementation per verb lives on `RunControl`. Engine, TestEngine and Client expose it
-as an explicit method of the same name and arguments (so mypy and IDEs see the signature)
-that only delegates, its docstring opening with the verb's summary. The CLI
-(cli/control.py) and the HTTP API (dashboard/api/verb_routes.py) build their commands and
-routes, and the MCP server (mcp_server/tools.py) its tools, by looping over VERBS: the
-command path, the route, the help line, the API's summary, body schema and failure
-statuses, and each tool's description and input schema come from here. tests/test_verbs.py
-checks every surface against this table, so a new verb starts here and the test lists each
-place still missing it.
+One implementation per verb lives on `RunVerbs` (runtime/run_verbs.py; resume_hook on
+`RunControl` itself), and RunControl serves it under the verb's name. Engine, TestEngine
+and Client expose it as an explicit method of the same name and arguments (so mypy and
+IDEs see the signature) that only delegates, its docstring opening with the verb's
+summary. The CLI (cli/control.py) and the HTTP API (dashboard/api/verb_routes.py) build
+their commands and routes, and the MCP server (mcp_server/tools.py) its tools, by looping
+over VERBS: the command path, the route, the help line, the API's summary, body schema
+and failure statuses, and each tool's description and input schema come from here.
+tests/test_verbs.py checks every surface against this table, so a new verb starts here
+and the test lists each place still missing it.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class Verb:
     """One verb: its method, what it does, the failures it raises, its command and route."""
 
     name: str
-    """The method's name on RunControl, Engine, TestEngine and Client."""
+    """The method's name on RunVerbs (or RunControl), Engine, TestEngine and Client."""
     summary: str
     """What it does, in one line without a final period: the first line of each method's
     docstring (with the period), the CLI's help line and the API operation's summary.

@@ -4,11 +4,12 @@ Liveness lives beside it: heartbeats on their own thread (`heartbeat.py`), a wat
 for a blocked event loop (`watchdog.py`), and a reconciler that compares, at every
 heartbeat, the runs the database says this worker holds with the attempts it executes.
 
-runtime/worker.py (Worker: start, stop and its grace, abandon) is the hub, built in
-layers, each on the one before: runtime/executing.py (slots, attempts, hand-backs),
-runtime/claiming.py (claims, the claim loop, operator requests), runtime/reconciling.py
-(what each heartbeat saw: stalled runs let go, lost claims resumed, dead neighbours).
-None of them imports the hub.
+runtime/worker.py (Worker: start, stop and its grace, abandon) is the hub; it holds one
+object per concern, each made here with what it uses: Executions (runtime/executing.py:
+slots, attempts, hand-backs), a Claimer (runtime/claiming.py: claims, the claim loop,
+operator requests) and a Reconciler (runtime/reconciling.py: what each heartbeat saw,
+stalled runs let go, lost claims resumed, dead neighbours). Their methods that others
+call are the Worker's, bound by name in `__init__`. None of them imports the hub.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ import time
 from typing import Any
 
 from cairn.authoring import schedules
+from cairn.core.run_env import RunEnv
 from cairn.errors import StoreError
 from cairn.observability import logcontext
 from cairn.runtime import in_flight
-from cairn.runtime.executing import Attempt
+from cairn.runtime.claiming import Claimer
+from cairn.runtime.executing import Attempt, Executions, Finished
 from cairn.runtime.heartbeat import Heartbeat
-from cairn.runtime.reconciling import Reconciling
+from cairn.runtime.reconciling import Reconciler
 from cairn.runtime.watchdog import LoopWatchdog
 from cairn.store.programs import claims as claim_ops
 from cairn.store.programs import workers
@@ -34,40 +37,118 @@ from cairn.store.records import AttemptRecord
 log = logcontext.logger("cairn.worker")
 
 
-class Worker(Reconciling):
+class Worker:
     """Executes runs in this process: those started here and those it claims."""
+
+    def __init__(
+        self,
+        env: RunEnv,
+        *,
+        concurrency: int,
+        lease: float,
+        on_finished: Finished,
+        poll_interval: float = 0.5,
+        claim: bool = True,
+        queues: list[str] | None = None,
+        transient: bool = False,
+        polls: bool = True,
+        step_queues: list[str] | None = None,
+    ) -> None:
+        executions = self.executions = Executions(
+            env,
+            concurrency=concurrency,
+            lease=lease,
+            on_finished=on_finished,
+            poll_interval=poll_interval,
+            claim=claim,
+            queues=queues,
+            transient=transient,
+            polls=polls,
+            step_queues=step_queues,
+        )
+        self.claimer = Claimer(executions)
+        self.reconciler = Reconciler(executions, self.claimer)
+        self.env = env
+        self.lease = lease
+        self.tenure = executions.tenure
+        self.active = executions.active  # run id -> its attempt executing here
+        self.in_flight = executions.in_flight
+        # The surface the engine, RunControl (as its LocalExecutor), the CLI, cairn.celery
+        # and tests call, each from its one owner.
+        self.record = executions.record
+        self.executes = executions.executes
+        self.writable = executions.writable
+        self.halt = executions.halt
+        self.wake = executions.wake
+        self.reserve = executions.reserve
+        self.release = executions.release
+        self.launch = executions.launch
+        self.executing = executions.executing
+        self.deliver = executions.deliver
+        self.claim_once = self.claimer.claim_once
+        self.take = self.claimer.take
+        self.judges_heartbeats = self.claimer.judges_heartbeats
+        self._tasks: list[asyncio.Task[None]] = []
+        self._hurry = asyncio.Event()  # the grace of a stop ends now
+        self._heartbeat: Heartbeat | None = None
+        self._watchdog: LoopWatchdog | None = None
+
+    @property
+    def free(self) -> int:
+        """Slots left for new runs."""
+        return self.executions.free
+
+    @property
+    def stopping(self) -> bool:
+        """True once `stop` (or `halt`) was called: this worker claims nothing more."""
+        return self.executions.stopping
+
+    @property
+    def failure(self) -> str | None:
+        """Why this worker stopped by itself (its database can never be written), or None."""
+        return self.executions.failure
+
+    @property
+    def failed(self) -> asyncio.Event:
+        """Set with `failure`."""
+        return self.executions.failed
 
     async def start(self) -> None:
         """Register, recover what dead neighbours left, and start the loops."""
         sent_at = time.monotonic()
         await self.env.store.write(workers.register_worker(self.record()))
         self.tenure.renewed(sent_at)  # registering proves this worker alive, like a beat
-        self._started = time.monotonic()
-        await self._expire_dead_neighbours(await self.env.store.read(workers.list_workers()))
+        self.executions.started = time.monotonic()
+        await self.reconciler.expire_dead_neighbours(
+            await self.env.store.read(workers.list_workers())
+        )
         loop = asyncio.get_running_loop()
         self._heartbeat = Heartbeat(
             self.env.store,
             self.record,
             self.tenure,
             interval=self.lease / 3,
-            on_beat=self._on_beat,
+            on_beat=self.reconciler.on_beat,
             loop=loop,
-            let_go=self._stalled,
+            let_go=self.reconciler.stalled,
         )
+        self.executions.heartbeat = self._heartbeat
         self._heartbeat.start()
         watch = self.in_flight.watch(self._heartbeat.beat_now)
         self._tasks.append(asyncio.create_task(watch, name="cairn-in-flight"))
-        self._watchdog = LoopWatchdog(loop, limit=self.lease / 3, describe=self._running)
+        self._watchdog = LoopWatchdog(loop, limit=self.lease / 3, describe=self.executions.running)
         self._watchdog.start()
         # A blocked loop is not a stalled database: age waits only while the loop answers.
         self.env.store.health.watch_loop(self._watchdog.responsive_since)
-        if self.claim and self.polls:
+        if self.executions.claim and self.executions.polls:
             await self.claim_once()
-            self._tasks.append(asyncio.create_task(self._claim_loop(), name="cairn-claim"))
+            claims = self.claimer.claim_loop()
+            self._tasks.append(asyncio.create_task(claims, name="cairn-claim"))
         else:
             # No claim loop to carry them: requests from other processes (`cairn runs
             # pause|cancel`) still have to reach the runs this engine executes.
-            self._tasks.append(asyncio.create_task(self._control_loop(), name="cairn-control"))
+            controls = self.claimer.control_loop()
+            self._tasks.append(asyncio.create_task(controls, name="cairn-control"))
 
     async def stop(self, *, grace: float = 0.0) -> None:
         """Stop claiming; let steps in flight finish for up to `grace` seconds; hand back.
@@ -80,14 +161,14 @@ class Worker(Reconciling):
         thread cannot be stopped: it runs on in this process until it returns (`cairn
         worker` exits instead), its result unrecorded.
         """
-        self._stopping = True
-        self._grace_ends = time.monotonic() + grace
+        self.executions.stopping = True
+        self.executions.grace_ends = time.monotonic() + grace
         # Before anything is awaited: a step that finished while the loops below wind
         # down would otherwise go on to start the next one, during the grace.
         self._ask_to_leave()
-        for task in [*self._tasks, *self._handing_back]:
+        for task in [*self._tasks, *self.reconciler.tasks]:
             task.cancel()
-        for task in [*self._tasks, *self._handing_back]:
+        for task in [*self._tasks, *self.reconciler.tasks]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         attempts = self._ask_to_leave()  # again: a claim answered meanwhile launched one
@@ -102,7 +183,7 @@ class Worker(Reconciling):
                 )
             await self._within_grace({a.task for a in attempts if a.task is not None})
             cut = [a for a in attempts if a.task is not None and not a.task.done()]
-            steps = {a.run.run_id: a.live.running_step() if a.live else None for a in cut}
+            steps = {a.run.run_id: a.live.attempt.running_step() if a.live else None for a in cut}
             # The step attempts cut short, recorded as interrupted with the hand-back (read
             # before the cancel below drops them).
             now = self.env.clock.now()
@@ -121,8 +202,9 @@ class Worker(Reconciling):
                 await self._cut_off(
                     attempt, steps[run_id], interrupted[run_id], expected=grace <= 0
                 )
-        await self._within_grace(set(self._releases), at_least=1.0)
-        for task in list(self._releases):
+        releases = self.executions.releases
+        await self._within_grace(set(releases), at_least=1.0)
+        for task in list(releases):
             task.cancel()  # the database is away: the worker's removal below tries again
         if self._watchdog is not None:
             self._watchdog.stop()
@@ -168,7 +250,8 @@ class Worker(Reconciling):
     async def _within_grace(self, tasks: set[asyncio.Task[None]], at_least: float = 0.0) -> None:
         """Wait until `tasks` are done, the grace ends or `hurry` is called."""
         loop = asyncio.get_running_loop()
-        ends = self._grace_ends if self._grace_ends is not None else time.monotonic()
+        grace_ends = self.executions.grace_ends
+        ends = grace_ends if grace_ends is not None else time.monotonic()
         deadline = loop.time() + max(at_least, ends - time.monotonic())
         hurry = asyncio.ensure_future(self._hurry.wait())
         try:
@@ -210,7 +293,9 @@ class Worker(Reconciling):
         if self.failure is None:
             with contextlib.suppress(Exception):
                 await self.env.store.write(
-                    claim_ops.release_run(run.run_id, self._lease(attempt), interrupted=interrupted)
+                    claim_ops.release_run(
+                        run.run_id, self.executions.lease_of(attempt), interrupted=interrupted
+                    )
                 )
 
     async def abandon(self) -> None:
@@ -220,7 +305,7 @@ class Worker(Reconciling):
             self._watchdog.stop()
         if self._heartbeat is not None:
             await self._heartbeat.stop()
-        tasks = [*self._tasks, *self._handing_back, *self._releases]
+        tasks = [*self._tasks, *self.reconciler.tasks, *self.executions.releases]
         tasks += [a.task for a in self.active.values() if a.task is not None]
         for task in tasks:
             task.cancel()

@@ -146,7 +146,7 @@ class TestEngine:
             await asyncio.sleep(0.01)
             # A run waiting out a short retry backoff in memory waits for the clock.
             busy = any(
-                attempt.live is None or not attempt.live.waits_for_time()
+                attempt.live is None or not attempt.live.attempt.waits_for_time()
                 for engine in engines
                 if engine.worker is not None
                 for attempt in engine.worker.active.values()
