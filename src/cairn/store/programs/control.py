@@ -94,8 +94,8 @@ def copy_run(
     cause = "restart" if before_seq is None else "fork"
     if before_seq is not None:
         yield Sql(_sql.COPY_STEPS, (new_run.run_id, source_id, before_seq))
-        params = (new_run.run_id, source_id, before_seq, new_run.run_id)
-        yield Sql(_sql.COPY_STREAMS, params)  # the copied steps' streams
+        copied = (new_run.run_id, source_id, before_seq, new_run.run_id)
+        yield Sql(_sql.COPY_STREAMS, copied)  # the copied steps' streams
     params = (new_run.run_id, 1, now, cause, by, before_seq or 1)
     yield Sql(_sql.INSERT_EXECUTION, params)
 
