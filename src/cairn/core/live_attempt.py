@@ -32,6 +32,7 @@ from cairn.store.records import AttemptRecord, Lease, RunRecord, StepRecord
 
 if TYPE_CHECKING:
     from cairn.authoring.workflow import WorkflowDef
+    from cairn.core.streams import StreamWriters
 
 
 def as_datetime(ts: float | None) -> datetime | None:
@@ -99,6 +100,7 @@ class LiveAttempt(RunContext):
         self.spawned = False  # started a child run or a human task in this attempt
         # Runs scheduled and not yet written (core/scheduled_starts.py): awaited at the end.
         self.scheduled = scheduled_starts.PendingStarts()
+        self.streams: StreamWriters | None = None  # made on the first cairn.stream()
         self.marks: list[StepRecord] = []  # patch markers to store before the next write
         # Calls a sync workflow's thread is blocked on; cancelled by close().
         self._blocked: set[concurrent.futures.Future[Any]] = set()

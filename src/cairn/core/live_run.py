@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from cairn.core import children, emits, scheduled_starts
+from cairn.core import children, emits, scheduled_starts, streams
 from cairn.core.live_waits import LiveWaits
 from cairn.core.run_meta import MetaWriter, column_texts, progress_text
 from cairn.core.signals import ContinueAsNew
@@ -71,6 +71,12 @@ class LiveRun(LiveWaits):
         """Start the subscribers of `event_type` once; their run ids (replay returns them)."""
         emits.check(event_type, key)
         return self.deliver(emits.emit(self, event_type, payload, key))
+
+    def stream(self, name: str) -> Any:
+        """The run's durable stream `name` (core/streams.py)."""
+        if self.streams is None:
+            self.streams = streams.StreamWriters(self)
+        return self.streams.open(name)
 
     def set_columns(self, values: dict[str, Any]) -> None:
         """Store searchable facts about this run (written in the background, batched)."""

@@ -9,8 +9,7 @@ INSERT_STREAM_ITEM = (
 STREAM_TOP = "SELECT MAX(seq) FROM stream_chunks WHERE run_id = ? AND name = ?"
 # Workflow code's writes so far (its occurrences count them, so a replay writes none again).
 STREAM_WORKFLOW_TOP = (
-    "SELECT MAX(attempt) FROM stream_chunks WHERE run_id = ? AND name = ? "
-    "AND step_key = '~stream' AND kind = 'chunk'"
+    "SELECT MAX(attempt) FROM stream_chunks WHERE run_id = ? AND name = ? AND step_key = '~stream'"
 )
 SELECT_STREAM_ITEMS = (
     "SELECT seq, kind, step_key, attempt, value, created_at FROM stream_chunks "

@@ -99,7 +99,7 @@ def read_stream(
 
 @operation
 def workflow_writes(run_id: str, name: str) -> Program[int]:
-    """Read: how many chunks workflow code wrote to stream `name` (a replay skips them)."""
+    """Read: how many items workflow code wrote to stream `name` (a replay skips them)."""
     rows = yield all_rows(_sql.STREAM_WORKFLOW_TOP, (run_id, name))
     return int(rows[0][0] or 0) if rows else 0
 
