@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from cairn.authoring import context
 from cairn.names import check_name
-from cairn.store import stream_bells
 from cairn.store.programs import streams as stream_ops
 
 if TYPE_CHECKING:
@@ -83,7 +82,7 @@ async def void(live: LiveSteps, key: str, attempt: int, *, own: bool) -> None:
     if await live.env.store.write(op):
         # Each voided stream's readers read again; the names are not known here: ring all.
         for name in await live.env.store.read(stream_ops.stream_names(run.run_id)):
-            stream_bells.of(live.env.store).ring(run.run_id, name[0])
+            live.env.store.stream_bells().ring(run.run_id, name[0])
 
 
 class _StepWriter:
@@ -153,7 +152,7 @@ class _StepWriter:
         )
         await live.env.store.write(op)
         self.stored = True
-        stream_bells.of(live.env.store).ring(run.run_id, self.name)
+        live.env.store.stream_bells().ring(run.run_id, self.name)
 
     def drop(self) -> bool:
         """Forget the buffer; True if anything of this attempt was stored."""
@@ -196,7 +195,7 @@ class _WorkflowWriter:
             now=live.env.clock.now(),
         )
         await live.env.store.write(op)
-        stream_bells.of(live.env.store).ring(run.run_id, self.name)
+        live.env.store.stream_bells().ring(run.run_id, self.name)
 
     async def flush(self) -> None:
         """Nothing is buffered: each write commits."""

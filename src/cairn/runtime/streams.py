@@ -15,7 +15,7 @@ from typing import Any
 from cairn import serialization
 from cairn.errors import RunNotFound
 from cairn.models import StreamReset
-from cairn.store import Store, stream_bells
+from cairn.store import Store
 from cairn.store.programs import runs as run_ops
 from cairn.store.programs import streams as stream_ops
 from cairn.store.programs.base import FINISHED
@@ -36,7 +36,7 @@ async def items(
     """
     if await store.read(run_ops.get_run(run_id)) is None:
         raise RunNotFound(run_id)
-    bells = stream_bells.of(store)
+    bells = store.stream_bells()
     looked = float("-inf")  # the first time nothing is there, look at the run at once
     while True:
         batch = await store.read(stream_ops.read_stream(run_id, name, after=after))

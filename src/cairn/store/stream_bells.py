@@ -1,17 +1,14 @@
 """Stream bells: "stream (run, name) has new items", rung by writers, awaited by readers.
 
-In-process only, per store object; a reader also polls (other processes' writes, and
-PostgreSQL's NOTIFY cairn_streams where the store listens). A ring is a hint: the reader
-reads the stream again, whatever it finds.
+One per store object (`store.stream_bells()`): this process's appends ring it, and on
+PostgreSQL so does NOTIFY cairn_streams from other processes. A ring is a hint: the
+reader reads the stream again, whatever it finds, and polls besides.
 """
 
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections import defaultdict
-
-_BELLS: weakref.WeakKeyDictionary[object, StreamBells] = weakref.WeakKeyDictionary()
 
 
 class StreamBells:
@@ -45,11 +42,3 @@ class StreamBells:
                 waiting.discard(waiter)
                 if not waiting:
                     del self._waiting[key]
-
-
-def of(store: object) -> StreamBells:
-    """The bells of `store` (made on first use)."""
-    bells = _BELLS.get(store)
-    if bells is None:
-        bells = _BELLS[store] = StreamBells()
-    return bells

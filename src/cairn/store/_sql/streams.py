@@ -35,5 +35,8 @@ COPY_STREAMS = (
     "(c.step_key = '~stream' AND c.at_seq < ?) OR c.step_key IN "
     "(SELECT key FROM steps WHERE run_id = ?))"
 )
-# The writer still holds the run (PostgreSQL: FOR SHARE, so a takeover waits for the commit).
+# The writer still holds the run (PostgreSQL: FOR KEY SHARE, a takeover waits for the commit).
 STREAM_HELD = "SELECT 1 FROM runs WHERE run_id = ? AND COALESCE(owner, '') = ? AND fence = ?"
+# Tells other processes' readers (PostgreSQL: NOTIFY cairn_streams at the commit; SQLite's
+# readers poll, and this statement does nothing there). Param: the payload.
+STREAM_NOTIFY = "SELECT ?"

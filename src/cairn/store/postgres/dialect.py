@@ -30,6 +30,7 @@ from cairn.store.postgres import binary_arrays
 Statement = tuple[str, Sequence[Any]]
 
 CHANNEL = "cairn_runs"
+STREAMS_CHANNEL = "cairn_streams"
 NOTIFY = "SELECT pg_notify('cairn_runs', %s)"
 LOCK_RUN = "SELECT 1 FROM runs WHERE run_id = %s FOR NO KEY UPDATE"
 
@@ -68,6 +69,8 @@ _REWRITTEN: dict[str, str] = {
     _sql.HAS_MESSAGES_ON: convert(_json_members(_sql.HAS_MESSAGES_ON, "?")),
     _sql.CONSUME_MESSAGES: convert(_json_members(_sql.CONSUME_MESSAGES, "?")),
     _sql.WAKE_WAITING: convert(_json_members(_sql.WAKE_WAITING, "waits_on")),
+    _sql.STREAM_HELD: convert(_sql.STREAM_HELD) + " FOR KEY SHARE",
+    _sql.STREAM_NOTIFY: "SELECT pg_notify('cairn_streams', %s)",
     # PostgreSQL cannot type a bare `? IS NULL`.
     _sql.CLOSE_TASKS: convert(_sql.CLOSE_TASKS).replace("(%s IS NULL", "(CAST(%s AS TEXT) IS NULL"),
 }

@@ -6,15 +6,30 @@ here they are rows, numbered per stream (run, name) by `seq`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from cairn.store import _sql
-from cairn.store.programs.base import Program, Sql, all_rows, operation, path
+from cairn.store.programs.base import Program, Sql, all_rows, one_row, operation, path
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import Lease, StreamItem
 
 WORKFLOW_KEY = "~stream"
 """The step_key of items written by workflow code (not by a step)."""
+
+
+def notice(run_id: str, name: str) -> str:
+    """The NOTIFY payload telling readers of stream `name` of `run_id` (see `noticed`)."""
+    return json.dumps([run_id, name])
+
+
+def noticed(payload: str) -> tuple[str, str] | None:
+    """(run_id, name) of a `notice` payload; None if it is not one."""
+    try:
+        run_id, name = json.loads(payload)
+    except (ValueError, TypeError):
+        return None
+    return str(run_id), str(name)
 
 
 def _top(run_id: str, name: str) -> Program[int]:
@@ -52,7 +67,7 @@ def append_stream(
     With `first` (a writer's first append), the chunks other attempts of step `step_key`
     left unvoided are voided first: their worker died. Raises LeaseLost if not held.
     """
-    held = yield Sql(_sql.STREAM_HELD, (run_id, lease.owner, lease.fence), "one", "share")
+    held = yield one_row(_sql.STREAM_HELD, (run_id, lease.owner, lease.fence))
     if held is None:
         raise LeaseLost(run_id)
     if first and step_key != WORKFLOW_KEY:
@@ -63,6 +78,7 @@ def append_stream(
         seq += 1
         params = (run_id, name, seq, kind, step_key, attempt, claim, at_seq, value, now)
         yield Sql(_sql.INSERT_STREAM_ITEM, params)
+    yield Sql(_sql.STREAM_NOTIFY, (notice(run_id, name),))
     return seq
 
 
@@ -82,6 +98,8 @@ def void_attempt(
     else:
         rows = [row for row in rows if (int(row[1]), int(row[2])) != (attempt, claim)]
     yield from _void(run_id, step_key, rows, now)
+    for name in {str(row[0]) for row in rows}:
+        yield Sql(_sql.STREAM_NOTIFY, (notice(run_id, name),))
     return len(rows)
 
 
