@@ -27,34 +27,51 @@ STATUS_EVERY = 0.2
 """Seconds between a waiting reader's looks at whether the run has finished."""
 
 
-async def items(
-    store: Store, run_id: str, name: str, *, after: int = 0, poll: float = POLL
-) -> AsyncIterator[StreamItem]:
-    """The stored items of stream `name` after seq `after`, as they come, until its end.
+async def next_items(
+    store: Store, run_id: str, name: str, *, after: int, wait: float, poll: float = POLL
+) -> tuple[list[StreamItem], bool]:
+    """The items of stream `name` after seq `after`, waiting up to `wait` seconds for some.
 
-    Raises RunNotFound if the run is unknown.
+    Also True once the stream has ended: its "close" (the last item returned), or the run
+    has finished with nothing more stored. Raises RunNotFound if the run is unknown.
     """
-    if await store.read(run_ops.get_run(run_id)) is None:
-        raise RunNotFound(run_id)
     bells = store.stream_bells()
+    deadline = time.monotonic() + wait
     looked = float("-inf")  # the first time nothing is there, look at the run at once
     while True:
         batch = await store.read(stream_ops.read_stream(run_id, name, after=after))
+        for i, item in enumerate(batch):
+            if item.kind == "close":
+                return batch[: i + 1], True
+        if batch:
+            return batch, False
+        now = time.monotonic()
+        if now - looked >= STATUS_EVERY:
+            looked = now
+            run = await store.read(run_ops.get_run(run_id))
+            if run is None:
+                raise RunNotFound(run_id)
+            if run.status in FINISHED:
+                batch = await store.read(stream_ops.read_stream(run_id, name, after=after))
+                return batch, not batch
+        if now >= deadline:
+            return [], False
+        await bells.wait(run_id, name, min(poll, deadline - now))
+
+
+async def items(
+    store: Store, run_id: str, name: str, *, after: int = 0, poll: float = POLL
+) -> AsyncIterator[StreamItem]:
+    """The stored items of stream `name` after seq `after`, as they come, until its end."""
+    if await store.read(run_ops.get_run(run_id)) is None:
+        raise RunNotFound(run_id)
+    while True:
+        batch, ended = await next_items(store, run_id, name, after=after, wait=60.0, poll=poll)
         for item in batch:
             after = item.seq
             yield item
-            if item.kind == "close":
-                return
-        if batch:
-            continue
-        if time.monotonic() - looked >= STATUS_EVERY:
-            looked = time.monotonic()
-            run = await store.read(run_ops.get_run(run_id))
-            if run is None or run.status in FINISHED:
-                if not await store.read(stream_ops.read_stream(run_id, name, after=after)):
-                    return
-                continue
-        await bells.wait(run_id, name, poll)
+        if ended:
+            return
 
 
 async def read_stream(
