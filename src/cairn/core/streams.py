@@ -20,8 +20,10 @@ from cairn.store.programs import streams as stream_ops
 if TYPE_CHECKING:
     from cairn.core.live_steps import LiveSteps
 
-LINGER = 0.005
-"""Seconds a step's first buffered chunk waits for others to share its commit."""
+LINGER = 0.0
+"""Seconds a step's first buffered chunk waits for others to share its commit: none
+beyond the current turn of the event loop (chunks written meanwhile, and while a commit
+is under way, share the next one)."""
 MAX_BATCH = 1000
 """Chunks a commit takes at most; a writer that has more waits for the commit."""
 

@@ -6,6 +6,13 @@ STREAM_COLUMNS = "run_id, name, seq, kind, step_key, attempt, claim, at_seq, val
 INSERT_STREAM_ITEM = (
     f"INSERT INTO stream_chunks ({STREAM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+
+
+def insert_stream_items(count: int) -> str:
+    """INSERT_STREAM_ITEM for `count` rows in one statement (one round trip)."""
+    return INSERT_STREAM_ITEM + ", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" * (count - 1)
+
+
 STREAM_TOP = "SELECT MAX(seq) FROM stream_chunks WHERE run_id = ? AND name = ?"
 # Workflow code's writes so far (its occurrences count them, so a replay writes none again).
 STREAM_WORKFLOW_TOP = (

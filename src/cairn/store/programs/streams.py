@@ -74,10 +74,11 @@ def append_stream(
         rows = yield all_rows(_sql.SELECT_UNVOIDED, (run_id, step_key, attempt, claim))
         yield from _void(run_id, step_key, rows, now)
     seq = yield from _top(run_id, name)
+    params: list[object] = []
     for kind, value in items:
         seq += 1
-        params = (run_id, name, seq, kind, step_key, attempt, claim, at_seq, value, now)
-        yield Sql(_sql.INSERT_STREAM_ITEM, params)
+        params += (run_id, name, seq, kind, step_key, attempt, claim, at_seq, value, now)
+    yield Sql(_sql.insert_stream_items(len(items)), params)
     yield Sql(_sql.STREAM_NOTIFY, (notice(run_id, name),))
     return seq
 
