@@ -27,7 +27,7 @@ async def test_append_stream__items_read_back_in_seq_order(store: Store) -> None
     await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
     assert await _append(store, _chunks('"a"', '"b"')) == 2
-    assert await _append(store, [*_chunks('"c"'), ("close", None)]) == 4
+    assert await _append(store, [*_chunks('"c"'), ("close", None)]) == 2
 
     items = await store.read(streams.read_stream("r1", "tokens"))
     assert [(i.seq, i.kind, i.value) for i in items] == [
@@ -50,13 +50,14 @@ async def test_append_stream__not_held_raises_lease_lost_and_writes_nothing(stor
     assert await store.read(streams.read_stream("r1", "tokens")) == []
 
 
-async def test_append_stream__first_write_of_a_new_claim_voids_the_dead_attempts(
-    store: Store,
-) -> None:
+async def test_void_attempt__a_new_claim_voids_the_dead_attempts(store: Store) -> None:
     await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
-    await _append(store, _chunks('"a"'), first=True)
+    await _append(store, _chunks('"a"'))
 
-    await _append(store, _chunks('"b"'), first=True, claim=2)
+    void = streams.void_attempt(held("w1"), "r1", "add#1", attempt=1, claim=2, own=False, now=T0)
+    assert await store.write(void) == ["tokens"]
+    assert await store.write(void) == []  # already void
+    await _append(store, _chunks('"b"'), claim=2)
 
     items = await store.read(streams.read_stream("r1", "tokens"))
     assert [(i.kind, i.attempt, i.value) for i in items] == [
@@ -68,11 +69,11 @@ async def test_append_stream__first_write_of_a_new_claim_voids_the_dead_attempts
 
 async def test_void_attempt__own_failure_resets_once(store: Store) -> None:
     await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
-    await _append(store, _chunks('"a"'), first=True)
+    await _append(store, _chunks('"a"'))
 
-    void = streams.void_attempt("r1", "add#1", attempt=1, claim=1, own=True, now=T0)
-    assert await store.write(void) == 1
-    assert await store.write(void) == 0  # already void
+    void = streams.void_attempt(held("w1"), "r1", "add#1", attempt=1, claim=1, own=True, now=T0)
+    assert await store.write(void) == ["tokens"]
+    assert await store.write(void) == []  # already void
 
     kinds = [i.kind for i in await store.read(streams.read_stream("r1", "tokens"))]
     assert kinds == ["chunk", "reset"]

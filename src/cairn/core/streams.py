@@ -79,12 +79,16 @@ async def void(live: LiveSteps, key: str, attempt: int, *, own: bool) -> None:
     """Reset step `key`'s chunks: this attempt's (`own`), or the dead attempts' before it."""
     run = live.run
     op = stream_ops.void_attempt(
-        run.run_id, key, attempt=attempt, claim=run.attempt, own=own, now=live.env.clock.now()
+        live.lease,
+        run.run_id,
+        key,
+        attempt=attempt,
+        claim=run.attempt,
+        own=own,
+        now=live.env.clock.now(),
     )
-    if await live.env.store.write(op):
-        # Each voided stream's readers read again; the names are not known here: ring all.
-        for name in await live.env.store.read(stream_ops.stream_names(run.run_id)):
-            live.env.store.stream_bells().ring(run.run_id, name[0])
+    for name in await live.env.store.write(op):
+        live.env.store.stream_bells().ring(run.run_id, name)
 
 
 class _StepWriter:
@@ -141,6 +145,8 @@ class _StepWriter:
     async def _append(self, batch: list[tuple[str, str | None]]) -> None:
         live = self.live
         run = live.run
+        if not self.stored:  # the attempts of this step whose workers died are void first
+            await void(live, self.key, self.attempt, own=False)
         op = stream_ops.append_stream(
             live.lease,
             run.run_id,
@@ -149,7 +155,6 @@ class _StepWriter:
             step_key=self.key,
             attempt=self.attempt,
             claim=run.attempt,
-            first=not self.stored,
             now=live.env.clock.now(),
         )
         await live.env.store.write(op)

@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+from cairn.store._sql.columns import FENCE
+
 STREAM_COLUMNS = "run_id, name, seq, kind, step_key, attempt, claim, at_seq, value, created_at"
-INSERT_STREAM_ITEM = (
-    f"INSERT INTO stream_chunks ({STREAM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+# Items appended after the stream's last seq, in one statement, while the run is held
+# (see `append_stream_items`); PostgreSQL locks the run row and sends NOTIFY
+# cairn_streams with it (dialect.py).
+APPEND_STREAM_HEAD = (
+    f"INSERT INTO stream_chunks ({STREAM_COLUMNS}) "
+    "SELECT ?, ?, top.s + v.column1, v.column2, ?, ?, ?, CAST(? AS INTEGER), v.column3, ? "
+    "FROM (SELECT COALESCE(MAX(seq), 0) AS s FROM stream_chunks "
+    "WHERE run_id = ? AND name = ?) AS top, (VALUES "
 )
 
 
-def insert_stream_items(count: int) -> str:
-    """INSERT_STREAM_ITEM for `count` rows in one statement (one round trip)."""
-    return INSERT_STREAM_ITEM + ", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" * (count - 1)
+def append_stream_items(count: int) -> str:
+    """The statement appending `count` items after the stream's last seq.
+
+    Params: run_id, name, step_key, attempt, claim, at_seq, created_at, run_id, name,
+    then (n, kind, value) per item (n from 1), then FENCE's.
+    """
+    rows = ", ".join(["(?, ?, ?)"] * count)
+    return f"{APPEND_STREAM_HEAD}{rows}) AS v WHERE EXISTS (SELECT 1 FROM runs WHERE {FENCE})"
 
 
-STREAM_TOP = "SELECT MAX(seq) FROM stream_chunks WHERE run_id = ? AND name = ?"
 # Workflow code's writes so far (its occurrences count them, so a replay writes none again).
 STREAM_WORKFLOW_TOP = (
     "SELECT MAX(attempt) FROM stream_chunks WHERE run_id = ? AND name = ? AND step_key = '~stream'"
@@ -42,8 +56,3 @@ COPY_STREAMS = (
     "(c.step_key = '~stream' AND c.at_seq < ?) OR c.step_key IN "
     "(SELECT key FROM steps WHERE run_id = ?))"
 )
-# The writer still holds the run (PostgreSQL: FOR KEY SHARE, a takeover waits for the commit).
-STREAM_HELD = "SELECT 1 FROM runs WHERE run_id = ? AND COALESCE(owner, '') = ? AND fence = ?"
-# Tells other processes' readers (PostgreSQL: NOTIFY cairn_streams at the commit; SQLite's
-# readers poll, and this statement does nothing there). Param: the payload.
-STREAM_NOTIFY = "SELECT ?"

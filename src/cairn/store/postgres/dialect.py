@@ -69,8 +69,6 @@ _REWRITTEN: dict[str, str] = {
     _sql.HAS_MESSAGES_ON: convert(_json_members(_sql.HAS_MESSAGES_ON, "?")),
     _sql.CONSUME_MESSAGES: convert(_json_members(_sql.CONSUME_MESSAGES, "?")),
     _sql.WAKE_WAITING: convert(_json_members(_sql.WAKE_WAITING, "waits_on")),
-    _sql.STREAM_HELD: convert(_sql.STREAM_HELD) + " FOR KEY SHARE",
-    _sql.STREAM_NOTIFY: "SELECT pg_notify('cairn_streams', %s)",
     # PostgreSQL cannot type a bare `? IS NULL`.
     _sql.CLOSE_TASKS: convert(_sql.CLOSE_TASKS).replace("(%s IS NULL", "(CAST(%s AS TEXT) IS NULL"),
 }
@@ -90,13 +88,30 @@ _LOCKS = {
 }
 
 
+# A stream append tells the stream's readers in every process at its commit (PostgreSQL
+# sends one NOTIFY per distinct payload of a transaction, however many rows name it).
+_STREAM_NOTICE = " RETURNING pg_notify('cairn_streams', json_build_array(run_id, name)::text)"
+
+
+@functools.lru_cache(maxsize=256)
+def _rewritten_by_head(text: str) -> str:
+    """`convert(text)`, and a stream append's rewrite (its text varies with its rows).
+
+    An append is fenced with FOR KEY SHARE, as a step write is, and sends NOTIFY
+    cairn_streams.
+    """
+    if text.startswith(_sql.APPEND_STREAM_HEAD):
+        return convert(_fenced(text)) + _STREAM_NOTICE
+    return convert(text)
+
+
 def program_statements(text: str, params: Sequence[Any], *, lock: str) -> list[Statement]:
     """The PostgreSQL statements for one statement of a shared program.
 
     The caller reads the result of the last one. `lock` is the program's row-lock mark
     ("", "skip", "update" or "share", see `programs.base.Sql`).
     """
-    pg = (_REWRITTEN.get(text) or convert(text)) + _LOCKS[lock]
+    pg = (_REWRITTEN.get(text) or _rewritten_by_head(text)) + _LOCKS[lock]
     position = _LOCKED_BY_PARAM.get(text)
     if position is None:
         return [(pg, params)]

@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 
 from cairn.store import _sql
-from cairn.store.programs.base import Program, Sql, all_rows, one_row, operation, path
+from cairn.store.programs.base import Program, Sql, all_rows, operation, path, single_write
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import Lease, StreamItem
 
@@ -18,13 +18,12 @@ WORKFLOW_KEY = "~stream"
 """The step_key of items written by workflow code (not by a step)."""
 
 
-def notice(run_id: str, name: str) -> str:
-    """The NOTIFY payload telling readers of stream `name` of `run_id` (see `noticed`)."""
-    return json.dumps([run_id, name])
-
-
 def noticed(payload: str) -> tuple[str, str] | None:
-    """(run_id, name) of a `notice` payload; None if it is not one."""
+    """(run_id, name) of a NOTIFY cairn_streams payload; None if it is not one.
+
+    The payload is a JSON [run_id, name], sent by each append on PostgreSQL (see
+    postgres/dialect.py).
+    """
     try:
         run_id, name = json.loads(payload)
     except (ValueError, TypeError):
@@ -32,23 +31,9 @@ def noticed(payload: str) -> tuple[str, str] | None:
     return str(run_id), str(name)
 
 
-def _top(run_id: str, name: str) -> Program[int]:
-    rows = yield all_rows(_sql.STREAM_TOP, (run_id, name))
-    return int(rows[0][0] or 0) if rows else 0
-
-
-def _void(
-    run_id: str, step_key: str, writers: Sequence[Sequence[object]], now: float
-) -> Program[None]:
-    """Append a reset for each (name, attempt, claim) of `writers`."""
-    for name, attempt, claim in writers:
-        seq = (yield from _top(run_id, str(name))) + 1
-        params = (run_id, name, seq, "reset", step_key, attempt, claim, None, None, now)
-        yield Sql(_sql.INSERT_STREAM_ITEM, params)
-
-
 @operation
-@path("many")
+@single_write
+@path("one")
 def append_stream(
     lease: Lease,
     run_id: str,
@@ -59,49 +44,42 @@ def append_stream(
     attempt: int,
     claim: int,
     at_seq: int | None = None,
-    first: bool = False,
     now: float,
 ) -> Program[int]:
-    """Append (kind, value) items to stream `name` of the run held by `lease`; the last seq.
+    """Append (kind, value) items to stream `name` of the run held by `lease`; how many.
 
-    With `first` (a writer's first append), the chunks other attempts of step `step_key`
-    left unvoided are voided first: their worker died. Raises LeaseLost if not held.
+    One statement, after the stream's last seq. Raises LeaseLost if the run is not held.
     """
-    held = yield one_row(_sql.STREAM_HELD, (run_id, lease.owner, lease.fence))
-    if held is None:
+    params: list[object] = [run_id, name, step_key, attempt, claim, at_seq, now, run_id, name]
+    for n, (kind, value) in enumerate(items, 1):
+        params += (n, kind, value)
+    params += (run_id, lease.owner, lease.fence)
+    count = yield Sql(_sql.append_stream_items(len(items)), params)
+    if not count:
         raise LeaseLost(run_id)
-    if first and step_key != WORKFLOW_KEY:
-        rows = yield all_rows(_sql.SELECT_UNVOIDED, (run_id, step_key, attempt, claim))
-        yield from _void(run_id, step_key, rows, now)
-    seq = yield from _top(run_id, name)
-    params: list[object] = []
-    for kind, value in items:
-        seq += 1
-        params += (run_id, name, seq, kind, step_key, attempt, claim, at_seq, value, now)
-    yield Sql(_sql.insert_stream_items(len(items)), params)
-    yield Sql(_sql.STREAM_NOTIFY, (notice(run_id, name),))
-    return seq
+    return int(count)
 
 
 @operation
 @path("many")
 def void_attempt(
-    run_id: str, step_key: str, *, attempt: int, claim: int, own: bool, now: float
-) -> Program[int]:
-    """Reset the chunks of step `step_key`'s attempt; how many streams it reset.
+    lease: Lease, run_id: str, step_key: str, *, attempt: int, claim: int, own: bool, now: float
+) -> Program[list[str]]:
+    """Reset the chunks of step `step_key`'s attempts; the names of the streams reset.
 
     `own`: the attempt (`attempt`, `claim`) failed, its chunks are void. Otherwise the
-    other attempts' chunks not voided yet are (their workers died), before this one runs.
+    other attempts' chunks not voided yet are (their workers died), before this one
+    writes. Raises LeaseLost if the run is not held.
     """
     rows = yield all_rows(_sql.SELECT_UNVOIDED, (run_id, step_key, -1, -1))
-    if own:
-        rows = [row for row in rows if (int(row[1]), int(row[2])) == (attempt, claim)]
-    else:
-        rows = [row for row in rows if (int(row[1]), int(row[2])) != (attempt, claim)]
-    yield from _void(run_id, step_key, rows, now)
-    for name in {str(row[0]) for row in rows}:
-        yield Sql(_sql.STREAM_NOTIFY, (notice(run_id, name),))
-    return len(rows)
+    mine = [(int(row[1]), int(row[2])) == (attempt, claim) for row in rows]
+    voided = [row for row, is_mine in zip(rows, mine, strict=True) if is_mine == own]
+    for name, dead_attempt, dead_claim in voided:
+        params: list[object] = [run_id, name, step_key, dead_attempt, dead_claim, None, now]
+        params += (run_id, name, 1, "reset", None, run_id, lease.owner, lease.fence)
+        if not (yield Sql(_sql.append_stream_items(1), params)):
+            raise LeaseLost(run_id)
+    return sorted({str(row[0]) for row in voided})
 
 
 @operation
