@@ -71,3 +71,19 @@ async def test_stream__unknown_run_is_a_404_and_a_finished_runs_empty_stream_end
     await status(api, "sp-2", "COMPLETED")
     ended = await api.get("/runs/sp-2/streams/tokens")
     assert parse(ended.text) == [(None, "end", {})]
+
+
+async def test_run_page__lists_the_run_streams_and_follows_them_for_the_session(
+    api: httpx.AsyncClient, server: Any, workers: Any, flows: Flows
+) -> None:
+    await start(api, "t.speaker", 1, run_id="sp-3")
+    await read_until(api, "/runs/sp-3/streams/tokens", 1)  # the first chunk is stored
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as pages:
+        page = await pages.get("/runs/sp-3")
+        assert 'data-stream="tokens"' in page.text
+        assert 'data-stream-url="/runs/sp-3/streams/tokens"' in page.text
+        flows.release.set()
+        await status(api, "sp-3", "COMPLETED")
+        followed = await pages.get("/runs/sp-3/streams/tokens")
+    assert followed.headers["content-type"].startswith("text/event-stream")
+    assert [event for _, event, _ in parse(followed.text)] == ["chunk", "chunk", "end"]

@@ -49,9 +49,20 @@ def event(item: StreamItem) -> str:
 async def read_stream(target: Target, call: Call) -> Reply:
     """`GET /runs/{run_id}/streams/{name}`."""
     run_id, name = call.path("run_id"), call.path("name")
-    check_name(name, "stream name")
     found = call.query(("after",))
     resumed = call.request.headers.get("last-event-id", found.get("after"))
+    return Reply(await respond(target, run_id, name, resumed))
+
+
+async def respond(
+    target: Target, run_id: str, name: str, resumed: str | None
+) -> StreamingResponse:
+    """The server-sent events of stream `name` of the run after seq `resumed` (text or None).
+
+    Raises RunNotFound, or InvalidName / a BadRequest for a bad name or seq, before
+    anything is sent. The run page follows a stream through this too (ui/run.py).
+    """
+    check_name(name, "stream name")
     after = inputs.integer(resumed, "after", default=0, low=0, high=LAST_SEQ)
 
     async def exists(control: RunControl) -> bool:
@@ -80,7 +91,7 @@ async def read_stream(target: Target, call: Call) -> Reply:
                 yield ": waiting\n\n"
 
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    return Reply(StreamingResponse(events(), media_type="text/event-stream", headers=headers))
+    return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
 
 STREAM_EVENTS: dict[str, Any] = {"text/event-stream": {"schema": {"type": "string"}}}
