@@ -9,6 +9,7 @@ import pytest
 
 import cairn
 from cairn.errors import NotInRun
+from cairn.testing import replay
 
 from .kit import WAIT, Kit
 
@@ -93,6 +94,25 @@ async def test_stream__failed_attempt_is_reset_and_the_retry_streams_again(kit: 
     assert values == ["try 1", cairn.StreamReset(attempt=1, step_key="flaky#1"), "try 2"]
 
 
+async def test_stream__a_step_failing_for_good_is_reset_and_readers_end(kit: Kit) -> None:
+    @kit.step("doomed", retries=cairn.Retry(max_attempts=1))
+    async def doomed() -> None:
+        await cairn.stream("tokens").write("partial")
+        await asyncio.sleep(0.05)  # stored before the failure
+        raise cairn.FatalError("the model refused")
+
+    @kit.workflow("streams.failed")
+    async def flow() -> None:
+        await doomed()
+
+    async with kit.engine() as engine:
+        run = await engine.start(flow, run_id="s-8")
+        with pytest.raises(cairn.RunFailed):
+            await run.result(timeout=WAIT)
+        values = await _read_all(engine, "s-8")
+    assert values == ["partial", cairn.StreamReset(attempt=1, step_key="doomed#1")]
+
+
 async def test_stream__workflow_code_writes_once_whatever_the_replays(kit: Kit) -> None:
     @kit.workflow("streams.workflow_code")
     async def flow() -> str:
@@ -111,6 +131,24 @@ async def test_stream__workflow_code_writes_once_whatever_the_replays(kit: Kit) 
         assert await run.result(timeout=WAIT) == "ok"
         rest = [value async for value in values]
     assert rest == ["approved: True"]
+
+
+async def test_stream__an_offline_replay_writes_nothing(kit: Kit) -> None:
+    @kit.step("said")
+    async def said(word: str) -> str:
+        await cairn.stream("tokens").write(word)
+        return word
+
+    @kit.workflow("streams.replayed")
+    async def flow() -> str:
+        await cairn.stream("tokens").write("from the workflow")
+        return await said("hi")
+
+    async with kit.engine() as engine:
+        run = await engine.start(flow, run_id="s-7")
+        await run.result(timeout=WAIT)
+        replay(await engine.history("s-7"), flow)
+        assert await _read_all(engine, "s-7") == ["from the workflow", "hi"]
 
 
 async def test_stream__sync_step_writes_with_write_sync(kit: Kit) -> None:

@@ -54,9 +54,7 @@ async def read_stream(target: Target, call: Call) -> Reply:
     return Reply(await respond(target, run_id, name, resumed))
 
 
-async def respond(
-    target: Target, run_id: str, name: str, resumed: str | None
-) -> StreamingResponse:
+async def respond(target: Target, run_id: str, name: str, resumed: str | None) -> StreamingResponse:
     """The server-sent events of stream `name` of the run after seq `resumed` (text or None).
 
     Raises RunNotFound, or InvalidName / a BadRequest for a bad name or seq, before
