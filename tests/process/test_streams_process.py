@@ -50,3 +50,20 @@ async def test_kill_9__mid_stream_readers_get_a_reset_and_the_retry_streams_agai
         "end",
     ]
     assert procs.counts()["streamer start"] == 2
+
+
+async def test_kill_9__after_a_completed_stream_the_replay_writes_nothing_again(
+    tmp_path: Path, store_url: str
+) -> None:
+    async with workers(tmp_path, store_url) as (procs, control):
+        victim = procs.spawn()
+        run = await control.start("proc.streams_replayed", 3, allow_unknown=True)
+        await procs.until("the held step", lambda: procs.counts()["held start"] == 1)
+        procs.kill(victim)  # the stream step completed; a later step is in flight
+        procs.release()
+        procs.spawn()
+        await procs.status(control, run.run_id, "COMPLETED")
+        seen = [value async for value in control.read_stream(run.run_id, "tokens")]
+
+    assert seen == ["start", 0, 1, 2, "end"]
+    assert procs.counts()["spoken"] == 1 and procs.counts()["held start"] == 2
