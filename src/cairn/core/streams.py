@@ -53,16 +53,17 @@ class StreamWriters:
 
     async def finish(self, key: str, attempt: int) -> None:
         """Store what step `key`'s attempt buffered (it succeeded; its outcome is next)."""
-        for (_name, k, n), writer in list(self._steps.items()):
+        for (name, k, n), writer in list(self._steps.items()):
             if (k, n) == (key, attempt):
                 await writer.flush()
+                del self._steps[(name, k, n)]
 
     async def fail(self, key: str, attempt: int) -> None:
         """Void what step `key`'s attempt wrote: it failed (a reset if anything was stored)."""
         stored = False
         for (name, k, n), writer in list(self._steps.items()):
             if (k, n) == (key, attempt):
-                stored |= writer.drop()
+                stored |= await writer.abandon()
                 del self._steps[(name, k, n)]
         if stored:
             await void(self.live, key, attempt, own=True)
@@ -104,6 +105,7 @@ class _StepWriter:
         self.closed = False
         self._lock = asyncio.Lock()
         self._timer: asyncio.TimerHandle | None = None
+        self._flushing: asyncio.Task[None] | None = None  # a flush the timer started
         self._failure: BaseException | None = None
 
     async def add(self, kind: str, value: str | None) -> None:
@@ -122,8 +124,7 @@ class _StepWriter:
 
     def _linger_over(self) -> None:
         self._timer = None
-        task = self.live.env.loop.create_task(self._flush_in_background())
-        task.add_done_callback(lambda _t: None)
+        self._flushing = self.live.env.loop.create_task(self._flush_in_background())
 
     async def _flush_in_background(self) -> None:
         try:
@@ -168,6 +169,12 @@ class _StepWriter:
             self._timer = None
         self.buffer.clear()
         return self.stored
+
+    async def abandon(self) -> bool:
+        """`drop`, once a flush under way has ended (so that a reset comes after it)."""
+        self.drop()
+        async with self._lock:
+            return self.stored
 
 
 class _WorkflowWriter:
