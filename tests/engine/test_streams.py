@@ -189,6 +189,41 @@ async def test_stream__fork_keeps_the_completed_steps_streams(kit: Kit) -> None:
         assert await _read_all(engine, "s-6") == ["one", "two"]
 
 
+async def test_stream__the_sync_client_reads_it_live(kit: Kit) -> None:
+    release = asyncio.Event()
+
+    @kit.step("told")
+    async def told() -> None:
+        stream = cairn.stream("tokens")
+        await stream.write("first")
+        await release.wait()
+        await stream.write("second")
+        await stream.close()
+
+    @kit.workflow("streams.client")
+    async def flow() -> None:
+        await told()
+
+    async with kit.engine() as engine:
+        await engine.start(flow, run_id="s-9")
+        loop = asyncio.get_running_loop()
+
+        def from_a_script() -> list[Any]:
+            seen = []
+            with cairn.Client(kit.url, registry=kit.registry) as client:
+                for value in client.read_stream("s-9", "tokens"):
+                    seen.append(value)
+                    loop.call_soon_threadsafe(release.set)
+                with pytest.raises(cairn.RunNotFound):
+                    next(iter(client.read_stream("nobody", "tokens")))
+            return seen
+
+        assert await asyncio.wait_for(asyncio.to_thread(from_a_script), WAIT) == [
+            "first",
+            "second",
+        ]
+
+
 def test_stream__outside_a_run_raises_not_in_run() -> None:
     with pytest.raises(NotInRun):
         cairn.stream("tokens")
