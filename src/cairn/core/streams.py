@@ -146,7 +146,9 @@ class _StepWriter:
     async def _append(self, batch: list[tuple[str, str | None]]) -> None:
         live = self.live
         run = live.run
-        if not self.stored:  # the attempts of this step whose workers died are void first
+        if not self.stored and (run.attempt > 1 or self.attempt > 1):
+            # The attempts of this step whose workers died are void first (in the run's
+            # first claim, its step's first attempt has none before it).
             await void(live, self.key, self.attempt, own=False)
         op = stream_ops.append_stream(
             live.lease,
