@@ -22,6 +22,7 @@ from cairn.authoring.primitives import (
     sleep,
     sleep_until,
     start_child,
+    stream,
     wait_for_event,
 )
 from cairn.authoring.queues import Queue
@@ -76,6 +77,7 @@ from cairn.models import (
     RunStatus,
     RunSummary,
     StepInfo,
+    StreamReset,
 )
 from cairn.runtime.engine import Engine
 from cairn.runtime.handle import RunHandle
@@ -132,6 +134,7 @@ __all__ = [
     "StoreError",
     "StoreRefused",
     "StoreUnavailable",
+    "StreamReset",
     "TaskInfo",
     "TaskNotFound",
     "TransientWorkflow",
@@ -161,6 +164,7 @@ __all__ = [
     "sleep_until",
     "start_child",
     "step",
+    "stream",
     "transaction",
     "wait_for_event",
     "workflow",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from datetime import date, datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -18,6 +18,7 @@ from cairn import config, serialization
 from cairn.authoring.registry import Registry, default_registry
 from cairn.clock import SystemClock
 from cairn.models import EventDelivery, HistoryEntry, RunPage, RunStatus, RunSummary
+from cairn.runtime import streams
 from cairn.runtime.control import RunControl
 from cairn.runtime.tasks import TaskInfo
 from cairn.store import open_store
@@ -265,3 +266,16 @@ class Client:
     def history(self, run_id: str) -> list[HistoryEntry]:
         """The run's durable operations in order."""
         return self._call(self.control.history(run_id))
+
+    def read_stream(self, run_id: str, name: str, *, after: int | None = None) -> Iterator[Any]:
+        """The values of run `run_id`'s stream `name` as they come (see Engine.read_stream)."""
+        control = self.control
+        values = streams.read_stream(control.store, control.serializer, run_id, name, after=after)
+        try:
+            while True:
+                try:
+                    yield self._call(values.__anext__())
+                except StopAsyncIteration:
+                    return
+        finally:
+            self._call(values.aclose())

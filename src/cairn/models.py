@@ -281,3 +281,14 @@ class History(list[HistoryEntry]):
         self.executions = list(executions or ())
         # For one page of a long history: the `after` of the next page; None on the last.
         self.next_after = next_after
+
+
+@dataclass(frozen=True, slots=True)
+class StreamReset:
+    """A stream reader's marker: the chunks step `step_key`'s attempt `attempt` wrote are void.
+
+    The attempt failed or its worker died; the step's next attempt streams again.
+    """
+
+    attempt: int
+    step_key: str

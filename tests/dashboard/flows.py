@@ -206,10 +206,25 @@ class Flows:
 
         kid_flow = make_workflow(kid, name="t.kid", reg=reg)
 
+        async def speak(n: int) -> int:
+            stream = cairn.stream("tokens")
+            for i in range(n):
+                await stream.write(f"tok{i}")
+            await self.release.wait()  # the test reads the first tokens meanwhile
+            await stream.write({"done": True})
+            await stream.close()
+            return n
+
+        speak_step = make_step(speak, "speak", None, None, reg)
+
+        async def speaker(n: int) -> int:
+            return int(await speak_step(n))
+
         async def family() -> Any:
             return await kid_flow()
 
         for name, fn in (
+            ("t.speaker", speaker),
             ("t.family", family),
             ("t.total", total),
             ("t.long", long),

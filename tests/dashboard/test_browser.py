@@ -174,6 +174,25 @@ async def test_browser__a_hook_resumed_through_the_api_finishes_live(page, api, 
     await expect(row.locator("[data-field=status]")).to_have_text("COMPLETED")
 
 
+async def test_browser__the_run_page_shows_a_stream_as_it_grows(page, api, workers, flows):
+    from playwright.async_api import expect
+
+    await start(api, "t.speaker", 2, run_id="speaker")
+    await until("its first tokens", lambda: _streamed(workers, "speaker", 2))
+    await page.goto("/runs/speaker")
+    text = page.locator("[data-stream=tokens] [data-stream-text]")
+    await expect(text).to_have_text("tok0tok1")
+    flows.release.set()  # the step writes its last chunk and closes the stream
+    await expect(text).to_have_text('tok0tok1{"done":true}\n')
+    await expect(page.locator("[data-stream=tokens][data-ended]")).to_have_count(1)
+
+
+async def _streamed(engine, run_id: str, count: int) -> bool:
+    from cairn.store.programs import streams
+
+    return [("tokens", count, count)] == await engine.store.read(streams.stream_names(run_id))
+
+
 async def test_browser__the_runs_list_follows_a_run_live(page, api, workers):
     from playwright.async_api import expect
 

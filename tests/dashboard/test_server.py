@@ -20,6 +20,7 @@ ROUTES = {
     ("POST", "/runs"),
     ("GET", "/runs/{run_id}"),
     ("GET", "/runs/{run_id}/history"),
+    ("GET", "/runs/{run_id}/streams/{name}"),
     *(("POST", f"/runs/{{run_id}}/{verb}") for verb in ("cancel", "pause", "resume", "retry")),
     ("POST", "/runs/{run_id}/restart"),
     ("POST", "/runs/{run_id}/fork"),

@@ -158,6 +158,52 @@ async def gather() -> list[int]:
     return list(await asyncio.gather(*branches))
 
 
+@cairn.step("streamer")
+async def streamer(n: int) -> int:
+    """Streams n chunks; until the test releases it, then holds (to be killed mid-stream)."""
+    effect("streamer start")
+    stream = cairn.stream("tokens")
+    for i in range(n):
+        await stream.write(i)
+    while not released():
+        await asyncio.sleep(0.01)
+    return n
+
+
+@cairn.step("spoken")
+async def spoken(n: int) -> int:
+    """Streams n chunks and completes."""
+    effect("spoken")
+    stream = cairn.stream("tokens")
+    for i in range(n):
+        await stream.write(i)
+    return n
+
+
+@cairn.workflow("proc.streams_replayed")
+async def streams_replayed(n: int) -> int:
+    """A stream written by workflow code and a completed step, then a step killed mid-way:
+    the run that takes it over replays both and streams nothing twice."""
+    await cairn.stream("tokens").write("start")
+    done = await spoken(n)
+    await held_async()
+    stream = cairn.stream("tokens")
+    await stream.write("end")
+    await stream.close()
+    return done
+
+
+@cairn.workflow("proc.streams")
+async def streams(n: int) -> int:
+    """Workflow code writes, a step streams (killed mid-stream), workflow code closes."""
+    await cairn.stream("tokens").write("start")
+    done = await streamer(n)
+    stream = cairn.stream("tokens")
+    await stream.write("end")
+    await stream.close()
+    return done
+
+
 async def serve(url: str) -> None:
     async with cairn.Engine(url, workers=16, poll_interval=0.05, lease="30s"):
         print("ready", flush=True)

@@ -83,6 +83,12 @@ def give_rows(url: str, run_id: str) -> None:
         "VALUES (?, ?, 'add#1', 1, 'add', 'gpu', 'done', 0)",
         (f"st-{run_id}", run_id),
     )
+    execute(
+        url,
+        "INSERT INTO stream_chunks (run_id, name, seq, kind, step_key, attempt, claim, "
+        "created_at) VALUES (?, 'tokens', 1, 'close', 'add#1', 1, 1, 0)",
+        (run_id,),
+    )
 
 
 def rows_of(url: str, run_id: str) -> dict[str, int]:

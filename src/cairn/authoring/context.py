@@ -145,6 +145,10 @@ class RunContext:
         """Durably start the workflows subscribed to `event_type`; their run ids."""
         raise NotImplementedError
 
+    def stream(self, name: str) -> Any:
+        """The run's durable stream `name` for the code running now (core/streams.py)."""
+        raise NotImplementedError
+
     def patched(self, change_id: str) -> bool:
         """Whether this run takes the new path of patch `change_id` (see core/patches.py)."""
         raise NotImplementedError

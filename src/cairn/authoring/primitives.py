@@ -366,3 +366,25 @@ def shield() -> Any:
     from cairn.authoring.shield import Shield
 
     return Shield()
+
+
+@usage.checked("cairn.stream")
+def stream(name: str) -> Any:
+    """The run's durable stream `name`, to write chunks its readers see as they come.
+
+    In a step: `s = cairn.stream("tokens")`, `await s.write(chunk)` (JSON values or
+    text), `await s.close()`; in a sync step `s.write_sync(chunk)`, `s.close_sync()`.
+    Chunks are batched into commits and all stored before the step's outcome. A failed
+    attempt's chunks are voided for readers (a reset) and the retry streams again. In
+    workflow code each write commits once: a replay writes nothing again. Readers:
+    `engine.read_stream(run_id, name)`; see docs/explanation/streams.md.
+
+    Raises:
+        NotInRun: outside a run.
+        ValueError: an empty or too long name.
+    """
+    ctx = context.in_run()
+    if ctx is None:
+        context.current("cairn.stream()")
+    assert ctx is not None
+    return ctx.stream(name)

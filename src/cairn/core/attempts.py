@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.authoring import context
 from cairn.authoring.retry import Retry
 from cairn.authoring.transaction import TransactionDef
-from cairn.core import step_input, sync_steps, transaction_steps
+from cairn.core import step_input, streams, sync_steps, transaction_steps
 from cairn.core.failed_attempts import (
     PARK_BACKOFF_AFTER,
     RETRY,
@@ -89,6 +89,9 @@ async def run_new_step(
     spared = 0
     if prior:
         spared = sum(1 for earlier in prior if earlier.outcome == INTERRUPTED)
+        if prior[-1].outcome == INTERRUPTED:
+            # Its worker died: what that attempt streamed is void before this one streams.
+            await streams.void(live, key, attempt + 1, own=False)
         if prior[-1].retry_at is not None:
             # Woken (or recovered) in a backoff: wait only what is left of it.
             left = prior[-1].retry_at - clock.now()
@@ -118,6 +121,8 @@ async def run_new_step(
                 async with asyncio.timeout(timeout) as limit:
                     value = await _call(live, step, key, attempt, args, kwargs)
         except Exception as exc:
+            if live.attempt.streams is not None:
+                await live.attempt.streams.fail(key, attempt)
             timed_out = limit is not None and limit.expired()
             ran_on = None
             if timed_out:
@@ -146,9 +151,14 @@ async def run_new_step(
                 raise failure from None
             continue
         except BaseException:
+            if live.attempt.streams is not None:
+                live.attempt.streams.discard(key, attempt)
             if observed is not None:
                 observed.interrupted()
             raise
+        if live.attempt.streams is not None:
+            # Before the outcome: a completed step's chunks are all stored.
+            await live.attempt.streams.finish(key, attempt)
         if observed is not None:
             observed.succeeded()
         # A transaction step's function returned with its transaction open: the result

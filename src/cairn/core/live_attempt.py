@@ -14,7 +14,7 @@ import json
 import threading
 from collections.abc import Coroutine
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cairn.core import pending_starts
 from cairn.core.interrupts import Interrupts
@@ -49,6 +49,26 @@ def run_info(run: RunRecord) -> RunInfo:
     )
 
 
+class AttemptStreams(Protocol):
+    """What an attempt asks of its stream writers (core/streams.py StreamWriters)."""
+
+    def open(self, name: str) -> Any:
+        """A writer of stream `name` for the code running now."""
+        ...
+
+    async def finish(self, key: str, attempt: int) -> None:
+        """Store what the attempt buffered (it succeeded)."""
+        ...
+
+    async def fail(self, key: str, attempt: int) -> None:
+        """Void what the attempt wrote (it failed)."""
+        ...
+
+    def discard(self, key: str, attempt: int) -> None:
+        """Forget the attempt's buffers (it unwinds)."""
+        ...
+
+
 class LiveAttempt:
     """One attempt of one run: what it has running, what it waits on, and its end."""
 
@@ -77,6 +97,7 @@ class LiveAttempt:
         self.overrunning: dict[str, concurrent.futures.Future[Any]] = {}
         # Runs scheduled and not yet written (core/pending_starts.py): awaited at the end.
         self.scheduled = pending_starts.PendingStarts()
+        self.streams: AttemptStreams | None = None  # made on the first cairn.stream()
         # Calls a sync workflow's thread is blocked on; cancelled by close().
         self._blocked: set[concurrent.futures.Future[Any]] = set()
         self.closed = False  # once True, nothing of the attempt may write any more

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn import config
 from cairn.authoring.context import RunContext
-from cairn.core import children, emits, scheduled_starts
+from cairn.core import children, emits, scheduled_starts, streams
 from cairn.core.journal import Journal
 from cairn.core.live_attempt import LiveAttempt, run_info
 from cairn.core.live_steps import LiveSteps
@@ -189,6 +189,13 @@ class LiveRun(RunContext):
         return self.deliver(emits.emit(self.steps, event_type, payload, key))
 
     # columns and progress
+
+    def stream(self, name: str) -> Any:
+        """The run's durable stream `name` (core/streams.py)."""
+        writers = self.attempt.streams
+        if writers is None:
+            writers = self.attempt.streams = streams.StreamWriters(self.steps)
+        return writers.open(name)
 
     def set_columns(self, values: dict[str, Any]) -> None:
         """Store searchable facts about this run (written in the background, batched)."""

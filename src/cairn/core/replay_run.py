@@ -257,6 +257,10 @@ class ReplayRun(RunContext):
     def check_cancelled(self) -> None:
         return None
 
+    def stream(self, name: str) -> Any:
+        """A stream that writes nothing: a replay never writes (core/streams.py)."""
+        return _Unwritten(self._deliver)
+
     def patched(self, change_id: str) -> bool:
         key = patches.key_of(self.journal, change_id)
         new_path, _ = patches.decide(self.journal, key)
@@ -305,3 +309,26 @@ class _RecordedChild:
             if recorded.take(f"{base}>{hop}", "child") is None:
                 raise _ReachedNewWork()
             entry = self._replay.entries[f"{base}>{hop}"]
+
+
+class _Unwritten:
+    """`cairn.stream` in an offline replay: its writes and close do nothing."""
+
+    def __init__(self, deliver: Any) -> None:
+        self._deliver = deliver
+
+    def write(self, value: Any) -> Any:
+        return self._deliver(_nothing())
+
+    def close(self) -> Any:
+        return self._deliver(_nothing())
+
+    def write_sync(self, value: Any) -> None:
+        return None
+
+    def close_sync(self) -> None:
+        return None
+
+
+async def _nothing() -> None:
+    return None

@@ -6,6 +6,7 @@ this; every method here hands over to RunControl (runtime/control.py) or the dep
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import date, datetime
 from typing import Any
 
@@ -13,7 +14,7 @@ from cairn import serialization
 from cairn.authoring.registry import Registry
 from cairn.authoring.workflow import WorkflowDef
 from cairn.models import EventDelivery, History, RunPage, RunStatus
-from cairn.runtime import deploy_check, transient_rules
+from cairn.runtime import deploy_check, streams, transient_rules
 from cairn.runtime.control import RunControl
 from cairn.runtime.deploy_check import CheckReport
 from cairn.runtime.handle import RunHandle
@@ -176,6 +177,18 @@ class EngineVerbs:
         A page's `next_after` is the `after` of the next page (None on the last one).
         """
         return await self.control.history(run_id, after=after, limit=limit)
+
+    def read_stream(
+        self, run_id: str, name: str, *, after: int | None = None
+    ) -> AsyncIterator[Any]:
+        """The values run `run_id` writes to stream `name`, in order, as they come.
+
+        `async for value in engine.read_stream(run_id, "tokens")`: ends when the stream is
+        closed or the run has finished. Where an attempt's chunks are void (it failed, or
+        its worker died), a `cairn.StreamReset` comes instead; the retry streams again.
+        `after`: the seq of the last item already seen (docs/explanation/streams.md).
+        """
+        return streams.read_stream(self.store, self.serializer, run_id, name, after=after)
 
     async def check(self, *, workflow: str | None = None, sample: int | None = None) -> CheckReport:
         """Replay unfinished runs against the code imported now; nothing runs or is written.

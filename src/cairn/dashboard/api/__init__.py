@@ -18,6 +18,7 @@ from cairn.dashboard.api import (
     queues,
     runs,
     schedules,
+    streams,
     tasks,
     verb_routes,
     workers,
@@ -36,6 +37,7 @@ _HTTP_ERRORS = {404: "NotFound", 405: "MethodNotAllowed"}
 def operations(*, guarded: bool) -> tuple[Operation, ...]:
     """Every operation of the API, `GET /openapi.json` included."""
     served: tuple[Operation, ...] = (
+        *streams.OPERATIONS,  # before runs': a run id's path parameter takes nearly anything
         *runs.OPERATIONS,
         *verb_routes.OPERATIONS,
         *bulk.OPERATIONS,

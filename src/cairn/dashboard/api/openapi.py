@@ -71,7 +71,7 @@ def _describe(op: Operation, *, guarded: bool) -> dict[str, Any]:
     responses: dict[str, Any] = {
         str(status): {
             "description": meaning,
-            "content": {"application/json": {"schema": {"type": "object"}}},
+            "content": op.content or {"application/json": {"schema": {"type": "object"}}},
         }
         for status, meaning in ((op.ok, "Success"), *op.also)
     }

@@ -67,6 +67,9 @@ class Operation:
     """True for the operations a token does not guard (`POST /hooks/{token}`, `GET /health`)."""
     description: str | None = None
     """More than the summary says, for the OpenAPI document (None: nothing more)."""
+    content: dict[str, Any] | None = None
+    """The OpenAPI `content` of a success when it is not JSON (server-sent events): its
+    handler's Reply then carries the Response itself."""
 
     @property
     def template(self) -> str:
@@ -87,6 +90,8 @@ class Operation:
                 reply = await self.handler(target, Call(request))
             except Exception as exc:
                 return failure(exc, where=where)
+            if isinstance(reply.body, Response):  # a stream (see `content`)
+                return reply.body
             return json_response(reply.body, reply.status)
 
         name = f"api:{self.method.lower()}:{self.path}"

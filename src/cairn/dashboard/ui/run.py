@@ -16,6 +16,7 @@ from starlette.routing import BaseRoute, Route
 
 from cairn.core import scheduled_starts
 from cairn.dashboard.api import actions, inputs
+from cairn.dashboard.api import streams as api_streams
 from cairn.dashboard.api.replies import BadRequest
 from cairn.dashboard.api.replies import describe as describe_failure
 from cairn.dashboard.target import Target
@@ -25,6 +26,7 @@ from cairn.representation import runs as run_forms
 from cairn.representation import words
 from cairn.runtime import blocking
 from cairn.runtime.control import RunControl
+from cairn.store.programs import streams as stream_ops
 
 QUESTIONS = {
     "cancel": "Cancel run {id}? It ends CANCELLED at its current or next durable point.",
@@ -158,6 +160,7 @@ def routes(target: Target) -> list[BaseRoute]:
         run_id = request.path_params["run_id"]
 
         shown = await target(lambda control: run_forms.fetch(control, run_id, window=WINDOW))
+        names = await target(lambda control: control.store.read(stream_ops.stream_names(run_id)))
         entries = timeline.timeline(shown.history, shown.attempts, shown.executing)
         whole = request.query_params.get("timeline") == "all"
         hidden = 0 if whole else max(0, len(entries) - TIMELINE_SHOWN)
@@ -179,6 +182,7 @@ def routes(target: Target) -> list[BaseRoute]:
                 "shown here."
             ),
             "seqs": [entry.seq for entry in shown.history if not entry.superseded],
+            "streams": [name for name, _items, _top in names],
             "executions": execution_labels(shown),
             # Of this very read: the live stream's first event then says if it is stale.
             "version": live.version(
@@ -189,6 +193,13 @@ def routes(target: Target) -> list[BaseRoute]:
             ),
         }
         return render.page(request, "run.html", context)
+
+    @render.handled
+    async def stream_events(request: Request) -> Response:
+        """The run page's view of a stream: the API's server-sent events, for the session."""
+        run_id, name = request.path_params["run_id"], request.path_params["name"]
+        resumed = request.headers.get("last-event-id")
+        return await api_streams.respond(target, run_id, name, resumed)
 
     @render.handled
     async def act(request: Request) -> Response:
@@ -267,5 +278,6 @@ def routes(target: Target) -> list[BaseRoute]:
 
     return [
         Route("/runs/{run_id:path}/{verb}", act, methods=["POST"]),
+        Route("/runs/{run_id:path}/streams/{name}", stream_events, methods=["GET"]),
         Route("/runs/{run_id:path}", run_page, methods=["GET"], name="ui:run"),
     ]

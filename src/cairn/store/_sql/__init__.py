@@ -14,4 +14,5 @@ from cairn.store._sql.messages import *  # noqa: F403
 from cairn.store._sql.rows import *  # noqa: F403
 from cairn.store._sql.runs import *  # noqa: F403
 from cairn.store._sql.schedules import *  # noqa: F403
+from cairn.store._sql.streams import *  # noqa: F403
 from cairn.store._sql.workers import *  # noqa: F403

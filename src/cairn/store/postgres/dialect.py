@@ -30,6 +30,7 @@ from cairn.store.postgres import binary_arrays
 Statement = tuple[str, Sequence[Any]]
 
 CHANNEL = "cairn_runs"
+STREAMS_CHANNEL = "cairn_streams"
 NOTIFY = "SELECT pg_notify('cairn_runs', %s)"
 LOCK_RUN = "SELECT 1 FROM runs WHERE run_id = %s FOR NO KEY UPDATE"
 
@@ -87,13 +88,30 @@ _LOCKS = {
 }
 
 
+# A stream append tells the stream's readers in every process at its commit (PostgreSQL
+# sends one NOTIFY per distinct payload of a transaction, however many rows name it).
+_STREAM_NOTICE = " RETURNING pg_notify('cairn_streams', json_build_array(run_id, name)::text)"
+
+
+@functools.lru_cache(maxsize=256)
+def _rewritten_by_head(text: str) -> str:
+    """`convert(text)`, and a stream append's rewrite (its text varies with its rows).
+
+    An append is fenced with FOR KEY SHARE, as a step write is, and sends NOTIFY
+    cairn_streams.
+    """
+    if text.startswith(_sql.APPEND_STREAM_HEAD):
+        return convert(_fenced(text)) + _STREAM_NOTICE
+    return convert(text)
+
+
 def program_statements(text: str, params: Sequence[Any], *, lock: str) -> list[Statement]:
     """The PostgreSQL statements for one statement of a shared program.
 
     The caller reads the result of the last one. `lock` is the program's row-lock mark
     ("", "skip", "update" or "share", see `programs.base.Sql`).
     """
-    pg = (_REWRITTEN.get(text) or convert(text)) + _LOCKS[lock]
+    pg = (_REWRITTEN.get(text) or _rewritten_by_head(text)) + _LOCKS[lock]
     position = _LOCKED_BY_PARAM.get(text)
     if position is None:
         return [(pg, params)]

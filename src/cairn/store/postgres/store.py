@@ -42,6 +42,7 @@ from cairn.store.programs import claims, runs, workers
 from cairn.store.programs.base import Operation, Program, Sql, is_waking
 from cairn.store.records import Claimed, RunRecord
 from cairn.store.sql_store import SqlStore
+from cairn.store.stream_bells import StreamBells
 
 T = TypeVar("T")
 log = logging.getLogger("cairn.store.postgres")
@@ -355,12 +356,26 @@ class PostgresStore(SqlStore):
         polling every `timeout` seconds still finds what no notification reports (a dead
         worker's lease running out) or what a lost connection missed.
         """
+        self._listen()
+        await self._signal.wait(timeout)
+
+    def stream_bells(self) -> StreamBells:
+        """The stream bells, which NOTIFY cairn_streams from any process rings (see listener)."""
+        self._listen()
+        return super().stream_bells()
+
+    def _listen(self) -> None:
+        """Start listening (in the running loop), unless this store listens already."""
         if self._pool is not None and self._listener is None:
             listening = listener.listen(
-                self._conninfo, self.where, self._signal, self.health, self._next_wake
+                self._conninfo,
+                self.where,
+                self._signal,
+                self.health,
+                self._next_wake,
+                super().stream_bells(),
             )
             self._listener = asyncio.create_task(listening, name="cairn-pg-listen")
-        await self._signal.wait(timeout)
 
 
 def _fetch_one(text: str, params: Sequence[Any]) -> connections.Program[Any]:

@@ -87,12 +87,15 @@ def copy_run(
 ) -> Program[None]:
     """Create `new_run` as a copy of the source: a restart, or a fork before `before_seq`.
 
-    A fork takes the source's entries before `before_seq` that are not "waiting".
+    A fork takes the source's entries before `before_seq` that are not "waiting", and
+    the stream items of those steps and of workflow code before that point.
     """
     yield Sql(_sql.INSERT_RUN, _sql.run_params(new_run))
     cause = "restart" if before_seq is None else "fork"
     if before_seq is not None:
         yield Sql(_sql.COPY_STEPS, (new_run.run_id, source_id, before_seq))
+        copied = (new_run.run_id, source_id, before_seq, new_run.run_id)
+        yield Sql(_sql.COPY_STREAMS, copied)  # the copied steps' streams
     params = (new_run.run_id, 1, now, cause, by, before_seq or 1)
     yield Sql(_sql.INSERT_EXECUTION, params)
 

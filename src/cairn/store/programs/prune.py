@@ -39,6 +39,7 @@ RUN_TABLES = (
     "run_executions",
     "retried_steps",
     "step_tasks",
+    "stream_chunks",
 )
 # Tables whose rows are not any one run's (emit_keys: a key's row goes with the last run
 # it started, see _forget_emit_keys).

@@ -14,6 +14,7 @@ from cairn.store.programs.base import Operation
 from cairn.store.protocol.journal import StepTransaction
 from cairn.store.protocol.lifecycle import LifecycleStore
 from cairn.store.protocol.workers import SideChannel
+from cairn.store.stream_bells import StreamBells
 
 T = TypeVar("T")
 
@@ -49,6 +50,14 @@ class Backend(LifecycleStore, Protocol):
         at least every `timeout` seconds: polling is the fallback. PostgreSQL listens for
         NOTIFY; SQLite sees this process's writes at once and other processes' commits
         within about 50 ms (PRAGMA data_version).
+        """
+        ...
+
+    def stream_bells(self) -> StreamBells:
+        """Where this process's readers of durable streams wait for new items.
+
+        This process's appends ring them; PostgreSQL's also ring other processes' (NOTIFY
+        cairn_streams, listened for once a reader asks). Elsewhere readers poll.
         """
         ...
 

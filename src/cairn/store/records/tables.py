@@ -325,3 +325,20 @@ class StepTaskRecord:
 
 
 STEP_TASK_FIELDS: tuple[str, ...] = tuple(StepTaskRecord.__dataclass_fields__)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamItem:
+    """One item of a run's named stream: a chunk, its "close", or a "reset".
+
+    A chunk's `value` is JSON text. A reset voids the chunks step `step_key`'s attempt
+    `attempt` wrote (it failed, or its worker died); `step_key` is "~stream" for
+    workflow code's writes, whose `attempt` counts them.
+    """
+
+    seq: int
+    kind: str
+    step_key: str
+    attempt: int
+    value: str | None
+    created_at: float

@@ -8,6 +8,7 @@ from typing import TypeVar
 from cairn.store._health import StoreHealth
 from cairn.store.programs.base import Program
 from cairn.store.protocol import SideChannel
+from cairn.store.stream_bells import StreamBells
 
 T = TypeVar("T")
 
@@ -40,6 +41,17 @@ class SqlBase:
         by default this is `read`.
         """
         return await self.read(make)
+
+    _stream_bells: StreamBells | None = None
+
+    def stream_bells(self) -> StreamBells:
+        """Where this process's stream readers wait (see Backend.stream_bells).
+
+        By default only this process's appends ring them; its readers poll for others'.
+        """
+        if self._stream_bells is None:
+            self._stream_bells = StreamBells()
+        return self._stream_bells
 
     def side_channel(self) -> SideChannel | None:
         """A connection of its own for a heartbeat thread (see Store.side_channel)."""

@@ -138,6 +138,34 @@
     });
   }
 
+  /* A run's durable streams, followed as they grow: chunks appended as text, a reset
+     marked where an attempt's chunks became void (the retry streams again below it). */
+  function follow(box) {
+    if (!window.EventSource || box.hasAttribute("data-following")) return;
+    box.setAttribute("data-following", "");
+    var text = box.querySelector("[data-stream-text]");
+    var source = new EventSource(box.getAttribute("data-stream-url"));
+    source.addEventListener("chunk", function (e) {
+      var value = JSON.parse(e.data);
+      var piece = document.createElement("span");
+      piece.textContent = typeof value === "string" ? value : JSON.stringify(value) + "\n";
+      text.appendChild(piece);
+    });
+    source.addEventListener("reset", function (e) {
+      var reset = JSON.parse(e.data);
+      var mark = document.createElement("div");
+      mark.className = "stream-reset";
+      mark.textContent = "attempt " + reset.attempt + " of " + reset.step_key +
+        " did not finish: its chunks above are void";
+      text.appendChild(mark);
+    });
+    source.addEventListener("end", function () {
+      source.close();
+      box.setAttribute("data-ended", "");
+    });
+  }
+  Array.prototype.forEach.call(document.querySelectorAll("[data-stream]"), follow);
+
   /* A run's page shows one read of its run: when the run changes, the page is fetched
      again and its sections replaced together, so no badge ever shows another moment. */
   var live = document.querySelector("[data-live-run]");
@@ -165,6 +193,19 @@
           Array.prototype.forEach.call(fresh.querySelectorAll("[data-live-section]"), function (el) {
             var old = document.getElementById(el.id);
             if (old) old.replaceWith(document.importNode(el, true));
+          });
+          /* Streams begun since: followed too (those followed already keep their text). */
+          var streams = document.getElementById("streams");
+          Array.prototype.forEach.call(fresh.querySelectorAll("[data-stream]"), function (el) {
+            if (!streams) return;
+            var name = el.getAttribute("data-stream");
+            var known = Array.prototype.some.call(streams.querySelectorAll("[data-stream]"),
+              function (box) { return box.getAttribute("data-stream") === name; });
+            if (known) return;
+            var box = document.importNode(el, true);
+            streams.appendChild(box);
+            streams.hidden = false;
+            follow(box);
           });
         })
         .finally(function () {

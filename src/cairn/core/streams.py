@@ -1,0 +1,272 @@
+"""Durable streams of a live run: `cairn.stream(name)` writers, buffered and batched.
+
+A step's chunks are buffered and appended in batches (a commit per batch, after a short
+linger), flushed when the stream is closed and when the step attempt ends, before its
+outcome is committed: a completed step's chunks are all stored. A failed attempt's
+chunks are voided with a reset item; an attempt whose worker died is voided by the next
+one. Workflow code's writes are counted per stream, so a replay writes none again.
+Readers: runtime/streams.py. The contract: docs/explanation/streams.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from cairn.authoring import context
+from cairn.names import check_name
+from cairn.store.programs import streams as stream_ops
+
+if TYPE_CHECKING:
+    from cairn.core.live_view import LiveView
+
+LINGER = 0.0
+"""Seconds a step's first buffered chunk waits for others to share its commit: none
+beyond the current turn of the event loop (chunks written meanwhile, and while a commit
+is under way, share the next one)."""
+MAX_BATCH = 1000
+"""Chunks a commit takes at most; a writer that has more waits for the commit."""
+
+
+class StreamWriters:
+    """The stream writers of one live attempt of a run (a collaborator of LiveRun)."""
+
+    def __init__(self, live: LiveView) -> None:
+        self.live = live
+        self._steps: dict[tuple[str, str, int], _StepWriter] = {}
+        self._workflow: dict[str, _WorkflowWriter] = {}
+
+    def open(self, name: str) -> Stream:
+        """The stream `name` for the code running now: a step's attempt, or workflow code."""
+        check_name(name, "stream name")
+        frame = context.step_frame()
+        if frame is None:
+            writer = self._workflow.get(name)
+            if writer is None:
+                writer = self._workflow[name] = _WorkflowWriter(self.live, name)
+            return Stream(self.live, writer)
+        _step, key, attempt = frame
+        found = self._steps.get((name, key, attempt))
+        if found is None:
+            found = self._steps[(name, key, attempt)] = _StepWriter(self.live, name, key, attempt)
+        return Stream(self.live, found)
+
+    async def finish(self, key: str, attempt: int) -> None:
+        """Store what step `key`'s attempt buffered (it succeeded; its outcome is next)."""
+        for (name, k, n), writer in list(self._steps.items()):
+            if (k, n) == (key, attempt):
+                await writer.flush()
+                del self._steps[(name, k, n)]
+
+    async def fail(self, key: str, attempt: int) -> None:
+        """Void what step `key`'s attempt wrote: it failed (a reset if anything was stored)."""
+        stored = False
+        for (name, k, n), writer in list(self._steps.items()):
+            if (k, n) == (key, attempt):
+                stored |= await writer.abandon()
+                del self._steps[(name, k, n)]
+        if stored:
+            await void(self.live, key, attempt, own=True)
+
+    def discard(self, key: str, attempt: int) -> None:
+        """Forget step `key`'s attempt's buffers (it ends without a verdict: it unwinds)."""
+        for (name, k, n), writer in list(self._steps.items()):
+            if (k, n) == (key, attempt):
+                writer.drop()
+                del self._steps[(name, k, n)]
+
+
+async def void(live: LiveView, key: str, attempt: int, *, own: bool) -> None:
+    """Reset step `key`'s chunks: this attempt's (`own`), or the dead attempts' before it."""
+    run = live.run
+    op = stream_ops.void_attempt(
+        live.lease,
+        run.run_id,
+        key,
+        attempt=attempt,
+        claim=run.attempt,
+        own=own,
+        now=live.env.clock.now(),
+    )
+    for name in await live.env.store.write(op):
+        live.env.store.stream_bells().ring(run.run_id, name)
+
+
+class _StepWriter:
+    """Chunks of one stream written by one attempt of one step, buffered."""
+
+    def __init__(self, live: LiveView, name: str, key: str, attempt: int) -> None:
+        self.live = live
+        self.name = name
+        self.key = key
+        self.attempt = attempt
+        self.buffer: list[tuple[str, str | None]] = []
+        self.stored = False  # something was appended (the first append voids dead ones)
+        self.closed = False
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.TimerHandle | None = None
+        self._flushing: asyncio.Task[None] | None = None  # a flush the timer started
+        self._failure: BaseException | None = None
+
+    async def add(self, kind: str, value: str | None) -> None:
+        if self._failure is not None:
+            raise self._failure
+        if self.closed:
+            raise ValueError(f"stream {self.name!r} is closed; it takes no more chunks")
+        self.buffer.append((kind, value))
+        if kind == "close":
+            self.closed = True
+            await self.flush()
+        elif len(self.buffer) >= MAX_BATCH:
+            await self.flush()
+        elif self._timer is None:
+            self._timer = self.live.env.loop.call_later(LINGER, self._linger_over)
+
+    def _linger_over(self) -> None:
+        self._timer = None
+        self._flushing = self.live.env.loop.create_task(self._flush_in_background())
+
+    async def _flush_in_background(self) -> None:
+        try:
+            await self.flush()
+        except Exception as exc:  # the step's next write or its end raises it
+            self._failure = exc
+
+    async def flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        async with self._lock:
+            if self._failure is not None:
+                raise self._failure
+            while self.buffer:
+                batch, self.buffer = self.buffer[:MAX_BATCH], self.buffer[MAX_BATCH:]
+                await self._append(batch)
+
+    async def _append(self, batch: list[tuple[str, str | None]]) -> None:
+        live = self.live
+        run = live.run
+        if not self.stored and (run.attempt > 1 or self.attempt > 1):
+            # The attempts of this step whose workers died are void first (in the run's
+            # first claim, its step's first attempt has none before it).
+            await void(live, self.key, self.attempt, own=False)
+        op = stream_ops.append_stream(
+            live.lease,
+            run.run_id,
+            self.name,
+            batch,
+            step_key=self.key,
+            attempt=self.attempt,
+            claim=run.attempt,
+            now=live.env.clock.now(),
+        )
+        await live.env.store.write(op)
+        self.stored = True
+        live.env.store.stream_bells().ring(run.run_id, self.name)
+
+    def drop(self) -> bool:
+        """Forget the buffer; True if anything of this attempt was stored."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.buffer.clear()
+        return self.stored
+
+    async def abandon(self) -> bool:
+        """`drop`, once a flush under way has ended (so that a reset comes after it)."""
+        self.drop()
+        async with self._lock:
+            return self.stored
+
+
+class _WorkflowWriter:
+    """Workflow code's writes to one stream: each committed at once, once per run."""
+
+    def __init__(self, live: LiveView, name: str) -> None:
+        self.live = live
+        self.name = name
+        self.count = 0  # writes met in this execution, replayed ones included
+        self.known: int | None = None  # writes stored before this execution
+
+    async def add(self, kind: str, value: str | None) -> None:
+        live = self.live
+        run = live.run
+        self.count += 1
+        if self.known is None:
+            self.known = await live.env.store.read(
+                stream_ops.workflow_writes(run.run_id, self.name)
+            )
+        if self.count <= self.known:
+            return  # a replay: stored when the run first came here
+        await live.point(f"{stream_ops.WORKFLOW_KEY}:{self.name}#{self.count}")
+        op = stream_ops.append_stream(
+            live.lease,
+            run.run_id,
+            self.name,
+            [(kind, value)],
+            step_key=stream_ops.WORKFLOW_KEY,
+            attempt=self.count,
+            claim=run.attempt,
+            at_seq=live.journal.next_seq - 1,
+            now=live.env.clock.now(),
+        )
+        await live.env.store.write(op)
+        live.env.store.stream_bells().ring(run.run_id, self.name)
+
+    async def flush(self) -> None:
+        """Nothing is buffered: each write commits."""
+
+
+class Stream:
+    """A run's named durable stream, as `cairn.stream(name)` returns it.
+
+    `await write(value)` and `await close()` in async code; `write_sync(value)` and
+    `close_sync()` in a sync step (or sync workflow). A value is anything the run's
+    serializer stores (JSON values, text).
+    """
+
+    def __init__(self, live: LiveView, writer: _StepWriter | _WorkflowWriter) -> None:
+        self._live = live
+        self._writer = writer
+
+    @property
+    def name(self) -> str:
+        """The stream's name."""
+        return self._writer.name
+
+    def write(self, value: Any) -> Any:
+        """Append `value` (an awaitable; a sync workflow's call blocks instead)."""
+        text = self._live.env.serializer.dumps(value, what=f"chunk of stream {self.name!r}")
+        return self._deliver(self._writer.add("chunk", text))
+
+    def close(self) -> Any:
+        """Mark the stream complete: its readers end (an awaitable, as `write`)."""
+        return self._deliver(self._writer.add("close", None))
+
+    def write_sync(self, value: Any) -> None:
+        """`write` from a sync step's thread: returns once the chunk is buffered."""
+        text = self._live.env.serializer.dumps(value, what=f"chunk of stream {self.name!r}")
+        self._blocking(self._writer.add("chunk", text))
+
+    def close_sync(self) -> None:
+        """`close` from a sync step's thread: returns once the stream is stored complete."""
+        self._blocking(self._writer.add("close", None))
+
+    def _deliver(self, coro: Any) -> Any:
+        if isinstance(self._writer, _WorkflowWriter):
+            return self._live.deliver(coro)
+        return coro
+
+    def _blocking(self, coro: Any) -> None:
+        loop = self._live.env.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            coro.close()
+            raise RuntimeError(
+                f"stream {self.name!r}: write_sync/close_sync are for sync steps; "
+                "await write()/close() in async code"
+            )
+        asyncio.run_coroutine_threadsafe(coro, loop).result()

@@ -1,0 +1,58 @@
+"""Durable streams: the items of a run's named streams (see programs/streams.py)."""
+
+from __future__ import annotations
+
+from cairn.store._sql.columns import FENCE
+
+STREAM_COLUMNS = "run_id, name, seq, kind, step_key, attempt, claim, at_seq, value, created_at"
+
+
+# Items appended after the stream's last seq, in one statement, while the run is held
+# (see `append_stream_items`); PostgreSQL locks the run row and sends NOTIFY
+# cairn_streams with it (dialect.py).
+APPEND_STREAM_HEAD = (
+    f"INSERT INTO stream_chunks ({STREAM_COLUMNS}) "
+    "SELECT ?, ?, top.s + v.column1, v.column2, ?, ?, ?, CAST(? AS INTEGER), v.column3, ? "
+    "FROM (SELECT COALESCE(MAX(seq), 0) AS s FROM stream_chunks "
+    "WHERE run_id = ? AND name = ?) AS top, (VALUES "
+)
+
+
+def append_stream_items(count: int) -> str:
+    """The statement appending `count` items after the stream's last seq.
+
+    Params: run_id, name, step_key, attempt, claim, at_seq, created_at, run_id, name,
+    then (n, kind, value) per item (n from 1), then FENCE's.
+    """
+    rows = ", ".join(["(?, ?, ?)"] * count)
+    return f"{APPEND_STREAM_HEAD}{rows}) AS v WHERE EXISTS (SELECT 1 FROM runs WHERE {FENCE})"
+
+
+# Workflow code's writes so far (its occurrences count them, so a replay writes none again).
+STREAM_WORKFLOW_TOP = (
+    "SELECT MAX(attempt) FROM stream_chunks WHERE run_id = ? AND name = ? AND step_key = '~stream'"
+)
+SELECT_STREAM_ITEMS = (
+    "SELECT seq, kind, step_key, attempt, value, created_at FROM stream_chunks "
+    "WHERE run_id = ? AND name = ? AND seq > ? ORDER BY seq LIMIT ?"
+)
+SELECT_STREAM_NAMES = (
+    "SELECT name, COUNT(*), MAX(seq) FROM stream_chunks WHERE run_id = ? "
+    "GROUP BY name ORDER BY name"
+)
+# The writers of step `key` other than (attempt, claim) whose chunks are not void yet.
+SELECT_UNVOIDED = (
+    "SELECT DISTINCT c.name, c.attempt, c.claim FROM stream_chunks c "
+    "WHERE c.run_id = ? AND c.step_key = ? AND c.kind = 'chunk' "
+    "AND NOT (c.attempt = ? AND c.claim = ?) AND NOT EXISTS (SELECT 1 FROM stream_chunks r "
+    "WHERE r.run_id = c.run_id AND r.name = c.name AND r.kind = 'reset' "
+    "AND r.step_key = c.step_key AND r.attempt = c.attempt AND r.claim = c.claim)"
+)
+# A fork keeps the streams of the steps it copies, and workflow code's writes before it.
+COPY_STREAMS = (
+    "INSERT INTO stream_chunks (run_id, name, seq, kind, step_key, attempt, claim, at_seq, "
+    "value, created_at) SELECT ?, name, seq, kind, step_key, attempt, claim, at_seq, value, "
+    "created_at FROM stream_chunks c WHERE c.run_id = ? AND ("
+    "(c.step_key = '~stream' AND c.at_seq < ?) OR c.step_key IN "
+    "(SELECT key FROM steps WHERE run_id = ?))"
+)

@@ -1,0 +1,108 @@
+"""Programs of durable streams: appending a run's stream items, voiding attempts, reading.
+
+What the items mean to writers and readers is core/streams.py's and runtime/streams.py's;
+here they are rows, numbered per stream (run, name) by `seq`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from cairn.store import _sql
+from cairn.store.programs.base import Program, Sql, all_rows, operation, path, single_write
+from cairn.store.protocol import LeaseLost
+from cairn.store.records import Lease, StreamItem
+
+WORKFLOW_KEY = "~stream"
+"""The step_key of items written by workflow code (not by a step)."""
+
+
+def noticed(payload: str) -> tuple[str, str] | None:
+    """(run_id, name) of a NOTIFY cairn_streams payload; None if it is not one.
+
+    The payload is a JSON [run_id, name], sent by each append on PostgreSQL (see
+    postgres/dialect.py).
+    """
+    try:
+        run_id, name = json.loads(payload)
+    except (ValueError, TypeError):
+        return None
+    return str(run_id), str(name)
+
+
+@operation
+@single_write
+@path("one")
+def append_stream(
+    lease: Lease,
+    run_id: str,
+    name: str,
+    items: Sequence[tuple[str, str | None]],
+    *,
+    step_key: str,
+    attempt: int,
+    claim: int,
+    at_seq: int | None = None,
+    now: float,
+) -> Program[int]:
+    """Append (kind, value) items to stream `name` of the run held by `lease`; how many.
+
+    One statement, after the stream's last seq. Raises LeaseLost if the run is not held.
+    """
+    params: list[object] = [run_id, name, step_key, attempt, claim, at_seq, now, run_id, name]
+    for n, (kind, value) in enumerate(items, 1):
+        params += (n, kind, value)
+    params += (run_id, lease.owner, lease.fence)
+    count = yield Sql(_sql.append_stream_items(len(items)), params)
+    if not count:
+        raise LeaseLost(run_id)
+    return int(count)
+
+
+@operation
+@path("many")
+def void_attempt(
+    lease: Lease, run_id: str, step_key: str, *, attempt: int, claim: int, own: bool, now: float
+) -> Program[list[str]]:
+    """Reset the chunks of step `step_key`'s attempts; the names of the streams reset.
+
+    `own`: the attempt (`attempt`, `claim`) failed, its chunks are void. Otherwise the
+    other attempts' chunks not voided yet are (their workers died), before this one
+    writes. Raises LeaseLost if the run is not held.
+    """
+    rows = yield all_rows(_sql.SELECT_UNVOIDED, (run_id, step_key, -1, -1))
+    mine = [(int(row[1]), int(row[2])) == (attempt, claim) for row in rows]
+    voided = [row for row, is_mine in zip(rows, mine, strict=True) if is_mine == own]
+    for name, dead_attempt, dead_claim in voided:
+        params: list[object] = [run_id, name, step_key, dead_attempt, dead_claim, None, now]
+        params += (run_id, name, 1, "reset", None, run_id, lease.owner, lease.fence)
+        if not (yield Sql(_sql.append_stream_items(1), params)):
+            raise LeaseLost(run_id)
+    return sorted({str(row[0]) for row in voided})
+
+
+@operation
+def read_stream(
+    run_id: str, name: str, *, after: int = 0, limit: int = 1000
+) -> Program[list[StreamItem]]:
+    """Read: the items of stream `name` of the run with seq > `after`, in order, at most `limit`."""
+    rows = yield all_rows(_sql.SELECT_STREAM_ITEMS, (run_id, name, after, limit))
+    return [
+        StreamItem(int(seq), str(kind), str(key), int(attempt), value, float(created))
+        for seq, kind, key, attempt, value, created in rows
+    ]
+
+
+@operation
+def workflow_writes(run_id: str, name: str) -> Program[int]:
+    """Read: how many items workflow code wrote to stream `name` (a replay skips them)."""
+    rows = yield all_rows(_sql.STREAM_WORKFLOW_TOP, (run_id, name))
+    return int(rows[0][0] or 0) if rows else 0
+
+
+@operation
+def stream_names(run_id: str) -> Program[list[tuple[str, int, int]]]:
+    """Read: (name, items, highest seq) of each stream of the run, by name."""
+    rows = yield all_rows(_sql.SELECT_STREAM_NAMES, (run_id,))
+    return [(str(name), int(count), int(top)) for name, count, top in rows]
