@@ -173,7 +173,7 @@ def test_agent__a_name_is_required(offline_kit: Kit) -> None:
         CairnAgent(Agent(TestModel()))
 
 
-async def test_agent__streaming_is_refused_until_durable_streams_exist(kit: Kit) -> None:
+async def test_agent__live_streaming_apis_are_refused_in_favour_of_stream(kit: Kit) -> None:
     durable = CairnAgent(Agent(TestModel(), name="streamer"))
 
     async def handler(ctx: object, events: object) -> None: ...
@@ -194,7 +194,7 @@ async def test_agent__streaming_is_refused_until_durable_streams_exist(kit: Kit)
     async with kit.engine() as engine:
         for how in ("handler", "run_stream", "run_stream_events"):
             said = await (await engine.start(streamer, how)).result(timeout=WAIT)
-            assert "cairn's durable streams, which do not exist yet" in said
+            assert "use CairnAgent(..., stream=...) and engine.read_stream" in said
 
 
 async def test_agent__outside_workflow_code_streaming_is_the_plain_agents() -> None:

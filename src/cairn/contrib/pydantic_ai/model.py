@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pydantic
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    ModelResponseStreamEvent,
+)
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
@@ -24,10 +29,12 @@ from cairn.contrib.pydantic_ai import placement
 
 RESPONSE = pydantic.TypeAdapter(ModelResponse)
 PARAMETERS = pydantic.TypeAdapter(ModelRequestParameters)
+EVENT = pydantic.TypeAdapter(ModelResponseStreamEvent)
 
 STREAMING_REFUSED = (
-    "streaming a durable agent's model responses needs cairn's durable streams, which do "
-    "not exist yet: run the agent without an event_stream_handler (on the run or the Agent)"
+    "a durable agent in workflow code does not take {what}: its model requests are steps "
+    "whose events a reader cannot share live; use CairnAgent(..., stream=...) and "
+    "engine.read_stream(run_id, name)"
 )
 
 
@@ -61,10 +68,13 @@ class CairnModel(WrapperModel):
     recorded input (for people reading the history: a replay never compares them).
     """
 
-    def __init__(self, model: Model, *, step_name: str, options: StepOptions) -> None:
+    def __init__(
+        self, model: Model, *, step_name: str, options: StepOptions, stream: str | None = None
+    ) -> None:
         super().__init__(model)
         self.step_name = step_name
         self.options = options
+        self.stream = stream
 
     async def request(
         self,
@@ -79,9 +89,14 @@ class CairnModel(WrapperModel):
         async def model_request(*shown: Any) -> Any:
             # The live objects, not the recorded JSON: the model gets exactly what the
             # agent built. The step's arguments are there for the history only.
-            response = await self.wrapped.request(
-                messages, model_settings, model_request_parameters
-            )
+            if self.stream is None:
+                response = await self.wrapped.request(
+                    messages, model_settings, model_request_parameters
+                )
+            else:
+                response = await self.streamed_request(
+                    self.stream, messages, model_settings, model_request_parameters
+                )
             return RESPONSE.dump_python(response, mode="json")
 
         recorded = await cairn.run_step(
@@ -93,6 +108,26 @@ class CairnModel(WrapperModel):
         )
         return RESPONSE.validate_python(recorded)
 
+    async def streamed_request(
+        self,
+        name: str,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """In the step: the wrapped model's streamed response, each event written to `name`.
+
+        Each event goes out as pydantic-ai's JSON form of it as it arrives; the step's
+        result is the final response, so a replay neither asks the model nor writes again.
+        """
+        stream = cairn.stream(name)
+        async with self.wrapped.request_stream(
+            messages, model_settings, model_request_parameters
+        ) as streamed:
+            async for event in streamed:
+                await stream.write(EVENT.dump_python(event, mode="json"))
+            return streamed.get()
+
     @asynccontextmanager
     async def request_stream(
         self,
@@ -101,12 +136,13 @@ class CairnModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
         run_context: RunContext[Any] | None = None,
     ) -> AsyncGenerator[StreamedResponse]:
-        """Refused in workflow code until cairn has durable streams; plain elsewhere."""
-        # The seam for durable streams: as pydantic-ai's DBOS model does, consume the
-        # wrapped stream inside the `<name>.model_request` step, write each event to a
-        # cairn.stream(...), and record the final response as `request` does.
+        """Refused in workflow code (a step's events cannot be handed out live); plain elsewhere.
+
+        In workflow code the agent streams through `request` instead, when given a stream
+        name: the step consumes the wrapped stream and writes it to a durable stream.
+        """
         if placement.in_workflow_code():
-            raise cairn.InvalidArguments(STREAMING_REFUSED)
+            raise cairn.InvalidArguments(STREAMING_REFUSED.format(what="a streamed request"))
         async with self.wrapped.request_stream(
             messages, model_settings, model_request_parameters, run_context
         ) as streamed:

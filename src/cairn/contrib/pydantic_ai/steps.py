@@ -32,13 +32,17 @@ class DurableSteps(AbstractCapability[AgentDepsT]):
     model_options: StepOptions = DEFAULT_OPTIONS
     tool_options: StepOptions = DEFAULT_OPTIONS
     workflow_tools: Collection[str] = ()
+    stream: str | None = None
 
     def get_wrapper_model(self, model: Model) -> Model | None:
         """The model whose requests are steps (None if it is one already)."""
         if isinstance(model, CairnModel):
             return None
         return CairnModel(
-            model, step_name=f"{self.agent_name}.model_request", options=self.model_options
+            model,
+            step_name=f"{self.agent_name}.model_request",
+            options=self.model_options,
+            stream=self.stream,
         )
 
     def get_wrapper_toolset(
