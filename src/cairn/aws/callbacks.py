@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aws_durable_execution_sdk_python.config import CallbackConfig, Duration
-from aws_durable_execution_sdk_python.context import Callback
+from aws_durable_execution_sdk_python.context import Callback, DurableContext
 from aws_durable_execution_sdk_python.exceptions import CallbackTimeoutError
 
 from cairn.authoring import context, forms
@@ -24,8 +25,30 @@ from cairn.authoring.hook import Hook
 from cairn.aws import codec
 from cairn.errors import EventTimeout
 
-if TYPE_CHECKING:
-    from cairn.aws.lambda_run import LambdaRun
+
+class CallbackRun(Protocol):
+    """What a callback needs of the run that waits on it.
+
+    LambdaRun (aws/lambda_run.py) is the one implementation; it hands itself to these
+    functions, typed as this Protocol so this module does not import it back.
+    """
+
+    @property
+    def durable(self) -> DurableContext:
+        """The SDK's context of the execution, which creates the callbacks."""
+        ...
+
+    def operation(self, start: Callable[[], Any]) -> Any:
+        """`start()`, one SDK operation; none once the invocation is suspended."""
+        ...
+
+    def deliver(self, start: Callable[[], Any]) -> Any:
+        """The operation `start`: awaitable in an async workflow, done now in a sync one."""
+        ...
+
+    def told(self, message: str) -> None:
+        """Log `message` through the SDK's logger."""
+        ...
 
 
 def _config(timeout: float | None) -> CallbackConfig:
@@ -52,7 +75,7 @@ def _taken(callback: Callback[Any], what: str, default: Any, schema: Any, whole:
     return checked
 
 
-def wait_for_event(run: LambdaRun, name: str, timeout: float | None, default: Any) -> Any:
+def wait_for_event(run: CallbackRun, name: str, timeout: float | None, default: Any) -> Any:
     """A callback `event:NAME`: its payload, `default` or EventTimeout on timeout."""
     what = f"event {name!r}"
     callback = run.operation(lambda: run.durable.create_callback(f"event:{name}", _config(timeout)))
@@ -60,7 +83,7 @@ def wait_for_event(run: LambdaRun, name: str, timeout: float | None, default: An
     return run.deliver(lambda: _taken(callback, what, default, None, "(payload)"))
 
 
-def create_hook(run: LambdaRun, name: str, timeout: float | None, schema: Any) -> Any:
+def create_hook(run: CallbackRun, name: str, timeout: float | None, schema: Any) -> Any:
     """A Hook whose token is the callback id of `hook:NAME`."""
     forms.describe_form(schema, what=f"schema of hook {name!r}")  # a bad schema fails here
     what = f"hook {name!r}"
@@ -75,7 +98,7 @@ def create_hook(run: LambdaRun, name: str, timeout: float | None, schema: Any) -
 
 
 def human_task(
-    run: LambdaRun,
+    run: CallbackRun,
     name: str,
     title: str,
     data: Any,

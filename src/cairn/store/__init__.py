@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 from cairn.errors import ConfigError
 from cairn.store import locations
+from cairn.store.locations import redact
 from cairn.store.protocol import LeaseLost, Store
 from cairn.store.records import RunQuery, RunRecord, StepRecord
 
@@ -25,16 +26,6 @@ def sqlite_path(url: str) -> str:
     if not path:
         raise ConfigError(f"invalid SQLite URL {url!r}: no file name")
     return path
-
-
-def redact(url: str) -> str:
-    """`url` without a password (in the user part or the query), for messages."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = f"{parts.username or ''}@{netloc.rpartition('@')[2]}"
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k.lower() != "password"])
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def open_store(url: str) -> Store:

@@ -2,14 +2,15 @@
 
 `memory://` is one in-memory SQLite database per process, shared by every store opened
 on it there and dropped when the last of them closes; `file:///dir` is the SQLite file
-`dir/cairn.db`. This module parses and describes them; it opens nothing.
+`dir/cairn.db`. This module parses and describes them, and hides the password of any
+database URL shown in a message; it opens nothing.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from cairn.errors import ConfigError
 
@@ -92,3 +93,13 @@ def describe(url: str, shown: str) -> str:
     if kind == "file":
         return f"{shown} (SQLite file {file_path(url)})"
     return shown
+
+
+def redact(url: str) -> str:
+    """`url` without a password (in the user part or the query), for messages."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = f"{parts.username or ''}@{netloc.rpartition('@')[2]}"
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k.lower() != "password"])
+    return urlunsplit(parts._replace(netloc=netloc, query=query))

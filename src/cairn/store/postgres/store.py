@@ -19,9 +19,10 @@ from psycopg_pool import AsyncConnectionPool
 
 from cairn.errors import ConfigError, StoreError
 from cairn.models import RunStatus
-from cairn.store import _sql, redact
+from cairn.store import _sql
 from cairn.store._health import StoreHealth
 from cairn.store._wakeups import WakeSignal
+from cairn.store.locations import redact
 from cairn.store.postgres import (
     connections,
     dialect,
