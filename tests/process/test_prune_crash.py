@@ -44,6 +44,10 @@ ROWS = {  # one row of each table per run: (columns, values after run_id)
         "execution, seq, key, kind, name, status, attempts",
         (1, 1, "add#1", "step", "add", "failed", 1),
     ),
+    "stream_chunks": (
+        "name, seq, kind, step_key, attempt, claim, value, created_at",
+        ("tokens", 1, "chunk", "add#1", 1, 1, '"hi"', 0),
+    ),
 }
 
 
