@@ -25,7 +25,7 @@ from cairn.errors import (
 from cairn.models import RunStatus
 from cairn.representation import runs as run_forms
 from cairn.representation import words
-from cairn.runtime import transient, workflow_names
+from cairn.runtime import direct_calls, workflow_names
 from cairn.runtime.engine import Engine
 from cairn.store import locations
 from cairn.store.records import RunRecord
@@ -254,8 +254,8 @@ async def _execute_transient(
     this process can reach the run). Interrupted, it is gone.
     """
     err = output.stderr()
-    registry = transient.registry_for(workflow)
-    async with transient.memory_engine(registry, workers=RUN_SLOTS) as engine:
+    registry = direct_calls.registry_for(workflow)
+    async with direct_calls.memory_engine(registry, workers=RUN_SLOTS) as engine:
         handle = await engine.start(workflow, *args, run_id=run_id, **kwargs)
         err.print(
             f"run {handle.run_id} of {workflow.name} started (transient: in memory only)",

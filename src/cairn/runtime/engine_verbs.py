@@ -33,7 +33,7 @@ class EngineVerbs:
     serializer: serialization.Serializer
     registry: Registry
     control: RunControl
-    transient_runs: PrivateEngine | None
+    transient_runs: PrivateEngine[Any] | None
 
     async def start(
         self,
