@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from cairn import arguments
-from cairn.authoring.workflow import WorkflowDef
+from cairn.authoring.definitions import WorkflowDef
 from cairn.cli import call_args, options
 
 

@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from cairn import arguments, conversion
-from cairn.authoring.workflow import WorkflowDef
+from cairn.authoring.definitions import WorkflowDef
 from cairn.cli import options
 from cairn.errors import InvalidArguments
 from cairn.runtime.control import START_OPTIONS

@@ -13,8 +13,8 @@ from typing import Any
 
 from rich.console import Console
 
+from cairn.authoring.definitions import WorkflowDef, definition_of
 from cairn.authoring.registry import default_registry
-from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.cli import call_args, describe, follow, options, output
 from cairn.errors import (
     ConfigError,

@@ -1,7 +1,7 @@
 """A transient workflow called outside any run (`await quick(...)`): a run on an engine of its own.
 
-`cairn.authoring.workflow` cannot import the runtime, so it holds a runner that the runtime
-installs: `install()`, called once where the runtime package is imported
+`WorkflowDef` (authoring/definitions.py) cannot import the runtime, so it holds a runner
+that the runtime installs: `install()`, called once where the runtime package is imported
 (cairn/runtime/__init__.py). The run executes on a new engine on SQLite `:memory:`
 (`memory_engine`, also what `cairn run` runs a transient workflow on) and the call
 returns its result.
@@ -15,9 +15,8 @@ import inspect
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from cairn.authoring import workflow as authoring_workflow
+from cairn.authoring.definitions import WorkflowDef, install_transient_runner
 from cairn.authoring.registry import Registry, default_registry
-from cairn.authoring.workflow import WorkflowDef
 from cairn.errors import InvalidArguments
 from cairn.runtime.control import RunControl
 from cairn.runtime.engine import MEMORY_URL, Engine
@@ -87,4 +86,4 @@ def call(defn: WorkflowDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, A
 
 def install() -> None:
     """Make a transient workflow called outside a run execute here, by `call`."""
-    authoring_workflow.install_transient_runner(call)
+    install_transient_runner(call)

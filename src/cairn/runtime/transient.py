@@ -19,7 +19,7 @@ from cairn.errors import TransientWorkflow
 from cairn.runtime.transient_rules import NOT_FOR_WORKERS, refuse_queue
 
 if TYPE_CHECKING:
-    from cairn.authoring.workflow import WorkflowDef
+    from cairn.authoring.definitions import WorkflowDef
     from cairn.runtime.handle import RunHandle
 
 
