@@ -1,7 +1,8 @@
 """`cairn run MODULE:WORKFLOW`: start a run here and follow it, or enqueue it.
 
-Its ARGs and --input are read and checked by call_args (shared with `cairn workflows
-run`), before anything is stored; `launch` starts the run, also for `workflows run`.
+Its ARGs and --input are read, checked and converted by call_args (shared with
+`cairn workflows run`) before anything is stored; `launch` starts the run, also for
+`workflows run`.
 """
 
 from __future__ import annotations
