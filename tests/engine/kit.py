@@ -7,8 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 import cairn
-from cairn.authoring.step import StepDef, make_step
-from cairn.authoring.workflow import WorkflowDef, make_workflow
+from cairn.authoring.definitions import StepDef, WorkflowDef
+from cairn.authoring.step import make_step
+from cairn.authoring.workflow import make_workflow
 
 WAIT = 10.0  # generous deadline for anything a test awaits; runs finish in milliseconds
 

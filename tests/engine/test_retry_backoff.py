@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 import cairn
-from cairn.authoring.workflow import WorkflowDef
+from cairn.authoring.definitions import WorkflowDef
 from cairn.clock import VirtualClock
 from cairn.store.records import RunRecord
 

@@ -1,4 +1,4 @@
-"""`cairn run`'s ARGs and --input: read and checked by the CLI, converted once by engine.start."""
+"""`cairn run`'s ARGs and --input: read, checked and converted once, by the CLI."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from cairn import arguments
-from cairn.authoring.workflow import WorkflowDef
+from cairn.authoring.definitions import WorkflowDef
 from cairn.cli import call_args, options
 
 
@@ -25,16 +25,44 @@ async def order(item: Item, total: Decimal, count: int = 1) -> None:
 ORDER = WorkflowDef("order", order, None, None, None, None, 8, True)
 
 
-def test_parse_call__values_as_read_for_engine_start_to_convert():
+def test_parse_call__values_converted_to_the_parameters_types():
     args, kwargs = call_args.parse_call(
         ORDER, ['{"sku": "a", "price": "1.50"}', "59.90"], '{"count": 2}'
     )
-    # Read, not converted: the dataclass is still its JSON object, and the one conversion
-    # (engine.start's) makes it an Item.
-    assert args == [{"sku": "a", "price": "1.50"}, Decimal("59.90")]
+    assert args == [Item("a", Decimal("1.50")), Decimal("59.90")]
     assert kwargs == {"count": 2}
-    fitted, _ = arguments.fit(order, args, kwargs, workflow="order")
-    assert fitted == (Item("a", Decimal("1.50")), Decimal("59.90"))
+
+
+MADE: list[int] = []
+
+
+@dataclasses.dataclass
+class Counted:
+    n: int
+
+    def __post_init__(self) -> None:
+        MADE.append(self.n)
+
+
+async def counted(item: Counted, more: list[Counted]) -> None:
+    pass
+
+
+def test_parse_call__converts_once_and_engine_start_leaves_the_values_as_they_are():
+    expected = ([Counted(1)], {"more": [Counted(2)]})
+    MADE.clear()
+    args, kwargs = call_args.parse_call(
+        WorkflowDef("counted", counted, None, None, None, None, 8, True),
+        ['{"n": 1}'],
+        '{"more": [{"n": 2}]}',
+    )
+    assert MADE == [1, 2]  # each value made once: no dry run made and dropped them before
+    MADE.clear()
+    # What engine.start does with them: they fit, so nothing is converted again.
+    fitted_args, fitted_kwargs = arguments.fit(counted, args, kwargs, workflow="counted")
+    assert fitted_args[0] is args[0] and fitted_kwargs["more"][0] is kwargs["more"][0]
+    assert MADE == []
+    assert (args, kwargs) == expected
 
 
 def test_parse_call__a_value_that_will_not_convert_is_bad_usage_now():

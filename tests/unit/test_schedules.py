@@ -8,7 +8,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 import cairn
-from cairn.authoring.schedules import MIN_CATCHUP, ScheduleDef, define, make_schedule
+from cairn.authoring.schedule_ticks import MIN_CATCHUP, ScheduleDef
+from cairn.authoring.schedules import define, make_schedule
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

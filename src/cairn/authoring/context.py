@@ -11,15 +11,17 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cairn import config
 from cairn.errors import Cancelled, NotInRun
 from cairn.models import RunInfo
 
-if TYPE_CHECKING:
-    from cairn.authoring.step import StepDef
-    from cairn.authoring.workflow import WorkflowDef
+# What a run is asked to call: a StepDef or a WorkflowDef (authoring/definitions.py).
+# Calling one asks the run's context, so this module, below them, names neither; the
+# contexts (core/live_run.py, aws/lambda_run.py) take them by their classes.
+StepDefinition = Any
+WorkflowDefinition = Any
 
 # The `default` of a wait that was given none: its timeout raises instead of returning it.
 # Declared here, with the interface that takes it, so that authoring/ never imports core/.
@@ -38,9 +40,7 @@ class RunContext:
         """Facts about this run."""
         raise NotImplementedError
 
-    def call_step(
-        self, step: StepDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
+    def call_step(self, step: StepDefinition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Run `step` durably: an awaitable from async workflows, the value from sync ones."""
         raise NotImplementedError
 
@@ -58,14 +58,14 @@ class RunContext:
         raise NotImplementedError
 
     def call_child(
-        self, workflow: WorkflowDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, workflow: WorkflowDefinition, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         """Start `workflow` as a child run and wait for its result."""
         raise NotImplementedError
 
     def start_child(
         self,
-        workflow: WorkflowDef[Any, Any],
+        workflow: WorkflowDefinition,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         run_id: str | None,
@@ -76,7 +76,7 @@ class RunContext:
 
     def schedule_workflow(
         self,
-        workflow: WorkflowDef[Any, Any],
+        workflow: WorkflowDefinition,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         run_id: str | None,

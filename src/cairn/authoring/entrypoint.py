@@ -24,8 +24,9 @@ from typing import Any, ClassVar
 from cairn.authoring import context, primitives
 from cairn.authoring import options as seed_options
 from cairn.authoring import registry as registries
+from cairn.authoring.definitions import WorkflowDef
 from cairn.authoring.step_functions import StepFunction
-from cairn.authoring.workflow import WorkflowDef, make_workflow
+from cairn.authoring.workflow import make_workflow
 from cairn.errors import InvalidArguments, InvalidValue
 from cairn.names import check_name
 

@@ -315,7 +315,7 @@ def start_child(
         detached: Keep the child running when this run ends or is cancelled.
         **kwargs: Its keyword arguments.
     """
-    from cairn.authoring.workflow import definition_of
+    from cairn.authoring.definitions import definition_of
 
     found = definition_of(workflow)
     if found is None:

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from cairn import durations
+from cairn.authoring import registry
 from cairn.errors import InvalidValue
 from cairn.names import check_queue_name
 
@@ -68,6 +69,4 @@ class Queue:
         if self.rate is not None:
             parsed = parse_rate(self.rate, what=f"rate of queue {self.name!r}")
         object.__setattr__(self, "rate_limit", parsed)
-        from cairn.authoring import registry
-
         registry.default_registry.add_queue(self)

@@ -4,16 +4,46 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cairn import serialization
 from cairn.errors import ConfigError
 
 if TYPE_CHECKING:
-    from cairn.authoring.queues import Queue
-    from cairn.authoring.schedules import ScheduleDef
-    from cairn.authoring.step import StepDef
-    from cairn.authoring.workflow import WorkflowDef
+    from cairn.authoring.definitions import StepDef, WorkflowDef
+    from cairn.authoring.schedule_ticks import ScheduleDef
+
+
+class DeclaredQueue(Protocol):
+    """A queue declared in code, as the registry keeps it.
+
+    `cairn.Queue` (authoring/queues.py) registers itself when made, so it imports this
+    module and this one names it only by the limits it holds.
+    """
+
+    @property
+    def name(self) -> str:
+        """The queue's name."""
+
+    @property
+    def concurrency(self) -> int | None:
+        """Runs of the queue executing at once across all workers (None: any)."""
+
+    @property
+    def per_worker(self) -> int | None:
+        """Runs of the queue executing at once on one worker (None: any)."""
+
+    @property
+    def rate(self) -> str | None:
+        """At most COUNT starts in any DURATION, as "COUNT/DURATION" (None: no limit)."""
+
+    @property
+    def rate_limit(self) -> tuple[int, float] | None:
+        """`rate` read: COUNT and DURATION in seconds."""
+
+    @property
+    def partition_concurrency(self) -> int | None:
+        """Runs executing at once per `partition=` value (None: any)."""
 
 
 def describe(fn: Callable[..., Any]) -> str:
@@ -51,7 +81,7 @@ class Registry:
     def __init__(self) -> None:
         self.workflows: dict[str, WorkflowDef[Any, Any]] = {}
         self.steps: dict[str, StepDef[Any, Any]] = {}
-        self.queues: dict[str, Queue] = {}
+        self.queues: dict[str, DeclaredQueue] = {}
         self.schedules: dict[str, ScheduleDef] = {}
 
     def add_workflow(self, workflow: WorkflowDef[Any, Any]) -> None:
@@ -77,7 +107,7 @@ class Registry:
         self.steps[step.name] = step
         serialization.allow_imports(getattr(step.fn, "__module__", None) or "")
 
-    def add_queue(self, queue: Queue) -> None:
+    def add_queue(self, queue: DeclaredQueue) -> None:
         """Register a queue declaration; a second, different one under the name fails."""
         existing = self.queues.get(queue.name)
         if existing is not None and existing != queue:

@@ -64,7 +64,7 @@ def schedule_workflow(
         InvalidArguments: Arguments that do not fit the workflow (a TypeError).
         TransientWorkflow: `workflow` (or the calling one) is transient (durable=False).
     """
-    from cairn.authoring.workflow import definition_of
+    from cairn.authoring.definitions import definition_of
 
     found = definition_of(workflow)
     if found is None:

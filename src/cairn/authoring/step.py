@@ -1,4 +1,4 @@
-"""`@cairn.step`, StepDef and `cairn.run_step`: durable operations inside a run."""
+"""`@cairn.step` (a StepDef, registered) and `cairn.run_step`: durable operations inside a run."""
 
 from __future__ import annotations
 
@@ -6,45 +6,18 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar, overload
 
 from cairn import durations
 from cairn.authoring import context, registry, usage
 from cairn.authoring import options as seed_options
+from cairn.authoring.definitions import StepDef
 from cairn.authoring.retry import Retry, coerce
 from cairn.errors import InvalidArguments, InvalidValue
 from cairn.names import check_name, check_queue_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-@dataclass(eq=False)
-class StepDef(Generic[P, R]):
-    """A registered step. Calling it inside a run executes it durably."""
-
-    name: str
-    fn: Callable[P, R]
-    retry: Retry
-    timeout: float | None
-    is_async: bool
-    # False: the run's history keeps no input for this step (it takes secrets, say).
-    keep_input: bool = True
-    # A step queue: its attempts execute on the workers serving it, not where the run is
-    # (see core/remote_steps.py). Not a workflow queue (cairn.Queue): no limits apply.
-    queue: str | None = None
-    # "process": each attempt runs in a child process, killed at the timeout (sync steps
-    # only; see core/isolated_steps.py). "thread": in a worker thread, as by default.
-    isolation: str = "thread"
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        """Run the step: durably inside a run, as a plain call outside one."""
-        ctx = context.active()
-        if ctx is None:
-            return self.fn(*args, **kwargs)
-        result: R = ctx.call_step(self, args, kwargs)
-        return result
 
 
 def _timeout_seconds(timeout: Any, what: str) -> float | None:

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast, overload
 
 from cairn.authoring import context, registry
+from cairn.authoring.definitions import StepDef
 from cairn.authoring.retry import Retry, coerce
-from cairn.authoring.step import StepDef, _timeout_seconds
+from cairn.authoring.step import _timeout_seconds
 from cairn.errors import InvalidArguments, InvalidValue
 from cairn.names import check_name
 

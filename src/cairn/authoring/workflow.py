@@ -1,75 +1,20 @@
-"""`@cairn.workflow`, WorkflowDef and `cairn.chain`."""
+"""`@cairn.workflow` and `cairn.chain`: a WorkflowDef, checked and registered."""
 
 from __future__ import annotations
 
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar, overload
 
-from cairn.authoring import context, registry
-from cairn.authoring.step import StepDef, _timeout_seconds
-from cairn.errors import InvalidArguments, InvalidValue, NotInRun, TransientWorkflow
+from cairn.authoring import registry
+from cairn.authoring.definitions import StepDef, WorkflowDef
+from cairn.authoring.step import _timeout_seconds
+from cairn.errors import InvalidArguments, InvalidValue, TransientWorkflow
 from cairn.names import check_name, check_queue_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-# Executes a transient workflow called outside any run (`await quick(...)`) and returns
-# its result. Installed by cairn.runtime.transient: this layer cannot import the runtime.
-TransientRunner = Callable[["WorkflowDef[Any, Any]", tuple[Any, ...], dict[str, Any]], Any]
-_transient_runner: TransientRunner | None = None
-
-
-def install_transient_runner(runner: TransientRunner) -> None:
-    """Set how a transient workflow called outside a run executes (see runtime/transient.py)."""
-    global _transient_runner
-    _transient_runner = runner
-
-
-@dataclass(eq=False)
-class WorkflowDef(Generic[P, R]):
-    """A registered workflow.
-
-    Start it with `engine.start`; inside a run, calling it starts a child run and waits
-    for its result.
-    """
-
-    name: str
-    fn: Callable[P, R]
-    queue: str | None
-    on: str | None
-    timeout: float | None
-    version: str | None
-    max_recoveries: int
-    is_async: bool
-    # False: a transient workflow (pyworkflow's `durable=False`): its runs execute in the
-    # process that starts them and keep their history in memory only.
-    durable: bool = True
-    # True: step names are cache keys (Cloudflare's rule, declared by WorkflowEntrypoint):
-    # a durable call whose key the history lacks runs and is recorded, where a strict
-    # workflow fails with NonDeterminismError; `cairn check --db` reports such runs.
-    names_are_cache_keys: bool = False
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        """Inside a run: start this workflow as a child run and wait for its result.
-
-        Outside a run, a transient workflow (durable=False) runs now, in this process,
-        and the call returns its result (awaitable when the workflow is async); a durable
-        one raises NotInRun.
-        """
-        if context.in_run() is None:
-            if not self.durable and _transient_runner is not None:
-                result: R = _transient_runner(self, args, kwargs)
-                return result
-            raise NotInRun(
-                f"workflow {self.name!r} was called outside a run; "
-                f"start it with `await engine.start({self.fn.__name__}, ...)`"
-            )
-        ctx = context.current(f"workflow {self.name!r} (a child run)")
-        child: R = ctx.call_child(self, args, kwargs)
-        return child
 
 
 def make_workflow(
@@ -139,18 +84,6 @@ def workflow_fields(
         "is_async": inspect.iscoroutinefunction(fn),
         "durable": durable,
     }
-
-
-def definition_of(target: Any) -> WorkflowDef[Any, Any] | None:
-    """The workflow `target` is: a WorkflowDef itself, or what one is declared by.
-
-    A `cairn.WorkflowEntrypoint` subclass (and anything else that declares a workflow)
-    carries its definition as `__cairn_workflow__`. None for anything else.
-    """
-    if isinstance(target, WorkflowDef):
-        return target
-    found = getattr(target, "__cairn_workflow__", None)
-    return found if isinstance(found, WorkflowDef) else None
 
 
 def _check_transient(name: str, queue: str | None, on: str | None) -> None:

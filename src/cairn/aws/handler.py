@@ -9,8 +9,8 @@ from aws_durable_execution_sdk_python.context import DurableContext
 from aws_durable_execution_sdk_python.execution import durable_execution
 
 from cairn import arguments
+from cairn.authoring.definitions import WorkflowDef, definition_of
 from cairn.authoring.registry import Registry, default_registry
-from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.aws import codec, refusals
 from cairn.aws.lambda_run import Invocation, LambdaRun
 from cairn.errors import InvalidArguments

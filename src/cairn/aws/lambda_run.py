@@ -34,8 +34,7 @@ from cairn.errors import ChildFailed
 from cairn.models import RunInfo
 
 if TYPE_CHECKING:
-    from cairn.authoring.step import StepDef
-    from cairn.authoring.workflow import WorkflowDef
+    from cairn.authoring.definitions import StepDef, WorkflowDef
 
 
 class Invocation:

@@ -4,9 +4,10 @@ One path for `cairn run`, `cairn workflows run` and `cairn schedules create`: ea
 and each `--arg NAME=VALUE` is read as its parameter's annotated type wants (`59.90` for
 a `Decimal` stays `Decimal("59.90")`), else as JSON when it parses, else as the text;
 the JSON object of keyword arguments (`--input`, `--args-json`) keeps the digits of a
-number given to a `Decimal` parameter. The values are converted once, by `engine.start`
-(or `schedules.create`), which gets them as read here; they are checked first, before
-anything opens, by a dry run of that same conversion (exit 2 if they do not fit).
+number given to a `Decimal` parameter. They are converted here, once, by the conversion
+`engine.start` (or `schedules.create`) applies, before anything opens (exit 2 if they do
+not fit, and no database is made); `engine.start` gets the converted values, finds that
+they fit and leaves them as they are.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from cairn import arguments, conversion
-from cairn.authoring.workflow import WorkflowDef
+from cairn.authoring.definitions import WorkflowDef
 from cairn.cli import options
 from cairn.errors import InvalidArguments
 from cairn.runtime.control import START_OPTIONS
@@ -34,8 +35,8 @@ def parse_call(
 ) -> tuple[list[Any], dict[str, Any]]:
     """The arguments of ARGs, `--arg NAME=VALUE`s (`named`) and the JSON object `input_json`.
 
-    As read, not yet converted to the parameters' types (`engine.start` does that once);
-    checked that they will be.
+    Converted to the parameters' types when this process imports the workflow, as read
+    (for its workers to convert) when it knows only its name.
 
     Raises:
         UsageError: (exit 2) arguments that do not fit, a keyword given twice, a key that
@@ -68,11 +69,11 @@ def parse_call(
             hint = conversion.optional_inner(arguments.hint_of(fn, name=key))
             if hint is Decimal and isinstance(value, Decimal):
                 kwargs[key] = value
-    try:  # a dry run: the values converted here are dropped, engine.start converts
-        arguments.fit(fn, args, kwargs, workflow=name)
+    try:
+        fitted, kwargs = arguments.fit(fn, args, kwargs, workflow=name)
     except InvalidArguments as exc:
         raise options.UsageError(str(exc)) from None
-    return args, kwargs
+    return list(fitted), kwargs
 
 
 def _named(item: str) -> tuple[str, str]:

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from cairn import serialization
 from cairn.authoring.registry import Registry, default_registry
-from cairn.authoring.schedules import describe_seconds
+from cairn.authoring.schedule_ticks import describe_seconds
 from cairn.cli import options, output
 from cairn.errors import ConfigError
 from cairn.runtime import deploy_check

@@ -1,7 +1,8 @@
 """`cairn run MODULE:WORKFLOW`: start a run here and follow it, or enqueue it.
 
-Its ARGs and --input are read and checked by call_args (shared with `cairn workflows
-run`), before anything is stored; `launch` starts the run, also for `workflows run`.
+Its ARGs and --input are read, checked and converted by call_args (shared with
+`cairn workflows run`) before anything is stored; `launch` starts the run, also for
+`workflows run`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from typing import Any
 
 from rich.console import Console
 
+from cairn.authoring.definitions import WorkflowDef, definition_of
 from cairn.authoring.registry import default_registry
-from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.cli import call_args, describe, follow, options, output
 from cairn.errors import (
     ConfigError,
@@ -25,7 +26,7 @@ from cairn.errors import (
 from cairn.models import RunStatus
 from cairn.representation import runs as run_forms
 from cairn.representation import words
-from cairn.runtime import transient, workflow_names
+from cairn.runtime import direct_calls, workflow_names
 from cairn.runtime.engine import Engine
 from cairn.store import locations
 from cairn.store.records import RunRecord
@@ -254,8 +255,8 @@ async def _execute_transient(
     this process can reach the run). Interrupted, it is gone.
     """
     err = output.stderr()
-    registry = transient.registry_for(workflow)
-    async with transient.memory_engine(registry, workers=RUN_SLOTS) as engine:
+    registry = direct_calls.registry_for(workflow)
+    async with direct_calls.memory_engine(registry, workers=RUN_SLOTS) as engine:
         handle = await engine.start(workflow, *args, run_id=run_id, **kwargs)
         err.print(
             f"run {handle.run_id} of {workflow.name} started (transient: in memory only)",

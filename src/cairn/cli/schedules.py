@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from rich.table import Table
 
-from cairn.authoring.schedules import describe_seconds
+from cairn.authoring.schedule_ticks import describe_seconds
 from cairn.cli import options, output
 from cairn.errors import UnknownWorkflow
 from cairn.representation import schedules as schedule_forms

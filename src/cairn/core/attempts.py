@@ -22,7 +22,7 @@ from cairn.errors import SerializationError, StepFailed, StoreRefused
 from cairn.store.records import INTERRUPTED, StepRecord
 
 if TYPE_CHECKING:
-    from cairn.authoring.step import StepDef
+    from cairn.authoring.definitions import StepDef
     from cairn.core.live_view import LiveView
 
 

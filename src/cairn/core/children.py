@@ -23,7 +23,7 @@ from cairn.store.programs import waits
 from cairn.store.records import RunRecord, StepRecord
 
 if TYPE_CHECKING:
-    from cairn.authoring.workflow import WorkflowDef
+    from cairn.authoring.definitions import WorkflowDef
     from cairn.core.live_view import LiveView
 
 NOT_A_CHILD = (

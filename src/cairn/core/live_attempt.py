@@ -27,7 +27,7 @@ from cairn.store.programs import runs as run_ops
 from cairn.store.records import Lease, RunRecord
 
 if TYPE_CHECKING:
-    from cairn.authoring.workflow import WorkflowDef
+    from cairn.authoring.definitions import WorkflowDef
 
 
 def as_datetime(ts: float | None) -> datetime | None:

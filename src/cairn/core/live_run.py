@@ -31,7 +31,7 @@ from cairn.models import RunInfo
 from cairn.store.records import AttemptRecord, RunRecord, StepRecord
 
 if TYPE_CHECKING:
-    from cairn.authoring.workflow import WorkflowDef
+    from cairn.authoring.definitions import WorkflowDef
 
 
 class LiveRun(RunContext):

@@ -17,8 +17,8 @@ from typing import Any
 from cairn import durations, step_failures
 from cairn.authoring import context
 from cairn.authoring.context import RunContext
+from cairn.authoring.definitions import StepDef
 from cairn.authoring.retry import coerce
-from cairn.authoring.step import StepDef
 from cairn.core import attempts, durable, journal, patches, remote_steps
 from cairn.core.live_attempt import LiveAttempt
 from cairn.core.signals import HandBack, Suspend, Unwind

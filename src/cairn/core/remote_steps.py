@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from cairn.authoring.step import StepDef
+from cairn.authoring.definitions import StepDef
 from cairn.core import durable, failed_attempts, step_input, waits
 from cairn.core.journal import Journal
 from cairn.errors import InvalidArguments

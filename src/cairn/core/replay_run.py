@@ -17,8 +17,8 @@ from typing import Any
 from cairn import step_failures
 from cairn.authoring import context
 from cairn.authoring.context import RunContext
+from cairn.authoring.definitions import WorkflowDef
 from cairn.authoring.hook import Hook
-from cairn.authoring.workflow import WorkflowDef
 from cairn.core import (
     journal,
     mailbox,

@@ -27,7 +27,7 @@ from cairn.store.programs import runs as run_ops
 from cairn.store.records import RunRecord, StepRecord
 
 if TYPE_CHECKING:
-    from cairn.authoring.workflow import WorkflowDef
+    from cairn.authoring.definitions import WorkflowDef
     from cairn.core.live_view import LiveView
 
 KIND = "schedule"

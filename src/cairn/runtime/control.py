@@ -15,8 +15,8 @@ from datetime import date, datetime
 from typing import Any
 
 from cairn import arguments, ids, start_times
+from cairn.authoring.definitions import WorkflowDef, definition_of
 from cairn.authoring.registry import Registry
-from cairn.authoring.workflow import WorkflowDef, definition_of
 from cairn.clock import Clock
 from cairn.errors import InvalidArguments, InvalidValue, TransientWorkflow, UnknownWorkflow
 from cairn.models import RunStatus

@@ -17,12 +17,13 @@ from cairn.core.run_env import RunEnv
 from cairn.errors import ConfigError, InvalidArguments, InvalidValue
 from cairn.names import check_queue_name
 from cairn.observability import hooks, logcontext
-from cairn.runtime import gc_tuning, leases, transient, triggers
+from cairn.runtime import gc_tuning, leases, triggers
 from cairn.runtime.control import RunControl
 from cairn.runtime.engine_verbs import EngineVerbs
 from cairn.runtime.retention import Retention
 from cairn.runtime.scheduler import Scheduler
 from cairn.runtime.step_worker import StepWorker
+from cairn.runtime.transient import PrivateEngine
 from cairn.runtime.worker import Worker
 from cairn.store import Store, open_store
 
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from cairn.observability.tracing import Tracing
 
 log = logcontext.logger("cairn.engine")
+
+MEMORY_URL = "sqlite:///:memory:"  # where transient runs are kept (runtime/transient.py)
 
 
 def import_modules(modules: tuple[str, ...] | list[str]) -> None:
@@ -202,13 +205,34 @@ class Engine(EngineVerbs):
             ephemeral=ephemeral,
         )
         # Where this engine's transient runs execute (none of them, if it is that engine).
-        self.transient_runs = None if ephemeral else transient.PrivateEngine(self)
+        self.transient_runs: PrivateEngine[Engine] | None = (
+            None if ephemeral else PrivateEngine(self.memory_twin, workers)
+        )
         self._threads: list[ThreadPoolExecutor] = []
         if not isinstance(tune_gc, bool):
             raise InvalidArguments(f"tune_gc must be True or False, got {tune_gc!r}")
         self.tune_gc = tune_gc
         self._gc_held = False  # this engine holds the collector's tuning
         self._open = False
+
+    def memory_twin(self) -> Engine:
+        """A new engine for this one's transient runs, on SQLite `:memory:`.
+
+        It has this engine's registry, clock, serializer, tracing and resources
+        (cairn.steps' databases and tags).
+        """
+        return Engine(
+            MEMORY_URL,
+            workers=self.workers,
+            serializer=self.serializer_name,
+            registry=self.registry,
+            clock=self.clock,
+            poll_interval=self.poll_interval,
+            tracing=self.tracing or False,
+            ephemeral=True,
+            databases=self.resources.databases,
+            tags=self.resources.tags,
+        )
 
     async def __aenter__(self) -> Engine:
         await self.open()

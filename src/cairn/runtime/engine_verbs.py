@@ -11,8 +11,8 @@ from datetime import date, datetime
 from typing import Any
 
 from cairn import serialization
+from cairn.authoring.definitions import WorkflowDef
 from cairn.authoring.registry import Registry
-from cairn.authoring.workflow import WorkflowDef
 from cairn.models import EventDelivery, History, RunPage, RunStatus
 from cairn.runtime import deploy_check, streams, transient_rules
 from cairn.runtime.control import RunControl
@@ -33,7 +33,7 @@ class EngineVerbs:
     serializer: serialization.Serializer
     registry: Registry
     control: RunControl
-    transient_runs: PrivateEngine | None
+    transient_runs: PrivateEngine[Any] | None
 
     async def start(
         self,

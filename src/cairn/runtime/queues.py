@@ -6,7 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cairn.authoring.queues import Queue, check_limit, parse_rate
+from cairn.authoring.queues import check_limit, parse_rate
+from cairn.authoring.registry import DeclaredQueue
 from cairn.names import check_queue_name
 from cairn.store.programs import queues as queue_ops
 from cairn.store.records import QueueRecord
@@ -34,7 +35,7 @@ def _rate_text(record: QueueRecord) -> str | None:
     return f"{record.rate_count}/{record.rate_period:g}s"
 
 
-def record_of(queue: Queue) -> QueueRecord:
+def record_of(queue: DeclaredQueue) -> QueueRecord:
     """The stored form of a code declaration."""
     count, period = queue.rate_limit if queue.rate_limit else (None, None)
     return QueueRecord(
@@ -53,7 +54,7 @@ class QueueControl:
     def __init__(self, control: ControlView) -> None:
         self._control = control
 
-    async def declare(self, queues: list[Queue]) -> None:
+    async def declare(self, queues: list[DeclaredQueue]) -> None:
         """Store code declarations (a changed declaration replaces live limits)."""
         now = self._control.clock.now()
         for queue in queues:

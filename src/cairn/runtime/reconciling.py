@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from cairn.authoring import schedules
+from cairn.authoring import schedule_ticks
 from cairn.models import RunStatus
 from cairn.observability import logcontext
 from cairn.runtime import leases
@@ -62,7 +62,7 @@ class Reconciler:
                 "lease): let go of it, for another worker to take; this attempt ends",
                 run_id,
                 waited,
-                schedules.describe_seconds(self.lease),
+                schedule_ticks.describe_seconds(self.lease),
             )
             if attempt is not None and attempt.task is not None:
                 attempt.task.cancel()

@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from cairn.authoring.workflow import WorkflowDef, definition_of
+from cairn.authoring.definitions import WorkflowDef, definition_of
 from cairn.clock import Clock
 from cairn.errors import InvalidValue, RunNotFound
 from cairn.models import History, RunPage, RunStatus, RunSummary, parse_origin

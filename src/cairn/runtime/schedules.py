@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn import arguments
 from cairn.authoring import schedules
-from cairn.authoring.schedules import ScheduleDef
+from cairn.authoring.schedule_ticks import ScheduleDef
 from cairn.errors import DuplicateSchedule, ScheduleNotFound, TransientWorkflow
 from cairn.names import findable
 from cairn.runtime.handle import RunHandle

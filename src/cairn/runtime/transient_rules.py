@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cairn.authoring.definitions import WorkflowDef
 from cairn.authoring.registry import Registry
-from cairn.authoring.workflow import WorkflowDef
 from cairn.errors import TransientWorkflow
 
 # What a transient run refuses, as the end of TransientWorkflow's message.

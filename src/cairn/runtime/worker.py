@@ -20,7 +20,7 @@ import logging
 import time
 from typing import Any
 
-from cairn.authoring import schedules
+from cairn.authoring import schedule_ticks
 from cairn.core.run_env import RunEnv
 from cairn.errors import StoreError
 from cairn.observability import logcontext
@@ -179,7 +179,7 @@ class Worker:
                     "stopping: %d run(s) in flight; their steps may finish for up to %s, "
                     "then each run is handed back",
                     len(attempts),
-                    schedules.describe_seconds(grace),
+                    schedule_ticks.describe_seconds(grace),
                 )
             await self._within_grace({a.task for a in attempts if a.task is not None})
             cut = [a for a in attempts if a.task is not None and not a.task.done()]

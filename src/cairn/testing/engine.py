@@ -13,8 +13,8 @@ from types import TracebackType
 from typing import Any
 
 from cairn import durations
+from cairn.authoring.definitions import WorkflowDef
 from cairn.authoring.registry import Registry, default_registry
-from cairn.authoring.workflow import WorkflowDef
 from cairn.clock import VirtualClock
 from cairn.core.signals import Unwind
 from cairn.models import EventDelivery, History, RunPage, RunStatus

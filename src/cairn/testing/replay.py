@@ -10,7 +10,7 @@ import asyncio
 import threading
 from typing import Any
 
-from cairn.authoring.workflow import WorkflowDef, definition_of
+from cairn.authoring.definitions import WorkflowDef, definition_of
 from cairn.core.replay_run import ReplayRun
 from cairn.models import History, HistoryEntry
 

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from cairn.authoring import registry as registries
+from cairn.authoring.definitions import WorkflowDef
 from cairn.authoring.fluent import stages as kinds
 from cairn.authoring.fluent.building import Arm, StageList
-from cairn.authoring.workflow import WorkflowDef, workflow_fields
+from cairn.authoring.workflow import workflow_fields
 from cairn.errors import InvalidArguments, InvalidValue
 
 __all__ = ["Workflow"]

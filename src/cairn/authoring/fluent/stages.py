@@ -15,11 +15,10 @@ from typing import Any
 
 from cairn import durations
 from cairn.authoring import forms, primitives
+from cairn.authoring.definitions import StepDef, WorkflowDef
 from cairn.authoring.fluent.stage_context import StageContext, Suspension
 from cairn.authoring.fluent.steps import Step
 from cairn.authoring.retry import Retry
-from cairn.authoring.step import StepDef
-from cairn.authoring.workflow import WorkflowDef
 from cairn.errors import InvalidArguments, InvalidValue
 from cairn.names import check_name
 

@@ -9,8 +9,9 @@ from typing import Any
 from cairn.authoring import class_steps
 from cairn.authoring import options as seed_options
 from cairn.authoring import registry as registries
+from cairn.authoring.definitions import StepDef
 from cairn.authoring.retry import Retry, coerce
-from cairn.authoring.step import StepDef, _timeout_seconds, check_isolation, check_queue
+from cairn.authoring.step import _timeout_seconds, check_isolation, check_queue
 from cairn.errors import InvalidArguments
 from cairn.names import check_name
 

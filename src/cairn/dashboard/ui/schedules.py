@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from cairn.authoring.schedules import cron_after, describe_seconds
+from cairn.authoring.schedule_ticks import cron_after, describe_seconds
 from cairn.dashboard.api.replies import BadRequest
 from cairn.dashboard.api.replies import describe as describe_failure
 from cairn.dashboard.target import Target
