@@ -227,3 +227,47 @@ async def test_stream__the_sync_client_reads_it_live(kit: Kit) -> None:
 def test_stream__outside_a_run_raises_not_in_run() -> None:
     with pytest.raises(NotInRun):
         cairn.stream("tokens")
+
+
+class _Narrate(cairn.Step):
+    """A class step that streams."""
+
+    name = "narrate"
+
+    async def execute(self, words: list[str]) -> int:
+        stream = cairn.stream("tokens")
+        for word in words:
+            await stream.write(word)
+        await stream.close()
+        return len(words)
+
+
+async def test_stream__a_class_step_streams_like_a_decorated_one(kit: Kit) -> None:
+    @kit.workflow("streams.class_step")
+    async def flow() -> int:
+        return int(await _Narrate()(["once", "upon", "a time"]))
+
+    async with kit.engine() as engine:
+        run = await engine.start(flow, run_id="s-10")
+        assert await run.result(timeout=WAIT) == 3
+        assert await _read_all(engine, "s-10") == ["once", "upon", "a time"]
+
+
+async def test_stream__a_queued_step_is_refused_naming_the_feature(kit: Kit) -> None:
+    @kit.step("render", queue="gpu", retries=cairn.Retry(max_attempts=1))
+    async def render() -> None:
+        await cairn.stream("tokens").write("frame")
+
+    @kit.workflow("streams.queued")
+    async def flow() -> None:
+        await render()
+
+    async with kit.engine(step_queues=["gpu"]) as engine:
+        run = await engine.start(flow, run_id="s-11")
+        with pytest.raises(cairn.RunFailed) as failed:
+            await run.result(timeout=WAIT)
+        assert await _read_all(engine, "s-11") == []
+    message = str(failed.value)
+    assert "cairn.stream() is not supported on a step queue (step 'render' on queue 'gpu')" in (
+        message
+    ), message
