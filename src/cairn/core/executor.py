@@ -12,7 +12,7 @@ from typing import Any
 
 from cairn import ids
 from cairn.authoring import context
-from cairn.core import durable, pending_starts
+from cairn.core import durable, pending_starts, streams
 from cairn.core.failed_attempts import type_name
 from cairn.core.live_run import LiveRun
 from cairn.core.run_env import RunEnv
@@ -259,6 +259,9 @@ async def _ended(live: durable.Attempt, write: Any, *, what: str) -> bool:
     return True
 
 
+_VOIDING = (RunStatus.CANCELLED.value, RunStatus.FAILED.value)
+
+
 async def _finish(
     env: RunEnv,
     live: durable.Attempt,
@@ -269,6 +272,8 @@ async def _finish(
     alone: bool = False,
 ) -> Outcome:
     run = live.run
+    if status in _VOIDING:
+        await streams.void_unfinished(env, live)
 
     def finish() -> Any:
         return env.store.write(

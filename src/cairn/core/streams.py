@@ -14,11 +14,18 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from cairn.authoring import context
+from cairn.errors import StoreError
 from cairn.names import check_name
+from cairn.observability import logcontext
 from cairn.store.programs import streams as stream_ops
+from cairn.store.protocol import LeaseLost
 
 if TYPE_CHECKING:
+    from cairn.core import durable
     from cairn.core.live_view import LiveView
+    from cairn.core.run_env import RunEnv
+
+log = logcontext.logger("cairn.executor")
 
 LINGER = 0.0
 """Seconds a step's first buffered chunk waits for others to share its commit: none
@@ -90,6 +97,24 @@ async def void(live: LiveView, key: str, attempt: int, *, own: bool) -> None:
     )
     for name in await live.env.store.write(op):
         live.env.store.stream_bells().ring(run.run_id, name)
+
+
+async def void_unfinished(env: RunEnv, live: durable.Attempt) -> None:
+    """Reset the chunks of steps the run ends without (cancelled or failed after a takeover).
+
+    Their attempts' workers died and no attempt of those steps runs again to reset them.
+    A store failure here leaves them (the run's end, next, meets the same failure).
+    """
+    run = live.run
+    store = env.store
+    try:
+        if not await store.read(stream_ops.unfinished_writers(run.run_id)):
+            return
+        op = stream_ops.void_unfinished(live.lease, run.run_id, now=env.clock.now())
+        for name in await store.write(op):
+            store.stream_bells().ring(run.run_id, name)
+    except (LeaseLost, StoreError) as exc:
+        log.warning("run %s: dead attempts' stream chunks not reset: %s", run.run_id, exc)
 
 
 class _StepWriter:
