@@ -271,3 +271,30 @@ async def test_stream__a_queued_step_is_refused_naming_the_feature(kit: Kit) -> 
     assert "cairn.stream() is not supported on a step queue (step 'render' on queue 'gpu')" in (
         message
     ), message
+
+
+async def test_stream__two_steps_at_once_writing_one_stream_both_store_every_chunk(
+    kit: Kit,
+) -> None:
+    @kit.step("chorus")
+    async def chorus(voice: str, n: int) -> int:
+        stream = cairn.stream("tokens")
+        for i in range(n):
+            await stream.write(f"{voice}{i}")
+            if i % 7 == 0:
+                await asyncio.sleep(0)  # let the other voice's commit interleave
+        return n
+
+    @kit.workflow("streams.chorus")
+    async def flow(n: int) -> list[int]:
+        return list(await asyncio.gather(chorus("a", n), chorus("b", n), chorus("c", n)))
+
+    async with kit.engine() as engine:
+        run = await engine.start(flow, 300, run_id="s-12")
+        assert await run.result(timeout=WAIT) == [300, 300, 300]
+        run2 = await engine.start(flow, 300, run_id="s-13")
+        assert await run2.result(timeout=WAIT) == [300, 300, 300]
+        values = await _read_all(engine, "s-12")
+    for voice in "abc":  # each voice's chunks, in its order, none lost, no reset
+        assert [v for v in values if v[0] == voice] == [f"{voice}{i}" for i in range(300)]
+    assert len(values) == 900

@@ -85,6 +85,11 @@ class StreamWriters:
 
 async def void(live: LiveView, key: str, attempt: int, *, own: bool) -> None:
     """Reset step `key`'s chunks: this attempt's (`own`), or the dead attempts' before it."""
+    async with live.attempt.stream_writes:
+        await _void(live, key, attempt, own=own)
+
+
+async def _void(live: LiveView, key: str, attempt: int, *, own: bool) -> None:
     run = live.run
     op = stream_ops.void_attempt(
         live.lease,
@@ -171,21 +176,22 @@ class _StepWriter:
     async def _append(self, batch: list[tuple[str, str | None]]) -> None:
         live = self.live
         run = live.run
-        if not self.stored and (run.attempt > 1 or self.attempt > 1):
-            # The attempts of this step whose workers died are void first (in the run's
-            # first claim, its step's first attempt has none before it).
-            await void(live, self.key, self.attempt, own=False)
-        op = stream_ops.append_stream(
-            live.lease,
-            run.run_id,
-            self.name,
-            batch,
-            step_key=self.key,
-            attempt=self.attempt,
-            claim=run.attempt,
-            now=live.env.clock.now(),
-        )
-        await live.env.store.write(op)
+        async with live.attempt.stream_writes:
+            if not self.stored and (run.attempt > 1 or self.attempt > 1):
+                # The attempts of this step whose workers died are void first (in the
+                # run's first claim, its step's first attempt has none before it).
+                await _void(live, self.key, self.attempt, own=False)
+            op = stream_ops.append_stream(
+                live.lease,
+                run.run_id,
+                self.name,
+                batch,
+                step_key=self.key,
+                attempt=self.attempt,
+                claim=run.attempt,
+                now=live.env.clock.now(),
+            )
+            await live.env.store.write(op)
         self.stored = True
         live.env.store.stream_bells().ring(run.run_id, self.name)
 
@@ -235,7 +241,8 @@ class _WorkflowWriter:
             at_seq=live.journal.next_seq - 1,
             now=live.env.clock.now(),
         )
-        await live.env.store.write(op)
+        async with live.attempt.stream_writes:
+            await live.env.store.write(op)
         live.env.store.stream_bells().ring(run.run_id, self.name)
 
     async def flush(self) -> None:
