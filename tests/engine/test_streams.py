@@ -298,3 +298,37 @@ async def test_stream__two_steps_at_once_writing_one_stream_both_store_every_chu
     for voice in "abc":  # each voice's chunks, in its order, none lost, no reset
         assert [v for v in values if v[0] == voice] == [f"{voice}{i}" for i in range(300)]
     assert len(values) == 900
+
+
+async def test_stream__retry_of_a_failed_run_streams_the_step_again_after_its_reset(
+    kit: Kit,
+) -> None:
+    tries: list[int] = []
+
+    @kit.step("once_doomed", retries=cairn.Retry(max_attempts=1))
+    async def once_doomed() -> str:
+        tries.append(1)
+        stream = cairn.stream("tokens")
+        await stream.write(f"try {len(tries)}")
+        if len(tries) == 1:
+            await asyncio.sleep(0.05)  # stored before the failure
+            raise ConnectionError("the model went away")
+        await stream.close()
+        return "ok"
+
+    @kit.workflow("streams.retried_run")
+    async def flow() -> str:
+        return await once_doomed()
+
+    async with kit.engine() as engine:
+        run = await engine.start(flow, run_id="s-14")
+        with pytest.raises(cairn.RunFailed):
+            await run.result(timeout=WAIT)
+        assert await _read_all(engine, "s-14") == [
+            "try 1",
+            cairn.StreamReset(attempt=1, step_key="once_doomed#1"),
+        ]
+        again = await engine.retry("s-14")
+        assert await again.result(timeout=WAIT) == "ok"
+        values = await _read_all(engine, "s-14")
+    assert values == ["try 1", cairn.StreamReset(attempt=1, step_key="once_doomed#1"), "try 2"]
