@@ -1,7 +1,11 @@
-"""Durable streams across real processes: a worker killed with SIGKILL mid-stream.
+"""Durable streams across real processes: each failure case of the contract with a worker
+killed with SIGKILL (docs/explanation/streams.md names these tests case by case).
 
-The reader (this process) sees the dead attempt's chunks voided by a reset, the retry's
-chunks, and workflow code's writes once each, although the recovered run replays them.
+The reader (this process) sees a dead or failed attempt's chunks voided by a reset, the
+retry's chunks, and workflow code's writes once each, although the recovered run replays
+them; a run that fails or is cancelled after the kill gives its readers the reset and
+then their end; a fork or a restart of a run whose worker was killed streams as the
+contract says.
 """
 
 from __future__ import annotations
