@@ -6,7 +6,8 @@ outcome is committed: a completed step's chunks are all stored. A failed attempt
 chunks are voided with a reset item; an attempt whose worker died is voided by the next
 one, or by the end of the run if it is cancelled or fails first. A run's stream writes
 take turns (a lock of its live attempt), so steps running at once may share a stream.
-Workflow code's writes are counted per stream, so a replay writes none again. Readers: runtime/streams.py. The contract: docs/explanation/streams.md.
+Workflow code's writes are counted per stream, so a replay writes none again.
+Readers: runtime/streams.py. The contract: docs/explanation/streams.md.
 """
 
 from __future__ import annotations
