@@ -332,3 +332,35 @@ async def test_stream__retry_of_a_failed_run_streams_the_step_again_after_its_re
         assert await again.result(timeout=WAIT) == "ok"
         values = await _read_all(engine, "s-14")
     assert values == ["try 1", cairn.StreamReset(attempt=1, step_key="once_doomed#1"), "try 2"]
+
+
+async def test_stream__a_run_failing_while_another_branch_streams_resets_that_branch(
+    kit: Kit,
+) -> None:
+    started = asyncio.Event()
+
+    @kit.step("babble")
+    async def babble() -> None:
+        stream = cairn.stream("tokens")
+        for i in range(1000):
+            await stream.write(i)
+            started.set()
+            await asyncio.sleep(0.01)
+
+    @kit.step("refuse", retries=cairn.Retry(max_attempts=1))
+    async def refuse() -> None:
+        await started.wait()
+        await asyncio.sleep(0.1)  # some of babble's chunks are stored
+        raise cairn.FatalError("refused")
+
+    @kit.workflow("streams.branches")
+    async def flow() -> None:
+        await asyncio.gather(babble(), refuse())
+
+    async with kit.engine() as engine:
+        run = await engine.start(flow, run_id="s-15")
+        with pytest.raises(cairn.RunFailed):
+            await run.result(timeout=WAIT)
+        values = await _read_all(engine, "s-15")
+    assert values[-1] == cairn.StreamReset(attempt=1, step_key="babble#1")
+    assert values[:-1] == list(range(len(values) - 1)) and len(values) > 1

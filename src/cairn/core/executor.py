@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import traceback
@@ -15,6 +16,7 @@ from cairn.authoring import context
 from cairn.core import durable, pending_starts, streams
 from cairn.core.failed_attempts import type_name
 from cairn.core.live_run import LiveRun
+from cairn.core.live_steps import LiveSteps
 from cairn.core.run_env import RunEnv
 from cairn.core.signals import ContinueAsNew, HandBack, Suspend, Unwind
 from cairn.errors import (
@@ -272,8 +274,6 @@ async def _finish(
     alone: bool = False,
 ) -> Outcome:
     run = live.run
-    if status in _VOIDING:
-        await streams.void_unfinished(env, live)
 
     def finish() -> Any:
         return env.store.write(
@@ -288,8 +288,12 @@ async def _finish(
             )
         )
 
-    if not await _ended(live, finish, what=f"the end of run {run.run_id!r} ({status})"):
-        return Outcome(None)
+    ending: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
+    if status in _VOIDING and isinstance(live, LiveSteps):
+        ending = streams.unfinished_voided(env, live)  # the dead steps' resets go first
+    async with ending:
+        if not await _ended(live, finish, what=f"the end of run {run.run_id!r} ({status})"):
+            return Outcome(None)
     return Outcome(status, result, error)
 
 

@@ -13,6 +13,8 @@ Readers: runtime/streams.py. The contract: docs/explanation/streams.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from cairn.authoring import context
@@ -104,6 +106,17 @@ async def _void(live: LiveView, key: str, attempt: int, *, own: bool) -> None:
     )
     for name in await live.env.store.write(op):
         live.env.store.stream_bells().ring(run.run_id, name)
+
+
+@contextlib.asynccontextmanager
+async def unfinished_voided(env: RunEnv, live: LiveView) -> AsyncIterator[None]:
+    """`void_unfinished`, then the run's end (the body) before any other stream write.
+
+    A step still running in another branch writes after the end, and is fenced out.
+    """
+    async with live.attempt.stream_writes:
+        await void_unfinished(env, live)
+        yield
 
 
 async def void_unfinished(env: RunEnv, live: durable.Attempt) -> None:
