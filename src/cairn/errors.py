@@ -331,8 +331,9 @@ class Unsupported(CairnError):
     """A cairn feature that has no meaning where this run executes, refused at the call.
 
     A workflow served as an AWS Lambda durable function (`cairn.aws`) has no queues,
-    schedules, step queues or emits: `feature` names the one asked for, `host` where the
-    run executes, and the message says what to do instead.
+    schedules, step queues or emits; a step on a step queue has no durable streams.
+    `feature` names the one asked for, `host` where the run (or step) executes, and the
+    message says what to do instead.
     """
 
     usage = True

@@ -227,3 +227,140 @@ async def test_stream__the_sync_client_reads_it_live(kit: Kit) -> None:
 def test_stream__outside_a_run_raises_not_in_run() -> None:
     with pytest.raises(NotInRun):
         cairn.stream("tokens")
+
+
+class _Narrate(cairn.Step):
+    """A class step that streams."""
+
+    name = "narrate"
+
+    async def execute(self, words: list[str]) -> int:
+        stream = cairn.stream("tokens")
+        for word in words:
+            await stream.write(word)
+        await stream.close()
+        return len(words)
+
+
+async def test_stream__a_class_step_streams_like_a_decorated_one(kit: Kit) -> None:
+    @kit.workflow("streams.class_step")
+    async def flow() -> int:
+        return int(await _Narrate()(["once", "upon", "a time"]))
+
+    async with kit.engine() as engine:
+        run = await engine.start(flow, run_id="s-10")
+        assert await run.result(timeout=WAIT) == 3
+        assert await _read_all(engine, "s-10") == ["once", "upon", "a time"]
+
+
+async def test_stream__a_queued_step_is_refused_naming_the_feature(kit: Kit) -> None:
+    @kit.step("render", queue="gpu", retries=cairn.Retry(max_attempts=1))
+    async def render() -> None:
+        await cairn.stream("tokens").write("frame")
+
+    @kit.workflow("streams.queued")
+    async def flow() -> None:
+        await render()
+
+    async with kit.engine(step_queues=["gpu"]) as engine:
+        run = await engine.start(flow, run_id="s-11")
+        with pytest.raises(cairn.RunFailed) as failed:
+            await run.result(timeout=WAIT)
+        assert await _read_all(engine, "s-11") == []
+    message = str(failed.value)
+    assert "cairn.stream() is not supported on a step queue (step 'render' on queue 'gpu')" in (
+        message
+    ), message
+
+
+async def test_stream__two_steps_at_once_writing_one_stream_both_store_every_chunk(
+    kit: Kit,
+) -> None:
+    @kit.step("chorus")
+    async def chorus(voice: str, n: int) -> int:
+        stream = cairn.stream("tokens")
+        for i in range(n):
+            await stream.write(f"{voice}{i}")
+            if i % 7 == 0:
+                await asyncio.sleep(0)  # let the other voice's commit interleave
+        return n
+
+    @kit.workflow("streams.chorus")
+    async def flow(n: int) -> list[int]:
+        return list(await asyncio.gather(chorus("a", n), chorus("b", n), chorus("c", n)))
+
+    async with kit.engine() as engine:
+        run = await engine.start(flow, 300, run_id="s-12")
+        assert await run.result(timeout=WAIT) == [300, 300, 300]
+        run2 = await engine.start(flow, 300, run_id="s-13")
+        assert await run2.result(timeout=WAIT) == [300, 300, 300]
+        values = await _read_all(engine, "s-12")
+    for voice in "abc":  # each voice's chunks, in its order, none lost, no reset
+        assert [v for v in values if v[0] == voice] == [f"{voice}{i}" for i in range(300)]
+    assert len(values) == 900
+
+
+async def test_stream__retry_of_a_failed_run_streams_the_step_again_after_its_reset(
+    kit: Kit,
+) -> None:
+    tries: list[int] = []
+
+    @kit.step("once_doomed", retries=cairn.Retry(max_attempts=1))
+    async def once_doomed() -> str:
+        tries.append(1)
+        stream = cairn.stream("tokens")
+        await stream.write(f"try {len(tries)}")
+        if len(tries) == 1:
+            await asyncio.sleep(0.05)  # stored before the failure
+            raise ConnectionError("the model went away")
+        await stream.close()
+        return "ok"
+
+    @kit.workflow("streams.retried_run")
+    async def flow() -> str:
+        return await once_doomed()
+
+    async with kit.engine() as engine:
+        run = await engine.start(flow, run_id="s-14")
+        with pytest.raises(cairn.RunFailed):
+            await run.result(timeout=WAIT)
+        assert await _read_all(engine, "s-14") == [
+            "try 1",
+            cairn.StreamReset(attempt=1, step_key="once_doomed#1"),
+        ]
+        again = await engine.retry("s-14")
+        assert await again.result(timeout=WAIT) == "ok"
+        values = await _read_all(engine, "s-14")
+    assert values == ["try 1", cairn.StreamReset(attempt=1, step_key="once_doomed#1"), "try 2"]
+
+
+async def test_stream__a_run_failing_while_another_branch_streams_resets_that_branch(
+    kit: Kit,
+) -> None:
+    started = asyncio.Event()
+
+    @kit.step("babble")
+    async def babble() -> None:
+        stream = cairn.stream("tokens")
+        for i in range(1000):
+            await stream.write(i)
+            started.set()
+            await asyncio.sleep(0.01)
+
+    @kit.step("refuse", retries=cairn.Retry(max_attempts=1))
+    async def refuse() -> None:
+        await started.wait()
+        await asyncio.sleep(0.1)  # some of babble's chunks are stored
+        raise cairn.FatalError("refused")
+
+    @kit.workflow("streams.branches")
+    async def flow() -> None:
+        await asyncio.gather(babble(), refuse())
+
+    async with kit.engine() as engine:
+        run = await engine.start(flow, run_id="s-15")
+        with pytest.raises(cairn.RunFailed):
+            await run.result(timeout=WAIT)
+        values = await _read_all(engine, "s-15")
+    assert values[-1] == cairn.StreamReset(attempt=1, step_key="babble#1")
+    assert values[:-1] == list(range(len(values) - 1)) and len(values) > 1

@@ -86,3 +86,18 @@ async def lonely() -> str:
     The tests' clients do not import this module: they start it with queue="lonely".
     """
     return "served"
+
+
+@cairn.step("narrate")
+async def narrate(n: int) -> int:
+    """Streams n chunks to "tokens" and closes it, in the Celery worker executing the run."""
+    stream = cairn.stream("tokens")
+    for i in range(n):
+        await stream.write(i)
+    await stream.close()
+    return n
+
+
+@cairn.workflow("celery.streams")
+async def streams(n: int) -> int:
+    return int(await narrate(n))

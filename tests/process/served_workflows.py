@@ -204,6 +204,56 @@ async def streams(n: int) -> int:
     return done
 
 
+def times(line: str) -> int:
+    """How often `line` is in the side-effect file so far (in any process)."""
+    if not EFFECTS.exists():
+        return 0
+    lines = EFFECTS.read_text(encoding="utf-8").splitlines()
+    return sum(1 for text in lines if text.rsplit(" pid=", 1)[0] == line)
+
+
+@cairn.step("flaky_streamer", retries=cairn.Retry(max_attempts=3, delay=0))
+async def flaky_streamer() -> str:
+    """Attempt 1 streams and raises; attempt 2 streams and holds (to be killed); then ok."""
+    effect("flaky start")
+    n = times("flaky start")
+    stream = cairn.stream("tokens")
+    await stream.write(f"try {n}")
+    if n == 1:
+        await asyncio.sleep(0.2)  # let the chunk's commit land (a failure drops the buffer)
+        raise ConnectionError("the model went away")
+    while n == 2 and not released():
+        await asyncio.sleep(0.01)
+    return f"try {n}"
+
+
+@cairn.workflow("proc.streams_flaky")
+async def streams_flaky() -> str:
+    """A step that fails once, is retried, is killed mid-stream, and completes."""
+    done = await flaky_streamer()
+    await cairn.stream("tokens").close()
+    return done
+
+
+@cairn.step("doomed_streamer", retries=cairn.Retry(max_attempts=2, delay=0))
+async def doomed_streamer() -> None:
+    """Streams and holds (to be killed) the first time; then streams and fails, twice."""
+    effect("doomed start")
+    n = times("doomed start")
+    await cairn.stream("tokens").write(f"try {n}")
+    while n == 1 and not released():
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.2)  # let the chunk's commit land (a failure drops the buffer)
+    raise ConnectionError(f"attempt {n} failed")
+
+
+@cairn.workflow("proc.streams_doomed")
+async def streams_doomed() -> None:
+    """A step killed mid-stream whose last attempt then fails: the run fails."""
+    await doomed_streamer()
+    await cairn.stream("tokens").close()  # never reached
+
+
 async def serve(url: str) -> None:
     async with cairn.Engine(url, workers=16, poll_interval=0.05, lease="30s"):
         print("ready", flush=True)

@@ -49,6 +49,19 @@ def test_celery__killed_worker_run_finishes_on_another_without_repeating_steps(
     assert ("hold end", second.proc.pid) in _effects(tmp_path)
 
 
+def test_celery__a_step_executed_there_streams_to_readers_elsewhere(
+    store_url: str, broker: str, tmp_path: Path, procs: list[CeleryWorker]
+) -> None:
+    worker = CeleryWorker(store_url, broker, tmp_path, "worker")
+    procs.append(worker)
+    worker.ready()
+    with cairn.Client(store_url) as client:
+        handle = client.start("celery.streams", 50, allow_unknown=True)
+        values = list(client.read_stream(handle.run_id, "tokens"))  # ends at the close
+        assert handle.result(timeout=DEADLINE) == 50
+    assert values == list(range(50))
+
+
 def test_celery__a_message_delivered_twice_runs_the_run_once(
     sqlite_url: str, broker: str, tmp_path: Path, procs: list[CeleryWorker]
 ) -> None:

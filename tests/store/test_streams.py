@@ -103,3 +103,26 @@ async def test_copy_run__a_fork_keeps_the_copied_steps_streams(store: Store) -> 
 
     items = await store.read(streams.read_stream("r2", "tokens"))
     assert [i.value for i in items] == ['"one"', '"early"']
+
+
+async def test_void_unfinished__resets_only_steps_without_an_outcome(store: Store) -> None:
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await store.write(journal_ops.record_step(held("w1"), step_record("r1", 1)))
+    await _append(store, _chunks('"done"'), step_key="add#1")  # completed: kept
+    await _append(store, _chunks('"early"'), step_key=streams.WORKFLOW_KEY, attempt=1, at_seq=1)
+    await _append(store, _chunks('"dead"'), step_key="add#2")  # its worker died: void
+    await _append(store, _chunks('"dead too"'), step_key="add#2", attempt=2, claim=2)
+    assert len(await store.read(streams.unfinished_writers("r1"))) == 2
+    with pytest.raises(LeaseLost):  # a worker that does not hold the run resets nothing
+        await store.write(streams.void_unfinished(held("w2"), "r1", now=T0))
+
+    void = streams.void_unfinished(held("w1"), "r1", now=T0)
+    assert await store.write(void) == ["tokens"]
+    assert await store.read(streams.unfinished_writers("r1")) == []
+    assert await store.write(void) == []  # already void
+
+    items = await store.read(streams.read_stream("r1", "tokens"))
+    assert [(i.kind, i.step_key, i.attempt) for i in items[-2:]] == [
+        ("reset", "add#2", 1),
+        ("reset", "add#2", 2),
+    ]

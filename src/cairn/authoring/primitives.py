@@ -382,6 +382,7 @@ def stream(name: str) -> Any:
     Raises:
         NotInRun: outside a run.
         ValueError: an empty or too long name.
+        Unsupported: in a step on a step queue (its worker does not hold the run).
     """
     ctx = context.in_run()
     if ctx is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import traceback
@@ -12,9 +13,10 @@ from typing import Any
 
 from cairn import ids
 from cairn.authoring import context
-from cairn.core import durable, pending_starts
+from cairn.core import durable, pending_starts, streams
 from cairn.core.failed_attempts import type_name
 from cairn.core.live_run import LiveRun
+from cairn.core.live_steps import LiveSteps
 from cairn.core.run_env import RunEnv
 from cairn.core.signals import ContinueAsNew, HandBack, Suspend, Unwind
 from cairn.errors import (
@@ -259,6 +261,9 @@ async def _ended(live: durable.Attempt, write: Any, *, what: str) -> bool:
     return True
 
 
+_VOIDING = (RunStatus.CANCELLED.value, RunStatus.FAILED.value)
+
+
 async def _finish(
     env: RunEnv,
     live: durable.Attempt,
@@ -283,8 +288,12 @@ async def _finish(
             )
         )
 
-    if not await _ended(live, finish, what=f"the end of run {run.run_id!r} ({status})"):
-        return Outcome(None)
+    ending: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
+    if status in _VOIDING and isinstance(live, LiveSteps):
+        ending = streams.unfinished_voided(env, live)  # the dead steps' resets go first
+    async with ending:
+        if not await _ended(live, finish, what=f"the end of run {run.run_id!r} ({status})"):
+            return Outcome(None)
     return Outcome(status, result, error)
 
 

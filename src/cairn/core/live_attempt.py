@@ -98,6 +98,9 @@ class LiveAttempt:
         # Runs scheduled and not yet written (core/pending_starts.py): awaited at the end.
         self.scheduled = pending_starts.PendingStarts()
         self.streams: AttemptStreams | None = None  # made on the first cairn.stream()
+        # Held by each write of the run's stream items (core/streams.py): steps running at
+        # once that write one stream would otherwise number their items alike.
+        self.stream_writes = asyncio.Lock()
         # Calls a sync workflow's thread is blocked on; cancelled by close().
         self._blocked: set[concurrent.futures.Future[Any]] = set()
         self.closed = False  # once True, nothing of the attempt may write any more

@@ -22,7 +22,7 @@ from cairn.authoring import context
 from cairn.core.live_attempt import run_info
 from cairn.core.run_env import RunEnv
 from cairn.core.run_meta import MetaWriter, column_texts, progress_text
-from cairn.errors import Cancelled, RunNotFound
+from cairn.errors import Cancelled, RunNotFound, Unsupported
 from cairn.models import RunInfo
 from cairn.observability import logcontext
 from cairn.store.records import RunRecord, StepTaskRecord
@@ -77,6 +77,14 @@ class QueuedStepRun(context.RunContext):
                 f"step {self.task.step!r} attempt {self.task.attempt} was stopped: its run "
                 "ended, or another worker of the queue took the attempt over"
             )
+
+    def stream(self, name: str) -> Any:
+        """Refused: a queued step's worker does not hold the run its chunks would fence on."""
+        raise Unsupported(
+            "cairn.stream()",
+            f"a step queue (step {self.task.step!r} on queue {self.task.queue!r})",
+            "stream from a step without queue=, or from workflow code",
+        )
 
     def set_columns(self, values: dict[str, Any]) -> None:
         """Store searchable facts about the run (in the background, as a local step)."""

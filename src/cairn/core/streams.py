@@ -4,21 +4,32 @@ A step's chunks are buffered and appended in batches (a commit per batch, after 
 linger), flushed when the stream is closed and when the step attempt ends, before its
 outcome is committed: a completed step's chunks are all stored. A failed attempt's
 chunks are voided with a reset item; an attempt whose worker died is voided by the next
-one. Workflow code's writes are counted per stream, so a replay writes none again.
+one, or by the end of the run if it is cancelled or fails first. A run's stream writes
+take turns (a lock of its live attempt), so steps running at once may share a stream.
+Workflow code's writes are counted per stream, so a replay writes none again.
 Readers: runtime/streams.py. The contract: docs/explanation/streams.md.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from cairn.authoring import context
+from cairn.errors import StoreError
 from cairn.names import check_name
+from cairn.observability import logcontext
 from cairn.store.programs import streams as stream_ops
+from cairn.store.protocol import LeaseLost
 
 if TYPE_CHECKING:
+    from cairn.core import durable
     from cairn.core.live_view import LiveView
+    from cairn.core.run_env import RunEnv
+
+log = logcontext.logger("cairn.executor")
 
 LINGER = 0.0
 """Seconds a step's first buffered chunk waits for others to share its commit: none
@@ -78,6 +89,11 @@ class StreamWriters:
 
 async def void(live: LiveView, key: str, attempt: int, *, own: bool) -> None:
     """Reset step `key`'s chunks: this attempt's (`own`), or the dead attempts' before it."""
+    async with live.attempt.stream_writes:
+        await _void(live, key, attempt, own=own)
+
+
+async def _void(live: LiveView, key: str, attempt: int, *, own: bool) -> None:
     run = live.run
     op = stream_ops.void_attempt(
         live.lease,
@@ -90,6 +106,35 @@ async def void(live: LiveView, key: str, attempt: int, *, own: bool) -> None:
     )
     for name in await live.env.store.write(op):
         live.env.store.stream_bells().ring(run.run_id, name)
+
+
+@contextlib.asynccontextmanager
+async def unfinished_voided(env: RunEnv, live: LiveView) -> AsyncIterator[None]:
+    """`void_unfinished`, then the run's end (the body) before any other stream write.
+
+    A step still running in another branch writes after the end, and is fenced out.
+    """
+    async with live.attempt.stream_writes:
+        await void_unfinished(env, live)
+        yield
+
+
+async def void_unfinished(env: RunEnv, live: durable.Attempt) -> None:
+    """Reset the chunks of steps the run ends without (cancelled or failed after a takeover).
+
+    Their attempts' workers died and no attempt of those steps runs again to reset them.
+    A store failure here leaves them (the run's end, next, meets the same failure).
+    """
+    run = live.run
+    store = env.store
+    try:
+        if not await store.read(stream_ops.unfinished_writers(run.run_id)):
+            return
+        op = stream_ops.void_unfinished(live.lease, run.run_id, now=env.clock.now())
+        for name in await store.write(op):
+            store.stream_bells().ring(run.run_id, name)
+    except (LeaseLost, StoreError) as exc:
+        log.warning("run %s: dead attempts' stream chunks not reset: %s", run.run_id, exc)
 
 
 class _StepWriter:
@@ -146,21 +191,22 @@ class _StepWriter:
     async def _append(self, batch: list[tuple[str, str | None]]) -> None:
         live = self.live
         run = live.run
-        if not self.stored and (run.attempt > 1 or self.attempt > 1):
-            # The attempts of this step whose workers died are void first (in the run's
-            # first claim, its step's first attempt has none before it).
-            await void(live, self.key, self.attempt, own=False)
-        op = stream_ops.append_stream(
-            live.lease,
-            run.run_id,
-            self.name,
-            batch,
-            step_key=self.key,
-            attempt=self.attempt,
-            claim=run.attempt,
-            now=live.env.clock.now(),
-        )
-        await live.env.store.write(op)
+        async with live.attempt.stream_writes:
+            if not self.stored and (run.attempt > 1 or self.attempt > 1):
+                # The attempts of this step whose workers died are void first (in the
+                # run's first claim, its step's first attempt has none before it).
+                await _void(live, self.key, self.attempt, own=False)
+            op = stream_ops.append_stream(
+                live.lease,
+                run.run_id,
+                self.name,
+                batch,
+                step_key=self.key,
+                attempt=self.attempt,
+                claim=run.attempt,
+                now=live.env.clock.now(),
+            )
+            await live.env.store.write(op)
         self.stored = True
         live.env.store.stream_bells().ring(run.run_id, self.name)
 
@@ -210,7 +256,8 @@ class _WorkflowWriter:
             at_seq=live.journal.next_seq - 1,
             now=live.env.clock.now(),
         )
-        await live.env.store.write(op)
+        async with live.attempt.stream_writes:
+            await live.env.store.write(op)
         live.env.store.stream_bells().ring(run.run_id, self.name)
 
     async def flush(self) -> None:

@@ -92,7 +92,21 @@ async def respond(target: Target, run_id: str, name: str, resumed: str | None) -
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
 
-STREAM_EVENTS: dict[str, Any] = {"text/event-stream": {"schema": {"type": "string"}}}
+STREAM_EVENT: dict[str, Any] = {
+    "description": "One server-sent event (OpenAPI 3.1 describes each event of the stream)",
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"enum": ["chunk", "reset", "end"]},
+        "data": {
+            "type": "string",
+            "description": 'chunk: the value\'s JSON; reset: {"attempt", "step_key"}; end: {}',
+        },
+        "id": {"type": "string", "description": "the item's seq (absent on an end not stored)"},
+        "retry": {"type": "integer"},
+    },
+}
+STREAM_EVENTS: dict[str, Any] = {"text/event-stream": {"schema": STREAM_EVENT}}
 
 OPERATIONS = (
     Operation(

@@ -48,6 +48,17 @@ SELECT_UNVOIDED = (
     "WHERE r.run_id = c.run_id AND r.name = c.name AND r.kind = 'reset' "
     "AND r.step_key = c.step_key AND r.attempt = c.attempt AND r.claim = c.claim)"
 )
+# The writers of steps with no outcome stored whose chunks are not void yet (their
+# workers died, and the run ends without running those steps again).
+SELECT_UNFINISHED_UNVOIDED = (
+    "SELECT DISTINCT c.name, c.step_key, c.attempt, c.claim FROM stream_chunks c "
+    "WHERE c.run_id = ? AND c.kind = 'chunk' AND c.step_key <> '~stream' "
+    "AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.run_id = c.run_id AND s.key = c.step_key) "
+    "AND NOT EXISTS (SELECT 1 FROM stream_chunks r "
+    "WHERE r.run_id = c.run_id AND r.name = c.name AND r.kind = 'reset' "
+    "AND r.step_key = c.step_key AND r.attempt = c.attempt AND r.claim = c.claim) "
+    "ORDER BY c.name, c.step_key, c.claim, c.attempt"
+)
 # A fork keeps the streams of the steps it copies, and workflow code's writes before it.
 COPY_STREAMS = (
     "INSERT INTO stream_chunks (run_id, name, seq, kind, step_key, attempt, claim, at_seq, "

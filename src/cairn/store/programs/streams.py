@@ -83,6 +83,30 @@ def void_attempt(
 
 
 @operation
+def unfinished_writers(run_id: str) -> Program[list[tuple[str, str, int, int]]]:
+    """Read: (name, step_key, attempt, claim) of chunks not voided of steps with no outcome."""
+    rows = yield all_rows(_sql.SELECT_UNFINISHED_UNVOIDED, (run_id,))
+    return [(str(name), str(key), int(attempt), int(claim)) for name, key, attempt, claim in rows]
+
+
+@operation
+@path("many")
+def void_unfinished(lease: Lease, run_id: str, *, now: float) -> Program[list[str]]:
+    """Reset the chunks of steps with no outcome (the run ends without them); the names.
+
+    Their attempts' workers died, and the run ends (cancelled, failed) before those steps
+    run again. Raises LeaseLost if the run is not held.
+    """
+    rows = yield all_rows(_sql.SELECT_UNFINISHED_UNVOIDED, (run_id,))
+    for name, step_key, dead_attempt, dead_claim in rows:
+        params: list[object] = [run_id, name, step_key, dead_attempt, dead_claim, None, now]
+        params += (run_id, name, 1, "reset", None, run_id, lease.owner, lease.fence)
+        if not (yield Sql(_sql.append_stream_items(1), params)):
+            raise LeaseLost(run_id)
+    return sorted({str(row[0]) for row in rows})
+
+
+@operation
 def read_stream(
     run_id: str, name: str, *, after: int = 0, limit: int = 1000
 ) -> Program[list[StreamItem]]:
