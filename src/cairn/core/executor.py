@@ -12,6 +12,7 @@ from typing import Any
 
 from cairn import ids
 from cairn.authoring import context
+from cairn.codecs import coded
 from cairn.core import durable, pending_starts
 from cairn.core.failed_attempts import type_name
 from cairn.core.live_run import LiveRun
@@ -269,6 +270,7 @@ async def _finish(
     alone: bool = False,
 ) -> Outcome:
     run = live.run
+    stored_error = None if error is None else coded.seal(env.serializer, error)
 
     def finish() -> Any:
         return env.store.write(
@@ -277,7 +279,7 @@ async def _finish(
                 live.lease,
                 status,
                 result=result,
-                error=error,
+                error=stored_error,
                 now=env.clock.now(),
                 alone=alone,
             )
