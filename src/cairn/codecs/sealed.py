@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 
-PREFIX = "aesgcm:"
-"""What every encrypted stored text starts with."""
+from cairn.serialization.serializers import ENCRYPTED
+
+PREFIX = ENCRYPTED
+"""What every encrypted stored text starts with (`aesgcm:`)."""
 
 KEY_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 """What a key id may be: it travels in the clear before the ciphertext, so no `:`."""
