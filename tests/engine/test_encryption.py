@@ -212,3 +212,21 @@ async def test_encryption__a_key_dropped_too_soon_fails_naming_it(kit: Kit) -> N
     async with kit.engine(codec=codec("k1", k1=K2)) as engine:  # a wrong key under k1's id
         with pytest.raises(cairn.CairnError, match="key 'k1': the key is not the one"):
             await engine.control.result(run_id)
+
+
+async def test_encryption__a_client_encrypts_what_it_stores_and_reads_it_back(kit: Kit) -> None:
+    _, broken = declare(kit)
+    async with kit.engine(codec=codec()) as engine:
+        client = await asyncio.to_thread(
+            cairn.Client, kit.url, registry=kit.registry, codec=codec()
+        )
+        try:
+            handle = await asyncio.to_thread(client.start, broken, f"{SECRET}-client-arg")
+            await until(engine, handle.run_id, "FAILED")
+            with pytest.raises(cairn.RunFailed, match=f"{SECRET}-run-error/{SECRET}-client-arg"):
+                await asyncio.to_thread(handle.result, WAIT)
+        finally:
+            await asyncio.to_thread(client.close)
+    (args,) = execute(kit.url, "SELECT args FROM runs WHERE run_id = ?", (handle.run_id,))[0]
+    assert args.startswith("aesgcm:k1:")
+    assert SECRET.encode() not in stored_bytes(kit.url)
