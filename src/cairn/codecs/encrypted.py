@@ -9,7 +9,6 @@ under the current one when asked.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import os
 from collections.abc import Mapping
@@ -49,6 +48,9 @@ class Encrypted:
             raise ConfigError(
                 "encryption at rest needs the cryptography package: pip install 'cairn[crypto]'"
             ) from None
+        from cryptography.exceptions import InvalidTag
+
+        self._invalid: type[Exception] = InvalidTag
         self._ciphers: dict[str, Any] = {}
         for key_id, key in keys.items():
             if not isinstance(key_id, str) or not KEY_ID.fullmatch(key_id):
@@ -82,8 +84,8 @@ class Encrypted:
     def encode(self, text: str) -> str:
         """`text` encrypted under the current key, as stored text."""
         nonce = os.urandom(NONCE_BYTES)
-        sealed = self._cipher.encrypt(nonce, text.encode("utf-8", "surrogatepass"), self._aad)
-        return self._head + base64.b64encode(nonce + sealed).decode("ascii")
+        sealed = self._cipher.encrypt(nonce, _utf8(text), self._aad)
+        return self._head + binascii.b2a_base64(nonce + sealed, newline=False).decode("ascii")
 
     def decode(self, text: str) -> str:
         """The text `encode` encrypted; a text not encrypted (written before) as it is.
@@ -104,22 +106,31 @@ class Encrypted:
             )
         body = text[len(PREFIX) + len(key_id) + 1 :]
         try:
-            data = base64.b64decode(body, validate=True)
+            data = binascii.a2b_base64(body, strict_mode=True)
         except (binascii.Error, ValueError):
             raise SerializationError(
                 f"cannot decrypt a stored value encrypted with key {key_id!r}: not valid base64"
             ) from None
-        from cryptography.exceptions import InvalidTag
-
         try:
             plain = cipher.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], key_id.encode("ascii"))
-        except (InvalidTag, ValueError):
+        except (self._invalid, ValueError):
             raise SerializationError(
                 f"cannot decrypt a stored value with key {key_id!r}: the key is not the one "
                 "it was encrypted with, or the value was altered"
             ) from None
-        return str(plain.decode("utf-8", "surrogatepass"))
+        try:
+            return str(plain.decode("utf-8"))
+        except UnicodeDecodeError:  # a lone surrogate (an exception's text, say)
+            return str(plain.decode("utf-8", "surrogatepass"))
 
     def is_current(self, text: str) -> bool:
         """Whether `text` is encrypted under the current key (rekey leaves it alone)."""
         return text.startswith(self._head)
+
+
+def _utf8(text: str) -> bytes:
+    """`text` as UTF-8; a lone surrogate (an exception's text, say) kept as it is."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
