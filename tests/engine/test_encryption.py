@@ -186,9 +186,10 @@ async def test_encryption__keys_rotate_rekey_rewrites_and_readers_without_keys_s
         assert shown["result"] == "encrypted (k2)"
         (listed,) = (await engine.list_runs(workflow="enc.broken")).runs[:1]
         assert listed.error == {
-            "type": "encrypted (k2)",
+            "type": "",
             "message": "encrypted (k2)",
             "traceback": "",
+            "encrypted": "k2",
         }
         history = await engine.history(run_id)
         assert any(e.result == "encrypted (k2)" for e in history)

@@ -8,8 +8,11 @@ finds nothing to do. On both stores.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -17,6 +20,7 @@ import pytest
 from tests.dashboard.server import env_without_cairn, run_cli, start_server
 from tests.engine.kit import Kit
 from tests.engine.seeds import until
+from tests.store.kit import execute
 
 import cairn
 from cairn.codecs import Encrypted
@@ -79,9 +83,10 @@ async def test_operators__the_cli_decrypts_with_keys_and_names_the_key_without(
     assert without["args"] == "encrypted (k1)" and without["result"] == "encrypted (k1)"
     failed = show(tmp_path, store_url, "failed", env_without_cairn())
     assert failed["error"] == {
-        "type": "encrypted (k1)",
+        "type": "",
         "message": "encrypted (k1)",
         "traceback": "",
+        "encrypted": "k1",
     }
     listed = run_cli(tmp_path, "--db", store_url, "runs", "list", env=env_without_cairn())
     assert listed.returncode == 0 and "encrypted (k1)" in listed.stdout, listed.stderr
@@ -179,3 +184,44 @@ def test_operators__keygen_prints_a_usable_key(sqlite_url: str, tmp_path: Path) 
     assert proc.returncode == 0, proc.stderr
     assert len(base64.b64decode(proc.stdout.strip(), validate=True)) == 32
     assert isinstance(cairn.codecs.parse(f"k1:{proc.stdout.strip()}", where="test"), Encrypted)
+
+
+async def test_operators__rekey_killed_mid_way_leaves_every_value_readable_and_reruns(
+    store_url: str, tmp_path: Path
+) -> None:
+    kit = Kit(store_url)
+
+    @kit.workflow("ops.idle")
+    async def idle(text: str) -> None:
+        return None
+
+    async with kit.engine(codec=Encrypted({"k1": K1}, "k1"), workers=0) as engine:
+        for i in range(400):
+            await engine.start(idle, f"{SECRET}-{i}")
+    both = keys_env(("k1", K1), ("k2", K2), current="k2")
+    command = [sys.executable, "-m", "cairn", "--db", store_url, "db", "rekey", "--batch", "1"]
+    proc = subprocess.Popen(command, cwd=tmp_path, env=both, stdout=subprocess.DEVNULL)
+    try:
+        async with asyncio.timeout(30):
+            while heads(store_url).get("aesgcm:k2:", 0) < 20:
+                assert proc.poll() is None, "rekey ended before it could be killed"
+                await asyncio.sleep(0.01)
+    finally:
+        proc.kill()  # SIGKILL: no clean-up, a batch may be cut in its transaction
+        proc.wait()
+    half = heads(store_url)
+    assert set(half) == {"aesgcm:k1:", "aesgcm:k2:"} and sum(half.values()) == 400, half
+    reader = Encrypted({"k1": K1, "k2": K2}, "k2")
+    for (text,) in execute(store_url, "SELECT args FROM runs"):
+        assert reader.decode(text).startswith('{"args":["' + SECRET)
+    again = run_cli(tmp_path, "--db", store_url, "db", "rekey", env=both)
+    assert again.returncode == 0, again.stderr
+    assert heads(store_url) == {"aesgcm:k2:": 400}
+
+
+def heads(url: str) -> dict[str, int]:
+    """How many runs' arguments are under each key."""
+    found: dict[str, int] = {}
+    for (text,) in execute(url, "SELECT args FROM runs"):
+        found[text[:10]] = found.get(text[:10], 0) + 1
+    return found

@@ -91,9 +91,10 @@ def test_coded__readers_without_keys_show_the_key_id() -> None:
     plain = serialization.get("json")
     error = codec.encode('{"type": "ValueError", "message": "secret", "traceback": ""}')
     assert coded.shown_error(plain, error) == {
-        "type": "encrypted (k1)",
+        "type": "",
         "message": "encrypted (k1)",
         "traceback": "",
+        "encrypted": "k1",
     }
     assert coded.shown_value(plain, codec.encode('"x"')) == "encrypted (k1)"
     assert coded.shown_text(plain, codec.encode("secret")) == "encrypted (k1)"

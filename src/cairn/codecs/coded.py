@@ -119,10 +119,16 @@ def shown_error(serializer: Serializer, text: str | None) -> dict[str, Any] | No
     try:
         return dict(unseal_json(serializer, text))
     except SerializationError:
-        words = sealed.shown(text)
-        if words is None:
+        key_id = sealed.key_of(text)
+        if key_id is None:
             raise
-        return {"type": words, "message": words, "traceback": ""}
+        # No type: one line reads "encrypted (k1)"; `encrypted` names the key it needs.
+        return {
+            "type": "",
+            "message": sealed.placeholder(key_id),
+            "traceback": "",
+            "encrypted": key_id,
+        }
 
 
 def shown_text(serializer: Serializer, text: str) -> str:
