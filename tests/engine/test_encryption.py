@@ -23,6 +23,7 @@ import cairn
 from cairn.codecs import Encrypted
 from cairn.representation import runs as run_forms
 from cairn.runtime import rekeying
+from cairn.store.programs.rekey import SEALED_COLUMNS
 
 from .kit import WAIT, Kit
 from .seeds import until
@@ -175,6 +176,12 @@ async def test_encryption__keys_rotate_rekey_rewrites_and_readers_without_keys_s
         done = await rekeying.rekey(engine.store, both, batch=3)
         assert done["runs.args"] == 3 and done["steps.error"] >= 1
         assert await rekeying.rekey(engine.store, both) == {}  # nothing left: safe to rerun
+        # Nothing under k1 anywhere, nested ones included (a child's result in its
+        # parent's history, inside the wait's record).
+        for table, _, columns in SEALED_COLUMNS:
+            for column in columns:
+                query = f"SELECT COUNT(*) FROM {table} WHERE {column} LIKE ?"
+                assert execute(kit.url, query, ("%aesgcm:k1:%",)) == [(0,)], (table, column)
     async with kit.engine(codec=codec("k2", k2=K2)) as engine:  # k1 retired
         assert await engine.control.result(run_id) == expected()
         with pytest.raises(cairn.RunFailed, match="run-error"):

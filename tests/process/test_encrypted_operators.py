@@ -29,6 +29,7 @@ pytestmark = pytest.mark.process
 
 K1, K2 = b"\x01" * 32, b"\x02" * 32
 SECRET = "TOPSECRET-91c2"
+RUNS = 2000  # enough for a rekey one value per transaction to be killed mid-way
 
 
 def keys_env(*pairs: tuple[str, bytes], current: str | None = None) -> dict[str, str]:
@@ -196,27 +197,27 @@ async def test_operators__rekey_killed_mid_way_leaves_every_value_readable_and_r
         return None
 
     async with kit.engine(codec=Encrypted({"k1": K1}, "k1"), workers=0) as engine:
-        for i in range(400):
+        for i in range(RUNS):
             await engine.start(idle, f"{SECRET}-{i}")
     both = keys_env(("k1", K1), ("k2", K2), current="k2")
     command = [sys.executable, "-m", "cairn", "--db", store_url, "db", "rekey", "--batch", "1"]
     proc = subprocess.Popen(command, cwd=tmp_path, env=both, stdout=subprocess.DEVNULL)
     try:
         async with asyncio.timeout(30):
-            while heads(store_url).get("aesgcm:k2:", 0) < 20:
+            while heads(store_url).get("aesgcm:k2:", 0) < 1:
                 assert proc.poll() is None, "rekey ended before it could be killed"
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.001)
     finally:
         proc.kill()  # SIGKILL: no clean-up, a batch may be cut in its transaction
         proc.wait()
     half = heads(store_url)
-    assert set(half) == {"aesgcm:k1:", "aesgcm:k2:"} and sum(half.values()) == 400, half
+    assert set(half) == {"aesgcm:k1:", "aesgcm:k2:"} and sum(half.values()) == RUNS, half
     reader = Encrypted({"k1": K1, "k2": K2}, "k2")
     for (text,) in execute(store_url, "SELECT args FROM runs"):
         assert reader.decode(text).startswith('{"args":["' + SECRET)
     again = run_cli(tmp_path, "--db", store_url, "db", "rekey", env=both)
     assert again.returncode == 0, again.stderr
-    assert heads(store_url) == {"aesgcm:k2:": 400}
+    assert heads(store_url) == {"aesgcm:k2:": RUNS}
 
 
 def heads(url: str) -> dict[str, int]:

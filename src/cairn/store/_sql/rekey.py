@@ -19,12 +19,26 @@ SEALED_COLUMNS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 )
 
 
-def sealed_select(table: str, keys: tuple[str, ...], column: str, prefix: str, head: str) -> str:
-    """Rows whose `column` starts with `prefix` but not `head`: (*keys, value), at most ?."""
+def sealed_select(
+    table: str, keys: tuple[str, ...], column: str, prefix: str, head: str, *, after: bool
+) -> str:
+    """The next rows, in key order, whose `column` holds a value not under `head`.
+
+    Either the whole text is encrypted (it starts with `prefix`, not with `head`), or a
+    JSON text holds one (`"<prefix>` is in it once every `"<head>` is taken out: a
+    child's result inside its parent's history). Parameters: prefix, head, the LIKE
+    pattern of a quoted prefix, the quoted head, that pattern again, the keys of the last
+    row read (`after`), and the limit. Rows: (*keys, value).
+    """
+    names = ", ".join(keys)
+    marks = ", ".join("?" for _ in keys)
     return (
-        f"SELECT {', '.join(keys)}, {column} FROM {table} "
-        f"WHERE substr({column}, 1, {len(prefix)}) = ? "
-        f"AND substr({column}, 1, {len(head)}) <> ? LIMIT ?"
+        f"SELECT {names}, {column} FROM {table} "
+        f"WHERE ((substr({column}, 1, {len(prefix)}) = ? "
+        f"AND substr({column}, 1, {len(head)}) <> ?) "
+        f"OR ({column} LIKE ? AND replace({column}, ?, '') LIKE ?))"
+        + (f" AND ({names}) > ({marks})" if after else "")
+        + f" ORDER BY {names} LIMIT ?"
     )
 
 
