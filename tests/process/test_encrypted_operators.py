@@ -44,12 +44,25 @@ async def seed(url: str) -> tuple[str, str]:
     """A completed, a failed and a waiting run, every value encrypted under k1."""
     kit = Kit(url)
 
+    @kit.step("ops.shout")
+    async def shout(text: str) -> str:
+        return f"{text}!"
+
+    @kit.step("ops.refuse")
+    async def refuse(text: str) -> None:
+        raise cairn.FatalError(f"{text}/refused")
+
     @kit.workflow("ops.echo")
     async def echo(text: str) -> str:
+        await shout(text)  # history entries with an encrypted input and result
         return f"{text}/done"
 
     @kit.workflow("ops.broken")
     async def broken(text: str) -> None:
+        try:
+            await refuse(text)  # a failed attempt, a failed step
+        except cairn.StepFailed:
+            pass
         raise RuntimeError(f"{text}/failed")
 
     @kit.workflow("ops.ask")
