@@ -206,3 +206,21 @@ def test_public_api__contrib_pydantic_ai_all_is_pinned() -> None:
     assert all(inspect.getdoc(getattr(agents, name)) for name in agents.__all__)
     documented = (Path(__file__).resolve().parents[1] / "docs/reference/api.md").read_text()
     assert all(f"`{name}" in documented for name in agents.__all__)
+
+
+def test_public_api__codecs_all_is_pinned() -> None:
+    import cairn.codecs as codecs
+
+    assert codecs.__all__ == [
+        "Codec",
+        "Encrypted",
+        "KeyUnavailable",
+        "coding",
+        "from_env",
+        "new_key",
+        "parse",
+    ]
+    assert all(inspect.getdoc(getattr(codecs, name)) for name in codecs.__all__)
+    documented = (Path(__file__).resolve().parents[1] / "docs/reference/api.md").read_text()
+    assert all(f"`{name}" in documented for name in codecs.__all__)
+    assert cairn.codecs is codecs  # `import cairn` is enough for cairn.codecs.Encrypted

@@ -14,7 +14,7 @@ from datetime import date, datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
-from cairn import config, serialization
+from cairn import codecs, config, serialization
 from cairn.authoring.registry import Registry, default_registry
 from cairn.clock import SystemClock
 from cairn.models import EventDelivery, HistoryEntry, RunPage, RunStatus, RunSummary
@@ -109,14 +109,18 @@ class Client:
         serializer: str = "json",
         registry: Registry | None = None,
         known_workers_window: Any = None,
+        codec: codecs.Codec | None = None,
     ) -> None:
         """Open a client on `url` (default: CAIRN_DATABASE_URL, else sqlite:///cairn.db).
 
         `known_workers_window`: how long after a worker was last seen its workflows can
         still be started by name (default: CAIRN_KNOWN_WORKERS_WINDOW, else "7d").
+        `codec`: what stored values pass through, as `Engine(codec=...)` (default: the
+        keys of CAIRN_KEYS or CAIRN_KEYS_FILE, if set).
         """
         self.url = config.database_url(url)
         window = config.known_workers_window(known_workers_window)
+        coded = codecs.coding(serialization.get(serializer), codec or codecs.from_env())
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="cairn-client", daemon=True
@@ -126,7 +130,7 @@ class Client:
         self.control = RunControl(
             store,
             clock=SystemClock(),
-            serializer=serialization.get(serializer),
+            serializer=coded,
             registry=registry or default_registry,
             known_window=window,
         )

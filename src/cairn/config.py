@@ -120,6 +120,25 @@ def dashboard_token(explicit: str | None = None) -> str | None:
     return os.environ.get("CAIRN_DASHBOARD_TOKEN") or None
 
 
+def keys_setting() -> tuple[str, str, str | None] | None:
+    """The encryption keys' text, where it came from, and CAIRN_CURRENT_KEY; None if unset.
+
+    CAIRN_KEYS holds the keys themselves; else CAIRN_KEYS_FILE names a file holding them
+    (see cairn/codecs/keys.py for the form).
+    """
+    current = os.environ.get("CAIRN_CURRENT_KEY") or None
+    text = os.environ.get("CAIRN_KEYS")
+    if text:
+        return text, "CAIRN_KEYS", current
+    named = os.environ.get("CAIRN_KEYS_FILE")
+    if not named:
+        return None
+    try:
+        return Path(named).read_text(encoding="utf-8"), f"CAIRN_KEYS_FILE {named}", current
+    except OSError as exc:
+        raise ConfigError(f"CAIRN_KEYS_FILE names {named!r}, which cannot be read: {exc}") from None
+
+
 def known_workers_window(explicit: object = None) -> float:
     """Seconds a worker's workflows stay known after it was last seen, for starts by name.
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from cairn.cli import options, output
+from cairn.codecs import coded
 from cairn.errors import CairnError, HookNotFound
 from cairn.models import EventDelivery, RunStatus
 from cairn.representation import actions
@@ -210,7 +210,7 @@ def resume(ns: argparse.Namespace, glob: options.Globals) -> int:
 def retry(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn runs retry`."""
 
-    async def act(engine: Engine) -> tuple[RunRecord, RunRecord]:
+    async def act(engine: Engine) -> tuple[RunRecord, RunRecord, Any]:
         before = await engine.control.record(ns.run_id)
         if before.status != RunStatus.FAILED:
             raise CairnError(
@@ -218,11 +218,11 @@ def retry(ns: argparse.Namespace, glob: options.Globals) -> int:
                 "be retried (a new run with the same input: `cairn runs restart`)"
             )
         await engine.retry(ns.run_id, by=by)
-        return before, await engine.control.record(ns.run_id)
+        error = coded.shown_error(engine.serializer, before.error) or {}
+        return before, await engine.control.record(ns.run_id), error
 
     by = who(ns)
-    before, run = options.with_engine(glob, act)
-    error = json.loads(before.error) if before.error else {}
+    _, run, error = options.with_engine(glob, act)
     step = error.get("step") if isinstance(error, dict) else None
     where = f"its failed step {step!r}" if step else "where it failed"
     line = (

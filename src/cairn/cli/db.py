@@ -1,4 +1,8 @@
-"""`cairn db upgrade`: apply pending schema migrations and say which schema the database has."""
+"""`cairn db`: the schema, and the keys of values encrypted at rest.
+
+`upgrade` applies pending schema migrations and says which schema the database has;
+`rekey` rewrites encrypted values under the current key; `keygen` prints a new key.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,10 @@ import argparse
 import asyncio
 from typing import Any
 
+from cairn import codecs
 from cairn.cli import options, output
+from cairn.errors import ConfigError
+from cairn.runtime import rekeying
 from cairn.store import migrate, open_store
 
 
@@ -25,6 +32,25 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "newer cairn is refused.",
     )
     upgrade.set_defaults(handler=upgrade_db)
+    rekey = actions.add_parser(
+        "rekey",
+        parents=[common],
+        help="rewrite encrypted values under the current key",
+        description="Rewrite every stored value encrypted under an older key under the "
+        "current one (CAIRN_KEYS or CAIRN_KEYS_FILE, and CAIRN_CURRENT_KEY), in batches of "
+        "one transaction each: safe to stop and run again. Needs every key still in use.",
+    )
+    rekey.add_argument(
+        "--batch", type=int, default=rekeying.BATCH, help="values per transaction (500)"
+    )
+    rekey.set_defaults(handler=rekey_db)
+    keygen = actions.add_parser(
+        "keygen",
+        parents=[common],
+        help="print a new random encryption key",
+        description="Print a new random 32-byte key, base64, for CAIRN_KEYS (ID:KEY).",
+    )
+    keygen.set_defaults(handler=keygen_db)
 
 
 def upgrade_db(ns: argparse.Namespace, glob: options.Globals) -> int:
@@ -44,4 +70,35 @@ def upgrade_db(ns: argparse.Namespace, glob: options.Globals) -> int:
         f"migrations applied: {applied}",
         flush=True,
     )
+    return 0
+
+
+def rekey_db(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn db rekey`."""
+    codec = codecs.from_env()
+    if codec is None:
+        raise ConfigError(
+            "cairn db rekey needs the keys: set CAIRN_KEYS or CAIRN_KEYS_FILE "
+            "(see docs/howto/encryption.md)"
+        )
+    if ns.batch < 1:
+        raise ConfigError(f"--batch must be a positive number, got {ns.batch}")
+    store = open_store(glob.url)
+
+    async def run() -> dict[str, int]:
+        await store.open()
+        try:
+            return await rekeying.rekey(store, codec, batch=ns.batch)
+        finally:
+            await store.close()
+
+    done = asyncio.run(run())
+    where = ", ".join(f"{name} {count}" for name, count in done.items()) or "none"
+    print(f"rewrote {sum(done.values())} values under key {codec.current!r} ({where})", flush=True)
+    return 0
+
+
+def keygen_db(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """Run `cairn db keygen`."""
+    print(codecs.new_key(), flush=True)
     return 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 from typing import Any
 
 from rich.console import Console
@@ -17,6 +16,7 @@ from rich.console import Console
 from cairn.authoring.definitions import WorkflowDef, definition_of
 from cairn.authoring.registry import default_registry
 from cairn.cli import call_args, describe, follow, options, output
+from cairn.codecs import coded
 from cairn.errors import (
     ConfigError,
     RunNotFound,
@@ -282,7 +282,7 @@ async def _execute_transient(
             run = await follower.follow()
         if run.status == RunStatus.FAILED.value:
             # Nothing to look at later: the traceback is shown now, or never.
-            error = _error(run) or {}
+            error = _error(engine, run) or {}
             if error.get("traceback"):
                 err.print(str(error["traceback"]).rstrip(), style="dim", markup=False)
             output.error(f"run {run.run_id!r} failed: {words.error_line(error)}")
@@ -308,7 +308,7 @@ def report(
         output.print_json(engine.control.outcome(run))
         return 0
     if status is RunStatus.FAILED:
-        error = words.error_line(_error(run))
+        error = words.error_line(_error(engine, run))
         err.print(f"run {run.run_id} FAILED{took}; traceback: {show}", style="red")
         output.error(f"run {run.run_id!r} failed: {error}")
         return 1
@@ -359,5 +359,5 @@ def report(
     return 0
 
 
-def _error(run: RunRecord) -> dict[str, Any] | None:
-    return None if run.error is None else dict(json.loads(run.error))
+def _error(engine: Engine, run: RunRecord) -> dict[str, Any] | None:
+    return coded.shown_error(engine.serializer, run.error)  # "encrypted (k1)" without keys

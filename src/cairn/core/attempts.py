@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.authoring import context
 from cairn.authoring.retry import Retry
 from cairn.authoring.transaction import TransactionDef
+from cairn.codecs import coded
 from cairn.core import step_input, streams, sync_steps, transaction_steps
 from cairn.core.failed_attempts import (
     PARK_BACKOFF_AFTER,
@@ -255,7 +256,7 @@ async def _record_unserializable(
             attempts=attempt,
             started_at=started,
             finished_at=live.env.clock.now(),
-            error=json.dumps(error),
+            error=coded.seal(live.env.serializer, json.dumps(error)),
             input=given,
         )
     )
@@ -292,7 +293,7 @@ async def _refused(
             attempts=attempt,
             started_at=started,
             finished_at=live.env.clock.now(),
-            error=json.dumps(failure.to_dict()),
+            error=coded.seal(live.env.serializer, json.dumps(failure.to_dict())),
             input=given,
         )
     )

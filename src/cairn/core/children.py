@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from cairn import arguments, durations
+from cairn.codecs import coded
 from cairn.core import durable, journal
 from cairn.core.waits import facts_of, wait_message, waiting_record
 from cairn.errors import ChildFailed, EventTimeout, TransientWorkflow
@@ -177,7 +178,7 @@ async def child_result(live: LiveView, handle: ChildHandle, timeout: float | Non
     if status == RunStatus.COMPLETED.value:
         result = message.get("result")
         return None if result is None else live.env.serializer.loads(result)
-    error = json.loads(message.get("error") or "{}")
+    error = coded.unseal_json(live.env.serializer, message.get("error")) or {}
     raise ChildFailed(
         f"child run {child_id!r} ({handle.workflow}) ended {status}: {error.get('message', '')}",
         run_id=child_id,

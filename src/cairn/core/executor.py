@@ -13,6 +13,7 @@ from typing import Any
 
 from cairn import ids
 from cairn.authoring import context
+from cairn.codecs import coded
 from cairn.core import durable, pending_starts, streams
 from cairn.core.failed_attempts import type_name
 from cairn.core.live_run import LiveRun
@@ -274,6 +275,7 @@ async def _finish(
     alone: bool = False,
 ) -> Outcome:
     run = live.run
+    stored_error = None if error is None else coded.seal(env.serializer, error)
 
     def finish() -> Any:
         return env.store.write(
@@ -282,7 +284,7 @@ async def _finish(
                 live.lease,
                 status,
                 result=result,
-                error=error,
+                error=stored_error,
                 now=env.clock.now(),
                 alone=alone,
             )

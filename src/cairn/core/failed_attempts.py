@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn import step_failures
 from cairn.authoring.retry import Retry, next_delay
+from cairn.codecs import coded
 from cairn.core.signals import HandBack
 from cairn.errors import CairnError, FatalError, RetryableError, StepFailed, StepTimeout
 from cairn.store.records import AttemptRecord, StepRecord
@@ -144,8 +145,8 @@ async def record_failure(
             key,
             attempt,
             failed.error_type,
-            failed.message,
-            failed.traceback,
+            coded.seal(live.env.serializer, failed.message),
+            coded.seal(live.env.serializer, failed.traceback),
             now,
             retry_at,
             started,
@@ -189,7 +190,7 @@ async def record_failure(
             attempts=attempt,
             started_at=started,
             finished_at=clock.now(),
-            error=json.dumps(recorded),
+            error=coded.seal(live.env.serializer, json.dumps(recorded)),
             input=given,
         )
     )

@@ -19,6 +19,7 @@ from cairn.authoring import context
 from cairn.authoring.context import RunContext
 from cairn.authoring.definitions import StepDef
 from cairn.authoring.retry import coerce
+from cairn.codecs import coded
 from cairn.core import attempts, durable, journal, patches, remote_steps
 from cairn.core.live_attempt import LiveAttempt
 from cairn.core.signals import HandBack, Suspend, Unwind
@@ -264,7 +265,7 @@ class LiveSteps:
     def outcome(self, record: StepRecord) -> Any:
         """The recorded result of a completed operation, or its recorded failure raised."""
         if record.status == "failed":
-            data = json.loads(record.error or "{}")
+            data = coded.unseal_json(self.env.serializer, record.error) or {}
             unserializable = data.get("serialization")
             if isinstance(unserializable, dict):  # its result could not be stored
                 raise SerializationError(

@@ -8,10 +8,11 @@ messages taken, or the timeout (an empty list). Never an entry per message or pe
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from cairn import serialization
+from cairn.codecs import coded
 from cairn.core import journal, waits
 from cairn.store.programs import waits as wait_ops
 from cairn.store.records import StepRecord
@@ -47,7 +48,7 @@ async def receive(
     store, lease = live.env.store, live.lease
 
     def take(done: StepRecord) -> Awaitable[str | None]:
-        combine = serialization.encoded_list
+        combine = functools.partial(coded.stored_list, live.env.serializer)  # encrypted too
         limit = min(max_messages, MAX_LIMIT)
         return store.write(
             wait_ops.consume_messages(lease, channel, done, limit=limit, combine=combine)

@@ -13,6 +13,7 @@ from collections.abc import Collection
 from typing import Any
 
 from cairn import limits
+from cairn.codecs import coded
 from cairn.core import hook_tokens
 from cairn.serialization import Serializer
 
@@ -38,14 +39,17 @@ def serialize(
     """
     if not args and not kwargs:
         return NO_ARGUMENTS
-    serializer = limits.unlimited(serializer)  # shown only, and cut to MAX_BYTES below
+    # Shown only, and cut to MAX_BYTES below: no size check; composed and hidden in the
+    # clear, then sealed whole by the run's codec (encrypted at rest, if it encrypts).
+    plain = limits.unlimited(coded.under_codec(serializer))
     try:
-        text = serializer.dumps(list(args), what="the step's args")
+        text = plain.dumps(list(args), what="the step's args")
         if kwargs:
-            named = serializer.dumps(kwargs, what="the step's kwargs")
+            named = plain.dumps(kwargs, what="the step's kwargs")
             text = f'{{"args":{text},"kwargs":{named}}}'
     except Exception as exc:  # any failure: keeping the input must never fail the step
-        return omitted(" ".join(str(exc).split())[:500] or type(exc).__name__)
+        text = omitted(" ".join(str(exc).split())[:500] or type(exc).__name__)
+        return coded.seal(serializer, text)
     if hidden:
         text = hook_tokens.hide(text, hidden)
     if len(text) * _UTF8_MAX > MAX_BYTES:
@@ -54,7 +58,7 @@ def serialize(
             return omitted(
                 f"the step's input is {size:,} bytes as JSON, over the {MAX_BYTES:,} kept"
             )
-    return text
+    return coded.seal(serializer, text)
 
 
 def omitted(reason: str) -> str:

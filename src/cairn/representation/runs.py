@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from cairn.codecs import coded
 from cairn.models import Execution, HistoryEntry, RunStatus, RunSummary
 from cairn.representation.json_form import jsonable
 from cairn.representation.words import span
@@ -142,7 +143,7 @@ async def fetch(
         run=run,
         args=_decode(control, run.args),
         result=_decode(control, run.result),
-        error=None if run.error is None else json.loads(run.error),
+        error=coded.shown_error(control.serializer, run.error),
         history=list(history),
         attempts=attempts,
         waiting=waiting,
@@ -202,7 +203,7 @@ def _decode(control: RunControl, text: str | None) -> Any:
     if text is None:
         return None
     try:
-        return control.serializer.loads(text)
+        return coded.shown_value(control.serializer, text)  # "encrypted (k1)" without keys
     except Exception:
         # Written by another serializer or a type no longer importable: show what is stored.
         return text

@@ -131,6 +131,8 @@ def input_text(value: Any, width: int = 40) -> str:
     Empty for operations without one (sleeps, waits) and for steps recorded before inputs
     were kept; an input too large or unserializable to keep shows why it was omitted.
     """
+    if isinstance(value, str) and value.startswith("encrypted ("):
+        return value  # "encrypted (k1)": read without the key (cairn.codecs)
     if not isinstance(value, Mapping):
         return ""
     if "omitted" in value:

@@ -9,7 +9,6 @@ other one diverges, and for each `cairn.patched()` id how many runs still predat
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -17,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cairn.authoring.registry import Registry
+from cairn.codecs import coded
 from cairn.core import journal
 from cairn.core.replay_run import ReplayRun
 from cairn.errors import NonDeterminismError
@@ -266,7 +266,7 @@ def _entry(record: StepRecord, serializer: Serializer) -> HistoryEntry:
         started_at=_dt(record.started_at),
         finished_at=_dt(record.finished_at),
         result=result,
-        error=None if record.error is None else json.loads(record.error),
+        error=coded.unseal_json(serializer, record.error),
         key=record.key,
     )
 

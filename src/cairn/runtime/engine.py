@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from cairn import config, durations, limits, serialization
+from cairn import codecs, config, durations, limits, serialization
 from cairn.authoring.registry import Registry, default_registry
 from cairn.clock import Clock, SystemClock
 from cairn.core.executor import Outcome
@@ -81,6 +81,7 @@ class Engine(EngineVerbs):
         warn_history: int | None = None,
         max_history: int | None = None,
         tune_gc: bool = True,
+        codec: codecs.Codec | None = None,
     ) -> None:
         """Configure an engine.
 
@@ -141,6 +142,10 @@ class Engine(EngineVerbs):
                 objects instead of 700 (default True; False leaves the collector alone).
                 See runtime/gc_tuning.py.
 
+            codec: What every stored value passes through: `cairn.codecs.Encrypted(...)`
+                encrypts them at rest (default: the keys of CAIRN_KEYS or CAIRN_KEYS_FILE,
+                if set; else none). See docs/howto/encryption.md.
+
         Raises:
             ConfigError: A bad `databases`, `tags`, `retention` or limit setting, here or
                 in pyproject.toml.
@@ -170,6 +175,7 @@ class Engine(EngineVerbs):
         )
         self.pruner: Retention | None = None
         self.serializer = limits.sized(self.serializer, self.limits)
+        self.serializer = codecs.coding(self.serializer, codec or codecs.from_env())
         self.registry = registry or default_registry
         self.clock = clock or SystemClock()
         self.workers = workers

@@ -14,8 +14,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from cairn.codecs import coded
 from cairn.core import hook_tokens, step_input
 from cairn.models import Execution, History, HistoryEntry, RunStatus
+from cairn.serialization import Serializer
 from cairn.store import in_flight
 from cairn.store.programs import control, workers
 from cairn.store.programs import journal as journal_ops
@@ -40,10 +42,6 @@ CANCELLED = "cancelled"
 
 def _dt(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
-
-
-def _json_error(text: str | None) -> dict[str, Any] | None:
-    return None if text is None else json.loads(text)
 
 
 def executions(run: RunRecord, records: list[ExecutionRecord]) -> list[Execution]:
@@ -82,12 +80,14 @@ async def history(
     kwargs: dict[str, Any],
     *,
     now: float,
+    serializer: Serializer,
     after_seq: int = 0,
     limit: int | None = None,
 ) -> History:
     """Every durable operation of `run`, of every execution, in the order they happened.
 
-    `decode` reads a stored value; `args` and `kwargs` are the run's input, decoded;
+    `decode` reads a stored value, `serializer` a stored error (decrypted with its keys);
+    `args` and `kwargs` are the run's input, decoded;
     `now` tells a sleep still going on from one that ended. With `after_seq` or `limit`,
     one page: the journal entries with seq > `after_seq` (at most `limit`) and the
     entries retries took out whose seq falls in the same range; `History.next_after`
@@ -118,10 +118,12 @@ async def history(
         where = (attempt.execution, attempt.key)
         failures[where] = max(failures.get(where, 0), attempt.attempt)
     entries = [
-        _entry(run, now, step, execution_of(step.seq, known), False, failures, decode)
+        _entry(run, now, step, execution_of(step.seq, known), False, failures, decode, serializer)
         for step in steps
     ]
-    entries += [_entry(run, now, r.step, r.execution, True, failures, decode) for r in retried]
+    entries += [
+        _entry(run, now, r.step, r.execution, True, failures, decode, serializer) for r in retried
+    ]
     entries.sort(key=lambda entry: (entry.execution, entry.seq))
     return History(
         entries,
@@ -142,6 +144,7 @@ def _entry(
     superseded: bool,
     failures: dict[tuple[int, str], int],
     decode: Decode,
+    serializer: Serializer,
 ) -> HistoryEntry:
     result = decode(step.result)
     status, finished_at = step.status, step.finished_at
@@ -160,7 +163,7 @@ def _entry(
         started_at=_dt(step.started_at),
         finished_at=_dt(finished_at),
         result=hook_tokens.redact(result) if step.kind == "hook" else result,
-        error=_json_error(step.error),
+        error=coded.shown_error(serializer, step.error),
         key=step.key,
         input=step_input.shown(decode(step.input)),
         execution=execution,
@@ -184,8 +187,12 @@ def _sleep_entry(run: RunRecord, wake: float, now: float) -> tuple[str, float | 
     return "completed", wake, datetime.fromtimestamp(wake, UTC)
 
 
-def attempt_dict(attempt: AttemptRecord) -> dict[str, Any]:
-    """One failed or interrupted attempt as `RunControl.attempts` lists it."""
+def attempt_dict(attempt: AttemptRecord, serializer: Serializer) -> dict[str, Any]:
+    """One failed or interrupted attempt as `RunControl.attempts` lists it.
+
+    Its message and traceback are decrypted with `serializer`'s keys ("encrypted (k1)"
+    without them).
+    """
     started = attempt.started_at
     return {
         "key": attempt.key,
@@ -194,8 +201,8 @@ def attempt_dict(attempt: AttemptRecord) -> dict[str, Any]:
         "outcome": attempt.outcome,
         "worker": attempt.worker,
         "error_type": attempt.error_type,
-        "message": attempt.message,
-        "traceback": attempt.traceback,
+        "message": coded.shown_text(serializer, attempt.message),
+        "traceback": coded.shown_text(serializer, attempt.traceback),
         "started_at": _dt(started),
         "failed_at": _dt(attempt.failed_at),
         "duration": None if started is None else attempt.failed_at - started,

@@ -8,6 +8,7 @@ from typing import Any
 
 from cairn.authoring.definitions import WorkflowDef, definition_of
 from cairn.clock import Clock
+from cairn.codecs import coded
 from cairn.errors import InvalidValue, RunNotFound
 from cairn.models import History, RunPage, RunStatus, RunSummary, parse_origin
 from cairn.names import check_name, findable
@@ -38,7 +39,7 @@ class RunReader:
 
     async def describe(self, run_id: str) -> RunSummary:
         """The run's summary (status, version, chain links, what it waits for)."""
-        return summary(await self.record(run_id), now=self.clock.now())
+        return summary(await self.record(run_id), now=self.clock.now(), serializer=self.serializer)
 
     async def status(self, run_id: str) -> RunStatus:
         """The run's status."""
@@ -87,7 +88,9 @@ class RunReader:
         rows = rows[:limit]
         next_cursor = f"{rows[-1].created_at!r}|{rows[-1].run_id}" if more else None
         now = self.clock.now()
-        return RunPage([summary(row, now=now) for row in rows], next_cursor)
+        return RunPage(
+            [summary(row, now=now, serializer=self.serializer) for row in rows], next_cursor
+        )
 
     async def count_runs(
         self,
@@ -147,6 +150,7 @@ class RunReader:
             args,
             kwargs,
             now=self.clock.now(),
+            serializer=self.serializer,
             after_seq=after,
             limit=limit,
         )
@@ -156,7 +160,7 @@ class RunReader:
         if text is None:
             return None
         try:
-            return self.serializer.loads(text)
+            return coded.shown_value(self.serializer, text)
         except Exception:  # a type this process cannot import, say
             return text
 
@@ -174,7 +178,7 @@ class RunReader:
         )
         if lost:  # in the order they ended, within each execution
             found = sorted([*found, *lost], key=lambda a: (a.execution, a.failed_at))
-        return [run_history.attempt_dict(a) for a in found]
+        return [run_history.attempt_dict(a, self.serializer) for a in found]
 
     async def executing(self, run_id: str) -> list[dict[str, Any]]:
         """The step attempts executing for the run now (see runtime/history.executing)."""
@@ -204,8 +208,11 @@ def storable(run_id: str) -> None:
         raise RunNotFound(run_id)
 
 
-def summary(run: RunRecord, *, now: float) -> RunSummary:
-    """The public summary of a stored run (`now` dates what it waits for)."""
+def summary(run: RunRecord, *, now: float, serializer: Serializer) -> RunSummary:
+    """The public summary of a stored run (`now` dates what it waits for).
+
+    Its error is decrypted with `serializer`'s keys, or "encrypted (k1)" without them.
+    """
     return RunSummary(
         run_id=run.run_id,
         workflow=run.workflow,
@@ -216,7 +223,7 @@ def summary(run: RunRecord, *, now: float) -> RunSummary:
         progress=parsed_json(run.progress),
         parent_id=run.parent_id,
         queue=run.queue,
-        error=parsed_json(run.error),
+        error=coded.shown_error(serializer, run.error),
         version=run.version,
         waiting_for=blocking.reason(run, now=now),
         continued_from=run.continued_from,

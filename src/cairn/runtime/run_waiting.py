@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from cairn.codecs import coded
 from cairn.core.executor import Outcome
 from cairn.errors import PoisonRun, RunCancelled, RunFailed
 from cairn.models import RunStatus
 from cairn.runtime.local_executor import LocalExecutor
-from cairn.runtime.run_reading import RunReader, parsed_json
+from cairn.runtime.run_reading import RunReader
 from cairn.serialization import Serializer
 from cairn.store.records import RunRecord
 
@@ -108,7 +109,7 @@ class RunWaiter:
             return None if result is None else self.serializer.loads(result)
         if status == RunStatus.CANCELLED.value:
             raise RunCancelled(run_id=run_id)
-        data = parsed_json(error) or {}
+        data = coded.unseal_json(self.serializer, error) or {}
         kind = PoisonRun if data.get("type") == "cairn.errors.PoisonRun" else RunFailed
         raise kind(
             f"run {run_id!r} failed: {data.get('message', '')}",

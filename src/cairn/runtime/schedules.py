@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cairn import arguments
 from cairn.authoring import schedules
 from cairn.authoring.schedule_ticks import ScheduleDef
+from cairn.codecs import sealed
 from cairn.errors import DuplicateSchedule, ScheduleNotFound, TransientWorkflow
 from cairn.names import findable
 from cairn.runtime.handle import RunHandle
@@ -127,8 +128,8 @@ class ScheduleControl:
         """The public view of a stored schedule."""
         try:
             payload = self._control.serializer.loads(record.args)
-        except Exception:
-            payload = {"args": [record.args], "kwargs": {}}  # not decodable here: show the text
+        except Exception:  # not decodable here: show the text, or "encrypted (k1)"
+            payload = {"args": [sealed.shown(record.args) or record.args], "kwargs": {}}
         return ScheduleInfo(
             id=record.schedule_id,
             workflow=record.workflow,

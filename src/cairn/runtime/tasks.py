@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cairn.authoring import forms
+from cairn.codecs import coded
 from cairn.errors import InvalidSubmission, InvalidValue, TaskNotFound
 from cairn.names import check_name, findable
 from cairn.store.programs import waits
@@ -52,21 +53,21 @@ class TaskControl:
         self._control = control
 
     def _info(self, task: TaskRecord) -> TaskInfo:
-        loads = self._control.serializer.loads
+        serializer = self._control.serializer  # "encrypted (k1)" where it has no key
         return TaskInfo(
             task_id=task.task_id,
             run_id=task.run_id,
             name=task.name,
             title=task.title,
             status=task.status,
-            data=None if task.data is None else loads(task.data),
+            data=coded.shown_value(serializer, task.data),
             form=None if task.form is None else json.loads(task.form),
             assignee=task.assignee,
             created_at=_dt(task.created_at) or datetime.now(UTC),
             due_at=_dt(task.due_at),
             submitted_at=_dt(task.submitted_at),
             submitted_by=task.submitted_by,
-            values=None if task.submitted_values is None else json.loads(task.submitted_values),
+            values=coded.shown_value(serializer, task.submitted_values, plain_json=True),
         )
 
     async def list(
@@ -129,7 +130,7 @@ class TaskControl:
         if not isinstance(values, dict):
             raise InvalidSubmission(fields={"(form)": "values must be a JSON object"})
         checked = forms.validate(values, task.form, task.form_model)
-        text = json.dumps(checked)
+        text = coded.seal(self._control.serializer, json.dumps(checked))  # encrypted at rest
         stored = await self._control.store.write(
             waits.submit_task(task_id, text, by=by, now=self._control.clock.now())
         )

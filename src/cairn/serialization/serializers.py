@@ -19,6 +19,8 @@ from cairn.serialization.tagged import DECODERS, EXACT_ENCODERS, SUBCLASS_ENCODE
 _HINT = '(use JSON types, dataclasses, pydantic models, or Engine(serializer="pickle"))'
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _PICKLE_PROTOCOL = 5
+ENCRYPTED = "aesgcm:"
+"""How a text cairn.codecs encrypted starts (never JSON): no serializer reads it."""
 
 
 class _Unsupported(Exception):
@@ -107,6 +109,12 @@ class JsonSerializer:
         except SerializationError:
             raise
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            if text.startswith(ENCRYPTED):  # cairn.codecs' form; read only on this failure
+                key_id = text[len(ENCRYPTED) :].partition(":")[0]
+                raise SerializationError(
+                    f"cannot deserialize stored value: it is encrypted with key {key_id!r}, and "
+                    "this process has no keys (set CAIRN_KEYS; see docs/howto/encryption.md)"
+                ) from None
             raise SerializationError(f"cannot deserialize stored value: {_one_line(exc)}") from exc
 
     def _encode(self, value: Any) -> Any:

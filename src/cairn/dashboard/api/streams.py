@@ -9,6 +9,7 @@ seconds; the client reconnects and resumes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import AsyncIterator
@@ -16,15 +17,17 @@ from typing import Any
 
 from starlette.responses import StreamingResponse
 
+from cairn.codecs import coded, sealed
 from cairn.dashboard.api import inputs
 from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Operation, Param
 from cairn.dashboard.api.replies import Reply
 from cairn.dashboard.target import Target
-from cairn.errors import RunNotFound
+from cairn.errors import RunNotFound, SerializationError
 from cairn.names import check_name
 from cairn.runtime import streams
 from cairn.runtime.control import RunControl
+from cairn.serialization import Serializer
 from cairn.store.programs import runs as run_ops
 from cairn.store.records import StreamItem
 
@@ -44,6 +47,18 @@ def event(item: StreamItem) -> str:
         return f"id: {item.seq}\nevent: end\ndata: {{}}\n\n"
     lines = "".join(f"data: {line}\n" for line in (item.value or "null").splitlines())
     return f"id: {item.seq}\nevent: chunk\n{lines}\n"
+
+
+def opened(serializer: Serializer, item: StreamItem) -> StreamItem:
+    """`item` with its chunk decrypted; "encrypted (k1)" (a JSON string) without the key."""
+    if item.kind != "chunk" or sealed.key_of(item.value) is None:
+        return item
+    assert item.value is not None
+    try:
+        text = coded.unseal(serializer, item.value)
+    except SerializationError:
+        text = json.dumps(sealed.shown(item.value))
+    return dataclasses.replace(item, value=text)
 
 
 async def read_stream(target: Target, call: Call) -> Reply:
@@ -70,7 +85,8 @@ async def respond(target: Target, run_id: str, name: str, resumed: str | None) -
         raise RunNotFound(run_id)
 
     async def next_items(control: RunControl) -> tuple[list[StreamItem], bool]:
-        return await streams.next_items(control.store, run_id, name, after=after, wait=WAIT)
+        batch, ended = await streams.next_items(control.store, run_id, name, after=after, wait=WAIT)
+        return [opened(control.serializer, item) for item in batch], ended
 
     async def events() -> AsyncIterator[str]:
         nonlocal after

@@ -88,7 +88,7 @@ async def snapshot(control: RunControl, run_id: str, *, detail: bool) -> dict[st
     except RunNotFound:
         return None
     now = control.clock.now()
-    shown = runs.row(summary(record, now=now), now=now)
+    shown = runs.row(summary(record, now=now, serializer=control.serializer), now=now)
     del shown["columns"]
     shown["started_at"] = render.iso(shown["started_at"])  # the page's <time datetime=...>
     if detail:  # the run page also shows the timeline, attempts and the steps executing
