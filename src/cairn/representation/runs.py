@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from cairn import blobs
 from cairn.models import Execution, HistoryEntry, RunStatus, RunSummary
 from cairn.representation.json_form import jsonable
 from cairn.representation.words import span
@@ -201,6 +202,8 @@ async def open_task(control: RunControl, run: RunRecord) -> str | None:
 def _decode(control: RunControl, text: str | None) -> Any:
     if text is None:
         return None
+    if (offloaded := blobs.shown(control.serializer, text)) is not None:
+        return offloaded
     try:
         return control.serializer.loads(text)
     except Exception:

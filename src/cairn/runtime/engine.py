@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn import config, durations, limits, serialization
 from cairn.authoring.registry import Registry, default_registry
+from cairn.blobs import offloading
 from cairn.clock import Clock, SystemClock
 from cairn.core.executor import Outcome
 from cairn.core.run_env import RunEnv
@@ -75,6 +76,8 @@ class Engine(EngineVerbs):
         retention: Any = None,
         warn_value_size: Any = None,
         max_value_size: Any = None,
+        inline_limit: Any = None,
+        blobs: Any = None,
         warn_history: int | None = None,
         max_history: int | None = None,
         tune_gc: bool = True,
@@ -127,7 +130,13 @@ class Engine(EngineVerbs):
             warn_value_size: A stored value (arguments, step result, event payload)
                 larger than this is logged ("256KiB", the default, or bytes).
             max_value_size: A stored value larger than this is refused with
-                SerializationError before anything is written ("2MiB", the default).
+                SerializationError before anything is written ("100MiB", the default).
+            inline_limit: A stored value larger than this is written to the blob store
+                and the history keeps a reference to it ("256KiB", the default).
+            blobs: The blob store of such values: "file:///dir" or "s3://bucket/prefix"
+                (default: CAIRN_BLOBS, else `[tool.cairn] blobs`, else a directory beside
+                the SQLite file, `<file>.blobs`; a PostgreSQL engine has none, and refuses
+                a value over inline_limit until given one). See docs/howto/large-values.md.
             warn_history: A run whose history passes this many entries is logged
                 (default 10,000).
             max_history: A run whose history would pass this many entries fails,
@@ -167,6 +176,7 @@ class Engine(EngineVerbs):
         )
         self.pruner: Retention | None = None
         self.serializer = limits.sized(self.serializer, self.limits)
+        self.serializer = offloading(self.serializer, self.store, inline=inline_limit, blobs=blobs)
         self.registry = registry or default_registry
         self.clock = clock or SystemClock()
         self.workers = workers
