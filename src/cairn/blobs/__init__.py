@@ -30,6 +30,8 @@ __all__ = [
     "inline_limit",
     "offloading",
     "open_blobs",
+    "shown",
+    "store_of",
 ]
 
 INLINE_LIMIT = 256 * 1024  # bytes: a stored text past this goes to the blob store
@@ -91,6 +93,11 @@ def offloading(
     url, where = config.setting(blobs, "blobs")
     found = default_blobs(store) if url is None else open_blobs(url, what=where)  # type: ignore[arg-type]
     return Offloaded(serializer, found, inline_limit(inline))
+
+
+def store_of(serializer: Serializer) -> BlobStore | None:
+    """The blob store an engine's serializer keeps offloaded values in, or None."""
+    return serializer.blobs if isinstance(serializer, Offloaded) else None
 
 
 def shown(serializer: Serializer, text: str) -> dict[str, object] | None:

@@ -57,8 +57,9 @@ def referenced() -> Program[set[str]]:
     return found
 
 
-async def sweep(store: Store, blobs: BlobStore, *, grace: float = GRACE) -> int:
+async def sweep(store: Store, blobs: BlobStore, *, grace: float | None = None) -> int:
     """Delete the blobs (and stray temporary files) older than `grace` nobody names."""
+    grace = GRACE if grace is None else grace
     # The listing is taken before the references are read: a blob written after the
     # read began is younger than the listing and so not in it.
     cutoff = time.time() - grace

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn import config, durations, limits, serialization
 from cairn.authoring.registry import Registry, default_registry
-from cairn.blobs import offloading
+from cairn.blobs import offloading, store_of
 from cairn.clock import Clock, SystemClock
 from cairn.core.executor import Outcome
 from cairn.core.run_env import RunEnv
@@ -295,7 +295,8 @@ class Engine(EngineVerbs):
             if self.scheduler is not None:
                 self.scheduler.start()
             if self.retention is not None and self.claim:
-                self.pruner = Retention(self.store, self.clock, keep=self.retention)
+                kept = store_of(self.serializer)
+                self.pruner = Retention(self.store, self.clock, keep=self.retention, blobs=kept)
                 self.pruner.start()
             if self.tune_gc:
                 gc_tuning.hold()
