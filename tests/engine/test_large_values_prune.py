@@ -79,54 +79,32 @@ def test_large_values_prune__every_value_column_is_swept(sqlite_url: str) -> Non
 
     asyncio.run(_migrate(cairn.Engine(sqlite_url)))
     not_values = {
-        ("runs", c)
-        for c in (
-            "run_id workflow status error owner parent_id queue dedup_key partition_key "
-            "columns progress waiting_for continued_from continued_to control version "
-            "trace_context waits_on restarted_from forked_from origin"
-        ).split()
-    } | {
-        ("run_columns", "run_id"),
-        ("run_columns", "name"),
-        *[("steps", c) for c in ("run_id", "key", "kind", "name", "status", "error")],
-        *[("retried_steps", c) for c in ("run_id", "key", "kind", "name", "status", "error")],
-        *[("messages", c) for c in ("run_id", "channel", "idempotency_key", "consumed_by")],
-        *[("hooks", c) for c in ("token", "run_id", "name", "payload_schema", "payload_model")],
-        *[
-            ("tasks", c)
-            for c in "task_id run_id name title form form_model assignee status submitted_by".split()
-        ],
-        *[
-            ("schedules", c)
-            for c in "schedule_id workflow cron tz overlap queue source last_run_id".split()
-        ],
-        *[
-            ("step_tasks", c)
-            for c in "task_id run_id key step target queue status worker_id interrupted".split()
-        ],
-        *[("stream_chunks", c) for c in ("run_id", "name", "kind", "step_key")],
-        ("run_executions", "run_id"),
-        ("run_executions", "cause"),
-        ("run_executions", "started_by"),
-        *[
-            ("step_attempts", c)
-            for c in "run_id key error_type message traceback outcome worker".split()
-        ],
+        (table, column)
+        for table, columns in {
+            "runs": "run_id workflow status error owner parent_id queue dedup_key "
+            "partition_key columns progress waiting_for continued_from continued_to control "
+            "version trace_context waits_on restarted_from forked_from origin",
+            "run_columns": "run_id name",
+            "steps": "run_id key kind name status error",
+            "retried_steps": "run_id key kind name status error",
+            "messages": "run_id channel idempotency_key consumed_by",
+            "hooks": "token run_id name payload_schema payload_model",
+            "tasks": "task_id run_id name title form form_model assignee status submitted_by",
+            "schedules": "schedule_id workflow cron tz overlap queue source last_run_id",
+            "step_tasks": "task_id run_id key step target queue status worker_id interrupted",
+            "stream_chunks": "run_id name kind step_key",
+            "run_executions": "run_id cause started_by",
+            "step_attempts": "run_id key error_type message traceback outcome worker",
+        }.items()
+        for column in columns.split()
     }
+    others = ("workers", "subscriptions", "emit_keys", "queues", "known_workflows")
     path = sqlite_url.removeprefix("sqlite:///")
     text_columns = set()
     with sqlite3.connect(path) as conn:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
         for table in tables:
-            if table in (
-                "workers",
-                "subscriptions",
-                "emit_keys",
-                "queues",
-                "known_workflows",
-                "cairn_migrations",
-                "sqlite_sequence",
-            ):
+            if table in (*others, "cairn_migrations", "sqlite_sequence"):
                 continue
             for row in conn.execute(f"PRAGMA table_info({table})"):
                 if "TEXT" in str(row[2]).upper():

@@ -133,9 +133,9 @@ def test_blob_crash__killed_mid_sweep_leaves_no_dangling_reference(
     total = len(blob_names(blobs))
     assert total == BLOBS + KEPT
     env = {**_env(), "CAIRN_BLOBS": blobs.as_uri()}
+    prune = ["runs", "prune", "--older-than", "30d", "--db", store_url]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cairn.cli.main", "runs", "prune", "--older-than", "30d"]
-        + ["--db", store_url],
+        [sys.executable, "-m", "cairn.cli.main", *prune],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.DEVNULL,
