@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 from cairn import config
 from cairn.blobs.offloaded import Offloaded
-from cairn.blobs.reference import BlobError, Reference
+from cairn.blobs.reference import PREFIX, BlobError, Reference, parse
 from cairn.blobs.stores import BlobStore, FileBlobs, MemoryBlobs
 from cairn.errors import ConfigError
 from cairn.serialization import Serializer
@@ -32,6 +32,7 @@ __all__ = [
     "open_blobs",
     "shown",
     "store_of",
+    "whole",
 ]
 
 INLINE_LIMIT = 256 * 1024  # bytes: a stored text past this goes to the blob store
@@ -107,3 +108,10 @@ def shown(serializer: Serializer, text: str) -> dict[str, object] | None:
     `engine.history` show them: a 50 MiB value is not read whole to be shown.
     """
     return serializer.shown(text) if isinstance(serializer, Offloaded) else None
+
+
+def whole(serializer: Serializer, text: str) -> str:
+    """A stored text in full: an offloaded one fetched and hash-checked, else as it is."""
+    if isinstance(serializer, Offloaded) and text.startswith(PREFIX):
+        return serializer.fetch(parse(text))
+    return text
