@@ -47,6 +47,10 @@ async def test_large_values__the_run_page_shows_a_preview_and_the_value_download
         entry = await api.get(f"/runs/{run_id}/values/{history[-1]['key'].replace('#', '%23')}")
         assert json.loads(entry.text) == {"label": LABEL}
 
+        async with httpx.AsyncClient(base_url=server.url, timeout=10) as pages:
+            page = await pages.get(f"/runs/{run_id}")
+        assert f"/api/v1/runs/{run_id}/values/result" in page.text and "L" * 40 in page.text
+
         missing = await api.get(f"/runs/{run_id}/values/nope%231")
         assert missing.status_code == 422
         assert "has no history entry 'nope#1'" in missing.json()["message"]
