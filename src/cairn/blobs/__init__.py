@@ -61,7 +61,8 @@ def open_blobs(url: str, *, what: str = "blobs") -> BlobStore:
     if scheme == "s3":
         from cairn.blobs.s3 import S3Blobs
 
-        return S3Blobs.from_url(url, what=what)
+        found: BlobStore = S3Blobs.from_url(url, what=what)
+        return found
     raise ConfigError(
         f"{what} {url!r} is not a blob store URL (file:///dir, s3://bucket/prefix, memory:)"
     )

@@ -70,7 +70,12 @@ async def sweep(store: Store, blobs: BlobStore, *, grace: float | None = None) -
         return 0
     names = await store.read(referenced())
     doomed = [sha for sha in candidates if sha not in names]
-    await asyncio.to_thread(lambda: [blobs.delete(sha, written_before=cutoff) for sha in doomed])
+
+    def delete_all() -> None:
+        for sha in doomed:
+            blobs.delete(sha, written_before=cutoff)
+
+    await asyncio.to_thread(delete_all)
     if doomed:
         log.info("cairn: deleted %d blobs no stored value references", len(doomed))
     return len(doomed)
