@@ -72,18 +72,29 @@ def hashes_in(text: str) -> set[str]:
 class BlobError(SerializationError):
     """An offloaded value could not be read back: its blob is missing or corrupt.
 
-    The message names the blob (its sha256), the blob store, and the run (and the step,
-    when the journal knows it) that needed it. Not retried: the same read fails again
-    until an operator restores the blob.
+    The message names the run (the one executing in this context, if any), the step
+    whose result it is (when the journal knows it, see `of_step`) and the blob (its
+    sha256, and the blob store). Not retried: the same read fails again until an
+    operator restores the blob.
     """
 
-    def __init__(self, message: str, *, blob: str, what: str = "") -> None:
-        run = logcontext.current_run_id()
-        if run is not None and "run " not in message:
-            message = f"run {run!r}: {message}"
-        super().__init__(message, what=what, type_name="blob")
+    def __init__(
+        self,
+        detail: str,
+        *,
+        blob: str,
+        what: str = "",
+        run: str | None = None,
+        step: str | None = None,
+    ) -> None:
+        self.detail = detail
         self.blob = blob
+        self.run = logcontext.current_run_id() if run is None else run
+        self.step = step
+        where = [f"run {self.run!r}"] if self.run is not None else []
+        where += [f"result of step {step!r}"] if step is not None else []
+        super().__init__(": ".join([*where, detail]), what=what, type_name="blob")
 
     def of_step(self, key: str) -> BlobError:
         """The same error, naming the step (its history key) whose result it is."""
-        return BlobError(f"result of step {key!r}: {self}", blob=self.blob, what=self.what)
+        return BlobError(self.detail, blob=self.blob, what=self.what, run=self.run, step=key)

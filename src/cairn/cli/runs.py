@@ -20,8 +20,9 @@ from rich.text import Text
 
 from cairn.cli import control, options, output, prune
 from cairn.models import Execution, RunStatus, parse_origin
-from cairn.representation import json_form, values, words
+from cairn.representation import json_form, words
 from cairn.representation import runs as run_forms
+from cairn.runtime import stored_values
 from cairn.store.records import INTERRUPTED
 
 T = TypeVar("T")
@@ -223,7 +224,7 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
 def download(ns: argparse.Namespace, glob: options.Globals) -> int:
     """`cairn runs show RUN --download VALUE [-o FILE]`: the stored text, whole."""
     text = options.with_engine(
-        glob, lambda engine: values.stored_text(engine.control, ns.run_id, ns.download)
+        glob, lambda engine: stored_values.stored_text(engine.control, ns.run_id, ns.download)
     )
     if ns.output:
         Path(ns.output).write_text(text, encoding="utf-8", errors="surrogatepass")

@@ -1,5 +1,8 @@
 """One stored value of a run read whole, for download: `cairn runs show --download`, the API.
 
+Here, not in representation/ (which refuses nothing): a name the run has no value under
+is refused, and so is a missing or corrupt blob.
+
 The value is named `args`, `result`, or a history entry's key (`produce#1`: that step's
 result). Its stored text is given as it is stored, an offloaded value's fetched from its
 blob and checked against its hash (a missing or corrupt blob raises BlobError, naming
