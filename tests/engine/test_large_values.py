@@ -207,3 +207,20 @@ def test_large_values__settings_come_from_the_environment(
     monkeypatch.setenv("CAIRN_INLINE_LIMIT", "-1")
     with pytest.raises(cairn.ConfigError, match="CAIRN_INLINE_LIMIT must be"):
         cairn.Engine("memory://")
+
+
+async def test_large_values__a_large_step_input_is_cut_short_not_offloaded(
+    kit: Kit, tmp_path: Path
+) -> None:
+    @kit.step("big.measure")
+    def measure(text: str) -> int:
+        return len(text)
+
+    @kit.workflow("big.inputs")
+    async def inputs(n: int) -> int:
+        return await measure("i" * n)
+
+    async with engine(kit, tmp_path, inline_limit="1KiB") as eng:
+        run = await eng.start(inputs, 100_000)
+        assert await run.result(timeout=WAIT) == 100_000
+    assert blob_files(blob_dir(kit, tmp_path)) == []  # the input is shown cut, never stored whole

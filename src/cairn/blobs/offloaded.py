@@ -46,6 +46,8 @@ class Offloaded:
         media_type: str = "application/json",
     ) -> None:
         self.inner = inner
+        self._inner_dumps = inner.dumps  # bound once: the small-value path is two lines
+        self._inner_loads = inner.loads
         self.blobs = blobs
         self.inline_limit = inline_limit
         # A character is at most 4 UTF-8 bytes: a text this short is never over the limit.
@@ -54,7 +56,7 @@ class Offloaded:
 
     def dumps(self, value: Any, *, what: str) -> str:
         """The inner text, or the reference of the blob it was written to."""
-        text = self.inner.dumps(value, what=what)
+        text = self._inner_dumps(value, what=what)
         if len(text) <= self._surely_inline:
             return text
         return self._offload(text, what)
@@ -90,11 +92,13 @@ class Offloaded:
 
     def loads(self, text: str) -> Any:
         """The value of a stored text, its blob fetched and checked if it is a reference."""
+        if MARK not in text:  # no reference anywhere: one substring search, in C
+            return self._inner_loads(text)
         if text.startswith(PREFIX):
-            return self.inner.loads(self.fetch(reference.parse(text)))
-        if text.startswith("[") and MARK in text:
+            return self._inner_loads(self.fetch(reference.parse(text)))
+        if text.startswith("["):
             return self._loads_list(text)
-        return self.inner.loads(text)
+        return self._inner_loads(text)
 
     def fetch(self, ref: Reference) -> str:
         """The stored text of `ref`, its hash checked; BlobError if missing or corrupt."""
