@@ -115,3 +115,24 @@ def test_large_values_prune__every_value_column_is_swept(sqlite_url: str) -> Non
 async def _migrate(eng: Any) -> None:
     async with eng:
         pass
+
+
+async def test_large_values_prune__retention_sweeps_after_deleting_runs(
+    kit: Kit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sweep, "GRACE", 0.0)
+
+    @kit.workflow("prune.kept_by_retention")
+    async def echo(text: str) -> int:
+        return len(text)
+
+    async with engine(kit, tmp_path, inline_limit="1KiB") as eng:
+        run = await eng.start(echo, "r" * 5000)
+        assert await run.result(timeout=WAIT) == 5000
+        blobs: Any = eng.serializer.blobs  # type: ignore[attr-defined]
+        pruner = retention.Retention(eng.store, eng.clock, keep=3600.0, blobs=blobs)
+        assert await pruner.prune_now() == 0  # nothing old enough: the first sweep keeps it
+        assert len(blob_files(blob_dir(kit, tmp_path))) == 1
+        pruner.keep = -1.0  # every finished run is past retention now
+        assert await pruner.prune_now() == 1
+        assert blob_files(blob_dir(kit, tmp_path)) == []

@@ -48,6 +48,7 @@ class Offloaded:
         self.inner = inner
         self._inner_dumps = inner.dumps  # bound once: the small-value path is two lines
         self._inner_loads = inner.loads
+        self._unlimited = limits.unlimited(inner)
         self.blobs = blobs
         self.inline_limit = inline_limit
         # A character is at most 4 UTF-8 bytes: a text this short is never over the limit.
@@ -88,7 +89,7 @@ class Offloaded:
 
     def unlimited(self) -> Serializer:
         """The inner layers without size checks (for step inputs, cut short and shown only)."""
-        return limits.unlimited(self.inner)
+        return self._unlimited
 
     def loads(self, text: str) -> Any:
         """The value of a stored text, its blob fetched and checked if it is a reference."""

@@ -29,6 +29,7 @@ PAUSE = 0.01  # seconds between batches, so other writers get the database
 INTERVAL = 60.0  # seconds between two prunes of a running engine
 # The share of its time an engine's own prune keeps the database busy: workers first.
 SHARE = 0.5
+SWEEP_EVERY = 3600.0  # seconds between two blob sweeps of a prune that deleted nothing
 
 
 async def prune(
@@ -81,6 +82,7 @@ class Retention:
     ) -> None:
         self.store = store
         self.blobs = blobs
+        self._swept_at = float("-inf")  # when its blobs were last swept (monotonic)
         self.clock = clock
         self.keep = keep
         self.interval = interval
@@ -100,14 +102,15 @@ class Retention:
 
     async def prune_now(self) -> int:
         """One prune of everything past retention; how many runs it deleted."""
-        deleted = await prune(
-            self.store,
-            finished_before=self.clock.now() - self.keep,
-            share=SHARE,
-            blobs=self.blobs,
-        )
+        deleted = await prune(self.store, finished_before=self.clock.now() - self.keep, share=SHARE)
         if deleted:
             log.info("cairn: retention deleted %d finished runs", deleted)
+        # The sweep reads every stored value's column: after runs went, or once per
+        # SWEEP_EVERY (for orphans a crash left), not on every tick.
+        due = time.monotonic() - self._swept_at >= SWEEP_EVERY
+        if self.blobs is not None and (deleted or due):
+            await sweep.sweep(self.store, self.blobs)
+            self._swept_at = time.monotonic()
         return deleted
 
     async def _loop(self) -> None:
