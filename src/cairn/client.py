@@ -14,8 +14,9 @@ from datetime import date, datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
-from cairn import config, serialization
+from cairn import config, limits, serialization
 from cairn.authoring.registry import Registry, default_registry
+from cairn.blobs import offloading
 from cairn.clock import SystemClock
 from cairn.models import EventDelivery, HistoryEntry, RunPage, RunStatus, RunSummary
 from cairn.runtime import streams
@@ -126,7 +127,10 @@ class Client:
         self.control = RunControl(
             store,
             clock=SystemClock(),
-            serializer=serialization.get(serializer),
+            # As an Engine's: sized, and values over inline_limit in the blob store.
+            serializer=offloading(
+                limits.sized(serialization.get(serializer), config.limits()), store
+            ),
             registry=registry or default_registry,
             known_window=window,
         )

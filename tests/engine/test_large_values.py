@@ -224,3 +224,27 @@ async def test_large_values__a_large_step_input_is_cut_short_not_offloaded(
         run = await eng.start(inputs, 100_000)
         assert await run.result(timeout=WAIT) == 100_000
     assert blob_files(blob_dir(kit, tmp_path)) == []  # the input is shown cut, never stored whole
+
+
+async def test_large_values__a_client_sends_and_reads_offloaded_values(
+    kit: Kit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CAIRN_INLINE_LIMIT", "1KiB")
+    if not kit.url.startswith("sqlite"):
+        monkeypatch.setenv("CAIRN_BLOBS", blob_dir(kit, tmp_path).as_uri())
+
+    @kit.workflow("big.client")
+    async def waiting() -> str:
+        text: str = await cairn.wait_for_event("data", timeout="1h")
+        return text + "!"
+
+    async with engine(kit, tmp_path) as eng:
+        run = await eng.start(waiting)
+        client = await asyncio.to_thread(cairn.Client, kit.url, registry=kit.registry)
+        try:
+            handle = await asyncio.to_thread(client.get, run.run_id)
+            await asyncio.to_thread(handle.send_event, "data", "c" * 5000)
+            assert await asyncio.to_thread(handle.result, WAIT) == "c" * 5000 + "!"
+        finally:
+            await asyncio.to_thread(client.close)
+    assert len(blob_files(blob_dir(kit, tmp_path))) == 2  # the event's payload, the result

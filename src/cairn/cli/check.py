@@ -20,6 +20,7 @@ from rich.text import Text
 from cairn import serialization
 from cairn.authoring.registry import Registry, default_registry
 from cairn.authoring.schedules import describe_seconds
+from cairn.blobs import offloading
 from cairn.cli import options, output
 from cairn.errors import ConfigError
 from cairn.runtime import deploy_check
@@ -233,7 +234,11 @@ async def _replay(url: str, workflow: str | None, sample: int | None) -> CheckRe
     await store.open()
     try:
         return await deploy_check.check(
-            store, default_registry, serialization.get("json"), workflow=workflow, sample=sample
+            store,
+            default_registry,
+            offloading(serialization.get("json"), store),  # offloaded values read back
+            workflow=workflow,
+            sample=sample,
         )
     finally:
         await store.close()
