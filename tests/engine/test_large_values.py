@@ -248,3 +248,21 @@ async def test_large_values__a_client_sends_and_reads_offloaded_values(
         finally:
             await asyncio.to_thread(client.close)
     assert len(blob_files(blob_dir(kit, tmp_path))) == 2  # the event's payload, the result
+
+
+def test_large_values__settings_come_from_the_files(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text(
+        f'[tool.cairn]\ninline_limit = "2KiB"\nblobs = "{(tmp_path / "py").as_uri()}"\n'
+    )
+    eng = cairn.Engine("memory://")
+    assert eng.serializer.inline_limit == 2048  # type: ignore[attr-defined]
+    (tmp_path / "cairn.yaml").write_text(f"inline_limit: 3KiB\nblobs: {tmp_path / 'yaml'}\n")
+    eng = cairn.Engine("memory://")
+    assert eng.serializer.inline_limit == 3072  # type: ignore[attr-defined]
+    assert eng.serializer.blobs.directory == tmp_path / "yaml"  # type: ignore[attr-defined]
+    (tmp_path / "cairn.yaml").write_text("inline_limit: [1]\n")
+    with pytest.raises(cairn.ConfigError, match="inline_limit must be a size"):
+        cairn.Engine("memory://")
