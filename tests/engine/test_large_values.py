@@ -13,6 +13,7 @@ from tests.store.kit import execute
 import cairn
 from cairn.blobs import BlobError, FileBlobs
 from cairn.errors import SerializationError
+from cairn.representation import runs as run_forms
 
 from .kit import WAIT, Kit
 
@@ -94,6 +95,9 @@ async def test_large_values__the_result_of_a_run_over_the_limit_is_read_back(
     async with engine(kit, tmp_path, inline_limit="4KiB") as eng:
         run = await eng.start(echo, value)
         assert await run.result(timeout=WAIT) == {"got": value}
+        shown = run_forms.run_dict(await run_forms.fetch(eng.control, run.run_id))
+    assert shown["args"]["offloaded"]["preview"].startswith('{"args":[{"rows":')
+    assert shown["result"]["offloaded"]["size"] > 4096 and shown["kwargs"] == {}
     assert len(blob_files(blob_dir(kit, tmp_path))) == 2  # the arguments and the result
 
 

@@ -211,6 +211,13 @@ def _decode(control: RunControl, text: str | None) -> Any:
         return text
 
 
+def _positional(args: Any) -> Any:
+    """A run's positional arguments as shown; an offloaded payload as its summary."""
+    if isinstance(args, dict) and set(args) == {"offloaded"}:
+        return args  # {"offloaded": {"size", "sha256", "preview", ...}}: kwargs are in it
+    return (args or {}).get("args", []) if isinstance(args, dict) else args
+
+
 def run_dict(shown: Shown) -> dict[str, Any]:
     """The JSON form of one run's facts."""
     run, args = shown.run, shown.args
@@ -224,7 +231,7 @@ def run_dict(shown: Shown) -> dict[str, Any]:
         "workflow": run.workflow,
         "version": run.version,
         "status": run.status,
-        "args": jsonable((args or {}).get("args", []) if isinstance(args, dict) else args),
+        "args": jsonable(_positional(args)),
         "kwargs": jsonable(args.get("kwargs", {}) if isinstance(args, dict) else {}),
         "result": jsonable(shown.result),
         "error": jsonable(shown.error),
