@@ -14,11 +14,11 @@ from datetime import date, datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
-from cairn import codecs, config, serialization
+from cairn import codecs, config
 from cairn.authoring.registry import Registry, default_registry
 from cairn.clock import SystemClock
 from cairn.models import EventDelivery, HistoryEntry, RunPage, RunStatus, RunSummary
-from cairn.runtime import streams
+from cairn.runtime import streams, value_layers
 from cairn.runtime.control import RunControl
 from cairn.runtime.tasks import TaskInfo
 from cairn.store import open_store
@@ -120,7 +120,6 @@ class Client:
         """
         self.url = config.database_url(url)
         window = config.known_workers_window(known_workers_window)
-        coded = codecs.coding(serialization.get(serializer), codec or codecs.from_env())
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="cairn-client", daemon=True
@@ -130,7 +129,7 @@ class Client:
         self.control = RunControl(
             store,
             clock=SystemClock(),
-            serializer=coded,
+            serializer=value_layers.stack(serializer, config.limits(), codec, store),
             registry=registry or default_registry,
             known_window=window,
         )

@@ -193,7 +193,7 @@ class Limits:
     """
 
     warn_value_bytes: int = 256 * 1024
-    max_value_bytes: int = 2 * 1024 * 1024
+    max_value_bytes: int = 100 * 1024 * 1024
     warn_history: int = 10_000
     max_history: int = 50_000
 
@@ -279,6 +279,14 @@ def limits(
             f"warn_history ({chosen.warn_history}) is above max_history ({chosen.max_history})"
         )
     return chosen
+
+
+def setting(explicit: object, name: str) -> tuple[object, str]:
+    """A setting's value and where it came from: argument, CAIRN_NAME, [tool.cairn] name.
+
+    (None, name) when it is set nowhere. For settings read elsewhere (blobs/).
+    """
+    return _setting(explicit, name)
 
 
 def _setting(explicit: object, name: str) -> tuple[object, str]:

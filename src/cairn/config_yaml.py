@@ -25,6 +25,8 @@ KEYS = (
     "retention",
     "warn_value_size",
     "max_value_size",
+    "inline_limit",
+    "blobs",
     "warn_history",
     "max_history",
     "databases",

@@ -73,8 +73,15 @@ def sized(serializer: Serializer, limits: Limits) -> Serializer:
 
 
 def unlimited(serializer: Serializer) -> Serializer:
-    """`serializer` without size checks, for text that is cut short on its own (step inputs)."""
-    return serializer.inner if isinstance(serializer, SizeLimited) else serializer
+    """`serializer` without size checks, for text that is cut short on its own (step inputs).
+
+    An outer layer that has an `unlimited()` method (blobs.Offloaded: a text cut short
+    is never offloaded) is asked for its own unlimited form.
+    """
+    if isinstance(serializer, SizeLimited):
+        return serializer.inner
+    unwrap = getattr(serializer, "unlimited", None)
+    return serializer if unwrap is None else unwrap()
 
 
 def history_too_long(run_id: str, workflow: str, limit: int) -> HistoryTooLong:

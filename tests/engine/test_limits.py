@@ -16,7 +16,7 @@ from cairn.store.programs import runs as run_ops
 
 from .kit import WAIT, Kit
 
-BIG = "x" * (2 * 1024 * 1024 + 1)  # one byte over the default limit
+BIG = "x" * (2 * 1024 * 1024 + 1)  # one byte over the limit these tests set
 
 
 def stored_text_over(url: str, size: int) -> list[str]:
@@ -37,14 +37,15 @@ def stored_text_over(url: str, size: int) -> list[str]:
     return found
 
 
-async def test_limits__arguments_over_the_default_limit_are_refused_and_nothing_stored(
+async def test_limits__arguments_over_the_limit_are_refused_and_nothing_stored(
     kit: Kit,
 ) -> None:
     @kit.workflow("lim.echo")
     async def echo(text: str) -> int:
         return len(text)
 
-    async with kit.engine() as engine:
+    assert cairn.Engine("memory://").limits.max_value_bytes == 100 * 1024 * 1024  # default
+    async with kit.engine(max_value_size="2MiB") as engine:
         with pytest.raises(SerializationError) as caught:
             await engine.start(echo, BIG, run_id="too-big")
         assert await engine.store.read(run_ops.get_run("too-big")) is None
@@ -177,7 +178,10 @@ def test_limits__read_from_pyproject(tmp_path: Path, monkeypatch: pytest.MonkeyP
     [
         ({"max_value_size": "lots"}, "max_value_size must be a size such as '2MiB'"),
         ({"max_value_size": 0}, "max_value_size must be larger than zero"),
-        ({"warn_value_size": "3MiB"}, "warn_value_size (3145728 bytes) is above max_value_size"),
+        (
+            {"warn_value_size": "101MiB"},
+            "warn_value_size (105906176 bytes) is above max_value_size",
+        ),
         ({"max_history": -1}, "max_history must be a positive whole number"),
         ({"warn_history": 2.5}, "warn_history must be a positive whole number"),
         ({"warn_history": 60_000}, "warn_history (60000) is above max_history (50000)"),

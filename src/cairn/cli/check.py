@@ -17,9 +17,10 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from cairn import serialization
+from cairn import codecs, serialization
 from cairn.authoring.registry import Registry, default_registry
 from cairn.authoring.schedule_ticks import describe_seconds
+from cairn.blobs import offloading
 from cairn.cli import options, output
 from cairn.errors import ConfigError
 from cairn.runtime import deploy_check
@@ -233,7 +234,12 @@ async def _replay(url: str, workflow: str | None, sample: int | None) -> CheckRe
     await store.open()
     try:
         return await deploy_check.check(
-            store, default_registry, serialization.get("json"), workflow=workflow, sample=sample
+            store,
+            default_registry,
+            # Encrypted values read with CAIRN_KEYS, offloaded ones fetched from the blob store.
+            offloading(codecs.coding(serialization.get("json"), codecs.from_env()), store),
+            workflow=workflow,
+            sample=sample,
         )
     finally:
         await store.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cairn import durations
+from cairn import blobs, durations
 from cairn.cli import options, output
 from cairn.models import RunStatus
 from cairn.runtime import retention
@@ -21,7 +21,9 @@ def add_parser(actions: Any, common: argparse.ArgumentParser) -> None:
         "finished longer ago than --older-than, with their history, attempts, messages, "
         "hooks, tasks and columns, 500 runs per transaction. Runs an unfinished run "
         "depends on (its parent, a child, a later run of its continue_as_new chain) are kept. "
-        "A keyed emit's key goes with the last run it started.",
+        "A keyed emit's key goes with the last run it started. Then the blobs of offloaded "
+        "values no stored value references any more are deleted (those written in the "
+        "last hour are kept: their checkpoint may be on its way).",
     )
     prune.add_argument(
         "--older-than",
@@ -72,6 +74,7 @@ def prune_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
             workflow=ns.workflow,
             dry_run=ns.dry_run,
             batch=ns.batch,
+            blobs=blobs.store_of(engine.serializer),
         ),
     )
     runs = "run" if count == 1 else "runs"

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 from rich.console import Group
@@ -20,6 +22,7 @@ from cairn.cli import control, options, output, prune
 from cairn.models import Execution, RunStatus, parse_origin
 from cairn.representation import json_form, words
 from cairn.representation import runs as run_forms
+from cairn.runtime import stored_values
 from cairn.store.records import INTERRUPTED
 
 T = TypeVar("T")
@@ -104,6 +107,15 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "--all", action="store_true", help="every history entry, however long the history"
     )
     show.add_argument("--json", action="store_true", help="machine-readable output")
+    show.add_argument(
+        "--download",
+        metavar="VALUE",
+        help="print one stored value whole instead (args, result, or a history entry's key "
+        "such as 'produce#1'), an offloaded one fetched from its blob and hash-checked",
+    )
+    show.add_argument(
+        "-o", "--output", metavar="FILE", help="with --download: write it to FILE, not stdout"
+    )
     show.set_defaults(handler=show_run)
 
     control.add_commands("runs", actions, common)
@@ -162,6 +174,10 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn runs show`."""
     if ns.limit < 1:
         raise ValueError(f"--limit must be a positive integer, got {ns.limit}")
+    if ns.output and not ns.download:
+        raise ValueError("--output goes with --download VALUE")
+    if ns.download:
+        return download(ns, glob)
     window = None if ns.all else ns.limit
     shown = options.with_engine(
         glob, lambda engine: run_forms.fetch(engine.control, ns.run_id, window=window)
@@ -202,6 +218,18 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
         parts += [Text(""), Text("traceback", style="bold underline")]
         parts.append(Text(str(error["traceback"]).rstrip()))
     output.stdout().print(Group(*parts))
+    return 0
+
+
+def download(ns: argparse.Namespace, glob: options.Globals) -> int:
+    """`cairn runs show RUN --download VALUE [-o FILE]`: the stored text, whole."""
+    text = options.with_engine(
+        glob, lambda engine: stored_values.stored_text(engine.control, ns.run_id, ns.download)
+    )
+    if ns.output:
+        Path(ns.output).write_text(text, encoding="utf-8", errors="surrogatepass")
+    else:
+        sys.stdout.write(text + "\n")
     return 0
 
 

@@ -109,7 +109,11 @@ def stored_list(serializer: Serializer, texts: Sequence[str]) -> str:
     codec = codec_of(serializer)
     if codec is None:
         return serialization.encoded_list(texts)
-    return codec.encode(serialization.encoded_list([codec.decode(t) for t in texts]))
+    # An offloaded message is a reference to its (encrypted) blob: fetched first, since a
+    # list of plain texts is encrypted whole and the references would be hidden inside it.
+    whole = getattr(serializer, "whole", None)  # blobs.Offloaded, the outermost layer
+    plain = [codec.decode(t if whole is None else whole(t)) for t in texts]
+    return codec.encode(serialization.encoded_list(plain))
 
 
 def shown_error(serializer: Serializer, text: str | None) -> dict[str, Any] | None:

@@ -19,6 +19,7 @@ from cairn.authoring import context
 from cairn.authoring.context import RunContext
 from cairn.authoring.definitions import StepDef
 from cairn.authoring.retry import coerce
+from cairn.blobs.reference import BlobError
 from cairn.codecs import coded
 from cairn.core import attempts, durable, journal, patches, remote_steps
 from cairn.core.live_attempt import LiveAttempt
@@ -274,7 +275,12 @@ class LiveSteps:
                     type_name=str(unserializable.get("type_name", "")),
                 )
             raise step_failures.from_dict(data)
-        return None if record.result is None else self.env.serializer.loads(record.result)
+        if record.result is None:
+            return None
+        try:
+            return self.env.serializer.loads(record.result)
+        except BlobError as exc:  # an offloaded result whose blob is missing or corrupt
+            raise exc.of_step(record.key) from exc
 
     async def commit_step(self, record: StepRecord) -> None:
         """Commit a new outcome (see core/durable.py); Unwind if the run is not held.

@@ -31,6 +31,12 @@ def leave_run(token: Token[RunFacts | None]) -> None:
     _run.reset(token)
 
 
+def current_run_id() -> str | None:
+    """The id of the run whose attempt executes in this context, or None."""
+    run = _run.get()
+    return None if run is None else run[0]
+
+
 def extra(run_id: str, workflow: str, attempt: int) -> dict[str, Any]:
     """The attributes of a record about a run logged outside its execution (`extra=`)."""
     return {"run_id": run_id, "workflow": workflow, "step": None, "attempt": attempt}

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from cairn import blobs
 from cairn.codecs import coded
 from cairn.models import Execution, HistoryEntry, RunStatus, RunSummary
 from cairn.representation.json_form import jsonable
@@ -202,11 +203,20 @@ async def open_task(control: RunControl, run: RunRecord) -> str | None:
 def _decode(control: RunControl, text: str | None) -> Any:
     if text is None:
         return None
+    if (offloaded := blobs.shown(control.serializer, text)) is not None:
+        return offloaded
     try:
         return coded.shown_value(control.serializer, text)  # "encrypted (k1)" without keys
     except Exception:
         # Written by another serializer or a type no longer importable: show what is stored.
         return text
+
+
+def _positional(args: Any) -> Any:
+    """A run's positional arguments as shown; an offloaded payload as its summary."""
+    if isinstance(args, dict) and set(args) == {"offloaded"}:
+        return args  # {"offloaded": {"size", "sha256", "preview", ...}}: kwargs are in it
+    return (args or {}).get("args", []) if isinstance(args, dict) else args
 
 
 def run_dict(shown: Shown) -> dict[str, Any]:
@@ -222,7 +232,7 @@ def run_dict(shown: Shown) -> dict[str, Any]:
         "workflow": run.workflow,
         "version": run.version,
         "status": run.status,
-        "args": jsonable((args or {}).get("args", []) if isinstance(args, dict) else args),
+        "args": jsonable(_positional(args)),
         "kwargs": jsonable(args.get("kwargs", {}) if isinstance(args, dict) else {}),
         "result": jsonable(shown.result),
         "error": jsonable(shown.error),

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cairn.core import mailbox, remote_steps, scheduled_starts
+from cairn.limits import size_words
 from cairn.models import Execution, HistoryEntry, RunStatus
 from cairn.representation.json_form import dumps
 from cairn.runtime import blocking
@@ -18,7 +19,16 @@ from cairn.store.records import INTERRUPTED
 
 
 def short(value: Any, width: int = 60) -> str:
-    """Compact one-line JSON of `value`, clipped to `width` characters."""
+    """Compact one-line JSON of `value`, clipped to `width` characters.
+
+    An offloaded value (blobs.shown) reads "offloaded 50.0 MiB sha256:1a2b3c4d…: preview".
+    """
+    if isinstance(value, dict) and isinstance(found := value.get("offloaded"), dict):
+        size, sha256 = int(found.get("size") or 0), str(found.get("sha256"))
+        text = f"offloaded {size_words(size)} sha256:{sha256[:12]}"
+        preview = found.get("preview")
+        text = f"missing blob: {text}" if preview is None else f"{text}: {preview}"
+        return text if len(text) <= width else text[: width - 1] + "…"
     text = dumps(value, indent=None)
     return text if len(text) <= width else text[: width - 1] + "…"
 

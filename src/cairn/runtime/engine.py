@@ -7,17 +7,18 @@ import importlib
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from cairn import codecs, config, durations, limits, serialization
+from cairn import codecs, config, durations
 from cairn.authoring.registry import Registry, default_registry
+from cairn.blobs import store_of
 from cairn.clock import Clock, SystemClock
 from cairn.core.executor import Outcome
 from cairn.core.run_env import RunEnv
 from cairn.errors import ConfigError, InvalidArguments, InvalidValue
 from cairn.names import check_queue_name
-from cairn.observability import hooks, logcontext
-from cairn.runtime import gc_tuning, leases, triggers
+from cairn.observability import Metrics, Tracing, hooks, logcontext
+from cairn.runtime import gc_tuning, leases, triggers, value_layers
 from cairn.runtime.control import RunControl
 from cairn.runtime.engine_verbs import EngineVerbs
 from cairn.runtime.retention import Retention
@@ -26,10 +27,6 @@ from cairn.runtime.step_worker import StepWorker
 from cairn.runtime.transient import PrivateEngine
 from cairn.runtime.worker import Worker
 from cairn.store import Store, open_store
-
-if TYPE_CHECKING:
-    from cairn.observability.metrics import Metrics
-    from cairn.observability.tracing import Tracing
 
 log = logcontext.logger("cairn.engine")
 
@@ -78,6 +75,8 @@ class Engine(EngineVerbs):
         retention: Any = None,
         warn_value_size: Any = None,
         max_value_size: Any = None,
+        inline_limit: Any = None,
+        blobs: Any = None,
         warn_history: int | None = None,
         max_history: int | None = None,
         tune_gc: bool = True,
@@ -131,7 +130,12 @@ class Engine(EngineVerbs):
             warn_value_size: A stored value (arguments, step result, event payload)
                 larger than this is logged ("256KiB", the default, or bytes).
             max_value_size: A stored value larger than this is refused with
-                SerializationError before anything is written ("2MiB", the default).
+                SerializationError before anything is written ("100MiB", the default).
+            inline_limit: A stored value larger than this is written to the blob store
+                and the history keeps a reference to it ("256KiB", the default).
+            blobs: Their blob store, "file:///dir" or "s3://bucket/prefix" (default:
+                CAIRN_BLOBS, else [tool.cairn], else `<sqlite file>.blobs`; PostgreSQL has
+                none and refuses such values). See docs/howto/large-values.md.
             warn_history: A run whose history passes this many entries is logged
                 (default 10,000).
             max_history: A run whose history would pass this many entries fails,
@@ -141,7 +145,6 @@ class Engine(EngineVerbs):
                 opened and let the garbage collector's young passes wait for 10,000 new
                 objects instead of 700 (default True; False leaves the collector alone).
                 See runtime/gc_tuning.py.
-
             codec: What every stored value passes through: `cairn.codecs.Encrypted(...)`
                 encrypts them at rest (default: the keys of CAIRN_KEYS or CAIRN_KEYS_FILE,
                 if set; else none). See docs/howto/encryption.md.
@@ -159,7 +162,6 @@ class Engine(EngineVerbs):
         if self.lease <= 0:
             raise InvalidValue(f"lease must be positive, got {lease!r}")
         self.grace = durations.parse(grace, what="grace").total_seconds()
-        self.serializer = serialization.get(serializer)
         self.serializer_name = serializer  # for the engine of its transient runs
         self.ephemeral = ephemeral
         self.modules = () if ephemeral else (tuple(modules) or config.modules())
@@ -174,8 +176,9 @@ class Engine(EngineVerbs):
             max_history=max_history,
         )
         self.pruner: Retention | None = None
-        self.serializer = limits.sized(self.serializer, self.limits)
-        self.serializer = codecs.coding(self.serializer, codec or codecs.from_env())
+        self.serializer = value_layers.stack(
+            serializer, self.limits, codec, self.store, inline_limit=inline_limit, blobs=blobs
+        )
         self.registry = registry or default_registry
         self.clock = clock or SystemClock()
         self.workers = workers
@@ -186,18 +189,9 @@ class Engine(EngineVerbs):
         self.step_queues = [check_queue_name(name, "step queue") for name in (step_queues or ())]
         # Executes the attempts of step_queues once open (None: serves none).
         self.step_worker: StepWorker | None = None
-        if metrics is True:
-            from cairn.observability.metrics import Metrics
-
-            metrics = Metrics()
-        # The engine's Prometheus metrics, or None.
-        self.metrics: Metrics | None = metrics or None
-        if tracing is True:
-            from cairn.observability.tracing import Tracing
-
-            tracing = Tracing()
-        # The engine's OpenTelemetry spans, or None.
-        self.tracing: Tracing | None = tracing or None
+        # The engine's Prometheus metrics and OpenTelemetry spans (True: new ones), or None.
+        self.metrics: Metrics | None = Metrics() if metrics is True else metrics or None
+        self.tracing: Tracing | None = Tracing() if tracing is True else tracing or None
         self.worker: Worker | None = None
         # The worker while `close` stops it (for `hurry`), else None.
         self.stopping_worker: Worker | None = None
@@ -315,7 +309,8 @@ class Engine(EngineVerbs):
             if self.scheduler is not None:
                 self.scheduler.start()
             if self.retention is not None and self.claim:
-                self.pruner = Retention(self.store, self.clock, keep=self.retention)
+                kept = store_of(self.serializer)
+                self.pruner = Retention(self.store, self.clock, keep=self.retention, blobs=kept)
                 self.pruner.start()
             if self.tune_gc:
                 gc_tuning.hold()

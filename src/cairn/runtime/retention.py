@@ -14,6 +14,7 @@ import contextlib
 import time
 from collections.abc import Sequence
 
+from cairn.blobs import BlobStore, sweep
 from cairn.clock import Clock
 from cairn.errors import StoreError
 from cairn.observability import logcontext
@@ -28,6 +29,7 @@ PAUSE = 0.01  # seconds between batches, so other writers get the database
 INTERVAL = 60.0  # seconds between two prunes of a running engine
 # The share of its time an engine's own prune keeps the database busy: workers first.
 SHARE = 0.5
+SWEEP_EVERY = 3600.0  # seconds between two blob sweeps of a prune that deleted nothing
 
 
 async def prune(
@@ -40,12 +42,15 @@ async def prune(
     batch: int = BATCH,
     pause: float = PAUSE,
     share: float = 1.0,
+    blobs: BlobStore | None = None,
 ) -> int:
     """Delete (or count, with `dry_run`) every prunable finished run; how many.
 
     Between two batches it waits `pause` seconds, or longer so that pruning takes at
     most `share` of the time (0.5: it waits as long as the batch took), leaving the
-    database to the workers the rest of it.
+    database to the workers the rest of it. Then, with `blobs`, the blobs no stored
+    value references any more are deleted (blobs/sweep.py), after the runs: a crash in
+    between leaves orphan blobs for the next prune, never a reference without its blob.
     """
     query = PruneQuery(finished_before, tuple(statuses) if statuses else None, workflow)
     total, after = 0, None
@@ -55,6 +60,8 @@ async def prune(
         done = await (store.read(prune_op) if dry_run else store.write(prune_op))
         total += done.count
         if done.after is None:
+            if blobs is not None and not dry_run:
+                await sweep.sweep(store, blobs)
             return total
         after = done.after
         took = time.monotonic() - began
@@ -65,9 +72,17 @@ class Retention:
     """An engine's periodic prune: every `interval`, runs finished `keep` seconds ago go."""
 
     def __init__(
-        self, store: Store, clock: Clock, *, keep: float, interval: float = INTERVAL
+        self,
+        store: Store,
+        clock: Clock,
+        *,
+        keep: float,
+        interval: float = INTERVAL,
+        blobs: BlobStore | None = None,
     ) -> None:
         self.store = store
+        self.blobs = blobs
+        self._swept_at = float("-inf")  # when its blobs were last swept (monotonic)
         self.clock = clock
         self.keep = keep
         self.interval = interval
@@ -90,6 +105,12 @@ class Retention:
         deleted = await prune(self.store, finished_before=self.clock.now() - self.keep, share=SHARE)
         if deleted:
             log.info("cairn: retention deleted %d finished runs", deleted)
+        # The sweep reads every stored value's column: after runs went, or once per
+        # SWEEP_EVERY (for orphans a crash left), not on every tick.
+        due = time.monotonic() - self._swept_at >= SWEEP_EVERY
+        if self.blobs is not None and (deleted or due):
+            await sweep.sweep(self.store, self.blobs)
+            self._swept_at = time.monotonic()
         return deleted
 
     async def _loop(self) -> None:

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from cairn import blobs
 from cairn.authoring.definitions import WorkflowDef, definition_of
 from cairn.clock import Clock
 from cairn.codecs import coded
@@ -159,6 +160,8 @@ class RunReader:
         """A stored value for people to read: its text when it cannot be restored here."""
         if text is None:
             return None
+        if (offloaded := blobs.shown(self.serializer, text)) is not None:
+            return offloaded
         try:
             return coded.shown_value(self.serializer, text)
         except Exception:  # a type this process cannot import, say

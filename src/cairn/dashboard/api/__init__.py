@@ -20,6 +20,7 @@ from cairn.dashboard.api import (
     schedules,
     streams,
     tasks,
+    values,
     verb_routes,
     workers,
     workflows,
@@ -37,6 +38,7 @@ _HTTP_ERRORS = {404: "NotFound", 405: "MethodNotAllowed"}
 def operations(*, guarded: bool) -> tuple[Operation, ...]:
     """Every operation of the API, `GET /openapi.json` included."""
     served: tuple[Operation, ...] = (
+        *values.OPERATIONS,  # before runs' too
         *streams.OPERATIONS,  # before runs': a run id's path parameter takes nearly anything
         *runs.OPERATIONS,
         *verb_routes.OPERATIONS,

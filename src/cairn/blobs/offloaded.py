@@ -1,0 +1,156 @@
+"""The outermost serializer layer: a text over `inline_limit` goes to the blob store.
+
+What the inner layers (the serializer, the size check, any codec) produce is stored as
+it is when it is small: one length check, nothing else, so small values cost what they
+did. A larger text is written to the blob store under its sha256 first, and the history
+keeps the reference (blobs/reference.py) instead: the blob is durable before the
+checkpoint that names it is written, because `dumps` returns only once `put` has.
+
+Reading back, a reference is resolved and its bytes checked against the hash before the
+inner layers see them: a missing or corrupt blob raises BlobError naming the blob (and
+the run). A list of stored texts put together without decoding them
+(`serialization.encoded_list`, a `receive` of several messages) may hold references as
+its items: those are resolved one by one.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cairn import limits
+from cairn.blobs import reference
+from cairn.blobs.reference import MARK, PREFIX, BlobError, Reference
+from cairn.blobs.stores import BlobStore
+from cairn.errors import SerializationError
+from cairn.limits import size_words
+from cairn.serialization import Serializer
+from cairn.serialization.json_text import encode_json as json_dumps
+from cairn.serialization.serializers import ENCRYPTED
+
+PREVIEW = 1000  # characters of an offloaded value the CLI and dashboard show
+
+
+class Offloaded:
+    """A serializer that keeps texts over `inline_limit` bytes in `blobs`.
+
+    `blobs` None (PostgreSQL without `blobs=`): a text over the limit is refused with
+    SerializationError saying how to name a store every worker shares.
+    """
+
+    def __init__(
+        self,
+        inner: Serializer,
+        blobs: BlobStore | None,
+        inline_limit: int,
+        *,
+        media_type: str = "application/json",
+    ) -> None:
+        self.inner = inner
+        self._inner_dumps = inner.dumps  # bound once: the small-value path is two lines
+        self._inner_loads = inner.loads
+        self._unlimited = limits.unlimited(inner)
+        self.blobs = blobs
+        self.inline_limit = inline_limit
+        # A character is at most 4 UTF-8 bytes: a text this short is never over the limit.
+        self._surely_inline = inline_limit // 4
+        self.media_type = media_type
+
+    def dumps(self, value: Any, *, what: str) -> str:
+        """The inner text, or the reference of the blob it was written to."""
+        text = self._inner_dumps(value, what=what)
+        if len(text) <= self._surely_inline:
+            return text
+        return self._offload(text, what)
+
+    def _offload(self, text: str, what: str) -> str:
+        data = text.encode("utf-8", "surrogatepass")
+        if len(data) <= self.inline_limit:
+            return text
+        if self.blobs is None:
+            raise SerializationError(
+                f"cannot store {what}: it is {size_words(len(data))}, over inline_limit "
+                f"({size_words(self.inline_limit)}), and this engine has no blob store; a "
+                "PostgreSQL engine needs one every worker shares: "
+                "Engine(blobs='file:///shared/dir') or CAIRN_BLOBS",
+                what=what,
+                type_name="blob",
+            )
+        ref = reference.of(data, self.media_type)
+        try:
+            self.blobs.put(ref.sha256, data)
+        except OSError as exc:
+            raise SerializationError(
+                f"cannot store {what}: writing blob {ref.sha256} to {self.blobs.where} "
+                f"failed: {exc}",
+                what=what,
+                type_name="blob",
+            ) from exc
+        return ref.text()
+
+    def unlimited(self) -> Serializer:
+        """The inner layers without size checks (for step inputs, cut short and shown only)."""
+        return self._unlimited
+
+    def loads(self, text: str) -> Any:
+        """The value of a stored text, its blob fetched and checked if it is a reference."""
+        if MARK not in text:  # no reference anywhere: one substring search, in C
+            return self._inner_loads(text)
+        if text.startswith(PREFIX):
+            return self._inner_loads(self.fetch(reference.parse(text)))
+        if text.startswith("["):
+            return self._loads_list(text)
+        return self._inner_loads(text)
+
+    def fetch(self, ref: Reference) -> str:
+        """The stored text of `ref`, its hash checked; BlobError if missing or corrupt."""
+        where = "no blob store" if self.blobs is None else self.blobs.where
+        data = None if self.blobs is None else self.blobs.get(ref.sha256)
+        if data is None:
+            raise BlobError(
+                f"blob {ref.sha256} ({size_words(ref.size)}) is missing from {where}",
+                blob=ref.sha256,
+            )
+        if reference.of(data, ref.media_type) != ref:
+            raise BlobError(
+                f"blob {ref.sha256} in {where} is corrupt: its bytes do not match its "
+                f"sha256 and size ({size_words(ref.size)} expected, {len(data)} bytes read)",
+                blob=ref.sha256,
+            )
+        return data.decode("utf-8", "surrogatepass")
+
+    def whole(self, text: str) -> str:
+        """A stored text in full: a reference's blob fetched and checked, else `text`."""
+        return self.fetch(reference.parse(text)) if text.startswith(PREFIX) else text
+
+    def _loads_list(self, text: str) -> Any:
+        """A list of stored texts (encoded_list), some of them references."""
+        try:
+            items = json.loads(text)
+        except ValueError:
+            return self.inner.loads(text)
+        if not isinstance(items, list):
+            return self.inner.loads(text)
+        parts = []
+        for item in items:
+            if isinstance(item, dict) and item.get("__cairn__") == "blob":
+                parts.append(self.fetch(reference.parse(json_dumps(item))))
+            else:
+                parts.append(json_dumps(item))
+        return self.inner.loads("[" + ",".join(parts) + "]")
+
+    def shown(self, text: str) -> dict[str, Any] | None:
+        """What people are shown of an offloaded value (size, hash, preview), or None.
+
+        None when `text` is not a reference. The preview is the first characters of the
+        stored text, read without fetching the whole blob (and so not hash-checked).
+        """
+        if not text.startswith(PREFIX):
+            return None
+        ref = reference.parse(text)
+        head = None if self.blobs is None else self.blobs.head(ref.sha256, PREVIEW * 4)
+        preview = None if head is None else head.decode("utf-8", "replace")[:PREVIEW]
+        if preview is not None and preview.startswith(ENCRYPTED):
+            # Ciphertext's first characters say nothing: name its key, as inline values do.
+            preview = f"encrypted ({preview[len(ENCRYPTED) :].partition(':')[0]})"
+        return {"offloaded": {**ref.as_dict(), "preview": preview, "missing": head is None}}

@@ -1,0 +1,100 @@
+"""What the history keeps of an offloaded value: its size, sha256 and media type.
+
+A reference is itself a compact JSON text, ``{"__cairn__":"blob","sha256":...}``, always
+starting with `PREFIX`, so a reader tells it from an ordinary stored text by one
+`startswith`, and a prune finds every reference in the database by one `LIKE`. A user
+value can never be stored as this text: the serializers escape a dict holding
+``"__cairn__"`` of their own (see serialization/tagged.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from cairn.errors import SerializationError
+from cairn.observability import logcontext
+
+PREFIX = '{"__cairn__":"blob",'
+"""How every reference text starts (and no other stored text does)."""
+
+MARK = '"__cairn__":"blob"'
+"""What a text holding a reference anywhere holds (a prune's LIKE, a list of messages)."""
+
+_HASH = re.compile(r'"sha256":"([0-9a-f]{64})"')
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """An offloaded value: `size` bytes of stored text whose sha256 is `sha256`."""
+
+    sha256: str
+    size: int
+    media_type: str
+
+    def text(self) -> str:
+        """The reference as the history stores it."""
+        return (
+            f'{PREFIX}"sha256":"{self.sha256}","size":{self.size},'
+            f'"media_type":{json.dumps(self.media_type)}}}'
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """What the CLI and dashboard show of it (with a preview added by the caller)."""
+        return {"sha256": self.sha256, "size": self.size, "media_type": self.media_type}
+
+
+def of(data: bytes, media_type: str) -> Reference:
+    """The reference of the stored bytes `data`."""
+    return Reference(hashlib.sha256(data).hexdigest(), len(data), media_type)
+
+
+def parse(text: str) -> Reference:
+    """The reference `text` (which starts with PREFIX); BlobError if it is malformed."""
+    try:
+        found = json.loads(text)
+        sha, size, media = found["sha256"], found["size"], found["media_type"]
+        if not (isinstance(sha, str) and _HASH.fullmatch(f'"sha256":"{sha}"')):
+            raise ValueError(sha)
+        return Reference(sha, int(size), str(media))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BlobError(f"malformed blob reference {text[:200]!r}", blob="") from exc
+
+
+def hashes_in(text: str) -> set[str]:
+    """Every blob hash a stored text references (one, or several in a list of messages)."""
+    return set(_HASH.findall(text)) if MARK in text else set()
+
+
+class BlobError(SerializationError):
+    """An offloaded value could not be read back: its blob is missing or corrupt.
+
+    The message names the run (the one executing in this context, if any), the step
+    whose result it is (when the journal knows it, see `of_step`) and the blob (its
+    sha256, and the blob store). Not retried: the same read fails again until an
+    operator restores the blob.
+    """
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        blob: str,
+        what: str = "",
+        run: str | None = None,
+        step: str | None = None,
+    ) -> None:
+        self.detail = detail
+        self.blob = blob
+        self.run = logcontext.current_run_id() if run is None else run
+        self.step = step
+        where = [f"run {self.run!r}"] if self.run is not None else []
+        where += [f"result of step {step!r}"] if step is not None else []
+        super().__init__(": ".join([*where, detail]), what=what, type_name="blob")
+
+    def of_step(self, key: str) -> BlobError:
+        """The same error, naming the step (its history key) whose result it is."""
+        return BlobError(self.detail, blob=self.blob, what=self.what, run=self.run, step=key)

@@ -1,0 +1,93 @@
+"""Blobs in an S3-compatible object store (AWS S3, MinIO, Ceph, R2...), through boto3.
+
+    Engine(blobs="s3://bucket/prefix")
+
+The bucket must exist. Credentials, region and endpoint come from boto3's usual places
+(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION, ~/.aws), and
+AWS_ENDPOINT_URL (or `?endpoint=http://host:9000` on the URL) names a store other than
+AWS's. A blob is the object `<prefix>/<sha[:2]>/<sha>`; a PUT is atomic and durable
+when it returns, so a crash leaves the whole object or none. Needs the `s3` extra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from cairn.errors import ConfigError
+
+
+class S3Blobs:
+    """Blobs as objects of one bucket, under one prefix."""
+
+    def __init__(self, bucket: str, prefix: str = "", *, client: Any) -> None:
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.client = client
+        self.where = f"s3://{bucket}/{self.prefix}"
+
+    @classmethod
+    def from_url(cls, url: str, *, what: str = "blobs") -> S3Blobs:
+        """The store `s3://bucket/prefix[?endpoint=URL]` names; ConfigError if it cannot be."""
+        parts = urlsplit(url)
+        if not parts.netloc:
+            raise ConfigError(f"{what} {url!r} must name a bucket: s3://bucket/prefix")
+        try:
+            import boto3
+        except ImportError:
+            raise ConfigError(
+                f"{what} {url!r} needs the s3 extra: pip install 'cairn-workflows[s3]'"
+            ) from None
+        endpoint = parse_qs(parts.query).get("endpoint", [None])[0]
+        client = boto3.client("s3", endpoint_url=endpoint)
+        return cls(parts.netloc, parts.path, client=client)
+
+    def __repr__(self) -> str:
+        return f"S3Blobs({self.where!r})"
+
+    def key(self, sha256: str) -> str:
+        """The object key of blob `sha256`."""
+        tail = f"{sha256[:2]}/{sha256}"
+        return f"{self.prefix}/{tail}" if self.prefix else tail
+
+    def put(self, sha256: str, data: bytes) -> None:
+        """PUT the object (again, if it is there: that marks it fresh for the prune)."""
+        self.client.put_object(Bucket=self.bucket, Key=self.key(sha256), Body=data)
+
+    def get(self, sha256: str) -> bytes | None:
+        """The object's bytes, or None if there is no such object."""
+        try:
+            found = self.client.get_object(Bucket=self.bucket, Key=self.key(sha256))
+        except self.client.exceptions.NoSuchKey:
+            return None
+        data: bytes = found["Body"].read()
+        return data
+
+    def head(self, sha256: str, size: int) -> bytes | None:
+        """The object's first `size` bytes (a ranged GET), or None."""
+        try:
+            found = self.client.get_object(
+                Bucket=self.bucket, Key=self.key(sha256), Range=f"bytes=0-{size - 1}"
+            )
+        except self.client.exceptions.NoSuchKey:
+            return None
+        data: bytes = found["Body"].read()
+        return data
+
+    def listing(self) -> Iterator[tuple[str, float]]:
+        """Every object under the prefix: its name and when it was last written."""
+        pages = self.client.get_paginator("list_objects_v2")
+        start = f"{self.prefix}/" if self.prefix else ""
+        for page in pages.paginate(Bucket=self.bucket, Prefix=start):
+            for item in page.get("Contents", ()):
+                yield item["Key"].rsplit("/", 1)[-1], item["LastModified"].timestamp()
+
+    def delete(self, sha256: str, *, written_before: float) -> None:
+        """Delete the object unless it was written (or put again) since `written_before`."""
+        try:
+            found = self.client.head_object(Bucket=self.bucket, Key=self.key(sha256))
+        except self.client.exceptions.ClientError:
+            return  # gone already
+        if found["LastModified"].timestamp() < written_before:
+            self.client.delete_object(Bucket=self.bucket, Key=self.key(sha256))

@@ -1,0 +1,66 @@
+"""Encryption and offloaded values together: a blob holds ciphertext, never the value.
+
+The layers (codecs/coded.py): the serializer's text, its size check, the codec, and,
+outermost, the offload. So a big value is encrypted before it is written to the blob
+store, a mailbox list of offloaded messages is read back through both layers, and what
+people are shown of an encrypted blob names its key instead of ciphertext.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import cairn
+from cairn.codecs import Encrypted
+
+from .kit import WAIT, Kit
+from .test_large_values import blob_dir, blob_files, engine
+
+SECRET = "BLOBSECRET-91c2"
+KEYS = {"k1": b"\x05" * 32}
+BIG = 300 * 1024  # over the 256 KiB inline limit
+
+
+def encrypted_with(kit: Kit, tmp_path: Path, **options: Any) -> cairn.Engine:
+    return engine(kit, tmp_path, codec=Encrypted(KEYS, "k1"), **options)
+
+
+async def test_encrypted_large_values__the_blob_holds_ciphertext_and_round_trips(
+    kit: Kit, tmp_path: Path
+) -> None:
+    @kit.step("encbig.produce")
+    def produce(n: int) -> str:
+        return SECRET * (n // len(SECRET))
+
+    @kit.workflow("encbig.flow")
+    async def flow(n: int) -> int:
+        return len(await produce(n))
+
+    async with encrypted_with(kit, tmp_path) as eng:
+        run = await eng.start(flow, BIG)
+        assert await run.result(timeout=WAIT) == (BIG // len(SECRET)) * len(SECRET)
+        [entry] = await eng.history(run.run_id)
+    [blob] = blob_files(blob_dir(kit, tmp_path))
+    data = blob.read_bytes()
+    assert data.startswith(b"aesgcm:k1:") and SECRET.encode() not in data
+    assert entry.result["offloaded"]["preview"] == "encrypted (k1)"
+
+
+async def test_encrypted_large_values__offloaded_messages_received_together(
+    kit: Kit, tmp_path: Path
+) -> None:
+    @kit.workflow("encbig.receive")
+    async def inbox() -> Any:
+        return await cairn.receive("orders", max_messages=3)
+
+    big = SECRET + "y" * 5000
+    async with encrypted_with(kit, tmp_path, inline_limit="1KiB", workers=0) as queuer:
+        run = await queuer.start(inbox)
+        for payload in (big, {"n": 2}, big + "!"):
+            await queuer.send_event(run.run_id, "orders", payload)
+    async with encrypted_with(kit, tmp_path, inline_limit="1KiB") as eng:
+        handle = await eng.get(run.run_id)
+        assert await handle.result(timeout=WAIT) == [big, {"n": 2}, big + "!"]
+    blobs = blob_files(blob_dir(kit, tmp_path))
+    assert blobs and all(SECRET.encode() not in blob.read_bytes() for blob in blobs)
