@@ -8,11 +8,16 @@ people are shown of an encrypted blob names its key instead of ciphertext.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import cairn
 from cairn.codecs import Encrypted
+from cairn.errors import SerializationError
+from cairn.runtime import stored_values
 
 from .kit import WAIT, Kit
 from .test_large_values import blob_dir, blob_files, engine
@@ -64,3 +69,28 @@ async def test_encrypted_large_values__offloaded_messages_received_together(
         assert await handle.result(timeout=WAIT) == [big, {"n": 2}, big + "!"]
     blobs = blob_files(blob_dir(kit, tmp_path))
     assert blobs and all(SECRET.encode() not in blob.read_bytes() for blob in blobs)
+
+
+async def test_encrypted_large_values__a_download_is_the_plain_value_or_names_the_key(
+    kit: Kit, tmp_path: Path
+) -> None:
+    @kit.step("encbig.make")
+    def make(n: int) -> str:
+        return SECRET * (n // len(SECRET))
+
+    @kit.workflow("encbig.download")
+    async def flow(n: int) -> int:
+        return len(await make(n))
+
+    async with encrypted_with(kit, tmp_path) as eng:
+        run = await eng.start(flow, BIG)
+        await run.result(timeout=WAIT)
+        whole = await stored_values.stored_text(eng.control, run.run_id, "encbig.make#1")
+        assert json.loads(whole).startswith(SECRET)
+        assert json.loads(await stored_values.stored_text(eng.control, run.run_id, "args")) == {
+            "args": [BIG],
+            "kwargs": {},
+        }
+    async with engine(kit, tmp_path, workers=0) as keyless:
+        with pytest.raises(SerializationError, match="key 'k1'"):
+            await stored_values.stored_text(keyless.control, run.run_id, "encbig.make#1")

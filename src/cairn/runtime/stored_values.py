@@ -4,14 +4,17 @@ Here, not in representation/ (which refuses nothing): a name the run has no valu
 is refused, and so is a missing or corrupt blob.
 
 The value is named `args`, `result`, or a history entry's key (`produce#1`: that step's
-result). Its stored text is given as it is stored, an offloaded value's fetched from its
-blob and checked against its hash (a missing or corrupt blob raises BlobError, naming
-it). The CLI and dashboard show only a preview of an offloaded value; this is the rest.
+result). Its stored text is given as the serializer wrote it: an offloaded value's fetched
+from its blob and checked against its hash (a missing or corrupt blob raises BlobError,
+naming it), an encrypted one decrypted with this process's keys (without the key:
+KeyUnavailable, naming it; never the ciphertext). The CLI and dashboard show only a
+preview of an offloaded value; this is the rest.
 """
 
 from __future__ import annotations
 
 from cairn import blobs
+from cairn.codecs import coded
 from cairn.errors import InvalidValue
 from cairn.runtime.control import RunControl
 from cairn.store.programs import journal as journal_ops
@@ -34,4 +37,4 @@ async def stored_text(control: RunControl, run_id: str, name: str) -> str:
         text = found[-1].result
     if text is None:
         raise InvalidValue(f"run {run_id!r} has no stored {name} yet")
-    return blobs.whole(control.serializer, text)
+    return coded.unseal(control.serializer, blobs.whole(control.serializer, text))
