@@ -273,12 +273,14 @@ def run_defaults_and_transports(folder: Path, *, postgres_too: bool) -> dict[str
     else:
         report["postgres_default_engine"] = {"skipped": reason}
     note(f"celery transport beside cairn's own worker, {TRANSPORT_ROUNDS} rounds")
-    report["celery"] = celery_transport.beside_own(TRANSPORT_RUNS, TRANSPORT_ROUNDS, folder)
+    report["celery"] = celery_transport.beside_own(
+        TRANSPORT_RUNS, TRANSPORT_ROUNDS, folder, postgres_too=postgres_too
+    )
     return report
 
 
 def defaults_and_transports_table(report: dict[str, Any]) -> str:
-    lines = [""]
+    lines = ["", ""]
     engines = report["postgres_default_engine"]
     if "skipped" in engines:
         lines.append(f"PostgreSQL default Engine: skipped ({engines['skipped']})")

@@ -111,7 +111,9 @@ def _measure(url: str, broker: str | None, log: Path, runs: int) -> float:
         return runs_per_second(url, runs)
 
 
-def beside_own(runs: int, rounds: int, root: Path) -> dict[str, dict[str, Any]]:
+def beside_own(
+    runs: int, rounds: int, root: Path, *, postgres_too: bool = True
+) -> dict[str, dict[str, Any]]:
     """Per store and broker: runs/s through Celery and through cairn's own worker.
 
     Each round measures cairn's own worker then each reachable broker, on a fresh
@@ -122,7 +124,7 @@ def beside_own(runs: int, rounds: int, root: Path) -> dict[str, dict[str, Any]]:
     stores: list[tuple[str, Callable[[], contextlib.AbstractContextManager[str]]]] = [
         ("sqlite", lambda: _sqlite_url(root))
     ]
-    if postgres.problem() is None:
+    if postgres_too and postgres.problem() is None:
         stores.append(("postgres", postgres.fresh_database))
     report: dict[str, dict[str, Any]] = {}
     for kind, fresh in stores:
