@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -250,10 +251,76 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# --- issue 36: a default Engine on PostgreSQL, and the Celery transport (fix-transport) ---
+DEFAULTS_ROUNDS = 3
+TRANSPORT_RUNS = 300
+TRANSPORT_ROUNDS = 2
+
+
+def run_defaults_and_transports(folder: Path, *, postgres_too: bool) -> dict[str, Any]:
+    """A default `Engine(url)` on PostgreSQL beside `workers=200` and a raw commit, and
+    runs/s through `cairn worker --transport celery` beside cairn's own worker."""
+    from bench import celery_transport, defaults
+
+    report: dict[str, Any] = {}
+    reason = postgres.problem() if postgres_too else "--no-postgres"
+    if reason is None:
+        note(f"postgres: default Engine(url) beside workers=200, {DEFAULTS_ROUNDS} rounds each")
+        with postgres.fresh_database() as url:
+            report["postgres_default_engine"] = defaults.measure(
+                url, lambda: raw.postgres_commit_us(url, commits=200), DEFAULTS_ROUNDS
+            )
+    else:
+        report["postgres_default_engine"] = {"skipped": reason}
+    note(f"celery transport beside cairn's own worker, {TRANSPORT_ROUNDS} rounds")
+    report["celery"] = celery_transport.beside_own(
+        TRANSPORT_RUNS, TRANSPORT_ROUNDS, folder, postgres_too=postgres_too
+    )
+    return report
+
+
+def defaults_and_transports_table(report: dict[str, Any]) -> str:
+    lines = ["", ""]
+    engines = report["postgres_default_engine"]
+    if "skipped" in engines:
+        lines.append(f"PostgreSQL default Engine: skipped ({engines['skipped']})")
+    else:
+        lines.append(f"PostgreSQL, {CONCURRENT_RUNS} ten-step runs at once (target >= 1,500 runs/s")
+        lines.append("with a default Engine(url), <= 0.2x), rounds alternating:")
+        for name, data in engines.items():
+            lines.append(
+                f"  {name:<20} {data['runs_per_second']:>7,.0f} runs/s"
+                f"  {data['us_per_step']:>6.1f} µs/step"
+                f"  {data['ratio_to_raw_commit']:.2f}x a raw commit"
+                f" ({data['raw_commit_us']:.0f} µs)"
+            )
+    lines.append(
+        f"cairn worker --transport celery, {TRANSPORT_RUNS} ten-step runs, concurrency 32"
+        " (target >= 0.8x cairn's own worker):"
+    )
+    for kind, brokers in report["celery"].items():
+        for label, data in brokers.items():
+            own = statistics.median(data["own_runs_per_second"])
+            through = statistics.median(data["celery_runs_per_second"])
+            lines.append(
+                f"  {kind:<9} {label:<18} {through:>7,.0f} runs/s vs own {own:>7,.0f}"
+                f"  ratio {data['ratio']:.2f}x"
+            )
+    return "\n".join(lines)
+
+
+# --- end of issue 36's block ---
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     parser.add_argument("--no-postgres", action="store_true", help="measure SQLite only")
+    parser.add_argument(
+        "--no-transports",
+        action="store_true",
+        help="leave out the default Engine on PostgreSQL and the Celery transport",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp:
@@ -269,8 +336,15 @@ def main(argv: list[str] | None = None) -> int:
                 {"skipped": "--no-postgres"} if args.no_postgres else run_postgres(folder)
             ),
         }
+        if not args.no_transports:
+            report["defaults_and_transports"] = run_defaults_and_transports(
+                folder, postgres_too=not args.no_postgres
+            )
     report["seconds"] = time.perf_counter() - started
-    print(json.dumps(report, indent=2) if args.json else table(report))
+    text = table(report)
+    if "defaults_and_transports" in report:
+        text += defaults_and_transports_table(report["defaults_and_transports"])
+    print(json.dumps(report, indent=2) if args.json else text)
     return 0
 
 

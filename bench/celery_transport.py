@@ -12,12 +12,15 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import cairn
 from bench import postgres
@@ -100,6 +103,55 @@ def _sqlite(runs: int, root: Path) -> list[tuple[str, str, float]]:
         with worker(url, broker, root / f"sqlite-{len(rows)}.log"):
             rows.append(("sqlite", label, runs_per_second(url, runs)))
     return rows
+
+
+def _measure(url: str, broker: str | None, log: Path, runs: int) -> float:
+    with worker(url, broker, log):
+        runs_per_second(url, 20)  # warm up (imports, prepared statements)
+        return runs_per_second(url, runs)
+
+
+def beside_own(
+    runs: int, rounds: int, root: Path, *, postgres_too: bool = True
+) -> dict[str, dict[str, Any]]:
+    """Per store and broker: runs/s through Celery and through cairn's own worker.
+
+    Each round measures cairn's own worker then each reachable broker, on a fresh
+    database each, so every ratio compares figures taken minutes apart at most; the
+    ratio reported is the median of the rounds' ratios.
+    """
+    brokers = [(label, url) for label, url in transports() if url is not None]
+    stores: list[tuple[str, Callable[[], contextlib.AbstractContextManager[str]]]] = [
+        ("sqlite", lambda: _sqlite_url(root))
+    ]
+    if postgres_too and postgres.problem() is None:
+        stores.append(("postgres", postgres.fresh_database))
+    report: dict[str, dict[str, Any]] = {}
+    for kind, fresh in stores:
+        own: list[float] = []
+        through: dict[str, list[float]] = {label: [] for label, _ in brokers}
+        for round_ in range(rounds):
+            note(f"{kind}: round {round_ + 1}/{rounds}, {runs} runs through each transport")
+            with fresh() as url:
+                own.append(_measure(url, None, root / "own.log", runs))
+            for label, broker in brokers:
+                with fresh() as url:
+                    through[label].append(_measure(url, broker, root / "celery.log", runs))
+        report[kind] = {
+            label: {
+                "own_runs_per_second": own,
+                "celery_runs_per_second": rates,
+                "ratio": statistics.median(c / o for c, o in zip(rates, own, strict=True)),
+            }
+            for label, rates in through.items()
+        }
+    return report
+
+
+@contextlib.contextmanager
+def _sqlite_url(root: Path) -> Iterator[str]:
+    path = root / f"transport-{uuid.uuid4().hex[:8]}.db"
+    yield f"sqlite:///{path}"
 
 
 def main() -> int:

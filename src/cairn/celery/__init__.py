@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from cairn import config, durations
-from cairn.celery import broker
-from cairn.celery.host import DEFAULT_QUEUE, RUN, Host, celery_queue, log, step_celery_queue
+from cairn.celery import broker, publishing
+from cairn.celery.host import DEFAULT_QUEUE, Host, celery_queue, log, step_celery_queue
 from cairn.errors import ConfigError
 from cairn.store import locations
 
@@ -164,15 +164,7 @@ def app(
         )
 
     def publish(messages: list[tuple[str, str, str]]) -> None:
-        with application.producer_or_acquire() as producer:
-            for kind, ident, queue in messages:
-                task = run if kind == RUN else step
-                task.apply_async(args=[ident], queue=queue, producer=producer)
-            if confirms:
-                # One round trip after the batch: its answer comes once the broker has
-                # taken every message sent before it on this channel. A hung connection
-                # times out here (read_timeout) and the batch is published again.
-                producer.channel.basic_qos(0, 0, False)
+        publishing.publish(application, messages, confirms=confirms)
 
     def depth(queue: str) -> int:
         with application.pool.acquire(block=True, timeout=timeout) as connection:
@@ -194,13 +186,13 @@ def app(
     )
     host.concurrency = concurrency
 
-    @application.task(name="cairn.run", acks_late=False, bind=True)  # type: ignore[untyped-decorator]
+    @application.task(name="cairn.run", acks_late=False, bind=True, shared=False)  # type: ignore[untyped-decorator]
     def run(self: Any, run_id: str) -> bool:
         """Claim run `run_id` and execute it until it finishes or parks (False: not taken)."""
         delivered = self.request.delivery_info or {}
         return host.take(run_id, delivered.get("routing_key"))
 
-    @application.task(name="cairn.step", acks_late=False)  # type: ignore[untyped-decorator]
+    @application.task(name="cairn.step", acks_late=False, shared=False)  # type: ignore[untyped-decorator]
     def step(task_id: str) -> bool:
         """Claim step attempt `task_id` and execute it until it is reported (False: not taken)."""
         return host.take_step(task_id)

@@ -103,8 +103,8 @@ class Host:
     def start(self) -> None:
         """Open the engine (once) and start dispatching."""
         with self._lock:
-            if self._started:
-                return
+            if self._started or self._stopper is not None:
+                return  # stopping: nothing opens any more (the loop may have stopped)
             if self._failure is not None:  # once is enough: the worker is stopping
                 raise self._failure
             if self._thread is None:
@@ -118,6 +118,16 @@ class Host:
                 self._failure = exc
                 raise
             self._started = True
+
+    def _serving(self) -> bool:
+        """Start (once) unless stopping: False once `stop` was called.
+
+        A message Celery's pool starts as the worker shuts down (prefetched) is not taken:
+        its run goes to another worker, like a message lost with its worker. Reopening
+        the engine then would wait for ever on the stopped loop (and the shutdown too).
+        """
+        self.start()
+        return self._started
 
     def _call(self, coro: Any) -> Future[Any]:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
@@ -135,13 +145,17 @@ class Host:
 
         `queue`: the Celery queue its message came from, whose slot frees when it ends.
         """
-        self.start()
+        if not self._serving():
+            return False
+        return bool(self._call(self._take(run_id, queue)).result())
+
+    async def _take(self, run_id: str, queue: str | None) -> bool:
+        # On the loop: the count of its queue's slots is kept as the attempt ends, without
+        # a second call from the Celery thread into the loop.
         assert self.engine is not None and self.engine.worker is not None
-        taken = bool(self._call(self.engine.worker.take(run_id)).result())
+        taken = await self.engine.worker.take(run_id)
         if queue is not None:
-            self._loop.call_soon_threadsafe(
-                self._count, self._freed if taken else self._refused, queue
-            )
+            self._count(self._freed if taken else self._refused, queue)
         return taken
 
     @staticmethod
@@ -150,7 +164,8 @@ class Host:
 
     def take_step(self, task_id: str) -> bool:
         """Claim and execute step attempt `task_id` here; block until it is reported."""
-        self.start()
+        if not self._serving():
+            return False
         assert self.engine is not None
         if self.engine.step_worker is None:
             return False  # this worker serves no step queue (its Celery queues say so too)

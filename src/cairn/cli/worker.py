@@ -39,7 +39,11 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "per run started and finished on stderr.",
     )
     parser.add_argument(
-        "--concurrency", metavar="N", type=int, default=None, help="runs executed at once"
+        "--concurrency",
+        metavar="N",
+        type=int,
+        default=None,
+        help="runs executed at once (default 256; 8 with --transport celery)",
     )
     parser.add_argument(
         "--queue",

@@ -37,6 +37,11 @@ class Claimer:
         # After letting runs go, no claim before then (time.monotonic(); the Reconciler
         # sets it from the heartbeat's thread: one float).
         self.resume_at = 0.0
+        # Runs `take` was asked for and not yet claimed, how many (they hold slots), and
+        # the task claiming them.
+        self._asked: list[tuple[str, asyncio.Future[bool]]] = []
+        self._asking = 0
+        self._taker: asyncio.Future[None] | None = None
 
     async def _poll_controls(self) -> None:
         # Requests made by other processes reach the runs we execute here.
@@ -105,22 +110,67 @@ class Claimer:
         )
 
     async def take(self, run_id: str) -> bool:
-        """Claim `run_id` alone and execute it here; wait until this attempt of it ends.
+        """Claim `run_id` and execute it here; wait until this attempt of it ends.
 
         What a transport's message leads to (cairn.celery): the claim applies the lease,
         queue and liveness rules of any claim, so a message delivered twice, or for a run
-        another worker holds or that has finished, takes nothing. Returns whether it took
-        the run.
+        another worker holds or that has finished, takes nothing. Takes that arrive while
+        a claim by id is in flight share the next one (one statement for many messages).
+        Returns whether it took the run; False at once when no slot is left for it.
         """
-        if self.executions.stopping or self.executions.free <= 0:
+        if self.executions.stopping or self.executions.free - self._asking <= 0:
             return False
+        asked: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._asked.append((run_id, asked))
+        self._asking += 1
+        if self._taker is None or self._taker.done():
+            self._taker = asyncio.ensure_future(self._take_asked())
+        if not await asked:
+            return False
+        attempt = self.executions.active.get(run_id)
+        if attempt is not None and attempt.task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(attempt.task)
+        return True
+
+    async def _take_asked(self) -> None:
+        """Claim the runs `take` was asked for, in one claim per batch, until none is left."""
+        while self._asked:
+            batch, self._asked = self._asked, []
+            try:
+                taken = await self._claim_by_id([run_id for run_id, _ in batch])
+            except BaseException as exc:
+                for _, asked in batch:
+                    if asked.done():
+                        pass
+                    elif isinstance(exc, asyncio.CancelledError):
+                        asked.cancel()
+                    else:
+                        asked.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            finally:
+                self._asking -= len(batch)
+            for run_id, asked in batch:
+                # A run asked for twice is taken once: the first ask answers for it.
+                first = run_id in taken
+                taken.discard(run_id)
+                if not asked.done():
+                    asked.set_result(first)
+
+    async def _claim_by_id(self, run_ids: list[str]) -> set[str]:
+        """Claim of `run_ids` those a claim may take now and launch them; their ids."""
+        if self.executions.stopping:
+            return set()
+        unique = list(dict.fromkeys(run_ids))
         epoch = self.executions.tenure.epoch
         stale = self.judges_heartbeats()
         now = self.env.clock.now()
         claimed = await self.env.store.write(
             claim_ops.claim(
                 self.env.owner,
-                1,
+                len(unique),
                 now=now,
                 stale=stale,
                 workflows=self.executions.executes(),
@@ -129,7 +179,7 @@ class Claimer:
                     for name, wf in self.env.registry.workflows.items()
                     if wf.version is not None
                 },
-                only=[run_id],
+                only=unique,
             )
         )
         for poisoned, workflow in claimed.poisoned.items():
@@ -138,15 +188,12 @@ class Claimer:
                 self.env.observer.poisoned(workflow)
             self.executions.on_finished(poisoned, executor.Outcome(RunStatus.FAILED))
         if not claimed.runs:
-            return False
+            return set()
         if self.env.observer is not None:
             self.env.observer.claimed(claimed.runs, claimed.due, now)
-        self.executions.start(claimed.runs[0], fresh=False, epoch=epoch)
-        attempt = self.executions.active.get(run_id)
-        if attempt is not None and attempt.task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(attempt.task)
-        return True
+        for run in claimed.runs:
+            self.executions.start(run, fresh=False, epoch=epoch)
+        return {run.run_id for run in claimed.runs}
 
     async def claim_loop(self) -> None:
         """Claim whenever there may be work, until the store can never be written."""

@@ -53,7 +53,7 @@ class Engine(EngineVerbs):
         self,
         url: str | None = None,
         *,
-        workers: int = 100,
+        workers: int = 256,
         lease: Any = "10s",
         serializer: str = "json",
         modules: tuple[str, ...] | list[str] = (),
@@ -88,7 +88,11 @@ class Engine(EngineVerbs):
             url: Database URL: sqlite:///file.db, file:///dir, memory://, postgresql://...
                 (default: CAIRN_DATABASE_URL, else cairn.yaml or [tool.cairn] url, else
                 sqlite:///cairn.db).
-            workers: Runs this process executes at once (0: start and inspect only).
+            workers: Runs this process executes at once (0: start and inspect only;
+                default 256). A run started or due beyond them waits in the database
+                until a slot frees. Slots are cheap (a task each; database connections do
+                not grow with them); what bounds them is memory (each run's state while
+                it executes) and threads (up to one per slot in a sync step).
             lease: How long a silent worker keeps its runs before others take them ("10s").
             serializer: "json" (default) or "pickle" (opt-in unpickling of other types).
             modules: Modules to import so their workflows register.

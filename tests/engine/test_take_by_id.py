@@ -1,0 +1,93 @@
+"""`Worker.take(run_id)`, what a transport's message leads to (cairn.celery), on both stores.
+
+Takes that arrive together are claimed in one statement (with the rules of any claim);
+each answers for its own run: taken, or not (held, finished, asked twice, no slot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import cairn
+from cairn.runtime import claiming
+from cairn.store.programs import claims as claim_ops
+
+from .kit import WAIT, Kit
+
+
+def _counting_claims(monkeypatch: object) -> list[list[str] | None]:
+    """Patch the claim program the Claimer uses; return the `only` of every claim."""
+    seen: list[list[str] | None] = []
+    real = claim_ops.claim
+
+    def claim(*args: object, **kwargs: object) -> object:
+        seen.append(kwargs.get("only"))  # type: ignore[arg-type]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(claiming.claim_ops, "claim", claim)  # type: ignore[attr-defined]
+    return seen
+
+
+async def test_take__runs_taken_together_share_one_claim(kit: Kit, monkeypatch: object) -> None:
+    @kit.workflow("take.double")
+    async def double(n: int) -> int:
+        return n * 2
+
+    async with kit.engine(workers=0) as starter:
+        ids = [(await starter.start(double, n)).run_id for n in range(6)]
+    seen = _counting_claims(monkeypatch)
+    async with kit.engine(workers=8, polls=False) as engine:
+        assert engine.worker is not None
+        taken = await asyncio.wait_for(
+            asyncio.gather(*(engine.worker.take(run_id) for run_id in ids)), WAIT
+        )
+        assert taken == [True] * 6
+        results = [await (await engine.get(run_id)).result(timeout=WAIT) for run_id in ids]
+    assert results == [0, 2, 4, 6, 8, 10]
+    by_id = [only for only in seen if only is not None]
+    assert sum(len(only) for only in by_id) == 6
+    assert len(by_id) < 6, f"six takes made {len(by_id)} claims"
+
+
+async def test_take__a_run_asked_twice_at_once_is_taken_once(kit: Kit) -> None:
+    gate = asyncio.Event()
+
+    @kit.workflow("take.held")
+    async def held() -> str:
+        await gate.wait()
+        return "done"
+
+    async with kit.engine(workers=0) as starter:
+        run_id = (await starter.start(held)).run_id
+    async with kit.engine(workers=4, polls=False) as engine:
+        assert engine.worker is not None
+        first = asyncio.ensure_future(engine.worker.take(run_id))
+        second = asyncio.ensure_future(engine.worker.take(run_id))
+        done, _ = await asyncio.wait({first, second}, timeout=WAIT, return_when="FIRST_COMPLETED")
+        assert [task.result() for task in done] == [False]  # the duplicate, at once
+        gate.set()
+        assert sorted([await first, await second]) == [False, True]
+        assert await (await engine.get(run_id)).result(timeout=WAIT) == "done"
+        assert await engine.worker.take(run_id) is False  # finished: nothing to take
+
+
+async def test_take__takes_beyond_the_free_slots_are_refused(kit: Kit) -> None:
+    gate = asyncio.Event()
+
+    @kit.workflow("take.waits")
+    async def waits(n: int) -> int:
+        await gate.wait()
+        return n
+
+    async with kit.engine(workers=0) as starter:
+        ids = [(await starter.start(waits, n)).run_id for n in range(3)]
+    async with kit.engine(workers=2, polls=False) as engine:
+        assert engine.worker is not None
+        takes = [asyncio.ensure_future(engine.worker.take(run_id)) for run_id in ids]
+        done, _ = await asyncio.wait(takes, timeout=WAIT, return_when="FIRST_COMPLETED")
+        assert [task.result() for task in done] == [False]  # two slots, three asked
+        gate.set()
+        assert sorted(await asyncio.gather(*takes)) == [False, True, True]
+        refused = ids[[task.result() for task in takes].index(False)]
+        handle = await engine.get(refused)
+        assert (await handle.status()) == cairn.RunStatus.PENDING
