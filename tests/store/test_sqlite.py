@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -67,6 +68,29 @@ async def test_write__a_program_alone_in_its_commit_leaves_nothing_when_it_fails
         await sqlite_store.write(lambda: insert_then_fail("bad"))
 
     assert await sqlite_store.read(run_ops.get_run("bad")) is None
+
+
+async def test_write__a_lone_write_waits_on_the_loop_while_another_connection_holds_the_lock(
+    sqlite_store: SqliteStore,
+) -> None:
+    # A write nothing can join commits at once on its own (SqliteStore._alone); when the
+    # lock is taken it must queue and wait on the loop, not fail and not block the loop.
+    holder = sqlite3.connect(sqlite_store.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        write = asyncio.ensure_future(sqlite_store.write(run_ops.create_run(run_record("r-1"))))
+        await asyncio.sleep(0.05)  # the loop runs meanwhile
+        assert not write.done()
+        holder.execute("COMMIT")
+    finally:
+        holder.close()
+    stored, new = await asyncio.wait_for(write, 5)
+
+    assert new and stored.run_id == "r-1"
+    assert await sqlite_store.read(run_ops.get_run("r-1")) is not None
+    # The next lone write commits at once again.
+    await sqlite_store.write(run_ops.create_run(run_record("r-2")))
+    assert await sqlite_store.read(run_ops.get_run("r-2")) is not None
 
 
 async def test_write__a_single_write_program_failing_after_a_change_sinks_its_commit(

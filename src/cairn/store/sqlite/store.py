@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 from cairn.errors import StoreError
 from cairn.models import RunStatus
-from cairn.store import migrate
 from cairn.store._health import StoreHealth
 from cairn.store._loop import others_ready
 from cairn.store._wakeups import WakeSignal
@@ -30,6 +29,7 @@ from cairn.store.sqlite.checkpoints import Checkpointer
 from cairn.store.sqlite.connections import (
     SqliteSideChannel,
     Sunk,
+    apply_migrations,
     classify,
     connect,
     connect_for_steps,
@@ -49,6 +49,7 @@ _Pending = tuple[Program[Any], asyncio.Future[Any]]
 # Waiting for the write lock: first retry after 1 ms, doubling up to 50 ms.
 _FIRST_RETRY = 0.001
 _LAST_RETRY = 0.05
+_QUEUE: Any = object()  # _alone's answer: the write joins the queue instead
 
 
 class SqliteStore(SqlStore):
@@ -113,34 +114,12 @@ class SqliteStore(SqlStore):
             hint = read_only_hint(self.path)
             raise StoreError(f"cannot open database {self.path!r}: {exc}{hint}") from exc
         self._conn = conn
-        self._migrate()
+        apply_migrations(conn, repr(self.path))
         conn.execute("PRAGMA busy_timeout=0")
         if not self._memory:
             conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer thread does it
             self._checkpointer = Checkpointer(self.path)
             self._checkpointer.start()
-
-    def _migrate(self) -> None:
-        conn = self.conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute(migrate.TABLE_SQL)
-            applied = {row[0] for row in conn.execute("SELECT version FROM cairn_migrations")}
-            for migration in migrate.pending("sqlite", applied, where=repr(self.path)):
-                for statement in migrate.statements(migration.sql):
-                    conn.execute(statement)
-                conn.execute(
-                    "INSERT INTO cairn_migrations (version, name, applied_at) "
-                    "VALUES (?, ?, julianday('now'))",
-                    (migration.version, migration.name),
-                )
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"cannot migrate database {self.path!r}: {exc}") from exc
-            raise
 
     async def close(self) -> None:
         """Flush pending writes (waiting for the write lock if need be) and close."""
@@ -206,19 +185,22 @@ class SqliteStore(SqlStore):
             self._locked_since = None
             self._retry_delay = _FIRST_RETRY
         batch, self._pending = self._pending, []
+        self._answer(batch, self._commit(conn, [program for program, _ in batch]))
+
+    def _commit(self, conn: sqlite3.Connection, programs: list[Program[Any]]) -> list[Any]:
+        """Run `programs` in the open transaction and commit; each one's outcome."""
         try:
-            outcomes = self._run_batch(conn, batch)
+            return self._run_batch(conn, programs)
         except Sunk as sunk:
             # Nothing was written. A program cannot be run again (it is a generator
             # part-way through), so its neighbours get an error too.
-            outcomes = [
+            return [
                 self._failure(sunk.error) if program is sunk.program else self._sunk(sunk)
-                for program, _ in batch
+                for program in programs
             ]
         except sqlite3.Error as exc:
             # The transaction itself failed and nothing was written.
-            outcomes = [self._classify(exc) for _ in batch]
-        self._answer(batch, outcomes)
+            return [self._classify(exc) for _ in programs]
 
     def _wait_for_lock(self) -> None:
         """Another connection holds the write lock: try the batch again a moment later."""
@@ -242,12 +224,12 @@ class SqliteStore(SqlStore):
             else:
                 future.set_result(outcome)
 
-    def _run_batch(self, conn: sqlite3.Connection, batch: list[_Pending]) -> list[Any]:
+    def _run_batch(self, conn: sqlite3.Connection, programs: list[Program[Any]]) -> list[Any]:
         # The transaction is open (BEGIN IMMEDIATE). With neighbours in the batch, one bad
         # write is undone alone and must not sink the others.
-        guard = len(batch) > 1
+        guard = len(programs) > 1
         try:
-            outcomes = [self._run_one(conn, program, guard) for program, _ in batch]
+            outcomes = [self._run_one(conn, program, guard) for program in programs]
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -301,10 +283,32 @@ class SqliteStore(SqlStore):
             f"in a way that could not be undone alone ({type(sunk.error).__name__}: {sunk.error})"
         )
 
+    def _alone(self, program: Program[T]) -> Any:
+        """Commit `program` alone, now, if no other write can join its batch: no future.
+
+        Its outcome (a value or the exception it fails with), or `_QUEUE` (it must queue).
+        """
+        if self._pending or self._flush_scheduled or self._held or self._locked_since is not None:
+            return _QUEUE  # a batch is forming, or waits for the lock or a step transaction
+        if others_ready(self._loop or asyncio.get_running_loop()):
+            return _QUEUE  # other callbacks of this loop iteration may write: group commit
+        conn = self.conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            return _QUEUE if is_busy(exc) else self._classify(exc)
+        return self._commit(conn, [program])[0]
+
     async def write(self, make: Callable[[], Program[T]]) -> T:
         """Run the program `make()` builds in a write transaction shared with others."""
         program = make()
-        outcome = await self._write(program)
+        alone = self._alone(program)
+        if alone is _QUEUE:
+            outcome: T = await self._write(program)
+        elif isinstance(alone, BaseException):
+            raise alone
+        else:
+            outcome = alone
         if is_waking(program):
             self._signal.set()
         elif isinstance(make, Operation) and make.kind is runs.create_run:
