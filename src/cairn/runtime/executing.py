@@ -25,6 +25,7 @@ from cairn.observability import logcontext
 from cairn.runtime import leases
 from cairn.runtime.heartbeat import Heartbeat
 from cairn.runtime.in_flight import InFlight
+from cairn.runtime.keyless import KeylessRuns
 from cairn.runtime.local_executor import Reservation
 from cairn.store.programs import claims as claim_ops
 from cairn.store.records import Lease, RunRecord, WorkerRecord
@@ -96,6 +97,8 @@ class Executions:
         self.woken = asyncio.Event()  # set when there may be work to claim now
         self.releases: set[asyncio.Task[None]] = set()  # hand-backs in flight
         self.releasing: set[str] = set()  # runs being handed back: not to be resumed
+        # Runs handed back for a key this worker lacks: left out of its claims a while.
+        self.keyless = KeylessRuns()
         self.stopping = False  # True once stopping (or halted): nothing more is claimed
         self._halted = False  # as good as killed: nothing more is written
         # Why this worker stopped by itself (its database can never be written), or None.
@@ -250,6 +253,10 @@ class Executions:
             parked = outcome.status in (RunStatus.SLEEPING, RunStatus.WAITING, RunStatus.PAUSED)
             if outcome.status is not None and not parked and self.env.futile is not None:
                 self.env.futile.forget(run.run_id)  # it finished
+            if outcome.lacking is not None:
+                self.keyless.handed_back(run, outcome.lacking, self.env.clock.now())
+            elif outcome.status is not None:
+                self.keyless.forget(run.run_id)
             if not self.stopping and (self.backlog or parked or run.queue is not None):
                 self.woken.set()
         log.info(

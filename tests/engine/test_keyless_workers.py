@@ -1,0 +1,72 @@
+"""A worker without the key of a run's values hands the run back, on both stores.
+
+A mis-deployed worker (no CAIRN_KEYS), or one still on old keys after a rotation, must
+not fail runs it cannot decrypt: it releases them, backs off, and logs the key it lacks
+once; a worker with the key then finishes them without running completed steps again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+import cairn
+from cairn.codecs import Encrypted
+
+from .kit import Kit
+from .seeds import until
+
+K1, K2 = b"\x01" * 32, b"\x02" * 32
+
+
+def codec(current: str = "k1", **keys: bytes) -> Encrypted:
+    return Encrypted(keys or {"k1": K1}, current)
+
+
+def declare(kit: Kit, ran: list[str]) -> Any:
+    @kit.step("keys.once")
+    async def once(text: str) -> str:
+        ran.append(text)
+        return f"done/{text}"
+
+    @kit.workflow("keys.parked")
+    async def parked(text: str) -> list[Any]:
+        first = await once(text)
+        got = await cairn.wait_for_event("go")
+        return [first, got]
+
+    return parked
+
+
+@pytest.mark.parametrize("keyless", [None, "k2"], ids=["no-keys", "other-key"])
+async def test_keyless_worker__hands_the_run_back_and_a_keyed_one_finishes_it(
+    kit: Kit, keyless: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    ran: list[str] = []
+    parked = declare(kit, ran)
+    async with kit.engine(codec=codec()) as first:
+        run_id = (await first.start(parked, "a")).run_id
+        await until(first, run_id, "WAITING")
+    async with kit.engine(codec=codec(), workers=0) as sender:
+        await sender.send_event(run_id, "go", {"n": 1})  # the run is due now
+    wrong = None if keyless is None else codec(keyless, **{keyless: K2})
+    caplog.set_level(logging.INFO, logger="cairn")
+    async with kit.engine(codec=wrong) as keyless_engine:
+        # It claims the run at once (poll 50 ms); given time, it must not spin or fail it.
+        await asyncio.sleep(1.0)
+        record = await keyless_engine.control.record(run_id)
+        assert record.status in ("PENDING", "WAITING", "RUNNING"), record.status
+        assert record.error is None
+    assert record.status != "FAILED"
+    lacking = [r for r in caplog.records if "'k1'" in r.getMessage()]
+    assert lacking, [r.getMessage() for r in caplog.records]
+    assert all(r.levelno == logging.ERROR for r in lacking)
+    assert len(lacking) == 1, [r.getMessage() for r in lacking]  # once per run and key
+    assert "CAIRN_KEYS" in lacking[0].getMessage() and run_id in lacking[0].getMessage()
+    async with kit.engine(codec=codec()) as keyed:
+        result = await (await keyed.get(run_id)).result(timeout=10)
+    assert result == ["done/a", {"n": 1}]
+    assert ran == ["a"]  # the completed step did not run again
