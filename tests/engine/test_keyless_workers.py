@@ -70,3 +70,34 @@ async def test_keyless_worker__hands_the_run_back_and_a_keyed_one_finishes_it(
         result = await (await keyed.get(run_id)).result(timeout=10)
     assert result == ["done/a", {"n": 1}]
     assert ran == ["a"]  # the completed step did not run again
+
+
+async def test_keyless_step_worker__hands_the_attempt_back_for_one_with_the_key(
+    kit: Kit, caplog: pytest.LogCaptureFixture
+) -> None:
+    ran: list[int] = []
+
+    @kit.step("keys.render", queue="gpu")
+    async def render(frame: int) -> int:
+        ran.append(frame)
+        return frame * 100
+
+    @kit.workflow("keys.movie")
+    async def movie(n: int) -> int:
+        return await render(n)
+
+    caplog.set_level(logging.INFO, logger="cairn")
+    async with kit.engine(codec=codec()) as cpu:
+        run_id = (await cpu.start(movie, 3)).run_id
+        await until(cpu, run_id, "WAITING")
+        async with kit.engine(step_queues=["gpu"], claim=False):  # no keys
+            await asyncio.sleep(1.0)
+        assert ran == []
+        record = await cpu.control.record(run_id)
+        assert record.status == "WAITING", record.status
+        lacking = [r for r in caplog.records if "'k1'" in r.getMessage()]
+        assert len(lacking) == 1, [r.getMessage() for r in caplog.records]
+        assert "keys.render" in lacking[0].getMessage()
+        async with kit.engine(codec=codec(), step_queues=["gpu"], claim=False):
+            assert await (await cpu.get(run_id)).result(timeout=10) == 300
+    assert ran == [3]

@@ -254,7 +254,9 @@ class Executions:
             if outcome.status is not None and not parked and self.env.futile is not None:
                 self.env.futile.forget(run.run_id)  # it finished
             if outcome.lacking is not None:
-                self.keyless.handed_back(run, outcome.lacking, self.env.clock.now())
+                what = f"run {run.run_id} ({run.workflow})"
+                now = self.env.clock.now()
+                self.keyless.handed_back(run.run_id, outcome.lacking, now, what=what, run=run)
             elif outcome.status is not None:
                 self.keyless.forget(run.run_id)
             if not self.stopping and (self.backlog or parked or run.queue is not None):

@@ -1,10 +1,11 @@
-"""KeylessRuns: the runs a worker handed back because it lacks the key of their values.
+"""KeylessRuns: what a worker handed back because it lacks the key of its values.
 
 A worker started without a key (mis-deployed, or still on old keys after a rotation)
-must not fail the runs it cannot decrypt, nor take them again and again: it hands each
-back (runtime/executing.py), leaves it out of its claims for a back-off that doubles up
-to MAX_BACKOFF, so that a worker with the key takes it meanwhile, and logs an error once
-per run and key, naming the key and what to set.
+must not fail the runs (or step attempts) it cannot decrypt, nor take them again and
+again: it hands each back (runtime/executing.py, runtime/step_worker.py), leaves it out
+of its claims for a back-off that doubles up to MAX_BACKOFF, so that a worker with the
+key takes it meanwhile, and logs an error once per item and key, naming the key and
+what to set.
 """
 
 from __future__ import annotations
@@ -31,37 +32,40 @@ class KeylessRuns:
         self._backoff: dict[str, float] = {}
         self._logged: set[tuple[str, str]] = set()
 
-    def handed_back(self, run: RunRecord, lacking: KeyMissing, now: float) -> None:
-        """Note that `run` was handed back at `now` for the key `lacking` names."""
-        run_id = run.run_id
-        delay = min(self._backoff.get(run_id, FIRST_BACKOFF / 2) * 2, MAX_BACKOFF)
-        self._backoff[run_id] = delay
-        self._until.pop(run_id, None)  # re-inserted last: the latest are kept in claims
-        self._until[run_id] = now + delay
-        if (run_id, lacking.key_id) in self._logged:
+    def handed_back(
+        self, item: str, lacking: KeyMissing, now: float, *, what: str, run: RunRecord | None
+    ) -> None:
+        """Note that `item` (a run id, or a step attempt's task id) was handed back at `now`.
+
+        `what` names it in the log ("run <id> (<workflow>)"); `run`, if known, for the
+        log record's run attributes.
+        """
+        delay = min(self._backoff.get(item, FIRST_BACKOFF / 2) * 2, MAX_BACKOFF)
+        self._backoff[item] = delay
+        self._until.pop(item, None)  # re-inserted last: the latest are kept in claims
+        self._until[item] = now + delay
+        if (item, lacking.key_id) in self._logged:
             return
-        self._logged.add((run_id, lacking.key_id))
+        self._logged.add((item, lacking.key_id))
         log.error(
-            "run %s (%s): cannot decrypt its values, encrypted with key %r, which this "
-            "worker does not have; handed back for a worker with the key, not failed. Give "
-            "this worker the key (CAIRN_KEYS or CAIRN_KEYS_FILE; see "
-            "docs/howto/encryption.md). %s",
-            run_id,
-            run.workflow,
+            "%s: cannot decrypt its values, encrypted with key %r, which this worker does "
+            "not have; handed back for a worker with the key, not failed. Give this worker "
+            "the key (CAIRN_KEYS or CAIRN_KEYS_FILE; see docs/howto/encryption.md). %s",
+            what,
             lacking.key_id,
             lacking.message,
-            extra=logcontext.extra(run_id, run.workflow, run.attempt),
+            extra=None if run is None else logcontext.extra(run.run_id, run.workflow, run.attempt),
         )
 
     def left_out(self, now: float) -> list[str] | None:
-        """The run ids not to claim at `now` (None: none)."""
+        """The ids not to claim at `now` (None: none)."""
         for run_id in [r for r, until in self._until.items() if until <= now]:
             del self._until[run_id]  # its back-off is kept: the next one is longer
         if not self._until:
             return None
         return list(self._until)[-MAX_LEFT_OUT:]
 
-    def forget(self, run_id: str) -> None:
-        """`run_id` ended or parked here: its values were read after all."""
-        self._until.pop(run_id, None)
-        self._backoff.pop(run_id, None)
+    def forget(self, item: str) -> None:
+        """`item` ended or parked here: its values were read after all."""
+        self._until.pop(item, None)
+        self._backoff.pop(item, None)
