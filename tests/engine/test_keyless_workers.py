@@ -8,6 +8,7 @@ once; a worker with the key then finishes them without running completed steps a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 import cairn
 from cairn.codecs import Encrypted
+from cairn.core.run_values import RunValues
 
 from .kit import Kit
 from .seeds import until
@@ -101,3 +103,27 @@ async def test_keyless_step_worker__hands_the_attempt_back_for_one_with_the_key(
         async with kit.engine(codec=codec(), step_queues=["gpu"], claim=False):
             assert await (await cpu.get(run_id)).result(timeout=10) == 300
     assert ran == [3]
+
+
+async def test_keyless_worker__a_run_an_older_build_failed_so_is_retried_with_the_key(
+    kit: Kit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before the fix a worker without the key ended such runs FAILED ("cannot decrypt");
+    # `cairn runs retry` (RunControl.retry) takes them up again, completed steps kept.
+    ran: list[str] = []
+    parked = declare(kit, ran)
+    async with kit.engine(codec=codec()) as first:
+        run_id = (await first.start(parked, "a")).run_id
+        await until(first, run_id, "WAITING")
+    async with kit.engine(codec=codec(), workers=0) as sender:
+        await sender.send_event(run_id, "go", {"n": 2})
+    old = contextlib.nullcontext  # the older build: KeyUnavailable reached the workflow
+    monkeypatch.setattr(RunValues, "reading", lambda self: old())
+    async with kit.engine() as keyless:
+        failed = await until(keyless, run_id, "FAILED")
+    assert "cannot deserialize" in str(failed.error) and "'k1'" in str(failed.error)
+    monkeypatch.undo()
+    async with kit.engine(codec=codec()) as keyed:
+        await keyed.retry(run_id)
+        assert await (await keyed.get(run_id)).result(timeout=10) == ["done/a", {"n": 2}]
+    assert ran == ["a"]
