@@ -127,3 +127,42 @@ async def test_keyless_worker__a_run_an_older_build_failed_so_is_retried_with_th
         await keyed.retry(run_id)
         assert await (await keyed.get(run_id)).result(timeout=10) == ["done/a", {"n": 2}]
     assert ran == ["a"]
+
+
+@pytest.mark.parametrize("wait", ["event", "receive"])
+async def test_keyless_worker__a_message_under_a_newer_key_hands_the_run_back(
+    kit: Kit, wait: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A worker still on old keys after a rotation: the run's arguments open, the message
+    # sent by a process on the new key does not.
+    ran: list[str] = []
+
+    @kit.step("keys.first")
+    async def first(text: str) -> str:
+        ran.append(text)
+        return text
+
+    @kit.workflow("keys.inbox")
+    async def inbox(text: str) -> Any:
+        await first(text)
+        if wait == "event":
+            return await cairn.wait_for_event("go")
+        return await cairn.receive("go", max_messages=2)
+
+    caplog.set_level(logging.INFO, logger="cairn")
+    async with kit.engine(codec=codec()) as old:
+        run_id = (await old.start(inbox, "a")).run_id
+        await until(old, run_id, "WAITING")
+    async with kit.engine(codec=codec("k2", k1=K1, k2=K2), workers=0) as new:
+        await new.send_event(run_id, "go", {"n": 1})
+    async with kit.engine(codec=codec()) as old:
+        await asyncio.sleep(1.0)
+        record = await old.control.record(run_id)
+        assert record.status != "FAILED", record.error
+    assert [
+        r for r in caplog.records if "'k2'" in r.getMessage() and "handed back" in r.getMessage()
+    ]
+    async with kit.engine(codec=codec("k2", k1=K1, k2=K2)) as new:
+        result = await (await new.get(run_id)).result(timeout=10)
+    assert result == ({"n": 1} if wait == "event" else [{"n": 1}])
+    assert ran == ["a"]
