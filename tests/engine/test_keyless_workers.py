@@ -166,3 +166,33 @@ async def test_keyless_worker__a_message_under_a_newer_key_hands_the_run_back(
         result = await (await new.get(run_id)).result(timeout=10)
     assert result == ({"n": 1} if wait == "event" else [{"n": 1}])
     assert ran == ["a"]
+
+
+async def test_keyless_worker__a_sync_workflow_catching_exceptions_never_sees_it(kit: Kit) -> None:
+    ran: list[int] = []
+
+    @kit.step("keys.sync_step")
+    def sync_step(n: int) -> int:
+        ran.append(n)
+        return n + 1
+
+    @kit.workflow("keys.sync")
+    def sync_flow(n: int) -> Any:
+        got = sync_step(n)
+        try:  # what user code may do: it must not see the missing key
+            return [got, cairn.wait_for_event("go")]
+        except Exception as exc:
+            return f"caught {exc!r}"
+
+    async with kit.engine(codec=codec()) as first:
+        run_id = (await first.start(sync_flow, 1)).run_id
+        await until(first, run_id, "WAITING")
+    both = codec("k2", k1=K1, k2=K2)
+    async with kit.engine(codec=both, workers=0) as sender:  # the event under the new key
+        await sender.send_event(run_id, "go", 7)
+    async with kit.engine(codec=codec()) as old_keys:  # opens the arguments, not the event
+        await asyncio.sleep(0.5)
+        assert (await old_keys.control.record(run_id)).status != "FAILED"
+    async with kit.engine(codec=both) as keyed:
+        assert await (await keyed.get(run_id)).result(timeout=10) == [2, 7]
+    assert ran == [1]
