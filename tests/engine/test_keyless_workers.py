@@ -62,6 +62,8 @@ async def test_keyless_worker__hands_the_run_back_and_a_keyed_one_finishes_it(
         record = await keyless_engine.control.record(run_id)
         assert record.status in ("PENDING", "WAITING", "RUNNING"), record.status
         assert record.error is None
+        if record.status == "PENDING":  # what operators see (cairn runs show, dashboard)
+            assert record.waiting_for is not None and "key 'k1'" in record.waiting_for
     assert record.status != "FAILED"
     lacking = [r for r in caplog.records if "'k1'" in r.getMessage()]
     assert lacking, [r.getMessage() for r in caplog.records]

@@ -318,3 +318,17 @@ async def test_claim_runs__leaves_out_the_runs_skipped__pending_and_woken(store:
 
     assert [run.run_id for run in mine.runs] == ["p2"]
     assert sorted(run.run_id for run in others.runs) == ["p1", "s1"]
+
+
+async def test_release_run__says_what_the_run_waits_for_until_claimed(store: Store) -> None:
+    await store.write(workers.register_worker(worker_record("w1")))
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
+
+    refused = await store.write(claims.release_run("r1", held("w2"), waiting_for="key 'k1'"))
+    released = await store.write(claims.release_run("r1", held("w1"), waiting_for="key 'k1'"))
+    pending = await store.read(run_ops.get_run("r1"))
+    claimed = await store.write(claims.claim("w2", 10, now=T0 + 1, stale=True))
+
+    assert (refused, released) == (False, True)
+    assert (pending.status, pending.owner, pending.waiting_for) == ("PENDING", None, "key 'k1'")
+    assert [(r.run_id, r.waiting_for) for r in claimed.runs] == [("r1", None)]

@@ -24,6 +24,11 @@ MAX_LEFT_OUT = 1000
 """Run ids left out of one claim at most (the latest handed back): a bound on the SQL."""
 
 
+def waiting_for(lacking: KeyMissing) -> str:
+    """What a run handed back for the key `lacking` names waits for, in plain words."""
+    return f"a worker with key {lacking.key_id!r} (a worker without it handed the run back)"
+
+
 class KeylessRuns:
     """The runs handed back for a missing key, each with the time it may be claimed again."""
 

@@ -21,17 +21,27 @@ from cairn.store.records import AttemptRecord, Claimed, Lease
 @operation
 @wakes
 def release_run(
-    run_id: str, lease: Lease, *, interrupted: Sequence[AttemptRecord] = ()
+    run_id: str,
+    lease: Lease,
+    *,
+    interrupted: Sequence[AttemptRecord] = (),
+    waiting_for: str | None = None,
 ) -> Program[bool]:
     """Queue again a run `lease` holds but whose attempt ended early; True if it did.
 
     The run becomes PENDING with no owner (claimed again without counting a recovery), and
     the `interrupted` attempts (step attempts the ending cut short) are recorded in the
     same transaction, each unless its step's outcome is in the journal. A no-op (False)
-    if `lease` no longer holds it.
+    if `lease` no longer holds it. `waiting_for`, if given, says what it waits for until
+    a claim takes it (a worker with the key it was handed back for).
     """
     now = time.time()
-    if not (yield Sql(_sql.RELEASE_ONE, (now, run_id, lease.owner, lease.fence))):
+    if waiting_for is None:
+        released = yield Sql(_sql.RELEASE_ONE, (now, run_id, lease.owner, lease.fence))
+    else:
+        fenced = (now, waiting_for, run_id, lease.owner, lease.fence)
+        released = yield Sql(_sql.RELEASE_ONE_FOR, fenced)
+    if not released:
         return False
     yield from _interrupted(interrupted)
     return True
