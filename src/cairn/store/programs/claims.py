@@ -35,13 +35,8 @@ def release_run(
     if `lease` no longer holds it. `waiting_for`, if given, says what it waits for until
     a claim takes it (a worker with the key it was handed back for).
     """
-    now = time.time()
-    if waiting_for is None:
-        released = yield Sql(_sql.RELEASE_ONE, (now, run_id, lease.owner, lease.fence))
-    else:
-        fenced = (now, waiting_for, run_id, lease.owner, lease.fence)
-        released = yield Sql(_sql.RELEASE_ONE_FOR, fenced)
-    if not released:
+    fenced = (time.time(), waiting_for, run_id, lease.owner, lease.fence)
+    if not (yield Sql(_sql.RELEASE_ONE_FOR, fenced)):
         return False
     yield from _interrupted(interrupted)
     return True
