@@ -61,6 +61,6 @@ async def test_keyless_worker_process__hands_the_run_back_for_a_keyed_one(
 
 
 async def _claimed_once(control: cairn.Engine, run_id: str) -> bool:
-    """True once a worker took the woken run (it was WAITING, due)."""
+    """True once a worker took the woken run (it was WAITING, due), or failed it."""
     record = await control.control.record(run_id)
-    return record.status in ("RUNNING", "PENDING") or record.attempt >= 2
+    return record.status in ("RUNNING", "PENDING", "FAILED") or record.attempt >= 2
