@@ -10,6 +10,7 @@ The tree::
     ├── InvalidValue             a value a cairn function cannot use (a bad duration); a ValueError
     ├── UnknownWorkflow          a start by a name nobody here or lately knows; a LookupError
     ├── SerializationError       a value that cannot be stored
+    │   └── KeyUnavailable       ... or read: encrypted under a key this process lacks
     ├── NonDeterminismError      replay met different work than was recorded
     ├── HistoryTooLong           a run's history would pass max_history entries
     ├── StepFailed               a step failed for good (retries exhausted or fatal)
@@ -108,6 +109,18 @@ class SerializationError(CairnError):
         super().__init__(message)
         self.what = what
         self.type_name = type_name
+
+
+class KeyUnavailable(SerializationError):
+    """A stored value is encrypted under a key this process does not have.
+
+    `key_id` names the key (give it to the process in CAIRN_KEYS). A worker that meets
+    one in a run hands the run back for a worker that has the key (core/run_values.py).
+    """
+
+    def __init__(self, message: str, *, key_id: str) -> None:
+        super().__init__(message)
+        self.key_id = key_id
 
 
 class HistoryTooLong(CairnError):

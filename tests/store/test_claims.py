@@ -304,3 +304,31 @@ async def test_claim_runs__many_at_once_in_candidate_order_each_once(store: Stor
     assert claimed.due["p2"] == T0 - 98 and claimed.due["waiter"] == T0 - 1
     again = await store.write(claims.claim("w3", 20, now=T0, stale=True))
     assert [run.run_id for run in again.runs] == []  # q's others wait for a free place
+
+
+async def test_claim_runs__leaves_out_the_runs_skipped__pending_and_woken(store: Store) -> None:
+    # What a worker without the key of a run's values does for a while (runtime/keyless.py).
+    await store.write(workers.register_worker(worker_record("w1")))
+    await store.write(run_ops.create_run(run_record("p1")))
+    await store.write(run_ops.create_run(run_record("p2", created_at=T0 + 1)))
+    await store.write(run_ops.create_run(run_record("s1", status="SLEEPING", wake_at=T0)))
+
+    mine = await store.write(claims.claim("w1", 10, now=T0, stale=True, skip=["p1", "s1"]))
+    others = await store.write(claims.claim("w2", 10, now=T0, stale=True))
+
+    assert [run.run_id for run in mine.runs] == ["p2"]
+    assert sorted(run.run_id for run in others.runs) == ["p1", "s1"]
+
+
+async def test_release_run__says_what_the_run_waits_for_until_claimed(store: Store) -> None:
+    await store.write(workers.register_worker(worker_record("w1")))
+    await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
+
+    refused = await store.write(claims.release_run("r1", held("w2"), waiting_for="key 'k1'"))
+    released = await store.write(claims.release_run("r1", held("w1"), waiting_for="key 'k1'"))
+    pending = await store.read(run_ops.get_run("r1"))
+    claimed = await store.write(claims.claim("w2", 10, now=T0 + 1, stale=True))
+
+    assert (refused, released) == (False, True)
+    assert (pending.status, pending.owner, pending.waiting_for) == ("PENDING", None, "key 'k1'")
+    assert [(r.run_id, r.waiting_for) for r in claimed.runs] == [("r1", None)]

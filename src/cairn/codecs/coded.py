@@ -16,8 +16,7 @@ from typing import Any, Protocol
 
 from cairn import serialization
 from cairn.codecs import sealed
-from cairn.codecs.encrypted import KeyUnavailable
-from cairn.errors import SerializationError
+from cairn.errors import KeyUnavailable, SerializationError
 from cairn.serialization import Serializer
 
 
@@ -94,7 +93,8 @@ def unseal(serializer: Serializer, text: str) -> str:
     if key_id is not None:
         raise KeyUnavailable(
             f"cannot decrypt a stored value: it was encrypted with key {key_id!r}, and this "
-            "process has no keys (set CAIRN_KEYS or CAIRN_KEYS_FILE; see docs/howto/encryption.md)"
+            "process has no keys (set CAIRN_KEYS or CAIRN_KEYS_FILE; see docs/howto/encryption.md)",
+            key_id=key_id,
         )
     return text
 

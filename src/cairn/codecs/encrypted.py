@@ -16,13 +16,12 @@ from typing import Any
 
 from cairn.codecs.sealed import KEY_ID, PREFIX, key_of
 from cairn.errors import ConfigError, SerializationError
+from cairn.errors import KeyUnavailable as KeyUnavailable  # declared with every error
+
+__all__ = ["Encrypted", "KeyUnavailable"]
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
-
-
-class KeyUnavailable(SerializationError):
-    """A stored value is encrypted under a key this process does not have."""
 
 
 class Encrypted:
@@ -102,7 +101,9 @@ class Encrypted:
         if cipher is None:
             raise KeyUnavailable(
                 f"cannot decrypt a stored value: it was encrypted with key {key_id!r}, which "
-                f"is not among this process's keys ({', '.join(self._ciphers)})"
+                f"is not among this process's keys ({', '.join(self._ciphers)}); "
+                "add it to CAIRN_KEYS",
+                key_id=key_id,
             )
         body = text[len(PREFIX) + len(key_id) + 1 :]
         try:

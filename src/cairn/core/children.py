@@ -12,7 +12,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from cairn import arguments, durations
-from cairn.codecs import coded
 from cairn.core import durable, journal
 from cairn.core.waits import facts_of, wait_message, waiting_record
 from cairn.errors import ChildFailed, EventTimeout, TransientWorkflow
@@ -90,7 +89,7 @@ async def start_child(
         if record.status in ("waiting", "timeout"):
             child_id = str(facts_of(record)["child_id"])
         else:
-            outcome = live.env.serializer.loads(record.result or "{}")
+            outcome = live.values.loads(record.result or "{}")
             child_id = str(outcome.get("run_id", "")) if isinstance(outcome, dict) else ""
         return ChildHandle(live, workflow.name, child_id, record)
     if not workflow.durable and not live.env.ephemeral:
@@ -177,8 +176,8 @@ async def child_result(live: LiveView, handle: ChildHandle, timeout: float | Non
     status = message.get("status")
     if status == RunStatus.COMPLETED.value:
         result = message.get("result")
-        return None if result is None else live.env.serializer.loads(result)
-    error = coded.unseal_json(live.env.serializer, message.get("error")) or {}
+        return None if result is None else live.values.loads(result)
+    error = live.values.unseal_json(message.get("error")) or {}
     raise ChildFailed(
         f"child run {child_id!r} ({handle.workflow}) ended {status}: {error.get('message', '')}",
         run_id=child_id,

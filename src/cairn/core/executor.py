@@ -19,7 +19,7 @@ from cairn.core.failed_attempts import type_name
 from cairn.core.live_run import LiveRun
 from cairn.core.live_steps import LiveSteps
 from cairn.core.run_env import RunEnv
-from cairn.core.signals import ContinueAsNew, HandBack, Suspend, Unwind
+from cairn.core.signals import ContinueAsNew, HandBack, KeyMissing, Suspend, Unwind
 from cairn.errors import (
     CairnError,
     Cancelled,
@@ -47,6 +47,7 @@ class Outcome:
     status: str | None
     result: str | None = None
     error: str | None = None
+    lacking: KeyMissing | None = None  # abandoned for a key this worker does not have
 
 
 def error_json(exc: BaseException, *, step: str | None = None) -> str:
@@ -140,7 +141,8 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
     token = context.enter(live)
     facts = logcontext.enter_run(run.run_id, run.workflow, max(run.attempt, 1))
     try:
-        args, kwargs = decode_args(env, run)
+        with live.steps.values.reading():
+            args, kwargs = decode_args(env, run)
         if workflow.is_async:
             # Runs it scheduled without awaiting are written before the attempt ends.
             value = await pending_starts.settled(
@@ -195,12 +197,12 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
                 env, live.steps, RunStatus.CANCELLED.value, error=error_json(cancelled)
             )
         return await _continue(env, live, again, workflow.version)
-    except HandBack:
-        # Its worker is stopping: steps still executing in other branches commit first
-        # (they are not run again), then the worker hands the run back.
+    except HandBack as leaving:
+        # Its worker is stopping, or lacks a key (KeyMissing): steps still executing in
+        # other branches commit first (they are not run again), then it hands the run back.
         await live.attempt.settle()
         await live.flush_meta()
-        return Outcome(None)
+        return Outcome(None, lacking=leaving if isinstance(leaving, KeyMissing) else None)
     except Unwind:
         return Outcome(None)
     except Cancelled as exc:

@@ -20,9 +20,9 @@ from cairn.authoring.context import RunContext
 from cairn.authoring.definitions import StepDef
 from cairn.authoring.retry import coerce
 from cairn.blobs.reference import BlobError
-from cairn.codecs import coded
 from cairn.core import attempts, durable, journal, patches, remote_steps
 from cairn.core.live_attempt import LiveAttempt
+from cairn.core.run_values import RunValues
 from cairn.core.signals import HandBack, Suspend, Unwind
 from cairn.errors import Cancelled, SerializationError, StoreError
 from cairn.names import check_name
@@ -55,6 +55,8 @@ class LiveSteps:
         self.interrupts = attempt.interrupts
         self.deliver = attempt.deliver
         self.leave = attempt.leave
+        # Every stored value the attempt reads: a missing key hands the run back.
+        self.values = RunValues(self.env.serializer, attempt.leave)
         self.flying = attempt.flying
         self._running_steps = attempt.running_steps
         # The failed attempts of each step in earlier executions, by key.
@@ -266,7 +268,7 @@ class LiveSteps:
     def outcome(self, record: StepRecord) -> Any:
         """The recorded result of a completed operation, or its recorded failure raised."""
         if record.status == "failed":
-            data = coded.unseal_json(self.env.serializer, record.error) or {}
+            data = self.values.unseal_json(record.error) or {}
             unserializable = data.get("serialization")
             if isinstance(unserializable, dict):  # its result could not be stored
                 raise SerializationError(
@@ -278,7 +280,7 @@ class LiveSteps:
         if record.result is None:
             return None
         try:
-            return self.env.serializer.loads(record.result)
+            return self.values.loads(record.result)
         except BlobError as exc:  # an offloaded result whose blob is missing or corrupt
             raise exc.of_step(record.key) from exc
 

@@ -17,6 +17,7 @@ from cairn.core.interrupts import Interrupts
 from cairn.core.journal import Journal
 from cairn.core.live_attempt import LiveAttempt
 from cairn.core.run_env import RunEnv
+from cairn.core.run_values import RunValues
 from cairn.observability.hooks import RunScope
 from cairn.store.records import AttemptRecord, Lease, RunRecord, StepRecord
 
@@ -27,6 +28,7 @@ class LiveView(Protocol):
     ctx: RunContext  # the run's RunContext, made active where a step runs
     attempt: LiveAttempt
     env: RunEnv
+    values: RunValues  # every stored value it reads (a missing key hands the run back)
     run: RunRecord
     lease: Lease
     journal: Journal

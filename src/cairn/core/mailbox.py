@@ -54,17 +54,20 @@ async def receive(
             wait_ops.consume_messages(lease, channel, done, limit=limit, combine=combine)
         )
 
-    taken = await waits.wait_message(
-        live,
-        key=key,
-        kind=KIND,
-        name=topic,
-        channel=channel,
-        record=record,
-        deadline=deadline,
-        default=[],
-        take=take,
-        timeout_result=NOTHING,
-        waits_for=channel,  # it waits for events: `cairn send` and the dashboard say so
-    )
+    # The messages are decrypted (and encrypted again as one list) inside the write: one
+    # under a key this worker lacks leaves the attempt there (core/run_values.py).
+    with live.values.reading():
+        taken = await waits.wait_message(
+            live,
+            key=key,
+            kind=KIND,
+            name=topic,
+            channel=channel,
+            record=record,
+            deadline=deadline,
+            default=[],
+            take=take,
+            timeout_result=NOTHING,
+            waits_for=channel,  # it waits for events: `cairn send` and the dashboard say so
+        )
     return list(taken)

@@ -108,7 +108,7 @@ async def run_remote_step(
         if record.status != "completed":
             out = record
             break
-        facts = serializer.loads(record.result or "{}")
+        facts = live.values.loads(record.result or "{}")
         if facts.get("ok"):  # reported, but the step's outcome not committed yet
             return await _completed(live, key, name, attempt, facts, given)
         if attempt in failed:
@@ -226,4 +226,4 @@ async def _completed(
         given,
     )
     await live.commit_step(record)
-    return None if text is None else live.env.serializer.loads(text)
+    return None if text is None else live.values.loads(text)

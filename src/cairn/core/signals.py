@@ -24,6 +24,19 @@ class HandBack(BaseException):
     """
 
 
+class KeyMissing(HandBack):
+    """Leave the attempt: a value of the run is encrypted under a key this worker lacks.
+
+    Nothing is written; the worker hands the run back for a worker that has the key and
+    leaves it alone for a while (runtime/executing.py). Raised by core/run_values.py.
+    """
+
+    def __init__(self, key_id: str, message: str) -> None:
+        super().__init__(message)
+        self.key_id = key_id
+        self.message = message
+
+
 class ContinueAsNew(BaseException):
     """End this run as CONTINUED and start a fresh one with these arguments."""
 

@@ -87,6 +87,7 @@ class Claimer:
                     if wf.version is not None
                 },
                 orphans_first=orphans_first,
+                skip=self.executions.keyless.left_out(now),
             )
         )
         for run_id, workflow in claimed.poisoned.items():

@@ -22,7 +22,7 @@ from cairn.core.run_env import RunEnv
 from cairn.core.tenure import Tenure
 from cairn.models import RunStatus
 from cairn.observability import logcontext
-from cairn.runtime import leases
+from cairn.runtime import keyless, leases
 from cairn.runtime.heartbeat import Heartbeat
 from cairn.runtime.in_flight import InFlight
 from cairn.runtime.local_executor import Reservation
@@ -96,6 +96,8 @@ class Executions:
         self.woken = asyncio.Event()  # set when there may be work to claim now
         self.releases: set[asyncio.Task[None]] = set()  # hand-backs in flight
         self.releasing: set[str] = set()  # runs being handed back: not to be resumed
+        # Runs handed back for a key this worker lacks: left out of its claims a while.
+        self.keyless = keyless.KeylessRuns()
         self.stopping = False  # True once stopping (or halted): nothing more is claimed
         self._halted = False  # as good as killed: nothing more is written
         # Why this worker stopped by itself (its database can never be written), or None.
@@ -250,6 +252,12 @@ class Executions:
             parked = outcome.status in (RunStatus.SLEEPING, RunStatus.WAITING, RunStatus.PAUSED)
             if outcome.status is not None and not parked and self.env.futile is not None:
                 self.env.futile.forget(run.run_id)  # it finished
+            if outcome.lacking is not None:
+                what = f"run {run.run_id} ({run.workflow})"
+                now = self.env.clock.now()
+                self.keyless.handed_back(run.run_id, outcome.lacking, now, what=what, run=run)
+            elif outcome.status is not None:
+                self.keyless.forget(run.run_id)
             if not self.stopping and (self.backlog or parked or run.queue is not None):
                 self.woken.set()
         log.info(
@@ -259,25 +267,28 @@ class Executions:
             extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
         )
         if outcome.status is None and not self._halted and self.writable():
-            self._hand_back(attempt)
+            lacking = outcome.lacking
+            self._hand_back(attempt, None if lacking is None else keyless.waiting_for(lacking))
         self.on_finished(run.run_id, outcome)
 
     def lease_of(self, attempt: Attempt) -> Lease:
         """The lease `attempt` holds its run under."""
         return Lease(self.env.owner, attempt.run.fence)
 
-    def _hand_back(self, attempt: Attempt) -> None:
+    def _hand_back(self, attempt: Attempt, waiting_for: str | None = None) -> None:
         # An attempt that ended early while this worker lives (the store failed, its
         # outcome was unknown) would keep its run RUNNING under a heartbeating owner
         # forever: queue it again, retrying until the database answers. Fenced: if the
         # run was taken over or has ended, this matches nothing.
         run_id = attempt.run.run_id
         self.releasing.add(run_id)
-        task = asyncio.create_task(self._release(attempt), name=f"cairn-hand-back-{run_id}")
+        task = asyncio.create_task(
+            self._release(attempt, waiting_for), name=f"cairn-hand-back-{run_id}"
+        )
         self.releases.add(task)
         task.add_done_callback(self.releases.discard)
 
-    async def _release(self, attempt: Attempt) -> None:
+    async def _release(self, attempt: Attempt, waiting_for: str | None) -> None:
         run_id = attempt.run.run_id
         try:
             # Not while a step of it still runs in a thread; when stopping, only while
@@ -288,7 +299,9 @@ class Executions:
             while self.writable():
                 try:
                     await self.env.store.write(
-                        claim_ops.release_run(run_id, self.lease_of(attempt))
+                        claim_ops.release_run(
+                            run_id, self.lease_of(attempt), waiting_for=waiting_for
+                        )
                     )
                     break
                 except Exception as exc:

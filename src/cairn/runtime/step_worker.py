@@ -29,8 +29,10 @@ from cairn.core import remote_steps, sync_steps
 from cairn.core.failed_attempts import Failure, describe_failure
 from cairn.core.queued_step import QueuedStepRun
 from cairn.core.run_env import RunEnv
-from cairn.errors import SerializationError, StoreError
+from cairn.core.signals import KeyMissing
+from cairn.errors import KeyUnavailable, SerializationError, StoreError
 from cairn.observability import logcontext
+from cairn.runtime.keyless import KeylessRuns
 from cairn.store.programs import runs as run_ops
 from cairn.store.programs import step_tasks
 from cairn.store.records import StepTaskRecord
@@ -71,6 +73,8 @@ class StepWorker:
         self._loop_task: asyncio.Task[None] | None = None
         self._slot_freed = asyncio.Event()
         self._stopping = False
+        # Attempts handed back for a key this worker lacks: left out of its claims a while.
+        self.keyless = KeylessRuns()
 
     async def start(self) -> None:
         """Begin claiming (by polling, unless told ids by a transport)."""
@@ -133,8 +137,11 @@ class StepWorker:
             claimed: list[StepTaskRecord] = []
             if free > 0:
                 try:
+                    skip = self.keyless.left_out(self.env.clock.now()) or ()
                     claimed = await store.write(
-                        step_tasks.claim(self.queues, owner, lease=self.lease, limit=free)
+                        step_tasks.claim(
+                            self.queues, owner, lease=self.lease, limit=free, skip=skip
+                        )
                     )
                 except StoreError as exc:
                     log.warning("cairn: claiming step attempts failed: %s", exc)
@@ -170,6 +177,16 @@ class StepWorker:
                 with contextlib.suppress(StoreError):
                     await self.env.store.write(step_tasks.drop(task, now=self.env.clock.now()))
                 log.info("step %s of run %s stopped: its run ended", task.step, task.run_id)
+                return
+            except KeyMissing as lacking:
+                # Its input is encrypted under a key this worker lacks: no fault of the
+                # step. Handed back for a worker with the key, and left alone a while.
+                with contextlib.suppress(StoreError):
+                    await self.env.store.write(step_tasks.release(task))
+                what = f"step {task.step!r} (attempt {task.attempt}) of run {task.run_id}"
+                self.keyless.handed_back(
+                    task.task_id, lacking, self.env.clock.now(), what=what, run=run
+                )
                 return
             finally:
                 renewing.cancel()
@@ -214,7 +231,10 @@ class StepWorker:
         limit: asyncio.Timeout | None = None
         try:
             fn, is_async, isolation = self._function(task)
-            args, kwargs = self.env.serializer.loads(task.input or "[[], {}]")
+            try:
+                args, kwargs = self.env.serializer.loads(task.input or "[[], {}]")
+            except KeyUnavailable as exc:  # a BaseException: the attempt is handed back
+                raise KeyMissing(exc.key_id, str(exc)) from None
             with step_run.entered():
                 if task.timeout is None:
                     value = await self._call(task, fn, is_async, isolation, args, kwargs)

@@ -11,7 +11,7 @@ import pickle
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from cairn.errors import SerializationError
+from cairn.errors import KeyUnavailable, SerializationError
 from cairn.serialization.classes import type_name, type_path
 from cairn.serialization.json_text import DECODER, check_unicode, decode_json, encode_json
 from cairn.serialization.tagged import DECODERS, EXACT_ENCODERS, SUBCLASS_ENCODERS, TAG
@@ -111,9 +111,10 @@ class JsonSerializer:
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
             if text.startswith(ENCRYPTED):  # cairn.codecs' form; read only on this failure
                 key_id = text[len(ENCRYPTED) :].partition(":")[0]
-                raise SerializationError(
+                raise KeyUnavailable(
                     f"cannot deserialize stored value: it is encrypted with key {key_id!r}, and "
-                    "this process has no keys (set CAIRN_KEYS; see docs/howto/encryption.md)"
+                    "this process has no keys (set CAIRN_KEYS; see docs/howto/encryption.md)",
+                    key_id=key_id,
                 ) from None
             raise SerializationError(f"cannot deserialize stored value: {_one_line(exc)}") from exc
 

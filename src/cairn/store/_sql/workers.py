@@ -72,6 +72,12 @@ RELEASE_ONE = (
     f"UPDATE runs SET status = 'PENDING', owner = NULL, updated_at = ? WHERE {FENCE} "
     "AND (status || '') = 'RUNNING'"
 )
+# ... saying what it waits for, if given (a worker with the key it was handed back for).
+RELEASE_ONE_FOR = (
+    "UPDATE runs SET status = 'PENDING', owner = NULL, updated_at = ?, "
+    "waiting_for = COALESCE(?, waiting_for) "
+    f"WHERE {FENCE} AND (status || '') = 'RUNNING'"
+)
 RELEASE_OWNED = (
     "UPDATE runs SET status = 'PENDING', owner = NULL, updated_at = ? "
     "WHERE owner = ? AND status = 'RUNNING'"

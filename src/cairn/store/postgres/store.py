@@ -330,6 +330,7 @@ class PostgresStore(SqlStore):
                 get("queues"),
                 get("workflows"),
                 get("only"),
+                get("skip"),
             )
             probe = "SELECT " + " OR ".join(f"EXISTS ({dialect.convert(r.text)})" for r in reads)
             found = _fetch_one(probe, [param for r in reads for param in r.params])

@@ -21,17 +21,22 @@ from cairn.store.records import AttemptRecord, Claimed, Lease
 @operation
 @wakes
 def release_run(
-    run_id: str, lease: Lease, *, interrupted: Sequence[AttemptRecord] = ()
+    run_id: str,
+    lease: Lease,
+    *,
+    interrupted: Sequence[AttemptRecord] = (),
+    waiting_for: str | None = None,
 ) -> Program[bool]:
     """Queue again a run `lease` holds but whose attempt ended early; True if it did.
 
     The run becomes PENDING with no owner (claimed again without counting a recovery), and
     the `interrupted` attempts (step attempts the ending cut short) are recorded in the
     same transaction, each unless its step's outcome is in the journal. A no-op (False)
-    if `lease` no longer holds it.
+    if `lease` no longer holds it. `waiting_for`, if given, says what it waits for until
+    a claim takes it (a worker with the key it was handed back for).
     """
-    now = time.time()
-    if not (yield Sql(_sql.RELEASE_ONE, (now, run_id, lease.owner, lease.fence))):
+    fenced = (time.time(), waiting_for, run_id, lease.owner, lease.fence)
+    if not (yield Sql(_sql.RELEASE_ONE_FOR, fenced)):
         return False
     yield from _interrupted(interrupted)
     return True
@@ -49,8 +54,11 @@ def claim(
     versions: dict[str, str] | None = None,
     orphans_first: bool = False,
     only: list[str] | None = None,
+    skip: list[str] | None = None,
 ) -> Program[Claimed]:
     """Atomically take up to `limit` runs to execute (only of the run ids `only`, if given).
+
+    Never the run ids in `skip` (runs this worker handed back for a key it lacks).
 
     Only runs of `workflows` are taken when it is given (a worker takes only what its code
     can execute). A queued run without a version gets `versions[workflow]` (the version
@@ -76,7 +84,7 @@ def claim(
         return Claimed([], {})  # nothing could be taken
     return (
         yield from claim_runs(
-            worker_id, limit, now, stale, queues, workflows, versions, orphans_first, only
+            worker_id, limit, now, stale, queues, workflows, versions, orphans_first, only, skip
         )
     )
 
@@ -91,6 +99,7 @@ def claim_runs(
     versions: dict[str, str] | None = None,
     orphans_first: bool = False,
     only: list[str] | None = None,
+    skip: list[str] | None = None,
 ) -> Program[Claimed]:
     """Take due runs, then pending and orphaned ones (see `claim`).
 
@@ -100,7 +109,7 @@ def claim_runs(
     its queue (`queues`) and its queue's limits let it in (`queues.LIMITS`, by entry); a
     run held back gets `waiting_for` saying which limit holds it.
     """
-    pick = _Pick(worker_id, now, queues, workflows, only)
+    pick = _Pick(worker_id, now, queues, workflows, only, skip)
     reads = _candidate_reads(pick, stale)
     due_at: dict[str, float] = {}
     woken = yield from pick.take("wake", *reads["wake"], limit)
@@ -132,6 +141,7 @@ def idle_probe(
     queues: list[str] | None = None,
     workflows: list[str] | None = None,
     only: list[str] | None = None,
+    skip: list[str] | None = None,
 ) -> list[Sql]:
     """The reads of every run `claim_runs` could take (its arguments, read-only).
 
@@ -140,7 +150,7 @@ def idle_probe(
     them first in one round trip (`EXISTS`), so an idle claim locks nothing.
     tests/unit/test_claims_probe.py holds `claim_runs` to this.
     """
-    pick = _Pick(worker_id, now, queues, workflows, only)
+    pick = _Pick(worker_id, now, queues, workflows, only, skip)
     return [
         pick.candidates(text, params, 1, [])
         for text, params in _candidate_reads(pick, stale).values()
@@ -179,9 +189,11 @@ class _Pick:
         queues: list[str] | None,
         workflows: list[str] | None,
         only: list[str] | None,
+        skip: list[str] | None = None,
     ) -> None:
         self.worker_id, self.now = worker_id, now
         self.queues, self.workflows, self.only = queues, workflows, only
+        self.skip = list(skip or ())
         self.gate = QueueGate(worker_id, now)
         self.workflow_of: dict[str, str] = {}
 
@@ -193,14 +205,18 @@ class _Pick:
         """
         narrowed = _only(
             _sql.restrict(
-                _sql.restrict(_sql.leave_out(text, "queue", left_out), "queue", self.queues),
+                _sql.restrict(
+                    _sql.leave_out(_sql.leave_out(text, "run_id", self.skip), "queue", left_out),
+                    "queue",
+                    self.queues,
+                ),
                 "workflow",
                 self.workflows,
             ),
             self.only,
         )
         known = (*(self.only or ()), *(self.workflows or ()), *(self.queues or ()))
-        return all_rows(narrowed, (*known, *left_out, *params, want), lock=True)
+        return all_rows(narrowed, (*known, *left_out, *self.skip, *params, want), lock=True)
 
     def take(
         self, entry: Entry, text: str, params: tuple[Any, ...], room: int

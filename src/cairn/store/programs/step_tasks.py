@@ -31,13 +31,15 @@ SELECT_ONE = f"SELECT {COLUMNS} FROM step_tasks WHERE task_id = ?"
 SELECT_OF_RUN = f"SELECT {COLUMNS} FROM step_tasks WHERE run_id = ? ORDER BY created_at, task_id"
 
 
-def _claimable(queues: int, only: bool = False) -> str:
+def _claimable(queues: int, only: bool = False, skip: int = 0) -> str:
     """Queued attempts, and taken ones whose worker went silent, of runs not over yet.
 
     Of `queues` (that many placeholders; none: of every queue), and with `only` of the
-    one task id given first.
+    one task id given first; without the `skip` task ids given next.
     """
     where = f"queue IN ({', '.join('?' * queues)}) AND " if queues else ""
+    if skip:
+        where = f"task_id NOT IN ({', '.join('?' * skip)}) AND {where}"
     if only:
         where = f"task_id = ? AND {where}"
     return (
@@ -96,9 +98,17 @@ def enqueue(lease: Lease, task: StepTaskRecord) -> Program[None]:
 
 @operation
 def claim(
-    queues: Sequence[str], worker_id: str, *, lease: float, limit: int, only: str | None = None
+    queues: Sequence[str],
+    worker_id: str,
+    *,
+    lease: float,
+    limit: int,
+    only: str | None = None,
+    skip: Sequence[str] = (),
 ) -> Program[list[StepTaskRecord]]:
     """Take up to `limit` attempts on `queues` for `worker_id` (only task `only`, if given).
+
+    Never the task ids in `skip` (attempts this worker handed back for a key it lacks).
 
     Queued ones, and those whose worker let its lease (seconds, on the database's clock)
     run out; never those of a finished run.
@@ -106,8 +116,8 @@ def claim(
     queues = list(queues)
     if not queues:
         return []  # (no placeholders would mean every queue)
-    text = _claimable(len(queues), only is not None)
-    params = (*(() if only is None else (only,)), *queues, limit)
+    text = _claimable(len(queues), only is not None, len(skip))
+    params = (*(() if only is None else (only,)), *skip, *queues, limit)
     rows = yield all_rows(text, params, lock=True)
     taken = []
     for row in rows:

@@ -1,0 +1,52 @@
+"""RunValues: the stored values an attempt reads, and the one place a missing key is met.
+
+A value encrypted under a key this worker does not have (`KeyUnavailable`) is no fault of
+the run: the attempt leaves with `KeyMissing`, a HandBack that workflow code cannot catch
+as an Exception, and its worker hands the run back for one that has the key
+(runtime/executing.py). So every stored value an attempt reads (its arguments, replayed
+results and errors, payloads, children's outcomes, mailbox messages) is read here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from cairn.codecs import coded
+from cairn.core.signals import KeyMissing
+from cairn.errors import KeyUnavailable
+from cairn.serialization import Serializer
+
+
+class RunValues:
+    """The run's stored values through `serializer`; a missing key leaves by `leave`."""
+
+    def __init__(
+        self, serializer: Serializer, leave: Callable[[BaseException], BaseException]
+    ) -> None:
+        self.serializer = serializer
+        self._leave = leave
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around a read of stored values: KeyUnavailable becomes the attempt's KeyMissing."""
+        try:
+            yield
+        except KeyUnavailable as exc:
+            raise self._leave(KeyMissing(exc.key_id, str(exc))) from None
+
+    def loads(self, text: str) -> Any:
+        """The value stored as `text`."""
+        with self.reading():
+            return self.serializer.loads(text)
+
+    def unseal_json(self, text: str | None) -> Any:
+        """The JSON value of a sealed text (an error); None for None."""
+        with self.reading():
+            return coded.unseal_json(self.serializer, text)
+
+    def stored_list(self, texts: Sequence[str]) -> str:
+        """What the serializer stores for the list of the values stored as `texts`."""
+        with self.reading():
+            return coded.stored_list(self.serializer, texts)

@@ -1,0 +1,76 @@
+"""KeylessRuns: what a worker handed back because it lacks the key of its values.
+
+A worker started without a key (mis-deployed, or still on old keys after a rotation)
+must not fail the runs (or step attempts) it cannot decrypt, nor take them again and
+again: it hands each back (runtime/executing.py, runtime/step_worker.py), leaves it out
+of its claims for a back-off that doubles up to MAX_BACKOFF, so that a worker with the
+key takes it meanwhile, and logs an error once per item and key, naming the key and
+what to set.
+"""
+
+from __future__ import annotations
+
+from cairn.core.signals import KeyMissing
+from cairn.observability import logcontext
+from cairn.store.records import RunRecord
+
+log = logcontext.logger("cairn.worker")
+
+FIRST_BACKOFF = 2.0
+"""Seconds a run handed back for a missing key is left out of this worker's claims."""
+MAX_BACKOFF = 300.0
+"""The longest back-off: the key may come (a restart with it is another process)."""
+MAX_LEFT_OUT = 1000
+"""Run ids left out of one claim at most (the latest handed back): a bound on the SQL."""
+
+
+def waiting_for(lacking: KeyMissing) -> str:
+    """What a run handed back for the key `lacking` names waits for, in plain words."""
+    return f"a worker with key {lacking.key_id!r} (a worker without it handed the run back)"
+
+
+class KeylessRuns:
+    """The runs handed back for a missing key, each with the time it may be claimed again."""
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+        self._backoff: dict[str, float] = {}
+        self._logged: set[tuple[str, str]] = set()
+
+    def handed_back(
+        self, item: str, lacking: KeyMissing, now: float, *, what: str, run: RunRecord | None
+    ) -> None:
+        """Note that `item` (a run id, or a step attempt's task id) was handed back at `now`.
+
+        `what` names it in the log ("run <id> (<workflow>)"); `run`, if known, for the
+        log record's run attributes.
+        """
+        delay = min(self._backoff.get(item, FIRST_BACKOFF / 2) * 2, MAX_BACKOFF)
+        self._backoff[item] = delay
+        self._until.pop(item, None)  # re-inserted last: the latest are kept in claims
+        self._until[item] = now + delay
+        if (item, lacking.key_id) in self._logged:
+            return
+        self._logged.add((item, lacking.key_id))
+        log.error(
+            "%s: cannot decrypt its values, encrypted with key %r, which this worker does "
+            "not have; handed back for a worker with the key, not failed. Give this worker "
+            "the key (CAIRN_KEYS or CAIRN_KEYS_FILE; see docs/howto/encryption.md). %s",
+            what,
+            lacking.key_id,
+            lacking.message,
+            extra=None if run is None else logcontext.extra(run.run_id, run.workflow, run.attempt),
+        )
+
+    def left_out(self, now: float) -> list[str] | None:
+        """The ids not to claim at `now` (None: none)."""
+        for run_id in [r for r, until in self._until.items() if until <= now]:
+            del self._until[run_id]  # its back-off is kept: the next one is longer
+        if not self._until:
+            return None
+        return list(self._until)[-MAX_LEFT_OUT:]
+
+    def forget(self, item: str) -> None:
+        """`item` ended or parked here: its values were read after all."""
+        self._until.pop(item, None)
+        self._backoff.pop(item, None)
