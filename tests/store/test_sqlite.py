@@ -236,3 +236,20 @@ async def test_count_runs__with_a_limit_and_no_filter_each_status_reads_its_inde
 
     assert len(reads) == len(RunStatus), plan
     assert all(step.startswith("SEARCH runs USING COVERING INDEX") for step in reads), plan
+
+
+async def test_claims__search_an_index_of_pending_runs_only(sqlite_store: SqliteStore) -> None:
+    # A run started and executed by one engine is inserted RUNNING and finished COMPLETED:
+    # an index of every run's status and priority cost its insert and its finish each one
+    # more B-tree update (about a fifth of the statement), for claims that read PENDING
+    # runs alone.
+    plan = sqlite_store.conn.execute(
+        f"EXPLAIN QUERY PLAN {_sql.SELECT_PENDING}", (0.0, 10)
+    ).fetchall()
+    searches = [row[3] for row in plan if "runs" in row[3]]
+    indexes = {row[1]: row[4] for row in sqlite_store.conn.execute("PRAGMA index_list(runs)")}
+
+    assert searches and all("runs_pending" in step for step in searches), searches
+    assert not any("TEMP B-TREE" in row[3] for row in plan), plan
+    assert indexes["runs_pending"] == 1  # partial: WHERE status = 'PENDING'
+    assert "runs_by_status" not in indexes

@@ -23,7 +23,7 @@ SELECT_WORKERS = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY started_at"
 SELECT_WORKER = f"SELECT {WORKER_COLUMNS} FROM workers WHERE worker_id = ?"
 SELECT_WORKER_EXECUTING = "SELECT executing FROM workers WHERE worker_id = ?"
 # What a heartbeat reads back: the runs its worker holds, for the reconciler.
-# Read at scrape time by the metrics (runs_by_status holds the statuses it counts).
+# Read at scrape time by the metrics (runs_by_status_created holds the statuses it counts).
 COUNT_UNFINISHED = (
     "SELECT queue, status, COUNT(*), "
     f"SUM(CASE WHEN futile_wakes > {SPINNING_AFTER} THEN 1 ELSE 0 END) FROM runs "

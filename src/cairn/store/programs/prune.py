@@ -63,8 +63,8 @@ def _marks(values: Sequence[Any]) -> str:
 def _scan(query: PruneQuery, after: tuple[float, str] | None, limit: int) -> Sql:
     """The next `limit` finished runs past the age, oldest finished first."""
     statuses = query.statuses or tuple(sorted(FINISHED))
-    # `status || ''` and `workflow || ''` keep planners off runs_by_status and
-    # runs_by_workflow (SQLite, which keeps no statistics, took runs_by_status and sorted
+    # `status || ''` and `workflow || ''` keep planners off the status indexes and
+    # runs_by_workflow (SQLite, which keeps no statistics, took a status index and sorted
     # every finished run for each batch): runs_by_finished gives the range and the order.
     where = [
         f"(status || '') IN ({_marks(statuses)})",
