@@ -21,6 +21,7 @@ ROUTES = {
     ("GET", "/runs/{run_id}"),
     ("GET", "/runs/{run_id}/history"),
     ("GET", "/runs/{run_id}/streams/{name}"),
+    ("GET", "/runs/{run_id}/values/{name}"),
     *(("POST", f"/runs/{{run_id}}/{verb}") for verb in ("cancel", "pause", "resume", "retry")),
     ("POST", "/runs/{run_id}/restart"),
     ("POST", "/runs/{run_id}/fork"),
