@@ -94,3 +94,34 @@ async def test_encrypted_large_values__a_download_is_the_plain_value_or_names_th
     async with engine(kit, tmp_path, workers=0) as keyless:
         with pytest.raises(SerializationError, match="key 'k1'"):
             await stored_values.stored_text(keyless.control, run.run_id, "encbig.make#1")
+
+
+async def test_encrypted_large_values__with_a_step_queue_a_sync_timeout_and_a_fork(
+    kit: Kit, tmp_path: Path
+) -> None:
+    """The layers hold where features meet: a big result from a step-queue worker, a sync
+    step with a timeout, and a fork that keeps the completed (offloaded) step."""
+
+    @kit.step("encbig.render", queue="gpu")
+    async def render(n: int) -> str:
+        return SECRET * (n // len(SECRET))
+
+    @kit.step("encbig.count", timeout="5s")
+    def count(text: str) -> int:
+        return len(text)
+
+    @kit.workflow("encbig.mixed")
+    async def mixed(n: int) -> int:
+        return await count(await render(n))
+
+    expected = (BIG // len(SECRET)) * len(SECRET)
+    async with encrypted_with(kit, tmp_path, step_queues=["gpu"]) as eng:
+        run = await eng.start(mixed, BIG)
+        assert await run.result(timeout=WAIT) == expected
+        forked = await eng.fork(run.run_id, 1)
+        assert await forked.result(timeout=WAIT) == expected
+        history = await eng.history(forked.run_id)
+    [rendered] = [e for e in history if e.key == "encbig.render#1"]
+    assert rendered.result["offloaded"]["preview"] == "encrypted (k1)"
+    for blob in blob_files(blob_dir(kit, tmp_path)):
+        assert SECRET.encode() not in blob.read_bytes()
