@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -270,3 +271,29 @@ def test_large_values__settings_come_from_the_files(
     (tmp_path / "cairn.yaml").write_text("inline_limit: [1]\n")
     with pytest.raises(cairn.ConfigError, match="inline_limit must be a size"):
         cairn.Engine("memory://")
+
+
+async def test_large_values__an_offloaded_value_is_logged_once_per_name_an_inline_one_each_time(
+    kit: Kit, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Offloading is the designed path for a large value: one warning per value name (a
+    # step's results), not one per value; a large value kept inline is logged each time.
+    @kit.step("big.part")
+    def part(n: int) -> str:
+        return "p" * n
+
+    @kit.workflow("big.parts")
+    async def parts(n: int, times: int) -> int:
+        return sum([len(await part(n)) for _ in range(times)])
+
+    caplog.set_level(logging.WARNING, logger="cairn.limits")
+    async with engine(kit, tmp_path, inline_limit="4KiB", warn_value_size="1KiB") as eng:
+        assert await (await eng.start(parts, 6000, 3)).result(timeout=WAIT) == 18000
+        assert await (await eng.start(parts, 6000, 2)).result(timeout=WAIT) == 12000
+        offloaded = [r.getMessage() for r in caplog.records if "big.part'" in r.getMessage()]
+        assert len(offloaded) == 1, offloaded
+        assert "offloaded" in offloaded[0] and "once" in offloaded[0]
+        caplog.clear()
+        assert await (await eng.start(parts, 2000, 2)).result(timeout=WAIT) == 4000
+    inline = [r.getMessage() for r in caplog.records if "big.part'" in r.getMessage()]
+    assert len(inline) == 2 and all("kept inline" in m for m in inline), inline

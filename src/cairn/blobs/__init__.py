@@ -84,17 +84,23 @@ def default_blobs(store: object) -> BlobStore | None:
 
 
 def offloading(
-    serializer: Serializer, store: object, *, inline: object = None, blobs: object = None
+    serializer: Serializer,
+    store: object,
+    *,
+    inline: object = None,
+    blobs: object = None,
+    warn: int | None = None,
 ) -> Offloaded:
     """`serializer` with texts over the inline limit kept in the configured blob store.
 
     `inline` and `blobs` are the Engine's arguments; unset, CAIRN_INLINE_LIMIT /
     CAIRN_BLOBS, then `[tool.cairn]` / cairn.yaml, then the defaults (256 KiB; beside
-    the SQLite file). ConfigError (one line) names a bad setting.
+    the SQLite file). ConfigError (one line) names a bad setting. `warn`: the
+    warn_value_size in bytes (None: no warnings; see `Offloaded`).
     """
     url, where = config.setting(blobs, "blobs")
     found = default_blobs(store) if url is None else open_blobs(url, what=where)  # type: ignore[arg-type]
-    return Offloaded(serializer, found, inline_limit(inline))
+    return Offloaded(serializer, found, inline_limit(inline), warn_above=warn)
 
 
 def store_of(serializer: Serializer) -> BlobStore | None:
