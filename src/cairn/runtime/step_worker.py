@@ -86,9 +86,12 @@ class StepWorker:
 
         What a transport's message leads to (cairn.celery): the claim applies the lease
         rules of any claim, so a duplicate message, or one for an attempt another worker
-        holds or that was reported, takes nothing. Returns whether it took the attempt.
+        holds or that was reported, takes nothing. Returns whether it took the attempt;
+        False for one this worker handed back for a key it lacks, while its back-off lasts.
         """
         if self._stopping or len(self.active) >= self.concurrency:
+            return False
+        if self.keyless.backing_off(task_id, self.env.clock.now()):
             return False
         claimed = await self.env.store.write(
             step_tasks.claim(self.queues, self.env.owner, lease=self.lease, limit=1, only=task_id)
