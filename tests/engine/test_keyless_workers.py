@@ -246,3 +246,26 @@ async def test_keyless_step_worker__a_take_by_id_refuses_an_attempt_it_handed_ba
             assert not await gpu.step_worker.take(task_id)
         async with kit.engine(codec=codec(), step_queues=["gpu"], claim=False):
             assert await (await cpu.get(run_id)).result(timeout=10) == 40
+
+
+async def test_keyless_worker__a_hand_back_for_a_key_is_not_counted_as_an_attempt(
+    kit: Kit,
+) -> None:
+    # `attempt` (cairn runs show, the dashboard) counts the attempts that did something:
+    # two keyless workers handing the run back must not make the keyed one's attempt 3.
+    ran: list[str] = []
+    parked = declare(kit, ran)
+    async with kit.engine(codec=codec()) as first:
+        run_id = (await first.start(parked, "a")).run_id
+        await until(first, run_id, "WAITING")
+    async with kit.engine(codec=codec(), workers=0) as sender:
+        await sender.send_event(run_id, "go", {"n": 1})
+    for _ in range(2):  # two workers: each hands it back once
+        async with kit.engine(polls=False) as keyless:
+            assert keyless.worker is not None
+            assert await keyless.worker.take(run_id)
+            await until(keyless, run_id, "PENDING")
+    async with kit.engine(codec=codec()) as keyed:
+        assert await (await keyed.get(run_id)).result(timeout=10) == ["done/a", {"n": 1}]
+        record = await keyed.control.record(run_id)
+    assert (record.attempt, record.recoveries) == (1, 0)

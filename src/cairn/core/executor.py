@@ -48,6 +48,7 @@ class Outcome:
     result: str | None = None
     error: str | None = None
     lacking: KeyMissing | None = None  # abandoned for a key this worker does not have
+    idle: bool = False  # abandoned having recorded nothing: not an attempt of the run
 
 
 def error_json(exc: BaseException, *, step: str | None = None) -> str:
@@ -202,7 +203,9 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
         # other branches commit first (they are not run again), then it hands the run back.
         await live.attempt.settle()
         await live.flush_meta()
-        return Outcome(None, lacking=leaving if isinstance(leaving, KeyMissing) else None)
+        if isinstance(leaving, KeyMissing):
+            return Outcome(None, lacking=leaving, idle=not live.steps.progressed())
+        return Outcome(None)
     except Unwind:
         return Outcome(None)
     except Cancelled as exc:
