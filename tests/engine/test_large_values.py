@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from cairn.errors import SerializationError
 from cairn.representation import runs as run_forms
 
 from .kit import WAIT, Kit
+from .seeds import until
 
 MiB = 1024 * 1024
 
@@ -297,3 +299,43 @@ async def test_large_values__an_offloaded_value_is_logged_once_per_name_an_inlin
         assert await (await eng.start(parts, 2000, 2)).result(timeout=WAIT) == 4000
     inline = [r.getMessage() for r in caplog.records if "big.part'" in r.getMessage()]
     assert len(inline) == 2 and all("kept inline" in m for m in inline), inline
+
+
+async def test_large_values__blobs_are_written_and_read_off_the_event_loop(
+    kit: Kit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 50 MiB value's hash, write and fsync (or fetch and check) would hold the loop for
+    # tens of milliseconds: arguments, step and workflow results, an event's payload and
+    # a replayed step's result go through the blob store in a thread.
+    threads: dict[str, list[int]] = {"put": [], "get": []}
+    put, get = FileBlobs.put, FileBlobs.get
+
+    def put_noted(self: FileBlobs, sha256: str, data: bytes) -> None:
+        threads["put"].append(threading.get_ident())
+        put(self, sha256, data)
+
+    def get_noted(self: FileBlobs, sha256: str) -> bytes | None:
+        threads["get"].append(threading.get_ident())
+        return get(self, sha256)
+
+    monkeypatch.setattr(FileBlobs, "put", put_noted)
+    monkeypatch.setattr(FileBlobs, "get", get_noted)
+
+    @kit.step("big.load")
+    async def load(n: int) -> str:
+        return "L" * n
+
+    @kit.workflow("big.offloop")
+    async def offloop(text: str) -> int:
+        loaded = await load(len(text))
+        got = await cairn.wait_for_event("go")  # parks: the next attempt replays `load`
+        return len(loaded + text + got)
+
+    async with engine(kit, tmp_path, inline_limit="4KiB") as eng:
+        run = await eng.start(offloop, "a" * 6000)
+        await until(eng, run.run_id, "WAITING")
+        await eng.send_event(run.run_id, "go", "e" * 6000)
+        assert await run.result(timeout=WAIT) == 18000
+    loop = threading.get_ident()
+    assert len(threads["put"]) == 3 and len(threads["get"]) >= 3, threads
+    assert loop not in threads["put"] + threads["get"]

@@ -15,10 +15,16 @@ inner layers see them: a missing or corrupt blob raises BlobError naming the blo
 the run). A list of stored texts put together without decoding them
 (`serialization.encoded_list`, a `receive` of several messages) may hold references as
 its items: those are resolved one by one.
+
+`dumps_async` and `loads_async`, for callers on the event loop, do the same with a large
+value's blob I/O in a thread: writing (hash, file write and fsync, or a PUT) and reading
+(fetch, hash check, decoding) a 50 MiB value would hold the loop for tens of milliseconds.
+The serializer's own text is still made on the loop; a small value never leaves it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -73,6 +79,21 @@ class Offloaded:
         if len(text) <= self._surely_inline:
             return text
         return self._offload(text, what)
+
+    async def dumps_async(self, value: Any, *, what: str) -> str:
+        """`dumps`, a text surely over the inline limit offloaded in a thread."""
+        text = self._inner_dumps(value, what=what)
+        if len(text) <= self._surely_inline:
+            return text
+        if len(text) <= self.inline_limit or self.blobs is None:
+            return self._offload(text, what)  # at most inline_limit characters: here
+        return await asyncio.to_thread(self._offload, text, what)
+
+    async def loads_async(self, text: str) -> Any:
+        """`loads`, blobs it references fetched, checked and decoded in a thread."""
+        if MARK in text:
+            return await asyncio.to_thread(self.loads, text)
+        return self._inner_loads(text)
 
     def _offload(self, text: str, what: str) -> str:
         data = text.encode("utf-8", "surrogatepass")

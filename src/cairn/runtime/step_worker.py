@@ -25,6 +25,7 @@ import concurrent.futures
 import contextlib
 from typing import Any
 
+from cairn import blobs
 from cairn.core import remote_steps, sync_steps
 from cairn.core.failed_attempts import Failure, describe_failure
 from cairn.core.queued_step import QueuedStepRun
@@ -244,7 +245,9 @@ class StepWorker:
                 else:
                     async with asyncio.timeout(task.timeout) as limit:
                         value = await self._call(task, fn, is_async, isolation, args, kwargs)
-            result = self.env.serializer.dumps(value, what=f"result of step {task.step!r}")
+            result = await blobs.dumps_async(
+                self.env.serializer, value, what=f"result of step {task.step!r}"
+            )
         except SerializationError as exc:
             failure = describe_failure(exc, task.step, task.attempt, None)
             failure = Failure(**{**_fields(failure), "fatal": True})
