@@ -18,7 +18,7 @@ its items: those are resolved one by one.
 
 `dumps_async` and `loads_async`, for callers on the event loop, do the same with a large
 value's blob I/O in a thread: writing (hash, file write and fsync, or a PUT) and reading
-(fetch, hash check, decoding) a 50 MiB value would hold the loop for tens of milliseconds.
+(fetch, hash check, decoding) a 50 MiB value held the loop for some 250 ms more.
 The serializer's own text is still made on the loop; a small value never leaves it.
 """
 

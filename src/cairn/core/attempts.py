@@ -11,6 +11,7 @@ from cairn import blobs
 from cairn.authoring import context
 from cairn.authoring.retry import Retry
 from cairn.authoring.transaction import TransactionDef
+from cairn.blobs.reference import PREFIX
 from cairn.codecs import coded
 from cairn.core import step_input, streams, sync_steps, transaction_steps
 from cairn.core.failed_attempts import (
@@ -212,7 +213,9 @@ async def run_new_step(
             return value
         # Hand the workflow what a replay will: the stored form. A dataclass that replay
         # cannot import, or a Counter, would otherwise change type when the run recovers.
-        return await blobs.loads_async(live.env.serializer, text)
+        if text.startswith(PREFIX):  # offloaded: its blob read back in a thread
+            return await blobs.loads_async(live.env.serializer, text)
+        return live.env.serializer.loads(text)
 
 
 async def _outlived(live: LiveView, key: str) -> float | None:
