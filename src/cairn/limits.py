@@ -1,11 +1,13 @@
 """How large a stored value and how long a history may grow, checked before anything is written.
 
 A value is measured as the text its serializer stores (UTF-8 bytes): workflow arguments,
-a step's result, an event's or hook's payload, a workflow's result. Past the warning size
-it is logged; past the limit `dumps` raises SerializationError naming the value and its
-size, so the caller writes nothing. A history is measured in entries: the journal logs
-when a run passes the warning length and refuses the entry past the limit (see
-core/journal.py), which fails the run with HistoryTooLong.
+a step's result, an event's or hook's payload, a workflow's result. Past the limit `dumps`
+raises SerializationError naming the value and its size, so the caller writes nothing.
+Past the warning size it is logged by the offload layer (blobs/offloaded.py), which knows
+where it goes: each time if it stays inline, once per value name if it is offloaded.
+A history is measured in entries: the journal logs when a run passes the warning length
+and refuses the entry past the limit (see core/journal.py), which fails the run with
+HistoryTooLong.
 
 The limits themselves are read by `config.limits` (Engine arguments, CAIRN_*, [tool.cairn]).
 """
@@ -32,7 +34,7 @@ def size_words(size: int) -> str:
 
 
 class SizeLimited:
-    """A serializer whose `dumps` warns about large values and refuses too large ones."""
+    """A serializer whose `dumps` refuses too large values (blobs.Offloaded warns)."""
 
     def __init__(self, inner: Serializer, limits: Limits) -> None:
         self.inner = inner
@@ -42,7 +44,7 @@ class SizeLimited:
         """The inner serializer's text; SerializationError (nothing stored) if too large."""
         text = self.inner.dumps(value, what=what)
         # A character is at most 4 UTF-8 bytes: most values are measured without encoding.
-        if len(text) * 4 <= self.limits.warn_value_bytes:
+        if len(text) * 4 <= self.limits.max_value_bytes:
             return text
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > self.limits.max_value_bytes:
@@ -52,13 +54,6 @@ class SizeLimited:
                 "large data elsewhere (a file, an object store) and pass a reference",
                 what=what,
                 type_name=type(value).__name__,
-            )
-        if size > self.limits.warn_value_bytes:
-            log.warning(
-                "cairn: %s is %s, over %s (warn_value_size); large values slow every replay",
-                what,
-                size_words(size),
-                size_words(self.limits.warn_value_bytes),
             )
         return text
 
@@ -82,6 +77,30 @@ def unlimited(serializer: Serializer) -> Serializer:
         return serializer.inner
     unwrap = getattr(serializer, "unlimited", None)
     return serializer if unwrap is None else unwrap()
+
+
+def warn_inline(what: str, size: int, warn: int, inline_limit: int) -> None:
+    """Log that `what`, `size` bytes, over `warn` (warn_value_size), stays in the history."""
+    log.warning(
+        "cairn: %s is %s, over %s (warn_value_size), kept inline in the history "
+        "(inline_limit %s): every replay reads it; a lower inline_limit offloads such values",
+        what,
+        size_words(size),
+        size_words(warn),
+        size_words(inline_limit),
+    )
+
+
+def warn_offloaded(what: str, size: int, warn: int, where: str) -> None:
+    """Log that `what`, `size` bytes, over `warn` (warn_value_size), went to `where`."""
+    log.warning(
+        "cairn: %s is %s, over %s (warn_value_size), offloaded to %s: every replay past "
+        "it reads it back (logged once per value name)",
+        what,
+        size_words(size),
+        size_words(warn),
+        where,
+    )
 
 
 def history_too_long(run_id: str, workflow: str, limit: int) -> HistoryTooLong:

@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 import pytest
+from tests.store.kit import execute
 
 import cairn
 from cairn.codecs import Encrypted
@@ -198,3 +199,73 @@ async def test_keyless_worker__a_sync_workflow_catching_exceptions_never_sees_it
     async with kit.engine(codec=both) as keyed:
         assert await (await keyed.get(run_id)).result(timeout=10) == [2, 7]
     assert ran == [1]
+
+
+async def test_keyless_worker__a_take_by_id_refuses_a_run_it_handed_back_for_a_while(
+    kit: Kit,
+) -> None:
+    # A Celery worker's engine (polls=False) takes runs by id, as their messages say: a
+    # run it handed back for a missing key is refused during the back-off (counted as a
+    # refused claim, so the dispatcher publishes it again for another worker), not
+    # claimed, replayed and handed back once per message.
+    ran: list[str] = []
+    parked = declare(kit, ran)
+    async with kit.engine(codec=codec()) as first:
+        run_id = (await first.start(parked, "a")).run_id
+        await until(first, run_id, "WAITING")
+    async with kit.engine(codec=codec(), workers=0) as sender:
+        await sender.send_event(run_id, "go", {"n": 1})
+    async with kit.engine(polls=False) as keyless:
+        assert keyless.worker is not None
+        assert await keyless.worker.take(run_id)  # taken, and handed back
+        handed = await until(keyless, run_id, "PENDING")
+        assert not await keyless.worker.take(run_id)
+        assert (await keyless.control.record(run_id)).fence == handed.fence  # not claimed
+    async with kit.engine(codec=codec()) as keyed:
+        assert await (await keyed.get(run_id)).result(timeout=10) == ["done/a", {"n": 1}]
+
+
+async def test_keyless_step_worker__a_take_by_id_refuses_an_attempt_it_handed_back(
+    kit: Kit,
+) -> None:
+    @kit.step("keys.paint", queue="gpu")
+    async def paint(frame: int) -> int:
+        return frame * 10
+
+    @kit.workflow("keys.film")
+    async def film(n: int) -> int:
+        return await paint(n)
+
+    async with kit.engine(codec=codec()) as cpu:
+        run_id = (await cpu.start(film, 4)).run_id
+        await until(cpu, run_id, "WAITING")
+        [(task_id,)] = execute(kit.url, "SELECT task_id FROM step_tasks")
+        async with kit.engine(step_queues=["gpu"], claim=False, polls=False) as gpu:
+            assert gpu.step_worker is not None
+            assert await gpu.step_worker.take(task_id)  # taken, and handed back
+            assert not await gpu.step_worker.take(task_id)
+        async with kit.engine(codec=codec(), step_queues=["gpu"], claim=False):
+            assert await (await cpu.get(run_id)).result(timeout=10) == 40
+
+
+async def test_keyless_worker__a_hand_back_for_a_key_is_not_counted_as_an_attempt(
+    kit: Kit,
+) -> None:
+    # `attempt` (cairn runs show, the dashboard) counts the attempts that did something:
+    # two keyless workers handing the run back must not make the keyed one's attempt 3.
+    ran: list[str] = []
+    parked = declare(kit, ran)
+    async with kit.engine(codec=codec()) as first:
+        run_id = (await first.start(parked, "a")).run_id
+        await until(first, run_id, "WAITING")
+    async with kit.engine(codec=codec(), workers=0) as sender:
+        await sender.send_event(run_id, "go", {"n": 1})
+    for _ in range(2):  # two workers: each hands it back once
+        async with kit.engine(polls=False) as keyless:
+            assert keyless.worker is not None
+            assert await keyless.worker.take(run_id)
+            await until(keyless, run_id, "PENDING")
+    async with kit.engine(codec=codec()) as keyed:
+        assert await (await keyed.get(run_id)).result(timeout=10) == ["done/a", {"n": 1}]
+        record = await keyed.control.record(run_id)
+    assert (record.attempt, record.recoveries) == (1, 0)

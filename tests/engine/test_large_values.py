@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from cairn.errors import SerializationError
 from cairn.representation import runs as run_forms
 
 from .kit import WAIT, Kit
+from .seeds import until
 
 MiB = 1024 * 1024
 
@@ -270,3 +273,69 @@ def test_large_values__settings_come_from_the_files(
     (tmp_path / "cairn.yaml").write_text("inline_limit: [1]\n")
     with pytest.raises(cairn.ConfigError, match="inline_limit must be a size"):
         cairn.Engine("memory://")
+
+
+async def test_large_values__an_offloaded_value_is_logged_once_per_name_an_inline_one_each_time(
+    kit: Kit, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Offloading is the designed path for a large value: one warning per value name (a
+    # step's results), not one per value; a large value kept inline is logged each time.
+    @kit.step("big.part")
+    def part(n: int) -> str:
+        return "p" * n
+
+    @kit.workflow("big.parts")
+    async def parts(n: int, times: int) -> int:
+        return sum([len(await part(n)) for _ in range(times)])
+
+    caplog.set_level(logging.WARNING, logger="cairn.limits")
+    async with engine(kit, tmp_path, inline_limit="4KiB", warn_value_size="1KiB") as eng:
+        assert await (await eng.start(parts, 6000, 3)).result(timeout=WAIT) == 18000
+        assert await (await eng.start(parts, 6000, 2)).result(timeout=WAIT) == 12000
+        offloaded = [r.getMessage() for r in caplog.records if "big.part'" in r.getMessage()]
+        assert len(offloaded) == 1, offloaded
+        assert "offloaded" in offloaded[0] and "once" in offloaded[0]
+        caplog.clear()
+        assert await (await eng.start(parts, 2000, 2)).result(timeout=WAIT) == 4000
+    inline = [r.getMessage() for r in caplog.records if "big.part'" in r.getMessage()]
+    assert len(inline) == 2 and all("kept inline" in m for m in inline), inline
+
+
+async def test_large_values__blobs_are_written_and_read_off_the_event_loop(
+    kit: Kit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 50 MiB value's hash, write and fsync (or fetch and check) would hold the loop for
+    # tens of milliseconds: arguments, step and workflow results, an event's payload and
+    # a replayed step's result go through the blob store in a thread.
+    threads: dict[str, list[int]] = {"put": [], "get": []}
+    put, get = FileBlobs.put, FileBlobs.get
+
+    def put_noted(self: FileBlobs, sha256: str, data: bytes) -> None:
+        threads["put"].append(threading.get_ident())
+        put(self, sha256, data)
+
+    def get_noted(self: FileBlobs, sha256: str) -> bytes | None:
+        threads["get"].append(threading.get_ident())
+        return get(self, sha256)
+
+    monkeypatch.setattr(FileBlobs, "put", put_noted)
+    monkeypatch.setattr(FileBlobs, "get", get_noted)
+
+    @kit.step("big.load")
+    async def load(n: int) -> str:
+        return "L" * n
+
+    @kit.workflow("big.offloop")
+    async def offloop(text: str) -> int:
+        loaded = await load(len(text))
+        got = await cairn.wait_for_event("go")  # parks: the next attempt replays `load`
+        return len(loaded + text + got)
+
+    async with engine(kit, tmp_path, inline_limit="4KiB") as eng:
+        run = await eng.start(offloop, "a" * 6000)
+        await until(eng, run.run_id, "WAITING")
+        await eng.send_event(run.run_id, "go", "e" * 6000)
+        assert await run.result(timeout=WAIT) == 18000
+    loop = threading.get_ident()
+    assert len(threads["put"]) == 3 and len(threads["get"]) >= 3, threads
+    assert loop not in threads["put"] + threads["get"]

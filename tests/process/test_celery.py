@@ -6,6 +6,7 @@ Locally a broker that is down skips its tests (with the reason); with CI=true th
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 from tests.process import celery_procs
 from tests.process.celery_procs import DEADLINE, ROOT, CeleryWorker
+from tests.store.kit import execute
 
 import cairn
 
@@ -225,3 +227,27 @@ def test_celery__a_killed_step_queue_worker_s_attempt_is_retried_on_another(
         gpu_b.proc.pid,
         gpu_b.proc.pid,
     ]
+
+
+def test_celery__an_encrypted_run_completes_with_ciphertext_stored(
+    store_url: str,
+    tmp_path: Path,
+    procs: list[CeleryWorker],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One broker (RabbitMQ) is enough: encryption happens in the engine, not the transport.
+    broker, port = celery_procs.BROKERS["rabbitmq"]
+    celery_procs.reachable_or_skip("rabbitmq", port)
+    keys = "k1:" + base64.b64encode(b"\x01" * 32).decode()
+    monkeypatch.setenv("CAIRN_KEYS", keys)  # the client's
+    worker = CeleryWorker(store_url, broker, tmp_path, "worker", env={"CAIRN_KEYS": keys})
+    procs.append(worker)
+    worker.ready()
+    with cairn.Client(store_url) as client:
+        handle = client.start("celery.math", 7, allow_unknown=True)
+        assert celery_procs.results([handle], [worker]) == [[49, 49 * 49]]
+    stored = execute(store_url, "SELECT args, result FROM runs")
+    stored += execute(store_url, "SELECT result, result FROM steps WHERE kind = 'step'")
+    assert len(stored) == 3 and all(
+        text.startswith("aesgcm:k1:") for row in stored for text in row
+    ), stored

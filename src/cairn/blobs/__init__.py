@@ -10,7 +10,9 @@ runtime/engine.py); docs/howto/large-values.md tells the story.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from cairn import config
@@ -27,7 +29,9 @@ __all__ = [
     "MemoryBlobs",
     "Offloaded",
     "Reference",
+    "dumps_async",
     "inline_limit",
+    "loads_async",
     "offloading",
     "open_blobs",
     "shown",
@@ -84,22 +88,46 @@ def default_blobs(store: object) -> BlobStore | None:
 
 
 def offloading(
-    serializer: Serializer, store: object, *, inline: object = None, blobs: object = None
+    serializer: Serializer,
+    store: object,
+    *,
+    inline: object = None,
+    blobs: object = None,
+    warn: int | None = None,
 ) -> Offloaded:
     """`serializer` with texts over the inline limit kept in the configured blob store.
 
     `inline` and `blobs` are the Engine's arguments; unset, CAIRN_INLINE_LIMIT /
     CAIRN_BLOBS, then `[tool.cairn]` / cairn.yaml, then the defaults (256 KiB; beside
-    the SQLite file). ConfigError (one line) names a bad setting.
+    the SQLite file). ConfigError (one line) names a bad setting. `warn`: the
+    warn_value_size in bytes (None: no warnings; see `Offloaded`).
     """
     url, where = config.setting(blobs, "blobs")
     found = default_blobs(store) if url is None else open_blobs(url, what=where)  # type: ignore[arg-type]
-    return Offloaded(serializer, found, inline_limit(inline))
+    return Offloaded(serializer, found, inline_limit(inline), warn_above=warn)
 
 
 def store_of(serializer: Serializer) -> BlobStore | None:
     """The blob store an engine's serializer keeps offloaded values in, or None."""
     return serializer.blobs if isinstance(serializer, Offloaded) else None
+
+
+def dumps_async(serializer: Serializer, value: Any, *, what: str) -> Awaitable[str]:
+    """`serializer.dumps` for the event loop: a large value's blob written in a thread."""
+    if isinstance(serializer, Offloaded):
+        return serializer.dumps_async(value, what=what)
+    return _ready(serializer.dumps(value, what=what))
+
+
+def loads_async(serializer: Serializer, text: str) -> Awaitable[Any]:
+    """`serializer.loads` for the event loop: an offloaded value read in a thread."""
+    if isinstance(serializer, Offloaded):
+        return serializer.loads_async(text)
+    return _ready(serializer.loads(text))
+
+
+async def _ready(value: Any) -> Any:
+    return value
 
 
 def shown(serializer: Serializer, text: str) -> dict[str, object] | None:

@@ -6,15 +6,25 @@ did. A larger text is written to the blob store under its sha256 first, and the 
 keeps the reference (blobs/reference.py) instead: the blob is durable before the
 checkpoint that names it is written, because `dumps` returns only once `put` has.
 
+A text over `warn_value_size` is logged here, where it is known whether it stays inline
+(logged each time: every replay reads it with the history) or is offloaded (the designed
+path for large values: logged once per value name, such as a step's results).
+
 Reading back, a reference is resolved and its bytes checked against the hash before the
 inner layers see them: a missing or corrupt blob raises BlobError naming the blob (and
 the run). A list of stored texts put together without decoding them
 (`serialization.encoded_list`, a `receive` of several messages) may hold references as
 its items: those are resolved one by one.
+
+`dumps_async` and `loads_async`, for callers on the event loop, do the same with a large
+value's blob I/O in a thread: writing (hash, file write and fsync, or a PUT) and reading
+(fetch, hash check, decoding) a 50 MiB value held the loop for some 250 ms more.
+The serializer's own text is still made on the loop; a small value never leaves it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -29,13 +39,15 @@ from cairn.serialization.json_text import encode_json as json_dumps
 from cairn.serialization.serializers import ENCRYPTED
 
 PREVIEW = 1000  # characters of an offloaded value the CLI and dashboard show
+WARNED_NAMES = 1000  # value names logged as offloaded, at most (then logged anew)
 
 
 class Offloaded:
     """A serializer that keeps texts over `inline_limit` bytes in `blobs`.
 
     `blobs` None (PostgreSQL without `blobs=`): a text over the limit is refused with
-    SerializationError saying how to name a store every worker shares.
+    SerializationError saying how to name a store every worker shares. `warn_above`
+    (warn_value_size, bytes; None: never): a text over it is logged (see above).
     """
 
     def __init__(
@@ -45,6 +57,7 @@ class Offloaded:
         inline_limit: int,
         *,
         media_type: str = "application/json",
+        warn_above: int | None = None,
     ) -> None:
         self.inner = inner
         self._inner_dumps = inner.dumps  # bound once: the small-value path is two lines
@@ -52,8 +65,12 @@ class Offloaded:
         self._unlimited = limits.unlimited(inner)
         self.blobs = blobs
         self.inline_limit = inline_limit
-        # A character is at most 4 UTF-8 bytes: a text this short is never over the limit.
-        self._surely_inline = inline_limit // 4
+        self.warn_above = warn_above
+        self._warned: set[str] = set()
+        # A character is at most 4 UTF-8 bytes: a text this short is never over the limit
+        # (nor over the warning size).
+        quiet = inline_limit if warn_above is None else min(inline_limit, warn_above)
+        self._surely_inline = quiet // 4
         self.media_type = media_type
 
     def dumps(self, value: Any, *, what: str) -> str:
@@ -63,9 +80,27 @@ class Offloaded:
             return text
         return self._offload(text, what)
 
+    async def dumps_async(self, value: Any, *, what: str) -> str:
+        """`dumps`, a text surely over the inline limit offloaded in a thread."""
+        text = self._inner_dumps(value, what=what)
+        if len(text) <= self._surely_inline:
+            return text
+        if len(text) <= self.inline_limit or self.blobs is None:
+            return self._offload(text, what)  # at most inline_limit characters: here
+        return await asyncio.to_thread(self._offload, text, what)
+
+    async def loads_async(self, text: str) -> Any:
+        """`loads`, blobs it references fetched, checked and decoded in a thread."""
+        if MARK in text:
+            return await asyncio.to_thread(self.loads, text)
+        return self._inner_loads(text)
+
     def _offload(self, text: str, what: str) -> str:
         data = text.encode("utf-8", "surrogatepass")
+        warn = self.warn_above is not None and len(data) > self.warn_above
         if len(data) <= self.inline_limit:
+            if warn:
+                limits.warn_inline(what, len(data), self.warn_above or 0, self.inline_limit)
             return text
         if self.blobs is None:
             raise SerializationError(
@@ -86,6 +121,11 @@ class Offloaded:
                 what=what,
                 type_name="blob",
             ) from exc
+        if warn and what not in self._warned:
+            if len(self._warned) >= WARNED_NAMES:
+                self._warned.clear()
+            self._warned.add(what)
+            limits.warn_offloaded(what, len(data), self.warn_above or 0, self.blobs.where)
         return ref.text()
 
     def unlimited(self) -> Serializer:

@@ -52,6 +52,11 @@ def of(data: bytes, media_type: str) -> Reference:
     return Reference(hashlib.sha256(data).hexdigest(), len(data), media_type)
 
 
+def offloaded(text: str | None) -> bool:
+    """Whether the stored text `text` is a reference (a value kept in the blob store)."""
+    return text is not None and text.startswith(PREFIX)
+
+
 def parse(text: str) -> Reference:
     """The reference `text` (which starts with PREFIX); BlobError if it is malformed."""
     try:

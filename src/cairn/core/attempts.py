@@ -7,9 +7,11 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from cairn import blobs
 from cairn.authoring import context
 from cairn.authoring.retry import Retry
 from cairn.authoring.transaction import TransactionDef
+from cairn.blobs.reference import PREFIX
 from cairn.codecs import coded
 from cairn.core import step_input, streams, sync_steps, transaction_steps
 from cairn.core.failed_attempts import (
@@ -168,7 +170,9 @@ async def run_new_step(
         if held is not None:
             value = held.value
         try:
-            text = live.env.serializer.dumps(value, what=f"result of step {name!r}")
+            text = await blobs.dumps_async(
+                live.env.serializer, value, what=f"result of step {name!r}"
+            )
         except SerializationError as exc:
             if held is not None:
                 await held.transaction.rollback()
@@ -209,6 +213,8 @@ async def run_new_step(
             return value
         # Hand the workflow what a replay will: the stored form. A dataclass that replay
         # cannot import, or a Counter, would otherwise change type when the run recovers.
+        if text.startswith(PREFIX):  # offloaded: its blob read back in a thread
+            return await blobs.loads_async(live.env.serializer, text)
         return live.env.serializer.loads(text)
 
 

@@ -176,7 +176,7 @@ async def child_result(live: LiveView, handle: ChildHandle, timeout: float | Non
     status = message.get("status")
     if status == RunStatus.COMPLETED.value:
         result = message.get("result")
-        return None if result is None else live.values.loads(result)
+        return None if result is None else await live.values.loads_async(result)
     error = live.values.unseal_json(message.get("error")) or {}
     raise ChildFailed(
         f"child run {child_id!r} ({handle.workflow}) ended {status}: {error.get('message', '')}",

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cairn import ids
+from cairn import blobs, ids
 from cairn.authoring import context
 from cairn.codecs import coded
 from cairn.core import durable, pending_starts, streams
@@ -48,6 +48,7 @@ class Outcome:
     result: str | None = None
     error: str | None = None
     lacking: KeyMissing | None = None  # abandoned for a key this worker does not have
+    idle: bool = False  # abandoned having recorded nothing: not an attempt of the run
 
 
 def error_json(exc: BaseException, *, step: str | None = None) -> str:
@@ -71,9 +72,9 @@ def error_json(exc: BaseException, *, step: str | None = None) -> str:
     return json.dumps(data)
 
 
-def decode_args(env: RunEnv, run: RunRecord) -> tuple[tuple[Any, ...], dict[str, Any]]:
+async def decode_args(env: RunEnv, run: RunRecord) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The positional and keyword arguments a run was started with."""
-    payload = env.serializer.loads(run.args)
+    payload = await blobs.loads_async(env.serializer, run.args)
     return tuple(payload.get("args", ())), dict(payload.get("kwargs", {}))
 
 
@@ -142,7 +143,7 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
     facts = logcontext.enter_run(run.run_id, run.workflow, max(run.attempt, 1))
     try:
         with live.steps.values.reading():
-            args, kwargs = decode_args(env, run)
+            args, kwargs = await decode_args(env, run)
         if workflow.is_async:
             # Runs it scheduled without awaiting are written before the attempt ends.
             value = await pending_starts.settled(
@@ -157,7 +158,9 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
         live.journal.check_finished("returned")
         await live.steps.record_cancel()  # delivered by check_cancelled() and swallowed, say
         await live.flush_meta()
-        text = env.serializer.dumps(value, what=f"result of workflow {run.workflow!r}")
+        text = await blobs.dumps_async(
+            env.serializer, value, what=f"result of workflow {run.workflow!r}"
+        )
         # A workflow that caught its cancellation and returned still ends CANCELLED.
         status = (
             RunStatus.CANCELLED.value if live.interrupts.delivered else RunStatus.COMPLETED.value
@@ -202,7 +205,9 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
         # other branches commit first (they are not run again), then it hands the run back.
         await live.attempt.settle()
         await live.flush_meta()
-        return Outcome(None, lacking=leaving if isinstance(leaving, KeyMissing) else None)
+        if isinstance(leaving, KeyMissing):
+            return Outcome(None, lacking=leaving, idle=not live.steps.progressed())
+        return Outcome(None)
     except Unwind:
         return Outcome(None)
     except Cancelled as exc:

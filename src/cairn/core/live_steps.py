@@ -19,7 +19,7 @@ from cairn.authoring import context
 from cairn.authoring.context import RunContext
 from cairn.authoring.definitions import StepDef
 from cairn.authoring.retry import coerce
-from cairn.blobs.reference import BlobError
+from cairn.blobs.reference import PREFIX, BlobError, offloaded
 from cairn.core import attempts, durable, journal, patches, remote_steps
 from cairn.core.live_attempt import LiveAttempt
 from cairn.core.run_values import RunValues
@@ -236,7 +236,10 @@ class LiveSteps:
         reports = [] if step.queue is None else remote_steps.take_reports(self.journal, key)
         record = self.journal.take(key, "step")
         if record is not None:
-            return self.outcome(record)
+            result = record.result
+            if result is None or not result.startswith(PREFIX) or record.status == "failed":
+                return self.outcome(record)  # the common case: no coroutine more per step
+            return await self.replayed(record)
         if not self.journal.open_for_new_work():
             await self.journal.check_new_work(journal.started("step", key))
         await self.point(key)
@@ -264,6 +267,15 @@ class LiveSteps:
             self._running_steps.pop(running, None)
             self.flying.pop(key, None)  # no attempt of it is in flight any more
             running.set_result(None)
+
+    async def replayed(self, record: StepRecord) -> Any:
+        """`outcome`, an offloaded result's blob read in a thread (not on the loop)."""
+        if record.status == "failed" or not offloaded(record.result):
+            return self.outcome(record)
+        try:
+            return await self.values.loads_async(record.result or "")
+        except BlobError as exc:
+            raise exc.of_step(record.key) from exc
 
     def outcome(self, record: StepRecord) -> Any:
         """The recorded result of a completed operation, or its recorded failure raised."""

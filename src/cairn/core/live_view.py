@@ -66,6 +66,10 @@ class LiveView(Protocol):
         """The recorded result of a completed operation, or its recorded failure raised."""
         ...
 
+    async def replayed(self, record: StepRecord) -> Any:
+        """`outcome`, an offloaded result's blob read in a thread (not on the loop)."""
+        ...
+
     async def commit_step(self, record: StepRecord) -> None:
         """Commit a new outcome; Unwind if the run is not held."""
         ...

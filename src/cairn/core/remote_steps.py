@@ -226,4 +226,4 @@ async def _completed(
         given,
     )
     await live.commit_step(record)
-    return None if text is None else live.values.loads(text)
+    return None if text is None else await live.values.loads_async(text)

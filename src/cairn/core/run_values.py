@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from cairn import blobs
 from cairn.codecs import coded
 from cairn.core.signals import KeyMissing
 from cairn.errors import KeyUnavailable
@@ -40,6 +41,11 @@ class RunValues:
         """The value stored as `text`."""
         with self.reading():
             return self.serializer.loads(text)
+
+    async def loads_async(self, text: str) -> Any:
+        """`loads` on the event loop: an offloaded value's blob read in a thread."""
+        with self.reading():
+            return await blobs.loads_async(self.serializer, text)
 
     def unseal_json(self, text: str | None) -> Any:
         """The JSON value of a sealed text (an error); None for None."""

@@ -96,7 +96,7 @@ async def wait_message(
     label = waits_for or f"{kind}:{name}"
     if record is not None and record.status == "completed":
         live.ctx.received_at = record.finished_at
-        return live.outcome(record)
+        return await live.replayed(record)
     if record is not None and record.status == "timeout":
         return timed_out(kind, name, default)
     if live.journal.closed:  # a branch going on after another one parked the run
@@ -129,7 +129,7 @@ async def wait_message(
         if payload is not None:
             live.journaled = True
             live.ctx.received_at = done.finished_at
-            return live.values.loads(payload)
+            return await live.values.loads_async(payload)
         if deadline is not None and clock.now() >= deadline:
             live.journaled = True
             kept = None if record is None or kind != "child" else record.result

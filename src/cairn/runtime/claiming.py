@@ -117,9 +117,13 @@ class Claimer:
         queue and liveness rules of any claim, so a message delivered twice, or for a run
         another worker holds or that has finished, takes nothing. Takes that arrive while
         a claim by id is in flight share the next one (one statement for many messages).
-        Returns whether it took the run; False at once when no slot is left for it.
+        Returns whether it took the run; False at once when no slot is left for it, or
+        when this worker handed it back for a key it lacks and its back-off lasts
+        (runtime/keyless.py): a refusal, so the dispatcher publishes it again for others.
         """
         if self.executions.stopping or self.executions.free - self._asking <= 0:
+            return False
+        if self.executions.keyless.backing_off(run_id, self.env.clock.now()):
             return False
         asked: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._asked.append((run_id, asked))

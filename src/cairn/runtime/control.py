@@ -14,7 +14,7 @@ import inspect
 from datetime import date, datetime
 from typing import Any
 
-from cairn import arguments, ids, start_times
+from cairn import arguments, blobs, ids, start_times
 from cairn.authoring.definitions import WorkflowDef, definition_of
 from cairn.authoring.registry import Registry
 from cairn.clock import Clock
@@ -156,8 +156,10 @@ class RunControl:
             if run_id is not None and await self.store.read(run_ops.get_run(run_id)) is not None:
                 return RunHandle(self, run_id)  # that run, whatever the arguments
             raise
-        args_text = self.serializer.dumps(
-            {"args": list(args), "kwargs": kwargs}, what=f"arguments of workflow {name!r}"
+        args_text = await blobs.dumps_async(
+            self.serializer,
+            {"args": list(args), "kwargs": kwargs},
+            what=f"arguments of workflow {name!r}",
         )
         now = self.clock.now()
         wake_at = start_times.start_at(now, delay, run_at)

@@ -268,14 +268,17 @@ class Executions:
         )
         if outcome.status is None and not self._halted and self.writable():
             lacking = outcome.lacking
-            self._hand_back(attempt, None if lacking is None else keyless.waiting_for(lacking))
+            waiting_for = None if lacking is None else keyless.waiting_for(lacking)
+            self._hand_back(attempt, waiting_for, uncount=outcome.idle)
         self.on_finished(run.run_id, outcome)
 
     def lease_of(self, attempt: Attempt) -> Lease:
         """The lease `attempt` holds its run under."""
         return Lease(self.env.owner, attempt.run.fence)
 
-    def _hand_back(self, attempt: Attempt, waiting_for: str | None = None) -> None:
+    def _hand_back(
+        self, attempt: Attempt, waiting_for: str | None = None, *, uncount: bool = False
+    ) -> None:
         # An attempt that ended early while this worker lives (the store failed, its
         # outcome was unknown) would keep its run RUNNING under a heartbeating owner
         # forever: queue it again, retrying until the database answers. Fenced: if the
@@ -283,12 +286,12 @@ class Executions:
         run_id = attempt.run.run_id
         self.releasing.add(run_id)
         task = asyncio.create_task(
-            self._release(attempt, waiting_for), name=f"cairn-hand-back-{run_id}"
+            self._release(attempt, waiting_for, uncount), name=f"cairn-hand-back-{run_id}"
         )
         self.releases.add(task)
         task.add_done_callback(self.releases.discard)
 
-    async def _release(self, attempt: Attempt, waiting_for: str | None) -> None:
+    async def _release(self, attempt: Attempt, waiting_for: str | None, uncount: bool) -> None:
         run_id = attempt.run.run_id
         try:
             # Not while a step of it still runs in a thread; when stopping, only while
@@ -300,7 +303,7 @@ class Executions:
                 try:
                     await self.env.store.write(
                         claim_ops.release_run(
-                            run_id, self.lease_of(attempt), waiting_for=waiting_for
+                            run_id, self.lease_of(attempt), waiting_for=waiting_for, uncount=uncount
                         )
                     )
                     break

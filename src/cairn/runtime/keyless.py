@@ -70,6 +70,11 @@ class KeylessRuns:
             return None
         return list(self._until)[-MAX_LEFT_OUT:]
 
+    def backing_off(self, item: str, now: float) -> bool:
+        """Whether `item` is not to be taken at `now` (a transport's `take` by id refuses it)."""
+        until = self._until.get(item)
+        return until is not None and until > now
+
     def forget(self, item: str) -> None:
         """`item` ended or parked here: its values were read after all."""
         self._until.pop(item, None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cairn import ids
+from cairn import blobs, ids
 from cairn.clock import Clock
 from cairn.errors import InvalidValue, RunFinished, RunNotFound
 from cairn.models import EventDelivery, RunStatus
@@ -67,7 +67,7 @@ class RunVerbs:
         if idempotency_key is not None:
             check_name(idempotency_key, "idempotency_key")
         storable(run_id)
-        text = self.serializer.dumps(payload, what=f"payload of event {name!r}")
+        text = await blobs.dumps_async(self.serializer, payload, what=f"payload of event {name!r}")
         for _ in range(_MAX_CHAIN_HOPS):
             delivery = await self.store.write(
                 wait_ops.send_message(

@@ -25,6 +25,7 @@ import concurrent.futures
 import contextlib
 from typing import Any
 
+from cairn import blobs
 from cairn.core import remote_steps, sync_steps
 from cairn.core.failed_attempts import Failure, describe_failure
 from cairn.core.queued_step import QueuedStepRun
@@ -86,9 +87,12 @@ class StepWorker:
 
         What a transport's message leads to (cairn.celery): the claim applies the lease
         rules of any claim, so a duplicate message, or one for an attempt another worker
-        holds or that was reported, takes nothing. Returns whether it took the attempt.
+        holds or that was reported, takes nothing. Returns whether it took the attempt;
+        False for one this worker handed back for a key it lacks, while its back-off lasts.
         """
         if self._stopping or len(self.active) >= self.concurrency:
+            return False
+        if self.keyless.backing_off(task_id, self.env.clock.now()):
             return False
         claimed = await self.env.store.write(
             step_tasks.claim(self.queues, self.env.owner, lease=self.lease, limit=1, only=task_id)
@@ -241,7 +245,9 @@ class StepWorker:
                 else:
                     async with asyncio.timeout(task.timeout) as limit:
                         value = await self._call(task, fn, is_async, isolation, args, kwargs)
-            result = self.env.serializer.dumps(value, what=f"result of step {task.step!r}")
+            result = await blobs.dumps_async(
+                self.env.serializer, value, what=f"result of step {task.step!r}"
+            )
         except SerializationError as exc:
             failure = describe_failure(exc, task.step, task.attempt, None)
             failure = Failure(**{**_fields(failure), "fatal": True})

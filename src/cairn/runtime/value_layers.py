@@ -3,7 +3,8 @@
 Inside out: the serializer's text (`cairn.serialization`), its size check
 (`cairn.limits`), the codec (`cairn.codecs`, encryption at rest), and, outermost, the
 offload of texts over `inline_limit` to a blob store (`cairn.blobs`). So a blob holds
-what the codec wrote, and `max_value_size` measures the plain text.
+what the codec wrote, `max_value_size` measures the plain text, and `warn_value_size`,
+checked by the offload, the stored text (as `inline_limit` does).
 """
 
 from __future__ import annotations
@@ -32,4 +33,4 @@ def stack(
     """
     sized = limits.sized(serialization.get(serializer), sizes)
     coded = codecs.coding(sized, codec or codecs.from_env())
-    return offloading(coded, store, inline=inline_limit, blobs=blobs)
+    return offloading(coded, store, inline=inline_limit, blobs=blobs, warn=sizes.warn_value_bytes)

@@ -72,10 +72,12 @@ RELEASE_ONE = (
     f"UPDATE runs SET status = 'PENDING', owner = NULL, updated_at = ? WHERE {FENCE} "
     "AND (status || '') = 'RUNNING'"
 )
-# ... saying what it waits for, if given (a worker with the key it was handed back for).
+# ... saying what it waits for, if given (a worker with the key it was handed back for),
+# and taking back the attempt its claim counted if asked (1: the attempt wrote nothing).
 RELEASE_ONE_FOR = (
     "UPDATE runs SET status = 'PENDING', owner = NULL, updated_at = ?, "
-    "waiting_for = COALESCE(?, waiting_for) "
+    "waiting_for = COALESCE(?, waiting_for), "
+    "attempt = attempt - (CASE WHEN attempt > 0 THEN ? ELSE 0 END) "
     f"WHERE {FENCE} AND (status || '') = 'RUNNING'"
 )
 RELEASE_OWNED = (

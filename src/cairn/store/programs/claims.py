@@ -26,6 +26,7 @@ def release_run(
     *,
     interrupted: Sequence[AttemptRecord] = (),
     waiting_for: str | None = None,
+    uncount: bool = False,
 ) -> Program[bool]:
     """Queue again a run `lease` holds but whose attempt ended early; True if it did.
 
@@ -33,9 +34,11 @@ def release_run(
     the `interrupted` attempts (step attempts the ending cut short) are recorded in the
     same transaction, each unless its step's outcome is in the journal. A no-op (False)
     if `lease` no longer holds it. `waiting_for`, if given, says what it waits for until
-    a claim takes it (a worker with the key it was handed back for).
+    a claim takes it (a worker with the key it was handed back for). `uncount`: the
+    attempt wrote nothing, so the attempt its claim counted is taken back (a recovery
+    it counted stays: max_recoveries is about dead owners).
     """
-    fenced = (time.time(), waiting_for, run_id, lease.owner, lease.fence)
+    fenced = (time.time(), waiting_for, int(uncount), run_id, lease.owner, lease.fence)
     if not (yield Sql(_sql.RELEASE_ONE_FOR, fenced)):
         return False
     yield from _interrupted(interrupted)
