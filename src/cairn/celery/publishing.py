@@ -15,14 +15,16 @@ from typing import Any
 
 from kombu.utils.uuid import uuid
 
-from cairn.celery.host import RUN
+from cairn.celery.host import RUN, RUNS, Message
 
 RUN_TASK = "cairn.run"
+RUNS_TASK = "cairn.runs"
 STEP_TASK = "cairn.step"
+_TASKS = {RUN: RUN_TASK, RUNS: RUNS_TASK}
 
 
-def publish(application: Any, messages: list[tuple[str, str, str]], *, confirms: bool) -> None:
-    """Send `messages` ((RUN or STEP, its id, Celery queue), in order) on one producer.
+def publish(application: Any, messages: list[Message], *, confirms: bool) -> None:
+    """Send `messages` ((RUN, RUNS or STEP, its id or ids, Celery queue), in order) on one producer.
 
     `confirms`: end with one round trip (RabbitMQ), whose answer comes once the broker
     has taken every message sent before it on this channel. A hung connection times out
@@ -34,7 +36,7 @@ def publish(application: Any, messages: list[tuple[str, str, str]], *, confirms:
     with application.producer_or_acquire() as producer:
         declared: set[str] = set()
         for kind, ident, queue in messages:
-            name = RUN_TASK if kind == RUN else STEP_TASK
+            name = _TASKS.get(kind, STEP_TASK)
             task_id = uuid()
             args = [ident]
             message = amqp.as_task_v2(

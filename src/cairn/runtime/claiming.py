@@ -7,6 +7,7 @@ One of the parts a Worker (runtime/worker.py) holds: made with the worker's Exec
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import time
 
@@ -42,6 +43,9 @@ class Claimer:
         self._asked: list[tuple[str, asyncio.Future[bool]]] = []
         self._asking = 0
         self._taker: asyncio.Future[None] | None = None
+        # Takes with `wait` in line for a slot, first come first served.
+        self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
+        executions.on_slot_freed = self._slot_freed
 
     async def _poll_controls(self) -> None:
         # Requests made by other processes reach the runs we execute here.
@@ -110,16 +114,28 @@ class Claimer:
             lease=self.lease,
         )
 
-    async def take(self, run_id: str) -> bool:
+    async def take(self, run_id: str, *, wait: bool = False) -> bool:
         """Claim `run_id` and execute it here; wait until this attempt of it ends.
 
         What a transport's message leads to (cairn.celery): the claim applies the lease,
         queue and liveness rules of any claim, so a message delivered twice, or for a run
         another worker holds or that has finished, takes nothing. Takes that arrive while
         a claim by id is in flight share the next one (one statement for many messages).
-        Returns whether it took the run; False at once when no slot is left for it.
+        Returns whether it took the run; False at once when no slot is left for it, or
+        with `wait` (the ids of one batch message), once a slot frees (False if the
+        worker stops first). Takes pending a claim hold their slots.
         """
-        if self.executions.stopping or self.executions.free - self._asking <= 0:
+        while wait and not self.executions.stopping and self.room <= 0:
+            # In line for a slot, woken one per slot freed (`_slot_freed`); the timeout
+            # notices a worker that stops.
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, self.poll_interval)
+            except TimeoutError:
+                with contextlib.suppress(ValueError):
+                    self._waiting.remove(waiter)
+        if self.executions.stopping or self.room <= 0:
             return False
         asked: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._asked.append((run_id, asked))
@@ -133,6 +149,20 @@ class Claimer:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(attempt.task)
         return True
+
+    @property
+    def room(self) -> int:
+        """Slots neither in use nor held by takes pending a claim."""
+        return self.executions.free - self._asking
+
+    def _slot_freed(self) -> None:
+        # Wake as many takes in line as there is room (each holds its slot at once).
+        room = self.room
+        while room > 0 and self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                room -= 1
 
     async def _take_asked(self) -> None:
         """Claim the runs `take` was asked for, in one claim per batch, until none is left."""
@@ -153,6 +183,7 @@ class Claimer:
                 continue
             finally:
                 self._asking -= len(batch)
+                self._slot_freed()  # the slots of runs not taken are free again
             for run_id, asked in batch:
                 # A run asked for twice is taken once: the first ask answers for it.
                 first = run_id in taken
