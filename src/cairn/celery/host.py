@@ -268,6 +268,8 @@ class Host:
             except Exception:
                 log.exception("cairn: the dispatcher failed to publish; trying again")
             await store.wait_for_work(self.dispatch_interval)
+            # The engine's requests loop waits for this hint too (runtime/claiming.py).
+            worker.wake()
 
     def _due(
         self,

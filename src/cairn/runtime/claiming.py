@@ -241,27 +241,31 @@ class Claimer:
                     log.exception("claiming runs failed; retrying")
 
     async def control_loop(self) -> None:
-        """Without a claim loop: pass on operator requests, until the store is unwritable."""
+        """Without a claim loop: pass on operator requests, until the store is unwritable.
+
+        Without polling (`polls=False`), the transport's loop (cairn.celery's dispatcher)
+        is the one that waits on the store's hints, and passes them on (`wake`): a hint
+        is taken by one waiter, so two waiting on the store would take turns at them.
+        """
         while self.executions.writable():
-            await self._wait_for_work(self.poll_interval)
+            await self._wait_for_work(self.poll_interval, hints=self.executions.polls)
             self.executions.woken.clear()
             try:
                 await self._poll_controls()
             except Exception:
                 log.exception("reading operator requests failed; retrying")
 
-    async def _wait_for_work(self, timeout: float) -> None:
+    async def _wait_for_work(self, timeout: float, *, hints: bool = True) -> None:
         # Until this process has new work, the store hints that others made some (NOTIFY
         # on PostgreSQL, data_version on SQLite), or `timeout` passes: polling is the
         # fallback for what no hint reports (a dead worker's lease running out).
-        local = asyncio.ensure_future(self.executions.woken.wait())
-        remote = asyncio.ensure_future(self.env.store.wait_for_work(timeout))
+        waiters: set[asyncio.Future[object]] = {asyncio.ensure_future(self.executions.woken.wait())}
+        if hints:
+            waiters.add(asyncio.ensure_future(self.env.store.wait_for_work(timeout)))
         try:
-            await asyncio.wait(
-                {local, remote}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
+            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for waiter in (local, remote):
+            for waiter in waiters:
                 if not waiter.done():
                     waiter.cancel()
                 elif not waiter.cancelled() and waiter.exception() is not None:
