@@ -6,8 +6,10 @@ The engine runs on an event loop in a thread of its own and never polls for runs
 until that attempt of the run ends (it finishes, parks or is handed back). A `cairn.runs`
 task does the same for the ids of a batch message (one Celery message for many runs: its
 receipt, pool thread and acknowledgement cost as much as one run on SQLite): they are
-claimed together, those that find no free slot wait here for one (first come, first
-served), and its Celery thread is held until all of them have ended.
+claimed together and its Celery thread is held until all of them have ended. An id that
+finds no free slot (a batch brings more runs than threads) waits here for one, first
+come first served: its message is acknowledged, so the run is this worker's to take;
+a worker killed meanwhile leaves it claimable, published again like a lost message.
 
 The dispatcher, a task on the same loop, is what turns the database into messages: it
 reads which runs a claim could take now (new, due after a sleep, a retry backoff or a
@@ -157,7 +159,9 @@ class Host:
     def take(self, run_id: str, queue: str | None = None) -> bool:
         """Claim and execute `run_id` here; block until this attempt ends. False: not taken.
 
-        `queue`: the Celery queue its message came from, whose slot frees when it ends.
+        With no free slot it waits for one (the message is acknowledged: its run is this
+        worker's to take). `queue`: the Celery queue its message came from, whose slot
+        frees when it ends.
         """
         if not self._serving():
             return False
@@ -175,14 +179,15 @@ class Host:
         return int(self._call(self._take_batch(run_ids, queue)).result())
 
     async def _take_batch(self, run_ids: list[str], queue: str | None) -> int:
-        takes = [self._take(run_id, queue, wait=True) for run_id in run_ids]
+        takes = [self._take(run_id, queue) for run_id in run_ids]
         return sum(await asyncio.gather(*takes))
 
-    async def _take(self, run_id: str, queue: str | None, *, wait: bool = False) -> bool:
+    async def _take(self, run_id: str, queue: str | None) -> bool:
         # On the loop: the count of its queue's slots is kept as the attempt ends, without
-        # a second call from the Celery thread into the loop.
+        # a second call from the Celery thread into the loop. With no free slot, it waits
+        # for one: a message's runs are this worker's to run (its message is acknowledged).
         assert self.engine is not None and self.engine.worker is not None
-        taken = await self.engine.worker.take(run_id, wait=wait)
+        taken = await self.engine.worker.take(run_id, wait=True)
         if queue is not None:
             self._count(self._freed if taken else self._refused, queue)
         return taken
