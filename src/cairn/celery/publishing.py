@@ -1,12 +1,14 @@
 """Publishing a batch of cairn messages: what `Task.apply_async` sends, for less per message.
 
-The dispatcher publishes one message per run (or step attempt) it finds claimable, in
-batches of up to hundreds. `apply_async` spends most of its time on what is the same for
-every message of a batch (routing, options, a result object, declaring the queue again),
-so a batch builds each message with Celery's own `as_task_v2` and sends it with Celery's
-own `send_task_message` (its exchange, routing key, delivery mode, serializer and retry
-policy), declaring each Celery queue once per batch. What a worker receives is the same
-message `apply_async(args=[id], queue=...)` sends (tests/process/test_celery_publish.py).
+The dispatcher publishes what it finds claimable (runs, several to a `cairn.runs`
+message, and step attempts, one a message) in batches of up to hundreds of messages.
+`apply_async` spends most of its time on what is the same for every message of a batch
+(routing, options, a result object, declaring the queue again), so a batch builds each
+message with Celery's own `as_task_v2` and sends it with Celery's own `send_task_message`
+(its exchange, routing key, delivery mode, serializer and retry policy), declaring each
+Celery queue once per batch. What a worker receives is the same message
+`apply_async(args=[id], queue=...)` (`args=[[id, ...]]` for a batch of runs) sends
+(tests/process/test_celery_publish.py).
 """
 
 from __future__ import annotations
