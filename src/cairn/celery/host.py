@@ -179,8 +179,15 @@ class Host:
         return int(self._call(self._take_batch(run_ids, queue)).result())
 
     async def _take_batch(self, run_ids: list[str], queue: str | None) -> int:
-        takes = [self._take(run_id, queue) for run_id in run_ids]
-        return sum(await asyncio.gather(*takes))
+        # Every take ends before the Celery thread is let go (it holds their slots' place
+        # among Celery's threads); the first failure, if any, is then the task's.
+        ended = await asyncio.gather(
+            *(self._take(run_id, queue) for run_id in run_ids), return_exceptions=True
+        )
+        for outcome in ended:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return sum(1 for outcome in ended if outcome is True)
 
     async def _take(self, run_id: str, queue: str | None) -> bool:
         # On the loop: the count of its queue's slots is kept as the attempt ends, without
