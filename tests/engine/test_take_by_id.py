@@ -98,10 +98,12 @@ async def test_take__with_wait_takes_beyond_the_free_slots_wait_for_one(kit: Kit
     # slot wait for one instead of being refused, and never run more at once than slots.
     gates = [asyncio.Event() for _ in range(5)]
     running: list[int] = []
+    started: list[int] = []
     most = [0]
 
     @kit.workflow("take.in_line")
     async def in_line(n: int) -> int:
+        started.append(n)
         running.append(n)
         most[0] = max(most[0], len(running))
         await gates[n].wait()
@@ -126,3 +128,4 @@ async def test_take__with_wait_takes_beyond_the_free_slots_wait_for_one(kit: Kit
         results = [await (await engine.get(run_id)).result(timeout=WAIT) for run_id in ids]
     assert results == [0, 1, 2, 3, 4]
     assert most[0] == 2
+    assert started[2:] == [2, 3, 4]  # first come, first served

@@ -45,6 +45,7 @@ class Claimer:
         self._taker: asyncio.Future[None] | None = None
         # Takes with `wait` in line for a slot, first come first served.
         self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._woken = 0  # of them, woken and not yet asking
         executions.on_slot_freed = self._slot_freed
 
     async def _poll_controls(self) -> None:
@@ -122,8 +123,9 @@ class Claimer:
         another worker holds or that has finished, takes nothing. Takes that arrive while
         a claim by id is in flight share the next one (one statement for many messages).
         Returns whether it took the run; False at once when no slot is left for it, or
-        with `wait` (the ids of one batch message), once a slot frees (False if the
-        worker stops first). Takes pending a claim hold their slots.
+        with `wait` (a transport's acknowledged message: its run is this worker's to
+        take) once a slot frees, first come first served (False if the worker stops
+        first). Takes pending a claim hold their slots.
         """
         while wait and not self.executions.stopping and self.room <= 0:
             # In line for a slot, woken one per slot freed (`_slot_freed`); the timeout
@@ -133,8 +135,13 @@ class Claimer:
             try:
                 await asyncio.wait_for(waiter, self.poll_interval)
             except TimeoutError:
-                with contextlib.suppress(ValueError):
-                    self._waiting.remove(waiter)
+                pass
+            finally:
+                if waiter.done() and not waiter.cancelled():
+                    self._woken -= 1  # woken: it asks now (or waits again)
+                else:
+                    with contextlib.suppress(ValueError):
+                        self._waiting.remove(waiter)
         if self.executions.stopping or self.room <= 0:
             return False
         asked: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
@@ -156,12 +163,14 @@ class Claimer:
         return self.executions.free - self._asking
 
     def _slot_freed(self) -> None:
-        # Wake as many takes in line as there is room (each holds its slot at once).
-        room = self.room
+        # Wake as many takes in line as there is room, less those woken that have not
+        # asked yet (they will fill it).
+        room = self.room - self._woken
         while room > 0 and self._waiting:
             waiter = self._waiting.popleft()
             if not waiter.done():
                 waiter.set_result(None)
+                self._woken += 1
                 room -= 1
 
     async def _take_asked(self) -> None:
