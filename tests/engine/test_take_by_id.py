@@ -91,3 +91,41 @@ async def test_take__takes_beyond_the_free_slots_are_refused(kit: Kit) -> None:
         refused = ids[[task.result() for task in takes].index(False)]
         handle = await engine.get(refused)
         assert (await handle.status()) == cairn.RunStatus.PENDING
+
+
+async def test_take__with_wait_takes_beyond_the_free_slots_wait_for_one(kit: Kit) -> None:
+    # The ids of one batch message (cairn.celery's "cairn.runs"): those that find no free
+    # slot wait for one instead of being refused, and never run more at once than slots.
+    gates = [asyncio.Event() for _ in range(5)]
+    running: list[int] = []
+    started: list[int] = []
+    most = [0]
+
+    @kit.workflow("take.in_line")
+    async def in_line(n: int) -> int:
+        started.append(n)
+        running.append(n)
+        most[0] = max(most[0], len(running))
+        await gates[n].wait()
+        running.remove(n)
+        return n
+
+    async with kit.engine(workers=0) as starter:
+        ids = [(await starter.start(in_line, n)).run_id for n in range(5)]
+    async with kit.engine(workers=2, polls=False) as engine:
+        assert engine.worker is not None
+        takes = [asyncio.ensure_future(engine.worker.take(i, wait=True)) for i in ids]
+        deadline = asyncio.get_running_loop().time() + WAIT
+        while len(running) < 2:
+            assert asyncio.get_running_loop().time() < deadline, "two slots never filled"
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        assert not any(take.done() for take in takes)  # three wait, none refused
+        for gate in gates:
+            gate.set()
+            await asyncio.sleep(0.02)
+        assert await asyncio.wait_for(asyncio.gather(*takes), WAIT) == [True] * 5
+        results = [await (await engine.get(run_id)).result(timeout=WAIT) for run_id in ids]
+    assert results == [0, 1, 2, 3, 4]
+    assert most[0] == 2
+    assert started[2:] == [2, 3, 4]  # first come, first served

@@ -69,6 +69,13 @@ async def steady(n: int, steps: int = 4, seconds: float = 0.25) -> int:
     return n
 
 
+@cairn.workflow("celery.once")
+async def once(n: int) -> int:
+    """One effect per run, "once N": counts how often run N executed its step."""
+    await mark(f"once {n}")
+    return n
+
+
 # Runs of queue "limited" take one slot at a time (Celery queue "cairn.limited").
 limited = cairn.Queue("limited", concurrency=1)
 

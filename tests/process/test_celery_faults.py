@@ -114,6 +114,9 @@ def test_celery__messages_the_worker_cannot_use_are_dropped_not_fatal(
         ({**run, "id": "no-run-id"}, "[[], {}, {}]"),
         ({**run, "id": "not-json"}, '[["x"'),
         ({"task": "cairn.step", "id": "step-null"}, "null"),
+        ({"task": "cairn.runs", "id": "batch-of-a-string"}, '[["some-run"], {}, {}]'),
+        ({"task": "cairn.runs", "id": "batch-of-integers"}, "[[[5, 6]], {}, {}]"),
+        ({"task": "cairn.runs", "id": "empty-batch"}, "[[[]], {}, {}]"),
     ]
     _publish_raw(broker, bad)
     with cairn.Client(sqlite_url) as client:

@@ -37,4 +37,76 @@ def test_celery__a_message_taken_after_the_host_stopped_is_refused_not_hung(
     stepper.start()
     stepper.join(timeout=10)
     assert answers == [False, False]
+    batch = threading.Thread(target=lambda: answers.append(host.take_batch(["a", "b"], "cairn")))
+    batch.daemon = True
+    batch.start()
+    batch.join(timeout=10)
+    assert answers == [False, False, 0]
     host._loop.close()  # a worker process exits here; a test closes what the host left
+
+
+def test_celery__a_look_s_runs_go_in_batches_spread_over_several_messages() -> None:
+    from cairn.celery.host import BATCH, RUN, RUNS, SPREAD, STEP, batches
+
+    def keys(n: int, queue: str = "cairn") -> list[Any]:
+        return [((f"{queue}-{i}", "PENDING", 0.0), queue) for i in range(n)]
+
+    # Few runs: one message each (as many workers as can take them).
+    assert batches(keys(SPREAD)) == [(RUN, f"cairn-{i}", "cairn") for i in range(SPREAD)]
+    # Many: at most BATCH ids a message, and at least SPREAD messages.
+    many = batches(keys(BATCH * SPREAD * 2))
+    assert len(many) == SPREAD * 2
+    assert {(kind, len(ids)) for kind, ids, _ in many} == {(RUNS, BATCH)}
+    some = batches(keys(10))
+    assert [len(ids) if kind == RUNS else 1 for kind, ids, _ in some] == [3, 3, 3, 1]
+    assert [ident for kind, ids, _ in some for ident in (ids if kind == RUNS else [ids])] == [
+        f"cairn-{i}" for i in range(10)
+    ]
+    # Per Celery queue; step attempts one a message.
+    mixed = batches([*keys(8, "cairn.q"), (("t-1", STEP, 1.0), "cairn.step.gpu")])
+    assert mixed == [
+        (STEP, "t-1", "cairn.step.gpu"),
+        (RUNS, ["cairn.q-0", "cairn.q-1"], "cairn.q"),
+        (RUNS, ["cairn.q-2", "cairn.q-3"], "cairn.q"),
+        (RUNS, ["cairn.q-4", "cairn.q-5"], "cairn.q"),
+        (RUNS, ["cairn.q-6", "cairn.q-7"], "cairn.q"),
+    ]
+
+
+def test_celery__the_dispatcher_hears_of_runs_stored_by_other_processes_at_once(
+    store_url: str,
+) -> None:
+    # The engine's own loop that passes operator requests waited on the store's hints
+    # too, and took them first about every other time: the dispatcher then published a
+    # new run only at its next interval (here 2 s) instead of at once.
+    import time
+
+    import cairn
+    from cairn.authoring.workflow import make_workflow
+    from cairn.celery.host import Host
+    from cairn.runtime.engine import Engine
+
+    url = store_url
+    registry = cairn.Registry()
+
+    async def noop(n: int) -> int:
+        return n
+
+    make_workflow(noop, name="celery.host.noop", reg=registry)
+
+    published: list[Any] = []
+    engine = lambda: Engine(url, workers=2, polls=False, registry=registry)  # noqa: E731
+    host = Host(engine, published.extend, dispatch=2.0)
+    host.start()
+    try:
+        with cairn.Client(url) as client:
+            time.sleep(0.3)  # the dispatcher's first look is over
+            for n in range(4):
+                began = time.monotonic()
+                run_id = client.start("celery.host.noop", n, allow_unknown=True).run_id
+                while not any(message[1] == run_id for message in published):
+                    assert time.monotonic() - began < 1.0, f"run {n} not published within 1 s"
+                    time.sleep(0.01)
+    finally:
+        host.stop().join(timeout=30)
+        host._loop.close()

@@ -67,14 +67,20 @@ def test_celery__a_batch_publishes_what_apply_async_would(broker: str, tmp_path:
     queue = f"cairn.test-{uuid.uuid4().hex[:8]}"  # not declared yet: the batch declares it
     try:
         confirms = broker.startswith("amqp")
+        batch = ["run-3", "run-4"]
         publishing.publish(
-            app, [("run", "run-1", queue), ("step", "task-2", queue)], confirms=confirms
+            app,
+            [("run", "run-1", queue), ("step", "task-2", queue), ("runs", batch, queue)],
+            confirms=confirms,
         )
         app.tasks["cairn.run"].apply_async(args=["run-1"], queue=queue)
         app.tasks["cairn.step"].apply_async(args=["task-2"], queue=queue)
-        batch_run, batch_step, own_run, own_step = _drain(app, queue, 4)
+        app.tasks["cairn.runs"].apply_async(args=[batch], queue=queue)
+        batch_run, batch_step, batch_runs, own_run, own_step, own_runs = _drain(app, queue, 6)
         assert _shape(batch_run) == _shape(own_run)
         assert _shape(batch_step) == _shape(own_step)
+        assert _shape(batch_runs) == _shape(own_runs)
+        assert batch_runs.decode()[0] == [batch]
         assert batch_run.decode()[0] == ["run-1"]
         assert batch_step.headers["task"] == "cairn.step"
         assert batch_run.headers["id"] != own_run.headers["id"]

@@ -6,11 +6,11 @@ app = cairn.celery.app("amqp://guest:guest@127.0.0.1:5672//", db="postgresql://.
 ```
 
 then `celery -A myproject.tasks worker` (or `cairn worker --transport celery`). The database
-stays the source of truth: a message carries only a run id, and the task it starts claims
-that run with cairn's own lease and fencing (see host.py), so a message delivered twice,
-or redelivered after its worker died, takes nothing that another worker holds or that
-has finished. Messages are acknowledged as their task starts (the database keeps the run,
-however long it takes); one the worker cannot use is dropped (messages.py).
+stays the source of truth: a message carries only run ids (one, or a batch), and the task
+it starts claims those runs with cairn's own lease and fencing (see host.py), so a message
+delivered twice, or redelivered after its worker died, takes nothing that another worker
+holds or that has finished. Messages are acknowledged as their task starts (the database
+keeps the run, however long it takes); one the worker cannot use is dropped (messages.py).
 Needs `pip install 'cairn-workflows[celery]'`.
 """
 
@@ -22,7 +22,14 @@ from typing import Any
 
 from cairn import config, durations
 from cairn.celery import broker, publishing
-from cairn.celery.host import DEFAULT_QUEUE, Host, celery_queue, log, step_celery_queue
+from cairn.celery.host import (
+    DEFAULT_QUEUE,
+    Host,
+    Message,
+    celery_queue,
+    log,
+    step_celery_queue,
+)
 from cairn.errors import ConfigError
 from cairn.store import locations
 
@@ -100,9 +107,10 @@ def app(
             (JSON, see broker.BrokerState); default: CAIRN_HEALTH_FILE, else none.
 
     Returns:
-        A `celery.Celery` app with the tasks `cairn.run` (its message: one run id) and
-        `cairn.step` (one step attempt's id). `app.cairn_queues` are the Celery queues
-        its workers consume (`-Q` of `celery worker`).
+        A `celery.Celery` app with the tasks `cairn.run` (its message: one run id),
+        `cairn.runs` (a batch of run ids) and `cairn.step` (one step attempt's id).
+        `app.cairn_queues` are the Celery queues its workers consume (`-Q` of `celery
+        worker`).
     """
     try:
         from celery import Celery, signals
@@ -163,7 +171,7 @@ def app(
             step_queues=list(step_queues or ()),
         )
 
-    def publish(messages: list[tuple[str, str, str]]) -> None:
+    def publish(messages: list[Message]) -> None:
         publishing.publish(application, messages, confirms=confirms)
 
     def depth(queue: str) -> int:
@@ -191,6 +199,12 @@ def app(
         """Claim run `run_id` and execute it until it finishes or parks (False: not taken)."""
         delivered = self.request.delivery_info or {}
         return host.take(run_id, delivered.get("routing_key"))
+
+    @application.task(name="cairn.runs", acks_late=False, bind=True, shared=False)  # type: ignore[untyped-decorator]
+    def runs(self: Any, run_ids: list[str]) -> int:
+        """Claim runs `run_ids` (a batch) and execute them until each ends; how many were taken."""
+        delivered = self.request.delivery_info or {}
+        return host.take_batch(run_ids, delivered.get("routing_key"))
 
     @application.task(name="cairn.step", acks_late=False, shared=False)  # type: ignore[untyped-decorator]
     def step(task_id: str) -> bool:

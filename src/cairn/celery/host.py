@@ -3,7 +3,13 @@
 The engine runs on an event loop in a thread of its own and never polls for runs
 (`Engine(polls=False)`): a `cairn.run` task asks it to claim the run its message names
 (`Worker.take`, with cairn's lease, fencing and liveness rules) and blocks its Celery slot
-until that attempt of the run ends (it finishes, parks or is handed back).
+until that attempt of the run ends (it finishes, parks or is handed back). A `cairn.runs`
+task does the same for the ids of a batch message (one Celery message for many runs: its
+receipt, pool thread and acknowledgement cost as much as one run on SQLite): they are
+claimed together and its Celery thread is held until all of them have ended. An id that
+finds no free slot (a batch brings more runs than threads) waits here for one, first
+come first served: its message is acknowledged, so the run is this worker's to take;
+a worker killed meanwhile leaves it claimable, published again like a lost message.
 
 The dispatcher, a task on the same loop, is what turns the database into messages: it
 reads which runs a claim could take now (new, due after a sleep, a retry backoff or a
@@ -15,7 +21,9 @@ still holds a waiting message (a broker nobody consumes from does not fill up). 
 publish that fails is tried again at the next look, and the outage is logged once
 (broker.py). Sleeps and backoffs therefore hold no Celery task and use no `countdown`:
 the run's wake time is in the database and the dispatcher publishes it when due. Every
-worker process dispatches; a run published twice is claimed once.
+worker process dispatches; a run published twice is claimed once. The runs a look finds
+for one Celery queue go in batch messages of up to `BATCH` ids, split so that one look
+makes at least `SPREAD` messages (other workers get their share).
 """
 
 from __future__ import annotations
@@ -39,7 +47,13 @@ log = logcontext.logger("cairn.celery")
 # an attempt sent to step queue S to "cairn.step.S".
 DEFAULT_QUEUE = "cairn"
 RUN = "run"
+RUNS = "runs"  # a batch message: several run ids
 STEP = "step"
+# The most run ids in one message, and how many messages a look's runs for one Celery
+# queue are spread over at least: a batch saves Celery's per-message work, and a worker
+# takes up to (its threads x BATCH) runs, the ones beyond its slots waiting for one.
+BATCH = 8
+SPREAD = 4
 _LOOK = 500  # runs (and attempts) the dispatcher reads at a look
 
 
@@ -53,9 +67,11 @@ def step_celery_queue(queue: str) -> str:
     return f"{DEFAULT_QUEUE}.{STEP}.{queue}"
 
 
-# Publishes (RUN or STEP, its id, Celery queue) messages; raises if the broker may not
-# have them all (those it has are then published again: a duplicate claims nothing).
-Publish = Callable[[list[tuple[str, str, str]]], None]
+# Publishes (RUN or STEP, its id, Celery queue) and (RUNS, their ids, Celery queue)
+# messages; raises if the broker may not have them all (those it has are then published
+# again: a duplicate claims nothing).
+Message = tuple[str, str | list[str], str]
+Publish = Callable[[list[Message]], None]
 Depth = Callable[[str], int]  # how many messages wait in a Celery queue
 Key = tuple[str, str, float]  # (run id, status, mark) or (task id, STEP, claims)
 
@@ -143,17 +159,42 @@ class Host:
     def take(self, run_id: str, queue: str | None = None) -> bool:
         """Claim and execute `run_id` here; block until this attempt ends. False: not taken.
 
-        `queue`: the Celery queue its message came from, whose slot frees when it ends.
+        With no free slot it waits for one (the message is acknowledged: its run is this
+        worker's to take). `queue`: the Celery queue its message came from, whose slot
+        frees when it ends.
         """
         if not self._serving():
             return False
         return bool(self._call(self._take(run_id, queue)).result())
 
+    def take_batch(self, run_ids: list[str], queue: str | None = None) -> int:
+        """Claim and execute `run_ids` here; block until all that were taken have ended.
+
+        Ids beyond the free slots wait for one; those not taken (held elsewhere,
+        finished, a queue limit, the worker stopping) count as refused messages do.
+        Returns how many were taken.
+        """
+        if not self._serving():
+            return 0
+        return int(self._call(self._take_batch(run_ids, queue)).result())
+
+    async def _take_batch(self, run_ids: list[str], queue: str | None) -> int:
+        # Every take ends before the Celery thread is let go (it holds their slots' place
+        # among Celery's threads); the first failure, if any, is then the task's.
+        ended = await asyncio.gather(
+            *(self._take(run_id, queue) for run_id in run_ids), return_exceptions=True
+        )
+        for outcome in ended:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return sum(1 for outcome in ended if outcome is True)
+
     async def _take(self, run_id: str, queue: str | None) -> bool:
         # On the loop: the count of its queue's slots is kept as the attempt ends, without
-        # a second call from the Celery thread into the loop.
+        # a second call from the Celery thread into the loop. With no free slot, it waits
+        # for one: a message's runs are this worker's to run (its message is acknowledged).
         assert self.engine is not None and self.engine.worker is not None
-        taken = await self.engine.worker.take(run_id)
+        taken = await self.engine.worker.take(run_id, wait=True)
         if queue is not None:
             self._count(self._freed if taken else self._refused, queue)
         return taken
@@ -239,6 +280,8 @@ class Host:
             except Exception:
                 log.exception("cairn: the dispatcher failed to publish; trying again")
             await store.wait_for_work(self.dispatch_interval)
+            # The engine's requests loop waits for this hint too (runtime/claiming.py).
+            worker.wake()
 
     def _due(
         self,
@@ -310,10 +353,27 @@ class Host:
                     continue
                 fresh = fresh + [(key, queue) for key in keys]
             if fresh:
-                self._publish([(STEP if key[1] == STEP else RUN, key[0], q) for key, q in fresh])
+                self._publish(batches(fresh))
                 sent += fresh
         except Exception as exc:
             self.broker.failed(exc, len(fresh))
             return sent
         self.broker.succeeded()
         return sent
+
+
+def batches(keys: list[tuple[Key, str]]) -> list[Message]:
+    """The messages that publish `keys`: runs in batches per Celery queue, steps alone."""
+    messages: list[Message] = []
+    runs: dict[str, list[str]] = {}
+    for key, queue in keys:
+        if key[1] == STEP:
+            messages.append((STEP, key[0], queue))
+        else:
+            runs.setdefault(queue, []).append(key[0])
+    for queue, ids in runs.items():
+        size = min(BATCH, -(-len(ids) // SPREAD))
+        for start in range(0, len(ids), size):
+            chunk = list(dict.fromkeys(ids[start : start + size]))
+            messages.append((RUN, chunk[0], queue) if len(chunk) == 1 else (RUNS, chunk, queue))
+    return messages

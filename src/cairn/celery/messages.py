@@ -1,7 +1,8 @@
-"""What a cairn worker takes from its broker: messages naming one run or one step attempt.
+"""What a cairn worker takes from its broker: messages naming runs or one step attempt.
 
 A message cairn publishes is Celery's (protocol 2): headers with the task name
-("cairn.run" or "cairn.step") and a message id, a JSON body `[[id], {}, {...}]`. Anything
+("cairn.run", "cairn.runs" or "cairn.step") and a message id, a JSON body `[[id], {}, {...}]`
+(`[[[id, id, ...]], {}, {...}]` for "cairn.runs", a batch of run ids). Anything
 else that reaches a cairn queue (a `null` or integer body, no id, an id that is not a
 string, a body that is not JSON) would make Celery's consumer raise, and its worker stop
 ("Unrecoverable error"); redelivered, it would stop the next one. `Consumer` checks each
@@ -19,7 +20,8 @@ from cairn.observability import logcontext
 
 log = logcontext.logger("cairn.celery")
 
-TASKS = ("cairn.run", "cairn.step")
+TASKS = ("cairn.run", "cairn.runs", "cairn.step")
+BATCH_LIMIT = 1000  # the most ids a "cairn.runs" message may name
 
 
 def problem(message: Any) -> str | None:
@@ -39,7 +41,15 @@ def problem(message: Any) -> str | None:
     if not (isinstance(body, list | tuple) and len(body) == 3):
         return f"its body is {_short(body)}, not [[id], {{}}, {{...}}]"
     args, kwargs, embed = body
-    if not (isinstance(args, list | tuple) and len(args) == 1 and isinstance(args[0], str)):
+    if task == "cairn.runs":
+        ids = args[0] if isinstance(args, list | tuple) and len(args) == 1 else None
+        if not (
+            isinstance(ids, list | tuple)
+            and 0 < len(ids) <= BATCH_LIMIT
+            and all(isinstance(i, str) for i in ids)
+        ):
+            return f"its arguments are {_short(args)}, not one list of 1 to {BATCH_LIMIT} ids"
+    elif not (isinstance(args, list | tuple) and len(args) == 1 and isinstance(args[0], str)):
         return f"its arguments are {_short(args)}, not one id (a string)"
     if kwargs or not isinstance(kwargs, dict) or not isinstance(embed, dict):
         return "its body is not [[id], {}, {...}]"

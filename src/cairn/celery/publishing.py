@@ -1,12 +1,14 @@
 """Publishing a batch of cairn messages: what `Task.apply_async` sends, for less per message.
 
-The dispatcher publishes one message per run (or step attempt) it finds claimable, in
-batches of up to hundreds. `apply_async` spends most of its time on what is the same for
-every message of a batch (routing, options, a result object, declaring the queue again),
-so a batch builds each message with Celery's own `as_task_v2` and sends it with Celery's
-own `send_task_message` (its exchange, routing key, delivery mode, serializer and retry
-policy), declaring each Celery queue once per batch. What a worker receives is the same
-message `apply_async(args=[id], queue=...)` sends (tests/process/test_celery_publish.py).
+The dispatcher publishes what it finds claimable (runs, several to a `cairn.runs`
+message, and step attempts, one a message) in batches of up to hundreds of messages.
+`apply_async` spends most of its time on what is the same for every message of a batch
+(routing, options, a result object, declaring the queue again), so a batch builds each
+message with Celery's own `as_task_v2` and sends it with Celery's own `send_task_message`
+(its exchange, routing key, delivery mode, serializer and retry policy), declaring each
+Celery queue once per batch. What a worker receives is the same message
+`apply_async(args=[id], queue=...)` (`args=[[id, ...]]` for a batch of runs) sends
+(tests/process/test_celery_publish.py).
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ from typing import Any
 
 from kombu.utils.uuid import uuid
 
-from cairn.celery.host import RUN
+from cairn.celery.host import RUN, RUNS, Message
 
 RUN_TASK = "cairn.run"
+RUNS_TASK = "cairn.runs"
 STEP_TASK = "cairn.step"
+_TASKS = {RUN: RUN_TASK, RUNS: RUNS_TASK}
 
 
-def publish(application: Any, messages: list[tuple[str, str, str]], *, confirms: bool) -> None:
-    """Send `messages` ((RUN or STEP, its id, Celery queue), in order) on one producer.
+def publish(application: Any, messages: list[Message], *, confirms: bool) -> None:
+    """Send `messages` ((RUN, RUNS or STEP, its id or ids, Celery queue), in order) on one producer.
 
     `confirms`: end with one round trip (RabbitMQ), whose answer comes once the broker
     has taken every message sent before it on this channel. A hung connection times out
@@ -34,7 +38,7 @@ def publish(application: Any, messages: list[tuple[str, str, str]], *, confirms:
     with application.producer_or_acquire() as producer:
         declared: set[str] = set()
         for kind, ident, queue in messages:
-            name = RUN_TASK if kind == RUN else STEP_TASK
+            name = _TASKS.get(kind, STEP_TASK)
             task_id = uuid()
             args = [ident]
             message = amqp.as_task_v2(

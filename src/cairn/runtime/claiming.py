@@ -7,6 +7,7 @@ One of the parts a Worker (runtime/worker.py) holds: made with the worker's Exec
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import time
 
@@ -42,6 +43,10 @@ class Claimer:
         self._asked: list[tuple[str, asyncio.Future[bool]]] = []
         self._asking = 0
         self._taker: asyncio.Future[None] | None = None
+        # Takes with `wait` in line for a slot, first come first served.
+        self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._woken = 0  # of them, woken and not yet asking
+        executions.on_slot_freed = self._slot_freed
 
     async def _poll_controls(self) -> None:
         # Requests made by other processes reach the runs we execute here.
@@ -110,7 +115,7 @@ class Claimer:
             lease=self.lease,
         )
 
-    async def take(self, run_id: str) -> bool:
+    async def take(self, run_id: str, *, wait: bool = False) -> bool:
         """Claim `run_id` and execute it here; wait until this attempt of it ends.
 
         What a transport's message leads to (cairn.celery): the claim applies the lease,
@@ -118,12 +123,30 @@ class Claimer:
         another worker holds or that has finished, takes nothing. Takes that arrive while
         a claim by id is in flight share the next one (one statement for many messages).
         Returns whether it took the run; False at once when no slot is left for it, or
-        when this worker handed it back for a key it lacks and its back-off lasts
-        (runtime/keyless.py): a refusal, so the dispatcher publishes it again for others.
+        with `wait` (a transport's acknowledged message: its run is this worker's to
+        take) once a slot frees, first come first served (False if the worker stops
+        first). Takes pending a claim hold their slots. False at once, too, for a run this
+        worker handed back for a key it lacks while its back-off lasts (runtime/keyless.py):
+        a refusal, so the dispatcher publishes it again for others.
         """
-        if self.executions.stopping or self.executions.free - self._asking <= 0:
-            return False
         if self.executions.keyless.backing_off(run_id, self.env.clock.now()):
+            return False
+        while wait and not self.executions.stopping and self.room <= 0:
+            # In line for a slot, woken one per slot freed (`_slot_freed`); the timeout
+            # notices a worker that stops.
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, self.poll_interval)
+            except TimeoutError:
+                pass
+            finally:
+                if waiter.done() and not waiter.cancelled():
+                    self._woken -= 1  # woken: it asks now (or waits again)
+                else:
+                    with contextlib.suppress(ValueError):
+                        self._waiting.remove(waiter)
+        if self.executions.stopping or self.room <= 0:
             return False
         asked: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._asked.append((run_id, asked))
@@ -137,6 +160,22 @@ class Claimer:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(attempt.task)
         return True
+
+    @property
+    def room(self) -> int:
+        """Slots neither in use nor held by takes pending a claim."""
+        return self.executions.free - self._asking
+
+    def _slot_freed(self) -> None:
+        # Wake as many takes in line as there is room, less those woken that have not
+        # asked yet (they will fill it).
+        room = self.room - self._woken
+        while room > 0 and self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                self._woken += 1
+                room -= 1
 
     async def _take_asked(self) -> None:
         """Claim the runs `take` was asked for, in one claim per batch, until none is left."""
@@ -157,6 +196,7 @@ class Claimer:
                 continue
             finally:
                 self._asking -= len(batch)
+                self._slot_freed()  # the slots of runs not taken are free again
             for run_id, asked in batch:
                 # A run asked for twice is taken once: the first ask answers for it.
                 first = run_id in taken
@@ -214,27 +254,31 @@ class Claimer:
                     log.exception("claiming runs failed; retrying")
 
     async def control_loop(self) -> None:
-        """Without a claim loop: pass on operator requests, until the store is unwritable."""
+        """Without a claim loop: pass on operator requests, until the store is unwritable.
+
+        Without polling (`polls=False`), the transport's loop (cairn.celery's dispatcher)
+        is the one that waits on the store's hints, and passes them on (`wake`): a hint
+        is taken by one waiter, so two waiting on the store would take turns at them.
+        """
         while self.executions.writable():
-            await self._wait_for_work(self.poll_interval)
+            await self._wait_for_work(self.poll_interval, hints=self.executions.polls)
             self.executions.woken.clear()
             try:
                 await self._poll_controls()
             except Exception:
                 log.exception("reading operator requests failed; retrying")
 
-    async def _wait_for_work(self, timeout: float) -> None:
+    async def _wait_for_work(self, timeout: float, *, hints: bool = True) -> None:
         # Until this process has new work, the store hints that others made some (NOTIFY
         # on PostgreSQL, data_version on SQLite), or `timeout` passes: polling is the
         # fallback for what no hint reports (a dead worker's lease running out).
-        local = asyncio.ensure_future(self.executions.woken.wait())
-        remote = asyncio.ensure_future(self.env.store.wait_for_work(timeout))
+        waiters: set[asyncio.Future[object]] = {asyncio.ensure_future(self.executions.woken.wait())}
+        if hints:
+            waiters.add(asyncio.ensure_future(self.env.store.wait_for_work(timeout)))
         try:
-            await asyncio.wait(
-                {local, remote}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
+            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for waiter in (local, remote):
+            for waiter in waiters:
                 if not waiter.done():
                     waiter.cancel()
                 elif not waiter.cancelled() and waiter.exception() is not None:

@@ -94,6 +94,8 @@ class Executions:
             env.futile = FutileWakes()
         self.process = leases.this_process()
         self.woken = asyncio.Event()  # set when there may be work to claim now
+        # Called when an attempt ends or a reserved slot is given back (the Claimer's).
+        self.on_slot_freed: Callable[[], None] = _nothing
         self.releases: set[asyncio.Task[None]] = set()  # hand-backs in flight
         self.releasing: set[str] = set()  # runs being handed back: not to be resumed
         # Runs handed back for a key this worker lacks: left out of its claims a while.
@@ -187,6 +189,7 @@ class Executions:
         """Give back a reserved slot."""
         self._reserved -= 1
         self.woken.set()
+        self.on_slot_freed()
 
     def launch(self, run: RunRecord, reservation: Reservation) -> None:
         """Execute a run stored with a slot from `reserve`."""
@@ -243,6 +246,7 @@ class Executions:
         finally:
             if self.active.get(run.run_id) is attempt:
                 del self.active[run.run_id]
+                self.on_slot_freed()
             if attempt.live is not None and self.live.get(run.run_id) is attempt.live:
                 del self.live[run.run_id]
             # A freed slot matters only if work may be waiting for one: the last claim
@@ -338,3 +342,7 @@ class Executions:
         live = self.live.get(run_id)
         if live is not None:
             live.interrupts.request(control)
+
+
+def _nothing() -> None:
+    pass
