@@ -22,6 +22,8 @@ from cairn import limits
 from cairn.blobs import reference
 from cairn.blobs.reference import MARK, PREFIX, BlobError, Reference
 from cairn.blobs.stores import BlobStore
+from cairn.codecs import coded
+from cairn.codecs.coded import Codec
 from cairn.errors import SerializationError
 from cairn.limits import size_words
 from cairn.serialization import Serializer
@@ -50,10 +52,23 @@ class Offloaded:
         self._inner_dumps = inner.dumps  # bound once: the small-value path is two lines
         self._inner_loads = inner.loads
         self._unlimited = limits.unlimited(inner)
+        # What a step's input is composed in (the layers below the codec, no size check)
+        # and sealed with (core/step_input.py), found once rather than before every step.
+        self.inputs: tuple[Serializer, Codec | None] = (
+            limits.unlimited(coded.under_codec(inner)),
+            coded.codec_of(inner),
+        )
         self.blobs = blobs
         self.inline_limit = inline_limit
         # A character is at most 4 UTF-8 bytes: a text this short is never over the limit.
         self._surely_inline = inline_limit // 4
+        self._checked: Any = None
+        if isinstance(inner, limits.SizeLimited):
+            # No codec between (the common case): the serializer is called here, and one
+            # length check stands for the size check's and the offload's while it is short.
+            self._inner_dumps = inner.inner.dumps
+            self._checked = inner.checked
+            self._surely_inline = min(inline_limit, inner.limits.warn_value_bytes) // 4
         self.media_type = media_type
 
     def dumps(self, value: Any, *, what: str) -> str:
@@ -61,6 +76,8 @@ class Offloaded:
         text = self._inner_dumps(value, what=what)
         if len(text) <= self._surely_inline:
             return text
+        if self._checked is not None:
+            text = self._checked(text, what, value)  # the size check the call skipped
         return self._offload(text, what)
 
     def _offload(self, text: str, what: str) -> str:
