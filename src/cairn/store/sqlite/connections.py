@@ -185,6 +185,43 @@ def run(conn: sqlite3.Connection, program: Program[T]) -> T:
         return done.value  # type: ignore[no-any-return]
 
 
+AGAIN: Any = object()
+"""`commit_lone`'s answer when nothing was done: a fresh program must go the usual way."""
+
+
+def commit_lone(conn: sqlite3.Connection, program: Program[Any]) -> Any:
+    """Run a program that is one row-count statement (`@path("one")`) as that statement alone.
+
+    Out of a transaction, SQLite takes the write lock for the statement and commits when
+    it ends: what BEGIN IMMEDIATE, the statement and COMMIT do, in one call instead of
+    three. Its outcome (a value, or the exception the program or the statement failed
+    with), or AGAIN when another connection holds the write lock or the program's first
+    statement wants rows: nothing was done, and `program` is closed.
+    """
+    try:
+        statement = next(program)
+    except StopIteration as done:
+        return done.value
+    except Exception as exc:
+        return exc
+    if statement.fetch != "count":
+        program.close()  # rows would hold the statement (and its transaction) open
+        return AGAIN
+    try:
+        count = conn.execute(statement.text, statement.params).rowcount
+    except Exception as exc:
+        program.close()
+        return AGAIN if is_busy(exc) else exc
+    try:
+        program.send(count)
+    except StopIteration as done:
+        return done.value
+    except Exception as exc:  # LeaseLost and the like
+        return exc
+    program.close()
+    return RuntimeError("cairn: a one-round write asked for a second round")
+
+
 class SqliteSideChannel:
     """The heartbeat thread's own connection to the file (see Store.side_channel).
 
