@@ -18,6 +18,7 @@ from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import runs as run_ops
 from cairn.store.programs.base import Program, Sql
 from cairn.store.records import RunQuery
+from cairn.store.sqlite.connections import without_nones
 from cairn.store.sqlite.store import SqliteStore
 
 from .kit import held, run_record, step_record
@@ -120,6 +121,13 @@ async def test_write__a_lone_statement_commits_by_itself_or_waits_for_a_held_loc
     with pytest.raises(StoreError, match="UNIQUE"):  # refused, and nothing left open
         await sqlite_store.write(journal_ops.record_step(held("w"), step_record("r-1", 2)))
     assert not sqlite_store.conn.in_transaction
+
+
+def test_without_nones__only_plain_placeholders_are_rewritten() -> None:
+    # sqlite3 binds None slowly: a statement with many parameters says NULL instead.
+    assert without_nones("SELECT ?, ?, ?", (1, None, "x")) == ("SELECT ?, NULL, ?", [1, "x"])
+    assert without_nones("SELECT ?, '?', ?", (None, "x")) == ("SELECT ?, '?', ?", (None, "x"))
+    assert without_nones("SELECT ?1, ?2", (None, "x")) == ("SELECT ?1, ?2", (None, "x"))
 
 
 async def test_write__a_single_write_program_failing_after_a_change_sinks_its_commit(
