@@ -14,12 +14,14 @@ from cairn.errors import StoreError
 from cairn.models import RunStatus
 from cairn.store import _sql, sqlite_path
 from cairn.store.programs import base
+from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import runs as run_ops
 from cairn.store.programs.base import Program, Sql
 from cairn.store.records import RunQuery
+from cairn.store.sqlite.connections import without_nones
 from cairn.store.sqlite.store import SqliteStore
 
-from .kit import run_record
+from .kit import held, run_record, step_record
 
 
 class Boom(Exception):
@@ -91,6 +93,41 @@ async def test_write__a_lone_write_waits_on_the_loop_while_another_connection_ho
     # The next lone write commits at once again.
     await sqlite_store.write(run_ops.create_run(run_record("r-2")))
     assert await sqlite_store.read(run_ops.get_run("r-2")) is not None
+
+
+async def test_write__a_lone_statement_commits_by_itself_or_waits_for_a_held_lock(
+    sqlite_store: SqliteStore,
+) -> None:
+    # A step's entry alone is one statement: it commits without BEGIN and COMMIT around
+    # it, so another connection sees it at once; when another connection holds the write
+    # lock, it queues (afresh) and waits on the loop like any lone write.
+    await sqlite_store.write(run_ops.create_run(run_record("r-1", status="RUNNING", owner="w")))
+    await sqlite_store.write(journal_ops.record_step(held("w"), step_record("r-1", 1)))
+    reader = sqlite3.connect(sqlite_store.path, isolation_level=None)
+    try:
+        assert reader.execute("SELECT seq FROM steps").fetchall() == [(1,)]
+        assert not sqlite_store.conn.in_transaction
+        reader.execute("BEGIN IMMEDIATE")
+        write = asyncio.ensure_future(
+            sqlite_store.write(journal_ops.record_step(held("w"), step_record("r-1", 2)))
+        )
+        await asyncio.sleep(0.05)  # the loop runs meanwhile
+        assert not write.done()
+        reader.execute("COMMIT")
+        await asyncio.wait_for(write, 5)
+        assert reader.execute("SELECT seq FROM steps ORDER BY seq").fetchall() == [(1,), (2,)]
+    finally:
+        reader.close()
+    with pytest.raises(StoreError, match="UNIQUE"):  # refused, and nothing left open
+        await sqlite_store.write(journal_ops.record_step(held("w"), step_record("r-1", 2)))
+    assert not sqlite_store.conn.in_transaction
+
+
+def test_without_nones__only_plain_placeholders_are_rewritten() -> None:
+    # sqlite3 binds None slowly: a statement with many parameters says NULL instead.
+    assert without_nones("SELECT ?, ?, ?", (1, None, "x")) == ("SELECT ?, NULL, ?", [1, "x"])
+    assert without_nones("SELECT ?, '?', ?", (None, "x")) == ("SELECT ?, '?', ?", (None, "x"))
+    assert without_nones("SELECT ?1, ?2", (None, "x")) == ("SELECT ?1, ?2", (None, "x"))
 
 
 async def test_write__a_single_write_program_failing_after_a_change_sinks_its_commit(

@@ -32,6 +32,8 @@ from cairn import limits
 from cairn.blobs import reference
 from cairn.blobs.reference import MARK, PREFIX, BlobError, Reference
 from cairn.blobs.stores import BlobStore
+from cairn.codecs import coded
+from cairn.codecs.coded import Codec
 from cairn.errors import SerializationError
 from cairn.limits import size_words
 from cairn.serialization import Serializer
@@ -63,6 +65,12 @@ class Offloaded:
         self._inner_dumps = inner.dumps  # bound once: the small-value path is two lines
         self._inner_loads = inner.loads
         self._unlimited = limits.unlimited(inner)
+        # What a step's input is composed in (the layers below the codec, no size check)
+        # and sealed with (core/step_input.py), found once rather than before every step.
+        self.inputs: tuple[Serializer, Codec | None] = (
+            limits.unlimited(coded.under_codec(inner)),
+            coded.codec_of(inner),
+        )
         self.blobs = blobs
         self.inline_limit = inline_limit
         self.warn_above = warn_above
@@ -70,6 +78,13 @@ class Offloaded:
         # A character is at most 4 UTF-8 bytes: a text this short is never over the limit
         # (nor over the warning size).
         quiet = inline_limit if warn_above is None else min(inline_limit, warn_above)
+        self._checked: Any = None
+        if isinstance(inner, limits.SizeLimited):
+            # No codec between (the common case): the serializer is called here, and one
+            # length check stands for the size check's and the offload's while it is short.
+            self._inner_dumps = inner.inner.dumps
+            self._checked = inner.checked
+            quiet = min(quiet, inner.limits.max_value_bytes)
         self._surely_inline = quiet // 4
         self.media_type = media_type
 
@@ -78,6 +93,8 @@ class Offloaded:
         text = self._inner_dumps(value, what=what)
         if len(text) <= self._surely_inline:
             return text
+        if self._checked is not None:
+            text = self._checked(text, what, value)  # the size check the call skipped
         return self._offload(text, what)
 
     async def dumps_async(self, value: Any, *, what: str) -> str:
@@ -85,6 +102,8 @@ class Offloaded:
         text = self._inner_dumps(value, what=what)
         if len(text) <= self._surely_inline:
             return text
+        if self._checked is not None:
+            text = self._checked(text, what, value)  # the size check the call skipped
         if len(text) <= self.inline_limit or self.blobs is None:
             return self._offload(text, what)  # at most inline_limit characters: here
         return await asyncio.to_thread(self._offload, text, what)

@@ -41,7 +41,11 @@ def serialize(
         return NO_ARGUMENTS
     # Shown only, and cut to MAX_BYTES below: no size check; composed and hidden in the
     # clear, then sealed whole by the run's codec (encrypted at rest, if it encrypts).
-    plain = limits.unlimited(coded.under_codec(serializer))
+    # The engine's outermost layer (blobs.Offloaded) keeps both, found once.
+    layers = getattr(serializer, "inputs", None)
+    if layers is None:
+        layers = (limits.unlimited(coded.under_codec(serializer)), coded.codec_of(serializer))
+    plain, codec = layers
     try:
         text = plain.dumps(list(args), what="the step's args")
         if kwargs:
@@ -49,7 +53,7 @@ def serialize(
             text = f'{{"args":{text},"kwargs":{named}}}'
     except Exception as exc:  # any failure: keeping the input must never fail the step
         text = omitted(" ".join(str(exc).split())[:500] or type(exc).__name__)
-        return coded.seal(serializer, text)
+        return text if codec is None else codec.encode(text)
     if hidden:
         text = hook_tokens.hide(text, hidden)
     if len(text) * _UTF8_MAX > MAX_BYTES:
@@ -58,7 +62,7 @@ def serialize(
             return omitted(
                 f"the step's input is {size:,} bytes as JSON, over the {MAX_BYTES:,} kept"
             )
-    return coded.seal(serializer, text)
+    return text if codec is None else codec.encode(text)
 
 
 def omitted(reason: str) -> str:

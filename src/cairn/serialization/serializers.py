@@ -65,7 +65,7 @@ class JsonSerializer:
                 message names ``what``, the module-qualified type and where it sits.
         """
         try:
-            if _is_plain(value):
+            if type(value) in _SCALARS or _is_plain(value):  # a scalar: no call to walk it
                 try:
                     text = encode_json(value)
                 except ValueError:  # a NaN or infinity: strict JSON has none, so tag them

@@ -168,12 +168,45 @@ def classify(where: str, exc: BaseException) -> StoreError:
     return error
 
 
+# sqlite3 binds a None through its adapter lookup (several thousand instructions each),
+# and a new run's row has about twenty: a statement with many parameters says NULL instead
+# (with few, the rewrite would cost more than it saves).
+_MANY = 20  # parameters: a step's row has 15, a run's 28
+_NULLED: dict[tuple[str, tuple[bool, ...]], str] = {}
+
+
+def without_nones(text: str, params: Sequence[Any]) -> tuple[str, Sequence[Any]]:
+    """`text` with each `?` whose parameter is None written NULL, and the other parameters.
+
+    The same statement to SQLite. `text` as it is when its `?` are not plain placeholders
+    one for one (a `?` in a literal, `?NNN`): nothing is rewritten then.
+    """
+    nulls = tuple([value is None for value in params])
+    nulled = _NULLED.get((text, nulls))
+    if nulled is None:
+        parts = text.split("?")
+        nulled = text
+        if len(parts) == len(params) + 1 and not any(part[:1].isdigit() for part in parts[1:]):
+            marks = ("NULL" if null else "?" for null in nulls)
+            pairs = zip(marks, parts[1:], strict=True)
+            nulled = parts[0] + "".join(mark + part for mark, part in pairs)
+        if len(_NULLED) < 256:  # a few statements in a few shapes: bounded all the same
+            _NULLED[(text, nulls)] = nulled
+    if nulled is text:
+        return text, params
+    return nulled, [value for value in params if value is not None]
+
+
 def run(conn: sqlite3.Connection, program: Program[T]) -> T:
     """Drive a program with synchronous sqlite3 calls."""
     try:
         statement = next(program)
         while True:
-            cursor = conn.execute(statement.text, statement.params)
+            params = statement.params
+            if len(params) > _MANY and None in params:
+                cursor = conn.execute(*without_nones(statement.text, params))
+            else:
+                cursor = conn.execute(statement.text, params)
             if statement.fetch == "count":
                 answer: Any = cursor.rowcount
             elif statement.fetch == "one":
@@ -183,6 +216,47 @@ def run(conn: sqlite3.Connection, program: Program[T]) -> T:
             statement = program.send(answer)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
+
+
+AGAIN: Any = object()
+"""`commit_lone`'s answer when nothing was done: a fresh program must go the usual way."""
+
+
+def commit_lone(conn: sqlite3.Connection, program: Program[Any]) -> Any:
+    """Run a program that is one row-count statement (`@path("one")`) as that statement alone.
+
+    Out of a transaction, SQLite takes the write lock for the statement and commits when
+    it ends: what BEGIN IMMEDIATE, the statement and COMMIT do, in one call instead of
+    three. Its outcome (a value, or the exception the program or the statement failed
+    with), or AGAIN when another connection holds the write lock or the program's first
+    statement wants rows: nothing was done, and `program` is closed.
+    """
+    try:
+        statement = next(program)
+    except StopIteration as done:
+        return done.value
+    except Exception as exc:
+        return exc
+    if statement.fetch != "count":
+        program.close()  # rows would hold the statement (and its transaction) open
+        return AGAIN
+    try:
+        params = statement.params
+        if len(params) > _MANY and None in params:
+            count = conn.execute(*without_nones(statement.text, params)).rowcount
+        else:
+            count = conn.execute(statement.text, params).rowcount
+    except Exception as exc:
+        program.close()
+        return AGAIN if is_busy(exc) else exc
+    try:
+        program.send(count)
+    except StopIteration as done:
+        return done.value
+    except Exception as exc:  # LeaseLost and the like
+        return exc
+    program.close()
+    return RuntimeError("cairn: a one-round write asked for a second round")
 
 
 class SqliteSideChannel:

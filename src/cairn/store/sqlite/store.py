@@ -3,9 +3,10 @@
 Statements run synchronously on the event loop's thread: a WAL commit costs tens of
 microseconds, less than handing work to another thread and back. Writes issued in the same
 loop iteration share one transaction (group commit), and no writer is answered before its
-transaction commits. The loop never waits for the write lock: while another connection
-holds it, `BEGIN IMMEDIATE` fails at once and the batch is tried again a moment later,
-so heartbeats, timers and other runs go on meanwhile.
+transaction commits; a write alone that is one statement commits by itself. The loop
+never waits for the write lock: while another connection holds it, `BEGIN IMMEDIATE` (or
+the lone statement) fails at once and the batch is tried again a moment later, so
+heartbeats, timers and other runs go on meanwhile.
 """
 
 from __future__ import annotations
@@ -20,17 +21,19 @@ from typing import Any, TypeVar
 from cairn.errors import StoreError
 from cairn.models import RunStatus
 from cairn.store._health import StoreHealth
-from cairn.store._loop import others_ready
+from cairn.store._loop import answer, others_ready
 from cairn.store._wakeups import WakeSignal
 from cairn.store.programs import base, runs
 from cairn.store.programs.base import Operation, Program, is_waking
 from cairn.store.sql_store import SqlStore
 from cairn.store.sqlite.checkpoints import Checkpointer
 from cairn.store.sqlite.connections import (
+    AGAIN,
     SqliteSideChannel,
     Sunk,
     apply_migrations,
     classify,
+    commit_lone,
     connect,
     connect_for_steps,
     create_private,
@@ -177,7 +180,7 @@ class SqliteStore(SqlStore):
             if is_busy(exc):
                 self._wait_for_lock()
                 return
-            self._answer(self._pending, [self._classify(exc)] * len(self._pending))
+            answer(self._pending, [self._classify(exc)] * len(self._pending))
             self._pending = []
             return
         if self._locked_since is not None:
@@ -185,7 +188,7 @@ class SqliteStore(SqlStore):
             self._locked_since = None
             self._retry_delay = _FIRST_RETRY
         batch, self._pending = self._pending, []
-        self._answer(batch, self._commit(conn, [program for program, _ in batch]))
+        answer(batch, self._commit(conn, [program for program, _ in batch]))
 
     def _commit(self, conn: sqlite3.Connection, programs: list[Program[Any]]) -> list[Any]:
         """Run `programs` in the open transaction and commit; each one's outcome."""
@@ -213,16 +216,6 @@ class SqliteStore(SqlStore):
         self._flush_scheduled = True
         loop.call_later(self._retry_delay, self._flush)
         self._retry_delay = min(self._retry_delay * 2, _LAST_RETRY)
-
-    @staticmethod
-    def _answer(batch: list[_Pending], outcomes: list[Any]) -> None:
-        for (_, future), outcome in zip(batch, outcomes, strict=True):
-            if future.done():
-                continue
-            if isinstance(outcome, BaseException):
-                future.set_exception(outcome)
-            else:
-                future.set_result(outcome)
 
     def _run_batch(self, conn: sqlite3.Connection, programs: list[Program[Any]]) -> list[Any]:
         # The transaction is open (BEGIN IMMEDIATE). With neighbours in the batch, one bad
@@ -283,16 +276,22 @@ class SqliteStore(SqlStore):
             f"in a way that could not be undone alone ({type(sunk.error).__name__}: {sunk.error})"
         )
 
-    def _alone(self, program: Program[T]) -> Any:
+    def _alone(self, make: Callable[[], Program[T]], program: Program[T]) -> Any:
         """Commit `program` alone, now, if no other write can join its batch: no future.
 
-        Its outcome (a value or the exception it fails with), or `_QUEUE` (it must queue).
+        Its outcome (a value or the exception it fails with), `_QUEUE` (it must queue), or
+        AGAIN (a fresh program of `make` must queue). One statement commits by itself.
         """
         if self._pending or self._flush_scheduled or self._held or self._locked_since is not None:
             return _QUEUE  # a batch is forming, or waits for the lock or a step transaction
         if others_ready(self._loop or asyncio.get_running_loop()):
             return _QUEUE  # other callbacks of this loop iteration may write: group commit
         conn = self.conn
+        if type(make) is Operation and not conn.in_transaction:
+            hint = make.path()
+            if hint is not None and hint[0] == "one":
+                outcome = commit_lone(conn, program)
+                return self._failure(outcome) if isinstance(outcome, Exception) else outcome
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
@@ -302,9 +301,9 @@ class SqliteStore(SqlStore):
     async def write(self, make: Callable[[], Program[T]]) -> T:
         """Run the program `make()` builds in a write transaction shared with others."""
         program = make()
-        alone = self._alone(program)
-        if alone is _QUEUE:
-            outcome: T = await self._write(program)
+        alone = self._alone(make, program)
+        if alone is _QUEUE or alone is AGAIN:
+            outcome: T = await self._write(program if alone is _QUEUE else make())
         elif isinstance(alone, BaseException):
             raise alone
         else:
