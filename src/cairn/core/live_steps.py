@@ -239,7 +239,14 @@ class LiveSteps:
             return self.outcome(record)
         if not self.journal.open_for_new_work():
             await self.journal.check_new_work(journal.started("step", key))
-        await self.point(key)
+        interrupts = self.interrupts
+        if (
+            interrupts.cancel
+            or interrupts.pause
+            or interrupts.handing_back
+            or (interrupts.delivered_at is not None and not self._cancel_recorded)
+        ):
+            await self.point(key)  # tested here first: a coroutine per step otherwise
         # A sync workflow's steps run in a loop task of their own, without the run's context.
         ctx = self.ctx
         token = None if context.in_run() is ctx else context.enter(ctx)
