@@ -250,9 +250,8 @@ class LiveSteps:
         # A sync workflow's steps run in a loop task of their own, without the run's context.
         ctx = self.ctx
         token = None if context.in_run() is ctx else context.enter(ctx)
-        loop = self.env.loop
-        running: asyncio.Future[None] = loop.create_future()
-        self._running_steps[running] = (asyncio.current_task(loop), key)
+        running = self._running_steps
+        running[key] = asyncio.current_task(self.env.loop)
         try:
             if step.queue is not None:
                 return await remote_steps.run_remote_step(
@@ -268,9 +267,10 @@ class LiveSteps:
         finally:
             if token is not None:
                 context.leave(token)
-            self._running_steps.pop(running, None)
+            running.pop(key, None)
             self.flying.pop(key, None)  # no attempt of it is in flight any more
-            running.set_result(None)
+            if self.attempt.step_waiter is not None:
+                self.attempt.step_ended()
 
     def outcome(self, record: StepRecord) -> Any:
         """The recorded result of a completed operation, or its recorded failure raised."""
