@@ -207,9 +207,10 @@ def in_step() -> bool:
     return _in_step.get() is not None
 
 
-def in_run() -> RunContext | None:
-    """The active run even inside a step's code, or None outside a run."""
-    return _current.get()
+# The active run even inside a step's code, or None outside a run. This and the three
+# below are the ContextVars' own bound methods, not functions around them: a step calls
+# each once or twice, and a Python frame costs more than the lookup it wraps.
+in_run = _current.get
 
 
 def enter(ctx: RunContext) -> object:
@@ -222,19 +223,12 @@ def leave(token: object) -> None:
     _current.reset(token)  # type: ignore[arg-type]
 
 
-def step_frame() -> StepFrame | None:
-    """(name, key, attempt) of the step whose own code runs now; None outside one."""
-    return _in_step.get()
-
-
-def mark_in_step(frame: StepFrame) -> object:
-    """Flag the current context as running the own code of a step: (name, key, attempt)."""
-    return _in_step.set(frame)
-
-
-def unmark_in_step(token: object) -> None:
-    """Undo `mark_in_step`."""
-    _in_step.reset(token)  # type: ignore[arg-type]
+# (name, key, attempt) of the step whose own code runs now; None outside one.
+step_frame = _in_step.get
+# Flag the current context as running the own code of a step: (name, key, attempt).
+mark_in_step = _in_step.set
+# Undo `mark_in_step` (with the token it returned).
+unmark_in_step = _in_step.reset
 
 
 @contextlib.contextmanager

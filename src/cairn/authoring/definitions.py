@@ -39,12 +39,13 @@ class StepDef(Generic[P, R]):
     isolation: str = "thread"
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        """Run the step: durably inside a run, as a plain call outside one."""
-        ctx = context.active()
-        if ctx is None:
-            return self.fn(*args, **kwargs)
-        result: R = ctx.call_step(self, args, kwargs)
-        return result
+        """Run the step: durably inside a run, as a plain call outside one (or in a step)."""
+        if context.step_frame() is None:  # context.active(), inlined: called for every step
+            ctx = context.in_run()
+            if ctx is not None:
+                result: R = ctx.call_step(self, args, kwargs)
+                return result
+        return self.fn(*args, **kwargs)
 
 
 # Executes a transient workflow called outside any run (`await quick(...)`) and returns

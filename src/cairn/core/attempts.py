@@ -32,6 +32,19 @@ if TYPE_CHECKING:
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
+def _trusted(live: LiveView) -> bool:
+    """True if this attempt surely still holds its run (see core/tenure.py).
+
+    No step body starts unless it does: a clock read, while the worker's heartbeat is
+    fresh; otherwise `LiveAttempt.hold_lease` makes sure first.
+    """
+    tenure = live.env.tenure
+    if tenure is None:
+        return True
+    until, epoch = tenure.state  # Tenure.trusts, inlined: this runs for every step
+    return epoch == live.attempt.epoch and time.monotonic() < until
+
+
 async def _call(
     live: LiveView,
     step: StepDef[Any, Any],
@@ -40,13 +53,8 @@ async def _call(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> Any:
-    # No step body starts unless this attempt surely still holds its run (a clock read,
-    # while the worker's heartbeat is fresh: core/tenure.py).
-    tenure = live.env.tenure
-    if tenure is not None:
-        until, epoch = tenure.state  # Tenure.trusts, inlined: this runs for every step
-        if epoch != live.attempt.epoch or time.monotonic() >= until:
-            await live.attempt.hold_lease()
+    if not _trusted(live):
+        await live.attempt.hold_lease()
     token = context.mark_in_step((step.name, key, attempt))
     fn = step.fn
     try:
@@ -82,8 +90,11 @@ async def run_new_step(
     it; each failed attempt is recorded with its own start.
     """
     name, retry, timeout = step.name, step.retry, step.timeout
+    # The common case, an async step without a timeout, is awaited here, not via _call.
+    direct = step.is_async and timeout is None
     if isinstance(step, TransactionDef):
         transaction_steps.check_durable(live, step)
+        direct = False
     clock = live.env.clock
     prior = live.prior_attempts.get(key, ())
     attempt = len(prior)
@@ -118,7 +129,13 @@ async def run_new_step(
         limit = None
         observed = None if run_scope is None else run_scope.step(key, name, attempt)
         try:
-            if timeout is None:
+            if direct and _trusted(live):
+                token = context.mark_in_step((name, key, attempt))
+                try:
+                    value = await step.fn(*args, **kwargs)
+                finally:
+                    context.unmark_in_step(token)
+            elif timeout is None:
                 value = await _call(live, step, key, attempt, args, kwargs)
             else:
                 async with asyncio.timeout(timeout) as limit:

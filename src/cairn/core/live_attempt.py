@@ -104,10 +104,12 @@ class LiveAttempt:
         # Calls a sync workflow's thread is blocked on; cancelled by close().
         self._blocked: set[concurrent.futures.Future[Any]] = set()
         self.closed = False  # once True, nothing of the attempt may write any more
-        # Steps executing now (done-future -> the task running it). A run parks only once
-        # the steps its other gather branches started have committed (see settle), and an
+        # Steps executing now (key -> the task running it). A run parks only once the
+        # steps its other gather branches started have committed (see settle), and an
         # attempt that ends otherwise cancels them (see close): nothing of it runs on.
-        self.running_steps: dict[asyncio.Future[None], tuple[asyncio.Task[Any] | None, str]] = {}
+        self.running_steps: dict[str, asyncio.Task[Any] | None] = {}
+        # What settle waits on while steps run: set by the next step to end (`step_ended`).
+        self.step_waiter: asyncio.Future[None] | None = None
         # Steps waiting out a short retry backoff in memory, on the engine's clock.
         self.backing_off = 0
         # Step attempts executing now: key -> (step name, attempt, started at). The worker's
@@ -171,14 +173,14 @@ class LiveAttempt:
     def step_of(self, task: asyncio.Task[Any]) -> str | None:
         """The key of the step `task` is running for this attempt, if any (any thread)."""
         try:
-            running = list(self.running_steps.values())
+            running = list(self.running_steps.items())
         except RuntimeError:  # changed while we looked: the loop is not blocked after all
             return None
-        return next((key for owner, key in running if owner is task), None)
+        return next((key for key, owner in running if owner is task), None)
 
     def running_step(self) -> str | None:
         """The key of a step this attempt is executing now, if any."""
-        return next((key for _, key in self.running_steps.values()), None)
+        return next(iter(self.running_steps), None)
 
     def track_thread(self, running: concurrent.futures.Future[Any]) -> None:
         """Count a sync step's thread: the attempt is over only once it has returned."""
@@ -246,7 +248,7 @@ class LiveAttempt:
             current = asyncio.current_task()
         except RuntimeError:  # no running loop
             current = None
-        for task, _ in list(self.running_steps.values()):
+        for task in list(self.running_steps.values()):
             if task is not None and task is not current:
                 task.cancel()
 
@@ -259,7 +261,18 @@ class LiveAttempt:
         """
         self.journal.closed = True
         while self.running_steps or self._deciding:
-            await asyncio.wait({*self.running_steps, *self._deciding})
+            waiting = set(self._deciding)
+            if self.running_steps:
+                if self.step_waiter is None or self.step_waiter.done():
+                    self.step_waiter = self.env.loop.create_future()
+                waiting.add(self.step_waiter)
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+
+    def step_ended(self) -> None:
+        """A step stopped running (LiveSteps._step): wake settle, if it waits."""
+        waiter = self.step_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def deciding(self) -> asyncio.Future[None]:
         """A wait begins to decide (take a message, time out or park): the run parks after.

@@ -242,13 +242,19 @@ class LiveSteps:
             return await self.replayed(record)
         if not self.journal.open_for_new_work():
             await self.journal.check_new_work(journal.started("step", key))
-        await self.point(key)
+        interrupts = self.interrupts
+        if (
+            interrupts.cancel
+            or interrupts.pause
+            or interrupts.handing_back
+            or (interrupts.delivered_at is not None and not self._cancel_recorded)
+        ):
+            await self.point(key)  # tested here first: a coroutine per step otherwise
         # A sync workflow's steps run in a loop task of their own, without the run's context.
         ctx = self.ctx
         token = None if context.in_run() is ctx else context.enter(ctx)
-        loop = self.env.loop
-        running: asyncio.Future[None] = loop.create_future()
-        self._running_steps[running] = (asyncio.current_task(loop), key)
+        running = self._running_steps
+        running[key] = asyncio.current_task(self.env.loop)
         try:
             if step.queue is not None:
                 return await remote_steps.run_remote_step(
@@ -264,9 +270,10 @@ class LiveSteps:
         finally:
             if token is not None:
                 context.leave(token)
-            self._running_steps.pop(running, None)
+            running.pop(key, None)
             self.flying.pop(key, None)  # no attempt of it is in flight any more
-            running.set_result(None)
+            if self.attempt.step_waiter is not None:
+                self.attempt.step_ended()
 
     async def replayed(self, record: StepRecord) -> Any:
         """`outcome`, an offloaded result's blob read in a thread (not on the loop)."""
