@@ -156,7 +156,8 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
             )
         _raise_divergence(live)
         live.journal.check_finished("returned")
-        await live.steps.record_cancel()  # delivered by check_cancelled() and swallowed, say
+        if live.interrupts.delivered_at is not None:
+            await live.steps.record_cancel()  # delivered by check_cancelled() and swallowed
         await live.flush_meta()
         text = await blobs.dumps_async(
             env.serializer, value, what=f"result of workflow {run.workflow!r}"

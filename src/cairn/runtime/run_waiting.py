@@ -69,8 +69,11 @@ class RunWaiter:
                     self._discard(run_id, future)
                     raise TimeoutError(f"run {run_id!r} did not finish within {timeout}s")
             try:
-                async with asyncio.timeout(wait_for):
+                if wait_for is None:  # woken by this process's worker: no timer to set
                     ended = await future
+                else:
+                    async with asyncio.timeout(wait_for):
+                        ended = await future
                 if ended is not None and _final(ended):
                     return ended
             except TimeoutError:
