@@ -101,8 +101,8 @@ def convert(value: Any, hint: Any) -> Any:
     Raises:
         Misfit: the value (or a part of it, see `Misfit.where`) does not fit.
     """
-    if hint is Any or hint is object:
-        return value
+    if hint is Any or hint is object or type(value) is hint:
+        return value  # an instance of exactly the class: it fits (see `_to_class`)
     if hint is None or hint is type(None):
         if value is None:
             return value

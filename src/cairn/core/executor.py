@@ -156,15 +156,14 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
             )
         _raise_divergence(live)
         live.journal.check_finished("returned")
-        await live.steps.record_cancel()  # delivered by check_cancelled() and swallowed, say
+        if live.interrupts.delivered_at is not None:
+            await live.steps.record_cancel()  # delivered by check_cancelled() and swallowed
         await live.flush_meta()
         text = await blobs.dumps_async(
             env.serializer, value, what=f"result of workflow {run.workflow!r}"
         )
         # A workflow that caught its cancellation and returned still ends CANCELLED.
-        status = (
-            RunStatus.CANCELLED.value if live.interrupts.delivered else RunStatus.COMPLETED.value
-        )
+        status = _CANCELLED if live.interrupts.delivered else _COMPLETED
         return await _finish(env, live.steps, status, result=text, alone=live.steps.alone())
     except Suspend as parked:
         if live.journal.fatal is not None:
@@ -269,7 +268,8 @@ async def _ended(live: durable.Attempt, write: Any, *, what: str) -> bool:
     return True
 
 
-_VOIDING = (RunStatus.CANCELLED.value, RunStatus.FAILED.value)
+_CANCELLED, _COMPLETED = RunStatus.CANCELLED.value, RunStatus.COMPLETED.value  # read once
+_VOIDING = (_CANCELLED, RunStatus.FAILED.value)
 
 
 async def _finish(

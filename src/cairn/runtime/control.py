@@ -168,7 +168,7 @@ class RunControl:
         record = RunRecord(
             run_id=run_id or ids.new_run_id(),
             workflow=name,
-            status=RunStatus.PENDING.value,
+            status=_PENDING,
             args=args_text,
             created_at=now,
             updated_at=now,
@@ -189,7 +189,7 @@ class RunControl:
         slot = local.reserve() if local is not None else None
         if slot is not None:
             # Fast path: this process executes the run now, with no claim round trip.
-            record.status = RunStatus.RUNNING.value
+            record.status = _RUNNING
             record.owner = slot.owner
             record.attempt = 1
             record.started_at = now
@@ -264,6 +264,9 @@ def _start_names(
     queue_name = getattr(queue, "name", queue)
     return None if queue_name is None else check_queue_name(queue_name, "queue")
 
+
+# A member's `.value` is a Python-level property: read once here for `start`.
+_PENDING, _RUNNING = RunStatus.PENDING.value, RunStatus.RUNNING.value
 
 # A run's priority is an INTEGER column on both stores (PostgreSQL's is 32 bits).
 PRIORITY_MIN = -(2**31)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -207,13 +208,14 @@ class Executions:
         previous = self.active.get(run.run_id)
         if previous is not None and previous.run.fence >= run.fence:
             return  # the same claim, seen twice (a late reply, and the reconciler)
-        log.info(
-            "run %s (%s) started, attempt %d",
-            run.run_id,
-            run.workflow,
-            run.attempt,
-            extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
-        )
+        if log.isEnabledFor(logging.INFO):  # its `extra` is built only then
+            log.info(
+                "run %s (%s) started, attempt %d",
+                run.run_id,
+                run.workflow,
+                run.attempt,
+                extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
+            )
         attempt = Attempt(run, epoch, started=time.monotonic())
         attempt.task = asyncio.create_task(
             self._execute(attempt, previous, fresh), name=f"cairn-run-{run.run_id}"
@@ -264,12 +266,13 @@ class Executions:
                 self.keyless.forget(run.run_id)
             if not self.stopping and (self.backlog or parked or run.queue is not None):
                 self.woken.set()
-        log.info(
-            "run %s %s",
-            run.run_id,
-            outcome.status or "handed back",
-            extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
-        )
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "run %s %s",
+                run.run_id,
+                outcome.status or "handed back",
+                extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
+            )
         if outcome.status is None and not self._halted and self.writable():
             lacking = outcome.lacking
             waiting_for = None if lacking is None else keyless.waiting_for(lacking)

@@ -69,8 +69,11 @@ class RunWaiter:
                     self._discard(run_id, future)
                     raise TimeoutError(f"run {run_id!r} did not finish within {timeout}s")
             try:
-                async with asyncio.timeout(wait_for):
+                if wait_for is None:  # woken by this process's worker: no timer to set
                     ended = await future
+                else:
+                    async with asyncio.timeout(wait_for):
+                        ended = await future
                 if ended is not None and _final(ended):
                     return ended
             except TimeoutError:
@@ -105,9 +108,9 @@ class RunWaiter:
     def _answer(
         self, run_id: str, status: str | None, result: str | None, error: str | None
     ) -> Any:
-        if status == RunStatus.COMPLETED.value:
+        if status == _COMPLETED:
             return None if result is None else self.serializer.loads(result)
-        if status == RunStatus.CANCELLED.value:
+        if status == _CANCELLED:
             raise RunCancelled(run_id=run_id)
         data = coded.unseal_json(self.serializer, error) or {}
         kind = PoisonRun if data.get("type") == "cairn.errors.PoisonRun" else RunFailed
@@ -122,7 +125,14 @@ class RunWaiter:
 
 def _final(ended: Outcome) -> bool:
     """True if how a run ended, as its worker committed it, alone answers `result()`."""
-    if ended.status == RunStatus.FAILED.value:
+    if ended.status == _FAILED:
         return ended.error is not None  # a poisoned run's error is only in the database
     # A continued run's answer is its successor's.
-    return ended.status in (RunStatus.COMPLETED.value, RunStatus.CANCELLED.value)
+    return ended.status in _ANSWERED
+
+
+# A member's `.value` is a Python-level property: read once here for the hot paths.
+_COMPLETED, _CANCELLED, _FAILED = (
+    s.value for s in (RunStatus.COMPLETED, RunStatus.CANCELLED, RunStatus.FAILED)
+)
+_ANSWERED = (_COMPLETED, _CANCELLED)

@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
 from cairn.store import migrate
-from cairn.store.programs import workers
-from cairn.store.programs.base import Program
+from cairn.store.programs import runs, workers
+from cairn.store.programs.base import Operation, Program
 from cairn.store.records import Beat, WorkerRecord
 
 T = TypeVar("T")
@@ -228,8 +228,9 @@ def commit_lone(conn: sqlite3.Connection, program: Program[Any]) -> Any:
     Out of a transaction, SQLite takes the write lock for the statement and commits when
     it ends: what BEGIN IMMEDIATE, the statement and COMMIT do, in one call instead of
     three. Its outcome (a value, or the exception the program or the statement failed
-    with), or AGAIN when another connection holds the write lock or the program's first
-    statement wants rows: nothing was done, and `program` is closed.
+    with), or AGAIN when another connection holds the write lock, the program's first
+    statement wants rows, or it changed none and the program asks for more: nothing was
+    done, and `program` is closed.
     """
     try:
         statement = next(program)
@@ -256,7 +257,21 @@ def commit_lone(conn: sqlite3.Connection, program: Program[Any]) -> Any:
     except Exception as exc:  # LeaseLost and the like
         return exc
     program.close()
+    if count == 0:  # nothing written (a new run's id exists): the program goes the usual way
+        return AGAIN
     return RuntimeError("cairn: a one-round write asked for a second round")
+
+
+def lone(write: Operation[Any]) -> bool:
+    """True if `write` may be run by `commit_lone`.
+
+    A `@path("one")` write, or a new run without a dedup key: its INSERT (an id that
+    exists inserts nothing and is read back the usual way).
+    """
+    if write.kind is runs.create_run:
+        return write.args[0].dedup_key is None
+    hint = write.path()
+    return hint is not None and hint[0] == "one"
 
 
 class SqliteSideChannel:

@@ -39,6 +39,7 @@ from cairn.store.sqlite.connections import (
     create_private,
     is_busy,
     is_read_only,
+    lone,
     read_only_hint,
     read_only_reason,
     run,
@@ -287,11 +288,9 @@ class SqliteStore(SqlStore):
         if others_ready(self._loop or asyncio.get_running_loop()):
             return _QUEUE  # other callbacks of this loop iteration may write: group commit
         conn = self.conn
-        if type(make) is Operation and not conn.in_transaction:
-            hint = make.path()
-            if hint is not None and hint[0] == "one":
-                outcome = commit_lone(conn, program)
-                return self._failure(outcome) if isinstance(outcome, Exception) else outcome
+        if type(make) is Operation and not conn.in_transaction and lone(make):
+            outcome = commit_lone(conn, program)
+            return self._failure(outcome) if isinstance(outcome, Exception) else outcome
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
