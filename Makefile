@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
+# Three processes: most tests wait (subprocesses, brokers, sleeps) rather than compute.
+# --dist loadgroup keeps each xdist_group on one process (see README, Tests).
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 3 --dist loadgroup
 
 bench: $(STAMP)
 	# Bytecode as a wheel install has it: the recovery figure times a fresh interpreter.
