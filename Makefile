@@ -15,10 +15,8 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
-# Three processes: most tests wait (subprocesses, brokers, sleeps) rather than compute.
-# --dist loadgroup keeps each xdist_group on one process (see README, Tests).
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 3 --dist loadgroup
+	$(BIN)/python -m pytest
 
 bench: $(STAMP)
 	# Bytecode as a wheel install has it: the recovery figure times a fresh interpreter.
