@@ -21,6 +21,14 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 # One template per test session: sessions run side by side (several engineers, xdist).
 TEMPLATE = f"cairn_test_template_{uuid.uuid4().hex[:8]}"
 
+# pytest-xdist's workers (make test) start with COLUMNS=80 and LINES=24 in their
+# environment, and the CLI folds its tables to COLUMNS when it is set (piped, it prints
+# them 200 wide). The CLI subprocesses the tests start inherit it: drop it, so a worker
+# runs them as a serial session does. A test that wants a width sets it itself.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
+
 
 def _pg_problem() -> str | None:
     """Why PostgreSQL tests cannot run here, or None when they can."""

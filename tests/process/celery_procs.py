@@ -26,6 +26,11 @@ BROKERS = {
     "rabbitmq": ("amqp://guest:guest@127.0.0.1:5672//", 5672),
     "redis": ("redis://127.0.0.1:6379/11", 6379),
 }
+# The workers' Celery queues ("cairn", "cairn.lonely", "cairn.step.gpu") are fixed names on
+# the shared brokers: a worker of one test would take another test's messages (runs its
+# own database does not hold), and a test's purge would empty another's queue. Under
+# xdist (make test, --dist loadgroup) these tests run one after another in one process.
+ONE_AT_A_TIME = pytest.mark.xdist_group("celery-brokers")
 
 
 def reachable_or_skip(name: str, port: int) -> None:

@@ -22,7 +22,7 @@ from tests.store.kit import execute
 
 import cairn
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, celery_procs.ONE_AT_A_TIME]
 
 broker = celery_procs.broker
 procs = celery_procs.procs

@@ -31,7 +31,7 @@ from tests.process.celery_procs import (
 
 import cairn
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, celery_procs.ONE_AT_A_TIME]
 
 broker = celery_procs.broker
 procs = celery_procs.procs

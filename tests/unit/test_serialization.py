@@ -163,6 +163,27 @@ def test_dumps__plain_data_skips_the_tag_encoder(monkeypatch: pytest.MonkeyPatch
     assert JSON.dumps({"id": "o-1", "qty": 3, "ok": True, "l": [1, None]}, what="x")
 
 
+def stable_id(value: Any) -> str:
+    """A test id that is the same in every process (xdist's workers must agree on ids).
+
+    repr() is not: a set's order follows string hashes (randomized per process), and a
+    plain object's repr holds its address.
+    """
+    if isinstance(value, (set, frozenset)):
+        inner = ", ".join(sorted(map(stable_id, value)))
+        return f"{type(value).__name__}({{{inner}}})" if value else f"{type(value).__name__}()"
+    if type(value) is object:
+        return "object()"
+    if type(value) is dict:
+        return "{" + ", ".join(f"{stable_id(k)}: {stable_id(v)}" for k, v in value.items()) + "}"
+    if type(value) in (list, tuple):
+        inner = ", ".join(map(stable_id, value))
+        return f"[{inner}]" if type(value) is list else f"({inner})"
+    if isinstance(value, Item):
+        return f"Item({stable_id(value.sku)}, {stable_id(value.qty)})"
+    return repr(value)
+
+
 @pytest.mark.parametrize(
     "value",
     [
@@ -200,7 +221,7 @@ def test_dumps__plain_data_skips_the_tag_encoder(monkeypatch: pytest.MonkeyPatch
         frozenset({1.5, "x"}),
         frozenset(),
     ],
-    ids=repr,
+    ids=stable_id,
 )
 def test_roundtrip__rich_type(value: Any) -> None:
     restored = roundtrip(value)
@@ -424,7 +445,7 @@ def test_dumps__unsupported_type_raises(value: Any, type_name: str) -> None:
         (Item("a", object()), ".qty"),  # type: ignore[arg-type]
         ({"s": {object()}}, "['s'][0]"),
     ],
-    ids=repr,
+    ids=stable_id,
 )
 def test_dumps__unsupported_error_says_where(value: Any, where: str) -> None:
     with pytest.raises(SerializationError, match=r"type 'builtins\.object' at ") as info:
