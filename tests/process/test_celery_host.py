@@ -110,3 +110,39 @@ def test_celery__the_dispatcher_hears_of_runs_stored_by_other_processes_at_once(
     finally:
         host.stop().join(timeout=30)
         host._loop.close()
+
+
+def test_celery__a_second_sigterm_during_stop_does_not_deadlock_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Celery calls Host.stop from its SIGTERM handler on the main thread. A second SIGTERM
+    # (`timeout` and `pkill` both signal; supervisors repeat) can run the handler again on
+    # that thread while the first is inside stop(), holding its lock: a plain lock then
+    # waits on itself and the worker never exits. Found by hand, not by a test.
+    from cairn.celery import host as host_module
+    from cairn.celery.host import Host
+    from cairn.runtime.engine import Engine
+
+    url = f"sqlite:///{tmp_path / 'cairn.db'}"
+    host = Host(lambda: Engine(url, workers=2, polls=False), lambda _: None, dispatch=0.05)
+    host.start()
+    real_thread = threading.Thread
+    interrupted: list[threading.Thread] = []
+    signals = [1]  # one more SIGTERM to come
+
+    def thread_made_as_a_signal_arrives(*args: Any, **kwargs: Any) -> threading.Thread:
+        if signals:  # the second handler runs here, inside the first one's stop()
+            signals.pop()
+            interrupted.append(host.stop())
+        return real_thread(*args, **kwargs)
+
+    monkeypatch.setattr(host_module.threading, "Thread", thread_made_as_a_signal_arrives)
+    stopped: list[threading.Thread] = []
+    handler = real_thread(target=lambda: stopped.append(host.stop()), daemon=True)
+    handler.start()
+    handler.join(timeout=10)
+    monkeypatch.undo()
+    assert not handler.is_alive(), "a second stop() inside the first deadlocked"
+    for stopper in stopped + interrupted:
+        stopper.join(timeout=30)
+        assert not stopper.is_alive()

@@ -107,7 +107,8 @@ class Host:
         self._lock = threading.Lock()
         self._started = False
         self._failure: Exception | None = None  # why the engine could not open
-        self._stop_lock = threading.Lock()
+        # Reentrant: a second SIGTERM can run stop() again on the thread already inside it.
+        self._stop_lock = threading.RLock()
         self._stopper: threading.Thread | None = None
         # What was published -> when (monotonic), and to which Celery queue.
         self._published: dict[Key, tuple[float, str]] = {}
@@ -222,10 +223,13 @@ class Host:
         """
         with self._stop_lock:
             if self._stopper is None:
-                self._stopper = threading.Thread(
+                # A stop() nested in this one (a second signal, before the assignment)
+                # starts a second stopper; `_stop` runs once, the other returns.
+                stopper = threading.Thread(
                     target=self._stop, args=(timeout,), name="cairn-celery-stop"
                 )
-                self._stopper.start()
+                self._stopper = stopper
+                stopper.start()
             return self._stopper
 
     def _stop(self, timeout: float) -> None:
