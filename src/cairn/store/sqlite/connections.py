@@ -197,16 +197,19 @@ def without_nones(text: str, params: Sequence[Any]) -> tuple[str, Sequence[Any]]
     return nulled, [value for value in params if value is not None]
 
 
+def execute(conn: sqlite3.Connection, text: str, params: Sequence[Any]) -> sqlite3.Cursor:
+    """One statement of a program, its None parameters written NULL if it has many."""
+    if len(params) > _MANY and None in params:
+        return conn.execute(*without_nones(text, params))
+    return conn.execute(text, params)
+
+
 def run(conn: sqlite3.Connection, program: Program[T]) -> T:
     """Drive a program with synchronous sqlite3 calls."""
     try:
         statement = next(program)
         while True:
-            params = statement.params
-            if len(params) > _MANY and None in params:
-                cursor = conn.execute(*without_nones(statement.text, params))
-            else:
-                cursor = conn.execute(statement.text, params)
+            cursor = execute(conn, statement.text, statement.params)
             if statement.fetch == "count":
                 answer: Any = cursor.rowcount
             elif statement.fetch == "one":
@@ -242,11 +245,7 @@ def commit_lone(conn: sqlite3.Connection, program: Program[Any]) -> Any:
         program.close()  # rows would hold the statement (and its transaction) open
         return AGAIN
     try:
-        params = statement.params
-        if len(params) > _MANY and None in params:
-            count = conn.execute(*without_nones(statement.text, params)).rowcount
-        else:
-            count = conn.execute(statement.text, params).rowcount
+        count = execute(conn, statement.text, statement.params).rowcount
     except Exception as exc:
         program.close()
         return AGAIN if is_busy(exc) else exc
