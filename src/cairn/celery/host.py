@@ -235,6 +235,8 @@ class Host:
     def _stop(self, timeout: float) -> None:
         with self._lock:
             if not self._started:
+                if self._thread is None:  # never started: nothing runs on the loop
+                    self._loop.close()
                 return
             self._started = False
         try:
@@ -243,6 +245,8 @@ class Host:
             self._loop.call_soon_threadsafe(self._loop.stop)
             if self._thread is not None:
                 self._thread.join(timeout=5)
+            if self._thread is None or not self._thread.is_alive():
+                self._loop.close()  # its self-pipe sockets are closed now, not by the GC
 
     async def _close(self) -> None:
         if self._dispatcher is not None:
