@@ -343,9 +343,7 @@ async def test_wait_for_work__wakes_at_once_on_its_own_store_s_waking_write(stor
 
 
 def test_wakes__is_declared_on_the_programs_that_make_runs_claimable() -> None:
-    from cairn.store.programs import base, claims, runs
+    from cairn.store.programs import claims, runs
 
-    assert base.is_waking(waits.send_message("r1", "go", "1", idempotency_key=None, now=T0)())
-    assert base.is_waking(claims.release_run("r1", held("w1"))())
-    finish = runs.finish_run("r1", held("w1"), "COMPLETED", result=None, error=None, now=T0)
-    assert not base.is_waking(finish())
+    assert waits.send_message.wakes and claims.release_run.wakes
+    assert not runs.finish_run.wakes
