@@ -99,6 +99,21 @@ def wakes(fn: F) -> F:
     return _declare(fn, wakes=True)
 
 
+def wakes_after(when: Callable[..., float | None]) -> Callable[[F], F]:
+    """Declare when, after a call of `fn` commits, a run it wrote may be claimable.
+
+    `when` takes the call's outcome, then the program's own arguments, and gives the time
+    (epoch seconds; a past one is now) or None (nothing to wake). SqliteStore, which
+    wakes its claim loops after the commit, reads it; PostgreSQL sends its NOTIFY within
+    the transaction, before the outcome is known, so it reads `@wakes` and `@path`.
+    """
+
+    def declare(fn: F) -> F:
+        return _declare(fn, wakes_after=when)
+
+    return declare
+
+
 def _always(*args: Any, **kwargs: Any) -> bool:
     return True
 
@@ -177,15 +192,26 @@ class OperationKind(Generic[P, T_co]):
     """A program declared `@operation`: calling it makes an `Operation` of it.
 
     It holds what the program's decorators declared: `wakes`, and as functions of a
-    call's arguments (None: never) its `path` hint, `one_plan`, `lone` and `single_write`.
+    call's arguments (None: never) its `path` hint, `one_plan`, `lone`, `single_write`
+    and `wakes_after` (which takes the call's outcome first).
     """
 
-    __slots__ = ("lone", "name", "one_plan", "path", "program", "single_write", "wakes")
+    __slots__ = (
+        "lone",
+        "name",
+        "one_plan",
+        "path",
+        "program",
+        "single_write",
+        "wakes",
+        "wakes_after",
+    )
 
     def __init__(self, program: Callable[P, Program[T_co]], declared: dict[str, Any]) -> None:
         self.program = program
         self.name = program.__name__
         self.wakes: bool = declared.get("wakes", False)
+        self.wakes_after: Callable[..., float | None] | None = declared.get("wakes_after")
         self.one_plan: Callable[..., bool] | None = declared.get("one_plan")
         self.single_write: Callable[..., bool] | None = declared.get("single_write")
         hint: Rounds | PathHint | None = declared.get("path")
@@ -215,7 +241,8 @@ def _one_round(hint: Rounds | PathHint | None) -> Callable[..., bool] | None:
 def operation(fn: Callable[P, Program[T]]) -> OperationKind[P, T]:
     """Declare `fn` a store operation: outermost, above the decorators that declare its facts.
 
-    Those (`@wakes`, `@single_write`, `@path`, `@one_plan`, `@lone`) write on `fn` itself;
+    Those (`@wakes`, `@wakes_after`, `@single_write`, `@path`, `@one_plan`, `@lone`) write
+    on `fn` itself;
     this reads them once, into the `OperationKind`, so a backend asks the operation it is
     handed and never looks a function up.
     """

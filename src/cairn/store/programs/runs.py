@@ -21,6 +21,7 @@ from cairn.store.programs.base import (
     path,
     single_write,
     wakes,
+    wakes_after,
 )
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import Lease, RunQuery, RunRecord
@@ -32,9 +33,15 @@ def _without_dedup_key(run: RunRecord, /) -> bool:
     return run.dedup_key is None
 
 
+def _claimable_if_new(created: tuple[RunRecord, bool], run: RunRecord, /) -> float | None:
+    # A new PENDING run is claimable at its wake time.
+    return (run.wake_at or 0.0) if created[1] and run.status == RunStatus.PENDING else None
+
+
 @operation
 @single_write  # its only statements are those of inserted_or_existing
 @lone(_without_dedup_key)
+@wakes_after(_claimable_if_new)
 def create_run(run: RunRecord, /) -> Program[tuple[RunRecord, bool]]:
     """Insert `run` unless its run_id exists; returns the stored run and whether it is new.
 

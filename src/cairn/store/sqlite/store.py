@@ -19,11 +19,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from cairn.errors import StoreError
-from cairn.models import RunStatus
 from cairn.store._health import StoreHealth
 from cairn.store._loop import answer, others_ready
 from cairn.store._wakeups import WakeSignal
-from cairn.store.programs import runs
 from cairn.store.programs.base import Operation, Program
 from cairn.store.sql_store import SqlStore
 from cairn.store.sqlite.checkpoints import Checkpointer
@@ -224,12 +222,7 @@ class SqliteStore(SqlStore):
         # write is undone alone and must not sink the others, unless it is a single write.
         guard = len(batch) > 1
         try:
-            outcomes = [
-                self._run_one(
-                    conn, program, guard and not (type(make) is Operation and make.single_write())
-                )
-                for program, _, make in batch
-            ]
+            outcomes = [self._run_one(conn, program, make, guard) for program, _, make in batch]
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -237,9 +230,11 @@ class SqliteStore(SqlStore):
             raise
         return outcomes
 
-    def _run_one(self, conn: sqlite3.Connection, program: Program[Any], guard: bool) -> Any:
+    def _run_one(
+        self, conn: sqlite3.Connection, program: Program[Any], make: Make, guard: bool
+    ) -> Any:
         """Run one program of a batch; its outcome, or the exception it failed with."""
-        if guard:
+        if guard and not (type(make) is Operation and make.single_write()):
             return self._run_in_savepoint(conn, program)
         # Alone in its batch, or a program that changes rows only with its last statement:
         # if it fails, there is nothing of it to undo, so no savepoint is needed.
@@ -313,12 +308,13 @@ class SqliteStore(SqlStore):
             raise alone
         else:
             outcome = alone
-        if isinstance(make, Operation) and make.kind.wakes:
-            self._signal.set()
-        elif isinstance(make, Operation) and make.kind is runs.create_run:
-            run = make.args[0]  # a new PENDING run is claimable at its wake time
-            if outcome[1] and run.status == RunStatus.PENDING:  # type: ignore[index]
-                self._signal.at(run.wake_at or 0.0)
+        if isinstance(make, Operation):
+            if make.kind.wakes:
+                self._signal.set()
+            elif (after := make.kind.wakes_after) is not None:
+                at = after(outcome, *make.args, **make.kwargs)
+                if at is not None:
+                    self._signal.at(at)
         return outcome
 
     async def begin_step_transaction(
