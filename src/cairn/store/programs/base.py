@@ -60,6 +60,7 @@ _DECLARED = "_operation_facts"
 
 
 def _declare(fn: F, **facts: Any) -> F:
+    # On the function itself: what it declares travels with it, whatever its name.
     declared: dict[str, Any] = vars(fn).setdefault(_DECLARED, {})
     declared.update(facts)
     return fn
@@ -100,7 +101,7 @@ def wakes(fn: F) -> F:
 
 
 def wakes_after(when: Callable[..., float | None]) -> Callable[[F], F]:
-    """Declare when, after a call of `fn` commits, a run it wrote may be claimable.
+    """Declare when, after a call of the program commits, a run it wrote may be claimable.
 
     `when` takes the call's outcome, then the program's own arguments, and gives the time
     (epoch seconds; a past one is now) or None (nothing to wake). SqliteStore, which
