@@ -13,8 +13,9 @@ headers.
 `python -m bench.mypyc_build --runs N` is the workload callgrind counts.
 
 The store's programs (store/programs/) are left out: their declarations (`@wakes`,
-`@single_write`, `@path`, `@one_plan`) key on `fn.__code__` and a generator's `gi_code`,
-which compiled functions and generators do not have (MYPYC.md says what it takes).
+`@single_write`, `@path`, `@one_plan`) keyed on `fn.__code__` and a generator's
+`gi_code` when this was measured (MYPYC.md); they are now read from the operation, but
+compiling them has not been tried.
 """
 
 from __future__ import annotations

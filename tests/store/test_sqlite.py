@@ -41,6 +41,7 @@ def insert_then_fail(run_id: str) -> Program[None]:
     raise Boom(run_id)
 
 
+@base.operation
 @base.single_write
 def broken_promise(run_id: str) -> Program[None]:
     # Declared single-write, yet it raises after changing a row.
@@ -123,6 +124,32 @@ async def test_write__a_lone_statement_commits_by_itself_or_waits_for_a_held_loc
     assert not sqlite_store.conn.in_transaction
 
 
+async def test_write__a_new_run_without_a_dedup_key_commits_as_its_insert_alone(
+    sqlite_store: SqliteStore,
+) -> None:
+    # create_run declares itself `lone` for such a run; with a dedup key it is checked
+    # first, in a transaction.
+    seen: list[str] = []
+    sqlite_store.conn.set_trace_callback(seen.append)
+    await sqlite_store.write(run_ops.create_run(run_record("r-1")))
+    await sqlite_store.write(run_ops.create_run(run_record("r-2", dedup_key="k")))
+    sqlite_store.conn.set_trace_callback(None)
+
+    first_words = [statement.split()[0] for statement in seen]
+    assert first_words == ["INSERT", "BEGIN", "SELECT", "SELECT", "INSERT", "COMMIT"]
+
+
+def test_write__what_a_run_s_operations_declare_for_their_arguments() -> None:
+    assert run_ops.create_run(run_record("r")).lone()
+    assert not run_ops.create_run(run_record("r", dedup_key="k")).lone()
+    assert run_ops.create_run(run_record("r", dedup_key="k")).single_write()
+    end = {"result": None, "error": None, "now": 0.0}
+    alone = run_ops.finish_run("r", held("w"), "COMPLETED", alone=True, **end)
+    told = run_ops.finish_run("r", held("w"), "COMPLETED", **end)
+    assert alone.lone() and alone.single_write()
+    assert not told.lone() and not told.single_write()
+
+
 def test_without_nones__only_plain_placeholders_are_rewritten() -> None:
     # sqlite3 binds None slowly: a statement with many parameters says NULL instead.
     assert without_nones("SELECT ?, ?, ?", (1, None, "x")) == ("SELECT ?, NULL, ?", [1, "x"])
@@ -135,7 +162,7 @@ async def test_write__a_single_write_program_failing_after_a_change_sinks_its_co
 ) -> None:
     outcomes = await asyncio.gather(
         sqlite_store.write(run_ops.create_run(run_record("before"))),
-        sqlite_store.write(lambda: broken_promise("bad")),
+        sqlite_store.write(broken_promise("bad")),
         sqlite_store.write(run_ops.create_run(run_record("after"))),
         return_exceptions=True,
     )

@@ -342,10 +342,28 @@ async def test_wait_for_work__wakes_at_once_on_its_own_store_s_waking_write(stor
     assert loop.time() - started < 5
 
 
-def test_wakes__is_declared_on_the_programs_that_make_runs_claimable() -> None:
-    from cairn.store.programs import base, claims, runs
+async def test_wait_for_work__wakes_at_once_on_a_new_run_of_its_own_store(store: Store) -> None:
+    # SQLite: create_run's `@wakes_after` (its own commits do not change data_version).
+    await settle(store)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    waiting = asyncio.create_task(store.wait_for_work(30))
+    await asyncio.sleep(0)
 
-    assert base.is_waking(waits.send_message("r1", "go", "1", idempotency_key=None, now=T0)())
-    assert base.is_waking(claims.release_run("r1", held("w1"))())
-    finish = runs.finish_run("r1", held("w1"), "COMPLETED", result=None, error=None, now=T0)
-    assert not base.is_waking(finish())
+    await store.write(run_ops.create_run(run_record("r1")))
+
+    async with asyncio.timeout(10):
+        await waiting
+    assert loop.time() - started < 5
+
+
+def test_wakes__is_declared_on_the_programs_that_make_runs_claimable() -> None:
+    from cairn.store.programs import claims, runs
+
+    assert waits.send_message.wakes and claims.release_run.wakes
+    assert not runs.finish_run.wakes
+    # A new PENDING run is claimable at its wake time; an existing one wakes nothing.
+    after, later = runs.create_run.wakes_after, run_record("r1", wake_at=T0 + 5)
+    assert after is not None and after((later, True), later) == T0 + 5
+    assert after((later, False), later) is None
+    assert after((run_record("r2"), True), run_record("r2")) == 0.0

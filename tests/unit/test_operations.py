@@ -11,8 +11,7 @@ from cairn.store.programs.base import (
     OperationKind,
     Program,
     Sql,
-    is_single_write,
-    is_waking,
+    lone,
     operation,
     path,
     single_write,
@@ -33,6 +32,14 @@ def _count(n: int, *, later: bool = False) -> Program[int]:
 @path("unknown")
 def _plain() -> Program[None]:
     yield Sql("DELETE FROM t")
+
+
+@operation
+@single_write(when=lambda n, *, alone=True: alone)
+@lone(lambda n, *, alone=True: n > 0)
+def _maybe(n: int, *, alone: bool = True) -> Program[int]:
+    got: int = yield Sql("UPDATE t SET n = ?", (n,))
+    return got
 
 
 @operation
@@ -58,9 +65,21 @@ def test_operation__each_call_builds_a_fresh_program_so_a_backend_can_run_it_aga
     assert _drive(op(), 4) == 8  # the first run is spent; the second starts afresh
 
 
-def test_operation__the_program_keeps_its_flags():
-    assert is_waking(_count(1)()) and not is_single_write(_count(1)())
-    assert is_single_write(_plain()()) and not is_waking(_plain()())
+def test_operation__the_operation_keeps_what_its_program_declared():
+    assert _count(1).kind.wakes and not _count(1).single_write()
+    assert _plain().single_write() and not _plain().kind.wakes
+    assert not _twice().kind.wakes and not _twice().single_write()
+
+
+def test_operation__facts_declared_for_some_calls_hold_for_those_calls_only():
+    assert _maybe(1).lone() and not _maybe(-1).lone()
+    assert _maybe(1).single_write() and not _maybe(1, alone=False).single_write()
+
+
+def test_operation__a_one_round_path_makes_a_write_lone():
+    assert _count(1).lone()  # @path(lambda ...: ("one", ...))
+    assert not _plain().lone()  # @path("unknown")
+    assert not _twice().lone()  # nothing declared
 
 
 def test_operation__yield_from_runs_it_inside_another_program():

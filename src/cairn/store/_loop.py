@@ -17,9 +17,12 @@ def others_ready(loop: asyncio.AbstractEventLoop) -> bool:
     return ready is None or len(ready) > 0
 
 
-def answer(batch: Sequence[tuple[Any, asyncio.Future[Any]]], outcomes: Sequence[Any]) -> None:
-    """Settle each writer's future of `batch` with its outcome (an exception: raised there)."""
-    for (_, future), outcome in zip(batch, outcomes, strict=True):
+def answer(batch: Sequence[tuple[Any, asyncio.Future[Any], Any]], outcomes: Sequence[Any]) -> None:
+    """Settle each writer's future (`batch`'s second items) with its outcome.
+
+    An outcome that is an exception is raised there.
+    """
+    for (_, future, _), outcome in zip(batch, outcomes, strict=True):
         if future.done():
             continue
         if isinstance(outcome, BaseException):

@@ -40,7 +40,7 @@ from cairn.store.postgres.run_reader import RunReader
 from cairn.store.postgres.side_channel import PostgresSideChannel
 from cairn.store.postgres.writes import Writes
 from cairn.store.programs import claims, runs, workers
-from cairn.store.programs.base import Operation, Program, Sql, is_waking
+from cairn.store.programs.base import Operation, Program, Sql
 from cairn.store.records import Claimed, RunRecord
 from cairn.store.sql_store import SqlStore
 from cairn.store.stream_bells import StreamBells
@@ -234,7 +234,7 @@ class PostgresStore(SqlStore):
     async def _alone(self, make: Callable[[], Program[T]]) -> T:
         """Run a write alone in its own transaction (waking workers if it `@wakes`)."""
         program = make()
-        wake = NOW if is_waking(program) else None
+        wake = NOW if isinstance(make, Operation) and make.kind.wakes else None
         return await self.writes.started_alone(program, make, wake)
 
     async def read(self, make: Callable[[], Program[T]]) -> T:

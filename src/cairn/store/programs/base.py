@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from types import CodeType
-from typing import Any, Generic, Literal, ParamSpec, TypeVar
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from cairn.models import RunStatus
 
@@ -56,25 +55,40 @@ FINISHED = frozenset(
 # only from FAILED.
 FINAL = FINISHED - {RunStatus.FAILED}
 
-_SINGLE_WRITE: set[CodeType] = set()
-_WAKES: set[CodeType] = set()
+# What a program's decorators declare, kept on its function until `@operation` reads it.
+_DECLARED = "_operation_facts"
 
 
-def single_write(fn: F) -> F:
+def _declare(fn: F, **facts: Any) -> F:
+    # On the function itself: what it declares travels with it, whatever its name.
+    declared: dict[str, Any] = vars(fn).setdefault(_DECLARED, {})
+    declared.update(facts)
+    return fn
+
+
+@overload
+def single_write(fn: F, /) -> F: ...
+@overload
+def single_write(*, when: Callable[..., bool]) -> Callable[[F], F]: ...
+def single_write(
+    fn: F | None = None, /, *, when: Callable[..., bool] | None = None
+) -> F | Callable[[F], F]:
     """Declare that `fn`'s programs change rows only with their last statement.
 
     Such a program raises nothing once it has changed a row, so when it fails it has
     changed nothing (SQLite undoes a failing statement by itself), and a backend need not
     guard it with a savepoint. SqliteStore checks the promise: a program that breaks it
-    rolls its whole batch back rather than leave part of its work behind.
+    rolls its whole batch back rather than leave part of its work behind. `when`, a
+    function of the program's own arguments, makes the promise for some calls only.
     """
-    _SINGLE_WRITE.add(fn.__code__)
-    return fn
+    if fn is not None:
+        return _declare(fn, single_write=_always)
+    fits = when
 
+    def declare(fn: F) -> F:
+        return _declare(fn, single_write=fits)
 
-def is_single_write(program: Program[Any]) -> bool:
-    """True if `program` comes from a function declared `@single_write`."""
-    return getattr(program, "gi_code", None) in _SINGLE_WRITE
+    return declare
 
 
 def wakes(fn: F) -> F:
@@ -83,13 +97,26 @@ def wakes(fn: F) -> F:
     The store then wakes its workers' claim loops (on PostgreSQL, other processes' too,
     through NOTIFY) instead of leaving them to their next poll.
     """
-    _WAKES.add(fn.__code__)
-    return fn
+    return _declare(fn, wakes=True)
 
 
-def is_waking(program: Program[Any]) -> bool:
-    """True if `program` comes from a function declared `@wakes`."""
-    return getattr(program, "gi_code", None) in _WAKES
+def wakes_after(when: Callable[..., float | None]) -> Callable[[F], F]:
+    """Declare when, after a call of the program commits, a run it wrote may be claimable.
+
+    `when` takes the call's outcome, then the program's own arguments, and gives the time
+    (epoch seconds; a past one is now) or None (nothing to wake). SqliteStore, which
+    wakes its claim loops after the commit, reads it; PostgreSQL sends its NOTIFY within
+    the transaction, before the outcome is known, so it reads `@wakes` and `@path`.
+    """
+
+    def declare(fn: F) -> F:
+        return _declare(fn, wakes_after=when)
+
+    return declare
+
+
+def _always(*args: Any, **kwargs: Any) -> bool:
+    return True
 
 
 def one_row(text: str, params: Sequence[Any] = ()) -> Sql:
@@ -117,7 +144,8 @@ class Operation(Generic[T_co]):
     """One call of a declared program, not run yet: what a caller hands to the store.
 
     Calling it (or iterating it, for `yield from`) builds a fresh program, so it is the
-    re-runnable factory a backend needs.
+    re-runnable factory a backend needs. What its program declared is read through it:
+    `kind.wakes`, and the facts that depend on the call's arguments (the methods below).
     """
 
     __slots__ = ("args", "kind", "kwargs")
@@ -147,20 +175,53 @@ class Operation(Generic[T_co]):
         hint = self.kind.path
         return None if hint is None else hint(*self.args, **self.kwargs)
 
+    def lone(self) -> bool:
+        """True if its first statement may commit it alone (see `lone`)."""
+        fits = self.kind.lone
+        return fits is not None and fits(*self.args, **self.kwargs)
+
+    def single_write(self) -> bool:
+        """True if its program changes rows only with its last statement (`single_write`)."""
+        fits = self.kind.single_write
+        return fits is not None and fits(*self.args, **self.kwargs)
+
     def __repr__(self) -> str:
         return f"<operation {self.kind.name}>"
 
 
 class OperationKind(Generic[P, T_co]):
-    """A program declared `@operation`: calling it makes an `Operation` of it."""
+    """A program declared `@operation`: calling it makes an `Operation` of it.
 
-    __slots__ = ("name", "one_plan", "path", "program")
+    It holds what the program's decorators declared: `wakes`, and as functions of a
+    call's arguments (None: never) its `path` hint, `one_plan`, `lone`, `single_write`
+    and `wakes_after` (which takes the call's outcome first).
+    """
 
-    def __init__(self, program: Callable[P, Program[T_co]], path: PathHint | None) -> None:
+    __slots__ = (
+        "lone",
+        "name",
+        "one_plan",
+        "path",
+        "program",
+        "single_write",
+        "wakes",
+        "wakes_after",
+    )
+
+    def __init__(self, program: Callable[P, Program[T_co]], declared: dict[str, Any]) -> None:
         self.program = program
-        self.path = path
-        self.one_plan: Callable[..., bool] | None = _ONE_PLAN.get(program.__code__)
         self.name = program.__name__
+        self.wakes: bool = declared.get("wakes", False)
+        self.wakes_after: Callable[..., float | None] | None = declared.get("wakes_after")
+        self.one_plan: Callable[..., bool] | None = declared.get("one_plan")
+        self.single_write: Callable[..., bool] | None = declared.get("single_write")
+        hint: Rounds | PathHint | None = declared.get("path")
+        if isinstance(hint, str):
+            known: Path = (hint, 0.0 if self.wakes else None)
+            self.path: PathHint | None = lambda *args, **kwargs: known
+        else:
+            self.path = hint
+        self.lone: Callable[..., bool] | None = declared.get("lone") or _one_round(hint)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Operation[T_co]:
         """The operation of a call with these arguments (nothing runs yet)."""
@@ -170,17 +231,23 @@ class OperationKind(Generic[P, T_co]):
         return f"<operation kind {self.name}>"
 
 
-_PATHS: dict[CodeType, Rounds | PathHint] = {}
-_ONE_PLAN: dict[CodeType, Callable[..., bool]] = {}
+def _one_round(hint: Rounds | PathHint | None) -> Callable[..., bool] | None:
+    """A one-round write (`@path("one")`) is `lone`: it is its one statement."""
+    if hint is None or isinstance(hint, str):
+        return _always if hint == "one" else None
+    path_of = hint
+    return lambda *args, **kwargs: path_of(*args, **kwargs)[0] == "one"
 
 
 def operation(fn: Callable[P, Program[T]]) -> OperationKind[P, T]:
-    """Declare `fn` a store operation: outermost, above `@wakes`, `@single_write`, `@path`."""
-    hint = _PATHS.get(fn.__code__)
-    if isinstance(hint, str):
-        known: Path = (hint, 0.0 if fn.__code__ in _WAKES else None)
-        return OperationKind(fn, lambda *args, **kwargs: known)
-    return OperationKind(fn, hint)
+    """Declare `fn` a store operation: outermost, above the decorators that declare its facts.
+
+    Those (`@wakes`, `@wakes_after`, `@single_write`, `@path`, `@one_plan`, `@lone`) write
+    on `fn` itself;
+    this reads them once, into the `OperationKind`, so a backend asks the operation it is
+    handed and never looks a function up.
+    """
+    return OperationKind(fn, vars(fn).get(_DECLARED, {}))
 
 
 def path(hint: Rounds | Callable[P, Path]) -> Callable[[F], F]:
@@ -189,12 +256,11 @@ def path(hint: Rounds | Callable[P, Path]) -> Callable[[F], F]:
     `hint` is the rounds alone (the wake-up is then now if the program `@wakes`, else
     none), or a function of the program's own arguments giving both. A program without a
     hint runs alone in its own transaction there (see postgres/writes.py). SQLite, which
-    commits every write the same way, ignores it.
+    commits every write the same way, reads only whether it is one round (see `lone`).
     """
 
     def declare(fn: F) -> F:
-        _PATHS[fn.__code__] = hint
-        return fn
+        return _declare(fn, path=hint)
 
     return declare
 
@@ -207,7 +273,22 @@ def one_plan(fits: Callable[P, bool]) -> Callable[[F], F]:
     """
 
     def declare(fn: F) -> F:
-        _ONE_PLAN[fn.__code__] = fits
-        return fn
+        return _declare(fn, one_plan=fits)
+
+    return declare
+
+
+def lone(fits: Callable[P, bool]) -> Callable[[F], F]:
+    """Declare when a write's first statement may commit it alone, out of a transaction.
+
+    For those calls (`fits` takes the program's own arguments) the first statement
+    writes, and once it has changed a row the program asks for nothing more; if it
+    changed none, the program runs again the usual way. SQLite then commits such a write
+    as that one statement when nothing else is queued (sqlite/connections.py
+    `commit_lone`). A write declared `@path("one")` is lone already.
+    """
+
+    def declare(fn: F) -> F:
+        return _declare(fn, lone=fits)
 
     return declare

@@ -14,19 +14,34 @@ from cairn.store.programs.base import (
     Program,
     Sql,
     all_rows,
+    lone,
     one_plan,
     one_row,
     operation,
     path,
     single_write,
     wakes,
+    wakes_after,
 )
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import Lease, RunQuery, RunRecord
 
 
+def _without_dedup_key(run: RunRecord, /) -> bool:
+    # Its first statement is then the INSERT; an id that exists inserts nothing, and the
+    # program goes on to read the existing run.
+    return run.dedup_key is None
+
+
+def _claimable_if_new(created: tuple[RunRecord, bool], run: RunRecord, /) -> float | None:
+    # A new PENDING run is claimable at its wake time.
+    return (run.wake_at or 0.0) if created[1] and run.status == RunStatus.PENDING else None
+
+
 @operation
 @single_write  # its only statements are those of inserted_or_existing
+@lone(_without_dedup_key)
+@wakes_after(_claimable_if_new)
 def create_run(run: RunRecord, /) -> Program[tuple[RunRecord, bool]]:
     """Insert `run` unless its run_id exists; returns the stored run and whether it is new.
 
@@ -37,7 +52,6 @@ def create_run(run: RunRecord, /) -> Program[tuple[RunRecord, bool]]:
     return (run, True) if existing is None else (existing, False)
 
 
-@single_write
 def inserted_or_existing(run: RunRecord) -> Program[RunRecord | None]:
     """Insert `run` unless its id exists; returns the existing run, or None if inserted.
 
@@ -87,8 +101,13 @@ def _finish_path(
     return ("one", None) if alone else ("unknown", 0.0)
 
 
+def _finish_alone(*args: Any, alone: bool = False, **kwargs: Any) -> bool:
+    return alone  # its program is then _finish_owned: one statement
+
+
 @operation
 @path(_finish_path)
+@single_write(when=_finish_alone)
 def finish_run(
     run_id: str,
     lease: Lease,
@@ -112,7 +131,6 @@ def finish_run(
     return _finish_and_tell(run_id, params, status, result, error, now)
 
 
-@single_write
 def _finish_owned(run_id: str, params: tuple[Any, ...]) -> Program[None]:
     if not (yield Sql(_sql.FINISH_RUN, params)):
         raise LeaseLost(run_id)

@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
 from cairn.store import migrate
-from cairn.store.programs import runs, workers
-from cairn.store.programs.base import Operation, Program
+from cairn.store.programs import workers
+from cairn.store.programs.base import Program
 from cairn.store.records import Beat, WorkerRecord
 
 T = TypeVar("T")
@@ -226,7 +226,7 @@ AGAIN: Any = object()
 
 
 def commit_lone(conn: sqlite3.Connection, program: Program[Any]) -> Any:
-    """Run a program that is one row-count statement (`@path("one")`) as that statement alone.
+    """Run a write declared `lone` (programs/base.py) as its first statement alone.
 
     Out of a transaction, SQLite takes the write lock for the statement and commits when
     it ends: what BEGIN IMMEDIATE, the statement and COMMIT do, in one call instead of
@@ -259,18 +259,6 @@ def commit_lone(conn: sqlite3.Connection, program: Program[Any]) -> Any:
     if count == 0:  # nothing written (a new run's id exists): the program goes the usual way
         return AGAIN
     return RuntimeError("cairn: a one-round write asked for a second round")
-
-
-def lone(write: Operation[Any]) -> bool:
-    """True if `write` may be run by `commit_lone`.
-
-    A `@path("one")` write, or a new run without a dedup key: its INSERT (an id that
-    exists inserts nothing and is read back the usual way).
-    """
-    if write.kind is runs.create_run:
-        return write.args[0].dedup_key is None
-    hint = write.path()
-    return hint is not None and hint[0] == "one"
 
 
 class SqliteSideChannel:

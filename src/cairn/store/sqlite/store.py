@@ -15,16 +15,14 @@ import asyncio
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from cairn.errors import StoreError
-from cairn.models import RunStatus
 from cairn.store._health import StoreHealth
 from cairn.store._loop import answer, others_ready
 from cairn.store._wakeups import WakeSignal
-from cairn.store.programs import base, runs
-from cairn.store.programs.base import Operation, Program, is_waking
+from cairn.store.programs.base import Operation, Program
 from cairn.store.sql_store import SqlStore
 from cairn.store.sqlite.checkpoints import Checkpointer
 from cairn.store.sqlite.connections import (
@@ -39,7 +37,6 @@ from cairn.store.sqlite.connections import (
     create_private,
     is_busy,
     is_read_only,
-    lone,
     read_only_hint,
     read_only_reason,
     run,
@@ -48,7 +45,9 @@ from cairn.store.sqlite.connections import (
 from cairn.store.sqlite.transactions import SqliteStepTransaction, begin_immediate
 
 T = TypeVar("T")
-_Pending = tuple[Program[Any], asyncio.Future[Any]]
+Make = Callable[[], Program[Any]]
+_Pending = tuple[Program[Any], asyncio.Future[Any], Make]
+_Batch = Sequence[tuple[Program[Any], object, Make]]  # program, its writer (if any), maker
 
 # Waiting for the write lock: first retry after 1 ms, doubling up to 50 ms.
 _FIRST_RETRY = 0.001
@@ -147,7 +146,7 @@ class SqliteStore(SqlStore):
 
     # group commit
 
-    def _write(self, program: Program[T]) -> asyncio.Future[T]:
+    def _write(self, program: Program[T], make: Make) -> asyncio.Future[T]:
         if self._held and self._holder is not None and asyncio.current_task() is self._holder:
             program.close()
             raise StoreError(
@@ -157,7 +156,7 @@ class SqliteStore(SqlStore):
             )
         loop = self._loop or asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._pending.append((program, future))
+        self._pending.append((program, future, make))
         if self._locked_since is not None or self._held:
             return future  # the batch waiting for the lock takes this write along
         if not self._flush_scheduled and not others_ready(loop):
@@ -189,22 +188,22 @@ class SqliteStore(SqlStore):
             self._locked_since = None
             self._retry_delay = _FIRST_RETRY
         batch, self._pending = self._pending, []
-        answer(batch, self._commit(conn, [program for program, _ in batch]))
+        answer(batch, self._commit(conn, batch))
 
-    def _commit(self, conn: sqlite3.Connection, programs: list[Program[Any]]) -> list[Any]:
-        """Run `programs` in the open transaction and commit; each one's outcome."""
+    def _commit(self, conn: sqlite3.Connection, batch: _Batch) -> list[Any]:
+        """Run `batch`'s programs in the open transaction and commit; each one's outcome."""
         try:
-            return self._run_batch(conn, programs)
+            return self._run_batch(conn, batch)
         except Sunk as sunk:
             # Nothing was written. A program cannot be run again (it is a generator
             # part-way through), so its neighbours get an error too.
             return [
                 self._failure(sunk.error) if program is sunk.program else self._sunk(sunk)
-                for program in programs
+                for program, _, _ in batch
             ]
         except sqlite3.Error as exc:
             # The transaction itself failed and nothing was written.
-            return [self._classify(exc) for _ in programs]
+            return [self._classify(exc) for _ in batch]
 
     def _wait_for_lock(self) -> None:
         """Another connection holds the write lock: try the batch again a moment later."""
@@ -218,12 +217,12 @@ class SqliteStore(SqlStore):
         loop.call_later(self._retry_delay, self._flush)
         self._retry_delay = min(self._retry_delay * 2, _LAST_RETRY)
 
-    def _run_batch(self, conn: sqlite3.Connection, programs: list[Program[Any]]) -> list[Any]:
+    def _run_batch(self, conn: sqlite3.Connection, batch: _Batch) -> list[Any]:
         # The transaction is open (BEGIN IMMEDIATE). With neighbours in the batch, one bad
-        # write is undone alone and must not sink the others.
-        guard = len(programs) > 1
+        # write is undone alone and must not sink the others, unless it is a single write.
+        guard = len(batch) > 1
         try:
-            outcomes = [self._run_one(conn, program, guard) for program in programs]
+            outcomes = [self._run_one(conn, program, make, guard) for program, _, make in batch]
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -231,9 +230,11 @@ class SqliteStore(SqlStore):
             raise
         return outcomes
 
-    def _run_one(self, conn: sqlite3.Connection, program: Program[Any], guard: bool) -> Any:
+    def _run_one(
+        self, conn: sqlite3.Connection, program: Program[Any], make: Make, guard: bool
+    ) -> Any:
         """Run one program of a batch; its outcome, or the exception it failed with."""
-        if guard and not base.is_single_write(program):
+        if guard and not (type(make) is Operation and make.single_write()):
             return self._run_in_savepoint(conn, program)
         # Alone in its batch, or a program that changes rows only with its last statement:
         # if it fails, there is nothing of it to undo, so no savepoint is needed.
@@ -288,31 +289,32 @@ class SqliteStore(SqlStore):
         if others_ready(self._loop or asyncio.get_running_loop()):
             return _QUEUE  # other callbacks of this loop iteration may write: group commit
         conn = self.conn
-        if type(make) is Operation and not conn.in_transaction and lone(make):
+        if type(make) is Operation and not conn.in_transaction and make.lone():
             outcome = commit_lone(conn, program)
             return self._failure(outcome) if isinstance(outcome, Exception) else outcome
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             return _QUEUE if is_busy(exc) else self._classify(exc)
-        return self._commit(conn, [program])[0]
+        return self._commit(conn, [(program, None, make)])[0]
 
     async def write(self, make: Callable[[], Program[T]]) -> T:
         """Run the program `make()` builds in a write transaction shared with others."""
         program = make()
         alone = self._alone(make, program)
         if alone is _QUEUE or alone is AGAIN:
-            outcome: T = await self._write(program if alone is _QUEUE else make())
+            outcome: T = await self._write(program if alone is _QUEUE else make(), make)
         elif isinstance(alone, BaseException):
             raise alone
         else:
             outcome = alone
-        if is_waking(program):
-            self._signal.set()
-        elif isinstance(make, Operation) and make.kind is runs.create_run:
-            run = make.args[0]  # a new PENDING run is claimable at its wake time
-            if outcome[1] and run.status == RunStatus.PENDING:  # type: ignore[index]
-                self._signal.at(run.wake_at or 0.0)
+        if isinstance(make, Operation):
+            if make.kind.wakes:
+                self._signal.set()
+            elif (after := make.kind.wakes_after) is not None:
+                at = after(outcome, *make.args, **make.kwargs)
+                if at is not None:
+                    self._signal.at(at)
         return outcome
 
     async def begin_step_transaction(
