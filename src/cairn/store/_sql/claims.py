@@ -127,7 +127,7 @@ def owners_alive(count: int, *, stale: bool) -> str:
     """The rows of `count` workers (params: their ids), each with whether it is alive.
 
     A claim reads its orphans' owners again with this, once it holds the runs, with every
-    row locked (FOR SHARE on PostgreSQL, see programs/claims.py `_still_orphaned`): it
+    row locked (FOR SHARE on PostgreSQL, see programs/orphans.py `still_orphaned`): it
     must lock the dead owners' rows too, so the liveness is a column, not a filter.
     """
     alive = WITHIN_LEASE if stale else NOT_EXPIRED
