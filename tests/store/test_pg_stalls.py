@@ -180,3 +180,17 @@ def test_heartbeat__a_beat_with_no_reply_fails_and_the_next_one_reconnects(
     first, frozen, fresh = outcomes
     assert isinstance(first, Beat) and isinstance(fresh, Beat)
     assert isinstance(frozen, StoreError)
+
+
+def test_heartbeat__the_server_ends_a_beat_left_open(pg_url: str) -> None:
+    # A beat whose process froze between two statements holds its worker's row, which a
+    # claim of that worker's runs waits for: the server ends it within seconds.
+    channel = PostgresSideChannel(pg_url, where="test")
+    try:
+        channel.beat(worker_record("w1"))
+        conn = channel._conn
+        assert conn is not None
+        [setting] = conn.execute("SHOW idle_in_transaction_session_timeout").fetchall()
+    finally:
+        channel.close()
+    assert setting == ("5s",)

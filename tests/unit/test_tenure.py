@@ -66,6 +66,25 @@ def test_tenure__a_beat_after_a_gap_starts_a_new_epoch(clock: Clock) -> None:
     assert tenure.trusts(tenure.epoch)
 
 
+def test_tenure__a_beat_sent_in_time_but_landing_after_trust_lapsed_starts_a_new_epoch(
+    clock: Clock,
+) -> None:
+    # Sent while trusted, committed only once the trust had run out (the database or the
+    # network was slow): a claim may have taken runs meanwhile and committed before the
+    # beat, so the runs begun before must check their fence once, as after a gap.
+    tenure = Tenure(9.0)
+    tenure.renewed(clock.now)
+    before = tenure.epoch
+    sent = clock.now + 3.0
+    clock.now += 7.0  # past two thirds of 9 s when it lands
+
+    tenure.renewed(sent)
+
+    assert tenure.epoch == before + 1
+    assert not tenure.trusts(before)
+    assert tenure.trusts(tenure.epoch)
+
+
 def test_tenure__a_late_landing_beat_never_shortens_trust(clock: Clock) -> None:
     tenure = Tenure(9.0)
     tenure.renewed(clock.now + 3)  # a later beat landed first

@@ -5,8 +5,11 @@ judge it dead only once that heartbeat is older than its lease by the database's
 So for two thirds of a lease after sending a heartbeat that then committed, nobody can
 have taken its runs, and a step may start. Past that (the process was frozen, the
 database was away, the heartbeat thread starved), the worker's runs may have been taken
-over: the next heartbeat that commits starts a new *epoch*, and each attempt, before its
-next step, checks once that its run's fence is still its own (`LiveAttempt.hold_lease`).
+over: the first heartbeat to commit after that starts a new *epoch*, and each attempt,
+before its next step, checks once that its run's fence is still its own
+(`LiveAttempt.hold_lease`). That check tells the truth because a claim of the worker's
+runs and its heartbeat are serialized (store/programs/orphans.py): the claim either sees
+the heartbeat and leaves the runs, or commits before it.
 
 The check costs a clock read and two comparisons per step; the state is one tuple so
 that the heartbeat thread replaces it atomically.
@@ -42,10 +45,13 @@ class Tenure:
     def renewed(self, sent_at: float) -> None:
         """A heartbeat sent at `sent_at` (time.monotonic()) committed. Any thread.
 
-        If the worker's trust had lapsed before it was sent, a new epoch begins.
+        If the worker's trust lapsed before now (it was sent late, or took that long to
+        commit), a new epoch begins: a claim may have taken runs in the gap, committing
+        before this heartbeat did (a claim and a heartbeat are serialized by row locks,
+        see store/programs/orphans.py), so each attempt's fence check now sees it.
         """
         until, epoch = self.state
-        if sent_at > until:
+        if time.monotonic() > until:
             epoch += 1
         self.state = (max(until, sent_at + self.lease * TRUSTED_SHARE), epoch)
 

@@ -98,6 +98,11 @@ ORPHAN_COLUMNS = (
     "run_id, recoveries, max_recoveries, workflow, owner, fence, execution, queue, "
     "partition_key, waiting_for"
 )
+# Whether a worker row's owner is alive, as a claimer judges it: not expired by a
+# neighbour; and, for a claimer entitled to judge heartbeats (see SELECT_ORPHANED), with
+# a heartbeat within the owner's own lease by the database's clock.
+NOT_EXPIRED = "heartbeat_at > 0"
+WITHIN_LEASE = f"heartbeat_at + lease >= {DB_NOW}"
 # Runs whose owner is dead: it has no worker row, or was expired (a neighbour on its own
 # machine saw its process gone). A worker never recovers its own runs: the reconciler
 # deals with those.
@@ -105,7 +110,7 @@ SELECT_ORPHANED_DEAD = (
     f"SELECT {ORPHAN_COLUMNS} FROM runs "
     "WHERE status = 'RUNNING' AND "
     "(owner IS NULL OR (owner <> ? AND owner NOT IN "
-    "(SELECT worker_id FROM workers WHERE heartbeat_at > 0))) LIMIT ?"
+    f"(SELECT worker_id FROM workers WHERE {NOT_EXPIRED}))) LIMIT ?"
 )
 # ... and also those whose owner's heartbeat is older than the owner's own lease, by the
 # database's clock. Only a worker that has itself seen the database answer for a whole
@@ -114,8 +119,24 @@ SELECT_ORPHANED = (
     f"SELECT {ORPHAN_COLUMNS} FROM runs "
     "WHERE status = 'RUNNING' AND "
     "(owner IS NULL OR (owner <> ? AND owner NOT IN "
-    f"(SELECT worker_id FROM workers WHERE heartbeat_at + lease >= {DB_NOW}))) LIMIT ?"
+    f"(SELECT worker_id FROM workers WHERE {WITHIN_LEASE}))) LIMIT ?"
 )
+
+
+def owners_alive(count: int, *, stale: bool) -> str:
+    """The rows of `count` workers (params: their ids), each with whether it is alive.
+
+    A claim reads its orphans' owners again with this, once it holds the runs, with every
+    row locked (FOR SHARE on PostgreSQL, see programs/orphans.py `still_orphaned`): it
+    must lock the dead owners' rows too, so the liveness is a column, not a filter.
+    """
+    alive = WITHIN_LEASE if stale else NOT_EXPIRED
+    return (
+        f"SELECT worker_id, CASE WHEN {alive} THEN 1 ELSE 0 END FROM workers "
+        f"WHERE worker_id IN ({placeholders(count)})"
+    )
+
+
 # Params: owner, attempt increment, recoveries increment, now, now, now, run_id, expected
 # status. A sleeper waking is the same execution going on, so its attempt does not grow;
 # every claim bumps the fence. A run created after the claimer read its clock (by another

@@ -2,9 +2,10 @@
 
 Heartbeats must go on while the event loop is busy (a step that blocks it, a burst of
 work), so they do not share the loop's pool. Every beat is bounded: the server gives up
-a statement after 5 s, the kernel a dead peer after 10 s (the store's conninfo carries
-`stalls.DEAD_PEER`), and a beat with no reply after `BEAT_DEADLINE` has its
-connection shut down (a hung proxy acknowledges what is sent, so TCP would wait for ever).
+a statement after 5 s (and ends a beat left open as long), the kernel a dead peer after
+10 s (the store's conninfo carries `stalls.DEAD_PEER`), and a beat with no reply after
+`BEAT_DEADLINE` has its connection shut down (a hung proxy acknowledges what is sent,
+so TCP would wait for ever).
 """
 
 from __future__ import annotations
@@ -22,9 +23,14 @@ from cairn.store.programs import workers
 from cairn.store.programs.base import Program
 from cairn.store.records import Beat, WorkerRecord
 
+# A beat left open (its process frozen between two statements) holds its worker's row,
+# which a claim of that worker's runs waits for (orphans.still_orphaned): the server
+# ends such a session, and the claim waits no more, after 5 s.
 _OPTIONS: dict[str, Any] = {
     "connect_timeout": 5,
-    "options": "-c statement_timeout=5000 -c lock_timeout=5000",
+    "options": (
+        "-c statement_timeout=5000 -c lock_timeout=5000 -c idle_in_transaction_session_timeout=5000"
+    ),
 }
 BEAT_DEADLINE = 10.0
 

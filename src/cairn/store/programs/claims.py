@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from cairn.models import RunStatus
-from cairn.store import _sql, in_flight
-from cairn.store.programs.base import Program, Sql, all_rows, one_row, operation, wakes
+from cairn.store import _sql
+from cairn.store.programs import orphans
+from cairn.store.programs.base import Program, Sql, all_rows, operation, wakes
 from cairn.store.programs.queues import Entry, QueueGate
 from cairn.store.programs.runs import after_finish
 from cairn.store.records import AttemptRecord, Claimed, Lease
@@ -41,7 +42,7 @@ def release_run(
     fenced = (time.time(), waiting_for, int(uncount), run_id, lease.owner, lease.fence)
     if not (yield Sql(_sql.RELEASE_ONE_FOR, fenced)):
         return False
-    yield from _interrupted(interrupted)
+    yield from orphans.interrupted(interrupted)
     return True
 
 
@@ -80,8 +81,10 @@ def claim(
     dead owner's last heartbeat listed in flight for the run (under its fence) is recorded
     as an attempt with outcome "interrupted", unless its outcome or that attempt's failure
     is already recorded. A run held back by a limit gets `waiting_for` naming it. A run is
-    never handed to two workers. (PostgreSQL first probes for candidates, see
-    PostgresStore.)
+    never handed to two workers, and an orphan's owner is judged again once its run is
+    locked (`orphans.still_orphaned`): a heartbeat of the owner that commits meanwhile
+    either keeps its runs, or its fence check sees them taken. (PostgreSQL first probes
+    for candidates, see PostgresStore.)
     """
     if limit <= 0 or workflows == [] or queues == [] or only == []:
         return Claimed([], {})  # nothing could be taken
@@ -120,7 +123,7 @@ def claim_runs(
     due_at.update(woken)
     poisoned: dict[str, str] = {}
     if orphans_first:
-        claimed += yield from _claim_orphans(pick, reads, limit - len(claimed), poisoned)
+        claimed += yield from _claim_orphans(pick, reads, stale, limit - len(claimed), poisoned)
     if len(claimed) < limit:
         pending = yield from pick.take("start", *reads["start"], limit - len(claimed))
         started = [run_id for run_id, _ in pending]
@@ -128,7 +131,7 @@ def claim_runs(
         due_at.update(pending)
         yield from _set_versions(started, pick.workflow_of, versions or {})
     if not orphans_first:
-        claimed += yield from _claim_orphans(pick, reads, limit - len(claimed), poisoned)
+        claimed += yield from _claim_orphans(pick, reads, stale, limit - len(claimed), poisoned)
     rows: dict[str, Any] = {}
     for chunk in _chunks(claimed):
         for row in (yield all_rows(_sql.for_runs(_sql.SELECT_RUN, len(chunk)), chunk)):
@@ -326,10 +329,13 @@ def _set_versions(
 def _claim_orphans(
     pick: _Pick,
     reads: dict[Entry, tuple[str, tuple[Any, ...]]],
+    stale: bool,
     room: int,
     poisoned: dict[str, str],
 ) -> Program[list[str]]:
     """Take RUNNING runs whose owner is dead, up to `room` (see claim_runs); the ids taken.
+
+    `stale`: whether an owner's old heartbeat makes it dead (`reads` read it so).
 
     A run recovered too often is ended instead (PoisonRun) and put in `poisoned`.
     """
@@ -337,27 +343,32 @@ def _claim_orphans(
     left_out: list[str] = []
     while room > 0:
         text, params = reads["recover"]
-        orphans = yield pick.candidates(text, params, room, left_out)
+        read = yield pick.candidates(text, params, room, left_out)
+        dead = yield from orphans.still_orphaned(read, stale=stale)
         survivors = []
-        for row in orphans:
+        for row in dead:
             run_id, recoveries, max_recoveries, workflow, owner, fence, execution = row[:7]
             if recoveries >= max_recoveries:
                 error = _sql.poison_error(run_id, recoveries)
                 yield Sql(_sql.POISON_ONE, (error, pick.now, pick.now, run_id))
                 yield from after_finish(run_id, RunStatus.FAILED, None, error, pick.now)
                 poisoned[run_id] = str(workflow)
-                yield from record_interrupted(run_id, owner, int(fence), int(execution), pick.now)
+                yield from orphans.record_interrupted(
+                    run_id, owner, int(fence), int(execution), pick.now
+                )
             else:
                 survivors.append((run_id, RunStatus.RUNNING, *row[7:10]))
         took = yield from pick.admit("recover", survivors, room)
-        by_id = {str(row[0]): row for row in orphans}
+        by_id = {str(row[0]): row for row in dead}
         for run_id in took:
             _, _, _, _, owner, fence, execution = by_id[run_id][:7]
-            yield from record_interrupted(run_id, owner, int(fence), int(execution), pick.now)
+            yield from orphans.record_interrupted(
+                run_id, owner, int(fence), int(execution), pick.now
+            )
         claimed += took
         room -= len(took)
         full = sorted(pick.gate.full("recover") - set(left_out))
-        if len(orphans) < room + len(took) or not full:
+        if len(read) < room + len(took) or not full:
             break
         left_out += full
     return claimed
@@ -369,32 +380,3 @@ def _only(sql: str, run_ids: list[str] | None) -> str:
         return sql
     marks = ", ".join("?" * len(run_ids))
     return sql.replace("WHERE ", f"WHERE run_id IN ({marks}) AND ", 1)
-
-
-def record_interrupted(
-    run_id: str, owner: str | None, fence: int, execution: int, now: float
-) -> Program[None]:
-    """Record each step `owner` had in flight for the run as an interrupted attempt.
-
-    Called as the run is taken from `owner` (dead, or silent past its lease). What the
-    owner had in flight is what its last heartbeat said (store/in_flight.py); a step whose
-    outcome or failure was committed after all is left alone.
-    """
-    if owner is None:
-        return
-    row = yield one_row(_sql.SELECT_WORKER_EXECUTING, (owner,))
-    steps = in_flight.decode(None if row is None else row[0], run_id, fence)
-    why = "stopped (it died or lost the run)"
-    yield from _interrupted(
-        [
-            in_flight.interrupted(step, execution=execution, worker=owner, now=now, why=why)
-            for step in steps
-        ]
-    )
-
-
-def _interrupted(attempts: Sequence[AttemptRecord]) -> Program[None]:
-    """Insert interrupted attempts, each unless its step's outcome is in the journal."""
-    for attempt in attempts:
-        params = (*_sql.attempt_params(attempt), attempt.run_id, attempt.key)
-        yield Sql(_sql.INSERT_INTERRUPTED, params)

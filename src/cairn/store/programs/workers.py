@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from typing import Literal
 
 from cairn.store import _sql
 from cairn.store.programs.base import Program, Sql, all_rows, one_row, operation, path, wakes
@@ -88,14 +89,23 @@ def beat_at(
     A worker whose row is gone (removed while it was presumed dead) registers again. The
     runs in `let_go` (id, fence), still held under that fence, are queued again in the
     same transaction: alive is not enough to keep a run whose work makes no progress.
+
+    A claim of this worker's runs as orphans locks them, then this worker's row
+    (orphans.still_orphaned), so the beat is serialized with it: either way round, the
+    fence a worker reads once its beat has committed is the truth. The beat takes its
+    locks in the same order (runs first) so that the two never deadlock. A worker whose
+    row was gone has none for the claim to lock: its beat locks the runs it still owns
+    instead (FOR SHARE), waiting for a claim that took them to commit first.
     """
-    if not (yield Sql(_sql.HEARTBEAT, (worker.executing, worker.worker_id))):
-        yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
     released = []
     for run_id, fence in let_go:
         if (yield Sql(_sql.RELEASE_ONE, (now, run_id, worker.worker_id, fence))):
             released.append(run_id)
-    owned = yield all_rows(_sql.SELECT_OWNED, (worker.worker_id,))
+    lock: Literal["", "share"] = ""
+    if not (yield Sql(_sql.HEARTBEAT, (worker.executing, worker.worker_id))):
+        yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
+        lock = "share"
+    owned = yield Sql(_sql.SELECT_OWNED, (worker.worker_id,), "all", lock)
     workers = yield all_rows(_sql.SELECT_WORKERS)
     return Beat(
         {str(run_id): int(fence) for run_id, fence in owned},
