@@ -72,6 +72,28 @@ def test_celery__a_look_s_runs_go_in_batches_spread_over_several_messages() -> N
     ]
 
 
+def test_celery__a_worker_with_more_threads_than_a_batch_sends_messages_as_big_as_them() -> None:
+    # Each message costs a worker broker round trips (on Redis: a BRPOP, kombu's unacked
+    # entry, an acknowledgement) whatever it names: a worker of 32 threads sends messages
+    # of up to 32 runs, one an idle worker like it starts at once.
+    from cairn.celery.host import BATCH, BATCH_LIMIT, RUNS, SPREAD, Host, batches
+
+    def keys(n: int) -> list[Any]:
+        return [((f"cairn-{i}", "PENDING", 0.0), "cairn") for i in range(n)]
+
+    host = Host(lambda: None, lambda messages: None, dispatch=0.05)  # type: ignore[arg-type,return-value]
+    assert host.batch == BATCH  # 8 threads (Celery's default here): BATCH
+    host.concurrency = 32
+    assert host.batch == 32
+    many = batches(keys(32 * SPREAD * 2), most=host.batch)
+    assert {(kind, len(ids)) for kind, ids, _ in many} == {(RUNS, 32)}
+    host.concurrency = 2  # never fewer than BATCH: its runs wait here for a slot
+    assert host.batch == BATCH
+    host.concurrency = 5000  # never more than a message may name (messages.py)
+    assert host.batch == BATCH_LIMIT
+    host._loop.close()
+
+
 def test_celery__the_dispatcher_hears_of_runs_stored_by_other_processes_at_once(
     store_url: str,
 ) -> None:

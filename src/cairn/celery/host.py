@@ -22,8 +22,9 @@ publish that fails is tried again at the next look, and the outage is logged onc
 (broker.py). Sleeps and backoffs therefore hold no Celery task and use no `countdown`:
 the run's wake time is in the database and the dispatcher publishes it when due. Every
 worker process dispatches; a run published twice is claimed once. The runs a look finds
-for one Celery queue go in batch messages of up to `BATCH` ids, split so that one look
-makes at least `SPREAD` messages (other workers get their share).
+for one Celery queue go in batch messages of up to `BATCH` ids (or as many as the worker
+has threads), split so that one look makes at least `SPREAD` messages (other workers get
+their share).
 """
 
 from __future__ import annotations
@@ -49,10 +50,12 @@ DEFAULT_QUEUE = "cairn"
 RUN = "run"
 RUNS = "runs"  # a batch message: several run ids
 STEP = "step"
-# The most run ids in one message, and how many messages a look's runs for one Celery
-# queue are spread over at least: a batch saves Celery's per-message work, and a worker
-# takes up to (its threads x BATCH) runs, the ones beyond its slots waiting for one.
+# The most run ids in one message (unless a worker has more threads: `Host.batch`), and
+# how many messages a look's runs for one Celery queue are spread over at least: a batch
+# saves Celery's and the broker's per-message work, and a worker takes up to (its threads
+# x its batch) runs, the ones beyond its slots waiting for one.
 BATCH = 8
+BATCH_LIMIT = 1000  # the most ids a "cairn.runs" message may name (messages.py checks)
 SPREAD = 4
 _LOOK = 500  # runs (and attempts) the dispatcher reads at a look
 
@@ -199,6 +202,16 @@ class Host:
         if queue is not None:
             self._count(self._freed if taken else self._refused, queue)
         return taken
+
+    @property
+    def batch(self) -> int:
+        """The most run ids this worker's dispatcher puts in one message.
+
+        BATCH, or the worker's thread count if larger: a message costs its broker round
+        trips whatever it names (on Redis a BRPOP, kombu's unacknowledged entry and the
+        acknowledgement), and an idle worker like this one starts a whole message at once.
+        """
+        return min(BATCH_LIMIT, max(BATCH, self.concurrency))
 
     @staticmethod
     def _count(counts: dict[str, int], queue: str) -> None:
@@ -361,7 +374,7 @@ class Host:
                     continue
                 fresh = fresh + [(key, queue) for key in keys]
             if fresh:
-                self._publish(batches(fresh))
+                self._publish(batches(fresh, most=self.batch))
                 sent += fresh
         except Exception as exc:
             self.broker.failed(exc, len(fresh))
@@ -370,8 +383,8 @@ class Host:
         return sent
 
 
-def batches(keys: list[tuple[Key, str]]) -> list[Message]:
-    """The messages that publish `keys`: runs in batches per Celery queue, steps alone."""
+def batches(keys: list[tuple[Key, str]], *, most: int = BATCH) -> list[Message]:
+    """The messages that publish `keys`: runs in batches of up to `most` per queue, steps alone."""
     messages: list[Message] = []
     runs: dict[str, list[str]] = {}
     for key, queue in keys:
@@ -380,7 +393,7 @@ def batches(keys: list[tuple[Key, str]]) -> list[Message]:
         else:
             runs.setdefault(queue, []).append(key[0])
     for queue, ids in runs.items():
-        size = min(BATCH, -(-len(ids) // SPREAD))
+        size = min(most, -(-len(ids) // SPREAD))
         for start in range(0, len(ids), size):
             chunk = list(dict.fromkeys(ids[start : start + size]))
             messages.append((RUN, chunk[0], queue) if len(chunk) == 1 else (RUNS, chunk, queue))

@@ -16,12 +16,12 @@ from typing import Any
 
 from celery.worker.consumer import Consumer as CeleryConsumer
 
+from cairn.celery.host import BATCH_LIMIT
 from cairn.observability import logcontext
 
 log = logcontext.logger("cairn.celery")
 
 TASKS = ("cairn.run", "cairn.runs", "cairn.step")
-BATCH_LIMIT = 1000  # the most ids a "cairn.runs" message may name
 
 
 def problem(message: Any) -> str | None:
