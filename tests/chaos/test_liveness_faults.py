@@ -45,7 +45,7 @@ def test_sigstop__a_worker_frozen_past_its_lease_and_thawed_runs_nothing_twice(
     for round_ in range(rounds):
         victim = workers[round_ % 2]
         held = _busy(chaos, victim)  # it holds runs mid-step
-        chaos.freeze(victim)
+        _freeze_outside_a_commit(chaos, victim)
         chaos.wait_taken_over(held, victim)  # its lease ran out and the other took over
         time.sleep(chaos.lease / 2)
         chaos.thaw(victim)  # its old attempts must find their claims gone
@@ -56,6 +56,32 @@ def test_sigstop__a_worker_frozen_past_its_lease_and_thawed_runs_nothing_twice(
     for worker in workers:  # a freeze is reported as one, not blamed on a step
         log = chaos.log_of(worker)
         assert "stood still" in log and "has been blocked" not in log, log[-2000:]
+
+
+def _freeze_outside_a_commit(chaos: Chaos, proc: subprocess.Popen[bytes]) -> None:
+    """SIGSTOP `proc`, but never while it holds SQLite's write lock.
+
+    That lock has no lease: a process frozen inside a commit stops every writer until it
+    thaws, so no other worker could take over (PostgreSQL has no such lock to hold).
+    """
+    while True:
+        chaos.freeze(proc)
+        if not chaos.url.startswith("sqlite") or _writable(chaos.url):
+            return
+        chaos.thaw(proc)
+        time.sleep(0.05)
+
+
+def _writable(url: str) -> bool:
+    probe = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None, timeout=1)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:  # database is locked: the frozen process holds it
+        return False
+    finally:
+        probe.close()
 
 
 def _busy(chaos: Chaos, proc: subprocess.Popen[bytes]) -> set[str]:
