@@ -23,13 +23,15 @@ def test_pid_namespaces__two_workers_with_one_hostname_never_take_each_others_ru
 ) -> None:
     if shutil.which("unshare") is None or os.geteuid() != 0:
         pytest.skip("separate PID namespaces need unshare and root")
-    run_ids = chaos.enqueue(size(40, 300))
     unshare = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGTERM"]
     # Inside, a shell (pid 1) starts the worker as pid 2 in one namespace and pid 3 in the
     # other: each finds the other's pid free in its own namespace, and a worker that took
     # that for proof of death would take the other's runs.
     first = chaos.spawn(wrapper=[*unshare, "sh", "-c", '"$@"', "sh"], delay=0.05)
     second = chaos.spawn(wrapper=[*unshare, "sh", "-c", '/bin/true; "$@"', "sh"], delay=0.05)
+    # Runs come once both are up: a slow start of the second (a loaded machine) otherwise
+    # let the first finish everything alone, and the scenario proved nothing.
+    run_ids = chaos.enqueue(size(40, 300))
     verdict = chaos.verdict(run_ids)
     print(verdict)
     assert verdict.duplicates == [], chaos.story(verdict)
