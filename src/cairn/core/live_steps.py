@@ -33,7 +33,7 @@ from cairn.store.records import AttemptRecord, Lease, StepRecord
 
 
 def _upsert(store: Store, lease: Lease, record: StepRecord) -> Callable[[], Awaitable[None]]:
-    return lambda: store.write(journal_ops.record_step(lease, record, upsert=True))
+    return lambda: store.write(journal_ops.upsert_step(lease, record))
 
 
 class LiveSteps:
@@ -170,7 +170,7 @@ class LiveSteps:
         store, lease = self.env.store, self.lease
         await durable.write(
             self,
-            lambda: store.write(journal_ops.record_step(lease, record, upsert=True)),
+            lambda: store.write(journal_ops.upsert_step(lease, record)),
             what="the cancel",
         )
 

@@ -154,11 +154,20 @@ class Operation(Generic[T_co]):
 class OperationKind(Generic[P, T_co]):
     """A program declared `@operation`: calling it makes an `Operation` of it."""
 
-    __slots__ = ("name", "one_plan", "path", "program")
+    __slots__ = ("name", "one_plan", "path", "program", "rounds", "wakes")
 
-    def __init__(self, program: Callable[P, Program[T_co]], path: PathHint | None) -> None:
+    def __init__(
+        self,
+        program: Callable[P, Program[T_co]],
+        path: PathHint | None,
+        rounds: Rounds | None = None,
+    ) -> None:
         self.program = program
         self.path = path
+        # The rounds of every call when declared as such (`@path("one")`), None when they
+        # depend on the arguments or are not declared: read before every write.
+        self.rounds = rounds
+        self.wakes = program.__code__ in _WAKES  # see `wakes`, found once
         self.one_plan: Callable[..., bool] | None = _ONE_PLAN.get(program.__code__)
         self.name = program.__name__
 
@@ -179,7 +188,7 @@ def operation(fn: Callable[P, Program[T]]) -> OperationKind[P, T]:
     hint = _PATHS.get(fn.__code__)
     if isinstance(hint, str):
         known: Path = (hint, 0.0 if fn.__code__ in _WAKES else None)
-        return OperationKind(fn, lambda *args, **kwargs: known)
+        return OperationKind(fn, lambda *args, **kwargs: known, hint)
     return OperationKind(fn, hint)
 
 

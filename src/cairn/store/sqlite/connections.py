@@ -267,7 +267,10 @@ def lone(write: Operation[Any]) -> bool:
     A `@path("one")` write, or a new run without a dedup key: its INSERT (an id that
     exists inserts nothing and is read back the usual way).
     """
-    if write.kind is runs.create_run:
+    kind = write.kind
+    if kind.rounds is not None:  # declared for every call (a step's outcome): no call here
+        return kind.rounds == "one"
+    if kind is runs.create_run:
         return write.args[0].dedup_key is None
     hint = write.path()
     return hint is not None and hint[0] == "one"

@@ -307,7 +307,11 @@ class SqliteStore(SqlStore):
             raise alone
         else:
             outcome = alone
-        if is_waking(program):
+        if type(make) is Operation:
+            wakes = make.kind.wakes  # declared on the operation: no look-up per write
+        else:
+            wakes = is_waking(program)
+        if wakes:
             self._signal.set()
         elif isinstance(make, Operation) and make.kind is runs.create_run:
             run = make.args[0]  # a new PENDING run is claimable at its wake time
