@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from typing import Any
 
 
-def others_ready(loop: asyncio.AbstractEventLoop) -> bool:
-    """True if other callbacks are queued to run in this loop iteration.
+def ready_queue(loop: asyncio.AbstractEventLoop) -> Sized | None:
+    """The callbacks queued to run in `loop`'s current iteration; None if it keeps none.
 
-    Reads the stock event loop's ready queue; on loops without one (uvloop), assume yes,
-    which keeps group commit and costs one loop iteration per write.
+    The stock event loop's ready queue. A loop without one (uvloop) has other callbacks
+    ready as far as a store can tell, which keeps group commit and costs one loop
+    iteration per write.
     """
-    ready = getattr(loop, "_ready", None)
+    ready: Sized | None = getattr(loop, "_ready", None)
+    return ready
+
+
+def others_ready(loop: asyncio.AbstractEventLoop) -> bool:
+    """True if other callbacks are queued to run in this loop iteration (see ready_queue)."""
+    ready = ready_queue(loop)
     return ready is None or len(ready) > 0
 
 
