@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence, Sized
+from collections.abc import Sequence
 from typing import Any
 
 
-def ready_queue(loop: asyncio.AbstractEventLoop) -> Sized | None:
-    """The callbacks queued to run in `loop`'s current iteration; None if it keeps none.
-
-    The stock event loop's ready queue. A loop without one (uvloop) has other callbacks
-    ready as far as a store can tell, which keeps group commit and costs one loop
-    iteration per write.
-    """
-    ready: Sized | None = getattr(loop, "_ready", None)
-    return ready
-
-
 def others_ready(loop: asyncio.AbstractEventLoop) -> bool:
-    """True if other callbacks are queued to run in this loop iteration (see ready_queue)."""
-    ready = ready_queue(loop)
+    """True if other callbacks are queued to run in this loop iteration.
+
+    Reads the stock event loop's ready queue; on loops without one (uvloop), assume yes,
+    which keeps group commit and costs one loop iteration per write.
+    """
+    ready = getattr(loop, "_ready", None)
     return ready is None or len(ready) > 0
 
 

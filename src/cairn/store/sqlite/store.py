@@ -15,13 +15,13 @@ import asyncio
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sized
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from cairn.errors import StoreError
 from cairn.models import RunStatus
 from cairn.store._health import StoreHealth
-from cairn.store._loop import answer, others_ready, ready_queue
+from cairn.store._loop import answer, others_ready
 from cairn.store._wakeups import WakeSignal
 from cairn.store.programs import base, runs
 from cairn.store.programs.base import Operation, Program, is_waking
@@ -72,8 +72,6 @@ class SqliteStore(SqlStore):
         self._pending: list[_Pending] = []
         self._flush_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        # The callbacks ready to run on it, read before every write (see store/_loop.py).
-        self._ready: Sized | None = None
         self._signal = WakeSignal()
         self._data_version: int | None = None
         self._checkpointer: Checkpointer | None = None
@@ -126,7 +124,6 @@ class SqliteStore(SqlStore):
             conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer thread does it
             self._checkpointer = Checkpointer(self.path)
             self._checkpointer.start()
-        self._ready = ready_queue(self._loop)
 
     async def close(self) -> None:
         """Flush pending writes (waiting for the write lock if need be) and close."""
@@ -135,7 +132,6 @@ class SqliteStore(SqlStore):
             if self._pending:
                 await asyncio.sleep(_LAST_RETRY)
         if self._conn is not None:
-            self._ready = None
             self._conn.close()
             self._conn = None
         if self._step_conn is not None:
@@ -289,11 +285,8 @@ class SqliteStore(SqlStore):
         """
         if self._pending or self._flush_scheduled or self._held or self._locked_since is not None:
             return _QUEUE  # a batch is forming, or waits for the lock or a step transaction
-        ready = self._ready
-        if ready is None or ready:
-            # Other callbacks of this loop iteration may write: group commit. (None: the
-            # store is closed, or its loop's queue cannot be read.)
-            return _QUEUE
+        if others_ready(self._loop or asyncio.get_running_loop()):
+            return _QUEUE  # other callbacks of this loop iteration may write: group commit
         conn = self.conn
         if type(make) is Operation and not conn.in_transaction and lone(make):
             outcome = commit_lone(conn, program)
