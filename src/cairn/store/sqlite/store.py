@@ -307,11 +307,8 @@ class SqliteStore(SqlStore):
             raise alone
         else:
             outcome = alone
-        if type(make) is Operation:
-            wakes = make.kind.wakes  # declared on the operation: no look-up per write
-        else:
-            wakes = is_waking(program)
-        if wakes:
+        # Declared on an operation's kind (no look-up per write); else asked of the program.
+        if make.kind.wakes if type(make) is Operation else is_waking(program):
             self._signal.set()
         elif isinstance(make, Operation) and make.kind is runs.create_run:
             run = make.args[0]  # a new PENDING run is claimable at its wake time
