@@ -110,10 +110,10 @@ async def test_record_step__inputs_of_writes_sharing_a_commit_stay_with_their_st
 async def test_upsert_step__replaces_a_waiting_entry(store: Store) -> None:
     await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
     waiting = step_record("r1", 1, name="event", status="waiting", finished_at=None, result=None)
-    await store.write(journal_ops.record_step(held("w1"), waiting, upsert=True))
+    await store.write(journal_ops.upsert_step(held("w1"), waiting))
 
     done = step_record("r1", 1, name="event", result='"payload"')
-    await store.write(journal_ops.record_step(held("w1"), done, upsert=True))
+    await store.write(journal_ops.upsert_step(held("w1"), done))
 
     assert await store.read(journal_ops.load_journal("r1")) == [done]
 
@@ -122,7 +122,7 @@ async def test_upsert_step__non_owner_raises_lease_lost(store: Store) -> None:
     await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
     with pytest.raises(LeaseLost):
-        await store.write(journal_ops.record_step(held("w2"), step_record("r1", 1), upsert=True))
+        await store.write(journal_ops.upsert_step(held("w2"), step_record("r1", 1)))
 
 
 async def test_record_attempt__kept_once_per_attempt_in_order(store: Store) -> None:

@@ -99,7 +99,7 @@ async def test_consume_messages__replaces_the_waiting_entry(store: Store) -> Non
             "result": json.dumps({"deadline": None, "channel": "event:orders"}),
         }
     )
-    await store.write(journal_ops.record_step(held("w1"), waiting, upsert=True))
+    await store.write(journal_ops.upsert_step(held("w1"), waiting))
     await queue(store, "r1", "event:orders", "1", "2")
 
     taken = await store.write(

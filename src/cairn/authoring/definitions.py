@@ -9,7 +9,7 @@ no decorator. Calling one inside a run asks the run's context (authoring/context
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from cairn.authoring import context
@@ -37,6 +37,11 @@ class StepDef(Generic[P, R]):
     # "process": each attempt runs in a child process, killed at the timeout (sync steps
     # only; see core/isolated_steps.py). "thread": in a worker thread, as by default.
     isolation: str = "thread"
+    # What its result is called in a SerializationError: made once, not at every call.
+    result_what: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.result_what = f"result of step {self.name!r}"
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run the step: durably inside a run, as a plain call outside one (or in a step)."""

@@ -187,9 +187,7 @@ async def run_new_step(
         if held is not None:
             value = held.value
         try:
-            text = await blobs.dumps_async(
-                live.env.serializer, value, what=f"result of step {name!r}"
-            )
+            text = await blobs.dumps_async(live.env.serializer, value, what=step.result_what)
         except SerializationError as exc:
             if held is not None:
                 await held.transaction.rollback()

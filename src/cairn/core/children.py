@@ -113,7 +113,7 @@ async def start_child(
         await _adopt(live, existing, key)
     await durable.write(
         live,
-        lambda: env.store.write(journal_ops.record_step(live.lease, record, upsert=True)),
+        lambda: env.store.write(journal_ops.upsert_step(live.lease, record)),
         what=f"child {key!r}",
     )
     if env.on_new_work is not None:
@@ -267,7 +267,7 @@ async def _record_wait(live: LiveView, record: StepRecord) -> None:
     """Journal the wait for a child's successor (after a continue_as_new)."""
     await durable.write(
         live,
-        lambda: live.env.store.write(journal_ops.record_step(live.lease, record, upsert=True)),
+        lambda: live.env.store.write(journal_ops.upsert_step(live.lease, record)),
         what=f"child {record.key!r}",
     )
 

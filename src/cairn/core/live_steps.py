@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -33,7 +34,7 @@ from cairn.store.records import AttemptRecord, Lease, StepRecord
 
 
 def _upsert(store: Store, lease: Lease, record: StepRecord) -> Callable[[], Awaitable[None]]:
-    return lambda: store.write(journal_ops.record_step(lease, record, upsert=True))
+    return lambda: store.write(journal_ops.upsert_step(lease, record))
 
 
 class LiveSteps:
@@ -54,6 +55,7 @@ class LiveSteps:
         self.journal = attempt.journal
         self.interrupts = attempt.interrupts
         self.deliver = attempt.deliver
+        self._loop_thread = threading.get_ident()  # made on the loop's thread, as the attempt
         self.leave = attempt.leave
         # Every stored value the attempt reads: a missing key hands the run back.
         self.values = RunValues(self.env.serializer, attempt.leave)
@@ -170,7 +172,7 @@ class LiveSteps:
         store, lease = self.env.store, self.lease
         await durable.write(
             self,
-            lambda: store.write(journal_ops.record_step(lease, record, upsert=True)),
+            lambda: store.write(journal_ops.upsert_step(lease, record)),
             what="the cancel",
         )
 
@@ -201,7 +203,10 @@ class LiveSteps:
     ) -> Any:
         """Run a declared step durably."""
         key = self.journal.next_key(step.name)
-        return self.deliver(self._step(key, step, args, kwargs))
+        coro = self._step(key, step, args, kwargs)
+        if threading.get_ident() == self._loop_thread:
+            return coro  # an async workflow awaits it (`deliver`, without its call)
+        return self.deliver(coro)
 
     def call_inline(
         self,

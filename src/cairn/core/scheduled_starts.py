@@ -173,7 +173,7 @@ async def _write(
     )
     await durable.write(
         live,
-        lambda: env.store.write(journal_ops.record_step(live.lease, entry, upsert=True)),
+        lambda: env.store.write(journal_ops.upsert_step(live.lease, entry)),
         what=f"the start {key!r}",
     )
     live.journaled = True

@@ -137,7 +137,7 @@ async def wait_message(
             timeout = StepRecord(**{**_fields(done), "status": "timeout", "result": kept})
             await durable.write(
                 live,
-                lambda: store.write(journal_ops.record_step(lease, timeout, upsert=True)),
+                lambda: store.write(journal_ops.upsert_step(lease, timeout)),
                 what=f"the timeout of {key!r}",
             )
             return timed_out(kind, name, default)
@@ -150,7 +150,7 @@ async def wait_message(
             live.journaled = True
             await durable.write(
                 live,
-                lambda: store.write(journal_ops.record_step(lease, waiting, upsert=True)),
+                lambda: store.write(journal_ops.upsert_step(lease, waiting)),
                 what=f"{key!r}",
             )
         # Let sibling branches of a gather reach their own waits before the run parks.

@@ -19,6 +19,10 @@ DECODER = json.JSONDecoder()
 """The decoder of text with no tag in it (it needs no per-dict hook)."""
 
 
+encode_basestring: Callable[[str], str] = json.encoder.encode_basestring
+"""The JSON text of a str, as the encoder writes it (ensure_ascii off)."""
+
+
 def _make_encode_json() -> Callable[[Any], str]:
     """The fastest compact JSON encoder available.
 
@@ -32,7 +36,7 @@ def _make_encode_json() -> Callable[[Any], str]:
             iterencode = make(
                 None,
                 _no_default,
-                json.encoder.encode_basestring,
+                encode_basestring,
                 None,
                 ":",
                 ",",

@@ -13,7 +13,13 @@ from typing import Any
 
 from cairn.errors import KeyUnavailable, SerializationError
 from cairn.serialization.classes import type_name, type_path
-from cairn.serialization.json_text import DECODER, check_unicode, decode_json, encode_json
+from cairn.serialization.json_text import (
+    DECODER,
+    check_unicode,
+    decode_json,
+    encode_basestring,
+    encode_json,
+)
 from cairn.serialization.tagged import DECODERS, EXACT_ENCODERS, SUBCLASS_ENCODERS, TAG
 
 _HINT = '(use JSON types, dataclasses, pydantic models, or Engine(serializer="pickle"))'
@@ -65,7 +71,12 @@ class JsonSerializer:
                 message names ``what``, the module-qualified type and where it sits.
         """
         try:
-            if type(value) in _SCALARS or _is_plain(value):  # a scalar: no call to walk it
+            kind = type(value)
+            if kind is int:  # the encoder's own text for an int, without the encoder's call
+                text = int.__repr__(value)
+            elif kind is str:
+                text = encode_basestring(value)
+            elif kind in _SCALARS or _is_plain(value):  # a scalar: no call to walk it
                 try:
                     text = encode_json(value)
                 except ValueError:  # a NaN or infinity: strict JSON has none, so tag them

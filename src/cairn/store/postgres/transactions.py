@@ -31,7 +31,7 @@ _XID = "SELECT txid_current_if_assigned()::text, set_config('application_name', 
 
 def _entries(lease: Lease, step: StepRecord, marks: Sequence[StepRecord]) -> list[Program[None]]:
     return [
-        *(journal.record_step(lease, mark, upsert=True)() for mark in marks),
+        *(journal.upsert_step(lease, mark)() for mark in marks),
         journal.record_step(lease, step)(),
     ]
 

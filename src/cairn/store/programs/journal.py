@@ -5,28 +5,31 @@ from __future__ import annotations
 from typing import Any
 
 from cairn.store import _sql
-from cairn.store.programs.base import Path, Program, Sql, all_rows, operation, path, single_write
+from cairn.store.programs.base import Program, Sql, all_rows, operation, path, single_write
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import AttemptRecord, Lease, StepRecord
 
 
-def _record_path(lease: Lease, step: StepRecord, *, upsert: bool = False) -> Path:
-    # One row-count statement; an upsert's count does not tell whether it replaced a row.
-    return ("unknown" if upsert else "one"), None
-
-
 @operation
 @single_write
-@path(_record_path)
-def record_step(lease: Lease, step: StepRecord, *, upsert: bool = False) -> Program[None]:
+@path("one")
+def record_step(lease: Lease, step: StepRecord) -> Program[None]:
     """Commit a step outcome for a run held by `lease`. Raises LeaseLost if not held.
 
-    With `upsert`, an entry with the same key (a "waiting" one) is replaced. On
-    PostgreSQL a write whose reply was lost is sent again; if that second try fails the
-    outcome of the first is unknown: StoreUnavailable with `.unknown` set.
+    On PostgreSQL a write whose reply was lost is sent again; if that second try fails
+    the outcome of the first is unknown: StoreUnavailable with `.unknown` set.
     """
-    text = _sql.UPSERT_STEP_OWNED if upsert else _sql.INSERT_STEP_OWNED
-    if not (yield Sql(text, _sql.step_params(step, lease))):
+    if not (yield Sql(_sql.INSERT_STEP_OWNED, _sql.step_params(step, lease))):
+        raise LeaseLost(step.run_id)
+
+
+# An upsert's row count does not tell whether it replaced a row: its rounds are unknown.
+@operation
+@single_write
+@path("unknown")
+def upsert_step(lease: Lease, step: StepRecord) -> Program[None]:
+    """`record_step`, replacing an entry with the same key (a "waiting" one)."""
+    if not (yield Sql(_sql.UPSERT_STEP_OWNED, _sql.step_params(step, lease))):
         raise LeaseLost(step.run_id)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from cairn.models import RunStatus
 from cairn.store import _sql, texts
 from cairn.store.programs.base import FINISHED, Program, Sql, all_rows, one_row, operation, wakes
-from cairn.store.programs.journal import record_step
+from cairn.store.programs.journal import upsert_step
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import Delivery, HookRecord, Lease, StepRecord, TaskRecord
 
@@ -103,7 +103,7 @@ def create_hook(lease: Lease, step: StepRecord, hook: HookRecord) -> Program[Non
     A row with the same token already there is kept as it is (a replayed creation).
     Raises LeaseLost if not held.
     """
-    yield from record_step(lease, step, upsert=True)
+    yield from upsert_step(lease, step)
     yield Sql(_sql.INSERT_HOOK, _sql.hook_params(hook))
 
 
@@ -156,7 +156,7 @@ def resume_hook(token: str, payload: str, *, now: float) -> Program[str | None]:
 @operation
 def create_task(lease: Lease, step: StepRecord, task: TaskRecord) -> Program[None]:
     """Upsert the task's journal entry and insert its row, in one transaction."""
-    yield from record_step(lease, step, upsert=True)
+    yield from upsert_step(lease, step)
     yield Sql(_sql.INSERT_TASK, _sql.task_params(task))
 
 

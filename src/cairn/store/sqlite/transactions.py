@@ -76,7 +76,7 @@ class SqliteStepTransaction:
         conn = self._conn
         try:
             for mark in marks:
-                run(conn, journal.record_step(lease, mark, upsert=True)())
+                run(conn, journal.upsert_step(lease, mark)())
             run(conn, journal.record_step(lease, step)())
             conn.execute("COMMIT")
         except LeaseLost:
