@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import contextvars
 import json
 import traceback
@@ -14,7 +14,7 @@ from typing import Any
 from cairn import blobs, ids
 from cairn.authoring import context
 from cairn.codecs import coded
-from cairn.core import durable, pending_starts, streams
+from cairn.core import durable, streams
 from cairn.core.failed_attempts import type_name
 from cairn.core.live_run import LiveRun
 from cairn.core.live_steps import LiveSteps
@@ -93,47 +93,39 @@ async def execute(
     `epoch` is the worker's tenure epoch when it claimed the run (see core/tenure.py).
     """
     # The database work of this context (steps' tasks inherit it) is done for this run.
+    # One coroutine, not a wrapper around another: every step's wake-up passes each level.
     token = waits.attempt_of(run.run_id, run.fence)
     try:
-        return await _execute(env, run, fresh, on_live, epoch)
+        if fresh:
+            records, prior = [], {}
+        else:
+            records = await env.store.read(journal_ops.load_journal(run.run_id))
+            # Failed attempts of the step being retried: after a recovery, or a backoff parked.
+            attempts = await env.store.read(journal_ops.load_attempts(run.run_id))
+            prior = _group(attempts, run.execution)
+        try:
+            workflow = env.registry.workflow(run.workflow)
+        except CairnError as exc:
+            bare = durable.Bare(run, Lease(env.owner, run.fence))
+            return await _finish(env, bare, RunStatus.FAILED.value, error=error_json(exc))
+        live = LiveRun(env, run, workflow, records, prior, epoch=epoch)
+        if on_live is not None:
+            on_live(live)
+        observer = env.observer
+        if observer is None:
+            return await _attempt(env, live)
+        # The run's very first attempt: nothing recorded yet, and never claimed before.
+        first = fresh or (not records and not prior and run.attempt <= 1)
+        scope = live.steps.observed = observer.run(run, first)
+        try:
+            outcome = await _attempt(env, live)
+        except BaseException:
+            scope.ended(None, None)
+            raise
+        scope.ended(outcome.status, outcome.error)
+        return outcome
     finally:
         waits.left(token)
-
-
-async def _execute(
-    env: RunEnv,
-    run: RunRecord,
-    fresh: bool,
-    on_live: Callable[[LiveRun], None] | None,
-    epoch: int,
-) -> Outcome:
-    if fresh:
-        records, prior = [], {}
-    else:
-        records = await env.store.read(journal_ops.load_journal(run.run_id))
-        # Failed attempts of the step being retried: after a recovery, or a backoff parked.
-        prior = _group(await env.store.read(journal_ops.load_attempts(run.run_id)), run.execution)
-    try:
-        workflow = env.registry.workflow(run.workflow)
-    except CairnError as exc:
-        bare = durable.Bare(run, Lease(env.owner, run.fence))
-        return await _finish(env, bare, RunStatus.FAILED.value, error=error_json(exc))
-    live = LiveRun(env, run, workflow, records, prior, epoch=epoch)
-    if on_live is not None:
-        on_live(live)
-    observer = env.observer
-    if observer is None:
-        return await _attempt(env, live)
-    # The run's very first attempt: nothing recorded yet, and never claimed before.
-    first = fresh or (not records and not prior and run.attempt <= 1)
-    scope = live.steps.observed = observer.run(run, first)
-    try:
-        outcome = await _attempt(env, live)
-    except BaseException:
-        scope.ended(None, None)
-        raise
-    scope.ended(outcome.status, outcome.error)
-    return outcome
 
 
 async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
@@ -145,10 +137,20 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
         with live.steps.values.reading():
             args, kwargs = await decode_args(env, run)
         if workflow.is_async:
-            # Runs it scheduled without awaiting are written before the attempt ends.
-            value = await pending_starts.settled(
-                live.attempt.scheduled, workflow.fn(*args, **kwargs)
-            )
+            # Runs it scheduled without awaiting are written before the attempt ends:
+            # pending_starts.settled, inlined (a wrapper coroutine is one more level for
+            # each step's wake-up to pass).
+            scheduled = live.attempt.scheduled
+            try:
+                value = await workflow.fn(*args, **kwargs)
+            except asyncio.CancelledError:
+                raise
+            except BaseException:
+                if scheduled:
+                    await scheduled.drain()
+                raise
+            if scheduled:
+                await scheduled.drain()
         else:
             ctx = contextvars.copy_context()
             value = await env.loop.run_in_executor(
@@ -297,13 +299,13 @@ async def _finish(
             )
         )
 
-    ending: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
+    what = f"the end of run {run.run_id!r} ({status})"
     if status in _VOIDING and isinstance(live, LiveSteps):
-        ending = streams.unfinished_voided(env, live)  # the dead steps' resets go first
-    async with ending:
-        if not await _ended(live, finish, what=f"the end of run {run.run_id!r} ({status})"):
-            return Outcome(None)
-    return Outcome(status, result, error)
+        async with streams.unfinished_voided(env, live):  # the dead steps' resets go first
+            ended = await _ended(live, finish, what=what)
+    else:  # no context manager to enter: a run's end is on every run's path
+        ended = await _ended(live, finish, what=what)
+    return Outcome(status, result, error) if ended else Outcome(None)
 
 
 async def _continue(

@@ -100,7 +100,7 @@ class Journal:
         run_name: tuple[str, str] = ("", ""),
         cache_keys: bool = False,
     ) -> None:
-        self.recorded = {r.key: r for r in records}
+        self.recorded = {r.key: r for r in records} if records else {}  # fresh: none
         # Keys are cache keys (WorkflowDef.names_are_cache_keys): new work may start while
         # recorded outcomes remain unvisited; those are left unreached, not a divergence.
         self.cache_keys = cache_keys
@@ -119,7 +119,7 @@ class Journal:
         self._leaving: tuple[BaseException, asyncio.Task[Any] | None] | None = None
         self._counters: dict[str, int] = {}
         self._visits = 0
-        self.next_seq = max((r.seq for r in records), default=0) + 1
+        self.next_seq = max(r.seq for r in records) + 1 if records else 1
         self.divergence: NonDeterminismError | None = None
         # History length limits (cairn.limits); run_name is (run id, workflow) for messages.
         self.warn_history = warn_history

@@ -44,6 +44,10 @@ class PendingStarts:
     def __init__(self) -> None:
         self._pending: list[tuple[ScheduledRun, asyncio.Task[str]]] = []
 
+    def __bool__(self) -> bool:
+        """True while starts are pending (`drain` has something to wait for)."""
+        return bool(self._pending)
+
     def add(self, loop: asyncio.AbstractEventLoop, write: Coroutine[Any, Any, str]) -> ScheduledRun:
         """Run `write` in a task of its own; its handle."""
         task = loop.create_task(write)
@@ -72,16 +76,19 @@ async def settled(pending: PendingStarts, code: Awaitable[Any]) -> Any:
     """Await an async workflow's `code`, then every start it left pending.
 
     However the code ended (returned, parked, continued as new, failed): a start that
-    failed wins, since the code went on as if it had happened.
+    failed wins, since the code went on as if it had happened. The engine's executor
+    does the same inline (core/executor.py), a coroutine level less on a run's path.
     """
     try:
         value = await code
     except asyncio.CancelledError:
         raise  # the attempt is being torn down: unfinished starts are not recorded
     except BaseException:
-        await pending.drain()
+        if pending:
+            await pending.drain()
         raise
-    await pending.drain()
+    if pending:
+        await pending.drain()
     return value
 
 

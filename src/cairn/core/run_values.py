@@ -9,8 +9,8 @@ results and errors, payloads, children's outcomes, mailbox messages) is read her
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from types import TracebackType
 from typing import Any
 
 from cairn import blobs
@@ -27,15 +27,11 @@ class RunValues:
         self, serializer: Serializer, leave: Callable[[BaseException], BaseException]
     ) -> None:
         self.serializer = serializer
-        self._leave = leave
+        self._reading = _Reading(leave)
 
-    @contextmanager
-    def reading(self) -> Iterator[None]:
+    def reading(self) -> _Reading:
         """Around a read of stored values: KeyUnavailable becomes the attempt's KeyMissing."""
-        try:
-            yield
-        except KeyUnavailable as exc:
-            raise self._leave(KeyMissing(exc.key_id, str(exc))) from None
+        return self._reading
 
     def loads(self, text: str) -> Any:
         """The value stored as `text`."""
@@ -56,3 +52,28 @@ class RunValues:
         """What the serializer stores for the list of the values stored as `texts`."""
         with self.reading():
             return coded.stored_list(self.serializer, texts)
+
+
+class _Reading:
+    """`RunValues.reading()`: one per attempt, holding no state, so it nests.
+
+    A class rather than a @contextmanager: every run reads its arguments through it, and
+    a generator-based one costs a generator and three calls more each time.
+    """
+
+    __slots__ = ("_leave",)
+
+    def __init__(self, leave: Callable[[BaseException], BaseException]) -> None:
+        self._leave = leave
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if isinstance(exc, KeyUnavailable):
+            raise self._leave(KeyMissing(exc.key_id, str(exc))) from None

@@ -217,7 +217,9 @@ class Executions:
                 extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
             )
         attempt = Attempt(run, epoch, started=time.monotonic())
-        attempt.task = asyncio.create_task(
+        # The loop's own create_task names the task as it makes it (asyncio.create_task
+        # calls it, then names the task in a second, Python-level call).
+        attempt.task = asyncio.get_running_loop().create_task(
             self._execute(attempt, previous, fresh), name=f"cairn-run-{run.run_id}"
         )
         self.active[run.run_id] = attempt

@@ -53,12 +53,22 @@ class InFlight:
     def unpublished(self) -> bool:
         """True if an attempt in flight at the previous look still is, and is not published.
 
-        Each call is a look (on the event loop).
+        Each call is a look (on the event loop, where the attempts change: no retry). It
+        goes over every attempt in flight, so it makes no object per attempt but its id.
         """
-        now = _ids(self.steps())
-        due = (now & self._seen) - self._published
-        self._seen = now
-        return bool(due)
+        seen, published = self._seen, self._published
+        now = []
+        due = False
+        for live in self._lives.values():
+            flying = live.attempt.flying
+            if flying:
+                run_id, fence = live.run.run_id, live.lease.fence
+                for key, (_, attempt, _) in flying.items():
+                    ident = (run_id, fence, key, attempt)
+                    now.append(ident)
+                    due = due or (ident in seen and ident not in published)
+        self._seen = frozenset(now)
+        return due
 
     async def watch(self, beat_now: Callable[[], None]) -> None:
         """Look every LOOK seconds; ask for a heartbeat when a look finds one unpublished."""
