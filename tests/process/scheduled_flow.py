@@ -67,7 +67,8 @@ def hold_before_record(engine: Engine) -> None:
     write = store.write
 
     async def held(op: Any) -> Any:
-        if getattr(op, "kind", None) is journal_ops.record_step and op.args[1].kind == "schedule":
+        journals = getattr(op, "kind", None) in (journal_ops.record_step, journal_ops.upsert_step)
+        if journals and op.args[1].kind == "schedule":
             await asyncio.Event().wait()
         return await write(op)
 
