@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable
 from dataclasses import replace
 
 import pytest
@@ -174,6 +175,19 @@ async def settle(store: Store) -> None:
     raise AssertionError("wait_for_work never stays quiet")
 
 
+async def woken_by(waiter: Store, write: Awaitable[object]) -> tuple[float, object]:
+    """How long `waiter.wait_for_work(30)` waited for `write` (done after it began) to wake
+    it, and what the write returned."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    waiting = asyncio.create_task(waiter.wait_for_work(30))
+    await asyncio.sleep(0)
+    outcome = await write
+    async with asyncio.timeout(10):
+        await waiting
+    return loop.time() - started, outcome
+
+
 async def test_wait_for_work__times_out_when_nothing_happens(store: Store) -> None:
     loop = asyncio.get_running_loop()
     await settle(store)
@@ -189,16 +203,8 @@ async def test_wait_for_work__wakes_on_a_run_another_process_queues(
 ) -> None:
     worker, client = await open_store_at(), await open_store_at()
     await settle(worker)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    waiting = asyncio.create_task(worker.wait_for_work(30))
-    await asyncio.sleep(0)
-
-    await client.write(run_ops.create_run(run_record("r1")))
-
-    async with asyncio.timeout(10):
-        await waiting
-    assert loop.time() - started < 10
+    waited, _ = await woken_by(worker, client.write(run_ops.create_run(run_record("r1"))))
+    assert waited < 10
 
 
 async def test_wait_for_work__wakes_on_a_message_for_a_waiting_run(
@@ -210,13 +216,8 @@ async def test_wait_for_work__wakes_on_a_message_for_a_waiting_run(
         run_ops.park_run("r1", held("w1"), "WAITING", wake_at=None, waiting_for="go", now=T0)
     )
     await settle(worker)
-    waiting = asyncio.create_task(worker.wait_for_work(30))
-    await asyncio.sleep(0)
-
-    await client.write(waits.send_message("r1", "go", "1", idempotency_key=None, now=T0))
-
-    async with asyncio.timeout(10):
-        await waiting
+    message = waits.send_message("r1", "go", "1", idempotency_key=None, now=T0)
+    await woken_by(worker, client.write(message))
 
 
 async def test_wait_for_work__wakes_on_a_run_another_process_hands_back(
@@ -226,13 +227,8 @@ async def test_wait_for_work__wakes_on_a_run_another_process_hands_back(
     worker, stopping = await open_store_at(), await open_store_at()
     await stopping.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
     await settle(worker)
-    waiting = asyncio.create_task(worker.wait_for_work(30))
-    await asyncio.sleep(0)
-
-    assert await stopping.write(claim_ops.release_run("r1", held("w1")))
-
-    async with asyncio.timeout(10):
-        await waiting
+    _, released = await woken_by(worker, stopping.write(claim_ops.release_run("r1", held("w1"))))
+    assert released
 
 
 async def test_counts__unfinished_runs_by_queue_and_status_and_live_workers(
@@ -330,31 +326,16 @@ async def test_wait_for_work__wakes_at_once_on_its_own_store_s_waking_write(stor
         run_ops.park_run("r1", held("w1"), "WAITING", wake_at=None, waiting_for="go", now=T0)
     )
     await settle(store)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    waiting = asyncio.create_task(store.wait_for_work(30))
-    await asyncio.sleep(0)
-
-    await store.write(waits.send_message("r1", "go", "1", idempotency_key=None, now=T0))
-
-    async with asyncio.timeout(10):
-        await waiting
-    assert loop.time() - started < 5
+    message = waits.send_message("r1", "go", "1", idempotency_key=None, now=T0)
+    waited, _ = await woken_by(store, store.write(message))
+    assert waited < 5
 
 
 async def test_wait_for_work__wakes_at_once_on_a_new_run_of_its_own_store(store: Store) -> None:
     # SQLite: create_run's `@wakes_after` (its own commits do not change data_version).
     await settle(store)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    waiting = asyncio.create_task(store.wait_for_work(30))
-    await asyncio.sleep(0)
-
-    await store.write(run_ops.create_run(run_record("r1")))
-
-    async with asyncio.timeout(10):
-        await waiting
-    assert loop.time() - started < 5
+    waited, _ = await woken_by(store, store.write(run_ops.create_run(run_record("r1"))))
+    assert waited < 5
 
 
 def test_wakes__is_declared_on_the_programs_that_make_runs_claimable() -> None:
