@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import cairn
-from bench import crash, postgres, raw, throughput
+from bench import crash, postgres, raw, step_floor, throughput
 from bench.workflows import ten_steps
 
 SEQUENTIAL_RUNS = 300
@@ -139,7 +139,24 @@ def run_sqlite(folder: Path) -> dict[str, Any]:
     def raw_us() -> float:
         return raw.sqlite_commit_us(str(folder / "raw.db"), commits=1000)
 
-    return measure_store("sqlite", f"sqlite:///{folder / 'cairn.db'}", raw_us, folder)
+    result = measure_store("sqlite", f"sqlite:///{folder / 'cairn.db'}", raw_us, folder)
+    note("sqlite: cairn's step row committed alone, beside raw commits")
+    result["step_row"] = step_row_floor(folder, raw_us)
+    return result
+
+
+def step_row_floor(folder: Path, raw_us: Callable[[], float], pairs: int = 3) -> dict[str, Any]:
+    """The database's part of a step (bench/step_floor.py), each beside a raw commit."""
+    floors, raws = [], []
+    for i in range(pairs):
+        raws.append(raw_us())
+        floors.append(step_floor.sqlite_step_row_us(str(folder / f"floor{i}.db"), commits=1000))
+    return {
+        "us": statistics.median(floors),
+        "rounds_us": floors,
+        "raw_commit_rounds_us": raws,
+        "ratio_to_raw_commit": statistics.median(f / r for f, r in zip(floors, raws, strict=True)),
+    }
 
 
 def run_postgres(folder: Path) -> dict[str, Any]:
@@ -191,6 +208,14 @@ def table(report: dict[str, Any]) -> str:
         "<= 1.5x (SQLite, issue 36)",
     )
     row("  per run (start, 10 steps, finish)", lambda d: _us(d["sequential"]["us_per_run"]))
+    row(
+        "  the step's own row committed alone (bench.step_floor)",
+        lambda d: _us(d["step_row"]["us"]),
+    )
+    row(
+        "    its ratio to the raw commit: the floor of the ratio above",
+        lambda d: f"{d['step_row']['ratio_to_raw_commit']:.2f}x",
+    )
     row(
         f"{CONCURRENT_RUNS} ten-step runs at once",
         lambda d: f"{d['concurrent']['runs_per_second']:,.0f} runs/s",
