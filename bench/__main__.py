@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import cairn
-from bench import crash, postgres, raw, step_floor, throughput
+from bench import crash, minimal_engine, postgres, raw, step_floor, throughput
 from bench.workflows import ten_steps
 
 SEQUENTIAL_RUNS = 300
@@ -142,6 +142,8 @@ def run_sqlite(folder: Path) -> dict[str, Any]:
     result = measure_store("sqlite", f"sqlite:///{folder / 'cairn.db'}", raw_us, folder)
     note("sqlite: cairn's step row committed alone, beside raw commits")
     result["step_row"] = step_row_floor(folder, raw_us)
+    note("sqlite: a bare asyncio loop writing the same rows, beside raw commits")
+    result["minimal_engine"] = minimal_engine.measure(folder, raw_us)
     return result
 
 
@@ -217,6 +219,10 @@ def table(report: dict[str, Any]) -> str:
         lambda d: f"{d['step_row']['ratio_to_raw_commit']:.2f}x",
     )
     row(
+        "  a bare loop writing the same rows (bench.minimal_engine)",
+        lambda d: f"{d['minimal_engine']['sequential_ratio']:.2f}x",
+    )
+    row(
         f"{CONCURRENT_RUNS} ten-step runs at once",
         lambda d: f"{d['concurrent']['runs_per_second']:,.0f} runs/s",
         ">= 3,000 / >= 1,000",
@@ -229,6 +235,10 @@ def table(report: dict[str, Any]) -> str:
         "  ratio to the raw commit beside each round",
         lambda d: f"{d['concurrent']['ratio_to_raw_commit']:.2f}x",
         "<= 1.0x (SQLite, issue 36)",
+    )
+    row(
+        "  a bare loop writing the same rows (bench.minimal_engine)",
+        lambda d: f"{d['minimal_engine']['concurrent_ratio']:.2f}x",
     )
     row(
         "  PostgreSQL commits per run (pg_stat_database)",

@@ -15,6 +15,7 @@ commit is the row cairn keeps.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -31,7 +32,7 @@ from cairn.store.sqlite.connections import connect
 OWNER, FENCE = "bench-floor", 7
 
 
-async def _database_with_a_held_run(path: str) -> str:
+async def database_with_a_held_run(path: str) -> str:
     """A database cairn created and migrated, with one run marked held by OWNER."""
     async with cairn.Engine(f"sqlite:///{path}") as engine:
         run = await engine.start(ten_steps, 0)
@@ -42,6 +43,13 @@ async def _database_with_a_held_run(path: str) -> str:
     )
     conn.close()
     return run.run_id
+
+
+def prepare(conn: sqlite3.Connection) -> None:
+    """The pragmas cairn's SQLite store sets on its connection (WAL is the file's)."""
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA temp_store=MEMORY")
+    conn.execute("PRAGMA cache_size=-65536")
 
 
 def _rows(run_id: str, first: int, count: int) -> list[tuple[object, ...]]:
@@ -59,11 +67,9 @@ def _rows(run_id: str, first: int, count: int) -> list[tuple[object, ...]]:
 
 def sqlite_step_row_us(path: str, *, commits: int = 3000, rounds: int = 3) -> float:
     """µs per journal row committed alone (median of `rounds`), on cairn's own pragmas."""
-    run_id = asyncio.run(_database_with_a_held_run(path))
+    run_id = asyncio.run(database_with_a_held_run(path))
     conn = connect(path, busy_ms=5_000)
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA temp_store=MEMORY")
-    conn.execute("PRAGMA cache_size=-65536")
+    prepare(conn)
     first = 100  # past the steps the run itself recorded
 
     def batch(n: int) -> float:

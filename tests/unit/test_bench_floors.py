@@ -1,4 +1,4 @@
-"""bench.step_floor times cairn's real step statement: every timed row is inserted.
+"""bench.step_floor and bench.minimal_engine time cairn's real step rows, every one inserted.
 
 The floor is only a floor if the statement it times is the one the engine runs and the
 fence lets each row through; a schema or parameter change that made it insert nothing
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from bench import step_floor
+from bench import minimal_engine, step_floor
 
 from cairn.store._sql.runs import INSERT_STEP_OWNED
 
@@ -35,3 +35,14 @@ def test_step_floor__times_the_fence_too_a_run_not_held_refuses_the_row(tmp_path
     (row,) = step_floor._rows(run_id, 10_000, 1)
 
     assert conn.execute(INSERT_STEP_OWNED, row).rowcount == 0
+
+
+def test_minimal_engine__writes_every_step_of_every_run_both_ways(tmp_path: Path) -> None:
+    found = minimal_engine.measure(tmp_path, lambda: 10.0, runs=3, rounds=1)
+
+    assert found["sequential_ratio"] > 0 and found["concurrent_ratio"] > 0
+    conn = sqlite3.connect(str(tmp_path / "minimal.db"))
+    (one_by_one,) = conn.execute("SELECT count(*) FROM steps WHERE run_id LIKE 's%'").fetchone()
+    (at_once,) = conn.execute("SELECT count(*) FROM steps WHERE run_id LIKE 'c%'").fetchone()
+    conn.close()
+    assert (one_by_one, at_once) == (2 * 3 * 10, 2 * 200 * 10)  # the warm-up round, then one
