@@ -269,6 +269,24 @@ async def test_claim_runs__says_when_each_claimed_run_became_due(store: Store) -
     assert claimed.due == {"queued": T0 - 5, "delayed": T0 - 2, "napper": T0 - 1}
 
 
+@pytest.mark.parametrize("uncount", [False, True], ids=["stopped", "keyless"])
+async def test_claim_runs__a_run_claimed_before_has_no_due_time(
+    store: Store, uncount: bool
+) -> None:
+    # Handed back (a clean stop; a worker without the key, whose attempt is taken back),
+    # it was due long before this claim: the lag of its first claim was measured then.
+    await store.write(workers.register_worker(worker_record("w1")))
+    await store.write(run_ops.create_run(run_record("r", created_at=T0 - 5)))
+    first = await store.write(claims.claim("w1", 1, now=T0, stale=True))
+    assert first.due == {"r": T0 - 5}
+    await store.write(claims.release_run("r", held("w1"), uncount=uncount))
+
+    again = await store.write(claims.claim("w1", 1, now=T0 + 60, stale=True))
+
+    assert [(run.run_id, run.fence) for run in again.runs] == [("r", 2)]
+    assert again.due == {}
+
+
 async def test_claim_runs__many_at_once_in_candidate_order_each_once(store: Store) -> None:
     # Unqueued candidates are claimed by one statement, queued ones one by one past their
     # queue's limits; the claim still answers in candidate order, every run claimed once,

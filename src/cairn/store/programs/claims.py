@@ -121,6 +121,7 @@ def claim_runs(
     woken = yield from pick.take("wake", *reads["wake"], limit)
     claimed = [run_id for run_id, _ in woken]
     due_at.update(woken)
+    started: list[str] = []
     poisoned: dict[str, str] = {}
     if orphans_first:
         claimed += yield from _claim_orphans(pick, reads, stale, limit - len(claimed), poisoned)
@@ -137,6 +138,13 @@ def claim_runs(
         for row in (yield all_rows(_sql.for_runs(_sql.SELECT_RUN, len(chunk)), chunk)):
             rows[str(row[0])] = row
     runs = [_sql.run_from_row(rows[run_id]) for run_id in claimed]
+    if started:
+        # A start claimed before (handed back, retried) was due long before this claim:
+        # like a recovery, it has no claim lag (its first claim's was measured then).
+        fences = {run.run_id: run.fence for run in runs}
+        for run_id in started:
+            if fences[run_id] > 1:
+                del due_at[run_id]
     return Claimed(runs, poisoned, due_at)
 
 
