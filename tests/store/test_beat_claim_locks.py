@@ -1,0 +1,161 @@
+"""A heartbeat and an orphan claim of the same runs, interleaved on PostgreSQL: no deadlock.
+
+The heartbeat (the side channel's own connection, `workers.beat_at`) locks runs first (those
+it hands back, or, re-registering a removed worker, those it owns), then its worker row; a
+claim of its runs as orphans locks the runs (SKIP LOCKED), then the owner's row FOR SHARE
+(`orphans.still_orphaned`). A third connection holds the lock one side needs next, so that
+side stops there while the other goes on; then it lets go. Both must finish without a
+deadlock (the database's deadlock count stays 0: a deadlock the store retried would still
+count), and the run is held by exactly one of them, or handed back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from cairn.store import Store, open_store
+from cairn.store.postgres.side_channel import PostgresSideChannel
+from cairn.store.programs import claims
+from cairn.store.programs import workers as worker_ops
+from cairn.store.records import Beat, Claimed
+
+from .kit import T0, execute, worker_record
+from .test_claim_races import holder, lock_waiters, orphan_of
+from .test_prune_races import held
+
+# The heartbeat's paths: its worker row is there (late: the claimer judges its heartbeat
+# old), or gone (removed: it registers again), or it hands the run back (late).
+PATHS = {"renew": ("late", False), "reregister": ("removed", False), "hand_back": ("late", True)}
+BOUND = 10.0  # seconds: far beyond any wait here but the ones the test holds
+
+
+@pytest.fixture
+async def pg_store(pg_url: str) -> Any:
+    store = open_store(pg_url)
+    await store.open()
+    yield store
+    await store.close()
+
+
+def deadlocks(url: str) -> int:
+    name = url.rsplit("/", 1)[1]
+    sql = "SELECT deadlocks FROM pg_stat_database WHERE datname = ?"
+    return int(execute(url, sql, (name,))[0][0])
+
+
+async def beat(url: str, hand_back: bool) -> Beat:
+    """A heartbeat of w0 on a side channel of its own, as its worker sends it."""
+    channel = PostgresSideChannel(url, where="test")
+    let_go = [("r", 1)] if hand_back else []
+    try:
+        return await asyncio.to_thread(channel.beat, worker_record("w0"), let_go)
+    finally:
+        channel.close()
+
+
+async def waiting(url: str, task: asyncio.Task[Any], count: int) -> None:
+    """Return once `task` is done or `count` sessions wait for a lock."""
+    async with asyncio.timeout(BOUND):
+        while not task.done() and lock_waiters(url) < count:
+            await asyncio.sleep(0.01)
+
+
+def claim(store: Store, only: list[str] | None = None) -> asyncio.Task[Claimed]:
+    """A claim by w1, of `only` these runs if given (as a transport's message asks)."""
+    return asyncio.create_task(store.write(claims.claim("w1", 10, now=T0, stale=True, only=only)))
+
+
+async def outcome(
+    store: Store, url: str, before: int, beating: asyncio.Task[Beat], claiming: asyncio.Task[Any]
+) -> tuple[Beat, Claimed, tuple[str | None, int]]:
+    """Both ended, within the bound and without a deadlock; the run's holder then."""
+    async with asyncio.timeout(BOUND):
+        beat_done, claimed = await beating, await claiming
+    assert deadlocks(url) == before
+    return beat_done, claimed, await holder(store)
+
+
+def held_by_one(beat_done: Beat, claimed: Claimed, now: tuple[str | None, int]) -> None:
+    """Exactly one holds the run (or nobody, handed back), and each side knows it."""
+    took = [run.run_id for run in claimed.runs]
+    if now == ("w1", 2):
+        assert took == ["r"] and "r" not in beat_done.owned
+    elif now == ("w0", 1):
+        assert took == [] and beat_done.owned == {"r": 1}
+    else:
+        assert now == (None, 1) and took == [] and beat_done.released == ("r",)
+
+
+@pytest.mark.parametrize("path", PATHS)
+async def test_beat_and_orphan_claim__the_claim_first_holds_the_run(
+    pg_store: Store, pg_url: str, path: str
+) -> None:
+    # The claim has locked the run (and the owner's row FOR SHARE, if there is one) and
+    # waits for its queue's row, held here, when the heartbeat comes.
+    how, hand_back = PATHS[path]
+    await orphan_of(pg_store, pg_url, how)
+    before = deadlocks(pg_url)
+    with held(pg_url) as queue_row:
+        queue_row.conn.execute("SELECT name FROM queues WHERE name = 'q' FOR UPDATE")
+        claiming = claim(pg_store)
+        await waiting(pg_url, claiming, 1)
+        beating = asyncio.create_task(beat(pg_url, hand_back))
+        await waiting(pg_url, beating, 2)
+        assert not beating.done()  # it waits for the claim, whichever lock it wanted
+        queue_row.commit()
+        beat_done, claimed, now = await outcome(pg_store, pg_url, before, beating, claiming)
+
+    assert now == ("w1", 2)  # the claim judged w0 dead first: the run is w1's
+    held_by_one(beat_done, claimed, now)
+
+
+@pytest.mark.parametrize("path", PATHS)
+async def test_beat_and_orphan_claim__the_beat_first_holds_its_locks(
+    pg_store: Store, pg_url: str, path: str
+) -> None:
+    # The heartbeat has written everything (the run handed back, the row renewed or
+    # inserted, the runs it owns read) and has not committed when the claim comes.
+    how, hand_back = PATHS[path]
+    await orphan_of(pg_store, pg_url, how)
+    before = deadlocks(pg_url)
+    with held(pg_url) as heartbeat:
+        let_go = [("r", 1)] if hand_back else []
+        beat_done = heartbeat.run(worker_ops.beat_at(worker_record("w0"), let_go, now=T0))
+        claiming = claim(pg_store)
+        await waiting(pg_url, claiming, 1)
+        heartbeat.commit()
+        async with asyncio.timeout(BOUND):
+            claimed = await claiming
+    assert deadlocks(pg_url) == before
+
+    now = await holder(pg_store)
+    assert now == ((None, 1) if hand_back else ("w0", 1))  # the claim saw the heartbeat
+    held_by_one(beat_done, claimed, now)
+
+
+@pytest.mark.parametrize("path", PATHS)
+async def test_beat_and_orphan_claim__the_beat_waits_midway_for_its_row(
+    pg_store: Store, pg_url: str, path: str
+) -> None:
+    # The heartbeat has taken its first locks (the run it hands back; a re-registered
+    # row) and waits for the next (its row, the runs it owns), held here, when the claim
+    # comes; then both go on.
+    how, hand_back = PATHS[path]
+    await orphan_of(pg_store, pg_url, how)
+    before = deadlocks(pg_url)
+    with held(pg_url) as blocker:
+        if how == "removed":  # its beat then waits for the runs it owns
+            blocker.conn.execute("SELECT run_id FROM runs WHERE run_id = 'r' FOR UPDATE")
+        else:  # its beat waits for its own row
+            blocker.conn.execute("SELECT worker_id FROM workers WHERE worker_id = 'w0' FOR UPDATE")
+        beating = asyncio.create_task(beat(pg_url, hand_back))
+        await waiting(pg_url, beating, 1)
+        claiming = claim(pg_store)
+        await waiting(pg_url, claiming, 2)
+        blocker.commit()
+        beat_done, claimed, now = await outcome(pg_store, pg_url, before, beating, claiming)
+
+    held_by_one(beat_done, claimed, now)
