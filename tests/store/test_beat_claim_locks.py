@@ -19,10 +19,11 @@ import pytest
 from cairn.store import Store, open_store
 from cairn.store.postgres.side_channel import PostgresSideChannel
 from cairn.store.programs import claims
+from cairn.store.programs import runs as run_ops
 from cairn.store.programs import workers as worker_ops
 from cairn.store.records import Beat, Claimed
 
-from .kit import T0, execute, worker_record
+from .kit import LEASE, T0, age_heartbeat, execute, run_record, worker_record
 from .test_claim_races import holder, lock_waiters, orphan_of
 from .test_prune_races import held
 
@@ -159,3 +160,95 @@ async def test_beat_and_orphan_claim__the_beat_waits_midway_for_its_row(
         beat_done, claimed, now = await outcome(pg_store, pg_url, before, beating, claiming)
 
     held_by_one(beat_done, claimed, now)
+
+
+async def poisoned_family(store: Store, url: str, how: str) -> None:
+    """Run "P", recovered too often, and its child "C", both RUNNING under w0 (dead by `how`).
+
+    A claim ends P (PoisonRun) and, as any end of a run does, cancels its children: it
+    locks C after P and after w0's row. "G", P's parent, waits on no one.
+    """
+    await store.write(worker_ops.register_worker(worker_record("w0")))
+    await store.write(run_ops.create_run(run_record("G", status="WAITING")))
+    # C first: the beat that reads the runs w0 owns meets it before P.
+    await store.write(
+        run_ops.create_run(run_record("C", status="RUNNING", owner="w0", parent_id="P"))
+    )
+    poisoned = run_record(
+        "P", status="RUNNING", owner="w0", parent_id="G", recoveries=2, max_recoveries=2
+    )
+    await store.write(run_ops.create_run(poisoned))
+    if how == "late":
+        age_heartbeat(url, "w0", LEASE + 5)
+    else:
+        execute(url, "DELETE FROM workers WHERE worker_id = ?", ("w0",))
+
+
+async def family(store: Store) -> dict[str, tuple[str, str | None, str | None]]:
+    found = {}
+    for run_id in ("P", "C"):
+        run = await store.read(run_ops.get_run(run_id))
+        assert run is not None
+        found[run_id] = (run.status, run.owner, run.control)
+    return found
+
+
+async def test_beat_and_poisoning_claim__a_child_handed_back_meanwhile(
+    pg_store: Store, pg_url: str
+) -> None:
+    # w0's beat hands C back (C locked), then waits for its row, which a reader holds FOR
+    # SHARE; the claim's FOR SHARE of w0 shares it, and the claim would end P and cancel
+    # C, waiting for the beat, which then waits for the claim's share of w0 (a deadlock,
+    # before the claim left a run whose relatives are locked to a later claim).
+    await poisoned_family(pg_store, pg_url, "late")
+    before = deadlocks(pg_url)
+    with held(pg_url) as reader:
+        reader.conn.execute("SELECT worker_id FROM workers WHERE worker_id = 'w0' FOR SHARE")
+        channel = PostgresSideChannel(pg_url, where="test")
+        beating = asyncio.create_task(
+            asyncio.to_thread(channel.beat, worker_record("w0"), [("C", 1)])
+        )
+        await waiting(pg_url, beating, 1)
+        claiming = claim(pg_store)
+        await waiting(pg_url, claiming, 2)
+        reader.commit()
+        try:
+            async with asyncio.timeout(BOUND):
+                beat_done, claimed = await beating, await claiming
+        finally:
+            channel.close()
+    assert deadlocks(pg_url) == before
+
+    assert (claimed.runs, claimed.poisoned) == ([], {})  # C was the beat's: P left alone
+    assert beat_done.released == ("C",) and beat_done.owned == {"P": 1}
+    assert await family(pg_store) == {"P": ("RUNNING", "w0", None), "C": ("PENDING", None, None)}
+
+
+async def test_beat_and_poisoning_claim__a_reregistering_beat_locks_the_child_first(
+    pg_store: Store, pg_url: str
+) -> None:
+    # w0's row is gone. A claim of P alone (as a transport's message asks) has locked P
+    # and, before the fix, waited to tell G (held here) of P's end; w0's beat registers
+    # again and locks the runs it owns FOR SHARE: C, then P, which it waits for. Once G
+    # was let go, the claim came to cancel C, which the beat held: a deadlock. Now the
+    # claim leaves P, whose parent is locked, to a later claim.
+    await poisoned_family(pg_store, pg_url, "removed")
+    before = deadlocks(pg_url)
+    with held(pg_url) as parent:
+        parent.conn.execute("SELECT run_id FROM runs WHERE run_id = 'G' FOR UPDATE")
+        claiming = claim(pg_store, only=["P"])
+        await waiting(pg_url, claiming, 1)
+        channel = PostgresSideChannel(pg_url, where="test")
+        beating = asyncio.create_task(asyncio.to_thread(channel.beat, worker_record("w0")))
+        await waiting(pg_url, beating, 2)
+        parent.commit()
+        try:
+            async with asyncio.timeout(BOUND):
+                beat_done, claimed = await beating, await claiming
+        finally:
+            channel.close()
+    assert deadlocks(pg_url) == before
+
+    assert (claimed.runs, claimed.poisoned) == ([], {})
+    assert beat_done.owned == {"C": 1, "P": 1}
+    assert await family(pg_store) == {"P": ("RUNNING", "w0", None), "C": ("RUNNING", "w0", None)}

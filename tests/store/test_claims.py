@@ -202,6 +202,26 @@ async def test_claim_runs__orphans_first_takes_a_dead_workers_run_before_a_backl
     assert [run.run_id for run in first.runs] == ["orphan"]
 
 
+async def test_claim_runs__a_poisoned_run_cancels_its_children(store: Store) -> None:
+    # Its relatives (parent G, child C) are locked without waiting (orphans.relatives_held):
+    # free, they are written as by any end of a run.
+    await store.write(run_ops.create_run(run_record("G", status="WAITING")))
+    child = run_record("C", status="RUNNING", owner="w0", parent_id="P")
+    await store.write(run_ops.create_run(child))
+    poisoned = run_record(
+        "P", status="RUNNING", owner="w0", parent_id="G", recoveries=2, max_recoveries=2
+    )
+    await store.write(run_ops.create_run(poisoned))  # w0 has no worker row: dead
+
+    claimed = await store.write(claims.claim("w1", 10, now=T0, stale=True, only=["P"]))
+
+    assert (claimed.runs, claimed.poisoned) == ([], {"P": "tests.flow"})
+    p = await store.read(run_ops.get_run("P"))
+    c = await store.read(run_ops.get_run("C"))
+    assert p is not None and p.status == "FAILED"
+    assert c is not None and (c.status, c.control) == ("RUNNING", "cancel")
+
+
 async def test_claim_runs__poisons_a_run_recovered_max_recoveries_times(store: Store) -> None:
     await store.write(
         run_ops.create_run(run_record("r1", status="RUNNING", owner="gone", max_recoveries=2))

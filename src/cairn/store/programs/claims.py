@@ -77,7 +77,9 @@ def claim(
     backlog of new runs never keeps a dead worker's runs waiting). Claimed runs become
     RUNNING, owned by `worker_id`, with their fence bumped; `attempt` grows for a start or
     recovery, not for a wake-up. A recovered run past its max_recoveries is ended FAILED
-    instead and reported in `poisoned` (run id -> workflow). Either way, each step the
+    instead and reported in `poisoned` (run id -> workflow), unless its parent or a child
+    is locked by another transaction (then a later claim ends it: `orphans.relatives_held`
+    says why). Either way, each step the
     dead owner's last heartbeat listed in flight for the run (under its fence) is recorded
     as an attempt with outcome "interrupted", unless its outcome or that attempt's failure
     is already recorded. A run held back by a limit gets `waiting_for` naming it. A run is
@@ -357,6 +359,8 @@ def _claim_orphans(
         for row in dead:
             run_id, recoveries, max_recoveries, workflow, owner, fence, execution = row[:7]
             if recoveries >= max_recoveries:
+                if not (yield from orphans.relatives_held(run_id)):
+                    continue  # a relative is locked (a heartbeat?): a later claim ends it
                 error = _sql.poison_error(run_id, recoveries)
                 yield Sql(_sql.POISON_ONE, (error, pick.now, pick.now, run_id))
                 yield from after_finish(run_id, RunStatus.FAILED, None, error, pick.now)
