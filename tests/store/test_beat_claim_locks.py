@@ -12,18 +12,22 @@ count), and the run is held by exactly one of them, or handed back.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
+import psycopg
 import pytest
 
-from cairn.store import Store, open_store
+from cairn.core.tenure import Tenure
+from cairn.store import LeaseLost, Store, _sql, open_store
+from cairn.store.postgres import dialect, side_channel
 from cairn.store.postgres.side_channel import PostgresSideChannel
-from cairn.store.programs import claims
+from cairn.store.programs import claims, journal
 from cairn.store.programs import runs as run_ops
 from cairn.store.programs import workers as worker_ops
-from cairn.store.records import Beat, Claimed
+from cairn.store.records import Beat, Claimed, Lease
 
-from .kit import LEASE, T0, age_heartbeat, execute, run_record, worker_record
+from .kit import LEASE, T0, age_heartbeat, execute, run_record, step_record, worker_record
 from .test_claim_races import holder, lock_waiters, orphan_of
 from .test_prune_races import held
 
@@ -252,3 +256,42 @@ async def test_beat_and_poisoning_claim__a_reregistering_beat_locks_the_child_fi
     assert (claimed.runs, claimed.poisoned) == ([], {})
     assert beat_done.owned == {"C": 1, "P": 1}
     assert await family(pg_store) == {"P": ("RUNNING", "w0", None), "C": ("RUNNING", "w0", None)}
+
+
+async def test_orphan_claim__behind_a_frozen_beat_completes_and_the_owner_loses_the_run(
+    pg_store: Store, pg_url: str
+) -> None:
+    # w0's beat has renewed its row on a side channel's connection (its session settings:
+    # idle_in_transaction_session_timeout 5 s) and its process froze before COMMIT. The
+    # claim that judged w0 dead waits for that row (FOR SHARE) until the server ends the
+    # frozen session; then it reads w0's old heartbeat again and takes the run. w0 gained
+    # no trust from the beat (it never committed), and what it checks next tells it the
+    # run is gone: its fenced write is refused and its next beat does not list the run.
+    await orphan_of(pg_store, pg_url, "late")
+    tenure = Tenure(LEASE)
+    tenure.renewed(time.monotonic() - LEASE)  # w0's last beat that committed: a lease ago
+    begun = tenure.epoch  # when w0's attempt of the run began
+    frozen = psycopg.connect(psycopg.conninfo.make_conninfo(pg_url, **side_channel._OPTIONS))
+    try:
+        for text, params in dialect.program_statements(_sql.HEARTBEAT, (None, "w0"), lock=""):
+            assert frozen.execute(text, params).rowcount == 1  # the row is w0's, uncommitted
+        claiming = claim(pg_store)
+        await waiting(pg_url, claiming, 1)
+        assert not claiming.done()  # it waits for the frozen beat
+        async with asyncio.timeout(BOUND):
+            claimed = await claiming
+        with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout):
+            frozen.commit()  # the server ended the session: the beat failed
+    finally:
+        frozen.close()
+
+    assert [(run.run_id, run.owner, run.fence) for run in claimed.runs] == [("r", "w1", 2)]
+    assert not tenure.trusts(begun)  # no beat committed: a step waits for one
+    sent = time.monotonic()
+    next_beat = await beat(pg_url, hand_back=False)
+    tenure.renewed(sent)
+    # A new epoch: the attempt checks its fence before its next step, and finds it gone.
+    assert tenure.epoch == begun + 1 and not tenure.trusts(begun)
+    assert "r" not in next_beat.owned
+    with pytest.raises(LeaseLost):
+        await pg_store.write(journal.record_step(Lease("w0", 1), step_record("r", 1)))
