@@ -79,14 +79,13 @@ def claim(
     recovery, not for a wake-up. A recovered run past its max_recoveries is ended FAILED
     instead and reported in `poisoned` (run id -> workflow), unless its parent or a child
     is locked by another transaction (then a later claim ends it: `orphans.relatives_held`
-    says why). Either way, each step the
-    dead owner's last heartbeat listed in flight for the run (under its fence) is recorded
-    as an attempt with outcome "interrupted", unless its outcome or that attempt's failure
-    is already recorded. A run held back by a limit gets `waiting_for` naming it. A run is
-    never handed to two workers, and an orphan's owner is judged again once its run is
-    locked (`orphans.still_orphaned`): a heartbeat of the owner that commits meanwhile
-    either keeps its runs, or its fence check sees them taken. (PostgreSQL first probes
-    for candidates, see PostgresStore.)
+    says why). Either way, each step the dead owner's last heartbeat listed in flight for
+    the run (under its fence) is recorded as an attempt with outcome "interrupted", unless
+    its outcome or that attempt's failure is already recorded. A run held back by a limit
+    gets `waiting_for` naming it. A run is never handed to two workers, and an orphan's
+    owner is judged again once its run is locked (`orphans.still_orphaned`): a heartbeat
+    of the owner that commits meanwhile either keeps its runs, or its fence check sees
+    them taken. (PostgreSQL first probes for candidates, see PostgresStore.)
     """
     if limit <= 0 or workflows == [] or queues == [] or only == []:
         return Claimed([], {})  # nothing could be taken
