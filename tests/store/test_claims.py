@@ -202,6 +202,26 @@ async def test_claim_runs__orphans_first_takes_a_dead_workers_run_before_a_backl
     assert [run.run_id for run in first.runs] == ["orphan"]
 
 
+async def test_claim_runs__a_poisoned_run_cancels_its_children(store: Store) -> None:
+    # Its relatives (parent G, child C) are locked without waiting (orphans.relatives_held):
+    # free, they are written as by any end of a run.
+    await store.write(run_ops.create_run(run_record("G", status="WAITING")))
+    child = run_record("C", status="RUNNING", owner="w0", parent_id="P")
+    await store.write(run_ops.create_run(child))
+    poisoned = run_record(
+        "P", status="RUNNING", owner="w0", parent_id="G", recoveries=2, max_recoveries=2
+    )
+    await store.write(run_ops.create_run(poisoned))  # w0 has no worker row: dead
+
+    claimed = await store.write(claims.claim("w1", 10, now=T0, stale=True, only=["P"]))
+
+    assert (claimed.runs, claimed.poisoned) == ([], {"P": "tests.flow"})
+    p = await store.read(run_ops.get_run("P"))
+    c = await store.read(run_ops.get_run("C"))
+    assert p is not None and p.status == "FAILED"
+    assert c is not None and (c.status, c.control) == ("RUNNING", "cancel")
+
+
 async def test_claim_runs__poisons_a_run_recovered_max_recoveries_times(store: Store) -> None:
     await store.write(
         run_ops.create_run(run_record("r1", status="RUNNING", owner="gone", max_recoveries=2))
@@ -267,6 +287,24 @@ async def test_claim_runs__says_when_each_claimed_run_became_due(store: Store) -
 
     assert {run.run_id for run in claimed.runs} == {"queued", "delayed", "napper"}
     assert claimed.due == {"queued": T0 - 5, "delayed": T0 - 2, "napper": T0 - 1}
+
+
+@pytest.mark.parametrize("uncount", [False, True], ids=["stopped", "keyless"])
+async def test_claim_runs__a_run_claimed_before_has_no_due_time(
+    store: Store, uncount: bool
+) -> None:
+    # Handed back (a clean stop; a worker without the key, whose attempt is taken back),
+    # it was due long before this claim: the lag of its first claim was measured then.
+    await store.write(workers.register_worker(worker_record("w1")))
+    await store.write(run_ops.create_run(run_record("r", created_at=T0 - 5)))
+    first = await store.write(claims.claim("w1", 1, now=T0, stale=True))
+    assert first.due == {"r": T0 - 5}
+    await store.write(claims.release_run("r", held("w1"), uncount=uncount))
+
+    again = await store.write(claims.claim("w1", 1, now=T0 + 60, stale=True))
+
+    assert [(run.run_id, run.fence) for run in again.runs] == [("r", 2)]
+    assert again.due == {}
 
 
 async def test_claim_runs__many_at_once_in_candidate_order_each_once(store: Store) -> None:

@@ -114,8 +114,9 @@ async def execute(
         observer = env.observer
         if observer is None:
             return await _attempt(env, live)
-        # The run's very first attempt: nothing recorded yet, and never claimed before.
-        first = fresh or (not records and not prior and run.attempt <= 1)
+        # The run's very first attempt: its first claim (fence 1). Not its `attempt`, which
+        # a hand-back that wrote nothing takes back: that attempt began all the same.
+        first = run.fence <= 1
         scope = live.steps.observed = observer.run(run, first)
         try:
             outcome = await _attempt(env, live)

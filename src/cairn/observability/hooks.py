@@ -48,6 +48,9 @@ class Observer(Protocol):
     def run(self, run: RunRecord, first: bool) -> RunScope:
         """An attempt of `run` begins executing here; `first`: the run's very first one.
 
+        The attempt of its first claim (fence 1), even if a worker without the key hands
+        it back and the run's `attempt` is taken back: no later attempt is first.
+
         Called in the context the workflow's code runs in, before it runs.
         """
         ...

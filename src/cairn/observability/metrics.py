@@ -54,7 +54,9 @@ class Metrics:
 
     Metrics (names as scraped):
 
-    - `cairn_runs_started_total{workflow}`: runs whose first attempt began here.
+    - `cairn_runs_started_total{workflow}`: runs whose first attempt began here: each
+      run once (at its first claim), not again when it goes on after a wake-up, a
+      recovery, a hand-back or a retry.
     - `cairn_runs_finished_total{workflow,status}`: runs that ended here, by status
       (completed, failed, cancelled, continued).
     - `cairn_run_duration_seconds{workflow,status}`: from a run's first start to its end.
@@ -62,7 +64,8 @@ class Metrics:
       attempts begun here, and those that raised or timed out (each retry counts).
     - `cairn_step_duration_seconds{step}`: how long each step attempt's code ran.
     - `cairn_claim_lag_seconds{queue}`: from when a run became due to when a worker
-      claimed it (queue "" for runs on no queue; recoveries are not counted).
+      claimed it (queue "" for runs on no queue): a run's first claim and its wake-ups,
+      not a recovery nor a run claimed again after a hand-back or a retry.
     - `cairn_schedule_lag_seconds{workflow}`: from a schedule tick's time to its firing.
     - `cairn_runs{queue,status}`: unfinished runs in the database by queue and status
       (pending, running, sleeping, waiting, paused), read at scrape time.

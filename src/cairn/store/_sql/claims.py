@@ -172,6 +172,12 @@ INSERT_INTERRUPTED = (
     "WHERE NOT EXISTS (SELECT 1 FROM steps WHERE run_id = ? AND key = ?) "
     "ON CONFLICT (run_id, execution, key, attempt) DO NOTHING"
 )
+# The runs the end of run ? writes besides itself (runs.after_finish): its parent, told
+# of the end, and its unfinished children, cancelled. Params: run_id, run_id.
+SELECT_RELATIVES = (
+    "SELECT run_id FROM runs WHERE run_id = (SELECT parent_id FROM runs WHERE run_id = ?) "
+    f"OR (parent_id = ? AND detached = 0 AND status NOT IN {FINISHED_SQL})"
+)
 POISON_ONE = (
     "UPDATE runs SET status = 'FAILED', error = ?, owner = NULL, updated_at = ?, "
     "finished_at = ? WHERE run_id = ? AND (status || '') = 'RUNNING'"

@@ -77,14 +77,15 @@ def claim(
     backlog of new runs never keeps a dead worker's runs waiting). Claimed runs become
     RUNNING, owned by `worker_id`, with their fence bumped; `attempt` grows for a start or
     recovery, not for a wake-up. A recovered run past its max_recoveries is ended FAILED
-    instead and reported in `poisoned` (run id -> workflow). Either way, each step the
-    dead owner's last heartbeat listed in flight for the run (under its fence) is recorded
-    as an attempt with outcome "interrupted", unless its outcome or that attempt's failure
-    is already recorded. A run held back by a limit gets `waiting_for` naming it. A run is
-    never handed to two workers, and an orphan's owner is judged again once its run is
-    locked (`orphans.still_orphaned`): a heartbeat of the owner that commits meanwhile
-    either keeps its runs, or its fence check sees them taken. (PostgreSQL first probes
-    for candidates, see PostgresStore.)
+    instead and reported in `poisoned` (run id -> workflow), unless its parent or a child
+    is locked by another transaction (then a later claim ends it: `orphans.relatives_held`
+    says why). Either way, each step the dead owner's last heartbeat listed in flight for
+    the run (under its fence) is recorded as an attempt with outcome "interrupted", unless
+    its outcome or that attempt's failure is already recorded. A run held back by a limit
+    gets `waiting_for` naming it. A run is never handed to two workers, and an orphan's
+    owner is judged again once its run is locked (`orphans.still_orphaned`): a heartbeat
+    of the owner that commits meanwhile either keeps its runs, or its fence check sees
+    them taken. (PostgreSQL first probes for candidates, see PostgresStore.)
     """
     if limit <= 0 or workflows == [] or queues == [] or only == []:
         return Claimed([], {})  # nothing could be taken
@@ -121,6 +122,7 @@ def claim_runs(
     woken = yield from pick.take("wake", *reads["wake"], limit)
     claimed = [run_id for run_id, _ in woken]
     due_at.update(woken)
+    started: list[str] = []
     poisoned: dict[str, str] = {}
     if orphans_first:
         claimed += yield from _claim_orphans(pick, reads, stale, limit - len(claimed), poisoned)
@@ -137,6 +139,13 @@ def claim_runs(
         for row in (yield all_rows(_sql.for_runs(_sql.SELECT_RUN, len(chunk)), chunk)):
             rows[str(row[0])] = row
     runs = [_sql.run_from_row(rows[run_id]) for run_id in claimed]
+    if started:
+        # A start claimed before (handed back, retried) was due long before this claim:
+        # like a recovery, it has no claim lag (its first claim's was measured then).
+        fences = {run.run_id: run.fence for run in runs}
+        for run_id in started:
+            if fences[run_id] > 1:
+                del due_at[run_id]
     return Claimed(runs, poisoned, due_at)
 
 
@@ -349,6 +358,8 @@ def _claim_orphans(
         for row in dead:
             run_id, recoveries, max_recoveries, workflow, owner, fence, execution = row[:7]
             if recoveries >= max_recoveries:
+                if not (yield from orphans.relatives_held(run_id)):
+                    continue  # a relative is locked (a heartbeat?): a later claim ends it
                 error = _sql.poison_error(run_id, recoveries)
                 yield Sql(_sql.POISON_ONE, (error, pick.now, pick.now, run_id))
                 yield from after_finish(run_id, RunStatus.FAILED, None, error, pick.now)

@@ -1,7 +1,8 @@
 """Orphans: an owner judged dead again under lock, and what it had in flight.
 
-Parts of a claim's takeover of a dead owner's runs (programs/claims.py), and of a run
-handed back early (its attempts cut short).
+Parts of a claim's takeover of a dead owner's runs (programs/claims.py): the owner judged
+again, the relatives of a run it ends locked without waiting, the attempts cut short
+(also of a run handed back early).
 """
 
 from __future__ import annotations
@@ -33,6 +34,25 @@ def still_orphaned(rows: list[Any], *, stale: bool) -> Program[list[Any]]:
     judged = yield Sql(_sql.owners_alive(len(owners), stale=stale), owners, "all", "share")
     alive = {str(worker_id) for worker_id, live in judged if live}
     return [row for row in rows if row[4] is None or str(row[4]) not in alive]
+
+
+def relatives_held(run_id: str) -> Program[bool]:
+    """Lock the runs the end of orphan `run_id` writes (its parent, its children); True if all.
+
+    A claim that ends a run recovered too often (PoisonRun) writes its parent and its
+    unfinished children too, after it has locked the run and its owner's row. Waiting
+    for them then could close a circle with a heartbeat (programs/workers.py `beat_at`)
+    that holds one (handing it back, or re-registering: its owned runs FOR SHARE) and
+    waits for the owner's row or for the run: so they are locked only if nobody holds
+    them (SKIP LOCKED), and if one is held the run is left for a later claim. SQLite's
+    write transaction is exclusive: all are held.
+    """
+    params = (run_id, run_id)
+    every = yield Sql(_sql.SELECT_RELATIVES, params, "all")
+    if not every:
+        return True
+    held = yield Sql(_sql.SELECT_RELATIVES, params, "all", "try")
+    return len(held) == len(every)
 
 
 def record_interrupted(

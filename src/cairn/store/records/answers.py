@@ -70,7 +70,8 @@ class Claimed:
     runs: list[RunRecord]
     poisoned: dict[str, str]  # run id -> its workflow
     # When each claimed run became due (run id -> time), for runs that were PENDING or
-    # parked; a recovered run has none. The claim lag metric reads it.
+    # parked; a recovered run has none, nor has a PENDING one claimed before (handed
+    # back, retried). The claim lag metric reads it.
     due: dict[str, float] = field(default_factory=dict)
 
 
