@@ -22,9 +22,7 @@ publish that fails is tried again at the next look, and the outage is logged onc
 (broker.py). Sleeps and backoffs therefore hold no Celery task and use no `countdown`:
 the run's wake time is in the database and the dispatcher publishes it when due. Every
 worker process dispatches; a run published twice is claimed once. The runs a look finds
-for one Celery queue go in batch messages of up to `BATCH` ids (or as many as the worker
-has threads), split so that one look makes at least `SPREAD` messages (other workers get
-their share).
+for one Celery queue go in batch messages (batching.py).
 """
 
 from __future__ import annotations
@@ -36,6 +34,17 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from cairn.celery.batching import (
+    BATCH,
+    BATCH_LIMIT,
+    DEFAULT_QUEUE,
+    STEP,
+    Key,
+    Message,
+    batches,
+    celery_queue,
+    step_celery_queue,
+)
 from cairn.celery.broker import BrokerState
 from cairn.errors import StoreError
 from cairn.observability import logcontext
@@ -44,39 +53,12 @@ from cairn.store.programs import claimable, step_tasks
 
 log = logcontext.logger("cairn.celery")
 
-# Celery queue of runs on no workflow queue; a run on workflow queue Q goes to "cairn.Q",
-# an attempt sent to step queue S to "cairn.step.S".
-DEFAULT_QUEUE = "cairn"
-RUN = "run"
-RUNS = "runs"  # a batch message: several run ids
-STEP = "step"
-# The most run ids in one message (unless a worker has more threads: `Host.batch`), and
-# how many messages a look's runs for one Celery queue are spread over at least: a batch
-# saves Celery's and the broker's per-message work, and a worker takes up to (its threads
-# x its batch) runs, the ones beyond its slots waiting for one.
-BATCH = 8
-BATCH_LIMIT = 1000  # the most ids a "cairn.runs" message may name (messages.py checks)
-SPREAD = 4
 _LOOK = 500  # runs (and attempts) the dispatcher reads at a look
 
-
-def celery_queue(queue: str | None) -> str:
-    """The Celery queue a run's message goes to."""
-    return DEFAULT_QUEUE if queue is None else f"{DEFAULT_QUEUE}.{queue}"
-
-
-def step_celery_queue(queue: str) -> str:
-    """The Celery queue of the attempts sent to step queue `queue`."""
-    return f"{DEFAULT_QUEUE}.{STEP}.{queue}"
-
-
-# Publishes (RUN or STEP, its id, Celery queue) and (RUNS, their ids, Celery queue)
-# messages; raises if the broker may not have them all (those it has are then published
-# again: a duplicate claims nothing).
-Message = tuple[str, str | list[str], str]
+# Publishes messages (batching.py); raises if the broker may not have them all (those it
+# has are then published again: a duplicate claims nothing).
 Publish = Callable[[list[Message]], None]
 Depth = Callable[[str], int]  # how many messages wait in a Celery queue
-Key = tuple[str, str, float]  # (run id, status, mark) or (task id, STEP, claims)
 
 
 class Host:
@@ -381,20 +363,3 @@ class Host:
             return sent
         self.broker.succeeded()
         return sent
-
-
-def batches(keys: list[tuple[Key, str]], *, most: int = BATCH) -> list[Message]:
-    """The messages that publish `keys`: runs in batches of up to `most` per queue, steps alone."""
-    messages: list[Message] = []
-    runs: dict[str, list[str]] = {}
-    for key, queue in keys:
-        if key[1] == STEP:
-            messages.append((STEP, key[0], queue))
-        else:
-            runs.setdefault(queue, []).append(key[0])
-    for queue, ids in runs.items():
-        size = min(most, -(-len(ids) // SPREAD))
-        for start in range(0, len(ids), size):
-            chunk = list(dict.fromkeys(ids[start : start + size]))
-            messages.append((RUN, chunk[0], queue) if len(chunk) == 1 else (RUNS, chunk, queue))
-    return messages
