@@ -137,6 +137,59 @@ def test_celery__the_dispatcher_hears_of_runs_stored_by_other_processes_at_once(
         host.stop().join(timeout=30)
 
 
+def test_celery__the_dispatcher_looks_again_when_the_engine_runs_dry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Runs stored while the engine executed others were published only at the store's
+    # next hint (SQLite's come every 50 ms) or interval: the engine sat idle meanwhile,
+    # where cairn's own worker claims again as its slots free. With no hint at all (and
+    # an interval of a minute), a run's end must bring the next look.
+    import asyncio
+
+    import cairn
+    from cairn.authoring.workflow import make_workflow
+    from cairn.celery.host import Host
+    from cairn.runtime.engine import Engine
+    from cairn.store.sqlite.store import SqliteStore
+
+    waiting = threading.Event()  # the dispatcher's first look is over
+
+    async def no_hint(self: SqliteStore, timeout: float) -> None:
+        waiting.set()
+        await asyncio.sleep(timeout)
+
+    monkeypatch.setattr(SqliteStore, "wait_for_work", no_hint)
+    url = f"sqlite:///{tmp_path / 'cairn.db'}"
+    registry = cairn.Registry()
+
+    async def noop(n: int) -> int:
+        return n
+
+    make_workflow(noop, name="celery.host.dry", reg=registry)
+    published: list[Any] = []
+    second = threading.Event()
+
+    def publish(messages: list[Any]) -> None:
+        published.extend(messages)
+        second.set()
+
+    host = Host(
+        lambda: Engine(url, workers=2, polls=False, registry=registry), publish, dispatch=60.0
+    )
+    host.start()
+    try:
+        assert waiting.wait(timeout=30)
+        with cairn.Client(url) as client:
+            first = client.start("celery.host.dry", 1, allow_unknown=True).run_id
+            later = client.start("celery.host.dry", 2, allow_unknown=True).run_id
+            assert published == []  # the first look was before them; no hint comes
+            assert host.take(first, "cairn")  # a message for the first, as Celery's pool
+            assert second.wait(timeout=30), "the next run waited for the interval (60 s)"
+            assert [message[1] for message in published] == [later]
+    finally:
+        host.stop().join(timeout=30)
+
+
 def test_celery__a_second_sigterm_during_stop_does_not_deadlock_the_worker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

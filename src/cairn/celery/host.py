@@ -101,6 +101,10 @@ class Host:
         # messages whose claim took nothing (a queue limit, or a duplicate) (loop only).
         self._freed: dict[str, int] = {}
         self._refused: dict[str, int] = {}
+        # Runs messages gave this worker whose takes have not ended (loop only), and the
+        # dispatcher's cue to look before the next hint: the engine is running dry.
+        self._held = 0
+        self._hungry = asyncio.Event()
 
     def start(self) -> None:
         """Open the engine (once) and start dispatching."""
@@ -180,7 +184,17 @@ class Host:
         # a second call from the Celery thread into the loop. With no free slot, it waits
         # for one: a message's runs are this worker's to run (its message is acknowledged).
         assert self.engine is not None and self.engine.worker is not None
-        taken = await self.engine.worker.take(run_id, wait=True)
+        self._held += 1
+        try:
+            taken = await self.engine.worker.take(run_id, wait=True)
+        finally:
+            self._held -= 1
+            if self._held in (0, self.concurrency):
+                # Down to a slot's worth of runs (or none): runs stored meanwhile by other
+                # processes, or beyond the last look's limit, are published now, not at
+                # the next hint (SQLite's come every 50 ms, none for runs already stored),
+                # as cairn's own worker claims again as its slots free.
+                self._hungry.set()
         if queue is not None:
             self._count(self._freed if taken else self._refused, queue)
         return taken
@@ -282,9 +296,24 @@ class Host:
                 log.warning("cairn: the dispatcher cannot read the database: %s", exc)
             except Exception:
                 log.exception("cairn: the dispatcher failed to publish; trying again")
-            await store.wait_for_work(self.dispatch_interval)
+            await self._wait_for_work(self.dispatch_interval)
             # The engine's requests loop waits for this hint too (runtime/claiming.py).
             worker.wake()
+
+    async def _wait_for_work(self, timeout: float) -> None:
+        # Until the store hints at new work, the engine runs dry (`_take`), or `timeout`.
+        assert self.engine is not None
+        if not self._hungry.is_set():
+            waiters = {
+                asyncio.ensure_future(self.engine.store.wait_for_work(timeout)),
+                asyncio.ensure_future(self._hungry.wait()),
+            }
+            try:
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+        self._hungry.clear()
 
     def _due(
         self,
