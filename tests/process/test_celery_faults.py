@@ -232,9 +232,10 @@ def test_celery__a_run_is_not_published_again_while_its_message_waits(
     procs.append(worker)
     worker.ready()
     with cairn.Client(sqlite_url) as client:
-        for _ in range(3):  # runs of a queue no worker consumes: their messages wait
+        for n in range(3):  # runs of a queue no worker consumes: their messages wait
             client.start("celery.lonely", queue="lonely", allow_unknown=True)
-        until("three messages", lambda: depth(broker, "cairn.lonely") >= 3)
+            # One at a time: runs a look finds together may share a message.
+            until(f"message {n + 1}", lambda n=n: depth(broker, "cairn.lonely") >= n + 1)
         time.sleep(4.0)  # four leases
     assert depth(broker, "cairn.lonely") == 3
     worker.alive()

@@ -44,31 +44,35 @@ def test_celery__a_message_taken_after_the_host_stopped_is_refused_not_hung(
     assert answers == [False, False, 0]
 
 
-def test_celery__a_look_s_runs_go_in_batches_spread_over_several_messages() -> None:
-    from cairn.celery.host import BATCH, RUN, RUNS, SPREAD, STEP, batches
+def test_celery__a_look_s_runs_go_in_batches_spread_over_several_messages_of_a_few() -> None:
+    from cairn.celery.batching import BATCH, FEW, RUN, RUNS, SPREAD, STEP, batches
 
     def keys(n: int, queue: str = "cairn") -> list[Any]:
         return [((f"{queue}-{i}", "PENDING", 0.0), queue) for i in range(n)]
 
-    # Few runs: one message each (as many workers as can take them).
-    assert batches(keys(SPREAD)) == [(RUN, f"cairn-{i}", "cairn") for i in range(SPREAD)]
+    # A lone run: its own message; fewer than FEW x 2 runs: one message (each message
+    # costs Celery and the broker as much as a short run, and one worker with free slots
+    # executes them all at once).
+    assert batches(keys(1)) == [(RUN, "cairn-0", "cairn")]
+    assert batches(keys(FEW * 2 - 1)) == [
+        (RUNS, [f"cairn-{i}" for i in range(FEW * 2 - 1)], "cairn")
+    ]
     # Many: at most BATCH ids a message, and at least SPREAD messages.
     many = batches(keys(BATCH * SPREAD * 2))
     assert len(many) == SPREAD * 2
     assert {(kind, len(ids)) for kind, ids, _ in many} == {(RUNS, BATCH)}
-    some = batches(keys(10))
-    assert [len(ids) if kind == RUNS else 1 for kind, ids, _ in some] == [3, 3, 3, 1]
+    # Between: as many messages (up to SPREAD) as hold FEW each, in order.
+    some = batches(keys(FEW * 3 + 1))
+    assert [len(ids) if kind == RUNS else 1 for kind, ids, _ in some] == [5, 5, 3]
     assert [ident for kind, ids, _ in some for ident in (ids if kind == RUNS else [ids])] == [
-        f"cairn-{i}" for i in range(10)
+        f"cairn-{i}" for i in range(FEW * 3 + 1)
     ]
     # Per Celery queue; step attempts one a message.
     mixed = batches([*keys(8, "cairn.q"), (("t-1", STEP, 1.0), "cairn.step.gpu")])
     assert mixed == [
         (STEP, "t-1", "cairn.step.gpu"),
-        (RUNS, ["cairn.q-0", "cairn.q-1"], "cairn.q"),
-        (RUNS, ["cairn.q-2", "cairn.q-3"], "cairn.q"),
-        (RUNS, ["cairn.q-4", "cairn.q-5"], "cairn.q"),
-        (RUNS, ["cairn.q-6", "cairn.q-7"], "cairn.q"),
+        (RUNS, ["cairn.q-0", "cairn.q-1", "cairn.q-2", "cairn.q-3"], "cairn.q"),
+        (RUNS, ["cairn.q-4", "cairn.q-5", "cairn.q-6", "cairn.q-7"], "cairn.q"),
     ]
 
 
@@ -76,7 +80,8 @@ def test_celery__a_worker_with_more_threads_than_a_batch_sends_messages_as_big_a
     # Each message costs a worker broker round trips (on Redis: a BRPOP, kombu's unacked
     # entry, an acknowledgement) whatever it names: a worker of 32 threads sends messages
     # of up to 32 runs, one an idle worker like it starts at once.
-    from cairn.celery.host import BATCH, BATCH_LIMIT, RUNS, SPREAD, Host, batches
+    from cairn.celery.batching import BATCH, BATCH_LIMIT, RUNS, SPREAD, batches
+    from cairn.celery.host import Host
 
     def keys(n: int) -> list[Any]:
         return [((f"cairn-{i}", "PENDING", 0.0), "cairn") for i in range(n)]
@@ -128,6 +133,59 @@ def test_celery__the_dispatcher_hears_of_runs_stored_by_other_processes_at_once(
                 while not any(message[1] == run_id for message in published):
                     assert time.monotonic() - began < 1.0, f"run {n} not published within 1 s"
                     time.sleep(0.01)
+    finally:
+        host.stop().join(timeout=30)
+
+
+def test_celery__the_dispatcher_looks_again_when_the_engine_runs_dry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Runs stored while the engine executed others were published only at the store's
+    # next hint (SQLite's come every 50 ms) or interval: the engine sat idle meanwhile,
+    # where cairn's own worker claims again as its slots free. With no hint at all (and
+    # an interval of a minute), a run's end must bring the next look.
+    import asyncio
+
+    import cairn
+    from cairn.authoring.workflow import make_workflow
+    from cairn.celery.host import Host
+    from cairn.runtime.engine import Engine
+    from cairn.store.sqlite.store import SqliteStore
+
+    waiting = threading.Event()  # the dispatcher's first look is over
+
+    async def no_hint(self: SqliteStore, timeout: float) -> None:
+        waiting.set()
+        await asyncio.sleep(timeout)
+
+    monkeypatch.setattr(SqliteStore, "wait_for_work", no_hint)
+    url = f"sqlite:///{tmp_path / 'cairn.db'}"
+    registry = cairn.Registry()
+
+    async def noop(n: int) -> int:
+        return n
+
+    make_workflow(noop, name="celery.host.dry", reg=registry)
+    published: list[Any] = []
+    second = threading.Event()
+
+    def publish(messages: list[Any]) -> None:
+        published.extend(messages)
+        second.set()
+
+    host = Host(
+        lambda: Engine(url, workers=2, polls=False, registry=registry), publish, dispatch=60.0
+    )
+    host.start()
+    try:
+        assert waiting.wait(timeout=30)
+        with cairn.Client(url) as client:
+            first = client.start("celery.host.dry", 1, allow_unknown=True).run_id
+            later = client.start("celery.host.dry", 2, allow_unknown=True).run_id
+            assert published == []  # the first look was before them; no hint comes
+            assert host.take(first, "cairn")  # a message for the first, as Celery's pool
+            assert second.wait(timeout=30), "the next run waited for the interval (60 s)"
+            assert [message[1] for message in published] == [later]
     finally:
         host.stop().join(timeout=30)
 

@@ -22,14 +22,8 @@ from typing import Any
 
 from cairn import config, durations
 from cairn.celery import broker, publishing
-from cairn.celery.host import (
-    DEFAULT_QUEUE,
-    Host,
-    Message,
-    celery_queue,
-    log,
-    step_celery_queue,
-)
+from cairn.celery.batching import DEFAULT_QUEUE, Message, celery_queue, step_celery_queue
+from cairn.celery.host import Host, log
 from cairn.errors import ConfigError
 from cairn.store import locations
 

@@ -22,9 +22,7 @@ publish that fails is tried again at the next look, and the outage is logged onc
 (broker.py). Sleeps and backoffs therefore hold no Celery task and use no `countdown`:
 the run's wake time is in the database and the dispatcher publishes it when due. Every
 worker process dispatches; a run published twice is claimed once. The runs a look finds
-for one Celery queue go in batch messages of up to `BATCH` ids (or as many as the worker
-has threads), split so that one look makes at least `SPREAD` messages (other workers get
-their share).
+for one Celery queue go in batch messages (batching.py).
 """
 
 from __future__ import annotations
@@ -36,6 +34,17 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from cairn.celery.batching import (
+    BATCH,
+    BATCH_LIMIT,
+    DEFAULT_QUEUE,
+    STEP,
+    Key,
+    Message,
+    batches,
+    celery_queue,
+    step_celery_queue,
+)
 from cairn.celery.broker import BrokerState
 from cairn.errors import StoreError
 from cairn.observability import logcontext
@@ -44,39 +53,12 @@ from cairn.store.programs import claimable, step_tasks
 
 log = logcontext.logger("cairn.celery")
 
-# Celery queue of runs on no workflow queue; a run on workflow queue Q goes to "cairn.Q",
-# an attempt sent to step queue S to "cairn.step.S".
-DEFAULT_QUEUE = "cairn"
-RUN = "run"
-RUNS = "runs"  # a batch message: several run ids
-STEP = "step"
-# The most run ids in one message (unless a worker has more threads: `Host.batch`), and
-# how many messages a look's runs for one Celery queue are spread over at least: a batch
-# saves Celery's and the broker's per-message work, and a worker takes up to (its threads
-# x its batch) runs, the ones beyond its slots waiting for one.
-BATCH = 8
-BATCH_LIMIT = 1000  # the most ids a "cairn.runs" message may name (messages.py checks)
-SPREAD = 4
 _LOOK = 500  # runs (and attempts) the dispatcher reads at a look
 
-
-def celery_queue(queue: str | None) -> str:
-    """The Celery queue a run's message goes to."""
-    return DEFAULT_QUEUE if queue is None else f"{DEFAULT_QUEUE}.{queue}"
-
-
-def step_celery_queue(queue: str) -> str:
-    """The Celery queue of the attempts sent to step queue `queue`."""
-    return f"{DEFAULT_QUEUE}.{STEP}.{queue}"
-
-
-# Publishes (RUN or STEP, its id, Celery queue) and (RUNS, their ids, Celery queue)
-# messages; raises if the broker may not have them all (those it has are then published
-# again: a duplicate claims nothing).
-Message = tuple[str, str | list[str], str]
+# Publishes messages (batching.py); raises if the broker may not have them all (those it
+# has are then published again: a duplicate claims nothing).
 Publish = Callable[[list[Message]], None]
 Depth = Callable[[str], int]  # how many messages wait in a Celery queue
-Key = tuple[str, str, float]  # (run id, status, mark) or (task id, STEP, claims)
 
 
 class Host:
@@ -119,6 +101,10 @@ class Host:
         # messages whose claim took nothing (a queue limit, or a duplicate) (loop only).
         self._freed: dict[str, int] = {}
         self._refused: dict[str, int] = {}
+        # Runs messages gave this worker whose takes have not ended (loop only), and the
+        # dispatcher's cue to look before the next hint: the engine is running dry.
+        self._held = 0
+        self._hungry = asyncio.Event()
 
     def start(self) -> None:
         """Open the engine (once) and start dispatching."""
@@ -198,7 +184,17 @@ class Host:
         # a second call from the Celery thread into the loop. With no free slot, it waits
         # for one: a message's runs are this worker's to run (its message is acknowledged).
         assert self.engine is not None and self.engine.worker is not None
-        taken = await self.engine.worker.take(run_id, wait=True)
+        self._held += 1
+        try:
+            taken = await self.engine.worker.take(run_id, wait=True)
+        finally:
+            self._held -= 1
+            if self._held in (0, self.concurrency):
+                # Down to a slot's worth of runs (or none): runs stored meanwhile by other
+                # processes, or beyond the last look's limit, are published now, not at
+                # the next hint (SQLite's come every 50 ms, none for runs already stored),
+                # as cairn's own worker claims again as its slots free.
+                self._hungry.set()
         if queue is not None:
             self._count(self._freed if taken else self._refused, queue)
         return taken
@@ -300,9 +296,24 @@ class Host:
                 log.warning("cairn: the dispatcher cannot read the database: %s", exc)
             except Exception:
                 log.exception("cairn: the dispatcher failed to publish; trying again")
-            await store.wait_for_work(self.dispatch_interval)
+            await self._wait_for_work(self.dispatch_interval)
             # The engine's requests loop waits for this hint too (runtime/claiming.py).
             worker.wake()
+
+    async def _wait_for_work(self, timeout: float) -> None:
+        # Until the store hints at new work, the engine runs dry (`_take`), or `timeout`.
+        assert self.engine is not None
+        if not self._hungry.is_set():
+            waiters = {
+                asyncio.ensure_future(self.engine.store.wait_for_work(timeout)),
+                asyncio.ensure_future(self._hungry.wait()),
+            }
+            try:
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+        self._hungry.clear()
 
     def _due(
         self,
@@ -381,20 +392,3 @@ class Host:
             return sent
         self.broker.succeeded()
         return sent
-
-
-def batches(keys: list[tuple[Key, str]], *, most: int = BATCH) -> list[Message]:
-    """The messages that publish `keys`: runs in batches of up to `most` per queue, steps alone."""
-    messages: list[Message] = []
-    runs: dict[str, list[str]] = {}
-    for key, queue in keys:
-        if key[1] == STEP:
-            messages.append((STEP, key[0], queue))
-        else:
-            runs.setdefault(queue, []).append(key[0])
-    for queue, ids in runs.items():
-        size = min(most, -(-len(ids) // SPREAD))
-        for start in range(0, len(ids), size):
-            chunk = list(dict.fromkeys(ids[start : start + size]))
-            messages.append((RUN, chunk[0], queue) if len(chunk) == 1 else (RUNS, chunk, queue))
-    return messages

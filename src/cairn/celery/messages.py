@@ -16,7 +16,7 @@ from typing import Any
 
 from celery.worker.consumer import Consumer as CeleryConsumer
 
-from cairn.celery.host import BATCH_LIMIT
+from cairn.celery.batching import BATCH_LIMIT
 from cairn.observability import logcontext
 
 log = logcontext.logger("cairn.celery")

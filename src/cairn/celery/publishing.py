@@ -17,7 +17,7 @@ from typing import Any
 
 from kombu.utils.uuid import uuid
 
-from cairn.celery.host import RUN, RUNS, Message
+from cairn.celery.batching import RUN, RUNS, Message
 
 RUN_TASK = "cairn.run"
 RUNS_TASK = "cairn.runs"
