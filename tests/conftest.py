@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from tests.pg_databases import Databases
 
 import cairn
 
@@ -97,19 +98,22 @@ def pg_template() -> Iterator[str]:
         conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
 
 
+@pytest.fixture(scope="session")
+def pg_databases(pg_template: str) -> Iterator[Databases]:
+    """Copies of the template, each made while the test before it runs."""
+    databases = Databases(PG_URL, pg_template)
+    yield databases
+    databases.close()
+
+
 @pytest.fixture
 def pg_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh, migrated PostgreSQL database for one test."""
     require_postgres()
-    import psycopg
-
-    template = request.getfixturevalue("pg_template")
-    name = f"cairn_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
+    databases: Databases = request.getfixturevalue("pg_databases")
+    name = databases.take()
     yield _admin_url(name)
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    databases.give_back(name)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

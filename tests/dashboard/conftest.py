@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.conftest import PG_URL, require_postgres
 
 import cairn
 
@@ -43,6 +44,37 @@ def server(server_factory) -> Server:
 async def api(server: Server) -> AsyncIterator[httpx.AsyncClient]:
     """An HTTP client on the server's /api/v1."""
     async with httpx.AsyncClient(base_url=server.api, timeout=10) as client:
+        yield client
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def unchanging_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """One dashboard per module and store, for requests it must refuse (an empty database).
+
+    A process start is most of such a test's time. The tests sharing it send requests
+    that must change nothing; those that could start something check that nothing was.
+    """
+    cwd = tmp_path_factory.mktemp("dashboard")
+    if request.param == "sqlite":
+        server = start_server(f"sqlite:///{cwd / 'cairn.db'}", cwd)
+        yield server
+        server.stop()
+        return
+    require_postgres()
+    databases = request.getfixturevalue("pg_databases")
+    name = databases.take()
+    server = start_server(f"{PG_URL.rsplit('/', 1)[0]}/{name}", cwd)
+    yield server
+    server.stop()
+    databases.give_back(name)
+
+
+@pytest.fixture
+async def unchanging_api(unchanging_server: Server) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client on the shared `unchanging_server`'s /api/v1."""
+    async with httpx.AsyncClient(base_url=unchanging_server.api, timeout=10) as client:
         yield client
 
 

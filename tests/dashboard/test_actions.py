@@ -204,8 +204,8 @@ async def test_bulk_retry__by_filter(api, workers, flows):
         ({"filter": {"status": "FAILED"}, "limit": 0}, "limit must be between 1 and 1000"),
     ],
 )
-async def test_bulk__unreadable_bodies_are_400(api, body, fragment):
-    response = await api.post("/runs/cancel", json=body)
+async def test_bulk__unreadable_bodies_are_400(unchanging_api, body, fragment):
+    response = await unchanging_api.post("/runs/cancel", json=body)
     assert response.status_code == 400, response.text
     assert fragment in response.json()["message"]
 

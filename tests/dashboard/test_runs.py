@@ -138,8 +138,8 @@ async def test_list__cursor_pages_through_every_run_once(api, workers):
         ({"col.": "1"}, "col.NAME"),
     ],
 )
-async def test_list__bad_parameters_are_400(api, params, fragment):
-    response = await api.get("/runs", params=params)
+async def test_list__bad_parameters_are_400(unchanging_api, params, fragment):
+    response = await unchanging_api.get("/runs", params=params)
     assert response.status_code == 400, response.text
     assert response.json()["error"] == "BadRequest"
     assert fragment in response.json()["message"]
@@ -174,7 +174,8 @@ async def test_read__unknown_run_is_404(api):
     ],
     ids=lambda value: repr(value)[:40] if isinstance(value, bytes) else None,
 )
-async def test_start__unreadable_bodies_are_400_and_start_nothing(api, body, fragment):
+async def test_start__unreadable_bodies_are_400_and_start_nothing(unchanging_api, body, fragment):
+    api = unchanging_api
     response = await api.post("/runs", content=body, headers=JSON)
     assert response.status_code == 400, response.text
     assert response.json()["error"] == "BadRequest"
@@ -291,7 +292,7 @@ async def test_history__pages_through_a_long_history(api, workers):
         ({"after": -1}, "after must be between 0 and"),
     ],
 )
-async def test_history__bad_page_parameters_are_400(api, params, fragment):
-    response = await api.get("/runs/nobody/history", params=params)
+async def test_history__bad_page_parameters_are_400(unchanging_api, params, fragment):
+    response = await unchanging_api.get("/runs/nobody/history", params=params)
     assert response.status_code == 400, response.text
     assert fragment in response.json()["message"]

@@ -80,7 +80,8 @@ async def test_queues__update_live_and_list(api):
         ({"rate": "fast"}, 422, "fast"),
     ],
 )
-async def test_queues__bad_limits(api, body, code, fragment):
+async def test_queues__bad_limits(unchanging_api, body, code, fragment):
+    api = unchanging_api
     response = await api.post("/queues/mail", json=body)
     assert response.status_code == code, response.text
     assert fragment in response.json()["message"]

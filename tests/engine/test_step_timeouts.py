@@ -31,7 +31,7 @@ async def test_sync_timeout__attempts_never_overlap(
     @kit.step("slow.write", retries=2, timeout=1, queue=queue)
     def slow_write() -> None:
         began = time.time()
-        time.sleep(3)  # past the timeout: a thread cannot be stopped, it runs on
+        time.sleep(2)  # past the timeout: a thread cannot be stopped, it runs on
         with log.open("a") as out:
             out.write(f"{began} {time.time()}\n")
 
