@@ -52,10 +52,16 @@ def deadlocks(url: str) -> int:
     return int(execute(url, sql, (name,))[0][0])
 
 
-async def beat(url: str, hand_back: bool) -> Beat:
-    """A heartbeat of w0 on a side channel of its own, as its worker sends it."""
+async def beat(
+    url: str, hand_back: bool = False, let_go: list[tuple[str, int]] | None = None
+) -> Beat:
+    """A heartbeat of w0 on a side channel of its own, as its worker sends it.
+
+    It hands back "r" if `hand_back`, else the runs of `let_go`.
+    """
     channel = PostgresSideChannel(url, where="test")
-    let_go = [("r", 1)] if hand_back else []
+    if let_go is None:
+        let_go = [("r", 1)] if hand_back else []
     try:
         return await asyncio.to_thread(channel.beat, worker_record("w0"), let_go)
     finally:
@@ -209,19 +215,13 @@ async def test_beat_and_poisoning_claim__a_child_handed_back_meanwhile(
     before = deadlocks(pg_url)
     with held(pg_url) as reader:
         reader.conn.execute("SELECT worker_id FROM workers WHERE worker_id = 'w0' FOR SHARE")
-        channel = PostgresSideChannel(pg_url, where="test")
-        beating = asyncio.create_task(
-            asyncio.to_thread(channel.beat, worker_record("w0"), [("C", 1)])
-        )
+        beating = asyncio.create_task(beat(pg_url, let_go=[("C", 1)]))
         await waiting(pg_url, beating, 1)
         claiming = claim(pg_store)
         await waiting(pg_url, claiming, 2)
         reader.commit()
-        try:
-            async with asyncio.timeout(BOUND):
-                beat_done, claimed = await beating, await claiming
-        finally:
-            channel.close()
+        async with asyncio.timeout(BOUND):
+            beat_done, claimed = await beating, await claiming
     assert deadlocks(pg_url) == before
 
     assert (claimed.runs, claimed.poisoned) == ([], {})  # C was the beat's: P left alone
@@ -243,15 +243,11 @@ async def test_beat_and_poisoning_claim__a_reregistering_beat_locks_the_child_fi
         parent.conn.execute("SELECT run_id FROM runs WHERE run_id = 'G' FOR UPDATE")
         claiming = claim(pg_store, only=["P"])
         await waiting(pg_url, claiming, 1)
-        channel = PostgresSideChannel(pg_url, where="test")
-        beating = asyncio.create_task(asyncio.to_thread(channel.beat, worker_record("w0")))
+        beating = asyncio.create_task(beat(pg_url))
         await waiting(pg_url, beating, 2)
         parent.commit()
-        try:
-            async with asyncio.timeout(BOUND):
-                beat_done, claimed = await beating, await claiming
-        finally:
-            channel.close()
+        async with asyncio.timeout(BOUND):
+            beat_done, claimed = await beating, await claiming
     assert deadlocks(pg_url) == before
 
     assert (claimed.runs, claimed.poisoned) == ([], {})
@@ -319,15 +315,11 @@ async def test_beat_and_a_finish__a_reregistering_beat_and_the_end_of_a_relative
         end = run_ops.finish_run("P", Lease("w1", 1), "COMPLETED", result="1", error=None, now=T0)
         finishing = asyncio.create_task(pg_store.write(end))
         await waiting(pg_url, finishing, 1)
-        channel = PostgresSideChannel(pg_url, where="test")
-        beating = asyncio.create_task(asyncio.to_thread(channel.beat, worker_record("w0")))
+        beating = asyncio.create_task(beat(pg_url))
         await waiting(pg_url, beating, 2)
         reader.commit()
-        try:
-            async with asyncio.timeout(BOUND):
-                beat_done = await beating
-                await finishing
-        finally:
-            channel.close()
+        async with asyncio.timeout(BOUND):
+            beat_done = await beating
+            await finishing
     assert deadlocks(pg_url) == before
     assert beat_done.owned == {"C": 1, "G": 1}
