@@ -158,6 +158,8 @@ class EventDelivery:
     takes the event now: the run was waiting for it and is woken. `waits_for` says what
     a waiting run's open waits take instead (`"event 'approval'"`), empty when the run is
     not waiting. `note` is the plain line to show people when the event is only kept.
+    `repeated` is True when the run had this event's `idempotency_key` already and has
+    finished since: a retried send, answered rather than refused with `RunFinished`.
     """
 
     run_id: str
@@ -165,6 +167,7 @@ class EventDelivery:
     status: RunStatus
     awaited: bool
     waits_for: tuple[str, ...] = ()
+    repeated: bool = False
 
     @property
     def note(self) -> str | None:

@@ -222,6 +222,7 @@ async def test_events__one_no_wait_takes_is_kept_and_the_reply_says_so(api, work
         "event": "og",
         "status": "WAITING",
         "awaited": False,
+        "repeated": False,
         "waits_for": ["event 'go'"],
         "note": "run e2 is not waiting for event 'og' (it waits for event 'go'); "
         "the event is kept for a later wait",

@@ -258,3 +258,26 @@ async def test_wait_for_event__bad_timeout_raises_value_error(kit: Kit) -> None:
 
     async with kit.engine() as engine:
         assert "'eventually'" in await (await engine.start(bad)).result(timeout=WAIT)
+
+
+async def test_send_event__a_repeated_key_after_the_run_finished_is_the_same_delivery(
+    kit: Kit,
+) -> None:
+    # A sender that retries (its first answer was lost) must not be told the run
+    # finished when its first send is what finished it; a new key still is.
+    collect = _collector(kit, "events.repeat_after_end", "ping", 1)
+
+    async with kit.engine() as engine:
+        run = await engine.start(collect)
+        await until(engine, run.run_id, "WAITING")
+        first = await engine.send_event(run.run_id, "ping", "pong", idempotency_key="once")
+        assert first.awaited and not first.repeated
+        assert await run.result(timeout=WAIT) == ["pong"]
+
+        again = await engine.send_event(run.run_id, "ping", "pong", idempotency_key="once")
+        assert again.repeated and not again.awaited
+        assert again.status is cairn.RunStatus.COMPLETED and again.note is None
+        with pytest.raises(cairn.RunFinished):
+            await engine.send_event(run.run_id, "ping", "pong", idempotency_key="twice")
+        with pytest.raises(cairn.RunFinished):
+            await engine.send_event(run.run_id, "ping", "pong")

@@ -268,6 +268,7 @@ def test_send__events_queue_fifo_and_a_repeated_key_is_ignored(project, workers)
         "status": "PENDING",
         "key": "k2",
         "awaited": False,
+        "repeated": False,
         "waits_for": [],
         "note": None,  # a queued run may wait for it next: nothing to say
     }
@@ -276,6 +277,11 @@ def test_send__events_queue_fifo_and_a_repeated_key_is_ignored(project, workers)
     worker.wait_for("run tw COMPLETED")
     assert worker.terminate() == 0
     assert as_json(project, "runs", "show", "tw")["run"]["result"] == [1, "three"]
+    again = ok(project, "send", "tw", "n", "2", "--key", "k1")  # a retry after the end
+    assert again.stdout.strip() == (
+        "event 'n' with key 'k1' was sent to run tw before (COMPLETED since); nothing new sent"
+    )
+    assert "already finished (COMPLETED)" in failed(project, "send", "tw", "n", "--key", "k3")
 
 
 def test_send__a_name_the_run_does_not_wait_for_says_so_and_is_kept(project):

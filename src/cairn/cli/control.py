@@ -299,10 +299,16 @@ def send_event(ns: argparse.Namespace, glob: options.Globals) -> int:
         "status": sent.status.value,
         "key": ns.key,
         "awaited": sent.awaited,
+        "repeated": sent.repeated,
         "waits_for": list(sent.waits_for),
         "note": sent.note,
     }
     line = sent.note or f"event {ns.event!r} sent to run {sent.run_id} ({sent.status.value})"
+    if sent.repeated:
+        line = (
+            f"event {ns.event!r} with key {ns.key!r} was sent to run {sent.run_id} before "
+            f"({sent.status.value} since); nothing new sent"
+        )
     return _say(ns, line, facts)
 
 

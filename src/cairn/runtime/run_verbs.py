@@ -61,7 +61,9 @@ class RunVerbs:
 
         Raises:
             RunNotFound: no run has that id.
-            RunFinished: the run (the newest of its chain) has already finished.
+            RunFinished: the run (the newest of its chain) has already finished, unless
+                it had an event of this `idempotency_key` already (a retried send): that
+                returns with `repeated` set.
         """
         check_name(name, "event name")
         if idempotency_key is not None:
@@ -86,6 +88,8 @@ class RunVerbs:
                 if successor:
                     run_id = successor  # nothing was queued on the ended run: follow the chain
                     continue
+            if delivery.repeated:  # a retry of the send that was delivered: same answer
+                return EventDelivery(run_id, name, status, False, repeated=True)
             if status.finished:
                 raise RunFinished(run_id, status.value)
             if delivery.woken:

@@ -132,6 +132,7 @@ def event_reply(sent: EventDelivery) -> dict[str, Any]:
         "event": sent.event,
         "status": sent.status.value,
         "awaited": sent.awaited,
+        "repeated": sent.repeated,
         "waits_for": list(sent.waits_for),
         "note": sent.note,
     }

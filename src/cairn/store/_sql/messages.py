@@ -33,6 +33,10 @@ SELECT_OLDEST_MESSAGE = (
     "SELECT id, payload FROM messages WHERE run_id = ? AND channel = ? AND consumed_by IS NULL "
     "ORDER BY id LIMIT 1"
 )
+# A sender's retry: is this (run, channel, key) already stored? (messages_idempotency)
+SELECT_MESSAGE_KEY = (
+    "SELECT 1 FROM messages WHERE run_id = ? AND channel = ? AND idempotency_key = ?"
+)
 CONSUME_MESSAGE = "UPDATE messages SET consumed_by = ? WHERE id = ? AND consumed_by IS NULL"
 
 

@@ -29,15 +29,19 @@ def send_message(
 
     A WAITING run whose waits take the channel (see park_run's `waits_on`) is made due
     now. Returns the run's status, whether it was woken and what its waits consume; None
-    when no run has that id. A finished run gets no message (its status is returned).
-    A repeated (run, channel, idempotency_key) is stored once.
+    when no run has that id. A finished run gets no message (its status is returned,
+    `repeated` when it had this key's message already: a sender retrying a send that
+    finished the run). A repeated (run, channel, idempotency_key) is stored once.
     """
     row = yield one_row(_sql.SELECT_STATUS, (run_id,))
     if row is None:
         return None
     status, waits_on = str(row[0]), row[1]
     if status in FINISHED:
-        return Delivery(status)
+        repeated = idempotency_key is not None and (
+            (yield one_row(_sql.SELECT_MESSAGE_KEY, (run_id, channel, idempotency_key))) is not None
+        )
+        return Delivery(status, repeated=repeated)
     yield Sql(_sql.INSERT_MESSAGE, (run_id, channel, payload, idempotency_key, now))
     woken = bool((yield Sql(_sql.WAKE_WAITING, (now, run_id, channel))))
     waits = None

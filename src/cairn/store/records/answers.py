@@ -82,12 +82,14 @@ class Delivery:
     `status` is the run's status. `woken` says a wait of the run takes the message now:
     the run was WAITING on its channel and is due. `waits_on` are the channels a WAITING
     run's open waits consume (None for a run that is not waiting, or that parked before
-    cairn kept them).
+    cairn kept them). `repeated` says the run already had a message of this idempotency
+    key, and it has finished since (a sender's retry, not a new message).
     """
 
     status: str
     woken: bool = False
     waits_on: tuple[str, ...] | None = None
+    repeated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
