@@ -339,3 +339,30 @@ async def test_large_values__blobs_are_written_and_read_off_the_event_loop(
     loop = threading.get_ident()
     assert len(threads["put"]) == 3 and len(threads["get"]) >= 3, threads
     assert loop not in threads["put"] + threads["get"]
+
+
+async def test_large_values__an_offloaded_run_result_is_read_off_the_event_loop(
+    kit: Kit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `handle.result()` is awaited on the caller's loop: fetching and checking a 50 MiB
+    # result there would hold every other task of that loop.
+    readers: list[int] = []
+    get = FileBlobs.get
+
+    def get_noted(self: FileBlobs, sha256: str) -> bytes | None:
+        readers.append(threading.get_ident())
+        return get(self, sha256)
+
+    monkeypatch.setattr(FileBlobs, "get", get_noted)
+
+    @kit.workflow("big.result")
+    async def big_result(n: int) -> str:
+        return "R" * n
+
+    async with engine(kit, tmp_path, inline_limit="4KiB") as eng:
+        run = await eng.start(big_result, 6000)
+        await until(eng, run.run_id, "COMPLETED")
+        readers.clear()
+        assert await run.result(timeout=WAIT) == "R" * 6000
+        assert await (await eng.get(run.run_id)).result(timeout=WAIT) == "R" * 6000
+    assert len(readers) == 2 and threading.get_ident() not in readers, readers

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from cairn import blobs
 from cairn.codecs import coded
 from cairn.core.executor import Outcome
 from cairn.errors import PoisonRun, RunCancelled, RunFailed
@@ -96,14 +97,22 @@ class RunWaiter:
             left = None if deadline is None else max(0.0, deadline - loop.time())
             run = await self._wait(run_id, timeout=left)
             if isinstance(run, Outcome):
-                return self._answer(run_id, run.status, run.result, run.error)
+                return await self._answer_async(run_id, run.status, run.result, run.error)
             if run.status != RunStatus.CONTINUED.value or run.continued_to is None:
-                return self.outcome(run)
+                return await self._answer_async(run.run_id, run.status, run.result, run.error)
             run_id = run.continued_to  # the chain's final result is the answer
 
     def outcome(self, run: RunRecord) -> Any:
         """The result of a finished run, or the error it ended with, raised."""
         return self._answer(run.run_id, run.status, run.result, run.error)
+
+    async def _answer_async(
+        self, run_id: str, status: str | None, result: str | None, error: str | None
+    ) -> Any:
+        """`_answer` on the caller's loop: an offloaded result is fetched in a thread."""
+        if status == _COMPLETED and result is not None:
+            return await blobs.loads_async(self.serializer, result)
+        return self._answer(run_id, status, result, error)
 
     def _answer(
         self, run_id: str, status: str | None, result: str | None, error: str | None
