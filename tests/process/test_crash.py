@@ -7,94 +7,50 @@ the store: a step that completed before the kill must appear in it exactly once.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-import cairn
+from .spawned import Spawned, effect_counts, effect_lines, read_only_rows
 
 pytestmark = pytest.mark.process
 
 SCRIPT = Path(__file__).with_name("crash_workflow.py")
-SRC = Path(cairn.__file__).resolve().parents[1]
 STEPS = 10
 EXPECTED = sum(i * i for i in range(1, STEPS + 1))
 DEADLINE = 20.0  # seconds; a healthy machine needs a fraction of one
 
 
-class Workspace:
+class Workspace(Spawned):
     """A database, a side-effect file, and the processes running the workflow on them."""
 
     def __init__(self, root: Path) -> None:
+        super().__init__(deadline=DEADLINE)
         self.root = root
         self.db = root / "crash.db"
         self.effects = root / "effects.txt"
-        self.procs: list[subprocess.Popen[str]] = []
 
     def spawn(self, *extra: str) -> subprocess.Popen[str]:
-        env = dict(
-            os.environ, PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])
-        )
-        env.pop("CAIRN_DATABASE_URL", None)
-        proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), str(self.db), str(self.effects), *extra],
-            cwd=self.root,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.procs.append(proc)
-        return proc
+        return self.start(SCRIPT, str(self.db), str(self.effects), *extra, cwd=self.root)
 
     def finish(self, proc: subprocess.Popen[str]) -> tuple[int, str, str]:
         out, err = proc.communicate(timeout=60)
         return proc.returncode, out, err
 
-    def wait_for(self, proc: subprocess.Popen[str], what: str, ready: Callable[[], bool]) -> None:
-        """Poll `ready` until it holds; fail if the process exits or the deadline passes."""
-        deadline = time.monotonic() + DEADLINE
-        while not ready():
-            if proc.poll() is not None:
-                _, err = proc.communicate()
-                pytest.fail(f"process exited ({proc.returncode}) before {what}: {err[-2000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"no {what} within {DEADLINE}s")
-            time.sleep(0.002)  # polling interval, not synchronisation
-
-    def kill(self, proc: subprocess.Popen[str]) -> None:
-        proc.kill()  # SIGKILL: no cleanup, no atexit, no finally
-        proc.communicate(timeout=10)  # reap it and close its pipes
-        assert proc.returncode == -9
-
     def lines(self) -> list[str]:
-        if not self.effects.exists():
-            return []
-        return self.effects.read_text(encoding="utf-8").splitlines()
+        return effect_lines(self.effects)
 
     def counts(self) -> Counter[str]:
-        """How often each side effect happened ("work 3", "work 7 failed")."""
-        return Counter(line.rsplit(" pid=", 1)[0] for line in self.lines())
+        return effect_counts(self.effects)
 
     def query(self, sql: str, *params: object) -> list[tuple[object, ...]]:
         """Read the database as it is on disk (read-only; empty until it exists)."""
-        try:
-            conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=5)
-        except sqlite3.OperationalError:
-            return []
-        try:
-            return conn.execute(sql, params).fetchall()
-        except sqlite3.OperationalError:  # tables not created yet
-            return []
-        finally:
-            conn.close()
+        return read_only_rows(self.db, sql, params)
 
     def committed(self, key: str) -> bool:
         return bool(self.query("SELECT 1 FROM steps WHERE key = ?", key))
@@ -119,11 +75,7 @@ class Workspace:
 def ws(tmp_path: Path) -> Iterator[Workspace]:
     space = Workspace(tmp_path)
     yield space
-    for proc in space.procs:
-        if proc.poll() is None:
-            proc.kill()
-        if proc.stdout is not None and not proc.stdout.closed:
-            proc.communicate(timeout=10)  # reap it and close its pipes
+    space.close()
 
 
 def _resume(ws: Workspace) -> tuple[dict[str, float], float]:

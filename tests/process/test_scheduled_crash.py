@@ -9,63 +9,36 @@ at its time.
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 import subprocess
-import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-import cairn
+from .spawned import Spawned, effect_counts, read_only_rows
 
 pytestmark = pytest.mark.process
 
 SCRIPT = Path(__file__).with_name("scheduled_flow.py")
-SRC = Path(cairn.__file__).resolve().parents[1]
 DEADLINE = 20.0  # seconds; a healthy machine needs a fraction of one
 SCHEDULED = "sched-parent/schedule:sched.annual_review#1"
 
 
-class Space:
+class Space(Spawned):
     """A database, a side-effect file, and the processes running the flow on them."""
 
     def __init__(self, root: Path) -> None:
+        super().__init__(deadline=DEADLINE)
         self.db = root / "sched.db"
         self.effects = root / "effects.txt"
         self.root = root
-        self.procs: list[subprocess.Popen[str]] = []
 
     def spawn(self, *extra: str) -> subprocess.Popen[str]:
-        env = dict(
-            os.environ, PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])
-        )
-        env.pop("CAIRN_DATABASE_URL", None)
-        proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), str(self.db), str(self.effects), *extra],
-            cwd=self.root,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.procs.append(proc)
-        return proc
+        return self.start(SCRIPT, str(self.db), str(self.effects), *extra, cwd=self.root)
 
     def rows(self, sql: str) -> list[tuple[object, ...]]:
-        try:
-            conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=5)
-        except sqlite3.OperationalError:
-            return []
-        try:
-            return conn.execute(sql).fetchall()
-        except sqlite3.OperationalError:  # tables not created yet
-            return []
-        finally:
-            conn.close()
+        return read_only_rows(self.db, sql)
 
     def scheduled_runs(self) -> list[tuple[object, ...]]:
         return self.rows("SELECT run_id, status FROM runs WHERE workflow = 'sched.annual_review'")
@@ -76,39 +49,15 @@ class Space:
     def start_journaled(self) -> bool:
         return bool(self.rows("SELECT 1 FROM steps WHERE kind = 'schedule'"))
 
-    def wait_for(self, proc: subprocess.Popen[str], what: str, ready: object) -> None:
-        """Poll `ready` until it holds; fail if the process exits or the deadline passes."""
-        assert callable(ready)
-        deadline = time.monotonic() + DEADLINE
-        while not ready():
-            if proc.poll() is not None:
-                _, err = proc.communicate()
-                pytest.fail(f"process exited ({proc.returncode}) before {what}: {err[-2000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"no {what} within {DEADLINE}s")
-            time.sleep(0.002)  # polling interval, not synchronisation
-
-    def kill(self, proc: subprocess.Popen[str]) -> None:
-        proc.kill()  # SIGKILL: no cleanup, no atexit, no finally
-        proc.communicate(timeout=10)
-        assert proc.returncode == -9
-
     def counts(self) -> Counter[str]:
-        if not self.effects.exists():
-            return Counter()
-        lines = self.effects.read_text(encoding="utf-8").splitlines()
-        return Counter(line.rsplit(" pid=", 1)[0] for line in lines)
+        return effect_counts(self.effects)
 
 
 @pytest.fixture
 def space(tmp_path: Path) -> Iterator[Space]:
     made = Space(tmp_path)
     yield made
-    for proc in made.procs:
-        if proc.poll() is None:
-            proc.kill()
-        if proc.stdout is not None and not proc.stdout.closed:
-            proc.communicate(timeout=10)
+    made.close()
 
 
 @pytest.mark.parametrize("hold", ["unrecorded", "recorded"])

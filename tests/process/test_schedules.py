@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import os
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -21,10 +20,11 @@ from tests.conftest import PG_URL, pg_problem, require_postgres
 
 import cairn
 
+from .spawned import start_script
+
 pytestmark = pytest.mark.process
 
 SCRIPT = Path(__file__).with_name("schedule_worker.py")
-SRC = Path(cairn.__file__).resolve().parents[1]
 # How many one-second ticks the two-engine test watches. The issue asks for a minute;
 # CAIRN_SCHEDULE_SOAK_SECONDS shortens it for a quick local run.
 SOAK = int(os.environ.get("CAIRN_SCHEDULE_SOAK_SECONDS", "60"))
@@ -42,18 +42,8 @@ class Workspace:
         self.procs: list[subprocess.Popen[str]] = []
 
     def spawn(self, *extra: str) -> subprocess.Popen[str]:
-        env = dict(
-            os.environ, PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])
-        )
-        env.pop("CAIRN_DATABASE_URL", None)
-        proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), self.url, str(self.effects), str(self.stop), *extra],
-            cwd=self.root,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        args = (self.url, str(self.effects), str(self.stop), *extra)
+        proc = start_script(SCRIPT, *args, cwd=self.root)
         self.procs.append(proc)
         return proc
 

@@ -10,10 +10,7 @@ was answering at the kill, and the customer is refunded once.
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -24,37 +21,27 @@ import pytest
 
 import cairn
 
+from .spawned import Spawned, read_only_rows
+
 pytestmark = pytest.mark.process
 
 SCRIPT = Path(__file__).with_name("support_worker.py")
-SRC = Path(cairn.__file__).resolve().parents[1]
 DEADLINE = 30.0  # seconds; a healthy machine needs a few (importing pydantic-ai is slow)
 
 
-class Desk:
+class Desk(Spawned):
     """A database, the effect log, the worker processes and the person who approves."""
 
     def __init__(self, root: Path) -> None:
+        super().__init__(deadline=DEADLINE)
         self.db = root / "support.db"
         self.effects = root / "effects.log"
         self.root = root
-        self.procs: list[subprocess.Popen[str]] = []
         self.approved = False
 
     def spawn(self, hold: str = "") -> subprocess.Popen[str]:
-        env = dict(os.environ, PYTHONPATH=str(SRC))
-        env.pop("CAIRN_DATABASE_URL", None)
-        args = [sys.executable, str(SCRIPT), str(self.db), str(self.effects)]
-        proc = subprocess.Popen(
-            [*args, *(["--hold", hold] if hold else [])],
-            cwd=self.root,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.procs.append(proc)
-        return proc
+        args = [str(self.db), str(self.effects), *(["--hold", hold] if hold else [])]
+        return self.start(SCRIPT, *args, cwd=self.root)
 
     def lines(self) -> list[dict[str, Any]]:
         if not self.effects.exists():
@@ -63,17 +50,8 @@ class Desk:
 
     def open_task(self) -> bool:
         """Whether the run asks for approval: read from the file, as the test_crash tests do."""
-        try:
-            conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=5)
-        except sqlite3.OperationalError:
-            return False  # no database yet
-        try:
-            sql = "SELECT 1 FROM tasks WHERE run_id = 'ticket-1' AND status = 'open'"
-            return bool(conn.execute(sql).fetchall())
-        except sqlite3.OperationalError:
-            return False  # tables not created yet
-        finally:
-            conn.close()
+        sql = "SELECT 1 FROM tasks WHERE run_id = 'ticket-1' AND status = 'open'"
+        return bool(read_only_rows(self.db, sql))
 
     def approve(self) -> None:
         with cairn.Client(f"sqlite:///{self.db}") as client:
@@ -94,11 +72,6 @@ class Desk:
                 self.approve()
             time.sleep(0.02)  # polling interval, not synchronisation
 
-    def kill(self, proc: subprocess.Popen[str]) -> None:
-        proc.kill()  # SIGKILL: no cleanup, no atexit, no finally
-        proc.communicate(timeout=10)
-        assert proc.returncode == -9
-
     def finish(self) -> str:
         """A fresh worker that must recover the ticket and finish it."""
         proc = self.spawn()
@@ -113,10 +86,7 @@ class Desk:
 def desk(tmp_path: Path) -> Iterator[Desk]:
     space = Desk(tmp_path)
     yield space
-    for proc in space.procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=10)
+    space.close()
 
 
 def effect_point(line: dict[str, Any]) -> str:

@@ -14,64 +14,37 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-import cairn
+from .spawned import Spawned
 
 pytestmark = pytest.mark.process
 
 SCRIPT = Path(__file__).with_name("transaction_worker.py")
-SRC = Path(cairn.__file__).resolve().parents[1]
 DEADLINE = 30.0  # seconds; a healthy machine needs a fraction of one
 RUN_ID = "txn-crash"
 
 
-class Ledger:
+class Ledger(Spawned):
     """Worker processes on one database, and the application rows they committed."""
 
     def __init__(self, url: str, marks: Path) -> None:
+        super().__init__(deadline=DEADLINE)
         self.url = url
         self.marks = marks
-        self.procs: list[subprocess.Popen[str]] = []
 
     def spawn(self, mode: str, crash: str = "", lease: str = "30s") -> subprocess.Popen[str]:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(SCRIPT.parent)]))
-        env.pop("CAIRN_DATABASE_URL", None)
-        args = [sys.executable, str(SCRIPT), self.url, str(self.marks), "--mode", mode]
-        args += ["--lease", lease]
+        args = [self.url, str(self.marks), "--mode", mode, "--lease", lease]
         if crash:
             args += ["--crash", crash]
-        proc = subprocess.Popen(
-            args,
-            cwd=self.marks,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.procs.append(proc)
-        return proc
+        return self.start(SCRIPT, *args, cwd=self.marks)
 
     def wait_for_mark(self, proc: subprocess.Popen[str], point: str) -> None:
-        """Poll for the marker file of `point`; fail if the process exits or time runs out."""
-        deadline = time.monotonic() + DEADLINE
-        while not (self.marks / point).exists():
-            if proc.poll() is not None:
-                _, err = proc.communicate()
-                pytest.fail(f"process exited ({proc.returncode}) before {point}: {err[-2000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"the process did not reach {point} within {DEADLINE}s")
-            time.sleep(0.005)  # polling interval, not synchronisation
-
-    def kill(self, proc: subprocess.Popen[str]) -> None:
-        proc.kill()  # SIGKILL: no cleanup, no atexit, no finally
-        proc.communicate(timeout=10)
-        assert proc.returncode == -9
+        """Wait for the marker file of `point`; fail if the process exits or time runs out."""
+        self.wait_for(proc, point, (self.marks / point).exists, every=0.005)
 
     def rows(self) -> list[tuple[str, int]]:
         """The committed rows of `ledger`, as another connection sees them."""
@@ -91,11 +64,7 @@ class Ledger:
 def ledger(store_url: str, tmp_path: Path) -> Iterator[Ledger]:
     space = Ledger(store_url, tmp_path)
     yield space
-    for proc in space.procs:
-        if proc.poll() is None:
-            proc.kill()
-        if proc.stdout is not None and not proc.stdout.closed:
-            proc.communicate(timeout=10)
+    space.close()
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

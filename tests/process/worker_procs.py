@@ -7,9 +7,7 @@ engine with no workers, and reads the side-effect file the worker processes writ
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -22,53 +20,35 @@ import pytest
 import cairn
 from cairn.store.records import RunRecord
 
+from .spawned import Spawned, effect_counts, effect_lines
+
 SCRIPT = Path(__file__).with_name("served_workflows.py")
-SRC = Path(cairn.__file__).resolve().parents[1]
 DEADLINE = 20.0  # seconds; a healthy machine needs a fraction of one
 
 
-class Workers:
+class Workers(Spawned):
     """Worker processes on one database, and the side-effect file they share."""
 
     def __init__(self, root: Path, url: str) -> None:
+        super().__init__(deadline=DEADLINE)
         self.url = url
         self.effects = root / "effects.txt"
         self.release_file = root / "release"
-        self.procs: list[subprocess.Popen[str]] = []
 
     def spawn(self, *extra: str) -> subprocess.Popen[str]:
         """Start a worker process (it prints "ready" once its engine is open)."""
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(SCRIPT.parent)]))
-        env.pop("CAIRN_DATABASE_URL", None)
-        proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), self.url, str(self.effects), *extra],
-            cwd=self.effects.parent,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.procs.append(proc)
-        return proc
-
-    def kill(self, proc: subprocess.Popen[str]) -> None:
-        """SIGKILL: no cleanup, no atexit, no finally."""
-        proc.kill()
-        proc.communicate(timeout=10)
-        assert proc.returncode == -9
+        return self.start(SCRIPT, self.url, str(self.effects), *extra, cwd=self.effects.parent)
 
     def release(self) -> None:
         """Let held steps finish."""
         self.release_file.touch()
 
     def lines(self) -> list[str]:
-        if not self.effects.exists():
-            return []
-        return self.effects.read_text(encoding="utf-8").splitlines()
+        return effect_lines(self.effects)
 
     def counts(self) -> Counter[str]:
         """How often each side effect happened."""
-        return Counter(line.rsplit(" pid=", 1)[0] for line in self.lines())
+        return effect_counts(self.effects)
 
     def pids(self, effect: str) -> set[str]:
         """The processes that produced `effect`."""
@@ -104,13 +84,6 @@ class Workers:
 
         record: RunRecord = await self.until(f"run {run_id} {'/'.join(statuses)}", reached)
         return record
-
-    def close(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-            if proc.stdout is not None and not proc.stdout.closed:
-                proc.communicate(timeout=10)
 
 
 @asynccontextmanager
