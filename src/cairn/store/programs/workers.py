@@ -132,8 +132,13 @@ def expire_workers(worker_ids: Sequence[str]) -> Program[None]:
 @operation
 @wakes
 def remove_worker(worker_id: str) -> Program[None]:
-    """Delete a worker row and release the runs it still owns back to PENDING."""
+    """Delete a worker row and release the runs it still owns back to PENDING.
+
+    The runs are locked first, by run_id (the order of every lock of several runs, see
+    runs.lock_family): the UPDATE alone would lock them in the order its plan reads them.
+    """
     now = time.time()
+    yield Sql(_sql.SELECT_OWNED_IN_ORDER, (worker_id,), "all", "hold")
     yield Sql(_sql.RELEASE_OWNED, (now, worker_id))
     yield from _remember_worker(worker_id, now=True)
     yield Sql(_sql.DELETE_WORKER, (worker_id,))
