@@ -6,8 +6,10 @@ claim of its runs as orphans locks the runs (SKIP LOCKED), then the owner's row 
 (`orphans.still_orphaned`). A third connection holds the lock one side needs next, so that
 side stops there while the other goes on; then it lets go. Both must finish without a
 deadlock (the database's deadlock count stays 0: a deadlock the store retried would still
-count), and the run is held by exactly one of them, or handed back. Last, a circle that
-is still there (marked xfail): a re-registering beat against the end of a relative.
+count), and the run is held by exactly one of them, or handed back. Last, not a claim:
+the end of a run, which locks it, its parent and its children, against a re-registering
+beat and a worker's removal, each of which locks runs that worker owns. Every lock of
+several runs that waits takes them by run_id, so none of these closes a circle.
 """
 
 from __future__ import annotations
@@ -294,11 +296,6 @@ async def test_orphan_claim__behind_a_frozen_beat_completes_and_the_owner_loses_
         await pg_store.write(journal.record_step(Lease("w0", 1), step_record("r", 1)))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: a re-registering beat locks the runs it owns FOR SHARE in scan order, "
-    "and the end of another worker's run locks its parent, then its children",
-)
 async def test_beat_and_a_finish__a_reregistering_beat_and_the_end_of_a_relative(
     pg_store: Store, pg_url: str
 ) -> None:
@@ -323,3 +320,67 @@ async def test_beat_and_a_finish__a_reregistering_beat_and_the_end_of_a_relative
             await finishing
     assert deadlocks(pg_url) == before
     assert beat_done.owned == {"C": 1, "G": 1}
+
+
+async def test_beat_and_a_finish__a_reregistering_beat_that_meets_the_parent_last(
+    pg_store: Store, pg_url: str
+) -> None:
+    # As above, but the beat reads w0's runs child first ("Z", created and inserted
+    # first) and the end locks by run_id: parent "A" first. Were the beat to lock in the
+    # order it reads, it would hold Z and wait for A, which the end holds while it waits
+    # for Z.
+    await pg_store.write(worker_ops.register_worker(worker_record("w1")))
+    family = (("Z", "w0", "M", T0 - 2), ("A", "w0", None, T0 - 1), ("M", "w1", "A", T0))
+    for run_id, owner, parent, created in family:
+        record = run_record(
+            run_id, status="RUNNING", owner=owner, parent_id=parent, created_at=created
+        )
+        await pg_store.write(run_ops.create_run(record))
+    before = deadlocks(pg_url)
+    with held(pg_url) as reader:
+        reader.conn.execute("SELECT run_id FROM runs WHERE run_id = 'Z' FOR SHARE")
+        end = run_ops.finish_run("M", Lease("w1", 1), "COMPLETED", result="1", error=None, now=T0)
+        finishing = asyncio.create_task(pg_store.write(end))
+        await waiting(pg_url, finishing, 1)
+        beating = asyncio.create_task(beat(pg_url))
+        await waiting(pg_url, beating, 2)
+        reader.commit()
+        async with asyncio.timeout(BOUND):
+            beat_done = await beating
+            await finishing
+    assert deadlocks(pg_url) == before
+    assert beat_done.owned == {"A": 1, "Z": 1}
+    child = await pg_store.read(run_ops.get_run("Z"))
+    assert child is not None and (child.status, child.control) == ("RUNNING", "cancel")
+
+
+async def test_a_finish_and_a_removal__the_removed_worker_owns_the_parent_and_the_child(
+    pg_store: Store, pg_url: str
+) -> None:
+    # Not a beat: w0 stops cleanly and hands its runs back (remove_worker) while w1 ends
+    # M, whose parent A and child Z are w0's. The end locks A, then waits for M (held
+    # here); the removal would lock Z (read first), then wait for A; M let go, the end
+    # would wait for Z. Both lock by run_id instead.
+    await pg_store.write(worker_ops.register_worker(worker_record("w1")))
+    family = (("Z", "w0", "M", T0 - 2), ("A", "w0", None, T0 - 1), ("M", "w1", "A", T0))
+    for run_id, owner, parent, created in family:
+        record = run_record(
+            run_id, status="RUNNING", owner=owner, parent_id=parent, created_at=created
+        )
+        await pg_store.write(run_ops.create_run(record))
+    before = deadlocks(pg_url)
+    with held(pg_url) as reader:
+        reader.conn.execute("SELECT run_id FROM runs WHERE run_id = 'M' FOR SHARE")
+        end = run_ops.finish_run("M", Lease("w1", 1), "COMPLETED", result="1", error=None, now=T0)
+        finishing = asyncio.create_task(pg_store.write(end))
+        await waiting(pg_url, finishing, 1)
+        removing = asyncio.create_task(pg_store.write(worker_ops.remove_worker("w0")))
+        await waiting(pg_url, removing, 2)
+        reader.commit()
+        async with asyncio.timeout(BOUND):
+            await finishing
+            await removing
+    assert deadlocks(pg_url) == before
+    for run_id in ("A", "Z"):
+        run = await pg_store.read(run_ops.get_run(run_id))
+        assert run is not None and (run.status, run.owner) == ("PENDING", None)

@@ -6,7 +6,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from cairn.store._sql.columns import ATTEMPT_COLUMNS, FENCE, RUN_COLUMNS, STEP_COLUMNS, placeholders
+from cairn.store._sql.columns import (
+    ATTEMPT_COLUMNS,
+    FENCE,
+    FINISHED_SQL,
+    RUN_COLUMNS,
+    STEP_COLUMNS,
+    placeholders,
+)
 from cairn.store.records import (
     ATTEMPT_FIELDS,
     JOURNAL_FIELDS,
@@ -39,6 +46,14 @@ INSERT_ATTEMPT = (
     f"INSERT INTO step_attempts ({ATTEMPT_COLUMNS}) "
     f"VALUES ({placeholders(len(ATTEMPT_FIELDS))}) "
     "ON CONFLICT (run_id, execution, key, attempt) DO NOTHING"
+)
+# Every run the end of run ? writes (runs.after_finish): itself, its parent (told of the
+# end) and its unfinished children (cancelled), in the one order every lock of several
+# runs takes (by run_id). Params: run_id, run_id, run_id.
+SELECT_FAMILY = (
+    "SELECT run_id FROM runs WHERE run_id = ? "
+    "OR run_id = (SELECT parent_id FROM runs WHERE run_id = ?) "
+    f"OR (parent_id = ? AND detached = 0 AND status NOT IN {FINISHED_SQL}) ORDER BY run_id"
 )
 FINISH_RUN = (
     "UPDATE runs SET status = ?, result = ?, error = ?, updated_at = ?, finished_at = ?, "

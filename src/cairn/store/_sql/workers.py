@@ -32,6 +32,9 @@ COUNT_UNFINISHED = (
 )
 COUNT_LIVE_WORKERS = f"SELECT COUNT(*) FROM workers WHERE heartbeat_at + lease >= {DB_NOW}"
 SELECT_OWNED = "SELECT run_id, fence FROM runs WHERE owner = ? AND status = 'RUNNING'"
+# The same runs in the one order every lock of several runs takes (by run_id): locked
+# by a beat that registers its worker again, and ahead of RELEASE_OWNED.
+SELECT_OWNED_IN_ORDER = SELECT_OWNED + " ORDER BY run_id"
 # Declared dead: heartbeat_at 0 (its runs may be taken over at once); the heartbeat it
 # last wrote stays in last_heartbeat_at, for people. Expiring it again changes nothing.
 EXPIRE_WORKER = (

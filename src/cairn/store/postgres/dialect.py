@@ -85,6 +85,7 @@ _LOCKS = {
     "skip": " FOR UPDATE SKIP LOCKED",
     "update": " FOR UPDATE",
     "share": " FOR SHARE",
+    "hold": " FOR NO KEY UPDATE",
     "try": " FOR NO KEY UPDATE SKIP LOCKED",
 }
 
@@ -110,7 +111,7 @@ def program_statements(text: str, params: Sequence[Any], *, lock: str) -> list[S
     """The PostgreSQL statements for one statement of a shared program.
 
     The caller reads the result of the last one. `lock` is the program's row-lock mark
-    ("", "skip", "update", "share" or "try", see `programs.base.Sql`).
+    ("", "skip", "update", "share", "hold" or "try", see `programs.base.Sql`).
     """
     pg = (_REWRITTEN.get(text) or _rewritten_by_head(text)) + _LOCKS[lock]
     position = _LOCKED_BY_PARAM.get(text)

@@ -35,15 +35,16 @@ class Sql:
     all rows. `lock` marks a SELECT whose rows the transaction claims: PostgreSQL adds
     `FOR UPDATE SKIP LOCKED` ("skip") or `FOR UPDATE` ("update", waiting for the lock),
     or `FOR SHARE` ("share": the rows may not change until the transaction ends, and a
-    change under way is waited for and then read), or `FOR NO KEY UPDATE SKIP LOCKED`
-    ("try": the rows an UPDATE of them would lock, those nobody else holds); SQLite needs
-    nothing (its write transaction is exclusive).
+    change under way is waited for and then read), or `FOR NO KEY UPDATE` ("hold": the
+    lock an UPDATE of the rows takes, taken ahead, waiting), or `FOR NO KEY UPDATE SKIP
+    LOCKED` ("try": those of them nobody else holds); SQLite needs nothing (its write
+    transaction is exclusive).
     """
 
     text: str
     params: Sequence[Any] = ()
     fetch: Literal["count", "one", "all"] = "count"
-    lock: Literal["", "skip", "update", "share", "try"] = ""
+    lock: Literal["", "skip", "update", "share", "hold", "try"] = ""
 
 
 Program = Generator[Sql, Any, T]

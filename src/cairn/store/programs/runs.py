@@ -144,8 +144,23 @@ def _finish_and_tell(
     error: str | None,
     now: float,
 ) -> Program[None]:
+    yield from lock_family(run_id)
     yield from _finish_owned(run_id, params)
     yield from after_finish(run_id, status, result, error, now)
+
+
+def lock_family(run_id: str) -> Program[None]:
+    """Lock, by run_id, the run and the runs its end writes (its parent, its children).
+
+    Each would otherwise be locked as its statement comes (the run, its parent, then its
+    children), an order that closes a circle with anything that locks some of them in
+    another: a heartbeat that registers its worker again locks the runs it owns
+    (programs/workers.py `beat_at`), and the end of the parent cancels this run while
+    this one tells the parent. Every lock of several runs that waits takes them by
+    run_id, so none waits for a run ordered before one it holds. SQLite's write
+    transaction is exclusive: this is a read there.
+    """
+    yield Sql(_sql.SELECT_FAMILY, (run_id, run_id, run_id), "all", "hold")
 
 
 def after_finish(
@@ -173,6 +188,7 @@ def continue_run(run_id: str, lease: Lease, new_run: RunRecord, now: float) -> P
     held.
     """
     params = (new_run.run_id, now, now, run_id, lease.owner, lease.fence)
+    yield from lock_family(run_id)
     if not (yield Sql(_sql.CONTINUE_RUN, params)):
         raise LeaseLost(run_id)
     yield Sql(_sql.INSERT_RUN, _sql.run_params(new_run))

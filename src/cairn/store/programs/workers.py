@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Literal
 
 from cairn.store import _sql
 from cairn.store.programs.base import Program, Sql, all_rows, one_row, operation, path, wakes
@@ -95,17 +94,21 @@ def beat_at(
     fence a worker reads once its beat has committed is the truth. The beat takes its
     locks in the same order (runs first) so that the two never deadlock. A worker whose
     row was gone has none for the claim to lock: its beat locks the runs it still owns
-    instead (FOR SHARE), waiting for a claim that took them to commit first.
+    instead (FOR SHARE), waiting for a claim that took them to commit first. It waits,
+    never skips: a run it could not lock may be a claim's, not yet committed, and the
+    worker would trust it. So it locks them by run_id, the order in which the end of a
+    run locks the runs it writes (runs.lock_family): neither waits for a run ordered
+    before one it holds, so the two never close a circle.
     """
     released = []
-    for run_id, fence in let_go:
+    for run_id, fence in sorted(let_go):  # by run_id, as every lock of several runs
         if (yield Sql(_sql.RELEASE_ONE, (now, run_id, worker.worker_id, fence))):
             released.append(run_id)
-    lock: Literal["", "share"] = ""
-    if not (yield Sql(_sql.HEARTBEAT, (worker.executing, worker.worker_id))):
+    if (yield Sql(_sql.HEARTBEAT, (worker.executing, worker.worker_id))):
+        owned = yield all_rows(_sql.SELECT_OWNED, (worker.worker_id,))
+    else:
         yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
-        lock = "share"
-    owned = yield Sql(_sql.SELECT_OWNED, (worker.worker_id,), "all", lock)
+        owned = yield Sql(_sql.SELECT_OWNED_IN_ORDER, (worker.worker_id,), "all", "share")
     workers = yield all_rows(_sql.SELECT_WORKERS)
     return Beat(
         {str(run_id): int(fence) for run_id, fence in owned},
@@ -129,8 +132,13 @@ def expire_workers(worker_ids: Sequence[str]) -> Program[None]:
 @operation
 @wakes
 def remove_worker(worker_id: str) -> Program[None]:
-    """Delete a worker row and release the runs it still owns back to PENDING."""
+    """Delete a worker row and release the runs it still owns back to PENDING.
+
+    The runs are locked first, by run_id (the order of every lock of several runs, see
+    runs.lock_family): the UPDATE alone would lock them in the order its plan reads them.
+    """
     now = time.time()
+    yield Sql(_sql.SELECT_OWNED_IN_ORDER, (worker_id,), "all", "hold")
     yield Sql(_sql.RELEASE_OWNED, (now, worker_id))
     yield from _remember_worker(worker_id, now=True)
     yield Sql(_sql.DELETE_WORKER, (worker_id,))
