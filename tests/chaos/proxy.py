@@ -153,10 +153,17 @@ class FreezingProxy:
             return len(self._links)
 
     def reset(self) -> int:
-        """Reset every connection now, both ways (RST, no FIN); how many were open."""
+        """Reset every connection now, both ways (RST, no FIN); how many were open.
+
+        The links are frozen first, so that neither pump passes an end of stream on while
+        the other side is being reset.
+        """
         with self._lock:
             links, self._links = self._links, []
             hung, self._hung = self._hung, []
+        for link in links:
+            with link.lock:
+                link.frozen = True
         for sock in [s for link in links for s in (link.client, link.server)] + hung:
             _abort(sock)
         return len(links)
@@ -254,8 +261,16 @@ def _forward(sink: socket.socket, data: bytes) -> None:
 
 
 def _abort(sock: socket.socket) -> None:
-    """Close `sock` with a reset: SO_LINGER 0 makes close() send RST, not FIN."""
+    """Close `sock` with a reset: SO_LINGER 0 makes close() send RST, not FIN.
+
+    A pump thread blocked in recv() holds the socket: close() alone would release it (and
+    send the RST) only once that recv returns, which on an idle connection is never, and
+    the peer would see a connection that is open and silent. shutdown(SHUT_RD) wakes the
+    recv first (it sends nothing).
+    """
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RD)
     with contextlib.suppress(OSError):
         sock.close()

@@ -2,7 +2,8 @@
 
 PostgreSQL only: a proxy that loses the replies to committed writes, a private server
 (not the shared one other tests use) stopped for longer than the store's retry window,
-and a proxy that hangs one worker's open connections while new ones pass.
+a proxy that hangs one worker's open connections while new ones pass, and one that
+resets every connection again and again.
 """
 
 from __future__ import annotations
@@ -110,6 +111,34 @@ def test_frozen_connections__a_worker_whose_connections_hang_lets_its_runs_go(
     assert chaos.effects_by(healthy) > 0
     log = chaos.log_of(stuck)
     assert "its database work got no reply" in log and "let go of it" in log, log[-3000:]
+
+
+def test_resets__every_connection_reset_again_and_again(
+    tmp_path: Path, pg_url: str, freezing: FreezingProxy
+) -> None:
+    # A restarted load balancer or a broken network path: every connection of both
+    # workers is reset (RST) mid-run, again and again. Each worker meets an error at once
+    # (never a silent connection left to the stall check), reconnects and goes on; no
+    # step whose result was committed runs again, and every run completes.
+    database = pg_url.rsplit("/", 1)[1]
+    chaos = Chaos(tmp_path, freezing.url(database))
+    resets = 0
+    try:
+        run_ids = chaos.enqueue(size(40, 160))
+        workers = [chaos.spawn(concurrency=5, delay=0.02) for _ in range(2)]
+        for _ in range(size(4, 15)):
+            chaos.wait_effects(len(chaos.rows()) + 20)
+            resets += freezing.reset()
+        verdict = chaos.verdict(run_ids)
+    finally:
+        chaos.stop_all()
+    print(verdict, f"{resets} connections reset")
+    assert verdict.duplicates == [], chaos.story(verdict)
+    assert resets >= size(4, 15)
+    for worker in workers:
+        log = chaos.log_of(worker)
+        assert "lost postgresql" in log or "heartbeat failed" in log, log[-3000:]
+        assert "got no reply" not in log, log[-3000:]
 
 
 def _busy(chaos: Chaos, proc: subprocess.Popen[bytes]) -> set[str]:
