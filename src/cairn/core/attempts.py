@@ -94,7 +94,8 @@ async def run_new_step(
     name, retry, timeout = step.name, step.retry, step.timeout
     # The common case, an async step without a timeout, is awaited here, not via _call.
     direct = step.is_async and timeout is None
-    if isinstance(step, TransactionDef):
+    transactional = isinstance(step, TransactionDef)
+    if transactional:
         transaction_steps.check_durable(live, step)
         direct = False
     clock = live.env.clock
@@ -189,7 +190,7 @@ async def run_new_step(
             observed.succeeded()
         # A transaction step's function returned with its transaction open: the result
         # commits in it, with the function's writes (core/transaction_steps.py).
-        held = value if isinstance(value, transaction_steps.Held) else None
+        held = value if transactional and isinstance(value, transaction_steps.Held) else None
         if held is not None:
             value = held.value
         try:

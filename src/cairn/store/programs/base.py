@@ -230,7 +230,10 @@ class OperationKind(Generic[P, T_co]):
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Operation[T_co]:
         """The operation of a call with these arguments (nothing runs yet)."""
-        return Operation(self, args, kwargs)
+        # Operation.__init__'s work without its call: one operation is made per write.
+        made: Operation[T_co] = object.__new__(Operation)
+        made.kind, made.args, made.kwargs = self, args, kwargs
+        return made
 
     def __repr__(self) -> str:
         return f"<operation kind {self.name}>"

@@ -155,7 +155,8 @@ class SqliteStore(SqlStore):
                 "the write lock: that write would wait for it forever"
             )
         loop = self._loop or asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
+        # The future made directly: loop.create_future is one more Python call per write.
+        future: asyncio.Future[T] = asyncio.Future(loop=loop)
         self._pending.append((program, future, make))
         if self._locked_since is not None or self._held:
             return future  # the batch waiting for the lock takes this write along
