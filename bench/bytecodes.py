@@ -62,7 +62,9 @@ async def _counted(workflow: Any, runs: int) -> Counts:
         if traced:
             sys.settrace(trace)
         try:
-            handles = await asyncio.gather(*(engine.start(workflow, first + i) for i in range(runs)))
+            handles = await asyncio.gather(
+                *(engine.start(workflow, first + i) for i in range(runs))
+            )
             await asyncio.gather(*(handle.result() for handle in handles))
         finally:
             sys.settrace(None)

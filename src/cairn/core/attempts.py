@@ -94,8 +94,9 @@ async def run_new_step(
     name, retry, timeout = step.name, step.retry, step.timeout
     # The common case, an async step without a timeout, is awaited here, not via _call.
     direct = step.is_async and timeout is None
-    transactional = isinstance(step, TransactionDef)
-    if transactional:
+    transactional = False
+    if isinstance(step, TransactionDef):
+        transactional = True
         transaction_steps.check_durable(live, step)
         direct = False
     clock = live.env.clock

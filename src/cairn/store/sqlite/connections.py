@@ -11,10 +11,10 @@ import asyncio
 import os
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import compress, repeat
 from operator import is_not
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
 from cairn.store import migrate
@@ -54,7 +54,7 @@ def _bind_none_directly() -> None:
     """
     adapters = getattr(sqlite3, "adapters", None)
     if adapters is not None and (type(None), sqlite3.PrepareProtocol) not in adapters:
-        sqlite3.register_adapter(type(None), {}.get)
+        sqlite3.register_adapter(type(None), cast("Callable[[None], None]", {}.get))
 
 
 def connect(path: str, *, busy_ms: int, uri: bool = False) -> sqlite3.Connection:
