@@ -91,7 +91,7 @@ async def run_new_step(
     The outcome's entry carries the step's input and the start of the attempt that ended
     it; each failed attempt is recorded with its own start.
     """
-    name, retry, timeout = step.name, step.retry, step.timeout
+    name, timeout = step.name, step.timeout
     # The common case, an async step without a timeout, is awaited here, not via _call.
     direct = step.is_async and timeout is None
     transactional = False
@@ -169,7 +169,7 @@ async def run_new_step(
                 exc,
                 attempt,
                 attempt - spared,
-                retry,
+                step.retry,
                 timeout if timed_out else None,
                 started,
                 given,

@@ -158,16 +158,15 @@ class SqliteStore(SqlStore):
         # The future made directly: loop.create_future is one more Python call per write.
         future: asyncio.Future[T] = asyncio.Future(loop=loop)
         self._pending.append((program, future, make))
-        if self._locked_since is not None or self._held:
-            return future  # the batch waiting for the lock takes this write along
-        if not self._flush_scheduled and not others_ready(loop):
+        if self._flush_scheduled or self._locked_since is not None or self._held:
+            return future  # the flush due, or the batch waiting for the lock, takes it along
+        if not others_ready(loop):
             # Nobody else can add to this batch before the loop idles: commit now and
             # save the writer a trip around the event loop.
             self._flush()
             return future
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            loop.call_soon(self._flush)
+        self._flush_scheduled = True
+        loop.call_soon(self._flush)
         return future
 
     def _flush(self) -> None:
