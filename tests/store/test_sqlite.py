@@ -18,7 +18,7 @@ from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import runs as run_ops
 from cairn.store.programs.base import Program, Sql
 from cairn.store.records import RunQuery
-from cairn.store.sqlite.connections import without_nones
+from cairn.store.sqlite.connections import connect, without_nones
 from cairn.store.sqlite.store import SqliteStore
 
 from .kit import held, run_record, step_record
@@ -317,3 +317,28 @@ async def test_claims__search_an_index_of_pending_runs_only(sqlite_store: Sqlite
     assert not any("TEMP B-TREE" in row[3] for row in plan), plan
     assert indexes["runs_pending"] == 1  # partial: WHERE status = 'PENDING'
     assert "runs_by_status" not in indexes
+
+
+def test_connect__binds_none_as_null_and_keeps_a_none_adapter_registered_before(
+    tmp_path: Path,
+) -> None:
+    key = (type(None), sqlite3.PrepareProtocol)
+    before = sqlite3.adapters.pop(key, None)
+    try:
+        conn = connect(str(tmp_path / "a.db"), busy_ms=0)
+        conn.execute("CREATE TABLE t (a)")
+        conn.execute("INSERT INTO t VALUES (?)", (None,))
+        assert conn.execute("SELECT typeof(a) FROM t").fetchall() == [("null",)]
+        conn.close()
+
+        def mine(value: None) -> str:
+            return "mine"
+
+        sqlite3.register_adapter(type(None), mine)
+        conn = connect(str(tmp_path / "b.db"), busy_ms=0)
+        assert sqlite3.adapters[key] is mine  # not replaced by cairn's
+        conn.close()
+    finally:
+        sqlite3.adapters.pop(key, None)
+        if before is not None:
+            sqlite3.adapters[key] = before

@@ -13,7 +13,7 @@ from cairn.authoring.retry import Retry
 from cairn.authoring.transaction import TransactionDef
 from cairn.blobs.reference import PREFIX
 from cairn.codecs import coded
-from cairn.core import step_input, streams, sync_steps, transaction_steps
+from cairn.core import durable, step_input, streams, sync_steps, transaction_steps
 from cairn.core.failed_attempts import (
     PARK_BACKOFF_AFTER,
     RETRY,
@@ -21,7 +21,9 @@ from cairn.core.failed_attempts import (
     describe_failure,
     record_failure,
 )
-from cairn.errors import SerializationError, StepFailed, StoreRefused
+from cairn.errors import SerializationError, StepFailed, StoreError, StoreRefused
+from cairn.store.programs import journal as journal_ops
+from cairn.store.protocol import LeaseLost
 from cairn.store.records import INTERRUPTED, StepRecord
 
 if TYPE_CHECKING:
@@ -89,10 +91,12 @@ async def run_new_step(
     The outcome's entry carries the step's input and the start of the attempt that ended
     it; each failed attempt is recorded with its own start.
     """
-    name, retry, timeout = step.name, step.retry, step.timeout
+    name, timeout = step.name, step.timeout
     # The common case, an async step without a timeout, is awaited here, not via _call.
     direct = step.is_async and timeout is None
+    transactional = False
     if isinstance(step, TransactionDef):
+        transactional = True
         transaction_steps.check_durable(live, step)
         direct = False
     clock = live.env.clock
@@ -122,6 +126,7 @@ async def run_new_step(
     # The attempt in flight, for the worker's heartbeat to publish (runtime/in_flight.py):
     # an entry in a dict, no write of its own. LiveSteps._step removes it when the step ends.
     flying = live.flying
+    tenure = live.env.tenure  # `_trusted`, inlined below for the direct path
     while True:
         attempt += 1
         started = clock.now()
@@ -129,7 +134,10 @@ async def run_new_step(
         limit = None
         observed = None if run_scope is None else run_scope.step(key, name, attempt)
         try:
-            if direct and _trusted(live):
+            if direct and (
+                tenure is None
+                or (tenure.state[1] == live.attempt.epoch and time.monotonic() < tenure.state[0])
+            ):
                 token = context.mark_in_step((name, key, attempt))
                 try:
                     value = await step.fn(*args, **kwargs)
@@ -161,7 +169,7 @@ async def run_new_step(
                 exc,
                 attempt,
                 attempt - spared,
-                retry,
+                step.retry,
                 timeout if timed_out else None,
                 started,
                 given,
@@ -183,7 +191,7 @@ async def run_new_step(
             observed.succeeded()
         # A transaction step's function returned with its transaction open: the result
         # commits in it, with the function's writes (core/transaction_steps.py).
-        held = value if isinstance(value, transaction_steps.Held) else None
+        held = value if transactional and isinstance(value, transaction_steps.Held) else None
         if held is not None:
             value = held.value
         try:
@@ -216,10 +224,18 @@ async def run_new_step(
                 None,
                 given,
             )
-            if held is None:
+            if held is not None:
+                await transaction_steps.commit(live, held, record)
+            elif live.attempt.closed or live.marks or live.env.commit_hook is not None:
                 await live.commit_step(record)
             else:
-                await transaction_steps.commit(live, held, record)
+                # LiveSteps.commit_step's common path, inlined: every wake-up of the run's
+                # task passes each coroutine between it and the write, one fewer here.
+                live.journaled = True
+                try:
+                    await live.env.store.write(journal_ops.record_step(live.lease, record))
+                except (LeaseLost, StoreError) as first:
+                    await durable.record_step(live, record, first)
         except StoreRefused as refused:
             # The database will never take this result (too long for it, say): the step
             # fails once, for good, and says why, instead of running again and again.

@@ -311,7 +311,8 @@ class LiveSteps:
     async def commit_step(self, record: StepRecord) -> None:
         """Commit a new outcome (see core/durable.py); Unwind if the run is not held.
 
-        StoreRefused (the database will never take it) is raised to the caller.
+        StoreRefused (the database will never take it) is raised to the caller. Its path
+        with nothing to do first is inlined in `attempts.run_new_step`: change both.
         """
         if self.attempt.closed:  # a stray branch of an attempt already over must not write
             raise Unwind()

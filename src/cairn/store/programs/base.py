@@ -196,7 +196,8 @@ class OperationKind(Generic[P, T_co]):
 
     It holds what the program's decorators declared: `wakes`, and as functions of a
     call's arguments (None: never) its `path` hint, `one_plan`, `lone`, `single_write`
-    and `wakes_after` (which takes the call's outcome first).
+    (`single_write_always` if for every call) and `wakes_after` (which takes the call's
+    outcome first).
     """
 
     __slots__ = (
@@ -206,6 +207,7 @@ class OperationKind(Generic[P, T_co]):
         "path",
         "program",
         "single_write",
+        "single_write_always",
         "wakes",
         "wakes_after",
     )
@@ -217,6 +219,8 @@ class OperationKind(Generic[P, T_co]):
         self.wakes_after: Callable[..., float | None] | None = declared.get("wakes_after")
         self.one_plan: Callable[..., bool] | None = declared.get("one_plan")
         self.single_write: Callable[..., bool] | None = declared.get("single_write")
+        # Declared for every call (plain `@single_write`): a backend need not ask each one.
+        self.single_write_always = self.single_write is _always
         hint: Rounds | PathHint | None = declared.get("path")
         if isinstance(hint, str):
             known: Path = (hint, 0.0 if self.wakes else None)
@@ -227,7 +231,10 @@ class OperationKind(Generic[P, T_co]):
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Operation[T_co]:
         """The operation of a call with these arguments (nothing runs yet)."""
-        return Operation(self, args, kwargs)
+        # Operation.__init__'s work without its call: one operation is made per write.
+        made: Operation[T_co] = object.__new__(Operation)
+        made.kind, made.args, made.kwargs = self, args, kwargs
+        return made
 
     def __repr__(self) -> str:
         return f"<operation kind {self.name}>"

@@ -11,10 +11,10 @@ import asyncio
 import os
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import compress, repeat
 from operator import is_not
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
 from cairn.store import migrate
@@ -43,11 +43,26 @@ def create_private(path: str) -> None:
     os.close(fd)  # an empty file is an empty database
 
 
+def _bind_none_directly() -> None:
+    """Let sqlite3 bind None without looking for an adapter it never finds.
+
+    sqlite3 binds a None through its adapter lookup, which fails by raising (and
+    formatting) an AttributeError it then clears: about 2,000 machine instructions per
+    None, and every step's row has one (its `error`). A NoneType adapter that returns its
+    None (`{}.get`: a C call) is found at once. It is the process's, as all sqlite3
+    adapters are, and changes nothing SQLite stores; one registered before is kept.
+    """
+    adapters = getattr(sqlite3, "adapters", None)
+    if adapters is not None and (type(None), sqlite3.PrepareProtocol) not in adapters:
+        sqlite3.register_adapter(type(None), cast("Callable[[None], None]", {}.get))
+
+
 def connect(path: str, *, busy_ms: int, uri: bool = False) -> sqlite3.Connection:
     """A connection in autocommit mode that waits up to `busy_ms` for a lock.
 
     `uri`: `path` is a SQLite URI ("file:...?vfs=memdb"), not a file name.
     """
+    _bind_none_directly()
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0, uri=uri)
     conn.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
     conn.create_function("cairn_now", 0, db_now, deterministic=False)
@@ -170,8 +185,8 @@ def classify(where: str, exc: BaseException) -> StoreError:
     return error
 
 
-# sqlite3 binds a None through its adapter lookup (several thousand instructions each),
-# and a new run's row has about twenty: a statement with many parameters says NULL instead
+# sqlite3 binds a None through a call of its adapter (see `_bind_none_directly`), and a
+# new run's row has about twenty: a statement with many parameters says NULL instead
 # (with few, the rewrite would cost more than it saves).
 _MANY = 20  # parameters: a step's row has 15, a run's 28
 _NULLED: dict[tuple[str, tuple[bool, ...]], str] = {}  # by (text, which params are kept)

@@ -155,18 +155,18 @@ class SqliteStore(SqlStore):
                 "the write lock: that write would wait for it forever"
             )
         loop = self._loop or asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
+        # The future made directly: loop.create_future is one more Python call per write.
+        future: asyncio.Future[T] = asyncio.Future(loop=loop)
         self._pending.append((program, future, make))
-        if self._locked_since is not None or self._held:
-            return future  # the batch waiting for the lock takes this write along
-        if not self._flush_scheduled and not others_ready(loop):
+        if self._flush_scheduled or self._locked_since is not None or self._held:
+            return future  # the flush due, or the batch waiting for the lock, takes it along
+        if not others_ready(loop):
             # Nobody else can add to this batch before the loop idles: commit now and
             # save the writer a trip around the event loop.
             self._flush()
             return future
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            loop.call_soon(self._flush)
+        self._flush_scheduled = True
+        loop.call_soon(self._flush)
         return future
 
     def _flush(self) -> None:
@@ -234,7 +234,9 @@ class SqliteStore(SqlStore):
         self, conn: sqlite3.Connection, program: Program[Any], make: Make, guard: bool
     ) -> Any:
         """Run one program of a batch; its outcome, or the exception it failed with."""
-        if guard and not (type(make) is Operation and make.single_write()):
+        if guard and not (
+            type(make) is Operation and (make.kind.single_write_always or make.single_write())
+        ):
             return self._run_in_savepoint(conn, program)
         # Alone in its batch, or a program that changes rows only with its last statement:
         # if it fails, there is nothing of it to undo, so no savepoint is needed.
@@ -281,11 +283,11 @@ class SqliteStore(SqlStore):
     def _alone(self, make: Callable[[], Program[T]], program: Program[T]) -> Any:
         """Commit `program` alone, now, if no other write can join its batch: no future.
 
+        Asked only when no batch is forming or waiting (`write` looks first).
+
         Its outcome (a value or the exception it fails with), `_QUEUE` (it must queue), or
         AGAIN (a fresh program of `make` must queue). One statement commits by itself.
         """
-        if self._pending or self._flush_scheduled or self._held or self._locked_since is not None:
-            return _QUEUE  # a batch is forming, or waits for the lock or a step transaction
         if others_ready(self._loop or asyncio.get_running_loop()):
             return _QUEUE  # other callbacks of this loop iteration may write: group commit
         conn = self.conn
@@ -301,7 +303,12 @@ class SqliteStore(SqlStore):
     async def write(self, make: Callable[[], Program[T]]) -> T:
         """Run the program `make()` builds in a write transaction shared with others."""
         program = make()
-        alone = self._alone(make, program)
+        # A batch is forming, or waits for the lock or a step transaction: the write joins
+        # it. With many runs at once that is nearly always so: asked here, not in a call.
+        if self._pending or self._flush_scheduled or self._held or self._locked_since is not None:
+            alone = _QUEUE
+        else:
+            alone = self._alone(make, program)
         if alone is _QUEUE or alone is AGAIN:
             outcome: T = await self._write(program if alone is _QUEUE else make(), make)
         elif isinstance(alone, BaseException):

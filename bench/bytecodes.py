@@ -1,0 +1,102 @@
+"""`python -m bench.bytecodes [RUNS] [TOP]`: Python bytecodes and frames per step, by function.
+
+Instruction counts (bench/instructions.py) say how much a step costs; this says where,
+in the engine's own terms. With `sys.settrace` and `f_trace_opcodes` on the event loop's
+thread it counts every bytecode executed and every frame entered or resumed (a coroutine
+resumed counts again), per function, while RUNS runs (default 200) start at once: once
+for ten-step runs, once for runs with no step. The difference over RUNS x 10 is the cost
+of one step; the TOP functions (default 25) are listed by bytecodes per step. Tracing
+slows the engine a hundredfold, so the engine's polls and looks are switched off (as
+`bench.instructions --steady`) and only the loop's thread is counted: threads (the
+checkpointer, heartbeats) are not traced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from collections import Counter
+from types import CodeType, FrameType
+from typing import Any
+
+import cairn
+from bench.workflows import STEPS, ten_steps
+
+
+@cairn.workflow(name="bench.no_steps")
+async def no_steps(value: int) -> int:
+    return value
+
+
+Counts = tuple[Counter[CodeType], Counter[CodeType]]  # bytecodes, frames: by code object
+
+
+def _quiet() -> None:
+    """No background polls or looks: what is counted is the runs' own work."""
+    from cairn.runtime import in_flight
+    from cairn.store.sqlite.store import SqliteStore
+
+    in_flight.LOOK = 1e9
+
+    async def wait_for_work(self: SqliteStore, timeout: float) -> None:
+        await self._signal.wait(timeout)
+
+    SqliteStore.wait_for_work = wait_for_work  # type: ignore[method-assign]
+
+
+async def _counted(workflow: Any, runs: int) -> Counts:
+    ops: Counter[CodeType] = Counter()
+    frames: Counter[CodeType] = Counter()
+
+    def trace(frame: FrameType, event: str, arg: object) -> Any:
+        if event == "call":
+            frames[frame.f_code] += 1
+            frame.f_trace_opcodes = True
+            return trace
+        if event == "opcode":
+            ops[frame.f_code] += 1
+        return trace
+
+    async def batch(engine: cairn.Engine, first: int, traced: bool) -> None:
+        if traced:
+            sys.settrace(trace)
+        try:
+            handles = await asyncio.gather(
+                *(engine.start(workflow, first + i) for i in range(runs))
+            )
+            await asyncio.gather(*(handle.result() for handle in handles))
+        finally:
+            sys.settrace(None)
+
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{folder}/bench.db"
+        async with cairn.Engine(url, workers=runs, poll_interval=60, lease="600s") as engine:
+            await batch(engine, 0, False)  # warm-up: statement caches, imports
+            await batch(engine, 100_000, True)
+    return ops, frames
+
+
+def _name(code: CodeType) -> str:
+    module = code.co_filename.rsplit("/src/", 1)[-1].removesuffix(".py")
+    return f"{module}:{code.co_qualname}"
+
+
+def main() -> None:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    top = int(sys.argv[2]) if len(sys.argv) > 2 else 25
+    _quiet()
+    steps_ops, steps_frames = asyncio.run(_counted(ten_steps, runs))
+    bare_ops, bare_frames = asyncio.run(_counted(no_steps, runs))
+    n = runs * STEPS
+    ops = {code: (steps_ops[code] - bare_ops[code]) / n for code in steps_ops | bare_ops}
+    frames = {code: (steps_frames[code] - bare_frames[code]) / n for code in steps_frames}
+    total_ops = sum(ops.values())
+    total_frames = sum(frames.values())
+    print(f"{runs} runs at once: {total_ops:,.0f} bytecodes, {total_frames:.1f} frames per step")
+    for code, count in sorted(ops.items(), key=lambda item: -item[1])[:top]:
+        print(f"{count:8.1f} {frames.get(code, 0.0):6.2f}  {_name(code)}")
+
+
+if __name__ == "__main__":
+    main()
