@@ -384,3 +384,35 @@ async def test_a_finish_and_a_removal__the_removed_worker_owns_the_parent_and_th
     for run_id in ("A", "Z"):
         run = await pg_store.read(run_ops.get_run(run_id))
         assert run is not None and (run.status, run.owner) == ("PENDING", None)
+
+
+async def test_beat_and_a_finish__a_reregistering_beat_that_hands_back_a_child(
+    pg_store: Store, pg_url: str
+) -> None:
+    # w0, its row gone, hands back Z (M's child) in the beat that registers it again,
+    # while w1 ends M, whose parent A is w0's too. The end locks A, then waits for M
+    # (held here). Were the beat to lock the run it hands back (Z) before the runs it
+    # owns (A), it would hold Z and wait for A, which the end holds while it waits for Z.
+    await pg_store.write(worker_ops.register_worker(worker_record("w1")))
+    family = (("Z", "w0", "M", T0 - 2), ("A", "w0", None, T0 - 1), ("M", "w1", "A", T0))
+    for run_id, owner, parent, created in family:
+        record = run_record(
+            run_id, status="RUNNING", owner=owner, parent_id=parent, created_at=created
+        )
+        await pg_store.write(run_ops.create_run(record))
+    before = deadlocks(pg_url)
+    with held(pg_url) as reader:
+        reader.conn.execute("SELECT run_id FROM runs WHERE run_id = 'M' FOR SHARE")
+        end = run_ops.finish_run("M", Lease("w1", 1), "COMPLETED", result="1", error=None, now=T0)
+        finishing = asyncio.create_task(pg_store.write(end))
+        await waiting(pg_url, finishing, 1)
+        beating = asyncio.create_task(beat(pg_url, let_go=[("Z", 1)]))
+        await waiting(pg_url, beating, 2)
+        reader.commit()
+        async with asyncio.timeout(BOUND):
+            beat_done = await beating
+            await finishing
+    assert deadlocks(pg_url) == before
+    assert (beat_done.owned, beat_done.released) == ({"A": 1}, ("Z",))
+    child = await pg_store.read(run_ops.get_run("Z"))
+    assert child is not None and (child.status, child.owner) == ("PENDING", None)

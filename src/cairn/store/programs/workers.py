@@ -98,9 +98,12 @@ def beat_at(
     never skips: a run it could not lock may be a claim's, not yet committed, and the
     worker would trust it. So it locks them by run_id, the order in which the end of a
     run locks the runs it writes (runs.lock_family): neither waits for a run ordered
-    before one it holds, so the two never close a circle.
+    before one it holds, so the two never close a circle. A beat that also hands runs
+    back locks them all (those among them) in that one pass, before its first write.
     """
     released = []
+    if let_go and (yield one_row(_sql.SELECT_WORKER_EXECUTING, (worker.worker_id,))) is None:
+        yield Sql(_sql.SELECT_OWNED_IN_ORDER, (worker.worker_id,), "all", "hold")
     for run_id, fence in sorted(let_go):  # by run_id, as every lock of several runs
         if (yield Sql(_sql.RELEASE_ONE, (now, run_id, worker.worker_id, fence))):
             released.append(run_id)
