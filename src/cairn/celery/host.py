@@ -308,7 +308,7 @@ class Host:
         # reads every claimable run again (on PostgreSQL one look per run started).
         assert self.engine is not None
         if not self._hungry.is_set():
-            waiters = {asyncio.ensure_future(self._hungry.wait())}
+            waiters: set[asyncio.Future[object]] = {asyncio.ensure_future(self._hungry.wait())}
             if self._held < self.concurrency:
                 waiters.add(asyncio.ensure_future(self.engine.store.wait_for_work(timeout)))
             try:
