@@ -9,6 +9,7 @@ from the first start to the last result. Every worker has concurrency 32.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import socket
@@ -154,8 +155,25 @@ def _sqlite_url(root: Path) -> Iterator[str]:
     yield f"sqlite:///{path}"
 
 
-def main() -> int:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 500
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line: RUNS (a positive count, default 500)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.celery_transport",
+        description=(__doc__ or "").split("\n\n", 1)[-1],
+    )
+    parser.add_argument("runs", nargs="?", type=_positive, default=500, help="runs per transport")
+    return parser.parse_args(argv)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"needs at least 1 run, got {value}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    runs = arguments(argv).runs
     rows: list[tuple[str, str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -129,3 +129,35 @@ async def test_take__with_wait_takes_beyond_the_free_slots_wait_for_one(kit: Kit
     assert results == [0, 1, 2, 3, 4]
     assert most[0] == 2
     assert started[2:] == [2, 3, 4]  # first come, first served
+
+
+async def test_take__in_line_for_a_slot_answers_false_as_its_worker_stops(kit: Kit) -> None:
+    # A take waiting for a slot holds no timer to look again (hundreds may wait behind a
+    # batch message): the worker's stopping is what ends its wait, not the poll interval.
+    gate = asyncio.Event()
+
+    @kit.workflow("take.held")
+    async def held(n: int) -> int:
+        await gate.wait()
+        return n
+
+    async with kit.engine(workers=0) as starter:
+        ids = [(await starter.start(held, n)).run_id for n in range(3)]
+    async with kit.engine(workers=1, polls=False, poll_interval=600) as engine:
+        assert engine.worker is not None
+        first = asyncio.ensure_future(engine.worker.take(ids[0], wait=True))
+        deadline = asyncio.get_running_loop().time() + WAIT
+        while engine.worker.executions.free > 0:
+            assert asyncio.get_running_loop().time() < deadline, "the slot never filled"
+            await asyncio.sleep(0.01)
+        in_line = [asyncio.ensure_future(engine.worker.take(i, wait=True)) for i in ids[1:]]
+        await asyncio.sleep(0.1)
+        assert not any(take.done() for take in in_line)
+        stopping = asyncio.ensure_future(engine.worker.stop(grace=0))
+        assert await asyncio.wait_for(asyncio.gather(*in_line), WAIT) == [False, False]
+        gate.set()
+        await asyncio.wait_for(stopping, WAIT)
+        await asyncio.wait_for(first, WAIT)
+    async with kit.engine(workers=0) as reader:
+        for run_id in ids[1:]:
+            assert (await (await reader.get(run_id)).status()) == cairn.RunStatus.PENDING

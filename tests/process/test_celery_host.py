@@ -190,6 +190,65 @@ def test_celery__the_dispatcher_looks_again_when_the_engine_runs_dry(
         host.stop().join(timeout=30)
 
 
+def test_celery__a_dispatcher_whose_slots_are_all_spoken_for_leaves_hints_for_later(
+    store_url: str,
+) -> None:
+    # Each look reads every claimable run again; while every slot here is held, a run
+    # stored elsewhere could not start here sooner (and other workers' dispatchers look
+    # at it too), so its hint waits: the run is published once a slot frees.
+    import asyncio
+    import time
+
+    import cairn
+    from cairn.authoring.workflow import make_workflow
+    from cairn.celery.host import Host
+    from cairn.runtime.engine import Engine
+
+    url = store_url
+    registry = cairn.Registry()
+    gate = threading.Event()
+
+    async def held(n: int) -> int:
+        await asyncio.to_thread(gate.wait, 30)
+        return n
+
+    make_workflow(held, name="celery.host.held", reg=registry)
+    published: list[Any] = []
+    engine = lambda: Engine(url, workers=1, polls=False, registry=registry)  # noqa: E731
+    host = Host(engine, published.extend, dispatch=60.0)
+    host.concurrency = 1
+    host.start()
+    try:
+        with cairn.Client(url) as client:
+            first = client.start("celery.host.held", 1, allow_unknown=True).run_id
+            began = time.monotonic()
+            while not any(message[1] == first for message in published):
+                assert time.monotonic() - began < 10, "the first run was never published"
+                time.sleep(0.01)
+            taking = threading.Thread(target=host.take, args=(first, "cairn"))
+            taking.start()
+            while host.engine is None or host.engine.worker is None:
+                time.sleep(0.01)
+            while host.engine.worker.executions.free > 0:
+                assert time.monotonic() - began < 10, "the first run never started"
+                time.sleep(0.01)
+            # The wait under way as the slot filled still takes a hint: one more run's
+            # (published or not), then the dispatcher waits with every slot held.
+            client.start("celery.host.held", 2, allow_unknown=True)
+            time.sleep(0.5)
+            later = client.start("celery.host.held", 3, allow_unknown=True).run_id
+            time.sleep(0.5)  # hints come within 50 ms (SQLite) or at once (PostgreSQL)
+            assert all(message[1] != later for message in published)
+            gate.set()
+            taking.join(timeout=30)
+            while not any(message[1] == later for message in published):
+                assert time.monotonic() - began < 30, "the later run was never published"
+                time.sleep(0.01)
+    finally:
+        gate.set()
+        host.stop().join(timeout=30)
+
+
 def test_celery__a_second_sigterm_during_stop_does_not_deadlock_the_worker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -302,14 +302,17 @@ class Host:
 
     async def _wait_for_work(self, timeout: float) -> None:
         # Until the store hints at new work, the engine runs dry (`_take`), or `timeout`.
+        # While every slot here is spoken for (runs its messages brought wait in line),
+        # hints are left for the next look instead: what they announce could not start
+        # here sooner, every other worker's dispatcher looks at them too, and each look
+        # reads every claimable run again (on PostgreSQL one look per run started).
         assert self.engine is not None
         if not self._hungry.is_set():
-            waiters = {
-                asyncio.ensure_future(self.engine.store.wait_for_work(timeout)),
-                asyncio.ensure_future(self._hungry.wait()),
-            }
+            waiters: set[asyncio.Future[object]] = {asyncio.ensure_future(self._hungry.wait())}
+            if self._held < self.concurrency:
+                waiters.add(asyncio.ensure_future(self.engine.store.wait_for_work(timeout)))
             try:
-                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for waiter in waiters:
                     waiter.cancel()

@@ -47,6 +47,7 @@ class Claimer:
         self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
         self._woken = 0  # of them, woken and not yet asking
         executions.on_slot_freed = self._slot_freed
+        executions.on_stopping = self._stopping
 
     async def _poll_controls(self) -> None:
         # Requests made by other processes reach the runs we execute here.
@@ -132,14 +133,13 @@ class Claimer:
         if self.executions.keyless.backing_off(run_id, self.env.clock.now()):
             return False
         while wait and not self.executions.stopping and self.room <= 0:
-            # In line for a slot, woken one per slot freed (`_slot_freed`); the timeout
-            # notices a worker that stops.
+            # In line for a slot, woken one per slot freed (`_slot_freed`), or all at once
+            # as the worker stops (`_stopping`). No timer: a batch message may leave
+            # hundreds in line, and each waking up to look again cost as much as a run.
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiting.append(waiter)
             try:
-                await asyncio.wait_for(waiter, self.poll_interval)
-            except TimeoutError:
-                pass
+                await waiter
             finally:
                 if waiter.done() and not waiter.cancelled():
                     self._woken -= 1  # woken: it asks now (or waits again)
@@ -176,6 +176,14 @@ class Claimer:
                 waiter.set_result(None)
                 self._woken += 1
                 room -= 1
+
+    def _stopping(self) -> None:
+        # Every take in line answers now (False: the worker claims nothing more).
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                self._woken += 1
 
     async def _take_asked(self) -> None:
         """Claim the runs `take` was asked for, in one claim per batch, until none is left."""

@@ -97,6 +97,8 @@ class Executions:
         self.woken = asyncio.Event()  # set when there may be work to claim now
         # Called when an attempt ends or a reserved slot is given back (the Claimer's).
         self.on_slot_freed: Callable[[], None] = _nothing
+        # Called once as the worker starts stopping (the Claimer's: takes in line leave).
+        self.on_stopping: Callable[[], None] = _nothing
         self.releases: set[asyncio.Task[None]] = set()  # hand-backs in flight
         self.releasing: set[str] = set()  # runs being handed back: not to be resumed
         # Runs handed back for a key this worker lacks: left out of its claims a while.
@@ -156,7 +158,7 @@ class Executions:
             return True
         if self.failure is None:
             self.failure = reason
-            self.stopping = True
+            self.stop_claiming()
             log.error(
                 "%s: this worker stops. It claims nothing more and stops heartbeating; "
                 "other workers take its runs over once its lease has run out",
@@ -172,8 +174,14 @@ class Executions:
 
     def halt(self) -> None:
         """From now on, act like a killed process: no hand-backs, claims or resumes."""
-        self.stopping = True
+        self.stop_claiming()
         self._halted = True
+
+    def stop_claiming(self) -> None:
+        """Claim nothing more from now on (`stopping`), and say so once (`on_stopping`)."""
+        if not self.stopping:
+            self.stopping = True
+            self.on_stopping()
 
     def wake(self) -> None:
         """Look for work now rather than at the next poll."""

@@ -161,7 +161,7 @@ class Worker:
         thread cannot be stopped: it runs on in this process until it returns (`cairn
         worker` exits instead), its result unrecorded.
         """
-        self.executions.stopping = True
+        self.executions.stop_claiming()
         self.executions.grace_ends = time.monotonic() + grace
         # Before anything is awaited: a step that finished while the loops below wind
         # down would otherwise go on to start the next one, during the grace.
