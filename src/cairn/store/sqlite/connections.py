@@ -243,6 +243,22 @@ AGAIN: Any = object()
 """`commit_lone`'s answer when nothing was done: a fresh program must go the usual way."""
 
 
+def run_in_savepoint(conn: sqlite3.Connection, program: Program[Any]) -> Any:
+    """Run `program` in a savepoint of the open transaction, undone alone if it fails.
+
+    Its outcome, or the exception it failed with. Raises (and so sinks the batch) if
+    SQLite had already rolled the whole transaction back.
+    """
+    conn.execute("SAVEPOINT cairn_write")
+    try:
+        outcome = run(conn, program)
+    except Exception as exc:
+        conn.execute("ROLLBACK TO cairn_write")
+        outcome = exc
+    conn.execute("RELEASE cairn_write")
+    return outcome
+
+
 def commit_lone(conn: sqlite3.Connection, program: Program[Any]) -> Any:
     """Run a write declared `lone` (programs/base.py) as its first statement alone.
 

@@ -40,6 +40,7 @@ from cairn.store.sqlite.connections import (
     read_only_hint,
     read_only_reason,
     run,
+    run_in_savepoint,
     switch_to_wal,
 )
 from cairn.store.sqlite.transactions import SqliteStepTransaction, begin_immediate
@@ -237,7 +238,8 @@ class SqliteStore(SqlStore):
         if guard and not (
             type(make) is Operation and (make.kind.single_write_always or make.single_write())
         ):
-            return self._run_in_savepoint(conn, program)
+            outcome = run_in_savepoint(conn, program)
+            return self._failure(outcome) if isinstance(outcome, Exception) else outcome
         # Alone in its batch, or a program that changes rows only with its last statement:
         # if it fails, there is nothing of it to undo, so no savepoint is needed.
         changes = conn.total_changes
@@ -248,17 +250,6 @@ class SqliteStore(SqlStore):
                 # It failed after changing rows (or SQLite rolled the transaction back).
                 raise Sunk(program, exc) from exc
             return self._failure(exc)
-
-    def _run_in_savepoint(self, conn: sqlite3.Connection, program: Program[Any]) -> Any:
-        conn.execute("SAVEPOINT cairn_write")
-        try:
-            outcome = run(conn, program)
-        except Exception as exc:
-            # Raises (and sinks the batch) if SQLite already rolled the transaction back.
-            conn.execute("ROLLBACK TO cairn_write")
-            outcome = self._failure(exc)
-        conn.execute("RELEASE cairn_write")
-        return outcome
 
     def _failure(self, exc: Exception) -> Exception:
         # LeaseLost, DuplicateRun...: the failure is this writer's alone.
