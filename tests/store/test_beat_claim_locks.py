@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
@@ -37,6 +38,7 @@ from .test_prune_races import held
 # The heartbeat's paths: its worker row is there (late: the claimer judges its heartbeat
 # old), or gone (removed: it registers again), or it hands the run back (late).
 PATHS = {"renew": ("late", False), "reregister": ("removed", False), "hand_back": ("late", True)}
+T = TypeVar("T")
 BOUND = 10.0  # seconds: far beyond any wait here but the ones the test holds
 
 
@@ -296,59 +298,71 @@ async def test_orphan_claim__behind_a_frozen_beat_completes_and_the_owner_loses_
         await pg_store.write(journal.record_step(Lease("w0", 1), step_record("r", 1)))
 
 
+# w1 ends M, whose parent A and child Z are w0's; Z is created (and read) first.
+FAMILY = (("Z", "w0", "M", T0 - 2), ("A", "w0", None, T0 - 1), ("M", "w1", "A", T0))
+
+
+async def against_an_end(
+    store: Store,
+    url: str,
+    family: Sequence[tuple[str, str, str | None, float]],
+    *,
+    held_back: str,
+    other: Callable[[], Awaitable[T]],
+) -> T:
+    """End w1's run while `other` runs; both done, no deadlock; what `other` returned.
+
+    The runs of `family` (id, owner, parent, created) are created RUNNING; w1 owns one. A reader's
+    FOR SHARE of `held_back` stops the end part-way until `other` waits for a lock too.
+    """
+    await store.write(worker_ops.register_worker(worker_record("w1")))
+    for run_id, owner, parent, created in family:
+        record = run_record(
+            run_id, status="RUNNING", owner=owner, parent_id=parent, created_at=created
+        )
+        await store.write(run_ops.create_run(record))
+    before = deadlocks(url)
+    with held(url) as reader:
+        reader.conn.execute("SELECT run_id FROM runs WHERE run_id = %s FOR SHARE", (held_back,))
+        [ending] = [run_id for run_id, owner, _, _ in family if owner == "w1"]
+        end = run_ops.finish_run(
+            ending, Lease("w1", 1), "COMPLETED", result="1", error=None, now=T0
+        )
+        finishing = asyncio.create_task(store.write(end))
+        await waiting(url, finishing, 1)
+        doing = asyncio.create_task(other())
+        await waiting(url, doing, 2)
+        reader.commit()
+        async with asyncio.timeout(BOUND):
+            done = await doing
+            await finishing
+    assert deadlocks(url) == before
+    return done
+
+
 async def test_beat_and_a_finish__a_reregistering_beat_and_the_end_of_a_relative(
     pg_store: Store, pg_url: str
 ) -> None:
     # Not a claim: w1 ends P, whose parent G and child C are w0's, while w0, its row gone,
-    # registers again. The end locks P, G (to tell it), then C (to cancel it); the beat
-    # locks C, then G. A reader's FOR SHARE of C holds the end back until the beat has C.
-    await pg_store.write(worker_ops.register_worker(worker_record("w1")))
-    for run_id, owner, parent in (("C", "w0", "P"), ("G", "w0", None), ("P", "w1", "G")):
-        record = run_record(run_id, status="RUNNING", owner=owner, parent_id=parent)
-        await pg_store.write(run_ops.create_run(record))
-    before = deadlocks(pg_url)
-    with held(pg_url) as reader:
-        reader.conn.execute("SELECT run_id FROM runs WHERE run_id = 'C' FOR SHARE")
-        end = run_ops.finish_run("P", Lease("w1", 1), "COMPLETED", result="1", error=None, now=T0)
-        finishing = asyncio.create_task(pg_store.write(end))
-        await waiting(pg_url, finishing, 1)
-        beating = asyncio.create_task(beat(pg_url))
-        await waiting(pg_url, beating, 2)
-        reader.commit()
-        async with asyncio.timeout(BOUND):
-            beat_done = await beating
-            await finishing
-    assert deadlocks(pg_url) == before
+    # registers again. The end locks P, G (to tell it), then C (to cancel it), were it to
+    # lock in the order its statements come; the beat locks C, then G. The reader's FOR
+    # SHARE of C holds the end back until the beat has C.
+    family = (("C", "w0", "P", T0), ("G", "w0", None, T0), ("P", "w1", "G", T0))
+    beat_done = await against_an_end(
+        pg_store, pg_url, family, held_back="C", other=lambda: beat(pg_url)
+    )
     assert beat_done.owned == {"C": 1, "G": 1}
 
 
 async def test_beat_and_a_finish__a_reregistering_beat_that_meets_the_parent_last(
     pg_store: Store, pg_url: str
 ) -> None:
-    # As above, but the beat reads w0's runs child first ("Z", created and inserted
-    # first) and the end locks by run_id: parent "A" first. Were the beat to lock in the
-    # order it reads, it would hold Z and wait for A, which the end holds while it waits
-    # for Z.
-    await pg_store.write(worker_ops.register_worker(worker_record("w1")))
-    family = (("Z", "w0", "M", T0 - 2), ("A", "w0", None, T0 - 1), ("M", "w1", "A", T0))
-    for run_id, owner, parent, created in family:
-        record = run_record(
-            run_id, status="RUNNING", owner=owner, parent_id=parent, created_at=created
-        )
-        await pg_store.write(run_ops.create_run(record))
-    before = deadlocks(pg_url)
-    with held(pg_url) as reader:
-        reader.conn.execute("SELECT run_id FROM runs WHERE run_id = 'Z' FOR SHARE")
-        end = run_ops.finish_run("M", Lease("w1", 1), "COMPLETED", result="1", error=None, now=T0)
-        finishing = asyncio.create_task(pg_store.write(end))
-        await waiting(pg_url, finishing, 1)
-        beating = asyncio.create_task(beat(pg_url))
-        await waiting(pg_url, beating, 2)
-        reader.commit()
-        async with asyncio.timeout(BOUND):
-            beat_done = await beating
-            await finishing
-    assert deadlocks(pg_url) == before
+    # As above, but the beat reads w0's runs child first (Z, created first) and the end
+    # locks by run_id: parent A first. Were the beat to lock in the order it reads, it
+    # would hold Z and wait for A, which the end holds while it waits for Z.
+    beat_done = await against_an_end(
+        pg_store, pg_url, FAMILY, held_back="Z", other=lambda: beat(pg_url)
+    )
     assert beat_done.owned == {"A": 1, "Z": 1}
     child = await pg_store.read(run_ops.get_run("Z"))
     assert child is not None and (child.status, child.control) == ("RUNNING", "cancel")
@@ -357,30 +371,16 @@ async def test_beat_and_a_finish__a_reregistering_beat_that_meets_the_parent_las
 async def test_a_finish_and_a_removal__the_removed_worker_owns_the_parent_and_the_child(
     pg_store: Store, pg_url: str
 ) -> None:
-    # Not a beat: w0 stops cleanly and hands its runs back (remove_worker) while w1 ends
-    # M, whose parent A and child Z are w0's. The end locks A, then waits for M (held
-    # here); the removal would lock Z (read first), then wait for A; M let go, the end
-    # would wait for Z. Both lock by run_id instead.
-    await pg_store.write(worker_ops.register_worker(worker_record("w1")))
-    family = (("Z", "w0", "M", T0 - 2), ("A", "w0", None, T0 - 1), ("M", "w1", "A", T0))
-    for run_id, owner, parent, created in family:
-        record = run_record(
-            run_id, status="RUNNING", owner=owner, parent_id=parent, created_at=created
-        )
-        await pg_store.write(run_ops.create_run(record))
-    before = deadlocks(pg_url)
-    with held(pg_url) as reader:
-        reader.conn.execute("SELECT run_id FROM runs WHERE run_id = 'M' FOR SHARE")
-        end = run_ops.finish_run("M", Lease("w1", 1), "COMPLETED", result="1", error=None, now=T0)
-        finishing = asyncio.create_task(pg_store.write(end))
-        await waiting(pg_url, finishing, 1)
-        removing = asyncio.create_task(pg_store.write(worker_ops.remove_worker("w0")))
-        await waiting(pg_url, removing, 2)
-        reader.commit()
-        async with asyncio.timeout(BOUND):
-            await finishing
-            await removing
-    assert deadlocks(pg_url) == before
+    # Not a beat: w0 stops cleanly and hands its runs back (remove_worker). The end locks
+    # A, then waits for M (held here); the removal would lock Z (read first), then wait
+    # for A; M let go, the end would wait for Z. Both lock by run_id instead.
+    await against_an_end(
+        pg_store,
+        pg_url,
+        FAMILY,
+        held_back="M",
+        other=lambda: pg_store.write(worker_ops.remove_worker("w0")),
+    )
     for run_id in ("A", "Z"):
         run = await pg_store.read(run_ops.get_run(run_id))
         assert run is not None and (run.status, run.owner) == ("PENDING", None)
@@ -389,30 +389,13 @@ async def test_a_finish_and_a_removal__the_removed_worker_owns_the_parent_and_th
 async def test_beat_and_a_finish__a_reregistering_beat_that_hands_back_a_child(
     pg_store: Store, pg_url: str
 ) -> None:
-    # w0, its row gone, hands back Z (M's child) in the beat that registers it again,
-    # while w1 ends M, whose parent A is w0's too. The end locks A, then waits for M
-    # (held here). Were the beat to lock the run it hands back (Z) before the runs it
-    # owns (A), it would hold Z and wait for A, which the end holds while it waits for Z.
-    await pg_store.write(worker_ops.register_worker(worker_record("w1")))
-    family = (("Z", "w0", "M", T0 - 2), ("A", "w0", None, T0 - 1), ("M", "w1", "A", T0))
-    for run_id, owner, parent, created in family:
-        record = run_record(
-            run_id, status="RUNNING", owner=owner, parent_id=parent, created_at=created
-        )
-        await pg_store.write(run_ops.create_run(record))
-    before = deadlocks(pg_url)
-    with held(pg_url) as reader:
-        reader.conn.execute("SELECT run_id FROM runs WHERE run_id = 'M' FOR SHARE")
-        end = run_ops.finish_run("M", Lease("w1", 1), "COMPLETED", result="1", error=None, now=T0)
-        finishing = asyncio.create_task(pg_store.write(end))
-        await waiting(pg_url, finishing, 1)
-        beating = asyncio.create_task(beat(pg_url, let_go=[("Z", 1)]))
-        await waiting(pg_url, beating, 2)
-        reader.commit()
-        async with asyncio.timeout(BOUND):
-            beat_done = await beating
-            await finishing
-    assert deadlocks(pg_url) == before
+    # w0, its row gone, hands back Z in the beat that registers it again. The end locks
+    # A, then waits for M (held here). Were the beat to lock the run it hands back (Z)
+    # before the runs it owns (A), it would hold Z and wait for A, which the end holds
+    # while it waits for Z.
+    beat_done = await against_an_end(
+        pg_store, pg_url, FAMILY, held_back="M", other=lambda: beat(pg_url, let_go=[("Z", 1)])
+    )
     assert (beat_done.owned, beat_done.released) == ({"A": 1}, ("Z",))
     child = await pg_store.read(run_ops.get_run("Z"))
     assert child is not None and (child.status, child.owner) == ("PENDING", None)
