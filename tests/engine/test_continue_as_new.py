@@ -157,3 +157,27 @@ async def test_continue_as_new__an_event_to_an_old_run_goes_to_the_newest(kit: K
         with pytest.raises(cairn.RunFinished) as finished:
             await engine.send_event("inbox-0", "msg", "d")
         assert finished.value.run_id == newest.continued_to
+
+
+async def test_continue_as_new__a_repeated_key_is_not_passed_on_to_the_newest_run(
+    kit: Kit,
+) -> None:
+    # The first send woke run 0, which continued; a retry of that send (its answer lost)
+    # is the same delivery, not a new event for run 1.
+    @kit.workflow("can.keyed_inbox")
+    async def inbox(n: int) -> Any:
+        message = await cairn.wait_for_event("msg")
+        if n < 1:
+            cairn.continue_as_new(n + 1)
+        return [n, message]
+
+    async with kit.engine() as engine:
+        first = await engine.start(inbox, 0, run_id="keyed-0")
+        await engine.send_event("keyed-0", "msg", "a", idempotency_key="k1")
+        async with asyncio.timeout(WAIT):
+            while (await engine.control.record("keyed-0")).status != "CONTINUED":
+                await asyncio.sleep(0.005)
+        again = await engine.send_event("keyed-0", "msg", "a", idempotency_key="k1")
+        assert (again.run_id, again.repeated) == ("keyed-0", True)
+        await engine.send_event("keyed-0", "msg", "b", idempotency_key="k2")
+        assert await first.result(timeout=WAIT) == [1, "b"]

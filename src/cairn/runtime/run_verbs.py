@@ -83,13 +83,13 @@ class RunVerbs:
             if delivery is None:
                 raise RunNotFound(run_id)
             status = RunStatus(delivery.status)
+            if delivery.repeated:  # a retry of a send this run took: the same delivery,
+                return EventDelivery(run_id, name, status, False, repeated=True)  # not passed on
             if status is RunStatus.CONTINUED:
                 successor = (await self.reader.record(run_id)).continued_to
                 if successor:
                     run_id = successor  # nothing was queued on the ended run: follow the chain
                     continue
-            if delivery.repeated:  # a retry of the send that was delivered: same answer
-                return EventDelivery(run_id, name, status, False, repeated=True)
             if status.finished:
                 raise RunFinished(run_id, status.value)
             if delivery.woken:
