@@ -88,7 +88,7 @@ async def limited_run(n: int) -> int:
 
 @cairn.workflow(name="celery.lonely", queue="lonely")
 async def lonely() -> str:
-    """A run of a queue no test worker consumes (Celery queue "cairn.lonely").
+    """A run of a queue its test's worker does not consume (Celery queue "cairn.lonely").
 
     The tests' clients do not import this module: they start it with queue="lonely".
     """

@@ -251,3 +251,26 @@ def test_celery__an_encrypted_run_completes_with_ciphertext_stored(
     assert len(stored) == 3 and all(
         text.startswith("aesgcm:k1:") for row in stored for text in row
     ), stored
+
+
+def test_celery__a_worker_without_queue_serves_runs_of_every_workflow_queue(
+    broker: str, tmp_path: Path, procs: list[CeleryWorker]
+) -> None:
+    # `cairn worker` serves every run, queued or not; with --transport celery too: runs of
+    # a queue its modules declare ("limited") and of one only the start names ("adhoc").
+    db = f"sqlite:///{tmp_path / 'queues.db'}"
+    for queue in ("cairn.limited", "cairn.adhoc"):
+        celery_procs.purge(broker, queue)
+    worker = CeleryWorker(db, broker, tmp_path, "worker")
+    procs.append(worker)
+    worker.ready()
+    with cairn.Client(db) as client:
+        handles = [client.start("celery.limited", n, allow_unknown=True) for n in range(3)]
+        handles += [
+            client.start("celery.once", n, queue="adhoc", allow_unknown=True) for n in (7, 8)
+        ]
+        assert celery_procs.results(handles, [worker]) == [0, 1, 2, 7, 8]
+    log = worker.log.read_text()
+    assert "consuming Celery queue 'cairn.adhoc'" in log
+    for queue in ("cairn.limited", "cairn.adhoc"):
+        celery_procs.purge(broker, queue)

@@ -228,7 +228,10 @@ def test_celery__a_run_is_not_published_again_while_its_message_waits(
     sqlite_url: str, broker: str, tmp_path: Path, procs: list[CeleryWorker]
 ) -> None:
     purge(broker, "cairn.lonely")
-    worker = CeleryWorker(sqlite_url, broker, tmp_path, "worker", "--lease", "1s")
+    # A worker given its queue: one serving every queue would consume "cairn.lonely" too.
+    worker = CeleryWorker(
+        sqlite_url, broker, tmp_path, "worker", "--queue", "busy", "--lease", "1s"
+    )
     procs.append(worker)
     worker.ready()
     with cairn.Client(sqlite_url) as client:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cairn import config, durations
-from cairn.celery import broker, publishing
+from cairn.celery import broker, consuming, publishing
 from cairn.celery.batching import DEFAULT_QUEUE, Message, celery_queue, step_celery_queue
 from cairn.celery.host import Host, log
 from cairn.errors import ConfigError
@@ -90,7 +90,8 @@ def app(
         lease: How long a silent worker keeps its runs before others take them over.
         grace: On shutdown, how long steps in flight may finish before runs are handed back.
         queues: Workflow queues whose runs this worker takes (its Celery queues are
-            "cairn.QUEUE"); default: runs on no queue (Celery queue "cairn").
+            "cairn.QUEUE"); default: every run, queued or not (Celery queue "cairn",
+            and each workflow queue's as its dispatcher publishes there: consuming.py).
         step_queues: Step queues whose attempts this worker executes (their messages
             come on Celery queues "cairn.step.QUEUE").
         dispatch_interval: Seconds between the dispatcher's looks for runs to publish
@@ -165,7 +166,11 @@ def app(
             step_queues=list(step_queues or ()),
         )
 
+    every_queue = None if queues else consuming.EveryQueue(consumed_queues(queues, step_queues))
+
     def publish(messages: list[Message]) -> None:
+        if every_queue is not None:
+            every_queue.published(messages)
         publishing.publish(application, messages, confirms=confirms)
 
     def depth(queue: str) -> int:
@@ -211,6 +216,8 @@ def app(
             pool = getattr(getattr(sender, "controller", None), "concurrency", None)
             if isinstance(pool, int) and pool > 0:
                 host.concurrency = pool
+            if every_queue is not None:
+                every_queue.attach(sender)
             try:
                 host.start()
             except Exception as exc:

@@ -173,7 +173,8 @@ def _serve_celery(
         ns.lease,
         output.redact(app.conf.broker_url),
         output.redact(glob.url or "(default)"),
-        ", ".join(app.cairn_queues),
+        ", ".join(app.cairn_queues)
+        + ("" if queues else " (and each workflow queue's as its runs appear)"),
         ", ".join(step_queues) if step_queues else "none",
     )
     return serving.serve(app, concurrency)
