@@ -149,6 +149,10 @@ def app(
         # consumer's connection, whose reply the consumer's own loop may read first (the
         # thread, and its run, then hung for ever). Prefetch is 1 per thread anyway.
         worker_enable_prefetch_count_reduction=False,
+        # Cancels only late-acknowledged tasks on a connection loss (none here: a cairn task
+        # is acknowledged as it starts); set, Celery 5 no longer prints a long warning
+        # about its coming default at every reconnection.
+        worker_cancel_long_running_tasks_on_connection_loss=True,
         # A message the worker cannot use is logged and dropped, never fatal (messages.py).
         worker_consumer="cairn.celery.messages:Consumer",
     )
