@@ -1,11 +1,7 @@
-"""`Statement`: a shared statement's text with the facts a backend needs about it.
+"""`Statement`: a shared statement's text with what a backend must know beyond it.
 
-Where SQLite's single writer makes a statement safe as written, a backend whose
-statements see only what committed before they started (PostgreSQL's READ COMMITTED)
-takes row locks; and a few SQL forms differ between dialects. Those facts are declared
-here, on the statement, and checked against its text as it is declared, so that editing
-or renaming a statement cannot silently drop them. A backend reads the facts; the text
-stays the one SQLite runs. Facts only: no dialect's SQL is written here.
+The facts (row locks, JSON members, bulk forms) are declared on the statement and checked
+against its text there; backends read them (store/postgres/dialect.py). No dialect's SQL.
 """
 
 from __future__ import annotations
