@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from cairn.store._sql.columns import FENCE, FINISHED_SQL, RUN_COLUMNS, STEP_COLUMNS, placeholders
+from cairn.store._sql.statement import Statement
 from cairn.store.records import (
     EXECUTION_FIELDS,
 )
 
 # Operator control. A run that is executing gets `control` set and acts on it at its next
 # durable point; a parked or pending one is changed here directly.
-SELECT_CONTROL_STATE = "SELECT status, attempt, owner FROM runs WHERE run_id = ?"
+# The request is decided by the state read: the row stays locked until it is written.
+SELECT_CONTROL_STATE = Statement(
+    "SELECT status, attempt, owner FROM runs WHERE run_id = ?", lock="hold"
+)
 SET_CONTROL = "UPDATE runs SET control = ?, updated_at = ? WHERE run_id = ?"
 # Parked runs are made due so they replay and meet the request at their durable point.
 SET_CONTROL_AND_WAKE = "UPDATE runs SET control = ?, wake_at = ?, updated_at = ? WHERE run_id = ?"

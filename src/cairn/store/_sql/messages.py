@@ -10,6 +10,7 @@ from cairn.store import texts
 from cairn.store._sql.columns import FINISHED_SQL, placeholders
 from cairn.store._sql.listing import run_tree
 from cairn.store._sql.runs import INSERT_STEP_OWNED
+from cairn.store._sql.statement import Statement, json_members
 from cairn.store.records import (
     HOOK_FIELDS,
     TASK_FIELDS,
@@ -18,10 +19,11 @@ from cairn.store.records import (
 )
 
 # Writing a journal entry that may already exist as "waiting" (events, hooks, tasks).
-UPSERT_STEP_OWNED = (
+UPSERT_STEP_OWNED = Statement(
     INSERT_STEP_OWNED + " ON CONFLICT (run_id, key) DO UPDATE SET status = excluded.status, "
     "attempts = excluded.attempts, finished_at = excluded.finished_at, "
-    "result = excluded.result, error = excluded.error"
+    "result = excluded.result, error = excluded.error",
+    fenced=True,
 )
 
 # Messages: what waiting runs consume, oldest first per channel.
@@ -40,22 +42,19 @@ SELECT_MESSAGE_KEY = (
 CONSUME_MESSAGE = "UPDATE messages SET consumed_by = ? WHERE id = ? AND consumed_by IS NULL"
 
 
-def json_members(array: str) -> str:
-    """A subquery of the text members of JSON array `array` (a column or `?`).
-
-    SQLite's form; PostgreSQL rewrites it (see dialect), as it does the placeholders.
-    """
-    return f"SELECT value FROM json_each({array})"
-
-
 # Channels: a run's open waits consume messages of these (runs.waits_on, a JSON array).
 # A run about to wait looks for a message on one of them (params: run_id, the array);
-# without them (a run parked by code that did not say), for any message.
-HAS_MESSAGES_ON = (
+# without them (a run parked by code that did not say), for any message. The run is locked
+# first, so that a message queued meanwhile (WAKE_WAITING locks it too) is seen or wakes it.
+HAS_MESSAGES_ON = Statement(
     "SELECT 1 FROM messages WHERE run_id = ? AND consumed_by IS NULL "
-    f"AND channel IN ({json_members('?')}) LIMIT 1"
+    f"AND channel IN ({json_members('?')}) LIMIT 1",
+    locks_run=0,
+    json_arrays=("?",),
 )
-HAS_MESSAGES = "SELECT 1 FROM messages WHERE run_id = ? AND consumed_by IS NULL LIMIT 1"
+HAS_MESSAGES = Statement(
+    "SELECT 1 FROM messages WHERE run_id = ? AND consumed_by IS NULL LIMIT 1", locks_run=0
+)
 # A mailbox takes several messages of a channel at once, oldest first (params: run_id,
 # channel, limit); then marks exactly those consumed by its entry (params: the entry's
 # key, run_id, channel, the ids as a JSON array of strings).
@@ -63,17 +62,21 @@ SELECT_OLDEST_MESSAGES = (
     "SELECT id, payload FROM messages WHERE run_id = ? AND channel = ? AND consumed_by IS NULL "
     "ORDER BY id LIMIT ?"
 )
-CONSUME_MESSAGES = (
+CONSUME_MESSAGES = Statement(
     "UPDATE messages SET consumed_by = ? WHERE run_id = ? AND channel = ? "
-    f"AND consumed_by IS NULL AND CAST(id AS TEXT) IN ({json_members('?')})"
+    f"AND consumed_by IS NULL AND CAST(id AS TEXT) IN ({json_members('?')})",
+    json_arrays=("?",),
 )
-SELECT_STATUS = "SELECT status, waits_on FROM runs WHERE run_id = ?"
+# A sender reads the run's status and waits, then writes by them: the row stays locked.
+SELECT_STATUS = Statement("SELECT status, waits_on FROM runs WHERE run_id = ?", lock="hold")
 # A message for a waiting run makes it due now if one of its waits takes the message (a
 # run whose waits are not known takes any); it then replays and consumes the message.
-# Params: now, run_id, the message's channel.
-WAKE_WAITING = (
+# Params: now, run_id, the message's channel. The run is locked first (see HAS_MESSAGES_ON).
+WAKE_WAITING = Statement(
     "UPDATE runs SET wake_at = ? WHERE run_id = ? AND (status || '') = 'WAITING' "
-    f"AND (waits_on IS NULL OR ? IN ({json_members('waits_on')}))"
+    f"AND (waits_on IS NULL OR ? IN ({json_members('waits_on')}))",
+    locks_run=1,
+    json_arrays=("waits_on",),
 )
 
 HOOK_COLUMNS = ", ".join(HOOK_FIELDS)
@@ -112,7 +115,7 @@ SUBMIT_TASK = (
 )
 CLOSE_TASKS = (
     "UPDATE tasks SET status = ? WHERE run_id = ? AND status = 'open' "
-    "AND (? IS NULL OR task_id = ?)"
+    "AND (CAST(? AS TEXT) IS NULL OR task_id = ?)"  # typed: PostgreSQL cannot type `? IS NULL`
 )
 
 

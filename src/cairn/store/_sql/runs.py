@@ -14,6 +14,7 @@ from cairn.store._sql.columns import (
     STEP_COLUMNS,
     placeholders,
 )
+from cairn.store._sql.statement import Statement
 from cairn.store.records import (
     ATTEMPT_FIELDS,
     JOURNAL_FIELDS,
@@ -21,9 +22,10 @@ from cairn.store.records import (
     STEP_FIELDS,
 )
 
-INSERT_RUN = (
+INSERT_RUN = Statement(
     f"INSERT INTO runs ({RUN_COLUMNS}) VALUES ({placeholders(len(RUN_FIELDS))}) "
-    "ON CONFLICT (run_id) DO NOTHING"
+    "ON CONFLICT (run_id) DO NOTHING",
+    bulk_keys=("run_id",),
 )
 SELECT_RUN = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"
 # A column row carries its run's created_at, so that a column filter reads its matches
@@ -38,9 +40,11 @@ TOUCH_OWNED = f"UPDATE runs SET updated_at = ? WHERE {FENCE}"
 # A step is inserted only while its run is held by the writer's lease: one statement, no
 # row rewrite of `runs` on the hot path. Params: the step's values, then run_id, owner,
 # fence.
-INSERT_STEP_OWNED = (
+INSERT_STEP_OWNED = Statement(
     f"INSERT INTO steps ({STEP_COLUMNS}) SELECT {placeholders(len(STEP_FIELDS))} "
-    f"WHERE EXISTS (SELECT 1 FROM runs WHERE {FENCE})"
+    f"WHERE EXISTS (SELECT 1 FROM runs WHERE {FENCE})",
+    fenced=True,
+    bulk_keys=("run_id", "key"),
 )
 INSERT_ATTEMPT = (
     f"INSERT INTO step_attempts ({ATTEMPT_COLUMNS}) "
@@ -55,9 +59,10 @@ SELECT_FAMILY = (
     "OR run_id = (SELECT parent_id FROM runs WHERE run_id = ?) "
     f"OR (parent_id = ? AND detached = 0 AND status NOT IN {FINISHED_SQL}) ORDER BY run_id"
 )
-FINISH_RUN = (
+FINISH_RUN = Statement(
     "UPDATE runs SET status = ?, result = ?, error = ?, updated_at = ?, finished_at = ?, "
-    f"owner = NULL, wake_at = NULL, waiting_for = NULL WHERE {FENCE}"
+    f"owner = NULL, wake_at = NULL, waiting_for = NULL WHERE {FENCE}",
+    bulk_keys=("run_id",),
 )
 PARK_RUN = (
     "UPDATE runs SET status = ?, wake_at = ?, waiting_for = ?, waits_on = ?, futile_wakes = ?, "

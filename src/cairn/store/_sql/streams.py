@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+
 from cairn.store._sql.columns import FENCE
+from cairn.store._sql.statement import Statement
 
 STREAM_COLUMNS = "run_id, name, seq, kind, step_key, attempt, claim, at_seq, value, created_at"
 
 
 # Items appended after the stream's last seq, in one statement, while the run is held
-# (see `append_stream_items`); PostgreSQL locks the run row and sends NOTIFY
-# cairn_streams with it (dialect.py).
-APPEND_STREAM_HEAD = (
+# (see `append_stream_items`).
+_APPEND_HEAD = (
     f"INSERT INTO stream_chunks ({STREAM_COLUMNS}) "
     "SELECT ?, ?, top.s + v.column1, v.column2, ?, ?, ?, CAST(? AS INTEGER), v.column3, ? "
     "FROM (SELECT COALESCE(MAX(seq), 0) AS s FROM stream_chunks "
@@ -18,14 +20,20 @@ APPEND_STREAM_HEAD = (
 )
 
 
-def append_stream_items(count: int) -> str:
+@functools.lru_cache(maxsize=64)
+def append_stream_items(count: int) -> Statement:
     """The statement appending `count` items after the stream's last seq.
 
     Params: run_id, name, step_key, attempt, claim, at_seq, created_at, run_id, name,
-    then (n, kind, value) per item (n from 1), then FENCE's.
+    then (n, kind, value) per item (n from 1), then FENCE's. It is fenced as a step's
+    outcome is, and tells the stream's readers at its commit.
     """
     rows = ", ".join(["(?, ?, ?)"] * count)
-    return f"{APPEND_STREAM_HEAD}{rows}) AS v WHERE EXISTS (SELECT 1 FROM runs WHERE {FENCE})"
+    return Statement(
+        f"{_APPEND_HEAD}{rows}) AS v WHERE EXISTS (SELECT 1 FROM runs WHERE {FENCE})",
+        fenced=True,
+        tells_streams=True,
+    )
 
 
 # Workflow code's writes so far (its occurrences count them, so a replay writes none again).

@@ -2,17 +2,22 @@
 
 The shared statements use `?` placeholders; here they become `%s` (after escaping `%`),
 once per text. A PostgreSQL statement sees only what committed before it started, so
-where SQLite relies on its single writer, PostgreSQL takes row locks:
+where SQLite relies on its single writer, PostgreSQL takes row locks. Which statement
+takes which is declared on it (`_sql.Statement`: `fenced`, `lock`, `locks_run`, ...);
+this module only says what each fact is in PostgreSQL:
 
-- a step write fences on the run row with FOR KEY SHARE, which a claim's FOR UPDATE
-  waits for (or skips), so a run taken over mid-write is never written by both owners;
+- a step write fences on the run row with FOR KEY SHARE (`fenced`), which a claim's FOR
+  UPDATE waits for (or skips), so a run taken over mid-write is never written by both
+  owners;
 - whoever queues a message locks the target run before waking it, and a run about to
-  wait locks itself before looking for messages, so a message is never missed;
+  wait locks itself before looking for messages (`locks_run`), so a message is never
+  missed;
 - claims take rows with FOR UPDATE SKIP LOCKED, so two workers never take the same run;
 - retention locks with FOR SHARE the FAILED runs it relies on, so a retry (whose FOR
   UPDATE conflicts) either commits first and is seen, or waits for the prune.
 
-A bulk form runs one statement of a program for many rows at once (arrays, unnest).
+A bulk form runs one statement of a program for many rows at once (arrays, unnest); the
+statements that have one declare `bulk_keys`.
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.store import _sql
+from cairn.store._sql import Statement
 from cairn.store.postgres import binary_arrays
 
-Statement = tuple[str, Sequence[Any]]
+Pair = tuple[str, Sequence[Any]]
 
 CHANNEL = "cairn_runs"
 STREAMS_CHANNEL = "cairn_streams"
@@ -40,45 +46,6 @@ def convert(text: str) -> str:
     """`text` with `?` placeholders as psycopg `%s` ones (literal `%` escaped)."""
     return text.replace("%", "%%").replace("?", "%s")
 
-
-def _json_members(text: str, *arrays: str) -> str:
-    """`text` with SQLite's members of each JSON array as PostgreSQL reads them."""
-    for array in arrays:
-        sqlite = _sql.json_members(array)
-        if sqlite not in text:
-            raise RuntimeError(
-                f"cairn.store.postgres.dialect is out of date with _sql: no {sqlite!r}"
-            )
-        text = text.replace(sqlite, f"SELECT json_array_elements_text(CAST({array} AS json))")
-    return text
-
-
-def _fenced(text: str) -> str:
-    fence = f"FROM runs WHERE {_sql.FENCE})"
-    if fence not in text:
-        raise RuntimeError(f"cairn.store.postgres.dialect is out of date with _sql: no {fence!r}")
-    return text.replace(fence, f"FROM runs WHERE {_sql.FENCE} FOR KEY SHARE)")
-
-
-# Statements of shared programs that PostgreSQL runs differently (see the module docstring).
-_REWRITTEN: dict[str, str] = {
-    _sql.INSERT_STEP_OWNED: convert(_fenced(_sql.INSERT_STEP_OWNED)),
-    _sql.UPSERT_STEP_OWNED: convert(_fenced(_sql.UPSERT_STEP_OWNED)),
-    _sql.SELECT_STATUS: convert(_sql.SELECT_STATUS) + " FOR NO KEY UPDATE",
-    _sql.SELECT_CONTROL_STATE: convert(_sql.SELECT_CONTROL_STATE) + " FOR NO KEY UPDATE",
-    _sql.HAS_MESSAGES_ON: convert(_json_members(_sql.HAS_MESSAGES_ON, "?")),
-    _sql.CONSUME_MESSAGES: convert(_json_members(_sql.CONSUME_MESSAGES, "?")),
-    _sql.WAKE_WAITING: convert(_json_members(_sql.WAKE_WAITING, "waits_on")),
-    # PostgreSQL cannot type a bare `? IS NULL`.
-    _sql.CLOSE_TASKS: convert(_sql.CLOSE_TASKS).replace("(%s IS NULL", "(CAST(%s AS TEXT) IS NULL"),
-}
-
-# Statements preceded by a lock on the run named by one of their parameters.
-_LOCKED_BY_PARAM: dict[str, int] = {
-    _sql.WAKE_WAITING: 1,  # (now, run_id, channel): a message producer waking the run
-    _sql.HAS_MESSAGES: 0,  # (run_id,): a run about to wait, looking for messages
-    _sql.HAS_MESSAGES_ON: 0,  # (run_id, channels): the same, on its waits' channels
-}
 
 _LOCKS = {
     "": "",
@@ -95,26 +62,47 @@ _LOCKS = {
 _STREAM_NOTICE = " RETURNING pg_notify('cairn_streams', json_build_array(run_id, name)::text)"
 
 
-@functools.lru_cache(maxsize=256)
-def _rewritten_by_head(text: str) -> str:
-    """`convert(text)`, and a stream append's rewrite (its text varies with its rows).
+def _replaced(text: str, old: str, new: str) -> str:
+    # `Statement` checked its facts against its text; this guards the rewrite itself.
+    if old not in text:
+        raise RuntimeError(f"cairn.store.postgres.dialect: no {old!r} in {text!r}")
+    return text.replace(old, new)
 
-    An append is fenced with FOR KEY SHARE, as a step write is, and sends NOTIFY
-    cairn_streams.
+
+@functools.lru_cache(maxsize=1024)
+def pg_form(text: str) -> tuple[str, int | None]:
+    """`text` in PostgreSQL form, and the parameter naming a run to lock before it (or None).
+
+    The form follows the facts `text` declares (`_sql.Statement`); a plain `str` declares
+    none. Cached per text: a `Statement` and a plain `str` of the same text are different
+    keys (an lru_cache of one `str` argument keys on the `str` itself, of anything else on
+    the argument tuple), so a plain copy never stands in for the declared statement.
     """
-    if text.startswith(_sql.APPEND_STREAM_HEAD):
-        return convert(_fenced(text)) + _STREAM_NOTICE
-    return convert(text)
+    if not isinstance(text, Statement):
+        if "json_each(" in text:
+            raise RuntimeError(f"cairn: JSON members read by an undeclared statement: {text!r}")
+        return convert(text), None
+    pg: str = text
+    if text.fenced:
+        pg = _replaced(pg, _sql.FENCED_ON, f"FROM runs WHERE {_sql.FENCE} FOR KEY SHARE)")
+    for array in text.json_arrays:
+        members = f"SELECT json_array_elements_text(CAST({array} AS json))"
+        pg = _replaced(pg, _sql.json_members(array), members)
+    pg = convert(pg) + _LOCKS[text.lock]
+    if text.tells_streams:
+        pg += _STREAM_NOTICE
+    return pg, text.locks_run
 
 
-def program_statements(text: str, params: Sequence[Any], *, lock: str) -> list[Statement]:
+def program_statements(text: str, params: Sequence[Any], *, lock: str) -> list[Pair]:
     """The PostgreSQL statements for one statement of a shared program.
 
     The caller reads the result of the last one. `lock` is the program's row-lock mark
     ("", "skip", "update", "share", "hold" or "try", see `programs.base.Sql`).
     """
-    pg = (_REWRITTEN.get(text) or _rewritten_by_head(text)) + _LOCKS[lock]
-    position = _LOCKED_BY_PARAM.get(text)
+    pg, position = pg_form(text)
+    if lock:
+        pg += _LOCKS[lock]
     if position is None:
         return [(pg, params)]
     return [(LOCK_RUN, (params[position],)), (pg, params)]
@@ -150,18 +138,16 @@ class Bulk:
         return [list(column) for column in zip(*rows, strict=True)]
 
 
-# The statements with a bulk form, and the columns whose values identify a row written.
-BULK_KEYS: dict[str, tuple[str, ...]] = {
-    _sql.INSERT_RUN: ("run_id",),
-    _sql.INSERT_STEP_OWNED: ("run_id", "key"),
-    _sql.FINISH_RUN: ("run_id",),
-}
+# The shared statements with a bulk form: those declaring the columns that identify a row.
+BULK: tuple[Statement, ...] = tuple(
+    s for s in vars(_sql).values() if isinstance(s, Statement) and s.bulk_keys
+)
 
 _INSERT = re.compile(r"^INSERT INTO (\w+) \(([\w, ]+)\) ")
 _UPDATE = re.compile(r"^UPDATE (\w+) SET ")
 
 
-def bulk_form(text: str, types: Sequence[str]) -> Bulk | None:
+def bulk_form(text: Statement, types: Sequence[str]) -> Bulk | None:
     """The bulk form of shared statement `text` (parameter types as PREPARE found them).
 
     None when the statement does not have a shape this knows (its rows then go one by
@@ -169,7 +155,7 @@ def bulk_form(text: str, types: Sequence[str]) -> Bulk | None:
     UPDATE whose top-level WHERE says `column = ?` for each key column.
     """
     pg = program_statements(text, (), lock="")[-1][0]
-    names = BULK_KEYS[text]
+    names = text.bulk_keys
     count = pg.count("%s")
     if "%b" in pg or len(types) != count:
         return None

@@ -76,8 +76,8 @@ async def _bulk_forms(conn: Conn) -> dict[str, dialect.Bulk]:
 
     A bulk form is only faster: a statement without one is written row by row.
     """
-    forms = {}
-    for text in dialect.BULK_KEYS:
+    forms: dict[str, dialect.Bulk] = {}
+    for text in dialect.BULK:
         pg = dialect.program_statements(text, (), lock="")[-1][0]
         try:
             await conn.execute(f"PREPARE cairn_describe AS {dialect.numbered(pg)}")

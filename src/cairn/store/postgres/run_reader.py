@@ -6,7 +6,6 @@ import asyncio
 from typing import Any
 
 from cairn.store import _sql
-from cairn.store.postgres import dialect
 from cairn.store.postgres.connections import Conn, Db, retrying
 
 
@@ -56,4 +55,6 @@ class RunReader:
                     future.set_result(found.get(run_id))
 
 
-_SELECT_RUNS = dialect.convert(_sql.SELECT_RUN).replace("run_id = %s", "run_id = ANY(%s)")
+# Written out, not made from _sql.SELECT_RUN by replacing its `run_id = ?`: a change there
+# would have left this one-run query silently unchanged. Its rows start with run_id.
+_SELECT_RUNS = f"SELECT {_sql.RUN_COLUMNS} FROM runs WHERE run_id = ANY(%s)"

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from cairn.models import RunStatus
+from cairn.store._sql.statement import Lock
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -38,13 +39,14 @@ class Sql:
     change under way is waited for and then read), or `FOR NO KEY UPDATE` ("hold": the
     lock an UPDATE of the rows takes, taken ahead, waiting), or `FOR NO KEY UPDATE SKIP
     LOCKED` ("try": those of them nobody else holds); SQLite needs nothing (its write
-    transaction is exclusive).
+    transaction is exclusive). A statement whose rows are always locked says so where it
+    is declared (`_sql.Statement`'s `lock`).
     """
 
     text: str
     params: Sequence[Any] = ()
     fetch: Literal["count", "one", "all"] = "count"
-    lock: Literal["", "skip", "update", "share", "hold", "try"] = ""
+    lock: Lock = ""
 
 
 Program = Generator[Sql, Any, T]
