@@ -90,7 +90,7 @@ class LiveAttempt:
         self.workflow = workflow
         # The run's journal (core/journal.py): closed to new work when the attempt parks.
         self.journal = journal
-        self.loop_thread = threading.get_ident()
+        self._loop_thread = threading.get_ident()
         self._step_threads: set[concurrent.futures.Future[Any]] = set()
         # The thread of a sync step attempt that timed out, by step key: it runs on, and
         # the step's next attempt waits until it has returned (core/attempts.py).
@@ -310,7 +310,7 @@ class LiveAttempt:
 
         Async workflows get it to await; a sync workflow's thread blocks until it is done.
         """
-        if threading.get_ident() == self.loop_thread:
+        if threading.get_ident() == self._loop_thread:
             return coro
         if self.closed:
             coro.close()

@@ -66,7 +66,7 @@ class LiveRun(RunContext):
         # Served by LiveSteps itself, not forwarded: a step call is per step (hot path).
         self.call_step = self.steps.call_step  # type: ignore[method-assign]
         self.call_inline = self.steps.call_inline  # type: ignore[method-assign]
-        self._loop_thread = self.attempt.loop_thread
+        self._loop_thread = threading.get_ident()
         # Column values (JSON text) already stored, so replays write nothing new.
         self._columns: dict[str, str] = {}
         if run.columns:

@@ -55,7 +55,7 @@ class LiveSteps:
         self.journal = attempt.journal
         self.interrupts = attempt.interrupts
         self.deliver = attempt.deliver
-        self._loop_thread = attempt.loop_thread  # made on the loop's thread, as the attempt
+        self._loop_thread = threading.get_ident()  # made on the loop's thread, as the attempt
         self.leave = attempt.leave
         # Every stored value the attempt reads: a missing key hands the run back.
         self.values = RunValues(self.env.serializer, attempt.leave)

@@ -53,13 +53,11 @@ class EngineVerbs:
         in-memory store: the handle answers while this engine is open, and `get`,
         `list_runs` and the database never see the run.
         """
-        # A durable workflow's own definition (most starts) is no transient one: not looked up.
-        if type(workflow) is not WorkflowDef or not workflow.durable:
-            defn = transient_rules.definition(self.registry, workflow)
-            if defn is not None and self.transient_runs is not None:
-                return await self.transient_runs.start(
-                    defn, args, {**options, "delay": delay, "run_at": run_at}
-                )
+        defn = transient_rules.definition(self.registry, workflow)
+        if defn is not None and self.transient_runs is not None:
+            return await self.transient_runs.start(
+                defn, args, {**options, "delay": delay, "run_at": run_at}
+            )
         return await self.control.start(workflow, *args, delay=delay, run_at=run_at, **options)
 
     async def get(self, run_id: str) -> RunHandle:

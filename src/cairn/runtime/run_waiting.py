@@ -75,13 +75,7 @@ class RunWaiter:
                 else:
                     async with asyncio.timeout(wait_for):
                         ended = await future
-                # How the run ended, as its worker committed it, alone answers `result()`:
-                # not a continued run (its successor's is the answer), nor a poisoned one
-                # (its error is only in the database).
-                if ended is not None and (
-                    ended.status in _ANSWERED
-                    or (ended.status == _FAILED and ended.error is not None)
-                ):
+                if ended is not None and _final(ended):
                     return ended
             except TimeoutError:
                 self._discard(run_id, future)
@@ -142,6 +136,14 @@ class RunWaiter:
             error_message=data.get("message", ""),
             traceback=data.get("traceback", ""),
         )
+
+
+def _final(ended: Outcome) -> bool:
+    """True if how a run ended, as its worker committed it, alone answers `result()`."""
+    if ended.status == _FAILED:
+        return ended.error is not None  # a poisoned run's error is only in the database
+    # A continued run's answer is its successor's.
+    return ended.status in _ANSWERED
 
 
 # A member's `.value` is a Python-level property: read once here for the hot paths.
