@@ -1,4 +1,4 @@
-"""`python -m bench.bytecodes [RUNS] [TOP]`: Python bytecodes and frames per step, by function.
+"""`python -m bench.bytecodes [RUNS] [TOP] [--run]`: Python bytecodes and frames, by function.
 
 Instruction counts (bench/instructions.py) say how much a step costs; this says where,
 in the engine's own terms. With `sys.settrace` and `f_trace_opcodes` on the event loop's
@@ -9,6 +9,9 @@ of one step; the TOP functions (default 25) are listed by bytecodes per step. Tr
 slows the engine a hundredfold, so the engine's polls and looks are switched off (as
 `bench.instructions --steady`) and only the loop's thread is counted: threads (the
 checkpointer, heartbeats) are not traced.
+
+`--run` counts the other half: a run with no step, per run (its start, its task, its
+finish), all of it rather than a difference.
 """
 
 from __future__ import annotations
@@ -21,13 +24,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 import cairn
-from bench.workflows import STEPS, ten_steps
-
-
-@cairn.workflow(name="bench.no_steps")
-async def no_steps(value: int) -> int:
-    return value
-
+from bench.workflows import STEPS, no_steps, ten_steps
 
 Counts = tuple[Counter[CodeType], Counter[CodeType]]  # bytecodes, frames: by code object
 
@@ -83,17 +80,30 @@ def _name(code: CodeType) -> str:
 
 
 def main() -> None:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-    top = int(sys.argv[2]) if len(sys.argv) > 2 else 25
+    args = [arg for arg in sys.argv[1:] if arg != "--run"]
+    runs = int(args[0]) if args else 200
+    top = int(args[1]) if len(args) > 1 else 25
     _quiet()
+    if "--run" in sys.argv[1:]:
+        run_ops, run_frames = asyncio.run(_counted(no_steps, runs))
+        _print(f"{runs} runs with no step at once, per run", run_ops, run_frames, runs, top)
+        return
     steps_ops, steps_frames = asyncio.run(_counted(ten_steps, runs))
     bare_ops, bare_frames = asyncio.run(_counted(no_steps, runs))
     n = runs * STEPS
-    ops = {code: (steps_ops[code] - bare_ops[code]) / n for code in steps_ops | bare_ops}
-    frames = {code: (steps_frames[code] - bare_frames[code]) / n for code in steps_frames}
+    steps_ops.subtract(bare_ops)  # negatives kept: a function a step run calls less often
+    steps_frames.subtract(bare_frames)
+    _print(f"{runs} runs at once, per step", steps_ops, steps_frames, n, top)
+
+
+def _print(
+    title: str, ops_: Counter[CodeType], frames_: Counter[CodeType], n: int, top: int
+) -> None:
+    ops = {code: count / n for code, count in ops_.items()}
+    frames = {code: count / n for code, count in frames_.items()}
     total_ops = sum(ops.values())
     total_frames = sum(frames.values())
-    print(f"{runs} runs at once: {total_ops:,.0f} bytecodes, {total_frames:.1f} frames per step")
+    print(f"{title}: {total_ops:,.0f} bytecodes, {total_frames:.1f} frames")
     for code, count in sorted(ops.items(), key=lambda item: -item[1])[:top]:
         print(f"{count:8.1f} {frames.get(code, 0.0):6.2f}  {_name(code)}")
 

@@ -5,7 +5,7 @@ not. This runs the same workload under `valgrind --tool=callgrind` twice, with n
 and with RUNS runs, and prints the difference per step, so that start-up, imports and
 the engine's opening cancel out:
 
-    python -m bench.instructions [seq|conc] [RUNS] [--tree DIR] [--steady]
+    python -m bench.instructions [seq|conc] [RUNS] [--tree DIR] [--steady] [--empty]
 
 `seq`: ten-step runs one after another; `conc`: batches of 200 at once (after a warm-up
 batch). `--tree DIR` counts another checkout (its `src` first on the path), to compare
@@ -19,6 +19,9 @@ the idle claimer's data_version poll every 50 ms, and background threads (the WA
 checkpointer, the heartbeat, the watchdog). `--steady` leaves those out, for comparing
 two versions of the run path: the looks and polls are switched off and only the event
 loop's thread is counted. Repeats then agree within about 0.3%.
+
+`--empty` runs a workflow with no step instead and prints instructions per run: what a
+run costs beside its steps (its start, its task, its finish).
 """
 
 from __future__ import annotations
@@ -35,10 +38,12 @@ STEPS = 10
 BATCH = 200
 
 
-async def workload(mode: str, runs: int, steady: bool = False) -> None:
-    """What one counted process does: a warm-up, then `runs` ten-step runs."""
+async def workload(mode: str, runs: int, steady: bool = False, empty: bool = False) -> None:
+    """What one counted process does: a warm-up, then `runs` ten-step (or empty) runs."""
     import cairn
-    from bench.workflows import ten_steps
+    from bench.workflows import no_steps, ten_steps
+
+    workflow = no_steps if empty else ten_steps
 
     if steady:
         from cairn.runtime import in_flight
@@ -52,7 +57,7 @@ async def workload(mode: str, runs: int, steady: bool = False) -> None:
         SqliteStore.wait_for_work = wait_for_work  # type: ignore[method-assign]
 
     async def batch(engine: cairn.Engine, count: int, first: int) -> None:
-        handles = await asyncio.gather(*(engine.start(ten_steps, first + i) for i in range(count)))
+        handles = await asyncio.gather(*(engine.start(workflow, first + i) for i in range(count)))
         await asyncio.gather(*(handle.result() for handle in handles))
 
     with tempfile.TemporaryDirectory() as folder:
@@ -64,12 +69,12 @@ async def workload(mode: str, runs: int, steady: bool = False) -> None:
                     await batch(engine, min(BATCH, runs - done), 10_000 + done)
             else:
                 for i in range(30):
-                    await (await engine.start(ten_steps, i)).result()
+                    await (await engine.start(workflow, i)).result()
                 for i in range(runs):
-                    await (await engine.start(ten_steps, 10_000 + i)).result()
+                    await (await engine.start(workflow, 10_000 + i)).result()
 
 
-def count(tree: str, mode: str, runs: int, steady: bool = False) -> int:
+def count(tree: str, mode: str, runs: int, steady: bool = False, empty: bool = False) -> int:
     """Instructions of one process of `workload(mode, runs)` from checkout `tree`."""
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "callgrind.out")
@@ -79,7 +84,7 @@ def count(tree: str, mode: str, runs: int, steady: bool = False) -> int:
         env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=path)
         # Bytecode compiled beforehand: a .pyc written during the count would be counted.
         subprocess.run([sys.executable, "-m", "compileall", "-q", f"{tree}/src"], check=True)
-        run = f"b.workload({mode!r}, {runs}, {steady})"
+        run = f"b.workload({mode!r}, {runs}, {steady}, {empty})"
         code = f"import asyncio, bench.instructions as b; asyncio.run({run})"
         valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
         if steady:
@@ -108,13 +113,17 @@ def main() -> None:
         action="store_true",
         help="leave out what grows with wall time: polls, looks, background threads",
     )
+    parser.add_argument(
+        "--empty", action="store_true", help="runs with no step, instructions per run"
+    )
     args = parser.parse_args()
-    base = count(args.tree, args.mode, 0, args.steady)
-    total = count(args.tree, args.mode, args.runs, args.steady)
-    per_step = (total - base) / (args.runs * STEPS)
+    base = count(args.tree, args.mode, 0, args.steady, args.empty)
+    total = count(args.tree, args.mode, args.runs, args.steady, args.empty)
+    unit, per = ("run", args.runs) if args.empty else ("step", args.runs * STEPS)
     steady = ", steady" if args.steady else ""
     print(
-        f"{args.tree} {args.mode}: {per_step:,.0f} instructions per step ({args.runs} runs{steady})"
+        f"{args.tree} {args.mode}: {(total - base) / per:,.0f} instructions per {unit}"
+        f" ({args.runs} runs{steady})"
     )
 
 

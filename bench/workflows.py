@@ -22,6 +22,12 @@ async def ten_steps(value: int) -> int:
     return value
 
 
+@cairn.workflow(name="bench.no_steps")
+async def no_steps(value: int) -> int:
+    """A run and nothing else: what a run costs beside its steps."""
+    return value
+
+
 @cairn.step(name="bench.hang_once")
 async def hang_once(value: int, marker: str) -> int:
     """The first execution ever creates `marker` and hangs (to be killed); later ones pass."""

@@ -138,6 +138,28 @@ async def test_child__unfinished_children_are_cancelled_when_the_parent_ends(kit
         assert await detached.result(timeout=WAIT) == "still here"
 
 
+async def test_child__a_child_started_by_an_earlier_attempt_is_cancelled_when_the_parent_ends(
+    kit: Kit,
+) -> None:
+    # The attempt that ends the parent did not start the child: it replays its start.
+    @kit.workflow("children.early_waiter")
+    async def waiter() -> Any:
+        return await cairn.wait_for_event("go")
+
+    @kit.workflow("children.parks_then_leaves")
+    async def parks_then_leaves() -> str:
+        await cairn.start_child(waiter, run_id="early")
+        return str(await cairn.wait_for_event("resume"))
+
+    async with kit.engine() as engine:
+        run = await engine.start(parks_then_leaves, run_id="ptl")
+        await until(engine, "ptl", "WAITING")
+        await run.send_event("resume", "left")
+        assert await run.result(timeout=WAIT) == "left"
+        with pytest.raises(cairn.RunCancelled):
+            await (await engine.get("early")).result(timeout=WAIT)
+
+
 async def test_child__cancelling_the_parent_cancels_its_children(kit: Kit) -> None:
     @kit.workflow("children.sleeper")
     async def sleeper() -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterator
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from datetime import datetime
 from typing import Any
 
@@ -207,20 +207,14 @@ def in_step() -> bool:
     return _in_step.get() is not None
 
 
-# The active run even inside a step's code, or None outside a run. This and the three
-# below are the ContextVars' own bound methods, not functions around them: a step calls
-# each once or twice, and a Python frame costs more than the lookup it wraps.
+# The active run even inside a step's code, or None outside a run. This and the five
+# below are the ContextVars' own bound methods, not functions around them: a step or a
+# run calls each once or twice, and a Python frame costs more than the lookup it wraps.
 in_run = _current.get
-
-
-def enter(ctx: RunContext) -> object:
-    """Make `ctx` the active run in this context; returns a token for `leave`."""
-    return _current.set(ctx)
-
-
-def leave(token: object) -> None:
-    """Undo `enter`."""
-    _current.reset(token)  # type: ignore[arg-type]
+# Make a RunContext the active run in this context; returns a token for `leave`.
+enter: Callable[[RunContext], Token[RunContext | None]] = _current.set
+# Undo `enter` (with the token it returned).
+leave: Callable[[Token[RunContext | None]], None] = _current.reset
 
 
 # (name, key, attempt) of the step whose own code runs now; None outside one.

@@ -255,7 +255,7 @@ def _group(attempts: list[AttemptRecord], execution: int) -> dict[str, list[Atte
     return dict(grouped)
 
 
-async def _ended(live: durable.Attempt, write: Any, *, what: str) -> bool:
+async def _ended(live: durable.Attempt, write: Any, *, what: Callable[[], str]) -> bool:
     """Make the write that ends an attempt; False if the attempt lost its run meanwhile."""
     try:
         await write()
@@ -265,7 +265,7 @@ async def _ended(live: durable.Attempt, write: Any, *, what: str) -> bool:
     except StoreError:
         pass  # the slow path below decides what it meant, and sends it again if need be
     try:
-        await durable.write(live, write, what=what)
+        await durable.write(live, write, what=what())  # named only on this slow path
     except Unwind:
         return False
     return True
@@ -300,7 +300,7 @@ async def _finish(
             )
         )
 
-    what = f"the end of run {run.run_id!r} ({status})"
+    what = lambda: f"the end of run {run.run_id!r} ({status})"  # noqa: E731
     if status in _VOIDING and isinstance(live, LiveSteps):
         async with streams.unfinished_voided(env, live):  # the dead steps' resets go first
             ended = await _ended(live, finish, what=what)
@@ -343,7 +343,7 @@ async def _continue(
     def go_on() -> Any:
         return env.store.write(run_ops.continue_run(run.run_id, live.lease, successor, now))
 
-    if not await _ended(live.steps, go_on, what=f"run {run.run_id!r} continuing as new"):
+    if not await _ended(live.steps, go_on, what=lambda: f"run {run.run_id!r} continuing as new"):
         return Outcome(None)
     return Outcome(RunStatus.CONTINUED.value, successor.run_id)
 
@@ -395,6 +395,6 @@ async def _park(env: RunEnv, live: LiveRun, parking: Parking, futile: int) -> Ou
             )
         )
 
-    if not await _ended(live.steps, park, what=f"run {run.run_id!r} parking ({parking.status})"):
-        return Outcome(None)
-    return Outcome(parking.status)
+    what = lambda: f"run {run.run_id!r} parking ({parking.status})"  # noqa: E731
+    ended = await _ended(live.steps, park, what=what)
+    return Outcome(parking.status) if ended else Outcome(None)

@@ -98,9 +98,7 @@ class LiveAttempt:
         # Runs scheduled and not yet written (core/pending_starts.py): awaited at the end.
         self.scheduled = pending_starts.PendingStarts()
         self.streams: AttemptStreams | None = None  # made on the first cairn.stream()
-        # Held by each write of the run's stream items (core/streams.py): steps running at
-        # once that write one stream would otherwise number their items alike.
-        self.stream_writes = asyncio.Lock()
+        self._stream_writes: asyncio.Lock | None = None  # made on the first stream write
         # Calls a sync workflow's thread is blocked on; cancelled by close().
         self._blocked: set[concurrent.futures.Future[Any]] = set()
         self.closed = False  # once True, nothing of the attempt may write any more
@@ -141,6 +139,17 @@ class LiveAttempt:
                 self._deadline_timer = env.loop.call_later(
                     left, self.interrupts.request, "cancel", reason
                 )
+
+    @property
+    def stream_writes(self) -> asyncio.Lock:
+        """The lock each write of the run's stream items holds (core/streams.py).
+
+        Steps running at once that write one stream would otherwise number their items alike.
+        """
+        lock = self._stream_writes
+        if lock is None:
+            lock = self._stream_writes = asyncio.Lock()
+        return lock
 
     def parked_waits(self) -> tuple[list[str], float | None, str | None]:
         """What the run parks on: channels (once each), first wake time, first wait.

@@ -87,6 +87,9 @@ class LiveSteps:
         """
         if self.run.parent_id is not None or self.spawned:
             return False
+        if self._first_seq == 1:
+            # No record from before this attempt: a child or task of its own set `spawned`.
+            return True
         return not any(r.kind in ("child", "task") for r in self.journal.recorded.values())
 
     def progressed(self) -> bool:

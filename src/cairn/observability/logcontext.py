@@ -8,6 +8,7 @@ step's around each step attempt (`cairn.authoring.context.mark_in_step`);
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import Any
 
@@ -26,9 +27,8 @@ def enter_run(run_id: str, workflow: str, attempt: int) -> Token[RunFacts | None
     return _run.set((run_id, workflow, attempt))
 
 
-def leave_run(token: Token[RunFacts | None]) -> None:
-    """Undo `enter_run`."""
-    _run.reset(token)
+# Undo `enter_run` (the ContextVar's own method: no Python frame at every run's end).
+leave_run: Callable[[Token[RunFacts | None]], None] = _run.reset
 
 
 def current_run_id() -> str | None:

@@ -168,7 +168,9 @@ class Claimer:
 
     def _slot_freed(self) -> None:
         # Wake as many takes in line as there is room, less those woken that have not
-        # asked yet (they will fill it).
+        # asked yet (they will fill it). None in line (the common case): nothing to count.
+        if not self._waiting:
+            return
         room = self.room - self._woken
         while room > 0 and self._waiting:
             waiter = self._waiting.popleft()

@@ -252,15 +252,22 @@ def _start_names(
     Checked before anything reaches SQL: PostgreSQL refuses a NUL and compares no text
     with a number, and SQLite would store either.
     """
-    for value, what in ((run_id, "run_id"), (dedup_key, "dedup_key"), (partition, "partition")):
-        if value is not None:
-            check_name(value, what)
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise InvalidArguments(f"priority must be an integer, got {priority!r}")
-    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-        raise InvalidValue(
-            f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}, got {priority}"
-        )
+    # Three tests, not a loop over pairs: every start passes here, most with none of them.
+    if run_id is not None:
+        check_name(run_id, "run_id")
+    if dedup_key is not None:
+        check_name(dedup_key, "dedup_key")
+    if partition is not None:
+        check_name(partition, "partition")
+    if type(priority) is not int or priority != 0:  # the default 0 needs no checks
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise InvalidArguments(f"priority must be an integer, got {priority!r}")
+        if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+            raise InvalidValue(
+                f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}, got {priority}"
+            )
+    if queue is None:
+        return None
     queue_name = getattr(queue, "name", queue)
     return None if queue_name is None else check_queue_name(queue_name, "queue")
 

@@ -189,7 +189,7 @@ class Executions:
 
     def reserve(self) -> Reservation | None:
         """Hold a slot for a run started in this process; None when full or stopping."""
-        if self.stopping or self.free <= 0:
+        if self.stopping or self.concurrency - len(self.active) - self._reserved <= 0:  # free
             return None
         self._reserved += 1
         return Reservation(self.env.owner, self.tenure.epoch)
@@ -248,7 +248,7 @@ class Executions:
             if self.stopping:  # launched as its worker stops: it leaves at once
                 live.interrupts.hand_back()
 
-        outcome = executor.Outcome(None)
+        outcome = _ABANDONED
         try:
             outcome = await executor.execute(
                 self.env, run, fresh=fresh, on_live=on_live, epoch=attempt.epoch
@@ -359,3 +359,6 @@ class Executions:
 
 def _nothing() -> None:
     pass
+
+
+_ABANDONED = executor.Outcome(None)  # frozen: one for every attempt that raised
