@@ -106,8 +106,12 @@ class Claimer:
         return len(claimed.runs)
 
     def judges_heartbeats(self) -> bool:
-        """Whether this worker may take a run whose owner's heartbeat is only old (leases.py)."""
-        return leases.may_judge_heartbeats(
+        """Whether this worker may take a run whose owner's heartbeat is only old (leases.py).
+
+        Never while its own heartbeat is overdue (its beats hang, unanswered, and no error
+        says so yet): whatever holds up its beats may hold up the others' too.
+        """
+        return self.executions.tenure.fresh() and leases.may_judge_heartbeats(
             since=self.executions.started,
             trouble_at=self.env.store.health.trouble_at(),
             lease=self.lease,
