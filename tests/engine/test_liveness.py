@@ -259,3 +259,49 @@ async def test_claim__a_run_back_here_under_a_new_fence_waits_for_its_old_attemp
 
     assert overlaps == []  # one after the other, never two at once
     assert [(entry.key, entry.result) for entry in history] == [("live.slow#1", "slow")]
+
+
+async def test_claim__a_worker_whose_own_heartbeat_is_overdue_judges_no_heartbeats(
+    kit: Kit,
+) -> None:
+    # Its own beats not landing, a worker cannot tell a dead neighbour from one whose
+    # beats the same stall holds up (a hung database, a network partition of both): it
+    # takes runs of dead workers only (no row, expired), none for an old heartbeat.
+    @kit.workflow("live.orphan")
+    async def orphan() -> str:
+        return "recovered"
+
+    async with kit.engine(lease=LEASE) as engine:
+        worker = engine.worker
+        assert worker is not None and worker._heartbeat is not None
+        await asyncio.sleep(LEASE * 1.2)  # a whole quiet lease: it may judge heartbeats
+        assert worker.judges_heartbeats()
+        worker._heartbeat.cease()  # its beats stop landing (as behind a hung connection)
+        await _until(_async(lambda: not worker.tenure.fresh()), "its trust to lapse")
+        execute(
+            kit.url,
+            "INSERT INTO workers (worker_id, host, pid, started_at, heartbeat_at, lease) "
+            "VALUES ('silent', 'other-host', 1, ?, ?, 1)",
+            (time.time() - 60, time.time() - 60),
+        )
+        execute(
+            kit.url,
+            "INSERT INTO runs (run_id, workflow, status, args, created_at, updated_at, "
+            "attempt, owner, fence) VALUES ('of-silent', 'live.orphan', 'RUNNING', "
+            "'{\"args\": [], \"kwargs\": {}}', ?, ?, 1, 'silent', 1)",
+            (time.time(), time.time()),
+        )
+        worker.executions.wake()
+        await asyncio.sleep(LEASE)  # claims meanwhile: none may take it
+        stored = await engine.control.record("of-silent")
+        judging = worker.judges_heartbeats()
+
+    assert (stored.owner, stored.fence, stored.recoveries) == ("silent", 1, 0)
+    assert not judging
+
+
+def _async(check: Any) -> Any:
+    async def check_now() -> bool:
+        return bool(check())
+
+    return check_now

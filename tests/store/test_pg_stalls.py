@@ -29,7 +29,7 @@ from cairn.store.programs.base import Sql
 from cairn.store.records import Beat
 from cairn.store.waits import Waits
 
-from .kit import held, run_record, step_record, worker_record
+from .kit import LEASE, age_heartbeat, held, run_record, step_record, worker_record
 
 WAIT = 30.0  # far longer than the stall checks below need
 
@@ -194,3 +194,26 @@ def test_heartbeat__the_server_ends_a_beat_left_open(pg_url: str) -> None:
     finally:
         channel.close()
     assert setting == ("5s",)
+
+
+async def test_stalled__a_claim_retried_after_the_freeze_judges_heartbeats_anew(
+    pg_url: str, proxied: PostgresStore, proxy: FreezingProxy
+) -> None:
+    # A claim judged before the database went silent, and retried on a new connection
+    # after, must not take a run because its owner's heartbeat is old: nobody's heartbeat
+    # could land meanwhile. The judgement is asked as the claim's transaction starts.
+    await proxied.write(workers.register_worker(worker_record("w2")))
+    await proxied.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w2")))
+    age_heartbeat(pg_url, "w2", 3 * LEASE)
+    judged_at = time.monotonic()
+
+    def stale() -> bool:  # as leases.may_judge_heartbeats: no trouble since then
+        return proxied.health.trouble_at() < judged_at
+
+    assert proxy.freeze() > 0
+    async with asyncio.timeout(WAIT):
+        claimed = await proxied.write(claims.claim("w1", 5, now=time.time(), stale=stale))
+        run = await proxied.read(run_ops.get_run("r1"))
+    assert proxied.health.trouble_at() > judged_at  # the frozen connection was replaced
+    assert claimed.runs == []
+    assert run is not None and (run.owner, run.fence) == ("w2", 1)

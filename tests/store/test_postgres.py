@@ -14,6 +14,7 @@ from cairn.store.postgres.store import PostgresStore
 from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import runs as run_ops
 from cairn.store.programs import waits, workers
+from cairn.store.programs.base import Program, Sql
 from cairn.store.protocol import LeaseLost
 
 from .kit import T0, execute, held, run_record, step_record, worker_record
@@ -300,3 +301,29 @@ async def test_open__a_server_that_never_answered_fails_at_once(
     with pytest.raises(StoreError, match=r"^cannot open database postgresql://.*:1/nowhere: "):
         await store.open()
     assert "retrying" not in caplog.text
+
+
+async def test_a_commit_whose_reply_is_lost__counts_as_trouble_though_it_committed(
+    pg_url: str,
+) -> None:
+    # A worker whose COMMIT reply was lost met the outage as much as one whose statement
+    # was: it must not judge others by heartbeats that could not land meanwhile either.
+    from tests.chaos.proxy import LosingProxy
+
+    _, database = admin(pg_url)
+    proxy = LosingProxy(("127.0.0.1", 5432), rate=1.0, budget=0)
+    store = PostgresStore(proxy.url(database), retry_for=10.0)
+    try:
+        await store.open()
+        proxy.budget = 1  # from now on: the next COMMIT's reply
+
+        def with_xid() -> Program[str]:
+            (xid,) = yield Sql("SELECT txid_current()::text", (), "one")
+            return str(xid)
+
+        assert await store.write(with_xid)  # found committed: its outcome stands
+        assert dict(proxy.lost) == {"COMMIT": 1}
+        assert store.health.trouble_at() > 0.0
+    finally:
+        proxy.close()
+        await store.close()

@@ -67,11 +67,6 @@ class Claimer:
             return 0
         limit = executions.free
         epoch = executions.tenure.epoch  # a claim answered late must not skip the lease check
-        stale = leases.may_judge_heartbeats(
-            since=self.executions.started,
-            trouble_at=self.env.store.health.trouble_at(),
-            lease=self.lease,
-        )
         # Now and then a dead worker's runs go before new ones: under a backlog they would
         # otherwise wait until the queue drains. Not every claim, to keep claims cheap.
         orphans_first = time.monotonic() >= self._orphans_due
@@ -84,7 +79,9 @@ class Claimer:
                 self.env.owner,
                 limit,
                 now=now,
-                stale=stale,
+                # Judged as the claim's transaction starts, again if it is retried: a claim
+                # sent before an outage and retried after it must not judge by then.
+                stale=self.judges_heartbeats,
                 queues=self.executions.queues,
                 workflows=self.executions.executes(),
                 versions={
@@ -109,8 +106,12 @@ class Claimer:
         return len(claimed.runs)
 
     def judges_heartbeats(self) -> bool:
-        """Whether this worker may take a run whose owner's heartbeat is only old (leases.py)."""
-        return leases.may_judge_heartbeats(
+        """Whether this worker may take a run whose owner's heartbeat is only old (leases.py).
+
+        Never while its own heartbeat is overdue (its beats hang, unanswered, and no error
+        says so yet): whatever holds up its beats may hold up the others' too.
+        """
+        return self.executions.tenure.fresh() and leases.may_judge_heartbeats(
             since=self.executions.started,
             trouble_at=self.env.store.health.trouble_at(),
             lease=self.lease,
@@ -220,14 +221,13 @@ class Claimer:
             return set()
         unique = list(dict.fromkeys(run_ids))
         epoch = self.executions.tenure.epoch
-        stale = self.judges_heartbeats()
         now = self.env.clock.now()
         claimed = await self.env.store.write(
             claim_ops.claim(
                 self.env.owner,
                 len(unique),
                 now=now,
-                stale=stale,
+                stale=self.judges_heartbeats,  # judged as it starts (see claim_once)
                 workflows=self.executions.executes(),
                 versions={
                     name: wf.version

@@ -227,6 +227,8 @@ async def run_alone(db: Db, make: Callable[[], Program[T]], wake: float | None) 
         try:
             return await retrying(db, lambda conn: _transact(conn, make(), wake), within=left)
         except _CommitUnknown as unknown:
+            # A lost connection, like any other (`retrying`): trouble, though it committed.
+            db.health.trouble()
             ended = await _ended(db, max(0.1, deadline - loop.time()), unknown.xid)
             if ended == "committed":
                 return unknown.outcome  # type: ignore[no-any-return]

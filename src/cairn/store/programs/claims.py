@@ -7,7 +7,7 @@ limits (`queues.QueueGate`) and ending runs recovered too often (PoisonRun).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cairn.models import RunStatus
@@ -17,6 +17,9 @@ from cairn.store.programs.base import Program, Sql, all_rows, operation, wakes
 from cairn.store.programs.queues import Entry, QueueGate
 from cairn.store.programs.runs import after_finish
 from cairn.store.records import AttemptRecord, Claimed, Lease
+
+# Whether a claim may judge owners by old heartbeats: a flag, or a judgement (see `claim`).
+Stale = bool | Callable[[], bool]
 
 
 @operation
@@ -52,7 +55,7 @@ def claim(
     limit: int,
     *,
     now: float,
-    stale: bool,
+    stale: Stale,
     queues: list[str] | None = None,
     workflows: list[str] | None = None,
     versions: dict[str, str] | None = None,
@@ -70,7 +73,9 @@ def claim(
 
     Candidates are parked runs now due, PENDING runs that are due, and RUNNING runs whose
     owner is dead (recoveries): it has no worker row or was expired, or (only with
-    `stale`) its heartbeat is older than its own lease by the database's clock. Each kind
+    `stale`) its heartbeat is older than its own lease by the database's clock (a callable
+    `stale` is asked as each try of the transaction starts: one retried after a lost
+    connection judges again, after that trouble, not before it). Each kind
     alike is taken only if it is of `queues` (when given) and its queue's limits let it in
     (see programs/queues.py LIMITS: which limit holds which kind). Orphans come after
     pending runs, unless `orphans_first` (a worker asks that now and then, so that a
@@ -100,7 +105,7 @@ def claim_runs(
     worker_id: str,
     limit: int,
     now: float,
-    stale: bool,
+    stale: Stale,
     queues: list[str] | None = None,
     workflows: list[str] | None = None,
     versions: dict[str, str] | None = None,
@@ -116,8 +121,9 @@ def claim_runs(
     its queue (`queues`) and its queue's limits let it in (`queues.LIMITS`, by entry); a
     run held back gets `waiting_for` saying which limit holds it.
     """
+    judged = stale() if callable(stale) else stale  # asked as each try starts (see claim)
     pick = _Pick(worker_id, now, queues, workflows, only, skip)
-    reads = _candidate_reads(pick, stale)
+    reads = _candidate_reads(pick, judged)
     due_at: dict[str, float] = {}
     woken = yield from pick.take("wake", *reads["wake"], limit)
     claimed = [run_id for run_id, _ in woken]
@@ -125,7 +131,7 @@ def claim_runs(
     started: list[str] = []
     poisoned: dict[str, str] = {}
     if orphans_first:
-        claimed += yield from _claim_orphans(pick, reads, stale, limit - len(claimed), poisoned)
+        claimed += yield from _claim_orphans(pick, reads, judged, limit - len(claimed), poisoned)
     if len(claimed) < limit:
         pending = yield from pick.take("start", *reads["start"], limit - len(claimed))
         started = [run_id for run_id, _ in pending]
@@ -133,7 +139,7 @@ def claim_runs(
         due_at.update(pending)
         yield from _set_versions(started, pick.workflow_of, versions or {})
     if not orphans_first:
-        claimed += yield from _claim_orphans(pick, reads, stale, limit - len(claimed), poisoned)
+        claimed += yield from _claim_orphans(pick, reads, judged, limit - len(claimed), poisoned)
     rows: dict[str, Any] = {}
     for chunk in _chunks(claimed):
         for row in (yield all_rows(_sql.for_runs(_sql.SELECT_RUN, len(chunk)), chunk)):
@@ -152,7 +158,7 @@ def claim_runs(
 def idle_probe(
     worker_id: str,
     now: float,
-    stale: bool,
+    stale: Stale,
     queues: list[str] | None = None,
     workflows: list[str] | None = None,
     only: list[str] | None = None,
@@ -168,7 +174,7 @@ def idle_probe(
     pick = _Pick(worker_id, now, queues, workflows, only, skip)
     return [
         pick.candidates(text, params, 1, [])
-        for text, params in _candidate_reads(pick, stale).values()
+        for text, params in _candidate_reads(pick, stale() if callable(stale) else stale).values()
     ]
 
 
