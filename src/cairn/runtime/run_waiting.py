@@ -100,10 +100,8 @@ class RunWaiter:
             if deadline is not None:
                 left = max(0.0, deadline - loop.time())
             run = await self._wait(run_id, left)
-            if isinstance(run, Outcome):  # `_answer_async` inlined: every local result comes here
-                if run.status == _COMPLETED and run.result is not None:
-                    return await blobs.loads_async(self.serializer, run.result)
-                return self._answer(run_id, run.status, run.result, run.error)
+            if isinstance(run, Outcome):
+                return await self._answer_async(run_id, run.status, run.result, run.error)
             if run.status != RunStatus.CONTINUED.value or run.continued_to is None:
                 return await self._answer_async(run.run_id, run.status, run.result, run.error)
             run_id = run.continued_to  # the chain's final result is the answer
