@@ -152,7 +152,16 @@ class LambdaRun(context.RunContext):
         self._keys[name] += 1
         key = f"{name}#{self._keys[name]}"
         return self.deliver(
-            lambda: steps.run(self.durable, name, key, call, is_async, retry, timeout)
+            lambda: steps.run(
+                self.durable,
+                name,
+                key,
+                call,
+                is_async,
+                retry,
+                timeout,
+                self.workflow.max_recoveries,
+            )
         )
 
     def call_child(
