@@ -120,7 +120,16 @@ async def uses(feature: str) -> object:
         return await cairn.receive("inbox")
     if feature == "step_queue":
         return await cairn.run_step("remote", add, 1, 2, queue="gpu")
+    if feature == "schedule_workflow":  # pyworkflow's, instead of a year's sleep
+        return await cairn.schedule_workflow(double, 1, run_at="2030-01-01")
+    if feature == "stream":
+        return await streams()
     return None
+
+
+@cairn.step(name="aws_flows.streams")
+async def streams() -> None:
+    await cairn.stream("tokens").write("hello")
 
 
 @cairn.workflow(name="aws_flows.review")

@@ -258,6 +258,22 @@ class LambdaRun(context.RunContext):
         """Refused: a child context runs while its parent waits for it."""
         raise refusals.refused("cairn.start_child()")
 
+    def schedule_workflow(
+        self,
+        workflow: WorkflowDef[Any, Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        run_id: str | None,
+        run_at: Any,
+        delay: Any,
+    ) -> Any:
+        """Refused: nothing on Lambda starts a detached run at a later time."""
+        raise refusals.refused("cairn.schedule_workflow()")
+
+    def stream(self, name: str) -> Any:
+        """Refused: there is no cairn database for readers to follow a stream in."""
+        raise refusals.refused("cairn.stream()")
+
     def continue_as_new(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Refused: an execution cannot hand over to a fresh one."""
         raise refusals.refused("cairn.continue_as_new()")
