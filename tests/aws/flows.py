@@ -243,3 +243,20 @@ async def napping_child(n: int) -> int:
 def waits_for_child() -> list[int]:
     # A sync parent, an async child that sleeps: the invocation suspends inside the child.
     return [napping_child(1), napping_child(2)]
+
+
+@cairn.step(name="aws_flows.validate")
+def validate(data: dict[str, str]) -> dict[str, str]:
+    if "email" not in data:
+        raise cairn.FatalError("Email is required")
+    return data
+
+
+@cairn.workflow(name="aws_flows.signup")
+async def signup(data: dict[str, str]) -> dict[str, str]:
+    return await validate(data)
+
+
+@cairn.workflow(name="aws_flows.signs_up_a_child")
+async def signs_up_a_child() -> dict[str, str]:
+    return await signup({})

@@ -119,8 +119,11 @@ def test_death_in_a_step__past_max_recoveries_the_step_fails_naming_it(lambda_ru
 
     outcome = lambda_runner(dies_every_time).run(input=ORDER, execution_timeout=60)
     assert outcome.error is not None
+    assert outcome.error.type == "cairn.errors.StepFailed"
     assert outcome.error.message == (
-        "the invocation running step 'aws_delivery.fragile' died in it (killed, out of "
-        "memory or out of time) more often than the workflow's max_recoveries allows"
+        "step 'aws_delivery.fragile' failed after 2 attempt(s): "
+        "aws_durable_execution_sdk_python.exceptions.StepInterruptedError: the invocation "
+        "died in each attempt (killed, out of memory or out of time), more often than the "
+        "workflow's max_recoveries allows"
     )
     assert flows.calls["fragile"] == 2  # one attempt, one recovery (max_recoveries=1)

@@ -46,6 +46,7 @@ def test_refused__a_stream_in_a_step_fails_the_step_at_once_naming_it(lambda_run
     assert outcome.error is not None
     assert outcome.error.type == "cairn.errors.StepFailed"  # raised in the step's code
     assert outcome.error.message.startswith(
+        "step 'aws_flows.streams' failed after 1 attempt(s): cairn.errors.Unsupported: "
         "cairn.stream() is not supported on AWS Lambda (cairn.aws); Lambda keeps no streams"
     )
     assert outcome.get_step("aws_flows.streams").attempt == 1  # a usage error: not retried

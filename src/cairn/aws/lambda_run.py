@@ -30,7 +30,7 @@ from cairn.authoring import context
 from cairn.authoring.retry import coerce
 from cairn.authoring.transaction import TransactionDef
 from cairn.aws import blocking, callbacks, codec, refusals, steps
-from cairn.errors import ChildFailed
+from cairn.errors import ChildFailed, StepFailed, StepTimeout
 from cairn.models import RunInfo
 
 if TYPE_CHECKING:
@@ -68,6 +68,18 @@ class LambdaRun(context.RunContext):
             if self.workflow.is_async:
                 return blocking.run_to_end(lambda: self.workflow.fn(*args, **kwargs))
             return self.workflow.fn(*args, **kwargs)
+        except StepFailed as exc:
+            # Leaving the workflow, it ends the execution (or the child): say which step,
+            # as a run's failure does under cairn worker, not the step's message alone.
+            kind = StepTimeout if isinstance(exc, StepTimeout) else StepFailed
+            raise kind(
+                step_name=exc.step_name,
+                attempts=exc.attempts,
+                error_type=exc.error_type,
+                error_message=exc.error_message,
+                traceback=exc.traceback,
+                fatal=exc.fatal,
+            ) from None
         finally:
             context.leave(token)
 

@@ -6,7 +6,8 @@ is checkpointed before its code runs (the SDK's at-most-once-per-attempt semanti
 copy of an invocation Lambda delivers twice carries a spent checkpoint token, so the
 service refuses that start and a step completed since never runs again. An attempt cut
 short by the invocation's death (kill, timeout) is retried a second later, like a crash
-recovery under `cairn worker`, up to the workflow's `max_recoveries` such retries. A failed
+recovery under `cairn worker`: the step gets its attempts plus the workflow's
+`max_recoveries` in all. A failed
 attempt is retried as the step's `cairn.Retry` says, the service waiting out the delay
 (whole seconds, at least one: the SDK's rule); `FatalError` and usage errors are not
 retried. The final failure reaches the workflow as cairn's StepFailed, combined with the
@@ -93,7 +94,7 @@ def run(
     try:
         return durable.step(attempt, name=name, config=config)
     except StepError as exc:
-        raise failure(exc, name) from None
+        raise failure(exc, name, retry.max_attempts + recoveries) from None
 
 
 def _within(call: Callable[[], Any], is_async: bool, timeout: float | None, name: str) -> Any:
@@ -160,23 +161,26 @@ def strategy(policy: Retry, recoveries: int = 0) -> Callable[[Exception, int], R
     return decide
 
 
-def failure(error: StepError, name: str) -> StepFailed:
-    """The StepFailed (or StepTimeout) for the final failure the SDK raised."""
+def failure(error: StepError, name: str, most: int) -> StepFailed:
+    """The StepFailed (or StepTimeout) for the final failure the SDK raised.
+
+    `most` is how many attempts a step the invocation kept dying in gets (see strategy).
+    """
     try:
         facts = json.loads(error.data or "")
     except ValueError:
         facts = None
     if not isinstance(facts, dict):  # not one of ours (the SDK's own, say)
-        message = error.message or str(error)
-        if (error.error_type or "").endswith("StepInterruptedError"):
-            message = (
-                f"the invocation running step {name!r} died in it (killed, out of memory or "
-                "out of time) more often than the workflow's max_recoveries allows"
-            )
         facts = {
             "step_name": name,
             "attempts": 1,
             "error_type": error.error_type or "",
-            "message": message,
+            "message": error.message or str(error),
         }
+        if (error.error_type or "").endswith("StepInterruptedError"):
+            facts["attempts"] = most
+            facts["message"] = (
+                "the invocation died in each attempt (killed, out of memory or out of "
+                "time), more often than the workflow's max_recoveries allows"
+            )
     return step_failures.from_dict(facts)
