@@ -247,11 +247,11 @@ async def test_migration_21__forgets_emit_keys_whose_runs_were_all_pruned(empty_
     assert [row[0] for row in left] == ["half", "kept"]
 
 
-async def test_migration_25__runs_held_before_are_still_found_by_their_worker(
+async def test_migration_27__runs_held_before_are_still_found_by_their_worker(
     empty_url: str,
 ) -> None:
-    # A database at schema 24 with a run held by worker w1, as a deployment left it.
-    migrate_up_to(empty_url, 24)
+    # A database at schema 26 with a run held by worker w1, as a deployment left it.
+    migrate_up_to(empty_url, 26)
     execute(
         empty_url,
         "INSERT INTO runs (run_id, workflow, status, args, created_at, updated_at, owner, "
@@ -308,7 +308,7 @@ async def test_migrations__same_tables_and_columns_on_both_dialects(
 
 
 # Indexes one dialect keeps and the other does not need (see the migration that drops it).
-POSTGRES_ONLY_INDEXES = {"runs_by_owner"}  # SQLite 25: owned runs are its RUNNING runs
+POSTGRES_ONLY_INDEXES = {"runs_by_owner"}  # SQLite 27: owned runs are its RUNNING runs
 
 
 # Column facts both dialects can state: a type family, NOT NULL, part of the primary key.

@@ -1,4 +1,4 @@
--- cairn schema 25 (SQLite only): runs_by_owner (owner) is dropped. Every run a worker
+-- cairn schema 27 (SQLite only): runs_by_owner (owner) is dropped. Every run a worker
 -- holds is RUNNING, so a worker's own runs (its heartbeat's read-back, their release
 -- when it stops) are found in runs_by_status_created's range of RUNNING runs, the runs
 -- this database's few processes hold, with the owner checked on each. A run started and
