@@ -120,7 +120,16 @@ async def uses(feature: str) -> object:
         return await cairn.receive("inbox")
     if feature == "step_queue":
         return await cairn.run_step("remote", add, 1, 2, queue="gpu")
+    if feature == "schedule_workflow":  # pyworkflow's, instead of a year's sleep
+        return await cairn.schedule_workflow(double, 1, run_at="2030-01-01")
+    if feature == "stream":
+        return await streams()
     return None
+
+
+@cairn.step(name="aws_flows.streams")
+async def streams() -> None:
+    await cairn.stream("tokens").write("hello")
 
 
 @cairn.workflow(name="aws_flows.review")
@@ -234,3 +243,20 @@ async def napping_child(n: int) -> int:
 def waits_for_child() -> list[int]:
     # A sync parent, an async child that sleeps: the invocation suspends inside the child.
     return [napping_child(1), napping_child(2)]
+
+
+@cairn.step(name="aws_flows.validate")
+def validate(data: dict[str, str]) -> dict[str, str]:
+    if "email" not in data:
+        raise cairn.FatalError("Email is required")
+    return data
+
+
+@cairn.workflow(name="aws_flows.signup")
+async def signup(data: dict[str, str]) -> dict[str, str]:
+    return await validate(data)
+
+
+@cairn.workflow(name="aws_flows.signs_up_a_child")
+async def signs_up_a_child() -> dict[str, str]:
+    return await signup({})

@@ -181,3 +181,26 @@ def test_child__a_wait_inside_a_child_suspends_and_resumes_it(lambda_runner):
     assert flows.calls["add"] == 2  # each child's step ran once, across the invocations
     first = outcome.get_context("aws_flows.napping_child")
     assert [op.name for op in first.child_operations] == ["sleep", "aws_flows.add"]
+
+
+def test_failure__a_step_failure_ending_the_execution_names_the_step(lambda_runner):
+    runner = lambda_runner(cairn.aws.handler(flows.signup))
+    outcome = runner.run(input=json.dumps({"data": {}}), execution_timeout=60)
+    assert outcome.error is not None
+    assert outcome.error.type == "cairn.errors.StepFailed"
+    assert outcome.error.message == (
+        "step 'aws_flows.validate' failed after 1 attempt(s): "
+        "cairn.errors.FatalError: Email is required"
+    )
+
+
+def test_failure__a_step_failure_ending_a_child_names_the_step(lambda_runner):
+    runner = lambda_runner(cairn.aws.handler(flows.signs_up_a_child))
+    outcome = runner.run(input="{}", execution_timeout=60)
+    assert outcome.error is not None
+    assert outcome.error.type == "cairn.errors.ChildFailed"
+    assert outcome.error.message == (
+        "child workflow 'aws_flows.signup' failed: cairn.errors.StepFailed: step "
+        "'aws_flows.validate' failed after 1 attempt(s): cairn.errors.FatalError: "
+        "Email is required"
+    )

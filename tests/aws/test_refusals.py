@@ -28,6 +28,7 @@ from .conftest import result_of
         ("continue_as_new", "cairn.continue_as_new() is not supported on AWS Lambda"),
         ("receive", "cairn.receive() is not supported on AWS Lambda"),
         ("step_queue", "the step queue of step 'remote' (queue='gpu') is not supported"),
+        ("schedule_workflow", "cairn.schedule_workflow() is not supported on AWS Lambda"),
     ],
 )
 def test_refused__at_the_call_the_execution_fails_naming_the_feature(lambda_runner, feature, named):
@@ -37,6 +38,18 @@ def test_refused__at_the_call_the_execution_fails_naming_the_feature(lambda_runn
     assert outcome.error.type == "cairn.errors.Unsupported"
     assert named in outcome.error.message
     assert "\n" not in outcome.error.message
+
+
+def test_refused__a_stream_in_a_step_fails_the_step_at_once_naming_it(lambda_runner):
+    runner = lambda_runner(cairn.aws.handler(flows.uses))
+    outcome = runner.run(input=json.dumps({"feature": "stream"}), execution_timeout=60)
+    assert outcome.error is not None
+    assert outcome.error.type == "cairn.errors.StepFailed"  # raised in the step's code
+    assert outcome.error.message.startswith(
+        "step 'aws_flows.streams' failed after 1 attempt(s): cairn.errors.Unsupported: "
+        "cairn.stream() is not supported on AWS Lambda (cairn.aws); Lambda keeps no streams"
+    )
+    assert outcome.get_step("aws_flows.streams").attempt == 1  # a usage error: not retried
 
 
 def test_refused__a_transaction_step_there_is_no_cairn_database(lambda_runner):

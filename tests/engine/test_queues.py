@@ -273,3 +273,36 @@ async def test_declaration__stored_at_open_and_bad_limits_refused(kit: Kit) -> N
             await engine.queues.update("q-declared", concurrency=0)
     with pytest.raises(ValueError, match="rate of queue 'q-bad'"):
         cairn.Queue("q-bad", rate="fast")
+
+
+async def test_rate__retried_runs_count_as_starts(kit: Kit) -> None:
+    # The operator retries a burst of failed runs (the API they call was down): the
+    # retries start no faster than the queue's rate, like new runs.
+    starts: list[float] = []
+    down = {"api": True}
+
+    @kit.step("q.call", retries=1)
+    async def call() -> None:
+        starts.append(time.monotonic())
+        if down["api"]:
+            raise RuntimeError("api down")
+
+    @kit.workflow("q.retried", queue="q-retry-rate")
+    async def flow() -> None:
+        await call()
+
+    async with kit.engine() as engine:
+        await engine.queues.update("q-retry-rate", rate="2/1s")
+        runs = [await engine.start(flow) for _ in range(6)]
+        for run in runs:
+            with pytest.raises(cairn.RunFailed):
+                await run.result(timeout=WAIT)
+        down["api"] = False
+        starts.clear()
+        retried = [await engine.retry(run.run_id) for run in runs]
+        for run in retried:
+            await run.result(timeout=WAIT)
+    starts.sort()
+    assert len(starts) == 6
+    for first, third in zip(starts, starts[2:], strict=False):
+        assert third - first >= 0.9  # at most 2 starts in any second

@@ -251,3 +251,35 @@ def test_worker__a_run_started_in_a_span_continues_its_trace_in_a_worker_process
     assert step_span["parent_id"] == run_span["context"]["span_id"]
     assert run_span["attributes"]["cairn.run_id"] == run_id
     assert run_span["attributes"]["cairn.outcome"] == "completed"
+
+
+def test_worker__lost_connections_log_one_line_each_from_cairn_not_the_pool(
+    project: Path, workers: list[Worker], pg_url: str
+) -> None:
+    # A database restart or a network blip resets every connection. cairn says so in its
+    # own lines ("lost ...; retrying", "heartbeat failed ..."); psycopg_pool's warnings
+    # ("discarding closed connection: <psycopg.AsyncConnection [BAD] at 0x...>", "error
+    # connecting in 'cairn': ...", three lines each) repeated them dozens of times.
+    from urllib.parse import urlsplit
+
+    from tests.chaos.proxy import FreezingProxy
+
+    server = urlsplit(pg_url)
+    proxy = FreezingProxy((server.hostname or "127.0.0.1", server.port or 5432))
+    database = server.path.lstrip("/")
+    try:
+        worker = Worker(project, proxy.url(database), "--lease", "2s")
+        workers.append(worker)
+        worker.wait_for("ready")
+        for _ in range(4):
+            time.sleep(0.6)  # the pool has connections open again
+            proxy.reset()
+        time.sleep(1.5)
+        assert worker.terminate() == 0
+    finally:
+        proxy.close()
+    assert any("lost postgresql" in line or "heartbeat failed" in line for line in worker.log)
+    stamped = [line for line in worker.log if line[:4].isdigit()]
+    assert stamped == worker.log, "\n".join(line for line in worker.log if line not in stamped)
+    noise = [line for line in worker.log if "AsyncConnection" in line or "error connecting" in line]
+    assert noise == []

@@ -319,6 +319,25 @@ async def test_claims__search_an_index_of_pending_runs_only(sqlite_store: Sqlite
     assert "runs_by_status" not in indexes
 
 
+@pytest.mark.parametrize(
+    "text", [_sql.SELECT_OWNED, _sql.SELECT_OWNED_IN_ORDER, _sql.RELEASE_OWNED]
+)
+async def test_owned_runs__are_found_among_running_runs_without_an_owner_index(
+    sqlite_store: SqliteStore, text: str
+) -> None:
+    # A run started and executed by one engine is inserted RUNNING and owned, then
+    # finished without an owner: an index of owners cost its insert and its finish each
+    # one more B-tree update (about a tenth of the two statements). A worker's own runs
+    # (its heartbeat's read-back, their release) are all RUNNING: they are a search of
+    # the status index's RUNNING range, never a scan of runs.
+    params = (None,) * text.count("?")
+    plan = [row[3] for row in sqlite_store.conn.execute(f"EXPLAIN QUERY PLAN {text}", params)]
+    indexes = {row[1] for row in sqlite_store.conn.execute("PRAGMA index_list(runs)")}
+
+    assert plan[0].startswith("SEARCH runs USING INDEX runs_by_status_created (status=?)"), plan
+    assert "runs_by_owner" not in indexes
+
+
 def test_connect__binds_none_as_null_and_keeps_a_none_adapter_registered_before(
     tmp_path: Path,
 ) -> None:

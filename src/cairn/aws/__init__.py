@@ -16,8 +16,8 @@ cairn's primitives are the SDK's operations (aws-durable-execution-sdk-python):
 - `cairn.progress` / `set_columns`: logged.
 
 What has no meaning there (queues, schedules, step queues, transaction steps, emit,
-start_child, continue_as_new, receive) raises `Unsupported` naming it, when the handler is
-made or at the call. Needs `pip install 'cairn-workflows[aws]'`.
+start_child, continue_as_new, receive, schedule_workflow, stream) raises `Unsupported`
+naming it, when the handler is made or at the call. Needs `pip install 'cairn-workflows[aws]'`.
 """
 
 from __future__ import annotations

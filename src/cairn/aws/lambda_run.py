@@ -30,7 +30,7 @@ from cairn.authoring import context
 from cairn.authoring.retry import coerce
 from cairn.authoring.transaction import TransactionDef
 from cairn.aws import blocking, callbacks, codec, refusals, steps
-from cairn.errors import ChildFailed
+from cairn.errors import ChildFailed, StepFailed, StepTimeout
 from cairn.models import RunInfo
 
 if TYPE_CHECKING:
@@ -68,6 +68,18 @@ class LambdaRun(context.RunContext):
             if self.workflow.is_async:
                 return blocking.run_to_end(lambda: self.workflow.fn(*args, **kwargs))
             return self.workflow.fn(*args, **kwargs)
+        except StepFailed as exc:
+            # Leaving the workflow, it ends the execution (or the child): say which step,
+            # as a run's failure does under cairn worker, not the step's message alone.
+            kind = StepTimeout if isinstance(exc, StepTimeout) else StepFailed
+            raise kind(
+                step_name=exc.step_name,
+                attempts=exc.attempts,
+                error_type=exc.error_type,
+                error_message=exc.error_message,
+                traceback=exc.traceback,
+                fatal=exc.fatal,
+            ) from None
         finally:
             context.leave(token)
 
@@ -152,7 +164,16 @@ class LambdaRun(context.RunContext):
         self._keys[name] += 1
         key = f"{name}#{self._keys[name]}"
         return self.deliver(
-            lambda: steps.run(self.durable, name, key, call, is_async, retry, timeout)
+            lambda: steps.run(
+                self.durable,
+                name,
+                key,
+                call,
+                is_async,
+                retry,
+                timeout,
+                self.workflow.max_recoveries,
+            )
         )
 
     def call_child(
@@ -248,6 +269,22 @@ class LambdaRun(context.RunContext):
     ) -> Any:
         """Refused: a child context runs while its parent waits for it."""
         raise refusals.refused("cairn.start_child()")
+
+    def schedule_workflow(
+        self,
+        workflow: WorkflowDef[Any, Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        run_id: str | None,
+        run_at: Any,
+        delay: Any,
+    ) -> Any:
+        """Refused: nothing on Lambda starts a detached run at a later time."""
+        raise refusals.refused("cairn.schedule_workflow()")
+
+    def stream(self, name: str) -> Any:
+        """Refused: there is no cairn database for readers to follow a stream in."""
+        raise refusals.refused("cairn.stream()")
 
     def continue_as_new(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Refused: an execution cannot hand over to a fresh one."""

@@ -18,6 +18,9 @@ _INSTEAD = {
     "cairn.continue_as_new()": "loop inside the workflow, or start a new execution from a step",
     "cairn.receive()": "wait for one event at a time with cairn.wait_for_event()",
     "cairn.emit()": "invoke the other function from a step (boto3), or call it as a child",
+    "cairn.schedule_workflow()": "schedule a new execution with EventBridge Scheduler, from "
+    "a step, or sleep until then",
+    "cairn.stream()": "Lambda keeps no streams: return the chunks, or send them from the step",
 }
 
 

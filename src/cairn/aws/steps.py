@@ -1,7 +1,13 @@
 """A cairn step as the SDK's checkpointed step: its attempts, its Retry, its final failure.
 
 Each attempt runs the step's code with the step marked as running (so the primitives
-refuse to run inside it and `cairn.current_step()` answers), within its timeout. A failed
+refuse to run inside it and `cairn.current_step()` answers), within its timeout. Its start
+is checkpointed before its code runs (the SDK's at-most-once-per-attempt semantics): a
+copy of an invocation Lambda delivers twice carries a spent checkpoint token, so the
+service refuses that start and a step completed since never runs again. An attempt cut
+short by the invocation's death (kill, timeout) is retried a second later, like a crash
+recovery under `cairn worker`: the step gets its attempts plus the workflow's
+`max_recoveries` in all. A failed
 attempt is retried as the step's `cairn.Retry` says, the service waiting out the delay
 (whole seconds, at least one: the SDK's rule); `FatalError` and usage errors are not
 retried. The final failure reaches the workflow as cairn's StepFailed, combined with the
@@ -17,9 +23,13 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from aws_durable_execution_sdk_python.config import Duration, StepConfig
+from aws_durable_execution_sdk_python.config import Duration, StepConfig, StepSemantics
 from aws_durable_execution_sdk_python.context import DurableContext
-from aws_durable_execution_sdk_python.exceptions import DurableOperationError, StepError
+from aws_durable_execution_sdk_python.exceptions import (
+    DurableOperationError,
+    StepError,
+    StepInterruptedError,
+)
 from aws_durable_execution_sdk_python.retries import RetryDecision
 from aws_durable_execution_sdk_python.types import StepContext
 
@@ -60,8 +70,12 @@ def run(
     is_async: bool,
     retry: Retry,
     timeout: float | None,
+    recoveries: int,
 ) -> Any:
-    """Run `call` (the step's code with its arguments) as the SDK step `name`; its result."""
+    """Run `call` (the step's code with its arguments) as the SDK step `name`; its result.
+
+    `recoveries` bounds the retries of attempts the invocation died in (see the module).
+    """
 
     def attempt(step: StepContext) -> Any:
         token = context.mark_in_step((name, key, step.attempt))
@@ -72,11 +86,15 @@ def run(
         finally:
             context.unmark_in_step(token)
 
-    config = StepConfig(retry_strategy=strategy(retry), serdes=codec.SERDES)
+    config = StepConfig(
+        retry_strategy=strategy(retry, recoveries),
+        step_semantics=StepSemantics.AT_MOST_ONCE_PER_RETRY,
+        serdes=codec.SERDES,
+    )
     try:
         return durable.step(attempt, name=name, config=config)
     except StepError as exc:
-        raise failure(exc, name) from None
+        raise failure(exc, name, retry.max_attempts + recoveries) from None
 
 
 def _within(call: Callable[[], Any], is_async: bool, timeout: float | None, name: str) -> Any:
@@ -119,10 +137,18 @@ def _fatal(exc: BaseException) -> bool:
     return isinstance(exc, FatalError) or (isinstance(exc, CairnError) and exc.usage)
 
 
-def strategy(policy: Retry) -> Callable[[Exception, int], RetryDecision]:
-    """The SDK retry strategy that follows `policy` (delays rounded up to whole seconds)."""
+def strategy(policy: Retry, recoveries: int = 0) -> Callable[[Exception, int], RetryDecision]:
+    """The SDK retry strategy that follows `policy` (delays rounded up to whole seconds).
+
+    An attempt the invocation died in (StepInterruptedError) did not fail: it is retried
+    after a second while the attempts so far stay within `policy`'s and `recoveries` more.
+    """
 
     def decide(error: Exception, attempts_made: int) -> RetryDecision:
+        if isinstance(error, StepInterruptedError):
+            if attempts_made < policy.max_attempts + recoveries:
+                return RetryDecision.retry(Duration(seconds=1))
+            return RetryDecision.no_retry()
         cause = error.cause if isinstance(error, AttemptFailed) else error
         if _fatal(cause):
             return RetryDecision.no_retry()
@@ -135,8 +161,11 @@ def strategy(policy: Retry) -> Callable[[Exception, int], RetryDecision]:
     return decide
 
 
-def failure(error: StepError, name: str) -> StepFailed:
-    """The StepFailed (or StepTimeout) for the final failure the SDK raised."""
+def failure(error: StepError, name: str, most: int) -> StepFailed:
+    """The StepFailed (or StepTimeout) for the final failure the SDK raised.
+
+    `most` is how many attempts a step the invocation kept dying in gets (see strategy).
+    """
     try:
         facts = json.loads(error.data or "")
     except ValueError:
@@ -148,4 +177,10 @@ def failure(error: StepError, name: str) -> StepFailed:
             "error_type": error.error_type or "",
             "message": error.message or str(error),
         }
+        if (error.error_type or "").endswith("StepInterruptedError"):
+            facts["attempts"] = most
+            facts["message"] = (
+                "the invocation died in each attempt (killed, out of memory or out of "
+                "time), more often than the workflow's max_recoveries allows"
+            )
     return step_failures.from_dict(facts)

@@ -115,58 +115,33 @@ def cells(text: str | Text) -> int:
     return text.cell_len if isinstance(text, Text) else cell_len(text)
 
 
-def runs_table(runs: Iterable[RunSummary]) -> RunsTable:
-    """A table of listed runs, laid out for the console it is printed on (see RunsTable)."""
-    return RunsTable(runs)
+# heading -> (least width it may be cut to, None: never cut; rank; ample), see fit.Want
+Columns = Mapping[str, tuple[int | None, int, int | None]]
 
 
-class RunsTable:
-    """Listed runs as a table that fits the console's width when printed.
+class FittedTable:
+    """Rows as a table that fits the console's width when printed (see `fit.fit`).
 
-    RUN ID, WORKFLOW and STATUS always show, whole (a run id is cut only past 32
-    characters); the other columns join while there is room (ERROR first, then CREATED,
-    VERSION, PROGRESS, UPDATED, COLUMNS), and long text is cut with an ellipsis, so each
-    run keeps to one line at 80 columns as at 200.
+    Rank-0 columns always show (cut no narrower than their least width), the others join
+    in rank order while there is room, and long text is cut with an ellipsis, so each row
+    keeps to one line at 80 columns as at 200. `optional` columns are left out when no
+    row has text in them.
     """
 
-    # heading -> (least width it may be cut to, None: never cut; rank; ample), see fit.Want
-    COLUMNS: dict[str, tuple[int | None, int, int | None]] = {
-        "RUN ID": (32, 0, None),
-        "WORKFLOW": (16, 0, None),
-        "VERSION": (8, 3, 16),
-        "STATUS": (None, 0, None),
-        "CREATED": (None, 2, None),
-        "UPDATED": (None, 5, None),
-        "COLUMNS": (12, 6, 24),
-        "PROGRESS": (10, 4, 20),
-        "ERROR": (16, 1, 30),
-    }
-    OPTIONAL_TEXT = ("VERSION", "COLUMNS", "PROGRESS", "ERROR")  # left out when all empty
-
-    def __init__(self, runs: Iterable[RunSummary]) -> None:
-        self.rows = [self._cells(run) for run in runs]
-
-    @staticmethod
-    def _cells(run: RunSummary) -> dict[str, str | Text]:
-        return {
-            "RUN ID": run.run_id,
-            "WORKFLOW": run.workflow,
-            "VERSION": run.version or "",
-            "STATUS": status_cell(run),
-            "CREATED": when(run.created_at),
-            "UPDATED": when(run.updated_at),
-            "COLUMNS": " ".join(f"{k}={short(v, 30)}" for k, v in run.columns.items()),
-            "PROGRESS": progress_text(run.progress, run.status.value),
-            "ERROR": error_line(run.error),
-        }
+    def __init__(
+        self, columns: Columns, rows: list[dict[str, str | Text]], optional: Iterable[str] = ()
+    ) -> None:
+        self.columns = columns
+        self.rows = rows
+        self.optional = frozenset(optional)
 
     def table(self, width: int) -> Table:
         """The table for a console `width` characters wide."""
         wants = []
-        for name, (least, rank, ample) in self.COLUMNS.items():
+        for name, (least, rank, ample) in self.columns.items():
             natural = max([len(name), *(cells(row[name]) for row in self.rows)])
-            if name in self.OPTIONAL_TEXT and not any(row[name] for row in self.rows):
-                continue  # no run has any
+            if name in self.optional and not any(row[name] for row in self.rows):
+                continue  # no row has any
             least = natural if least is None else least
             wants.append(fit.Want(name, natural, least, rank, ample))
         widths = fit.fit(wants, width)
@@ -179,6 +154,44 @@ class RunsTable:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self.table(options.max_width)
+
+
+def runs_table(runs: Iterable[RunSummary]) -> FittedTable:
+    """Listed runs as a table laid out for the console it is printed on.
+
+    RUN ID, WORKFLOW and STATUS always show, whole (a run id is cut only past 32
+    characters); the other columns join while there is room (ERROR first, then CREATED,
+    VERSION, PROGRESS, UPDATED, COLUMNS).
+    """
+    return FittedTable(RUN_COLUMNS, [_run_cells(run) for run in runs], RUN_OPTIONAL_TEXT)
+
+
+RUN_COLUMNS: Columns = {
+    "RUN ID": (32, 0, None),
+    "WORKFLOW": (16, 0, None),
+    "VERSION": (8, 3, 16),
+    "STATUS": (None, 0, None),
+    "CREATED": (None, 2, None),
+    "UPDATED": (None, 5, None),
+    "COLUMNS": (12, 6, 24),
+    "PROGRESS": (10, 4, 20),
+    "ERROR": (16, 1, 30),
+}
+RUN_OPTIONAL_TEXT = ("VERSION", "COLUMNS", "PROGRESS", "ERROR")  # left out when all empty
+
+
+def _run_cells(run: RunSummary) -> dict[str, str | Text]:
+    return {
+        "RUN ID": run.run_id,
+        "WORKFLOW": run.workflow,
+        "VERSION": run.version or "",
+        "STATUS": status_cell(run),
+        "CREATED": when(run.created_at),
+        "UPDATED": when(run.updated_at),
+        "COLUMNS": " ".join(f"{k}={short(v, 30)}" for k, v in run.columns.items()),
+        "PROGRESS": progress_text(run.progress, run.status.value),
+        "ERROR": error_line(run.error),
+    }
 
 
 # A history entry's status, coloured: failed red, ended by a cancel yellow, else green.

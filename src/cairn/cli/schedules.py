@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from rich.table import Table
+from rich.text import Text
 
 from cairn.authoring.schedule_ticks import describe_seconds
 from cairn.cli import options, output
@@ -110,23 +110,36 @@ def _timing(info: ScheduleInfo) -> str:
     return f"every {describe_seconds(info.every.total_seconds())}"
 
 
-def schedules_table(infos: list[ScheduleInfo]) -> Table:
-    """A table of schedules."""
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for name in ("ID", "WORKFLOW", "WHEN", "OVERLAP", "STATE", "NEXT TICK", "LAST RUN", "SOURCE"):
-        table.add_column(name, no_wrap=True, overflow="fold" if name == "ID" else "ellipsis")
-    for info in infos:
-        table.add_row(
-            info.id,
-            info.workflow,
-            _timing(info),
-            info.overlap,
-            "paused" if info.paused else "active",
-            "" if info.paused else words.when(info.next_tick),
-            info.last_run_id or "",
-            info.source,
-        )
-    return table
+# The id (what pause, resume, delete and trigger take), workflow, state and next tick
+# always show; the others join while there is room (see output.FittedTable).
+SCHEDULE_COLUMNS: output.Columns = {
+    "ID": (None, 0, None),
+    "WORKFLOW": (16, 0, None),
+    "WHEN": (14, 2, 32),
+    "OVERLAP": (None, 4, None),
+    "STATE": (None, 0, None),
+    "NEXT TICK": (None, 1, None),
+    "LAST RUN": (12, 5, 32),
+    "SOURCE": (None, 3, None),
+}
+
+
+def schedules_table(infos: list[ScheduleInfo]) -> output.FittedTable:
+    """A table of schedules, laid out for the console it is printed on."""
+    rows: list[dict[str, str | Text]] = [
+        {
+            "ID": info.id,
+            "WORKFLOW": info.workflow,
+            "WHEN": _timing(info),
+            "OVERLAP": info.overlap,
+            "STATE": "paused" if info.paused else "active",
+            "NEXT TICK": "" if info.paused else words.when(info.next_tick),
+            "LAST RUN": info.last_run_id or "",
+            "SOURCE": info.source,
+        }
+        for info in infos
+    ]
+    return output.FittedTable(SCHEDULE_COLUMNS, rows)
 
 
 def list_schedules(ns: argparse.Namespace, glob: options.Globals) -> int:

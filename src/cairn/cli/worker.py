@@ -191,6 +191,10 @@ def _log_to_stderr(form: str) -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     logging.getLogger().addHandler(handler)
     logging.getLogger("cairn").setLevel(logging.INFO)
+    # psycopg_pool warns of every connection it drops or fails to open, often in three
+    # lines: a database restart made dozens. cairn says in lines of its own when its
+    # database is lost and when it is back ("lost ...; retrying", "heartbeat failed").
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 
 async def _serve(

@@ -161,6 +161,12 @@ class RunControl:
             {"args": list(args), "kwargs": kwargs},
             what=f"arguments of workflow {name!r}",
         )
+        # A name this process does not import: what its workers declare (queue, recoveries).
+        declared = await self.names.declared(name) if defn is None else None
+        max_recoveries = defn.max_recoveries if defn is not None else 8
+        if declared is not None:
+            queue_name = declared[0] if queue_name is None else queue_name
+            max_recoveries = declared[1]
         now = self.clock.now()
         wake_at = start_times.start_at(now, delay, run_at)
         if queue_name is None and defn is not None:
@@ -172,7 +178,7 @@ class RunControl:
             args=args_text,
             created_at=now,
             updated_at=now,
-            max_recoveries=defn.max_recoveries if defn is not None else 8,
+            max_recoveries=max_recoveries,
             wake_at=wake_at,
             parent_id=parent_id,
             queue=queue_name,

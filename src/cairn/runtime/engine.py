@@ -263,6 +263,7 @@ class Engine(EngineVerbs):
             # What the code declares for event triggers and schedules goes to the database.
             if declares:
                 await triggers.declare(self.control)
+                await self.control.names.declare()  # queues of runs started by name
             if self.claim and declares:
                 self.scheduler = Scheduler(
                     self.control, poll_interval=self.poll_interval, observer=observer

@@ -54,6 +54,8 @@ class Scheduler:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._buffered = False  # the last pass saw a tick held back by its running run
+        # schedule id -> the run whose held-back ticks were logged (see _log_held)
+        self._held: dict[str, str | None] = {}
 
     async def declare(self) -> None:
         """Store the schedules declared in code (see `ScheduleControl.declare`)."""
@@ -137,6 +139,18 @@ class Scheduler:
             for tick in ticks:
                 self.observer.fired(record.workflow, max(0.0, now - tick))
         if fired.skipped or fired.buffered:
+            self._log_held(record, fired)
+        outcomes.append(fired)
+        return outcomes, new_next <= now
+
+    def _log_held(self, record: ScheduleRecord, fired: Fired) -> None:
+        """Say that ticks were held back by the schedule's active run: once per such run.
+
+        A run that outlasts many ticks (a slow poller, `every="1s"`) would otherwise make
+        a line per tick. A burst of caught-up ticks that started runs is said as it is.
+        """
+        if fired.started:
+            self._held.pop(record.schedule_id, None)
             log.info(
                 "schedule %r: %d tick(s) started, %d skipped%s",
                 record.schedule_id,
@@ -144,8 +158,20 @@ class Scheduler:
                 fired.skipped,
                 ", one buffered" if fired.buffered else "",
             )
-        outcomes.append(fired)
-        return outcomes, new_next <= now
+            return
+        if self._held.get(record.schedule_id) == record.last_run_id:
+            return
+        self._held[record.schedule_id] = record.last_run_id
+        log.info(
+            "schedule %r: run %s is still active, so its ticks are held back (overlap %r: %s); "
+            "said once per run",
+            record.schedule_id,
+            record.last_run_id,
+            record.overlap,
+            "the first waits for it to end, the others are skipped"
+            if record.overlap == "buffer_one"
+            else "they are skipped",
+        )
 
     async def _may_release(self, record: ScheduleRecord) -> bool:
         """False while the run holding back a buffered tick is certainly active.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -202,6 +202,10 @@ class ScheduleControl:
         if defn.workflow not in self._control.registry.workflows and not allow_unknown:
             await self._control.names.check(defn.workflow)
         record = self.record(defn, source="api")
+        if defn.workflow not in self._control.registry.workflows:
+            declared = await self._control.names.declared(defn.workflow)
+            if declared is not None:  # as its workers declare it (see RunControl.start)
+                record = replace(record, queue=declared[0], max_recoveries=declared[1])
         if not await self._control.store.write(schedule_ops.create_schedule(record)):
             existing = await self._control.store.read(schedule_ops.get_schedule(id))
             if existing is not None and _definition(existing) == _definition(record):

@@ -35,6 +35,35 @@ class WorkflowNames:
         # workers once every WORKERS_FRESH seconds; an unknown name is always read afresh.
         self._known: tuple[float, set[str] | None] | None = None
         self._live: tuple[float, set[str] | None] | None = None
+        # name -> (when read, its queue and max_recoveries as its workers declare them)
+        self._declared: dict[str, tuple[float, tuple[str | None, int]]] = {}
+
+    async def declare(self) -> None:
+        """Store the queue and max_recoveries of each durable workflow this process imports.
+
+        Called by an engine with workers as it opens: runs started by those names in a
+        process without the code (`declared`) then get them too.
+        """
+        found = [
+            (wf.name, wf.queue, wf.max_recoveries)
+            for wf in self.registry.workflows.values()
+            if wf.durable
+        ]
+        if found:  # none: no transaction at all
+            await self.store.write(worker_ops.declare_workflows(found))
+
+    async def declared(self, name: str) -> tuple[str | None, int] | None:
+        """The (queue, max_recoveries) the workers of `name` declared, or None if none did.
+
+        Read once every WORKERS_FRESH seconds per name, for a burst of starts.
+        """
+        cached = self._declared.get(name)
+        if cached is not None and time.monotonic() - cached[0] <= WORKERS_FRESH:
+            return cached[1]
+        found = await self.store.read(worker_ops.declared_workflow(name))
+        if found is not None:  # only names workers declared: a bounded set
+            self._declared[name] = (time.monotonic(), found)
+        return found
 
     async def check(self, name: str) -> None:
         """Return if a run of `name` can be started; else raise UnknownWorkflow.

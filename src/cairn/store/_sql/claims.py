@@ -57,7 +57,11 @@ COUNT_EXECUTING_MINE = (
 COUNT_EXECUTING_PARTITION = (
     "SELECT COUNT(*) FROM runs WHERE queue = ? AND status = 'RUNNING' AND partition_key = ?"
 )
-COUNT_STARTS = "SELECT COUNT(*) FROM runs WHERE queue = ? AND started_at >= ?"
+# Starts the rate counts: new, retried or handed back runs (CLAIM_ONE sets counted_start_at;
+# a run no claim started counts at started_at). The expression is runs_queue_starts's.
+COUNT_STARTS = (
+    "SELECT COUNT(*) FROM runs WHERE queue = ? AND COALESCE(counted_start_at, started_at) >= ?"
+)
 SET_WAITING_FOR = "UPDATE runs SET waiting_for = ? WHERE run_id = ?"
 # Code declarations win when they change; an operator's live update lasts until then.
 DECLARE_QUEUE = (
@@ -137,15 +141,16 @@ def owners_alive(count: int, *, stale: bool) -> str:
     )
 
 
-# Params: owner, attempt increment, recoveries increment, now, now, now, run_id, expected
-# status. A sleeper waking is the same execution going on, so its attempt does not grow;
-# every claim bumps the fence. A run created after the claimer read its clock (by another
+# Params: owner, attempt increment, recoveries increment, now, now, now, the start the
+# queue's rate counts (now, or None for a wake-up or recovery), run_id, expected status.
+# A sleeper waking is the same execution going on, so its attempt does not grow; every
+# claim bumps the fence. A run created after the claimer read its clock (by another
 # process, yet seen by the claim's query) starts when it was created, never before.
 CLAIM_ONE = (
     "UPDATE runs SET status = 'RUNNING', owner = ?, attempt = attempt + ?, "
     "recoveries = recoveries + ?, "
     "started_at = COALESCE(started_at, CASE WHEN created_at > ? THEN created_at ELSE ? END), "
-    "updated_at = ?, "
+    "updated_at = ?, counted_start_at = COALESCE(?, counted_start_at), "
     "wake_at = NULL, waiting_for = NULL, fence = fence + 1 WHERE run_id = ? AND (status || '') = ?"
 )
 
@@ -153,9 +158,10 @@ CLAIM_ONE = (
 def claim_many(count: int) -> str:
     """CLAIM_ONE for `count` runs of one status in one statement, returning the ids claimed.
 
-    Params: CLAIM_ONE's first six (owner, attempt and recoveries increments, now x3), the
-    `count` run ids, then the status. A claim of many runs is then one round trip, not one
-    per run: the candidates are already locked by this transaction.
+    Params: CLAIM_ONE's first seven (owner, attempt and recoveries increments, now x3,
+    the counted start), the `count` run ids, then the status. A claim of many runs is
+    then one round trip, not one per run: the candidates are already locked by this
+    transaction.
     """
     return for_runs(CLAIM_ONE, count) + " RETURNING run_id"
 

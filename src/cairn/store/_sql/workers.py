@@ -50,6 +50,17 @@ SELECT_RECENT_WORKER_WORKFLOWS = (
 )
 SELECT_RECENT_WORKFLOWS = f"SELECT workflow FROM known_workflows WHERE seen_at >= {DB_NOW} - ?"
 REMEMBER_CHUNK = 100  # workflows per statement
+# What an engine with workers declares of each workflow it imports (the code wins), for
+# runs started by name elsewhere. Params: workflow, queue, max_recoveries.
+DECLARE_WORKFLOW = (
+    "INSERT INTO known_workflows (workflow, seen_at, queue, max_recoveries) "
+    f"VALUES (?, {DB_NOW}, ?, ?) "
+    "ON CONFLICT (workflow) DO UPDATE SET queue = excluded.queue, "
+    "max_recoveries = excluded.max_recoveries, seen_at = CASE "
+    "WHEN excluded.seen_at > known_workflows.seen_at THEN excluded.seen_at "
+    "ELSE known_workflows.seen_at END"
+)
+SELECT_DECLARED_WORKFLOW = "SELECT queue, max_recoveries FROM known_workflows WHERE workflow = ?"
 
 
 def remember_workflows(count: int, *, seen: str = DB_NOW) -> str:

@@ -276,7 +276,6 @@ class _Pick:
         """
         # (run id, status, whether claimed or None for a run on no queue)
         chosen: list[tuple[str, str, bool | None]] = []
-        attempts, recoveries = _INCREMENTS[entry]
         for run_id, status, queue, partition, waiting_for in candidates:
             if room <= 0:
                 break
@@ -290,8 +289,7 @@ class _Pick:
                 if held != waiting_for:
                     yield Sql(_sql.SET_WAITING_FOR, (held, run_id))
                 continue
-            now = self.now
-            claim = (self.worker_id, attempts, recoveries, now, now, now, run_id, status)
+            claim = (*self._claiming(entry), run_id, status)
             one = bool((yield Sql(_sql.CLAIM_ONE, claim)))
             chosen.append((run_id, status, one))
             if one:
@@ -306,13 +304,16 @@ class _Pick:
             took |= yield from self._claim_all(run_ids, status, entry)
         return [r for r, _, one in chosen if one or (one is None and r in took)]
 
+    def _claiming(self, entry: Entry) -> tuple[Any, ...]:
+        """CLAIM_ONE's first params: owner, increments, now x3, the start the rate counts."""
+        n = self.now  # a wake-up or a recovery is no start the rate counts
+        return (self.worker_id, *_INCREMENTS[entry], n, n, n, n if entry == "start" else None)
+
     def _claim_all(self, run_ids: list[str], status: str, entry: Entry) -> Program[set[str]]:
         """Claim `run_ids` (of `status`, locked by this transaction); the ids claimed."""
         took: set[str] = set()
-        attempts, recoveries = _INCREMENTS[entry]
-        now = self.now
         for chunk in _chunks(run_ids):
-            params = (self.worker_id, attempts, recoveries, now, now, now, *chunk, status)
+            params = (*self._claiming(entry), *chunk, status)
             rows = yield all_rows(_sql.claim_many(len(chunk)), params)
             took.update(str(row[0]) for row in rows)
         return took

@@ -37,6 +37,27 @@ def known_workflows(within: float) -> Program[set[str] | None]:
     return known
 
 
+@operation
+def declare_workflows(workflows: Sequence[tuple[str, str | None, int]]) -> Program[None]:
+    """Store each `(workflow, queue, max_recoveries)` as the code of a worker declares it.
+
+    Known from now on (by the database's clock), and what a run started by that name in
+    a process without the code gets (`declared_workflow`). Callers skip an empty list.
+    """
+    for name, queue, max_recoveries in workflows:
+        yield Sql(_sql.DECLARE_WORKFLOW, (name, queue, max_recoveries))
+
+
+@operation
+def declared_workflow(name: str) -> Program[tuple[str | None, int] | None]:
+    """Read: the (queue, max_recoveries) workers declared for workflow `name`, or None."""
+    rows = yield all_rows(_sql.SELECT_DECLARED_WORKFLOW, (name,))
+    if not rows or rows[0][1] is None:
+        return None
+    queue, max_recoveries = rows[0]
+    return (None if queue is None else str(queue), int(max_recoveries))
+
+
 def _names(workflows: str | None) -> list[str]:
     """The names in a worker's `workflows` column (a JSON list; None says nothing)."""
     found = json.loads(workflows) if workflows else []

@@ -1,0 +1,11 @@
+-- cairn schema 27 (SQLite only): runs_by_owner (owner) is dropped. Every run a worker
+-- holds is RUNNING, so a worker's own runs (its heartbeat's read-back, their release
+-- when it stops) are found in runs_by_status_created's range of RUNNING runs, the runs
+-- this database's few processes hold, with the owner checked on each. A run started and
+-- executed by one engine (inserted RUNNING and owned, then finished without an owner)
+-- paid an entry in it at its insert and its removal at its finish: on SQLite every
+-- B-tree a commit writes is paid on the writer's thread: this one was a WAL page of each
+-- commit and 7-11% of the two statements' instructions. The heartbeat's read-back was
+-- already planned through runs_by_status_created. PostgreSQL keeps the index, for its
+-- many workers on one table.
+DROP INDEX runs_by_owner;
