@@ -31,7 +31,8 @@ def send_message(
     now. Returns the run's status, whether it was woken and what its waits consume; None
     when no run has that id. A finished run gets no message (its status is returned,
     `repeated` when it had this key's message already: a sender retrying a send that
-    finished the run). A repeated (run, channel, idempotency_key) is stored once.
+    finished the run). A repeated (run, channel, idempotency_key) is stored once, and
+    answered `repeated` without waking the run: it brings nothing new to take.
     """
     row = yield one_row(_sql.SELECT_STATUS, (run_id,))
     if row is None:
@@ -42,7 +43,9 @@ def send_message(
             (yield one_row(_sql.SELECT_MESSAGE_KEY, (run_id, channel, idempotency_key))) is not None
         )
         return Delivery(status, repeated=repeated)
-    yield Sql(_sql.INSERT_MESSAGE, (run_id, channel, payload, idempotency_key, now))
+    stored = yield Sql(_sql.INSERT_MESSAGE, (run_id, channel, payload, idempotency_key, now))
+    if not stored:  # its idempotency_key is kept already: nothing new, so nothing to wake
+        return Delivery(status, repeated=True)
     woken = bool((yield Sql(_sql.WAKE_WAITING, (now, run_id, channel))))
     waits = None
     if status == RunStatus.WAITING and waits_on is not None:
