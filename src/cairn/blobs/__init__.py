@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 from cairn import config
 from cairn.blobs.offloaded import Offloaded
-from cairn.blobs.reference import BlobError, Reference
+from cairn.blobs.reference import BlobError, BlobUnwritable, Reference
 from cairn.blobs.stores import BlobStore, FileBlobs, MemoryBlobs
 from cairn.errors import ConfigError
 from cairn.serialization import Serializer
@@ -25,6 +25,7 @@ from cairn.serialization import Serializer
 __all__ = [
     "BlobError",
     "BlobStore",
+    "BlobUnwritable",
     "FileBlobs",
     "MemoryBlobs",
     "Offloaded",
