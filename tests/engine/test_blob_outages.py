@@ -2,6 +2,7 @@
 
 Not the value's fault: the step's result is stored once the blob store takes it again,
 and the step is not run again (as a database outage is waited out, core/durable.py).
+The same for an S3 bucket: tests/engine/test_large_values_s3.py.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import cairn
 
 from .kit import WAIT, Kit
 from .test_large_values import blob_dir, blob_files, engine
-from .test_large_values_s3 import s3_url  # noqa: F401 (a fixture)
 
 
 async def test_blob_outage__a_step_result_waits_for_the_blob_store_and_runs_once(
@@ -90,40 +90,3 @@ async def test_blob_outage__start_outside_a_run_still_refuses_in_one_line(
             await eng.start(outage_args, "a" * 10_000)
     assert str(caught.value).startswith("cannot store arguments of workflow 'big.outage_args': ")
     assert "\n" not in str(caught.value)
-
-
-async def test_blob_outage__an_s3_store_without_its_bucket_is_waited_out_too(
-    kit: Kit, s3_url: str
-) -> None:
-    import boto3
-
-    calls: list[int] = []
-
-    @kit.step("s3.outage_step")
-    def produce() -> str:
-        calls.append(1)
-        return "s" * 10_000
-
-    @kit.workflow("s3.outage")
-    async def outage() -> int:
-        return len(await produce())
-
-    endpoint = s3_url.split("endpoint=")[1]
-    s3 = boto3.client("s3", endpoint_url=endpoint)
-    def empty() -> None:  # moto's buckets outlive its server in this process
-        for found in s3.list_objects_v2(Bucket="cairn-test").get("Contents", []):
-            s3.delete_object(Bucket="cairn-test", Key=found["Key"])
-
-    empty()
-    s3.delete_bucket(Bucket="cairn-test")  # the store refuses every PUT (NoSuchBucket)
-    async with kit.engine(blobs=s3_url, inline_limit="1KiB") as eng:
-        run = await eng.start(outage)
-        async with asyncio.timeout(WAIT):
-            while not calls:
-                await asyncio.sleep(0.01)
-        await asyncio.sleep(0.5)
-        assert (await eng.control.record(run.run_id)).status == "RUNNING"  # not failed
-        s3.create_bucket(Bucket="cairn-test")
-        assert await run.result(timeout=WAIT) == 10_000
-    assert calls == [1]
-    empty()
