@@ -10,7 +10,7 @@ from cairn.errors import InvalidValue, RunFinished, RunNotFound
 from cairn.models import EventDelivery, RunStatus
 from cairn.names import check_name
 from cairn.observability import propagation
-from cairn.runtime import blocking
+from cairn.runtime import blocking, plain_inputs
 from cairn.runtime.handle import RunHandle, RunOperations
 from cairn.runtime.run_reading import RunReader, storable
 from cairn.runtime.run_waiting import RunWaiter
@@ -69,6 +69,7 @@ class RunVerbs:
         if idempotency_key is not None:
             check_name(idempotency_key, "idempotency_key")
         storable(run_id)
+        await plain_inputs.refuse_plain(self, run_id, what=f"the payload of event {name!r}")
         text = await blobs.dumps_async(self.serializer, payload, what=f"payload of event {name!r}")
         for _ in range(_MAX_CHAIN_HOPS):
             delivery = await self.store.write(
