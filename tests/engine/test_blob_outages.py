@@ -90,3 +90,30 @@ async def test_blob_outage__start_outside_a_run_still_refuses_in_one_line(
             await eng.start(outage_args, "a" * 10_000)
     assert str(caught.value).startswith("cannot store arguments of workflow 'big.outage_args': ")
     assert "\n" not in str(caught.value)
+
+
+async def test_blob_outage__a_cancel_is_not_held_up_by_the_wait(kit: Kit, tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    @kit.step("big.cancel_step")
+    def produce() -> str:
+        calls.append(1)
+        return "c" * 10_000
+
+    @kit.workflow("big.cancel_outage")
+    async def cancel_outage() -> int:
+        return len(await produce())
+
+    where = blob_dir(kit, tmp_path)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.write_text("not a directory")
+    async with engine(kit, tmp_path, inline_limit="1KiB") as eng:
+        run = await eng.start(cancel_outage)
+        async with asyncio.timeout(WAIT):
+            while not calls:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        await run.cancel()
+        with pytest.raises(cairn.RunCancelled):
+            await run.result(timeout=WAIT)  # the blob store is still unwritable
+    assert calls == [1]  # cancelled at the step, not run again

@@ -197,7 +197,9 @@ async def run_new_step(
         what = step.result_what
         try:
             if held is None:  # a blob store that refuses the result is waited out
-                text = await durable.stored(live, live.env.serializer, value, what=what)
+                text = await durable.stored(
+                    live, live.env.serializer, value, what=what, given_up=live.interrupts.asked
+                )
             else:  # not with a transaction open: it would hold the database's locks
                 text = await blobs.dumps_async(live.env.serializer, value, what=what)
         except SerializationError as exc:

@@ -182,14 +182,22 @@ async def record_step(live: LiveView, record: StepRecord, first: BaseException) 
             unknown = True
 
 
-async def stored(live: Attempt, serializer: Serializer, value: Any, *, what: str) -> str:
+async def stored(
+    live: Attempt,
+    serializer: Serializer,
+    value: Any,
+    what: str,
+    given_up: Callable[[], bool] = lambda: False,
+) -> str:
     """`value`'s stored text for `live`'s attempt; a blob store that refuses it is waited out.
 
     A blob store that is full, unwritable or away is not the value's fault: failing the
     step (or the run) for it would run the step again once the store is fixed, or leave
     the run failed. The blob is written again, with the same back-off as a database
     write, until the store takes it or the attempt ends (its worker stops, or it lost
-    the run).
+    the run). Once `given_up()` (a cancel or a hand back was asked for), the attempt
+    unwinds instead: the run replays, and meets the request at the step, which it does
+    not run again.
     """
     delay = _FIRST_DELAY
     warned = False
@@ -199,6 +207,8 @@ async def stored(live: Attempt, serializer: Serializer, value: Any, *, what: str
         try:
             return await blobs.dumps_async(serializer, value, what=what)
         except BlobUnwritable as exc:
+            if given_up():
+                raise live.leave(Unwind()) from exc
             if not warned:
                 log.warning(
                     "run %s: %s; retrying until the blob store takes it",
