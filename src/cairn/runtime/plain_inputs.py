@@ -5,7 +5,8 @@ see statuses and names, not values. What such a process would send into a run wh
 values are encrypted (an event, a hook's payload, a human task's answer) would be stored
 as plain text beside the run's ciphertext, so it is refused, naming the key, before
 anything is written. A process with a codec pays nothing for this; one without it reads
-the run's arguments once per such send.
+the run's arguments once per such send (an event's check is made in the send's own
+transaction: `waits.send_message(unless_sealed=...)`, no read more).
 """
 
 from __future__ import annotations
@@ -34,7 +35,17 @@ async def refuse_plain(control: Sender, run_id: str, *, what: str) -> None:
     if coded.codec_of(control.serializer) is not None:
         return
     run = await control.store.read(run_ops.get_run(run_id))
-    key_id = None if run is None else sealed.key_of(run.args)
+    refuse_sealed(None if run is None else run.args, run_id, what=what)
+
+
+def unless_sealed(serializer: Serializer) -> str | None:
+    """What `waits.send_message` refuses for a sender with `serializer`: None if it encrypts."""
+    return None if coded.codec_of(serializer) is not None else sealed.PREFIX
+
+
+def refuse_sealed(args: str | None, run_id: str, *, what: str) -> None:
+    """KeyUnavailable naming the key if the run's stored `args` are encrypted."""
+    key_id = sealed.key_of(args)
     if key_id is None:
         return
     raise KeyUnavailable(

@@ -69,7 +69,6 @@ class RunVerbs:
         if idempotency_key is not None:
             check_name(idempotency_key, "idempotency_key")
         storable(run_id)
-        await plain_inputs.refuse_plain(self, run_id, what=f"the payload of event {name!r}")
         text = await blobs.dumps_async(self.serializer, payload, what=f"payload of event {name!r}")
         for _ in range(_MAX_CHAIN_HOPS):
             delivery = await self.store.write(
@@ -79,10 +78,14 @@ class RunVerbs:
                     text,
                     idempotency_key=idempotency_key,
                     now=self.clock.now(),
+                    unless_sealed=plain_inputs.unless_sealed(self.serializer),
                 )
             )
             if delivery is None:
                 raise RunNotFound(run_id)
+            if delivery.sealed is not None:  # this process cannot encrypt: nothing written
+                what = f"the payload of event {name!r}"
+                plain_inputs.refuse_sealed(delivery.sealed, run_id, what=what)
             status = RunStatus(delivery.status)
             if delivery.repeated:  # a retry of a send this run took: the same delivery,
                 return EventDelivery(run_id, name, status, False, repeated=True)  # not passed on

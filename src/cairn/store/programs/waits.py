@@ -23,7 +23,13 @@ from cairn.store.records import Delivery, HookRecord, Lease, StepRecord, TaskRec
 @operation
 @wakes
 def send_message(
-    run_id: str, channel: str, payload: str, *, idempotency_key: str | None, now: float
+    run_id: str,
+    channel: str,
+    payload: str,
+    *,
+    idempotency_key: str | None,
+    now: float,
+    unless_sealed: str | None = None,
 ) -> Program[Delivery | None]:
     """Queue `payload` on the run's `channel`; wake the run if one of its waits takes it.
 
@@ -32,12 +38,16 @@ def send_message(
     when no run has that id. A finished run gets no message (its status is returned,
     `repeated` when it had this key's message already: a sender retrying a send that
     finished the run). A repeated (run, channel, idempotency_key) is stored once, and
-    answered `repeated` without waking the run: it brings nothing new to take.
+    answered `repeated` without waking the run: it brings nothing new to take. With
+    `unless_sealed` (the prefix of encrypted texts, from a sender that cannot encrypt), a
+    run whose arguments start with it gets nothing: `sealed` holds their head.
     """
     row = yield one_row(_sql.SELECT_STATUS, (run_id,))
     if row is None:
         return None
     status, waits_on = str(row[0]), row[1]
+    if unless_sealed is not None and str(row[2] or "").startswith(unless_sealed):
+        return Delivery(status, sealed=str(row[2]))
     if status in FINISHED:
         repeated = idempotency_key is not None and (
             (yield one_row(_sql.SELECT_MESSAGE_KEY, (run_id, channel, idempotency_key))) is not None
