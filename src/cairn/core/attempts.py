@@ -194,8 +194,14 @@ async def run_new_step(
         held = value if transactional and isinstance(value, transaction_steps.Held) else None
         if held is not None:
             value = held.value
+        what = step.result_what
         try:
-            text = await blobs.dumps_async(live.env.serializer, value, what=step.result_what)
+            if held is None:  # a blob store that refuses the result is waited out
+                text = await durable.stored(
+                    live, live.env.serializer, value, what=what, given_up=live.interrupts.asked
+                )
+            else:  # not with a transaction open: it would hold the database's locks
+                text = await blobs.dumps_async(live.env.serializer, value, what=what)
         except SerializationError as exc:
             if held is not None:
                 await held.transaction.rollback()
