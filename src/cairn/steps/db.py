@@ -144,33 +144,57 @@ def _call(
 
 
 def _execute(database: str, bound: sql_text.Bound, limit: float, *, rows: bool) -> Any:
-    """One attempt, in a transaction of its own on a pooled connection, within `limit` s."""
-    import sqlalchemy
+    """One attempt, in a transaction of its own on a pooled connection, within `limit` s.
+
+    A pooled connection the database dropped meanwhile (a restart) fails at the first
+    thing sent, before the statement: it is then replaced once, within the attempt.
+    """
     import sqlalchemy.exc
 
     engine = databases.engine(database)
-    try:
-        connection = engine.connect()
-    except sqlalchemy.exc.SQLAlchemyError as exc:
-        raise databases.failure(database, exc, connecting=True) from exc
     deadline = time.monotonic() + limit
-    with connection:
+    for fresh in (False, True):
         try:
-            with connection.begin(), statement_limits.limited(connection, limit):
-                # Bound with types inferred from the values (Decimal, datetime...), so each
-                # driver gets them in a form it takes (SQLite has no decimal of its own).
-                statement = sqlalchemy.text(bound.sql).bindparams(**bound.params)
-                result = connection.execute(statement)
-                if not rows:
-                    return result.rowcount
-                if not result.returns_rows:
-                    return []
-                return [dict(row._mapping) for row in result]
+            connection = engine.connect()
         except sqlalchemy.exc.SQLAlchemyError as exc:
-            if time.monotonic() >= deadline:  # stopped by the database at the limit
-                raise DatabaseUnavailable(
-                    f"database {database!r}: the statement ran past its timeout "
-                    f"({limit:g}s): {databases.first_line(exc)}",
-                    database=database,
-                ) from exc
-            raise databases.failure(database, exc) from exc
+            raise databases.failure(database, exc, connecting=True) from exc
+        sent: list[bool] = []
+        raw = connection.connection.driver_connection
+        with connection, statement_limits.hangs_up(raw, limit + statement_limits.GRACE) as hung:
+            try:
+                return _statement(connection, bound, limit, sent, rows=rows)
+            except sqlalchemy.exc.SQLAlchemyError as exc:
+                if hung:  # the database fell silent: no answer came at all
+                    raise DatabaseUnavailable(
+                        f"database {database!r}: no answer within the statement's timeout "
+                        f"({limit:g}s); the connection was closed",
+                        database=database,
+                    ) from exc
+                if time.monotonic() >= deadline:  # stopped by the database at the limit
+                    raise DatabaseUnavailable(
+                        f"database {database!r}: the statement ran past its timeout "
+                        f"({limit:g}s): {databases.first_line(exc)}",
+                        database=database,
+                    ) from exc
+                stale = getattr(exc, "connection_invalidated", False) and not sent
+                if fresh or not stale:
+                    raise databases.failure(database, exc) from exc
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _statement(
+    connection: Any, bound: sql_text.Bound, limit: float, sent: list[bool], *, rows: bool
+) -> Any:
+    import sqlalchemy
+
+    with connection.begin(), statement_limits.limited(connection, limit):
+        # Bound with types inferred from the values (Decimal, datetime...), so each
+        # driver gets them in a form it takes (SQLite has no decimal of its own).
+        statement = sqlalchemy.text(bound.sql).bindparams(**bound.params)
+        sent.append(True)
+        result = connection.execute(statement)
+        if not rows:
+            return result.rowcount
+        if not result.returns_rows:
+            return []
+        return [dict(row._mapping) for row in result]

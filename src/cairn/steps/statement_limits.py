@@ -12,6 +12,11 @@ statement fails there when it passes:
 
 A cancel of the run cancels the running statement too: PostgreSQL's cancel request,
 SQLite's interrupt, MariaDB's and MySQL's `KILL QUERY` from a second connection.
+
+A database whose answer never arrives (a frozen network path or proxy: the connection
+stays open and silent) cannot enforce anything, so `hangs_up` closes the connection's
+socket once the limit has passed by `GRACE`: the driver then fails at once, the
+connection is dropped from the pool, and the step's thread is free again.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -28,7 +36,10 @@ from cairn.steps import calling
 if TYPE_CHECKING:
     import sqlalchemy
 
-__all__ = ["limited"]
+__all__ = ["GRACE", "hangs_up", "limited"]
+
+GRACE = 2.0
+"""Seconds past an attempt's limit before its silent connection is hung up on."""
 
 # SQLite's progress handler runs every this many virtual machine instructions.
 _SQLITE_EVERY = 1000
@@ -108,3 +119,50 @@ def _stopper(connection: sqlalchemy.Connection, raw: Any, backend: str) -> Calla
             asyncio.get_running_loop().run_in_executor(None, kill_query)
 
     return stop
+
+
+@contextlib.contextmanager
+def hangs_up(raw: Any, seconds: float) -> Iterator[list[bool]]:
+    """Shut `raw`'s socket down if the block still runs after `seconds` (a silent peer).
+
+    Yields a list that holds True once that happened (the block's error is then the
+    hang-up's). A driver whose socket cannot be found is left alone.
+    """
+    sock = _socket(raw)
+    fired: list[bool] = []
+    if sock is None:
+        yield fired
+        return
+    lock = threading.Lock()
+    done = False
+
+    def hang_up() -> None:
+        with lock:
+            if done:
+                return
+            fired.append(True)
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(seconds, hang_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield fired
+    finally:
+        with lock:
+            done = True
+        timer.cancel()
+        sock.close()  # a copy: the connection keeps its own
+
+
+def _socket(raw: Any) -> socket.socket | None:
+    """A copy of the socket of `raw`'s connection (psycopg's or PyMySQL's), or None."""
+    own = getattr(raw, "_sock", None)  # PyMySQL
+    fileno = own.fileno if isinstance(own, socket.socket) else getattr(raw, "fileno", None)
+    if fileno is None or not (own is not None or hasattr(raw, "pgconn")):
+        return None  # SQLite (no socket), or a driver cairn does not know
+    try:
+        return socket.socket(fileno=os.dup(fileno()))
+    except (OSError, ValueError, TypeError):
+        return None

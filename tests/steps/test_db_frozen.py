@@ -1,0 +1,85 @@
+"""db.query/db.update when the database's connection freezes (a hung proxy or failover).
+
+The database cannot enforce the step's `timeout` when its answer never arrives: the
+step must still fail its attempt at about that time, and not hang for ever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pytest
+import sqlalchemy
+
+import cairn
+from cairn.steps import db
+from chaos.proxy import FreezingProxy
+from engine.kit import WAIT, Kit
+
+
+def _proxy(kind: str, app_url: str) -> FreezingProxy:
+    parsed = sqlalchemy.make_url(app_url)
+    return FreezingProxy((parsed.host or "127.0.0.1", parsed.port or PORTS[kind]))
+
+
+PORTS = {"postgres": 5432, "mariadb": 3306}
+
+
+def _via(proxy: FreezingProxy, url: str) -> str:
+    parsed = sqlalchemy.make_url(url)
+    return parsed.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+
+
+@pytest.mark.parametrize("kind", ["postgres", "mariadb"])
+async def test_db_frozen__a_frozen_connection_fails_the_attempt_at_its_timeout(
+    kit: Kit, kind: str, request: pytest.FixtureRequest
+) -> None:
+    app_url = str(request.getfixturevalue(f"{kind}_app"))
+    proxy = _proxy(kind, app_url)
+    try:
+        url = _via(proxy, app_url)
+
+        @kit.workflow("db.frozen")
+        async def flow() -> str:
+            await db.query("app", "SELECT 1 AS n")  # a pooled connection, open
+            proxy.freeze()  # it hangs: no answer, no error, no reset
+            try:
+                await db.query("app", "SELECT 1 AS n", timeout="1s", retries=1, name="frozen")
+            except cairn.StepFailed as failed:
+                return failed.error_message
+            return "done"
+
+        loop = asyncio.get_running_loop()
+        async with kit.engine(databases={"app": url}) as engine:
+            started = loop.time()
+            run = await engine.start(flow)
+            message = await run.result(timeout=WAIT * 3)
+            took = loop.time() - started
+        assert message == (
+            "database 'app': no answer within the statement's timeout (1s); "
+            "the connection was closed"
+        )
+        assert took < 1 + 2 + 3  # the limit, the grace, and room on a loaded machine
+    finally:
+        proxy.close()
+
+
+@pytest.mark.parametrize("kind", ["postgres", "mariadb"])
+async def test_db_frozen__a_pooled_connection_reset_meanwhile_is_replaced_within_the_attempt(
+    kit: Kit, kind: str, request: pytest.FixtureRequest
+) -> None:
+    app_url = str(request.getfixturevalue(f"{kind}_app"))
+    proxy = _proxy(kind, app_url)
+    try:
+
+        @kit.workflow("db.reset")
+        async def flow() -> int:
+            await db.query("app", "SELECT 1 AS n")
+            assert proxy.reset() == 1  # the pooled connection is gone (a restart, a reset)
+            rows = await db.query("app", "SELECT 2 AS n", retries=1, name="after")
+            return int(rows[0]["n"])
+
+        async with kit.engine(databases={"app": _via(proxy, app_url)}) as engine:
+            run = await engine.start(flow)
+            assert await run.result(timeout=WAIT) == 2
+    finally:
+        proxy.close()
