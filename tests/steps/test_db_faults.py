@@ -1,7 +1,9 @@
-"""db.query/db.update when the database's connection freezes (a hung proxy or failover).
+"""db.query/db.update when the network to the database fails, through tests/chaos proxies.
 
-The database cannot enforce the step's `timeout` when its answer never arrives: the
-step must still fail its attempt at about that time, and not hang for ever.
+A frozen connection (a hung proxy or failover): the database cannot enforce the step's
+`timeout` when its answer never arrives, and the step must still fail its attempt at
+about that time, not hang for ever. A reset pooled connection is replaced. A COMMIT
+whose answer is lost leaves the update's outcome unknown: it must not be run again.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import sqlalchemy
 
 import cairn
 from cairn.steps import db
-from chaos.proxy import FreezingProxy
+from chaos.proxy import FreezingProxy, LosingProxy
 from engine.kit import WAIT, Kit
 
 
@@ -83,3 +85,50 @@ async def test_db_frozen__a_pooled_connection_reset_meanwhile_is_replaced_within
             assert await run.result(timeout=WAIT) == 2
     finally:
         proxy.close()
+
+
+class _CommitLoser(LosingProxy):
+    """Loses the answer to the first COMMIT only (the server has committed)."""
+
+    def _lose(self, data: bytes) -> str | None:
+        if self.lost or b"C\x00\x00\x00\x0bCOMMIT\x00" not in data:
+            return None
+        self.lost["COMMIT"] += 1
+        return "COMMIT"
+
+
+async def test_db_faults__an_update_whose_commit_answer_is_lost_is_not_run_again(
+    kit: Kit, postgres_app: str
+) -> None:
+    engine_ = sqlalchemy.create_engine(
+        postgres_app.replace("postgresql://", "postgresql+psycopg://"), poolclass=sqlalchemy.NullPool
+    )
+    with engine_.begin() as setup:
+        setup.exec_driver_sql("CREATE TABLE t (n INTEGER)")
+    proxy = _CommitLoser(("127.0.0.1", sqlalchemy.make_url(postgres_app).port or 5432), rate=1, budget=1)
+    try:
+
+        @kit.workflow("db.lost_commit")
+        async def flow() -> str:
+            try:
+                await db.update("app", "INSERT INTO t (n) VALUES (?)", [1])
+            except cairn.StepFailed as failed:
+                return failed.error_message
+            return "done"
+
+        url = proxy.url(sqlalchemy.make_url(postgres_app).database or "")
+        async with kit.engine(databases={"app": url}) as engine:
+            run = await engine.start(flow)
+            message = await run.result(timeout=WAIT)
+            attempts = await engine.control.attempts(run.run_id)
+        assert proxy.lost["COMMIT"] == 1
+        with engine_.connect() as check:
+            assert check.exec_driver_sql("SELECT count(*) FROM t").scalar() == 1
+        assert message.startswith(
+            "database 'app': the connection was lost while committing, so whether the "
+            "update took effect is unknown; it is not run again ("
+        ), message
+        assert [a["attempt"] for a in attempts] == [1]  # failed for good, not retried
+    finally:
+        proxy.close()
+        engine_.dispose()
