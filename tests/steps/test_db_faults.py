@@ -9,6 +9,8 @@ whose answer is lost leaves the update's outcome unknown: it must not be run aga
 from __future__ import annotations
 
 import asyncio
+import faulthandler
+
 import pytest
 import sqlalchemy
 
@@ -101,11 +103,14 @@ async def test_db_faults__an_update_whose_commit_answer_is_lost_is_not_run_again
     kit: Kit, postgres_app: str
 ) -> None:
     engine_ = sqlalchemy.create_engine(
-        postgres_app.replace("postgresql://", "postgresql+psycopg://"), poolclass=sqlalchemy.NullPool
+        postgres_app.replace("postgresql://", "postgresql+psycopg://"),
+        poolclass=sqlalchemy.NullPool,
     )
     with engine_.begin() as setup:
         setup.exec_driver_sql("CREATE TABLE t (n INTEGER)")
-    proxy = _CommitLoser(("127.0.0.1", sqlalchemy.make_url(postgres_app).port or 5432), rate=1, budget=1)
+    proxy = _CommitLoser(
+        ("127.0.0.1", sqlalchemy.make_url(postgres_app).port or 5432), rate=1, budget=1
+    )
     try:
 
         @kit.workflow("db.lost_commit")
@@ -132,3 +137,43 @@ async def test_db_faults__an_update_whose_commit_answer_is_lost_is_not_run_again
     finally:
         proxy.close()
         engine_.dispose()
+
+
+@pytest.mark.parametrize("kind", ["postgres", "mariadb"])
+async def test_db_faults__a_cancel_ends_a_statement_on_a_frozen_connection_soon(
+    kit: Kit, kind: str, request: pytest.FixtureRequest
+) -> None:
+    """A cancel reaches a statement whose connection is frozen (new ones hang too).
+
+    psycopg's `cancel()` held the GIL while it waited for the server's answer, so the
+    whole process froze with it; then the statement held the run for its whole timeout.
+    The C-level guard ends the test process if it freezes, rather than hang for ever.
+    """
+    app_url = str(request.getfixturevalue(f"{kind}_app"))
+    proxy = _proxy(kind, app_url)
+    frozen = asyncio.Event()
+    faulthandler.dump_traceback_later(60, exit=True)
+    try:
+
+        @kit.workflow("db.frozen_cancel")
+        async def flow() -> str:
+            await db.query("app", "SELECT 1 AS n")
+            proxy.freeze(new=True)  # the cancel's own connection hangs as well
+            frozen.set()
+            await db.query("app", "SELECT 1 AS n", timeout="60s", name="frozen")
+            return "done"
+
+        loop = asyncio.get_running_loop()
+        async with kit.engine(databases={"app": _via(proxy, app_url)}) as engine:
+            run = await engine.start(flow)
+            await asyncio.wait_for(frozen.wait(), WAIT)
+            await asyncio.sleep(0.3)
+            started = loop.time()
+            await run.cancel()
+            with pytest.raises(cairn.RunCancelled):
+                await run.result(timeout=WAIT * 3)
+            took = loop.time() - started
+        assert took < 2 + 3  # the grace, and room on a loaded machine
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        proxy.close()

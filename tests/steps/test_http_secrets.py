@@ -31,9 +31,7 @@ async def test_http_secrets__a_url_password_is_hidden_in_errors_and_history(
         history = await engine.history(run.run_id)
         attempts = await engine.control.attempts(run.run_id)
     shown = http_server.url.replace("http://", "http://ada:***@")
-    assert said == (
-        f"{shown}/fine?x=1 | GET {shown}/busy answered 503 Service Unavailable"
-    )
+    assert said == (f"{shown}/fine?x=1 | GET {shown}/busy answered 503 Service Unavailable")
     assert "s3cret" not in repr([(h.input, h.result, h.error) for h in history])
     assert "s3cret" not in repr(attempts)
     # The server was sent the credentials all the same (as Basic authorization).

@@ -155,7 +155,7 @@ def _create(name: str, url: str) -> sqlalchemy.Engine:
 
 
 def _connect_args(url: sqlalchemy.URL) -> dict[str, Any]:
-    """A bound on connecting (a server that accepts and then says nothing), unless the URL has one."""
+    """A bound on connecting (to a server that accepts, then says nothing), unless given."""
     if "connect_timeout" in url.query:
         return {}
     if url.drivername in ("postgresql+psycopg", "mysql+pymysql", "mariadb+pymysql"):

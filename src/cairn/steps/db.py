@@ -162,9 +162,9 @@ def _execute(database: str, bound: sql_text.Bound, limit: float, *, rows: bool) 
         raw = connection.connection.driver_connection
         with connection, statement_limits.hangs_up(raw, limit + statement_limits.GRACE) as hung:
             try:
-                return _statement(connection, bound, limit, stage, rows=rows)
+                return _statement(connection, bound, limit, stage, hung, rows=rows)
             except sqlalchemy.exc.SQLAlchemyError as exc:
-                lost = bool(hung) or getattr(exc, "connection_invalidated", False)
+                lost = hung.fired or getattr(exc, "connection_invalidated", False)
                 if lost and "committing" in stage and not rows:
                     # The server may have committed: running the update again could
                     # apply it twice, and it has no key to be recognised by.
@@ -174,7 +174,7 @@ def _execute(database: str, bound: sql_text.Bound, limit: float, *, rows: bool) 
                         f"({databases.first_line(exc)})",
                         database=database,
                     ) from exc
-                if hung:  # the database fell silent: no answer came at all
+                if hung.fired:  # the database fell silent: no answer came at all
                     raise DatabaseUnavailable(
                         f"database {database!r}: no answer within the statement's timeout "
                         f"({limit:g}s); the connection was closed",
@@ -193,12 +193,18 @@ def _execute(database: str, bound: sql_text.Bound, limit: float, *, rows: bool) 
 
 
 def _statement(
-    connection: Any, bound: sql_text.Bound, limit: float, stage: list[str], *, rows: bool
+    connection: Any,
+    bound: sql_text.Bound,
+    limit: float,
+    stage: list[str],
+    hung: statement_limits.HangUp,
+    *,
+    rows: bool,
 ) -> Any:
     import sqlalchemy
 
     with connection.begin():
-        with statement_limits.limited(connection, limit):
+        with statement_limits.limited(connection, limit, hung):
             # Bound with types inferred from the values (Decimal, datetime...), so each
             # driver gets them in a form it takes (SQLite has no decimal of its own).
             statement = sqlalchemy.text(bound.sql).bindparams(**bound.params)
