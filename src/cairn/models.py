@@ -158,8 +158,9 @@ class EventDelivery:
     takes the event now: the run was waiting for it and is woken. `waits_for` says what
     a waiting run's open waits take instead (`"event 'approval'"`), empty when the run is
     not waiting. `note` is the plain line to show people when the event is only kept.
-    `repeated` is True when the run had this event's `idempotency_key` already and has
-    finished since: a retried send, answered rather than refused with `RunFinished`.
+    `repeated` is True when the run had this event's `idempotency_key` already (a
+    retried send): nothing new is kept, `awaited` is False, and a run that has finished
+    since answers so rather than refusing with `RunFinished`.
     """
 
     run_id: str
@@ -171,10 +172,16 @@ class EventDelivery:
 
     @property
     def note(self) -> str | None:
-        """One line when no current wait takes the event (it is kept), else None.
+        """One line when no current wait takes the event (it is kept, or repeated).
 
-        None too for a run that is executing or queued: it may wait for it next.
+        None when a wait takes it now, and for a run that is executing or queued: it may
+        wait for it next.
         """
+        if self.repeated:
+            return (
+                f"run {self.run_id} had event {self.event!r} with this idempotency_key "
+                "already; nothing new is kept"
+            )
         if self.awaited:
             return None
         kept = "the event is kept for a later wait"

@@ -8,6 +8,7 @@ people are shown of an encrypted blob names its key instead of ciphertext.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,10 @@ from typing import Any
 import pytest
 
 import cairn
+from cairn.blobs import store_of
 from cairn.codecs import Encrypted
 from cairn.errors import SerializationError
-from cairn.runtime import stored_values
+from cairn.runtime import rekeying, stored_values
 
 from .kit import WAIT, Kit
 from .test_large_values import blob_dir, blob_files, engine
@@ -25,6 +27,10 @@ from .test_large_values import blob_dir, blob_files, engine
 SECRET = "BLOBSECRET-91c2"
 KEYS = {"k1": b"\x05" * 32}
 BIG = 300 * 1024  # over the 256 KiB inline limit
+
+
+def stored_blobs(eng: cairn.Engine) -> Any:
+    return store_of(eng.serializer)
 
 
 def encrypted_with(kit: Kit, tmp_path: Path, **options: Any) -> cairn.Engine:
@@ -125,3 +131,40 @@ async def test_encrypted_large_values__with_a_step_queue_a_sync_timeout_and_a_fo
     assert rendered.result["offloaded"]["preview"] == "encrypted (k1)"
     for blob in blob_files(blob_dir(kit, tmp_path)):
         assert SECRET.encode() not in blob.read_bytes()
+
+
+async def test_encrypted_large_values__rekey_rewrites_offloaded_values_so_the_old_key_can_go(
+    kit: Kit, tmp_path: Path
+) -> None:
+    # `cairn db rekey`, then dropping the old key, as docs/howto/encryption.md says: a
+    # run parked past an offloaded value must still be read, not handed back for ever.
+    @kit.step("encbig.early")
+    def early() -> str:
+        return SECRET * (BIG // len(SECRET))
+
+    @kit.workflow("encbig.parked")
+    async def parked() -> list[int]:
+        text = await early()
+        await cairn.wait_for_event("go")
+        return [len(text), len(await cairn.wait_for_event("box"))]
+
+    k2 = {"k2": b"\x06" * 32}
+    both = Encrypted({**KEYS, **k2}, "k2")
+    async with encrypted_with(kit, tmp_path) as eng:
+        run = await eng.start(parked)
+        async with asyncio.timeout(WAIT):
+            while (await eng.control.record(run.run_id)).status != "WAITING":
+                await asyncio.sleep(0.01)
+        await eng.send_event(run.run_id, "box", SECRET * (BIG // len(SECRET)))  # kept
+    old_blobs = blob_files(blob_dir(kit, tmp_path))
+    async with engine(kit, tmp_path, codec=both, workers=0) as eng:
+        done = await rekeying.rekey(eng.store, both, blobs=stored_blobs(eng))
+    assert done["steps.result (offloaded)"] == 1 and done["messages.payload (offloaded)"] == 1
+    new_blobs = [b for b in blob_files(blob_dir(kit, tmp_path)) if b not in old_blobs]
+    assert len(new_blobs) == 2
+    assert all(b.read_bytes().startswith(b"aesgcm:k2:") for b in new_blobs)
+    async with engine(kit, tmp_path, codec=Encrypted(k2, "k2")) as eng:  # k1 dropped
+        assert await rekeying.rekey(eng.store, both, blobs=stored_blobs(eng)) == {}
+        await eng.send_event(run.run_id, "go", None)
+        size = (BIG // len(SECRET)) * len(SECRET)
+        assert await (await eng.get(run.run_id)).result(timeout=WAIT) == [size, size]

@@ -276,8 +276,43 @@ async def test_send_event__a_repeated_key_after_the_run_finished_is_the_same_del
 
         again = await engine.send_event(run.run_id, "ping", "pong", idempotency_key="once")
         assert again.repeated and not again.awaited
-        assert again.status is cairn.RunStatus.COMPLETED and again.note is None
+        assert again.status is cairn.RunStatus.COMPLETED
+        assert again.note == (
+            f"run {run.run_id} had event 'ping' with this idempotency_key already; "
+            "nothing new is kept"
+        )
         with pytest.raises(cairn.RunFinished):
             await engine.send_event(run.run_id, "ping", "pong", idempotency_key="twice")
         with pytest.raises(cairn.RunFinished):
             await engine.send_event(run.run_id, "ping", "pong")
+
+
+async def test_send_event__a_repeated_key_to_a_waiting_run_is_the_same_delivery(
+    kit: Kit,
+) -> None:
+    # A sender's retry (or two senders of one approval) while the run still waits: the
+    # event is stored once, and the answer must say so rather than "sent and awaited",
+    # nor wake the run for a message it will not find.
+    collect = _collector(kit, "events.repeat_while_waiting", "approval", 2)
+
+    async with kit.engine() as engine:
+        run = await engine.start(collect)
+        await until(engine, run.run_id, "WAITING")
+        first = await engine.send_event(run.run_id, "approval", 1, idempotency_key="mail-1")
+        assert first.awaited and not first.repeated
+        async with asyncio.timeout(WAIT):  # the first wait took it; the second waits
+            while len(await engine.history(run.run_id)) < 2:
+                await asyncio.sleep(0.005)
+        await until(engine, run.run_id, "WAITING")
+
+        async with kit.engine(workers=0) as sender:  # no worker of its own to claim it
+            again = await sender.send_event(run.run_id, "approval", 1, idempotency_key="mail-1")
+            assert (await sender.control.record(run.run_id)).wake_at is None  # not woken
+        assert again.repeated and not again.awaited
+        assert again.status is cairn.RunStatus.WAITING
+        assert again.note == (
+            f"run {run.run_id} had event 'approval' with this idempotency_key already; "
+            "nothing new is kept"
+        )
+        await engine.send_event(run.run_id, "approval", 2, idempotency_key="mail-2")
+        assert await run.result(timeout=WAIT) == [1, 2]

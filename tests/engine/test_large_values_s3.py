@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -92,3 +93,41 @@ async def test_large_values_s3__a_missing_object_is_named(kit: Kit, s3_url: str)
 def test_large_values_s3__a_url_without_a_bucket_is_one_line() -> None:
     with pytest.raises(cairn.ConfigError, match="must name a bucket: s3://bucket/prefix"):
         cairn.Engine("memory://", blobs="s3:///nothing")
+
+
+async def test_large_values_s3__a_store_without_its_bucket_is_waited_out_too(
+    kit: Kit, s3_url: str
+) -> None:
+    import boto3
+
+    calls: list[int] = []
+
+    @kit.step("s3.outage_step")
+    def produce() -> str:
+        calls.append(1)
+        return "s" * 10_000
+
+    @kit.workflow("s3.outage")
+    async def outage() -> int:
+        return len(await produce())
+
+    endpoint = s3_url.split("endpoint=")[1]
+    s3 = boto3.client("s3", endpoint_url=endpoint)
+
+    def empty() -> None:  # moto's buckets outlive its server in this process
+        for found in s3.list_objects_v2(Bucket="cairn-test").get("Contents", []):
+            s3.delete_object(Bucket="cairn-test", Key=found["Key"])
+
+    empty()
+    s3.delete_bucket(Bucket="cairn-test")  # the store refuses every PUT (NoSuchBucket)
+    async with kit.engine(blobs=s3_url, inline_limit="1KiB") as eng:
+        run = await eng.start(outage)
+        async with asyncio.timeout(WAIT):
+            while not calls:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.5)
+        assert (await eng.control.record(run.run_id)).status == "RUNNING"  # not failed
+        s3.create_bucket(Bucket="cairn-test")
+        assert await run.result(timeout=WAIT) == 10_000
+    assert calls == [1]
+    empty()

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -106,3 +108,52 @@ async def test_transaction_blocking__a_cancel_reaches_a_blocked_sync_step(pg_url
     assert took < 3.0  # not the hour of its timeout
     assert attempts == []  # ended by the cancel, not failed and retried
     assert execute(kit.url, "SELECT item FROM ledger WHERE item = 'booked'") == []
+
+
+async def test_transaction_blocking__a_timeout_on_a_silent_server_stalls_only_its_thread(
+    pg_url: str,
+) -> None:
+    """A step's timeout cancels its statement by asking the server on a new connection.
+
+    psycopg's `cancel()` holds the GIL while it waits for the server's answer: when the
+    server went silent, the whole process froze with it (every run, the heartbeat). The
+    C-level guard ends the test process if it freezes, rather than hang for ever.
+    """
+    from tests.chaos.proxy import FreezingProxy
+
+    proxy = FreezingProxy(("127.0.0.1", 5432))
+    kit = Kit(proxy.url(pg_url.rsplit("/", 1)[1]))
+    loop = asyncio.get_running_loop()
+    entered = asyncio.Event()
+
+    def hang(conn: Any) -> str:
+        loop.call_soon_threadsafe(entered.set)
+        proxy.freeze(new=True)  # this statement, the cancel's connection, the store's
+        conn.execute("SELECT pg_sleep(3)").fetchall()  # runs once the proxy thaws
+        return "slept"
+
+    step = make_transaction(hang, "hang", 1, "1s", kit.registry)
+
+    @kit.workflow("txn.silent.timeout")
+    async def flow() -> str:
+        try:
+            return str(await step())
+        except cairn.StepFailed as failed:
+            return failed.error_type
+
+    faulthandler.dump_traceback_later(60, exit=True)
+    try:
+        async with kit.engine() as engine:
+            run = await engine.start(flow)
+            await asyncio.wait_for(entered.wait(), WAIT)
+            ticks = [loop.time()]
+            while ticks[-1] - ticks[0] < 4:  # the timeout and the cancel's wait, frozen
+                await asyncio.sleep(0.05)
+                ticks.append(loop.time())
+            proxy.thaw()
+            outcome = await run.result(timeout=WAIT)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        proxy.close()
+    assert max(later - earlier for earlier, later in itertools.pairwise(ticks)) < 1.0
+    assert outcome == "cairn.errors.StepTimeout"

@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 from cairn import config
 from cairn.blobs.offloaded import Offloaded
-from cairn.blobs.reference import BlobError, Reference
+from cairn.blobs.reference import BlobError, BlobUnwritable, Reference
 from cairn.blobs.stores import BlobStore, FileBlobs, MemoryBlobs
 from cairn.errors import ConfigError
 from cairn.serialization import Serializer
@@ -25,10 +25,12 @@ from cairn.serialization import Serializer
 __all__ = [
     "BlobError",
     "BlobStore",
+    "BlobUnwritable",
     "FileBlobs",
     "MemoryBlobs",
     "Offloaded",
     "Reference",
+    "configured",
     "dumps_async",
     "inline_limit",
     "loads_async",
@@ -102,9 +104,13 @@ def offloading(
     the SQLite file). ConfigError (one line) names a bad setting. `warn`: the
     warn_value_size in bytes (None: no warnings; see `Offloaded`).
     """
+    return Offloaded(serializer, configured(store, blobs), inline_limit(inline), warn_above=warn)
+
+
+def configured(store: object, blobs: object = None) -> BlobStore | None:
+    """The blob store `blobs` names, else CAIRN_BLOBS, the files, else the default."""
     url, where = config.setting(blobs, "blobs")
-    found = default_blobs(store) if url is None else open_blobs(url, what=where)  # type: ignore[arg-type]
-    return Offloaded(serializer, found, inline_limit(inline), warn_above=warn)
+    return default_blobs(store) if url is None else open_blobs(url, what=where)  # type: ignore[arg-type]
 
 
 def store_of(serializer: Serializer) -> BlobStore | None:

@@ -30,7 +30,7 @@ from typing import Any
 
 from cairn import limits
 from cairn.blobs import reference
-from cairn.blobs.reference import MARK, PREFIX, BlobError, Reference
+from cairn.blobs.reference import MARK, PREFIX, BlobError, BlobUnwritable, Reference
 from cairn.blobs.stores import BlobStore
 from cairn.codecs import coded
 from cairn.codecs.coded import Codec
@@ -134,7 +134,7 @@ class Offloaded:
         try:
             self.blobs.put(ref.sha256, data)
         except OSError as exc:
-            raise SerializationError(
+            raise BlobUnwritable(
                 f"cannot store {what}: writing blob {ref.sha256} to {self.blobs.where} "
                 f"failed: {exc}",
                 what=what,

@@ -103,3 +103,11 @@ class BlobError(SerializationError):
     def of_step(self, key: str) -> BlobError:
         """The same error, naming the step (its history key) whose result it is."""
         return BlobError(self.detail, blob=self.blob, what=self.what, run=self.run, step=key)
+
+
+class BlobUnwritable(SerializationError):
+    """The blob store did not take a blob (full, unwritable, away): not the value's fault.
+
+    Outside a run the caller is told (nothing was stored; it may try again). In a run, the
+    attempt that stores the value tries again until the store takes it (core/durable.py).
+    """

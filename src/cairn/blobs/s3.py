@@ -52,8 +52,18 @@ class S3Blobs:
         return f"{self.prefix}/{tail}" if self.prefix else tail
 
     def put(self, sha256: str, data: bytes) -> None:
-        """PUT the object (again, if it is there: that marks it fresh for the prune)."""
-        self.client.put_object(Bucket=self.bucket, Key=self.key(sha256), Body=data)
+        """PUT the object (again, if it is there: that marks it fresh for the prune).
+
+        A PUT the store refuses or cannot be sent (no bucket, no credentials, no
+        connection) raises OSError, as a file store's failed write does: the caller's
+        to wait out or report (blobs/offloaded.py).
+        """
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self.key(sha256), Body=data)
+        except (BotoCoreError, ClientError) as exc:
+            raise OSError(f"PUT {self.key(sha256)}: {exc}") from exc
 
     def get(self, sha256: str) -> bytes | None:
         """The object's bytes, or None if there is no such object."""

@@ -307,7 +307,7 @@ def send_event(ns: argparse.Namespace, glob: options.Globals) -> int:
     if sent.repeated:
         line = (
             f"event {ns.event!r} with key {ns.key!r} was sent to run {sent.run_id} before "
-            f"({sent.status.value} since); nothing new sent"
+            f"({sent.status.value}{' since' if sent.status.finished else ''}); nothing new sent"
         )
     return _say(ns, line, facts)
 

@@ -10,7 +10,7 @@ import argparse
 import asyncio
 from typing import Any
 
-from cairn import codecs
+from cairn import blobs, codecs
 from cairn.cli import options, output
 from cairn.errors import ConfigError
 from cairn.runtime import rekeying
@@ -88,7 +88,8 @@ def rekey_db(ns: argparse.Namespace, glob: options.Globals) -> int:
     async def run() -> dict[str, int]:
         await store.open()
         try:
-            return await rekeying.rekey(store, codec, batch=ns.batch)
+            found = blobs.configured(store)  # offloaded values are rewritten too
+            return await rekeying.rekey(store, codec, batch=ns.batch, blobs=found)
         finally:
             await store.close()
 

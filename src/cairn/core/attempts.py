@@ -11,7 +11,7 @@ from cairn import blobs
 from cairn.authoring import context
 from cairn.authoring.retry import Retry
 from cairn.authoring.transaction import TransactionDef
-from cairn.blobs.reference import PREFIX
+from cairn.blobs.reference import PREFIX, BlobUnwritable
 from cairn.codecs import coded
 from cairn.core import durable, step_input, streams, sync_steps, transaction_steps
 from cairn.core.failed_attempts import (
@@ -194,8 +194,18 @@ async def run_new_step(
         held = value if transactional and isinstance(value, transaction_steps.Held) else None
         if held is not None:
             value = held.value
+        what = step.result_what
         try:
-            text = await blobs.dumps_async(live.env.serializer, value, what=step.result_what)
+            try:
+                text = await blobs.dumps_async(live.env.serializer, value, what=what)
+            except BlobUnwritable:
+                if held is not None:  # not with a transaction open: it holds the locks
+                    raise
+                # A blob store that refuses the result is waited out: a coroutine more
+                # only then, not for every step.
+                text = await durable.stored(
+                    live, live.env.serializer, value, what=what, given_up=live.interrupts.asked
+                )
         except SerializationError as exc:
             if held is not None:
                 await held.transaction.rollback()

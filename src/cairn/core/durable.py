@@ -11,6 +11,10 @@
   other write unwinds the attempt, and the next one replays from what is stored.
 - Refused (StoreRefused): the database will never take it; the caller fails the step or
   the run, once.
+
+A large value's blob is written before the write that names it (`stored`): a blob store
+that does not take it (full, unwritable, away) is waited out the same way, for as long
+as the attempt lives, so that a step whose result is in hand is not run again.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from cairn import blobs
+from cairn.blobs import BlobUnwritable
 from cairn.core.signals import Unwind
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
 from cairn.observability import logcontext
@@ -29,6 +35,7 @@ from cairn.store.records import Lease, RunRecord, StepRecord
 
 if TYPE_CHECKING:
     from cairn.core.live_view import LiveView
+    from cairn.serialization import Serializer
 
 T = TypeVar("T")
 log = logcontext.logger("cairn.executor")
@@ -173,3 +180,41 @@ async def record_step(live: LiveView, record: StepRecord, first: BaseException) 
             if not (isinstance(cause, StoreUnavailable) and cause.unknown):
                 raise
             unknown = True
+
+
+async def stored(
+    live: Attempt,
+    serializer: Serializer,
+    value: Any,
+    what: str,
+    given_up: Callable[[], bool] = lambda: False,
+) -> str:
+    """`value`'s stored text for `live`'s attempt; a blob store that refuses it is waited out.
+
+    A blob store that is full, unwritable or away is not the value's fault: failing the
+    step (or the run) for it would run the step again once the store is fixed, or leave
+    the run failed. The blob is written again, with the same back-off as a database
+    write, until the store takes it or the attempt ends (its worker stops, or it lost
+    the run). Once `given_up()` (a cancel or a hand back was asked for), the attempt
+    unwinds instead: the run replays, and meets the request at the step, which it does
+    not run again.
+    """
+    delay = _FIRST_DELAY
+    warned = False
+    while True:
+        if live.closed:
+            raise live.leave(Unwind())
+        try:
+            return await blobs.dumps_async(serializer, value, what=what)
+        except BlobUnwritable as exc:
+            if given_up():
+                raise live.leave(Unwind()) from exc
+            if not warned:
+                log.warning(
+                    "run %s: %s; retrying until the blob store takes it",
+                    live.run.run_id,
+                    str(exc).replace("\n", " "),
+                )
+                warned = True
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, _LAST_DELAY)

@@ -69,6 +69,10 @@ class Interrupts:
         else:
             self.pause = False
 
+    def asked(self) -> bool:
+        """Whether a cancel or a hand back is pending (an outage need not be waited out)."""
+        return self.cancel or self.handing_back
+
     def on_cancel(self, stop: Callable[[], None]) -> Callable[[], None]:
         """Call `stop()` (on the loop, once) when the run is cancelled; returns the undo.
 

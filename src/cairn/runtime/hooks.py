@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.authoring import forms
 from cairn.core import hook_tokens
 from cairn.errors import HookNotFound, InvalidValue
+from cairn.runtime import plain_inputs
 from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import waits
 from cairn.store.records import HookRecord
@@ -105,6 +106,7 @@ async def resume(control: ControlView, token: str, payload: Any) -> str:
         payload = forms.validate(
             payload, hook.payload_schema, hook.payload_model, whole="(payload)"
         )
+    await plain_inputs.refuse_plain(control, hook.run_id, what="the hook payload")
     text = control.serializer.dumps(payload, what="hook payload")
     # The store checks the row again as it uses it: another call may have won meanwhile.
     run_id = await control.store.write(waits.resume_hook(hook.token, text, now=control.clock.now()))

@@ -12,16 +12,24 @@ from __future__ import annotations
 
 import json
 
+from cairn.blobs.stores import BlobStore
 from cairn.codecs import sealed
 from cairn.codecs.encrypted import Encrypted
+from cairn.runtime.rekey_blobs import rekey_blobs
 from cairn.store.programs import rekey as rekey_ops
 from cairn.store.protocol import Store
 
 BATCH = 500
 
 
-async def rekey(store: Store, codec: Encrypted, *, batch: int = BATCH) -> dict[str, int]:
-    """Rewrite every stored value not under `codec.current`; how many per `table.column`."""
+async def rekey(
+    store: Store, codec: Encrypted, *, batch: int = BATCH, blobs: BlobStore | None = None
+) -> dict[str, int]:
+    """Rewrite every stored value not under `codec.current`; how many per `table.column`.
+
+    With `blobs` (the database's blob store), offloaded values too: their counts are
+    under `table.column (offloaded)` (see runtime/rekey_blobs.py).
+    """
     head = f"{sealed.PREFIX}{codec.current}:"
     done: dict[str, int] = {}
 
@@ -56,4 +64,6 @@ async def rekey(store: Store, codec: Encrypted, *, batch: int = BATCH) -> dict[s
                     break
             if count:
                 done[f"{table}.{column}"] = count
+    if blobs is not None:
+        done.update(await rekey_blobs(store, codec, blobs, batch=batch))
     return done

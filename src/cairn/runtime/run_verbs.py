@@ -10,7 +10,7 @@ from cairn.errors import InvalidValue, RunFinished, RunNotFound
 from cairn.models import EventDelivery, RunStatus
 from cairn.names import check_name
 from cairn.observability import propagation
-from cairn.runtime import blocking
+from cairn.runtime import blocking, plain_inputs
 from cairn.runtime.handle import RunHandle, RunOperations
 from cairn.runtime.run_reading import RunReader, storable
 from cairn.runtime.run_waiting import RunWaiter
@@ -78,10 +78,14 @@ class RunVerbs:
                     text,
                     idempotency_key=idempotency_key,
                     now=self.clock.now(),
+                    unless_sealed=plain_inputs.unless_sealed(self.serializer),
                 )
             )
             if delivery is None:
                 raise RunNotFound(run_id)
+            if delivery.sealed is not None:  # this process cannot encrypt: nothing written
+                what = f"the payload of event {name!r}"
+                plain_inputs.refuse_sealed(delivery.sealed, run_id, what=what)
             status = RunStatus(delivery.status)
             if delivery.repeated:  # a retry of a send this run took: the same delivery,
                 return EventDelivery(run_id, name, status, False, repeated=True)  # not passed on

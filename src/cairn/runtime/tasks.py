@@ -11,6 +11,7 @@ from cairn.authoring import forms
 from cairn.codecs import coded
 from cairn.errors import InvalidSubmission, InvalidValue, TaskNotFound
 from cairn.names import check_name, findable
+from cairn.runtime import plain_inputs
 from cairn.store.programs import waits
 from cairn.store.records import TaskRecord
 
@@ -130,6 +131,8 @@ class TaskControl:
         if not isinstance(values, dict):
             raise InvalidSubmission(fields={"(form)": "values must be a JSON object"})
         checked = forms.validate(values, task.form, task.form_model)
+        what = f"the answer to human task {task_id!r}"
+        await plain_inputs.refuse_plain(self._control, task.run_id, what=what)
         text = coded.seal(self._control.serializer, json.dumps(checked))  # encrypted at rest
         stored = await self._control.store.write(
             waits.submit_task(task_id, text, by=by, now=self._control.clock.now())

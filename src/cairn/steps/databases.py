@@ -17,7 +17,7 @@ from cairn.steps.errors import DatabaseError, DatabaseUnavailable
 if TYPE_CHECKING:
     import sqlalchemy
 
-__all__ = ["dispose", "engine", "failure", "first_line"]
+__all__ = ["CONNECT_TIMEOUT", "dispose", "engine", "failure", "first_line"]
 
 # Drivers used when a URL names none: the pure-Python ones cairn's extras install.
 _DEFAULT_DRIVERS = {"postgresql": "psycopg", "postgres": "psycopg", "mysql": "pymysql"}
@@ -27,6 +27,9 @@ _DEFAULT_DRIVERS["mariadb"] = "pymysql"
 _RETRY_SQLSTATES = ("08", "40", "57P0")
 # MySQL/MariaDB error numbers worth a retry: lock wait timeout, deadlock, server gone.
 _RETRY_MYSQL = frozenset({1205, 1213, 2002, 2003, 2006, 2013})
+
+CONNECT_TIMEOUT = 10
+"""Seconds a new connection (PostgreSQL, MySQL, MariaDB) may take, unless its URL says."""
 
 _engines: dict[tuple[int, str], sqlalchemy.Engine] = {}
 _lock = threading.Lock()
@@ -132,7 +135,10 @@ def _create(name: str, url: str) -> sqlalchemy.Engine:
             database=name,
         )
     try:
-        return sqlalchemy.create_engine(parsed, pool_pre_ping=True)
+        # No pre-ping: on a silent connection it would hang before any limit applies. A
+        # connection the server dropped fails at the first thing an attempt sends, which
+        # then takes a fresh one (db._execute).
+        return sqlalchemy.create_engine(parsed, connect_args=_connect_args(parsed))
     except sqlalchemy.exc.NoSuchModuleError:
         raise DatabaseError(
             f"database {name!r}: SQLAlchemy has no dialect {parsed.drivername!r} ({shown})",
@@ -146,6 +152,15 @@ def _create(name: str, url: str) -> sqlalchemy.Engine:
         ) from None
     except (sqlalchemy.exc.ArgumentError, TypeError, ValueError) as exc:
         raise DatabaseError(f"database {name!r}: bad URL {shown}: {exc}", database=name) from None
+
+
+def _connect_args(url: sqlalchemy.URL) -> dict[str, Any]:
+    """A bound on connecting (to a server that accepts, then says nothing), unless given."""
+    if "connect_timeout" in url.query:
+        return {}
+    if url.drivername in ("postgresql+psycopg", "mysql+pymysql", "mariadb+pymysql"):
+        return {"connect_timeout": CONNECT_TIMEOUT}
+    return {}
 
 
 def _retryable(exc: Any) -> bool:

@@ -19,7 +19,7 @@ from cairn.authoring import usage
 from cairn.authoring.retry import Retry, coerce
 from cairn.errors import InvalidArguments, InvalidValue
 from cairn.steps import calling, databases, sql_text, statement_limits
-from cairn.steps.errors import DatabaseUnavailable
+from cairn.steps.errors import DatabaseError, DatabaseUnavailable
 
 __all__ = ["DEFAULT_RETRY", "dispose", "query", "update"]
 
@@ -144,33 +144,77 @@ def _call(
 
 
 def _execute(database: str, bound: sql_text.Bound, limit: float, *, rows: bool) -> Any:
-    """One attempt, in a transaction of its own on a pooled connection, within `limit` s."""
-    import sqlalchemy
+    """One attempt, in a transaction of its own on a pooled connection, within `limit` s.
+
+    A pooled connection the database dropped meanwhile (a restart) fails at the first
+    thing sent, before the statement: it is then replaced once, within the attempt.
+    """
     import sqlalchemy.exc
 
     engine = databases.engine(database)
-    try:
-        connection = engine.connect()
-    except sqlalchemy.exc.SQLAlchemyError as exc:
-        raise databases.failure(database, exc, connecting=True) from exc
     deadline = time.monotonic() + limit
-    with connection:
+    for fresh in (False, True):
         try:
-            with connection.begin(), statement_limits.limited(connection, limit):
-                # Bound with types inferred from the values (Decimal, datetime...), so each
-                # driver gets them in a form it takes (SQLite has no decimal of its own).
-                statement = sqlalchemy.text(bound.sql).bindparams(**bound.params)
-                result = connection.execute(statement)
-                if not rows:
-                    return result.rowcount
-                if not result.returns_rows:
-                    return []
-                return [dict(row._mapping) for row in result]
+            connection = engine.connect()
         except sqlalchemy.exc.SQLAlchemyError as exc:
-            if time.monotonic() >= deadline:  # stopped by the database at the limit
-                raise DatabaseUnavailable(
-                    f"database {database!r}: the statement ran past its timeout "
-                    f"({limit:g}s): {databases.first_line(exc)}",
-                    database=database,
-                ) from exc
-            raise databases.failure(database, exc) from exc
+            raise databases.failure(database, exc, connecting=True) from exc
+        stage: list[str] = []  # "sent" once the statement went out, then "committing"
+        raw = connection.connection.driver_connection
+        with connection, statement_limits.hangs_up(raw, limit + statement_limits.GRACE) as hung:
+            try:
+                return _statement(connection, bound, limit, stage, hung, rows=rows)
+            except sqlalchemy.exc.SQLAlchemyError as exc:
+                lost = hung.fired or getattr(exc, "connection_invalidated", False)
+                if lost and "committing" in stage and not rows:
+                    # The server may have committed: running the update again could
+                    # apply it twice, and it has no key to be recognised by.
+                    raise DatabaseError(
+                        f"database {database!r}: the connection was lost while committing, "
+                        "so whether the update took effect is unknown; it is not run again "
+                        f"({databases.first_line(exc)})",
+                        database=database,
+                    ) from exc
+                if hung.fired:  # the database fell silent: no answer came at all
+                    raise DatabaseUnavailable(
+                        f"database {database!r}: no answer within the statement's timeout "
+                        f"({limit:g}s); the connection was closed",
+                        database=database,
+                    ) from exc
+                if time.monotonic() >= deadline:  # stopped by the database at the limit
+                    raise DatabaseUnavailable(
+                        f"database {database!r}: the statement ran past its timeout "
+                        f"({limit:g}s): {databases.first_line(exc)}",
+                        database=database,
+                    ) from exc
+                stale = lost and not stage
+                if fresh or not stale:
+                    raise databases.failure(database, exc) from exc
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _statement(
+    connection: Any,
+    bound: sql_text.Bound,
+    limit: float,
+    stage: list[str],
+    hung: statement_limits.HangUp,
+    *,
+    rows: bool,
+) -> Any:
+    import sqlalchemy
+
+    with connection.begin():
+        with statement_limits.limited(connection, limit, hung):
+            # Bound with types inferred from the values (Decimal, datetime...), so each
+            # driver gets them in a form it takes (SQLite has no decimal of its own).
+            statement = sqlalchemy.text(bound.sql).bindparams(**bound.params)
+            stage.append("sent")
+            result = connection.execute(statement)
+            if not rows:
+                value: Any = result.rowcount
+            elif not result.returns_rows:
+                value = []
+            else:
+                value = [dict(row._mapping) for row in result]
+        stage.append("committing")  # leaving the block commits
+    return value

@@ -25,7 +25,7 @@ from cairn.authoring.retry import Retry, coerce
 from cairn.errors import FatalError, InvalidArguments, InvalidValue
 from cairn.steps import calling
 from cairn.steps.errors import HttpStatusError, HttpUnavailable
-from cairn.steps.responses import HttpResponse, read_body
+from cairn.steps.responses import HttpResponse, hide_password, read_body
 
 if TYPE_CHECKING:
     import httpx
@@ -114,11 +114,15 @@ def request(
     longest = durations.seconds(max_retry_after, what="http.request max_retry_after")
     options = _Options(headers or {}, params, data, json_body, timeout, max_body, longest)
 
+    # A password in the URL is sent, never recorded nor shown: the step's input and
+    # errors carry the URL with it hidden.
+    shown = hide_password(target)
+
     async def send(method: str, url: str) -> HttpResponse:
-        return await _send(method, url, options)
+        return await _send(method, target, options)
 
     policy = DEFAULT_RETRY if retries is None else coerce(retries)
-    return calling.call(name or f"http.{verb}", send, (verb, target), retries=policy)
+    return calling.call(name or f"http.{verb}", send, (verb, shown), retries=policy)
 
 
 @usage.checked("cairn.steps.http.get")
@@ -208,6 +212,8 @@ async def _send(method: str, url: str, options: _Options) -> HttpResponse:
     """One attempt: send, read at most `max_body` bytes, and judge the status."""
     import httpx
 
+    sending, url = url, hide_password(url)
+
     headers = httpx.Headers(options.headers)
     key = calling.idempotency_key()
     if key is not None and "idempotency-key" not in headers:
@@ -235,7 +241,7 @@ async def _send(method: str, url: str, options: _Options) -> HttpResponse:
             ) as client,
             client.stream(
                 method,
-                url,
+                sending,
                 headers=headers,
                 params=options.params,
                 content=content,

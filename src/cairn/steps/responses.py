@@ -102,7 +102,7 @@ async def read_body(answer: httpx.Response, method: str, max_body: int) -> HttpR
         status=answer.status_code,
         headers=headers,
         body=body,
-        url=str(answer.url),
+        url=hide_password(str(answer.url)),
         size=size,
         cut=cut,
     )
@@ -140,3 +140,15 @@ def _decoded(raw: bytes, answer: httpx.Response, *, whole: bool) -> Any:
         except UnicodeDecodeError:
             return raw
     return raw
+
+
+def hide_password(url: str) -> str:
+    """`url` with the password of its user part, if any, written `***`."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user, _, host = parts.netloc.rpartition("@")
+    name = user.partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{name}:***@{host}"))

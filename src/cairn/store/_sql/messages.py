@@ -68,7 +68,10 @@ CONSUME_MESSAGES = Statement(
     json_arrays=("?",),
 )
 # A sender reads the run's status and waits, then writes by them: the row stays locked.
-SELECT_STATUS = Statement("SELECT status, waits_on FROM runs WHERE run_id = ?", lock="hold")
+# The head of its arguments says whether the run's values are encrypted (codecs/sealed.py).
+SELECT_STATUS = Statement(
+    "SELECT status, waits_on, substr(args, 1, 80) FROM runs WHERE run_id = ?", lock="hold"
+)
 # A message for a waiting run makes it due now if one of its waits takes the message (a
 # run whose waits are not known takes any); it then replays and consumes the message.
 # Params: now, run_id, the message's channel. The run is locked first (see HAS_MESSAGES_ON).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["SEALED_COLUMNS", "sealed_select", "sealed_update"]
+__all__ = ["SEALED_COLUMNS", "referencing_select", "sealed_select", "sealed_update"]
 
 # Each table holding encrypted values (cairn/codecs): its primary key and its value
 # columns. A migration adding a column of stored values adds it here, or rekey skips it.
@@ -46,3 +46,19 @@ def sealed_update(table: str, keys: tuple[str, ...], column: str) -> str:
     """Set `column` of the row of these keys, if it still holds the value read."""
     where = " AND ".join(f"{key} = ?" for key in keys)
     return f"UPDATE {table} SET {column} = ? WHERE {where} AND {column} = ?"
+
+
+def referencing_select(table: str, keys: tuple[str, ...], column: str, *, after: bool) -> str:
+    """The next rows, in key order, whose `column` references a blob (an offloaded value).
+
+    Which key a blob is under is in the blob, not here: the caller reads it. Parameters:
+    the LIKE pattern of the reference's mark, the keys of the last row read (`after`),
+    and the limit. Rows: (*keys, value).
+    """
+    names = ", ".join(keys)
+    marks = ", ".join("?" for _ in keys)
+    return (
+        f"SELECT {names}, {column} FROM {table} WHERE {column} LIKE ?"
+        + (f" AND ({names}) > ({marks})" if after else "")
+        + f" ORDER BY {names} LIMIT ?"
+    )

@@ -25,6 +25,8 @@ from cairn.store.records import Lease, StepRecord
 
 SyncConn = psycopg.Connection[Any]
 SyncPool = ConnectionPool[SyncConn]
+# How long a cancel of a statement waits for the server (in a thread of its own).
+CANCEL_WAIT = 2.0
 # The transaction's id, and its session named for the worker while it lasts (see sessions).
 _XID = "SELECT txid_current_if_assigned()::text, set_config('application_name', %s, true)"
 
@@ -89,14 +91,22 @@ class _Held(Generic[P, C]):
         return _state(self.connection.info.transaction_status)
 
     def interrupt(self) -> None:
-        """Ask the server to cancel the statement running on the connection (blocks briefly)."""
+        """Ask the server to cancel the statement running on the connection.
+
+        Called in a thread of its own: it connects to the server and waits for it, at most
+        CANCEL_WAIT. Not `cancel()`, which holds the GIL while it waits: a silent server
+        froze the whole process with it.
+        """
         conn = self._conn
         if conn is None or conn.closed:
             return
         try:
-            conn.cancel()  # thread-safe; it connects to the server, so it blocks briefly
+            if isinstance(conn, psycopg.AsyncConnection):
+                asyncio.run(conn.cancel_safe(timeout=CANCEL_WAIT))  # this thread's own loop
+            else:
+                conn.cancel_safe(timeout=CANCEL_WAIT)
         except psycopg.Error:
-            pass  # the connection is gone: nothing runs on it any more
+            pass  # the connection is gone, or the server did not answer in time
 
 
 class PgStepTransaction(_Held[Pool, Conn]):

@@ -47,3 +47,29 @@ def rekey_batch(
         if new != old:
             yield Sql(update, (new, *row[:-1], old))
     return len(rows), (tuple(rows[-1][:-1]) if rows else None)
+
+
+def _keys(table: str, column: str) -> tuple[str, ...]:
+    return next(k for name, k, columns in SEALED_COLUMNS if name == table and column in columns)
+
+
+@operation
+def referencing(
+    table: str, column: str, *, mark: str, after: tuple[Any, ...] | None, limit: int
+) -> Program[list[tuple[Any, ...]]]:
+    """The next `limit` rows (*keys, value) of `table.column` holding `mark`, after `after`."""
+    text = _sql.referencing_select(table, _keys(table, column), column, after=after is not None)
+    rows = yield all_rows(text, (f"%{mark}%", *(after or ()), limit))
+    return [tuple(row) for row in rows]
+
+
+@operation
+def rewrite(
+    table: str, column: str, changes: list[tuple[tuple[Any, ...], str, str]]
+) -> Program[int]:
+    """Set each (keys, old, new) of `changes` where the value still is `old`; how many were."""
+    update = _sql.sealed_update(table, _keys(table, column), column)
+    done = 0
+    for keys, old, new in changes:
+        done += 1 if (yield Sql(update, (new, *keys, old))) else 0
+    return done

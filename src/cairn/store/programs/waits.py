@@ -23,7 +23,13 @@ from cairn.store.records import Delivery, HookRecord, Lease, StepRecord, TaskRec
 @operation
 @wakes
 def send_message(
-    run_id: str, channel: str, payload: str, *, idempotency_key: str | None, now: float
+    run_id: str,
+    channel: str,
+    payload: str,
+    *,
+    idempotency_key: str | None,
+    now: float,
+    unless_sealed: str | None = None,
 ) -> Program[Delivery | None]:
     """Queue `payload` on the run's `channel`; wake the run if one of its waits takes it.
 
@@ -31,18 +37,25 @@ def send_message(
     now. Returns the run's status, whether it was woken and what its waits consume; None
     when no run has that id. A finished run gets no message (its status is returned,
     `repeated` when it had this key's message already: a sender retrying a send that
-    finished the run). A repeated (run, channel, idempotency_key) is stored once.
+    finished the run). A repeated (run, channel, idempotency_key) is stored once, and
+    answered `repeated` without waking the run: it brings nothing new to take. With
+    `unless_sealed` (the prefix of encrypted texts, from a sender that cannot encrypt), a
+    run whose arguments start with it gets nothing: `sealed` holds their head.
     """
     row = yield one_row(_sql.SELECT_STATUS, (run_id,))
     if row is None:
         return None
     status, waits_on = str(row[0]), row[1]
+    if unless_sealed is not None and str(row[2] or "").startswith(unless_sealed):
+        return Delivery(status, sealed=str(row[2]))
     if status in FINISHED:
         repeated = idempotency_key is not None and (
             (yield one_row(_sql.SELECT_MESSAGE_KEY, (run_id, channel, idempotency_key))) is not None
         )
         return Delivery(status, repeated=repeated)
-    yield Sql(_sql.INSERT_MESSAGE, (run_id, channel, payload, idempotency_key, now))
+    stored = yield Sql(_sql.INSERT_MESSAGE, (run_id, channel, payload, idempotency_key, now))
+    if not stored:  # its idempotency_key is kept already: nothing new, so nothing to wake
+        return Delivery(status, repeated=True)
     woken = bool((yield Sql(_sql.WAKE_WAITING, (now, run_id, channel))))
     waits = None
     if status == RunStatus.WAITING and waits_on is not None:

@@ -83,13 +83,16 @@ class Delivery:
     the run was WAITING on its channel and is due. `waits_on` are the channels a WAITING
     run's open waits consume (None for a run that is not waiting, or that parked before
     cairn kept them). `repeated` says the run already had a message of this idempotency
-    key, and it has finished since (a sender's retry, not a new message).
+    key (a sender's retry, not a new message), whether it has finished since or not.
+    `sealed` is the head of the run's encrypted arguments when a sender that cannot
+    encrypt was refused (nothing was written).
     """
 
     status: str
     woken: bool = False
     waits_on: tuple[str, ...] | None = None
     repeated: bool = False
+    sealed: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,119 @@
+"""A blob store that cannot take a blob for a while (full, unwritable, away), on both stores.
+
+Not the value's fault: the step's result is stored once the blob store takes it again,
+and the step is not run again (as a database outage is waited out, core/durable.py).
+The same for an S3 bucket: tests/engine/test_large_values_s3.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import pytest
+
+import cairn
+
+from .kit import WAIT, Kit
+from .test_large_values import blob_dir, blob_files, engine
+
+
+async def test_blob_outage__a_step_result_waits_for_the_blob_store_and_runs_once(
+    kit: Kit, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: list[int] = []
+
+    @kit.step("big.unwritable")
+    def produce() -> str:
+        calls.append(1)
+        return "u" * 10_000
+
+    @kit.workflow("big.outage")
+    async def outage() -> int:
+        return len(await produce())
+
+    where = blob_dir(kit, tmp_path)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.write_text("not a directory")  # the blob store cannot be written (ENOTDIR)
+    caplog.set_level(logging.WARNING, logger="cairn.executor")
+    async with engine(kit, tmp_path, inline_limit="1KiB") as eng:
+        run = await eng.start(outage)
+        async with asyncio.timeout(WAIT):
+            while not any("until the blob store" in r.getMessage() for r in caplog.records):
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # a few more tries
+        assert (await eng.control.record(run.run_id)).status == "RUNNING"  # not failed
+        where.unlink()  # the operator frees the blob store
+        assert await run.result(timeout=WAIT) == 10_000
+        [entry] = await eng.history(run.run_id)
+    assert calls == [1]  # the step ran once: its result waited, not the step
+    assert entry.status == "completed" and entry.result["offloaded"]["size"] == 10_002
+    assert len(blob_files(where)) == 1
+    [warned] = [r.getMessage() for r in caplog.records if "until the blob store" in r.getMessage()]
+    assert warned.startswith(f"run {run.run_id}: cannot store result of step 'big.unwritable': ")
+    assert warned.endswith("; retrying until the blob store takes it") and "\n" not in warned
+
+
+async def test_blob_outage__a_workflow_result_waits_for_the_blob_store(
+    kit: Kit, tmp_path: Path
+) -> None:
+    @kit.workflow("big.outage_result")
+    async def outage_result() -> str:
+        return "r" * 10_000
+
+    where = blob_dir(kit, tmp_path)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.write_text("not a directory")
+    async with engine(kit, tmp_path, inline_limit="1KiB") as eng:
+        run = await eng.start(outage_result)
+        await asyncio.sleep(0.5)
+        assert (await eng.control.record(run.run_id)).status == "RUNNING"  # not failed
+        where.unlink()
+        assert await run.result(timeout=WAIT) == "r" * 10_000
+
+
+async def test_blob_outage__start_outside_a_run_still_refuses_in_one_line(
+    kit: Kit, tmp_path: Path
+) -> None:
+    # Outside a run there is no attempt to wait in: the caller is told, and nothing is
+    # stored (a start or send_event it can retry).
+    @kit.workflow("big.outage_args")
+    async def outage_args(text: str) -> int:
+        return len(text)
+
+    where = blob_dir(kit, tmp_path)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.write_text("not a directory")
+    async with engine(kit, tmp_path, inline_limit="1KiB", workers=0) as eng:
+        with pytest.raises(cairn.SerializationError) as caught:
+            await eng.start(outage_args, "a" * 10_000)
+    assert str(caught.value).startswith("cannot store arguments of workflow 'big.outage_args': ")
+    assert "\n" not in str(caught.value)
+
+
+async def test_blob_outage__a_cancel_is_not_held_up_by_the_wait(kit: Kit, tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    @kit.step("big.cancel_step")
+    def produce() -> str:
+        calls.append(1)
+        return "c" * 10_000
+
+    @kit.workflow("big.cancel_outage")
+    async def cancel_outage() -> int:
+        return len(await produce())
+
+    where = blob_dir(kit, tmp_path)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.write_text("not a directory")
+    async with engine(kit, tmp_path, inline_limit="1KiB") as eng:
+        run = await eng.start(cancel_outage)
+        async with asyncio.timeout(WAIT):
+            while not calls:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        await run.cancel()
+        with pytest.raises(cairn.RunCancelled):
+            await run.result(timeout=WAIT)  # the blob store is still unwritable
+    assert calls == [1]  # cancelled at the step, not run again
