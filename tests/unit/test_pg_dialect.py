@@ -75,7 +75,8 @@ PINNED: dict[str, tuple[tuple[Any, ...], list[tuple[str, tuple[Any, ...]]]]] = {
         ("r1",),
         [
             (
-                "SELECT status, waits_on, substr(args, 1, 80) FROM runs WHERE run_id = %s FOR NO KEY UPDATE",
+                "SELECT status, waits_on, substr(args, 1, 80) FROM runs WHERE run_id = %s "
+                "FOR NO KEY UPDATE",
                 ("r1",),
             )
         ],
