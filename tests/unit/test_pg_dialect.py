@@ -73,7 +73,13 @@ PINNED: dict[str, tuple[tuple[Any, ...], list[tuple[str, tuple[Any, ...]]]]] = {
     ),
     "SELECT_STATUS": (
         ("r1",),
-        [("SELECT status, waits_on FROM runs WHERE run_id = %s FOR NO KEY UPDATE", ("r1",))],
+        [
+            (
+                "SELECT status, waits_on, substr(args, 1, 80) FROM runs WHERE run_id = %s "
+                "FOR NO KEY UPDATE",
+                ("r1",),
+            )
+        ],
     ),
     "SELECT_CONTROL_STATE": (
         ("r1",),
@@ -175,7 +181,7 @@ def test_a_plain_copy_of_a_declared_text__carries_none_of_its_facts() -> None:
     ((plain, _),) = dialect.program_statements(copy, ("r1",), lock="")
     ((declared, _),) = dialect.program_statements(_sql.SELECT_STATUS, ("r1",), lock="")
 
-    assert plain == "SELECT status, waits_on FROM runs WHERE run_id = %s"
+    assert plain == "SELECT status, waits_on, substr(args, 1, 80) FROM runs WHERE run_id = %s"
     assert declared == plain + " FOR NO KEY UPDATE"
 
 
