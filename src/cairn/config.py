@@ -7,6 +7,7 @@ It reads; it opens nothing (the step library turns `Resources` into connections)
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import tomllib
@@ -25,10 +26,19 @@ DEFAULT_KNOWN_WORKERS_WINDOW = "7d"
 
 def _pyproject() -> dict[str, object]:
     path = Path.cwd() / "pyproject.toml"
-    if not path.is_file():
-        return {}
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return {}
+    return _tool_cairn(str(path), text)
+
+
+# Every setting reads the files and an Engine reads a dozen settings: each text is parsed
+# once (keyed by its content, so a changed file is read anew at the next setting).
+@functools.lru_cache(maxsize=8)
+def _tool_cairn(path: str, text: str) -> dict[str, object]:
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from exc
     section = data.get("tool", {}).get("cairn", {})

@@ -7,6 +7,8 @@ checked: one cairn does not know is refused, naming the file and the key.
 
 from __future__ import annotations
 
+import functools
+import os
 from pathlib import Path
 from urllib.parse import quote
 
@@ -51,9 +53,18 @@ def load(path: Path) -> dict[str, object]:
             key cairn does not know (or one without meaning here); each names the file.
     """
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    # Every setting reads the file: its text is parsed once (keyed by the text, so a
+    # changed file is read anew; and by the working directory, which paths may follow).
+    return _settings(path, text, os.getcwd())
+
+
+@functools.lru_cache(maxsize=8)
+def _settings(path: Path, text: str, cwd: str) -> dict[str, object]:
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML: {_one_line(exc)}") from None
     if data is None:
