@@ -95,12 +95,17 @@ def count(tree: str, mode: str, runs: int, steady: bool = False, empty: bool = F
             check=True,
             capture_output=True,
         )
-        with open(f"{out}-01" if steady else out, encoding="utf-8") as counted:
-            for line in counted:
-                found = re.match(r"^(?:summary|totals):\s+(\d+)", line)
-                if found:
-                    return int(found[1])
-    raise RuntimeError("callgrind wrote no totals")
+        return callgrind_total(f"{out}-01" if steady else out)
+
+
+def callgrind_total(path: str) -> int:
+    """The instructions a callgrind output file counts in all."""
+    with open(path, encoding="utf-8") as counted:
+        for line in counted:
+            found = re.match(r"^(?:summary|totals):\s+(\d+)", line)
+            if found:
+                return int(found[1])
+    raise RuntimeError(f"callgrind wrote no totals in {path}")
 
 
 def main() -> None:

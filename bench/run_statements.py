@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import os
 import random
-import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +28,7 @@ import time
 from typing import Any
 
 import cairn
+from bench import instructions
 from cairn.store import _sql
 from cairn.store.records import RunRecord
 from cairn.store.sqlite.connections import connect
@@ -155,12 +155,7 @@ def count(path: str, runs: int, part: str) -> int:
             check=True,
             capture_output=True,
         )
-        with open(out, encoding="utf-8") as counted:
-            for line in counted:
-                found = re.match(r"^(?:summary|totals):\s+(\d+)", line)
-                if found:
-                    return int(found[1])
-    raise RuntimeError("callgrind wrote no totals")
+        return instructions.callgrind_total(out)
 
 
 def main() -> None:
