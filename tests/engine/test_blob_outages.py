@@ -117,3 +117,45 @@ async def test_blob_outage__a_cancel_is_not_held_up_by_the_wait(kit: Kit, tmp_pa
         with pytest.raises(cairn.RunCancelled):
             await run.result(timeout=WAIT)  # the blob store is still unwritable
     assert calls == [1]  # cancelled at the step, not run again
+
+
+async def test_blob_outage__a_step_queue_result_waits_for_the_blob_store_and_runs_once(
+    kit: Kit, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The result of a step on a step queue is stored by the queue's worker, through its
+    # report: a blob store that refuses it must be waited out there too, the step not
+    # failed for good nor run again (docs/howto/step-queues.md).
+    calls: list[int] = []
+
+    @kit.step("big.remote_unwritable", queue="gpu")
+    def produce() -> str:
+        calls.append(1)
+        return "q" * 10_000
+
+    @kit.workflow("big.remote_outage")
+    async def remote_outage() -> int:
+        return len(await produce())
+
+    where = blob_dir(kit, tmp_path)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.write_text("not a directory")  # the blob store cannot be written (ENOTDIR)
+    caplog.set_level(logging.WARNING, logger="cairn.step_worker")
+    async with engine(kit, tmp_path, inline_limit="1KiB", step_queues=["gpu"]) as eng:
+        run = await eng.start(remote_outage)
+        async with asyncio.timeout(WAIT):
+            while not any("until the blob store" in r.getMessage() for r in caplog.records):
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # a few more tries
+        assert (await eng.control.record(run.run_id)).status == "WAITING"  # not failed
+        where.unlink()  # the operator frees the blob store
+        assert await run.result(timeout=WAIT) == 10_000
+        history = await eng.history(run.run_id)
+    assert calls == [1]  # the step ran once: its result waited, not the step
+    [entry] = [e for e in history if e.key == "big.remote_unwritable#1"]
+    assert entry.status == "completed" and entry.result["offloaded"]["size"] == 10_002
+    warned = [r.getMessage() for r in caplog.records if "until the blob store" in r.getMessage()]
+    assert len(warned) == 1
+    assert warned[0].startswith(
+        f"run {run.run_id}: cannot store result of step 'big.remote_unwritable': "
+    )
+    assert warned[0].endswith("; retrying until the blob store takes it") and "\n" not in warned[0]

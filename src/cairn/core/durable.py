@@ -90,13 +90,15 @@ class Bare:
         return signal
 
 
-_FIRST_DELAY = 0.05
-_LAST_DELAY = 2.0
+FIRST_DELAY = 0.05
+"""Seconds before a failed write (or blob) is sent again; doubled each time."""
+LAST_DELAY = 2.0
+"""The longest wait between two tries."""
 
 
 async def write(live: Attempt, send: Callable[[], Awaitable[T]], *, what: str) -> T:
     """Make one write for `live`'s attempt (see the module docstring); `what` names it."""
-    delay = _FIRST_DELAY
+    delay = FIRST_DELAY
     warned = False
     while True:
         if live.closed:  # a stray branch of an attempt already over must not write
@@ -132,7 +134,7 @@ async def write(live: Attempt, send: Callable[[], Awaitable[T]], *, what: str) -
             log.warning("run %s: cannot write %s: %s", live.run.run_id, what, exc)
             raise live.leave(Unwind()) from exc
         await asyncio.sleep(delay)
-        delay = min(delay * 2, _LAST_DELAY)
+        delay = min(delay * 2, LAST_DELAY)
 
 
 async def record_step(live: LiveView, record: StepRecord, first: BaseException) -> None:
@@ -199,7 +201,7 @@ async def stored(
     unwinds instead: the run replays, and meets the request at the step, which it does
     not run again.
     """
-    delay = _FIRST_DELAY
+    delay = FIRST_DELAY
     warned = False
     while True:
         if live.closed:
@@ -217,4 +219,4 @@ async def stored(
                 )
                 warned = True
         await asyncio.sleep(delay)
-        delay = min(delay * 2, _LAST_DELAY)
+        delay = min(delay * 2, LAST_DELAY)

@@ -26,7 +26,8 @@ import contextlib
 from typing import Any
 
 from cairn import blobs
-from cairn.core import remote_steps, sync_steps
+from cairn.blobs import BlobUnwritable
+from cairn.core import durable, remote_steps, sync_steps
 from cairn.core.failed_attempts import Failure, describe_failure
 from cairn.core.queued_step import QueuedStepRun
 from cairn.core.run_env import RunEnv
@@ -169,10 +170,10 @@ class StepWorker:
         try:
             run = await self._run_of(task)
             step_run = QueuedStepRun(self.env, task, run)
-            attempt = asyncio.create_task(self._attempt(task, step_run))
+            attempt = asyncio.create_task(self._reported(task, step_run))
             renewing = asyncio.create_task(self._renew(task, attempt, step_run))
             try:
-                facts = await attempt
+                facts, payload = await attempt
                 await step_run.flush()  # its progress and columns before the run goes on
             except asyncio.CancelledError:
                 if self._stopping or asyncio.current_task().cancelling():  # type: ignore[union-attr]
@@ -194,7 +195,7 @@ class StepWorker:
                 return
             finally:
                 renewing.cancel()
-            await self._report(task, facts)
+            await self._report(task, facts, payload)
         finally:
             self.active.pop(task.task_id, None)
             self.overrunning.pop(task.task_id, None)
@@ -227,6 +228,25 @@ class StepWorker:
                 attempt.cancel()
                 return
 
+    async def _reported(
+        self, task: StepTaskRecord, step_run: QueuedStepRun
+    ) -> tuple[dict[str, Any], str]:
+        """Execute the attempt; the facts of its outcome and the report's stored text.
+
+        Both made under the claim (`_renew` goes on meanwhile): a wait for the blob store
+        (a large result, or a report that is large itself) keeps the attempt held.
+        """
+        facts = await self._attempt(task, step_run)
+        what = f"the report of step {task.step!r}"
+        return facts, await self._dumps(task, facts, what)
+
+    async def _dumps(self, task: StepTaskRecord, value: Any, what: str) -> str:
+        """`value`'s stored text; a blob store that refuses it is waited out (`_stored`)."""
+        try:
+            return await blobs.dumps_async(self.env.serializer, value, what=what)
+        except BlobUnwritable as refused:  # a coroutine more only then
+            return await self._stored(task, value, what, refused)
+
     async def _attempt(self, task: StepTaskRecord, step_run: QueuedStepRun) -> dict[str, Any]:
         """Execute the attempt; the facts of its outcome, as the run's report takes them."""
         clock = self.env.clock
@@ -245,9 +265,7 @@ class StepWorker:
                 else:
                     async with asyncio.timeout(task.timeout) as limit:
                         value = await self._call(task, fn, is_async, isolation, args, kwargs)
-            result = await blobs.dumps_async(
-                self.env.serializer, value, what=f"result of step {task.step!r}"
-            )
+            result = await self._dumps(task, value, f"result of step {task.step!r}")
         except SerializationError as exc:
             failure = describe_failure(exc, task.step, task.attempt, None)
             failure = Failure(**{**_fields(failure), "fatal": True})
@@ -260,6 +278,29 @@ class StepWorker:
             failure = describe_failure(exc, task.step, task.attempt, timed_out, ran_on)
             return self._facts(task, started, failure=failure)
         return self._facts(task, started, result=result)
+
+    async def _stored(
+        self, task: StepTaskRecord, value: Any, what: str, refused: BlobUnwritable
+    ) -> str:
+        """The result's stored text, once a blob store that `refused` it takes it.
+
+        As where the run executes (core/durable.py `stored`): a full or unwritable blob
+        store is not the step's fault, and failing the attempt for it would run the step
+        again (or fail it for good). The blob is written again, backing off, for as long
+        as this worker holds the claim: a lost claim, an ended run or the worker's stop
+        cancels the attempt (see `_renew`, `stop`).
+        """
+        log.warning(
+            "run %s: %s; retrying until the blob store takes it",
+            task.run_id,
+            str(refused).replace("\n", " "),
+        )
+        delay = durable.FIRST_DELAY
+        while True:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, durable.LAST_DELAY)
+            with contextlib.suppress(BlobUnwritable):
+                return await blobs.dumps_async(self.env.serializer, value, what=what)
 
     def _facts(
         self,
@@ -318,9 +359,8 @@ class StepWorker:
             key=task.task_id,
         )
 
-    async def _report(self, task: StepTaskRecord, facts: dict[str, Any]) -> None:
+    async def _report(self, task: StepTaskRecord, facts: dict[str, Any], payload: str) -> None:
         """Send the outcome to the run, retrying the database until it answers or we stop."""
-        payload = self.env.serializer.dumps(facts, what=f"the report of step {task.step!r}")
         delay = 0.1
         while True:
             try:
