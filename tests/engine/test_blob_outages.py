@@ -14,9 +14,34 @@ from pathlib import Path
 import pytest
 
 import cairn
+from cairn.representation import runs as run_forms
+from cairn.representation import words
 
 from .kit import WAIT, Kit
 from .test_large_values import blob_dir, blob_files, engine
+
+
+async def says_it_waits_for_the_blob_store(eng: cairn.Engine, run_id: str, what: str) -> None:
+    """`cairn runs show`, the API and the dashboard (one `fetch`), and RunSummary, say so."""
+    async with asyncio.timeout(WAIT):
+        while True:
+            shown = await run_forms.fetch(eng.control, run_id)
+            if shown.waiting is not None and shown.waiting["kind"] == "blobs":
+                break
+            await asyncio.sleep(0.01)
+    reason = shown.waiting["reason"]
+    assert reason.startswith(f"cannot store {what}: writing blob ") and "failed: " in reason
+    assert run_forms.run_dict(shown)["waiting"]["reason"] == reason  # the API's JSON
+    text = words.waiting_text(shown.waiting, now=shown.now, run_id=run_id)
+    assert text == f"the blob store to take a value (retried until it does): {reason}"
+    summary = await eng.control.describe(run_id)
+    assert summary.waiting_for == f"the blob store: {reason}"
+
+
+async def says_it_no_longer_waits_for_the_blob_store(eng: cairn.Engine, run_id: str) -> None:
+    shown = await run_forms.fetch(eng.control, run_id)
+    assert shown.waiting is None or shown.waiting["kind"] != "blobs"
+    assert "blob store" not in ((await eng.control.record(run_id)).waiting_for or "")
 
 
 async def test_blob_outage__a_step_result_waits_for_the_blob_store_and_runs_once(
@@ -44,8 +69,10 @@ async def test_blob_outage__a_step_result_waits_for_the_blob_store_and_runs_once
                 await asyncio.sleep(0.01)
         await asyncio.sleep(0.3)  # a few more tries
         assert (await eng.control.record(run.run_id)).status == "RUNNING"  # not failed
+        await says_it_waits_for_the_blob_store(eng, run.run_id, "result of step 'big.unwritable'")
         where.unlink()  # the operator frees the blob store
         assert await run.result(timeout=WAIT) == 10_000
+        await says_it_no_longer_waits_for_the_blob_store(eng, run.run_id)
         [entry] = await eng.history(run.run_id)
     assert calls == [1]  # the step ran once: its result waited, not the step
     assert entry.status == "completed" and entry.result["offloaded"]["size"] == 10_002
@@ -69,8 +96,11 @@ async def test_blob_outage__a_workflow_result_waits_for_the_blob_store(
         run = await eng.start(outage_result)
         await asyncio.sleep(0.5)
         assert (await eng.control.record(run.run_id)).status == "RUNNING"  # not failed
+        what = "result of workflow 'big.outage_result'"
+        await says_it_waits_for_the_blob_store(eng, run.run_id, what)
         where.unlink()
         assert await run.result(timeout=WAIT) == "r" * 10_000
+        await says_it_no_longer_waits_for_the_blob_store(eng, run.run_id)
 
 
 async def test_blob_outage__start_outside_a_run_still_refuses_in_one_line(
@@ -147,8 +177,12 @@ async def test_blob_outage__a_step_queue_result_waits_for_the_blob_store_and_run
                 await asyncio.sleep(0.01)
         await asyncio.sleep(0.3)  # a few more tries
         assert (await eng.control.record(run.run_id)).status == "WAITING"  # not failed
+        await says_it_waits_for_the_blob_store(
+            eng, run.run_id, "result of step 'big.remote_unwritable'"
+        )
         where.unlink()  # the operator frees the blob store
         assert await run.result(timeout=WAIT) == 10_000
+        await says_it_no_longer_waits_for_the_blob_store(eng, run.run_id)
         history = await eng.history(run.run_id)
     assert calls == [1]  # the step ran once: its result waited, not the step
     [entry] = [e for e in history if e.key == "big.remote_unwritable#1"]

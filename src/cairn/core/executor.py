@@ -163,7 +163,7 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
             await live.steps.record_cancel()  # delivered by check_cancelled() and swallowed
         await live.flush_meta()
         what = f"result of workflow {run.workflow!r}"
-        text = await durable.stored(live.steps, env.serializer, value, what, live.interrupts.asked)
+        text = await durable.stored(live.steps, env, value, what, live.interrupts.asked)
         # A workflow that caught its cancellation and returned still ends CANCELLED.
         status = _CANCELLED if live.interrupts.delivered else _COMPLETED
         return await _finish(env, live.steps, status, result=text, alone=live.steps.alone())

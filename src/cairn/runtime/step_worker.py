@@ -25,15 +25,14 @@ import concurrent.futures
 import contextlib
 from typing import Any
 
-from cairn import blobs
-from cairn.blobs import BlobUnwritable
-from cairn.core import durable, remote_steps, sync_steps
+from cairn.core import remote_steps, sync_steps
 from cairn.core.failed_attempts import Failure, describe_failure
 from cairn.core.queued_step import QueuedStepRun
 from cairn.core.run_env import RunEnv
 from cairn.core.signals import KeyMissing
 from cairn.errors import KeyUnavailable, SerializationError, StoreError
 from cairn.observability import logcontext
+from cairn.runtime import step_results
 from cairn.runtime.keyless import KeylessRuns
 from cairn.store.programs import runs as run_ops
 from cairn.store.programs import step_tasks
@@ -238,14 +237,7 @@ class StepWorker:
         """
         facts = await self._attempt(task, step_run)
         what = f"the report of step {task.step!r}"
-        return facts, await self._dumps(task, facts, what)
-
-    async def _dumps(self, task: StepTaskRecord, value: Any, what: str) -> str:
-        """`value`'s stored text; a blob store that refuses it is waited out (`_stored`)."""
-        try:
-            return await blobs.dumps_async(self.env.serializer, value, what=what)
-        except BlobUnwritable as refused:  # a coroutine more only then
-            return await self._stored(task, value, what, refused)
+        return facts, await step_results.dumps(self.env, task, facts, what)
 
     async def _attempt(self, task: StepTaskRecord, step_run: QueuedStepRun) -> dict[str, Any]:
         """Execute the attempt; the facts of its outcome, as the run's report takes them."""
@@ -265,7 +257,8 @@ class StepWorker:
                 else:
                     async with asyncio.timeout(task.timeout) as limit:
                         value = await self._call(task, fn, is_async, isolation, args, kwargs)
-            result = await self._dumps(task, value, f"result of step {task.step!r}")
+            what = f"result of step {task.step!r}"
+            result = await step_results.dumps(self.env, task, value, what)
         except SerializationError as exc:
             failure = describe_failure(exc, task.step, task.attempt, None)
             failure = Failure(**{**_fields(failure), "fatal": True})
@@ -278,29 +271,6 @@ class StepWorker:
             failure = describe_failure(exc, task.step, task.attempt, timed_out, ran_on)
             return self._facts(task, started, failure=failure)
         return self._facts(task, started, result=result)
-
-    async def _stored(
-        self, task: StepTaskRecord, value: Any, what: str, refused: BlobUnwritable
-    ) -> str:
-        """The result's stored text, once a blob store that `refused` it takes it.
-
-        As where the run executes (core/durable.py `stored`): a full or unwritable blob
-        store is not the step's fault, and failing the attempt for it would run the step
-        again (or fail it for good). The blob is written again, backing off, for as long
-        as this worker holds the claim: a lost claim, an ended run or the worker's stop
-        cancels the attempt (see `_renew`, `stop`).
-        """
-        log.warning(
-            "run %s: %s; retrying until the blob store takes it",
-            task.run_id,
-            str(refused).replace("\n", " "),
-        )
-        delay = durable.FIRST_DELAY
-        while True:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, durable.LAST_DELAY)
-            with contextlib.suppress(BlobUnwritable):
-                return await blobs.dumps_async(self.env.serializer, value, what=what)
 
     def _facts(
         self,
