@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -193,3 +194,36 @@ async def test_blob_outage__a_step_queue_result_waits_for_the_blob_store_and_run
         f"run {run.run_id}: cannot store result of step 'big.remote_unwritable': "
     )
     assert warned[0].endswith("; retrying until the blob store takes it") and "\n" not in warned[0]
+
+
+async def test_blob_outage__a_cancel_ends_a_step_queue_wait(kit: Kit, tmp_path: Path) -> None:
+    # The queue's worker waits under its claim; the run's cancel ends the claim at its
+    # next renewal, and the wait with it: the run ends CANCELLED, the step ran once.
+    calls: list[int] = []
+
+    @kit.step("big.remote_cancel_step", queue="gpu")
+    def produce() -> str:
+        calls.append(1)
+        return "c" * 10_000
+
+    @kit.workflow("big.remote_cancel")
+    async def remote_cancel() -> int:
+        return len(await produce())
+
+    where = blob_dir(kit, tmp_path)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.write_text("not a directory")
+    options: dict[str, Any] = {"inline_limit": "1KiB", "step_queues": ["gpu"], "lease": 0.6}
+    async with engine(kit, tmp_path, **options) as eng:
+        run = await eng.start(remote_cancel)
+        await says_it_waits_for_the_blob_store(
+            eng, run.run_id, "result of step 'big.remote_cancel_step'"
+        )
+        await run.cancel()
+        with pytest.raises(cairn.RunCancelled):
+            await run.result(timeout=WAIT)  # the blob store is still unwritable
+        async with asyncio.timeout(WAIT):
+            while eng.step_worker is not None and eng.step_worker.active:
+                await asyncio.sleep(0.05)  # the worker let the attempt go
+        await says_it_no_longer_waits_for_the_blob_store(eng, run.run_id)
+    assert calls == [1]
