@@ -70,9 +70,14 @@ def _head(serializer: Serializer, text: str, run_id: str, what: str) -> str:
     """The first characters of the offloaded stored text `text` (enough for its key id)."""
     ref = reference.parse(text)
     store = blobs.store_of(serializer)
-    head = None if store is None else store.head(ref.sha256, _HEAD)
+    where = "this process has no blob store" if store is None else f"not in {store.where}"
+    head = None
+    if store is not None:
+        try:
+            head = store.head(ref.sha256, _HEAD)
+        except OSError as exc:  # a directory it may not read, say
+            where = f"unreadable in {store.where}: {exc}"
     if head is None:
-        where = "this process has no blob store" if store is None else f"not in {store.where}"
         raise SerializationError(
             f"cannot store {what}: run {run_id!r} keeps its arguments in blob {ref.sha256} "
             f"({where}), so this process, which has no keys, cannot tell whether the run's "
