@@ -10,13 +10,39 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import cairn
+from cairn.representation import runs as run_forms
+from cairn.representation import words
 
 from .kit import WAIT, Kit
 from .test_large_values import blob_dir, blob_files, engine
+
+
+async def says_it_waits_for_the_blob_store(eng: cairn.Engine, run_id: str, what: str) -> None:
+    """`cairn runs show`, the API and the dashboard (one `fetch`), and RunSummary, say so."""
+    async with asyncio.timeout(WAIT):
+        while True:
+            shown = await run_forms.fetch(eng.control, run_id)
+            if shown.waiting is not None and shown.waiting["kind"] == "blobs":
+                break
+            await asyncio.sleep(0.01)
+    reason = shown.waiting["reason"]
+    assert reason.startswith(f"cannot store {what}: writing blob ") and "failed: " in reason
+    assert run_forms.run_dict(shown)["waiting"]["reason"] == reason  # the API's JSON
+    text = words.waiting_text(shown.waiting, now=shown.now, run_id=run_id)
+    assert text == f"the blob store to take a value (retried until it does): {reason}"
+    summary = await eng.control.describe(run_id)
+    assert summary.waiting_for == f"the blob store: {reason}"
+
+
+async def says_it_no_longer_waits_for_the_blob_store(eng: cairn.Engine, run_id: str) -> None:
+    shown = await run_forms.fetch(eng.control, run_id)
+    assert shown.waiting is None or shown.waiting["kind"] != "blobs"
+    assert "blob store" not in ((await eng.control.record(run_id)).waiting_for or "")
 
 
 async def test_blob_outage__a_step_result_waits_for_the_blob_store_and_runs_once(
@@ -44,8 +70,10 @@ async def test_blob_outage__a_step_result_waits_for_the_blob_store_and_runs_once
                 await asyncio.sleep(0.01)
         await asyncio.sleep(0.3)  # a few more tries
         assert (await eng.control.record(run.run_id)).status == "RUNNING"  # not failed
+        await says_it_waits_for_the_blob_store(eng, run.run_id, "result of step 'big.unwritable'")
         where.unlink()  # the operator frees the blob store
         assert await run.result(timeout=WAIT) == 10_000
+        await says_it_no_longer_waits_for_the_blob_store(eng, run.run_id)
         [entry] = await eng.history(run.run_id)
     assert calls == [1]  # the step ran once: its result waited, not the step
     assert entry.status == "completed" and entry.result["offloaded"]["size"] == 10_002
@@ -69,8 +97,11 @@ async def test_blob_outage__a_workflow_result_waits_for_the_blob_store(
         run = await eng.start(outage_result)
         await asyncio.sleep(0.5)
         assert (await eng.control.record(run.run_id)).status == "RUNNING"  # not failed
+        what = "result of workflow 'big.outage_result'"
+        await says_it_waits_for_the_blob_store(eng, run.run_id, what)
         where.unlink()
         assert await run.result(timeout=WAIT) == "r" * 10_000
+        await says_it_no_longer_waits_for_the_blob_store(eng, run.run_id)
 
 
 async def test_blob_outage__start_outside_a_run_still_refuses_in_one_line(
@@ -117,3 +148,82 @@ async def test_blob_outage__a_cancel_is_not_held_up_by_the_wait(kit: Kit, tmp_pa
         with pytest.raises(cairn.RunCancelled):
             await run.result(timeout=WAIT)  # the blob store is still unwritable
     assert calls == [1]  # cancelled at the step, not run again
+
+
+async def test_blob_outage__a_step_queue_result_waits_for_the_blob_store_and_runs_once(
+    kit: Kit, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The result of a step on a step queue is stored by the queue's worker, through its
+    # report: a blob store that refuses it must be waited out there too, the step not
+    # failed for good nor run again (docs/howto/step-queues.md).
+    calls: list[int] = []
+
+    @kit.step("big.remote_unwritable", queue="gpu")
+    def produce() -> str:
+        calls.append(1)
+        return "q" * 10_000
+
+    @kit.workflow("big.remote_outage")
+    async def remote_outage() -> int:
+        return len(await produce())
+
+    where = blob_dir(kit, tmp_path)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.write_text("not a directory")  # the blob store cannot be written (ENOTDIR)
+    caplog.set_level(logging.WARNING, logger="cairn.step_worker")
+    async with engine(kit, tmp_path, inline_limit="1KiB", step_queues=["gpu"]) as eng:
+        run = await eng.start(remote_outage)
+        async with asyncio.timeout(WAIT):
+            while not any("until the blob store" in r.getMessage() for r in caplog.records):
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # a few more tries
+        assert (await eng.control.record(run.run_id)).status == "WAITING"  # not failed
+        await says_it_waits_for_the_blob_store(
+            eng, run.run_id, "result of step 'big.remote_unwritable'"
+        )
+        where.unlink()  # the operator frees the blob store
+        assert await run.result(timeout=WAIT) == 10_000
+        await says_it_no_longer_waits_for_the_blob_store(eng, run.run_id)
+        history = await eng.history(run.run_id)
+    assert calls == [1]  # the step ran once: its result waited, not the step
+    [entry] = [e for e in history if e.key == "big.remote_unwritable#1"]
+    assert entry.status == "completed" and entry.result["offloaded"]["size"] == 10_002
+    warned = [r.getMessage() for r in caplog.records if "until the blob store" in r.getMessage()]
+    assert len(warned) == 1
+    assert warned[0].startswith(
+        f"run {run.run_id}: cannot store result of step 'big.remote_unwritable': "
+    )
+    assert warned[0].endswith("; retrying until the blob store takes it") and "\n" not in warned[0]
+
+
+async def test_blob_outage__a_cancel_ends_a_step_queue_wait(kit: Kit, tmp_path: Path) -> None:
+    # The queue's worker waits under its claim; the run's cancel ends the claim at its
+    # next renewal, and the wait with it: the run ends CANCELLED, the step ran once.
+    calls: list[int] = []
+
+    @kit.step("big.remote_cancel_step", queue="gpu")
+    def produce() -> str:
+        calls.append(1)
+        return "c" * 10_000
+
+    @kit.workflow("big.remote_cancel")
+    async def remote_cancel() -> int:
+        return len(await produce())
+
+    where = blob_dir(kit, tmp_path)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.write_text("not a directory")
+    options: dict[str, Any] = {"inline_limit": "1KiB", "step_queues": ["gpu"], "lease": 0.6}
+    async with engine(kit, tmp_path, **options) as eng:
+        run = await eng.start(remote_cancel)
+        await says_it_waits_for_the_blob_store(
+            eng, run.run_id, "result of step 'big.remote_cancel_step'"
+        )
+        await run.cancel()
+        with pytest.raises(cairn.RunCancelled):
+            await run.result(timeout=WAIT)  # the blob store is still unwritable
+        async with asyncio.timeout(WAIT):
+            while eng.step_worker is not None and eng.step_worker.active:
+                await asyncio.sleep(0.05)  # the worker let the attempt go
+        await says_it_no_longer_waits_for_the_blob_store(eng, run.run_id)
+    assert calls == [1]

@@ -19,10 +19,31 @@ from .kit import WAIT, Kit
 MiB = 1024 * 1024
 
 
+class MotoS3:
+    """A moto S3 server of this test on a port of its own, that can be stopped and started."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.endpoint = f"http://127.0.0.1:{port}"
+        self.url = f"s3://cairn-test/blobs?endpoint={self.endpoint}"
+        self.server: Any = None
+
+    def start(self) -> None:
+        import moto.server
+
+        self.server = moto.server.ThreadedMotoServer(
+            ip_address="127.0.0.1", port=self.port, verbose=False
+        )
+        self.server.start()
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
 @pytest.fixture
-def s3_url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A bucket on a moto S3 server of this test, as an `s3://` blobs URL."""
-    server_module = pytest.importorskip("moto.server")
+def moto_s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoS3]:
+    """A bucket on a moto S3 server of this test (moto's buckets outlive a restart)."""
+    pytest.importorskip("moto.server")
     boto3 = pytest.importorskip("boto3")
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
@@ -33,14 +54,19 @@ def s3_url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = MotoS3(port)
     server.start()
-    endpoint = f"http://127.0.0.1:{port}"
     try:
-        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="cairn-test")
-        yield f"s3://cairn-test/blobs?endpoint={endpoint}"
+        boto3.client("s3", endpoint_url=server.endpoint).create_bucket(Bucket="cairn-test")
+        yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def s3_url(moto_s3: MotoS3) -> str:
+    """A bucket on a moto S3 server of this test, as an `s3://` blobs URL."""
+    return moto_s3.url
 
 
 def objects(url: str) -> list[str]:
@@ -95,11 +121,10 @@ def test_large_values_s3__a_url_without_a_bucket_is_one_line() -> None:
         cairn.Engine("memory://", blobs="s3:///nothing")
 
 
-async def test_large_values_s3__a_store_without_its_bucket_is_waited_out_too(
-    kit: Kit, s3_url: str
+async def test_large_values_s3__a_store_out_of_reach_is_waited_out(
+    kit: Kit, moto_s3: MotoS3
 ) -> None:
-    import boto3
-
+    # No connection (the server is down): it may come back, so the result waits for it.
     calls: list[int] = []
 
     @kit.step("s3.outage_step")
@@ -111,23 +136,96 @@ async def test_large_values_s3__a_store_without_its_bucket_is_waited_out_too(
     async def outage() -> int:
         return len(await produce())
 
-    endpoint = s3_url.split("endpoint=")[1]
-    s3 = boto3.client("s3", endpoint_url=endpoint)
-
-    def empty() -> None:  # moto's buckets outlive its server in this process
-        for found in s3.list_objects_v2(Bucket="cairn-test").get("Contents", []):
-            s3.delete_object(Bucket="cairn-test", Key=found["Key"])
-
-    empty()
-    s3.delete_bucket(Bucket="cairn-test")  # the store refuses every PUT (NoSuchBucket)
-    async with kit.engine(blobs=s3_url, inline_limit="1KiB") as eng:
+    moto_s3.stop()
+    async with kit.engine(blobs=moto_s3.url, inline_limit="1KiB") as eng:
         run = await eng.start(outage)
         async with asyncio.timeout(WAIT):
             while not calls:
                 await asyncio.sleep(0.01)
         await asyncio.sleep(0.5)
         assert (await eng.control.record(run.run_id)).status == "RUNNING"  # not failed
-        s3.create_bucket(Bucket="cairn-test")
+        moto_s3.start()
         assert await run.result(timeout=WAIT) == 10_000
     assert calls == [1]
-    empty()
+    assert len(objects(moto_s3.url)) == 1
+
+
+async def test_large_values_s3__a_bucket_that_is_not_there_fails_the_step_in_one_line(
+    kit: Kit, moto_s3: MotoS3, caplog: pytest.LogCaptureFixture
+) -> None:
+    # NoSuchBucket (like AccessDenied, InvalidAccessKeyId, SignatureDoesNotMatch) does not
+    # fix itself: waiting would only hide it. The step fails at once, naming the bucket.
+    calls: list[int] = []
+
+    @kit.step("s3.nobucket_step")
+    def produce() -> str:
+        calls.append(1)
+        return "s" * 10_000
+
+    @kit.workflow("s3.nobucket")
+    async def nobucket() -> int:
+        return len(await produce())
+
+    url = moto_s3.url.replace("s3://cairn-test/", "s3://cairn-gone/")
+    async with kit.engine(blobs=url, inline_limit="1KiB") as eng:
+        run = await eng.start(nobucket)
+        with pytest.raises(cairn.RunFailed) as caught:
+            await run.result(timeout=WAIT)
+        [entry] = await eng.history(run.run_id)
+    assert calls == [1]
+    assert entry.status == "failed"
+    message = str(caught.value)
+    assert "cannot store result of step 's3.nobucket_step' in s3://cairn-gone/blobs: " in message
+    assert "bucket 'cairn-gone' refused PUT blobs/" in message and ": NoSuchBucket" in message
+    assert not any("until the blob store" in r.getMessage() for r in caplog.records)
+
+
+def test_large_values_s3__refusals_and_waits_are_told_apart() -> None:
+    # What moto does not send: credentials refused, throttling and 5xx, by error code.
+    botocore = pytest.importorskip("botocore.exceptions")
+    from cairn.blobs import BlobStoreRefused
+
+    class Client:
+        def __init__(self, error: Exception) -> None:
+            self.error = error
+
+        def put_object(self, **_: Any) -> None:
+            raise self.error
+
+    def client_error(code: str, status: int) -> Exception:
+        response: Any = {
+            "Error": {"Code": code, "Message": f"{code} says no"},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
+        return botocore.ClientError(response, "PutObject")
+
+    def raised(error: Exception) -> BaseException:
+        blobs = S3Blobs("b1", "p", client=Client(error))
+        with pytest.raises(OSError) as caught:
+            blobs.put("ab" * 32, b"x")
+        return caught.value
+
+    for code, status in [
+        ("AccessDenied", 403),
+        ("InvalidAccessKeyId", 403),
+        ("SignatureDoesNotMatch", 403),
+        ("NoSuchBucket", 404),
+        ("ExpiredToken", 400),
+        ("SomethingForbidden", 403),
+    ]:
+        refused = raised(client_error(code, status))
+        assert isinstance(refused, BlobStoreRefused), code
+        assert str(refused) == (
+            f"bucket 'b1' refused PUT p/ab/{'ab' * 32}: {code} ({code} says no)"
+        )
+    for code, status in [
+        ("SlowDown", 503),
+        ("InternalError", 500),
+        ("ServiceUnavailable", 503),
+        ("RequestTimeout", 400),
+        ("Throttling", 403),
+    ]:
+        assert not isinstance(raised(client_error(code, status)), BlobStoreRefused), code
+    assert isinstance(raised(botocore.NoCredentialsError()), BlobStoreRefused)
+    waited = raised(botocore.EndpointConnectionError(endpoint_url="http://x"))
+    assert not isinstance(waited, BlobStoreRefused)

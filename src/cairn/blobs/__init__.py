@@ -18,13 +18,14 @@ from urllib.parse import unquote, urlsplit
 from cairn import config
 from cairn.blobs.offloaded import Offloaded
 from cairn.blobs.reference import BlobError, BlobUnwritable, Reference
-from cairn.blobs.stores import BlobStore, FileBlobs, MemoryBlobs
+from cairn.blobs.stores import BlobStore, BlobStoreRefused, FileBlobs, MemoryBlobs
 from cairn.errors import ConfigError
 from cairn.serialization import Serializer
 
 __all__ = [
     "BlobError",
     "BlobStore",
+    "BlobStoreRefused",
     "BlobUnwritable",
     "FileBlobs",
     "MemoryBlobs",

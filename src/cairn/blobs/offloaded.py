@@ -31,7 +31,7 @@ from typing import Any
 from cairn import limits
 from cairn.blobs import reference
 from cairn.blobs.reference import MARK, PREFIX, BlobError, BlobUnwritable, Reference
-from cairn.blobs.stores import BlobStore
+from cairn.blobs.stores import BlobStore, BlobStoreRefused
 from cairn.codecs import coded
 from cairn.codecs.coded import Codec
 from cairn.errors import SerializationError
@@ -133,6 +133,12 @@ class Offloaded:
         ref = reference.of(data, self.media_type)
         try:
             self.blobs.put(ref.sha256, data)
+        except BlobStoreRefused as exc:  # waiting would not help: refused for good
+            raise SerializationError(
+                f"cannot store {what} in {self.blobs.where}: {exc}",
+                what=what,
+                type_name="blob",
+            ) from exc
         except OSError as exc:
             raise BlobUnwritable(
                 f"cannot store {what}: writing blob {ref.sha256} to {self.blobs.where} "

@@ -105,9 +105,18 @@ class BlobError(SerializationError):
         return BlobError(self.detail, blob=self.blob, what=self.what, run=self.run, step=key)
 
 
+WAITING = "blob store:"
+"""How a run's `waiting_for` starts while an attempt of it waits for the blob store."""
+
+
 class BlobUnwritable(SerializationError):
     """The blob store did not take a blob (full, unwritable, away): not the value's fault.
 
     Outside a run the caller is told (nothing was stored; it may try again). In a run, the
-    attempt that stores the value tries again until the store takes it (core/durable.py).
+    attempt that stores the value tries again until the store takes it (core/durable.py),
+    and the run's `waiting_for` says so meanwhile (`waiting_for`).
     """
+
+    def waiting_for(self) -> str:
+        """What the run waits for while its attempt waits out this refusal (one line)."""
+        return WAITING + str(self).replace("\n", " ")

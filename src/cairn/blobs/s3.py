@@ -15,7 +15,35 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from cairn.blobs.stores import BlobStoreRefused
 from cairn.errors import ConfigError
+
+REFUSALS = frozenset(
+    {
+        "AccessDenied",
+        "AccountProblem",
+        "AllAccessDisabled",
+        "ExpiredToken",
+        "InvalidAccessKeyId",
+        "InvalidBucketName",
+        "InvalidObjectState",
+        "InvalidSecurity",
+        "InvalidToken",
+        "MethodNotAllowed",
+        "NoSuchBucket",
+        "NotSignedUp",
+        "SignatureDoesNotMatch",
+        "TokenRefreshRequired",
+        "UnauthorizedAccess",
+    }
+)
+"""Error codes of a PUT that fail the same way until someone fixes the store's setup."""
+THROTTLING = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"})
+"""Codes that say "later", whatever their HTTP status (some servers throttle with a 403)."""
+CREDENTIAL_ERRORS = frozenset(
+    {"NoCredentialsError", "PartialCredentialsError", "NoRegionError", "InvalidRegionError"}
+)
+"""botocore errors raised before any request: no credentials, none complete, no region."""
 
 
 class S3Blobs:
@@ -54,15 +82,33 @@ class S3Blobs:
     def put(self, sha256: str, data: bytes) -> None:
         """PUT the object (again, if it is there: that marks it fresh for the prune).
 
-        A PUT the store refuses or cannot be sent (no bucket, no credentials, no
-        connection) raises OSError, as a file store's failed write does: the caller's
-        to wait out or report (blobs/offloaded.py).
+        A PUT that may go through later (throttled, a 5xx, no connection) raises OSError,
+        as a file store's failed write does: the caller's to wait out or report
+        (blobs/offloaded.py). One the store will refuse until someone fixes it (bad
+        credentials, no such bucket, access denied) raises BlobStoreRefused, naming the
+        bucket and the error: waiting would only hide it.
         """
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             self.client.put_object(Bucket=self.bucket, Key=self.key(sha256), Body=data)
-        except (BotoCoreError, ClientError) as exc:
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            code = str(error.get("Code") or "")
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in REFUSALS or (status == 403 and code not in THROTTLING):
+                message = str(error.get("Message") or "").strip()
+                raise BlobStoreRefused(
+                    f"bucket {self.bucket!r} refused PUT {self.key(sha256)}: {code}"
+                    + (f" ({message})" if message else "")
+                ) from exc
+            raise OSError(f"PUT {self.key(sha256)}: {exc}") from exc
+        except BotoCoreError as exc:
+            if type(exc).__name__ in CREDENTIAL_ERRORS:
+                raise BlobStoreRefused(
+                    f"bucket {self.bucket!r}: cannot PUT {self.key(sha256)}: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
             raise OSError(f"PUT {self.key(sha256)}: {exc}") from exc
 
     def get(self, sha256: str) -> bytes | None:

@@ -18,13 +18,26 @@ from pathlib import Path
 from typing import Protocol
 
 
+class BlobStoreRefused(OSError):
+    """A blob store that will refuse every write until someone fixes it (see blobs/s3.py).
+
+    Bad credentials, no such bucket, access denied: unlike a full disk or a lost
+    connection, waiting does not help, so a step whose result it refuses fails at once,
+    in one line naming the store and the error (blobs/offloaded.py).
+    """
+
+
 class BlobStore(Protocol):
     """The narrow seam every blob store fills (see the module docstring)."""
 
     where: str  # for messages: "file:///srv/cairn-blobs", "memory"
 
     def put(self, sha256: str, data: bytes) -> None:
-        """Keep `data` under `sha256`, durably, before returning (a no-op if kept)."""
+        """Keep `data` under `sha256`, durably, before returning (a no-op if kept).
+
+        OSError if it cannot now (full, unwritable, away: the caller may try again);
+        BlobStoreRefused if it never will until the store's setup is fixed.
+        """
         ...
 
     def get(self, sha256: str) -> bytes | None:

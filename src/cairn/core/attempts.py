@@ -204,7 +204,7 @@ async def run_new_step(
                 # A blob store that refuses the result is waited out: a coroutine more
                 # only then, not for every step.
                 text = await durable.stored(
-                    live, live.env.serializer, value, what=what, given_up=live.interrupts.asked
+                    live, live.env, value, what=what, given_up=live.interrupts.asked
                 )
         except SerializationError as exc:
             if held is not None:

@@ -30,12 +30,13 @@ from cairn.core.signals import Unwind
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
 from cairn.observability import logcontext
 from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import Lease, RunRecord, StepRecord
 
 if TYPE_CHECKING:
     from cairn.core.live_view import LiveView
-    from cairn.serialization import Serializer
+    from cairn.core.run_env import RunEnv
 
 T = TypeVar("T")
 log = logcontext.logger("cairn.executor")
@@ -90,13 +91,15 @@ class Bare:
         return signal
 
 
-_FIRST_DELAY = 0.05
-_LAST_DELAY = 2.0
+FIRST_DELAY = 0.05
+"""Seconds before a failed write (or blob) is sent again; doubled each time."""
+LAST_DELAY = 2.0
+"""The longest wait between two tries."""
 
 
 async def write(live: Attempt, send: Callable[[], Awaitable[T]], *, what: str) -> T:
     """Make one write for `live`'s attempt (see the module docstring); `what` names it."""
-    delay = _FIRST_DELAY
+    delay = FIRST_DELAY
     warned = False
     while True:
         if live.closed:  # a stray branch of an attempt already over must not write
@@ -132,7 +135,7 @@ async def write(live: Attempt, send: Callable[[], Awaitable[T]], *, what: str) -
             log.warning("run %s: cannot write %s: %s", live.run.run_id, what, exc)
             raise live.leave(Unwind()) from exc
         await asyncio.sleep(delay)
-        delay = min(delay * 2, _LAST_DELAY)
+        delay = min(delay * 2, LAST_DELAY)
 
 
 async def record_step(live: LiveView, record: StepRecord, first: BaseException) -> None:
@@ -184,7 +187,7 @@ async def record_step(live: LiveView, record: StepRecord, first: BaseException) 
 
 async def stored(
     live: Attempt,
-    serializer: Serializer,
+    env: RunEnv,
     value: Any,
     what: str,
     given_up: Callable[[], bool] = lambda: False,
@@ -195,26 +198,46 @@ async def stored(
     step (or the run) for it would run the step again once the store is fixed, or leave
     the run failed. The blob is written again, with the same back-off as a database
     write, until the store takes it or the attempt ends (its worker stops, or it lost
-    the run). Once `given_up()` (a cancel or a hand back was asked for), the attempt
-    unwinds instead: the run replays, and meets the request at the step, which it does
-    not run again.
+    the run). Meanwhile the run's `waiting_for` names the store's refusal (`cairn runs
+    show`, the dashboard), and is cleared once the store takes the blob. Once
+    `given_up()` (a cancel or a hand back was asked for), the attempt unwinds instead:
+    the run replays, and meets the request at the step, which it does not run again.
     """
-    delay = _FIRST_DELAY
-    warned = False
+    delay = FIRST_DELAY
+    noted = False
+    run_id = live.run.run_id
     while True:
         if live.closed:
             raise live.leave(Unwind())
         try:
-            return await blobs.dumps_async(serializer, value, what=what)
+            text = await blobs.dumps_async(env.serializer, value, what=what)
         except BlobUnwritable as exc:
             if given_up():
+                if noted:
+                    await _note(env, run_id, live.lease, None)
                 raise live.leave(Unwind()) from exc
-            if not warned:
+            if not noted:
                 log.warning(
                     "run %s: %s; retrying until the blob store takes it",
-                    live.run.run_id,
+                    run_id,
                     str(exc).replace("\n", " "),
                 )
-                warned = True
+                noted = await _note(env, run_id, live.lease, exc.waiting_for())
+        else:
+            if noted:
+                await _note(env, run_id, live.lease, None)
+            return text
         await asyncio.sleep(delay)
-        delay = min(delay * 2, _LAST_DELAY)
+        delay = min(delay * 2, LAST_DELAY)
+
+
+async def _note(env: RunEnv, run_id: str, lease: Lease, note: str | None) -> bool:
+    """Set (or clear) what the run waits for; a database that does not answer is let be.
+
+    Only words for people: the wait goes on (and the write's outcome follows) either way.
+    """
+    try:
+        await env.store.write(run_ops.note_held(run_id, lease, note))
+    except StoreError as exc:
+        log.info("run %s: cannot say it waits for the blob store: %s", run_id, exc)
+    return True

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
-import traceback
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,19 +11,19 @@ from typing import Any
 
 from cairn import blobs, ids
 from cairn.authoring import context
+from cairn.blobs import BlobUnwritable
 from cairn.codecs import coded
 from cairn.core import durable, streams
-from cairn.core.failed_attempts import type_name
 from cairn.core.live_run import LiveRun
 from cairn.core.live_steps import LiveSteps
 from cairn.core.run_env import RunEnv
+from cairn.core.run_errors import error_json
 from cairn.core.signals import ContinueAsNew, HandBack, KeyMissing, Suspend, Unwind
 from cairn.errors import (
     CairnError,
     Cancelled,
     NonDeterminismError,
     SerializationError,
-    StepFailed,
     StoreError,
     StoreRefused,
 )
@@ -49,27 +47,6 @@ class Outcome:
     error: str | None = None
     lacking: KeyMissing | None = None  # abandoned for a key this worker does not have
     idle: bool = False  # abandoned having recorded nothing: not an attempt of the run
-
-
-def error_json(exc: BaseException, *, step: str | None = None) -> str:
-    """The stored form of a run's error."""
-    if isinstance(exc, StepFailed):
-        data: dict[str, Any] = {
-            "type": type_name(exc),
-            "message": exc.summary,  # str() of the step's own error, when it is one, is not
-            "traceback": exc.traceback,
-            "step": exc.step_name,
-            "cause_type": exc.error_type,
-        }
-    else:
-        data = {
-            "type": type_name(exc),
-            "message": str(exc),
-            "traceback": "".join(traceback.format_exception(exc)),
-        }
-        if step is not None:
-            data["step"] = step
-    return json.dumps(data)
 
 
 async def decode_args(env: RunEnv, run: RunRecord) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -163,7 +140,10 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
             await live.steps.record_cancel()  # delivered by check_cancelled() and swallowed
         await live.flush_meta()
         what = f"result of workflow {run.workflow!r}"
-        text = await durable.stored(live.steps, env.serializer, value, what, live.interrupts.asked)
+        try:
+            text = await blobs.dumps_async(env.serializer, value, what=what)
+        except BlobUnwritable:  # waited out: a coroutine more only then, as for a step
+            text = await durable.stored(live.steps, env, value, what, live.interrupts.asked)
         # A workflow that caught its cancellation and returned still ends CANCELLED.
         status = _CANCELLED if live.interrupts.delivered else _COMPLETED
         return await _finish(env, live.steps, status, result=text, alone=live.steps.alone())

@@ -235,6 +235,8 @@ def _waiting_text(found: Mapping[str, Any], *, now: float, run_id: str) -> str:
         return f"`cairn runs resume {run_id}` (it is paused)"
     if kind == "queue":
         return str(found.get("reason") or f"a free slot on queue {name!r}")
+    if kind == "blobs":  # a value's blob is written again until the store takes it
+        return f"the blob store to take a value (retried until it does): {found['reason']}"
     if kind == "locked":  # a lost database session holds its row: the server ends it
         return f"its row to be unlocked: {found['reason']}"
     if kind == "delay":

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from cairn.blobs import reference
 from cairn.models import SPINNING_AFTER, RunStatus
 from cairn.store.records import RunRecord
 
@@ -81,7 +82,9 @@ def waiting(run: RunRecord, *, now: float, task_id: str | None = None) -> dict[s
     hook, task, child (a WAITING or SLEEPING run), queue (a PENDING run, or a parked one
     now due, held back by a queue limit: `reason` says which), locked (a PENDING run
     whose row a lost database session still locks: `reason` names the session's worker
-    and since when), delay (a start delay),
+    and since when), blobs (an attempt waits for the blob store to take a value, RUNNING
+    or, for a step queue's attempt, WAITING: `reason` is the store's refusal), delay (a
+    start delay),
     worker (due, for a worker to take) or resume (PAUSED). `until` is the wake time or the
     wait's timeout (epoch seconds), `task_id` the open human task, `child_id` the child
     run waited on (None for a run parked before its channels were kept). A run that keeps
@@ -121,6 +124,8 @@ def _waiting(run: RunRecord, *, now: float, task_id: str | None) -> dict[str, An
         return {"kind": "resume", "name": None, "until": None}
     if status is RunStatus.WAITING:
         kind, sep, name = (run.waiting_for or "").partition(":")
+        if kind == _BLOBS:  # its step queue's worker waits for the blob store
+            return _blob_store(run)
         due = run.wake_at is not None and run.wake_at <= now
         if not sep or kind not in KINDS or due:
             # Resumed from a pause, or its message came or it timed out: a worker replays it.
@@ -134,12 +139,25 @@ def _waiting(run: RunRecord, *, now: float, task_id: str | None) -> dict[str, An
     if status is RunStatus.PENDING:
         if run.waiting_for and run.waiting_for.startswith(LOCKED_BY):
             return {"kind": "locked", "name": None, "until": None, "reason": run.waiting_for}
-        if run.waiting_for:
+        # A note of the blob store left by an attempt that stopped: not what holds it now.
+        if run.waiting_for and not run.waiting_for.startswith(reference.WAITING):
             return {"kind": "queue", "name": run.queue, "until": None, "reason": run.waiting_for}
         if run.wake_at is not None and run.wake_at > now:
             return {"kind": "delay", "name": None, "until": run.wake_at}
         return {"kind": "worker", "name": run.queue, "until": None}
+    if status is RunStatus.RUNNING and run.waiting_for is not None:
+        if run.waiting_for.startswith(reference.WAITING):
+            return _blob_store(run)
     return None
+
+
+_BLOBS = reference.WAITING.partition(":")[0]
+
+
+def _blob_store(run: RunRecord) -> dict[str, Any]:
+    """A run whose attempt waits for the blob store to take a value (the store's refusal)."""
+    reason = str(run.waiting_for)[len(reference.WAITING) :].strip()
+    return {"kind": "blobs", "name": None, "until": None, "reason": reason}
 
 
 def reason(run: RunRecord, *, now: float) -> str | None:
@@ -171,6 +189,8 @@ def _reason(found: dict[str, Any], *, now: float) -> str | None:
         return str(found.get("reason") or f"queue {name!r} is full")
     if kind == "locked":
         return str(found["reason"])
+    if kind == "blobs":
+        return f"the blob store: {found['reason']}"
     if kind == "delay":
         return f"start delayed until {_utc(until)}"
     if kind in ("worker", "spinning"):

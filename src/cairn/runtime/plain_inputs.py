@@ -6,15 +6,19 @@ values are encrypted (an event, a hook's payload, a human task's answer) would b
 as plain text beside the run's ciphertext, so it is refused, naming the key, before
 anything is written. A process with a codec pays nothing for this; one without it reads
 the run's arguments once per such send (an event's check is made in the send's own
-transaction: `waits.send_message(unless_sealed=...)`, no read more).
+transaction: `waits.send_message(unless_sealed=...)`, no read more). A run whose
+arguments are offloaded is told by its blob's first bytes (`refuse_stored`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol
 
+from cairn import blobs
+from cairn.blobs import reference
 from cairn.codecs import coded, sealed
-from cairn.errors import KeyUnavailable
+from cairn.errors import KeyUnavailable, SerializationError
 from cairn.serialization import Serializer
 from cairn.store.programs import runs as run_ops
 from cairn.store.protocol import Store
@@ -35,12 +39,57 @@ async def refuse_plain(control: Sender, run_id: str, *, what: str) -> None:
     if coded.codec_of(control.serializer) is not None:
         return
     run = await control.store.read(run_ops.get_run(run_id))
-    refuse_sealed(None if run is None else run.args, run_id, what=what)
+    await refuse_stored(control, None if run is None else run.args, run_id, what=what)
 
 
-def unless_sealed(serializer: Serializer) -> str | None:
-    """What `waits.send_message` refuses for a sender with `serializer`: None if it encrypts."""
-    return None if coded.codec_of(serializer) is not None else sealed.PREFIX
+def unless_sealed(serializer: Serializer) -> tuple[str, ...] | None:
+    """What `waits.send_message` refuses for a sender with `serializer`: None if it encrypts.
+
+    Arguments encrypted, or offloaded (their blob says: `refuse_stored` reads it).
+    """
+    return None if coded.codec_of(serializer) is not None else _UNLESS
+
+
+_UNLESS = (sealed.PREFIX, reference.PREFIX)
+
+
+async def refuse_stored(control: Sender, args: str | None, run_id: str, *, what: str) -> None:
+    """`refuse_sealed` for the run's stored `args`, an offloaded one read from its blob.
+
+    Offloaded arguments are encrypted before they are offloaded, so the reference says
+    nothing: the blob's first bytes name the key (read in a thread). A blob this process
+    cannot read (no blob store, or missing) leaves it unknown: refused too, in one line
+    saying so, as storing a value in the clear beside ciphertext cannot be undone.
+    """
+    if reference.offloaded(args):
+        args = await asyncio.to_thread(_head, control.serializer, str(args), run_id, what)
+    refuse_sealed(args, run_id, what=what)
+
+
+def _head(serializer: Serializer, text: str, run_id: str, what: str) -> str:
+    """The first characters of the offloaded stored text `text` (enough for its key id)."""
+    ref = reference.parse(text)
+    store = blobs.store_of(serializer)
+    where = "this process has no blob store" if store is None else f"not in {store.where}"
+    head = None
+    if store is not None:
+        try:
+            head = store.head(ref.sha256, _HEAD)
+        except OSError as exc:  # a directory it may not read, say
+            where = f"unreadable in {store.where}: {exc}"
+    if head is None:
+        raise SerializationError(
+            f"cannot store {what}: run {run_id!r} keeps its arguments in blob {ref.sha256} "
+            f"({where}), so this process, which has no keys, cannot tell whether the run's "
+            "values are encrypted; give it the blob store (CAIRN_BLOBS) or the keys "
+            "(CAIRN_KEYS or CAIRN_KEYS_FILE)",
+            what=what,
+            type_name="blob",
+        )
+    return head.decode("utf-8", "replace")
+
+
+_HEAD = len(sealed.PREFIX) + 65  # the prefix, the longest key id and its colon
 
 
 def refuse_sealed(args: str | None, run_id: str, *, what: str) -> None:

@@ -70,6 +70,7 @@ class RunVerbs:
             check_name(idempotency_key, "idempotency_key")
         storable(run_id)
         text = await blobs.dumps_async(self.serializer, payload, what=f"payload of event {name!r}")
+        unless = plain_inputs.unless_sealed(self.serializer)
         for _ in range(_MAX_CHAIN_HOPS):
             delivery = await self.store.write(
                 wait_ops.send_message(
@@ -78,7 +79,7 @@ class RunVerbs:
                     text,
                     idempotency_key=idempotency_key,
                     now=self.clock.now(),
-                    unless_sealed=plain_inputs.unless_sealed(self.serializer),
+                    unless_sealed=unless,
                 )
             )
             if delivery is None:
@@ -86,6 +87,11 @@ class RunVerbs:
             if delivery.sealed is not None:  # this process cannot encrypt: nothing written
                 what = f"the payload of event {name!r}"
                 plain_inputs.refuse_sealed(delivery.sealed, run_id, what=what)
+                # Offloaded arguments: their blob says (a read more, for such runs only).
+                await plain_inputs.refuse_plain(self, run_id, what=what)
+                unless = None  # not encrypted: send it as any sender would
+                continue
+            unless = plain_inputs.unless_sealed(self.serializer)  # the next run of a chain
             status = RunStatus(delivery.status)
             if delivery.repeated:  # a retry of a send this run took: the same delivery,
                 return EventDelivery(run_id, name, status, False, repeated=True)  # not passed on

@@ -25,7 +25,6 @@ import concurrent.futures
 import contextlib
 from typing import Any
 
-from cairn import blobs
 from cairn.core import remote_steps, sync_steps
 from cairn.core.failed_attempts import Failure, describe_failure
 from cairn.core.queued_step import QueuedStepRun
@@ -33,6 +32,7 @@ from cairn.core.run_env import RunEnv
 from cairn.core.signals import KeyMissing
 from cairn.errors import KeyUnavailable, SerializationError, StoreError
 from cairn.observability import logcontext
+from cairn.runtime import step_results
 from cairn.runtime.keyless import KeylessRuns
 from cairn.store.programs import runs as run_ops
 from cairn.store.programs import step_tasks
@@ -169,10 +169,10 @@ class StepWorker:
         try:
             run = await self._run_of(task)
             step_run = QueuedStepRun(self.env, task, run)
-            attempt = asyncio.create_task(self._attempt(task, step_run))
+            attempt = asyncio.create_task(self._reported(task, step_run))
             renewing = asyncio.create_task(self._renew(task, attempt, step_run))
             try:
-                facts = await attempt
+                facts, payload = await attempt
                 await step_run.flush()  # its progress and columns before the run goes on
             except asyncio.CancelledError:
                 if self._stopping or asyncio.current_task().cancelling():  # type: ignore[union-attr]
@@ -194,7 +194,7 @@ class StepWorker:
                 return
             finally:
                 renewing.cancel()
-            await self._report(task, facts)
+            await self._report(task, facts, payload)
         finally:
             self.active.pop(task.task_id, None)
             self.overrunning.pop(task.task_id, None)
@@ -227,6 +227,18 @@ class StepWorker:
                 attempt.cancel()
                 return
 
+    async def _reported(
+        self, task: StepTaskRecord, step_run: QueuedStepRun
+    ) -> tuple[dict[str, Any], str]:
+        """Execute the attempt; the facts of its outcome and the report's stored text.
+
+        Both made under the claim (`_renew` goes on meanwhile): a wait for the blob store
+        (a large result, or a report that is large itself) keeps the attempt held.
+        """
+        facts = await self._attempt(task, step_run)
+        what = f"the report of step {task.step!r}"
+        return facts, await step_results.dumps(self.env, task, facts, what)
+
     async def _attempt(self, task: StepTaskRecord, step_run: QueuedStepRun) -> dict[str, Any]:
         """Execute the attempt; the facts of its outcome, as the run's report takes them."""
         clock = self.env.clock
@@ -245,9 +257,8 @@ class StepWorker:
                 else:
                     async with asyncio.timeout(task.timeout) as limit:
                         value = await self._call(task, fn, is_async, isolation, args, kwargs)
-            result = await blobs.dumps_async(
-                self.env.serializer, value, what=f"result of step {task.step!r}"
-            )
+            what = f"result of step {task.step!r}"
+            result = await step_results.dumps(self.env, task, value, what)
         except SerializationError as exc:
             failure = describe_failure(exc, task.step, task.attempt, None)
             failure = Failure(**{**_fields(failure), "fatal": True})
@@ -318,9 +329,8 @@ class StepWorker:
             key=task.task_id,
         )
 
-    async def _report(self, task: StepTaskRecord, facts: dict[str, Any]) -> None:
+    async def _report(self, task: StepTaskRecord, facts: dict[str, Any], payload: str) -> None:
         """Send the outcome to the run, retrying the database until it answers or we stop."""
-        payload = self.env.serializer.dumps(facts, what=f"the report of step {task.step!r}")
         delay = 0.1
         while True:
             try:

@@ -77,6 +77,17 @@ PARKED_CONTROL = (
     "control = CASE WHEN control = 'pause' THEN NULL ELSE control END "
     "WHERE run_id = ? AND control IS NOT NULL AND owner IS NULL"
 )
+# What a run waits for while an attempt of it executes: the blob store, say (a RUNNING
+# run has no `waiting_for` otherwise; the next claim, park or end clears it). Params:
+# the note (or NULL), run_id, owner, fence.
+NOTE_HELD = f"UPDATE runs SET waiting_for = ? WHERE {FENCE}"
+# The same for a run parked on an attempt another worker executes (a step queue's): the
+# note stands in for `waiting_for` while that is still what the run parked with.
+# Params: the note, run_id, what it parked with.
+NOTE_PARKED = (
+    "UPDATE runs SET waiting_for = ? WHERE run_id = ? AND (status || '') = 'WAITING' "
+    "AND waiting_for = ?"
+)
 UPDATE_META = (
     "UPDATE runs SET columns = COALESCE(?, columns), progress = COALESCE(?, progress), "
     "updated_at = ? WHERE run_id = ?"

@@ -251,6 +251,26 @@ def park_run(
 
 
 @operation
+def note_held(run_id: str, lease: Lease, note: str | None) -> Program[bool]:
+    """Say what run `run_id`, executing, waits for (None: nothing any more).
+
+    Only while `lease` holds the run; returns whether it did. The run's next claim, park
+    or end replaces the note.
+    """
+    return bool((yield Sql(_sql.NOTE_HELD, (note, run_id, lease.owner, lease.fence))))
+
+
+@operation
+def note_parked(run_id: str, note: str, instead_of: str) -> Program[bool]:
+    """Say `note` for what WAITING run `run_id` waits for, while that is `instead_of`.
+
+    What a worker executing a parked run's attempt (a step queue's) says of a wait of
+    its own, and then undoes with the arguments swapped. Returns whether it was said.
+    """
+    return bool((yield Sql(_sql.NOTE_PARKED, (note, run_id, instead_of))))
+
+
+@operation
 def update_run_meta(
     run_id: str, *, columns: dict[str, str] | None, progress: str | None, now: float
 ) -> Program[None]:

@@ -29,7 +29,7 @@ def send_message(
     *,
     idempotency_key: str | None,
     now: float,
-    unless_sealed: str | None = None,
+    unless_sealed: str | tuple[str, ...] | None = None,
 ) -> Program[Delivery | None]:
     """Queue `payload` on the run's `channel`; wake the run if one of its waits takes it.
 
@@ -39,8 +39,9 @@ def send_message(
     `repeated` when it had this key's message already: a sender retrying a send that
     finished the run). A repeated (run, channel, idempotency_key) is stored once, and
     answered `repeated` without waking the run: it brings nothing new to take. With
-    `unless_sealed` (the prefix of encrypted texts, from a sender that cannot encrypt), a
-    run whose arguments start with it gets nothing: `sealed` holds their head.
+    `unless_sealed` (the prefixes of encrypted and offloaded texts, from a sender that
+    cannot encrypt), a run whose arguments start with one gets nothing: `sealed` holds
+    their head.
     """
     row = yield one_row(_sql.SELECT_STATUS, (run_id,))
     if row is None:
