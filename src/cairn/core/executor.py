@@ -19,7 +19,7 @@ from cairn.core.failed_attempts import type_name
 from cairn.core.live_run import LiveRun
 from cairn.core.live_steps import LiveSteps
 from cairn.core.run_env import RunEnv
-from cairn.core.signals import ContinueAsNew, HandBack, KeyMissing, Suspend, Unwind
+from cairn.core.signals import ContinueAsNew, HandBack, KeyMissing, OtherVersion, Suspend, Unwind
 from cairn.errors import (
     CairnError,
     Cancelled,
@@ -47,7 +47,7 @@ class Outcome:
     status: str | None
     result: str | None = None
     error: str | None = None
-    lacking: KeyMissing | None = None  # abandoned for a key this worker does not have
+    lacking: KeyMissing | OtherVersion | None = None  # abandoned for a key or code it lacks
     idle: bool = False  # abandoned having recorded nothing: not an attempt of the run
 
 
@@ -202,11 +202,12 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
             )
         return await _continue(env, live, again, workflow.version)
     except HandBack as leaving:
-        # Its worker is stopping, or lacks a key (KeyMissing): steps still executing in
-        # other branches commit first (they are not run again), then it hands the run back.
+        # Its worker is stopping, or lacks a key or the run's version of the code
+        # (KeyMissing, OtherVersion): steps still executing in other branches commit
+        # first (they are not run again), then it hands the run back.
         await live.attempt.settle()
         await live.flush_meta()
-        if isinstance(leaving, KeyMissing):
+        if isinstance(leaving, KeyMissing | OtherVersion):
             return Outcome(None, lacking=leaving, idle=not live.steps.progressed())
         return Outcome(None)
     except Unwind:

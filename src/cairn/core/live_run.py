@@ -26,7 +26,7 @@ from cairn.core.live_steps import LiveSteps
 from cairn.core.live_waits import LiveWaits
 from cairn.core.run_env import RunEnv
 from cairn.core.run_meta import MetaWriter, column_texts, progress_text
-from cairn.core.signals import ContinueAsNew
+from cairn.core.signals import ContinueAsNew, OtherVersion
 from cairn.models import RunInfo
 from cairn.store.records import AttemptRecord, RunRecord, StepRecord
 
@@ -58,6 +58,13 @@ class LiveRun(RunContext):
             cache_keys=workflow.names_are_cache_keys,
         )
         self.attempt = LiveAttempt(env, run, workflow, self.journal, epoch=epoch)
+        started, code = run.version, workflow.version
+        if started is not None and code is not None and started != code:
+            # A rolling deploy: a worker of the run's own version may replay what this
+            # code cannot. Handed back for one rather than failed (runtime/keyless.py).
+            self.journal.elsewhere = lambda error: self.attempt.leave(
+                OtherVersion(run.workflow, started, code, str(error))
+            )
         self.lease = self.attempt.lease
         self.interrupts = self.attempt.interrupts
         self.steps = LiveSteps(self, self.attempt, prior_attempts)

@@ -35,6 +35,27 @@ class KeyMissing(HandBack):
         super().__init__(message)
         self.key_id = key_id
         self.message = message
+        self.waiting_for = f"a worker with key {key_id!r} (a worker without it handed the run back)"
+
+
+class OtherVersion(HandBack):
+    """Leave the attempt: the run started under another version of its workflow's code,
+    and this code cannot replay it.
+
+    Nothing is written; as for KeyMissing, the worker hands the run back for a worker
+    running that version and leaves it alone for a while (runtime/keyless.py). Raised by
+    the journal in place of the NonDeterminismError (core/journal.py); a run whose version
+    is the code's own, or unknown on either side, fails with that error instead.
+    """
+
+    def __init__(self, workflow: str, run_version: str, code_version: str, why: str) -> None:
+        super().__init__(why)
+        self.key_id = f"version {run_version!r}"  # what this worker lacks, for the log
+        self.message = why
+        self.waiting_for = (
+            f"a worker running version {run_version!r} of workflow {workflow!r} (this worker "
+            f"runs version {code_version!r}, which cannot replay it: {why})"
+        )
 
 
 class ContinueAsNew(BaseException):

@@ -1,0 +1,92 @@
+"""A rolling deploy: workers of two versions of a workflow on one database.
+
+A worker whose code cannot replay a run started under another version hands it back
+for a worker of that version instead of failing it; a run of its own version that
+diverges still fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import cairn
+
+from .kit import WAIT, Kit
+
+
+def order_v(kit: Kit, version: str | None, calls: Counter[str], *, second: str) -> Any:
+    """Reserve, then `second` (charge in v1, bill in v2), wait for "go", ship."""
+
+    async def body(name: str) -> str:
+        calls[name] += 1
+        return name
+
+    steps = {name: kit.step(name)(lambda name=name: body(name)) for name in ("reserve", second)}
+
+    @kit.workflow("roll.order", version=version)
+    async def order() -> list[str]:
+        done = [await steps["reserve"](), await steps[second]()]
+        await cairn.wait_for_event("go")
+        return done
+
+    return order
+
+
+async def status_of(engine: cairn.Engine, run_id: str, want: str) -> Any:
+    async with asyncio.timeout(WAIT):
+        while (record := await engine.control.record(run_id)).status != want:
+            await asyncio.sleep(0.01)
+    return record
+
+
+async def test_rolling_deploy__a_worker_that_cannot_replay_another_versions_run_hands_it_back(
+    kit: Kit,
+) -> None:
+    calls: Counter[str] = Counter()
+    old = kit.fresh()
+    v1 = order_v(old, "v1", calls, second="charge")
+    async with old.engine() as engine:
+        run = await engine.start(v1)
+        await status_of(engine, run.run_id, "WAITING")
+    new = kit.fresh()
+    order_v(new, "v2", calls, second="bill")
+    async with new.engine() as engine:
+        await engine.send_event(run.run_id, "go", None)
+        # Claimed, replayed, handed back: not failed, and it says what it waits for.
+        async with asyncio.timeout(WAIT):
+            while "version 'v1'" not in (
+                (record := await engine.control.record(run.run_id)).waiting_for or ""
+            ):
+                assert record.status != "FAILED", record.error
+                await asyncio.sleep(0.01)
+        assert record.status == "PENDING"
+        assert record.waiting_for == (
+            "a worker running version 'v1' of workflow 'roll.order' (this worker runs "
+            "version 'v2', which cannot replay it: workflow code diverged from its "
+            "history: it started step 'bill#1', but the history records step 'charge#1' "
+            "(history seq 2) that replay never reached)"
+        )
+    async with old.engine() as engine:
+        assert await (await engine.get(run.run_id)).result(timeout=WAIT) == ["reserve", "charge"]
+    assert calls == {"reserve": 1, "charge": 1}
+
+
+async def test_rolling_deploy__a_run_of_the_same_version_that_diverges_still_fails(
+    kit: Kit,
+) -> None:
+    calls: Counter[str] = Counter()
+    old = kit.fresh()
+    v1 = order_v(old, "v1", calls, second="charge")
+    async with old.engine() as engine:
+        run = await engine.start(v1)
+        await status_of(engine, run.run_id, "WAITING")
+    new = kit.fresh()
+    order_v(new, "v1", calls, second="bill")  # changed without a new version
+    async with new.engine() as engine:
+        await engine.send_event(run.run_id, "go", None)
+        with pytest.raises(cairn.RunFailed, match="started step 'bill#1'"):
+            await (await engine.get(run.run_id)).result(timeout=WAIT)
