@@ -90,3 +90,30 @@ async def test_rolling_deploy__a_run_of_the_same_version_that_diverges_still_fai
         await engine.send_event(run.run_id, "go", None)
         with pytest.raises(cairn.RunFailed, match="started step 'bill#1'"):
             await (await engine.get(run.run_id)).result(timeout=WAIT)
+
+
+async def test_version__a_run_queued_by_older_code_takes_the_version_of_the_code_that_runs_it(
+    kit: Kit,
+) -> None:
+    calls: Counter[str] = Counter()
+    old = kit.fresh()
+    v1 = order_v(old, "v1", calls, second="charge")
+    new = kit.fresh()
+    order_v(new, "v2", calls, second="bill")
+    async with old.engine(workers=0) as starter:  # a web app still on v1 queues it
+        handle = await starter.start(v1)
+        assert (await handle.describe()).version == "v1"
+    async with new.engine() as engine:  # a v2 worker executes it first: its history is v2's
+        record = await status_of(engine, handle.run_id, "WAITING")
+        assert record.version == "v2"
+    async with old.engine() as engine:  # so a v1 worker hands it back rather than fail it
+        await engine.send_event(handle.run_id, "go", None)
+        async with asyncio.timeout(WAIT):
+            while "version 'v2'" not in (
+                (record := await engine.control.record(handle.run_id)).waiting_for or ""
+            ):
+                assert record.status != "FAILED", record.error
+                await asyncio.sleep(0.01)
+    async with new.engine() as engine:
+        assert await (await engine.get(handle.run_id)).result(timeout=WAIT) == ["reserve", "bill"]
+    assert calls == {"reserve": 1, "bill": 1}

@@ -285,8 +285,11 @@ class Journal:
         self.diverge(error)
 
     def diverge(self, error: NonDeterminismError) -> NoReturn:
-        """Raise `error`, kept so that workflow code catching it cannot hide it (the run
-        fails anyway); or, for a run of another version, the signal `elsewhere` makes."""
+        """Raise `error`, kept so that workflow code catching it cannot hide it.
+
+        The run fails anyway; but a run of another version raises the signal `elsewhere`
+        makes of it instead (it is handed back, not failed).
+        """
         if self.elsewhere is not None:
             raise self.elsewhere(error)
         self.divergence = error

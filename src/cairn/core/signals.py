@@ -39,8 +39,7 @@ class KeyMissing(HandBack):
 
 
 class OtherVersion(HandBack):
-    """Leave the attempt: the run started under another version of its workflow's code,
-    and this code cannot replay it.
+    """Leave the attempt: the run started under another version, which this code cannot replay.
 
     Nothing is written; as for KeyMissing, the worker hands the run back for a worker
     running that version and leaves it alone for a while (runtime/keyless.py). Raised by
