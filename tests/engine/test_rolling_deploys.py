@@ -117,3 +117,45 @@ async def test_version__a_run_queued_by_older_code_takes_the_version_of_the_code
     async with new.engine() as engine:
         assert await (await engine.get(handle.run_id)).result(timeout=WAIT) == ["reserve", "bill"]
     assert calls == {"reserve": 1, "bill": 1}
+
+
+async def test_cancel__a_handed_back_run_with_history_runs_its_cleanup(kit: Kit) -> None:
+    # Handed back having written nothing, the run takes its attempt back (to 0), but it
+    # has history: a cancel must reach its code, not end it as a run never started.
+    calls: Counter[str] = Counter()
+    old = kit.fresh()
+
+    @old.step("cleanup")
+    async def cleanup() -> None:
+        calls["cleanup"] += 1
+
+    @old.workflow("roll.hold", version="v1")
+    async def hold() -> None:
+        try:
+            await cairn.wait_for_event("go")
+        finally:
+            await cleanup()
+
+    new = kit.fresh()
+
+    @new.workflow("roll.hold", version="v2")
+    async def hold_v2() -> None:
+        await cairn.sleep("1s")  # a wait added before the park point: cannot replay v1's
+        await cairn.wait_for_event("go")
+
+    async with old.engine() as engine:
+        run = await engine.start(hold)
+        await status_of(engine, run.run_id, "WAITING")
+    async with new.engine() as engine:
+        await engine.send_event(run.run_id, "go", None)
+        async with asyncio.timeout(WAIT):
+            while "version 'v1'" not in (
+                (await engine.control.record(run.run_id)).waiting_for or ""
+            ):
+                await asyncio.sleep(0.01)
+        await engine.cancel(run.run_id)
+        assert (await engine.control.record(run.run_id)).status == "PENDING"
+    async with old.engine() as engine:
+        with pytest.raises(cairn.RunCancelled):
+            await (await engine.get(run.run_id)).result(timeout=WAIT)
+    assert calls == {"cleanup": 1}
