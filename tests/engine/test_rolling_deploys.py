@@ -159,3 +159,42 @@ async def test_cancel__a_handed_back_run_with_history_runs_its_cleanup(kit: Kit)
         with pytest.raises(cairn.RunCancelled):
             await (await engine.get(run.run_id)).result(timeout=WAIT)
     assert calls == {"cleanup": 1}
+
+
+def sync_order_v(kit: Kit, version: str, calls: Counter[str], *, second: str) -> Any:
+    """order_v as a sync workflow with sync steps."""
+
+    def body(name: str) -> str:
+        calls[name] += 1
+        return name
+
+    steps = {name: kit.step(name)(lambda name=name: body(name)) for name in ("reserve", second)}
+
+    @kit.workflow("roll.sync", version=version)
+    def order() -> list[str]:
+        done = [steps["reserve"](), steps[second]()]
+        cairn.wait_for_event("go")
+        return done
+
+    return order
+
+
+async def test_rolling_deploy__a_sync_workflow_is_handed_back_too(kit: Kit) -> None:
+    calls: Counter[str] = Counter()
+    old, new = kit.fresh(), kit.fresh()
+    v1 = sync_order_v(old, "v1", calls, second="charge")
+    sync_order_v(new, "v2", calls, second="bill")
+    async with old.engine() as engine:
+        run = await engine.start(v1)
+        await status_of(engine, run.run_id, "WAITING")
+    async with new.engine() as engine:
+        await engine.send_event(run.run_id, "go", None)
+        async with asyncio.timeout(WAIT):
+            while "version 'v1'" not in (
+                (record := await engine.control.record(run.run_id)).waiting_for or ""
+            ):
+                assert record.status != "FAILED", record.error
+                await asyncio.sleep(0.01)
+    async with old.engine() as engine:
+        assert await (await engine.get(run.run_id)).result(timeout=WAIT) == ["reserve", "charge"]
+    assert calls == {"reserve": 1, "charge": 1}
