@@ -1,21 +1,39 @@
 """A rolling deploy: workers of two versions of a workflow on one database.
 
 A worker whose code cannot replay a run started under another version hands it back
-for a worker of that version instead of failing it; a run of its own version that
-diverges still fails.
+for a live worker of that version instead of failing it; with no such worker, or for a
+run of its own version, the run fails.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from typing import Any
 
 import pytest
 
 import cairn
+from cairn.store.programs import workers as worker_ops
+from cairn.store.records import WorkerRecord
 
 from .kit import WAIT, Kit
+
+
+async def live_worker(engine: cairn.Engine, workflow: str, version: str) -> None:
+    """A live worker row of `version` of `workflow` that claims nothing (another process)."""
+    worker = WorkerRecord(
+        f"elsewhere-{version}",
+        "elsewhere",
+        1,
+        0.0,
+        0.0,
+        workflows=json.dumps([workflow]),
+        versions=json.dumps({workflow: version}),
+        lease=60.0,
+    )
+    await engine.store.write(worker_ops.register_worker(worker))
 
 
 def order_v(kit: Kit, version: str | None, calls: Counter[str], *, second: str) -> Any:
@@ -55,6 +73,7 @@ async def test_rolling_deploy__a_worker_that_cannot_replay_another_versions_run_
     new = kit.fresh()
     order_v(new, "v2", calls, second="bill")
     async with new.engine() as engine:
+        await live_worker(engine, "roll.order", "v1")
         await engine.send_event(run.run_id, "go", None)
         # Claimed, replayed, handed back: not failed, and it says what it waits for.
         async with asyncio.timeout(WAIT):
@@ -73,6 +92,30 @@ async def test_rolling_deploy__a_worker_that_cannot_replay_another_versions_run_
     async with old.engine() as engine:
         assert await (await engine.get(run.run_id)).result(timeout=WAIT) == ["reserve", "charge"]
     assert calls == {"reserve": 1, "charge": 1}
+
+
+async def test_rolling_deploy__with_no_live_worker_of_its_version_the_run_fails_naming_both(
+    kit: Kit,
+) -> None:
+    calls: Counter[str] = Counter()
+    old = kit.fresh()
+    v1 = order_v(old, "v1", calls, second="charge")
+    async with old.engine() as engine:
+        run = await engine.start(v1)
+        await status_of(engine, run.run_id, "WAITING")
+    new = kit.fresh()
+    order_v(new, "v2", calls, second="bill")
+    async with new.engine() as engine:
+        await live_worker(engine, "roll.order", "v3")  # alive, but of another version
+        await engine.send_event(run.run_id, "go", None)
+        with pytest.raises(cairn.RunFailed) as failed:
+            await (await engine.get(run.run_id)).result(timeout=WAIT)
+    assert failed.value.error_message == (
+        "run of version 'v1' of workflow 'roll.order', which no live worker runs, and code "
+        "of version 'v2' cannot replay it: workflow code diverged from its history: it "
+        "started step 'bill#1', but the history records step 'charge#1' (history seq 2) "
+        "that replay never reached"
+    )
 
 
 async def test_rolling_deploy__a_run_of_the_same_version_that_diverges_still_fails(
@@ -107,6 +150,7 @@ async def test_version__a_run_queued_by_older_code_takes_the_version_of_the_code
         record = await status_of(engine, handle.run_id, "WAITING")
         assert record.version == "v2"
     async with old.engine() as engine:  # so a v1 worker hands it back rather than fail it
+        await live_worker(engine, "roll.order", "v2")
         await engine.send_event(handle.run_id, "go", None)
         async with asyncio.timeout(WAIT):
             while "version 'v2'" not in (
@@ -147,6 +191,7 @@ async def test_cancel__a_handed_back_run_with_history_runs_its_cleanup(kit: Kit)
         run = await engine.start(hold)
         await status_of(engine, run.run_id, "WAITING")
     async with new.engine() as engine:
+        await live_worker(engine, "roll.hold", "v1")
         await engine.send_event(run.run_id, "go", None)
         async with asyncio.timeout(WAIT):
             while "version 'v1'" not in (
@@ -188,6 +233,7 @@ async def test_rolling_deploy__a_sync_workflow_is_handed_back_too(kit: Kit) -> N
         run = await engine.start(v1)
         await status_of(engine, run.run_id, "WAITING")
     async with new.engine() as engine:
+        await live_worker(engine, "roll.sync", "v1")
         await engine.send_event(run.run_id, "go", None)
         async with asyncio.timeout(WAIT):
             while "version 'v1'" not in (

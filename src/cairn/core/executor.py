@@ -6,7 +6,6 @@ import asyncio
 import contextvars
 import json
 import traceback
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 from cairn import blobs, ids
 from cairn.authoring import context
 from cairn.codecs import coded
-from cairn.core import durable, streams
+from cairn.core import durable, failed_attempts, streams
 from cairn.core.failed_attempts import type_name
 from cairn.core.live_run import LiveRun
 from cairn.core.live_steps import LiveSteps
@@ -34,8 +33,9 @@ from cairn.observability import logcontext, propagation
 from cairn.store import waits
 from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import runs as run_ops
+from cairn.store.programs import workers as worker_ops
 from cairn.store.protocol import LeaseLost
-from cairn.store.records import AttemptRecord, Lease, RunRecord
+from cairn.store.records import Lease, RunRecord
 
 log = logcontext.logger("cairn.executor")
 
@@ -102,7 +102,7 @@ async def execute(
             records = await env.store.read(journal_ops.load_journal(run.run_id))
             # Failed attempts of the step being retried: after a recovery, or a backoff parked.
             attempts = await env.store.read(journal_ops.load_attempts(run.run_id))
-            prior = _group(attempts, run.execution)
+            prior = failed_attempts.by_key(attempts, run.execution)
         try:
             workflow = env.registry.workflow(run.workflow)
         except CairnError as exc:
@@ -202,10 +202,12 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
             )
         return await _continue(env, live, again, workflow.version)
     except HandBack as leaving:
-        # Its worker is stopping, or lacks a key or the run's version of the code
-        # (KeyMissing, OtherVersion): steps still executing in other branches commit
-        # first (they are not run again), then it hands the run back.
+        # Its worker is stopping, or lacks a key or the run's version of the code (KeyMissing,
+        # OtherVersion: failed if no live worker runs it): steps still executing in other
+        # branches commit first (they are not run again), then it hands the run back.
         await live.attempt.settle()
+        if isinstance(leaving, OtherVersion) and not await _served(env, leaving):
+            return await _finish(env, live.steps, _FAILED, error=error_json(leaving.failure()))
         await live.flush_meta()
         if isinstance(leaving, KeyMissing | OtherVersion):
             return Outcome(None, lacking=leaving, idle=not live.steps.progressed())
@@ -246,13 +248,10 @@ def _raise_divergence(live: LiveRun) -> None:
         raise live.journal.fatal
 
 
-def _group(attempts: list[AttemptRecord], execution: int) -> dict[str, list[AttemptRecord]]:
-    """The attempts of this execution by step key (a retry's execution starts afresh)."""
-    grouped: dict[str, list[AttemptRecord]] = defaultdict(list)
-    for attempt in attempts:
-        if attempt.execution == execution:
-            grouped[attempt.key].append(attempt)
-    return dict(grouped)
+async def _served(env: RunEnv, other: OtherVersion) -> bool:
+    """Whether a live worker may take a run handed back for its version (else it fails)."""
+    served = worker_ops.version_served(other.workflow, other.run_version, env.owner)
+    return bool(await env.store.read(served))
 
 
 async def _ended(live: durable.Attempt, write: Any, *, what: Callable[[], str]) -> bool:
@@ -272,6 +271,7 @@ async def _ended(live: durable.Attempt, write: Any, *, what: Callable[[], str]) 
 
 
 _CANCELLED, _COMPLETED = RunStatus.CANCELLED.value, RunStatus.COMPLETED.value  # read once
+_FAILED = RunStatus.FAILED.value
 _VOIDING = (_CANCELLED, RunStatus.FAILED.value)
 
 

@@ -63,7 +63,7 @@ class LiveRun(RunContext):
             # A rolling deploy: a worker of the run's own version may replay what this
             # code cannot. Handed back for one rather than failed (runtime/keyless.py).
             self.journal.elsewhere = lambda error: self.attempt.leave(
-                OtherVersion(run.workflow, started, code, str(error))
+                OtherVersion(run.workflow, started, code, error)
             )
         self.lease = self.attempt.lease
         self.interrupts = self.attempt.interrupts
