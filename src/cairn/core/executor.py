@@ -13,7 +13,7 @@ from typing import Any
 from cairn import blobs, ids
 from cairn.authoring import context
 from cairn.codecs import coded
-from cairn.core import durable, failed_attempts, streams
+from cairn.core import durable, failed_attempts, streams, versions
 from cairn.core.failed_attempts import type_name
 from cairn.core.live_run import LiveRun
 from cairn.core.live_steps import LiveSteps
@@ -33,7 +33,6 @@ from cairn.observability import logcontext, propagation
 from cairn.store import waits
 from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import runs as run_ops
-from cairn.store.programs import workers as worker_ops
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import Lease, RunRecord
 
@@ -92,8 +91,8 @@ async def execute(
     gets the attempt's LiveRun as soon as it exists, so operator requests can reach it.
     `epoch` is the worker's tenure epoch when it claimed the run (see core/tenure.py).
     """
-    # The database work of this context (steps' tasks inherit it) is done for this run.
-    # One coroutine, not a wrapper around another: every step's wake-up passes each level.
+    # This context's database work (steps' tasks inherit it) is for this run. One coroutine,
+    # not a wrapper around another: every step's wake-up passes each level.
     token = waits.attempt_of(run.run_id, run.fence)
     try:
         if fresh:
@@ -206,8 +205,10 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
         # OtherVersion: failed if no live worker runs it): steps still executing in other
         # branches commit first (they are not run again), then it hands the run back.
         await live.attempt.settle()
-        if isinstance(leaving, OtherVersion) and not await _served(env, leaving):
-            return await _finish(env, live.steps, _FAILED, error=error_json(leaving.failure()))
+        if isinstance(leaving, OtherVersion) and (
+            no := await versions.unserved(env, run.run_id, leaving)
+        ):
+            return await _finish(env, live.steps, _FAILED, error=error_json(no))
         await live.flush_meta()
         if isinstance(leaving, KeyMissing | OtherVersion):
             return Outcome(None, lacking=leaving, idle=not live.steps.progressed())
@@ -246,12 +247,6 @@ def _raise_divergence(live: LiveRun) -> None:
     # Workflow code may have caught the NonDeterminismError; the run fails all the same.
     if live.journal.fatal is not None:
         raise live.journal.fatal
-
-
-async def _served(env: RunEnv, other: OtherVersion) -> bool:
-    """Whether a live worker may take a run handed back for its version (else it fails)."""
-    served = worker_ops.version_served(other.workflow, other.run_version, env.owner)
-    return bool(await env.store.read(served))
 
 
 async def _ended(live: durable.Attempt, write: Any, *, what: Callable[[], str]) -> bool:

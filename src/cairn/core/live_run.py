@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from cairn import config
 from cairn.authoring.context import RunContext
-from cairn.core import children, emits, scheduled_starts, streams
+from cairn.core import children, emits, scheduled_starts, streams, versions
 from cairn.core.journal import Journal
 from cairn.core.live_attempt import LiveAttempt, run_info
 from cairn.core.live_steps import LiveSteps
 from cairn.core.live_waits import LiveWaits
 from cairn.core.run_env import RunEnv
 from cairn.core.run_meta import MetaWriter, column_texts, progress_text
-from cairn.core.signals import ContinueAsNew, OtherVersion
+from cairn.core.signals import ContinueAsNew
 from cairn.models import RunInfo
 from cairn.store.records import AttemptRecord, RunRecord, StepRecord
 
@@ -58,13 +58,9 @@ class LiveRun(RunContext):
             cache_keys=workflow.names_are_cache_keys,
         )
         self.attempt = LiveAttempt(env, run, workflow, self.journal, epoch=epoch)
-        started, code = run.version, workflow.version
-        if started is not None and code is not None and started != code:
-            # A rolling deploy: a worker of the run's own version may replay what this
-            # code cannot. Handed back for one rather than failed (runtime/keyless.py).
-            self.journal.elsewhere = lambda error: self.attempt.leave(
-                OtherVersion(run.workflow, started, code, error)
-            )
+        # A rolling deploy: a worker of the run's own version may replay what this code
+        # cannot; then the run is handed back for it rather than failed (core/versions.py).
+        self.journal.elsewhere = versions.elsewhere(run, workflow, self.attempt.leave)
         self.lease = self.attempt.lease
         self.interrupts = self.attempt.interrupts
         self.steps = LiveSteps(self, self.attempt, prior_attempts)
