@@ -52,4 +52,6 @@ async def test_cancel_parent__a_child_no_worker_has_started_ends_cancelled_at_on
         child = await until(engine, "p/cascade.later#1", "CANCELLED", "PENDING")
         assert child.status == "CANCELLED"
         assert child.finished_at is not None
+        with pytest.raises(cairn.RunCancelled):
+            await (await engine.get("p/cascade.later#1")).result(timeout=WAIT)
     assert calls == {}

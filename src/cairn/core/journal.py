@@ -122,7 +122,7 @@ class Journal:
         self._visits = 0
         self.next_seq = max(r.seq for r in records) + 1 if records else 1
         self.divergence: NonDeterminismError | None = None
-        # Set for a run started under another version of the code (core/live_run.py): makes
+        # Set for a run started under another version of the code (core/versions.py): makes
         # the signal that hands the run back for a worker of that version, in place of a
         # divergence, which would fail it.
         self.elsewhere: Callable[[NonDeterminismError], BaseException] | None = None
