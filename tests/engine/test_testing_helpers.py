@@ -198,3 +198,38 @@ async def test_restart_and_fork__through_the_test_engine() -> None:
         assert len({"o-9", restarted.run_id, forked.run_id}) == 3
         with pytest.raises(cairn.RunNotFound):
             await env.restart("nobody")
+
+
+async def test_crash_after_step__a_step_function_names_its_step() -> None:
+    async with TestEngine() as env:
+        env.crash_after_step(fetch)  # the decorated function: its step is "testing.fetch"
+        run = await env.start(order_flow, "o-7")
+        await env.settle()
+        assert await run.status() == cairn.RunStatus.RUNNING  # left by the "dead" engine
+        await env.recover()
+        await env.advance("1h")
+        assert await run.result(timeout=5) == ["o-7-fetched", "o-7-shipped"]
+    assert calls == {"fetch": 1, "ship": 1}
+
+
+async def test_crash_after_step__a_name_that_never_committed_fails_recover() -> None:
+    # The function's name, not its step's: no crash happens, so a test that goes on to
+    # recover() would check nothing. recover() says so, naming the steps that committed.
+    async with TestEngine() as env:
+        env.crash_after_step("fetch")
+        run = await env.start(order_flow, "o-8")
+        await env.settle()
+        assert await run.status() == cairn.RunStatus.SLEEPING  # nothing crashed
+        with pytest.raises(
+            ValueError,
+            match=r"^crash_after_step\('fetch'\) never fired: no step of that name committed "
+            r"\(steps committed: 'testing\.fetch'\)$",
+        ):
+            await env.recover()
+
+
+@pytest.mark.parametrize("bad", ["", 3, None])
+def test_crash_after_step__bad_input(bad: object) -> None:
+    env = TestEngine()
+    with pytest.raises((TypeError, ValueError), match=r"^crash_after_step: expected a step name"):
+        env.crash_after_step(bad)  # type: ignore[arg-type]

@@ -337,11 +337,29 @@ async def test_claim_runs__many_at_once_in_candidate_order_each_once(store: Stor
     assert {run.status for run in claimed.runs} == {"RUNNING"}
     assert {run.owner for run in claimed.runs} == {"w2"}
     assert (by_id["sleeper"].attempt, by_id["p0"].attempt) == (1, 1)
-    assert by_id["pinned"].version == "v0" and by_id["p0"].version == "v1"
+    # No history yet: what the code that runs it first makes of it is that code's.
+    assert by_id["pinned"].version == "v1" and by_id["p0"].version == "v1"
     assert by_id["sleeper"].version is None  # a waking run keeps what it had
     assert claimed.due["p2"] == T0 - 98 and claimed.due["waiter"] == T0 - 1
     again = await store.write(claims.claim("w3", 20, now=T0, stale=True))
     assert [run.run_id for run in again.runs] == []  # q's others wait for a free place
+
+
+async def test_claim_runs__a_queued_run_with_history_keeps_its_version(store: Store) -> None:
+    # Handed back by a worker of another version (a rolling deploy): its history is its
+    # version's, so a claim by code of any version leaves the version as it was.
+    await store.write(workers.register_worker(worker_record("w1")))
+    await store.write(
+        run_ops.create_run(run_record("r", status="RUNNING", owner="w1", version="v1"))
+    )
+    await store.write(journal.record_step(held("w1"), step_record("r", 1)))
+    assert await store.write(claims.release_run("r", held("w1")))
+
+    claimed = await store.write(
+        claims.claim("w1", 1, now=T0, stale=True, versions={"tests.flow": "v2"})
+    )
+
+    assert [(run.run_id, run.version) for run in claimed.runs] == [("r", "v1")]
 
 
 async def test_claim_runs__leaves_out_the_runs_skipped__pending_and_woken(store: Store) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -13,12 +12,12 @@ from cairn import blobs, ids
 from cairn.authoring import context
 from cairn.blobs import BlobUnwritable
 from cairn.codecs import coded
-from cairn.core import durable, streams
+from cairn.core import durable, failed_attempts, streams, versions
 from cairn.core.live_run import LiveRun
 from cairn.core.live_steps import LiveSteps
 from cairn.core.run_env import RunEnv
 from cairn.core.run_errors import error_json
-from cairn.core.signals import ContinueAsNew, HandBack, KeyMissing, Suspend, Unwind
+from cairn.core.signals import ContinueAsNew, HandBack, KeyMissing, OtherVersion, Suspend, Unwind
 from cairn.errors import (
     CairnError,
     Cancelled,
@@ -33,7 +32,7 @@ from cairn.store import waits
 from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import runs as run_ops
 from cairn.store.protocol import LeaseLost
-from cairn.store.records import AttemptRecord, Lease, RunRecord
+from cairn.store.records import Lease, RunRecord
 
 log = logcontext.logger("cairn.executor")
 
@@ -45,7 +44,7 @@ class Outcome:
     status: str | None
     result: str | None = None
     error: str | None = None
-    lacking: KeyMissing | None = None  # abandoned for a key this worker does not have
+    lacking: KeyMissing | OtherVersion | None = None  # abandoned for a key or code it lacks
     idle: bool = False  # abandoned having recorded nothing: not an attempt of the run
 
 
@@ -69,8 +68,8 @@ async def execute(
     gets the attempt's LiveRun as soon as it exists, so operator requests can reach it.
     `epoch` is the worker's tenure epoch when it claimed the run (see core/tenure.py).
     """
-    # The database work of this context (steps' tasks inherit it) is done for this run.
-    # One coroutine, not a wrapper around another: every step's wake-up passes each level.
+    # This context's database work (steps' tasks inherit it) is for this run. One coroutine,
+    # not a wrapper around another: every step's wake-up passes each level.
     token = waits.attempt_of(run.run_id, run.fence)
     try:
         if fresh:
@@ -79,7 +78,7 @@ async def execute(
             records = await env.store.read(journal_ops.load_journal(run.run_id))
             # Failed attempts of the step being retried: after a recovery, or a backoff parked.
             attempts = await env.store.read(journal_ops.load_attempts(run.run_id))
-            prior = _group(attempts, run.execution)
+            prior = failed_attempts.by_key(attempts, run.execution)
         try:
             workflow = env.registry.workflow(run.workflow)
         except CairnError as exc:
@@ -182,11 +181,16 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
             )
         return await _continue(env, live, again, workflow.version)
     except HandBack as leaving:
-        # Its worker is stopping, or lacks a key (KeyMissing): steps still executing in
-        # other branches commit first (they are not run again), then it hands the run back.
+        # Its worker is stopping, or lacks a key or the run's version of the code (KeyMissing,
+        # OtherVersion: failed if no live worker runs it): steps still executing in other
+        # branches commit first (they are not run again), then it hands the run back.
         await live.attempt.settle()
+        if isinstance(leaving, OtherVersion) and (
+            no := await versions.unserved(env, run.run_id, leaving)
+        ):
+            return await _finish(env, live.steps, _FAILED, error=error_json(no))
         await live.flush_meta()
-        if isinstance(leaving, KeyMissing):
+        if isinstance(leaving, KeyMissing | OtherVersion):
             return Outcome(None, lacking=leaving, idle=not live.steps.progressed())
         return Outcome(None)
     except Unwind:
@@ -225,15 +229,6 @@ def _raise_divergence(live: LiveRun) -> None:
         raise live.journal.fatal
 
 
-def _group(attempts: list[AttemptRecord], execution: int) -> dict[str, list[AttemptRecord]]:
-    """The attempts of this execution by step key (a retry's execution starts afresh)."""
-    grouped: dict[str, list[AttemptRecord]] = defaultdict(list)
-    for attempt in attempts:
-        if attempt.execution == execution:
-            grouped[attempt.key].append(attempt)
-    return dict(grouped)
-
-
 async def _ended(live: durable.Attempt, write: Any, *, what: Callable[[], str]) -> bool:
     """Make the write that ends an attempt; False if the attempt lost its run meanwhile."""
     try:
@@ -251,6 +246,7 @@ async def _ended(live: durable.Attempt, write: Any, *, what: Callable[[], str]) 
 
 
 _CANCELLED, _COMPLETED = RunStatus.CANCELLED.value, RunStatus.COMPLETED.value  # read once
+_FAILED = RunStatus.FAILED.value
 _VOIDING = (_CANCELLED, RunStatus.FAILED.value)
 
 

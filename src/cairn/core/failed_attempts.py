@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import traceback
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -212,3 +213,12 @@ async def back_off(live: LiveView, seconds: float) -> None:
         live.attempt.backing_off -= 1
     if live.interrupts.handing_back:
         raise live.leave(HandBack())
+
+
+def by_key(attempts: list[AttemptRecord], execution: int) -> dict[str, list[AttemptRecord]]:
+    """The attempts of this execution by step key (a retry's execution starts afresh)."""
+    grouped: dict[str, list[AttemptRecord]] = defaultdict(list)
+    for attempt in attempts:
+        if attempt.execution == execution:
+            grouped[attempt.key].append(attempt)
+    return dict(grouped)

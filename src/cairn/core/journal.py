@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from cairn import limits
 from cairn.core.signals import Unwind
@@ -82,6 +82,7 @@ class Journal:
         "cancelled",
         "closed",
         "divergence",
+        "elsewhere",
         "max_history",
         "missed",
         "next_seq",
@@ -121,6 +122,10 @@ class Journal:
         self._visits = 0
         self.next_seq = max(r.seq for r in records) + 1 if records else 1
         self.divergence: NonDeterminismError | None = None
+        # Set for a run started under another version of the code (core/versions.py): makes
+        # the signal that hands the run back for a worker of that version, in place of a
+        # divergence, which would fail it.
+        self.elsewhere: Callable[[NonDeterminismError], BaseException] | None = None
         # History length limits (cairn.limits); run_name is (run id, workflow) for messages.
         self.warn_history = warn_history
         self.max_history = max_history
@@ -148,13 +153,14 @@ class Journal:
                 self.at_take(key)
             return None
         if record.kind != kind:
-            self.divergence = NonDeterminismError(
-                f"replay met {kind} {key!r} where the history records {describe(record)}",
-                expected=describe(record),
-                met=f"{kind} {key!r}",
-                seq=record.seq,
+            self.diverge(
+                NonDeterminismError(
+                    f"replay met {kind} {key!r} where the history records {describe(record)}",
+                    expected=describe(record),
+                    met=f"{kind} {key!r}",
+                    seq=record.seq,
+                )
             )
-            raise self.divergence
         if self._unvisited.pop(key, None) is not None:
             self._visits += 1
         if self.at_take is not None:
@@ -276,6 +282,15 @@ class Journal:
             met=met,
             seq=first.seq,
         )
-        # Kept, so that workflow code catching it cannot hide it: the run fails anyway.
+        self.diverge(error)
+
+    def diverge(self, error: NonDeterminismError) -> NoReturn:
+        """Raise `error`, kept so that workflow code catching it cannot hide it.
+
+        The run fails anyway; but a run of another version raises the signal `elsewhere`
+        makes of it instead (it is handed back, not failed).
+        """
+        if self.elsewhere is not None:
+            raise self.elsewhere(error)
         self.divergence = error
         raise error

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn import config
 from cairn.authoring.context import RunContext
-from cairn.core import children, emits, scheduled_starts, streams
+from cairn.core import children, emits, scheduled_starts, streams, versions
 from cairn.core.journal import Journal
 from cairn.core.live_attempt import LiveAttempt, run_info
 from cairn.core.live_steps import LiveSteps
@@ -58,6 +58,9 @@ class LiveRun(RunContext):
             cache_keys=workflow.names_are_cache_keys,
         )
         self.attempt = LiveAttempt(env, run, workflow, self.journal, epoch=epoch)
+        # A rolling deploy: a worker of the run's own version may replay what this code
+        # cannot; then the run is handed back for it rather than failed (core/versions.py).
+        self.journal.elsewhere = versions.elsewhere(run, workflow, self.attempt.leave)
         self.lease = self.attempt.lease
         self.interrupts = self.attempt.interrupts
         self.steps = LiveSteps(self, self.attempt, prior_attempts)

@@ -142,9 +142,7 @@ class LiveSteps:
     def deprecate_patch(self, change_id: str) -> None:
         """See core/patches.py."""
         if not self.patched(change_id):
-            error = patches.predates(change_id)
-            self.journal.divergence = error  # the run fails even if the code catches it
-            raise error
+            self.journal.diverge(patches.predates(change_id))
 
     async def store_marks(self) -> None:
         """Store the patch markers decided so far, in order, before anything after them."""

@@ -136,7 +136,17 @@ class Executions:
             lease=self.lease,
             process=None if self.process is None else str(self.process),
             executing=self.in_flight.snapshot(),
+            versions=json.dumps(self.versions() if self.claim else {}),
         )
+
+    def versions(self) -> dict[str, str]:
+        """The version of each workflow it claims that declares one (rolling deploys)."""
+        workflows = self.env.registry.workflows
+        return {
+            name: version
+            for name in self.executes()
+            if (version := workflows[name].version) is not None
+        }
 
     def executes(self) -> list[str]:
         """The workflows whose runs it claims, by name."""

@@ -1,16 +1,18 @@
-"""KeylessRuns: what a worker handed back because it lacks the key of its values.
+"""KeylessRuns: what a worker handed back because it lacks the key of its values, or the code.
 
 A worker started without a key (mis-deployed, or still on old keys after a rotation)
 must not fail the runs (or step attempts) it cannot decrypt, nor take them again and
 again: it hands each back (runtime/executing.py, runtime/step_worker.py), leaves it out
 of its claims for a back-off that doubles up to MAX_BACKOFF, so that a worker with the
 key takes it meanwhile, and logs an error once per item and key, naming the key and
-what to set.
+what to set. So too for a run started under another version of its workflow that this
+worker's code cannot replay (a rolling deploy, core/signals.py OtherVersion): a worker
+still running that version takes it.
 """
 
 from __future__ import annotations
 
-from cairn.core.signals import KeyMissing
+from cairn.core.signals import KeyMissing, OtherVersion
 from cairn.observability import logcontext
 from cairn.store.records import RunRecord
 
@@ -24,9 +26,9 @@ MAX_LEFT_OUT = 1000
 """Run ids left out of one claim at most (the latest handed back): a bound on the SQL."""
 
 
-def waiting_for(lacking: KeyMissing) -> str:
-    """What a run handed back for the key `lacking` names waits for, in plain words."""
-    return f"a worker with key {lacking.key_id!r} (a worker without it handed the run back)"
+def waiting_for(lacking: KeyMissing | OtherVersion) -> str:
+    """What a run handed back for what `lacking` names waits for, in plain words."""
+    return lacking.waiting_for
 
 
 class KeylessRuns:
@@ -38,7 +40,13 @@ class KeylessRuns:
         self._logged: set[tuple[str, str]] = set()
 
     def handed_back(
-        self, item: str, lacking: KeyMissing, now: float, *, what: str, run: RunRecord | None
+        self,
+        item: str,
+        lacking: KeyMissing | OtherVersion,
+        now: float,
+        *,
+        what: str,
+        run: RunRecord | None,
     ) -> None:
         """Note that `item` (a run id, or a step attempt's task id) was handed back at `now`.
 
@@ -52,6 +60,17 @@ class KeylessRuns:
         if (item, lacking.key_id) in self._logged:
             return
         self._logged.add((item, lacking.key_id))
+        extra = None if run is None else logcontext.extra(run.run_id, run.workflow, run.attempt)
+        if isinstance(lacking, OtherVersion):
+            log.error(
+                "%s: handed back, not failed: it waits for %s. Keep a worker of that version "
+                "running until it ends, or make this code replay it (cairn.patched; see "
+                "docs/howto/versioning.md)",
+                what,
+                lacking.waiting_for,
+                extra=extra,
+            )
+            return
         log.error(
             "%s: cannot decrypt its values, encrypted with key %r, which this worker does "
             "not have; handed back for a worker with the key, not failed. Give this worker "
@@ -59,7 +78,7 @@ class KeylessRuns:
             what,
             lacking.key_id,
             lacking.message,
-            extra=None if run is None else logcontext.extra(run.run_id, run.workflow, run.attempt),
+            extra=extra,
         )
 
     def left_out(self, now: float) -> list[str] | None:

@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import Any
 
 from cairn import durations
-from cairn.authoring.definitions import WorkflowDef
+from cairn.authoring.definitions import StepDef, WorkflowDef
 from cairn.authoring.registry import Registry, default_registry
 from cairn.clock import VirtualClock
 from cairn.core.signals import Unwind
@@ -61,6 +61,7 @@ class TestEngine:
         self.engine = self._new_engine()
         self._crash_step: str | None = None
         self._crashed = False
+        self._committed: dict[str, None] = {}  # step names committed while a crash is armed
 
     def _new_engine(self) -> Engine:
         return Engine(
@@ -168,11 +169,25 @@ class TestEngine:
 
     # crashes
 
-    def crash_after_step(self, name: str) -> None:
-        """The next commit of step `name` "kills" the engine right after it commits."""
+    def crash_after_step(self, name: str | StepDef[..., Any]) -> None:
+        """The next commit of step `name` "kills" the engine right after it commits.
+
+        `name` is the step's name (`@cairn.step(name=...)`) or the decorated function.
+        `recover()` raises ValueError if no step of that name has committed by then: the
+        crash the test meant to simulate never happened.
+        """
+        if isinstance(name, StepDef):
+            name = name.name
+        if not isinstance(name, str) or not name:
+            raise TypeError(
+                f"crash_after_step: expected a step name or a @cairn.step function, got {name!r}"
+            )
         self._crash_step = name
+        self._committed = {}
 
     def _after_commit(self, record: StepRecord) -> None:
+        if self._crash_step is not None and record.kind == "step":
+            self._committed[record.name] = None
         if self._crashed or (self._crash_step is not None and record.name == self._crash_step):
             self._crash_step = None
             if not self._crashed:
@@ -183,7 +198,17 @@ class TestEngine:
             raise Unwind()
 
     async def recover(self) -> None:
-        """Start a fresh engine on the same store; it recovers the dead engine's runs."""
+        """Start a fresh engine on the same store; it recovers the dead engine's runs.
+
+        Raises:
+            ValueError: a crash armed by `crash_after_step` never fired.
+        """
+        if self._crash_step is not None and not self._crashed:
+            committed = ", ".join(repr(name) for name in self._committed) or "none"
+            raise ValueError(
+                f"crash_after_step({self._crash_step!r}) never fired: no step of that name "
+                f"committed (steps committed: {committed})"
+            )
         await self.engine._die()
         dead = [w.worker_id for w in await self.store.read(worker_ops.list_workers())]
         await self.store.write(worker_ops.expire_workers(dead))

@@ -166,8 +166,14 @@ def claim_many(count: int) -> str:
     return for_runs(CLAIM_ONE, count) + " RETURNING run_id"
 
 
-# A run queued by name (no code at hand) takes the version of the code that first runs it.
-SET_VERSION = "UPDATE runs SET version = ? WHERE run_id = ? AND version IS NULL"
+# A run takes the version of the code that first runs it: one queued by name (no code at
+# hand), or by a process on other code (a web app not yet redeployed). Its history will be
+# that code's, and a worker of another version hands it back rather than replay it
+# (core/signals.py OtherVersion). Once it has history, its version stays.
+SET_VERSION = (
+    "UPDATE runs SET version = ? WHERE run_id = ? AND (version IS NULL OR "
+    "NOT EXISTS (SELECT 1 FROM steps WHERE steps.run_id = runs.run_id))"
+)
 
 # A step the dead owner had in flight, as an interrupted attempt: unless its outcome or
 # this attempt's failure made it to the journal after all. Params: the attempt's values

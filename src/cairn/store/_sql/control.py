@@ -28,10 +28,26 @@ RESUME_PAUSED = (
     "wake_at = ?, control = NULL, updated_at = ? WHERE run_id = ? AND (status || '') = 'PAUSED'"
 )
 SELECT_CONTROLLED = "SELECT run_id, control FROM runs WHERE owner = ? AND control IS NOT NULL"
+# A run that has not started (queued, or paused before it started) has run no code: a
+# cancel ends it at once. Not `attempt = 0` alone: a run handed back having written
+# nothing takes its attempt back, and may have history from before (a woken run).
+UNSTARTED = (
+    "status IN ('PENDING', 'PAUSED') AND attempt = 0 "
+    "AND NOT EXISTS (SELECT 1 FROM steps WHERE steps.run_id = runs.run_id)"
+)
+SELECT_STARTED = "SELECT 1 FROM steps WHERE run_id = ? LIMIT 1"
+# A parent's end cancels its attached children: one not started ends CANCELLED here, as
+# if cancelled itself (no worker of its queue need come to end it); the others get the
+# request, parked ones made due. (SET expressions all read the row as it was.)
 CANCEL_CHILDREN = (
-    "UPDATE runs SET control = 'cancel', updated_at = ?, "
-    "wake_at = CASE WHEN status IN ('SLEEPING', 'WAITING', 'PAUSED') THEN ? ELSE wake_at END, "
-    "status = CASE WHEN status = 'PAUSED' THEN 'WAITING' ELSE status END "
+    f"UPDATE runs SET control = CASE WHEN {UNSTARTED} THEN NULL ELSE 'cancel' END, "
+    "updated_at = ?, "
+    f"finished_at = CASE WHEN {UNSTARTED} THEN ? ELSE finished_at END, "
+    f"owner = CASE WHEN {UNSTARTED} THEN NULL ELSE owner END, "
+    f"wake_at = CASE WHEN {UNSTARTED} THEN NULL "
+    "WHEN status IN ('SLEEPING', 'WAITING', 'PAUSED') THEN ? ELSE wake_at END, "
+    f"status = CASE WHEN {UNSTARTED} THEN 'CANCELLED' "
+    "WHEN status = 'PAUSED' THEN 'WAITING' ELSE status END "
     f"WHERE parent_id = ? AND detached = 0 AND status NOT IN {FINISHED_SQL}"
 )
 SELECT_PARENT = "SELECT parent_id FROM runs WHERE run_id = ?"

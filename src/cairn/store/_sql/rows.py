@@ -97,6 +97,7 @@ def worker_params(worker: WorkerRecord) -> tuple[Any, ...]:
         worker.lease,
         worker.process,
         worker.executing,
+        worker.versions,
     )
 
 

@@ -6,15 +6,16 @@ from cairn.models import SPINNING_AFTER
 from cairn.store._sql.columns import DB_NOW, FENCE, UNFINISHED_SQL, WORKER_COLUMNS
 
 # Registered and heartbeated with the database's clock (started_at and heartbeat_at).
-# Params: worker_id, host, pid, concurrency, queues, workflows, lease, process, executing.
+# Params: worker_id, host, pid, concurrency, queues, workflows, lease, process, executing,
+# versions.
 UPSERT_WORKER = (
     "INSERT INTO workers (worker_id, host, pid, started_at, heartbeat_at, concurrency, "
-    "queues, workflows, lease, process, executing) "
-    f"VALUES (?, ?, ?, {DB_NOW}, {DB_NOW}, ?, ?, ?, ?, ?, ?) "
+    "queues, workflows, lease, process, executing, versions) "
+    f"VALUES (?, ?, ?, {DB_NOW}, {DB_NOW}, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, "
     "concurrency = excluded.concurrency, queues = excluded.queues, "
     "workflows = excluded.workflows, lease = excluded.lease, process = excluded.process, "
-    "executing = excluded.executing"
+    "executing = excluded.executing, versions = excluded.versions"
 )
 # A beat also says which steps the worker has in flight (store/in_flight.py): the same
 # row, the same write. Params: executing, worker_id.
@@ -47,6 +48,12 @@ SELECT_WORKER_SEEN = "SELECT workflows, heartbeat_at FROM workers WHERE worker_i
 # of workers gone since (known_workflows). Params: the window in seconds.
 SELECT_RECENT_WORKER_WORKFLOWS = (
     f"SELECT workflows FROM workers WHERE heartbeat_at > 0 AND heartbeat_at >= {DB_NOW} - ?"
+)
+# The live workers other than one (heartbeat within their own lease, by the database's
+# clock), with what they execute: who may take a run handed back for its version.
+SELECT_LIVE_OTHERS_CODE = (
+    "SELECT workflows, versions FROM workers WHERE worker_id <> ? AND heartbeat_at > 0 "
+    f"AND heartbeat_at >= {DB_NOW} - lease"
 )
 SELECT_RECENT_WORKFLOWS = f"SELECT workflow FROM known_workflows WHERE seen_at >= {DB_NOW} - ?"
 REMEMBER_CHUNK = 100  # workflows per statement

@@ -68,8 +68,8 @@ def claim(
     Never the run ids in `skip` (runs this worker handed back for a key it lacks).
 
     Only runs of `workflows` are taken when it is given (a worker takes only what its code
-    can execute). A queued run without a version gets `versions[workflow]` (the version
-    of the code that first executes it).
+    can execute). A queued run without a version, or without history yet, gets
+    `versions[workflow]` (the version of the code that first executes it).
 
     Candidates are parked runs now due, PENDING runs that are due, and RUNNING runs whose
     owner is dead (recoveries): it has no worker row or was expired, or (only with
@@ -331,7 +331,7 @@ def _chunks(run_ids: list[str]) -> list[list[str]]:
 def _set_versions(
     run_ids: list[str], workflow_of: dict[str, str], versions: dict[str, str]
 ) -> Program[None]:
-    """Give runs without a version the version of their workflow's code here."""
+    """Give runs without a version or history the version of their workflow's code here."""
     by_version: dict[str, list[str]] = {}
     for run_id in run_ids:
         version = versions.get(workflow_of[run_id])

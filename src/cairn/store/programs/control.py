@@ -21,7 +21,11 @@ def control_run(run_id: str, action: str, *, now: float) -> Program[str | None]:
     if status in FINISHED:
         return status
     if action == "cancel":
-        if status in (RunStatus.PENDING, RunStatus.PAUSED) and attempt == 0:
+        if (
+            status in (RunStatus.PENDING, RunStatus.PAUSED)
+            and attempt == 0
+            and (yield one_row(_sql.SELECT_STARTED, (run_id,))) is None
+        ):
             yield Sql(_sql.CANCEL_UNSTARTED, (now, now, run_id))
             yield from after_finish(run_id, RunStatus.CANCELLED, None, None, now)
             return RunStatus.CANCELLED

@@ -173,7 +173,7 @@ def after_finish(
         channel = f"child:{run_id}"
         yield Sql(_sql.INSERT_MESSAGE, (row[0], channel, message, None, now))
         yield Sql(_sql.WAKE_WAITING, (now, row[0], channel))
-    yield Sql(_sql.CANCEL_CHILDREN, (now, now, run_id))
+    yield Sql(_sql.CANCEL_CHILDREN, (now, now, now, run_id))
     # Nobody will wait for the run's open tasks any more: withdraw them from the inbox.
     yield Sql(_sql.CLOSE_TASKS, ("cancelled", run_id, None, None))
 

@@ -58,6 +58,24 @@ def declared_workflow(name: str) -> Program[tuple[str | None, int] | None]:
     return (None if queue is None else str(queue), int(max_recoveries))
 
 
+@operation
+def version_served(workflow: str, version: str, me: str) -> Program[bool]:
+    """Read: whether a live worker other than `me` may execute `version` of `workflow`.
+
+    True for one that says it runs that version, and for one that does not say which
+    versions it runs (an older cairn) but may execute the workflow.
+    """
+    for workflows, versions in (yield all_rows(_sql.SELECT_LIVE_OTHERS_CODE, (me,))):
+        if workflows is not None and workflow not in _names(workflows):
+            continue
+        if versions is None:
+            return True
+        found = json.loads(versions)
+        if isinstance(found, dict) and found.get(workflow) == version:
+            return True
+    return False
+
+
 def _names(workflows: str | None) -> list[str]:
     """The names in a worker's `workflows` column (a JSON list; None says nothing)."""
     found = json.loads(workflows) if workflows else []

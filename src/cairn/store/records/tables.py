@@ -183,6 +183,8 @@ class WorkerRecord:
     executing: str | None = None
     # The last heartbeat of a worker a neighbour declared dead (heartbeat_at is then 0).
     last_heartbeat_at: float | None = None
+    # JSON object: the version of each workflow it executes that declares one; None: unknown.
+    versions: str | None = None
 
 
 WORKER_FIELDS: tuple[str, ...] = tuple(WorkerRecord.__dataclass_fields__)
