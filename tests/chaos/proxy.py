@@ -1,7 +1,8 @@
 """TCP proxies to PostgreSQL that lose replies, or hang connections.
 
 `LosingProxy` forwards both ways, and watches the server's replies for the CommandComplete
-of a write (INSERT, UPDATE, DELETE) or of a COMMIT (or of the commands it is given). With probability `rate` it then lets
+of a write (INSERT, UPDATE, DELETE) or of a COMMIT (or of the commands it is given, such
+as "SELECT 25": a read of 25 rows). With probability `rate` it then lets
 the server finish (it has the statement and its Sync already), waits a moment, and cuts
 the connection without passing the reply on: the write is in the database and the client
 never hears so. The connection drop after COMMIT that a flapping network produces.

@@ -4,7 +4,8 @@ A server that cannot be reached at all fails at once (a wrong URL should not han
 retry window). One that answered and then dropped the connection (a network flapping as a
 worker starts) is tried again for up to `retry_for`: the migration is one transaction
 under an advisory lock that skips what is applied, so a lost reply to its COMMIT is
-harmless to repeat.
+harmless to repeat. A database with nothing pending is only read (the applied versions),
+without the lock.
 """
 
 from __future__ import annotations
