@@ -10,11 +10,13 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-import yaml
-
 from cairn.errors import ConfigError
+
+if TYPE_CHECKING:
+    import yaml
 
 FILE_NAME = "cairn.yaml"
 
@@ -63,6 +65,9 @@ def load(path: Path) -> dict[str, object]:
 
 @functools.lru_cache(maxsize=8)
 def _settings(path: Path, text: str, cwd: str) -> dict[str, object]:
+    # PyYAML costs about a tenth of `import cairn`: loaded only where a cairn.yaml is read.
+    import yaml
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -165,6 +170,8 @@ def _celery_broker(path: Path, value: object) -> object:
 
 def _one_line(exc: yaml.YAMLError) -> str:
     """A YAML error as one line: the problem and where (PyYAML's text spans lines)."""
+    import yaml
+
     if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
         mark = exc.problem_mark
         return f"{exc.problem} (line {mark.line + 1}, column {mark.column + 1})"

@@ -1,7 +1,8 @@
 """TCP proxies to PostgreSQL that lose replies, or hang connections.
 
 `LosingProxy` forwards both ways, and watches the server's replies for the CommandComplete
-of a write (INSERT, UPDATE, DELETE) or of a COMMIT. With probability `rate` it then lets
+of a write (INSERT, UPDATE, DELETE) or of a COMMIT (or of the commands it is given, such
+as "SELECT 25": a read of 25 rows). With probability `rate` it then lets
 the server finish (it has the statement and its Sync already), waits a moment, and cuts
 the connection without passing the reply on: the write is in the database and the client
 never hears so. The connection drop after COMMIT that a flapping network produces.
@@ -25,15 +26,24 @@ import threading
 import time
 from collections import Counter
 
-# CommandComplete: 'C', a 4-byte length, then a tag such as "INSERT 0 1" or "COMMIT".
-_TAG = re.compile(rb"C\x00\x00\x00.(INSERT|UPDATE|DELETE|COMMIT)\b", re.DOTALL)
+# The commands whose replies a LosingProxy loses, unless told others (`kinds`).
+WRITES = ("INSERT", "UPDATE", "DELETE", "COMMIT")
 
 
 class LosingProxy:
     """Listen on a free port and pass connections to `target`, losing some replies."""
 
-    def __init__(self, target: tuple[str, int], *, rate: float, budget: int) -> None:
+    def __init__(
+        self,
+        target: tuple[str, int],
+        *,
+        rate: float,
+        budget: int,
+        kinds: tuple[str, ...] = WRITES,
+    ) -> None:
         self.target = target
+        # CommandComplete: 'C', a 4-byte length, then a tag such as "INSERT 0 1" or "COMMIT".
+        self._tag = re.compile(rb"C\x00\x00\x00.(%s)\b" % "|".join(kinds).encode(), re.DOTALL)
         self.rate = rate
         self.budget = budget
         self.lost: Counter[str] = Counter()
@@ -67,7 +77,7 @@ class LosingProxy:
 
     def _lose(self, data: bytes) -> str | None:
         """The kind of write whose reply to lose in `data`, or None to pass it on."""
-        match = _TAG.search(data)
+        match = self._tag.search(data)
         if match is None:
             return None
         with self._lock:

@@ -14,8 +14,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from croniter import croniter
-
 # A tick found this late is still on time, whatever `catchup` says (scheduler latency).
 # Small, so that a short window such as catchup="2s" is honoured as written.
 MIN_CATCHUP = 1.0
@@ -128,6 +126,10 @@ def cron_after(expr: str, zone: ZoneInfo, moment: float) -> float:
     expr = MACROS.get(expr.strip(), expr)
     both = expr.split()[1].startswith("*")  # the hour field: follow elapsed time on fall-back
     start = datetime.fromtimestamp(moment, zone).replace(tzinfo=None) - _SLACK
+    # croniter (with dateutil) is a few percent of `import cairn`, and most processes
+    # never read a cron expression: it is loaded by the first one.
+    from croniter import croniter
+
     walls = croniter(expr, start)
     best: float | None = None
     best_wall: datetime | None = None

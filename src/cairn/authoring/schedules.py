@@ -9,8 +9,6 @@ from __future__ import annotations
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
-
 from cairn import durations
 from cairn.authoring import registry
 from cairn.authoring.definitions import definition_of
@@ -34,6 +32,8 @@ def _check_cron(expr: Any, what: str) -> str:
             f"invalid cron expression {expr!r} for {what}: need 5 fields "
             "(minute hour day-of-month month day-of-week), e.g. '0 9 * * 1-5'"
         )
+    from croniter import croniter  # loaded by the first cron schedule (see cron_after)
+
     if not croniter.is_valid(expanded):
         raise InvalidValue(f"invalid cron expression {expr!r} for {what}")
     try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,6 +88,8 @@ class FileBlobs:
         except FileNotFoundError:
             pass
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        import tempfile  # with shutil, bz2 and lzma: loaded by the first blob written
+
         fd, temporary = tempfile.mkstemp(
             dir=target.parent, prefix=f".{sha256[:16]}.", suffix=".tmp"
         )

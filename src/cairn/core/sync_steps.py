@@ -17,8 +17,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from cairn.core import isolated_steps
-
 Overrunning = dict[str, "concurrent.futures.Future[Any]"]
 
 
@@ -40,6 +38,10 @@ async def call(
     `overrunning[key]` for `outlived`. `track` is told of the thread once it is started.
     """
     if isolation == "process":
+        # Loaded here: multiprocessing is a few percent of `import cairn`, and most
+        # processes never isolate a step.
+        from cairn.core import isolated_steps
+
         return await isolated_steps.call(where, fn, tuple(args), kwargs)
     # The executor does not carry contextvars over: copy them so current_run() works.
     ctx = contextvars.copy_context()

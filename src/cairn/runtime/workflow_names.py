@@ -8,7 +8,6 @@ since a misspelt one would wait PENDING forever; `allow_unknown=True` queues it 
 
 from __future__ import annotations
 
-import difflib
 import time
 
 from cairn.authoring.registry import Registry
@@ -120,6 +119,8 @@ def closest(name: str, known: list[str], *, limit: int = 3) -> list[str]:
     module prefix (`shop.refund` for `shop.chekout`) are not.
     """
     found = [k for k in known if k.rsplit(".", 1)[-1] == name and k != name]
+    import difflib  # only for a name nobody knows
+
     scored = []
     for candidate in known:
         matcher = difflib.SequenceMatcher(None, name, candidate)

@@ -9,7 +9,6 @@ database URL shown in a message; it opens nothing.
 from __future__ import annotations
 
 import os
-import sqlite3
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from cairn.errors import ConfigError
@@ -37,6 +36,8 @@ def memory_path(url: str) -> str:
             f"invalid memory URL {url!r}: memory:// takes nothing after it "
             "(it is this process's one in-memory store)"
         )
+    import sqlite3  # not at import: a PostgreSQL process never needs the module
+
     if sqlite3.sqlite_version_info < (3, 36):
         raise ConfigError(
             f"memory:// needs SQLite 3.36 or newer (its memdb VFS); this Python has "

@@ -4,7 +4,8 @@ A server that cannot be reached at all fails at once (a wrong URL should not han
 retry window). One that answered and then dropped the connection (a network flapping as a
 worker starts) is tried again for up to `retry_for`: the migration is one transaction
 under an advisory lock that skips what is applied, so a lost reply to its COMMIT is
-harmless to repeat.
+harmless to repeat. A database with nothing pending is only read (the applied versions),
+without the lock.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import psycopg
 
 from cairn.errors import StoreError
 from cairn.store import migrate
+from cairn.store._sql import Statement
 from cairn.store.postgres import connections, dialect
 from cairn.store.postgres.connections import Conn
 
@@ -56,6 +58,8 @@ async def prepare(conninfo: str, where: str, retry_for: float) -> dict[str, dial
 
 
 async def _migrate(conn: Conn, where: str) -> None:
+    if await _up_to_date(conn, where):
+        return
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         await conn.execute(migrate.TABLE_SQL)
@@ -71,30 +75,50 @@ async def _migrate(conn: Conn, where: str) -> None:
             )
 
 
+async def _up_to_date(conn: Conn, where: str) -> bool:
+    """True if every migration is applied: one read, where migrating is five round trips.
+
+    Applied versions are never taken back, so what this read shows applied stays applied
+    and the lock has nothing to wait for. A database without the table (or with pending
+    migrations) takes the locked path; one that is newer is refused here as there.
+    """
+    try:
+        cursor = await conn.execute("SELECT version FROM cairn_migrations")
+    except psycopg.errors.UndefinedTable:
+        return False  # autocommit: the failed read left no transaction behind
+    applied = {row[0] for row in await cursor.fetchall()}
+    return not migrate.pending("postgres", applied, where=where)
+
+
 async def _bulk_forms(conn: Conn) -> dict[str, dialect.Bulk]:
     """Bulk forms of the statements that have one, typed as the server types them.
 
     A bulk form is only faster: a statement without one is written row by row.
     """
-    forms: dict[str, dialect.Bulk] = {}
-    for text in dialect.BULK:
+    # Each statement is prepared under a name of its own and all are described by one
+    # read; nothing is deallocated, since this connection closes next.
+    names: dict[str, Statement] = {}
+    for index, text in enumerate(dialect.BULK):
         pg = dialect.program_statements(text, (), lock="")[-1][0]
         try:
-            await conn.execute(f"PREPARE cairn_describe AS {dialect.numbered(pg)}")
-            try:
-                cursor = await conn.execute(
-                    "SELECT parameter_types::text[] FROM pg_prepared_statements "
-                    "WHERE name = 'cairn_describe'"
-                )
-                row = await cursor.fetchone()
-            finally:
-                await conn.execute("DEALLOCATE cairn_describe")
+            await conn.execute(f"PREPARE cairn_describe_{index} AS {dialect.numbered(pg)}")
         except psycopg.Error as exc:
             log.debug("cairn: cannot describe %r: %s", text, exc)
-            row = None
-        form = None if row is None else dialect.bulk_form(text, row[0])
+        else:
+            names[f"cairn_describe_{index}"] = text
+    types: dict[str, list[str]] = {}
+    if names:
+        cursor = await conn.execute(
+            "SELECT name, parameter_types::text[] FROM pg_prepared_statements WHERE name = ANY(%s)",
+            (list(names),),
+        )
+        types = {name: kinds for name, kinds in await cursor.fetchall()}
+    forms: dict[str, dialect.Bulk] = {}
+    for name, text in names.items():
+        form = None if name not in types else dialect.bulk_form(text, types[name])
         if form is not None:
             forms[text] = form
-        else:
+    for text in dialect.BULK:
+        if text not in forms:
             log.debug("cairn: no bulk form for %r", text)
     return forms

@@ -10,6 +10,7 @@ returns.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -140,7 +141,6 @@ class PostgresStore(SqlStore):
         """Connect, apply pending migrations and start the writer."""
         if self._pool is not None:
             return
-        self._bulk = await opening.prepare(self._conninfo, self.where, self._retry_for)
         pool: Pool = AsyncConnectionPool(
             self._conninfo,
             min_size=self._min,
@@ -150,11 +150,20 @@ class PostgresStore(SqlStore):
             open=False,
             name="cairn",
         )
+        # The pool connects while the schema is checked on a connection of its own: its
+        # connections touch no table, and neither has to wait for the other.
+        filling = asyncio.ensure_future(pool.open(wait=True, timeout=30.0))
         try:
-            await pool.open(wait=True, timeout=30.0)
-        except psycopg.Error as exc:
+            self._bulk = await opening.prepare(self._conninfo, self.where, self._retry_for)
+            await filling
+        except BaseException as exc:
+            filling.cancel()
+            with contextlib.suppress(BaseException):
+                await filling
             await pool.close()
-            raise StoreError(f"cannot open database {self.where}: {exc}") from exc
+            if isinstance(exc, psycopg.Error):
+                raise StoreError(f"cannot open database {self.where}: {exc}") from exc
+            raise
         self._pool = pool
         self._db = Db(pool, self.where, self._retry_for, self.health)
         self._signal = WakeSignal()
