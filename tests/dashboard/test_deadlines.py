@@ -47,7 +47,7 @@ def held(url: str, run_id: str) -> Iterator[None]:
 
 async def test_deadline__a_change_the_database_cannot_take_is_503_in_time(
     flows: Flows, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     monkeypatch.setattr(target, "DEADLINE", DEADLINE)
     async with flows.engine(workers=0) as engine:
         handle = await engine.start("t.waiter", run_id="held")
