@@ -19,6 +19,7 @@ import pytest
 
 import cairn
 from cairn.dashboard import app, target
+from cairn.runtime import streams
 
 from .flows import Flows
 
@@ -68,3 +69,35 @@ async def test_deadline__a_change_the_database_cannot_take_is_503_in_time(
             again = await api.post("/runs/held/cancel")
             assert again.status_code == 200, again.text
         assert await handle.status() == cairn.RunStatus.CANCELLED
+
+
+async def test_live_stream__ends_cleanly_when_the_database_fails(flows: Flows) -> None:
+    # A page's live updates when the database goes away: the stream ends (the browser
+    # reconnects by itself) with a line saying why, and no exception out of the app.
+    async with flows.engine(workers=0) as engine:
+        await engine.start("t.waiter", run_id="watched")
+        transport = httpx.ASGITransport(app=app(engine))
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as ui:
+            await engine.store.close()
+            response = await asyncio.wait_for(ui.get("/ui/events?run=watched"), 10)
+        assert response.status_code == 200
+        assert response.text.startswith("retry: ")
+        assert "the database did not answer" in response.text
+
+
+async def test_run_stream__ends_cleanly_when_the_database_fails(
+    flows: Flows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def failing(*args: object, **kwargs: object) -> None:
+        raise cairn.StoreUnavailable("the database went away")
+
+    async with flows.engine(workers=0) as engine:
+        await engine.start("t.waiter", run_id="streaming")
+        transport = httpx.ASGITransport(app=app(engine))
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://localhost/api/v1"
+        ) as api:
+            monkeypatch.setattr(streams, "next_items", failing)  # after the run is found
+            response = await asyncio.wait_for(api.get("/runs/streaming/streams/out"), 10)
+        assert response.status_code == 200
+        assert "the database did not answer (StoreUnavailable" in response.text

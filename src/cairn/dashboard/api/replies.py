@@ -133,3 +133,13 @@ def describe(exc: Exception, *, where: str) -> tuple[int, str, str]:
         return 422, "InvalidValue", str(exc) or type(exc).__name__
     log.error("%s failed", where, exc_info=exc)
     return 500, "InternalError", _INTERNAL
+
+
+def stream_failure(exc: errors.StoreError, *, where: str) -> str:
+    """The last lines of a server-sent event stream whose database failed (logged here).
+
+    The stream ends with a comment instead of an exception out of the app: the client
+    (a browser's EventSource) reconnects by itself once the `retry:` time has passed.
+    """
+    _, name, message = describe(exc, where=where)
+    return f": the database did not answer ({name}: {message}); reconnect shortly\n\n"
