@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from .flows import start, status, until
@@ -231,3 +233,31 @@ async def test_events__one_no_wait_takes_is_kept_and_the_reply_says_so(api, work
     right = await api.post("/runs/e2/events/go", json={"payload": 2})
     assert (right.json()["awaited"], right.json()["note"]) == (True, None)
     assert (await status(api, "e2", "COMPLETED"))["result"] == 2
+
+
+async def test_pause_withdrawn_by_resume_during_a_step__the_run_goes_on(api, workers, flows):
+    # Pause and Resume pressed while a worker of another process is inside a step: the
+    # worker has seen the pause, then the resume withdraws it before the step ends. The
+    # run must go on; it used to park PAUSED though its control said nothing was pending.
+    await start(api, "t.held", run_id="pr")
+
+    async def live() -> Any:
+        return workers.worker.executions.live.get("pr")
+
+    run = await until("the run executing", live)
+    assert (await api.post("/runs/pr/pause")).status_code == 200
+
+    async def pause_seen() -> bool:
+        return bool(run.interrupts.pause)
+
+    await until("the worker seeing the pause", pause_seen)
+    resumed = await api.post("/runs/pr/resume")
+    assert resumed.json()["requested"] is None
+
+    async def pause_withdrawn() -> bool:
+        return not run.interrupts.pause
+
+    await until("the worker seeing the resume", pause_withdrawn)
+    flows.release.set()
+    finished = await status(api, "pr", "COMPLETED", "PAUSED")
+    assert finished["status"] == "COMPLETED"

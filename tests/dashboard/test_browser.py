@@ -358,3 +358,21 @@ async def test_browser__cancel_a_sleeping_run_the_notice_agrees_with_the_badge(p
     await expect(page.locator("[role=status]")).to_contain_text("cancel: run nap")
     await _one_status_at_a_time(page, "CANCELLED")
     await status(api, "nap", "CANCELLED")
+
+
+async def test_browser__every_page_fits_a_window_800_pixels_wide(page, api, workers):
+    # The page itself never scrolls sideways: a table too wide scrolls within its box,
+    # so the header, the filters and the notices stay in view.
+    await start(api, "t.waiter", run_id="narrow")
+    await start(api, "t.broken", run_id="failed")  # an error under its status, a traceback
+    await status(api, "narrow", "WAITING")
+    await status(api, "failed", "FAILED")
+    await page.set_viewport_size({"width": 800, "height": 700})
+    wide = {}
+    pages = ("/", "/runs/narrow", "/runs/failed", "/tasks", "/schedules", "/queues", "/workers")
+    for path in pages:
+        await page.goto(path)
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        if width > 800:
+            wide[path] = width
+    assert wide == {}

@@ -6,14 +6,18 @@ The server is `cairn mcp`'s (mcp_server/server.py) on an engine without workers;
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 from mcp import Client
+from tests.dashboard.test_deadlines import held
 
 import cairn
+from cairn.dashboard import target
 from cairn.mcp_server import server, tools
 from cairn.runtime.verbs import VERBS
 
@@ -123,3 +127,21 @@ async def test_fork__an_entry_the_run_does_not_have_starts_nothing(
         assert [run["run_id"] for run in runs] == [run_id]
         forked = answer(await client.call_tool("fork", {"run_id": run_id, "from_step": 1}))
         assert (forked["source"], forked["from_step"], forked["by"]) == (run_id, 1, "mcp")
+
+
+async def test_deadline__a_call_the_database_cannot_answer_is_a_tool_error_in_time(
+    store_url: str, workers: cairn.Engine, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(target, "DEADLINE", 1.0)
+    async with connected(store_url) as client:
+        run_id = await scenarios.start(client, "mcp.event")
+        await scenarios.reaches(client, run_id, "WAITING")
+        with held(store_url, run_id):
+            started = time.monotonic()
+            # Without a deadline it waits for the holder: bounded here so the test ends.
+            result = await asyncio.wait_for(client.call_tool("cancel", {"run_id": run_id}), 11)
+            took = time.monotonic() - started
+        wrong = refusal(result)
+        assert wrong.startswith("cancel: StoreUnavailable: the database did not answer within 1s")
+        assert took < 3, f"answered in {took:.1f}s"
+        answer(await client.call_tool("cancel", {"run_id": run_id}))  # it answers again

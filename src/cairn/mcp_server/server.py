@@ -19,6 +19,8 @@ from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
+from cairn.dashboard import target
+from cairn.dashboard.api.replies import UnansweredError
 from cairn.dashboard.auth import BearerAuth
 from cairn.dashboard.guard import AllowedHosts, Guard
 from cairn.mcp_server import tools
@@ -64,7 +66,11 @@ async def call(control: RunControl, name: str, arguments: dict[str, Any]) -> typ
     if wrong is not None:
         return _error(wrong)  # checked before any call: nothing changed
     try:
-        answer = await tool.call(control, arguments)
+        # A database that does not answer costs a call target.DEADLINE, as a request of
+        # the dashboard: the agent hears why instead of waiting for as long as it hangs.
+        answer = await target.within(tool.call(control, arguments))
+    except UnansweredError as exc:
+        return _error(f"{name}: StoreUnavailable: {exc}")
     except Exception as exc:
         return _error(f"{name}: {type(exc).__name__}: {exc}")
     return _answer(answer)

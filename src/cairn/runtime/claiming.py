@@ -53,12 +53,16 @@ class Claimer:
         # Requests made by other processes reach the runs we execute here.
         if not self.executions.live:
             return
-        for run_id, control in await self.env.store.read(
-            control_ops.controlled_runs(self.env.owner)
-        ):
-            live = self.executions.live.get(run_id)
-            if live is not None and not _already(live, control):
-                live.interrupts.request(control)
+        controls = dict(await self.env.store.read(control_ops.controlled_runs(self.env.owner)))
+        for run_id, live in list(self.executions.live.items()):
+            control = controls.get(run_id)
+            if control is not None:
+                if not _already(live, control):
+                    live.interrupts.request(control)
+            elif live.interrupts.pause:
+                # A resume withdrew the pause before the run met it: its control is
+                # cleared, so it is no longer listed, and it must not park PAUSED.
+                live.interrupts.request(None)
 
     async def claim_once(self) -> int:
         """Claim and launch as many runs as there are free slots; returns how many."""

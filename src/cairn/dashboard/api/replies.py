@@ -45,6 +45,19 @@ class BadRequest(Exception):
     """A request the API cannot read: bad JSON, a missing or unknown field, a bad parameter."""
 
 
+class UnansweredError(errors.StoreUnavailable):
+    """The database did not answer a request's work within its deadline (see target.py)."""
+
+    def __init__(self, deadline: float) -> None:
+        super().__init__(
+            f"the database did not answer within {deadline:g}s (it is locked by another "
+            "process, or unreachable); try again shortly. A change asked for may still be "
+            "made once it answers",
+            unknown=True,
+        )
+        self.deadline = deadline
+
+
 class Reply:
     """A JSON answer with its status code."""
 
@@ -108,6 +121,8 @@ def describe(exc: Exception, *, where: str) -> tuple[int, str, str]:
         name = type(exc).__name__
         if status == 503:
             log.warning("%s: %s: %s", where, name, exc)
+            if isinstance(exc, UnansweredError):  # its text names no host: shown
+                return 503, "StoreUnavailable", exc.message
             return 503, name, _UNAVAILABLE
         if status >= 500:
             log.error("%s failed", where, exc_info=exc)
@@ -118,3 +133,13 @@ def describe(exc: Exception, *, where: str) -> tuple[int, str, str]:
         return 422, "InvalidValue", str(exc) or type(exc).__name__
     log.error("%s failed", where, exc_info=exc)
     return 500, "InternalError", _INTERNAL
+
+
+def stream_failure(exc: errors.StoreError, *, where: str) -> str:
+    """The last lines of a server-sent event stream whose database failed (logged here).
+
+    The stream ends with a comment instead of an exception out of the app: the client
+    (a browser's EventSource) reconnects by itself once the `retry:` time has passed.
+    """
+    _, name, message = describe(exc, where=where)
+    return f": the database did not answer ({name}: {message}); reconnect shortly\n\n"

@@ -21,9 +21,9 @@ from cairn.codecs import coded, sealed
 from cairn.dashboard.api import inputs
 from cairn.dashboard.api.inputs import Call
 from cairn.dashboard.api.operations import Operation, Param
-from cairn.dashboard.api.replies import Reply
+from cairn.dashboard.api.replies import Reply, stream_failure
 from cairn.dashboard.target import Target
-from cairn.errors import RunNotFound, SerializationError
+from cairn.errors import RunNotFound, SerializationError, StoreError
 from cairn.names import check_name
 from cairn.runtime import streams
 from cairn.runtime.control import RunControl
@@ -93,7 +93,11 @@ async def respond(target: Target, run_id: str, name: str, resumed: str | None) -
         started = time.monotonic()
         yield "retry: 1000\n\n"
         while time.monotonic() - started < LIFETIME:
-            batch, ended = await target(next_items)
+            try:
+                batch, ended = await target(next_items)
+            except StoreError as exc:
+                yield stream_failure(exc, where=f"GET /runs/{run_id}/streams/{name}")
+                return
             for item in batch:
                 after = item.seq
                 yield event(item)

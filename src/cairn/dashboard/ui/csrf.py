@@ -15,6 +15,8 @@ from urllib.parse import parse_qsl
 
 from starlette.requests import Request
 
+from cairn.dashboard.api import inputs
+
 COOKIE = "cairn_csrf"
 FIELD = "csrf"
 MAX_FORM = 1024 * 1024  # bytes; forms carry small JSON payloads at most
@@ -22,6 +24,10 @@ MAX_FORM = 1024 * 1024  # bytes; forms carry small JSON payloads at most
 
 class Forbidden(Exception):
     """A post without the right CSRF token (stale page, or sent by another site)."""
+
+
+class FormTooLargeError(Exception):
+    """A posted form over MAX_FORM bytes (answered 413; the rest of it is never read)."""
 
 
 class Form:
@@ -59,10 +65,14 @@ def token(request: Request) -> tuple[str, bool]:
 
 
 async def read_form(request: Request) -> Form:
-    """The posted form; Forbidden unless its CSRF field matches the cookie."""
-    raw = await request.body()
-    if len(raw) > MAX_FORM:
-        raise Forbidden(f"the form is {len(raw)} bytes; the limit is {MAX_FORM}")
+    """The posted form; Forbidden unless its CSRF field matches the cookie.
+
+    Raises FormTooLargeError for a form over MAX_FORM bytes, before the CSRF check.
+    """
+    try:
+        raw = await inputs.limited_body(request, MAX_FORM)
+    except inputs.BodyTooLargeError as exc:
+        raise FormTooLargeError(f"the form is {exc}; the limit is {MAX_FORM}") from None
     items = parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True)
     form = Form(items)
     cookie = request.cookies.get(COOKIE, "")

@@ -22,10 +22,10 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from cairn.dashboard.api.replies import BadRequest
+from cairn.dashboard.api.replies import BadRequest, stream_failure
 from cairn.dashboard.target import Target
 from cairn.dashboard.ui import render, runs
-from cairn.errors import RunNotFound
+from cairn.errors import RunNotFound, StoreError
 from cairn.models import RunStatus
 from cairn.runtime.control import RunControl
 from cairn.runtime.run_reading import summary
@@ -121,7 +121,11 @@ def routes(target: Target, streams: Streams) -> list[BaseRoute]:
             started = last = time.monotonic()
             yield f"retry: {int(POLL * 1000)}\n\n"
             while not streams.closing.is_set():
-                found = await target(read)
+                try:
+                    found = await target(read)
+                except StoreError as exc:
+                    yield stream_failure(exc, where=f"GET {request.url.path}")
+                    return
                 for run_id, shown in found.items():
                     if shown is not None and sent.get(run_id) != shown["version"]:
                         sent[run_id] = shown["version"]

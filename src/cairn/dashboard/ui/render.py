@@ -170,6 +170,8 @@ def handled(endpoint: Endpoint) -> Endpoint:
             return await endpoint(request)
         except csrf.Forbidden as exc:
             return failure_page(request, 403, "Forbidden", str(exc))
+        except csrf.FormTooLargeError as exc:
+            return failure_page(request, 413, "PayloadTooLarge", str(exc))
         except Exception as exc:
             where = f"{request.method} {request.url.path}"
             status, name, message = describe(exc, where=where)

@@ -1,0 +1,103 @@
+"""A request whose database does not answer gets 503 within the request deadline, on both stores.
+
+The database is held by an outside connection: SQLite's write lock (BEGIN IMMEDIATE), or
+a row lock on PostgreSQL. Without a deadline the request waits for as long as the holder
+holds, and a change the caller gave up on lands later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import time
+from collections.abc import Iterator
+
+import httpx
+import psycopg
+import pytest
+
+import cairn
+from cairn.dashboard import app, target
+from cairn.runtime import streams
+
+from .flows import Flows
+
+DEADLINE = 1.0  # seconds, for the test (the dashboard's own is target.DEADLINE)
+
+
+@contextlib.contextmanager
+def held(url: str, run_id: str) -> Iterator[None]:
+    """The run's row (PostgreSQL) or the whole file (SQLite) locked by another connection."""
+    if url.startswith("sqlite"):
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            conn.execute("ROLLBACK")
+            conn.close()
+        return
+    with psycopg.connect(url) as pg:
+        pg.execute("SELECT 1 FROM runs WHERE run_id = %s FOR UPDATE", (run_id,))
+        try:
+            yield
+        finally:
+            pg.rollback()
+
+
+async def test_deadline__a_change_the_database_cannot_take_is_503_in_time(
+    flows: Flows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(target, "DEADLINE", DEADLINE)
+    async with flows.engine(workers=0) as engine:
+        handle = await engine.start("t.waiter", run_id="held")
+        transport = httpx.ASGITransport(app=app(engine))
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://localhost/api/v1", timeout=20
+        ) as api:
+            with held(flows.url, "held"):
+                started = time.monotonic()
+                # Without a deadline it waits for the holder: bounded here so the test ends.
+                response = await asyncio.wait_for(api.post("/runs/held/cancel"), DEADLINE + 10)
+                took = time.monotonic() - started
+            assert response.status_code == 503, response.text
+            assert response.json()["error"] == "StoreUnavailable"
+            assert f"did not answer within {DEADLINE:g}s" in response.json()["message"]
+            assert took < DEADLINE + 2, f"answered in {took:.1f}s"
+            # The database answers again: so does the dashboard.
+            again = await api.post("/runs/held/cancel")
+            assert again.status_code == 200, again.text
+        assert await handle.status() == cairn.RunStatus.CANCELLED
+
+
+async def test_live_stream__ends_cleanly_when_the_database_fails(flows: Flows) -> None:
+    # A page's live updates when the database goes away: the stream ends (the browser
+    # reconnects by itself) with a line saying why, and no exception out of the app.
+    async with flows.engine(workers=0) as engine:
+        await engine.start("t.waiter", run_id="watched")
+        transport = httpx.ASGITransport(app=app(engine))
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as ui:
+            await engine.store.close()
+            response = await asyncio.wait_for(ui.get("/ui/events?run=watched"), 10)
+        assert response.status_code == 200
+        assert response.text.startswith("retry: ")
+        assert "the database did not answer" in response.text
+
+
+async def test_run_stream__ends_cleanly_when_the_database_fails(
+    flows: Flows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def failing(*args: object, **kwargs: object) -> None:
+        raise cairn.StoreUnavailable("the database went away")
+
+    async with flows.engine(workers=0) as engine:
+        await engine.start("t.waiter", run_id="streaming")
+        transport = httpx.ASGITransport(app=app(engine))
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://localhost/api/v1"
+        ) as api:
+            monkeypatch.setattr(streams, "next_items", failing)  # after the run is found
+            response = await asyncio.wait_for(api.get("/runs/streaming/streams/out"), 10)
+        assert response.status_code == 200
+        assert "the database did not answer (StoreUnavailable" in response.text
