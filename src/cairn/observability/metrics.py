@@ -195,7 +195,7 @@ class Metrics:
             return None
         try:
             if asyncio.get_running_loop() is loop:
-                counts = await asyncio.wait_for(store.read(worker_ops.counts()), READ_TIMEOUT)
+                counts = await asyncio.wait_for(store.read_aside(worker_ops.counts()), READ_TIMEOUT)
             else:
                 future = _submit(store, loop)
                 if future is None:
@@ -245,7 +245,7 @@ class Metrics:
 
 def _submit(store: Store, loop: asyncio.AbstractEventLoop) -> Future[Counts] | None:
     """The read of `counts` sent to `loop` from another thread; None if the loop has closed."""
-    read = store.read(worker_ops.counts())
+    read = store.read_aside(worker_ops.counts())
     try:
         return asyncio.run_coroutine_threadsafe(read, loop)
     except RuntimeError:  # the engine closed meanwhile
