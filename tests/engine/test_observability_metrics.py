@@ -211,3 +211,27 @@ async def test_metrics__a_scrape_reads_the_gauges_off_the_event_loop(
             loop.call_later(0.05, loop_ran.set)
             assert await read() is not None
         assert seen == [True, True]
+
+
+async def test_metrics__a_count_that_times_out_says_so_in_its_log_line(
+    kit: Kit, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A frozen database made the line end in an empty reason ("...: "): TimeoutError's
+    text is empty. The line must say the read timed out, and after how long."""
+    from cairn.observability import metrics as metrics_module
+
+    monkeypatch.setattr(metrics_module, "READ_TIMEOUT", 0.05)
+    metrics = Metrics()
+    async with kit.engine(metrics=metrics, workers=0) as engine:
+
+        async def frozen(make: object) -> object:
+            await asyncio.sleep(3600)  # a database that does not answer
+
+        monkeypatch.setattr(engine.store, "read_aside", frozen)
+        with caplog.at_level("WARNING", logger="cairn.metrics"):
+            assert await metrics.counts() is None
+            assert await asyncio.to_thread(metrics.read_counts) is None
+    lines = [r.getMessage() for r in caplog.records if r.name == "cairn.metrics"]
+    assert (
+        lines == ["metrics: cannot read run counts from the database: no answer within 0.05 s"] * 2
+    )

@@ -202,7 +202,7 @@ class Metrics:
                     return None
                 counts = await asyncio.wait_for(asyncio.wrap_future(future), READ_TIMEOUT)
         except Exception as exc:
-            log.warning("metrics: cannot read run counts from the database: %s", exc)
+            _cannot_read(exc)
             return None
         self._gauges.keep(counts)
         return counts
@@ -219,7 +219,7 @@ class Metrics:
             counts = future.result(READ_TIMEOUT)
         except Exception as exc:
             future.cancel()
-            log.warning("metrics: cannot read run counts from the database: %s", exc)
+            _cannot_read(exc)
             return None
         self._gauges.keep(counts)
         return counts
@@ -241,6 +241,12 @@ class Metrics:
             _prometheus().start_http_server(port, host, registry=self.registry)
         except OSError as exc:
             raise ConfigError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
+
+
+def _cannot_read(exc: Exception) -> None:
+    # A frozen database is a TimeoutError, whose own text is empty.
+    why = f"no answer within {READ_TIMEOUT:g} s" if isinstance(exc, TimeoutError) else exc
+    log.warning("metrics: cannot read run counts from the database: %s", why)
 
 
 def _submit(store: Store, loop: asyncio.AbstractEventLoop) -> Future[Counts] | None:
