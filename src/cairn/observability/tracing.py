@@ -75,6 +75,11 @@ class Tracing:
         self.otel_trace = trace
         self.tracer: Tracer = trace.get_tracer("cairn")
 
+    def provider_installed(self) -> bool:
+        """False while no tracer provider is installed globally: spans then go nowhere."""
+        trace = self.otel_trace
+        return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
     def run(self, run: RunRecord, first: bool) -> RunScope:
         """Hook: open the span of an attempt of `run` and make it current."""
         trace = self.otel_trace
