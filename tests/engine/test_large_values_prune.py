@@ -136,3 +136,39 @@ async def test_large_values_prune__retention_sweeps_after_deleting_runs(
         pruner.keep = -1.0  # every finished run is past retention now
         assert await pruner.prune_now() == 1
         assert blob_files(blob_dir(kit, tmp_path)) == []
+
+
+async def test_large_values_prune__the_sweep_reads_references_off_the_event_loop(
+    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep reads every stored value: on SQLite, whose reads run on the loop's thread,
+    that stalled every run of the engine for its whole length (4.3 s on a database of
+    100,000 runs). The loop must go on while the sweep reads. (PostgreSQL's reads are
+    awaited I/O: only the few rows naming a blob reach the loop.)"""
+    import asyncio
+    import threading
+
+    kit = Kit(sqlite_url)
+
+    @kit.workflow("prune.sweep_aside")
+    async def echo(text: str) -> int:
+        return len(text)
+
+    async with engine(kit, tmp_path, inline_limit="1KiB") as eng:
+        run = await eng.start(echo, "z" * 5000)
+        assert await run.result(timeout=WAIT) == 5000
+        loop_ran = threading.Event()
+        seen: list[bool] = []
+        real = sweep.hashes_in
+
+        def slow_hashes_in(text: str) -> set[str]:
+            # A scan long enough for the loop to run a callback meanwhile, if it can.
+            seen.append(loop_ran.wait(5.0))
+            return real(text)
+
+        monkeypatch.setattr(sweep, "hashes_in", slow_hashes_in)
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.05, loop_ran.set)
+        blobs: Any = eng.serializer.blobs  # type: ignore[attr-defined]
+        assert await sweep.sweep(eng.store, blobs, grace=-60.0) == 0  # still referenced
+        assert seen and all(seen)

@@ -180,3 +180,58 @@ async def test_metrics__an_engine_without_workers_still_reads_the_gauges(kit: Ki
 
     assert seen[("cairn_runs", (("queue", ""), ("status", "pending")))] == 1
     assert seen[("cairn_workers_live", ())] == 0
+
+
+async def test_metrics__a_scrape_reads_the_gauges_off_the_event_loop(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gauges count every unfinished run. On SQLite, whose reads ran on the loop's
+    thread, each scrape stalled the engine's runs for the count (about 200 ms with 50,000
+    sleeping runs). The loop must go on while a scrape (ASGI or HTTP thread) counts.
+    (PostgreSQL's reads are awaited I/O, so only SQLite is at stake.)"""
+    import threading
+
+    from cairn.store.programs import workers as worker_ops
+
+    real = worker_ops.Counts
+    loop_ran = threading.Event()
+    seen: list[bool] = []
+
+    def slow_counts(*args: object) -> object:
+        seen.append(loop_ran.wait(2.0))  # a long count: the loop runs meanwhile, if it can
+        return real(*args)  # type: ignore[arg-type]
+
+    kit = Kit(sqlite_url)
+    metrics = Metrics()
+    async with kit.engine(metrics=metrics, workers=0):
+        monkeypatch.setattr(worker_ops, "Counts", slow_counts)
+        loop = asyncio.get_running_loop()
+        for read in (metrics.counts, lambda: asyncio.to_thread(metrics.read_counts)):
+            loop_ran.clear()
+            loop.call_later(0.05, loop_ran.set)
+            assert await read() is not None
+        assert seen == [True, True]
+
+
+async def test_metrics__a_count_that_times_out_says_so_in_its_log_line(
+    kit: Kit, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A frozen database made the line end in an empty reason ("...: "): TimeoutError's
+    text is empty. The line must say the read timed out, and after how long."""
+    from cairn.observability import metrics as metrics_module
+
+    monkeypatch.setattr(metrics_module, "READ_TIMEOUT", 0.05)
+    metrics = Metrics()
+    async with kit.engine(metrics=metrics, workers=0) as engine:
+
+        async def frozen(make: object) -> object:
+            await asyncio.sleep(3600)  # a database that does not answer
+
+        monkeypatch.setattr(engine.store, "read_aside", frozen)
+        with caplog.at_level("WARNING", logger="cairn.metrics"):
+            assert await metrics.counts() is None
+            assert await asyncio.to_thread(metrics.read_counts) is None
+    lines = [r.getMessage() for r in caplog.records if r.name == "cairn.metrics"]
+    assert (
+        lines == ["metrics: cannot read run counts from the database: no answer within 0.05 s"] * 2
+    )

@@ -251,6 +251,23 @@ def test_worker__a_run_started_in_a_span_continues_its_trace_in_a_worker_process
     assert step_span["parent_id"] == run_span["context"]["span_id"]
     assert run_span["attributes"]["cairn.run_id"] == run_id
     assert run_span["attributes"]["cairn.outcome"] == "completed"
+    assert not [line for line in worker.log if "tracer provider" in line]
+
+
+def test_worker__tracing_without_a_tracer_provider_says_spans_go_nowhere(
+    project: Path, workers: list[Worker]
+) -> None:
+    # `--tracing` with no provider installed made spans that went nowhere, silently.
+    worker = Worker(project, f"sqlite:///{project / 'cairn.db'}", "--tracing")
+    workers.append(worker)
+    line = worker.wait_for("tracer provider")
+    assert line.endswith(
+        "--tracing: no OpenTelemetry tracer provider is installed, so spans go nowhere: "
+        "install one in a workflow module (opentelemetry.trace.set_tracer_provider) or "
+        "run the worker under opentelemetry-instrument"
+    )
+    worker.wait_for("ready")
+    assert worker.terminate() == 0
 
 
 def test_worker__lost_connections_log_one_line_each_from_cairn_not_the_pool(

@@ -149,6 +149,33 @@ async def test_stalled__a_transaction_left_open_by_a_dead_connection_is_ended(
         await dying.close()
 
 
+async def test_stalled__a_server_that_cannot_be_asked_is_named_in_one_line(
+    pg_url: str,
+    proxy: FreezingProxy,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Asking through a frozen network times out: TimeoutError's own text is empty, and
+    # the line ended in ": ", naming nothing.
+    monkeypatch.setattr(stalls, "_ASKING", 0.1)
+    database = pg_url.rsplit("/", 1)[1]
+    waiting = await psycopg.AsyncConnection.connect(proxy.url(database), autocommit=True)
+    proxy.freeze(new=True)  # its server is out of reach, and so is a new connection to it
+    waits = Waits()
+    waits.begin(waiting)
+    watch = stalls.StallWatch(proxy.url(database), "db", waits, after=0.01, on_dropped=_nothing)
+    await asyncio.sleep(0.05)
+    try:
+        with caplog.at_level("WARNING", logger="cairn"):
+            assert await watch.check() == 0
+    finally:
+        proxy.thaw()
+        await waiting.close()
+    assert [r.getMessage() for r in caplog.records if "cannot check" in r.getMessage()] == [
+        "cairn: cannot check stalled connections to db: no answer within 0.1 s"
+    ]
+
+
 async def _nothing() -> None:
     pass
 

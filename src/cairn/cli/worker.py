@@ -246,6 +246,13 @@ async def _serve(
     async with engine:
         worker = engine.worker
         owner = worker.env.owner if worker is not None else "?"
+        if engine.tracing is not None and not engine.tracing.provider_installed():
+            log.warning(
+                "--tracing: no OpenTelemetry tracer provider is installed, so spans go "
+                "nowhere: install one in a workflow module "
+                "(opentelemetry.trace.set_tracer_provider) or run the worker under "
+                "opentelemetry-instrument"
+            )
         log.info("worker %s ready", owner)
         await _until_stopped(stop, worker)
         if worker is not None and worker.failure is not None:

@@ -83,7 +83,7 @@ def create_app(
     ]
     metrics = source.metrics if isinstance(source, Engine) else None
     if metrics is not None:  # Prometheus scrapes it (with the token, when there is one)
-        from cairn.observability.metrics import metrics_app
+        from cairn.observability.metrics_app import metrics_app
 
         routes.insert(0, Route("/metrics", _Asgi(metrics_app(metrics)), methods=["GET"]))
     app = Starlette(

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from cairn.observability.jsonlog import JsonFormatter
 from cairn.observability.logcontext import RunContextFilter
-from cairn.observability.metrics import Metrics, metrics_app
+from cairn.observability.metrics import Metrics
+from cairn.observability.metrics_app import metrics_app
 from cairn.observability.tracing import Tracing
 
 __all__ = ["JsonFormatter", "Metrics", "RunContextFilter", "Tracing", "metrics_app"]

@@ -55,6 +55,16 @@ class Observer(Protocol):
         """
         ...
 
+    def queued_step(
+        self, run: RunRecord, key: str, name: str, attempt: int, queue: str
+    ) -> StepScope:
+        """An attempt of step `key` of `run`, sent to step queue `queue`, executes here.
+
+        The attempt a worker serving a step queue claimed (its run waits elsewhere);
+        called in the context the step's code runs in, before it runs.
+        """
+        ...
+
     def claimed(self, runs: list[RunRecord], due: dict[str, float], now: float) -> None:
         """This worker claimed `runs` at `now`; `due` says when each became due."""
 
@@ -74,6 +84,12 @@ class Observers:
     def run(self, run: RunRecord, first: bool) -> RunScope:
         """Every observer's scope, as one."""
         return _RunScopes([o.run(run, first) for o in self.observers])
+
+    def queued_step(
+        self, run: RunRecord, key: str, name: str, attempt: int, queue: str
+    ) -> StepScope:
+        """Every observer's scope, as one."""
+        return _StepScopes([o.queued_step(run, key, name, attempt, queue) for o in self.observers])
 
     def claimed(self, runs: list[RunRecord], due: dict[str, float], now: float) -> None:
         """Tell every observer."""

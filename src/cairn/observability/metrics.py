@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,8 @@ RUN_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 6 * 3600,
 LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
 
-def _prometheus() -> Any:
+def load_prometheus() -> Any:
+    """The prometheus_client module; ConfigError naming the extra if it is missing."""
     try:
         import prometheus_client
     except ImportError as exc:
@@ -88,7 +89,7 @@ class Metrics:
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        prometheus = _prometheus()
+        prometheus = load_prometheus()
         self.registry: CollectorRegistry = (
             registry if registry is not None else prometheus.CollectorRegistry()
         )
@@ -160,6 +161,14 @@ class Metrics:
             self.runs_started.labels(run.workflow).inc()
         return _RunMetrics(self, run)
 
+    def queued_step(
+        self, run: RunRecord, key: str, name: str, attempt: int, queue: str
+    ) -> StepScope:
+        """Hook: an attempt of a step sent to a step queue begins here (counted as any)."""
+        children = self.step_children(name)
+        children[0].inc()
+        return _StepMetrics(children, time.perf_counter())
+
     def claimed(self, runs: list[RunRecord], due: dict[str, float], now: float) -> None:
         """Hook: runs claimed at `now`; the lag of each that was due."""
         for run in runs:
@@ -195,14 +204,14 @@ class Metrics:
             return None
         try:
             if asyncio.get_running_loop() is loop:
-                counts = await asyncio.wait_for(store.read(worker_ops.counts()), READ_TIMEOUT)
+                counts = await asyncio.wait_for(store.read_aside(worker_ops.counts()), READ_TIMEOUT)
             else:
                 future = _submit(store, loop)
                 if future is None:
                     return None
                 counts = await asyncio.wait_for(asyncio.wrap_future(future), READ_TIMEOUT)
         except Exception as exc:
-            log.warning("metrics: cannot read run counts from the database: %s", exc)
+            _cannot_read(exc)
             return None
         self._gauges.keep(counts)
         return counts
@@ -219,7 +228,7 @@ class Metrics:
             counts = future.result(READ_TIMEOUT)
         except Exception as exc:
             future.cancel()
-            log.warning("metrics: cannot read run counts from the database: %s", exc)
+            _cannot_read(exc)
             return None
         self._gauges.keep(counts)
         return counts
@@ -238,14 +247,20 @@ class Metrics:
             ConfigError: The address cannot be bound (in use, say).
         """
         try:
-            _prometheus().start_http_server(port, host, registry=self.registry)
+            load_prometheus().start_http_server(port, host, registry=self.registry)
         except OSError as exc:
             raise ConfigError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
 
 
+def _cannot_read(exc: Exception) -> None:
+    # A frozen database is a TimeoutError, whose own text is empty.
+    why = f"no answer within {READ_TIMEOUT:g} s" if isinstance(exc, TimeoutError) else exc
+    log.warning("metrics: cannot read run counts from the database: %s", why)
+
+
 def _submit(store: Store, loop: asyncio.AbstractEventLoop) -> Future[Counts] | None:
     """The read of `counts` sent to `loop` from another thread; None if the loop has closed."""
-    read = store.read(worker_ops.counts())
+    read = store.read_aside(worker_ops.counts())
     try:
         return asyncio.run_coroutine_threadsafe(read, loop)
     except RuntimeError:  # the engine closed meanwhile
@@ -357,38 +372,3 @@ class _Gauges:
         yield runs
         yield workers
         yield spinning
-
-
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-
-
-def metrics_app(metrics: Metrics) -> Callable[[MutableMapping[str, Any], Receive, Send], Any]:
-    """An ASGI app serving `metrics` in Prometheus' text format, to mount at `/metrics`.
-
-    It reads the gauges' counts asynchronously before rendering, so it may run on the
-    engine's own event loop (inside the dashboard, say) or on another.
-
-    Args:
-        metrics: The engine's metrics (`engine.metrics`).
-
-    Returns:
-        An ASGI application answering every HTTP request with the current metrics.
-    """
-    exposition = _prometheus().exposition
-
-    async def app(scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return
-        await metrics.counts()
-        accept = ""
-        for name, value in scope.get("headers", ()):
-            if name.lower() == b"accept":
-                accept = value.decode("latin-1")
-        encoder, content_type = exposition.choose_encoder(accept)
-        body = encoder(metrics.registry)
-        headers = [(b"content-type", content_type.encode("latin-1"))]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-
-    return app

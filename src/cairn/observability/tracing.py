@@ -28,6 +28,7 @@ QUEUE = "cairn.queue"
 STEP_KEY = "cairn.step.key"
 STEP_NAME = "cairn.step.name"
 STEP_ATTEMPT = "cairn.step.attempt"
+STEP_QUEUE = "cairn.step.queue"  # on a step executed on a step queue's worker
 OUTCOME = "cairn.outcome"
 ERROR_TYPE = "error.type"  # OpenTelemetry's semantic convention
 WAITING_FOR = "cairn.waiting_for"
@@ -74,6 +75,11 @@ class Tracing:
         self.otel_trace = trace
         self.tracer: Tracer = trace.get_tracer("cairn")
 
+    def provider_installed(self) -> bool:
+        """False while no tracer provider is installed globally: spans then go nowhere."""
+        trace = self.otel_trace
+        return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
     def run(self, run: RunRecord, first: bool) -> RunScope:
         """Hook: open the span of an attempt of `run` and make it current."""
         trace = self.otel_trace
@@ -91,6 +97,30 @@ class Tracing:
         span = self.tracer.start_span(f"run {run.workflow}", parent, attributes=attributes)
         token = self.otel_context.attach(trace.set_span_in_context(span, parent))
         return _RunSpan(self, span, token)
+
+    def queued_step(
+        self, run: RunRecord, key: str, name: str, attempt: int, queue: str
+    ) -> StepScope:
+        """Hook: open the span of an attempt of a step sent to a step queue, current.
+
+        Its run's attempt parked when it sent the step (its span has ended), so the span
+        goes in the trace the run was started in, beside the run's spans.
+        """
+        trace = self.otel_trace
+        parent = propagation.extract(run.trace_context) or self.otel_context.Context()
+        attributes: dict[str, Any] = {
+            STEP_KEY: key,
+            STEP_NAME: name,
+            STEP_ATTEMPT: attempt,
+            RUN_ID: run.run_id,
+            WORKFLOW: run.workflow,
+            STEP_QUEUE: queue,
+        }
+        span = self.tracer.start_span(f"step {name}", parent, attributes=attributes)
+        if not span.is_recording():
+            return _UNSAMPLED
+        token = self.otel_context.attach(trace.set_span_in_context(span, parent))
+        return _StepSpan(self, span, token)
 
     def claimed(self, runs: list[RunRecord], due: dict[str, float], now: float) -> None:
         """Hook: nothing to trace (a claim belongs to no run's trace yet)."""

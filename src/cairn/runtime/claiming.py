@@ -13,6 +13,7 @@ import time
 
 from cairn.core import executor
 from cairn.core.live_run import LiveRun
+from cairn.errors import StoreUnavailable
 from cairn.models import RunStatus
 from cairn.observability import logcontext
 from cairn.runtime import leases
@@ -263,6 +264,9 @@ class Claimer:
                 while await self.claim_once() and self.executions.free > 0:
                     pass
                 await self._poll_controls()
+            except StoreUnavailable as exc:  # the database is away: one line, no traceback
+                if self.executions.writable():
+                    log.warning("claiming runs failed (%s); retrying", exc)
             except Exception:
                 if self.executions.writable():
                     log.exception("claiming runs failed; retrying")
@@ -279,6 +283,8 @@ class Claimer:
             self.executions.woken.clear()
             try:
                 await self._poll_controls()
+            except StoreUnavailable as exc:
+                log.warning("reading operator requests failed (%s); retrying", exc)
             except Exception:
                 log.exception("reading operator requests failed; retrying")
 

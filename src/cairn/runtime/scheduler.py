@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cairn.errors import StoreUnavailable
 from cairn.models import RunStatus
 from cairn.observability import logcontext
 from cairn.runtime.control_view import ControlView
@@ -212,6 +213,8 @@ class Scheduler:
                 if look:
                     await self.run_due()
                     next_tick = await store.read(schedules.next_schedule_tick())
+            except StoreUnavailable as exc:  # the database is away: one line, no traceback
+                log.warning("scheduling failed (%s); retrying", exc)
             except Exception:
                 log.exception("scheduling failed; retrying")
             look = await self._wait(next_tick)

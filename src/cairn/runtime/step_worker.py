@@ -32,6 +32,7 @@ from cairn.core.run_env import RunEnv
 from cairn.core.signals import KeyMissing
 from cairn.errors import KeyUnavailable, SerializationError, StoreError
 from cairn.observability import logcontext
+from cairn.observability.hooks import StepScope
 from cairn.runtime import step_results
 from cairn.runtime.keyless import KeylessRuns
 from cairn.store.programs import runs as run_ops
@@ -252,11 +253,23 @@ class StepWorker:
             except KeyUnavailable as exc:  # a BaseException: the attempt is handed back
                 raise KeyMissing(exc.key_id, str(exc)) from None
             with step_run.entered():
-                if task.timeout is None:
-                    value = await self._call(task, fn, is_async, isolation, args, kwargs)
-                else:
-                    async with asyncio.timeout(task.timeout) as limit:
+                scope = self._observe(task, step_run)
+                try:
+                    if task.timeout is None:
                         value = await self._call(task, fn, is_async, isolation, args, kwargs)
+                    else:
+                        async with asyncio.timeout(task.timeout) as limit:
+                            value = await self._call(task, fn, is_async, isolation, args, kwargs)
+                except Exception as exc:
+                    if scope is not None:
+                        scope.failed(exc, limit is not None and limit.expired())
+                    raise
+                except BaseException:
+                    if scope is not None:
+                        scope.interrupted()
+                    raise
+                if scope is not None:
+                    scope.succeeded()
             what = f"result of step {task.step!r}"
             result = await step_results.dumps(self.env, task, value, what)
         except SerializationError as exc:
@@ -271,6 +284,13 @@ class StepWorker:
             failure = describe_failure(exc, task.step, task.attempt, timed_out, ran_on)
             return self._facts(task, started, failure=failure)
         return self._facts(task, started, result=result)
+
+    def _observe(self, task: StepTaskRecord, step_run: QueuedStepRun) -> StepScope | None:
+        """The metrics' and spans' scope of the attempt (None: not observed, or run gone)."""
+        observer, run = self.env.observer, step_run.run
+        if observer is None or run is None:
+            return None
+        return observer.queued_step(run, task.key, task.step, task.attempt, task.queue)
 
     def _facts(
         self,

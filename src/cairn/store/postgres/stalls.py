@@ -159,8 +159,9 @@ class StallWatch:
 
     async def _states(self, pids: list[int]) -> dict[int, str] | None:
         """The state of each backend (absent: gone); None if the server cannot be asked."""
+        asking = max(_ASKING, self.after)
         try:
-            async with asyncio.timeout(max(_ASKING, self.after)):
+            async with asyncio.timeout(asking):
                 conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
                 async with conn:
                     cursor = await conn.execute(
@@ -177,5 +178,7 @@ class StallWatch:
                         )
                     return states
         except (psycopg.Error, OSError, TimeoutError) as exc:
-            log.warning("cairn: cannot check stalled connections to %s: %s", self._where, exc)
+            # A frozen network is a TimeoutError, whose own text is empty.
+            why = f"no answer within {asking:g} s" if isinstance(exc, TimeoutError) else exc
+            log.warning("cairn: cannot check stalled connections to %s: %s", self._where, why)
             return None

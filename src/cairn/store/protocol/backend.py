@@ -35,6 +35,15 @@ class Backend(LifecycleStore, Protocol):
         """Run the read-only `op` (again, if the backend must retry) and return its outcome."""
         ...
 
+    async def read_aside(self, op: Operation[T]) -> T:
+        """`read`, for a long scan (a blob sweep) that must not hold up runs meanwhile.
+
+        One snapshot of the database, read off the event loop's thread: SQLite, whose
+        reads run on that thread, reads it on a connection of its own in a thread
+        (a database in memory: on the loop); PostgreSQL's reads never hold the loop.
+        """
+        ...
+
     async def read_one_plan(self, op: Operation[T]) -> T:
         """`read`, for an op whose statements' best plan does not depend on their values.
 

@@ -34,6 +34,10 @@ class SqlBase:
         """Run the read-only program `make()` builds (again, if the backend must retry)."""
         raise NotImplementedError
 
+    async def read_aside(self, make: Callable[[], Program[T]]) -> T:
+        """`read`, for a long scan that must not hold up the event loop (by default `read`)."""
+        return await self.read(make)
+
     async def read_one_plan(self, make: Callable[[], Program[T]]) -> T:
         """`read`, for a program whose statements' best plan does not depend on their values.
 

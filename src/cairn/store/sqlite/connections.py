@@ -69,6 +69,25 @@ def connect(path: str, *, busy_ms: int, uri: bool = False) -> sqlite3.Connection
     return conn
 
 
+async def open_main(path: str, memory: bool, synchronous: str) -> sqlite3.Connection:
+    """A store's own connection, in WAL mode; StoreError naming the file if it cannot open.
+
+    Opening waits for other processes (migrating, switching to WAL) like any start-up;
+    once open, the store's loop never waits for a lock (it sets busy_timeout 0 after).
+    """
+    try:
+        if not memory:
+            create_private(path)
+        conn = connect(path, busy_ms=30_000, uri=memory)
+        await switch_to_wal(conn)
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        conn.execute("PRAGMA temp_store=MEMORY")
+        conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: journals of many runs stay hot
+    except (sqlite3.Error, OSError) as exc:
+        raise StoreError(f"cannot open database {path!r}: {exc}{read_only_hint(path)}") from exc
+    return conn
+
+
 def connect_for_steps(path: str, synchronous: str) -> sqlite3.Connection:
     """A writer for `@cairn.transaction` steps: it never waits in SQLite (the loop does)."""
     conn = connect(path, busy_ms=0)

@@ -24,6 +24,7 @@ from cairn.store._loop import answer, others_ready
 from cairn.store._wakeups import WakeSignal
 from cairn.store.programs.base import Operation, Program
 from cairn.store.sql_store import SqlStore
+from cairn.store.sqlite.aside import read_aside
 from cairn.store.sqlite.checkpoints import Checkpointer
 from cairn.store.sqlite.connections import (
     AGAIN,
@@ -32,16 +33,13 @@ from cairn.store.sqlite.connections import (
     apply_migrations,
     classify,
     commit_lone,
-    connect,
     connect_for_steps,
-    create_private,
     is_busy,
     is_read_only,
-    read_only_hint,
+    open_main,
     read_only_reason,
     run,
     run_in_savepoint,
-    switch_to_wal,
 )
 from cairn.store.sqlite.transactions import SqliteStepTransaction, begin_immediate
 
@@ -104,20 +102,7 @@ class SqliteStore(SqlStore):
             folder = os.path.dirname(os.path.abspath(self.path))
             if not os.path.isdir(folder):
                 raise StoreError(f"cannot open database {self.path!r}: no folder {folder!r}")
-        try:
-            if not self._memory:
-                create_private(self.path)
-            # Opening waits for other processes (migrating, switching to WAL) like any
-            # start-up; once open, the loop never waits for a lock (busy_timeout 0).
-            conn = connect(self.path, busy_ms=30_000, uri=self._memory)
-            await switch_to_wal(conn)
-            conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            conn.execute("PRAGMA temp_store=MEMORY")
-            conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: journals of many runs stay hot
-        except (sqlite3.Error, OSError) as exc:
-            hint = read_only_hint(self.path)
-            raise StoreError(f"cannot open database {self.path!r}: {exc}{hint}") from exc
-        self._conn = conn
+        self._conn = conn = await open_main(self.path, self._memory, self._synchronous)
         apply_migrations(conn, repr(self.path))
         conn.execute("PRAGMA busy_timeout=0")
         if not self._memory:
@@ -379,6 +364,10 @@ class SqliteStore(SqlStore):
         changed = self._data_version is not None and version != self._data_version
         self._data_version = version
         return changed
+
+    async def read_aside(self, make: Callable[[], Program[T]]) -> T:
+        """`read` in a thread, on a connection of its own (in memory: `read`)."""
+        return await (self.read(make) if self._memory else read_aside(self.path, make()))
 
     async def read(self, make: Callable[[], Program[T]]) -> T:
         """Run a read-only program at once (WAL readers see the last commit).
