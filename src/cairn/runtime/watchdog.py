@@ -1,18 +1,22 @@
-"""A thread that notices when the event loop is blocked, and names the step blocking it.
+"""A thread that notices when the event loop is blocked, and names what is blocking it.
 
 An `async` step that calls `time.sleep`, or crunches numbers without awaiting, stops
 everything else in its worker: other runs, timers, commits. Heartbeats go on (they have
 a thread of their own), so its runs are not taken over, but the user should know: past a
-third of the lease the watchdog logs a warning naming the step, once per stall.
+third of the lease the watchdog logs a warning naming the step, once per stall. What the
+loop's thread is executing decides whom to name: when it is cairn's own code (a prune, a
+sweep, a store's statement), the warning says so, rather than blaming the user's code.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import threading
 import time
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from cairn.observability import logcontext
@@ -38,6 +42,7 @@ class LoopWatchdog:
         self._resumed = 0.0  # when the loop last answered again after a block
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="cairn-watchdog", daemon=True)
+        self._loop_thread: int | None = None  # the loop's thread, known once it answers
 
     def start(self) -> None:
         """Start watching."""
@@ -48,6 +53,7 @@ class LoopWatchdog:
         self._stop.set()
 
     def _pong(self) -> None:
+        self._loop_thread = threading.get_ident()
         now = time.monotonic()
         if now - self._answered > 2 * self._tick:
             self._resumed = now  # the first answer after a block
@@ -87,23 +93,89 @@ class LoopWatchdog:
                 warned = False
             elif not warned:
                 warned = True
-                log.warning(
-                    "the event loop has been blocked for %.1f s (more than a third of the "
-                    "lease) by %s: nothing else in this worker runs meanwhile (heartbeats go "
-                    "on from their own thread). Await instead of blocking, or make it a "
-                    "plain `def` step, which runs in a thread",
-                    stalled,
-                    self._blocker(),
-                )
+                self._warn(stalled)
 
-    def _blocker(self) -> str:
+    def _warn(self, stalled: float) -> None:
         try:
             task = asyncio.current_task(self._loop)
         except RuntimeError:
             task = None
-        if task is None:
-            return "code outside any task"
-        label = self._describe(task)
-        if label is not None:
-            return label
-        return f"task {task.get_name()!r} (workflow code, not a step)"
+        label = self._describe(task) if task is not None else None
+        coro = task.get_coro() if task is not None else None
+        outermost = getattr(coro, "cr_frame", None)  # the task's own first frame
+        own, caller = cairn_frames(self._loop_frame(), outermost)
+        if own and caller is None:
+            # cairn's housekeeping (a prune, a sweep) or a statement of its store, with no
+            # user code under way: not the user's to fix.
+            where = f", for {label}" if label else ""
+            if task is not None and label is None:
+                where = f", in task {task.get_name()!r}"
+            log.warning(
+                "the event loop has been blocked for %.1f s (more than a third of the "
+                "lease) by cairn's own code (%s%s), not by workflow or step code: nothing "
+                "else in this worker runs meanwhile (heartbeats go on from their own "
+                "thread). Please report it to cairn with this line",
+                stalled,
+                " < ".join(own),
+                where,
+            )
+            return
+        if own:  # user code that called cairn, which blocks: both are named
+            if label is None:
+                label = "code outside any task" if task is None else f"task {task.get_name()!r}"
+            label = f"{label}, in cairn's {own[0]} called from {caller}"
+        if label is None:
+            label = (
+                "code outside any task"
+                if task is None
+                else f"task {task.get_name()!r} (workflow code, not a step)"
+            )
+        log.warning(
+            "the event loop has been blocked for %.1f s (more than a third of the "
+            "lease) by %s: nothing else in this worker runs meanwhile (heartbeats go "
+            "on from their own thread). Await instead of blocking, or make it a "
+            "plain `def` step, which runs in a thread",
+            stalled,
+            label,
+        )
+
+    def _loop_frame(self) -> FrameType | None:
+        """What the loop's thread executes now (its innermost Python frame), if known."""
+        current = getattr(sys, "_current_frames", None)  # CPython's (and PyPy's)
+        if self._loop_thread is None or current is None:
+            return None
+        frame: FrameType | None = current().get(self._loop_thread)
+        return frame
+
+
+def cairn_frames(
+    frame: FrameType | None, outermost: FrameType | None = None, most: int = 4
+) -> tuple[list[str], str | None]:
+    """The cairn functions `frame` is in when cairn's code is what runs; who called them.
+
+    Only the frames of what the loop runs now count: up to `outermost` (the running
+    task's coroutine) or the loop's own machinery (asyncio.events), not whoever started
+    the loop. The standard library's frames (asyncio, json, sqlite3's callers...) are
+    passed over: the innermost frame outside it decides. When it is cairn's, its callers
+    in cairn are named too (innermost first, `most` at most), and so is the first
+    function further out that is neither cairn's nor the standard library's (user code
+    that called cairn), if any. When it is anyone else's (the user's code, a library it
+    called): nothing.
+    """
+    found: list[str] = []
+    while frame is not None:
+        if frame.f_globals.get("__name__") in ("asyncio.events", "asyncio.base_events"):
+            break  # the loop running a callback: what is under it is not the callback's
+        module = str(frame.f_globals.get("__name__", ""))
+        top = module.partition(".")[0]
+        if top == "cairn":
+            if len(found) < most:
+                found.append(f"{module}.{frame.f_code.co_qualname}")
+        elif top not in sys.stdlib_module_names:
+            if not found:
+                return [], None  # not cairn's: the user's code, or a library of theirs
+            return found, f"{module}.{frame.f_code.co_qualname}"
+        if frame is outermost:
+            break
+        frame = frame.f_back
+    return found, None

@@ -99,8 +99,10 @@ def _settled(rows: Sequence[Sequence[Any]]) -> Program[set[str]]:
     settled = {str(row[0]) for row in rows if row[1] in FINAL}
     failed = [str(row[0]) for row in rows if row[1] == RunStatus.FAILED]
     if failed:
+        # `status || ''`: see _delete.
         locked = yield Sql(
-            f"SELECT run_id FROM runs WHERE run_id IN ({_marks(failed)}) AND status = 'FAILED'",
+            f"SELECT run_id FROM runs WHERE run_id IN ({_marks(failed)}) "
+            "AND (status || '') = 'FAILED'",
             failed,
             "all",
             "share",
@@ -182,9 +184,12 @@ def _chain_blocked(successors: dict[str, str]) -> Program[set[str]]:
 
 def _delete(query: PruneQuery, ids: list[str]) -> Program[list[str]]:
     statuses = query.statuses or tuple(sorted(FINISHED))
+    # The checks again, written so that no index serves them: SQLite, which keeps no
+    # statistics, read every finished run through the status index for each batch
+    # (22 ms instead of 0.9 ms for 50 runs among 100,000), where the ids are 50 lookups.
     rows = yield all_rows(
         f"DELETE FROM runs WHERE run_id IN ({_marks(ids)}) "
-        f"AND status IN ({_marks(statuses)}) AND finished_at < ? RETURNING run_id",
+        f"AND (status || '') IN ({_marks(statuses)}) AND finished_at + 0 < ? RETURNING run_id",
         [*ids, *statuses, query.finished_before],
     )
     deleted = [str(row[0]) for row in rows]

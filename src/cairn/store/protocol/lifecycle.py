@@ -53,6 +53,10 @@ class LifecycleStore(Protocol):
     # this store's commits and other processes' notifications), so a worker need not
     # read `next_wake` before each wait.
     wakes_for_timers: bool
+    # True when a write transaction's statements run on the event loop's thread (SQLite):
+    # a long one stops every run of the process meanwhile, so housekeeping (retention)
+    # keeps its transactions short by time, not only by row count.
+    writes_on_loop: bool
 
     @property
     def health(self) -> Health:

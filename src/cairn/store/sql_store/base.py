@@ -18,6 +18,7 @@ class SqlBase:
 
     dialect = "sql"
     wakes_for_timers = False  # see Store.wakes_for_timers
+    writes_on_loop = False  # see Store.writes_on_loop
     health: StoreHealth
 
     async def write(self, make: Callable[[], Program[T]]) -> T:

@@ -58,6 +58,7 @@ class SqliteStore(SqlStore):
     """The Store protocol on one SQLite file, or on a database in memory."""
 
     dialect = "sqlite"
+    writes_on_loop = True  # group commits run on the loop's thread (see the module)
 
     def __init__(self, path: str, *, synchronous: str = "NORMAL", memory: bool = False) -> None:
         self.path = path
