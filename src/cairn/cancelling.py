@@ -18,7 +18,7 @@ T = TypeVar("T")
 
 # Seconds a cancelled task has to end before it is cancelled again. A query on a server
 # that answers is cancelled in milliseconds; only a silent one takes longer.
-PATIENCE = 0.5
+PATIENCE = 0.25
 
 
 async def stop(

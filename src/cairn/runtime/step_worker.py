@@ -41,7 +41,7 @@ from cairn.store.programs import step_tasks
 from cairn.store.records import StepTaskRecord
 
 # Seconds the releases of a stop may take once its attempts are cut off.
-HAND_BACK = 4.0
+HAND_BACK = 3.0
 
 log = logcontext.logger("cairn.step_worker")
 

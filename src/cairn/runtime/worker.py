@@ -41,7 +41,7 @@ T = TypeVar("T")
 
 # Seconds the database work of a stop (hand-backs, removing the worker row) may take
 # after the grace: the docs ask for a grace 5 s shorter than the wait before SIGKILL.
-HAND_BACK = 4.0
+HAND_BACK = 3.0
 # The same after a second signal (`hurry`).
 HURRIED = 1.0
 

@@ -51,7 +51,7 @@ T = TypeVar("T")
 log = logging.getLogger("cairn.store.postgres")
 
 # Seconds `close` waits for the pool's own tasks (opening connections) to end.
-CLOSE_WAIT = 1.0
+CLOSE_WAIT = 0.5
 
 
 def conninfo(url: str) -> str:
