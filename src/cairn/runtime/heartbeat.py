@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from cairn import cancelling
 from cairn.core.tenure import Tenure
 from cairn.errors import StoreError
 from cairn.observability import logcontext
@@ -91,19 +92,21 @@ class Heartbeat:
         self._now.set()
         self._now_on_loop.set()
 
-    async def stop(self) -> None:
-        """Stop beating (the last beat in flight may still land)."""
+    async def stop(self, *, within: float = 10.0) -> None:
+        """Stop beating (the last beat in flight may still land).
+
+        Waits up to `within` seconds for the thread's beat in flight: one on a connection
+        that does not answer is left to end with the process (the thread is a daemon).
+        """
         self._stop.set()
         self._now.set()
         self._now_on_loop.set()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancelling.stop([self._task], within=max(within, cancelling.PATIENCE))
             self._task = None
         if self._thread is not None:
             thread, self._thread = self._thread, None
-            await asyncio.to_thread(thread.join, 10.0)
+            await asyncio.to_thread(thread.join, within)
 
     def _beat_on_thread(self, channel: SideChannel) -> None:
         try:

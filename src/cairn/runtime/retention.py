@@ -11,10 +11,10 @@ its age: see store/programs/prune.py.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Sequence
 
+from cairn import cancelling
 from cairn.blobs import BlobStore, sweep
 from cairn.clock import Clock
 from cairn.errors import StoreError
@@ -122,9 +122,7 @@ class Retention:
         """Stop pruning (a batch under way is rolled back: it is one transaction)."""
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancelling.stop([task])  # a batch waiting on a silent database too
 
     async def prune_now(self) -> int:
         """One prune of everything past retention; how many runs it deleted."""

@@ -9,9 +9,9 @@ and the tick time, so even a repeated insert cannot start a second run.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cairn import cancelling
 from cairn.errors import StoreUnavailable
 from cairn.models import RunStatus
 from cairn.observability import logcontext
@@ -73,9 +73,7 @@ class Scheduler:
         # The flag ends the loop even if a database driver swallowed the cancellation.
         self._stopping = True
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await cancelling.stop([self._task])  # a pass waiting on a silent database too
             self._task = None
 
     def wake(self) -> None:

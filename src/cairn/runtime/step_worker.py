@@ -25,6 +25,7 @@ import concurrent.futures
 import contextlib
 from typing import Any
 
+from cairn import cancelling
 from cairn.core import remote_steps, sync_steps
 from cairn.core.failed_attempts import Failure, describe_failure
 from cairn.core.queued_step import QueuedStepRun
@@ -38,6 +39,9 @@ from cairn.runtime.keyless import KeylessRuns
 from cairn.store.programs import runs as run_ops
 from cairn.store.programs import step_tasks
 from cairn.store.records import StepTaskRecord
+
+# Seconds the releases of a stop may take once its attempts are cut off.
+HAND_BACK = 3.0
 
 log = logcontext.logger("cairn.step_worker")
 
@@ -114,11 +118,12 @@ class StepWorker:
         running = [task for _, task in self.active.values()]
         if running and grace > 0:
             await asyncio.wait(running, timeout=grace)
-        for task_record, task in list(self.active.values()):
-            if not task.done():
-                await self._cancel(task)
-                with contextlib.suppress(StoreError):
-                    await self.env.store.write(step_tasks.release(task_record))
+        cut = [(record, task) for record, task in list(self.active.values()) if not task.done()]
+        await cancelling.stop([task for _, task in cut])
+        if cut:  # within the hand-back window of a run worker's stop (see worker.HAND_BACK)
+            releases = [self.env.store.write(step_tasks.release(record)) for record, _ in cut]
+            with contextlib.suppress(StoreError, TimeoutError):
+                await cancelling.bounded(asyncio.gather(*releases), HAND_BACK)
 
     async def abandon(self) -> None:
         """Stop without a word to the database, like a killed process (for testing)."""
@@ -131,9 +136,7 @@ class StepWorker:
     async def _cancel(task: asyncio.Task[Any] | None) -> None:
         if task is None or task.done():
             return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        await cancelling.stop([task])
 
     async def _claim_loop(self) -> None:
         store, owner = self.env.store, self.env.owner

@@ -18,8 +18,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
+from cairn import cancelling
 from cairn.authoring import schedule_ticks
 from cairn.core.run_env import RunEnv
 from cairn.errors import StoreError
@@ -35,6 +37,13 @@ from cairn.store.programs import workers
 from cairn.store.records import AttemptRecord
 
 log = logcontext.logger("cairn.worker")
+T = TypeVar("T")
+
+# Seconds the database work of a stop (hand-backs, removing the worker row) may take
+# after the grace: the docs ask for a grace 5 s shorter than the wait before SIGKILL.
+HAND_BACK = 3.0
+# The same after a second signal (`hurry`).
+HURRIED = 1.0
 
 
 class Worker:
@@ -90,6 +99,7 @@ class Worker:
         self.judges_heartbeats = self.claimer.judges_heartbeats
         self._tasks: list[asyncio.Task[None]] = []
         self._hurry = asyncio.Event()  # the grace of a stop ends now
+        self._hand_back_ends = float("inf")  # time.monotonic() (see `stop`)
         self._heartbeat: Heartbeat | None = None
         self._watchdog: LoopWatchdog | None = None
 
@@ -160,17 +170,17 @@ class Worker:
         all the same, and that step runs again wherever the run goes next. A sync step's
         thread cannot be stopped: it runs on in this process until it returns (`cairn
         worker` exits instead), its result unrecorded.
+
+        The database work of stopping (hand-backs, the worker row) gets HAND_BACK seconds
+        after the grace, HURRIED after `hurry`: a database that does not answer then
+        leaves the runs to be taken over after the lease, as after a crash.
         """
         self.executions.stop_claiming()
         self.executions.grace_ends = time.monotonic() + grace
         # Before anything is awaited: a step that finished while the loops below wind
         # down would otherwise go on to start the next one, during the grace.
         self._ask_to_leave()
-        for task in [*self._tasks, *self.reconciler.tasks]:
-            task.cancel()
-        for task in [*self._tasks, *self.reconciler.tasks]:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancelling.stop([*self._tasks, *self.reconciler.tasks])
         attempts = self._ask_to_leave()  # again: a claim answered meanwhile launched one
         cut: list[Attempt] = []
         if attempts:
@@ -182,6 +192,8 @@ class Worker:
                     schedule_ticks.describe_seconds(grace),
                 )
             await self._within_grace({a.task for a in attempts if a.task is not None})
+        self._hand_back_ends = time.monotonic() + (HURRIED if self._hurry.is_set() else HAND_BACK)
+        if attempts:
             cut = [a for a in attempts if a.task is not None and not a.task.done()]
             steps = {a.run.run_id: a.live.attempt.running_step() if a.live else None for a in cut}
             # The step attempts cut short, recorded as interrupted with the hand-back (read
@@ -191,25 +203,23 @@ class Worker:
                 a.run.run_id: in_flight.cut_short(a.live, worker=self.env.owner, now=now)
                 for a in cut
             }
-            for attempt in cut:
-                assert attempt.task is not None
-                attempt.task.cancel()
-            for attempt in cut:
-                assert attempt.task is not None
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await attempt.task
-                run_id = attempt.run.run_id
-                await self._cut_off(
-                    attempt, steps[run_id], interrupted[run_id], expected=grace <= 0
+            await cancelling.stop([a.task for a in cut if a.task is not None])
+            await asyncio.gather(
+                *(
+                    self._cut_off(
+                        a, steps[a.run.run_id], interrupted[a.run.run_id], expected=grace <= 0
+                    )
+                    for a in cut
                 )
+            )
         releases = self.executions.releases
-        await self._within_grace(set(releases), at_least=1.0)
-        for task in list(releases):
-            task.cancel()  # the database is away: the worker's removal below tries again
+        await self._within_hand_back(set[asyncio.Future[Any]](releases))
+        # The database is away: the worker's removal below tries again.
+        await cancelling.stop(list(releases))
         if self._watchdog is not None:
             self._watchdog.stop()
         if self._heartbeat is not None:
-            await self._heartbeat.stop()
+            await self._heartbeat.stop(within=max(0.0, self._hand_back_ends - time.monotonic()))
         if self.failure is not None:
             return  # nothing can be written: its runs go to others when its lease runs out
         if attempts:
@@ -220,12 +230,9 @@ class Worker:
                 len(cut),
             )
         # Also hands back whatever a hand-back above could not (owner cleared, PENDING).
-        if not self._hurry.is_set():
-            await self.env.store.write(workers.remove_worker(self.env.owner))
-            return
-        try:  # told to stop at once: not for as long as the store would retry
-            async with asyncio.timeout(max(1.0, self.lease / 3)):
-                await self.env.store.write(workers.remove_worker(self.env.owner))
+        removal = self.env.store.write(workers.remove_worker(self.env.owner))
+        try:
+            await self._hand_back(removal)
         except (TimeoutError, StoreError) as exc:
             log.warning(
                 "stopped without handing its runs back (%s): they are taken over once "
@@ -244,8 +251,38 @@ class Worker:
         return attempts
 
     def hurry(self) -> None:
-        """End the grace of a `stop` in progress now: cut off the steps still executing."""
+        """End the grace of a `stop` in progress now: cut off the steps still executing.
+
+        What is left of the hand-back window shrinks to HURRIED seconds.
+        """
         self._hurry.set()
+        self._hand_back_ends = min(self._hand_back_ends, time.monotonic() + HURRIED)
+
+    async def _within_hand_back(self, tasks: set[asyncio.Future[Any]]) -> None:
+        """Wait until `tasks` are done or the hand-back window ends (see `stop`)."""
+        hurry = asyncio.ensure_future(self._hurry.wait())
+        try:
+            pending: set[asyncio.Future[Any]] = {task for task in tasks if not task.done()}
+            while pending and (left := self._hand_back_ends - time.monotonic()) > 0:
+                waiting = pending if hurry.done() else pending | {hurry}
+                _, pending = await asyncio.wait(
+                    waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED
+                )
+                pending.discard(hurry)
+        finally:
+            hurry.cancel()
+
+    async def _hand_back(self, work: Awaitable[T]) -> T:
+        """`work`, stopped at the end of the hand-back window (TimeoutError then)."""
+        task = asyncio.ensure_future(work)
+        try:
+            await self._within_hand_back({task})
+        finally:
+            if not task.done():
+                await cancelling.stop([task])
+        if task.cancelled():
+            raise TimeoutError("the database did not answer in time")
+        return task.result()
 
     async def _within_grace(self, tasks: set[asyncio.Task[None]], at_least: float = 0.0) -> None:
         """Wait until `tasks` are done, the grace ends or `hurry` is called."""
@@ -291,12 +328,11 @@ class Worker:
             extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
         )
         if self.failure is None:
+            release = claim_ops.release_run(
+                run.run_id, self.executions.lease_of(attempt), interrupted=interrupted
+            )
             with contextlib.suppress(Exception):
-                await self.env.store.write(
-                    claim_ops.release_run(
-                        run.run_id, self.executions.lease_of(attempt), interrupted=interrupted
-                    )
-                )
+                await self._hand_back(self.env.store.write(release))
 
     async def abandon(self) -> None:
         """Stop without a word to the database, like a killed process (for testing)."""

@@ -184,6 +184,8 @@ async def take(pool: Pool, timeout: float) -> Conn:
     try:
         return await asyncio.shield(getting)  # a cancellation stops here, not in the pool
     except asyncio.CancelledError:
+        _background.add(getting)
+        getting.add_done_callback(_background.discard)
         getting.add_done_callback(lambda done: _give_back(pool, done))
         raise
 
@@ -195,7 +197,22 @@ def _give_back(pool: Pool, getting: asyncio.Future[Conn]) -> None:
         task.add_done_callback(_background.discard)
 
 
-_background: set[asyncio.Future[None]] = set()
+# Connections still being taken for a caller that was cancelled, and given back.
+_background: set[asyncio.Future[Any]] = set()
+
+
+async def settle(within: float) -> None:
+    """Wait up to `within` seconds for the connections being taken or given back above.
+
+    After its pool closed, each ends (PoolClosed) a moment later: waited here, none is
+    left for asyncio.run to report as an exception at exit.
+    """
+    pending = [future for future in _background if not future.done()]
+    if pending:
+        await asyncio.wait(pending, timeout=within)
+    for future in pending:
+        if future.done() and not future.cancelled():
+            future.exception()  # retrieved: a closed pool's refusal is expected
 
 
 async def read(db: Db, program: Program[T]) -> T:

@@ -27,6 +27,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from cairn import cancelling
 from cairn.store.waits import Waits
 
 log = logging.getLogger("cairn.store.postgres")
@@ -102,9 +103,7 @@ class StallWatch:
     async def stop(self) -> None:
         """Stop watching."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancelling.stop([self._task])  # its check may wait on a silent server
             self._task = None
 
     async def _watch(self) -> None:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from cairn import cancelling
 from cairn.errors import ConfigError, StoreError
 from cairn.models import RunStatus
 from cairn.store import _sql
@@ -48,6 +49,9 @@ from cairn.store.stream_bells import StreamBells
 
 T = TypeVar("T")
 log = logging.getLogger("cairn.store.postgres")
+
+# Seconds `close` waits for the pool's own tasks (opening connections) to end.
+CLOSE_WAIT = 0.5
 
 
 def conninfo(url: str) -> str:
@@ -197,11 +201,7 @@ class PostgresStore(SqlStore):
         if self._pool is None:
             return
         if self._listener is not None:
-            self._listener.cancel()
-            try:
-                await self._listener
-            except asyncio.CancelledError:
-                pass
+            await cancelling.stop([self._listener])
             self._listener = None
         if self._writer is not None:
             await self._writer.stop()  # the stall watch may have to free a lane meanwhile
@@ -217,7 +217,9 @@ class PostgresStore(SqlStore):
             step_pool, self._step_pool = self._step_pool, None
             await asyncio.to_thread(step_pool.close)
         pool, self._pool = self._pool, None
-        await pool.close()
+        # Not the default 5 s: a pool worker still connecting to a silent server is left.
+        await pool.close(timeout=CLOSE_WAIT)
+        await connections.settle(CLOSE_WAIT)
 
     def side_channel(self) -> PostgresSideChannel:
         """A connection of its own for the heartbeat thread."""
