@@ -31,6 +31,7 @@ def release_run(
     interrupted: Sequence[AttemptRecord] = (),
     waiting_for: str | None = None,
     uncount: bool = False,
+    woken: bool = False,
 ) -> Program[bool]:
     """Queue again a run `lease` holds but whose attempt ended early; True if it did.
 
@@ -40,10 +41,19 @@ def release_run(
     if `lease` no longer holds it. `waiting_for`, if given, says what it waits for until
     a claim takes it (a worker with the key it was handed back for). `uncount`: the
     attempt wrote nothing, so the attempt its claim counted is taken back (a recovery
-    it counted stays: max_recoveries is about dead owners).
+    it counted stays: max_recoveries is about dead owners). `woken` with `uncount`: the
+    claim took the run as it woke, counting no attempt, so none is taken back; the run
+    is parked again as it was found, WAITING and due (the next claim wakes it, counting
+    none either), and its `attempt` keeps saying how many times it has executed.
     """
-    fenced = (time.time(), waiting_for, int(uncount), run_id, lease.owner, lease.fence)
-    if not (yield Sql(_sql.RELEASE_ONE_FOR, fenced)):
+    now = time.time()
+    if uncount and woken:
+        fenced: tuple[object, ...] = (now, now, waiting_for, run_id, lease.owner, lease.fence)
+        released = yield Sql(_sql.REPARK_ONE_FOR, fenced)
+    else:
+        fenced = (now, waiting_for, int(uncount), run_id, lease.owner, lease.fence)
+        released = yield Sql(_sql.RELEASE_ONE_FOR, fenced)
+    if not released:
         return False
     yield from orphans.interrupted(interrupted)
     return True
@@ -152,7 +162,7 @@ def claim_runs(
         for run_id in started:
             if fences[run_id] > 1:
                 del due_at[run_id]
-    return Claimed(runs, poisoned, due_at)
+    return Claimed(runs, poisoned, due_at, frozenset(run_id for run_id, _ in woken))
 
 
 def idle_probe(
