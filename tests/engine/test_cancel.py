@@ -155,9 +155,7 @@ async def test_cancel__check_cancelled_stops_long_steps(kit: Kit) -> None:
                 "cancelled",
             )
             assert attempt["error_type"] == "cairn.errors.Cancelled"
-            assert attempt["message"] == (
-                f"step 'long_{kind}' stopped: its run was cancelled"
-            )
+            assert attempt["message"] == f"step 'long_{kind}' stopped: its run was cancelled"
             assert attempt["retry_at"] is None and attempt["duration"] >= 0
     assert stopped == ["async", "sync"]
 

@@ -27,7 +27,7 @@ from cairn.runtime import keyless, leases
 from cairn.runtime.heartbeat import Heartbeat
 from cairn.runtime.in_flight import InFlight
 from cairn.runtime.local_executor import Reservation
-from cairn.store.programs import claims as claim_ops
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import Lease, RunRecord, WorkerRecord
 
 log = logcontext.logger("cairn.worker")
@@ -330,12 +330,13 @@ class Executions:
             while self.writable():
                 try:
                     await self.env.store.write(
-                        claim_ops.release_run(
+                        worker_ops.release_run(
                             run_id,
                             self.lease_of(attempt),
                             waiting_for=waiting_for,
                             uncount=uncount,
                             woken=attempt.woken,
+                            now=self.env.clock.now(),
                         )
                     )
                     break

@@ -30,7 +30,6 @@ from cairn.runtime.executing import Attempt, Executions, Finished
 from cairn.runtime.heartbeat import Heartbeat
 from cairn.runtime.reconciling import Reconciler
 from cairn.runtime.watchdog import LoopWatchdog
-from cairn.store.programs import claims as claim_ops
 from cairn.store.programs import workers
 from cairn.store.records import AttemptRecord
 
@@ -293,7 +292,7 @@ class Worker:
         if self.failure is None:
             with contextlib.suppress(Exception):
                 await self.env.store.write(
-                    claim_ops.release_run(
+                    workers.release_run(
                         run.run_id, self.executions.lease_of(attempt), interrupted=interrupted
                     )
                 )

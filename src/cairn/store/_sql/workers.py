@@ -103,10 +103,10 @@ RELEASE_ONE_FOR = (
 )
 # ... a run claimed as it woke, that wrote nothing: parked again, due, as the claim found
 # it (the claim counted no attempt, so none is taken back). Params: now (updated_at),
-# now (wake_at), waiting_for or None, run_id, owner, fence.
+# waiting_for or None, now (wake_at), run_id, owner, fence.
 REPARK_ONE_FOR = (
-    "UPDATE runs SET status = 'WAITING', owner = NULL, updated_at = ?, wake_at = ?, "
-    "waiting_for = COALESCE(?, waiting_for) "
+    "UPDATE runs SET status = 'WAITING', owner = NULL, updated_at = ?, "
+    "waiting_for = COALESCE(?, waiting_for), wake_at = ? "
     f"WHERE {FENCE} AND (status || '') = 'RUNNING'"
 )
 RELEASE_OWNED = (
