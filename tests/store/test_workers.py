@@ -339,7 +339,7 @@ async def test_wait_for_work__wakes_at_once_on_a_new_run_of_its_own_store(store:
 
 
 def test_wakes__is_declared_on_the_programs_that_make_runs_claimable() -> None:
-    from cairn.store.programs import claims, runs
+    from cairn.store.programs import runs
 
     assert waits.send_message.wakes and worker_ops.release_run.wakes
     assert not runs.finish_run.wakes
