@@ -208,7 +208,9 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
         parts.append(output.history_table(entries))
     if attempts:
         ended = {a.get("outcome") for a in attempts}
-        kinds = ["failed", *(kind for kind in (INTERRUPTED, CANCELLED) if kind in ended)]
+        kinds = ["failed", *([INTERRUPTED] if INTERRUPTED in ended else [])]
+        if CANCELLED in ended:  # "cancelled attempts" when no other kind is there
+            kinds = [*(kinds if ended - {CANCELLED} else []), CANCELLED]
         named = kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} and {kinds[-1]}"
         title = f"{named} attempts ({len(attempts)})"
         parts += [Text(""), Text(title, style="bold underline")]
