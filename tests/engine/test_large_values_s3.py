@@ -7,9 +7,11 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 import cairn
+from cairn import dashboard
 from cairn.blobs import open_blobs, reference, sweep
 from cairn.blobs.s3 import S3Blobs
 from cairn.runtime import retention
@@ -252,8 +254,12 @@ async def test_large_values_s3__a_keyless_sender_meeting_a_store_away_says_so_in
         try:
             with pytest.raises(cairn.StoreUnavailable) as caught:
                 await keyless.send_event(run.run_id, "go", "event")
+            transport = httpx.ASGITransport(app=dashboard.app(keyless))
+            async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as api:
+                sent = await api.post(f"/api/v1/runs/{run.run_id}/events/go", json={})
         finally:
             moto_s3.start()
+        assert (sent.status_code, sent.json()["error"]) == (503, "StoreUnavailable")
         await keyed.cancel(run.run_id)
     message = str(caught.value)
     assert "\n" not in message
