@@ -145,8 +145,18 @@ async def test_cancel__check_cancelled_stops_long_steps(kit: Kit) -> None:
                 await run.result(timeout=WAIT)
             history = await engine.history(run.run_id)
             assert [(h.kind, h.result["at"]) for h in history] == [
-                ("cancel", f"long_{kind}#1")  # the step stopped, and was never recorded
+                ("cancel", f"long_{kind}#1")  # the step stopped: it has no outcome
             ]
+            # ... but its attempt is there, ended cancelled, as an interrupted one would be.
+            [attempt] = await engine.control.attempts(run.run_id)
+            assert (attempt["key"], attempt["attempt"], attempt["outcome"]) == (
+                f"long_{kind}#1",
+                1,
+                "cancelled",
+            )
+            assert attempt["error_type"] == "cairn.errors.Cancelled"
+            assert attempt["message"] == f"step 'long_{kind}' stopped: its run was cancelled"
+            assert attempt["retry_at"] is None and attempt["duration"] >= 0
     assert stopped == ["async", "sync"]
 
 

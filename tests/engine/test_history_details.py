@@ -85,3 +85,50 @@ async def test_history__a_queued_steps_interrupted_attempt_is_shown(kit: Kit) ->
     with console.capture() as captured:
         console.print(output.attempts_table(shown.attempts))
     assert "interrupted (worker w-dead" in captured.get()
+
+
+async def test_history__a_step_check_cancelled_stopped_shows_a_cancelled_attempt(
+    kit: Kit,
+) -> None:
+    # Before: the step had no entry and no attempt: the history showed only where the
+    # cancel was delivered, as if the step had never begun.
+    from cairn.cli import output
+    from cairn.dashboard.ui.timeline import timeline
+    from cairn.representation import runs as run_forms
+    from cairn.representation import words
+
+    entered = asyncio.Event()
+
+    @kit.step("crunch")
+    async def crunch() -> None:
+        entered.set()
+        while True:
+            cairn.check_cancelled()
+            await asyncio.sleep(0.002)
+
+    @kit.workflow("details.crunch")
+    async def crunching() -> None:
+        await crunch()
+
+    async with kit.engine() as engine:
+        handle = await engine.start(crunching)
+        async with asyncio.timeout(WAIT):
+            await entered.wait()
+        await handle.cancel()
+        with pytest.raises(cairn.RunCancelled):
+            await handle.result(timeout=WAIT)
+        shown = await run_forms.fetch(engine.control, handle.run_id)
+        entries = await engine.history(handle.run_id)
+    [stopped] = shown.attempts
+    assert (stopped["key"], stopped["attempt"], stopped["outcome"]) == ("crunch#1", 1, "cancelled")
+    assert words.attempt_outcome(stopped) == (
+        "cancelled: step 'crunch' stopped: its run was cancelled"
+    )
+    console = output.stdout()
+    with console.capture() as captured:
+        console.print(output.attempts_table(shown.attempts))
+    assert "cancelled: step 'crunch' stopped" in captured.get()
+    assert "no retry" in captured.get()
+    [cancel, step] = timeline(list(entries), shown.attempts)
+    assert (cancel["kind"], step["name"], step["status"]) == ("cancel", "crunch#1", "cancelled")
+    assert [t["cancelled"] for t in step["tries"]] == [True]

@@ -218,7 +218,7 @@ async def test_keyless_worker__a_take_by_id_refuses_a_run_it_handed_back_for_a_w
     async with kit.engine(polls=False) as keyless:
         assert keyless.worker is not None
         assert await keyless.worker.take(run_id)  # taken, and handed back
-        handed = await until(keyless, run_id, "PENDING")
+        handed = await until(keyless, run_id, "WAITING")  # parked again: it had woken
         assert not await keyless.worker.take(run_id)
         assert (await keyless.control.record(run_id)).fence == handed.fence  # not claimed
     async with kit.engine(codec=codec()) as keyed:
@@ -264,8 +264,39 @@ async def test_keyless_worker__a_hand_back_for_a_key_is_not_counted_as_an_attemp
         async with kit.engine(polls=False) as keyless:
             assert keyless.worker is not None
             assert await keyless.worker.take(run_id)
-            await until(keyless, run_id, "PENDING")
+            await until(keyless, run_id, "WAITING")  # parked again, as it was when it woke
     async with kit.engine(codec=codec()) as keyed:
         assert await (await keyed.get(run_id)).result(timeout=10) == ["done/a", {"n": 1}]
         record = await keyed.control.record(run_id)
     assert (record.attempt, record.recoveries) == (1, 0)
+
+
+async def test_keyless_worker__a_woken_run_handed_back_still_shows_its_attempt(
+    kit: Kit,
+) -> None:
+    # Before: waking took no attempt, yet the hand-back took one back, so the run read
+    # "attempt 0" (cairn runs show, the API) until the next claim, though it had executed.
+    ran: list[str] = []
+    parked = declare(kit, ran)
+    async with kit.engine(codec=codec()) as first:
+        run_id = (await first.start(parked, "a")).run_id
+        await until(first, run_id, "WAITING")
+        assert (await first.control.record(run_id)).attempt == 1
+    async with kit.engine(codec=codec(), workers=0) as sender:
+        await sender.send_event(run_id, "go", {"n": 1})  # the run is due now
+    for _ in range(2):  # two workers: each hands it back once
+        async with kit.engine(polls=False) as keyless:
+            assert keyless.worker is not None
+            assert await keyless.worker.take(run_id)
+            async with asyncio.timeout(10):
+                while (record := await keyless.control.record(run_id)).owner is not None:
+                    await asyncio.sleep(0.01)
+            assert (record.attempt, record.recoveries) == (1, 0)
+            assert record.status == "WAITING"  # parked and due, as the claim found it
+            [shown] = [r for r in await keyless.list_runs() if r.run_id == run_id]
+            assert shown.waiting_for is not None and "key 'k1'" in shown.waiting_for
+    async with kit.engine(codec=codec()) as keyed:
+        assert await (await keyed.get(run_id)).result(timeout=10) == ["done/a", {"n": 1}]
+        record = await keyed.control.record(run_id)
+    assert (record.attempt, record.recoveries) == (1, 0)
+    assert ran == ["a"]

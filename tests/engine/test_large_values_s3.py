@@ -7,14 +7,17 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 import cairn
-from cairn.blobs import open_blobs, sweep
+from cairn import dashboard
+from cairn.blobs import open_blobs, reference, sweep
 from cairn.blobs.s3 import S3Blobs
 from cairn.runtime import retention
 
 from .kit import WAIT, Kit
+from .seeds import until
 
 MiB = 1024 * 1024
 
@@ -229,3 +232,77 @@ def test_large_values_s3__refusals_and_waits_are_told_apart() -> None:
     assert isinstance(raised(botocore.NoCredentialsError()), BlobStoreRefused)
     waited = raised(botocore.EndpointConnectionError(endpoint_url="http://x"))
     assert not isinstance(waited, BlobStoreRefused)
+
+
+async def test_large_values_s3__a_keyless_sender_meeting_a_store_away_says_so_in_one_line(
+    kit: Kit, moto_s3: MotoS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A keyless sender reads an offloaded argument's first bytes to tell whether the run
+    # is encrypted. A store away for now (no connection here; a 5xx or throttling alike)
+    # is StoreUnavailable naming the run, the blob and the store: not botocore's error.
+    from .test_encryption import codec
+    from .test_keyless_senders import declare_big
+
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # boto's own retries only slow the test
+    big_inputs = declare_big(kit, [])
+    keyed = kit.engine(blobs=moto_s3.url, codec=codec(), inline_limit="1KiB")
+    async with keyed, kit.engine(workers=0, blobs=moto_s3.url, inline_limit="1KiB") as keyless:
+        run = await keyed.start(big_inputs, "a" * 5000)
+        await until(keyed, run.run_id, "WAITING")
+        name = reference.parse((await keyed.control.record(run.run_id)).args).sha256
+        moto_s3.stop()
+        try:
+            with pytest.raises(cairn.StoreUnavailable) as caught:
+                await keyless.send_event(run.run_id, "go", "event")
+            transport = httpx.ASGITransport(app=dashboard.app(keyless))
+            async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as api:
+                sent = await api.post(f"/api/v1/runs/{run.run_id}/events/go", json={})
+        finally:
+            moto_s3.start()
+        assert (sent.status_code, sent.json()["error"]) == (503, "StoreUnavailable")
+        await keyed.cancel(run.run_id)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(
+        f"cannot store the payload of event 'go' for now: run {run.run_id!r} keeps its "
+        f"arguments in blob {name}, and reading it from {moto_s3.url.split('?')[0]} failed: "
+    )
+    assert message.endswith("try again once the blob store answers")
+
+
+def test_large_values_s3__a_read_that_may_succeed_later_is_an_oserror() -> None:
+    # What moto does not send: a 5xx or throttling on the ranged GET of `head`.
+    botocore = pytest.importorskip("botocore.exceptions")
+    from cairn.blobs import BlobStoreRefused
+
+    class Client:
+        def __init__(self, error: Exception) -> None:
+            self.error = error
+
+            self.exceptions = type(
+                "Exceptions", (), {"NoSuchKey": type("NoSuchKey", (Exception,), {})}
+            )
+
+        def get_object(self, **_: Any) -> None:
+            raise self.error
+
+    def raised(code: str, status: int) -> BaseException:
+        response: Any = {
+            "Error": {"Code": code, "Message": f"{code} says no"},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
+        blobs = S3Blobs("b1", "p", client=Client(botocore.ClientError(response, "GetObject")))
+        with pytest.raises(OSError) as caught:
+            blobs.head("ab" * 32, 70)
+        return caught.value
+
+    for code, status in [("SlowDown", 503), ("InternalError", 500), ("Throttling", 403)]:
+        failed = raised(code, status)
+        assert not isinstance(failed, BlobStoreRefused), code
+        assert str(failed).startswith(f"GET p/ab/{'ab' * 32}: "), code
+    refused = raised("AccessDenied", 403)
+    assert isinstance(refused, BlobStoreRefused)
+    assert (
+        str(refused)
+        == f"bucket 'b1' refused GET p/ab/{'ab' * 32}: AccessDenied (AccessDenied says no)"
+    )

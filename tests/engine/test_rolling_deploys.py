@@ -82,7 +82,8 @@ async def test_rolling_deploy__a_worker_that_cannot_replay_another_versions_run_
             ):
                 assert record.status != "FAILED", record.error
                 await asyncio.sleep(0.01)
-        assert record.status == "PENDING"
+        # Parked again, due, as the claim found it when it woke; its attempt kept.
+        assert (record.status, record.attempt) == ("WAITING", 1)
         assert record.waiting_for == (
             "a worker running version 'v1' of workflow 'roll.order' (this worker runs "
             "version 'v2', which cannot replay it: workflow code diverged from its "
@@ -164,8 +165,9 @@ async def test_version__a_run_queued_by_older_code_takes_the_version_of_the_code
 
 
 async def test_cancel__a_handed_back_run_with_history_runs_its_cleanup(kit: Kit) -> None:
-    # Handed back having written nothing, the run takes its attempt back (to 0), but it
-    # has history: a cancel must reach its code, not end it as a run never started.
+    # Handed back having written nothing, the woken run keeps its attempt (1) and parks
+    # again; it has history: a cancel must reach its code, not end it as a run never
+    # started.
     calls: Counter[str] = Counter()
     old = kit.fresh()
 
@@ -199,7 +201,8 @@ async def test_cancel__a_handed_back_run_with_history_runs_its_cleanup(kit: Kit)
             ):
                 await asyncio.sleep(0.01)
         await engine.cancel(run.run_id)
-        assert (await engine.control.record(run.run_id)).status == "PENDING"
+        record = await engine.control.record(run.run_id)
+        assert (record.status, record.attempt, record.control) == ("WAITING", 1, "cancel")
     async with old.engine() as engine:
         with pytest.raises(cairn.RunCancelled):
             await (await engine.get(run.run_id)).result(timeout=WAIT)

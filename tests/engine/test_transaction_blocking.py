@@ -106,7 +106,10 @@ async def test_transaction_blocking__a_cancel_reaches_a_blocked_sync_step(pg_url
             took = loop.time() - asked
             attempts = await engine.control.attempts(run.run_id)
     assert took < 3.0  # not the hour of its timeout
-    assert attempts == []  # ended by the cancel, not failed and retried
+    # Ended by the cancel, not failed and retried: one attempt, ended cancelled.
+    assert [(a["key"], a["outcome"], a["retry_at"]) for a in attempts] == [
+        ("book#1", "cancelled", None)
+    ]
     assert execute(kit.url, "SELECT item FROM ledger WHERE item = 'booked'") == []
 
 

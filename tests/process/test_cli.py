@@ -19,6 +19,7 @@ import pytest
 import cairn
 from cairn.store import open_store
 from cairn.store.programs import claims as claim_ops
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import Lease
 
 pytestmark = pytest.mark.process
@@ -567,7 +568,7 @@ def test_run__a_run_handed_back_mid_run_is_reported_not_followed_forever(project
             )
             assert [run.run_id for run in claimed.runs] == ["orphan"]
             await store.write(
-                claim_ops.release_run("orphan", Lease("gone-worker", claimed.runs[0].fence))
+                worker_ops.release_run("orphan", Lease("gone-worker", claimed.runs[0].fence))
             )
         finally:
             await store.close()

@@ -10,7 +10,7 @@ import pytest
 from cairn.store import LeaseLost, Store
 from cairn.store.programs import claims, journal, queues, workers
 from cairn.store.programs import runs as run_ops
-from cairn.store.records import QueueRecord
+from cairn.store.records import Lease, QueueRecord
 
 from .kit import (
     LEASE,
@@ -170,7 +170,7 @@ async def test_claim_runs__a_run_claimed_again_gets_a_new_fence(
         await store.write(
             run_ops.finish_run("r1", old, "COMPLETED", result=None, error=None, now=T0)
         )
-    assert not await store.write(claims.release_run("r1", old))
+    assert not await store.write(workers.release_run("r1", old))
     await store.write(journal.record_step(held("a", 4), step_record("r1", 1)))
     assert [(s.key, s.result) for s in await store.read(journal.load_journal("r1"))] == [
         ("add#1", "1")
@@ -257,10 +257,10 @@ async def test_release_run__a_live_owner_queues_one_run_again(store: Store) -> N
     await store.write(run_ops.create_run(run_record("r2", status="RUNNING", owner="w1")))
 
     refused = await store.write(
-        claims.release_run("r1", held("w2"))
+        workers.release_run("r1", held("w2"))
     )  # not its owner: nothing happens
     untouched = await store.write(claims.claim("w2", 10, now=T0 + 1, stale=True))
-    released = await store.write(claims.release_run("r1", held("w1")))
+    released = await store.write(workers.release_run("r1", held("w1")))
     claimed = await store.write(claims.claim("w2", 10, now=T0 + 1, stale=True))
 
     assert (refused, released) == (False, True)
@@ -299,7 +299,7 @@ async def test_claim_runs__a_run_claimed_before_has_no_due_time(
     await store.write(run_ops.create_run(run_record("r", created_at=T0 - 5)))
     first = await store.write(claims.claim("w1", 1, now=T0, stale=True))
     assert first.due == {"r": T0 - 5}
-    await store.write(claims.release_run("r", held("w1"), uncount=uncount))
+    await store.write(workers.release_run("r", held("w1"), uncount=uncount))
 
     again = await store.write(claims.claim("w1", 1, now=T0 + 60, stale=True))
 
@@ -353,7 +353,7 @@ async def test_claim_runs__a_queued_run_with_history_keeps_its_version(store: St
         run_ops.create_run(run_record("r", status="RUNNING", owner="w1", version="v1"))
     )
     await store.write(journal.record_step(held("w1"), step_record("r", 1)))
-    assert await store.write(claims.release_run("r", held("w1")))
+    assert await store.write(workers.release_run("r", held("w1")))
 
     claimed = await store.write(
         claims.claim("w1", 1, now=T0, stale=True, versions={"tests.flow": "v2"})
@@ -380,11 +380,40 @@ async def test_release_run__says_what_the_run_waits_for_until_claimed(store: Sto
     await store.write(workers.register_worker(worker_record("w1")))
     await store.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
-    refused = await store.write(claims.release_run("r1", held("w2"), waiting_for="key 'k1'"))
-    released = await store.write(claims.release_run("r1", held("w1"), waiting_for="key 'k1'"))
+    refused = await store.write(workers.release_run("r1", held("w2"), waiting_for="key 'k1'"))
+    released = await store.write(workers.release_run("r1", held("w1"), waiting_for="key 'k1'"))
     pending = await store.read(run_ops.get_run("r1"))
     claimed = await store.write(claims.claim("w2", 10, now=T0 + 1, stale=True))
 
     assert (refused, released) == (False, True)
     assert (pending.status, pending.owner, pending.waiting_for) == ("PENDING", None, "key 'k1'")
     assert [(r.run_id, r.waiting_for) for r in claimed.runs] == [("r1", None)]
+
+
+async def test_release_run__a_woken_run_that_wrote_nothing_parks_again_keeping_its_attempt(
+    store: Store,
+) -> None:
+    # Its claim counted no attempt (a wake-up), so the hand-back takes none back: it is
+    # parked again as the claim found it, due, and the next claim wakes it, counting none.
+    await store.write(workers.register_worker(worker_record("w1")))
+    await store.write(run_ops.create_run(run_record("r", created_at=T0 - 5)))
+    [started] = (await store.write(claims.claim("w1", 1, now=T0, stale=True))).runs
+    await store.write(
+        run_ops.park_run("r", held("w1"), "SLEEPING", wake_at=T0 + 1, waiting_for=None, now=T0)
+    )
+    woke = await store.write(claims.claim("w1", 1, now=T0 + 2, stale=True))
+    assert woke.woken == {"r"} and started.attempt == woke.runs[0].attempt == 1
+    lease = Lease("w1", woke.runs[0].fence)
+
+    released = await store.write(
+        workers.release_run(
+            "r", lease, waiting_for="key 'k1'", uncount=True, woken=True, now=T0 + 3
+        )
+    )
+    parked = await store.read(run_ops.get_run("r"))
+    again = await store.write(claims.claim("w1", 1, now=T0 + 60, stale=True))
+
+    assert released
+    assert (parked.status, parked.owner, parked.attempt) == ("WAITING", None, 1)
+    assert (parked.waiting_for, parked.wake_at) == ("key 'k1'", T0 + 3)
+    assert again.woken == {"r"} and [r.attempt for r in again.runs] == [1]

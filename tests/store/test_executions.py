@@ -225,10 +225,10 @@ async def test_release_run__records_the_attempts_it_cut_short(store: Store) -> N
     ]
 
     assert not await store.write(
-        claims.release_run("r1", held("w2"), interrupted=cut)
+        workers.release_run("r1", held("w2"), interrupted=cut)
     )  # not its lease
     assert await store.read(journal_ops.load_attempts("r1")) == []
-    assert await store.write(claims.release_run("r1", held("w1"), interrupted=cut))
+    assert await store.write(workers.release_run("r1", held("w1"), interrupted=cut))
 
     [attempt] = await store.read(journal_ops.load_attempts("r1"))
     assert (attempt.key, attempt.outcome, attempt.worker, attempt.started_at) == (

@@ -112,7 +112,7 @@ async def test_beat__lets_go_of_the_runs_it_names_while_it_holds_them(
     await store.write(worker_ops.register_worker(worker_record("w2")))
     for run_id, owner in (("stuck", "w1"), ("moved", "w1"), ("theirs", "w2"), ("fine", "w1")):
         await store.write(run_ops.create_run(run_record(run_id, status="RUNNING", owner=owner)))
-    await store.write(claim_ops.release_run("moved", held("w1")))
+    await store.write(worker_ops.release_run("moved", held("w1")))
     await store.write(
         claim_ops.claim("w1", 10, now=T0, stale=False)
     )  # "moved": held again, fence 2
@@ -227,7 +227,7 @@ async def test_wait_for_work__wakes_on_a_run_another_process_hands_back(
     worker, stopping = await open_store_at(), await open_store_at()
     await stopping.write(run_ops.create_run(run_record("r1", status="RUNNING", owner="w1")))
     await settle(worker)
-    _, released = await woken_by(worker, stopping.write(claim_ops.release_run("r1", held("w1"))))
+    _, released = await woken_by(worker, stopping.write(worker_ops.release_run("r1", held("w1"))))
     assert released
 
 
@@ -339,9 +339,9 @@ async def test_wait_for_work__wakes_at_once_on_a_new_run_of_its_own_store(store:
 
 
 def test_wakes__is_declared_on_the_programs_that_make_runs_claimable() -> None:
-    from cairn.store.programs import claims, runs
+    from cairn.store.programs import runs
 
-    assert waits.send_message.wakes and claims.release_run.wakes
+    assert waits.send_message.wakes and worker_ops.release_run.wakes
     assert not runs.finish_run.wakes
     # A new PENDING run is claimable at its wake time; an existing one wakes nothing.
     after, later = runs.create_run.wakes_after, run_record("r1", wake_at=T0 + 5)

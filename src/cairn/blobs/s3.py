@@ -92,24 +92,8 @@ class S3Blobs:
 
         try:
             self.client.put_object(Bucket=self.bucket, Key=self.key(sha256), Body=data)
-        except ClientError as exc:
-            error = exc.response.get("Error", {})
-            code = str(error.get("Code") or "")
-            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if code in REFUSALS or (status == 403 and code not in THROTTLING):
-                message = str(error.get("Message") or "").strip()
-                raise BlobStoreRefused(
-                    f"bucket {self.bucket!r} refused PUT {self.key(sha256)}: {code}"
-                    + (f" ({message})" if message else "")
-                ) from exc
-            raise OSError(f"PUT {self.key(sha256)}: {exc}") from exc
-        except BotoCoreError as exc:
-            if type(exc).__name__ in CREDENTIAL_ERRORS:
-                raise BlobStoreRefused(
-                    f"bucket {self.bucket!r}: cannot PUT {self.key(sha256)}: "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
-            raise OSError(f"PUT {self.key(sha256)}: {exc}") from exc
+        except (ClientError, BotoCoreError) as exc:
+            raise self._failure(exc, "PUT", sha256) from exc
 
     def get(self, sha256: str) -> bytes | None:
         """The object's bytes, or None if there is no such object."""
@@ -121,15 +105,45 @@ class S3Blobs:
         return data
 
     def head(self, sha256: str, size: int) -> bytes | None:
-        """The object's first `size` bytes (a ranged GET), or None."""
+        """The object's first `size` bytes (a ranged GET), or None if there is no such object.
+
+        A GET that may succeed later raises OSError, one refused until someone fixes the
+        store BlobStoreRefused, as for `put`.
+        """
+        from botocore.exceptions import BotoCoreError, ClientError
+
         try:
             found = self.client.get_object(
                 Bucket=self.bucket, Key=self.key(sha256), Range=f"bytes=0-{size - 1}"
             )
+            data: bytes = found["Body"].read()
         except self.client.exceptions.NoSuchKey:
             return None
-        data: bytes = found["Body"].read()
+        except (ClientError, BotoCoreError) as exc:
+            raise self._failure(exc, "GET", sha256) from exc
         return data
+
+    def _failure(self, exc: Exception, verb: str, sha256: str) -> OSError:
+        """What a request's botocore error `exc` is to the caller (see `put`)."""
+        from botocore.exceptions import ClientError
+
+        if isinstance(exc, ClientError):
+            error = exc.response.get("Error", {})
+            code = str(error.get("Code") or "")
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in REFUSALS or (status == 403 and code not in THROTTLING):
+                message = str(error.get("Message") or "").strip()
+                return BlobStoreRefused(
+                    f"bucket {self.bucket!r} refused {verb} {self.key(sha256)}: {code}"
+                    + (f" ({message})" if message else "")
+                )
+            return OSError(f"{verb} {self.key(sha256)}: {exc}")
+        if type(exc).__name__ in CREDENTIAL_ERRORS:
+            return BlobStoreRefused(
+                f"bucket {self.bucket!r}: cannot {verb} {self.key(sha256)}: "
+                f"{type(exc).__name__}: {exc}"
+            )
+        return OSError(f"{verb} {self.key(sha256)}: {exc}")
 
     def listing(self) -> Iterator[tuple[str, float]]:
         """Every object under the prefix: its name and when it was last written."""

@@ -36,7 +36,7 @@ from cairn.representation.words import (
     when,
 )
 from cairn.store import locations
-from cairn.store.records import INTERRUPTED
+from cairn.store.records import CANCELLED, INTERRUPTED
 
 STATUS_STYLE = {
     RunStatus.PENDING: "yellow",
@@ -277,17 +277,18 @@ class HistoryTable:
 
 
 def attempts_table(attempts: Iterable[Mapping[str, Any]]) -> Table:
-    """A table of failed and interrupted step attempts."""
+    """A table of failed, interrupted and cancelled step attempts."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name in ("KEY", "ATTEMPT", "ENDED AT", "ERROR", "RETRY AT"):
         table.add_column(name, justify="right" if name == "ATTEMPT" else "left")
     for attempt in attempts:
         interrupted = attempt.get("outcome") == INTERRUPTED
+        cancelled = attempt.get("outcome") == CANCELLED
         table.add_row(
             attempt["key"],
             str(attempt["attempt"]),
             when(attempt["failed_at"]),
-            Text(attempt_outcome(attempt), style="yellow" if interrupted else "red"),
+            Text(attempt_outcome(attempt), style="yellow" if interrupted or cancelled else "red"),
             "ran again" if interrupted else (when(attempt["retry_at"]) or "no retry"),
         )
     return table

@@ -23,7 +23,7 @@ from cairn.models import Execution, RunStatus, parse_origin
 from cairn.representation import json_form, words
 from cairn.representation import runs as run_forms
 from cairn.runtime import stored_values
-from cairn.store.records import INTERRUPTED
+from cairn.store.records import CANCELLED, INTERRUPTED
 
 T = TypeVar("T")
 
@@ -207,9 +207,12 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
         parts += [Text(label, style="bold")] if label else []
         parts.append(output.history_table(entries))
     if attempts:
-        title = f"failed attempts ({len(attempts)})"
-        if any(a.get("outcome") == INTERRUPTED for a in attempts):
-            title = f"failed and interrupted attempts ({len(attempts)})"
+        ended = {a.get("outcome") for a in attempts}
+        kinds = ["failed", *([INTERRUPTED] if INTERRUPTED in ended else [])]
+        if CANCELLED in ended:  # "cancelled attempts" when no other kind is there
+            kinds = [*(kinds if ended - {CANCELLED} else []), CANCELLED]
+        named = kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} and {kinds[-1]}"
+        title = f"{named} attempts ({len(attempts)})"
         parts += [Text(""), Text(title, style="bold underline")]
         for label, tries in by_execution(shown, attempts, lambda a: int(a["execution"])):
             parts += [Text(label, style="bold")] if label else []

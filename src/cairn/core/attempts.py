@@ -19,9 +19,10 @@ from cairn.core.failed_attempts import (
     RETRY,
     back_off,
     describe_failure,
+    record_cancelled,
     record_failure,
 )
-from cairn.errors import SerializationError, StepFailed, StoreError, StoreRefused
+from cairn.errors import Cancelled, SerializationError, StepFailed, StoreError, StoreRefused
 from cairn.store.programs import journal as journal_ops
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import INTERRUPTED, StepRecord
@@ -178,11 +179,13 @@ async def run_new_step(
             if failure is not None:
                 raise failure from None
             continue
-        except BaseException:
+        except BaseException as exc:
             if live.attempt.streams is not None:
                 live.attempt.streams.discard(key, attempt)
             if observed is not None:
                 observed.interrupted()
+            if isinstance(exc, Cancelled):  # its code stopped for a cancel of the run
+                await record_cancelled(live, key, name, attempt, started)
             raise
         if live.attempt.streams is not None:
             # Before the outcome: a completed step's chunks are all stored.

@@ -16,8 +16,15 @@ from cairn import step_failures
 from cairn.authoring.retry import Retry, next_delay
 from cairn.codecs import coded
 from cairn.core.signals import HandBack
-from cairn.errors import CairnError, FatalError, RetryableError, StepFailed, StepTimeout
-from cairn.store.records import AttemptRecord, StepRecord
+from cairn.errors import (
+    CairnError,
+    Cancelled,
+    FatalError,
+    RetryableError,
+    StepFailed,
+    StepTimeout,
+)
+from cairn.store.records import CANCELLED, AttemptRecord, StepRecord
 
 if TYPE_CHECKING:
     from cairn.core.live_view import LiveView
@@ -196,6 +203,34 @@ async def record_failure(
         )
     )
     return failure
+
+
+async def record_cancelled(
+    live: LiveView, key: str, name: str, attempt: int, started: float
+) -> None:
+    """Record attempt `attempt` of step `name` as ended cancelled: its code stopped for a cancel.
+
+    `cairn.check_cancelled()` (or a `cancel_stops` block) raised in the step: the step has
+    no outcome (the workflow gets Cancelled at its call, recorded as the run's `cancel`
+    entry), but the attempt ran, so the history shows it as an interrupted one is shown.
+    """
+    reason = live.interrupts.reason
+    why = "" if reason in ("", "cancelled") else f" ({reason})"
+    await live.commit_attempt(
+        AttemptRecord(
+            live.run.run_id,
+            key,
+            attempt,
+            type_name(Cancelled()),
+            coded.seal(live.env.serializer, f"step {name!r} stopped: its run was cancelled{why}"),
+            "",
+            live.env.clock.now(),
+            None,
+            started,
+            live.run.execution,
+            outcome=CANCELLED,
+        )
+    )
 
 
 async def back_off(live: LiveView, seconds: float) -> None:

@@ -15,7 +15,7 @@ from cairn.limits import size_words
 from cairn.models import Execution, HistoryEntry, RunStatus
 from cairn.representation.json_form import dumps
 from cairn.runtime import blocking
-from cairn.store.records import INTERRUPTED
+from cairn.store.records import CANCELLED, INTERRUPTED
 
 
 def short(value: Any, width: int = 60) -> str:
@@ -92,11 +92,14 @@ def execution_label(execution: Execution, *, named: bool = True) -> str:
 
 
 def attempt_outcome(attempt: Mapping[str, Any]) -> str:
-    """How a failed or interrupted attempt ended, on one line.
+    """How a failed, interrupted or cancelled attempt ended, on one line.
 
     `interrupted (worker w-1, started 2026-03-01 10:00:00)`: its worker died or lost the
-    run while it ran, so it may have run in part or in full.
+    run while it ran, so it may have run in part or in full. `cancelled: step 'x'
+    stopped: its run was cancelled`: its code stopped at `cairn.check_cancelled()`.
     """
+    if attempt.get("outcome") == CANCELLED:  # its code stopped for a cancel of its run
+        return f"cancelled: {' '.join(str(attempt.get('message', '')).split())}"
     if attempt.get("outcome") == INTERRUPTED:
         started = attempt.get("started_at")
         since = f", started {when(started)}" if started is not None else ""

@@ -80,7 +80,8 @@ def waiting(run: RunRecord, *, now: float, task_id: str | None = None) -> dict[s
 
     `kind` is one of sleep, retry (a step's backoff, parked: `name` is the step), event,
     hook, task, child (a WAITING or SLEEPING run), queue (a PENDING run, or a parked one
-    now due, held back by a queue limit: `reason` says which), locked (a PENDING run
+    now due, held back by a queue limit, or handed back by a worker that lacks its key
+    or version: `reason` says which), locked (a PENDING run
     whose row a lost database session still locks: `reason` names the session's worker
     and since when), blobs (an attempt waits for the blob store to take a value, RUNNING
     or, for a step queue's attempt, WAITING: `reason` is the store's refusal), delay (a
@@ -126,6 +127,10 @@ def _waiting(run: RunRecord, *, now: float, task_id: str | None) -> dict[str, An
         kind, sep, name = (run.waiting_for or "").partition(":")
         if kind == _BLOBS:  # its step queue's worker waits for the blob store
             return _blob_store(run)
+        if run.waiting_for and kind not in KINDS:
+            # A woken run a worker handed back (it lacks the key or the version), parked
+            # again: the note says what it waits for, as on a PENDING run.
+            return {"kind": "queue", "name": run.queue, "until": None, "reason": run.waiting_for}
         due = run.wake_at is not None and run.wake_at <= now
         if not sep or kind not in KINDS or due:
             # Resumed from a pause, or its message came or it timed out: a worker replays it.

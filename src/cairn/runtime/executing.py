@@ -27,7 +27,7 @@ from cairn.runtime import keyless, leases
 from cairn.runtime.heartbeat import Heartbeat
 from cairn.runtime.in_flight import InFlight
 from cairn.runtime.local_executor import Reservation
-from cairn.store.programs import claims as claim_ops
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import Lease, RunRecord, WorkerRecord
 
 log = logcontext.logger("cairn.worker")
@@ -44,6 +44,7 @@ class Attempt:
     task: asyncio.Task[None] | None = None
     live: LiveRun | None = None  # once the executor has made it
     started: float = 0.0  # time.monotonic() when it was launched
+    woken: bool = False  # claimed as it woke: its claim counted no attempt of the run
 
     async def quiesced(self, timeout: float | None = None) -> bool:
         """Wait until no thread of this attempt runs a step (see LiveAttempt.quiesced)."""
@@ -215,7 +216,7 @@ class Executions:
         self._reserved -= 1
         self.start(run, fresh=True, epoch=reservation.epoch)
 
-    def start(self, run: RunRecord, *, fresh: bool, epoch: int) -> None:
+    def start(self, run: RunRecord, *, fresh: bool, epoch: int, woken: bool = False) -> None:
         """Execute an attempt of `run`; after the run's previous attempt here has ended.
 
         Two attempts of one run never execute at once in one process: a claim that hands
@@ -234,7 +235,7 @@ class Executions:
                 run.attempt,
                 extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
             )
-        attempt = Attempt(run, epoch, started=time.monotonic())
+        attempt = Attempt(run, epoch, started=time.monotonic(), woken=woken)
         # The loop's own create_task names the task as it makes it (asyncio.create_task
         # calls it, then names the task in a second, Python-level call).
         attempt.task = asyncio.get_running_loop().create_task(
@@ -329,8 +330,13 @@ class Executions:
             while self.writable():
                 try:
                     await self.env.store.write(
-                        claim_ops.release_run(
-                            run_id, self.lease_of(attempt), waiting_for=waiting_for, uncount=uncount
+                        worker_ops.release_run(
+                            run_id,
+                            self.lease_of(attempt),
+                            waiting_for=waiting_for,
+                            uncount=uncount,
+                            woken=attempt.woken,
+                            now=self.env.clock.now(),
                         )
                     )
                     break

@@ -81,7 +81,7 @@ class InFlight:
 def cut_short(live: LiveRun | None, *, worker: str, now: float) -> list[AttemptRecord]:
     """The step attempts `live` has in flight, as interrupted by its worker's stop.
 
-    A stopping worker hands these back with the run (claims.release_run): the next
+    A stopping worker hands these back with the run (workers.release_run): the next
     worker numbers its attempts after them, and the history shows the step may have run.
     """
     if live is None:

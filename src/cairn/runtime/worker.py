@@ -32,7 +32,6 @@ from cairn.runtime.executing import Attempt, Executions, Finished
 from cairn.runtime.heartbeat import Heartbeat
 from cairn.runtime.reconciling import Reconciler
 from cairn.runtime.watchdog import LoopWatchdog
-from cairn.store.programs import claims as claim_ops
 from cairn.store.programs import workers
 from cairn.store.records import AttemptRecord
 
@@ -328,7 +327,7 @@ class Worker:
             extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
         )
         if self.failure is None:
-            release = claim_ops.release_run(
+            release = workers.release_run(
                 run.run_id, self.executions.lease_of(attempt), interrupted=interrupted
             )
             with contextlib.suppress(Exception):

@@ -356,9 +356,9 @@ OPERATIONS = (
         "GET",
         f"{RUN}/history",
         history,
-        "A run's step history of every execution, its failed and interrupted attempts, "
-        "and the steps executing now; a long history in pages (`next_after`: the `after` "
-        "of the next page, null on the last)",
+        "A run's step history of every execution, its failed, interrupted and cancelled "
+        "attempts, and the steps executing now; a long history in pages (`next_after`: "
+        "the `after` of the next page, null on the last)",
         query=(
             Param(
                 "limit",

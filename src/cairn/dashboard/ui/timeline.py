@@ -15,7 +15,7 @@ from typing import Any
 
 from cairn.models import HistoryEntry
 from cairn.representation import words
-from cairn.store.records import INTERRUPTED
+from cairn.store.records import CANCELLED, INTERRUPTED
 
 
 def timeline(
@@ -34,6 +34,10 @@ def timeline(
         step = running.get(where)
         if step is not None:
             tries.append({**step, "running": True, "succeeded": False, "interrupted": False})
+        # Between attempts (a retry backoff), executing now, or stopped for a cancel.
+        state = "retrying" if step is None else "executing"
+        if step is None and tries and tries[-1]["cancelled"]:
+            state = "cancelled"
         shown.append(
             {
                 "seq": None,
@@ -41,8 +45,7 @@ def timeline(
                 "name": where[1],
                 "execution": where[0],
                 "superseded": False,
-                # Between attempts (a retry backoff), or executing now.
-                "status": "retrying" if step is None else "executing",
+                "status": state,
                 "attempts": len(tries),
                 "started_at": _first_start(tries),
                 "duration": "",
@@ -110,6 +113,7 @@ def _failed(attempt: dict[str, Any]) -> dict[str, Any]:
         "succeeded": False,
         "running": False,
         "interrupted": attempt.get("outcome") == INTERRUPTED,
+        "cancelled": attempt.get("outcome") == CANCELLED,
     }
 
 

@@ -101,6 +101,14 @@ RELEASE_ONE_FOR = (
     "attempt = attempt - (CASE WHEN attempt > 0 THEN ? ELSE 0 END) "
     f"WHERE {FENCE} AND (status || '') = 'RUNNING'"
 )
+# ... a run claimed as it woke, that wrote nothing: parked again, due, as the claim found
+# it (the claim counted no attempt, so none is taken back). Params: now (updated_at),
+# waiting_for or None, now (wake_at), run_id, owner, fence.
+REPARK_ONE_FOR = (
+    "UPDATE runs SET status = 'WAITING', owner = NULL, updated_at = ?, "
+    "waiting_for = COALESCE(?, waiting_for), wake_at = ? "
+    f"WHERE {FENCE} AND (status || '') = 'RUNNING'"
+)
 RELEASE_OWNED = (
     "UPDATE runs SET status = 'PENDING', owner = NULL, updated_at = ? "
     "WHERE owner = ? AND status = 'RUNNING'"

@@ -6,47 +6,19 @@ limits (`queues.QueueGate`) and ending runs recovered too often (PoisonRun).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from cairn.models import RunStatus
 from cairn.store import _sql
 from cairn.store.programs import orphans
-from cairn.store.programs.base import Program, Sql, all_rows, operation, wakes
+from cairn.store.programs.base import Program, Sql, all_rows, operation
 from cairn.store.programs.queues import Entry, QueueGate
 from cairn.store.programs.runs import after_finish
-from cairn.store.records import AttemptRecord, Claimed, Lease
+from cairn.store.records import Claimed
 
 # Whether a claim may judge owners by old heartbeats: a flag, or a judgement (see `claim`).
 Stale = bool | Callable[[], bool]
-
-
-@operation
-@wakes
-def release_run(
-    run_id: str,
-    lease: Lease,
-    *,
-    interrupted: Sequence[AttemptRecord] = (),
-    waiting_for: str | None = None,
-    uncount: bool = False,
-) -> Program[bool]:
-    """Queue again a run `lease` holds but whose attempt ended early; True if it did.
-
-    The run becomes PENDING with no owner (claimed again without counting a recovery), and
-    the `interrupted` attempts (step attempts the ending cut short) are recorded in the
-    same transaction, each unless its step's outcome is in the journal. A no-op (False)
-    if `lease` no longer holds it. `waiting_for`, if given, says what it waits for until
-    a claim takes it (a worker with the key it was handed back for). `uncount`: the
-    attempt wrote nothing, so the attempt its claim counted is taken back (a recovery
-    it counted stays: max_recoveries is about dead owners).
-    """
-    fenced = (time.time(), waiting_for, int(uncount), run_id, lease.owner, lease.fence)
-    if not (yield Sql(_sql.RELEASE_ONE_FOR, fenced)):
-        return False
-    yield from orphans.interrupted(interrupted)
-    return True
 
 
 @operation
@@ -152,7 +124,7 @@ def claim_runs(
         for run_id in started:
             if fences[run_id] > 1:
                 del due_at[run_id]
-    return Claimed(runs, poisoned, due_at)
+    return Claimed(runs, poisoned, due_at, frozenset(run_id for run_id, _ in woken))
 
 
 def idle_probe(

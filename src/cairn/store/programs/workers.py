@@ -1,4 +1,7 @@
-"""Programs of worker rows: registration, heartbeats, expiry, removal, known workflows."""
+"""Programs of worker rows: registration, heartbeats, expiry, removal, known workflows.
+
+And a living worker's hand-back of one run (`release_run`).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +10,9 @@ import time
 from collections.abc import Sequence
 
 from cairn.store import _sql
+from cairn.store.programs import orphans
 from cairn.store.programs.base import Program, Sql, all_rows, one_row, operation, path, wakes
-from cairn.store.records import Beat, Counts, WorkerRecord
+from cairn.store.records import AttemptRecord, Beat, Counts, Lease, WorkerRecord
 
 
 @operation
@@ -220,3 +224,40 @@ def next_wake() -> Program[float | None]:
     rows = yield all_rows(_sql.NEXT_WAKE)
     times = [float(row[0]) for row in rows if row[0] is not None]
     return min(times) if times else None
+
+
+@operation
+@wakes
+def release_run(
+    run_id: str,
+    lease: Lease,
+    *,
+    interrupted: Sequence[AttemptRecord] = (),
+    waiting_for: str | None = None,
+    uncount: bool = False,
+    woken: bool = False,
+    now: float | None = None,
+) -> Program[bool]:
+    """Queue again a run `lease` holds but whose attempt ended early; True if it did.
+
+    The run becomes PENDING with no owner (claimed again without counting a recovery), and
+    the `interrupted` attempts (step attempts the ending cut short) are recorded in the
+    same transaction, each unless its step's outcome is in the journal. A no-op (False)
+    if `lease` no longer holds it. `waiting_for`, if given, says what it waits for until
+    a claim takes it (a worker with the key it was handed back for). `uncount`: the
+    attempt wrote nothing, so the attempt its claim counted is taken back (a recovery
+    it counted stays: max_recoveries is about dead owners), unless `woken`: that claim
+    counted none, so the run is parked again as it was found, WAITING and due at `now`
+    (the caller's clock, as claims judge due runs by it; default the system's), its
+    `attempt` still how many times it has executed (the next claim wakes it, no count).
+    """
+    at = time.time()
+    text, third = (
+        (_sql.REPARK_ONE_FOR, at if now is None else now)
+        if uncount and woken
+        else (_sql.RELEASE_ONE_FOR, int(uncount))
+    )
+    if not (yield Sql(text, (at, waiting_for, third, run_id, lease.owner, lease.fence))):
+        return False
+    yield from orphans.interrupted(interrupted)
+    return True

@@ -16,6 +16,7 @@ from cairn.store.records.answers import (
 )
 from cairn.store.records.tables import (
     ATTEMPT_FIELDS,
+    CANCELLED,
     EXECUTION_FIELDS,
     FAILED,
     HOOK_FIELDS,
@@ -47,6 +48,7 @@ from cairn.store.records.tables import (
 
 __all__ = [
     "ATTEMPT_FIELDS",
+    "CANCELLED",
     "EXECUTION_FIELDS",
     "FAILED",
     "HOOK_FIELDS",

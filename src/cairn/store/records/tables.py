@@ -99,14 +99,16 @@ JOURNAL_FIELDS: tuple[str, ...] = tuple(name for name in STEP_FIELDS if name != 
 
 
 # How an attempt that produced no outcome ended: it raised, or its worker died or lost
-# the run while it ran (recorded by the worker that took the run over).
+# the run while it ran (recorded by the worker that took the run over), or its code
+# stopped for a cancel of the run (`cairn.check_cancelled()`, `cancel_stops`).
 FAILED = "failed"
 INTERRUPTED = "interrupted"
+CANCELLED = "cancelled"
 
 
 @dataclass(frozen=True, slots=True)
 class AttemptRecord:
-    """A failed (or interrupted) attempt of a step, kept for history and retry accounting.
+    """A failed (interrupted, cancelled) attempt of a step, kept for history and retry accounting.
 
     Attempts are numbered within an execution of the run. An interrupted attempt's
     `failed_at` is when another worker took the run over, `worker` the one that ran it.
