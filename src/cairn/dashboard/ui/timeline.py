@@ -33,7 +33,8 @@ def timeline(
         tries = [_failed(attempt) for attempt in failed.get(where, [])]
         step = running.get(where)
         if step is not None:
-            tries.append({**step, "running": True, "succeeded": False, "interrupted": False})
+            ended = {"succeeded": False, "interrupted": False, "cancelled": False}
+            tries.append({**step, "running": True, **ended})
         # Between attempts (a retry backoff), executing now, or stopped for a cancel.
         state = "retrying" if step is None else "executing"
         if step is None and tries and tries[-1]["cancelled"]:
@@ -78,6 +79,7 @@ def _entry(entry: HistoryEntry, failed: list[dict[str, Any]]) -> dict[str, Any]:
                 "succeeded": True,
                 "running": False,
                 "interrupted": False,
+                "cancelled": False,
             }
         )
     started = min(
