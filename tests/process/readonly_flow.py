@@ -23,16 +23,16 @@ from cairn.store.sqlite import store as sqlite_store
 EFFECTS = Path(os.environ.get("CAIRN_EFFECTS", "effects.txt"))
 DONE = EFFECTS.with_name("made-read-only")
 _connections: list[sqlite3.Connection] = []
-_connect = sqlite_store.connect
+_open_main = sqlite_store.open_main
 
 
-def _remember(path: str, **options: Any) -> sqlite3.Connection:
-    conn = _connect(path, **options)
+async def _remember(path: str, *args: Any) -> sqlite3.Connection:
+    conn = await _open_main(path, *args)
     _connections.append(conn)  # the store's own connection
     return conn
 
 
-sqlite_store.connect = _remember  # type: ignore[assignment]
+sqlite_store.open_main = _remember  # type: ignore[assignment]
 
 
 def effect(line: str) -> None:
