@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from tests.chaos.harness import Chaos
 from tests.chaos.pg_cluster import PgCluster, private_cluster
+from tests.chaos.proxy import FreezingProxy
 
 
 @pytest.fixture
@@ -26,3 +27,14 @@ def cluster() -> Iterator[PgCluster]:
         yield server
     finally:
         server.destroy()
+
+
+@pytest.fixture
+def freezing(pg_url: str) -> Iterator[FreezingProxy]:
+    """A FreezingProxy in front of the shared PostgreSQL, thawed and closed afterwards."""
+    proxy = FreezingProxy(("127.0.0.1", 5432))
+    try:
+        yield proxy
+    finally:
+        proxy.thaw()
+        proxy.close()

@@ -12,7 +12,6 @@ on the client side would show there). See docs/explanation/storage-and-leases.md
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -26,15 +25,6 @@ pytestmark = [pytest.mark.process, pytest.mark.timeout(600)]
 BOUND = 10 + 1 + 1 + 1
 # asyncio's self-pipe: a socket pair every process has.
 OWN_SOCKETS = 2
-
-
-@pytest.fixture
-def freezing(pg_url: str) -> Iterator[FreezingProxy]:
-    proxy = FreezingProxy(("127.0.0.1", 5432))
-    try:
-        yield proxy
-    finally:
-        proxy.close()
 
 
 def _backends(pg_url: str, proxy: FreezingProxy) -> int:

@@ -67,16 +67,6 @@ def test_outages__postgresql_down_longer_than_the_retry_window_again_and_again(
     assert cluster.stops == size(3, 12)
 
 
-@pytest.fixture
-def freezing(pg_url: str) -> Iterator[FreezingProxy]:
-    proxy = FreezingProxy(("127.0.0.1", 5432))
-    try:
-        yield proxy
-    finally:
-        proxy.thaw()
-        proxy.close()
-
-
 def test_frozen_connections__a_worker_whose_connections_hang_lets_its_runs_go(
     tmp_path: Path, pg_url: str, freezing: FreezingProxy
 ) -> None:

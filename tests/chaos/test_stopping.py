@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -31,16 +30,6 @@ GRACE = 2.0
 # Besides the grace and the hand-back window: cancelling the loops, closing the pool,
 # and the interpreter's exit on a loaded machine.
 SLACK = 4.0
-
-
-@pytest.fixture
-def freezing(pg_url: str) -> Iterator[FreezingProxy]:
-    proxy = FreezingProxy(("127.0.0.1", 5432))
-    try:
-        yield proxy
-    finally:
-        proxy.thaw()
-        proxy.close()
 
 
 class Serving:
