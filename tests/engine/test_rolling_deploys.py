@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import Counter
 from typing import Any
 
 import pytest
+from tests.store.kit import execute
 
 import cairn
+from cairn.store.programs import claims as claim_ops
 from cairn.store.programs import workers as worker_ops
 from cairn.store.records import WorkerRecord
 
@@ -246,4 +249,53 @@ async def test_rolling_deploy__a_sync_workflow_is_handed_back_too(kit: Kit) -> N
                 await asyncio.sleep(0.01)
     async with old.engine() as engine:
         assert await (await engine.get(run.run_id)).result(timeout=WAIT) == ["reserve", "charge"]
+    assert calls == {"reserve": 1, "charge": 1}
+
+
+async def test_rolling_deploy__a_woken_run_resumed_after_a_lost_claim_reply_is_handed_back_alike(
+    kit: Kit,
+) -> None:
+    # The claim that woke the run committed, but its reply never reached the worker (a
+    # connection lost after COMMIT): the reconciler resumes the run it finds held here.
+    # Before: that path did not know the claim had woken the run, so the hand-back took
+    # back an attempt the wake never counted and queued the run PENDING ("attempt 0"),
+    # and its next claim counted a start its queue's rate had counted already.
+    calls: Counter[str] = Counter()
+    old, new = kit.fresh(), kit.fresh()
+    v1 = order_v(old, "v1", calls, second="charge")
+    order_v(new, "v2", calls, second="bill")
+    async with old.engine() as engine:
+        run = await engine.start(v1)
+        await status_of(engine, run.run_id, "WAITING")
+    [(started,)] = execute(
+        kit.url,
+        "SELECT COALESCE(counted_start_at, started_at) FROM runs WHERE run_id = ?",
+        (run.run_id,),
+    )
+    async with new.engine(lease=0.9, polls=False) as engine:
+        assert engine.worker is not None
+        await live_worker(engine, "roll.order", "v1")
+        await engine.send_event(run.run_id, "go", None)
+        owner = engine.worker.env.owner
+        claim = claim_ops.claim(owner, 1, now=time.time(), stale=False, only=[run.run_id])
+        assert [r.run_id for r in (await engine.store.write(claim)).runs] == [run.run_id]
+        async with asyncio.timeout(WAIT):
+            while (
+                "version 'v1'"
+                not in ((record := await engine.control.record(run.run_id)).waiting_for or "")
+                or record.owner is not None
+            ):
+                assert record.status != "FAILED", record.error
+                await asyncio.sleep(0.01)
+        assert (record.status, record.attempt, record.recoveries) == ("WAITING", 1, 0)
+    async with old.engine() as engine:
+        assert await (await engine.get(run.run_id)).result(timeout=WAIT) == ["reserve", "charge"]
+        record = await engine.control.record(run.run_id)
+    assert (record.attempt, record.recoveries) == (1, 0)
+    [(counted,)] = execute(
+        kit.url,
+        "SELECT COALESCE(counted_start_at, started_at) FROM runs WHERE run_id = ?",
+        (run.run_id,),
+    )
+    assert counted == started  # started once: its queue's rate counts it once
     assert calls == {"reserve": 1, "charge": 1}
