@@ -88,11 +88,16 @@ async def test_rolling_deploy__a_worker_that_cannot_replay_another_versions_run_
         # Parked again, due, as the claim found it when it woke; its attempt kept.
         assert (record.status, record.attempt) == ("WAITING", 1)
         assert record.waiting_for == (
-            "a worker running version 'v1' of workflow 'roll.order' (this worker runs "
-            "version 'v2', which cannot replay it: workflow code diverged from its "
+            "a worker running version 'v1' of workflow 'roll.order' (handed back by a "
+            "worker running version 'v2', which cannot replay it: workflow code diverged from its "
             "history: it started step 'bill#1', but the history records step 'charge#1' "
             "(history seq 2) that replay never reached)"
         )
+    # The worker that handed it back is gone: what operators read names no "this worker"
+    # (before: "(this worker runs version 'v2', ...)", about a worker no longer there).
+    async with new.engine(workers=0) as reader:
+        [shown] = [r for r in await reader.list_runs() if r.run_id == run.run_id]
+        assert shown.waiting_for == record.waiting_for
     async with old.engine() as engine:
         assert await (await engine.get(run.run_id)).result(timeout=WAIT) == ["reserve", "charge"]
     assert calls == {"reserve": 1, "charge": 1}
