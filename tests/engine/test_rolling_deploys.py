@@ -17,6 +17,7 @@ import pytest
 from tests.store.kit import execute
 
 import cairn
+from cairn.clock import VirtualClock
 from cairn.store.programs import claims as claim_ops
 from cairn.store.programs import workers as worker_ops
 from cairn.store.records import WorkerRecord
@@ -24,8 +25,13 @@ from cairn.store.records import WorkerRecord
 from .kit import WAIT, Kit
 
 
-async def live_worker(engine: cairn.Engine, workflow: str, version: str) -> None:
-    """A live worker row of `version` of `workflow` that claims nothing (another process)."""
+async def live_worker(
+    engine: cairn.Engine, workflow: str, version: str, *, lease: float = 60.0
+) -> None:
+    """A live worker row of `version` of `workflow` that claims nothing (another process).
+
+    It never beats again: it is live for `lease` seconds, then as dead as one killed.
+    """
     worker = WorkerRecord(
         f"elsewhere-{version}",
         "elsewhere",
@@ -34,7 +40,7 @@ async def live_worker(engine: cairn.Engine, workflow: str, version: str) -> None
         0.0,
         workflows=json.dumps([workflow]),
         versions=json.dumps({workflow: version}),
-        lease=60.0,
+        lease=lease,
     )
     await engine.store.write(worker_ops.register_worker(worker))
 
@@ -303,4 +309,36 @@ async def test_rolling_deploy__a_woken_run_resumed_after_a_lost_claim_reply_is_h
         (run.run_id,),
     )
     assert counted == started  # started once: its queue's rate counts it once
+    assert calls == {"reserve": 1, "charge": 1}
+
+
+async def test_rolling_deploy__a_run_handed_back_for_a_worker_that_died_fails_without_waiting(
+    kit: Kit,
+) -> None:
+    # The worker of v1 the run was handed back for is killed (it never beats again) and
+    # its lease runs out. Before: the run still said it waited for a worker running v1
+    # until the hand-back's back-off ended (2 s, doubling to 5 minutes; here the worker's
+    # clock stands still, so for ever); the next claim would fail it. Now the worker
+    # that handed it back sees no live worker of v1 at a heartbeat and fails it then.
+    calls: Counter[str] = Counter()
+    old, new = kit.fresh(), kit.fresh()
+    v1 = order_v(old, "v1", calls, second="charge")
+    order_v(new, "v2", calls, second="bill")
+    async with old.engine() as engine:
+        run = await engine.start(v1)
+        await status_of(engine, run.run_id, "WAITING")
+    async with new.engine(clock=VirtualClock(), lease=0.9) as engine:
+        await live_worker(engine, "roll.order", "v1", lease=1.0)
+        await engine.send_event(run.run_id, "go", None)
+        async with asyncio.timeout(WAIT):
+            while "version 'v1'" not in (
+                (await engine.control.record(run.run_id)).waiting_for or ""
+            ):
+                await asyncio.sleep(0.01)
+        with pytest.raises(cairn.RunFailed) as failed:
+            await (await engine.get(run.run_id)).result(timeout=WAIT)
+    assert failed.value.error_message.startswith(
+        "run of version 'v1' of workflow 'roll.order', which no live worker runs, and code "
+        "of version 'v2' cannot replay it"
+    )
     assert calls == {"reserve": 1, "charge": 1}
