@@ -62,3 +62,20 @@ async def ten_effects(n: int) -> int:
     for step in range(10):
         total += int((await effect(step))["step"])
     return total + n
+
+
+# A queue whose limit the woken-runs scenario holds to (test_woken_limits.py).
+LIMIT = 2
+limited_queue = cairn.Queue("chaos_limited", concurrency=LIMIT)
+WOKEN_FROM = 5  # the steps from here on run after the sleep: in a woken attempt
+
+
+@cairn.workflow(name="chaos.limited", queue=limited_queue)
+async def limited_effects(n: int) -> int:
+    """ten_effects on a queue with a concurrency limit, parked and woken half way."""
+    total = 0
+    for step in range(10):
+        if step == WOKEN_FROM:
+            await cairn.sleep(0.2)  # gives its place up, and takes one again when it wakes
+        total += int((await effect(step))["step"])
+    return total + n

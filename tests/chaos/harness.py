@@ -214,11 +214,12 @@ class Chaos:
 
     # -- runs ------------------------------------------------------------------------
 
-    def enqueue(self, count: int) -> list[str]:
+    def enqueue(self, count: int, workflow: str = "chaos.ten") -> list[str]:
         from tests.chaos import flow
 
+        chosen = {"chaos.ten": flow.ten_effects, "chaos.limited": flow.limited_effects}
         with cairn.Client(self.url) as client:
-            return [client.start(flow.ten_effects, i).run_id for i in range(count)]
+            return [client.start(chosen[workflow], i).run_id for i in range(count)]
 
     def wait_done(self, run_ids: list[str], timeout: float = 300) -> dict[str, str]:
         deadline = time.monotonic() + timeout

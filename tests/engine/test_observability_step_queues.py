@@ -63,9 +63,29 @@ async def test_step_queues__a_queued_step_attempt_is_a_span_in_its_runs_trace_an
         for attempt, outcome in ((1, "error"), (2, "ok"))
     ]
     assert steps[0].status.status_code is StatusCode.ERROR
+    # Each attempt is a child of the run's attempt that sent it (the one whose span shows
+    # the wait), in the starter's trace. Before: a child of the starter's span, a sibling
+    # of the run's spans.
+    senders = sorted(
+        (
+            s
+            for s in spans.all()
+            if s.name == "run tq.flow"
+            and any(
+                dict(e.attributes or {}).get("cairn.waiting_for") == "step:tq.render@gpu"
+                for e in s.events
+            )
+        ),
+        key=lambda s: s.start_time or 0,
+    )
+    assert [s.parent.span_id if s.parent else None for s in senders] == [
+        starter.get_span_context().span_id
+    ] * 2
+    assert [s.parent.span_id if s.parent else None for s in steps] == [
+        s.context.span_id if s.context else None for s in senders
+    ]
     for step in steps:
         assert step.context is not None and step.context.trace_id == trace_id
-        assert step.parent is not None and step.parent.span_id == starter.get_span_context().span_id
     inside = [s for s in spans.all() if s.name == "inside"]
     assert [s.parent.span_id if s.parent else None for s in inside] == [
         s.context.span_id for s in steps if s.context is not None
@@ -82,3 +102,28 @@ async def test_step_queues__a_queued_step_attempt_is_a_span_in_its_runs_trace_an
     assert metrics.registry.get_sample_value("cairn_step_attempts_total", labels) == 2
     assert metrics.registry.get_sample_value("cairn_step_failures_total", labels) == 1
     assert metrics.registry.get_sample_value("cairn_step_duration_seconds_count", labels) == 2
+
+
+async def test_step_queues__a_sync_workflows_queued_step_is_a_child_of_its_attempt(
+    kit: Kit, spans: Spans
+) -> None:
+    @kit.step("tq.sign", queue="gpu")
+    def sign(document: str) -> str:
+        return document + "/signed"
+
+    @kit.workflow("tq.sync")
+    def signing(document: str) -> str:
+        return sign(document)
+
+    async with kit.engine(tracing=True, step_queues=["gpu"]) as engine:
+        with trace.get_tracer("app").start_as_current_span("POST /sign"):
+            run = await engine.start(signing, "d")
+        assert await run.result(timeout=WAIT) == "d/signed"
+    [step] = [s for s in spans.all() if s.name == "step tq.sign"]
+    [sender] = [
+        s
+        for s in spans.all()
+        if s.name == "run tq.sync" and any(e.name == "cairn.wait" for e in s.events)
+    ]
+    assert step.parent is not None and sender.context is not None
+    assert step.parent.span_id == sender.context.span_id

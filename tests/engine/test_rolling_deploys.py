@@ -9,20 +9,29 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import Counter
 from typing import Any
 
 import pytest
+from tests.store.kit import execute
 
 import cairn
+from cairn.clock import VirtualClock
+from cairn.store.programs import claims as claim_ops
 from cairn.store.programs import workers as worker_ops
 from cairn.store.records import WorkerRecord
 
 from .kit import WAIT, Kit
 
 
-async def live_worker(engine: cairn.Engine, workflow: str, version: str) -> None:
-    """A live worker row of `version` of `workflow` that claims nothing (another process)."""
+async def live_worker(
+    engine: cairn.Engine, workflow: str, version: str, *, lease: float = 60.0
+) -> None:
+    """A live worker row of `version` of `workflow` that claims nothing (another process).
+
+    It never beats again: it is live for `lease` seconds, then as dead as one killed.
+    """
     worker = WorkerRecord(
         f"elsewhere-{version}",
         "elsewhere",
@@ -31,7 +40,7 @@ async def live_worker(engine: cairn.Engine, workflow: str, version: str) -> None
         0.0,
         workflows=json.dumps([workflow]),
         versions=json.dumps({workflow: version}),
-        lease=60.0,
+        lease=lease,
     )
     await engine.store.write(worker_ops.register_worker(worker))
 
@@ -85,11 +94,16 @@ async def test_rolling_deploy__a_worker_that_cannot_replay_another_versions_run_
         # Parked again, due, as the claim found it when it woke; its attempt kept.
         assert (record.status, record.attempt) == ("WAITING", 1)
         assert record.waiting_for == (
-            "a worker running version 'v1' of workflow 'roll.order' (this worker runs "
-            "version 'v2', which cannot replay it: workflow code diverged from its "
+            "a worker running version 'v1' of workflow 'roll.order' (handed back by a "
+            "worker running version 'v2', which cannot replay it: workflow code diverged from its "
             "history: it started step 'bill#1', but the history records step 'charge#1' "
             "(history seq 2) that replay never reached)"
         )
+    # The worker that handed it back is gone: what operators read names no "this worker"
+    # (before: "(this worker runs version 'v2', ...)", about a worker no longer there).
+    async with new.engine(workers=0) as reader:
+        [shown] = [r for r in await reader.list_runs() if r.run_id == run.run_id]
+        assert shown.waiting_for == record.waiting_for
     async with old.engine() as engine:
         assert await (await engine.get(run.run_id)).result(timeout=WAIT) == ["reserve", "charge"]
     assert calls == {"reserve": 1, "charge": 1}
@@ -246,4 +260,85 @@ async def test_rolling_deploy__a_sync_workflow_is_handed_back_too(kit: Kit) -> N
                 await asyncio.sleep(0.01)
     async with old.engine() as engine:
         assert await (await engine.get(run.run_id)).result(timeout=WAIT) == ["reserve", "charge"]
+    assert calls == {"reserve": 1, "charge": 1}
+
+
+async def test_rolling_deploy__a_woken_run_resumed_after_a_lost_claim_reply_is_handed_back_alike(
+    kit: Kit,
+) -> None:
+    # The claim that woke the run committed, but its reply never reached the worker (a
+    # connection lost after COMMIT): the reconciler resumes the run it finds held here.
+    # Before: that path did not know the claim had woken the run, so the hand-back took
+    # back an attempt the wake never counted and queued the run PENDING ("attempt 0"),
+    # and its next claim counted a start its queue's rate had counted already.
+    calls: Counter[str] = Counter()
+    old, new = kit.fresh(), kit.fresh()
+    v1 = order_v(old, "v1", calls, second="charge")
+    order_v(new, "v2", calls, second="bill")
+    async with old.engine() as engine:
+        run = await engine.start(v1)
+        await status_of(engine, run.run_id, "WAITING")
+    [(started,)] = execute(
+        kit.url,
+        "SELECT COALESCE(counted_start_at, started_at) FROM runs WHERE run_id = ?",
+        (run.run_id,),
+    )
+    async with new.engine(lease=0.9, polls=False) as engine:
+        assert engine.worker is not None
+        await live_worker(engine, "roll.order", "v1")
+        await engine.send_event(run.run_id, "go", None)
+        owner = engine.worker.env.owner
+        claim = claim_ops.claim(owner, 1, now=time.time(), stale=False, only=[run.run_id])
+        assert [r.run_id for r in (await engine.store.write(claim)).runs] == [run.run_id]
+        async with asyncio.timeout(WAIT):
+            while (
+                "version 'v1'"
+                not in ((record := await engine.control.record(run.run_id)).waiting_for or "")
+                or record.owner is not None
+            ):
+                assert record.status != "FAILED", record.error
+                await asyncio.sleep(0.01)
+        assert (record.status, record.attempt, record.recoveries) == ("WAITING", 1, 0)
+    async with old.engine() as engine:
+        assert await (await engine.get(run.run_id)).result(timeout=WAIT) == ["reserve", "charge"]
+        record = await engine.control.record(run.run_id)
+    assert (record.attempt, record.recoveries) == (1, 0)
+    [(counted,)] = execute(
+        kit.url,
+        "SELECT COALESCE(counted_start_at, started_at) FROM runs WHERE run_id = ?",
+        (run.run_id,),
+    )
+    assert counted == started  # started once: its queue's rate counts it once
+    assert calls == {"reserve": 1, "charge": 1}
+
+
+async def test_rolling_deploy__a_run_handed_back_for_a_worker_that_died_fails_without_waiting(
+    kit: Kit,
+) -> None:
+    # The worker of v1 the run was handed back for is killed (it never beats again) and
+    # its lease runs out. Before: the run still said it waited for a worker running v1
+    # until the hand-back's back-off ended (2 s, doubling to 5 minutes; here the worker's
+    # clock stands still, so for ever); the next claim would fail it. Now the worker
+    # that handed it back sees no live worker of v1 at a heartbeat and fails it then.
+    calls: Counter[str] = Counter()
+    old, new = kit.fresh(), kit.fresh()
+    v1 = order_v(old, "v1", calls, second="charge")
+    order_v(new, "v2", calls, second="bill")
+    async with old.engine() as engine:
+        run = await engine.start(v1)
+        await status_of(engine, run.run_id, "WAITING")
+    async with new.engine(clock=VirtualClock(), lease=0.9) as engine:
+        await live_worker(engine, "roll.order", "v1", lease=1.0)
+        await engine.send_event(run.run_id, "go", None)
+        async with asyncio.timeout(WAIT):
+            while "version 'v1'" not in (
+                (await engine.control.record(run.run_id)).waiting_for or ""
+            ):
+                await asyncio.sleep(0.01)
+        with pytest.raises(cairn.RunFailed) as failed:
+            await (await engine.get(run.run_id)).result(timeout=WAIT)
+    assert failed.value.error_message.startswith(
+        "run of version 'v1' of workflow 'roll.order', which no live worker runs, and code "
+        "of version 'v2' cannot replay it"
+    )
     assert calls == {"reserve": 1, "charge": 1}

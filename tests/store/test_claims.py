@@ -395,6 +395,8 @@ async def test_release_run__a_woken_run_that_wrote_nothing_parks_again_keeping_i
 ) -> None:
     # Its claim counted no attempt (a wake-up), so the hand-back takes none back: it is
     # parked again as the claim found it, due, and the next claim wakes it, counting none.
+    # The row says the claim woke it: the caller need not know (a reconciler resuming a
+    # run whose claim's reply was lost does not).
     await store.write(workers.register_worker(worker_record("w1")))
     await store.write(run_ops.create_run(run_record("r", created_at=T0 - 5)))
     [started] = (await store.write(claims.claim("w1", 1, now=T0, stale=True))).runs
@@ -402,13 +404,11 @@ async def test_release_run__a_woken_run_that_wrote_nothing_parks_again_keeping_i
         run_ops.park_run("r", held("w1"), "SLEEPING", wake_at=T0 + 1, waiting_for=None, now=T0)
     )
     woke = await store.write(claims.claim("w1", 1, now=T0 + 2, stale=True))
-    assert woke.woken == {"r"} and started.attempt == woke.runs[0].attempt == 1
+    assert started.attempt == woke.runs[0].attempt == 1
     lease = Lease("w1", woke.runs[0].fence)
 
     released = await store.write(
-        workers.release_run(
-            "r", lease, waiting_for="key 'k1'", uncount=True, woken=True, now=T0 + 3
-        )
+        workers.release_run("r", lease, waiting_for="key 'k1'", uncount=True, now=T0 + 3)
     )
     parked = await store.read(run_ops.get_run("r"))
     again = await store.write(claims.claim("w1", 1, now=T0 + 60, stale=True))
@@ -416,4 +416,29 @@ async def test_release_run__a_woken_run_that_wrote_nothing_parks_again_keeping_i
     assert released
     assert (parked.status, parked.owner, parked.attempt) == ("WAITING", None, 1)
     assert (parked.waiting_for, parked.wake_at) == ("key 'k1'", T0 + 3)
-    assert again.woken == {"r"} and [r.attempt for r in again.runs] == [1]
+    assert [r.attempt for r in again.runs] == [1]
+
+
+async def test_release_run__a_woken_run_recovered_since_goes_back_as_its_recovery_found_it(
+    store: Store,
+) -> None:
+    # The row says how the claim that holds the run took it: woken by w1, whose worker
+    # then died, the run was recovered by w2 (an attempt counted), so an idle hand-back
+    # by w2 takes that attempt back and queues it PENDING; the recovery stays counted.
+    await store.write(workers.register_worker(worker_record("w2")))
+    await store.write(run_ops.create_run(run_record("r", created_at=T0 - 5)))
+    [started] = (await store.write(claims.claim("w1", 1, now=T0, stale=True))).runs
+    await store.write(
+        run_ops.park_run("r", held("w1"), "SLEEPING", wake_at=T0 + 1, waiting_for=None, now=T0)
+    )
+    [woke] = (await store.write(claims.claim("w1", 1, now=T0 + 2, stale=True))).runs
+    [recovered] = (await store.write(claims.claim("w2", 1, now=T0 + 3, stale=True))).runs
+    assert (started.attempt, woke.attempt, recovered.attempt) == (1, 1, 2)
+
+    released = await store.write(
+        workers.release_run("r", Lease("w2", recovered.fence), uncount=True, now=T0 + 4)
+    )
+    back = await store.read(run_ops.get_run("r"))
+
+    assert released
+    assert (back.status, back.owner, back.attempt, back.recoveries) == ("PENDING", None, 1, 1)

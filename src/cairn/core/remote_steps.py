@@ -20,6 +20,7 @@ from cairn.authoring.definitions import StepDef
 from cairn.core import durable, failed_attempts, step_input, waits
 from cairn.core.journal import Journal
 from cairn.errors import InvalidArguments
+from cairn.observability import propagation
 from cairn.store.programs import step_tasks
 from cairn.store.records import INTERRUPTED, StepRecord, StepTaskRecord
 
@@ -186,6 +187,9 @@ async def _execute_remotely(
             claims=0,
             lease_until=None,
             created_at=live.env.clock.now(),
+            # The span of the run's attempt sending it, if one is current (this attempt
+            # parks and its span ends, but the step's span is still its child).
+            trace_context=propagation.current(),
         )
         store, lease = live.env.store, live.lease
         await durable.write(

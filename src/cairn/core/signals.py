@@ -60,9 +60,11 @@ class OtherVersion(HandBack):
         self.error = error
         self.key_id = f"version {run_version!r}"  # what this worker lacks, for the log
         self.message = str(error)
+        # Shown on the run until its next claim, however long: a fact about the code, true
+        # once the worker that handed it back is gone ("this worker" was not).
         self.waiting_for = (
-            f"a worker running version {run_version!r} of workflow {workflow!r} (this worker "
-            f"runs version {code_version!r}, which cannot replay it: {error})"
+            f"a worker running version {run_version!r} of workflow {workflow!r} (handed back "
+            f"by a worker running version {code_version!r}, which cannot replay it: {error})"
         )
 
     def failure(self) -> NonDeterminismError:

@@ -56,12 +56,20 @@ class Observer(Protocol):
         ...
 
     def queued_step(
-        self, run: RunRecord, key: str, name: str, attempt: int, queue: str
+        self,
+        run: RunRecord,
+        key: str,
+        name: str,
+        attempt: int,
+        queue: str,
+        *,
+        sent_in: str | None = None,
     ) -> StepScope:
         """An attempt of step `key` of `run`, sent to step queue `queue`, executes here.
 
         The attempt a worker serving a step queue claimed (its run waits elsewhere);
-        called in the context the step's code runs in, before it runs.
+        called in the context the step's code runs in, before it runs. `sent_in`: the
+        trace context of the run's attempt that sent it, as stored (None: untraced).
         """
         ...
 
@@ -86,10 +94,19 @@ class Observers:
         return _RunScopes([o.run(run, first) for o in self.observers])
 
     def queued_step(
-        self, run: RunRecord, key: str, name: str, attempt: int, queue: str
+        self,
+        run: RunRecord,
+        key: str,
+        name: str,
+        attempt: int,
+        queue: str,
+        *,
+        sent_in: str | None = None,
     ) -> StepScope:
         """Every observer's scope, as one."""
-        return _StepScopes([o.queued_step(run, key, name, attempt, queue) for o in self.observers])
+        return _StepScopes(
+            [o.queued_step(run, key, name, attempt, queue, sent_in=sent_in) for o in self.observers]
+        )
 
     def claimed(self, runs: list[RunRecord], due: dict[str, float], now: float) -> None:
         """Tell every observer."""

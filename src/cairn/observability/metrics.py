@@ -162,7 +162,14 @@ class Metrics:
         return _RunMetrics(self, run)
 
     def queued_step(
-        self, run: RunRecord, key: str, name: str, attempt: int, queue: str
+        self,
+        run: RunRecord,
+        key: str,
+        name: str,
+        attempt: int,
+        queue: str,
+        *,
+        sent_in: str | None = None,
     ) -> StepScope:
         """Hook: an attempt of a step sent to a step queue begins here (counted as any)."""
         children = self.step_children(name)

@@ -99,15 +99,27 @@ class Tracing:
         return _RunSpan(self, span, token)
 
     def queued_step(
-        self, run: RunRecord, key: str, name: str, attempt: int, queue: str
+        self,
+        run: RunRecord,
+        key: str,
+        name: str,
+        attempt: int,
+        queue: str,
+        *,
+        sent_in: str | None = None,
     ) -> StepScope:
         """Hook: open the span of an attempt of a step sent to a step queue, current.
 
-        Its run's attempt parked when it sent the step (its span has ended), so the span
-        goes in the trace the run was started in, beside the run's spans.
+        A child of the span of the run's attempt that sent it (`sent_in`, stored with the
+        attempt: that span has ended, as the attempt parked when it sent the step); in
+        the trace the run was started in when that attempt was not traced.
         """
         trace = self.otel_trace
-        parent = propagation.extract(run.trace_context) or self.otel_context.Context()
+        parent = (
+            propagation.extract(sent_in)
+            or propagation.extract(run.trace_context)
+            or self.otel_context.Context()
+        )
         attributes: dict[str, Any] = {
             STEP_KEY: key,
             STEP_NAME: name,

@@ -106,7 +106,7 @@ class Claimer:
         if self.env.observer is not None and claimed.runs:
             self.env.observer.claimed(claimed.runs, claimed.due, now)
         for run in claimed.runs:
-            self.executions.start(run, fresh=False, epoch=epoch, woken=run.run_id in claimed.woken)
+            self.executions.start(run, fresh=False, epoch=epoch)
         self.executions.backlog = len(claimed.runs) >= limit
         return len(claimed.runs)
 
@@ -252,7 +252,7 @@ class Claimer:
         if self.env.observer is not None:
             self.env.observer.claimed(claimed.runs, claimed.due, now)
         for run in claimed.runs:
-            self.executions.start(run, fresh=False, epoch=epoch, woken=run.run_id in claimed.woken)
+            self.executions.start(run, fresh=False, epoch=epoch)
         return {run.run_id for run in claimed.runs}
 
     async def claim_loop(self) -> None:

@@ -44,7 +44,6 @@ class Attempt:
     task: asyncio.Task[None] | None = None
     live: LiveRun | None = None  # once the executor has made it
     started: float = 0.0  # time.monotonic() when it was launched
-    woken: bool = False  # claimed as it woke: its claim counted no attempt of the run
 
     async def quiesced(self, timeout: float | None = None) -> bool:
         """Wait until no thread of this attempt runs a step (see LiveAttempt.quiesced)."""
@@ -216,7 +215,7 @@ class Executions:
         self._reserved -= 1
         self.start(run, fresh=True, epoch=reservation.epoch)
 
-    def start(self, run: RunRecord, *, fresh: bool, epoch: int, woken: bool = False) -> None:
+    def start(self, run: RunRecord, *, fresh: bool, epoch: int) -> None:
         """Execute an attempt of `run`; after the run's previous attempt here has ended.
 
         Two attempts of one run never execute at once in one process: a claim that hands
@@ -235,7 +234,7 @@ class Executions:
                 run.attempt,
                 extra=logcontext.extra(run.run_id, run.workflow, run.attempt),
             )
-        attempt = Attempt(run, epoch, started=time.monotonic(), woken=woken)
+        attempt = Attempt(run, epoch, started=time.monotonic())
         # The loop's own create_task names the task as it makes it (asyncio.create_task
         # calls it, then names the task in a second, Python-level call).
         attempt.task = asyncio.get_running_loop().create_task(
@@ -335,7 +334,6 @@ class Executions:
                             self.lease_of(attempt),
                             waiting_for=waiting_for,
                             uncount=uncount,
-                            woken=attempt.woken,
                             now=self.env.clock.now(),
                         )
                     )

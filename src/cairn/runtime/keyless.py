@@ -7,7 +7,9 @@ of its claims for a back-off that doubles up to MAX_BACKOFF, so that a worker wi
 key takes it meanwhile, and logs an error once per item and key, naming the key and
 what to set. So too for a run started under another version of its workflow that this
 worker's code cannot replay (a rolling deploy, core/signals.py OtherVersion): a worker
-still running that version takes it.
+still running that version takes it. If none is left (killed, its lease run out), the
+back-off ends early (`for_versions`): the next claim fails the run, rather than it wait
+for a worker that will not come.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class KeylessRuns:
         self._until: dict[str, float] = {}
         self._backoff: dict[str, float] = {}
         self._logged: set[tuple[str, str]] = set()
+        # Items handed back for their version: (workflow, the run's version).
+        self._versions: dict[str, tuple[str, str]] = {}
 
     def handed_back(
         self,
@@ -57,6 +61,8 @@ class KeylessRuns:
         self._backoff[item] = delay
         self._until.pop(item, None)  # re-inserted last: the latest are kept in claims
         self._until[item] = now + delay
+        if isinstance(lacking, OtherVersion):
+            self._versions[item] = (lacking.workflow, lacking.run_version)
         if (item, lacking.key_id) in self._logged:
             return
         self._logged.add((item, lacking.key_id))
@@ -98,3 +104,17 @@ class KeylessRuns:
         """`item` ended or parked here: its values were read after all."""
         self._until.pop(item, None)
         self._backoff.pop(item, None)
+        self._versions.pop(item, None)
+
+    def for_versions(self, now: float) -> dict[tuple[str, str], list[str]]:
+        """The items left out at `now` for their version, by (workflow, version)."""
+        found: dict[tuple[str, str], list[str]] = {}
+        for item, wanted in self._versions.items():
+            until = self._until.get(item)
+            if until is not None and until > now:
+                found.setdefault(wanted, []).append(item)
+        return found
+
+    def end_backoff(self, item: str) -> None:
+        """Take `item` in the next claim: no worker it was handed back for is left."""
+        self._until.pop(item, None)

@@ -34,6 +34,7 @@ class Reconciler:
         self.tenure = executions.tenure
         self.active = executions.active
         self.tasks: set[asyncio.Task[None]] = set()  # resumes and expiries in flight
+        self._looking = False  # for live workers of versions runs were handed back for
         # The previous look: (when sent, runs held, attempts then).
         self._last_beat: tuple[float, dict[str, int], dict[str, int]] | None = None
 
@@ -84,6 +85,35 @@ class Reconciler:
             task = asyncio.create_task(self._expire(dead), name="cairn-expire")
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
+        awaited = self.executions.keyless.for_versions(self.env.clock.now())
+        if awaited and not self._looking:
+            self._looking = True
+            task = asyncio.create_task(self._unserved(awaited), name="cairn-versions")
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _unserved(self, awaited: dict[tuple[str, str], list[str]]) -> None:
+        """End the back-off of runs handed back for a version no live worker runs any more.
+
+        They said they wait for a worker of that version, which is gone (killed, its
+        lease run out): the next claim takes them, and fails them naming both versions
+        (core/executor.py), instead of their waiting out the back-off (up to 5 minutes).
+        """
+        try:
+            keyless, ended = self.executions.keyless, False
+            for (workflow, version), items in awaited.items():
+                served = worker_ops.version_served(workflow, version, self.env.owner)
+                if await self.env.store.read(served):
+                    continue
+                for item in items:
+                    keyless.end_backoff(item)
+                    ended = True
+            if ended:
+                self.executions.wake()
+        except Exception as exc:
+            log.warning("looking for workers of handed-back runs' versions failed: %s", exc)
+        finally:
+            self._looking = False
 
     def _reconcile(self, sent_at: float, held: dict[str, int], mine: dict[str, int]) -> None:
         """Act on what differs, twice in a row, between the runs held and those executing.

@@ -293,7 +293,9 @@ class StepWorker:
         observer, run = self.env.observer, step_run.run
         if observer is None or run is None:
             return None
-        return observer.queued_step(run, task.key, task.step, task.attempt, task.queue)
+        return observer.queued_step(
+            run, task.key, task.step, task.attempt, task.queue, sent_in=task.trace_context
+        )
 
     def _facts(
         self,

@@ -150,7 +150,7 @@ CLAIM_ONE = (
     "UPDATE runs SET status = 'RUNNING', owner = ?, attempt = attempt + ?, "
     "recoveries = recoveries + ?, "
     "started_at = COALESCE(started_at, CASE WHEN created_at > ? THEN created_at ELSE ? END), "
-    "updated_at = ?, counted_start_at = COALESCE(?, counted_start_at), "
+    "updated_at = ?, counted_start_at = COALESCE(?, counted_start_at), claim_woke = ?, "
     "wake_at = NULL, waiting_for = NULL, fence = fence + 1 WHERE run_id = ? AND (status || '') = ?"
 )
 
@@ -158,10 +158,10 @@ CLAIM_ONE = (
 def claim_many(count: int) -> str:
     """CLAIM_ONE for `count` runs of one status in one statement, returning the ids claimed.
 
-    Params: CLAIM_ONE's first seven (owner, attempt and recoveries increments, now x3,
-    the counted start), the `count` run ids, then the status. A claim of many runs is
-    then one round trip, not one per run: the candidates are already locked by this
-    transaction.
+    Params: CLAIM_ONE's first eight (owner, attempt and recoveries increments, now x3,
+    the counted start, whether it wakes the runs), the `count` run ids, then the status.
+    A claim of many runs is then one round trip, not one per run: the candidates are
+    already locked by this transaction.
     """
     return for_runs(CLAIM_ONE, count) + " RETURNING run_id"
 

@@ -30,9 +30,9 @@ RESUME_PAUSED = (
 SELECT_CONTROLLED = "SELECT run_id, control FROM runs WHERE owner = ? AND control IS NOT NULL"
 # A run that has not started (queued, or paused before it started) has run no code: a
 # cancel ends it at once. Not `attempt = 0` alone: a run handed back having written
-# nothing takes its attempt back, and may have history from before: a woken run whose
-# claim's reply was lost (resumed by the reconciler, which cannot tell it woke), or one
-# an older cairn handed back (it took back the attempt its wake had not counted).
+# nothing takes its attempt back, and may have history from before: one an older cairn
+# handed back (it took back the attempt its wake had not counted, before claims kept
+# `claim_woke`).
 UNSTARTED = (
     "status IN ('PENDING', 'PAUSED') AND attempt = 0 "
     "AND NOT EXISTS (SELECT 1 FROM steps WHERE steps.run_id = runs.run_id)"

@@ -93,20 +93,24 @@ RELEASE_ONE = (
     f"UPDATE runs SET status = 'PENDING', owner = NULL, updated_at = ? WHERE {FENCE} "
     "AND (status || '') = 'RUNNING'"
 )
-# ... saying what it waits for, if given (a worker with the key it was handed back for),
-# and taking back the attempt its claim counted if asked (1: the attempt wrote nothing).
+# ... saying what it waits for, if given (a worker with the key it was handed back for).
+# Params: now, waiting_for or None, run_id, owner, fence.
 RELEASE_ONE_FOR = (
     "UPDATE runs SET status = 'PENDING', owner = NULL, updated_at = ?, "
-    "waiting_for = COALESCE(?, waiting_for), "
-    "attempt = attempt - (CASE WHEN attempt > 0 THEN ? ELSE 0 END) "
+    "waiting_for = COALESCE(?, waiting_for) "
     f"WHERE {FENCE} AND (status || '') = 'RUNNING'"
 )
-# ... a run claimed as it woke, that wrote nothing: parked again, due, as the claim found
-# it (the claim counted no attempt, so none is taken back). Params: now (updated_at),
-# waiting_for or None, now (wake_at), run_id, owner, fence.
-REPARK_ONE_FOR = (
-    "UPDATE runs SET status = 'WAITING', owner = NULL, updated_at = ?, "
-    "waiting_for = COALESCE(?, waiting_for), wake_at = ? "
+# ... an attempt that wrote nothing: the run goes back as its claim found it. Claimed as
+# it woke (claim_woke, set by the claim itself, so the worker's reconciler, resuming a
+# run whose claim's reply was lost, decides alike): parked again, WAITING and due at ?,
+# its attempt kept (that claim counted none). Otherwise PENDING, taking back the attempt
+# its claim counted (a recovery it counted stays: max_recoveries is about dead owners).
+# Params: now (updated_at), waiting_for or None, now (wake_at), run_id, owner, fence.
+RELEASE_IDLE_FOR = (
+    "UPDATE runs SET owner = NULL, updated_at = ?, waiting_for = COALESCE(?, waiting_for), "
+    "status = CASE WHEN claim_woke = 1 THEN 'WAITING' ELSE 'PENDING' END, "
+    "wake_at = CASE WHEN claim_woke = 1 THEN ? ELSE wake_at END, "
+    "attempt = attempt - (CASE WHEN claim_woke = 0 AND attempt > 0 THEN 1 ELSE 0 END) "
     f"WHERE {FENCE} AND (status || '') = 'RUNNING'"
 )
 RELEASE_OWNED = (

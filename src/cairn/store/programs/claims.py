@@ -124,7 +124,7 @@ def claim_runs(
         for run_id in started:
             if fences[run_id] > 1:
                 del due_at[run_id]
-    return Claimed(runs, poisoned, due_at, frozenset(run_id for run_id, _ in woken))
+    return Claimed(runs, poisoned, due_at)
 
 
 def idle_probe(
@@ -277,9 +277,14 @@ class _Pick:
         return [r for r, _, one in chosen if one or (one is None and r in took)]
 
     def _claiming(self, entry: Entry) -> tuple[Any, ...]:
-        """CLAIM_ONE's first params: owner, increments, now x3, the start the rate counts."""
+        """CLAIM_ONE's first params: owner, increments, now x3, counted start, woken.
+
+        The start is the one the queue's rate counts; woken says the claim wakes the run
+        (a hand-back puts such a run back as the claim found it).
+        """
         n = self.now  # a wake-up or a recovery is no start the rate counts
-        return (self.worker_id, *_INCREMENTS[entry], n, n, n, n if entry == "start" else None)
+        counted = n if entry == "start" else None
+        return (self.worker_id, *_INCREMENTS[entry], n, n, n, counted, int(entry == "wake"))
 
     def _claim_all(self, run_ids: list[str], status: str, entry: Entry) -> Program[set[str]]:
         """Claim `run_ids` (of `status`, locked by this transaction); the ids claimed."""

@@ -235,7 +235,6 @@ def release_run(
     interrupted: Sequence[AttemptRecord] = (),
     waiting_for: str | None = None,
     uncount: bool = False,
-    woken: bool = False,
     now: float | None = None,
 ) -> Program[bool]:
     """Queue again a run `lease` holds but whose attempt ended early; True if it did.
@@ -245,19 +244,20 @@ def release_run(
     same transaction, each unless its step's outcome is in the journal. A no-op (False)
     if `lease` no longer holds it. `waiting_for`, if given, says what it waits for until
     a claim takes it (a worker with the key it was handed back for). `uncount`: the
-    attempt wrote nothing, so the attempt its claim counted is taken back (a recovery
-    it counted stays: max_recoveries is about dead owners), unless `woken`: that claim
-    counted none, so the run is parked again as it was found, WAITING and due at `now`
-    (the caller's clock, as claims judge due runs by it; default the system's), its
-    `attempt` still how many times it has executed (the next claim wakes it, no count).
+    attempt wrote nothing, so the run goes back as its claim found it: the attempt that
+    claim counted is taken back (a recovery it counted stays: max_recoveries is about
+    dead owners); or, if the claim woke it (the row says, however the attempt began),
+    none was counted, and the run is parked again, WAITING and due at `now` (the
+    caller's clock, as claims judge due runs by it; default the system's), its `attempt`
+    still how many times it has executed (the next claim wakes it, no count).
     """
     at = time.time()
-    text, third = (
-        (_sql.REPARK_ONE_FOR, at if now is None else now)
-        if uncount and woken
-        else (_sql.RELEASE_ONE_FOR, int(uncount))
-    )
-    if not (yield Sql(text, (at, waiting_for, third, run_id, lease.owner, lease.fence))):
+    if uncount:
+        params: tuple[object, ...] = (at, waiting_for, at if now is None else now)
+        text = _sql.RELEASE_IDLE_FOR
+    else:
+        params, text = (at, waiting_for), _sql.RELEASE_ONE_FOR
+    if not (yield Sql(text, (*params, run_id, lease.owner, lease.fence))):
         return False
     yield from orphans.interrupted(interrupted)
     return True

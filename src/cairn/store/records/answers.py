@@ -73,8 +73,6 @@ class Claimed:
     # parked; a recovered run has none, nor has a PENDING one claimed before (handed
     # back, retried). The claim lag metric reads it.
     due: dict[str, float] = field(default_factory=dict)
-    # The runs claimed as they woke (a parked run now due): the claim counted no attempt.
-    woken: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

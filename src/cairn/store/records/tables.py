@@ -326,6 +326,9 @@ class StepTaskRecord:
     # JSON list of the claims taken over after their worker let the lease run out:
     # {"worker", "started_at", "lease_until"} each (see programs/step_tasks.py).
     interrupted: str | None = None
+    # The trace context of the run's attempt that sent it (observability/propagation.py),
+    # or None: its span's parent on the worker that executes it.
+    trace_context: str | None = None
 
 
 STEP_TASK_FIELDS: tuple[str, ...] = tuple(StepTaskRecord.__dataclass_fields__)
