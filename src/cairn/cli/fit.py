@@ -40,8 +40,9 @@ def fit(wants: list[Want], width: int, *, gap: int = 2) -> dict[str, int]:
     shown = {i: min(wants[i].least, wants[i].natural) for i in order if wants[i].rank == 0}
     used = sum(shown.values()) + gap * max(0, len(shown) - 1)
     for i in shown:  # up to its ample width: the rest is room the other columns may take
-        ample = wants[i].natural if wants[i].ample is None else wants[i].ample
-        grow = max(0, min(min(ample, wants[i].natural) - shown[i], width - used))
+        want = wants[i]
+        ample = want.natural if want.ample is None else min(want.ample, want.natural)
+        grow = max(0, min(ample - shown[i], width - used))
         shown[i] += grow
         used += grow
     for i in order:
