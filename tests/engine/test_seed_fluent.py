@@ -248,3 +248,30 @@ async def test_fluent__three_small_steps_and_only_the_failing_one_retried(kit: K
         ("post-reminder#1", 4),
     ]
     assert calls == {"load": 1, "write": 1, "post": 4}
+
+
+class ChargeAmount(cairn.Step):
+    async def execute(self, order_id: str, amount: int) -> dict[str, Any]:
+        return {"id": order_id, "amount": amount}
+
+
+async def test_fluent__a_start_that_does_not_fit_the_first_stage_is_refused(kit: Kit) -> None:
+    # As with @cairn.workflow: arguments the first stage cannot take are refused at the
+    # start, naming the chain, and nothing is stored (they used to fail the first stage's
+    # attempts one by one, as a retried TypeError).
+    letters = cairn.Workflow("letters.fit", registry=kit.registry)
+    letters.then(cairn.Step("fetch-order", fetch_order)).then(send_letter)
+    charges = cairn.Workflow("charges.fit", registry=kit.registry).then(ChargeAmount())
+    async with kit.engine() as engine:
+        with pytest.raises(cairn.InvalidArguments, match=r"workflow 'letters.fit' \(order_id"):
+            await engine.start(letters)
+        with pytest.raises(cairn.InvalidArguments, match=r"'charges.fit'.*amount"):
+            await engine.start(charges, "o-1")
+        assert list(await engine.list_runs()) == []
+        run = await engine.start(letters, "o-2")
+        assert await run.result(timeout=WAIT) == "letter for o-2"
+        # A value of the wrong type is named, as for any workflow's arguments.
+        with pytest.raises(cairn.InvalidArguments, match=r"'amount': expected int, got '12'"):
+            await engine.start(charges, "o-3", amount="12")
+        charge = await engine.start(charges, "o-3", amount=12)
+        assert await charge.result(timeout=WAIT) == {"id": "o-3", "amount": 12}

@@ -339,7 +339,7 @@ async def test_fluent__bad_suspending_stages_are_named(kit: Kit) -> None:
         chain.screen("review", title=3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"human task name"):
         chain.screen("", title="Review")
-    with pytest.raises(ValueError, match=r"invalid duration for sleep duration"):
+    with pytest.raises(ValueError, match=r"invalid duration for sleep stage: .soon."):
         chain.sleep("soon")
     with pytest.raises(ValueError, match=r"event name"):
         chain.wait_for_event("")

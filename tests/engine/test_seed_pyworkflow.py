@@ -234,7 +234,7 @@ async def test_pyworkflow__bad_starts_and_sleeps_are_named(kit: Kit) -> None:
         "InvalidArguments: cairn.sleep takes a duration, or a name and a duration "
         '(e.g. cairn.sleep("nap", ...)); got 0 positional argument(s)',
         "InvalidArguments: cairn.sleep(name, duration): the name must be a string, got 5",
-        "InvalidValue: invalid duration for sleep duration: '1 month' (months and years vary in "
+        "InvalidValue: invalid duration for cairn.sleep: '1 month' (months and years vary in "
         'length: use days, e.g. "30 days", or sleep_until a date)',
         "InvalidArguments: cairn.sleep_until needs a datetime, got '2030-01-01'",
     ]

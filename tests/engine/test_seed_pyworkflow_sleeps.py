@@ -242,3 +242,22 @@ async def test_pyworkflow__schedule_a_workflow_instead_of_a_year_long_sleep(kit:
     assert [(e.kind, e.name, e.result["run_id"]) for e in history] == [
         ("schedule", "pyworkflow.annual_review", review.run_id)
     ]
+
+
+async def test_pyworkflow__sleep_until_a_moment_already_past(kit: Kit) -> None:
+    # The page's own date, read a year later: the sleep is due at once, and its history
+    # entry ends when it started, not at the (earlier) wake time.
+    @workflow(name="pyworkflow.past")
+    async def too_late() -> str:
+        await sleep(datetime(2025, 12, 25, 9, 0, 0))
+        return "at once"
+
+    kit.registry.add_workflow(too_late)
+    clock = VirtualClock(datetime(2026, 11, 30, tzinfo=UTC).timestamp())
+    async with kit.engine(clock=clock) as engine:
+        run = await engine.start(too_late)
+        assert await run.result(timeout=WAIT) == "at once"
+        (entry,) = await engine.history(run.run_id)
+    assert entry.result == datetime(2025, 12, 25, 9, tzinfo=UTC)  # the wake time asked for
+    assert entry.status == "completed"
+    assert entry.started_at is not None and entry.finished_at == entry.started_at

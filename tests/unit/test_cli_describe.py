@@ -325,3 +325,18 @@ def test_history_table__at_80_columns_each_entry_keeps_to_one_line():
     assert "OUTCOME" in lines[0]
     assert lines[1].split()[2] == "fetch_order_details#1"  # a key is never cut short here
     assert '{"order": "o-1"' in lines[1]
+
+
+def test_waiting__a_workflow_named_after_a_scripts_main_module():
+    # A pyworkflow user's `@workflow()` in a script started as `python app.py` is
+    # '__main__.greet' there, and 'app.greet' in `cairn worker -m app`.
+    found = blocking.waiting(run("PENDING"), now=NOW)
+    assert found is not None
+    found["workers_know"] = ["app.greet"]
+    found["workflow"] = "__main__.greet"
+    text = words.waiting_text(found, now=NOW)
+    assert text == (
+        "a worker that imports its workflow (live workers know: app.greet); "
+        "'__main__.greet' was named in a script run as __main__: name it, "
+        '@cairn.workflow(name="...")'
+    )

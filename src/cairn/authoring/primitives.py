@@ -89,7 +89,7 @@ def sleep(*args: Any, name: str | None = None) -> Awaitable[None]:
             f"invalid duration for cairn.sleep: {duration!r} is a date; pass a datetime to "
             "sleep until then (cairn.sleep_until(datetime))"
         )
-    seconds = durations.parse(duration, what="sleep duration").total_seconds()
+    seconds = durations.parse(duration, what="cairn.sleep").total_seconds()
     return context.current("cairn.sleep()").sleep(seconds, name)
 
 

@@ -30,7 +30,7 @@ class Want:
 def fit(wants: list[Want], width: int, *, gap: int = 2) -> dict[str, int]:
     """The width of each column shown, in `wants` order, so the row fits in `width`.
 
-    Rank-0 columns always show, at their natural width if there is room, else cut toward
+    Rank-0 columns always show, at their ample width if there is room, else cut toward
     their least. The others join in rank order while each fits at its least width, and
     take up to their `ample` width before the next joins. Room left over widens the
     columns toward their natural width, in rank order. A terminal narrower than the
@@ -39,8 +39,10 @@ def fit(wants: list[Want], width: int, *, gap: int = 2) -> dict[str, int]:
     order = sorted(range(len(wants)), key=lambda i: wants[i].rank)
     shown = {i: min(wants[i].least, wants[i].natural) for i in order if wants[i].rank == 0}
     used = sum(shown.values()) + gap * max(0, len(shown) - 1)
-    for i in shown:
-        grow = min(wants[i].natural - shown[i], max(0, width - used))
+    for i in shown:  # up to its ample width: the rest is room the other columns may take
+        want = wants[i]
+        ample = want.natural if want.ample is None else min(want.ample, want.natural)
+        grow = max(0, min(ample - shown[i], width - used))
         shown[i] += grow
         used += grow
     for i in order:

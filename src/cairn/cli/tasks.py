@@ -81,26 +81,36 @@ def _one_of() -> str:
     return ", ".join(task_forms.STATUSES)
 
 
-def tasks_table(tasks: list[TaskInfo]) -> Table:
-    """A table of tasks."""
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for name in ("TASK ID", "RUN ID", "NAME", "TITLE", "ASSIGNEE", "STATUS", "CREATED", "DUE"):
-        if "ID" in name:  # ids fold onto more lines, whole: an operator copies them
-            table.add_column(name, overflow="fold", min_width=12)
-        else:
-            table.add_column(name, no_wrap=True, overflow="ellipsis", min_width=6)
-    for task in tasks:
-        table.add_row(
-            task.task_id,
-            task.run_id,
-            task.name,
-            task.title,
-            task.assignee or "",
-            _status(task.status),
-            words.when(task.created_at),
-            words.when(task.due_at),
-        )
-    return table
+# heading -> (least width, rank, ample), see output.FittedTable: a task's id, name and
+# status always show, whole; the title is cut; the rest join while there is room.
+TASK_COLUMNS: output.Columns = {
+    "TASK ID": (None, 0, None),
+    "RUN ID": (None, 4, None),
+    "NAME": (12, 0, None),
+    "TITLE": (10, 1, 40),
+    "ASSIGNEE": (8, 2, 16),
+    "STATUS": (None, 0, None),
+    "CREATED": (None, 5, None),
+    "DUE": (None, 3, None),
+}
+
+
+def tasks_table(tasks: list[TaskInfo]) -> output.FittedTable:
+    """A table of tasks, one line each, that fits the console it is printed on."""
+    rows: list[dict[str, str | Text]] = [
+        {
+            "TASK ID": task.task_id,
+            "RUN ID": task.run_id,
+            "NAME": task.name,
+            "TITLE": task.title,
+            "ASSIGNEE": task.assignee or "",
+            "STATUS": _status(task.status),
+            "CREATED": words.when(task.created_at),
+            "DUE": words.when(task.due_at),
+        }
+        for task in tasks
+    ]
+    return output.FittedTable(TASK_COLUMNS, rows, optional=("ASSIGNEE", "DUE"))
 
 
 def _status(status: str) -> Text:

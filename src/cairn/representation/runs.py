@@ -134,6 +134,7 @@ async def fetch(
         known = leases.known_workflows(await control.store.read(worker_ops.list_workers()))
         if known is not None and run.workflow not in known:
             waiting["workers_know"] = sorted(known)  # and none of them executes this one
+            waiting["workflow"] = run.workflow
     if waiting is not None and waiting["kind"] == "step":
         queue = (waiting.get("name") or "").rpartition("@")[2]
         workers = await control.store.read(worker_ops.list_workers())

@@ -248,7 +248,14 @@ def _waiting_text(found: Mapping[str, Any], *, now: float, run_id: str) -> str:
         where = f" serving queue {name!r}" if name else ""
         if "workers_know" in found:  # live workers exist, and none executes this workflow
             know = ", ".join(found["workers_know"]) or "no workflows"
-            return f"a worker{where} that imports its workflow (live workers know: {know})"
+            text = f"a worker{where} that imports its workflow (live workers know: {know})"
+            named = str(found.get("workflow") or "")
+            if named.startswith("__main__."):  # `python app.py` names it so; `-m app` does not
+                text += (
+                    f"; {named!r} was named in a script run as __main__: name it, "
+                    '@cairn.workflow(name="...")'
+                )
+            return text
         return f"a worker{where} to take it (`cairn worker`)"
     if kind == "step":  # parked while a worker of its step queue runs the attempt
         step, _, queue = (name or "").rpartition("@")

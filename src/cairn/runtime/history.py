@@ -152,6 +152,9 @@ def _entry(
         status = str(result["status"]).lower()  # how the child itself ended
     elif step.kind == "sleep" and isinstance(result, int | float):
         status, finished_at, result = _sleep_entry(run, float(result), now)
+        if finished_at is not None and step.started_at is not None:
+            # A sleep until a moment already past ended as it began, not before.
+            finished_at = max(finished_at, step.started_at)
     if status == "waiting" and run.status == RunStatus.CANCELLED.value:
         status, finished_at = CANCELLED, run.finished_at  # the cancel ended the wait
     return HistoryEntry(

@@ -7,14 +7,16 @@ stages go through the same steps, waits, keys and replay as any other workflow.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 from cairn.authoring import registry as registries
 from cairn.authoring.definitions import WorkflowDef
 from cairn.authoring.fluent import stages as kinds
 from cairn.authoring.fluent.building import Arm, StageList
+from cairn.authoring.retry import Retry
 from cairn.authoring.workflow import workflow_fields
 from cairn.errors import InvalidArguments, InvalidValue
 
@@ -77,6 +79,32 @@ class Workflow(WorkflowDef[..., Any], StageList):
             )
         )
         (registry or registries.default_registry).add_workflow(self)
+
+    def then(
+        self,
+        stage: Any,
+        *,
+        name: str | None = None,
+        retries: Retry | int | None = None,
+        timeout: Any = None,
+        options: dict[str, Any] | None = None,
+        kind: str = "step",
+    ) -> Self:
+        """Append a stage (see `StageList.then`); the first one's signature is the chain's.
+
+        A start's arguments go to the first stage, so they are checked against its
+        parameters, and converted to their types, as a `@cairn.workflow`'s are.
+        """
+        super().then(stage, name=name, retries=retries, timeout=timeout, options=options, kind=kind)
+        first = self._stages[0]
+        if len(self._stages) == 1 and isinstance(first, kinds.Call):
+            target = getattr(first.target, "fn", None)
+            try:
+                signature = inspect.signature(target, eval_str=True)  # type: ignore[arg-type]
+            except Exception:  # unreadable, or an annotation its module cannot resolve
+                return self
+            self.fn.__signature__ = signature  # type: ignore[attr-defined]
+        return self
 
     @staticmethod
     def arm() -> Arm:

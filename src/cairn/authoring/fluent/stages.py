@@ -181,7 +181,7 @@ class Sleep(Stage):
     """A durable sleep; the previous result passes on unchanged."""
 
     def __init__(self, duration: Any, name: str | None) -> None:
-        durations.parse(duration, what="sleep duration")
+        durations.parse(duration, what="sleep stage")
         if name is not None:
             check_name(name, "sleep name")
         self.duration, self.name = duration, name
