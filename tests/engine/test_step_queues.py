@@ -155,6 +155,66 @@ async def test_step_queue__cancel_stops_the_remote_attempt(kit: Kit) -> None:
                 await asyncio.sleep(0.01)
 
 
+@pytest.mark.parametrize("sync_step", [False, True], ids=["async-step", "sync-step"])
+async def test_step_queue__a_cancel_records_the_cut_off_attempt_as_cancelled(
+    kit: Kit, sync_step: bool
+) -> None:
+    loop = asyncio.get_running_loop()
+    started = asyncio.Event()
+    calls: Counter[str] = Counter()
+
+    @kit.step("long", queue="gpu")
+    async def long_async() -> str:
+        calls["long"] += 1
+        started.set()
+        await asyncio.sleep(30)
+        return "never"
+
+    @kit.step("long_sync", queue="gpu")
+    def long_sync() -> str:
+        calls["long"] += 1
+        loop.call_soon_threadsafe(started.set)
+        while True:
+            cairn.check_cancelled()  # raises once the worker stopped the attempt
+            threading.Event().wait(0.005)
+
+    @kit.workflow("sq.cancelled")
+    async def cancelling(sync: bool) -> str:
+        return str(await (long_sync() if sync else long_async()))
+
+    async with kit.engine(step_queues=["gpu"], lease="0.6s") as engine:
+        handle = await engine.start(cancelling, sync_step)
+        async with asyncio.timeout(WAIT):
+            await started.wait()
+        await engine.cancel(handle.run_id)
+        with pytest.raises(RunCancelled):
+            await handle.result(timeout=WAIT)
+        async with asyncio.timeout(WAIT):
+            while [t.status for t in await engine.store.read(step_tasks.of_run(handle.run_id))] != [
+                "dropped"
+            ]:
+                await asyncio.sleep(0.01)
+        owner = engine.worker.env.owner if engine.worker is not None else ""
+        name = "long_sync" if sync_step else "long"
+        # One attempt, ended cancelled, on the worker that ran it: as for a local step.
+        [attempt] = await engine.control.attempts(handle.run_id)
+        assert (attempt["key"], attempt["attempt"], attempt["outcome"]) == (
+            f"{name}#1",
+            1,
+            "cancelled",
+        )
+        assert attempt["message"] == f"step {name!r} stopped: its run was cancelled"
+        assert attempt["worker"] == owner
+        history = await engine.history(handle.run_id)
+        [sent] = [e for e in history if e.kind == "remote"]
+        assert sent.status == "cancelled"
+        assert words.ran_on(sent) == "sent to step queue 'gpu': cancelled with its run"
+        assert [e.kind for e in history].count("cancel") == 1
+        await asyncio.sleep(0.7)  # past a lease: no worker takes the attempt again
+        assert calls == Counter({"long": 1})
+        assert engine.step_worker is not None and not engine.step_worker.active  # slot freed
+
+
 async def test_step_queue__run_step_with_queue_imports_the_function(kit: Kit) -> None:
     @kit.workflow("sq.inline")
     async def inline(n: int) -> int:

@@ -108,3 +108,18 @@ async def narrate(n: int) -> int:
 @cairn.workflow("celery.streams")
 async def streams(n: int) -> int:
     return int(await narrate(n))
+
+
+@cairn.step("counted")
+async def counted(n: int, i: int, seconds: float) -> int:
+    """Effects "start N.I" and "end N.I": a step completed twice shows two ends."""
+    effect(f"start {n}.{i}")
+    await asyncio.sleep(seconds)
+    effect(f"end {n}.{i}")
+    return i
+
+
+@cairn.workflow("celery.counted")
+async def counted_steps(n: int, steps: int = 5, seconds: float = 0.5) -> int:
+    """`steps` counted steps of `seconds` each, one after another."""
+    return sum([await counted(n, i, seconds) for i in range(steps)])

@@ -217,3 +217,46 @@ def test_step_queue__a_step_in_another_process_sees_what_a_local_one_does(
     ]
     assert there[5] == gpu.proc.pid  # the only worker serving "gpu"
     assert server.keys == [here[3], there[3]]  # type: ignore[attr-defined]
+
+
+def test_step_queue__a_cancel_meeting_a_killed_gpu_worker_records_one_cancelled_attempt(
+    store_url: str, tmp_path: Path, procs: list[Worker]
+) -> None:
+    effects = tmp_path / "effects.txt"
+    cpu = Worker(store_url, effects, tmp_path / "cpu.log")
+    gpu_a = Worker(store_url, effects, tmp_path / "gpu_a.log", "--queue", "gpu")
+    procs += [cpu, gpu_a]
+    cpu.worker_id()
+    a_id = gpu_a.worker_id()
+    with cairn.Client(store_url) as client:
+        handle = client.start("steps.pipeline", 2, allow_unknown=True)
+        _until("train start", lambda: any(w == "train start" for w, _ in _effects(effects)), procs)
+        client.cancel(handle.run_id)
+        gpu_a.proc.kill()  # SIGKILL inside the attempt, as the cancel goes through
+        gpu_a.proc.wait()
+        with pytest.raises(cairn.RunCancelled):
+            handle.result(timeout=DEADLINE)
+        # Another worker of the queue, alive past the dead one's lease, takes nothing.
+        gpu_b = Worker(store_url, effects, tmp_path / "gpu_b.log", "--queue", "gpu")
+        procs.append(gpu_b)
+        gpu_b.worker_id()
+        (tmp_path / "release").touch()
+        time.sleep(3.0)  # past the 2 s lease: a claimable attempt would have been taken
+        history = client.history(handle.run_id)
+    counts = Counter(what for what, _ in _effects(effects))
+    assert counts == Counter({"prepare": 1, "train start": 1}), counts
+    assert [e.kind for e in history].count("cancel") == 1
+    shown = subprocess.run(
+        [sys.executable, "-m", "cairn", "runs", "show", handle.run_id, "--db", store_url, "--json"],
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
+    assert shown.returncode == 0, shown.stderr
+    import json
+
+    attempts = json.loads(shown.stdout)["attempts"]
+    assert [(a["key"], a["outcome"], a["worker"]) for a in attempts] == [
+        ("train#1", "cancelled", a_id)
+    ], attempts

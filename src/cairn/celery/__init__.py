@@ -17,11 +17,12 @@ Needs `pip install 'cairn-workflows[celery]'`.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 from cairn import config, durations
-from cairn.celery import broker, consuming, publishing
+from cairn.celery import broker, consuming, publishing, stopping
 from cairn.celery.batching import DEFAULT_QUEUE, Message, celery_queue, step_celery_queue
 from cairn.celery.host import Host, log
 from cairn.errors import ConfigError
@@ -230,11 +231,22 @@ def app(
                 log.error("cairn engine failed to open: %s", exc)
                 raise WorkerShutdown(1) from exc
 
+    watching: list[threading.Thread] = []
+
     def on_shutting_down(**_: Any) -> None:
-        host.stop()
+        # A signal to a worker process: its exit is bounded once the engine has closed.
+        stopper = host.stop()
+        if not watching:
+            watching.append(stopping.bound_exit(stopper))
+
+    def on_shutdown(**_: Any) -> None:
+        # The end of Celery's stop, on its main thread: the interpreter exits next, and
+        # must not while the engine still hands runs back (stopping.py).
+        host.stop().join()
 
     signals.worker_ready.connect(on_ready, weak=False)
     signals.worker_shutting_down.connect(on_shutting_down, weak=False)
+    signals.worker_shutdown.connect(on_shutdown, weak=False)
     application.cairn_host = host
     application.cairn_queues = consumed_queues(queues, step_queues)
     # What `celery worker` consumes without -Q (messages to other queues create them).

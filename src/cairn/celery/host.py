@@ -250,6 +250,8 @@ class Host:
             self._started = False
         try:
             self._call(self._close()).result(timeout=timeout)
+        except Exception as exc:  # one line: the process is stopping either way
+            log.warning("cairn: closing the engine failed: %s", str(exc) or type(exc).__name__)
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             if self._thread is not None:

@@ -214,22 +214,27 @@ async def record_cancelled(
     no outcome (the workflow gets Cancelled at its call, recorded as the run's `cancel`
     entry), but the attempt ran, so the history shows it as an interrupted one is shown.
     """
+    await live.commit_attempt(cancelled_attempt(live, key, name, attempt, started))
+
+
+def cancelled_attempt(
+    live: LiveView, key: str, name: str, attempt: int, started: float
+) -> AttemptRecord:
+    """The record of attempt `attempt` of step `name` ended cancelled (see record_cancelled)."""
     reason = live.interrupts.reason
     why = "" if reason in ("", "cancelled") else f" ({reason})"
-    await live.commit_attempt(
-        AttemptRecord(
-            live.run.run_id,
-            key,
-            attempt,
-            type_name(Cancelled()),
-            coded.seal(live.env.serializer, f"step {name!r} stopped: its run was cancelled{why}"),
-            "",
-            live.env.clock.now(),
-            None,
-            started,
-            live.run.execution,
-            outcome=CANCELLED,
-        )
+    return AttemptRecord(
+        live.run.run_id,
+        key,
+        attempt,
+        type_name(Cancelled()),
+        coded.seal(live.env.serializer, f"step {name!r} stopped: its run was cancelled{why}"),
+        "",
+        live.env.clock.now(),
+        None,
+        started,
+        live.run.execution,
+        outcome=CANCELLED,
     )
 
 

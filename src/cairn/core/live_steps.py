@@ -255,7 +255,12 @@ class LiveSteps:
             or interrupts.handing_back
             or (interrupts.delivered_at is not None and not self._cancel_recorded)
         ):
-            await self.point(key)  # tested here first: a coroutine per step otherwise
+            try:
+                await self.point(key)  # tested here first: a coroutine per step otherwise
+            except Cancelled:
+                if step.queue is not None:  # its attempt executing on a worker is cut off
+                    await remote_steps.cut_off_awaited(self, key, step.name, reports)
+                raise
         # A sync workflow's steps run in a loop task of their own, without the run's context.
         ctx = self.ctx
         token = None if context.in_run() is ctx else context.enter(ctx)

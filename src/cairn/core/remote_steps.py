@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.authoring.definitions import StepDef
 from cairn.core import durable, failed_attempts, step_input, waits
 from cairn.core.journal import Journal
-from cairn.errors import InvalidArguments
+from cairn.errors import Cancelled, InvalidArguments
 from cairn.observability import propagation
 from cairn.store.programs import step_tasks
 from cairn.store.records import INTERRUPTED, StepRecord, StepTaskRecord
@@ -138,7 +138,11 @@ async def run_remote_step(
     while True:
         if out is None:
             attempt += 1
-        facts = await _execute_remotely(live, key, step, attempt, out, sent, target)
+        try:
+            facts = await _execute_remotely(live, key, step, attempt, out, sent, target)
+        except Cancelled:
+            await _cut_off(live, key, name, attempt)
+            raise
         out = None
         if facts.get("ok"):
             return await _completed(live, key, name, attempt, facts, given)
@@ -207,6 +211,33 @@ async def _execute_remotely(
         waits_for=f"{WAITING}:{step.name}@{queue}",
     )
     return facts
+
+
+async def cut_off_awaited(live: LiveView, key: str, name: str, reports: list[StepRecord]) -> None:
+    """`_cut_off` for the attempt whose report the replayed `reports` still await, if one."""
+    for attempt, record in enumerate(reports, 1):
+        if record.status != "completed":
+            await _cut_off(live, key, name, attempt)
+            return
+
+
+async def _cut_off(live: LiveView, key: str, name: str, attempt: int) -> None:
+    """Record the attempt a cancel of the run cut off on its queue's worker, as cancelled.
+
+    Only one a worker holds (with that worker and its claim's start): an attempt still
+    waiting for a worker ran nothing (it is never claimed now), and one reported already
+    ended on its own. The worker stops it at its next lease renewal
+    (runtime/step_worker.py).
+    """
+    ident = task_id(live.run.run_id, live.run.execution, key, attempt)
+    record = failed_attempts.cancelled_attempt(live, key, name, attempt, live.env.clock.now())
+    store, lease = live.env.store, live.lease
+    live.journaled = True
+    await durable.write(
+        live,
+        lambda: store.write(step_tasks.record_cut_off(lease, record, ident)),
+        what=f"attempt {attempt} of {key!r}",
+    )
 
 
 async def _completed(

@@ -174,13 +174,15 @@ def ran_on(entry: HistoryEntry) -> str | None:
     """Where an attempt sent to a step queue ran, in words; None for other entries.
 
     "on worker W of step queue 'gpu': completed" (or "failed: ..."); a report still
-    awaited says where it was sent.
+    awaited says where it was sent, and one the run's cancel ended that it was cancelled
+    (the attempts table names the worker that was executing it).
     """
     if entry.kind != remote_steps.REMOTE or not isinstance(entry.result, dict):
         return None
     facts = entry.result
-    if entry.status == "waiting":
-        return f"sent to step queue {facts.get('queue')!r}"
+    if "ok" not in facts:  # no report: the attempt's facts as sent
+        sent = f"sent to step queue {facts.get('queue')!r}"
+        return f"{sent}: cancelled with its run" if entry.status == CANCELLED else sent
     verdict = "completed"
     if not facts.get("ok"):
         verdict = f"failed: {error_line(facts.get('failure') or {})}"

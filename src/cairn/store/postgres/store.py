@@ -52,6 +52,8 @@ log = logging.getLogger("cairn.store.postgres")
 
 # Seconds `close` waits for the pool's own tasks (opening connections) to end.
 CLOSE_WAIT = 0.5
+# Seconds `close` waits for the writes queued or in flight to commit.
+WRITES_WAIT = 1.0
 
 
 def conninfo(url: str) -> str:
@@ -204,7 +206,9 @@ class PostgresStore(SqlStore):
             await cancelling.stop([self._listener])
             self._listener = None
         if self._writer is not None:
-            await self._writer.stop()  # the stall watch may have to free a lane meanwhile
+            # A write stuck on a hung path (no error, no reply) is left: its attempt is over.
+            with contextlib.suppress(TimeoutError):
+                await cancelling.bounded(self._writer.stop(), WRITES_WAIT)
             self._writer = None
             self._writes = None
         if self._stalls is not None:

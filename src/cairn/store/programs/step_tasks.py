@@ -9,15 +9,16 @@ silent past its lease is claimed again by another worker of the queue.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
 
 from cairn.store import _sql
-from cairn.store.programs import waits
+from cairn.store.programs import journal, waits
 from cairn.store.programs.base import Program, Sql, all_rows, one_row, operation
 from cairn.store.protocol import LeaseLost
-from cairn.store.records import STEP_TASK_FIELDS, Lease, StepTaskRecord
+from cairn.store.records import STEP_TASK_FIELDS, AttemptRecord, Lease, StepTaskRecord
 
 COLUMNS = ", ".join(STEP_TASK_FIELDS)
 
@@ -192,6 +193,23 @@ def drop(task: StepTaskRecord, *, now: float) -> Program[None]:
 def release(task: StepTaskRecord) -> Program[None]:
     """Hand an attempt held by this claim back to its queue (its worker stops)."""
     yield Sql(RELEASE, (task.task_id, task.claims))
+
+
+@operation
+def record_cut_off(lease: Lease, attempt: AttemptRecord, task_id: str) -> Program[bool]:
+    """Record `attempt` (ended cancelled) if a worker holds step attempt `task_id`.
+
+    It takes that claim's worker and start. False (nothing written) for an attempt still
+    queued or already closed. Raises LeaseLost if the run is not held by `lease`.
+    """
+    row = yield one_row(SELECT_ONE, (task_id,))
+    task = None if row is None else from_row(row)
+    if task is None or task.status != "running":
+        return False
+    started = attempt.started_at if task.started_at is None else task.started_at
+    held = dataclasses.replace(attempt, started_at=started, worker=task.worker_id)
+    yield from journal.record_attempt(lease, held)
+    return True
 
 
 @operation
