@@ -54,11 +54,17 @@ async def bounded(work: Awaitable[T], within: float) -> T:
     Unlike asyncio.timeout, the work is cancelled as often as it takes to end.
     """
     task = asyncio.ensure_future(work)
+    stopped = False
     try:
         await asyncio.wait({task}, timeout=max(0.0, within))
     finally:
         if not task.done():
+            stopped = True
             await stop([task])
-    if task.cancelled():
+    # A gather stopped ends with CancelledError as its exception, not cancelled; a task
+    # that swallows every cancellation is left running (see `stop`).
+    if stopped and (
+        not task.done() or task.cancelled() or isinstance(task.exception(), asyncio.CancelledError)
+    ):
         raise TimeoutError(f"no answer within {within:g} s")
     return task.result()

@@ -89,6 +89,48 @@ async def test_beat__a_worker_whose_row_was_removed_registers_again(store: Store
     assert [w.worker_id for w in beat.workers] == ["w1"]
 
 
+async def test_beat__once_stopped_writes_nothing(store: Store, store_url: str) -> None:
+    await store.write(worker_ops.register_worker(worker_record("w1")))
+    age_heartbeat(store_url, "w1", 60.0)
+    [before] = await store.read(worker_ops.list_workers())
+
+    beat = await store.write(worker_ops.beat(worker_record("w1"), stopped=lambda: True))
+
+    assert beat.owned == {}
+    assert await store.read(worker_ops.list_workers()) == [before]  # not refreshed
+
+
+async def test_beat__begun_before_the_stop_does_not_put_back_the_removed_row(
+    store: Store,
+) -> None:
+    await store.write(worker_ops.register_worker(worker_record("w1")))
+    await store.write(worker_ops.remove_worker("w1"))
+    asked: list[bool] = []
+
+    def stopped() -> bool:  # the stop came while the beat waited: after its first look
+        asked.append(bool(asked))
+        return asked[-1]
+
+    await store.write(worker_ops.beat(worker_record("w1"), stopped=stopped))
+
+    assert asked == [False, True]
+    assert await store.read(worker_ops.list_workers()) == []
+
+
+async def test_side_channel__a_beat_of_a_stopped_worker_writes_nothing(store: Store) -> None:
+    await store.write(worker_ops.register_worker(worker_record("w1")))
+    await store.write(worker_ops.remove_worker("w1"))
+    channel = store.side_channel()
+    if channel is None:
+        pytest.skip(f"{store!r} has no side channel")
+    try:
+        await asyncio.to_thread(channel.beat, worker_record("w1"), (), lambda: True)
+    finally:
+        channel.close()
+
+    assert await store.read(worker_ops.list_workers()) == []
+
+
 async def test_side_channel__beats_from_a_thread_of_its_own(store: Store) -> None:
     await store.write(worker_ops.register_worker(worker_record("w1")))
     await store.write(run_ops.create_run(run_record("mine", status="RUNNING", owner="w1")))

@@ -53,3 +53,12 @@ async def test_bounded__stops_the_work_and_raises_timeout() -> None:
         await cancelling.bounded(_like_a_query_on_a_silent_server(cancelled), 0.01)
     assert cancelled == [1]
     assert await cancelling.bounded(asyncio.sleep(0, "done"), 1.0) == "done"
+
+
+async def test_bounded__a_gather_that_does_not_answer_raises_timeout_not_cancelled() -> None:
+    # A stopped gather ends with CancelledError as its exception, not as cancelled: a step
+    # worker's hand-backs on a silent database crashed `cairn worker` with it.
+    work = asyncio.gather(asyncio.sleep(60), asyncio.sleep(60))
+
+    with pytest.raises(TimeoutError):
+        await cancelling.bounded(work, 0.01)

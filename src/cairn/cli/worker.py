@@ -211,9 +211,8 @@ async def _serve(
             stop.set()
             return
         log.info("%s received again: stopping at once", sig.name)
-        worker = engine.stopping_worker if engine is not None else None
-        if worker is not None:
-            worker.hurry()
+        if engine is not None:
+            engine.hurry()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig)

@@ -196,8 +196,8 @@ class Engine(EngineVerbs):
         self.metrics: Metrics | None = Metrics() if metrics is True else metrics or None
         self.tracing: Tracing | None = Tracing() if tracing is True else tracing or None
         self.worker: Worker | None = None
-        # The worker while `close` stops it (for `hurry`), else None.
-        self.stopping_worker: Worker | None = None
+        # The workers `close` is stopping (for `hurry`).
+        self.stopping: list[Worker | StepWorker] = []
         self.scheduler: Scheduler | None = None
         self.control = RunControl(
             self.store,
@@ -332,6 +332,11 @@ class Engine(EngineVerbs):
             observers.append(self.metrics)
         return observers
 
+    def hurry(self) -> None:
+        """End the grace of a `close` in progress: cut steps off, hand back within HURRIED."""
+        for worker in self.stopping:
+            worker.hurry()
+
     async def close(self) -> None:
         """Stop executing: steps in flight finish within the grace, then runs are handed back."""
         if not self._open:
@@ -347,17 +352,14 @@ class Engine(EngineVerbs):
         if self.scheduler is not None:
             await self.scheduler.stop()
             self.scheduler = None
-        if self.step_worker is not None:
-            await self.step_worker.stop(grace=self.grace)
-            self.step_worker = None
-        if self.worker is not None:
-            self.control.local = None
-            self.stopping_worker = self.worker
-            try:
-                await self.worker.stop(grace=self.grace)
-            finally:
-                self.stopping_worker = None
-            self.worker = None
+        self.control.local = None
+        # One grace and one hand-back window for both: they stop side by side.
+        self.stopping = [w for w in (self.step_worker, self.worker) if w is not None]
+        try:
+            await asyncio.gather(*(w.stop(grace=self.grace) for w in self.stopping))
+        finally:
+            self.stopping = []
+        self.step_worker = self.worker = None
         for pool in self._threads:
             pool.shutdown(wait=False, cancel_futures=True)
         self._release_gc()

@@ -93,7 +93,7 @@ class Heartbeat:
         self._now_on_loop.set()
 
     async def stop(self, *, within: float = 10.0) -> None:
-        """Stop beating (the last beat in flight may still land).
+        """Stop beating; a beat in flight that lands later writes nothing (workers.beat_at).
 
         Waits up to `within` seconds for the thread's beat in flight: one on a connection
         that does not answer is left to end with the process (the thread is a daemon).
@@ -113,10 +113,12 @@ class Heartbeat:
             while not self._stop.is_set():
                 sent_at = time.monotonic()
                 try:
-                    beat = channel.beat(self._worker(), self._let_go())
+                    beat = channel.beat(self._worker(), self._let_go(), self._stop.is_set)
                 except StoreError as exc:
                     self._failed(exc)
                 else:
+                    if self._stop.is_set():
+                        break  # landed after the stop: it wrote nothing (workers.beat_at)
                     self._landed(sent_at, beat)
                 self._wait(sent_at)
         finally:
@@ -148,10 +150,14 @@ class Heartbeat:
         while not self._stop.is_set():
             sent_at = time.monotonic()
             try:
-                beat = await self._store.write(worker_ops.beat(self._worker(), self._let_go()))
+                beat = await self._store.write(
+                    worker_ops.beat(self._worker(), self._let_go(), self._stop.is_set)
+                )
             except StoreError as exc:
                 self._failed(exc)
             else:
+                if self._stop.is_set():
+                    return  # it wrote nothing (workers.beat_at)
                 self._tenure.renewed(sent_at)
                 self._failing_since = None
                 self._on_beat(sent_at, beat)

@@ -36,12 +36,11 @@ from cairn.observability import logcontext
 from cairn.observability.hooks import StepScope
 from cairn.runtime import step_results
 from cairn.runtime.keyless import KeylessRuns
+from cairn.runtime.stop_window import StopWindow
+from cairn.runtime.worker import HAND_BACK, HURRIED
 from cairn.store.programs import runs as run_ops
 from cairn.store.programs import step_tasks
 from cairn.store.records import StepTaskRecord
-
-# Seconds the releases of a stop may take once its attempts are cut off.
-HAND_BACK = 3.0
 
 log = logcontext.logger("cairn.step_worker")
 
@@ -79,6 +78,7 @@ class StepWorker:
         self._loop_task: asyncio.Task[None] | None = None
         self._slot_freed = asyncio.Event()
         self._stopping = False
+        self._window = StopWindow(hand_back=HAND_BACK, hurried=HURRIED)
         # Attempts handed back for a key this worker lacks: left out of its claims a while.
         self.keyless = KeylessRuns()
 
@@ -112,18 +112,36 @@ class StepWorker:
         return True
 
     async def stop(self, *, grace: float = 0.0) -> None:
-        """Stop claiming; let attempts finish for up to `grace`; hand the rest back."""
+        """Stop claiming; let attempts finish for up to `grace`; hand the rest back.
+
+        The hand-backs get HAND_BACK seconds (HURRIED after `hurry`, which also ends the
+        grace): on a database that does not answer, an attempt not handed back by then is
+        claimed again once its lease has run out, as after a crash.
+        """
         self._stopping = True
         await self._cancel(self._loop_task)
-        running = [task for _, task in self.active.values()]
+        running = {task for _, task in self.active.values()}
         if running and grace > 0:
-            await asyncio.wait(running, timeout=grace)
+            await self._window.grace(set[asyncio.Future[Any]](running), grace)
         cut = [(record, task) for record, task in list(self.active.values()) if not task.done()]
         await cancelling.stop([task for _, task in cut])
-        if cut:  # within the hand-back window of a run worker's stop (see worker.HAND_BACK)
-            releases = [self.env.store.write(step_tasks.release(record)) for record, _ in cut]
-            with contextlib.suppress(StoreError, TimeoutError):
-                await cancelling.bounded(asyncio.gather(*releases), HAND_BACK)
+        if not cut:
+            return
+        writes = (self.env.store.write(step_tasks.release(r)) for r, _ in cut)
+        releases: asyncio.Future[Any] = asyncio.gather(*writes)
+        await self._window.handing_back({releases})
+        with contextlib.suppress(StoreError, TimeoutError):
+            await cancelling.bounded(releases, 0.0)
+            return
+        log.warning(
+            "stopped without handing %d step attempt(s) back (the database did not answer "
+            "in time): they are claimed again once their lease has run out",
+            len(cut),
+        )
+
+    def hurry(self) -> None:
+        """End the grace of a `stop` in progress now; its hand-backs get HURRIED seconds."""
+        self._window.hurry()
 
     async def abandon(self) -> None:
         """Stop without a word to the database, like a killed process (for testing)."""

@@ -45,6 +45,9 @@ def open_store(url: str) -> Store:
         return DirectoryStore(locations.file_directory(url))
     if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
         try:
+            from cairn.store.postgres import driver
+
+            driver.check()  # one line naming the package too old, before it fails deep down
             from cairn.store.postgres.store import PostgresStore
         except ImportError as exc:
             raise ConfigError(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -46,7 +46,12 @@ class PostgresSideChannel:
         self._lock = threading.Lock()
         self._beating: psycopg.Connection[Any] | None = None  # the deadline's connection
 
-    def beat(self, worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = ()) -> Beat:
+    def beat(
+        self,
+        worker: WorkerRecord,
+        let_go: Sequence[tuple[str, int]] = (),
+        stopped: Callable[[], bool] | None = None,
+    ) -> Beat:
         """Heartbeat `worker` and read what it holds; StoreError if the server fails."""
         timer: threading.Timer | None = None
         try:
@@ -60,7 +65,7 @@ class PostgresSideChannel:
             timer.daemon = True
             timer.start()
             with conn.transaction():
-                beat = _run(conn, workers.beat_at(worker, let_go, time.time()))
+                beat = _run(conn, workers.beat_at(worker, let_go, time.time(), stopped))
                 if beat.released:  # other workers may take them at once
                     conn.execute(dialect.NOTIFY, (connections.payload([0.0]),))
             return beat

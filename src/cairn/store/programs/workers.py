@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from cairn.store import _sql
 from cairn.store.programs import orphans
@@ -110,7 +110,11 @@ def _remember_worker(worker_id: str, *, now: bool) -> Program[None]:
 
 
 @operation
-def beat(worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = ()) -> Program[Beat]:
+def beat(
+    worker: WorkerRecord,
+    let_go: Sequence[tuple[str, int]] = (),
+    stopped: Callable[[], bool] | None = None,
+) -> Program[Beat]:
     """Mark `worker` alive now, by the database's clock; what it holds, every worker.
 
     The same write stores `worker.executing` (the steps it has in flight). A worker whose
@@ -118,19 +122,30 @@ def beat(worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = ()) -> Progra
     under that fence are queued again (PENDING, no owner) in the same transaction, and
     named in `Beat.released`: their work stopped making progress. A store's
     `side_channel()` does the same from a thread of its own (and wakes other workers for
-    the runs it releases).
+    the runs it releases). Once `stopped()` (see `beat_at`), the beat writes nothing.
     """
-    return (yield from beat_at(worker, let_go, time.time()))
+    return (yield from beat_at(worker, let_go, time.time(), stopped))
 
 
 def beat_at(
-    worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = (), now: float = 0.0
+    worker: WorkerRecord,
+    let_go: Sequence[tuple[str, int]] = (),
+    now: float = 0.0,
+    stopped: Callable[[], bool] | None = None,
 ) -> Program[Beat]:
     """Mark the worker alive (by the database's clock); what it holds, and every worker.
 
     A worker whose row is gone (removed while it was presumed dead) registers again. The
     runs in `let_go` (id, fence), still held under that fence, are queued again in the
     same transaction: alive is not enough to keep a run whose work makes no progress.
+
+    `stopped()` turns True once the worker beats no more (any thread may ask it): its stop
+    removes its row next, or failed to. A beat sent before that but begun only after (it
+    waited for a lock, or for a server that did not answer) writes nothing, and one that
+    finds the row gone does not register again: a late beat neither makes the stopped
+    worker look alive (its version served, its runs held) for another lease nor puts back
+    the row its stop removed. Asked again after the row is found gone, since the removal
+    (which the worker begins only once `stopped()`) may have committed meanwhile.
 
     A claim of this worker's runs as orphans locks them, then this worker's row
     (orphans.still_orphaned), so the beat is serialized with it: either way round, the
@@ -144,6 +159,8 @@ def beat_at(
     before one it holds, so the two never close a circle. A beat that also hands runs
     back locks them all (those among them) in that one pass, before its first write.
     """
+    if stopped is not None and stopped():
+        return Beat({}, [])
     released = []
     if let_go and (yield one_row(_sql.SELECT_WORKER_EXECUTING, (worker.worker_id,))) is None:
         yield Sql(_sql.SELECT_OWNED_IN_ORDER, (worker.worker_id,), "all", "hold")
@@ -152,6 +169,8 @@ def beat_at(
             released.append(run_id)
     if (yield Sql(_sql.HEARTBEAT, (worker.executing, worker.worker_id))):
         owned = yield all_rows(_sql.SELECT_OWNED, (worker.worker_id,))
+    elif stopped is not None and stopped():
+        owned = []  # removed on stop: not to be put back
     else:
         yield Sql(_sql.UPSERT_WORKER, _sql.worker_params(worker))
         owned = yield Sql(_sql.SELECT_OWNED_IN_ORDER, (worker.worker_id,), "all", "share")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from cairn.store.records import (
@@ -17,8 +17,13 @@ class SideChannel(Protocol):
     Every method blocks the calling thread (never an event loop) and may raise StoreError.
     """
 
-    def beat(self, worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = ()) -> Beat:
-        """Heartbeat `worker` by the database's clock (see `workers.beat`)."""
+    def beat(
+        self,
+        worker: WorkerRecord,
+        let_go: Sequence[tuple[str, int]] = (),
+        stopped: Callable[[], bool] | None = None,
+    ) -> Beat:
+        """Heartbeat `worker` by the database's clock (see `workers.beat`, `stopped` too)."""
         ...
 
     def close(self) -> None:

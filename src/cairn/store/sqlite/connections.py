@@ -326,7 +326,12 @@ class SqliteSideChannel:
         self._wait_ms = int(wait * 1000)
         self._conn: sqlite3.Connection | None = None
 
-    def beat(self, worker: WorkerRecord, let_go: Sequence[tuple[str, int]] = ()) -> Beat:
+    def beat(
+        self,
+        worker: WorkerRecord,
+        let_go: Sequence[tuple[str, int]] = (),
+        stopped: Callable[[], bool] | None = None,
+    ) -> Beat:
         """Heartbeat `worker` and read what it holds (StoreError if the file is locked)."""
         try:
             if self._conn is None:
@@ -334,7 +339,7 @@ class SqliteSideChannel:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                beat = run(conn, workers.beat_at(worker, let_go, db_now()))
+                beat = run(conn, workers.beat_at(worker, let_go, db_now(), stopped))
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:

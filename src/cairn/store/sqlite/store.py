@@ -112,17 +112,15 @@ class SqliteStore(SqlStore):
             self._checkpointer.start()
 
     async def close(self) -> None:
-        """Flush pending writes (waiting for the write lock if need be) and close."""
-        while self._pending and self._conn is not None:
+        """Flush pending writes still awaited (waiting for the write lock if need be); close."""
+        while self._abandon_cancelled() and self._conn is not None:
             self._flush()
             if self._pending:
                 await asyncio.sleep(_LAST_RETRY)
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        if self._step_conn is not None:
-            self._step_conn.close()
-            self._step_conn = None
+        for conn in (self._conn, self._step_conn):
+            if conn is not None:
+                conn.close()
+        self._conn = self._step_conn = None
         if self._checkpointer is not None:
             self._checkpointer.stop()
             self._checkpointer = None
@@ -156,8 +154,22 @@ class SqliteStore(SqlStore):
         loop.call_soon(self._flush)
         return future
 
+    def _abandon_cancelled(self) -> bool:
+        """Drop the writes whose callers gave up waiting for the lock; True if any is left.
+
+        Such a caller (a stop's bounded hand-back) takes its write as not written: it must
+        not commit later, nor keep `close` waiting for a lock another connection holds.
+        """
+        for program, future, _ in self._pending:
+            if future.done():
+                program.close()
+        self._pending = [entry for entry in self._pending if not entry[1].done()]
+        return bool(self._pending)
+
     def _flush(self) -> None:
         self._flush_scheduled = False
+        if self._locked_since is not None:
+            self._abandon_cancelled()  # waited for the lock: its callers may have given up
         if not self._pending or self._held:
             return  # a step transaction holds the write path: it flushes when it ends
         conn = self.conn
