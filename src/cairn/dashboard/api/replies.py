@@ -13,6 +13,7 @@ from typing import Any
 from starlette.responses import Response
 
 from cairn import errors
+from cairn.blobs import BlobStoreUnavailable
 from cairn.representation import json_form
 
 log = logging.getLogger("cairn.dashboard")
@@ -123,6 +124,8 @@ def describe(exc: Exception, *, where: str) -> tuple[int, str, str]:
             log.warning("%s: %s: %s", where, name, exc)
             if isinstance(exc, UnansweredError):  # its text names no host: shown
                 return 503, "StoreUnavailable", exc.message
+            if isinstance(exc, BlobStoreUnavailable):  # the blob store, not the database
+                return 503, "StoreUnavailable", exc.public
             return 503, name, _UNAVAILABLE
         if status >= 500:
             log.error("%s failed", where, exc_info=exc)
