@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import httpx
 import psycopg
 import pytest
+from tests.store.kit import execute
 
 import cairn
 from cairn.dashboard import app, target
@@ -101,3 +102,43 @@ async def test_run_stream__ends_cleanly_when_the_database_fails(
             response = await asyncio.wait_for(api.get("/runs/streaming/streams/out"), 10)
         assert response.status_code == 200
         assert "the database did not answer (StoreUnavailable" in response.text
+
+
+async def test_deadline__a_503_in_time_says_whether_the_change_may_still_be_made(
+    flows: Flows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite: the change still waits for the write lock at the deadline, so it is withdrawn
+    # and the 503 says nothing was changed; once the lock is free nothing of it lands.
+    # PostgreSQL: the statement was sent and waits on the row lock; its fate is told as it
+    # is known: withdrawn (nothing was changed), or not known (it may still be made).
+    monkeypatch.setattr(target, "DEADLINE", DEADLINE)
+    async with flows.engine(workers=0) as engine:
+        await engine.start("t.waiter", run_id="held")
+        transport = httpx.ASGITransport(app=app(engine))
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://localhost/api/v1", timeout=20
+        ) as api:
+            with held(flows.url, "held"):
+                answers = [
+                    await asyncio.wait_for(api.post(path, json=body), DEADLINE + 10)
+                    for path, body in [
+                        ("/runs/held/cancel", None),
+                        ("/runs/held/pause", None),
+                        ("/runs/held/events/go", {"payload": 1}),
+                    ]
+                ]
+            # Any write queued meanwhile would be made before (or with) this one.
+            await engine.start("t.waiter", run_id="after")
+        messages = [answer.json()["message"] for answer in answers]
+        assert [a.status_code for a in answers] == [503] * 3, messages
+        record = await engine.control.record("held")
+    events = execute(flows.url, "SELECT COUNT(*) FROM messages WHERE run_id = 'held'")
+    unchanged = ["nothing was changed" in m for m in messages]
+    if flows.url.startswith("sqlite"):
+        assert unchanged == [True] * 3, messages
+    for message, told in zip(messages, unchanged, strict=True):
+        assert told or message.endswith("a change asked for may still be made once it answers")
+    if unchanged[0] and unchanged[1]:
+        assert record.status == "PENDING", record  # neither cancelled nor paused
+    if unchanged[2]:
+        assert events == [(0,)], events

@@ -49,12 +49,17 @@ class BadRequest(Exception):
 class UnansweredError(errors.StoreUnavailable):
     """The database did not answer a request's work within its deadline (see target.py)."""
 
-    def __init__(self, deadline: float) -> None:
+    def __init__(self, deadline: float, *, unchanged: bool = False) -> None:
+        # `unchanged`: the work was withdrawn with nothing written (see target.within).
+        tail = (
+            "nothing was changed"
+            if unchanged
+            else "a change asked for may still be made once it answers"
+        )
         super().__init__(
             f"the database did not answer within {deadline:g}s (it is locked by another "
-            "process, or unreachable); try again shortly. A change asked for may still be "
-            "made once it answers",
-            unknown=True,
+            f"process, or unreachable); try again shortly: {tail}",
+            unknown=not unchanged,
         )
         self.deadline = deadline
 
