@@ -30,7 +30,7 @@ def short(value: Any, width: int = 60) -> str:
         text = f"offloaded {size_words(size)} sha256:{sha256[:12]}"
         preview, unreadable = found.get("preview"), found.get("unreadable")
         if unreadable:  # the blob store refused, or did not answer: said, not raised
-            text = f"unreadable blob: {text} ({unreadable})"
+            text = f"unreadable blob ({unreadable}): {text}"
         else:
             text = f"missing blob: {text}" if preview is None else f"{text}: {preview}"
         return text if len(text) <= width else text[: width - 1] + "…"
