@@ -142,3 +142,31 @@ async def test_deadline__a_503_in_time_says_whether_the_change_may_still_be_made
         assert record.status == "PENDING", record  # neither cancelled nor paused
     if unchanged[2]:
         assert events == [(0,)], events
+
+
+async def test_deadline__a_change_withdrawn_on_a_clients_loop_is_not_made_later(
+    flows: Flows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A dashboard over a Client: the work runs on the Client's own loop thread, and is
+    # cancelled there. The same promise: "nothing was changed" means nothing lands.
+    monkeypatch.setattr(target, "DEADLINE", DEADLINE)
+    async with flows.engine(workers=0) as engine:
+        await engine.start("t.waiter", run_id="held")
+    with cairn.Client(flows.url) as client:
+        transport = httpx.ASGITransport(app=app(client))
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://localhost/api/v1", timeout=20
+        ) as api:
+            with held(flows.url, "held"):
+                answer = await asyncio.wait_for(api.post("/runs/held/cancel"), DEADLINE + 10)
+            # Any write queued meanwhile would be made before (or with) this one.
+            await asyncio.to_thread(client.send_event, "held", "other", None)
+        record = await asyncio.to_thread(client._call, client.control.record("held"))
+    message = answer.json()["message"]
+    assert answer.status_code == 503, message
+    if flows.url.startswith("sqlite"):
+        assert message.endswith("try again shortly: nothing was changed")
+    if message.endswith("nothing was changed"):
+        assert record.status == "PENDING", record
+    else:
+        assert message.endswith("a change asked for may still be made once it answers")
