@@ -144,3 +144,31 @@ async def test_blob_reads__show_and_the_api_say_which_blob_store_is_away(
         "unreadable blob (s3://cairn-test/blobs did not answer (EndpointConnectionError)): "
         "offloaded 4.9 KiB" in page.text
     )
+
+
+async def test_blob_writes__a_start_meeting_a_bucket_away_is_a_503_naming_it(
+    kit: Kit, moto_s3: MotoS3
+) -> None:
+    # Outside a run there is no attempt to wait in: nothing is stored and the caller may
+    # send it again. Not the request's fault (no 422), and not "the database" either.
+    @kit.workflow("writes.big_args")
+    async def big_args(text: str) -> int:
+        return len(text)
+
+    async with kit.engine(workers=0, blobs=moto_s3.url, inline_limit="1KiB") as eng:
+        transport = httpx.ASGITransport(app=dashboard.app(eng))
+        moto_s3.stop()
+        try:
+            async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as api:
+                sent = await api.post(
+                    "/api/v1/runs", json={"workflow": "writes.big_args", "args": ["a" * BIG]}
+                )
+        finally:
+            moto_s3.start()
+        assert (await eng.list_runs()).runs == []  # nothing was stored
+    assert (sent.status_code, sent.json()["error"]) == (503, "StoreUnavailable"), sent.text
+    assert sent.json()["message"] == (
+        "cannot store arguments of workflow 'writes.big_args' for now: the blob store "
+        "s3://cairn-test/blobs did not take it (EndpointConnectionError); nothing was "
+        "stored: try again once it does"
+    )

@@ -152,6 +152,8 @@ class Offloaded:
                 f"failed: {exc}",
                 what=what,
                 type_name="blob",
+                where=self.blobs.where,
+                reason=reason_of(exc),
             ) from exc
         if warn and what not in self._warned:
             if len(self._warned) >= WARNED_NAMES:

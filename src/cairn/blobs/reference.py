@@ -156,6 +156,23 @@ class BlobUnwritable(SerializationError):
     and the run's `waiting_for` says so meanwhile (`waiting_for`).
     """
 
+    def __init__(
+        self,
+        message: str,
+        *,
+        what: str = "",
+        type_name: str = "",
+        where: str = "",
+        reason: str = "",
+    ) -> None:
+        super().__init__(message, what=what, type_name=type_name)
+        # For the API's 503 (dashboard/api/replies.py): the store and the error's code or
+        # class, without the host the message may carry.
+        self.public = (
+            f"cannot store {what} for now: the blob store {where} did not take it ({reason}); "
+            "nothing was stored: try again once it does"
+        )
+
     def waiting_for(self) -> str:
         """What the run waits for while its attempt waits out this refusal (one line)."""
         return WAITING + str(self).replace("\n", " ")

@@ -13,7 +13,7 @@ from typing import Any
 from starlette.responses import Response
 
 from cairn import errors
-from cairn.blobs import BlobStoreUnavailable
+from cairn.blobs import BlobStoreUnavailable, BlobUnwritable
 from cairn.representation import json_form
 
 log = logging.getLogger("cairn.dashboard")
@@ -35,6 +35,7 @@ STATUS: dict[type[BaseException], int] = {
     errors.InvalidValue: 422,
     errors.TransientWorkflow: 422,
     errors.StoreUnavailable: 503,
+    BlobUnwritable: 503,  # not the value's fault: the blob store did not take it, for now
 }
 
 # Messages of the failures whose own text may describe the server (hosts, SQL, paths).
@@ -129,7 +130,7 @@ def describe(exc: Exception, *, where: str) -> tuple[int, str, str]:
             log.warning("%s: %s: %s", where, name, exc)
             if isinstance(exc, UnansweredError):  # its text names no host: shown
                 return 503, "StoreUnavailable", exc.message
-            if isinstance(exc, BlobStoreUnavailable):  # the blob store, not the database
+            if isinstance(exc, BlobStoreUnavailable | BlobUnwritable):  # not the database
                 return 503, "StoreUnavailable", exc.public
             return 503, name, _UNAVAILABLE
         if status >= 500:

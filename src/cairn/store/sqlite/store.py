@@ -49,9 +49,7 @@ Make = Callable[[], Program[Any]]
 _Pending = tuple[Program[Any], asyncio.Future[Any], Make]
 _Batch = Sequence[tuple[Program[Any], "asyncio.Future[Any] | None", Make]]  # and its writer
 
-# Waiting for the write lock: first retry after 1 ms, doubling up to 50 ms.
-_FIRST_RETRY = 0.001
-_LAST_RETRY = 0.05
+_FIRST_RETRY, _LAST_RETRY = 0.001, 0.05  # s: waiting for the write lock, doubling
 _QUEUE: Any = object()  # _alone's answer: the write joins the queue instead
 
 
@@ -285,7 +283,8 @@ class SqliteStore(SqlStore):
     async def write(self, make: Callable[[], Program[T]]) -> T:
         """Run the program `make()` builds in a write transaction shared with others."""
         program = make()
-        tally = write_tally.asked()
+        if (tally := write_tally.TALLY.get()) is not None:  # a ContextVar read, in C
+            tally.asked += 1
         # A batch is forming, or waits for the lock or a step transaction: the write joins
         # it. With many runs at once that is nearly always so: asked here, not in a call.
         if self._pending or self._flush_scheduled or self._held or self._locked_since is not None:
