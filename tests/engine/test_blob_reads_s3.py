@@ -172,3 +172,32 @@ async def test_blob_writes__a_start_meeting_a_bucket_away_is_a_503_naming_it(
         "s3://cairn-test/blobs did not take it (EndpointConnectionError); nothing was "
         "stored: try again once it does"
     )
+
+
+async def test_blob_reads__a_worker_stopping_meanwhile_hands_the_run_back(
+    kit: Kit, moto_s3: MotoS3
+) -> None:
+    # The wait for the bucket does not hold up the worker's stop: the run goes back,
+    # and the next worker finishes it once the bucket answers.
+    later = declare(kit)
+    moto_s3_down = False
+    async with kit.engine(blobs=moto_s3.url, inline_limit="1KiB") as eng:
+        run = await eng.start(later, run_id="reads-stop")
+        await until(eng, run.run_id, "WAITING")
+        moto_s3.stop()
+        moto_s3_down = True
+        await eng.send_event(run.run_id, "go", None)
+        async with asyncio.timeout(WAIT):
+            while not ((await eng.control.record(run.run_id)).waiting_for or "").startswith(
+                reference.WAITING
+            ):
+                await asyncio.sleep(0.02)
+    try:
+        async with kit.engine(workers=0) as look:
+            record = await look.control.record(run.run_id)
+    finally:
+        if moto_s3_down:
+            moto_s3.start()
+    assert record.status == "PENDING", record  # handed back (a note left says nothing now)
+    async with kit.engine(blobs=moto_s3.url, inline_limit="1KiB") as eng:
+        assert await (await eng.get(run.run_id)).result(timeout=WAIT) == BIG

@@ -241,7 +241,9 @@ async def fetched(
     throttled) is no fault of the run: failing it would lose the run to an outage, and
     letting the error reach workflow code would let it take another branch. So the read
     is waited out, as `stored` waits out a write, with the run's `waiting_for` naming the
-    store meanwhile, until it answers or the attempt ends.
+    store meanwhile, until it answers or the attempt ends (its worker stops: the run is
+    handed back). A cancel asked meanwhile is met once the value is read: the replay
+    cannot go on without it.
     """
     delay = FIRST_DELAY
     run_id = live.run.run_id
