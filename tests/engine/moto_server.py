@@ -9,6 +9,7 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 
@@ -49,6 +50,8 @@ def started(monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoS3]:
     server = MotoS3(port)
     server.start()
     try:
+        # moto keeps its buckets in the process, across servers: each test starts empty.
+        httpx.post(f"{server.endpoint}/moto-api/reset").raise_for_status()
         boto3.client("s3", endpoint_url=server.endpoint).create_bucket(Bucket="cairn-test")
         yield server
     finally:
