@@ -82,9 +82,11 @@ async def within(
     Work cut off is cancelled. A write of it still waiting for SQLite's lock is withdrawn
     then (store/write_tally.py): once the work has ended within GRACE seconds with every
     write it asked for withdrawn (or none asked for), the error says nothing was changed.
-    Otherwise (a write sent on a PostgreSQL connection that hangs, made or not once it
-    answers) it says the change may still be made. The work is left to end in the
-    background: cancelling a query on a frozen connection waits until the store drops it.
+    A PostgreSQL transaction cut off before its COMMIT was sent is withdrawn too.
+    Otherwise (a COMMIT, or a lone statement, sent on a PostgreSQL connection that hangs:
+    made or not once it answers) it says the change may still be made. The work is left
+    to end in the background: cancelling a query on a frozen connection waits until the
+    store drops it.
     """
     limit = DEADLINE if deadline is None else deadline
     future = asyncio.ensure_future(work)
