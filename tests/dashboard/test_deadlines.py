@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import httpx
 import psycopg
 import pytest
+from tests.store.kit import execute
 
 import cairn
 from cairn.dashboard import app, target
@@ -101,3 +102,67 @@ async def test_run_stream__ends_cleanly_when_the_database_fails(
             response = await asyncio.wait_for(api.get("/runs/streaming/streams/out"), 10)
         assert response.status_code == 200
         assert "the database did not answer (StoreUnavailable" in response.text
+
+
+async def test_deadline__a_503_in_time_says_whether_the_change_may_still_be_made(
+    flows: Flows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite: the change still waits for the write lock at the deadline, so it is withdrawn
+    # and the 503 says nothing was changed; once the lock is free nothing of it lands.
+    # PostgreSQL: its transaction waits on the row lock, COMMIT not yet sent: withdrawn too
+    # (a change whose COMMIT, or lone statement, was sent says it may still be made:
+    # tests/chaos/test_dashboard_deadlines.py).
+    monkeypatch.setattr(target, "DEADLINE", DEADLINE)
+    async with flows.engine(workers=0) as engine:
+        await engine.start("t.waiter", run_id="held")
+        transport = httpx.ASGITransport(app=app(engine))
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://localhost/api/v1", timeout=20
+        ) as api:
+            with held(flows.url, "held"):
+                answers = [
+                    await asyncio.wait_for(api.post(path, json=body), DEADLINE + 10)
+                    for path, body in [
+                        ("/runs/held/cancel", None),
+                        ("/runs/held/pause", None),
+                        ("/runs/held/events/go", {"payload": 1}),
+                    ]
+                ]
+            # Any write queued meanwhile would be made before (or with) this one.
+            await engine.start("t.waiter", run_id="after")
+        messages = [answer.json()["message"] for answer in answers]
+        assert [a.status_code for a in answers] == [503] * 3, messages
+        record = await engine.control.record("held")
+    events = execute(flows.url, "SELECT COUNT(*) FROM messages WHERE run_id = 'held'")
+    unchanged = ["nothing was changed" in m for m in messages]
+    assert unchanged == [True] * 3, messages
+    assert record.status == "PENDING", record  # neither cancelled nor paused
+    assert events == [(0,)], events
+
+
+async def test_deadline__a_change_withdrawn_on_a_clients_loop_is_not_made_later(
+    flows: Flows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A dashboard over a Client: the work runs on the Client's own loop thread, and is
+    # cancelled there. The same promise: "nothing was changed" means nothing lands.
+    monkeypatch.setattr(target, "DEADLINE", DEADLINE)
+    async with flows.engine(workers=0) as engine:
+        await engine.start("t.waiter", run_id="held")
+    with cairn.Client(flows.url) as client:
+        transport = httpx.ASGITransport(app=app(client))
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://localhost/api/v1", timeout=20
+        ) as api:
+            with held(flows.url, "held"):
+                answer = await asyncio.wait_for(api.post("/runs/held/cancel"), DEADLINE + 10)
+            # Any write queued meanwhile would be made before (or with) this one.
+            await asyncio.to_thread(client.send_event, "held", "other", None)
+        record = await asyncio.to_thread(client._call, client.control.record("held"))
+    message = answer.json()["message"]
+    assert answer.status_code == 503, message
+    if flows.url.startswith("sqlite"):
+        assert message.endswith("try again shortly: nothing was changed")
+    if message.endswith("nothing was changed"):
+        assert record.status == "PENDING", record
+    else:
+        assert message.endswith("a change asked for may still be made once it answers")

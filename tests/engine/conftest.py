@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from .kit import Gate, Kit
+from .moto_server import MotoS3, started
 
 
 @pytest.fixture
@@ -23,3 +26,15 @@ def gate() -> Gate:
 def offline_kit() -> Kit:
     """A private registry for tests that need no database."""
     return Kit("")
+
+
+@pytest.fixture
+def moto_s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoS3]:
+    """A bucket on a moto S3 server of this test (moto's buckets outlive a restart)."""
+    yield from started(monkeypatch)
+
+
+@pytest.fixture
+def s3_url(moto_s3: MotoS3) -> str:
+    """A bucket on a moto S3 server of this test, as an `s3://` blobs URL."""
+    return moto_s3.url

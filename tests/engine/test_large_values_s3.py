@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -17,59 +15,10 @@ from cairn.blobs.s3 import S3Blobs
 from cairn.runtime import retention
 
 from .kit import WAIT, Kit
+from .moto_server import MotoS3
 from .seeds import until
 
 MiB = 1024 * 1024
-
-
-class MotoS3:
-    """A moto S3 server of this test on a port of its own, that can be stopped and started."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.endpoint = f"http://127.0.0.1:{port}"
-        self.url = f"s3://cairn-test/blobs?endpoint={self.endpoint}"
-        self.server: Any = None
-
-    def start(self) -> None:
-        import moto.server
-
-        self.server = moto.server.ThreadedMotoServer(
-            ip_address="127.0.0.1", port=self.port, verbose=False
-        )
-        self.server.start()
-
-    def stop(self) -> None:
-        self.server.stop()
-
-
-@pytest.fixture
-def moto_s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoS3]:
-    """A bucket on a moto S3 server of this test (moto's buckets outlive a restart)."""
-    pytest.importorskip("moto.server")
-    boto3 = pytest.importorskip("boto3")
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = MotoS3(port)
-    server.start()
-    try:
-        boto3.client("s3", endpoint_url=server.endpoint).create_bucket(Bucket="cairn-test")
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def s3_url(moto_s3: MotoS3) -> str:
-    """A bucket on a moto S3 server of this test, as an `s3://` blobs URL."""
-    return moto_s3.url
 
 
 def objects(url: str) -> list[str]:
@@ -260,6 +209,11 @@ async def test_large_values_s3__a_keyless_sender_meeting_a_store_away_says_so_in
         finally:
             moto_s3.start()
         assert (sent.status_code, sent.json()["error"]) == (503, "StoreUnavailable")
+        # The 503 names the blob store that is away, not "the database".
+        assert sent.json()["message"] == (
+            f"the blob store s3://cairn-test/blobs did not answer (EndpointConnectionError): "
+            f"blob {name} cannot be read for now; try again once it answers"
+        )
         await keyed.cancel(run.run_id)
     message = str(caught.value)
     assert "\n" not in message

@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 from cairn import config
 from cairn.blobs.offloaded import Offloaded
-from cairn.blobs.reference import BlobError, BlobUnwritable, Reference
+from cairn.blobs.reference import BlobError, BlobStoreUnavailable, BlobUnwritable, Reference
 from cairn.blobs.stores import BlobStore, BlobStoreRefused, FileBlobs, MemoryBlobs
 from cairn.errors import ConfigError
 from cairn.serialization import Serializer
@@ -26,6 +26,7 @@ __all__ = [
     "BlobError",
     "BlobStore",
     "BlobStoreRefused",
+    "BlobStoreUnavailable",
     "BlobUnwritable",
     "FileBlobs",
     "MemoryBlobs",

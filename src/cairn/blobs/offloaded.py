@@ -30,7 +30,14 @@ from typing import Any
 
 from cairn import limits
 from cairn.blobs import reference
-from cairn.blobs.reference import MARK, PREFIX, BlobError, BlobUnwritable, Reference
+from cairn.blobs.reference import (
+    MARK,
+    PREFIX,
+    BlobError,
+    BlobStoreUnavailable,
+    BlobUnwritable,
+    Reference,
+)
 from cairn.blobs.stores import BlobStore, BlobStoreRefused
 from cairn.codecs import coded
 from cairn.codecs.coded import Codec
@@ -145,6 +152,8 @@ class Offloaded:
                 f"failed: {exc}",
                 what=what,
                 type_name="blob",
+                where=self.blobs.where,
+                reason=reason_of(exc),
             ) from exc
         if warn and what not in self._warned:
             if len(self._warned) >= WARNED_NAMES:
@@ -170,7 +179,7 @@ class Offloaded:
     def fetch(self, ref: Reference) -> str:
         """The stored text of `ref`, its hash checked; BlobError if missing or corrupt."""
         where = "no blob store" if self.blobs is None else self.blobs.where
-        data = None if self.blobs is None else self.blobs.get(ref.sha256)
+        data = None if self.blobs is None else self._get(self.blobs, ref)
         if data is None:
             raise BlobError(
                 f"blob {ref.sha256} ({size_words(ref.size)}) is missing from {where}",
@@ -183,6 +192,21 @@ class Offloaded:
                 blob=ref.sha256,
             )
         return data.decode("utf-8", "surrogatepass")
+
+    def _get(self, blobs: BlobStore, ref: Reference) -> bytes | None:
+        """The blob's bytes, or None; what the store's failure means if it fails."""
+        try:
+            return blobs.get(ref.sha256)
+        except (BlobStoreRefused, PermissionError) as exc:  # until someone fixes the store
+            raise BlobError(
+                f"blob {ref.sha256} ({size_words(ref.size)}) cannot be read from "
+                f"{blobs.where}: {first_line(exc)}",
+                blob=ref.sha256,
+            ) from exc
+        except OSError as exc:  # away for now: no connection, a 5xx, throttled
+            raise BlobStoreUnavailable(
+                first_line(exc), where=blobs.where, blob=ref.sha256, reason=reason_of(exc)
+            ) from exc
 
     def whole(self, text: str) -> str:
         """A stored text in full: a reference's blob fetched and checked, else `text`."""
@@ -213,9 +237,45 @@ class Offloaded:
         if not text.startswith(PREFIX):
             return None
         ref = reference.parse(text)
-        head = None if self.blobs is None else self.blobs.head(ref.sha256, PREVIEW * 4)
+        try:
+            head = None if self.blobs is None else self.blobs.head(ref.sha256, PREVIEW * 4)
+        except OSError as exc:  # refused, or away for now: said in one line, not raised
+            return {
+                "offloaded": {
+                    **ref.as_dict(),
+                    "preview": None,
+                    "missing": False,
+                    "unreadable": self._unreadable(exc),
+                }
+            }
         preview = None if head is None else head.decode("utf-8", "replace")[:PREVIEW]
         if preview is not None and preview.startswith(ENCRYPTED):
             # Ciphertext's first characters say nothing: name its key, as inline values do.
             preview = f"encrypted ({preview[len(ENCRYPTED) :].partition(':')[0]})"
         return {"offloaded": {**ref.as_dict(), "preview": preview, "missing": head is None}}
+
+    def _unreadable(self, exc: OSError) -> str:
+        """Why a preview could not be read, in one line naming the store (and no host)."""
+        where = "the blob store" if self.blobs is None else self.blobs.where
+        if isinstance(exc, BlobStoreRefused | PermissionError):
+            return f"{where} refused to read it: {first_line(exc)}"
+        return f"{where} did not answer ({reason_of(exc)})"
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of `exc` (botocore's may run on), at most 300 characters."""
+    lines = str(exc).strip().splitlines()
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def reason_of(exc: OSError) -> str:
+    """What failed, in a word and without a host: an S3 error code, the error's class."""
+    cause = exc.__cause__ or exc
+    response = getattr(cause, "response", None)
+    if isinstance(response, dict):
+        code = response.get("Error", {}).get("Code")
+        if code:
+            return str(code)
+    if cause is exc and exc.strerror:
+        return exc.strerror
+    return type(cause).__name__

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.errors import SerializationError
+from cairn.errors import SerializationError, StoreUnavailable
 from cairn.observability import logcontext
 
 PREFIX = '{"__cairn__":"blob",'
@@ -105,8 +105,47 @@ class BlobError(SerializationError):
         return BlobError(self.detail, blob=self.blob, what=self.what, run=self.run, step=key)
 
 
+class BlobStoreUnavailable(StoreUnavailable):
+    """The blob store did not answer a read for now (no connection, a 5xx, throttled).
+
+    Unlike BlobError, neither the value's fault nor for good: the same read may succeed
+    once the store answers. A run's attempt waits it out (core/durable.py `fetched`);
+    elsewhere (`cairn runs show`, the API) it is StoreUnavailable naming the blob store
+    (`where`), the blob and `reason`, the error's code or class (`public`: no host, which
+    only the message and the log carry).
+    """
+
+    def __init__(
+        self, detail: str, *, where: str, blob: str, reason: str, message: str | None = None
+    ) -> None:
+        run = logcontext.current_run_id()
+        head = f"run {run!r}: " if run is not None else ""
+        super().__init__(
+            message
+            or f"{head}cannot read blob {blob} from {where} for now: {detail}; "
+            "try again once the blob store answers"
+        )
+        self.where = where
+        self.blob = blob
+        self.reason = reason
+        self.detail = detail
+        self.public = (
+            f"the blob store {where} did not answer ({reason}): blob {blob} cannot be "
+            "read for now; try again once it answers"
+        )
+
+
 WAITING = "blob store:"
 """How a run's `waiting_for` starts while an attempt of it waits for the blob store."""
+
+
+READING = "cannot read blob "
+"""How the reason of a run waiting for the blob store to give back a value starts."""
+
+
+def reading_note(exc: BlobStoreUnavailable) -> str:
+    """What a run waits for while its attempt waits for the blob store to answer a read."""
+    return f"{WAITING}{READING}{exc.blob} from {exc.where}: {exc.detail}"
 
 
 class BlobUnwritable(SerializationError):
@@ -116,6 +155,23 @@ class BlobUnwritable(SerializationError):
     attempt that stores the value tries again until the store takes it (core/durable.py),
     and the run's `waiting_for` says so meanwhile (`waiting_for`).
     """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        what: str = "",
+        type_name: str = "",
+        where: str = "",
+        reason: str = "",
+    ) -> None:
+        super().__init__(message, what=what, type_name=type_name)
+        # For the API's 503 (dashboard/api/replies.py): the store and the error's code or
+        # class, without the host the message may carry.
+        self.public = (
+            f"cannot store {what} for now: the blob store {where} did not take it ({reason}); "
+            "nothing was stored: try again once it does"
+        )
 
     def waiting_for(self) -> str:
         """What the run waits for while its attempt waits out this refusal (one line)."""

@@ -96,12 +96,20 @@ class S3Blobs:
             raise self._failure(exc, "PUT", sha256) from exc
 
     def get(self, sha256: str) -> bytes | None:
-        """The object's bytes, or None if there is no such object."""
+        """The object's bytes, or None if there is no such object.
+
+        A GET that may succeed later raises OSError, one refused until someone fixes the
+        store BlobStoreRefused, as for `put`: never botocore's own error.
+        """
+        from botocore.exceptions import BotoCoreError, ClientError
+
         try:
             found = self.client.get_object(Bucket=self.bucket, Key=self.key(sha256))
+            data: bytes = found["Body"].read()
         except self.client.exceptions.NoSuchKey:
             return None
-        data: bytes = found["Body"].read()
+        except (ClientError, BotoCoreError) as exc:
+            raise self._failure(exc, "GET", sha256) from exc
         return data
 
     def head(self, sha256: str, size: int) -> bytes | None:

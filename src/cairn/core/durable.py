@@ -14,7 +14,8 @@
 
 A large value's blob is written before the write that names it (`stored`): a blob store
 that does not take it (full, unwritable, away) is waited out the same way, for as long
-as the attempt lives, so that a step whose result is in hand is not run again.
+as the attempt lives, so that a step whose result is in hand is not run again. A blob
+store that does not give back a value the attempt reads (`fetched`) is waited out too.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from cairn import blobs
-from cairn.blobs import BlobUnwritable
+from cairn.blobs import BlobStoreUnavailable, BlobUnwritable, reference
 from cairn.core.signals import Unwind
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
 from cairn.observability import logcontext
@@ -229,6 +230,37 @@ async def stored(
             return text
         await asyncio.sleep(delay)
         delay = min(delay * 2, LAST_DELAY)
+
+
+async def fetched(
+    live: Attempt, env: RunEnv, read: Callable[[], Awaitable[T]], first: BlobStoreUnavailable
+) -> T:
+    """`read()` for `live`'s attempt, tried again until the blob store answers it.
+
+    An offloaded value the store cannot give back for now (no connection, a 5xx,
+    throttled) is no fault of the run: failing it would lose the run to an outage, and
+    letting the error reach workflow code would let it take another branch. So the read
+    is waited out, as `stored` waits out a write, with the run's `waiting_for` naming the
+    store meanwhile, until it answers or the attempt ends (its worker stops: the run is
+    handed back). A cancel asked meanwhile is met once the value is read: the replay
+    cannot go on without it.
+    """
+    delay = FIRST_DELAY
+    run_id = live.run.run_id
+    log.warning("run %s: %s; retrying until the blob store answers", run_id, first)
+    noted = await _note(env, run_id, live.lease, reference.reading_note(first))
+    while True:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, LAST_DELAY)
+        if live.closed:
+            raise live.leave(Unwind())
+        try:
+            found = await read()
+        except BlobStoreUnavailable:
+            continue
+        if noted:
+            await _note(env, run_id, live.lease, None)
+        return found
 
 
 async def _note(env: RunEnv, run_id: str, lease: Lease, note: str | None) -> bool:

@@ -17,6 +17,7 @@ from cairn.core.live_run import LiveRun
 from cairn.core.live_steps import LiveSteps
 from cairn.core.run_env import RunEnv
 from cairn.core.run_errors import error_json
+from cairn.core.run_values import RunValues
 from cairn.core.signals import ContinueAsNew, HandBack, KeyMissing, OtherVersion, Suspend, Unwind
 from cairn.errors import (
     CairnError,
@@ -48,9 +49,9 @@ class Outcome:
     idle: bool = False  # abandoned having recorded nothing: not an attempt of the run
 
 
-async def decode_args(env: RunEnv, run: RunRecord) -> tuple[tuple[Any, ...], dict[str, Any]]:
+async def decode_args(values: RunValues, run: RunRecord) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The positional and keyword arguments a run was started with."""
-    payload = await blobs.loads_async(env.serializer, run.args)
+    payload = await values.loads_async(run.args)
     return tuple(payload.get("args", ())), dict(payload.get("kwargs", {}))
 
 
@@ -111,8 +112,7 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
     token = context.enter(live)
     facts = logcontext.enter_run(run.run_id, run.workflow, max(run.attempt, 1))
     try:
-        with live.steps.values.reading():
-            args, kwargs = await decode_args(env, run)
+        args, kwargs = await decode_args(live.steps.values, run)
         if workflow.is_async:
             # Runs it scheduled without awaiting are written before the attempt ends:
             # pending_starts.settled, inlined (a wrapper coroutine is one more level for

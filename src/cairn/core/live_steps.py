@@ -58,7 +58,12 @@ class LiveSteps:
         self._loop_thread = threading.get_ident()  # made on the loop's thread, as the attempt
         self.leave = attempt.leave
         # Every stored value the attempt reads: a missing key hands the run back.
-        self.values = RunValues(self.env.serializer, attempt.leave)
+        # A blob store that does not answer a read is waited out (durable.fetched).
+        self.values = RunValues(
+            self.env.serializer,
+            attempt.leave,
+            lambda read, first: durable.fetched(self, self.env, read, first),
+        )
         self.flying = attempt.flying
         self._running_steps = attempt.running_steps
         # The failed attempts of each step in earlier executions, by key.

@@ -4,30 +4,39 @@ A value encrypted under a key this worker does not have (`KeyUnavailable`) is no
 the run: the attempt leaves with `KeyMissing`, a HandBack that workflow code cannot catch
 as an Exception, and its worker hands the run back for one that has the key
 (runtime/executing.py). So every stored value an attempt reads (its arguments, replayed
-results and errors, payloads, children's outcomes, mailbox messages) is read here.
+results and errors, payloads, children's outcomes, mailbox messages) is read here. An
+offloaded one the blob store does not give back for now is waited out (`wait_out`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any
 
 from cairn import blobs
+from cairn.blobs import BlobStoreUnavailable
 from cairn.codecs import coded
 from cairn.core.signals import KeyMissing
 from cairn.errors import KeyUnavailable
 from cairn.serialization import Serializer
+
+WaitOut = Callable[[Callable[[], Awaitable[Any]], BlobStoreUnavailable], Awaitable[Any]]
+"""What waits out a blob store that does not answer a read (core/durable.py `fetched`)."""
 
 
 class RunValues:
     """The run's stored values through `serializer`; a missing key leaves by `leave`."""
 
     def __init__(
-        self, serializer: Serializer, leave: Callable[[BaseException], BaseException]
+        self,
+        serializer: Serializer,
+        leave: Callable[[BaseException], BaseException],
+        wait_out: WaitOut | None = None,
     ) -> None:
         self.serializer = serializer
         self._reading = _Reading(leave)
+        self._wait_out = wait_out
 
     def reading(self) -> _Reading:
         """Around a read of stored values: KeyUnavailable becomes the attempt's KeyMissing."""
@@ -41,7 +50,12 @@ class RunValues:
     async def loads_async(self, text: str) -> Any:
         """`loads` on the event loop: an offloaded value's blob read in a thread."""
         with self.reading():
-            return await blobs.loads_async(self.serializer, text)
+            try:
+                return await blobs.loads_async(self.serializer, text)
+            except BlobStoreUnavailable as exc:
+                if self._wait_out is None:
+                    raise
+                return await self._wait_out(lambda: blobs.loads_async(self.serializer, text), exc)
 
     def unseal_json(self, text: str | None) -> Any:
         """The JSON value of a sealed text (an error); None for None."""

@@ -27,6 +27,7 @@ from cairn.mcp_server import tools
 from cairn.mcp_server.tool import Tool
 from cairn.representation.json_form import dumps
 from cairn.runtime.control import RunControl
+from cairn.store import write_tally
 
 PATH = "/mcp"
 """Where the streamable HTTP transport answers."""
@@ -68,7 +69,10 @@ async def call(control: RunControl, name: str, arguments: dict[str, Any]) -> typ
     try:
         # A database that does not answer costs a call target.DEADLINE, as a request of
         # the dashboard: the agent hears why instead of waiting for as long as it hangs.
-        answer = await target.within(tool.call(control, arguments))
+        tally = write_tally.Tally()  # so that the error says whether anything changed
+        answer = await target.within(
+            target.counted(lambda: tool.call(control, arguments), tally), tally=tally
+        )
     except UnansweredError as exc:
         return _error(f"{name}: StoreUnavailable: {exc}")
     except Exception as exc:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from cairn.blobs import reference
 from cairn.core import mailbox, remote_steps, scheduled_starts
 from cairn.limits import size_words
 from cairn.models import Execution, HistoryEntry, RunStatus
@@ -21,13 +22,17 @@ from cairn.store.records import CANCELLED, INTERRUPTED
 def short(value: Any, width: int = 60) -> str:
     """Compact one-line JSON of `value`, clipped to `width` characters.
 
-    An offloaded value (blobs.shown) reads "offloaded 50.0 MiB sha256:1a2b3c4d…: preview".
+    An offloaded value (blobs.shown) reads "offloaded 50.0 MiB sha256:1a2b3c4d…: preview"
+    (or says its blob is missing, or unreadable and why).
     """
     if isinstance(value, dict) and isinstance(found := value.get("offloaded"), dict):
         size, sha256 = int(found.get("size") or 0), str(found.get("sha256"))
         text = f"offloaded {size_words(size)} sha256:{sha256[:12]}"
-        preview = found.get("preview")
-        text = f"missing blob: {text}" if preview is None else f"{text}: {preview}"
+        preview, unreadable = found.get("preview"), found.get("unreadable")
+        if unreadable:  # the blob store refused, or did not answer: said, not raised
+            text = f"unreadable blob ({unreadable}): {text}"
+        else:
+            text = f"missing blob: {text}" if preview is None else f"{text}: {preview}"
         return text if len(text) <= width else text[: width - 1] + "…"
     text = dumps(value, indent=None)
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -240,8 +245,10 @@ def _waiting_text(found: Mapping[str, Any], *, now: float, run_id: str) -> str:
         return f"`cairn runs resume {run_id}` (it is paused)"
     if kind == "queue":
         return str(found.get("reason") or f"a free slot on queue {name!r}")
-    if kind == "blobs":  # a value's blob is written again until the store takes it
-        return f"the blob store to take a value (retried until it does): {found['reason']}"
+    if kind == "blobs":  # a value's blob is written (or read) again until the store answers
+        reason = str(found["reason"])
+        verb = "give back" if reason.startswith(reference.READING) else "take"
+        return f"the blob store to {verb} a value (retried until it does): {reason}"
     if kind == "locked":  # a lost database session holds its row: the server ends it
         return f"its row to be unlocked: {found['reason']}"
     if kind == "delay":

@@ -16,9 +16,10 @@ import asyncio
 from typing import Protocol
 
 from cairn import blobs
-from cairn.blobs import BlobStoreRefused, reference
+from cairn.blobs import BlobStoreRefused, BlobStoreUnavailable, reference
+from cairn.blobs.offloaded import first_line, reason_of
 from cairn.codecs import coded, sealed
-from cairn.errors import KeyUnavailable, SerializationError, StoreUnavailable
+from cairn.errors import KeyUnavailable, SerializationError
 from cairn.serialization import Serializer
 from cairn.store.programs import runs as run_ops
 from cairn.store.protocol import Store
@@ -60,8 +61,9 @@ async def refuse_stored(control: Sender, args: str | None, run_id: str, *, what:
     nothing: the blob's first bytes name the key (read in a thread). A blob this process
     cannot read (no blob store, or missing) leaves it unknown: refused too, in one line
     saying so, as storing a value in the clear beside ciphertext cannot be undone. A blob
-    store away for now (no connection, a 5xx, throttled) is StoreUnavailable, in one line
-    naming the run, the blob and the store: the same send may succeed later.
+    store away for now (no connection, a 5xx, throttled) is StoreUnavailable
+    (BlobStoreUnavailable), in one line naming the run, the blob and the store: the same
+    send may succeed later, and the API's 503 names the blob store, not the database.
     """
     if reference.offloaded(args):
         args = await asyncio.to_thread(_head, control.serializer, str(args), run_id, what)
@@ -80,10 +82,14 @@ def _head(serializer: Serializer, text: str, run_id: str, what: str) -> str:
         except (BlobStoreRefused, PermissionError) as exc:  # until someone fixes it
             where = f"unreadable in {store.where}: {exc}"
         except OSError as exc:  # away for now (no connection, a 5xx, throttled)
-            raise StoreUnavailable(
-                f"cannot store {what} for now: run {run_id!r} keeps its arguments in blob "
-                f"{ref.sha256}, and reading it from {store.where} failed: {_line(exc)}; "
-                "try again once the blob store answers"
+            raise BlobStoreUnavailable(
+                first_line(exc),
+                where=store.where,
+                blob=ref.sha256,
+                reason=reason_of(exc),
+                message=f"cannot store {what} for now: run {run_id!r} keeps its arguments in "
+                f"blob {ref.sha256}, and reading it from {store.where} failed: "
+                f"{first_line(exc)}; try again once the blob store answers",
             ) from exc
     if head is None:
         raise SerializationError(
@@ -98,12 +104,6 @@ def _head(serializer: Serializer, text: str, run_id: str, what: str) -> str:
 
 
 _HEAD = len(sealed.PREFIX) + 65  # the prefix, the longest key id and its colon
-
-
-def _line(exc: OSError) -> str:
-    """The first line of `exc` (botocore's may run on), at most 300 characters."""
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:300]
 
 
 def refuse_sealed(args: str | None, run_id: str, *, what: str) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from starlette.responses import Response
 
 from cairn import errors
+from cairn.blobs import BlobStoreUnavailable, BlobUnwritable
 from cairn.representation import json_form
 
 log = logging.getLogger("cairn.dashboard")
@@ -34,6 +35,7 @@ STATUS: dict[type[BaseException], int] = {
     errors.InvalidValue: 422,
     errors.TransientWorkflow: 422,
     errors.StoreUnavailable: 503,
+    BlobUnwritable: 503,  # not the value's fault: the blob store did not take it, for now
 }
 
 # Messages of the failures whose own text may describe the server (hosts, SQL, paths).
@@ -48,12 +50,17 @@ class BadRequest(Exception):
 class UnansweredError(errors.StoreUnavailable):
     """The database did not answer a request's work within its deadline (see target.py)."""
 
-    def __init__(self, deadline: float) -> None:
+    def __init__(self, deadline: float, *, unchanged: bool = False) -> None:
+        # `unchanged`: the work was withdrawn with nothing written (see target.within).
+        tail = (
+            "nothing was changed"
+            if unchanged
+            else "a change asked for may still be made once it answers"
+        )
         super().__init__(
             f"the database did not answer within {deadline:g}s (it is locked by another "
-            "process, or unreachable); try again shortly. A change asked for may still be "
-            "made once it answers",
-            unknown=True,
+            f"process, or unreachable); try again shortly: {tail}",
+            unknown=not unchanged,
         )
         self.deadline = deadline
 
@@ -123,6 +130,8 @@ def describe(exc: Exception, *, where: str) -> tuple[int, str, str]:
             log.warning("%s: %s: %s", where, name, exc)
             if isinstance(exc, UnansweredError):  # its text names no host: shown
                 return 503, "StoreUnavailable", exc.message
+            if isinstance(exc, BlobStoreUnavailable | BlobUnwritable):  # not the database
+                return 503, "StoreUnavailable", exc.public
             return 503, name, _UNAVAILABLE
         if status >= 500:
             log.error("%s failed", where, exc_info=exc)

@@ -22,6 +22,7 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
+from cairn.store import write_tally
 from cairn.store._health import StoreHealth
 from cairn.store.postgres import dialect
 from cairn.store.programs.base import Sql
@@ -239,10 +240,17 @@ async def run_alone(db: Db, make: Callable[[], Program[T]], wake: float | None) 
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + db.retry_for
+    committing: list[bool] = []  # COMMIT was sent: a writer giving up cannot withdraw it
     while True:
         left = max(0.1, deadline - loop.time())
         try:
-            return await retrying(db, lambda conn: _transact(conn, make(), wake), within=left)
+            return await retrying(
+                db, lambda conn: _transact(conn, make(), wake, committing), within=left
+            )
+        except asyncio.CancelledError:
+            if not committing and (tally := write_tally.TALLY.get()) is not None:
+                tally.withdrawn += 1  # never committed: the server rolls it back
+            raise
         except _CommitUnknown as unknown:
             # A lost connection, like any other (`retrying`): trouble, though it committed.
             db.health.trouble()
@@ -286,7 +294,9 @@ class _CommitUnknown(Exception):
         self.outcome = outcome
 
 
-async def _transact(conn: Conn, program: Program[T], wake: float | None) -> T:
+async def _transact(
+    conn: Conn, program: Program[T], wake: float | None, committing: list[bool]
+) -> T:
     try:
         await conn.execute("BEGIN")  # also proves the pooled connection is alive
     except psycopg.Error as exc:
@@ -312,6 +322,7 @@ async def _transact(conn: Conn, program: Program[T], wake: float | None) -> T:
             raise Disconnected() from exc  # rolled back by the server: `retrying` runs it anew
         raise
     xid = None if row is None else row[0]
+    committing.append(True)
     try:
         await conn.execute("COMMIT")
     except psycopg.Error as exc:

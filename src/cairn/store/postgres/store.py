@@ -21,7 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 from cairn import cancelling
 from cairn.errors import ConfigError, StoreError
 from cairn.models import RunStatus
-from cairn.store import _sql
+from cairn.store import _sql, write_tally
 from cairn.store._health import StoreHealth
 from cairn.store._wakeups import WakeSignal
 from cairn.store.locations import redact
@@ -237,6 +237,7 @@ class PostgresStore(SqlStore):
         An operation whose program declares a path hint (`@path`, its rounds and wake-up)
         may share a commit; any other write runs alone in its own transaction.
         """
+        write_tally.asked()  # once sent, a write may be made though its writer gave up
         if isinstance(make, Operation):
             if make.kind is runs.create_run:
                 return await self._create_run(*make.args)  # type: ignore[return-value]

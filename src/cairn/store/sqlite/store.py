@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from cairn.errors import StoreError
+from cairn.store import write_tally
 from cairn.store._health import StoreHealth
 from cairn.store._loop import answer, others_ready
 from cairn.store._wakeups import WakeSignal
@@ -46,11 +47,9 @@ from cairn.store.sqlite.transactions import SqliteStepTransaction, begin_immedia
 T = TypeVar("T")
 Make = Callable[[], Program[Any]]
 _Pending = tuple[Program[Any], asyncio.Future[Any], Make]
-_Batch = Sequence[tuple[Program[Any], object, Make]]  # program, its writer (if any), maker
+_Batch = Sequence[tuple[Program[Any], "asyncio.Future[Any] | None", Make]]  # and its writer
 
-# Waiting for the write lock: first retry after 1 ms, doubling up to 50 ms.
-_FIRST_RETRY = 0.001
-_LAST_RETRY = 0.05
+_FIRST_RETRY, _LAST_RETRY = 0.001, 0.05  # s: waiting for the write lock, doubling
 _QUEUE: Any = object()  # _alone's answer: the write joins the queue instead
 
 
@@ -221,7 +220,11 @@ class SqliteStore(SqlStore):
         # write is undone alone and must not sink the others, unless it is a single write.
         guard = len(batch) > 1
         try:
-            outcomes = [self._run_one(conn, program, make, guard) for program, _, make in batch]
+            # A writer that gave up while the batch waited is withdrawn (see write_tally).
+            outcomes = [
+                None if writer is not None and writer.done() else self._run_one(conn, p, m, guard)
+                for p, writer, m in batch
+            ]
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -292,6 +295,8 @@ class SqliteStore(SqlStore):
     async def write(self, make: Callable[[], Program[T]]) -> T:
         """Run the program `make()` builds in a write transaction shared with others."""
         program = make()
+        if (tally := write_tally.TALLY.get()) is not None:  # a ContextVar read, in C
+            tally.asked += 1
         # A batch is forming, or waits for the lock or a step transaction: the write joins
         # it. With many runs at once that is nearly always so: asked here, not in a call.
         if self._pending or self._flush_scheduled or self._held or self._locked_since is not None:
@@ -299,7 +304,13 @@ class SqliteStore(SqlStore):
         else:
             alone = self._alone(make, program)
         if alone is _QUEUE or alone is AGAIN:
-            outcome: T = await self._write(program if alone is _QUEUE else make(), make)
+            future = self._write(program if alone is _QUEUE else make(), make)
+            try:
+                outcome: T = await future
+            except asyncio.CancelledError:
+                if tally is not None and future.cancelled():
+                    tally.withdrawn += 1  # never made: _run_batch skips it
+                raise
         elif isinstance(alone, BaseException):
             raise alone
         else:
