@@ -121,7 +121,7 @@ def test_celery__the_dispatcher_hears_of_runs_stored_by_other_processes_at_once(
     make_workflow(noop, name="celery.host.noop", reg=registry)
 
     published: list[Any] = []
-    engine = lambda: Engine(url, workers=2, polls=False, registry=registry)  # noqa: E731
+    engine = lambda: Engine(store_url, workers=2, polls=False, registry=registry)  # noqa: E731
     host = Host(engine, published.extend, dispatch=2.0)
     host.start()
     try:
@@ -302,3 +302,53 @@ def test_celery__a_stopped_host_leaves_no_socket_for_the_gc(tmp_path: Path, star
     host.stop().join(timeout=30)
     del host
     gc.collect()  # an unclosed socket warns here, in this test
+
+
+def test_celery__a_look_s_runs_are_spread_over_no_more_messages_than_live_workers(
+    store_url: str, tmp_path: Path
+) -> None:
+    # Each message costs its worker and the broker about as much as a short run whatever
+    # it names: a lone worker's dispatcher sent a look's 40 runs in 4 messages of 10 for
+    # other workers' sake (SPREAD) where there were none; it sends whole messages now,
+    # and spreads them again over as many as there are live workers.
+    import cairn
+    from cairn.authoring.workflow import make_workflow
+    from cairn.celery.host import Host
+    from cairn.runtime.engine import Engine
+
+    registry = cairn.Registry()
+
+    async def noop(n: int) -> int:
+        return n
+
+    make_workflow(noop, name="celery.host.spread", reg=registry)
+
+    with cairn.Client(store_url) as client:
+        for n in range(40):  # stored before any look: a first look finds them all
+            client.start("celery.host.spread", n, allow_unknown=True)
+
+    def first_look(others: int) -> list[int]:
+        hosts: list[Host] = []
+        looks: list[list[Any]] = []
+        looked = threading.Event()
+
+        def publish(messages: list[Any]) -> None:
+            looks.append(list(messages))
+            looked.set()
+
+        try:
+            for n in range(others + 1):
+                engine = lambda: Engine(store_url, workers=2, polls=False, registry=registry)  # noqa: E731
+                host = Host(engine, publish if n == others else lambda _: None, dispatch=60.0)
+                host.concurrency = 32  # messages of up to 32 runs
+                hosts.append(host)
+                host.start()  # the last one starts once the others are live workers
+            assert looked.wait(timeout=30)
+            return [len(ids) for _, ids, _ in looks[0]]
+        finally:
+            for host in hosts:
+                host.stop().join(timeout=30)
+
+    assert first_look(others=0) == [32, 8]
+    # The same 40 runs (none taken: nothing consumed the messages), a second worker live.
+    assert first_look(others=1) == [20, 20]

@@ -90,3 +90,34 @@ def test_celery__a_batch_publishes_what_apply_async_would(broker: str, tmp_path:
                 connection.default_channel.queue_delete(queue)
             except Exception:
                 pass
+
+
+def test_celery__redis_channels_share_one_client_per_pool(tmp_path: Path) -> None:
+    # kombu makes a redis.Redis per command (publish, unacknowledged entry, ack): cairn's
+    # transport makes one per channel and pool (cairn/celery/redis_transport.py).
+    from cairn import celery as cairn_celery
+
+    url, port = celery_procs.BROKERS["redis"]
+    celery_procs.reachable_or_skip("redis", port)
+    app = cairn_celery.app(url, f"sqlite:///{tmp_path / 'cairn.db'}")
+    queue = f"cairn.test-{uuid.uuid4().hex[:8]}"
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        try:
+            assert type(channel).__module__ == "cairn.celery.redis_transport"
+            with channel.conn_or_acquire() as first, channel.conn_or_acquire() as second:
+                assert first is second
+            mine = object()
+            with channel.conn_or_acquire(mine) as given:
+                assert given is mine  # a caller's own client (a pipeline's) is kept
+            channel._disconnect_pools()  # what kombu does after a connection error
+            with channel.conn_or_acquire() as after:
+                assert after is not first
+                assert after.connection_pool is channel.pool
+            from cairn.celery import publishing
+
+            publishing.publish(app, [("run", "run-1", queue)], confirms=False)
+            (message,) = _drain(app, queue, 1)
+            assert message.decode()[0] == ["run-1"]
+        finally:
+            channel.queue_delete(queue)

@@ -127,6 +127,10 @@ def app(
     confirms = not url.startswith(("redis://", "rediss://"))  # Redis answers each LPUSH
     application = Celery("cairn", broker=url, set_as_current=False)
     application.conf.update(broker.settings(url, timeout))
+    if not confirms:
+        # One Redis client per channel, not per command (redis_transport.py); a string,
+        # so that kombu imports it (and redis-py) only here.
+        application.conf.broker_transport = "cairn.celery.redis_transport:Transport"
     application.conf.update(
         # A message is acknowledged as its task starts, before the claim: the database,
         # not the message, holds the run, so an attempt may outlast the broker's limit

@@ -16,9 +16,10 @@ RUNS = "runs"  # a batch message: several run ids
 STEP = "step"
 # The most run ids in one message (unless a worker has more threads: `Host.batch`), and
 # how many messages a look's runs for one Celery queue are spread over at least (other
-# workers get their share), once there are FEW ids for each: a worker takes up to (its
-# threads x its batch) runs, the ones beyond its slots waiting for one, and a message of
-# fewer runs than its worker has free slots executes them all at once anyway.
+# workers get their share; no more than there are live workers: `Host`), once there are
+# FEW ids for each: a worker takes up to (its threads x its batch) runs, the ones beyond
+# its slots waiting for one, and a message of fewer runs than its worker has free slots
+# executes them all at once anyway.
 BATCH = 8
 BATCH_LIMIT = 1000  # the most ids a "cairn.runs" message may name (messages.py checks)
 SPREAD = 4
@@ -39,10 +40,13 @@ def step_celery_queue(queue: str) -> str:
     return f"{DEFAULT_QUEUE}.{STEP}.{queue}"
 
 
-def batches(keys: list[tuple[Key, str]], *, most: int = BATCH) -> list[Message]:
+def batches(
+    keys: list[tuple[Key, str]], *, most: int = BATCH, spread: int = SPREAD
+) -> list[Message]:
     """The messages that publish `keys`: runs in batches of up to `most` per queue, steps alone.
 
-    A queue's runs are spread over SPREAD messages at least, or as many as hold FEW each.
+    A queue's runs are spread over `spread` messages at least (SPREAD at most), or as
+    many as hold FEW each.
     """
     messages: list[Message] = []
     runs: dict[str, list[str]] = {}
@@ -52,8 +56,8 @@ def batches(keys: list[tuple[Key, str]], *, most: int = BATCH) -> list[Message]:
         else:
             runs.setdefault(queue, []).append(key[0])
     for queue, ids in runs.items():
-        spread = max(1, min(SPREAD, len(ids) // FEW))
-        size = min(most, -(-len(ids) // spread))
+        parts = max(1, min(spread, SPREAD, len(ids) // FEW))
+        size = min(most, -(-len(ids) // parts))
         for start in range(0, len(ids), size):
             chunk = list(dict.fromkeys(ids[start : start + size]))
             messages.append((RUN, chunk[0], queue) if len(chunk) == 1 else (RUNS, chunk, queue))

@@ -22,7 +22,7 @@ publish that fails is tried again at the next look, and the outage is logged onc
 (broker.py). Sleeps and backoffs therefore hold no Celery task and use no `countdown`:
 the run's wake time is in the database and the dispatcher publishes it when due. Every
 worker process dispatches; a run published twice is claimed once. The runs a look finds
-for one Celery queue go in batch messages (batching.py).
+for one Celery queue go in batch messages, no more than there are live workers (batching.py).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from cairn.celery.batching import (
     BATCH,
     BATCH_LIMIT,
     DEFAULT_QUEUE,
+    SPREAD,
     STEP,
     Key,
     Message,
@@ -49,7 +50,7 @@ from cairn.celery.broker import BrokerState
 from cairn.errors import StoreError
 from cairn.observability import logcontext
 from cairn.runtime.engine import Engine
-from cairn.store.programs import claimable, step_tasks
+from cairn.store.programs import claimable, step_tasks, workers
 
 log = logcontext.logger("cairn.celery")
 
@@ -105,6 +106,10 @@ class Host:
         # dispatcher's cue to look before the next hint: the engine is running dry.
         self._held = 0
         self._hungry = asyncio.Event()
+        # Live workers (this one included) as last counted (once a second at most), and when:
+        # a look's runs go in no more messages than there are workers to share them.
+        self._sharers = SPREAD
+        self._sharers_at = float("-inf")
 
     def start(self) -> None:
         """Open the engine (once) and start dispatching."""
@@ -143,15 +148,14 @@ class Host:
         await engine.open()
         self.engine = engine
         self._dispatcher = asyncio.create_task(self._dispatch(), name="cairn-celery-dispatch")
-        worker = engine.worker
-        log.info("cairn engine %s ready in this Celery worker", worker.env.owner if worker else "?")
+        owner = engine.worker.env.owner if engine.worker else "?"
+        log.info("cairn engine %s ready in this Celery worker", owner)
 
     def take(self, run_id: str, queue: str | None = None) -> bool:
         """Claim and execute `run_id` here; block until this attempt ends. False: not taken.
 
-        With no free slot it waits for one (the message is acknowledged: its run is this
-        worker's to take). `queue`: the Celery queue its message came from, whose slot
-        frees when it ends.
+        With no free slot it waits for one (the message is acknowledged: its run is this worker's
+        to take). `queue`: the Celery queue its message came from, whose slot frees as it ends.
         """
         if not self._serving():
             return False
@@ -160,9 +164,8 @@ class Host:
     def take_batch(self, run_ids: list[str], queue: str | None = None) -> int:
         """Claim and execute `run_ids` here; block until all that were taken have ended.
 
-        Ids beyond the free slots wait for one; those not taken (held elsewhere,
-        finished, a queue limit, the worker stopping) count as refused messages do.
-        Returns how many were taken.
+        Ids beyond the free slots wait for one; those not taken (held elsewhere, finished, a
+        queue limit, the worker stopping) count as refused messages do. Returns how many.
         """
         if not self._serving():
             return 0
@@ -196,7 +199,8 @@ class Host:
                 # as cairn's own worker claims again as its slots free.
                 self._hungry.set()
         if queue is not None:
-            self._count(self._freed if taken else self._refused, queue)
+            counts = self._freed if taken else self._refused
+            counts[queue] = counts.get(queue, 0) + 1
         return taken
 
     @property
@@ -208,10 +212,6 @@ class Host:
         acknowledgement), and an idle worker like this one starts a whole message at once.
         """
         return min(BATCH_LIMIT, max(BATCH, self.concurrency))
-
-    @staticmethod
-    def _count(counts: dict[str, int], queue: str) -> None:
-        counts[queue] = counts.get(queue, 0) + 1
 
     def take_step(self, task_id: str) -> bool:
         """Claim and execute step attempt `task_id` here; block until it is reported."""
@@ -286,6 +286,9 @@ class Host:
                 steps = await store.read(step_tasks.claimable(limit=_LOOK))
                 fresh, again = self._due(found, steps, engine.lease)
                 if fresh or again:
+                    if (began := time.monotonic()) - self._sharers_at >= 1.0:
+                        self._sharers_at = began
+                        self._sharers = max(1, await store.read(workers.live_workers()))
                     self._last_call = time.monotonic()
                     sent = await asyncio.to_thread(self._send, fresh, again)
                     now = time.monotonic()
@@ -303,11 +306,11 @@ class Host:
             worker.wake()
 
     async def _wait_for_work(self, timeout: float) -> None:
-        # Until the store hints at new work, the engine runs dry (`_take`), or `timeout`.
-        # While every slot here is spoken for (runs its messages brought wait in line),
-        # hints are left for the next look instead: what they announce could not start
-        # here sooner, every other worker's dispatcher looks at them too, and each look
-        # reads every claimable run again (on PostgreSQL one look per run started).
+        # Until the store hints at new work, the engine runs dry (`_take`), or `timeout`. While
+        # every slot here is spoken for (runs its messages brought wait in line), hints are left
+        # for the next look instead: what they announce could not start here sooner, every
+        # other worker's dispatcher looks at them too, and each look reads every claimable run
+        # again (on PostgreSQL one look per run started).
         assert self.engine is not None
         if not self._hungry.is_set():
             waiters: set[asyncio.Future[object]] = {asyncio.ensure_future(self._hungry.wait())}
@@ -390,7 +393,7 @@ class Host:
                     continue
                 fresh = fresh + [(key, queue) for key in keys]
             if fresh:
-                self._publish(batches(fresh, most=self.batch))
+                self._publish(batches(fresh, most=self.batch, spread=self._sharers))
                 sent += fresh
         except Exception as exc:
             self.broker.failed(exc, len(fresh))

@@ -238,6 +238,13 @@ def counts() -> Program[Counts]:
 
 
 @operation
+def live_workers() -> Program[int]:
+    """Read: how many workers' heartbeats are within their lease (the reader's included)."""
+    (live,) = yield Sql(_sql.COUNT_LIVE_WORKERS, (), "one")
+    return int(live)
+
+
+@operation
 def next_wake() -> Program[float | None]:
     """Read: the earliest `wake_at` of a SLEEPING, WAITING or delayed PENDING run, or None."""
     rows = yield all_rows(_sql.NEXT_WAKE)
