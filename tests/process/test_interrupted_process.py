@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
+from tests.dashboard.server import start_server
 
 import cairn
 
@@ -82,11 +84,18 @@ async def test_kill_9_at_once__the_view_says_a_step_may_have_started_unrecorded(
     assert len(procs.pids("held start")) == 2  # it started in both processes
     assert record.recoveries == 1
     assert history[0].key == "held_async#1" and history[0].attempts == 1 and attempts == []
-    text = " ".join(runs_show(store_url, run.run_id).split())
-    assert (
+    said = (
         "taken over from a dead worker once with no step recorded in flight: a step that had "
         "run under about a second may have started once more than its ATTEMPTS say"
-    ) in text
+    )
+    assert said in " ".join(runs_show(store_url, run.run_id).split())
+    dashboard = start_server(store_url, tmp_path)  # the run page says it too
+    try:
+        async with httpx.AsyncClient(base_url=dashboard.url, timeout=10) as web:
+            page = (await web.get(f"/runs/{run.run_id}")).text
+    finally:
+        dashboard.stop()
+    assert f'data-field="unrecorded">{said}<' in page
 
 
 def runs_show(url: str, run_id: str) -> str:
