@@ -3,9 +3,16 @@ worker that takes the run over records it as an interrupted attempt (it may have
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import httpx
 import pytest
+from tests.dashboard.server import start_server
+
+import cairn
 
 from .worker_procs import workers
 
@@ -51,3 +58,57 @@ async def test_kill_9__the_step_in_flight_becomes_an_interrupted_attempt(
     assert history[0].key == "held_async#1" and history[0].attempts == 2
     # It did run twice, once in each process: what the interrupted attempt warns of.
     assert procs.counts()["held start"] == 2 and len(procs.pids("held start")) == 2
+    # Every recovery recorded what it interrupted: no caveat under the history.
+    assert "no step recorded in flight" not in runs_show(store_url, run.run_id)
+
+
+async def test_kill_9_at_once__the_view_says_a_step_may_have_started_unrecorded(
+    tmp_path: Path, store_url: str
+) -> None:
+    """Killed before its heartbeat published the step: nothing says it ran, save the effect.
+
+    Recording it would take a write per step; the view says what is known instead.
+    """
+    async with workers(tmp_path, store_url) as (procs, control):
+        victim = procs.spawn()
+        run = await control.start("proc.control", "async", 0, allow_unknown=True)
+        await procs.until("the held step", lambda: procs.counts()["held start"] == 1)
+        procs.kill(victim)  # within milliseconds of the step's start: not yet published
+        procs.spawn()
+        await procs.until("the step again", lambda: procs.counts()["held start"] == 2)
+        procs.release()
+        record = await procs.status(control, run.run_id, "COMPLETED")
+        history = await control.history(run.run_id)
+        attempts = await control.control.attempts(run.run_id)
+
+    assert len(procs.pids("held start")) == 2  # it started in both processes
+    assert record.recoveries == 1
+    assert history[0].key == "held_async#1" and history[0].attempts == 1 and attempts == []
+    said = (
+        "taken over from a dead worker once with no step recorded in flight: a step that had "
+        "run under about a second may have started once more than its ATTEMPTS say"
+    )
+    assert said in " ".join(runs_show(store_url, run.run_id).split())
+    dashboard = start_server(store_url, tmp_path)  # the run page says it too
+    try:
+        async with httpx.AsyncClient(base_url=dashboard.url, timeout=10) as web:
+            page = (await web.get(f"/runs/{run.run_id}")).text
+    finally:
+        dashboard.stop()
+    assert f'data-field="unrecorded">{said}<' in page
+
+
+def runs_show(url: str, run_id: str) -> str:
+    """`cairn runs show RUN_ID` at 80 columns."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
+    env.update(COLUMNS="80", PYTHONPATH=str(Path(cairn.__file__).resolve().parents[1]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "cairn", "runs", "show", run_id, "--db", url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80, proc.stdout
+    return proc.stdout

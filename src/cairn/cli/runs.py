@@ -108,6 +108,11 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     show.add_argument("--json", action="store_true", help="machine-readable output")
     show.add_argument(
+        "--traceback",
+        action="store_true",
+        help="also print a cancelled run's traceback (a failed run's is always printed)",
+    )
+    show.add_argument(
         "--download",
         metavar="VALUE",
         help="print one stored value whole instead (args, result, or a history entry's key "
@@ -206,6 +211,8 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
     for label, entries in by_execution(shown, history, lambda e: e.execution):
         parts += [Text(label, style="bold")] if label else []
         parts.append(output.history_table(entries))
+    if unrecorded := run_forms.unrecorded_recoveries(shown):
+        parts.append(Text(words.unrecorded_note(unrecorded), style="yellow"))
     if attempts:
         ended = {a.get("outcome") for a in attempts}
         kinds = ["failed", *([INTERRUPTED] if INTERRUPTED in ended else [])]
@@ -217,7 +224,9 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
         for label, tries in by_execution(shown, attempts, lambda a: int(a["execution"])):
             parts += [Text(label, style="bold")] if label else []
             parts.append(output.attempts_table(tries))
-    if error and error.get("traceback"):
+    # A cancellation is no fault: its line above says where it stopped (--traceback: how).
+    quiet = shown.run.status == RunStatus.CANCELLED and not ns.traceback
+    if error and error.get("traceback") and not quiet:
         parts += [Text(""), Text("traceback", style="bold underline")]
         parts.append(Text(str(error["traceback"]).rstrip()))
     output.stdout().print(Group(*parts))

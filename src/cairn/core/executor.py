@@ -176,9 +176,8 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
         if live.interrupts.cancel:
             # A cancelled run never starts a successor: the chain ends here, CANCELLED.
             cancelled = Cancelled(live.interrupts.reason)
-            return await _finish(
-                env, live.steps, RunStatus.CANCELLED.value, error=error_json(cancelled)
-            )
+            error = error_json(cancelled, at=live.interrupts.delivered_at)
+            return await _finish(env, live.steps, RunStatus.CANCELLED.value, error=error)
         return await _continue(env, live, again, workflow.version)
     except HandBack as leaving:
         # Its worker is stopping, or lacks a key or the run's version of the code (KeyMissing,
@@ -202,7 +201,8 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
             )
         await live.steps.record_cancel()
         await live.flush_meta()
-        return await _finish(env, live.steps, RunStatus.CANCELLED.value, error=error_json(exc))
+        error = error_json(exc, at=live.interrupts.delivered_at)
+        return await _finish(env, live.steps, RunStatus.CANCELLED.value, error=error)
     except NonDeterminismError as exc:
         log.error("run %s: %s", run.run_id, exc)
         return await _finish(env, live.steps, RunStatus.FAILED.value, error=error_json(exc))

@@ -7,7 +7,6 @@ runtime/step_worker.py).
 from __future__ import annotations
 
 import json
-import traceback
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -16,6 +15,7 @@ from cairn import step_failures
 from cairn.authoring.retry import Retry, next_delay
 from cairn.codecs import coded
 from cairn.core.signals import HandBack
+from cairn.core.tracebacks import user_traceback
 from cairn.errors import (
     CairnError,
     Cancelled,
@@ -111,7 +111,7 @@ def describe_failure(
     return Failure(
         type_name(exc),
         str(exc),
-        "".join(traceback.format_exception(exc)),
+        user_traceback(exc),
         isinstance(exc, FatalError) or (isinstance(exc, CairnError) and exc.usage),
         retry_after,
         None,

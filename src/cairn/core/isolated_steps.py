@@ -16,11 +16,11 @@ import asyncio
 import importlib
 import multiprocessing
 import pickle
-import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from cairn.core.tracebacks import user_traceback
 from cairn.errors import InvalidArguments
 
 __all__ = ["ChildDied", "ChildTraceback", "call"]
@@ -135,7 +135,7 @@ def _child(
         answer: tuple[bool, Any, str] = (True, fn(*args, **kwargs), "")
     except BaseException as exc:
         state = (type(exc), exc.args, getattr(exc, "__dict__", None))
-        answer = (False, state, "".join(traceback.format_exception(exc)))
+        answer = (False, state, user_traceback(exc))
     try:
         text = pickle.dumps(answer)
     except Exception as exc:  # a result or exception that does not pickle

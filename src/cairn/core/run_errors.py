@@ -7,15 +7,19 @@ exception its type, text and traceback. Made where an attempt ends (core/executo
 from __future__ import annotations
 
 import json
-import traceback
 from typing import Any
 
 from cairn.core.failed_attempts import type_name
+from cairn.core.tracebacks import user_traceback
 from cairn.errors import StepFailed
 
 
-def error_json(exc: BaseException, *, step: str | None = None) -> str:
-    """The stored form of a run's error."""
+def error_json(exc: BaseException, *, step: str | None = None, at: str | None = None) -> str:
+    """The stored form of a run's error.
+
+    `at` is the durable point (a step's or a wait's key) where a cancellation reached
+    the workflow, shown as where the run stopped.
+    """
     if isinstance(exc, StepFailed):
         data: dict[str, Any] = {
             "type": type_name(exc),
@@ -28,8 +32,10 @@ def error_json(exc: BaseException, *, step: str | None = None) -> str:
         data = {
             "type": type_name(exc),
             "message": str(exc),
-            "traceback": "".join(traceback.format_exception(exc)),
+            "traceback": user_traceback(exc),
         }
         if step is not None:
             data["step"] = step
+        if at is not None:
+            data["at"] = at
     return json.dumps(data)

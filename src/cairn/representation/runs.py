@@ -22,7 +22,7 @@ from cairn.runtime.control import RunControl
 from cairn.store.programs import journal as journal_ops
 from cairn.store.programs import runs as run_ops
 from cairn.store.programs import workers as worker_ops
-from cairn.store.records import RunRecord
+from cairn.store.records import INTERRUPTED, RunRecord
 
 
 def summary_dict(run: RunSummary) -> dict[str, Any]:
@@ -272,3 +272,21 @@ def run_dict(shown: Shown) -> dict[str, Any]:
 
 def _utc(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+def unrecorded_recoveries(shown: Shown) -> int:
+    """How many of the run's recoveries recorded no interrupted attempt.
+
+    A worker that takes a run over records the steps its dead owner had in flight as
+    interrupted attempts, one batch per recovery (they share its time), but it knows only
+    those the owner's heartbeats had published: a step that had run for less than about
+    a second is not among them (runtime/in_flight.py). A recovery with no batch may thus
+    hide a step that started once more than its attempts say, or none (the owner died
+    between steps): not knowing which, `cairn runs show` says so rather than guess.
+    """
+    batches = {
+        (a.get("execution"), a.get("failed_at"))
+        for a in shown.attempts
+        if a.get("outcome") == INTERRUPTED
+    }
+    return max(0, shown.run.recoveries - len(batches))

@@ -75,14 +75,49 @@ def error_line(error: Mapping[str, Any] | None) -> str:
         return ""
     message = " ".join(str(error.get("message", "")).split())
     kind = error.get("error_type") or error.get("type") or ""
+    if kind == _CANCELLED:  # "cancelled at step 'charge' (charge#1)"
+        reason = "" if message in ("", "cancelled") else f": {message}"
+        at = error.get("at")
+        return f"cancelled{reason}" + (f", {stopped_at(str(at))}" if at else "")
     if kind in _SELF_DESCRIBING:
         return message  # "step 'charge' failed after 3 attempt(s): builtins.ValueError: ..."
     return f"{kind}: {message}" if kind else message
 
 
 _SELF_DESCRIBING = frozenset({"cairn.errors.StepFailed", "cairn.errors.StepTimeout"})
+_CANCELLED = "cairn.errors.Cancelled"
+
+
+def stopped_at(key: str) -> str:
+    """Where a run stopped, from the key of a durable point: `at step 'charge' (charge#1)`.
+
+    `~sleep#1` is a sleep, `~event:approval#1` a wait for event 'approval', `~check#2` the
+    second `check_cancelled()` call (core/journal.py names them).
+    """
+    name = key.rpartition("#")[0] or key
+    if not name.startswith("~"):
+        return f"at step {name!r} ({key})"
+    kind, _, what = name[1:].partition(":")
+    if kind == "check":
+        return f"at check_cancelled() ({key})"
+    if kind == "sleep":
+        return f"in sleep {what!r} ({key})" if what else f"in a sleep ({key})"
+    return f"in {kind} {what!r} ({key})" if what else f"at {key}"
+
 
 _CAUSES = {"start": "started", "retry": "after retry", "restart": "a restart", "fork": "a fork"}
+
+
+def unrecorded_note(recoveries: int) -> str:
+    """What a run's history cannot say after `recoveries` recoveries that recorded no step.
+
+    See representation/runs.py `unrecorded_recoveries`.
+    """
+    times = "once" if recoveries == 1 else f"{recoveries} times"
+    return (
+        f"taken over from a dead worker {times} with no step recorded in flight: a step "
+        "that had run under about a second may have started once more than its ATTEMPTS say"
+    )
 
 
 def execution_label(execution: Execution, *, named: bool = True) -> str:

@@ -125,6 +125,8 @@ def facts(shown: run_forms.Shown) -> dict[str, Any]:
     found["progress_text"] = words.progress_text(found["progress"], run.status)
     found["percent"] = words.progress_percent(found["progress"], run.status)
     found["error_line"] = words.error_line(shown.error)
+    unrecorded = run_forms.unrecorded_recoveries(shown)
+    found["unrecorded_note"] = words.unrecorded_note(unrecorded) if unrecorded else ""
     found["finished"] = RunStatus(run.status).finished
     first = shown.executions[0] if shown.executions else None
     found["origin"] = _origin(first) if run.restarted_from or run.forked_from else ""
