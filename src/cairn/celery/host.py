@@ -75,9 +75,7 @@ class Host:
         probe_every: float = 10.0,
         health_file: str | None = None,
     ):
-        self._make_engine = make_engine
-        self._publish = publish
-        self._depth = depth
+        self._make_engine, self._publish, self._depth = make_engine, publish, depth
         self.broker = BrokerState(health_file)
         # With nothing to publish, the dispatcher asks the broker something this often,
         # so that an outage is noticed (and the health file kept fresh) while idle.
@@ -106,10 +104,9 @@ class Host:
         # dispatcher's cue to look before the next hint: the engine is running dry.
         self._held = 0
         self._hungry = asyncio.Event()
-        # Live workers (this one included) as last counted (once a second at most), and when:
-        # a look's runs go in no more messages than there are workers to share them.
-        self._sharers = SPREAD
-        self._sharers_at = float("-inf")
+        # Live workers (this one included), counted at most once a second, and when: a look's
+        # runs go in no more messages than there are workers to share them.
+        self._sharers, self._sharers_at = SPREAD, float("-inf")
 
     def start(self) -> None:
         """Open the engine (once) and start dispatching."""

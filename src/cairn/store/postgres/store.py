@@ -209,13 +209,11 @@ class PostgresStore(SqlStore):
             # A write stuck on a hung path (no error, no reply) is left: its attempt is over.
             with contextlib.suppress(TimeoutError):
                 await cancelling.bounded(self._writer.stop(), WRITES_WAIT)
-            self._writer = None
-            self._writes = None
+            self._writer = self._writes = None
         if self._stalls is not None:
             await self._stalls.stop()
             self._stalls = None
-        self._reader = None
-        self._db = None
+        self._reader = self._db = None
         await self._one_plan.close()
         if self._step_pool is not None:
             step_pool, self._step_pool = self._step_pool, None

@@ -36,12 +36,11 @@ from cairn.store.sqlite.connections import (
     commit_lone,
     connect_for_steps,
     is_busy,
-    is_read_only,
     open_main,
-    read_only_reason,
     run,
     run_in_savepoint,
 )
+from cairn.store.sqlite.failures import WriteFailures
 from cairn.store.sqlite.transactions import SqliteStepTransaction, begin_immediate
 
 T = TypeVar("T")
@@ -65,6 +64,7 @@ class SqliteStore(SqlStore):
         # this process may share. In memory, one connection: no WAL, no side channel.
         self._memory = memory or path == ":memory:"
         self.health = StoreHealth()
+        self._failures = WriteFailures(path, self.health)
         self._synchronous = synchronous
         self._conn: sqlite3.Connection | None = None
         self._pending: list[_Pending] = []
@@ -178,7 +178,7 @@ class SqliteStore(SqlStore):
             if is_busy(exc):
                 self._wait_for_lock()
                 return
-            answer(self._pending, [self._classify(exc)] * len(self._pending))
+            answer(self._pending, [self._failures.classify(exc)] * len(self._pending))
             self._pending = []
             return
         if self._locked_since is not None:
@@ -196,12 +196,14 @@ class SqliteStore(SqlStore):
             # Nothing was written. A program cannot be run again (it is a generator
             # part-way through), so its neighbours get an error too.
             return [
-                self._failure(sunk.error) if program is sunk.program else self._sunk(sunk)
+                self._failures.failure(sunk.error)
+                if program is sunk.program
+                else self._failures.sunk(sunk)
                 for program, _, _ in batch
             ]
         except sqlite3.Error as exc:
             # The transaction itself failed and nothing was written.
-            return [self._classify(exc) for _ in batch]
+            return [self._failures.classify(exc) for _ in batch]
 
     def _wait_for_lock(self) -> None:
         """Another connection holds the write lock: try the batch again a moment later."""
@@ -240,7 +242,7 @@ class SqliteStore(SqlStore):
             type(make) is Operation and (make.kind.single_write_always or make.single_write())
         ):
             outcome = run_in_savepoint(conn, program)
-            return self._failure(outcome) if isinstance(outcome, Exception) else outcome
+            return self._failures.failure(outcome) if isinstance(outcome, Exception) else outcome
         # Alone in its batch, or a program that changes rows only with its last statement:
         # if it fails, there is nothing of it to undo, so no savepoint is needed.
         changes = conn.total_changes
@@ -250,27 +252,7 @@ class SqliteStore(SqlStore):
             if conn.total_changes != changes or not conn.in_transaction:
                 # It failed after changing rows (or SQLite rolled the transaction back).
                 raise Sunk(program, exc) from exc
-            return self._failure(exc)
-
-    def _failure(self, exc: Exception) -> Exception:
-        # LeaseLost, DuplicateRun...: the failure is this writer's alone.
-        if isinstance(exc, sqlite3.Error | UnicodeError | ValueError | OverflowError):
-            return self._classify(exc)
-        return exc
-
-    def _classify(self, exc: BaseException) -> StoreError:
-        """The StoreError for a failed write; a read-only file is noted in `health`."""
-        if is_read_only(exc):
-            self.health.cannot_write(read_only_reason(repr(self.path), exc))
-        return classify(repr(self.path), exc)
-
-    def _sunk(self, sunk: Sunk) -> StoreError:
-        error = self._failure(sunk.error)
-        kind = type(error) if isinstance(error, StoreError) else StoreError
-        return kind(
-            f"database {self.path!r}: a write batch was rolled back: one of its writes failed "
-            f"in a way that could not be undone alone ({type(sunk.error).__name__}: {sunk.error})"
-        )
+            return self._failures.failure(exc)
 
     def _alone(self, make: Callable[[], Program[T]], program: Program[T]) -> Any:
         """Commit `program` alone, now, if no other write can join its batch: no future.
@@ -285,11 +267,11 @@ class SqliteStore(SqlStore):
         conn = self.conn
         if type(make) is Operation and not conn.in_transaction and make.lone():
             outcome = commit_lone(conn, program)
-            return self._failure(outcome) if isinstance(outcome, Exception) else outcome
+            return self._failures.failure(outcome) if isinstance(outcome, Exception) else outcome
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            return _QUEUE if is_busy(exc) else self._classify(exc)
+            return _QUEUE if is_busy(exc) else self._failures.classify(exc)
         return self._commit(conn, [(program, None, make)])[0]
 
     async def write(self, make: Callable[[], Program[T]]) -> T:
@@ -356,7 +338,7 @@ class SqliteStore(SqlStore):
             try:
                 self._step_conn = connect_for_steps(self.path, self._synchronous)
             except sqlite3.Error as exc:
-                raise self._classify(exc) from exc
+                raise self._failures.classify(exc) from exc
         return self._step_conn
 
     def _end_hold(self) -> None:
