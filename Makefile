@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 bench: $(STAMP)
 	# Bytecode as a wheel install has it: the recovery figure times a fresh interpreter.
