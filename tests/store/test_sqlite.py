@@ -96,6 +96,26 @@ async def test_write__a_lone_write_waits_on_the_loop_while_another_connection_ho
     assert await sqlite_store.read(run_ops.get_run("r-2")) is not None
 
 
+async def test_write__after_every_waiting_writer_gave_up_the_next_write_still_commits(
+    sqlite_store: SqliteStore,
+) -> None:
+    # Writes waiting for a held lock whose callers all gave up (a dashboard request past
+    # its deadline, a stop's bounded hand-back) are dropped; the store must then stop
+    # waiting for the lock too, or a later write queues behind a flush nobody schedules.
+    holder = sqlite3.connect(sqlite_store.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(sqlite_store.write(run_ops.create_run(run_record("r-1"))), 0.1)
+        await asyncio.sleep(0.2)  # the retries meanwhile find nobody left waiting
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    await asyncio.wait_for(sqlite_store.write(run_ops.create_run(run_record("r-2"))), 5)
+    assert await sqlite_store.read(run_ops.get_run("r-1")) is None  # withdrawn, not made
+    assert await sqlite_store.read(run_ops.get_run("r-2")) is not None
+
+
 async def test_write__a_lone_statement_commits_by_itself_or_waits_for_a_held_lock(
     sqlite_store: SqliteStore,
 ) -> None:

@@ -167,8 +167,9 @@ class SqliteStore(SqlStore):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        if self._locked_since is not None:
-            self._abandon_cancelled()  # waited for the lock: its callers may have given up
+        if self._locked_since is not None and not self._abandon_cancelled():
+            # Everyone waiting for the lock gave up: stop waiting (the next write flushes).
+            self._locked_since, self._retry_delay = None, _FIRST_RETRY
         if not self._pending or self._held:
             return  # a step transaction holds the write path: it flushes when it ends
         conn = self.conn
