@@ -91,7 +91,8 @@ def test_large_values_prune__every_value_column_is_swept(sqlite_url: str) -> Non
             "hooks": "token run_id name payload_schema payload_model",
             "tasks": "task_id run_id name title form form_model assignee status submitted_by",
             "schedules": "schedule_id workflow cron tz overlap queue source last_run_id",
-            "step_tasks": "task_id run_id key step target queue status worker_id interrupted",
+            "step_tasks": "task_id run_id key step target queue status worker_id interrupted "
+            "trace_context",
             "stream_chunks": "run_id name kind step_key",
             "run_executions": "run_id cause started_by",
             "step_attempts": "run_id key error_type message traceback outcome worker",
