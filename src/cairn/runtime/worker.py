@@ -221,22 +221,24 @@ class Worker:
             await self._heartbeat.stop(within=max(0.0, self._hand_back_ends - time.monotonic()))
         if self.failure is not None:
             return  # nothing can be written: its runs go to others when its lease runs out
+        # Also hands back whatever a hand-back above could not (owner cleared, PENDING).
+        removal = self.env.store.write(workers.remove_worker(self.env.owner))
+        try:
+            await self._hand_back(removal)
+        except (TimeoutError, StoreError) as exc:
+            # Said only now: a hand-back above may have failed too, and this one did.
+            log.warning(
+                "stopped without handing its runs back (%s): those not handed back already "
+                "are taken over once this worker's lease has run out",
+                exc or "the database did not answer in time",
+            )
+            return
         if attempts:
             log.info(
                 "stopped: %d run(s) in flight handed back, %d of them cut off mid-step "
                 "(those steps run again elsewhere)",
                 len(attempts),
                 len(cut),
-            )
-        # Also hands back whatever a hand-back above could not (owner cleared, PENDING).
-        removal = self.env.store.write(workers.remove_worker(self.env.owner))
-        try:
-            await self._hand_back(removal)
-        except (TimeoutError, StoreError) as exc:
-            log.warning(
-                "stopped without handing its runs back (%s): they are taken over once "
-                "this worker's lease has run out",
-                exc or "the database did not answer in time",
             )
 
     def _ask_to_leave(self) -> list[Attempt]:
