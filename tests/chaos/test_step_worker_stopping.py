@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from tests.chaos.harness import ROOT
+from tests.chaos.signalled import SignalledProcess
 
 import cairn
 from cairn.runtime.worker import HAND_BACK, HURRIED
@@ -36,7 +37,7 @@ FLOW = "tests.process.step_queue_flow"
 LEASE = ("--lease", "10s")
 
 
-class Worker:
+class Worker(SignalledProcess):
     """A `cairn worker -m tests.process.step_queue_flow` process."""
 
     def __init__(self, url: str, folder: Path, name: str, *args: str) -> None:
@@ -54,26 +55,6 @@ class Worker:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def stop(self, sig: signal.Signals, *, again_after: float | None = None) -> float:
-        """Send `sig` (twice, with `again_after`); seconds until the process exited."""
-        started = time.monotonic()
-        self.proc.send_signal(sig)
-        if again_after is not None:
-            time.sleep(again_after)
-            self.proc.send_signal(sig)
-        try:
-            self.proc.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError(f"still running 90 s after {sig.name}:\n{self.text()}") from None
-        took = time.monotonic() - started
-        print(f"exited {took:.1f} s after {sig.name}{' (twice)' if again_after else ''}")
-        return took
 
     def close(self) -> None:
         if self.proc.poll() is None:

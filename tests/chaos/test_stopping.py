@@ -20,6 +20,7 @@ import psycopg
 import pytest
 from tests.chaos.harness import ROOT
 from tests.chaos.proxy import FreezingProxy
+from tests.chaos.signalled import SignalledProcess
 
 import cairn
 from cairn.runtime.worker import HAND_BACK, HURRIED
@@ -32,7 +33,7 @@ GRACE = 2.0
 SLACK = 4.0
 
 
-class Serving:
+class Serving(SignalledProcess):
     """A `cairn worker` through the proxy, executing one run inside a long step."""
 
     def __init__(self, root: Path, pg_url: str, proxy: FreezingProxy, grace: float) -> None:
@@ -76,26 +77,6 @@ class Serving:
         while not (side.is_dir() and any(side.iterdir())):  # the step has started
             assert self.proc.poll() is None and time.monotonic() < deadline, self.text()
             time.sleep(0.05)
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def stop(self, sig: signal.Signals, *, again_after: float | None = None) -> float:
-        """Send `sig` (twice, with `again_after`); seconds until the process exited."""
-        started = time.monotonic()
-        self.proc.send_signal(sig)
-        if again_after is not None:
-            time.sleep(again_after)
-            self.proc.send_signal(sig)
-        try:
-            self.proc.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError(f"still running 90 s after {sig.name}:\n{self.text()}") from None
-        took = time.monotonic() - started
-        print(f"exited {took:.1f} s after {sig.name}{' (twice)' if again_after else ''}")
-        return took
 
     def owner(self) -> tuple[str, str | None]:
         with psycopg.connect(self.pg_url, autocommit=True) as conn:
