@@ -3,7 +3,7 @@
 The dashboard cuts a request's work off at its deadline (dashboard/target.py). Whether
 its 503 may say "nothing was changed" depends on what the work's writes became: a write
 still queued for the write lock when its writer gives up is withdrawn (SQLite: the
-batch skips it), and so is a PostgreSQL transaction whose COMMIT was not sent yet; a
+next flush drops it), and so is a PostgreSQL transaction whose COMMIT was not sent yet; a
 COMMIT (or a lone statement) already sent may be made yet. Counted only where a caller set a
 `Tally` (a ContextVar read once per write, and nothing more, everywhere else).
 """

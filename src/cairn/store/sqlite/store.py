@@ -69,6 +69,7 @@ class SqliteStore(SqlStore):
         self._conn: sqlite3.Connection | None = None
         self._pending: list[_Pending] = []
         self._flush_scheduled = False
+        self._gave_up = False  # a queued write's caller gave up: `_flush` withdraws it
         self._loop: asyncio.AbstractEventLoop | None = None
         self._signal = WakeSignal()
         self._data_version: int | None = None
@@ -167,9 +168,11 @@ class SqliteStore(SqlStore):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        if self._locked_since is not None and not self._abandon_cancelled():
-            # Everyone waiting for the lock gave up: stop waiting (the next write flushes).
-            self._locked_since, self._retry_delay = None, _FIRST_RETRY
+        if self._gave_up:  # a writer gave up before its batch was made: withdraw its write
+            self._gave_up = False
+            if not self._abandon_cancelled() and self._locked_since is not None:
+                # Everyone waiting for the lock gave up: stop waiting (the next write flushes).
+                self._locked_since, self._retry_delay = None, _FIRST_RETRY
         if not self._pending or self._held:
             return  # a step transaction holds the write path: it flushes when it ends
         conn = self.conn
@@ -223,11 +226,7 @@ class SqliteStore(SqlStore):
         # write is undone alone and must not sink the others, unless it is a single write.
         guard = len(batch) > 1
         try:
-            # A writer that gave up while the batch waited is withdrawn (see write_tally).
-            outcomes = [
-                None if writer is not None and writer.done() else self._run_one(conn, p, m, guard)
-                for p, writer, m in batch
-            ]
+            outcomes = [self._run_one(conn, program, make, guard) for program, _, make in batch]
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -291,8 +290,10 @@ class SqliteStore(SqlStore):
             try:
                 outcome: T = await future
             except asyncio.CancelledError:
-                if tally is not None and future.cancelled():
-                    tally.withdrawn += 1  # never made: _run_batch skips it
+                if future.cancelled():  # not made yet: the next flush withdraws it
+                    self._gave_up = True
+                    if tally is not None:
+                        tally.withdrawn += 1
                 raise
         elif isinstance(alone, BaseException):
             raise alone
