@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import json
 import os
 import subprocess
 import sys
@@ -113,7 +114,6 @@ async def _reports(url: str, run_id: str) -> list[dict[str, object]]:
         journal = await store.read(journal_ops.load_journal(run_id))
     finally:
         await store.close()
-    import json
 
     return [json.loads(step.result or "{}") for step in journal if step.kind == "remote"]
 
@@ -126,7 +126,7 @@ def test_step_queue__killed_gpu_worker_attempt_is_taken_over_by_another_gpu_work
     gpu_a = Worker(store_url, effects, tmp_path / "gpu_a.log", "--queue", "gpu")
     procs += [cpu, gpu_a]
     cpu.worker_id()
-    gpu_a.worker_id()
+    a_id = gpu_a.worker_id()
     with cairn.Client(store_url) as client:
         handle = client.start("steps.pipeline", 2, allow_unknown=True)
         _until("train start", lambda: any(w == "train start" for w, _ in _effects(effects)), procs)
@@ -156,6 +156,11 @@ def test_step_queue__killed_gpu_worker_attempt_is_taken_over_by_another_gpu_work
     assert [(r["queue"], r["worker"], r["claims"], r["ok"]) for r in reports] == [
         ("gpu", b_id, 2, True)
     ]
+    # The attempt's row ends with the claim that reported; the killed one is kept as
+    # interrupted (an "interrupted" attempt of the run's history), not as running.
+    [task] = asyncio.run(_step_tasks(store_url, handle.run_id))
+    assert (task.status, task.worker_id, task.claims) == ("done", b_id, 2), task
+    assert [c["worker"] for c in json.loads(task.interrupted or "[]")] == [a_id]
     shown = subprocess.run(
         [sys.executable, "-m", "cairn", "runs", "show", handle.run_id, "--db", store_url],
         env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "250"},
@@ -323,7 +328,6 @@ def test_step_queue__a_cancel_meeting_a_killed_gpu_worker_records_one_cancelled_
         timeout=DEADLINE,
     )
     assert shown.returncode == 0, shown.stderr
-    import json
 
     attempts = json.loads(shown.stdout)["attempts"]
     assert [(a["key"], a["outcome"], a["worker"]) for a in attempts] == [
