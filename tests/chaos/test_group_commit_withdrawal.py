@@ -1,11 +1,11 @@
 """PostgreSQL's group commit withdraws a queued write whose caller gave up (a FreezingProxy).
 
 Both lanes of the writer hold a write sent on a frozen connection, so a third queues
-behind them. Its caller is cancelled (the dashboard's deadline does that to its work):
-the write is withdrawn, counted so in the caller's tally (store/write_tally.py: the 503
-then says "nothing was changed"), and never lands once the connections thaw. A write
-already sent when its caller gave up is not withdrawn: its tally says it may be made,
-and it is. The SQLite side (a write still waiting for the lock) is in
+behind them. Its caller gives up (the dashboard's deadline, shortened, cuts it off): the
+write is withdrawn, counted so in the caller's tally (store/write_tally.py), the 503's
+message says "nothing was changed", and the write never lands once the connections
+thaw. A write already sent when its deadline passed is not withdrawn: its 503 says it
+may still be made, and it is. The SQLite side (a write still waiting for the lock) is in
 tests/dashboard/test_deadlines.py.
 """
 
@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import pytest
 from tests.chaos.proxy import FreezingProxy
 
+from cairn.dashboard import target
+from cairn.dashboard.api import replies
 from cairn.store import open_store, write_tally
 from cairn.store.postgres.store import PostgresStore
 from cairn.store.programs import workers
@@ -27,6 +28,8 @@ from cairn.store.records import WorkerRecord
 pytestmark = [pytest.mark.process, pytest.mark.timeout(120)]
 
 WAIT = 20.0  # seconds, for anything the test waits for
+SHORT, LONG = 0.3, 3.0  # seconds: the deadlines of the requests cut off (target.DEADLINE: 30)
+MAY = "a change asked for may still be made once it answers"
 
 
 def _worker(worker_id: str) -> WorkerRecord:
@@ -39,11 +42,6 @@ async def _until(what: str, ready: Callable[[], bool]) -> None:
     while not ready():
         assert time.monotonic() < deadline, f"no {what} within {WAIT}s"
         await asyncio.sleep(0.01)
-
-
-async def _counted(work: Callable[[], Awaitable[Any]], tally: write_tally.Tally) -> Any:
-    write_tally.TALLY.set(tally)  # in this task's own context
-    return await work()
 
 
 async def test_frozen_lanes__a_queued_write_whose_caller_gave_up_is_withdrawn(
@@ -62,27 +60,30 @@ async def test_frozen_lanes__a_queued_write_whose_caller_gave_up_is_withdrawn(
         # Two writes at once: each lane takes one, and keeps its connection.
         await asyncio.gather(register("warm-1"), register("warm-2"))
         assert freezing.freeze() > 0
-        tallies = {name: write_tally.Tally() for name in ("sent", "other", "queued")}
-        tasks = {}
-        for name, lane in (("sent", 0), ("other", 1)):
-            tasks[name] = asyncio.create_task(_counted(lambda n=name: register(n), tallies[name]))
-            await _until(
-                f"write {name!r} on lane {lane}", lambda i=lane: not writer._locks[i].free()
-            )
-        tasks["queued"] = asyncio.create_task(
-            _counted(lambda: register("queued"), tallies["queued"])
-        )
+        tallies = {name: write_tally.Tally() for name in ("sent", "queued")}
+
+        def cut_off(name: str, deadline: float) -> Awaitable[None]:
+            # As the dashboard and the MCP server run a request's work (dashboard/target.py).
+            work = target.counted(lambda: register(name), tallies[name])
+            return target.within(work, deadline, tallies[name])
+
+        sent = asyncio.create_task(cut_off("sent", LONG))
+        await _until("a write on lane 0", lambda: not writer._locks[0].free())
+        other = asyncio.create_task(register("other"))
+        await _until("a write on lane 1", lambda: not writer._locks[1].free())
+        queued = asyncio.create_task(cut_off("queued", SHORT))
         await _until("a queued write", lambda: bool(writer._queue))
-        for name in ("queued", "sent"):  # their callers give up, the queued one's first
-            tasks[name].cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await tasks[name]
-        queued, sent = tallies["queued"], tallies["sent"]
-        assert (queued.asked, queued.withdrawn) == (1, 1), "the queued write was not withdrawn"
-        assert (sent.asked, sent.withdrawn) == (1, 0), "a write already sent counted withdrawn"
+        # The queued write's deadline passes first, then that of the write on lane 0.
+        for task, tail in ((queued, "nothing was changed"), (sent, MAY)):
+            with pytest.raises(replies.UnansweredError) as answer:
+                await task
+            assert str(answer.value).endswith(f"try again shortly: {tail}")
+        withdrawn, made = tallies["queued"], tallies["sent"]
+        assert (withdrawn.asked, withdrawn.withdrawn) == (1, 1)
+        assert (made.asked, made.withdrawn) == (1, 0)
         assert not writer._queue
         freezing.thaw()
-        await asyncio.wait_for(tasks["other"], WAIT)
+        await asyncio.wait_for(other, WAIT)
         await register("after")  # behind anything still queued: it would have gone first
         found = {
             name: await store.read(workers.get_worker(name))
