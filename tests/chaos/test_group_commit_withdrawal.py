@@ -99,3 +99,38 @@ async def test_frozen_lanes__a_queued_write_whose_caller_gave_up_is_withdrawn(
     finally:
         freezing.thaw()
         await store.close()
+
+
+async def test_no_connection_free__a_write_cut_off_before_it_had_one_is_withdrawn(
+    pg_url: str,
+) -> None:
+    # A write that finds a lane free commits at once, on the lane's connection: the
+    # first one waits for the pool to give it one. Every connection is taken here.
+    store = PostgresStore(pg_url, max_connections=4)
+    await store.open()
+    taken = []
+    try:
+        while True:
+            try:
+                taken.append(await store.pool.getconn(timeout=0.5))
+            except Exception:  # psycopg_pool.PoolTimeout: none is left
+                break
+        tally = write_tally.Tally()
+        work = target.counted(
+            lambda: store.write(workers.register_worker(_worker("waited"))), tally
+        )
+        with pytest.raises(replies.UnansweredError) as answer:
+            await target.within(work, SHORT, tally)
+        # Nothing was sent: it never had a connection to send it on.
+        assert str(answer.value).endswith("try again shortly: nothing was changed")
+        assert (tally.asked, tally.withdrawn) == (1, 1)
+        for conn in taken:
+            await store.pool.putconn(conn)
+        taken = []
+        await store.write(workers.register_worker(_worker("after")))
+        assert await store.read(workers.get_worker("waited")) is None
+        assert await store.read(workers.get_worker("after")) is not None
+    finally:
+        for conn in taken:
+            await store.pool.putconn(conn)
+        await store.close()

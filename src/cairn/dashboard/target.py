@@ -83,7 +83,7 @@ async def within(
     then (store/write_tally.py): once the work has ended within GRACE seconds with every
     write it asked for withdrawn (or none asked for), the error says nothing was changed.
     A PostgreSQL transaction cut off before its COMMIT was sent is withdrawn too, and so
-    is a write still queued for PostgreSQL's group commit (store/postgres/group_commit).
+    is a write of PostgreSQL's group commit not sent yet (store/postgres/group_commit).
     Otherwise (a COMMIT, or a lone statement, sent on a PostgreSQL connection that hangs:
     made or not once it answers) it says the change may still be made. The work is left
     to end in the background: cancelling a query on a frozen connection waits until the

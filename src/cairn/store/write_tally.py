@@ -4,9 +4,10 @@ The dashboard cuts a request's work off at its deadline (dashboard/target.py). W
 its 503 may say "nothing was changed" depends on what the work's writes became: a write
 still queued for the write lock when its writer gives up is withdrawn (SQLite: the
 next flush drops it), and so is a PostgreSQL transaction whose COMMIT was not sent yet, or
-a write still queued for PostgreSQL's group commit (no batch took it yet); a COMMIT (or a
-lone statement, or a batch) already sent may be made yet. Counted only where a caller set a
-`Tally` (a ContextVar read once per write, and nothing more, everywhere else).
+a write of PostgreSQL's group commit not sent yet (still queued, or waiting for a
+connection); a COMMIT (or a lone statement, or a batch) already sent may be made yet.
+Counted only where a caller set a `Tally` (a ContextVar read once per write, and nothing
+more, everywhere else).
 """
 
 from __future__ import annotations

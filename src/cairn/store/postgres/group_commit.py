@@ -101,9 +101,10 @@ class Writer:
     async def commit(self, shot: Shot) -> Any:
         """Commit a shot and return its outcome (or raise its error) once committed.
 
-        A caller that gives up (is cancelled) while its shot is still queued withdraws
-        it: no batch takes it, and its tally counts it withdrawn (store/write_tally.py).
-        One already in a batch, or sent, may be made yet.
+        A caller that gives up (is cancelled) while its shot is still queued, or while
+        it waits for a connection to commit it at once, withdraws it: it is never sent,
+        and its tally counts it withdrawn (store/write_tally.py). One already in a batch,
+        or sent, may be made yet.
         """
         if not self._tasks or self._closing:
             raise StoreError(f"store {self._where} is not open")
@@ -179,7 +180,13 @@ class Writer:
         try:
             await self._commit(lane, [shot])
         except asyncio.CancelledError:
-            if not shot.done:  # its statement may be in flight: the connection is unusable
+            if shot.done:
+                raise
+            if self._conns[lane] is None and not shot.ambiguous:
+                # Cut off while waiting for a connection: it was never sent (`_withdraw`).
+                if (tally := write_tally.TALLY.get()) is not None:
+                    tally.withdrawn += 1
+            else:  # its statement may be in flight: the connection is unusable
                 await self._drop_connection(lane)
             raise
         except Exception as exc:  # a bug here must not leave the caller waiting forever
@@ -233,10 +240,10 @@ class Writer:
                 continue  # settled: the top of the loop returns
             except Disconnected as exc:
                 self._db.health.trouble()
-                await self._drop_connection(lane)
-                if sent:  # they may have committed before the reply was lost
-                    for shot in todo:
+                if sent:  # they may have committed before the reply was lost (said before
+                    for shot in todo:  # the drop: a caller cut off in it must see it)
                         shot.ambiguous = True
+                await self._drop_connection(lane)
                 cause = exc.__cause__ or exc
                 if loop.time() >= deadline:
                     message = f"unreachable for {self._retry_for:g}s ({first_line(cause)})"
