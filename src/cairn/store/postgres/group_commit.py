@@ -8,7 +8,8 @@ only after its commit. A shot that raises LeaseLost is answered with it and the 
 goes on; a batch that fails is retried one shot per transaction; a batch that loses its
 connection (the server restarted) is retried on a new one for up to `retry_for` seconds
 before its shots fail with StoreUnavailable (sent again, they are "ambiguous": see
-shots). A shot still queued when its caller gives up is withdrawn, never sent.
+shots). A shot not sent yet when its caller gives up (still queued, or waiting for a
+connection) is withdrawn, never sent.
 """
 
 from __future__ import annotations
