@@ -76,6 +76,15 @@ def gives_up() -> str:
     return "unreachable"
 
 
+@cairn.workflow(name="aws_flows.keeps_traceback")
+def keeps_traceback() -> str:
+    try:
+        flaky()
+    except cairn.StepFailed as exc:
+        return exc.traceback  # as stored: the user's frames
+    return "unreachable"
+
+
 @cairn.workflow(name="aws_flows.approval")
 async def approval(amount: int) -> dict[str, object]:
     hook = await cairn.create_hook("manager")

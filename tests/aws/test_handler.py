@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import timedelta
 
 from .conftest import needs_sdk
@@ -204,3 +205,12 @@ def test_failure__a_step_failure_ending_a_child_names_the_step(lambda_runner):
         "'aws_flows.validate' failed after 1 attempt(s): cairn.errors.FatalError: "
         "Email is required"
     )
+
+
+def test_failure__a_step_attempts_stored_traceback_holds_the_users_frames_only(lambda_runner):
+    runner = lambda_runner(cairn.aws.handler(flows.keeps_traceback))
+    stored = result_of(runner.run(input="{}", execution_timeout=60))
+    # As under `cairn worker` (cairn.tracebacks): the step's own frame, not cairn's.
+    assert 'raise ValueError("still broken")' in stored and ", in flaky" in stored, stored
+    assert stored.startswith("Traceback (most recent call last):"), stored
+    assert os.path.dirname(cairn.__file__) + os.sep not in stored, stored  # no frame of cairn's

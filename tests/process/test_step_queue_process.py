@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import json
 import os
 import subprocess
 import sys
@@ -21,6 +22,8 @@ import cairn
 from cairn.authoring.primitives import idempotency_key
 from cairn.store import open_store
 from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import step_tasks
+from cairn.store.records import StepTaskRecord
 
 pytestmark = pytest.mark.process
 
@@ -111,7 +114,6 @@ async def _reports(url: str, run_id: str) -> list[dict[str, object]]:
         journal = await store.read(journal_ops.load_journal(run_id))
     finally:
         await store.close()
-    import json
 
     return [json.loads(step.result or "{}") for step in journal if step.kind == "remote"]
 
@@ -124,7 +126,7 @@ def test_step_queue__killed_gpu_worker_attempt_is_taken_over_by_another_gpu_work
     gpu_a = Worker(store_url, effects, tmp_path / "gpu_a.log", "--queue", "gpu")
     procs += [cpu, gpu_a]
     cpu.worker_id()
-    gpu_a.worker_id()
+    a_id = gpu_a.worker_id()
     with cairn.Client(store_url) as client:
         handle = client.start("steps.pipeline", 2, allow_unknown=True)
         _until("train start", lambda: any(w == "train start" for w, _ in _effects(effects)), procs)
@@ -154,6 +156,11 @@ def test_step_queue__killed_gpu_worker_attempt_is_taken_over_by_another_gpu_work
     assert [(r["queue"], r["worker"], r["claims"], r["ok"]) for r in reports] == [
         ("gpu", b_id, 2, True)
     ]
+    # The attempt's row ends with the claim that reported; the killed one is kept as
+    # interrupted (an "interrupted" attempt of the run's history), not as running.
+    [task] = asyncio.run(_step_tasks(store_url, handle.run_id))
+    assert (task.status, task.worker_id, task.claims) == ("done", b_id, 2), task
+    assert [c["worker"] for c in json.loads(task.interrupted or "[]")] == [a_id]
     shown = subprocess.run(
         [sys.executable, "-m", "cairn", "runs", "show", handle.run_id, "--db", store_url],
         env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "250"},
@@ -176,6 +183,73 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+
+async def _step_tasks(url: str, run_id: str) -> list[StepTaskRecord]:
+    store = open_store(url)
+    await store.open()
+    try:
+        return await store.read(step_tasks.of_run(run_id))
+    finally:
+        await store.close()
+
+
+async def _claimable(url: str) -> list[tuple[str, str, int]]:
+    store = open_store(url)
+    await store.open()
+    try:
+        return await store.read(step_tasks.claimable(limit=10))
+    finally:
+        await store.close()
+
+
+def test_step_queue__a_killed_gpu_workers_attempt_ends_lost_with_its_run(
+    store_url: str, tmp_path: Path, procs: list[Worker]
+) -> None:
+    effects = tmp_path / "effects.txt"
+    cpu = Worker(store_url, effects, tmp_path / "cpu.log")
+    gpu = Worker(store_url, effects, tmp_path / "gpu.log", "--step-queue", "gpu")
+    procs += [cpu, gpu]
+    cpu.worker_id()
+    gpu_id = gpu.worker_id()
+    with cairn.Client(store_url) as client:
+        handle = client.start("steps.pipeline", 2, allow_unknown=True)
+        _until("train start", lambda: any(w == "train start" for w, _ in _effects(effects)), procs)
+        gpu.proc.kill()  # SIGKILL inside the attempt: nobody renews its claim
+        gpu.proc.wait()
+        # Its lease runs out: the attempt could be taken over (no worker of the queue is left).
+        _until("the lease to run out", lambda: asyncio.run(_claimable(store_url)), procs)
+        [held] = asyncio.run(_step_tasks(store_url, handle.run_id))
+        assert (held.status, held.worker_id) == ("running", gpu_id)
+        client.cancel(handle.run_id)
+        with pytest.raises(cairn.RunCancelled):
+            handle.result(timeout=DEADLINE)
+    # The run is over: its attempt is no longer shown as running (never to be claimed).
+    [ended] = asyncio.run(_step_tasks(store_url, handle.run_id))
+    assert (ended.status, ended.worker_id, ended.claims) == ("lost", gpu_id, 1), ended
+    assert ended.finished_at is not None and ended.input is None
+    assert asyncio.run(_claimable(store_url)) == []
+
+
+def test_step_queue__an_attempt_no_worker_took_is_dropped_with_its_run(
+    store_url: str, tmp_path: Path, procs: list[Worker]
+) -> None:
+    effects = tmp_path / "effects.txt"
+    cpu = Worker(store_url, effects, tmp_path / "cpu.log")  # no worker serves "gpu"
+    procs.append(cpu)
+    cpu.worker_id()
+    with cairn.Client(store_url) as client:
+        handle = client.start("steps.pipeline", 2, allow_unknown=True)
+        _until(
+            "the attempt sent",
+            lambda: bool(asyncio.run(_step_tasks(store_url, handle.run_id))),
+            procs,
+        )
+        client.cancel(handle.run_id)
+        with pytest.raises(cairn.RunCancelled):
+            handle.result(timeout=DEADLINE)
+    [ended] = asyncio.run(_step_tasks(store_url, handle.run_id))
+    assert (ended.status, ended.worker_id, ended.claims) == ("dropped", None, 0), ended
 
 
 def test_step_queue__a_step_in_another_process_sees_what_a_local_one_does(
@@ -254,7 +328,6 @@ def test_step_queue__a_cancel_meeting_a_killed_gpu_worker_records_one_cancelled_
         timeout=DEADLINE,
     )
     assert shown.returncode == 0, shown.stderr
-    import json
 
     attempts = json.loads(shown.stdout)["attempts"]
     assert [(a["key"], a["outcome"], a["worker"]) for a in attempts] == [

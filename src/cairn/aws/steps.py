@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +32,7 @@ from aws_durable_execution_sdk_python.exceptions import (
 from aws_durable_execution_sdk_python.retries import RetryDecision
 from aws_durable_execution_sdk_python.types import StepContext
 
-from cairn import step_failures
+from cairn import step_failures, tracebacks
 from cairn.authoring import context
 from cairn.authoring.retry import Retry, next_delay
 from cairn.aws import blocking, codec
@@ -125,7 +124,7 @@ def _facts(exc: Exception, name: str, attempt: int) -> dict[str, Any]:
         "attempts": attempt,
         "error_type": f"{kind.__module__}.{kind.__qualname__}",
         "message": str(exc),
-        "traceback": "".join(traceback.format_exception(exc)),
+        "traceback": tracebacks.user_traceback(exc),  # the user's frames, as in core/
         "fatal": _fatal(exc),
         "timeout": isinstance(exc, AttemptTimedOut),
         "original": step_failures.keep(exc),

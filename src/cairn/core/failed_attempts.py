@@ -15,7 +15,6 @@ from cairn import step_failures
 from cairn.authoring.retry import Retry, next_delay
 from cairn.codecs import coded
 from cairn.core.signals import HandBack
-from cairn.core.tracebacks import user_traceback
 from cairn.errors import (
     CairnError,
     Cancelled,
@@ -25,6 +24,7 @@ from cairn.errors import (
     StepTimeout,
 )
 from cairn.store.records import CANCELLED, AttemptRecord, StepRecord
+from cairn.tracebacks import user_traceback
 
 if TYPE_CHECKING:
     from cairn.core.live_view import LiveView

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from cairn.core.tracebacks import user_traceback
 from cairn.errors import InvalidArguments
+from cairn.tracebacks import user_traceback
 
 __all__ = ["ChildDied", "ChildTraceback", "call"]
 

@@ -71,7 +71,7 @@ class LiveSteps:
         # Told of each new step attempt when the engine observes (see executor.execute).
         self.observed: RunScope | None = None
         self.marks: list[StepRecord] = []  # patch markers to store before the next write
-        self.spawned = False  # started a child run or a human task in this attempt
+        self.spawned = False  # started a child run, a human task or a remote step here
         # The tokens of the hooks this attempt handed out: kept out of stored step inputs.
         self.hook_tokens: set[str] = set()
         # Whether the attempt recorded anything (see `progressed`).
@@ -86,16 +86,19 @@ class LiveSteps:
         return self.attempt.closed
 
     def alone(self) -> bool:
-        """True if the run has no parent and never started a child or a human task.
+        """True if the run has no parent and never started a child, task or remote step.
 
-        Finishing such a run need not look for either.
+        Finishing such a run need not look for any of them (a remote step: its attempt
+        on a step queue, which the run's end closes if it is still open).
         """
         if self.run.parent_id is not None or self.spawned:
             return False
         if self._first_seq == 1:
-            # No record from before this attempt: a child or task of its own set `spawned`.
+            # No record from before this attempt: what it started set `spawned`.
             return True
-        return not any(r.kind in ("child", "task") for r in self.journal.recorded.values())
+        return not any(
+            r.kind in ("child", "task", "remote") for r in self.journal.recorded.values()
+        )
 
     def progressed(self) -> bool:
         """True if this attempt recorded anything.

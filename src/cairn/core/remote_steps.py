@@ -196,6 +196,7 @@ async def _execute_remotely(
             trace_context=propagation.current(),
         )
         store, lease = live.env.store, live.lease
+        live.spawned = True  # its end closes the attempt if it is still open then
         await durable.write(
             live, lambda: store.write(step_tasks.enqueue(lease, task)), what=f"attempt {ident!r}"
         )

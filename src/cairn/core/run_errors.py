@@ -10,8 +10,8 @@ import json
 from typing import Any
 
 from cairn.core.failed_attempts import type_name
-from cairn.core.tracebacks import user_traceback
 from cairn.errors import StepFailed
+from cairn.tracebacks import user_traceback
 
 
 def error_json(exc: BaseException, *, step: str | None = None, at: str | None = None) -> str:

@@ -82,7 +82,8 @@ async def within(
     Work cut off is cancelled. A write of it still waiting for SQLite's lock is withdrawn
     then (store/write_tally.py): once the work has ended within GRACE seconds with every
     write it asked for withdrawn (or none asked for), the error says nothing was changed.
-    A PostgreSQL transaction cut off before its COMMIT was sent is withdrawn too.
+    A PostgreSQL transaction cut off before its COMMIT was sent is withdrawn too, and so
+    is a write of PostgreSQL's group commit not sent yet (store/postgres/group_commit).
     Otherwise (a COMMIT, or a lone statement, sent on a PostgreSQL connection that hangs:
     made or not once it answers) it says the change may still be made. The work is left
     to end in the background: cancelling a query on a frozen connection waits until the

@@ -3,9 +3,11 @@
 The dashboard cuts a request's work off at its deadline (dashboard/target.py). Whether
 its 503 may say "nothing was changed" depends on what the work's writes became: a write
 still queued for the write lock when its writer gives up is withdrawn (SQLite: the
-next flush drops it), and so is a PostgreSQL transaction whose COMMIT was not sent yet; a
-COMMIT (or a lone statement) already sent may be made yet. Counted only where a caller set a
-`Tally` (a ContextVar read once per write, and nothing more, everywhere else).
+next flush drops it), and so is a PostgreSQL transaction whose COMMIT was not sent yet, or
+a write of PostgreSQL's group commit not sent yet (still queued, or waiting for a
+connection); a COMMIT (or a lone statement, or a batch) already sent may be made yet.
+Counted only where a caller set a `Tally` (a ContextVar read once per write, and nothing
+more, everywhere else).
 """
 
 from __future__ import annotations

@@ -7,12 +7,9 @@ shots whose statement has a bulk form share one statement. A shot's future is re
 only after its commit. A shot that raises LeaseLost is answered with it and the batch
 goes on; a batch that fails is retried one shot per transaction; a batch that loses its
 connection (the server restarted) is retried on a new one for up to `retry_for` seconds
-before its shots fail with StoreUnavailable.
-
-A batch whose connection was lost may have committed before its reply was lost. Its
-shots are sent again and are then "ambiguous": success is definitive (a fenced write that
-succeeds now cannot have succeeded before), but a failure may only mean that the first
-send did it, so it is reported as StoreUnavailable with `unknown` set, never as LeaseLost.
+before its shots fail with StoreUnavailable (sent again, they are "ambiguous": see
+shots). A shot not sent yet when its caller gives up (still queued, or waiting for a
+connection) is withdrawn, never sent.
 """
 
 from __future__ import annotations
@@ -21,13 +18,12 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
 from cairn.errors import StoreError, StoreUnavailable
-from cairn.store import waits
+from cairn.store import write_tally
 from cairn.store.postgres import dialect, write_shapes
 from cairn.store.postgres.connections import (
     Conn,
@@ -46,57 +42,13 @@ from cairn.store.postgres.connections import (
 )
 from cairn.store.postgres.fast_path import FastPath
 from cairn.store.postgres.lanes import LaneLock
+from cairn.store.postgres.shots import Shot
 
 log = logging.getLogger("cairn.store.postgres")
 
 MAX_BATCH = 500
 NOW = 0.0  # a wake time meaning "claimable now"
 LOST = -1  # what `Writer.lone` answers when its connection was lost after sending
-
-
-@dataclass(eq=False, slots=True)
-class Shot:
-    """A queued one-round write; `make` builds a fresh program for each attempt."""
-
-    make: write_shapes.Make
-    future: asyncio.Future[Any]
-    wake: float | None
-    bulk: dialect.Bulk | None = None
-    params: Sequence[Any] = ()
-    done: bool = False
-    started: tuple[Program[Any], Request] | None = None  # made already, for the 1st attempt
-    ambiguous: bool = False  # sent before on a connection that was lost (module docstring)
-    # The run (id, fence) it is written for, if any: its wait counts as that run's.
-    run: tuple[str, int] | None = field(default_factory=waits.on_behalf_of.get)
-
-    def begin(self) -> tuple[Program[Any], Request]:
-        """A program for this attempt, and its (first and only) request."""
-        if self.started is not None:
-            started, self.started = self.started, None
-            return started
-        program = self.make()
-        return program, next(program)
-
-    def settle(self, outcome: Any) -> None:
-        """End this write with `outcome` (a result or an exception), once."""
-        self.done = True
-        if self.future.done():
-            return
-        if self.ambiguous and isinstance(outcome, Exception):
-            if not isinstance(outcome, StoreUnavailable):
-                unknown = StoreUnavailable(
-                    f"a write was sent again after its connection was lost, and failed "
-                    f"({type(outcome).__name__}: {outcome}): the first may have committed",
-                    unknown=True,
-                )
-                unknown.__cause__ = outcome
-                outcome = unknown
-            else:
-                outcome.unknown = True
-        if isinstance(outcome, BaseException):
-            self.future.set_exception(outcome)
-        else:
-            self.future.set_result(outcome)
 
 
 class Writer:
@@ -148,7 +100,13 @@ class Writer:
                 await self._drop_connection(lane)
 
     async def commit(self, shot: Shot) -> Any:
-        """Commit a shot and return its outcome (or raise its error) once committed."""
+        """Commit a shot and return its outcome (or raise its error) once committed.
+
+        A caller that gives up (is cancelled) while its shot is still queued, or while
+        it waits for a connection to commit it at once, withdraws it: it is never sent,
+        and its tally counts it withdrawn (store/write_tally.py). One already in a batch,
+        or sent, may be made yet.
+        """
         if not self._tasks or self._closing:
             raise StoreError(f"store {self._where} is not open")
         lane = self._free_lane()
@@ -158,7 +116,20 @@ class Writer:
             return await shot.future
         self._queue.append(shot)
         self._ready.set()
-        return await shot.future
+        try:
+            return await shot.future
+        except asyncio.CancelledError:
+            self._withdraw(shot)
+            raise
+
+    def _withdraw(self, shot: Shot) -> None:
+        """Take a shot whose caller gave up out of the queue, if no batch took it yet."""
+        if shot.done or shot not in self._queue:
+            return  # in a batch already (sent, or about to be): it may be made
+        self._queue.remove(shot)
+        # One sent before on a lost connection (`lone`'s LOST) may have committed then.
+        if not shot.ambiguous and (tally := write_tally.TALLY.get()) is not None:
+            tally.withdrawn += 1
 
     async def lone(self, text: str, params: Sequence[Any]) -> int | None:
         """Run one row-count statement now, committed alone; the rows it touched.
@@ -210,7 +181,13 @@ class Writer:
         try:
             await self._commit(lane, [shot])
         except asyncio.CancelledError:
-            if not shot.done:  # its statement may be in flight: the connection is unusable
+            if shot.done:
+                raise
+            if self._conns[lane] is None and not shot.ambiguous:
+                # Cut off while waiting for a connection: it was never sent (`_withdraw`).
+                if (tally := write_tally.TALLY.get()) is not None:
+                    tally.withdrawn += 1
+            else:  # its statement may be in flight: the connection is unusable
                 await self._drop_connection(lane)
             raise
         except Exception as exc:  # a bug here must not leave the caller waiting forever
@@ -264,10 +241,10 @@ class Writer:
                 continue  # settled: the top of the loop returns
             except Disconnected as exc:
                 self._db.health.trouble()
-                await self._drop_connection(lane)
-                if sent:  # they may have committed before the reply was lost
-                    for shot in todo:
+                if sent:  # they may have committed before the reply was lost (said before
+                    for shot in todo:  # the drop: a caller cut off in it must see it)
                         shot.ambiguous = True
+                await self._drop_connection(lane)
                 cause = exc.__cause__ or exc
                 if loop.time() >= deadline:
                     message = f"unreachable for {self._retry_for:g}s ({first_line(cause)})"

@@ -21,7 +21,8 @@ from typing import Any, Literal, TypeVar
 from cairn.store._wakeups import WakeSignal
 from cairn.store.postgres import connections, dialect, write_shapes
 from cairn.store.postgres.connections import Db
-from cairn.store.postgres.group_commit import LOST, Shot, Writer
+from cairn.store.postgres.group_commit import LOST, Writer
+from cairn.store.postgres.shots import Shot
 from cairn.store.postgres.write_shapes import Make
 from cairn.store.programs.base import Program, Sql
 

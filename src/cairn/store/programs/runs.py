@@ -9,6 +9,7 @@ from typing import Any
 from cairn.errors import DuplicateRun
 from cairn.models import RunStatus
 from cairn.store import _sql
+from cairn.store.programs import step_tasks
 from cairn.store.programs.base import (
     Path,
     Program,
@@ -166,7 +167,10 @@ def lock_family(run_id: str) -> Program[None]:
 def after_finish(
     run_id: str, status: str, result: str | None, error: str | None, now: float
 ) -> Program[None]:
-    """What a run's end does to others: its parent is told, its children and tasks end."""
+    """What a run's end does to others: its parent is told, its children and tasks end.
+
+    Its attempts on step queues end too (programs/step_tasks.py `end_with_run`).
+    """
     row = yield one_row(_sql.SELECT_PARENT, (run_id,))
     if row is not None and row[0] is not None:
         message = _sql.child_message(run_id, status, result, error)
@@ -176,6 +180,7 @@ def after_finish(
     yield Sql(_sql.CANCEL_CHILDREN, (now, now, now, run_id))
     # Nobody will wait for the run's open tasks any more: withdraw them from the inbox.
     yield Sql(_sql.CLOSE_TASKS, ("cancelled", run_id, None, None))
+    yield from step_tasks.end_with_run(run_id, now)  # nor for its step-queue attempts
 
 
 @operation

@@ -71,6 +71,14 @@ CLOSE = (
     "UPDATE step_tasks SET status = ?, finished_at = ?, input = NULL "
     "WHERE task_id = ? AND claims = ? AND status = 'running'"
 )
+# The run ended (params: finished_at, run_id): its attempts still open end with it, none
+# claimable again (a retried run sends its own). "lost": the claim's worker let its lease
+# run out (killed, say) and no worker took the attempt over; "dropped": any other.
+END_WITH_RUN = (
+    "UPDATE step_tasks SET status = CASE WHEN status = 'running' AND lease_until < "
+    f"{_sql.DB_NOW} THEN 'lost' ELSE 'dropped' END, finished_at = ?, input = NULL "
+    "WHERE run_id = ? AND status IN ('queued', 'running')"
+)
 # A worker stopping hands an attempt back for any worker of the queue to take at once
 # (params: task_id, claims).
 RELEASE = (
@@ -187,6 +195,14 @@ def renew(task: StepTaskRecord, *, lease: float) -> Program[bool]:
 def drop(task: StepTaskRecord, *, now: float) -> Program[None]:
     """Close an attempt held by this claim without an outcome (its run is over)."""
     yield Sql(CLOSE, ("dropped", now, task.task_id, task.claims))
+
+
+def end_with_run(run_id: str, now: float) -> Program[None]:
+    """Close the attempts of run `run_id` still queued or held: it ended (END_WITH_RUN).
+
+    A worker still executing one stops it at its next lease renewal, as before.
+    """
+    yield Sql(END_WITH_RUN, (now, run_id))
 
 
 @operation

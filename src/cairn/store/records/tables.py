@@ -316,7 +316,9 @@ class StepTaskRecord:
     queue: str
     input: str | None
     timeout: float | None
-    status: str  # queued, running, done, dropped (its run ended first)
+    # queued, running, done; or, closed without an outcome: dropped (its run ended
+    # first), lost (its run ended after its worker let the claim's lease run out).
+    status: str
     worker_id: str | None
     claims: int
     lease_until: float | None

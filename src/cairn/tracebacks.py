@@ -6,7 +6,8 @@ Stored whole, a user's three-line `ValueError` read as sixty lines of cairn. So 
 stack (of the exception and of each one chained to it) keeps only the frames outside
 cairn's package (its step libraries and examples excepted), asyncio and the thread pools,
 unless that would leave none: an error raised by cairn itself in cairn's code keeps its
-frames, as a bug report needs them.
+frames, as a bug report needs them. The same wherever a failure is stored: under `cairn
+worker` (core/) and on Lambda (aws/steps.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import concurrent.futures
 import os
 import traceback
 
-_CAIRN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_CAIRN = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _OURS = (
     _CAIRN,
     os.path.dirname(asyncio.__file__) + os.sep,
