@@ -40,8 +40,14 @@ class LosingProxy:
         rate: float,
         budget: int,
         kinds: tuple[str, ...] = WRITES,
+        then_down: bool = False,
     ) -> None:
+        """`then_down`: once a reply is lost, the network stays down (every connection is
+        cut at its next byte and new ones are closed): the client cannot ask what became
+        of the write."""
         self.target = target
+        self.then_down = then_down
+        self.down = False
         # CommandComplete: 'C', a 4-byte length, then a tag such as "INSERT 0 1" or "COMMIT".
         self._tag = re.compile(rb"C\x00\x00\x00.(%s)\b" % "|".join(kinds).encode(), re.DOTALL)
         self.rate = rate
@@ -67,6 +73,9 @@ class LosingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            if self.down:
+                client.close()
+                continue
             try:
                 server = socket.create_connection(self.target)
             except OSError:
@@ -85,13 +94,14 @@ class LosingProxy:
                 return None
             kind = match.group(1).decode()
             self.lost[kind] += 1
+            self.down = self.then_down
             return kind
 
     def _pump(self, source: socket.socket, sink: socket.socket, replies: bool) -> None:
         try:
             while True:
                 data = source.recv(65536)
-                if not data:
+                if not data or self.down:
                     break
                 if replies and self._lose(data):
                     time.sleep(0.05)  # the server finishes the transaction meanwhile

@@ -114,8 +114,10 @@ def test_resets__every_connection_reset_again_and_again(
     chaos = Chaos(tmp_path, freezing.url(database))
     resets = 0
     try:
-        run_ids = chaos.enqueue(size(40, 160))
+        # The runs come once both workers are up: the first one, started while the second
+        # still imports (seconds on a loaded machine), would otherwise finish them all first.
         workers = [chaos.spawn(concurrency=5, delay=0.02) for _ in range(2)]
+        run_ids = chaos.enqueue(size(40, 160))
         for _ in range(size(4, 15)):
             chaos.wait_effects(len(chaos.rows()) + 20)
             resets += freezing.reset()

@@ -112,6 +112,34 @@ async def test_close__a_step_in_flight_finishes_within_the_grace_then_the_run_go
     assert after_calls == ["after"]
 
 
+async def test_close__a_run_that_ends_within_the_grace_is_not_said_handed_back(
+    kit: Kit, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Its last step finishes during the grace and the workflow returns: the run is
+    # COMPLETED here, and the worker's last line must not count it as handed back.
+    held = Held()
+    last = kit.step("shut.last")(held.asynchronous("last"))
+
+    @kit.workflow("shut.one")
+    async def one() -> str:
+        return str(await last())
+
+    engine = kit.engine(grace=WAIT * 3, lease=60)
+    await engine.open()
+    run = await engine.start(one)
+    await held.wait_entered()
+    caplog.set_level("INFO", logger="cairn")
+    closing = await _closing(engine)
+    held.released.set()
+    async with asyncio.timeout(WAIT):
+        await closing
+
+    status, owner, _ = await _stored(kit, run.run_id)
+    assert (status, owner) == ("COMPLETED", None)
+    stopped = [r.getMessage() for r in caplog.records if r.getMessage().startswith("stopped")]
+    assert stopped == ["stopped: the 1 run(s) in flight ended here (COMPLETED 1); none handed back"]
+
+
 async def test_close__the_runs_in_flight_are_asked_to_leave_the_moment_the_worker_stops(
     kit: Kit,
 ) -> None:

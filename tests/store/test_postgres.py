@@ -331,3 +331,32 @@ async def test_a_commit_whose_reply_is_lost__counts_as_trouble_though_it_committ
     finally:
         proxy.close()
         await store.close()
+
+
+async def test_a_commit_whose_reply_is_lost_and_whose_fate_cannot_be_asked__is_unknown(
+    pg_url: str,
+) -> None:
+    # The network goes down right after the server committed: the store cannot ask how
+    # the transaction ended. Its caller must hear that it may have committed (`unknown`),
+    # not a plain outage after which sending it again is safe.
+    from tests.chaos.proxy import LosingProxy
+
+    _, database = admin(pg_url)
+    proxy = LosingProxy(("127.0.0.1", 5432), rate=1.0, budget=0, then_down=True)
+    store = PostgresStore(proxy.url(database), retry_for=1.0)
+    try:
+        await store.open()
+        proxy.budget = 1
+
+        def with_xid() -> Program[str]:
+            (xid,) = yield Sql("SELECT txid_current()::text", (), "one")
+            return str(xid)
+
+        with pytest.raises(StoreUnavailable) as caught:
+            await store.write(with_xid)
+    finally:
+        proxy.close()
+        await store.close()
+    assert dict(proxy.lost) == {"COMMIT": 1}
+    assert caught.value.unknown, caught.value
+    assert "the transaction's fate is unknown" in str(caught.value)

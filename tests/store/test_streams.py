@@ -16,7 +16,8 @@ def _chunks(*values: str) -> list[tuple[str, str | None]]:
 
 
 async def _append(store: Store, items: list[tuple[str, str | None]], **fields: object) -> int:
-    args: dict[str, object] = {"step_key": "add#1", "attempt": 1, "claim": 1, "now": T0}
+    args: dict[str, object] = {"step_key": "add#1", "attempt": 1, "claim": 1, "base": 0}
+    args["now"] = T0
     args.update(fields)
     return await store.write(
         streams.append_stream(held("w1"), "r1", "tokens", items, **args)  # type: ignore[arg-type]
@@ -27,7 +28,7 @@ async def test_append_stream__items_read_back_in_seq_order(store: Store) -> None
     await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
 
     assert await _append(store, _chunks('"a"', '"b"')) == 2
-    assert await _append(store, [*_chunks('"c"'), ("close", None)]) == 2
+    assert await _append(store, [*_chunks('"c"'), ("close", None)], base=2) == 2
 
     items = await store.read(streams.read_stream("r1", "tokens"))
     assert [(i.seq, i.kind, i.value) for i in items] == [
@@ -39,6 +40,23 @@ async def test_append_stream__items_read_back_in_seq_order(store: Store) -> None
     later = await store.read(streams.read_stream("r1", "tokens", after=2, limit=1))
     assert [i.seq for i in later] == [3]
     assert await store.read(streams.stream_names("r1")) == [("tokens", 4, 4)]
+
+
+async def test_append_stream__sent_again_stores_nothing_twice(store: Store) -> None:
+    # What a writer's store does when an append's reply was lost (PostgreSQL; see
+    # test_stream_lost_replies): the same append again finds its items stored.
+    await store.write(runs.create_run(run_record("r1", status="RUNNING", owner="w1")))
+    await _append(store, _chunks('"a"'))
+    assert await _append(store, _chunks('"b"', '"c"'), base=1) == 2
+
+    with pytest.raises(LeaseLost):  # how a resend's "nothing stored" is answered
+        await _append(store, _chunks('"b"', '"c"'), base=1)
+    assert await store.read(streams.appended("r1", "tokens", "add#1", 1, 1, 3))
+    assert not await store.read(streams.appended("r1", "tokens", "add#1", 1, 1, 4))
+    assert await _append(store, _chunks('"d"'), base=3) == 1
+
+    items = await store.read(streams.read_stream("r1", "tokens"))
+    assert [i.value for i in items] == ['"a"', '"b"', '"c"', '"d"']
 
 
 async def test_append_stream__not_held_raises_lease_lost_and_writes_nothing(store: Store) -> None:

@@ -137,6 +137,24 @@ async def void_unfinished(env: RunEnv, live: durable.Attempt) -> None:
         log.warning("run %s: dead attempts' stream chunks not reset: %s", run.run_id, exc)
 
 
+async def _append(live: LiveView, op: Any, name: str, key: str, attempt: int, last: int) -> None:
+    """Commit the append `op`, whose last item is the writer's number `last`.
+
+    If its fate is unknown (the connection was lost at its commit, and a resend stored
+    nothing: see append_stream), the stream says whether its items are in.
+    """
+    store = live.env.store
+    try:
+        await store.write(op)
+    except StoreError as exc:
+        if not getattr(exc, "unknown", False):
+            raise
+        run = live.run
+        lookup = stream_ops.appended(run.run_id, name, key, attempt, run.attempt, last)
+        if not await store.read(lookup):
+            raise
+
+
 class _StepWriter:
     """Chunks of one stream written by one attempt of one step, buffered."""
 
@@ -147,6 +165,7 @@ class _StepWriter:
         self.attempt = attempt
         self.buffer: list[tuple[str, str | None]] = []
         self.stored = False  # something was appended (the first append voids dead ones)
+        self.appended = 0  # items appended (they are numbered from 1)
         self.closed = False
         self._lock = asyncio.Lock()
         self._timer: asyncio.TimerHandle | None = None
@@ -204,10 +223,12 @@ class _StepWriter:
                 step_key=self.key,
                 attempt=self.attempt,
                 claim=run.attempt,
+                base=self.appended,
                 now=live.env.clock.now(),
             )
-            await live.env.store.write(op)
+            await _append(live, op, self.name, self.key, self.attempt, self.appended + len(batch))
         self.stored = True
+        self.appended += len(batch)
         live.env.store.stream_bells().ring(run.run_id, self.name)
 
     def drop(self) -> bool:
@@ -254,10 +275,11 @@ class _WorkflowWriter:
             attempt=self.count,
             claim=run.attempt,
             at_seq=live.journal.next_seq - 1,
+            base=0,  # one item per write: its occurrence (`attempt`) tells them apart
             now=live.env.clock.now(),
         )
         async with live.attempt.stream_writes:
-            await live.env.store.write(op)
+            await _append(live, op, self.name, stream_ops.WORKFLOW_KEY, self.count, 1)
         live.env.store.stream_bells().ring(run.run_id, self.name)
 
     async def flush(self) -> None:

@@ -44,6 +44,7 @@ class Attempt:
     task: asyncio.Task[None] | None = None
     live: LiveRun | None = None  # once the executor has made it
     started: float = 0.0  # time.monotonic() when it was launched
+    ended: str | None = None  # the status it left the run in (None: handed back)
 
     async def quiesced(self, timeout: float | None = None) -> bool:
         """Wait until no thread of this attempt runs a step (see LiveAttempt.quiesced)."""
@@ -266,6 +267,7 @@ class Executions:
         except Exception:
             log.exception("run %s: unexpected engine error; handing it back", run.run_id)
         finally:
+            attempt.ended = outcome.status
             if self.active.get(run.run_id) is attempt:
                 del self.active[run.run_id]
                 self.on_slot_freed()

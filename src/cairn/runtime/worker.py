@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -234,12 +235,7 @@ class Worker:
             )
             return
         if attempts:
-            log.info(
-                "stopped: %d run(s) in flight handed back, %d of them cut off mid-step "
-                "(those steps run again elsewhere)",
-                len(attempts),
-                len(cut),
-            )
+            log.info("stopped: %s", _stopped(attempts, len(cut)))
 
     def _ask_to_leave(self) -> list[Attempt]:
         """Ask each attempt executing here to leave at its next durable point; them."""
@@ -349,3 +345,15 @@ class Worker:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+def _stopped(attempts: list[Attempt], cut: int) -> str:
+    """What became of the runs in flight when the worker stopped (its last log line)."""
+    ended = Counter(a.ended for a in attempts if a.ended is not None)
+    back = len(attempts) - sum(ended.values())
+    said = ", ".join(f"{status} {count}" for status, count in sorted(ended.items()))
+    if not back:
+        return f"the {len(attempts)} run(s) in flight ended here ({said}); none handed back"
+    text = f"{back} run(s) in flight handed back, {cut} of them cut off mid-step "
+    text += "(those steps run again elsewhere)"
+    return f"{text}; {sum(ended.values())} more ended here ({said})" if ended else text

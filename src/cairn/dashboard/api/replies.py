@@ -40,6 +40,11 @@ STATUS: dict[type[BaseException], int] = {
 
 # Messages of the failures whose own text may describe the server (hosts, SQL, paths).
 _UNAVAILABLE = "the database is unavailable for now; try again shortly"
+# ... when it was lost as a change was committed, and could not be asked whether it was.
+_UNKNOWN = (
+    "the database was lost as the change was committed, and cannot be asked whether it "
+    "was; try again shortly: the change may have been made (look before making it again)"
+)
 _INTERNAL = "the dashboard failed to answer; the reason is in its log"
 
 
@@ -132,7 +137,8 @@ def describe(exc: Exception, *, where: str) -> tuple[int, str, str]:
                 return 503, "StoreUnavailable", exc.message
             if isinstance(exc, BlobStoreUnavailable | BlobUnwritable):  # not the database
                 return 503, "StoreUnavailable", exc.public
-            return 503, name, _UNAVAILABLE
+            unknown = isinstance(exc, errors.StoreUnavailable) and exc.unknown
+            return 503, name, _UNKNOWN if unknown else _UNAVAILABLE
         if status >= 500:
             log.error("%s failed", where, exc_info=exc)
             return 500, name, _INTERNAL

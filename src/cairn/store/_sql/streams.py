@@ -7,16 +7,24 @@ import functools
 from cairn.store._sql.columns import FENCE
 from cairn.store._sql.statement import Statement
 
-STREAM_COLUMNS = "run_id, name, seq, kind, step_key, attempt, claim, at_seq, value, created_at"
+STREAM_COLUMNS = "run_id, name, seq, kind, step_key, attempt, claim, at_seq, value, created_at, n"
 
 
 # Items appended after the stream's last seq, in one statement, while the run is held
 # (see `append_stream_items`).
 _APPEND_HEAD = (
     f"INSERT INTO stream_chunks ({STREAM_COLUMNS}) "
-    "SELECT ?, ?, top.s + v.column1, v.column2, ?, ?, ?, CAST(? AS INTEGER), v.column3, ? "
+    "SELECT ?, ?, top.s + v.column1, v.column2, ?, ?, ?, CAST(? AS INTEGER), v.column3, ?, "
+    "CAST(? AS INTEGER) + v.column1 "
     "FROM (SELECT COALESCE(MAX(seq), 0) AS s FROM stream_chunks "
     "WHERE run_id = ? AND name = ?) AS top, (VALUES "
+)
+# ... unless the stream ends with an item of this writer numbered past `base`: this append
+# was sent before, and committed although its reply was lost (a writer's appends take
+# turns, and a run's stream writes too, so its own last item is the stream's last).
+_NOT_STORED = (
+    "NOT EXISTS (SELECT 1 FROM stream_chunks d WHERE d.run_id = ? AND d.name = ? "
+    "AND d.seq = top.s AND d.step_key = ? AND d.attempt = ? AND d.claim = ? AND d.n > ?)"
 )
 
 
@@ -24,13 +32,17 @@ _APPEND_HEAD = (
 def append_stream_items(count: int) -> Statement:
     """The statement appending `count` items after the stream's last seq.
 
-    Params: run_id, name, step_key, attempt, claim, at_seq, created_at, run_id, name,
-    then (n, kind, value) per item (n from 1), then FENCE's. It is fenced as a step's
-    outcome is, and tells the stream's readers at its commit.
+    Params: run_id, name, step_key, attempt, claim, at_seq, created_at, base, run_id,
+    name, then (i, kind, value) per item (i from 1), then FENCE's, then run_id, name,
+    step_key, attempt, claim, base. `base`: how many items the writer (step_key, attempt,
+    claim) appended before (its items are numbered base + i); NULL for a reset. It is
+    fenced as a step's outcome is, stores nothing if it is stored already (`_NOT_STORED`),
+    and tells the stream's readers at its commit.
     """
     rows = ", ".join(["(?, ?, ?)"] * count)
     return Statement(
-        f"{_APPEND_HEAD}{rows}) AS v WHERE EXISTS (SELECT 1 FROM runs WHERE {FENCE})",
+        f"{_APPEND_HEAD}{rows}) AS v WHERE EXISTS (SELECT 1 FROM runs WHERE {FENCE}) "
+        f"AND {_NOT_STORED}",
         fenced=True,
         tells_streams=True,
     )
@@ -43,6 +55,11 @@ STREAM_WORKFLOW_TOP = (
 SELECT_STREAM_ITEMS = (
     "SELECT seq, kind, step_key, attempt, value, created_at FROM stream_chunks "
     "WHERE run_id = ? AND name = ? AND seq > ? ORDER BY seq LIMIT ?"
+)
+# One item of a writer, by its number (was an append whose reply was lost stored?).
+SELECT_APPENDED = (
+    "SELECT 1 FROM stream_chunks WHERE run_id = ? AND name = ? AND step_key = ? "
+    "AND attempt = ? AND claim = ? AND n = ?"
 )
 SELECT_STREAM_NAMES = (
     "SELECT name, COUNT(*), MAX(seq) FROM stream_chunks WHERE run_id = ? "
@@ -70,8 +87,8 @@ SELECT_UNFINISHED_UNVOIDED = (
 # A fork keeps the streams of the steps it copies, and workflow code's writes before it.
 COPY_STREAMS = (
     "INSERT INTO stream_chunks (run_id, name, seq, kind, step_key, attempt, claim, at_seq, "
-    "value, created_at) SELECT ?, name, seq, kind, step_key, attempt, claim, at_seq, value, "
-    "created_at FROM stream_chunks c WHERE c.run_id = ? AND ("
+    "value, created_at, n) SELECT ?, name, seq, kind, step_key, attempt, claim, at_seq, value, "
+    "created_at, n FROM stream_chunks c WHERE c.run_id = ? AND ("
     "(c.step_key = '~stream' AND c.at_seq < ?) OR c.step_key IN "
     "(SELECT key FROM steps WHERE run_id = ?))"
 )

@@ -47,10 +47,7 @@ Program = Generator[Request, Any, T]
 
 @dataclass(frozen=True, slots=True)
 class Db:
-    """Where statements go, and how long to keep retrying while the database is away.
-
-    `where` names the database in messages; `health` hears of every outage.
-    """
+    """Where statements go (`where` in messages), retry time, and the outages' `health`."""
 
     pool: Pool
     where: str
@@ -236,7 +233,8 @@ async def run_alone(db: Db, make: Callable[[], Program[T]], wake: float | None) 
     A connection lost before COMMIT was sent (the server restarted) is replaced and the
     transaction run again with a fresh program, for up to `retry_for` seconds: the server
     rolled the lost one back. If the reply to COMMIT itself is lost, the server is asked
-    how the transaction ended: committed, its outcome stands; aborted, it is run again.
+    how it ended: committed, its outcome stands; aborted, it is run again; else (it cannot
+    be asked, say) StoreUnavailable with `unknown` set.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + db.retry_for
@@ -260,26 +258,28 @@ async def run_alone(db: Db, make: Callable[[], Program[T]], wake: float | None) 
             if ended != "aborted" or loop.time() >= deadline:
                 raise StoreUnavailable(
                     f"database {db.where}: connection lost at COMMIT; the transaction's fate "
-                    f"is unknown ({ended or 'forgotten'})",
+                    f"is unknown ({ended})",
                     unknown=True,
                 ) from unknown.__cause__
 
 
-async def _ended(db: Db, retry_for: float, xid: str) -> str | None:
-    """How transaction `xid` ended: "committed", "aborted", or still "in progress"."""
+async def _ended(db: Db, retry_for: float, xid: str) -> str:
+    """How `xid` ended: "committed", "aborted", "in progress", "forgotten" or "not asked"."""
 
-    async def status(conn: Conn) -> Any:
-        cursor = await conn.execute("SELECT txid_status(%s::bigint)", (xid,))
-        row = await cursor.fetchone()
-        return None if row is None else row[0]
+    async def status(conn: Conn) -> str:
+        row = await (await conn.execute("SELECT txid_status(%s::bigint)", (xid,))).fetchone()
+        return "forgotten" if row is None or row[0] is None else str(row[0])
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + retry_for
     while True:
-        ended = await retrying(db, status, within=retry_for)
+        try:
+            ended = await retrying(db, status, within=retry_for)
+        except StoreUnavailable:  # the server cannot be reached: it may have committed
+            return "not asked"
         # A backend whose client vanished finishes (or aborts) its COMMIT on its own.
         if ended != "in progress" or loop.time() >= deadline:
-            return None if ended is None else str(ended)
+            return ended
         await asyncio.sleep(0.01)
 
 

@@ -44,16 +44,22 @@ def append_stream(
     attempt: int,
     claim: int,
     at_seq: int | None = None,
+    base: int,
     now: float,
 ) -> Program[int]:
     """Append (kind, value) items to stream `name` of the run held by `lease`; how many.
 
-    One statement, after the stream's last seq. Raises LeaseLost if the run is not held.
+    One statement, after the stream's last seq. `base`: how many items this writer (the
+    step attempt `step_key`, `attempt` in claim `claim`) appended before. Raises
+    LeaseLost if the run is not held, or if the items are stored already: this append
+    was sent before and committed although its reply was lost, so that a resend stores
+    nothing twice (`appended` then tells the writer that its items are in).
     """
-    params: list[object] = [run_id, name, step_key, attempt, claim, at_seq, now, run_id, name]
+    params: list[object] = [run_id, name, step_key, attempt, claim, at_seq, now, base]
+    params += (run_id, name)
     for n, (kind, value) in enumerate(items, 1):
         params += (n, kind, value)
-    params += (run_id, lease.owner, lease.fence)
+    params += (run_id, lease.owner, lease.fence, run_id, name, step_key, attempt, claim, base)
     count = yield Sql(_sql.append_stream_items(len(items)), params)
     if not count:
         raise LeaseLost(run_id)
@@ -75,11 +81,31 @@ def void_attempt(
     mine = [(int(row[1]), int(row[2])) == (attempt, claim) for row in rows]
     voided = [row for row, is_mine in zip(rows, mine, strict=True) if is_mine == own]
     for name, dead_attempt, dead_claim in voided:
-        params: list[object] = [run_id, name, step_key, dead_attempt, dead_claim, None, now]
-        params += (run_id, name, 1, "reset", None, run_id, lease.owner, lease.fence)
+        params = _reset_params(lease, run_id, name, step_key, dead_attempt, dead_claim, now)
         if not (yield Sql(_sql.append_stream_items(1), params)):
             raise LeaseLost(run_id)
     return sorted({str(row[0]) for row in voided})
+
+
+def _reset_params(
+    lease: Lease, run_id: str, name: str, step_key: str, attempt: int, claim: int, now: float
+) -> list[object]:
+    """The parameters of a reset of (step_key, attempt, claim)'s chunks (it has no number)."""
+    params: list[object] = [run_id, name, step_key, attempt, claim, None, now, None]
+    params += (run_id, name, 1, "reset", None, run_id, lease.owner, lease.fence)
+    return [*params, run_id, name, step_key, attempt, claim, None]
+
+
+@operation
+def appended(
+    run_id: str, name: str, step_key: str, attempt: int, claim: int, n: int
+) -> Program[bool]:
+    """Read: whether the writer (step_key, attempt, claim) stored its item number `n`.
+
+    What a writer asks when an append's fate is unknown (its connection was lost).
+    """
+    rows = yield all_rows(_sql.SELECT_APPENDED, (run_id, name, step_key, attempt, claim, n))
+    return bool(rows)
 
 
 @operation
@@ -99,8 +125,7 @@ def void_unfinished(lease: Lease, run_id: str, *, now: float) -> Program[list[st
     """
     rows = yield all_rows(_sql.SELECT_UNFINISHED_UNVOIDED, (run_id,))
     for name, step_key, dead_attempt, dead_claim in rows:
-        params: list[object] = [run_id, name, step_key, dead_attempt, dead_claim, None, now]
-        params += (run_id, name, 1, "reset", None, run_id, lease.owner, lease.fence)
+        params = _reset_params(lease, run_id, name, step_key, dead_attempt, dead_claim, now)
         if not (yield Sql(_sql.append_stream_items(1), params)):
             raise LeaseLost(run_id)
     return sorted({str(row[0]) for row in rows})
