@@ -52,7 +52,7 @@ async def emit(live: LiveView, event_type: str, payload: Any, key: str | None) -
     journal_key = live.journal.next_key(journal.op_name("emit", event_type))
     record = live.journal.take(journal_key, "emit")
     if record is not None:
-        return [str(run_id) for run_id in live.outcome(record)]
+        return [str(run_id) for run_id in await live.replayed(record)]
     emitter = live.env.registry.workflows.get(live.run.workflow)
     if emitter is not None and not emitter.durable:
         raise TransientWorkflow(emitter.name, NO_EMITS)

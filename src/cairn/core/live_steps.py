@@ -20,7 +20,7 @@ from cairn.authoring import context
 from cairn.authoring.context import RunContext
 from cairn.authoring.definitions import StepDef
 from cairn.authoring.retry import coerce
-from cairn.blobs.reference import PREFIX, BlobError, offloaded
+from cairn.blobs.reference import MARK, BlobError
 from cairn.core import attempts, durable, journal, patches, remote_steps
 from cairn.core.live_attempt import LiveAttempt
 from cairn.core.run_values import RunValues
@@ -248,7 +248,7 @@ class LiveSteps:
         record = self.journal.take(key, "step")
         if record is not None:
             result = record.result
-            if result is None or not result.startswith(PREFIX) or record.status == "failed":
+            if result is None or MARK not in result or record.status == "failed":
                 return self.outcome(record)  # the common case: no coroutine more per step
             return await self.replayed(record)
         if not self.journal.open_for_new_work():
@@ -292,11 +292,17 @@ class LiveSteps:
                 self.attempt.step_ended()
 
     async def replayed(self, record: StepRecord) -> Any:
-        """`outcome`, an offloaded result's blob read in a thread (not on the loop)."""
-        if record.status == "failed" or not offloaded(record.result):
+        """`outcome`, the blobs an offloaded result names read in a thread (not on the loop).
+
+        A reference anywhere in it (a step's result, a receive's list of messages): the
+        read waits for a blob store that does not answer (RunValues), rather than
+        raising StoreUnavailable into the workflow's code.
+        """
+        result = record.result
+        if record.status == "failed" or result is None or MARK not in result:
             return self.outcome(record)
         try:
-            return await self.values.loads_async(record.result or "")
+            return await self.values.loads_async(result)
         except BlobError as exc:
             raise exc.of_step(record.key) from exc
 

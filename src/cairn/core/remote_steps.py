@@ -109,7 +109,7 @@ async def run_remote_step(
         if record.status != "completed":
             out = record
             break
-        facts = live.values.loads(record.result or "{}")
+        facts = await live.values.loads_async(record.result or "{}")  # a large one offloaded
         if facts.get("ok"):  # reported, but the step's outcome not committed yet
             return await _completed(live, key, name, attempt, facts, given)
         if attempt in failed:
