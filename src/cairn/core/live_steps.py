@@ -21,7 +21,7 @@ from cairn.authoring.context import RunContext
 from cairn.authoring.definitions import StepDef
 from cairn.authoring.retry import coerce
 from cairn.blobs.reference import MARK, BlobError
-from cairn.core import attempts, durable, journal, patches, remote_steps
+from cairn.core import attempts, blob_reads, durable, journal, patches, remote_steps
 from cairn.core.live_attempt import LiveAttempt
 from cairn.core.run_values import RunValues
 from cairn.core.signals import HandBack, Suspend, Unwind
@@ -58,11 +58,11 @@ class LiveSteps:
         self._loop_thread = threading.get_ident()  # made on the loop's thread, as the attempt
         self.leave = attempt.leave
         # Every stored value the attempt reads: a missing key hands the run back.
-        # A blob store that does not answer a read is waited out (durable.fetched).
+        # A blob store that does not answer a read is waited out (core/blob_reads.py).
         self.values = RunValues(
             self.env.serializer,
             attempt.leave,
-            lambda read, first: durable.fetched(self, self.env, read, first),
+            lambda read, first, at: blob_reads.fetched(self, self.env, read, first, at),
         )
         self.flying = attempt.flying
         self._running_steps = attempt.running_steps
@@ -302,7 +302,7 @@ class LiveSteps:
         if record.status == "failed" or result is None or MARK not in result:
             return self.outcome(record)
         try:
-            return await self.values.loads_async(result)
+            return await self.values.loads_async(result, record.key)
         except BlobError as exc:
             raise exc.of_step(record.key) from exc
 

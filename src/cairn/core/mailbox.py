@@ -56,7 +56,7 @@ async def receive(
                     )
                 )
             except BlobsNeeded as needed:  # rolled back: read them outside it, then again
-                await values.read_ahead(needed.texts)
+                await values.read_ahead(needed.texts, done.key)
                 continue
             values.forget_ahead()
             return taken

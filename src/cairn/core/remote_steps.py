@@ -109,7 +109,7 @@ async def run_remote_step(
         if record.status != "completed":
             out = record
             break
-        facts = await live.values.loads_async(record.result or "{}")  # a large one offloaded
+        facts = await live.values.loads_async(record.result or "{}", record.key)  # maybe offloaded
         if facts.get("ok"):  # reported, but the step's outcome not committed yet
             return await _completed(live, key, name, attempt, facts, given)
         if attempt in failed:
@@ -261,4 +261,4 @@ async def _completed(
         given,
     )
     await live.commit_step(record)
-    return None if text is None else await live.values.loads_async(text)
+    return None if text is None else await live.values.loads_async(text, key)

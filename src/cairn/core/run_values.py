@@ -28,8 +28,12 @@ from cairn.core.signals import KeyMissing
 from cairn.errors import KeyUnavailable
 from cairn.serialization import Serializer
 
-WaitOut = Callable[[Callable[[], Awaitable[Any]], BlobStoreUnavailable], Awaitable[Any]]
-"""What waits out a blob store that does not answer a read (core/durable.py `fetched`)."""
+WaitOut = Callable[[Callable[[], Awaitable[Any]], BlobStoreUnavailable, str | None], Awaitable[Any]]
+"""What waits out a blob store that does not answer a read (core/blob_reads.py `fetched`).
+
+Its third argument: the durable point whose value is read, where a cancel asked
+meanwhile may be delivered (None: nowhere).
+"""
 
 
 class BlobsNeeded(Exception):
@@ -64,15 +68,19 @@ class RunValues:
         with self.reading():
             return self.serializer.loads(text)
 
-    async def loads_async(self, text: str) -> Any:
-        """`loads` on the event loop: an offloaded value's blob read in a thread."""
+    async def loads_async(self, text: str, at: str | None = None) -> Any:
+        """`loads` on the event loop: an offloaded value's blob read in a thread.
+
+        `at`: the durable point whose value it is (see WaitOut).
+        """
         with self.reading():
             try:
                 return await blobs.loads_async(self.serializer, text)
             except BlobStoreUnavailable as exc:
                 if self._wait_out is None:
                     raise
-                return await self._wait_out(lambda: blobs.loads_async(self.serializer, text), exc)
+                again = functools.partial(blobs.loads_async, self.serializer, text)
+                return await self._wait_out(again, exc, at)
 
     def unseal_json(self, text: str | None) -> Any:
         """The JSON value of a sealed text (an error); None for None."""
@@ -93,23 +101,23 @@ class RunValues:
             ahead = self._ahead
             return coded.stored_list(self.serializer, texts, lambda t: ahead.get(t, t))
 
-    async def read_ahead(self, texts: Sequence[str]) -> None:
+    async def read_ahead(self, texts: Sequence[str], at: str | None = None) -> None:
         """Read the blobs of the references `texts` for `stored_list` (waited out)."""
         for text in texts:
-            self._ahead[text] = await self._whole(text)
+            self._ahead[text] = await self._whole(text, at)
 
     def forget_ahead(self) -> None:
         """Drop the blobs read ahead (once the write that needed them is made)."""
         self._ahead.clear()
 
-    async def _whole(self, text: str) -> str:
+    async def _whole(self, text: str, at: str | None) -> str:
         whole = functools.partial(asyncio.to_thread, blobs.whole, self.serializer, text)
         try:
             return await whole()
         except BlobStoreUnavailable as exc:
             if self._wait_out is None:
                 raise
-            found: str = await self._wait_out(whole, exc)
+            found: str = await self._wait_out(whole, exc, at)
             return found
 
 

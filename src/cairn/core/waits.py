@@ -129,7 +129,7 @@ async def wait_message(
         if payload is not None:
             live.journaled = True
             live.ctx.received_at = done.finished_at
-            return await live.values.loads_async(payload)
+            return await live.values.loads_async(payload, key)
         if deadline is not None and clock.now() >= deadline:
             live.journaled = True
             kept = None if record is None or kind != "child" else record.result
