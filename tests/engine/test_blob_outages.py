@@ -227,3 +227,34 @@ async def test_blob_outage__a_cancel_ends_a_step_queue_wait(kit: Kit, tmp_path: 
                 await asyncio.sleep(0.05)  # the worker let the attempt go
         await says_it_no_longer_waits_for_the_blob_store(eng, run.run_id)
     assert calls == [1]
+
+
+async def test_blob_outage__a_step_queue_steps_arguments_wait_for_the_blob_store(
+    kit: Kit, tmp_path: Path
+) -> None:
+    # Large arguments of a step on a step queue are stored by the run before the queue's
+    # worker is handed the attempt: not the run's failure either.
+    calls: list[int] = []
+
+    @kit.step("big.remote_args", queue="gpu")
+    def measure(text: str) -> int:
+        calls.append(1)
+        return len(text)
+
+    @kit.workflow("big.remote_args_flow")
+    async def remote_args() -> int:
+        return await measure("a" * 10_000)
+
+    where = blob_dir(kit, tmp_path)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.write_text("not a directory")
+    async with engine(kit, tmp_path, inline_limit="1KiB", step_queues=["gpu"]) as eng:
+        run = await eng.start(remote_args)
+        await says_it_waits_for_the_blob_store(
+            eng, run.run_id, "the arguments of step 'big.remote_args'"
+        )
+        await asyncio.sleep(0.3)  # a few more tries
+        assert (await eng.control.record(run.run_id)).status == "RUNNING"  # not failed
+        where.unlink()
+        assert await run.result(timeout=WAIT) == 10_000
+    assert calls == [1]
