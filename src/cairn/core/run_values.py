@@ -90,16 +90,17 @@ class RunValues:
     def stored_list(self, texts: Sequence[str]) -> str:
         """What the serializer stores for the list of the values stored as `texts`.
 
-        Called inside a write: it reads no blob. BlobsNeeded names those not read ahead.
+        Called inside a write (on the store's thread): it reads no blob, BlobsNeeded naming
+        those not read ahead, and a KeyUnavailable is the caller's to meet (`reading()`
+        around the write: the attempt leaves on the loop, not in the transaction).
         """
-        with self.reading():
-            if coded.codec_of(self.serializer) is None:  # references kept as list items
-                return coded.stored_list(self.serializer, texts)
-            needed = [t for t in texts if reference.offloaded(t) and t not in self._ahead]
-            if needed:
-                raise BlobsNeeded(needed)
-            ahead = self._ahead
-            return coded.stored_list(self.serializer, texts, lambda t: ahead.get(t, t))
+        if coded.codec_of(self.serializer) is None:  # references kept as list items
+            return coded.stored_list(self.serializer, texts)
+        needed = [t for t in texts if reference.offloaded(t) and t not in self._ahead]
+        if needed:
+            raise BlobsNeeded(needed)
+        ahead = self._ahead
+        return coded.stored_list(self.serializer, texts, lambda t: ahead.get(t, t))
 
     async def read_ahead(self, texts: Sequence[str], at: str | None = None) -> None:
         """Read the blobs of the references `texts` for `stored_list` (waited out)."""
