@@ -100,7 +100,10 @@ async def start_child(
     await live.journal.check_new_work(journal.started("child", key))
     await live.point(key)
     env = live.env
-    child = new_run(live, key, workflow, args, kwargs, run_id, detached=detached)
+    what = f"arguments of workflow {workflow.name!r}"
+    value = {"args": list(args), "kwargs": kwargs}
+    text = await durable.value_text(live, live.env, value, what, live.interrupts.asked)
+    child = new_run(live, key, workflow, args, kwargs, run_id, detached=detached, args_text=text)
     child_id = child.run_id
     facts = {"child_id": child_id, "channel": f"child:{child_id}", "deadline": None}
     record = waiting_record(live, key, "child", workflow.name, live.journal.allocate_seq(), facts)
@@ -143,13 +146,18 @@ def new_run(
     *,
     detached: bool,
     wake_at: float | None = None,
+    args_text: str | None = None,
 ) -> RunRecord:
-    """The PENDING run a parent starts at journal `key` (at `wake_at`, if given)."""
+    """The PENDING run a parent starts at journal `key` (at `wake_at`, if given).
+
+    `args_text`: its arguments as stored already (else stored here, on the loop).
+    """
     env = live.env
     now = env.clock.now()
-    args_text = env.serializer.dumps(
-        {"args": list(args), "kwargs": kwargs}, what=f"arguments of workflow {workflow.name!r}"
-    )
+    if args_text is None:
+        args_text = env.serializer.dumps(
+            {"args": list(args), "kwargs": kwargs}, what=f"arguments of workflow {workflow.name!r}"
+        )
     return RunRecord(
         run_id=run_id or derived_id(live, key),
         workflow=workflow.name,

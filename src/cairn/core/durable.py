@@ -187,6 +187,19 @@ async def record_step(live: LiveView, record: StepRecord, first: BaseException) 
             unknown = True
 
 
+async def value_text(
+    live: Attempt, env: RunEnv, value: Any, what: str, asked: Callable[[], bool]
+) -> str:
+    """`value`'s stored text, a large one's blob written in a thread and waited out (`stored`).
+
+    `asked`: whether a cancel or a hand back is pending (then the wait unwinds instead).
+    """
+    try:
+        return await blobs.dumps_async(env.serializer, value, what=what)
+    except BlobUnwritable:  # a coroutine more only then
+        return await stored(live, env, value, what, asked)
+
+
 async def stored(
     live: Attempt,
     env: RunEnv,

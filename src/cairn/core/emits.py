@@ -59,7 +59,8 @@ async def emit(live: LiveView, event_type: str, payload: Any, key: str | None) -
     await live.journal.check_new_work(journal.started("emit", journal_key))
     await live.point(journal_key)
     env = live.env
-    args = env.serializer.dumps(args_of(payload), what=f"payload of event {event_type!r}")
+    what = f"payload of event {event_type!r}"
+    args = await durable.value_text(live, env, args_of(payload), what, live.interrupts.asked)
     now = env.clock.now()
     step = StepRecord(
         run_id=live.run.run_id,

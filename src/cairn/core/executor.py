@@ -293,12 +293,13 @@ async def _continue(
 ) -> Outcome:
     run = live.run
     try:
-        args = env.serializer.dumps(
-            {"args": list(again.args_), "kwargs": again.kwargs},
-            what=f"arguments of workflow {run.workflow!r}",
-        )
+        value = {"args": list(again.args_), "kwargs": again.kwargs}
+        what = f"arguments of workflow {run.workflow!r}"
+        args = await durable.value_text(live.steps, env, value, what, live.interrupts.asked)
     except SerializationError as exc:
         return await _finish(env, live.steps, RunStatus.FAILED.value, error=error_json(exc))
+    except Unwind:  # its worker stopped while the blob store would not take them: handed back
+        return Outcome(None)
     now = env.clock.now()
     successor = RunRecord(
         run_id=ids.new_run_id(),

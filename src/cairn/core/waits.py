@@ -277,7 +277,8 @@ async def human_task(
     if record is None:
         await live.journal.check_new_work(journal.started("task", key))
         schema, model_path = forms.describe_form(form)
-        data_text = live.env.serializer.dumps(data, what=f"data of human task {name!r}")
+        what = f"data of human task {name!r}"
+        data_text = await durable.value_text(live, live.env, data, what, live.interrupts.asked)
         now = live.env.clock.now()
         deadline = None if timeout is None else now + timeout
         task_id = uuid.uuid4().hex
