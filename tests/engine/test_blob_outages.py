@@ -227,3 +227,85 @@ async def test_blob_outage__a_cancel_ends_a_step_queue_wait(kit: Kit, tmp_path: 
                 await asyncio.sleep(0.05)  # the worker let the attempt go
         await says_it_no_longer_waits_for_the_blob_store(eng, run.run_id)
     assert calls == [1]
+
+
+async def test_blob_outage__a_step_queue_steps_arguments_wait_for_the_blob_store(
+    kit: Kit, tmp_path: Path
+) -> None:
+    # Large arguments of a step on a step queue are stored by the run before the queue's
+    # worker is handed the attempt: not the run's failure either.
+    calls: list[int] = []
+
+    @kit.step("big.remote_args", queue="gpu")
+    def measure(text: str) -> int:
+        calls.append(1)
+        return len(text)
+
+    @kit.workflow("big.remote_args_flow")
+    async def remote_args() -> int:
+        return await measure("a" * 10_000)
+
+    where = blob_dir(kit, tmp_path)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.write_text("not a directory")
+    async with engine(kit, tmp_path, inline_limit="1KiB", step_queues=["gpu"]) as eng:
+        run = await eng.start(remote_args)
+        await says_it_waits_for_the_blob_store(
+            eng, run.run_id, "the arguments of step 'big.remote_args'"
+        )
+        await asyncio.sleep(0.3)  # a few more tries
+        assert (await eng.control.record(run.run_id)).status == "RUNNING"  # not failed
+        where.unlink()
+        assert await run.result(timeout=WAIT) == 10_000
+    assert calls == [1]
+
+
+@pytest.mark.parametrize("what", ["child", "emit", "human_task", "continue_as_new"])
+async def test_blob_outage__large_values_a_run_hands_on_wait_for_the_blob_store(
+    kit: Kit, tmp_path: Path, what: str
+) -> None:
+    # A child's arguments, an emitted payload, a human task's data, the arguments of
+    # continue_as_new: stored by the run, waited out like its steps' results.
+    big = "v" * 10_000
+
+    @kit.workflow("big.handed_child")
+    async def child(text: str) -> int:
+        return len(text)
+
+    @kit.workflow("big.handed_on", on="big.handed")
+    async def handed_on(payload: str) -> int:
+        return len(payload)
+
+    @kit.workflow("big.hands_on")
+    async def hands_on(text: str = "") -> Any:
+        if text:  # the successor of continue_as_new
+            return len(text)
+        if what == "child":
+            return await child(big)
+        if what == "emit":
+            return len(await cairn.emit("big.handed", big))
+        if what == "human_task":
+            try:
+                return await cairn.human_task("review", title="t", data=big, timeout="1s")
+            except cairn.EventTimeout:
+                return 7
+        cairn.continue_as_new(big)
+        return None
+
+    where = blob_dir(kit, tmp_path)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.write_text("not a directory")
+    async with engine(kit, tmp_path, inline_limit="1KiB") as eng:
+        run = await eng.start(hands_on)
+        async with asyncio.timeout(WAIT):
+            while True:
+                record = await eng.control.record(run.run_id)
+                assert record.status in ("PENDING", "RUNNING"), record.error
+                if "blob store" in (record.waiting_for or ""):
+                    break
+                await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)  # a few more tries: not failed
+        assert (await eng.control.record(run.run_id)).status == "RUNNING"
+        where.unlink()
+        result = await run.result(timeout=WAIT)
+    assert result == {"child": 10_000, "emit": 1, "human_task": 7, "continue_as_new": 10_000}[what]

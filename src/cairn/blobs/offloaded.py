@@ -184,12 +184,14 @@ class Offloaded:
             raise BlobError(
                 f"blob {ref.sha256} ({size_words(ref.size)}) is missing from {where}",
                 blob=ref.sha256,
+                fix=reference.RESTORE,
             )
         if reference.of(data, ref.media_type) != ref:
             raise BlobError(
                 f"blob {ref.sha256} in {where} is corrupt: its bytes do not match its "
                 f"sha256 and size ({size_words(ref.size)} expected, {len(data)} bytes read)",
                 blob=ref.sha256,
+                fix=reference.RESTORE,
             )
         return data.decode("utf-8", "surrogatepass")
 
@@ -198,10 +200,12 @@ class Offloaded:
         try:
             return blobs.get(ref.sha256)
         except (BlobStoreRefused, PermissionError) as exc:  # until someone fixes the store
+            damaged = isinstance(exc.__cause__, IsADirectoryError | NotADirectoryError)
             raise BlobError(
                 f"blob {ref.sha256} ({size_words(ref.size)}) cannot be read from "
                 f"{blobs.where}: {first_line(exc)}",
                 blob=ref.sha256,
+                fix=reference.RESTORE if damaged else reference.SET_UP,
             ) from exc
         except OSError as exc:  # away for now: no connection, a 5xx, throttled
             raise BlobStoreUnavailable(

@@ -78,9 +78,9 @@ class BlobError(SerializationError):
     """An offloaded value could not be read back: its blob is missing or corrupt.
 
     The message names the run (the one executing in this context, if any), the step
-    whose result it is (when the journal knows it, see `of_step`) and the blob (its
-    sha256, and the blob store). Not retried: the same read fails again until an
-    operator restores the blob.
+    whose result it is (when the journal knows it, see `of_step`), the blob (its
+    sha256, and the blob store) and what to do (`fix`, then retry the run). Not retried:
+    the same read fails again until an operator restores the blob.
     """
 
     def __init__(
@@ -91,18 +91,26 @@ class BlobError(SerializationError):
         what: str = "",
         run: str | None = None,
         step: str | None = None,
+        fix: str = "",
     ) -> None:
         self.detail = detail
         self.blob = blob
         self.run = logcontext.current_run_id() if run is None else run
         self.step = step
+        self.fix = fix
         where = [f"run {self.run!r}"] if self.run is not None else []
         where += [f"result of step {step!r}"] if step is not None else []
-        super().__init__(": ".join([*where, detail]), what=what, type_name="blob")
+        todo = ""
+        if fix:
+            again = f", then retry the run (cairn runs retry {self.run})" if self.run else ""
+            todo = f"; {fix}{again}"
+        super().__init__(": ".join([*where, detail]) + todo, what=what, type_name="blob")
 
     def of_step(self, key: str) -> BlobError:
         """The same error, naming the step (its history key) whose result it is."""
-        return BlobError(self.detail, blob=self.blob, what=self.what, run=self.run, step=key)
+        return BlobError(
+            self.detail, blob=self.blob, what=self.what, run=self.run, step=key, fix=self.fix
+        )
 
 
 class BlobStoreUnavailable(StoreUnavailable):
@@ -133,6 +141,13 @@ class BlobStoreUnavailable(StoreUnavailable):
             f"the blob store {where} did not answer ({reason}): blob {blob} cannot be "
             "read for now; try again once it answers"
         )
+
+
+RESTORE = "restore the blob from a backup of the blob store"
+"""What to do about a blob missing, corrupt or with something else in its place."""
+
+SET_UP = "fix the blob store's setup (its bucket, credentials or permissions)"
+"""What to do about a blob store that refuses to give a blob back."""
 
 
 WAITING = "blob store:"

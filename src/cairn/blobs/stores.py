@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,15 @@ class BlobStoreRefused(OSError):
     Bad credentials, no such bucket, access denied: unlike a full disk or a lost
     connection, waiting does not help, so a step whose result it refuses fails at once,
     in one line naming the store and the error (blobs/offloaded.py).
+    """
+
+
+class BlobStoreGone(OSError):
+    """A file blob store's directory is not there, not a directory, or empty.
+
+    Its filesystem unmounted, or the path moved: not one blob lost but the whole store
+    out of reach, which putting it back fixes. So a read waits for it, as for an S3
+    bucket out of reach (blobs/offloaded.py), instead of failing runs for good.
     """
 
 
@@ -83,8 +93,12 @@ class FileBlobs:
         """Write `data` under `sha256`: temporary file, fsync, rename, fsync the directory."""
         target = self.path(sha256)
         try:  # content-addressed: the same bytes are there; fresh again for the prune
-            os.utime(target)
-            return
+            found = os.stat(target)
+            # Unless what is there is not the whole blob (a truncated file, a directory):
+            # written again (a directory in its place fails the rename, and is waited out).
+            if stat.S_ISREG(found.st_mode) and found.st_size == len(data):
+                os.utime(target)
+                return
         except FileNotFoundError:
             pass
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -106,19 +120,47 @@ class FileBlobs:
         _sync_directory(target.parent)
 
     def get(self, sha256: str) -> bytes | None:
-        """The blob's bytes, or None if there is no such file."""
-        try:
-            return self.path(sha256).read_bytes()
-        except FileNotFoundError:
-            return None
+        """The blob's bytes, or None if there is no such file (see `_read` for errors)."""
+        return self._read(sha256, None)
 
     def head(self, sha256: str, size: int) -> bytes | None:
-        """The blob's first `size` bytes, or None."""
+        """The blob's first `size` bytes, or None (see `_read` for errors)."""
+        return self._read(sha256, size)
+
+    def _read(self, sha256: str, size: int | None) -> bytes | None:
+        """The blob's bytes (at most `size`), or None if its file is not there.
+
+        BlobStoreGone if the store's directory is not there, not a directory or empty
+        (unmounted?): the store is out of reach, not the blob lost. BlobStoreRefused if
+        something other than a file is where the blob should be (a directory, or a file
+        where its directory should be): the store is damaged there until someone fixes
+        it. Other OSErrors (EIO, a stale NFS handle) are raised as they are.
+        """
+        path = self.path(sha256)
         try:
-            with self.path(sha256).open("rb") as found:
-                return found.read(size)
+            with path.open("rb") as found:
+                return found.read() if size is None else found.read(size)
         except FileNotFoundError:
+            self._check_there()
             return None
+        except (IsADirectoryError, NotADirectoryError) as exc:
+            self._check_there()
+            raise BlobStoreRefused(
+                f"{path} is not a blob file ({exc.strerror}); something else is in its place"
+            ) from exc
+
+    def _check_there(self) -> None:
+        """BlobStoreGone unless the store's directory is there and holds something."""
+        try:
+            with os.scandir(self.directory) as entries:
+                if next(entries, None) is not None:
+                    return
+            problem = "is empty (is its filesystem mounted?)"
+        except FileNotFoundError:
+            problem = "is not there (is its filesystem mounted?)"
+        except NotADirectoryError:
+            problem = "is not a directory"
+        raise BlobStoreGone(f"the blob store directory {self.directory} {problem}")
 
     def listing(self) -> Iterator[tuple[str, float]]:
         """Every blob file and every stray temporary file (named by its path's stem)."""

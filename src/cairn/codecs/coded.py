@@ -11,7 +11,7 @@ value this process has no key for into "encrypted (k1)" instead of an error.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from cairn import serialization
@@ -104,14 +104,21 @@ def unseal_json(serializer: Serializer, text: str | None) -> Any:
     return None if text is None else json.loads(unseal(serializer, text))
 
 
-def stored_list(serializer: Serializer, texts: Sequence[str]) -> str:
-    """What `serializer.dumps` stores for the list of the values stored as `texts`."""
+def stored_list(
+    serializer: Serializer, texts: Sequence[str], whole: Callable[[str], str] | None = None
+) -> str:
+    """What `serializer.dumps` stores for the list of the values stored as `texts`.
+
+    `whole`: a stored text in full, a reference's blob read (default: the serializer's
+    own, which reads the blob store; core/run_values.py passes blobs read beforehand).
+    """
     codec = codec_of(serializer)
     if codec is None:
         return serialization.encoded_list(texts)
     # An offloaded message is a reference to its (encrypted) blob: fetched first, since a
     # list of plain texts is encrypted whole and the references would be hidden inside it.
-    whole = getattr(serializer, "whole", None)  # blobs.Offloaded, the outermost layer
+    if whole is None:
+        whole = getattr(serializer, "whole", None)  # blobs.Offloaded, the outermost layer
     plain = [codec.decode(t if whole is None else whole(t)) for t in texts]
     return codec.encode(serialization.encoded_list(plain))
 

@@ -258,7 +258,7 @@ async def run_new_step(
         # Hand the workflow what a replay will: the stored form. A dataclass that replay
         # cannot import, or a Counter, would otherwise change type when the run recovers.
         if text.startswith(PREFIX):  # offloaded: its blob read back in a thread
-            return await live.values.loads_async(text)
+            return await live.values.loads_async(text, key)
         return live.env.serializer.loads(text)
 
 

@@ -46,8 +46,9 @@ class ChildHandle:
         # of its own, for the run the last one reached (a successor after continue_as_new).
         self._timeouts = 0
         self._child_id = run_id
-        # The id of the run that ended the chain and its end's message, once received.
-        self._end: tuple[str, dict[str, Any]] | None = None
+        # The id of the run that ended the chain, its end's message, and the key of the
+        # wait that took it, once received.
+        self._end: tuple[str, dict[str, Any], str] | None = None
 
     def __repr__(self) -> str:
         return f"ChildHandle({self.run_id!r})"
@@ -99,7 +100,10 @@ async def start_child(
     await live.journal.check_new_work(journal.started("child", key))
     await live.point(key)
     env = live.env
-    child = new_run(live, key, workflow, args, kwargs, run_id, detached=detached)
+    what = f"arguments of workflow {workflow.name!r}"
+    value = {"args": list(args), "kwargs": kwargs}
+    text = await durable.value_text(live, live.env, value, what, live.interrupts.asked)
+    child = new_run(live, key, workflow, args, kwargs, run_id, detached=detached, args_text=text)
     child_id = child.run_id
     facts = {"child_id": child_id, "channel": f"child:{child_id}", "deadline": None}
     record = waiting_record(live, key, "child", workflow.name, live.journal.allocate_seq(), facts)
@@ -142,13 +146,18 @@ def new_run(
     *,
     detached: bool,
     wake_at: float | None = None,
+    args_text: str | None = None,
 ) -> RunRecord:
-    """The PENDING run a parent starts at journal `key` (at `wake_at`, if given)."""
+    """The PENDING run a parent starts at journal `key` (at `wake_at`, if given).
+
+    `args_text`: its arguments as stored already (else stored here, on the loop).
+    """
     env = live.env
     now = env.clock.now()
-    args_text = env.serializer.dumps(
-        {"args": list(args), "kwargs": kwargs}, what=f"arguments of workflow {workflow.name!r}"
-    )
+    if args_text is None:
+        args_text = env.serializer.dumps(
+            {"args": list(args), "kwargs": kwargs}, what=f"arguments of workflow {workflow.name!r}"
+        )
     return RunRecord(
         run_id=run_id or derived_id(live, key),
         workflow=workflow.name,
@@ -172,11 +181,11 @@ async def child_result(live: LiveView, handle: ChildHandle, timeout: float | Non
     """Wait for the child (following continue_as_new) and return its result."""
     if handle._end is None:
         handle._end = await _wait_for_end(live, handle, timeout)
-    child_id, message = handle._end
+    child_id, message, key = handle._end
     status = message.get("status")
     if status == RunStatus.COMPLETED.value:
         result = message.get("result")
-        return None if result is None else await live.values.loads_async(result)
+        return None if result is None else await live.values.loads_async(result, key)
     error = live.values.unseal_json(message.get("error")) or {}
     raise ChildFailed(
         f"child run {child_id!r} ({handle.workflow}) ended {status}: {error.get('message', '')}",
@@ -189,8 +198,8 @@ async def child_result(live: LiveView, handle: ChildHandle, timeout: float | Non
 
 async def _wait_for_end(
     live: LiveView, handle: ChildHandle, timeout: float | None
-) -> tuple[str, dict[str, Any]]:
-    """The id of the run that ended the child's chain and the message its end sent.
+) -> tuple[str, dict[str, Any], str]:
+    """The id of the run that ended the child's chain, the message its end sent, its key.
 
     A timeout's deadline goes into the wait's journal entry when the run parks, and the
     successors' entries carry it on, so every replay of the call keeps the same deadline.
@@ -226,7 +235,7 @@ async def _wait_for_end(
                 + ("" if timeout is None else f" ({timeout:g}s)")
             ) from None
         if message.get("status") != RunStatus.CONTINUED.value:
-            return child_id, message
+            return child_id, message, key
         # The child went on as a new run: wait for that one under a key of its own.
         child_id = str(message.get("result"))
         hop += 1

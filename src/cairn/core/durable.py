@@ -15,7 +15,8 @@
 A large value's blob is written before the write that names it (`stored`): a blob store
 that does not take it (full, unwritable, away) is waited out the same way, for as long
 as the attempt lives, so that a step whose result is in hand is not run again. A blob
-store that does not give back a value the attempt reads (`fetched`) is waited out too.
+store that does not give back a value the attempt reads is waited out too
+(core/blob_reads.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from cairn import blobs
-from cairn.blobs import BlobStoreUnavailable, BlobUnwritable, reference
+from cairn.blobs import BlobUnwritable
 from cairn.core.signals import Unwind
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
 from cairn.observability import logcontext
@@ -186,6 +187,19 @@ async def record_step(live: LiveView, record: StepRecord, first: BaseException) 
             unknown = True
 
 
+async def value_text(
+    live: Attempt, env: RunEnv, value: Any, what: str, asked: Callable[[], bool]
+) -> str:
+    """`value`'s stored text, a large one's blob written in a thread and waited out (`stored`).
+
+    `asked`: whether a cancel or a hand back is pending (then the wait unwinds instead).
+    """
+    try:
+        return await blobs.dumps_async(env.serializer, value, what=what)
+    except BlobUnwritable:  # a coroutine more only then
+        return await stored(live, env, value, what, asked)
+
+
 async def stored(
     live: Attempt,
     env: RunEnv,
@@ -215,7 +229,7 @@ async def stored(
         except BlobUnwritable as exc:
             if given_up():
                 if noted:
-                    await _note(env, run_id, live.lease, None)
+                    await note(env, run_id, live.lease, None)
                 raise live.leave(Unwind()) from exc
             if not noted:
                 log.warning(
@@ -223,53 +237,22 @@ async def stored(
                     run_id,
                     str(exc).replace("\n", " "),
                 )
-                noted = await _note(env, run_id, live.lease, exc.waiting_for())
+                noted = await note(env, run_id, live.lease, exc.waiting_for())
         else:
             if noted:
-                await _note(env, run_id, live.lease, None)
+                await note(env, run_id, live.lease, None)
             return text
         await asyncio.sleep(delay)
         delay = min(delay * 2, LAST_DELAY)
 
 
-async def fetched(
-    live: Attempt, env: RunEnv, read: Callable[[], Awaitable[T]], first: BlobStoreUnavailable
-) -> T:
-    """`read()` for `live`'s attempt, tried again until the blob store answers it.
-
-    An offloaded value the store cannot give back for now (no connection, a 5xx,
-    throttled) is no fault of the run: failing it would lose the run to an outage, and
-    letting the error reach workflow code would let it take another branch. So the read
-    is waited out, as `stored` waits out a write, with the run's `waiting_for` naming the
-    store meanwhile, until it answers or the attempt ends (its worker stops: the run is
-    handed back). A cancel asked meanwhile is met once the value is read: the replay
-    cannot go on without it.
-    """
-    delay = FIRST_DELAY
-    run_id = live.run.run_id
-    log.warning("run %s: %s; retrying until the blob store answers", run_id, first)
-    noted = await _note(env, run_id, live.lease, reference.reading_note(first))
-    while True:
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, LAST_DELAY)
-        if live.closed:
-            raise live.leave(Unwind())
-        try:
-            found = await read()
-        except BlobStoreUnavailable:
-            continue
-        if noted:
-            await _note(env, run_id, live.lease, None)
-        return found
-
-
-async def _note(env: RunEnv, run_id: str, lease: Lease, note: str | None) -> bool:
+async def note(env: RunEnv, run_id: str, lease: Lease, text: str | None) -> bool:
     """Set (or clear) what the run waits for; a database that does not answer is let be.
 
     Only words for people: the wait goes on (and the write's outcome follows) either way.
     """
     try:
-        await env.store.write(run_ops.note_held(run_id, lease, note))
+        await env.store.write(run_ops.note_held(run_id, lease, text))
     except StoreError as exc:
         log.info("run %s: cannot say it waits for the blob store: %s", run_id, exc)
     return True

@@ -52,14 +52,15 @@ async def emit(live: LiveView, event_type: str, payload: Any, key: str | None) -
     journal_key = live.journal.next_key(journal.op_name("emit", event_type))
     record = live.journal.take(journal_key, "emit")
     if record is not None:
-        return [str(run_id) for run_id in live.outcome(record)]
+        return [str(run_id) for run_id in await live.replayed(record)]
     emitter = live.env.registry.workflows.get(live.run.workflow)
     if emitter is not None and not emitter.durable:
         raise TransientWorkflow(emitter.name, NO_EMITS)
     await live.journal.check_new_work(journal.started("emit", journal_key))
     await live.point(journal_key)
     env = live.env
-    args = env.serializer.dumps(args_of(payload), what=f"payload of event {event_type!r}")
+    what = f"payload of event {event_type!r}"
+    args = await durable.value_text(live, env, args_of(payload), what, live.interrupts.asked)
     now = env.clock.now()
     step = StepRecord(
         run_id=live.run.run_id,

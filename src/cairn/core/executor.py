@@ -12,7 +12,7 @@ from cairn import blobs, ids
 from cairn.authoring import context
 from cairn.blobs import BlobUnwritable
 from cairn.codecs import coded
-from cairn.core import durable, failed_attempts, streams, versions
+from cairn.core import blob_reads, durable, failed_attempts, streams, versions
 from cairn.core.live_run import LiveRun
 from cairn.core.live_steps import LiveSteps
 from cairn.core.run_env import RunEnv
@@ -49,9 +49,11 @@ class Outcome:
     idle: bool = False  # abandoned having recorded nothing: not an attempt of the run
 
 
-async def decode_args(values: RunValues, run: RunRecord) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The positional and keyword arguments a run was started with."""
-    payload = await values.loads_async(run.args)
+async def decode_args(
+    values: RunValues, run: RunRecord, at: str | None = None
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The positional and keyword arguments a run was started with (see RunValues `at`)."""
+    payload = await values.loads_async(run.args, at)
     return tuple(payload.get("args", ())), dict(payload.get("kwargs", {}))
 
 
@@ -112,7 +114,9 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
     token = context.enter(live)
     facts = logcontext.enter_run(run.run_id, run.workflow, max(run.attempt, 1))
     try:
-        args, kwargs = await decode_args(live.steps.values, run)
+        # A cancel delivered while they were read, before the code began, is met there again.
+        live.interrupts.at_recorded_point(blob_reads.ARGUMENTS)
+        args, kwargs = await decode_args(live.steps.values, run, blob_reads.ARGUMENTS)
         if workflow.is_async:
             # Runs it scheduled without awaiting are written before the attempt ends:
             # pending_starts.settled, inlined (a wrapper coroutine is one more level for
@@ -289,12 +293,13 @@ async def _continue(
 ) -> Outcome:
     run = live.run
     try:
-        args = env.serializer.dumps(
-            {"args": list(again.args_), "kwargs": again.kwargs},
-            what=f"arguments of workflow {run.workflow!r}",
-        )
+        value = {"args": list(again.args_), "kwargs": again.kwargs}
+        what = f"arguments of workflow {run.workflow!r}"
+        args = await durable.value_text(live.steps, env, value, what, live.interrupts.asked)
     except SerializationError as exc:
         return await _finish(env, live.steps, RunStatus.FAILED.value, error=error_json(exc))
+    except Unwind:  # its worker stopped while the blob store would not take them: handed back
+        return Outcome(None)
     now = env.clock.now()
     successor = RunRecord(
         run_id=ids.new_run_id(),

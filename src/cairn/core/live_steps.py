@@ -20,8 +20,8 @@ from cairn.authoring import context
 from cairn.authoring.context import RunContext
 from cairn.authoring.definitions import StepDef
 from cairn.authoring.retry import coerce
-from cairn.blobs.reference import PREFIX, BlobError, offloaded
-from cairn.core import attempts, durable, journal, patches, remote_steps
+from cairn.blobs.reference import MARK, BlobError
+from cairn.core import attempts, blob_reads, durable, journal, patches, remote_steps
 from cairn.core.live_attempt import LiveAttempt
 from cairn.core.run_values import RunValues
 from cairn.core.signals import HandBack, Suspend, Unwind
@@ -58,11 +58,11 @@ class LiveSteps:
         self._loop_thread = threading.get_ident()  # made on the loop's thread, as the attempt
         self.leave = attempt.leave
         # Every stored value the attempt reads: a missing key hands the run back.
-        # A blob store that does not answer a read is waited out (durable.fetched).
+        # A blob store that does not answer a read is waited out (core/blob_reads.py).
         self.values = RunValues(
             self.env.serializer,
             attempt.leave,
-            lambda read, first: durable.fetched(self, self.env, read, first),
+            lambda read, first, at: blob_reads.fetched(self, self.env, read, first, at),
         )
         self.flying = attempt.flying
         self._running_steps = attempt.running_steps
@@ -251,7 +251,7 @@ class LiveSteps:
         record = self.journal.take(key, "step")
         if record is not None:
             result = record.result
-            if result is None or not result.startswith(PREFIX) or record.status == "failed":
+            if result is None or MARK not in result or record.status == "failed":
                 return self.outcome(record)  # the common case: no coroutine more per step
             return await self.replayed(record)
         if not self.journal.open_for_new_work():
@@ -295,11 +295,17 @@ class LiveSteps:
                 self.attempt.step_ended()
 
     async def replayed(self, record: StepRecord) -> Any:
-        """`outcome`, an offloaded result's blob read in a thread (not on the loop)."""
-        if record.status == "failed" or not offloaded(record.result):
+        """`outcome`, the blobs an offloaded result names read in a thread (not on the loop).
+
+        A reference anywhere in it (a step's result, a receive's list of messages): the
+        read waits for a blob store that does not answer (RunValues), rather than
+        raising StoreUnavailable into the workflow's code.
+        """
+        result = record.result
+        if record.status == "failed" or result is None or MARK not in result:
             return self.outcome(record)
         try:
-            return await self.values.loads_async(record.result or "")
+            return await self.values.loads_async(result, record.key)
         except BlobError as exc:
             raise exc.of_step(record.key) from exc
 

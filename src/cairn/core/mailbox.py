@@ -8,12 +8,10 @@ messages taken, or the timeout (an empty list). Never an entry per message or pe
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from cairn.codecs import coded
 from cairn.core import journal, waits
+from cairn.core.run_values import BlobsNeeded
 from cairn.store.programs import waits as wait_ops
 from cairn.store.records import StepRecord
 
@@ -47,15 +45,25 @@ async def receive(
     channel = f"event:{topic}"
     store, lease = live.env.store, live.lease
 
-    def take(done: StepRecord) -> Awaitable[str | None]:
-        combine = functools.partial(coded.stored_list, live.env.serializer)  # encrypted too
+    async def take(done: StepRecord) -> str | None:
+        values = live.values
         limit = min(max_messages, MAX_LIMIT)
-        return store.write(
-            wait_ops.consume_messages(lease, channel, done, limit=limit, combine=combine)
-        )
+        while True:
+            try:
+                taken = await store.write(
+                    wait_ops.consume_messages(
+                        lease, channel, done, limit=limit, combine=values.stored_list
+                    )
+                )
+            except BlobsNeeded as needed:  # rolled back: read them outside it, then again
+                await values.read_ahead(needed.texts, done.key)
+                continue
+            values.forget_ahead()
+            return taken
 
     # The messages are decrypted (and encrypted again as one list) inside the write: one
-    # under a key this worker lacks leaves the attempt there (core/run_values.py).
+    # under a key this worker lacks leaves the attempt there, and the blobs of offloaded
+    # ones are read before it (core/run_values.py).
     with live.values.reading():
         taken = await waits.wait_message(
             live,

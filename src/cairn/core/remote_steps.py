@@ -16,7 +16,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from cairn import blobs
 from cairn.authoring.definitions import StepDef
+from cairn.blobs import BlobUnwritable
 from cairn.core import durable, failed_attempts, step_input, waits
 from cairn.core.journal import Journal
 from cairn.errors import Cancelled, InvalidArguments
@@ -109,7 +111,7 @@ async def run_remote_step(
         if record.status != "completed":
             out = record
             break
-        facts = live.values.loads(record.result or "{}")
+        facts = await live.values.loads_async(record.result or "{}", record.key)  # maybe offloaded
         if facts.get("ok"):  # reported, but the step's outcome not committed yet
             return await _completed(live, key, name, attempt, facts, given)
         if attempt in failed:
@@ -134,7 +136,7 @@ async def run_remote_step(
             raise live.attempt.timer(key, prior[-1].retry_at, f"{failed_attempts.RETRY}:{name}")
         if left > 0:
             await failed_attempts.back_off(live, left)
-    sent = serializer.dumps([list(args), kwargs], what=f"the arguments of step {name!r}")
+    sent = await _arguments(live, name, [list(args), kwargs])
     while True:
         if out is None:
             attempt += 1
@@ -160,6 +162,19 @@ async def run_remote_step(
         )
         if failure is not None:
             raise failure
+
+
+async def _arguments(live: LiveView, name: str, value: list[Any]) -> str:
+    """The stored text of a step's arguments; a blob store that refuses it is waited out.
+
+    As a step's result is (core/durable.py `stored`): large arguments are no fault of the
+    run, and the queue's worker cannot be handed the attempt without them.
+    """
+    what = f"the arguments of step {name!r}"
+    try:
+        return await blobs.dumps_async(live.env.serializer, value, what=what)
+    except BlobUnwritable:  # a coroutine more only then
+        return await durable.stored(live, live.env, value, what, live.interrupts.asked)
 
 
 async def _execute_remotely(
@@ -262,4 +277,4 @@ async def _completed(
         given,
     )
     await live.commit_step(record)
-    return None if text is None else await live.values.loads_async(text)
+    return None if text is None else await live.values.loads_async(text, key)

@@ -129,7 +129,7 @@ async def wait_message(
         if payload is not None:
             live.journaled = True
             live.ctx.received_at = done.finished_at
-            return await live.values.loads_async(payload)
+            return await live.values.loads_async(payload, key)
         if deadline is not None and clock.now() >= deadline:
             live.journaled = True
             kept = None if record is None or kind != "child" else record.result
@@ -277,7 +277,8 @@ async def human_task(
     if record is None:
         await live.journal.check_new_work(journal.started("task", key))
         schema, model_path = forms.describe_form(form)
-        data_text = live.env.serializer.dumps(data, what=f"data of human task {name!r}")
+        what = f"data of human task {name!r}"
+        data_text = await durable.value_text(live, live.env, data, what, live.interrupts.asked)
         now = live.env.clock.now()
         deadline = None if timeout is None else now + timeout
         task_id = uuid.uuid4().hex

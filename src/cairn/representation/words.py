@@ -100,6 +100,8 @@ def stopped_at(key: str) -> str:
     kind, _, what = name[1:].partition(":")
     if kind == "check":
         return f"at check_cancelled() ({key})"
+    if kind == "arguments":  # core/blob_reads.py: a cancel met while they were read
+        return f"before its code began, reading its arguments ({key})"
     if kind == "sleep":
         return f"in sleep {what!r} ({key})" if what else f"in a sleep ({key})"
     return f"in {kind} {what!r} ({key})" if what else f"at {key}"

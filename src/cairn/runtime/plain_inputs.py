@@ -18,6 +18,7 @@ from typing import Protocol
 from cairn import blobs
 from cairn.blobs import BlobStoreRefused, BlobStoreUnavailable, reference
 from cairn.blobs.offloaded import first_line, reason_of
+from cairn.blobs.stores import BlobStoreGone
 from cairn.codecs import coded, sealed
 from cairn.errors import KeyUnavailable, SerializationError
 from cairn.serialization import Serializer
@@ -81,6 +82,8 @@ def _head(serializer: Serializer, text: str, run_id: str, what: str) -> str:
             head = store.head(ref.sha256, _HEAD)
         except (BlobStoreRefused, PermissionError) as exc:  # until someone fixes it
             where = f"unreadable in {store.where}: {exc}"
+        except BlobStoreGone:  # no such directory (here): most likely not this process's store
+            pass
         except OSError as exc:  # away for now (no connection, a 5xx, throttled)
             raise BlobStoreUnavailable(
                 first_line(exc),

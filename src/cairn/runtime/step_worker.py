@@ -270,7 +270,7 @@ class StepWorker:
         try:
             fn, is_async, isolation = self._function(task)
             try:
-                args, kwargs = self.env.serializer.loads(task.input or "[[], {}]")
+                args, kwargs = await step_results.loads(self.env, task, task.input or "[[], {}]")
             except KeyUnavailable as exc:  # a BaseException: the attempt is handed back
                 raise KeyMissing(exc.key_id, str(exc)) from None
             with step_run.entered():
