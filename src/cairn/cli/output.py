@@ -19,10 +19,10 @@ from rich.table import Table
 from rich.text import Text
 
 from cairn.cli import fit
+from cairn.cli.attempts import AttemptsTable
 from cairn.models import HistoryEntry, RunStatus, RunSummary
 from cairn.representation.json_form import dumps
 from cairn.representation.words import (
-    attempt_outcome,
     error_line,
     input_text,
     progress_text,
@@ -36,7 +36,6 @@ from cairn.representation.words import (
     when,
 )
 from cairn.store import locations
-from cairn.store.records import CANCELLED, INTERRUPTED
 
 STATUS_STYLE = {
     RunStatus.PENDING: "yellow",
@@ -276,22 +275,9 @@ class HistoryTable:
         yield self.table(options.max_width)
 
 
-def attempts_table(attempts: Iterable[Mapping[str, Any]]) -> Table:
-    """A table of failed, interrupted and cancelled step attempts."""
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for name in ("KEY", "ATTEMPT", "ENDED AT", "ERROR", "RETRY AT"):
-        table.add_column(name, justify="right" if name == "ATTEMPT" else "left")
-    for attempt in attempts:
-        interrupted = attempt.get("outcome") == INTERRUPTED
-        cancelled = attempt.get("outcome") == CANCELLED
-        table.add_row(
-            attempt["key"],
-            str(attempt["attempt"]),
-            when(attempt["failed_at"]),
-            Text(attempt_outcome(attempt), style="yellow" if interrupted or cancelled else "red"),
-            "ran again" if interrupted else (when(attempt["retry_at"]) or "no retry"),
-        )
-    return table
+def attempts_table(attempts: Iterable[Mapping[str, Any]]) -> AttemptsTable:
+    """A table of failed, interrupted and cancelled step attempts, fitted to the console."""
+    return AttemptsTable(attempts)
 
 
 def executing_table(steps: Iterable[Mapping[str, Any]], *, now: float) -> Table:
