@@ -51,9 +51,10 @@ def _add_run(actions: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="start a run by name: wait for its result, or --no-wait",
         description="Start a run of WORKFLOW with keyword arguments. Without --no-wait it "
-        "runs here like `cairn run`: each step is shown on stderr and the result printed "
-        "as JSON on stdout. With --no-wait the run is stored for `cairn worker` and its "
-        "id printed at once.",
+        "runs here like `cairn run --wait`: each step is shown on stderr, its sleeps are "
+        "waited out here, and the result printed as JSON on stdout (a wait for an event, "
+        "hook, task or resume stops it, saying what moves the run on). With --no-wait "
+        "the run is stored for `cairn worker` and its id printed at once.",
     )
     run.add_argument(
         "target",
@@ -108,6 +109,8 @@ def run_workflow(ns: argparse.Namespace, glob: options.Globals) -> int:
         enqueue=ns.no_wait,
         allow_unknown=ns.allow_unknown,
         enqueue_flag="--no-wait",
+        wait=not ns.no_wait,  # through its sleeps, as pyworkflow's `workflows run` waits
+        module=ns.target.partition(":")[0].strip() if ":" in ns.target else None,
     )
 
 
