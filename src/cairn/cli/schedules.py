@@ -110,11 +110,11 @@ def _timing(info: ScheduleInfo) -> str:
     return f"every {describe_seconds(info.every.total_seconds())}"
 
 
-# The id (what pause, resume, delete and trigger take), workflow, state and next tick
-# always show; the others join while there is room (see output.FittedTable).
+# The id (what pause, resume, delete and trigger take), workflow and state always show;
+# the next tick first, then the others, join while there is room (see output.FittedTable).
 SCHEDULE_COLUMNS: output.Columns = {
     "ID": (None, 0, None),
-    "WORKFLOW": (16, 0, None),
+    "WORKFLOW": (16, 0, 32),
     "WHEN": (14, 2, 32),
     "OVERLAP": (None, 4, None),
     "STATE": (None, 0, None),
@@ -139,7 +139,7 @@ def schedules_table(infos: list[ScheduleInfo]) -> output.FittedTable:
         }
         for info in infos
     ]
-    return output.FittedTable(SCHEDULE_COLUMNS, rows)
+    return output.FittedTable(SCHEDULE_COLUMNS, rows, middle=("WORKFLOW", "LAST RUN"))
 
 
 def list_schedules(ns: argparse.Namespace, glob: options.Globals) -> int:
