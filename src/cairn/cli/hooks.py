@@ -89,7 +89,7 @@ def hooks_table(infos: list[HookInfo]) -> output.FittedTable:
 def list_hooks(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn hooks list`."""
     if ns.limit < 1:
-        raise options.UsageError(f"--limit must be a positive integer, got {ns.limit}")
+        raise ValueError(f"--limit must be a positive integer, got {ns.limit}")
     infos = options.with_engine(
         glob,
         lambda engine: hooks.list_open(engine.control, run_id=ns.run, limit=ns.limit, tokens=True),

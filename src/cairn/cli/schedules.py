@@ -15,7 +15,7 @@ from rich.text import Text
 
 from cairn.authoring.schedule_ticks import describe_seconds
 from cairn.cli import options, output
-from cairn.errors import UnknownWorkflow
+from cairn.errors import ScheduleNotFound, UnknownWorkflow
 from cairn.representation import schedules as schedule_forms
 from cairn.representation import words
 from cairn.runtime.engine import Engine
@@ -162,7 +162,15 @@ def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
     workflow = run_command.resolve(ns.workflow, enqueue=True)
     args, kwargs = call_args.parse_call(workflow, ns.args, ns.input, reserved=())
 
+    existed = False
+
     async def create(engine: Engine) -> ScheduleInfo:
+        nonlocal existed
+        try:
+            await engine.schedules.get(ns.schedule_id)
+            existed = True  # the same definition again is no error: it is left as it is
+        except ScheduleNotFound:
+            pass
         try:
             return await engine.schedules.create(
                 ns.schedule_id,
@@ -183,8 +191,9 @@ def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
     if ns.json:
         output.print_json(schedule_forms.schedule_dict(info))
     else:
+        done, tick = ("exists already", "next") if existed else ("created", "first")
         output.stdout().print(
-            f"schedule {info.id} created: {_timing(info)}, first tick {words.when(info.next_tick)}",
+            f"schedule {info.id} {done}: {_timing(info)}, {tick} tick {words.when(info.next_tick)}",
             markup=False,
         )
     return 0
