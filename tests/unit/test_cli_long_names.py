@@ -90,3 +90,19 @@ def test_hooks_table__one_line_per_hook_with_the_whole_token_at_80_columns() -> 
     for i, line in enumerate(lines[1:]):
         assert line.startswith(f"ASYRybakNLF--YYkBCj7Ok-5_bVqMQ-{i}  payment")
         assert "_callback" in line and "9e3" in line  # the hook's and the run's ends
+
+
+def test_check_tables__one_line_per_workflow_at_80_columns() -> None:
+    from cairn.cli import check
+
+    rows = [
+        {"name": name, "function": f"exchange_fulfilment.fn_{i}", "queue": None, "on": None}
+        for i, name in enumerate(NAMES)
+    ]
+    [_, table, _] = check._table("workflows", rows, ["name", "function", "queue", "on"])
+    lines = rendered(table)
+    assert all(len(line) <= 80 for line in lines), lines
+    assert len(lines) == 1 + len(rows), lines
+    assert lines[0].split() == ["NAME", "FUNCTION"]  # QUEUE and ON: no row has one
+    for line, name in zip(lines[1:], NAMES, strict=True):
+        assert name[-12:] in line
