@@ -106,3 +106,18 @@ def test_check_tables__one_line_per_workflow_at_80_columns() -> None:
     assert lines[0].split() == ["NAME", "FUNCTION"]  # QUEUE and ON: no row has one
     for line, name in zip(lines[1:], NAMES, strict=True):
         assert name[-12:] in line
+
+
+def test_queues_table__every_limit_whole_at_80_columns_beside_a_long_name() -> None:
+    from cairn.cli import queues
+    from cairn.runtime.queues import QueueInfo
+
+    long = "inbound-webhooks-from-payment-provider-eu-west-1-partitioned"
+    infos = [
+        QueueInfo(long, concurrency=4, per_worker=None, rate="100/60s", partition_concurrency=1)
+    ]
+    lines = rendered(queues.queues_table(infos))
+    assert all(len(line) <= 80 for line in lines), lines
+    assert lines[0].split() == ["QUEUE", "CONCURRENCY", "PER", "WORKER", "RATE", "PER", "PARTITION"]
+    assert lines[1].split()[1:] == ["4", "none", "100/60s", "1"]  # before: "CONC…", "…"
+    assert lines[1].split()[0].endswith("u-west-1-partitioned")
