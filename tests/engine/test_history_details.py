@@ -132,3 +132,30 @@ async def test_history__a_step_check_cancelled_stopped_shows_a_cancelled_attempt
     [cancel, step] = timeline(list(entries), shown.attempts)
     assert (cancel["kind"], step["name"], step["status"]) == ("cancel", "crunch#1", "cancelled")
     assert [t["cancelled"] for t in step["tries"]] == [True]
+
+
+async def test_history__a_local_failed_attempt_names_its_worker(kit: Kit) -> None:
+    # Before: only a step queue's attempts named theirs, so `cairn runs show` could not
+    # say where a local step failed.
+    calls = 0
+
+    @kit.step("flaky", retries=cairn.Retry(max_attempts=2, delay=0.01))
+    async def flaky() -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise ConnectionError("crm down")
+        return "ok"
+
+    @kit.workflow("details.flaky")
+    async def flaky_wf() -> str:
+        return await flaky()
+
+    async with kit.engine() as engine:
+        handle = await engine.start(flaky_wf)
+        assert await handle.result(timeout=WAIT) == "ok"
+        [failed] = await engine.control.attempts(handle.run_id)
+        assert engine.worker is not None
+        owner = engine.worker.env.owner
+    assert (failed["key"], failed["outcome"]) == ("flaky#1", "failed")
+    assert failed["worker"] == owner

@@ -226,7 +226,7 @@ def test_hooks__list_filters_by_run_and_limits(project):
     [
         (["hooks", "resume", "no-such-token"], 1, "hook token 'no-such-token' is unknown"),
         (["hooks", "resume", "tok", "{bad"], 2, "JSON '{bad' starts like JSON but is not"),
-        (["hooks", "list", "--limit", "0"], 2, "--limit must be a positive integer, got 0"),
+        (["hooks", "list", "--limit", "0"], 1, "--limit must be a positive integer, got 0"),
         (["hooks", "list", "--limit", "x"], 2, "argument --limit: invalid int value: 'x'"),
         (["hooks", "resume"], 2, "the following arguments are required: TOKEN"),
     ],

@@ -107,3 +107,18 @@ def test_schedules_cli__bad_create_is_one_error_line(
     assert done.returncode == code
     assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
     assert message in done.stderr
+
+
+def test_schedules_cli__creating_one_again_says_it_exists(tmp_path: Path) -> None:
+    # Before: the same create twice said "created" twice, with a "first tick" that was not.
+    (tmp_path / "flows.py").write_text(FLOWS)
+    argv = ("schedules", "create", "eu-nightly", "flows:nightly", "eu", "--every", "1h")
+    first = cairn_cli(tmp_path, *argv)
+    assert first.returncode == 0 and "schedule eu-nightly created: every 1h, first tick" in (
+        first.stdout
+    )
+    again = cairn_cli(tmp_path, *argv)
+    assert again.returncode == 0, again.stderr
+    assert "schedule eu-nightly exists already: every 1h, next tick" in again.stdout
+    other = cairn_cli(tmp_path, *argv[:-1], "2h")
+    assert other.returncode == 1 and other.stderr.startswith("error: ")

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from cairn import codecs, serialization
@@ -140,13 +139,27 @@ def registered(registry: Registry, modules: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> list[Any]:
+    """A titled table, one line a row at any width (output.FittedTable).
+
+    The first column always shows, then the others in order while there is room (the
+    function last; empty columns left out); names and functions are cut in the middle.
+    """
     if not rows:
         return []
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in columns:
-        table.add_column(column.replace("_", " ").upper(), overflow="fold")
-    for row in rows:
-        table.add_row(*("" if row[c] is None else str(row[c]) for c in columns))
+    heads = {c: c.replace("_", " ").upper() for c in columns}
+    wants: dict[str, tuple[int | None, int, int | None]] = {}
+    for rank, column in enumerate(columns):
+        last = column == "function"  # where it is defined: after its settings
+        wants[heads[column]] = (
+            (16, 0, 40) if rank == 0 else (10, len(columns) if last else rank, 32)
+        )
+    cells: list[dict[str, str | Text]] = [
+        {heads[c]: "" if row[c] is None else str(row[c]) for c in columns} for row in rows
+    ]
+    middle = [heads[c] for c in columns if c in ("name", "id", "function", "workflow")]
+    table = output.FittedTable(
+        wants, cells, optional=[heads[c] for c in columns[1:]], middle=middle
+    )
     return [Text(f"{title} ({len(rows)})", style="bold underline"), table, Text("")]
 
 

@@ -5,10 +5,28 @@ What the run waits for is `representation.words.waiting_text`, shared with the d
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import shlex
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from cairn import config
+from cairn.cli import output
 from cairn.store.records import RunRecord
+
+
+def worker_command(url: str, modules: Iterable[str]) -> str:
+    """`cairn worker` with what a worker started from here needs to execute the run.
+
+    `--db` when `url` is not the one a bare `cairn` finds (CAIRN_DATABASE_URL, the files,
+    the default); `-m` for each of `modules` that the environment or files do not name.
+    A password in the URL is printed as `***`.
+    """
+    words = ["cairn worker"]
+    if url != config.database_url():
+        words.append(f"--db {shlex.quote(output.redact(url))}")
+    found = set(config.modules())
+    words += [f"-m {shlex.quote(m)}" for m in dict.fromkeys(modules) if m not in found]
+    return " ".join(words)
 
 
 def follow_up(run: RunRecord, found: Mapping[str, Any] | None) -> str:
@@ -30,7 +48,10 @@ def _follow_up(run_id: str, found: Mapping[str, Any] | None) -> str:
     if kind == "resume":
         return f"resume it with `cairn runs resume {run_id}`"
     if kind == "hook":
-        return "it goes on when the hook is called"
+        return (
+            "call the hook with `cairn hooks resume TOKEN JSON` "
+            f"(`cairn hooks list --run {run_id}` shows its TOKEN)"
+        )
     if kind == "step" and found is not None:
         queue = str(found["name"]).rpartition("@")[2]
         return f"a worker serving it runs the step (`cairn worker --step-queue {queue}`)"

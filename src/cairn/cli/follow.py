@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from cairn.cli import attempts
 from cairn.core import mailbox
 from cairn.models import HistoryEntry, RunStatus
 from cairn.representation import words
@@ -35,6 +37,8 @@ class Follower:
         self._attempts: set[tuple[str, int]] = set()
         self._progress: str | None = None
         self.progress = ""
+        # On a terminal (or with COLUMNS set) each line is cut at the width; a log keeps all.
+        self.fitted = console.is_terminal or "COLUMNS" in os.environ
 
     async def poll(self) -> RunRecord:
         """Print new history entries and failed attempts; returns the run as read first."""
@@ -45,7 +49,8 @@ class Follower:
             mark = (attempt["key"], attempt["attempt"])
             if mark not in self._attempts:
                 self._attempts.add(mark)
-                lines.append((attempt["failed_at"], 0, attempt_line(attempt)))
+                width = self.console.width if self.fitted else None
+                lines.append((attempt["failed_at"], 0, attempt_line(attempt, width)))
         for entry in await self.control.history(self.run_id):
             if entry.seq not in self._steps:
                 self._steps.add(entry.seq)
@@ -53,10 +58,13 @@ class Follower:
         if run.progress is not None and run.progress != self._progress:
             self._progress = run.progress
             update = progress_line(json.loads(run.progress))
-            if update is not None:
+            # A run replayed after a sleep reports its progress again: shown once.
+            if update is not None and update[1] != self.progress:
                 moment, self.progress = update
                 lines.append((moment, 2, Text(f"        … {self.progress}", style="cyan")))
         for _, _, line in sorted(lines, key=_order):
+            if self.fitted:  # one line each, cut at the terminal's width
+                line.truncate(self.console.width, overflow="ellipsis")
             self.console.print(line)
         return run
 
@@ -131,13 +139,18 @@ def entry_line(entry: HistoryEntry) -> Text:
     return line
 
 
-def attempt_line(attempt: dict[str, Any]) -> Text:
-    """One line for a failed step attempt."""
+def attempt_line(attempt: dict[str, Any], width: int | None = None) -> Text:
+    """One line for a failed step attempt; its error cut to keep it within `width`."""
     line = Text("        ")
     line.append(f"{attempt['key']} attempt {attempt['attempt']} failed: ", style="yellow")
-    line.append(words.error_line(attempt))
     retry_at = attempt["retry_at"]
     failed_at = attempt["failed_at"]
+    retry = ""
     if retry_at is not None and failed_at is not None:
-        line.append(f"; retry in {words.seconds((retry_at - failed_at).total_seconds())}")
-    return line
+        retry = f"; retry in {words.seconds((retry_at - failed_at).total_seconds())}"
+    error = Text(attempts.error_text(attempt))
+    if width is not None:
+        if width - line.cell_len - len(retry) < 24:
+            retry = ""  # the error's start says more than when the retry comes
+        error.truncate(max(12, width - line.cell_len - len(retry)), overflow="ellipsis")
+    return line + error + retry

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich.table import Table
+from rich.text import Text
 
 from cairn.cli import control, options, output
 from cairn.representation import json_form, words
@@ -61,23 +61,35 @@ def hook_dict(info: HookInfo) -> dict[str, Any]:
     }
 
 
-def hooks_table(infos: list[HookInfo]) -> Table:
-    """A table of open hooks."""
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    table.add_column("TOKEN", no_wrap=True)  # whole, to copy into `cairn hooks resume`
-    table.add_column("HOOK", overflow="fold")
-    table.add_column("RUN ID", overflow="fold")
-    table.add_column("EXPIRES", overflow="fold")
-    for info in infos:
-        expires = words.when(info.expires_at) if info.expires_at is not None else "never"
-        table.add_row(info.token or "?", info.name, info.run_id, expires)
-    return table
+# heading -> (least width, rank, ample), see output.FittedTable: the token whole (to copy
+# into `cairn hooks resume`) and the hook's name always; its run, then its expiry, join
+# while there is room.
+HOOK_COLUMNS: output.Columns = {
+    "TOKEN": (None, 0, None),
+    "HOOK": (12, 0, 24),
+    "RUN ID": (12, 1, 32),
+    "EXPIRES": (None, 2, None),
+}
+
+
+def hooks_table(infos: list[HookInfo]) -> output.FittedTable:
+    """A table of open hooks, one line each, fitted to the console it is printed on."""
+    rows: list[dict[str, str | Text]] = [
+        {
+            "TOKEN": info.token or "?",
+            "HOOK": info.name,
+            "RUN ID": info.run_id,
+            "EXPIRES": words.when(info.expires_at) if info.expires_at is not None else "never",
+        }
+        for info in infos
+    ]
+    return output.FittedTable(HOOK_COLUMNS, rows, middle=("HOOK", "RUN ID"))
 
 
 def list_hooks(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn hooks list`."""
     if ns.limit < 1:
-        raise options.UsageError(f"--limit must be a positive integer, got {ns.limit}")
+        raise ValueError(f"--limit must be a positive integer, got {ns.limit}")
     infos = options.with_engine(
         glob,
         lambda engine: hooks.list_open(engine.control, run_id=ns.run, limit=ns.limit, tokens=True),

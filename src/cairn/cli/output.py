@@ -19,10 +19,10 @@ from rich.table import Table
 from rich.text import Text
 
 from cairn.cli import fit
+from cairn.cli.attempts import AttemptsTable
 from cairn.models import HistoryEntry, RunStatus, RunSummary
 from cairn.representation.json_form import dumps
 from cairn.representation.words import (
-    attempt_outcome,
     error_line,
     input_text,
     progress_text,
@@ -36,7 +36,6 @@ from cairn.representation.words import (
     when,
 )
 from cairn.store import locations
-from cairn.store.records import CANCELLED, INTERRUPTED
 
 STATUS_STYLE = {
     RunStatus.PENDING: "yellow",
@@ -125,15 +124,21 @@ class FittedTable:
     Rank-0 columns always show (cut no narrower than their least width), the others join
     in rank order while there is room, and long text is cut with an ellipsis, so each row
     keeps to one line at 80 columns as at 200. `optional` columns are left out when no
-    row has text in them.
+    row has text in them. `middle` columns (dotted names, ids) are cut in the middle,
+    keeping the end that tells `shop.orders.refund` from `shop.orders.charge`.
     """
 
     def __init__(
-        self, columns: Columns, rows: list[dict[str, str | Text]], optional: Iterable[str] = ()
+        self,
+        columns: Columns,
+        rows: list[dict[str, str | Text]],
+        optional: Iterable[str] = (),
+        middle: Iterable[str] = (),
     ) -> None:
         self.columns = columns
         self.rows = rows
         self.optional = frozenset(optional)
+        self.middle = frozenset(middle)
 
     def table(self, width: int) -> Table:
         """The table for a console `width` characters wide."""
@@ -149,11 +154,29 @@ class FittedTable:
         for name, size in widths.items():
             table.add_column(name, width=size, no_wrap=True, overflow="ellipsis")
         for row in self.rows:
-            table.add_row(*(row[name] for name in widths))
+            table.add_row(
+                *(
+                    elide(row[name], size) if name in self.middle else row[name]
+                    for name, size in widths.items()
+                )
+            )
         return table
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self.table(options.max_width)
+
+
+def elide(text: str | Text, width: int) -> str | Text:
+    """`text` cut to `width` cells in the middle (`exchange.wo…ess_order`), when longer."""
+    if cells(text) <= width or width < 5:
+        return text
+    plain = text.plain if isinstance(text, Text) else text
+    head = (width - 1) // 3
+    tail = width - 1 - head
+    while cell_len(plain[:head]) + cell_len(plain[-tail:]) > width - 1 and tail > 1:
+        tail -= 1  # wide characters
+    cut = f"{plain[:head]}…{plain[-tail:]}"
+    return Text(cut, style=text.style) if isinstance(text, Text) else cut
 
 
 def runs_table(runs: Iterable[RunSummary]) -> FittedTable:
@@ -163,11 +186,13 @@ def runs_table(runs: Iterable[RunSummary]) -> FittedTable:
     characters); the other columns join while there is room (ERROR first, then CREATED,
     VERSION, PROGRESS, UPDATED, COLUMNS).
     """
-    return FittedTable(RUN_COLUMNS, [_run_cells(run) for run in runs], RUN_OPTIONAL_TEXT)
+    return FittedTable(
+        RUN_COLUMNS, [_run_cells(run) for run in runs], RUN_OPTIONAL_TEXT, ("RUN ID", "WORKFLOW")
+    )
 
 
 RUN_COLUMNS: Columns = {
-    "RUN ID": (32, 0, None),
+    "RUN ID": (32, 0, 32),
     "WORKFLOW": (16, 0, None),
     "VERSION": (8, 3, 16),
     "STATUS": (None, 0, None),
@@ -276,22 +301,9 @@ class HistoryTable:
         yield self.table(options.max_width)
 
 
-def attempts_table(attempts: Iterable[Mapping[str, Any]]) -> Table:
-    """A table of failed, interrupted and cancelled step attempts."""
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for name in ("KEY", "ATTEMPT", "ENDED AT", "ERROR", "RETRY AT"):
-        table.add_column(name, justify="right" if name == "ATTEMPT" else "left")
-    for attempt in attempts:
-        interrupted = attempt.get("outcome") == INTERRUPTED
-        cancelled = attempt.get("outcome") == CANCELLED
-        table.add_row(
-            attempt["key"],
-            str(attempt["attempt"]),
-            when(attempt["failed_at"]),
-            Text(attempt_outcome(attempt), style="yellow" if interrupted or cancelled else "red"),
-            "ran again" if interrupted else (when(attempt["retry_at"]) or "no retry"),
-        )
-    return table
+def attempts_table(attempts: Iterable[Mapping[str, Any]]) -> AttemptsTable:
+    """A table of failed, interrupted and cancelled step attempts, fitted to the console."""
+    return AttemptsTable(attempts)
 
 
 def executing_table(steps: Iterable[Mapping[str, Any]], *, now: float) -> Table:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich.table import Table
+from rich.text import Text
 
 from cairn.authoring.queues import parse_rate
 from cairn.cli import options, output
@@ -63,20 +63,30 @@ def _text(value: Any) -> str:
     return "none" if value is None else str(value)
 
 
-def queues_table(infos: list[QueueInfo]) -> Table:
-    """A table of queues; `none` is no limit."""
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for name in ("QUEUE", "CONCURRENCY", "PER WORKER", "RATE", "PER PARTITION"):
-        table.add_column(name, no_wrap=True, justify="left" if name == "QUEUE" else "right")
-    for info in infos:
-        table.add_row(
-            info.name,
-            _text(info.concurrency),
-            _text(info.per_worker),
-            _text(info.rate),
-            _text(info.partition_concurrency),
-        )
-    return table
+# heading -> (least width, rank, ample), see output.FittedTable: the queue's name always
+# (a long one cut in the middle); its limits whole, in this order, while there is room.
+QUEUE_COLUMNS: output.Columns = {
+    "QUEUE": (16, 0, 28),
+    "CONCURRENCY": (None, 1, None),
+    "PER WORKER": (None, 2, None),
+    "RATE": (None, 3, None),
+    "PER PARTITION": (None, 4, None),
+}
+
+
+def queues_table(infos: list[QueueInfo]) -> output.FittedTable:
+    """A table of queues, one line each; `none` is no limit."""
+    rows: list[dict[str, str | Text]] = [
+        {
+            "QUEUE": info.name,
+            "CONCURRENCY": _text(info.concurrency),
+            "PER WORKER": _text(info.per_worker),
+            "RATE": _text(info.rate),
+            "PER PARTITION": _text(info.partition_concurrency),
+        }
+        for info in infos
+    ]
+    return output.FittedTable(QUEUE_COLUMNS, rows, middle=("QUEUE",))
 
 
 def describe(info: QueueInfo) -> str:

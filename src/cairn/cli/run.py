@@ -15,7 +15,7 @@ from rich.console import Console
 
 from cairn.authoring.definitions import WorkflowDef, definition_of
 from cairn.authoring.registry import default_registry
-from cairn.cli import call_args, describe, follow, options, output
+from cairn.cli import call_args, describe, follow, options, output, waiting
 from cairn.codecs import coded
 from cairn.errors import (
     ConfigError,
@@ -43,9 +43,10 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="start a workflow run and follow it step by step",
         description="Start a run of WORKFLOW (an attribute of MODULE decorated with "
         "@cairn.workflow) and execute it in this process, printing each step as it "
-        "completes, until it finishes or goes to sleep or waits. The result is printed "
-        "as JSON on stdout; progress goes to stderr. A transient workflow "
-        "(durable=False) runs in memory, without a database, until it finishes.",
+        "completes, until it finishes or goes to sleep or waits (with --wait: through "
+        "its sleeps, until it finishes or waits). The result is printed as JSON on "
+        "stdout; progress goes to stderr. A transient workflow (durable=False) runs in "
+        "memory, without a database, until it finishes.",
     )
     parser.add_argument(
         "target",
@@ -75,6 +76,12 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --enqueue and a workflow's name: queue it even if no worker seen lately "
         "knows the name (for workers about to be deployed)",
+    )
+    parser.add_argument(
+        "--wait",
+        action="store_true",
+        help="when the run goes to sleep, wait here and go on executing it at its wake "
+        "time, until it finishes or waits for an event, hook, task or resume",
     )
     parser.set_defaults(handler=handle, takes_extra_args=True)
 
@@ -140,8 +147,18 @@ def handle(ns: argparse.Namespace, glob: options.Globals) -> int:
         options.import_modules(glob.modules)  # a name may be one these modules register
     workflow = resolve(ns.target, enqueue=ns.enqueue)
     args, kwargs = call_args.parse_call(workflow, ns.args, ns.input)
+    if ns.wait and ns.enqueue:
+        raise options.UsageError("--wait and --enqueue exclude each other")
     return launch(
-        glob, workflow, args, kwargs, ns.run_id, enqueue=ns.enqueue, allow_unknown=ns.allow_unknown
+        glob,
+        workflow,
+        args,
+        kwargs,
+        ns.run_id,
+        enqueue=ns.enqueue,
+        allow_unknown=ns.allow_unknown,
+        wait=ns.wait,
+        module=ns.target.partition(":")[0].strip() if ":" in ns.target else None,
     )
 
 
@@ -155,10 +172,14 @@ def launch(
     enqueue: bool,
     allow_unknown: bool,
     enqueue_flag: str = "--enqueue",
+    wait: bool = False,
+    module: str | None = None,
 ) -> int:
     """Start a run of arguments already read (call_args): follow it here, or only store it.
 
     With `enqueue` (the option `enqueue_flag`), print its id at once for `cairn worker`.
+    With `wait`, follow it through its sleeps (a memory:// run always: no worker can
+    reach it). `module` defines the workflow, for the `cairn worker` command suggested.
     """
     if run_id is not None and not run_id:
         raise ValueError("--run-id must not be empty")
@@ -175,7 +196,9 @@ def launch(
         locations.refuse_memory(glob.url, f"cairn run {enqueue_flag} (the run waits for workers)")
         return asyncio.run(_enqueue(glob, workflow, args, kwargs, run_id, allow_unknown))
     assert isinstance(workflow, WorkflowDef)  # a bare name comes back only with enqueue
-    return asyncio.run(_execute(glob, workflow, args, kwargs, run_id))
+    wait = wait or locations.scheme(glob.url) == "memory"
+    worker = describe.worker_command(glob.url, [*glob.modules, *([module] if module else [])])
+    return asyncio.run(_execute(glob, workflow, args, kwargs, run_id, wait=wait, worker=worker))
 
 
 async def _enqueue(
@@ -215,6 +238,9 @@ async def _execute(
     args: list[Any],
     kwargs: dict[str, Any],
     run_id: str | None,
+    *,
+    wait: bool,
+    worker: str,
 ) -> int:
     err = output.stderr()
     run_id_started: str | None = None
@@ -233,13 +259,16 @@ async def _execute(
                     f"run {handle.run_id} already exists ({existing.status}); showing it",
                     style="bold",
                 )
-            run = await follow.Follower(engine.control, handle.run_id, err).follow()
+            follower = follow.Follower(engine.control, handle.run_id, err)
+            run = await follower.follow()
+            if wait:
+                run = await waiting.through_sleeps(engine, follower, run, err, worker)
             found = await run_forms.waiting_of(engine.control, run, now=engine.clock.now())
-            return report(engine, run, err, found)
+            return report(engine, run, err, found, worker=worker)
     except asyncio.CancelledError:
         if run_id_started is not None:
             err.print(
-                f"interrupted: run {run_id_started} is handed back for `cairn worker` to "
+                f"interrupted: run {run_id_started} is handed back for `{worker}` to "
                 f"finish; check it with `cairn runs show {run_id_started}`",
                 markup=False,
             )
@@ -291,11 +320,17 @@ async def _execute_transient(
 
 
 def report(
-    engine: Engine, run: RunRecord, err: Console, found: dict[str, Any] | None = None
+    engine: Engine,
+    run: RunRecord,
+    err: Console,
+    found: dict[str, Any] | None = None,
+    *,
+    worker: str = "cairn worker",
 ) -> int:
     """Print how a followed run ended, or what it waits for; returns the exit code.
 
-    `found` is what holds a parked run (`representation.runs.waiting_of`).
+    `found` is what holds a parked run (`representation.runs.waiting_of`); `worker` the
+    command that starts a worker able to go on with it.
     """
     status = RunStatus(run.status)
     now = engine.clock.now()
@@ -319,16 +354,18 @@ def report(
         err.print(f"run {run.run_id} continued as new run {run.continued_to}; follow: {show}")
         return 0
     if status is RunStatus.SLEEPING:
+        left = "" if run.wake_at is None else f" (in {words.seconds(max(0.0, run.wake_at - now))})"
         err.print(
-            f"run {run.run_id} is SLEEPING until {words.when(run.wake_at)}; "
-            f"`cairn worker` resumes it then; check it with `{show}`",
+            f"run {run.run_id} is SLEEPING until {words.when(run.wake_at)}{left}; nothing "
+            f"executes it until a worker does: start `{worker}` (it resumes the run then), "
+            f"or next time run it with --wait to wait here; check it with `{show}`",
             markup=False,
         )
         return 0
     if status is RunStatus.WAITING:
         waits = words.waiting_text(found, now=now, run_id=run.run_id) if found else "an event"
         hint = describe.follow_up(run, found)
-        hint = f"{hint}, and `cairn worker` continues it" if hint else "`cairn worker` continues it"
+        hint = f"{hint}, and `{worker}` continues it" if hint else f"`{worker}` continues it"
         err.print(
             f"run {run.run_id} is WAITING for {waits}; {hint}; check it with `{show}`",
             markup=False,
@@ -337,7 +374,7 @@ def report(
     if status is RunStatus.PAUSED:
         err.print(
             f"run {run.run_id} is PAUSED; resume it with `cairn runs resume {run.run_id}`, "
-            f"then `cairn worker` continues it; check it with `{show}`",
+            f"then `{worker}` continues it; check it with `{show}`",
             markup=False,
         )
         return 0
@@ -345,7 +382,7 @@ def report(
     if handed_back or (status is RunStatus.RUNNING and run.owner is None):
         output.error(
             f"run {run.run_id!r} was handed back mid-run (its attempt ended, e.g. the database "
-            f"was unreachable): `cairn worker` finishes it from its last step; check it with "
+            f"was unreachable): `{worker}` finishes it from its last step; check it with "
             f"`{show}`"
         )
         return 1
@@ -353,7 +390,7 @@ def report(
     held = f" ({run.waiting_for})" if run.waiting_for else ""
     err.print(
         f"run {run.run_id} is {status.value}{where}{held}, queued for workers: start one with "
-        f"`cairn worker`; check it with `{show}`",
+        f"`{worker}`; check it with `{show}`",
         markup=False,
     )
     return 0

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from cairn.authoring.schedule_ticks import describe_seconds
 from cairn.cli import options, output
-from cairn.errors import UnknownWorkflow
+from cairn.errors import ScheduleNotFound, UnknownWorkflow
 from cairn.representation import schedules as schedule_forms
 from cairn.representation import words
 from cairn.runtime.engine import Engine
@@ -110,11 +110,11 @@ def _timing(info: ScheduleInfo) -> str:
     return f"every {describe_seconds(info.every.total_seconds())}"
 
 
-# The id (what pause, resume, delete and trigger take), workflow, state and next tick
-# always show; the others join while there is room (see output.FittedTable).
+# The id (what pause, resume, delete and trigger take), workflow and state always show;
+# the next tick first, then the others, join while there is room (see output.FittedTable).
 SCHEDULE_COLUMNS: output.Columns = {
     "ID": (None, 0, None),
-    "WORKFLOW": (16, 0, None),
+    "WORKFLOW": (16, 0, 32),
     "WHEN": (14, 2, 32),
     "OVERLAP": (None, 4, None),
     "STATE": (None, 0, None),
@@ -139,7 +139,7 @@ def schedules_table(infos: list[ScheduleInfo]) -> output.FittedTable:
         }
         for info in infos
     ]
-    return output.FittedTable(SCHEDULE_COLUMNS, rows)
+    return output.FittedTable(SCHEDULE_COLUMNS, rows, middle=("WORKFLOW", "LAST RUN"))
 
 
 def list_schedules(ns: argparse.Namespace, glob: options.Globals) -> int:
@@ -162,7 +162,15 @@ def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
     workflow = run_command.resolve(ns.workflow, enqueue=True)
     args, kwargs = call_args.parse_call(workflow, ns.args, ns.input, reserved=())
 
+    existed = False
+
     async def create(engine: Engine) -> ScheduleInfo:
+        nonlocal existed
+        try:
+            await engine.schedules.get(ns.schedule_id)
+            existed = True  # the same definition again is no error: it is left as it is
+        except ScheduleNotFound:
+            pass
         try:
             return await engine.schedules.create(
                 ns.schedule_id,
@@ -183,8 +191,9 @@ def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
     if ns.json:
         output.print_json(schedule_forms.schedule_dict(info))
     else:
+        done, tick = ("exists already", "next") if existed else ("created", "first")
         output.stdout().print(
-            f"schedule {info.id} created: {_timing(info)}, first tick {words.when(info.next_tick)}",
+            f"schedule {info.id} {done}: {_timing(info)}, {tick} tick {words.when(info.next_tick)}",
             markup=False,
         )
     return 0

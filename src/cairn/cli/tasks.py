@@ -110,7 +110,7 @@ def tasks_table(tasks: list[TaskInfo]) -> output.FittedTable:
         }
         for task in tasks
     ]
-    return output.FittedTable(TASK_COLUMNS, rows, optional=("ASSIGNEE", "DUE"))
+    return output.FittedTable(TASK_COLUMNS, rows, optional=("ASSIGNEE", "DUE"), middle=("RUN ID",))
 
 
 def _status(status: str) -> Text:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich.table import Table
 from rich.text import Text
 
 from cairn.cli import call_args, options, output
@@ -51,9 +50,10 @@ def _add_run(actions: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="start a run by name: wait for its result, or --no-wait",
         description="Start a run of WORKFLOW with keyword arguments. Without --no-wait it "
-        "runs here like `cairn run`: each step is shown on stderr and the result printed "
-        "as JSON on stdout. With --no-wait the run is stored for `cairn worker` and its "
-        "id printed at once.",
+        "runs here like `cairn run --wait`: each step is shown on stderr, its sleeps are "
+        "waited out here, and the result printed as JSON on stdout (a wait for an event, "
+        "hook, task or resume stops it, saying what moves the run on). With --no-wait "
+        "the run is stored for `cairn worker` and its id printed at once.",
     )
     run.add_argument(
         "target",
@@ -108,6 +108,8 @@ def run_workflow(ns: argparse.Namespace, glob: options.Globals) -> int:
         enqueue=ns.no_wait,
         allow_unknown=ns.allow_unknown,
         enqueue_flag="--no-wait",
+        wait=not ns.no_wait,  # through its sleeps, as pyworkflow's `workflows run` waits
+        module=ns.target.partition(":")[0].strip() if ":" in ns.target else None,
     )
 
 
@@ -118,28 +120,38 @@ def _durable(info: WorkflowInfo) -> Text:
 
 
 def _known_by(info: WorkflowInfo) -> str:
-    return "\n".join((["local"] if info.local else []) + list(info.workers)) or "-"
+    return ", ".join((["local"] if info.local else []) + list(info.workers)) or "-"
 
 
-def workflows_table(infos: list[WorkflowInfo]) -> Table:
-    """A table of workflows, one line per process that knows each; long values fold."""
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    table.add_column("NAME", overflow="fold")
-    table.add_column("QUEUE", overflow="fold")
-    table.add_column("VERSION", overflow="fold")
-    table.add_column("ON", overflow="fold")
-    table.add_column("DURABLE", no_wrap=True)  # no: transient (durable=False)
-    table.add_column("KNOWN BY", overflow="fold")
-    for info in infos:
-        table.add_row(
-            info.name,
-            info.queue or "",
-            info.version or "",
-            info.on or "",
-            _durable(info),
-            _known_by(info),
-        )
-    return table
+# heading -> (least width, rank, ample), see output.FittedTable: the name always (cut in
+# the middle, keeping its end); who executes it, durable, queue, version and on= join
+# while there is room, the last three only when a workflow has one.
+WORKFLOW_COLUMNS: output.Columns = {
+    "NAME": (20, 0, 36),
+    "QUEUE": (8, 3, 20),
+    "VERSION": (8, 4, 16),
+    "ON": (8, 5, 24),
+    "DURABLE": (None, 2, None),  # no: transient (durable=False)
+    "KNOWN BY": (10, 1, 24),
+}
+
+
+def workflows_table(infos: list[WorkflowInfo]) -> output.FittedTable:
+    """A table of workflows, one line each (KNOWN BY: local, then worker ids)."""
+    rows: list[dict[str, str | Text]] = [
+        {
+            "NAME": info.name,
+            "QUEUE": info.queue or "",
+            "VERSION": info.version or "",
+            "ON": info.on or "",
+            "DURABLE": _durable(info),
+            "KNOWN BY": _known_by(info),
+        }
+        for info in infos
+    ]
+    return output.FittedTable(
+        WORKFLOW_COLUMNS, rows, optional=("QUEUE", "VERSION", "ON"), middle=("NAME",)
+    )
 
 
 def list_workflows(ns: argparse.Namespace, glob: options.Globals) -> int:

@@ -135,7 +135,8 @@ async def record_failure(
 ) -> StepFailed | None:
     """Record a failed attempt (begun at `started`), then wait out the backoff or give up.
 
-    `worker` is the one that executed it, if not this run's (a step queue's).
+    `worker` is the one that executed it, if not this run's (a step queue's); else the
+    attempt is recorded as this run's worker's, so an operator sees where it failed.
     Returns None to retry, or the StepFailed to raise once retrying is over (recorded as
     the step's outcome). `failures` counts the attempts that failed, this one included
     (attempts interrupted by their worker's end are numbered, but do not count).
@@ -159,7 +160,7 @@ async def record_failure(
             retry_at,
             started,
             live.run.execution,
-            worker=worker,
+            worker=worker or live.env.owner,
         )
     )
     live.flying.pop(key, None)  # over and recorded; the next attempt is not in flight yet

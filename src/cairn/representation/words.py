@@ -275,7 +275,10 @@ def waiting_text(found: Mapping[str, Any], *, now: float, run_id: str = "RUN_ID"
 def _waiting_text(found: Mapping[str, Any], *, now: float, run_id: str) -> str:
     kind, name, until = found["kind"], found.get("name"), found.get("until")
     if kind == "sleep":
-        return f"its sleep to end at {when(until)}{_in(until, now)}"
+        text = f"its sleep to end at {when(until)}{_in(until, now)}"
+        if isinstance(until, int | float) and now - until > OVERDUE:
+            text += ": a worker to take it (`cairn worker`)"  # due, and none has
+        return text
     if kind == "retry":
         return f"step {name!r} to be retried at {when(until)}{_in(until, now)}"
     if kind == "resume":
@@ -325,8 +328,15 @@ def _waiting_text(found: Mapping[str, Any], *, now: float, run_id: str) -> str:
     return text
 
 
+# Seconds past its time after which a wake-up or deadline no longer reads "due now": a
+# worker takes a due run within a poll or two, so one long past it is waiting for one.
+OVERDUE = 5.0
+
+
 def _in(until: float | None, now: float) -> str:
     if until is None:
         return ""
     left = until - now
-    return f" (in {seconds(left)})" if left > 0 else " (due now)"
+    if left > 0:
+        return f" (in {seconds(left)})"
+    return " (due now)" if -left <= OVERDUE else f" ({seconds(-left)} ago)"

@@ -1,0 +1,57 @@
+"""`cairn run --wait` (and `cairn workflows run`): keep executing a run here through its sleeps.
+
+A run that goes to sleep is parked in the database like any other; here this process
+waits for its wake time and claims it again by id (the claim's usual rules: a worker
+elsewhere that takes it first wins, and is followed instead). A wait for something from
+outside (an event, a hook, a human task, a step queue, a resume) ends the waiting: the
+run is reported as parked, with the command that moves it on.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from cairn.cli.follow import Follower
+from cairn.models import RunStatus
+from cairn.representation import words
+from cairn.runtime.engine import Engine
+from cairn.store.records import RunRecord
+
+# How often to look again while the run sleeps: a cancel or a worker elsewhere shows soon.
+LOOK_EVERY = 1.0
+
+
+async def through_sleeps(
+    engine: Engine, follower: Follower, run: RunRecord, console: Console, worker: str
+) -> RunRecord:
+    """Execute the followed run here each time it wakes, until it stops sleeping.
+
+    Returns the run once it has finished or parked for anything but a sleep. `worker` is
+    the command that starts a worker able to go on with it, should this one stop waiting.
+    """
+    told: float | None = None
+    while True:
+        status = RunStatus(run.status)
+        held_elsewhere = status is RunStatus.RUNNING and run.owner is not None
+        if not held_elsewhere and status is not RunStatus.SLEEPING:
+            return run
+        now = engine.clock.now()
+        if status is RunStatus.SLEEPING and run.wake_at is not None and told != run.wake_at:
+            told = run.wake_at
+            console.print(
+                f"run {run.run_id} is SLEEPING until {words.when(run.wake_at)} "
+                f"(in {words.seconds(max(0.0, run.wake_at - now))}); waiting here to continue "
+                f"it (Ctrl-C stops waiting: the run stays stored for `{worker}`)",
+                markup=False,
+            )
+        due = 0.0 if run.wake_at is None else run.wake_at - now
+        taken = False
+        if status is RunStatus.SLEEPING and due <= 0 and engine.worker is not None:
+            taken = await engine.worker.take(run.run_id)  # False: not claimable (yet)
+        if not taken:
+            pause = LOOK_EVERY if due <= 0 else min(LOOK_EVERY, due)
+            try:
+                await engine.control.wait(run.run_id, timeout=pause)
+            except TimeoutError:
+                pass
+        run = await follower.follow()
