@@ -42,6 +42,7 @@ from cairn.store.sqlite.connections import (
 )
 from cairn.store.sqlite.failures import WriteFailures
 from cairn.store.sqlite.transactions import SqliteStepTransaction, begin_immediate
+from cairn.store.write_tally import ACTIVE
 
 T = TypeVar("T")
 Make = Callable[[], Program[Any]]
@@ -277,8 +278,8 @@ class SqliteStore(SqlStore):
     async def write(self, make: Callable[[], Program[T]]) -> T:
         """Run the program `make()` builds in a write transaction shared with others."""
         program = make()
-        if (tally := write_tally.TALLY.get()) is not None:  # a ContextVar read, in C
-            tally.asked += 1
+        if ACTIVE:  # a caller keeps a tally (nearly never): count this write in it
+            write_tally.asked()
         # A batch is forming, or waits for the lock or a step transaction: the write joins
         # it. With many runs at once that is nearly always so: asked here, not in a call.
         if self._pending or self._flush_scheduled or self._held or self._locked_since is not None:
@@ -292,8 +293,7 @@ class SqliteStore(SqlStore):
             except asyncio.CancelledError:
                 if future.cancelled():  # not made yet: the next flush withdraws it
                     self._gave_up = True
-                    if tally is not None:
-                        tally.withdrawn += 1
+                    write_tally.withdrawn()
                 raise
         elif isinstance(alone, BaseException):
             raise alone
