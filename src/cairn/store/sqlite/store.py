@@ -15,13 +15,13 @@ import asyncio
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from typing import Any, TypeVar
 
 from cairn.errors import StoreError
 from cairn.store import write_tally
 from cairn.store._health import StoreHealth
-from cairn.store._loop import answer, others_ready
+from cairn.store._loop import answer, others_ready, ready_queue
 from cairn.store._wakeups import WakeSignal
 from cairn.store.programs.base import Operation, Program
 from cairn.store.sql_store import SqlStore
@@ -72,6 +72,7 @@ class SqliteStore(SqlStore):
         self._flush_scheduled = False
         self._gave_up = False  # a queued write's caller gave up: `_flush` withdraws it
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready: Sized | None = None  # the loop's ready callbacks (None: assume some)
         self._signal = WakeSignal()
         self._data_version: int | None = None
         self._checkpointer: Checkpointer | None = None
@@ -100,6 +101,7 @@ class SqliteStore(SqlStore):
         if self._conn is not None:
             return
         self._loop = asyncio.get_running_loop()
+        self._ready = ready_queue(self._loop)
         if not self._memory:
             folder = os.path.dirname(os.path.abspath(self.path))
             if not os.path.isdir(folder):
@@ -263,10 +265,11 @@ class SqliteStore(SqlStore):
         Its outcome (a value or the exception it fails with), `_QUEUE` (it must queue), or
         AGAIN (a fresh program of `make` must queue). One statement commits by itself.
         """
-        if others_ready(self._loop or asyncio.get_running_loop()):
+        if (ready := self._ready) is None or ready:
             return _QUEUE  # other callbacks of this loop iteration may write: group commit
-        conn = self.conn
-        if type(make) is Operation and not conn.in_transaction and make.lone():
+        conn = self._conn or self.conn  # the property raises if the store is closed
+        lone = type(make) is Operation and (make.kind.lone_always or make.lone())
+        if lone and not conn.in_transaction:
             outcome = commit_lone(conn, program)
             return self._failures.failure(outcome) if isinstance(outcome, Exception) else outcome
         try:
