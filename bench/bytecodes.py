@@ -1,4 +1,4 @@
-"""`python -m bench.bytecodes [RUNS] [TOP] [--run]`: Python bytecodes and frames, by function.
+"""`python -m bench.bytecodes [RUNS] [TOP] [--run] [--seq]`: bytecodes and frames, by function.
 
 Instruction counts (bench/instructions.py) say how much a step costs; this says where,
 in the engine's own terms. With `sys.settrace` and `f_trace_opcodes` on the event loop's
@@ -11,7 +11,9 @@ slows the engine a hundredfold, so the engine's polls and looks are switched off
 checkpointer, heartbeats) are not traced.
 
 `--run` counts the other half: a run with no step, per run (its start, its task, its
-finish), all of it rather than a difference.
+finish), all of it rather than a difference. `--seq` starts the RUNS runs one after
+another instead (each awaited before the next starts), as `bench.instructions seq` does:
+no group commit then, each write commits alone.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def _quiet() -> None:
     SqliteStore.wait_for_work = wait_for_work  # type: ignore[method-assign]
 
 
-async def _counted(workflow: Any, runs: int) -> Counts:
+async def _counted(workflow: Any, runs: int, seq: bool = False) -> Counts:
     ops: Counter[CodeType] = Counter()
     frames: Counter[CodeType] = Counter()
 
@@ -59,6 +61,10 @@ async def _counted(workflow: Any, runs: int) -> Counts:
         if traced:
             sys.settrace(trace)
         try:
+            if seq:
+                for i in range(runs):
+                    await (await engine.start(workflow, first + i)).result()
+                return
             handles = await asyncio.gather(
                 *(engine.start(workflow, first + i) for i in range(runs))
             )
@@ -80,20 +86,22 @@ def _name(code: CodeType) -> str:
 
 
 def main() -> None:
-    args = [arg for arg in sys.argv[1:] if arg != "--run"]
+    args = [arg for arg in sys.argv[1:] if arg not in ("--run", "--seq")]
+    seq = "--seq" in sys.argv[1:]
+    how = "one after another" if seq else "at once"
     runs = int(args[0]) if args else 200
     top = int(args[1]) if len(args) > 1 else 25
     _quiet()
     if "--run" in sys.argv[1:]:
-        run_ops, run_frames = asyncio.run(_counted(no_steps, runs))
-        _print(f"{runs} runs with no step at once, per run", run_ops, run_frames, runs, top)
+        run_ops, run_frames = asyncio.run(_counted(no_steps, runs, seq))
+        _print(f"{runs} runs with no step {how}, per run", run_ops, run_frames, runs, top)
         return
-    steps_ops, steps_frames = asyncio.run(_counted(ten_steps, runs))
-    bare_ops, bare_frames = asyncio.run(_counted(no_steps, runs))
+    steps_ops, steps_frames = asyncio.run(_counted(ten_steps, runs, seq))
+    bare_ops, bare_frames = asyncio.run(_counted(no_steps, runs, seq))
     n = runs * STEPS
     steps_ops.subtract(bare_ops)  # negatives kept: a function a step run calls less often
     steps_frames.subtract(bare_frames)
-    _print(f"{runs} runs at once, per step", steps_ops, steps_frames, n, top)
+    _print(f"{runs} runs {how}, per step", steps_ops, steps_frames, n, top)
 
 
 def _print(

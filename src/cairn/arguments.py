@@ -30,9 +30,10 @@ class _Plan:
     signature: inspect.Signature
     hints: dict[str, Any]
     """Resolved annotations by parameter name; parameters without one are absent."""
-    simple: tuple[inspect.Parameter, ...] | None
+    simple: tuple[tuple[inspect.Parameter, str, Any], ...] | None
     """The parameters when all are plain positional-or-keyword ones (the common case, fitted
-    without `Signature.bind`), else None."""
+    without `Signature.bind`), each with its name and resolved annotation (None: none), else
+    None."""
     required: int
     """How many of `simple` have no default."""
 
@@ -67,10 +68,8 @@ def fit(
     if simple is not None and not kwargs and plan.required <= len(args) <= len(simple):
         # Positional arguments only, of a plain signature: they bind one to one.
         return tuple(
-            value
-            if param.name not in plan.hints
-            else _fit_one(value, plan.hints[param.name], param, workflow, param.name)
-            for param, value in zip(simple, args, strict=False)
+            value if hint is None else _fit_one(value, hint, param, workflow, name)
+            for (param, name, hint), value in zip(simple, args, strict=False)
         ), kwargs
     try:
         plan.signature.bind(*args, **kwargs)
@@ -171,12 +170,9 @@ def _plan(fn: Callable[..., Any]) -> _Plan | None:
         }
         params = tuple(signature.parameters.values())
         plain = all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params)
-        plan = _Plan(
-            signature,
-            {k: v for k, v in hints.items() if v is not Any},
-            params if plain else None,
-            sum(p.default is _EMPTY for p in params),
-        )
+        kept = {k: v for k, v in hints.items() if v is not Any}
+        simple = tuple((p, p.name, kept.get(p.name)) for p in params) if plain else None
+        plan = _Plan(signature, kept, simple, sum(p.default is _EMPTY for p in params))
     try:
         _PLANS[fn] = plan
     except TypeError:

@@ -90,6 +90,7 @@ class Offloaded:
             # No codec between (the common case): the serializer is called here, and one
             # length check stands for the size check's and the offload's while it is short.
             self._inner_dumps = inner.inner.dumps
+            self._inner_loads = inner.inner.loads  # SizeLimited.loads only passes it on
             self._checked = inner.checked
             quiet = min(quiet, inner.limits.max_value_bytes)
         self._surely_inline = quiet // 4

@@ -67,11 +67,8 @@ class Target:
 
 async def counted(work: Callable[[], Awaitable[T]], tally: write_tally.Tally) -> T:
     """`work()`, its writes counted in `tally` (set in the task that runs it: its own context)."""
-    write_tally.TALLY.set(tally)
-    try:
+    with write_tally.kept(tally):
         return await work()  # called here: on the loop of the task that awaits it
-    finally:
-        tally.ended = True
 
 
 async def within(

@@ -102,6 +102,8 @@ class KeylessRuns:
 
     def forget(self, item: str) -> None:
         """`item` ended or parked here: its values were read after all."""
+        if not self._until and not self._backoff and not self._versions:
+            return  # nothing left out (nearly always): every run's end asks
         self._until.pop(item, None)
         self._backoff.pop(item, None)
         self._versions.pop(item, None)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from typing import Any
 
 
@@ -15,6 +15,16 @@ def others_ready(loop: asyncio.AbstractEventLoop) -> bool:
     """
     ready = getattr(loop, "_ready", None)
     return ready is None or len(ready) > 0
+
+
+def ready_queue(loop: asyncio.AbstractEventLoop) -> Sized | None:
+    """The stock event loop's queue of ready callbacks, None on loops without one (uvloop).
+
+    `others_ready` for a caller that asks on every write: the loop makes the queue once
+    and never replaces it, so it is read once and its length asked each time.
+    """
+    ready: Sized | None = getattr(loop, "_ready", None)
+    return ready
 
 
 def answer(batch: Sequence[tuple[Any, asyncio.Future[Any], Any]], outcomes: Sequence[Any]) -> None:

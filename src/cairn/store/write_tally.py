@@ -6,12 +6,14 @@ still queued for the write lock when its writer gives up is withdrawn (SQLite: t
 next flush drops it), and so is a PostgreSQL transaction whose COMMIT was not sent yet, or
 a write of PostgreSQL's group commit not sent yet (still queued, or waiting for a
 connection); a COMMIT (or a lone statement, or a batch) already sent may be made yet.
-Counted only where a caller set a `Tally` (a ContextVar read once per write, and nothing
-more, everywhere else).
+Counted only where a caller keeps a `Tally` (`kept`). Everywhere else a write costs a
+look at `ACTIVE`, an empty set: no ContextVar read on a step's path.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 
 
@@ -34,10 +36,40 @@ class Tally:
 TALLY: ContextVar[Tally | None] = ContextVar("cairn_write_tally", default=None)
 """The tally of the work running in this context, if its caller keeps one."""
 
+ACTIVE: set[Tally] = set()
+"""The tallies of work not ended yet, in any thread: writes look at TALLY only if one is.
+
+A set, not a count: `add` and `discard` are each one call, whole under the GIL, where
+`+= 1` from two threads (two `Client`s' loops) could lose one."""
+
+
+@contextmanager
+def kept(tally: Tally) -> Iterator[Tally]:
+    """Count the writes asked in this context (and the tasks it starts) in `tally`.
+
+    On exit the work is over: `tally.ended` is set and its writes are no longer counted.
+    """
+    token = TALLY.set(tally)
+    ACTIVE.add(tally)
+    try:
+        yield tally
+    finally:
+        tally.ended = True
+        ACTIVE.discard(tally)
+        TALLY.reset(token)
+
 
 def asked() -> Tally | None:
     """Count a write asked for in this context; its tally (None if nobody keeps one)."""
+    if not ACTIVE:
+        return None
     tally = TALLY.get()
     if tally is not None:
         tally.asked += 1
     return tally
+
+
+def withdrawn() -> None:
+    """Count a write asked for in this context as withdrawn before it was made."""
+    if ACTIVE and (tally := TALLY.get()) is not None:
+        tally.withdrawn += 1

@@ -246,8 +246,8 @@ async def run_alone(db: Db, make: Callable[[], Program[T]], wake: float | None) 
                 db, lambda conn: _transact(conn, make(), wake, committing), within=left
             )
         except asyncio.CancelledError:
-            if not committing and (tally := write_tally.TALLY.get()) is not None:
-                tally.withdrawn += 1  # never committed: the server rolls it back
+            if not committing:
+                write_tally.withdrawn()  # never committed: the server rolls it back
             raise
         except _CommitUnknown as unknown:
             # A lost connection, like any other (`retrying`): trouble, though it committed.

@@ -128,8 +128,8 @@ class Writer:
             return  # in a batch already (sent, or about to be): it may be made
         self._queue.remove(shot)
         # One sent before on a lost connection (`lone`'s LOST) may have committed then.
-        if not shot.ambiguous and (tally := write_tally.TALLY.get()) is not None:
-            tally.withdrawn += 1
+        if not shot.ambiguous:
+            write_tally.withdrawn()
 
     async def lone(self, text: str, params: Sequence[Any]) -> int | None:
         """Run one row-count statement now, committed alone; the rows it touched.
@@ -185,8 +185,7 @@ class Writer:
                 raise
             if self._conns[lane] is None and not shot.ambiguous:
                 # Cut off while waiting for a connection: it was never sent (`_withdraw`).
-                if (tally := write_tally.TALLY.get()) is not None:
-                    tally.withdrawn += 1
+                write_tally.withdrawn()
             else:  # its statement may be in flight: the connection is unusable
                 await self._drop_connection(lane)
             raise

@@ -235,7 +235,8 @@ class PostgresStore(SqlStore):
         An operation whose program declares a path hint (`@path`, its rounds and wake-up)
         may share a commit; any other write runs alone in its own transaction.
         """
-        write_tally.asked()  # once sent, a write may be made though its writer gave up
+        if write_tally.ACTIVE:  # a caller keeps a tally (nearly never): count this write
+            write_tally.asked()  # once sent, a write may be made though its writer gave up
         if isinstance(make, Operation):
             if make.kind is runs.create_run:
                 return await self._create_run(*make.args)  # type: ignore[return-value]

@@ -197,13 +197,14 @@ class OperationKind(Generic[P, T_co]):
     """A program declared `@operation`: calling it makes an `Operation` of it.
 
     It holds what the program's decorators declared: `wakes`, and as functions of a
-    call's arguments (None: never) its `path` hint, `one_plan`, `lone`, `single_write`
-    (`single_write_always` if for every call) and `wakes_after` (which takes the call's
-    outcome first).
+    call's arguments (None: never) its `path` hint, `one_plan`, `lone` (`lone_always` if
+    for every call), `single_write` (`single_write_always` if for every call) and
+    `wakes_after` (which takes the call's outcome first).
     """
 
     __slots__ = (
         "lone",
+        "lone_always",
         "name",
         "one_plan",
         "path",
@@ -230,6 +231,7 @@ class OperationKind(Generic[P, T_co]):
         else:
             self.path = hint
         self.lone: Callable[..., bool] | None = declared.get("lone") or _one_round(hint)
+        self.lone_always = self.lone is _always  # `@path("one")`: no call to ask
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Operation[T_co]:
         """The operation of a call with these arguments (nothing runs yet)."""

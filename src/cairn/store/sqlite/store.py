@@ -15,13 +15,13 @@ import asyncio
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from typing import Any, TypeVar
 
 from cairn.errors import StoreError
 from cairn.store import write_tally
 from cairn.store._health import StoreHealth
-from cairn.store._loop import answer, others_ready
+from cairn.store._loop import answer, others_ready, ready_queue
 from cairn.store._wakeups import WakeSignal
 from cairn.store.programs.base import Operation, Program
 from cairn.store.sql_store import SqlStore
@@ -42,6 +42,7 @@ from cairn.store.sqlite.connections import (
 )
 from cairn.store.sqlite.failures import WriteFailures
 from cairn.store.sqlite.transactions import SqliteStepTransaction, begin_immediate
+from cairn.store.write_tally import ACTIVE
 
 T = TypeVar("T")
 Make = Callable[[], Program[Any]]
@@ -71,6 +72,7 @@ class SqliteStore(SqlStore):
         self._flush_scheduled = False
         self._gave_up = False  # a queued write's caller gave up: `_flush` withdraws it
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready: Sized | None = None  # the loop's ready callbacks (None: assume some)
         self._signal = WakeSignal()
         self._data_version: int | None = None
         self._checkpointer: Checkpointer | None = None
@@ -99,6 +101,7 @@ class SqliteStore(SqlStore):
         if self._conn is not None:
             return
         self._loop = asyncio.get_running_loop()
+        self._ready = ready_queue(self._loop)
         if not self._memory:
             folder = os.path.dirname(os.path.abspath(self.path))
             if not os.path.isdir(folder):
@@ -262,10 +265,11 @@ class SqliteStore(SqlStore):
         Its outcome (a value or the exception it fails with), `_QUEUE` (it must queue), or
         AGAIN (a fresh program of `make` must queue). One statement commits by itself.
         """
-        if others_ready(self._loop or asyncio.get_running_loop()):
+        if (ready := self._ready) is None or ready:
             return _QUEUE  # other callbacks of this loop iteration may write: group commit
-        conn = self.conn
-        if type(make) is Operation and not conn.in_transaction and make.lone():
+        conn = self._conn or self.conn  # the property raises if the store is closed
+        lone = type(make) is Operation and (make.kind.lone_always or make.lone())
+        if lone and not conn.in_transaction:
             outcome = commit_lone(conn, program)
             return self._failures.failure(outcome) if isinstance(outcome, Exception) else outcome
         try:
@@ -277,8 +281,8 @@ class SqliteStore(SqlStore):
     async def write(self, make: Callable[[], Program[T]]) -> T:
         """Run the program `make()` builds in a write transaction shared with others."""
         program = make()
-        if (tally := write_tally.TALLY.get()) is not None:  # a ContextVar read, in C
-            tally.asked += 1
+        if ACTIVE:  # a caller keeps a tally (nearly never): count this write in it
+            write_tally.asked()
         # A batch is forming, or waits for the lock or a step transaction: the write joins
         # it. With many runs at once that is nearly always so: asked here, not in a call.
         if self._pending or self._flush_scheduled or self._held or self._locked_since is not None:
@@ -292,8 +296,7 @@ class SqliteStore(SqlStore):
             except asyncio.CancelledError:
                 if future.cancelled():  # not made yet: the next flush withdraws it
                     self._gave_up = True
-                    if tally is not None:
-                        tally.withdrawn += 1
+                    write_tally.withdrawn()
                 raise
         elif isinstance(alone, BaseException):
             raise alone
