@@ -197,7 +197,7 @@ def app(
         publish,
         dispatch=dispatch_interval,
         depth=depth,
-        connect=lambda: publishing.connect(application, application.cairn_queues),
+        connect=lambda: publishing.connect(application),
         probe_every=timeout,
         health_file=health_file or os.environ.get(HEALTH_ENV) or None,
     )
