@@ -77,7 +77,7 @@ class Host:
         health_file: str | None = None,
     ):
         self._make_engine, self._publish, self._depth = make_engine, publish, depth
-        self._connect = connect  # opens the publishing connection, before the first look
+        self._connect = connect  # opens the publishing connection (never raises)
         self.broker = BrokerState(health_file)
         # With nothing to publish, the dispatcher asks the broker something this often (an
         # outage is noticed, the health file kept fresh, while idle).
@@ -268,10 +268,8 @@ class Host:
         engine = self.engine
         assert engine is not None and engine.worker is not None
         worker, store = engine.worker, engine.store
-        try:
-            await asyncio.to_thread(self._connect or (lambda: None))
-        except Exception as exc:  # the first publish connects instead
-            self.broker.failed(exc, 0)
+        if self._connect is not None:  # beside the looks: a slow broker holds up none
+            asyncio.get_running_loop().run_in_executor(None, self._connect)
         while True:
             try:
                 found = await store.read(
