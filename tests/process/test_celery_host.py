@@ -249,6 +249,72 @@ def test_celery__a_dispatcher_whose_slots_are_all_spoken_for_leaves_hints_for_la
         host.stop().join(timeout=30)
 
 
+def test_celery__the_dispatcher_looks_again_while_a_slot_s_worth_of_runs_is_still_in_line(
+    store_url: str,
+) -> None:
+    # While every slot is spoken for, hints wait; the next look came only once the runs
+    # held here were down to one a slot, all executing: they often ended together before
+    # the look's messages arrived, and the worker sat idle (a 300-run round: 2 of 32 slots
+    # busy for 20 ms with 200 runs stored and unpublished). It comes at two a slot now.
+    import asyncio
+    import time
+
+    import cairn
+    from cairn.authoring.workflow import make_workflow
+    from cairn.celery.host import Host
+    from cairn.runtime.engine import Engine
+
+    registry = cairn.Registry()
+    gate = threading.Event()
+
+    async def gated(n: int) -> int:
+        if n == 2:
+            await asyncio.to_thread(gate.wait, 30)
+        return n
+
+    make_workflow(gated, name="celery.host.gated", reg=registry)
+    published: list[Any] = []
+    waiting = threading.Event()  # the dispatcher waits without hints
+
+    async def no_hint(timeout: float) -> None:
+        waiting.set()
+        await asyncio.sleep(timeout)
+
+    engine = lambda: Engine(store_url, workers=1, polls=False, registry=registry)  # noqa: E731
+    host = Host(engine, published.extend, dispatch=60.0)
+    host.concurrency = 1
+    taking: threading.Thread | None = None
+    with cairn.Client(store_url) as client:
+        # Stored before the host starts: its first look publishes them, and no hint counts.
+        ids = [client.start("celery.host.gated", n, allow_unknown=True).run_id for n in (1, 2, 3)]
+    host.start()
+    try:
+        assert host.engine is not None
+        host.engine.store.wait_for_work = no_hint  # type: ignore[method-assign]
+        with cairn.Client(store_url) as client:
+            began = time.monotonic()
+            while {
+                i for m in published for i in (m[1] if isinstance(m[1], list) else [m[1]])
+            } != set(ids):
+                assert time.monotonic() - began < 10, "the first runs were never published"
+                time.sleep(0.01)
+            assert waiting.wait(timeout=10)
+            later = client.start("celery.host.gated", 4, allow_unknown=True).run_id
+            # One message of three runs for one slot: the first executes, two wait in line.
+            taking = threading.Thread(target=host.take_batch, args=(ids, "cairn"))
+            taking.start()
+            # The first ends (run 2 then holds the slot until the gate opens, run 3 in line):
+            # two a slot are left, and the later run is published while they are.
+            while all(later != m[1] for m in published):
+                assert time.monotonic() - began < 10, "not published until the line ran out"
+                time.sleep(0.01)
+    finally:
+        gate.set()
+        if taking is not None:
+            taking.join(timeout=30)
+        host.stop().join(timeout=30)
+
+
 def test_celery__a_second_sigterm_during_stop_does_not_deadlock_the_worker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

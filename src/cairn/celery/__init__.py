@@ -192,11 +192,18 @@ def app(
                     return 0  # no such queue (yet): nothing waits there
                 return int(declared.message_count)
 
+    def connect() -> None:
+        try:
+            publishing.connect(application)
+        except Exception as exc:  # the first publish connects instead
+            host.broker.failed(exc, 0)
+
     host = Host(
         make_engine,
         publish,
         dispatch=dispatch_interval,
         depth=depth,
+        connect=connect,
         probe_every=timeout,
         health_file=health_file or os.environ.get(HEALTH_ENV) or None,
     )

@@ -72,13 +72,15 @@ class Host:
         *,
         dispatch: float,
         depth: Depth | None = None,
+        connect: Callable[[], None] | None = None,
         probe_every: float = 10.0,
         health_file: str | None = None,
     ):
         self._make_engine, self._publish, self._depth = make_engine, publish, depth
+        self._connect = connect  # opens the publishing connection (never raises)
         self.broker = BrokerState(health_file)
-        # With nothing to publish, the dispatcher asks the broker something this often,
-        # so that an outage is noticed (and the health file kept fresh) while idle.
+        # With nothing to publish, the dispatcher asks the broker something this often (an
+        # outage is noticed, the health file kept fresh, while idle).
         self._probe_every = probe_every
         self._last_call = 0.0
         self.dispatch_interval = dispatch
@@ -94,18 +96,16 @@ class Host:
         # Reentrant: a second SIGTERM can run stop() again on the thread already inside it.
         self._stop_lock = threading.RLock()
         self._stopper: threading.Thread | None = None
-        # What was published -> when (monotonic), and to which Celery queue.
-        self._published: dict[Key, tuple[float, str]] = {}
+        self._published: dict[Key, tuple[float, str]] = {}  # -> when (monotonic), queue
         # Celery queue -> attempts that ended here since the dispatcher's last look, and
         # messages whose claim took nothing (a queue limit, or a duplicate) (loop only).
         self._freed: dict[str, int] = {}
         self._refused: dict[str, int] = {}
-        # Runs messages gave this worker whose takes have not ended (loop only), and the
-        # dispatcher's cue to look before the next hint: the engine is running dry.
+        # Runs messages gave this worker, takes not ended (loop only); a cue to look now.
         self._held = 0
         self._hungry = asyncio.Event()
-        # Live workers (this one included), counted at most once a second, and when: a look's
-        # runs go in no more messages than there are workers to share them.
+        # Live workers (this one too), counted at most once a second: a look's runs go in
+        # no more messages than there are workers to share them.
         self._sharers, self._sharers_at = SPREAD, float("-inf")
 
     def start(self) -> None:
@@ -180,20 +180,18 @@ class Host:
         return sum(1 for outcome in ended if outcome is True)
 
     async def _take(self, run_id: str, queue: str | None) -> bool:
-        # On the loop: the count of its queue's slots is kept as the attempt ends, without
-        # a second call from the Celery thread into the loop. With no free slot, it waits
-        # for one: a message's runs are this worker's to run (its message is acknowledged).
+        # On the loop: its queue's slot count is kept as the attempt ends. With no free
+        # slot it waits for one: its message is acknowledged, the run is this worker's.
         assert self.engine is not None and self.engine.worker is not None
         self._held += 1
         try:
             taken = await self.engine.worker.take(run_id, wait=True)
         finally:
             self._held -= 1
-            if self._held in (0, self.concurrency):
-                # Down to a slot's worth of runs (or none): runs stored meanwhile by other
-                # processes, or beyond the last look's limit, are published now, not at
-                # the next hint (SQLite's come every 50 ms, none for runs already stored),
-                # as cairn's own worker claims again as its slots free.
+            if self._held in (0, self.concurrency, 2 * self.concurrency):
+                # Down to two slots' worth of runs (their messages then arrive while the
+                # runs in line execute), one, or none: runs stored meanwhile elsewhere, or
+                # beyond the last look's limit, are published now, not at the next hint.
                 self._hungry.set()
         if queue is not None:
             counts = self._freed if taken else self._refused
@@ -270,6 +268,8 @@ class Host:
         engine = self.engine
         assert engine is not None and engine.worker is not None
         worker, store = engine.worker, engine.store
+        if self._connect is not None:  # beside the looks: a slow broker holds up none
+            asyncio.get_running_loop().run_in_executor(None, self._connect)
         while True:
             try:
                 found = await store.read(
@@ -303,11 +303,10 @@ class Host:
             worker.wake()
 
     async def _wait_for_work(self, timeout: float) -> None:
-        # Until the store hints at new work, the engine runs dry (`_take`), or `timeout`. While
-        # every slot here is spoken for (runs its messages brought wait in line), hints are left
-        # for the next look instead: what they announce could not start here sooner, every
-        # other worker's dispatcher looks at them too, and each look reads every claimable run
-        # again (on PostgreSQL one look per run started).
+        # Until the store hints at new work, the engine runs low (`_take`), or `timeout`. While
+        # every slot here is spoken for, hints are left for the line's shortening (`_take`):
+        # what they announce could not start here sooner, every other worker's dispatcher
+        # looks at them too, and each look reads every claimable run again.
         assert self.engine is not None
         if not self._hungry.is_set():
             waiters: set[asyncio.Future[object]] = {asyncio.ensure_future(self._hungry.wait())}
