@@ -150,13 +150,16 @@ def test_a_declared_statement__has_its_pinned_postgresql_form(name: str) -> None
     assert dialect.program_statements(getattr(_sql, name), params, lock="") == expected
 
 
-def test_a_stream_append__is_fenced_and_tells_the_stream_s_readers() -> None:
+def test_a_stream_append__is_fenced_stores_nothing_twice_and_tells_the_stream_s_readers() -> None:
     ((pg, _),) = dialect.program_statements(_sql.append_stream_items(2), (), lock="")
 
     assert pg.startswith(f"INSERT INTO stream_chunks ({_sql.STREAM_COLUMNS}) SELECT %s, %s, ")
     assert pg.endswith(
         f"(VALUES (%s, %s, %s), (%s, %s, %s)) AS v "
         f"WHERE EXISTS (SELECT 1 FROM runs WHERE {PG_FENCE} FOR KEY SHARE) "
+        "AND NOT EXISTS (SELECT 1 FROM stream_chunks d WHERE d.run_id = %s AND d.name = %s "
+        "AND d.seq = top.s AND d.step_key = %s AND d.attempt = %s AND d.claim = %s "
+        "AND d.n > %s) "
         "RETURNING pg_notify('cairn_streams', json_build_array(run_id, name)::text)"
     )
 
