@@ -645,3 +645,23 @@ def test_loads__a_type_tag_imports_only_loaded_or_allowed_modules(tmp_path: Any)
         serialization.classes._IMPORTABLE.discard("cairn_tag_probe")
         for name in [n for n in sys.modules if n.startswith("cairn_tag_probe")]:
             del sys.modules[name]
+
+
+@pytest.mark.parametrize("serializer", [JSON, PICKLE], ids=["json", "pickle"])
+def test_dumps__an_un_awaited_coroutine_says_await_was_forgotten(serializer: Serializer) -> None:
+    # An async workflow that calls a step without `await` returns (or passes on) the
+    # step's coroutine: the message must say so, not only that the type is unsupported.
+    async def charge() -> int:
+        return 1
+
+    coroutine = charge()
+    try:
+        with pytest.raises(SerializationError) as info:
+            serializer.dumps({"paid": coroutine}, what="result of workflow 'shop.checkout'")
+    finally:
+        coroutine.close()
+    message = str(info.value)
+    assert message.startswith("cannot serialize result of workflow 'shop.checkout': ")
+    assert "coroutine" in message and "was not awaited" in message, message
+    assert "await" in message.split("was not awaited", 1)[1], message
+    assert "\n" not in message

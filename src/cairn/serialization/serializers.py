@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import enum
+import inspect
 import json
 import math
 import pickle
@@ -286,7 +287,13 @@ def _one_line(exc: BaseException) -> str:
 def _unsupported_error(exc: _Unsupported, what: str) -> SerializationError:
     name = type_name(type(exc.value))
     where = f" at {''.join(reversed(exc.path))}" if exc.path else ""
-    problem = exc.reason or f"is not supported {_HINT}"
+    if inspect.iscoroutine(exc.value):  # the usual cause: `await` left off a step call
+        problem = (
+            "is a coroutine that was not awaited: an async step or function was called "
+            "without `await` (write `await my_step(...)`)"
+        )
+    else:
+        problem = exc.reason or f"is not supported {_HINT}"
     return SerializationError(
         f"cannot serialize {what}: type {name!r}{where} {problem}", what=what, type_name=name
     )
