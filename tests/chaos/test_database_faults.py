@@ -118,8 +118,13 @@ def test_resets__every_connection_reset_again_and_again(
         # still imports (seconds on a loaded machine), would otherwise finish them all first.
         workers = [chaos.spawn(concurrency=5, delay=0.02) for _ in range(2)]
         run_ids = chaos.enqueue(size(40, 160))
-        for _ in range(size(4, 15)):
-            chaos.wait_effects(len(chaos.rows()) + 20)
+        # The resets are spread over the runs' effects (two a step): waiting for a fixed
+        # number more after each one could wait past the last effect, as two quick
+        # workers can outrun the resets.
+        total, times = len(run_ids) * 20, size(4, 15)
+        for i in range(times):
+            spread = total * (i + 1) // (times + 1)
+            chaos.wait_effects(min(total, max(len(chaos.rows()) + 1, spread)))
             resets += freezing.reset()
         verdict = chaos.verdict(run_ids)
     finally:
