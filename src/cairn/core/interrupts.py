@@ -116,6 +116,14 @@ class Interrupts:
         self.delivered_at = key
         raise Cancelled(self.reason)
 
+    def stop_step(self) -> None:
+        """In a step's code: raise Cancelled if the run was cancelled (unless shielded).
+
+        The step stops, and Cancelled reaches the workflow at its call (LiveSteps._step).
+        """
+        if self.cancel and self.delivered_at is None and not self.shielded():
+            raise Cancelled(self.reason)
+
     def hand_back(self) -> None:
         """Ask the attempt to leave at its next durable point (its worker is stopping)."""
         self.handing_back = True
