@@ -25,6 +25,25 @@ from .kit import WAIT, Kit
 from .test_large_values import blob_dir, blob_files, engine
 
 
+def unwritable_store(kit: Kit, tmp_path: Path) -> Path:
+    """The kit's blob directory, which cannot be written: a file in its place (ENOTDIR)."""
+    where = blob_dir(kit, tmp_path)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.write_text("not a directory")
+    return where
+
+
+async def until_it_waits_for_the_store(eng: cairn.Engine, run_id: str) -> None:
+    """Until the run says it waits for the blob store (not failed meanwhile)."""
+    async with asyncio.timeout(WAIT):
+        while True:
+            record = await eng.control.record(run_id)
+            assert record.status in ("PENDING", "RUNNING"), record.error
+            if "blob store" in (record.waiting_for or ""):
+                return
+            await asyncio.sleep(0.02)
+
+
 async def says_it_waits_for_the_blob_store(eng: cairn.Engine, run_id: str, what: str) -> None:
     """`cairn runs show`, the API and the dashboard (one `fetch`), and RunSummary, say so."""
     async with asyncio.timeout(WAIT):
@@ -62,9 +81,7 @@ async def test_blob_outage__a_step_result_waits_for_the_blob_store_and_runs_once
     async def outage() -> int:
         return len(await produce())
 
-    where = blob_dir(kit, tmp_path)
-    where.parent.mkdir(parents=True, exist_ok=True)
-    where.write_text("not a directory")  # the blob store cannot be written (ENOTDIR)
+    where = unwritable_store(kit, tmp_path)
     caplog.set_level(logging.WARNING, logger="cairn.executor")
     async with engine(kit, tmp_path, inline_limit="1KiB") as eng:
         run = await eng.start(outage)
@@ -93,9 +110,7 @@ async def test_blob_outage__a_workflow_result_waits_for_the_blob_store(
     async def outage_result() -> str:
         return "r" * 10_000
 
-    where = blob_dir(kit, tmp_path)
-    where.parent.mkdir(parents=True, exist_ok=True)
-    where.write_text("not a directory")
+    where = unwritable_store(kit, tmp_path)
     async with engine(kit, tmp_path, inline_limit="1KiB") as eng:
         run = await eng.start(outage_result)
         await asyncio.sleep(0.5)
@@ -116,9 +131,7 @@ async def test_blob_outage__start_outside_a_run_still_refuses_in_one_line(
     async def outage_args(text: str) -> int:
         return len(text)
 
-    where = blob_dir(kit, tmp_path)
-    where.parent.mkdir(parents=True, exist_ok=True)
-    where.write_text("not a directory")
+    unwritable_store(kit, tmp_path)
     async with engine(kit, tmp_path, inline_limit="1KiB", workers=0) as eng:
         with pytest.raises(cairn.SerializationError) as caught:
             await eng.start(outage_args, "a" * 10_000)
@@ -138,9 +151,7 @@ async def test_blob_outage__a_cancel_is_not_held_up_by_the_wait(kit: Kit, tmp_pa
     async def cancel_outage() -> int:
         return len(await produce())
 
-    where = blob_dir(kit, tmp_path)
-    where.parent.mkdir(parents=True, exist_ok=True)
-    where.write_text("not a directory")
+    unwritable_store(kit, tmp_path)
     async with engine(kit, tmp_path, inline_limit="1KiB") as eng:
         run = await eng.start(cancel_outage)
         async with asyncio.timeout(WAIT):
@@ -170,9 +181,7 @@ async def test_blob_outage__a_step_queue_result_waits_for_the_blob_store_and_run
     async def remote_outage() -> int:
         return len(await produce())
 
-    where = blob_dir(kit, tmp_path)
-    where.parent.mkdir(parents=True, exist_ok=True)
-    where.write_text("not a directory")  # the blob store cannot be written (ENOTDIR)
+    where = unwritable_store(kit, tmp_path)
     caplog.set_level(logging.WARNING, logger="cairn.step_worker")
     async with engine(kit, tmp_path, inline_limit="1KiB", step_queues=["gpu"]) as eng:
         run = await eng.start(remote_outage)
@@ -213,9 +222,7 @@ async def test_blob_outage__a_cancel_ends_a_step_queue_wait(kit: Kit, tmp_path: 
     async def remote_cancel() -> int:
         return len(await produce())
 
-    where = blob_dir(kit, tmp_path)
-    where.parent.mkdir(parents=True, exist_ok=True)
-    where.write_text("not a directory")
+    unwritable_store(kit, tmp_path)
     options: dict[str, Any] = {"inline_limit": "1KiB", "step_queues": ["gpu"], "lease": 0.6}
     async with engine(kit, tmp_path, **options) as eng:
         run = await eng.start(remote_cancel)
@@ -248,9 +255,7 @@ async def test_blob_outage__a_step_queue_steps_arguments_wait_for_the_blob_store
     async def remote_args() -> int:
         return await measure("a" * 10_000)
 
-    where = blob_dir(kit, tmp_path)
-    where.parent.mkdir(parents=True, exist_ok=True)
-    where.write_text("not a directory")
+    where = unwritable_store(kit, tmp_path)
     async with engine(kit, tmp_path, inline_limit="1KiB", step_queues=["gpu"]) as eng:
         run = await eng.start(remote_args)
         await says_it_waits_for_the_blob_store(
@@ -342,18 +347,10 @@ async def test_blob_outage__large_values_a_run_hands_on_wait_for_the_blob_store(
         cairn.continue_as_new(big)
         return None
 
-    where = blob_dir(kit, tmp_path)
-    where.parent.mkdir(parents=True, exist_ok=True)
-    where.write_text("not a directory")
+    where = unwritable_store(kit, tmp_path)
     async with engine(kit, tmp_path, inline_limit="1KiB") as eng:
         run = await eng.start(schedules_sync if what == "schedule_workflow_sync" else hands_on)
-        async with asyncio.timeout(WAIT):
-            while True:
-                record = await eng.control.record(run.run_id)
-                assert record.status in ("PENDING", "RUNNING"), record.error
-                if "blob store" in (record.waiting_for or ""):
-                    break
-                await asyncio.sleep(0.02)
+        await until_it_waits_for_the_store(eng, run.run_id)
         await asyncio.sleep(0.3)  # a few more tries: not failed
         assert (await eng.control.record(run.run_id)).status == "RUNNING"
         where.unlink()
@@ -402,14 +399,10 @@ async def test_blob_outage__a_cancel_ends_the_wait_for_a_value_handed_on(
             calls.append("cleanup")
             raise
 
-    where = blob_dir(kit, tmp_path)
-    where.parent.mkdir(parents=True, exist_ok=True)
-    where.write_text("not a directory")
+    unwritable_store(kit, tmp_path)
     async with engine(kit, tmp_path, inline_limit="1KiB") as eng:
         run = await eng.start(hands_on)
-        async with asyncio.timeout(WAIT):
-            while "blob store" not in ((await eng.control.record(run.run_id)).waiting_for or ""):
-                await asyncio.sleep(0.02)
+        await until_it_waits_for_the_store(eng, run.run_id)
         await run.cancel()
         with pytest.raises(cairn.RunCancelled):
             await run.result(timeout=WAIT)  # the blob store is still unwritable
@@ -440,9 +433,7 @@ async def test_blob_outage__a_schedules_arguments_wait_for_the_blob_store_no_tic
         return "ran"
 
     make_schedule(ticked, every="1m", args=("t" * 10_000,), reg=kit.registry)
-    where = blob_dir(kit, tmp_path)
-    where.parent.mkdir(parents=True, exist_ok=True)
-    where.write_text("not a directory")
+    where = unwritable_store(kit, tmp_path)
     caplog.set_level(logging.INFO, logger="cairn.scheduler")
     async with engine(kit, tmp_path, inline_limit="1KiB", clock=clock, lease="30d") as eng:
         assert await (await eng.start(other)).result(timeout=WAIT) == "ran"  # runs go on
