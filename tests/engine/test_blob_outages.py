@@ -459,3 +459,43 @@ async def test_blob_outage__a_schedules_arguments_wait_for_the_blob_store_no_tic
     assert said[0].startswith("schedule 'big.ticked': not stored yet: cannot store arguments of ")
     assert said[0].endswith("; declared again until the blob store takes its arguments")
     assert "schedule 'big.ticked': stored, the blob store took its arguments" in said
+
+
+async def test_blob_outage__a_pause_waits_for_a_step_result_the_store_has_not_taken(
+    kit: Kit, tmp_path: Path
+) -> None:
+    # Parking now would drop the result in hand, and the step would run again after the
+    # resume: the run parks at its next durable point, once the store takes the result.
+    calls: list[str] = []
+
+    @kit.step("big.pause_step")
+    def produce() -> str:
+        calls.append("produce")
+        return "p" * 10_000
+
+    @kit.step("big.pause_after")
+    def after() -> str:
+        calls.append("after")
+        return "after"
+
+    @kit.workflow("big.pause_outage")
+    async def pause_outage() -> int:
+        text = await produce()
+        await after()
+        return len(text)
+
+    where = unwritable_store(kit, tmp_path)
+    async with engine(kit, tmp_path, inline_limit="1KiB") as eng:
+        run = await eng.start(pause_outage)
+        await until_it_waits_for_the_store(eng, run.run_id)
+        await run.pause()
+        await asyncio.sleep(0.3)  # a few more tries: still waiting, not parked
+        assert (await eng.control.record(run.run_id)).status == "RUNNING"
+        where.unlink()
+        async with asyncio.timeout(WAIT):
+            while (await eng.control.record(run.run_id)).status != "PAUSED":
+                await asyncio.sleep(0.02)
+        assert calls == ["produce"]  # parked at the next step, its result recorded
+        await run.resume()
+        assert await run.result(timeout=WAIT) == 10_000
+    assert calls == ["produce", "after"]  # nothing ran twice
