@@ -19,7 +19,6 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from cairn import blobs
 from cairn.authoring import context
 from cairn.blobs import BlobUnwritable
 from cairn.core import durable
@@ -272,9 +271,12 @@ class _WorkflowWriter:
             return  # a replay: stored when the run first came here
         await live.point(f"{stream_ops.WORKFLOW_KEY}:{self.name}#{self.count}")
         text = None
-        if kind == "chunk":  # a cancel or hand back asked while it waits: met at the point
+        if kind == "chunk":
             what = chunk_of(self.name)
-            text = await durable.value_text(live, live.env, value, what, live.interrupts.asked)
+            try:
+                text = live.env.serializer.dumps(value, what=what)
+            except BlobUnwritable:  # waited out; a cancel or hand back is met at the point
+                text = await durable.stored(live, live.env, value, what, live.interrupts.asked)
         op = stream_ops.append_stream(
             live.lease,
             run.run_id,
@@ -314,9 +316,14 @@ class Stream:
 
     def write(self, value: Any) -> Any:
         """Append `value` (an awaitable; a sync workflow's call blocks instead)."""
-        if isinstance(self._writer, _WorkflowWriter):
-            return self._live.deliver(self._writer.add("chunk", value))
-        return self._chunk(self._writer, value)
+        writer = self._writer
+        if isinstance(writer, _WorkflowWriter):
+            return self._live.deliver(writer.add("chunk", value))
+        try:
+            text = self._live.env.serializer.dumps(value, what=chunk_of(self.name))
+        except BlobUnwritable:
+            return self._waited(writer, value)
+        return writer.add("chunk", text)
 
     def close(self) -> Any:
         """Mark the stream complete: its readers end (an awaitable, as `write`)."""
@@ -328,31 +335,27 @@ class Stream:
         if isinstance(writer, _WorkflowWriter):
             self._blocking(writer.add("chunk", value))
             return
-        try:  # serialized in the step's thread, as the step's own work
+        try:
             text = self._live.env.serializer.dumps(value, what=chunk_of(self.name))
         except BlobUnwritable:
-            text = None  # the blob store did not take it: waited out on the loop
-        self._blocking(self._chunk(writer, value, text))
+            self._blocking(self._waited(writer, value))
+            return
+        self._blocking(writer.add("chunk", text))
 
-    async def _chunk(self, writer: _StepWriter, value: Any, text: str | None = None) -> None:
-        """Buffer a step's chunk: stored first (a large one's blob written in a thread).
+    async def _waited(self, writer: _StepWriter, value: Any) -> None:
+        """Buffer a step's chunk the blob store did not take, once it takes it (waited out).
 
-        A blob store that does not take it is waited out; a cancel meanwhile stops the
-        step's code there (Cancelled, as `check_cancelled()` in it does), a hand back ends
-        the attempt.
+        A cancel meanwhile stops the step's code there (Cancelled, as `check_cancelled()`
+        in it does); a hand back ends the attempt.
         """
-        live, what = self._live, chunk_of(self.name)
-        if text is None:
-            try:
-                text = await blobs.dumps_async(live.env.serializer, value, what=what)
-            except BlobUnwritable:
-                interrupts = live.interrupts
+        live = self._live
+        interrupts = live.interrupts
 
-                def given_up() -> bool:
-                    interrupts.stop_step()
-                    return interrupts.handing_back
+        def given_up() -> bool:
+            interrupts.stop_step()
+            return interrupts.handing_back
 
-                text = await durable.stored(live, live.env, value, what, given_up)
+        text = await durable.stored(live, live.env, value, chunk_of(self.name), given_up)
         await writer.add("chunk", text)
 
     def close_sync(self) -> None:
