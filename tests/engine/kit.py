@@ -1,4 +1,7 @@
-"""Engine-test helpers: a private registry per test, engines on the test's store, gates."""
+"""Engine-test helpers: a private registry per test, engines on the test's store, gates.
+
+Also what the blob store tests share: a run seen waiting for the blob store.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import cairn
 from cairn.authoring.definitions import StepDef, WorkflowDef
 from cairn.authoring.step import make_step
 from cairn.authoring.workflow import make_workflow
+from cairn.blobs import reference
 
 WAIT = 10.0  # generous deadline for anything a test awaits; runs finish in milliseconds
 
@@ -88,3 +92,21 @@ class Gate:
             await self.entered.wait()
         await engine.close()
         self.opened = True
+
+
+async def waits_for_the_blob_store(eng: cairn.Engine, run_id: str) -> str:
+    """What the run says it waits for, once it waits for the blob store to give back a value.
+
+    It has not failed meanwhile, and after a few more tries it still waits (RUNNING).
+    """
+    async with asyncio.timeout(WAIT):
+        while True:
+            record = await eng.control.record(run_id)
+            assert record.status in ("WAITING", "PENDING", "RUNNING"), record.error
+            if (record.waiting_for or "").startswith(reference.WAITING + reference.READING):
+                break
+            await asyncio.sleep(0.02)
+    await asyncio.sleep(0.3)  # a few more tries: still waiting, not failed
+    record = await eng.control.record(run_id)
+    assert record.status == "RUNNING", record.error
+    return str(record.waiting_for)

@@ -4,7 +4,7 @@ Where the run stands (a value just taken, its arguments before its code began), 
 cancel is delivered at once: the run ends CANCELLED while the bucket is still away, its
 cleanup run, and what it took kept in its history. Before the replay has caught up with
 the history, the cancel waits for the read (the cleanup must run where the run stands),
-and the run says so. Both stores.
+and the run says so: tests/engine/test_blob_read_interrupts.py, with a pause. Both stores.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import cairn
 from cairn.core import blob_reads
 from cairn.representation import words
 
-from .kit import WAIT, Kit
+from .kit import Kit
 from .moto_server import MotoS3
 from .seeds import until
 from .test_blob_read_paths_s3 import BIG, waits_for_the_bucket
@@ -112,50 +112,3 @@ async def test_blob_read_cancels__arguments_before_the_code_began(
     assert words.error_line(error) == (
         "cancelled, before its code began, reading its arguments (~arguments#1)"
     )
-
-
-async def test_blob_read_cancels__a_replay_behind_the_history_says_the_cancel_waits(
-    kit: Kit, moto_s3: MotoS3
-) -> None:
-    # The run stands at its wait for "go"; its replay reads the step's result first. The
-    # cleanup must run where the run stands, so the cancel waits for the bucket.
-    cleaned: list[str] = []
-
-    @kit.step("cancels.fetch")
-    def fetch() -> str:
-        return "f" * BIG
-
-    @kit.step("cancels.release")
-    def release() -> str:
-        cleaned.append("x")
-        return "released"
-
-    @kit.workflow("cancels.behind")
-    async def behind() -> int:
-        text = await fetch()
-        try:
-            await cairn.wait_for_event("go", timeout="1h")
-        finally:
-            await release()
-        return len(text)
-
-    async with kit.engine(blobs=moto_s3.url, inline_limit="1KiB") as eng:
-        run = await eng.start(behind, run_id="cancels-behind")
-        await until(eng, run.run_id, "WAITING")
-        moto_s3.stop()
-        try:
-            await eng.send_event(run.run_id, "other", None)  # wakes nothing: not waited for
-            await run.cancel()  # wakes the run: its replay meets the bucket away
-            await waits_for_the_bucket(eng, run.run_id)
-            async with asyncio.timeout(WAIT):
-                while "a cancel was asked" not in (
-                    (await eng.control.record(run.run_id)).waiting_for or ""
-                ):
-                    await asyncio.sleep(0.02)
-            assert (await eng.control.record(run.run_id)).status == "RUNNING"
-            assert cleaned == []
-        finally:
-            moto_s3.start()
-        with pytest.raises(cairn.RunCancelled):
-            await run.result(timeout=WAIT)
-    assert cleaned == ["x"]  # the cleanup ran, where the run stood

@@ -23,7 +23,7 @@ import cairn
 from cairn.blobs import reference
 from cairn.codecs import Encrypted
 
-from .kit import WAIT, Kit
+from .kit import WAIT, Kit, waits_for_the_blob_store
 from .moto_server import MotoS3
 from .seeds import until
 
@@ -37,18 +37,8 @@ def _one_try(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def waits_for_the_bucket(eng: cairn.Engine, run_id: str) -> None:
-    """The run says it waits for the blob store to give a value back, and has not failed."""
-    async with asyncio.timeout(WAIT):
-        while True:
-            record = await eng.control.record(run_id)
-            assert record.status in ("WAITING", "PENDING", "RUNNING"), record.error
-            if (record.waiting_for or "").startswith(reference.WAITING + reference.READING):
-                break
-            await asyncio.sleep(0.02)
-    await asyncio.sleep(0.3)  # a few more tries: still waiting, not failed
-    record = await eng.control.record(run_id)
-    assert record.status == "RUNNING", record.error
-    assert "s3://cairn-test/blobs" in (record.waiting_for or "")
+    """The run says it waits for the bucket to give a value back, and has not failed."""
+    assert "s3://cairn-test/blobs" in await waits_for_the_blob_store(eng, run_id)
 
 
 async def waits_for_go(eng: cairn.Engine, run_id: str) -> None:

@@ -22,7 +22,7 @@ import pytest
 import cairn
 from cairn.blobs import reference
 
-from .kit import WAIT, Kit
+from .kit import WAIT, Kit, waits_for_the_blob_store
 from .test_large_values import blob_dir, blob_files, engine
 
 BIG = 10_000
@@ -178,28 +178,13 @@ async def test_blob_reads_files__a_store_directory_gone_is_waited_out(
     back = gone(where)
     async with engine(kit, tmp_path, inline_limit="1KiB") as eng:
         await eng.send_event(run_id, "go", None)
-        note = await waits_for_the_store(eng, run_id)
+        note = await waits_for_the_blob_store(eng, run_id)
         back()
         assert await (await eng.get(run_id)).result(timeout=WAIT) == BIG
         assert (await eng.control.record(run_id)).waiting_for is None
     assert note.startswith(f"{reference.WAITING}{reference.READING}{blob.name} from file://")
     assert f"the blob store directory {where} {says}" in note
     assert calls == [1]
-
-
-async def waits_for_the_store(eng: cairn.Engine, run_id: str) -> str:
-    """What the run says it waits for, once it waits for the blob store (and has not failed)."""
-    async with asyncio.timeout(WAIT):
-        while True:
-            record = await eng.control.record(run_id)
-            assert record.status in ("WAITING", "PENDING", "RUNNING"), record.error
-            if (record.waiting_for or "").startswith(reference.WAITING + reference.READING):
-                break
-            await asyncio.sleep(0.02)
-    await asyncio.sleep(0.3)  # a few more tries: still waiting
-    record = await eng.control.record(run_id)
-    assert record.status == "RUNNING", record.error
-    return str(record.waiting_for)
 
 
 @pytest.fixture
@@ -238,7 +223,7 @@ async def test_blob_reads_files__an_unmounted_filesystem_is_waited_out(
     subprocess.run(["umount", str(tmpfs)], check=True)
     async with kit.engine(inline_limit="1KiB", **options) as eng:
         await eng.send_event(run_id, "go", None)
-        note = await waits_for_the_store(eng, run_id)
+        note = await waits_for_the_blob_store(eng, run_id)
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(tmpfs)], check=True)
         shutil.copytree(kept, store)
         assert await (await eng.get(run_id)).result(timeout=WAIT) == BIG

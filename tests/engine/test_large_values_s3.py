@@ -10,6 +10,7 @@ import pytest
 
 import cairn
 from cairn import dashboard
+from cairn.authoring.schedules import make_schedule
 from cairn.blobs import open_blobs, reference, sweep
 from cairn.blobs.s3 import S3Blobs
 from cairn.runtime import retention
@@ -260,3 +261,51 @@ def test_large_values_s3__a_read_that_may_succeed_later_is_an_oserror() -> None:
         str(refused)
         == f"bucket 'b1' refused GET p/ab/{'ab' * 32}: AccessDenied (AccessDenied says no)"
     )
+
+
+async def test_large_values_s3__handed_on_values_wait_for_a_store_out_of_reach(
+    kit: Kit, moto_s3: MotoS3
+) -> None:
+    # A step's stream chunk, a scheduled start's arguments and a declared schedule's
+    # arguments, while the bucket does not answer: waited out, none failed or lost
+    # (tests/engine/test_blob_outages.py has each on a directory store).
+    calls: list[int] = []
+
+    @kit.workflow("s3.later")
+    async def later(text: str) -> int:
+        return len(text)
+
+    @kit.step("s3.streaming")
+    async def streaming() -> int:
+        calls.append(1)
+        stream = cairn.stream("tokens")
+        await stream.write("c" * 10_000)
+        await stream.close()
+        return 1
+
+    @kit.workflow("s3.hands_on")
+    async def hands_on() -> str:
+        await streaming()
+        return await cairn.schedule_workflow(later, "a" * 10_000)
+
+    make_schedule(later, every="1h", args=("t" * 10_000,), reg=kit.registry)
+    moto_s3.stop()
+    async with kit.engine(blobs=moto_s3.url, inline_limit="1KiB") as eng:
+        run = await eng.start(hands_on)
+        async with asyncio.timeout(WAIT):
+            while "blob store" not in ((await eng.control.record(run.run_id)).waiting_for or ""):
+                await asyncio.sleep(0.02)
+        await asyncio.sleep(0.5)
+        assert (await eng.control.record(run.run_id)).status == "RUNNING"  # not failed
+        assert await eng.schedules.list() == []  # not stored yet, and the engine runs
+        moto_s3.start()
+        started = await run.result(timeout=WAIT)
+        assert await (await eng.get(started)).result(timeout=WAIT) == 10_000
+        chunks = [value async for value in eng.read_stream(run.run_id, "tokens")]
+        async with asyncio.timeout(WAIT):
+            while not await eng.schedules.list():
+                await asyncio.sleep(0.02)  # stored by the scheduler's loop
+        [schedule] = await eng.schedules.list()
+    assert calls == [1]  # the step ran once
+    assert chunks == ["c" * 10_000]
+    assert schedule.args == ("t" * 10_000,)

@@ -14,6 +14,10 @@ reading the value. Before the history is caught up it cannot be: the run stands 
 on, and its cleanup (`except Cancelled`, `finally`) must run from there, so the cancel
 waits for the read, and the run's `waiting_for` says so. A run whose code has not begun
 (its first attempt reading its arguments) ends CANCELLED without running any.
+
+A pause asked meanwhile parks the run PAUSED at once, wherever its replay stands: a pause
+runs no cleanup, the value is stored already, and the resumed run replays and reads it
+again. Not inside `cairn.shield()`, and not while a cancel is pending (it goes first).
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 from cairn.blobs import BlobStoreUnavailable, reference
 from cairn.core import durable
-from cairn.core.signals import Unwind
+from cairn.core.signals import Suspend, Unwind
 from cairn.errors import Cancelled
+from cairn.models import RunStatus
 from cairn.observability import logcontext
 
 if TYPE_CHECKING:
@@ -56,31 +61,29 @@ async def fetched(
     """`read()` for `live`'s attempt, tried again until the blob store answers it.
 
     `at`: the durable point whose value it is (None: a cancel is not delivered there).
-    Raises Cancelled if a cancel is delivered at `at` meanwhile (see the module docstring).
+    Raises Cancelled if a cancel is delivered at `at` meanwhile, Suspend if a pause parks
+    the run (see the module docstring).
     """
     delay = durable.FIRST_DELAY
     run_id, lease = live.run.run_id, live.lease
     log.warning("run %s: %s; retrying until the blob store answers", run_id, first)
     said = reference.reading_note(first)
     noted = await durable.note(env, run_id, lease, said)
-    woken = asyncio.Event()  # set by a cancel: the wait ends at once
-    undo = live.interrupts.on_cancel(woken.set)
+    woken = asyncio.Event()  # set by a cancel or a pause: the wait ends at once
+    undo = live.interrupts.on_request(woken.set)
     told = False  # the run says a cancel waits for the read
     try:
         while True:
-            if live.interrupts.cancel:
-                if _deliverable(live, at):
-                    await _deliver(live, at)
-                if not told:
-                    told = await durable.note(env, run_id, lease, said + CANCEL_WAITS)
+            await _met(live, at)
+            if live.interrupts.cancel and not told:
+                told = await durable.note(env, run_id, lease, said + CANCEL_WAITS)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woken.wait(), delay)
             woken.clear()
             delay = min(delay * 2, durable.LAST_DELAY)
             if live.closed:
                 raise live.leave(Unwind())
-            if live.interrupts.cancel and _deliverable(live, at):
-                await _deliver(live, at)
+            await _met(live, at)
             try:
                 found = await read()
             except BlobStoreUnavailable:
@@ -90,6 +93,16 @@ async def fetched(
             return found
     finally:
         undo()
+
+
+async def _met(live: LiveView, at: str | None) -> None:
+    """Meet a pending cancel at `at` if it may be delivered there, or a pending pause."""
+    interrupts = live.interrupts
+    if interrupts.cancel:
+        if _deliverable(live, at):
+            await _deliver(live, at)
+    elif interrupts.pausable():
+        raise live.leave(Suspend(RunStatus.PAUSED.value, None))
 
 
 def _deliverable(live: LiveView, at: str | None) -> bool:

@@ -217,6 +217,7 @@ async def stored(
     show`, the dashboard), and is cleared once the store takes the blob. Once
     `given_up()` (a cancel or a hand back was asked for), the attempt unwinds instead:
     the run replays, and meets the request at the step, which it does not run again.
+    `given_up` may raise instead (Cancelled, into a step's code: core/streams.py).
     """
     delay = FIRST_DELAY
     noted = False
@@ -227,10 +228,13 @@ async def stored(
         try:
             text = await blobs.dumps_async(env.serializer, value, what=what)
         except BlobUnwritable as exc:
-            if given_up():
+            try:
+                if given_up():
+                    raise live.leave(Unwind()) from exc
+            except BaseException:  # the Unwind, or what `given_up` raised: no wait any more
                 if noted:
                     await note(env, run_id, live.lease, None)
-                raise live.leave(Unwind()) from exc
+                raise
             if not noted:
                 log.warning(
                     "run %s: %s; retrying until the blob store takes it",

@@ -30,6 +30,7 @@ class Interrupts:
     __slots__ = (
         "_loop",
         "_stops",
+        "_wakes",
         "cancel",
         "delivered_at",
         "handing_back",
@@ -49,6 +50,8 @@ class Interrupts:
         self.handing_back = False
         # What stops the steps blocked right now (a statement, a request) on a cancel.
         self._stops: list[Callable[[], None]] = []
+        # What wakes the waits that meet a cancel or a pause where they stand (on_request).
+        self._wakes: list[Callable[[], None]] = []
 
     @property
     def delivered(self) -> bool:
@@ -68,6 +71,9 @@ class Interrupts:
             self.pause = True
         else:
             self.pause = False
+            return
+        for wake in self._wakes:
+            wake()
 
     def asked(self) -> bool:
         """Whether a cancel or a hand back is pending (an outage need not be waited out)."""
@@ -95,6 +101,22 @@ class Interrupts:
 
         return undo
 
+    def on_request(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call `wake()` (on the loop) at each cancel or pause request; returns the undo.
+
+        For a wait that meets the request where it stands (core/blob_reads.py).
+        """
+        self._wakes.append(wake)
+        return lambda: self._wakes.remove(wake)
+
+    def pausable(self) -> bool:
+        """Whether a pause is pending that parks the run where it stands now.
+
+        Not inside `cairn.shield()`, and not while a cancel is pending or its cleanup
+        runs (a cancel goes first, as at a durable point).
+        """
+        return self.pause and not self.cancel and not self.shielded()
+
     @staticmethod
     def shielded() -> bool:
         """True inside `cairn.shield()`."""
@@ -115,6 +137,14 @@ class Interrupts:
         """Raise Cancelled into the workflow at durable point `key` (once)."""
         self.delivered_at = key
         raise Cancelled(self.reason)
+
+    def stop_step(self) -> None:
+        """In a step's code: raise Cancelled if the run was cancelled (unless shielded).
+
+        The step stops, and Cancelled reaches the workflow at its call (LiveSteps._step).
+        """
+        if self.cancel and self.delivered_at is None and not self.shielded():
+            raise Cancelled(self.reason)
 
     def hand_back(self) -> None:
         """Ask the attempt to leave at its next durable point (its worker is stopping)."""

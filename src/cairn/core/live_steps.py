@@ -193,9 +193,7 @@ class LiveSteps:
         """
         interrupts = self.interrupts
         if context.in_step():
-            # A step's own code: it stops, and Cancelled reaches the workflow at its call.
-            if interrupts.cancel and interrupts.delivered_at is None and not interrupts.shielded():
-                raise Cancelled(interrupts.reason)
+            interrupts.stop_step()  # a step's own code: it stops
             return
         self._checks += 1
         key = f"{journal.CHECK}#{self._checks}"

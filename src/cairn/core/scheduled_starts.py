@@ -7,17 +7,20 @@ finds the same run. Unlike other durable calls it takes effect without an `await
 pyworkflow's docs call it: the journal key, the durable point and the history position
 are decided at the call, the writes run in a task of their own, and the run waits for
 every such task before it finishes, parks, continues as new or fails (`settled`, in
-core/pending_starts.py).
+core/pending_starts.py). Large arguments the blob store does not take at the call are
+stored by that task, waited out as a child's are (core/durable.py `stored`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cairn import arguments, start_times
+from cairn.blobs import BlobUnwritable
 from cairn.core import children, durable, journal, step_input
 from cairn.core.pending_starts import ScheduledRun
 from cairn.core.signals import HandBack, Suspend
@@ -71,13 +74,14 @@ def schedule(
         done.set_result(run_id_of(live, record))
         return ScheduledRun(done)
     live.journal.refuse_if_leaving()  # in a `finally:` of a run that parks: not now
-    child, entry = _new(live, key, workflow, args, kwargs, run_id, run_at, delay)
+    child, entry, unstored = _new(live, key, workflow, args, kwargs, run_id, run_at, delay)
     _point(live, key)
     # The history position is taken now, so the history shows the start where it was
     # called even when a later step's outcome is written first.
     entry.seq = live.journal.allocate_seq()
     replayed = live.journal.caught_up()
-    return live.attempt.scheduled.add(live.env.loop, _write(live, key, child, entry, replayed))
+    write = _write(live, key, child, entry, replayed, unstored)
+    return live.attempt.scheduled.add(live.env.loop, write)
 
 
 async def _blocking(
@@ -94,11 +98,11 @@ async def _blocking(
     record = live.journal.take(key, KIND)
     if record is not None:
         return run_id_of(live, record)
-    child, entry = _new(live, key, workflow, args, kwargs, run_id, run_at, delay)
+    child, entry, unstored = _new(live, key, workflow, args, kwargs, run_id, run_at, delay)
     await live.journal.check_new_work(journal.started(KIND, key))
     await live.point(key)
     entry.seq = live.journal.allocate_seq()
-    return await _write(live, key, child, entry, True)
+    return await _write(live, key, child, entry, True, unstored)
 
 
 def _new(
@@ -110,8 +114,12 @@ def _new(
     run_id: str | None,
     run_at: Any,
     delay: Any,
-) -> tuple[RunRecord, StepRecord]:
-    """The run to create and its journal entry (seq to be set); refused work raises here."""
+) -> tuple[RunRecord, StepRecord, dict[str, Any] | None]:
+    """The run to create, its journal entry (seq to be set), and its arguments if unstored.
+
+    Refused work raises here (bad arguments, a value the serializer cannot store); large
+    arguments the blob store does not take now are stored by `_write` (its args "").
+    """
     running = live.attempt.workflow
     if not running.durable:
         raise TransientWorkflow(running.name, NO_SCHEDULES)
@@ -121,9 +129,16 @@ def _new(
     args, kwargs = arguments.fit(workflow.fn, args, kwargs, workflow=workflow.name)
     now = live.env.clock.now()
     wake_at = start_times.start_at(now, delay, run_at, caller="cairn.schedule_workflow")
-    child = children.new_run(
-        live, key, workflow, args, kwargs, run_id, detached=True, wake_at=wake_at
-    )
+    unstored: dict[str, Any] | None = None
+    try:
+        child = children.new_run(
+            live, key, workflow, args, kwargs, run_id, detached=True, wake_at=wake_at
+        )
+    except BlobUnwritable:  # not the call's fault: its arguments are waited out in `_write`
+        unstored = {"args": list(args), "kwargs": kwargs}
+        child = children.new_run(
+            live, key, workflow, args, kwargs, run_id, detached=True, wake_at=wake_at, args_text=""
+        )
     # What the parent's history shows: the run, and when it may start (None: at once).
     at = None if wake_at is None else datetime.fromtimestamp(wake_at, UTC).isoformat()
     facts = {"run_id": child.run_id, "workflow": workflow.name, "run_at": at}
@@ -140,7 +155,7 @@ def _new(
         result=json.dumps(facts),
         input=step_input.serialize(live.env.serializer, args, kwargs, hidden=live.hook_tokens),
     )
-    return child, entry
+    return child, entry, unstored
 
 
 def _point(live: LiveView, key: str) -> None:
@@ -158,13 +173,26 @@ def _point(live: LiveView, key: str) -> None:
 
 
 async def _write(
-    live: LiveView, key: str, child: RunRecord, entry: StepRecord, replayed: bool
+    live: LiveView,
+    key: str,
+    child: RunRecord,
+    entry: StepRecord,
+    replayed: bool,
+    unstored: dict[str, Any] | None,
 ) -> str:
-    """Create the run, then journal the start; the run's id."""
+    """Store `unstored` arguments, create the run, then journal the start; the run's id.
+
+    A cancel or hand back asked while the blob store does not take the arguments unwinds
+    the attempt (see durable.stored): the next replays to the call and meets it there.
+    """
     if not replayed:  # other branches of a gather were replaying at the call
         await live.journal.check_replayed(journal.started(KIND, key))
     await live.record_cancel()
     env = live.env
+    if unstored is not None:
+        what = f"arguments of workflow {child.workflow!r}"
+        text = await durable.stored(live, env, unstored, what, live.interrupts.asked)
+        child = replace(child, args=text)
     # Creating it is idempotent (its id is derived from this run's), so it is simply
     # sent again while the database is away; a run that has the id already is the one
     # started (a given run_id, as engine.start, or this call's before a crash).

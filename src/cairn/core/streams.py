@@ -6,8 +6,10 @@ outcome is committed: a completed step's chunks are all stored. A failed attempt
 chunks are voided with a reset item; an attempt whose worker died is voided by the next
 one, or by the end of the run if it is cancelled or fails first. A run's stream writes
 take turns (a lock of its live attempt), so steps running at once may share a stream.
-Workflow code's writes are counted per stream, so a replay writes none again.
-Readers: runtime/streams.py. The contract: docs/explanation/streams.md.
+Workflow code's writes are counted per stream, so a replay writes none again (nor
+stores their values). A chunk the blob store does not take for now is waited out, as a
+step's result is (core/durable.py `stored`). Readers: runtime/streams.py. The contract:
+docs/explanation/streams.md.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from cairn.authoring import context
+from cairn.blobs import BlobUnwritable
+from cairn.core import durable
 from cairn.errors import StoreError
 from cairn.names import check_name
 from cairn.observability import logcontext
@@ -25,7 +29,6 @@ from cairn.store.programs import streams as stream_ops
 from cairn.store.protocol import LeaseLost
 
 if TYPE_CHECKING:
-    from cairn.core import durable
     from cairn.core.live_view import LiveView
     from cairn.core.run_env import RunEnv
 
@@ -255,7 +258,8 @@ class _WorkflowWriter:
         self.count = 0  # writes met in this execution, replayed ones included
         self.known: int | None = None  # writes stored before this execution
 
-    async def add(self, kind: str, value: str | None) -> None:
+    async def add(self, kind: str, value: Any) -> None:
+        """Append `value` (a chunk's value, stored here; None for a close) once per run."""
         live = self.live
         run = live.run
         self.count += 1
@@ -266,11 +270,18 @@ class _WorkflowWriter:
         if self.count <= self.known:
             return  # a replay: stored when the run first came here
         await live.point(f"{stream_ops.WORKFLOW_KEY}:{self.name}#{self.count}")
+        text = None
+        if kind == "chunk":
+            what = chunk_of(self.name)
+            try:
+                text = live.env.serializer.dumps(value, what=what)
+            except BlobUnwritable:  # waited out; a cancel or hand back is met at the point
+                text = await durable.stored(live, live.env, value, what, live.interrupts.asked)
         op = stream_ops.append_stream(
             live.lease,
             run.run_id,
             self.name,
-            [(kind, value)],
+            [(kind, text)],
             step_key=stream_ops.WORKFLOW_KEY,
             attempt=self.count,
             claim=run.attempt,
@@ -305,8 +316,14 @@ class Stream:
 
     def write(self, value: Any) -> Any:
         """Append `value` (an awaitable; a sync workflow's call blocks instead)."""
-        text = self._live.env.serializer.dumps(value, what=f"chunk of stream {self.name!r}")
-        return self._deliver(self._writer.add("chunk", text))
+        writer = self._writer
+        if isinstance(writer, _WorkflowWriter):
+            return self._live.deliver(writer.add("chunk", value))
+        try:
+            text = self._live.env.serializer.dumps(value, what=chunk_of(self.name))
+        except BlobUnwritable:
+            return self._waited(writer, value)
+        return writer.add("chunk", text)
 
     def close(self) -> Any:
         """Mark the stream complete: its readers end (an awaitable, as `write`)."""
@@ -314,8 +331,32 @@ class Stream:
 
     def write_sync(self, value: Any) -> None:
         """`write` from a sync step's thread: returns once the chunk is buffered."""
-        text = self._live.env.serializer.dumps(value, what=f"chunk of stream {self.name!r}")
-        self._blocking(self._writer.add("chunk", text))
+        writer = self._writer
+        if isinstance(writer, _WorkflowWriter):
+            self._blocking(writer.add("chunk", value))
+            return
+        try:
+            text = self._live.env.serializer.dumps(value, what=chunk_of(self.name))
+        except BlobUnwritable:
+            self._blocking(self._waited(writer, value))
+            return
+        self._blocking(writer.add("chunk", text))
+
+    async def _waited(self, writer: _StepWriter, value: Any) -> None:
+        """Buffer a step's chunk the blob store did not take, once it takes it (waited out).
+
+        A cancel meanwhile stops the step's code there (Cancelled, as `check_cancelled()`
+        in it does); a hand back ends the attempt.
+        """
+        live = self._live
+        interrupts = live.interrupts
+
+        def given_up() -> bool:
+            interrupts.stop_step()
+            return interrupts.handing_back
+
+        text = await durable.stored(live, live.env, value, chunk_of(self.name), given_up)
+        await writer.add("chunk", text)
 
     def close_sync(self) -> None:
         """`close` from a sync step's thread: returns once the stream is stored complete."""
@@ -339,3 +380,8 @@ class Stream:
                 "await write()/close() in async code"
             )
         asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+
+def chunk_of(name: str) -> str:
+    """What a chunk of stream `name` is called in errors and in what its run waits for."""
+    return f"chunk of stream {name!r}"

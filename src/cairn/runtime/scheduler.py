@@ -3,7 +3,9 @@
 Every such engine runs this loop; no extra process is needed. A tick is fired by
 advancing the schedule's next tick with a compare-and-set, so whichever engine gets there
 first fires it and the others find nothing to do. Its run id is derived from the schedule
-and the tick time, so even a repeated insert cannot start a second run.
+and the tick time, so even a repeated insert cannot start a second run. A schedule
+declared in code whose large arguments the blob store does not take at start-up is
+declared again at each pass until it does, its first tick still the one after start-up.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from cairn.store.programs import schedules
 from cairn.store.records import Fired, ScheduleRecord
 
 if TYPE_CHECKING:
+    from cairn.authoring.schedule_ticks import ScheduleDef
     from cairn.observability.hooks import Observer
 
 log = logcontext.logger("cairn.scheduler")
@@ -57,10 +60,38 @@ class Scheduler:
         self._buffered = False  # the last pass saw a tick held back by its running run
         # schedule id -> the run whose held-back ticks were logged (see _log_held)
         self._held: dict[str, str | None] = {}
+        # Declared in code, not stored yet: the blob store did not take their arguments.
+        self._unstored: list[ScheduleDef] = []
+        self._declared_at = 0.0  # when the engine declared them: their first tick follows
 
     async def declare(self) -> None:
-        """Store the schedules declared in code (see `ScheduleControl.declare`)."""
-        await self.control.schedules.declare(self.control.registry.schedules.values())
+        """Store the schedules declared in code (see `ScheduleControl.declare`).
+
+        One whose large arguments the blob store does not take (full, unwritable, away)
+        does not stop the engine: it is declared again at each pass of the loop until the
+        store takes them (`_declare_again`), its first tick the one after now, so that no
+        tick due meanwhile is lost (those inside its catchup run once each).
+        """
+        self._declared_at = self.control.clock.now()
+        refused = await self.control.schedules.declare(
+            self.control.registry.schedules.values(), now=self._declared_at
+        )
+        for defn, exc in refused:
+            log.warning(
+                "schedule %r: not stored yet: %s; declared again until the blob store takes "
+                "its arguments",
+                defn.id,
+                str(exc).replace("\n", " "),
+            )
+        self._unstored = [defn for defn, _ in refused]
+
+    async def _declare_again(self) -> None:
+        """Store the schedules `declare` could not; those the blob store takes now are said."""
+        before = {defn.id for defn in self._unstored}
+        refused = await self.control.schedules.declare(self._unstored, now=self._declared_at)
+        self._unstored = [defn for defn, _ in refused]
+        for stored in sorted(before - {defn.id for defn in self._unstored}):
+            log.info("schedule %r: stored, the blob store took its arguments", stored)
 
     def start(self) -> None:
         """Start the loop; its first pass fires whatever is due now."""
@@ -203,6 +234,8 @@ class Scheduler:
             next_tick = None
             store = self.control.store
             try:
+                if self._unstored:
+                    await self._declare_again()
                 if not look:
                     next_tick = await store.read(schedules.next_schedule_tick())
                     look = self._buffered or (

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cairn import arguments
 from cairn.authoring import schedules
 from cairn.authoring.schedule_ticks import ScheduleDef
+from cairn.blobs import BlobUnwritable
 from cairn.codecs import sealed
 from cairn.errors import DuplicateSchedule, ScheduleNotFound, TransientWorkflow
 from cairn.names import findable
@@ -93,10 +94,10 @@ class ScheduleControl:
         if self.on_change is not None:
             self.on_change()
 
-    def record(self, defn: ScheduleDef, *, source: str) -> ScheduleRecord:
-        """The stored form of `defn`, its first tick the next one from now."""
+    def record(self, defn: ScheduleDef, *, source: str, now: float | None = None) -> ScheduleRecord:
+        """The stored form of `defn`, its first tick the next one from `now` (else now)."""
         control = self._control
-        now = control.clock.now()
+        now = control.clock.now() if now is None else now
         known = control.registry.workflows.get(defn.workflow)
         if known is not None and not known.durable:
             raise TransientWorkflow(known.name, schedules.NOT_SCHEDULED)
@@ -149,17 +150,29 @@ class ScheduleControl:
             updated_at=_utc(record.updated_at) or datetime.now(UTC),
         )
 
-    async def declare(self, declared: Iterable[ScheduleDef]) -> None:
-        """Store schedules declared in code (new ones start at their next tick).
+    async def declare(
+        self, declared: Iterable[ScheduleDef], *, now: float | None = None
+    ) -> list[tuple[ScheduleDef, BlobUnwritable]]:
+        """Store schedules declared in code (new ones start at their next tick from `now`).
 
         A stored schedule keeps its next tick, so ticks missed while no engine ran are
-        caught up, unless its timing changed; a pause by an operator stays.
+        caught up, unless its timing changed; a pause by an operator stays. Returns those
+        whose large arguments the blob store did not take, with its refusal: nothing of
+        them is stored, and the caller declares them again later (runtime/scheduler.py).
         """
+        unstored = []
+        stored = False
         for defn in declared:
-            await self._control.store.write(
-                schedule_ops.sync_schedule(self.record(defn, source="code"))
-            )
-        self._changed()
+            try:
+                record = self.record(defn, source="code", now=now)
+            except BlobUnwritable as exc:
+                unstored.append((defn, exc))
+                continue
+            await self._control.store.write(schedule_ops.sync_schedule(record))
+            stored = True
+        if stored:
+            self._changed()
+        return unstored
 
     async def create(
         self,
