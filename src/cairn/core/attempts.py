@@ -121,12 +121,9 @@ async def run_new_step(
                 raise live.attempt.timer(key, prior[-1].retry_at, f"{RETRY}:{name}")
             await back_off(live, left)
     # Serialized before the first attempt: what the step was given, whatever it mutates.
-    if first is not None:
-        given = first[2]
-    elif step.keep_input:
+    given = first[2] if first is not None else step_input.NOT_KEPT
+    if first is None and step.keep_input:
         given = step_input.serialize(live.env.serializer, args, kwargs, hidden=live.hook_tokens)
-    else:
-        given = step_input.NOT_KEPT
     run_scope = live.observed
     # The attempt in flight, for the worker's heartbeat to publish (runtime/in_flight.py):
     # an entry in a dict, no write of its own. LiveSteps._step removes it when the step ends.
@@ -215,8 +212,7 @@ async def completed(
 ) -> Any:
     """Commit attempt `attempt` of step `key`, which returned `value`; what the call returns.
 
-    Its streams, if any, are finished and its observer told before this is called. `text`:
-    its serializer's inner text, made already (core/common_steps.py).
+    Its streams are finished and its observer told first; `text`: its inner text, if made.
     """
     name, clock = step.name, live.env.clock
     # A transaction step's function returned with its transaction open: the result
