@@ -241,7 +241,7 @@ async def completed(
             await held.transaction.rollback()
         # Raised at the call site, not retried, and recorded: a replay raises it again
         # at the same place instead of meeting the next entry where this one is.
-        await _record_unserializable(live, key, name, attempt, started, given, exc)
+        await record_unserializable(live, key, name, attempt, started, given, exc)
         raise
     except BaseException:
         if held is not None:
@@ -279,7 +279,7 @@ async def completed(
     except StoreRefused as refused:
         # The database will never take this result (too long for it, say): the step
         # fails once, for good, and says why, instead of running again and again.
-        raise await _refused(live, key, name, seq, attempt, started, given, refused) from None
+        raise await record_refused(live, key, name, seq, attempt, started, given, refused) from None
     if type(value) in _SCALARS:
         return value
     # Hand the workflow what a replay will: the stored form. A dataclass that replay
@@ -302,7 +302,7 @@ async def _outlived(live: LiveView, key: str) -> float | None:
     return await sync_steps.outlived(live.attempt.overrunning, key)
 
 
-async def _record_unserializable(
+async def record_unserializable(
     live: LiveView,
     key: str,
     name: str,
@@ -339,7 +339,7 @@ async def _record_unserializable(
     )
 
 
-async def _refused(
+async def record_refused(
     live: LiveView,
     key: str,
     name: str,

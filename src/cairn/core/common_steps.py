@@ -22,7 +22,7 @@ from cairn.authoring.context import in_run, mark_in_step, unmark_in_step
 from cairn.authoring.definitions import StepDef
 from cairn.blobs.reference import PREFIX
 from cairn.core import attempts, durable, step_input
-from cairn.errors import Cancelled, StoreError, StoreRefused
+from cairn.errors import Cancelled, SerializationError, StoreError, StoreRefused
 from cairn.serialization.json_text import encode_json
 from cairn.store.programs.journal import record_step
 from cairn.store.protocol import LeaseLost
@@ -98,19 +98,12 @@ async def step(
         finally:
             unmark_in_step(token)
         if failed is not None:
-            first = (failed, started, given)
-            return await attempts.run_new_step(live, key, step, args, kwargs, first)
+            tried = (failed, started, given)
+            return await attempts.run_new_step(live, key, step, args, kwargs, tried)
         attempt = live.attempt
-        text = None
         dumps = live.dumps_plain
-        if dumps is not None:
-            try:
-                text = dumps(value, what=step.result_what)
-            except Exception:
-                text = None  # attempts.completed serializes it again and says why
         if (
-            text is None
-            or len(text) > live.surely_inline  # maybe over a limit: checked or offloaded there
+            dumps is None
             or attempt.streams is not None
             or attempt.closed
             or live.marks
@@ -118,6 +111,13 @@ async def step(
         ):
             if attempt.streams is not None:
                 await attempt.streams.finish(key, 1)  # before the outcome, as run_new_step
+            return await attempts.completed(live, key, step, value, 1, started, given)
+        try:
+            text = dumps(value, what=step.result_what)
+        except SerializationError as exc:  # as attempts.completed: recorded, then raised
+            await attempts.record_unserializable(live, key, name, 1, started, given, exc)
+            raise
+        if len(text) > live.surely_inline:  # maybe over a limit: checked or offloaded there
             return await attempts.completed(live, key, step, value, 1, started, given, text=text)
         journal = live.journal
         seq = journal.next_seq  # Journal.allocate_seq, inlined while far from the limits
@@ -143,10 +143,10 @@ async def step(
         try:
             try:
                 await env.store.write(record_step(live.lease, record))
-            except (LeaseLost, StoreError) as first:
-                await durable.record_step(live, record, first)
+            except (LeaseLost, StoreError) as lost:
+                await durable.record_step(live, record, lost)
         except StoreRefused as refused:
-            raise await attempts._refused(
+            raise await attempts.record_refused(
                 live, key, name, seq, 1, started, given, refused
             ) from None
         if type(value) in _SCALARS:
