@@ -4,7 +4,7 @@ Nearly every step a live run calls is new (nothing recorded at its key), has no
 interrupt pending, no earlier attempt, no queue, no timeout and no observer, and its
 body returns a small value at its first try. `step` runs that case from its key to its
 committed row in one frame: the checks, the call, the encoding, the row and the write,
-where the full path (core/live_steps.py `LiveSteps._step`, then core/attempts.py
+where the full path (core/live_steps.py `LiveSteps.full_step`, then core/attempts.py
 `run_new_step`) passes two more coroutines, whose frames every wake-up of the run's task
 resumes. Whatever is not the common case is handed to the full path at the point it is
 met, with what happened so far: before the body, the whole step; a body that raised,
@@ -29,20 +29,20 @@ from cairn.store.protocol import LeaseLost
 from cairn.store.records import StepRecord
 
 if TYPE_CHECKING:
-    from cairn.core.live_steps import LiveSteps
+    from cairn.core.live_view import LiveView
 
 _SCALARS = attempts._SCALARS
 _SHORT = step_input.MAX_BYTES // 4  # characters: surely within the input kept
 
 
 async def step(
-    live: LiveSteps,
+    live: LiveView,
     key: str,
     step: StepDef[Any, Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> Any:
-    """Run step `key` as `LiveSteps._step` does; in this frame alone if it is the common case."""
+    """Run step `key` as `LiveSteps.full_step` does; in this frame alone if it is common."""
     interrupts = live.interrupts
     env = live.env
     tenure = env.tenure
@@ -66,7 +66,7 @@ async def step(
             or (tenure.state[1] == live.attempt.epoch and time.monotonic() < tenure.state[0])
         )
     ):
-        return await live._step(key, step, args, kwargs)
+        return await live.full_step(key, step, args, kwargs)
     running = live.attempt.running_steps
     running[key] = asyncio.current_task(env.loop)
     try:

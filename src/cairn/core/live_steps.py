@@ -229,7 +229,7 @@ class LiveSteps:
         if threading.get_ident() == self._loop_thread:
             # An async workflow awaits it (`deliver`, without its call).
             return common_steps.step(self, key, step, args, kwargs)
-        return self.deliver(self._step(key, step, args, kwargs))
+        return self.deliver(self.full_step(key, step, args, kwargs))
 
     def call_inline(
         self,
@@ -250,9 +250,9 @@ class LiveSteps:
             seconds = durations.parse(timeout, what=f"timeout of step {name!r}").total_seconds()
         key = self.journal.next_key(name)
         step = StepDef(name, fn, retry, seconds, asyncio.iscoroutinefunction(fn), queue=queue)
-        return self.deliver(self._step(key, step, args, kwargs, target))
+        return self.deliver(self.full_step(key, step, args, kwargs, target))
 
-    async def _step(
+    async def full_step(
         self,
         key: str,
         step: StepDef[Any, Any],
@@ -260,6 +260,7 @@ class LiveSteps:
         kwargs: dict[str, Any],
         target: str | None = None,
     ) -> Any:
+        """Run step `key` (core/common_steps.py runs the common case without this)."""
         # A queued step's attempts were reported in entries of their own, replayed first.
         reports = [] if step.queue is None else remote_steps.take_reports(self.journal, key)
         record = self.journal.take(key, "step")

@@ -20,7 +20,9 @@ from cairn.store.records import AttemptRecord, Lease, StepRecord
 
 
 def _step_row(lease: Lease, step: StepRecord) -> Fenced:
-    return _sql.INSERT_STEP_OWNED, _sql.step_params(step, lease), step.run_id
+    # _sql.step_params(step, lease), inlined: a step's row is made for every step.
+    params = (*_sql.step_values(step), step.run_id, lease.owner, lease.fence)
+    return _sql.INSERT_STEP_OWNED, params, step.run_id
 
 
 @operation
