@@ -126,7 +126,7 @@ async def run_new_step(
         given = step_input.serialize(live.env.serializer, args, kwargs, hidden=live.hook_tokens)
     run_scope = live.observed
     # The attempt in flight, for the worker's heartbeat to publish (runtime/in_flight.py):
-    # an entry in a dict, no write of its own. the step removes it at its end.
+    # an entry in a dict, no write of its own. The step removes it at its end.
     flying = live.flying
     tenure = live.env.tenure  # `_trusted`, inlined below for the direct path
     while True:
