@@ -5,18 +5,24 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+import pytest
+
 import cairn.store.programs
+from cairn.store import LeaseLost
+from cairn.store.programs import journal
 from cairn.store.programs.base import (
     Operation,
     OperationKind,
     Program,
     Sql,
+    fenced,
     lone,
     operation,
     path,
     single_write,
     wakes,
 )
+from cairn.store.records import Lease, StepRecord
 
 
 @operation
@@ -103,3 +109,33 @@ def test_operation__every_declared_operation_has_a_documented_program():
                 assert value.name == name
                 assert value.program.__doc__, f"operation {module.__name__}.{name}"
     assert "fire_schedule" in found and "enqueue" in found
+
+
+@operation
+@fenced(lambda n: ("UPDATE t SET n = ?", (n,), f"r{n}"))
+def _fenced(n: int) -> Program[None]:
+    if not (yield Sql("UPDATE t SET n = ?", (n,))):
+        raise LeaseLost(f"r{n}")
+
+
+def test_operation__a_fenced_write_is_a_single_write_its_statement_declared():
+    assert _fenced(1).kind.fenced is not None and _fenced(1).single_write()
+    assert _plain().kind.fenced is None
+
+
+def test_operation__a_step_s_fenced_row_is_what_its_program_sends_and_checks():
+    # SqliteStore runs the declared statement in place of the program: they must agree.
+    record = StepRecord("r1", 3, "add#3", "step", "add", "completed", 1, 1.0, 2.0, "4", None, "[3]")
+    op = journal.record_step(Lease("w1", 7), record)
+    assert op.kind.fenced is not None
+    text, params, run_id = op.kind.fenced(*op.args, **op.kwargs)
+    program = op()
+    sent = next(program)
+    assert (sent.text, tuple(sent.params), sent.fetch) == (text, params, "count")
+    assert params[-3:] == ("r1", "w1", 7) and run_id == "r1"
+    with pytest.raises(StopIteration):
+        program.send(1)  # a row written: done
+    program = op()
+    next(program)
+    with pytest.raises(LeaseLost):
+        program.send(0)  # no row: the run's lease is not held

@@ -45,7 +45,7 @@ from cairn.errors import SerializationError
 from cairn.limits import size_words
 from cairn.serialization import Serializer
 from cairn.serialization.json_text import encode_json as json_dumps
-from cairn.serialization.serializers import ENCRYPTED
+from cairn.serialization.serializers import ENCRYPTED, JsonSerializer
 
 PREVIEW = 1000  # characters of an offloaded value the CLI and dashboard show
 WARNED_NAMES = 1000  # value names logged as offloaded, at most (then logged anew)
@@ -95,6 +95,11 @@ class Offloaded:
             quiet = min(quiet, inner.limits.max_value_bytes)
         self._surely_inline = quiet // 4
         self.media_type = media_type
+        # The text is cairn's JSON serializer's own (no codec, no user serializer): made
+        # twice, it is the same text, and nothing else happened (core/common_steps.py).
+        self.plain_json = getattr(self._inner_dumps, "__func__", None) is JsonSerializer.dumps
+        self.inner_dumps = self._inner_dumps
+        self.surely_inline = self._surely_inline
 
     def dumps(self, value: Any, *, what: str) -> str:
         """The inner text, or the reference of the blob it was written to."""
@@ -108,6 +113,12 @@ class Offloaded:
     async def dumps_async(self, value: Any, *, what: str) -> str:
         """`dumps`, a text surely over the inline limit offloaded in a thread."""
         text = self._inner_dumps(value, what=what)
+        if len(text) <= self._surely_inline:
+            return text
+        return await self.finish_async(text, value, what=what)
+
+    async def finish_async(self, text: str, value: Any, *, what: str) -> str:
+        """`dumps_async(value)`, whose inner text (`inner_dumps`) is `text`, made already."""
         if len(text) <= self._surely_inline:
             return text
         if self._checked is not None:

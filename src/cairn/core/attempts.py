@@ -11,6 +11,7 @@ from cairn import blobs
 from cairn.authoring import context
 from cairn.authoring.retry import Retry
 from cairn.authoring.transaction import TransactionDef
+from cairn.blobs.offloaded import Offloaded
 from cairn.blobs.reference import PREFIX, BlobUnwritable
 from cairn.codecs import coded
 from cairn.core import durable, step_input, streams, sync_steps, transaction_steps
@@ -86,11 +87,13 @@ async def run_new_step(
     step: StepDef[Any, Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
+    first: tuple[BaseException, float, str] | None = None,
 ) -> Any:
     """Execute a step that has no recorded outcome; commit its result before returning.
 
     The outcome's entry carries the step's input and the start of the attempt that ended
-    it; each failed attempt is recorded with its own start.
+    it; each failed attempt is recorded with its own start. `first`: its first attempt
+    already ran (core/common_steps.py) and raised this, begun then, with this input.
     """
     name, timeout = step.name, step.timeout
     # The common case, an async step without a timeout, is awaited here, not via _call.
@@ -118,23 +121,24 @@ async def run_new_step(
                 raise live.attempt.timer(key, prior[-1].retry_at, f"{RETRY}:{name}")
             await back_off(live, left)
     # Serialized before the first attempt: what the step was given, whatever it mutates.
-    given = (
-        step_input.serialize(live.env.serializer, args, kwargs, hidden=live.hook_tokens)
-        if step.keep_input
-        else step_input.NOT_KEPT
-    )
+    given = first[2] if first is not None else step_input.NOT_KEPT
+    if first is None and step.keep_input:
+        given = step_input.serialize(live.env.serializer, args, kwargs, hidden=live.hook_tokens)
     run_scope = live.observed
     # The attempt in flight, for the worker's heartbeat to publish (runtime/in_flight.py):
-    # an entry in a dict, no write of its own. LiveSteps._step removes it when the step ends.
+    # an entry in a dict, no write of its own. The step removes it at its end.
     flying = live.flying
     tenure = live.env.tenure  # `_trusted`, inlined below for the direct path
     while True:
         attempt += 1
-        started = clock.now()
+        started = clock.now() if first is None else first[1]
         flying[key] = (name, attempt, started)
         limit = None
         observed = None if run_scope is None else run_scope.step(key, name, attempt)
         try:
+            if first is not None:  # what it raised is handled as any attempt's failure
+                failed, first = first[0], None
+                raise failed
             if direct and (
                 tenure is None
                 or (tenure.state[1] == live.attempt.epoch and time.monotonic() < tenure.state[0])
@@ -192,74 +196,97 @@ async def run_new_step(
             await live.attempt.streams.finish(key, attempt)
         if observed is not None:
             observed.succeeded()
-        # A transaction step's function returned with its transaction open: the result
-        # commits in it, with the function's writes (core/transaction_steps.py).
-        held = value if transactional and isinstance(value, transaction_steps.Held) else None
-        if held is not None:
-            value = held.value
-        what = step.result_what
+        return await completed(live, key, step, value, attempt, started, given, transactional)
+
+
+async def completed(
+    live: LiveView,
+    key: str,
+    step: StepDef[Any, Any],
+    value: Any,
+    attempt: int,
+    started: float,
+    given: str,
+    transactional: bool = False,
+    text: str | None = None,
+) -> Any:
+    """Commit attempt `attempt` of step `key`, which returned `value`; what the call returns.
+
+    Its streams are finished and its observer told first; `text`: its inner text, if made.
+    """
+    name, clock = step.name, live.env.clock
+    # A transaction step's function returned with its transaction open: the result
+    # commits in it, with the function's writes (core/transaction_steps.py).
+    held = value if transactional and isinstance(value, transaction_steps.Held) else None
+    if held is not None:
+        value = held.value
+    what = step.result_what
+    try:
         try:
-            try:
-                text = await blobs.dumps_async(live.env.serializer, value, what=what)
-            except BlobUnwritable:
-                if held is not None:  # not with a transaction open: it holds the locks
-                    raise
-                # A blob store that refuses the result is waited out: a coroutine more
-                # only then, not for every step.
-                text = await durable.stored(
-                    live, live.env, value, what=what, given_up=live.interrupts.asked
-                )
-        except SerializationError as exc:
-            if held is not None:
-                await held.transaction.rollback()
-            # Raised at the call site, not retried, and recorded: a replay raises it again
-            # at the same place instead of meeting the next entry where this one is.
-            await _record_unserializable(live, key, name, attempt, started, given, exc)
-            raise
-        except BaseException:
-            if held is not None:
-                await asyncio.shield(held.transaction.rollback())
-            raise
-        seq = live.journal.allocate_seq()
-        try:
-            # Positional: this runs for every step, and keywords cost more to pass.
-            record = StepRecord(
-                live.run.run_id,
-                seq,
-                key,
-                "step",
-                name,
-                "completed",
-                attempt,
-                started,
-                clock.now(),
-                text,
-                None,
-                given,
-            )
-            if held is not None:
-                await transaction_steps.commit(live, held, record)
-            elif live.attempt.closed or live.marks or live.env.commit_hook is not None:
-                await live.commit_step(record)
+            serializer = live.env.serializer
+            if text is not None and isinstance(serializer, Offloaded):
+                text = await serializer.finish_async(text, value, what=what)
             else:
-                # LiveSteps.commit_step's common path, inlined: every wake-up of the run's
-                # task passes each coroutine between it and the write, one fewer here.
-                live.journaled = True
-                try:
-                    await live.env.store.write(journal_ops.record_step(live.lease, record))
-                except (LeaseLost, StoreError) as first:
-                    await durable.record_step(live, record, first)
-        except StoreRefused as refused:
-            # The database will never take this result (too long for it, say): the step
-            # fails once, for good, and says why, instead of running again and again.
-            raise await _refused(live, key, name, seq, attempt, started, given, refused) from None
-        if type(value) in _SCALARS:
-            return value
-        # Hand the workflow what a replay will: the stored form. A dataclass that replay
-        # cannot import, or a Counter, would otherwise change type when the run recovers.
-        if text.startswith(PREFIX):  # offloaded: its blob read back in a thread
-            return await live.values.loads_async(text, key)
-        return live.env.serializer.loads(text)
+                text = await blobs.dumps_async(serializer, value, what=what)
+        except BlobUnwritable:
+            if held is not None:  # not with a transaction open: it holds the locks
+                raise
+            # A blob store that refuses the result is waited out: a coroutine more
+            # only then, not for every step.
+            text = await durable.stored(
+                live, live.env, value, what=what, given_up=live.interrupts.asked
+            )
+    except SerializationError as exc:
+        if held is not None:
+            await held.transaction.rollback()
+        # Raised at the call site, not retried, and recorded: a replay raises it again
+        # at the same place instead of meeting the next entry where this one is.
+        await record_unserializable(live, key, name, attempt, started, given, exc)
+        raise
+    except BaseException:
+        if held is not None:
+            await asyncio.shield(held.transaction.rollback())
+        raise
+    seq = live.journal.allocate_seq()
+    try:
+        # Positional: this runs for every step, and keywords cost more to pass.
+        record = StepRecord(
+            live.run.run_id,
+            seq,
+            key,
+            "step",
+            name,
+            "completed",
+            attempt,
+            started,
+            clock.now(),
+            text,
+            None,
+            given,
+        )
+        if held is not None:
+            await transaction_steps.commit(live, held, record)
+        elif live.attempt.closed or live.marks or live.env.commit_hook is not None:
+            await live.commit_step(record)
+        else:
+            # LiveSteps.commit_step's common path, inlined: every wake-up of the run's
+            # task passes each coroutine between it and the write, one fewer here.
+            live.journaled = True
+            try:
+                await live.env.store.write(journal_ops.record_step(live.lease, record))
+            except (LeaseLost, StoreError) as first:
+                await durable.record_step(live, record, first)
+    except StoreRefused as refused:
+        # The database will never take this result (too long for it, say): the step
+        # fails once, for good, and says why, instead of running again and again.
+        raise await record_refused(live, key, name, seq, attempt, started, given, refused) from None
+    if type(value) in _SCALARS:
+        return value
+    # Hand the workflow what a replay will: the stored form. A dataclass that replay
+    # cannot import, or a Counter, would otherwise change type when the run recovers.
+    if text.startswith(PREFIX):  # offloaded: its blob read back in a thread
+        return await live.values.loads_async(text, key)
+    return live.env.serializer.loads(text)
 
 
 async def _outlived(live: LiveView, key: str) -> float | None:
@@ -275,7 +302,7 @@ async def _outlived(live: LiveView, key: str) -> float | None:
     return await sync_steps.outlived(live.attempt.overrunning, key)
 
 
-async def _record_unserializable(
+async def record_unserializable(
     live: LiveView,
     key: str,
     name: str,
@@ -312,7 +339,7 @@ async def _record_unserializable(
     )
 
 
-async def _refused(
+async def record_refused(
     live: LiveView,
     key: str,
     name: str,

@@ -73,7 +73,6 @@ class Journal:
     """The recorded outcomes of one run and which of them this attempt has replayed."""
 
     __slots__ = (
-        "_counters",
         "_leaving",
         "_unvisited",
         "_visits",
@@ -81,6 +80,7 @@ class Journal:
         "cache_keys",
         "cancelled",
         "closed",
+        "counters",
         "divergence",
         "elsewhere",
         "max_history",
@@ -118,7 +118,8 @@ class Journal:
         self.at_take: Callable[[str], None] | None = None
         # The signal (Suspend, Unwind) the workflow is unwinding with, and in which task.
         self._leaving: tuple[BaseException, asyncio.Task[Any] | None] | None = None
-        self._counters: dict[str, int] = {}
+        # Calls so far by name: the next key's number (LiveSteps.call_step reads it too).
+        self.counters: dict[str, int] = {}
         self._visits = 0
         self.next_seq = max(r.seq for r in records) + 1 if records else 1
         self.divergence: NonDeterminismError | None = None
@@ -137,8 +138,8 @@ class Journal:
 
     def next_key(self, name: str) -> str:
         """The key of the next call of `name` in this run."""
-        n = self._counters.get(name, 0) + 1
-        self._counters[name] = n
+        n = self.counters.get(name, 0) + 1
+        self.counters[name] = n
         return f"{name}#{n}"
 
     def take(self, key: str, kind: str) -> StepRecord | None:
@@ -215,6 +216,20 @@ class Journal:
             signal, task = self._leaving
             if task is None or task is asyncio.current_task():
                 raise signal
+
+    def fresh(self, key: str) -> bool:
+        """True if `key` is new work that may start at once, nothing to replay or check.
+
+        Where `take` would find nothing and call nothing, and `open_for_new_work` is True:
+        core/common_steps.py asks this instead of those two, for every step.
+        """
+        return (
+            self.at_take is None
+            and key not in self.recorded
+            and not self.closed
+            and not self._unvisited
+            and self._leaving is None
+        )
 
     def open_for_new_work(self) -> bool:
         """True if new work may start at once; if not, `check_new_work` decides."""

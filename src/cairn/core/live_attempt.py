@@ -278,7 +278,7 @@ class LiveAttempt:
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
 
     def step_ended(self) -> None:
-        """A step stopped running (LiveSteps._step): wake settle, if it waits."""
+        """A step stopped running (LiveSteps.full_step, common_steps.step): wake settle."""
         waiter = self.step_waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)

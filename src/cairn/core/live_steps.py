@@ -20,8 +20,9 @@ from cairn.authoring import context
 from cairn.authoring.context import RunContext
 from cairn.authoring.definitions import StepDef
 from cairn.authoring.retry import coerce
+from cairn.blobs.offloaded import Offloaded
 from cairn.blobs.reference import MARK, BlobError
-from cairn.core import attempts, blob_reads, durable, journal, patches, remote_steps
+from cairn.core import attempts, blob_reads, common_steps, durable, journal, patches, remote_steps
 from cairn.core.live_attempt import LiveAttempt
 from cairn.core.run_values import RunValues
 from cairn.core.signals import HandBack, Suspend, Unwind
@@ -53,6 +54,7 @@ class LiveSteps:
         self.run = attempt.run
         self.lease = attempt.lease
         self.journal = attempt.journal
+        self._counters = self.journal.counters
         self.interrupts = attempt.interrupts
         self.deliver = attempt.deliver
         self._loop_thread = threading.get_ident()  # made on the loop's thread, as the attempt
@@ -64,6 +66,15 @@ class LiveSteps:
             attempt.leave,
             lambda read, first, at: blob_reads.fetched(self, self.env, read, first, at),
         )
+        # A small result is encoded by the JSON serializer alone, without a coroutine.
+        # The JSON serializer's own `dumps`, when nothing but it and the blob store's length
+        # check make the stored text (core/common_steps.py); and the texts that are short.
+        serializer = self.env.serializer
+        self.dumps_plain: Callable[..., str] | None = None
+        self.surely_inline = -1
+        if isinstance(serializer, Offloaded) and serializer.plain_json:
+            self.dumps_plain = serializer.inner_dumps
+            self.surely_inline = serializer.surely_inline
         self.flying = attempt.flying
         self._running_steps = attempt.running_steps
         # The failed attempts of each step in earlier executions, by key.
@@ -209,11 +220,14 @@ class LiveSteps:
         self, step: StepDef[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         """Run a declared step durably."""
-        key = self.journal.next_key(step.name)
-        coro = self._step(key, step, args, kwargs)
+        name = step.name
+        counters = self._counters  # Journal.next_key, inlined: this runs for every step
+        n = counters[name] = counters.get(name, 0) + 1
+        key = f"{name}#{n}"
         if threading.get_ident() == self._loop_thread:
-            return coro  # an async workflow awaits it (`deliver`, without its call)
-        return self.deliver(coro)
+            # An async workflow awaits it (`deliver`, without its call).
+            return common_steps.step(self, key, step, args, kwargs)
+        return self.deliver(self.full_step(key, step, args, kwargs))
 
     def call_inline(
         self,
@@ -234,9 +248,9 @@ class LiveSteps:
             seconds = durations.parse(timeout, what=f"timeout of step {name!r}").total_seconds()
         key = self.journal.next_key(name)
         step = StepDef(name, fn, retry, seconds, asyncio.iscoroutinefunction(fn), queue=queue)
-        return self.deliver(self._step(key, step, args, kwargs, target))
+        return self.deliver(self.full_step(key, step, args, kwargs, target))
 
-    async def _step(
+    async def full_step(
         self,
         key: str,
         step: StepDef[Any, Any],
@@ -244,6 +258,7 @@ class LiveSteps:
         kwargs: dict[str, Any],
         target: str | None = None,
     ) -> Any:
+        """Run step `key` (core/common_steps.py runs the common case without this)."""
         # A queued step's attempts were reported in entries of their own, replayed first.
         reports = [] if step.queue is None else remote_steps.take_reports(self.journal, key)
         record = self.journal.take(key, "step")

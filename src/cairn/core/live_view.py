@@ -9,10 +9,11 @@ they reach through `attempt`.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from cairn.authoring.context import RunContext
+from cairn.authoring.definitions import StepDef
 from cairn.core.interrupts import Interrupts
 from cairn.core.journal import Journal
 from cairn.core.live_attempt import LiveAttempt
@@ -40,6 +41,10 @@ class LiveView(Protocol):
     marks: list[StepRecord]
     journaled: bool
     spawned: bool
+    # The JSON serializer's own `dumps` when it alone makes stored texts (else None), and
+    # the length up to which its texts are stored as they are (core/common_steps.py).
+    dumps_plain: Callable[..., str] | None
+    surely_inline: int
 
     @property
     def closed(self) -> bool:
@@ -52,6 +57,17 @@ class LiveView(Protocol):
 
     def leave(self, signal: BaseException) -> BaseException:
         """Note that the workflow unwinds with `signal`; returns it (LiveAttempt.leave)."""
+        ...
+
+    async def full_step(
+        self,
+        key: str,
+        step: StepDef[Any, Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        target: str | None = None,
+    ) -> Any:
+        """Run step `key` by the full path: replay, interrupts, queues, every attempt."""
         ...
 
     async def point(self, key: str) -> None:

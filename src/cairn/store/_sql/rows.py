@@ -41,7 +41,8 @@ def run_from_row(row: Sequence[Any]) -> RunRecord:
     return RunRecord(*row)
 
 
-_STEP_VALUES = operator.attrgetter(*STEP_FIELDS)
+# A StepRecord's values in STEP_FIELDS order, by one C call.
+step_values = operator.attrgetter(*STEP_FIELDS)
 
 
 def step_params(step: StepRecord, lease: Lease | None = None) -> tuple[Any, ...]:
@@ -50,7 +51,7 @@ def step_params(step: StepRecord, lease: Lease | None = None) -> tuple[Any, ...]
     (With a lease: the parameters of INSERT_STEP_OWNED, built for every step; read by one
     C call rather than field by field.)
     """
-    values: tuple[Any, ...] = _STEP_VALUES(step)
+    values: tuple[Any, ...] = step_values(step)
     if lease is not None:
         return (*values, step.run_id, lease.owner, lease.fence)
     return values

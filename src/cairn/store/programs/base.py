@@ -95,6 +95,26 @@ def single_write(
     return declare
 
 
+# A fenced write's one statement, from its program's arguments: its text, its parameters
+# and the run whose lease fences it (see `fenced`).
+Fenced = tuple[str, tuple[Any, ...], str]
+
+
+def fenced(statement: Callable[..., Fenced]) -> Callable[[F], F]:
+    """Declare that `fn`'s program is the one statement `statement(*args)` gives, fenced.
+
+    The program sends that statement and raises LeaseLost for its run when it changed no
+    row (the run's lease is not held), else returns None: a backend may run the statement
+    itself, without the program (SqliteStore, for a step's row in a group commit). The
+    program should be written with `statement` too, so that the two cannot differ.
+    """
+
+    def declare(fn: F) -> F:
+        return _declare(fn, fenced=statement, single_write=_always)  # one statement
+
+    return declare
+
+
 def wakes(fn: F) -> F:
     """Declare that after `fn`'s programs commit, a run may be claimable at once.
 
@@ -198,11 +218,12 @@ class OperationKind(Generic[P, T_co]):
 
     It holds what the program's decorators declared: `wakes`, and as functions of a
     call's arguments (None: never) its `path` hint, `one_plan`, `lone` (`lone_always` if
-    for every call), `single_write` (`single_write_always` if for every call) and
-    `wakes_after` (which takes the call's outcome first).
+    for every call), `single_write` (`single_write_always` if for every call), its
+    `fenced` statement and `wakes_after` (which takes the call's outcome first).
     """
 
     __slots__ = (
+        "fenced",
         "lone",
         "lone_always",
         "name",
@@ -221,6 +242,7 @@ class OperationKind(Generic[P, T_co]):
         self.wakes: bool = declared.get("wakes", False)
         self.wakes_after: Callable[..., float | None] | None = declared.get("wakes_after")
         self.one_plan: Callable[..., bool] | None = declared.get("one_plan")
+        self.fenced: Callable[..., Fenced] | None = declared.get("fenced")
         self.single_write: Callable[..., bool] | None = declared.get("single_write")
         # Declared for every call (plain `@single_write`): a backend need not ask each one.
         self.single_write_always = self.single_write is _always

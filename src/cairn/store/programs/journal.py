@@ -5,12 +5,28 @@ from __future__ import annotations
 from typing import Any
 
 from cairn.store import _sql
-from cairn.store.programs.base import Program, Sql, all_rows, operation, path, single_write
+from cairn.store.programs.base import (
+    Fenced,
+    Program,
+    Sql,
+    all_rows,
+    fenced,
+    operation,
+    path,
+    single_write,
+)
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import AttemptRecord, Lease, StepRecord
 
 
+def _step_row(lease: Lease, step: StepRecord) -> Fenced:
+    # _sql.step_params(step, lease), inlined: a step's row is made for every step.
+    params = (*_sql.step_values(step), step.run_id, lease.owner, lease.fence)
+    return _sql.INSERT_STEP_OWNED, params, step.run_id
+
+
 @operation
+@fenced(_step_row)
 @single_write
 @path("one")
 def record_step(lease: Lease, step: StepRecord) -> Program[None]:
@@ -19,8 +35,9 @@ def record_step(lease: Lease, step: StepRecord) -> Program[None]:
     On PostgreSQL a write whose reply was lost is sent again; if that second try fails
     the outcome of the first is unknown: StoreUnavailable with `.unknown` set.
     """
-    if not (yield Sql(_sql.INSERT_STEP_OWNED, _sql.step_params(step, lease))):
-        raise LeaseLost(step.run_id)
+    text, params, run_id = _step_row(lease, step)
+    if not (yield Sql(text, params)):
+        raise LeaseLost(run_id)
 
 
 # An upsert's row count does not tell whether it replaced a row: its rounds are unknown.

@@ -258,6 +258,21 @@ def run(conn: sqlite3.Connection, program: Program[T]) -> T:
         return done.value  # type: ignore[no-any-return]
 
 
+async def read_again(
+    conn: Callable[[], sqlite3.Connection], where: str, make: Callable[[], Program[T]]
+) -> T:
+    """Ask a read SQLite answered busy (a checkpoint resetting the log) again, for 30 s."""
+    delay, started = 0.001, time.monotonic()
+    while True:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+        try:
+            return run(conn(), make())
+        except (sqlite3.Error, UnicodeError, ValueError) as exc:
+            if not is_busy(exc) or time.monotonic() - started > 30.0:
+                raise classify(where, exc) from exc
+
+
 AGAIN: Any = object()
 """`commit_lone`'s answer when nothing was done: a fresh program must go the usual way."""
 

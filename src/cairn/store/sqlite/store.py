@@ -23,7 +23,8 @@ from cairn.store import write_tally
 from cairn.store._health import StoreHealth
 from cairn.store._loop import answer, others_ready, ready_queue
 from cairn.store._wakeups import WakeSignal
-from cairn.store.programs.base import Operation, Program
+from cairn.store.programs.base import Fenced, Operation, Program
+from cairn.store.protocol import LeaseLost
 from cairn.store.sql_store import SqlStore
 from cairn.store.sqlite.aside import read_aside
 from cairn.store.sqlite.checkpoints import Checkpointer
@@ -34,20 +35,21 @@ from cairn.store.sqlite.connections import (
     apply_migrations,
     classify,
     commit_lone,
-    connect_for_steps,
+    execute,
     is_busy,
     open_main,
+    read_again,
     run,
     run_in_savepoint,
 )
 from cairn.store.sqlite.failures import WriteFailures
-from cairn.store.sqlite.transactions import SqliteStepTransaction, begin_immediate
+from cairn.store.sqlite.transactions import SqliteStepTransaction, begin_immediate, own_connection
 from cairn.store.write_tally import ACTIVE
 
 T = TypeVar("T")
 Make = Callable[[], Program[Any]]
-_Pending = tuple[Program[Any], asyncio.Future[Any], Make]
-_Batch = Sequence[tuple[Program[Any], "asyncio.Future[Any] | None", Make]]  # and its writer
+_Pending = tuple[Program[Any] | Fenced, asyncio.Future[Any], Make]  # a program or statement
+_Batch = Sequence[tuple[Program[Any] | Fenced, "asyncio.Future[Any] | None", Make]]
 
 _FIRST_RETRY, _LAST_RETRY = 0.001, 0.05  # s: waiting for the write lock, doubling
 _QUEUE: Any = object()  # _alone's answer: the write joins the queue instead
@@ -134,9 +136,10 @@ class SqliteStore(SqlStore):
 
     # group commit
 
-    def _write(self, program: Program[T], make: Make) -> asyncio.Future[T]:
+    def _write(self, program: Any, make: Make) -> asyncio.Future[Any]:
         if self._held and self._holder is not None and asyncio.current_task() is self._holder:
-            program.close()
+            if type(program) is not tuple:
+                program.close()
             raise StoreError(
                 f"database {self.path!r}: a @cairn.transaction step's function wrote through "
                 "the engine (engine.start, send_event...) while its own transaction holds "
@@ -144,7 +147,7 @@ class SqliteStore(SqlStore):
             )
         loop = self._loop or asyncio.get_running_loop()
         # The future made directly: loop.create_future is one more Python call per write.
-        future: asyncio.Future[T] = asyncio.Future(loop=loop)
+        future: asyncio.Future[Any] = asyncio.Future(loop=loop)
         self._pending.append((program, future, make))
         if self._flush_scheduled or self._locked_since is not None or self._held:
             return future  # the flush due, or the batch waiting for the lock, takes it along
@@ -164,7 +167,7 @@ class SqliteStore(SqlStore):
         not commit later, nor keep `close` waiting for a lock another connection holds.
         """
         for program, future, _ in self._pending:
-            if future.done():
+            if future.done() and not isinstance(program, tuple):
                 program.close()
         self._pending = [entry for entry in self._pending if not entry[1].done()]
         return bool(self._pending)
@@ -237,10 +240,8 @@ class SqliteStore(SqlStore):
             raise
         return outcomes
 
-    def _run_one(
-        self, conn: sqlite3.Connection, program: Program[Any], make: Make, guard: bool
-    ) -> Any:
-        """Run one program of a batch; its outcome, or the exception it failed with."""
+    def _run_one(self, conn: sqlite3.Connection, program: Any, make: Make, guard: bool) -> Any:
+        """Run one program (or fenced statement, see `write`) of a batch; its outcome."""
         if guard and not (
             type(make) is Operation and (make.kind.single_write_always or make.single_write())
         ):
@@ -250,7 +251,11 @@ class SqliteStore(SqlStore):
         # if it fails, there is nothing of it to undo, so no savepoint is needed.
         changes = conn.total_changes
         try:
-            return run(conn, program)
+            if type(program) is not tuple:
+                return run(conn, program)
+            if not execute(conn, program[0], program[1]).rowcount:  # what its program does
+                raise LeaseLost(program[2])
+            return None
         except Exception as exc:
             if conn.total_changes != changes or not conn.in_transaction:
                 # It failed after changing rows (or SQLite rolled the transaction back).
@@ -280,14 +285,16 @@ class SqliteStore(SqlStore):
 
     async def write(self, make: Callable[[], Program[T]]) -> T:
         """Run the program `make()` builds in a write transaction shared with others."""
-        program = make()
         if ACTIVE:  # a caller keeps a tally (nearly never): count this write in it
             write_tally.asked()
         # A batch is forming, or waits for the lock or a step transaction: the write joins
-        # it. With many runs at once that is nearly always so: asked here, not in a call.
+        # it (nearly always, with many runs at once: asked here, not in a call). A fenced
+        # write (a step's row) joins as its one statement, no program built and run.
         if self._pending or self._flush_scheduled or self._held or self._locked_since is not None:
-            alone = _QUEUE
+            alone, fenced = _QUEUE, type(make) is Operation and make.kind.fenced
+            program: Any = fenced(*make.args, **make.kwargs) if fenced else make()  # type: ignore[attr-defined]
         else:
+            program = make()
             alone = self._alone(make, program)
         if alone is _QUEUE or alone is AGAIN:
             future = self._write(program if alone is _QUEUE else make(), make)
@@ -340,10 +347,7 @@ class SqliteStore(SqlStore):
         if self._memory:
             return self.conn  # this store's only connection to its in-memory database
         if self._step_conn is None:
-            try:
-                self._step_conn = connect_for_steps(self.path, self._synchronous)
-            except sqlite3.Error as exc:
-                raise self._failures.classify(exc) from exc
+            self._step_conn = own_connection(self.path, self._synchronous, self._failures)
         return self._step_conn
 
     def _end_hold(self) -> None:
@@ -386,13 +390,9 @@ class SqliteStore(SqlStore):
         A reader does not wait for the write lock; should SQLite still answer busy (a
         checkpoint resetting the log), it is asked again a moment later.
         """
-        delay = _FIRST_RETRY
-        started = time.monotonic()
-        while True:
-            try:
-                return run(self.conn, make())
-            except (sqlite3.Error, UnicodeError, ValueError) as exc:
-                if not is_busy(exc) or time.monotonic() - started > 30.0:
-                    raise classify(repr(self.path), exc) from exc
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _LAST_RETRY)
+        try:
+            return run(self.conn, make())
+        except (sqlite3.Error, UnicodeError, ValueError) as exc:
+            if not is_busy(exc):
+                raise classify(repr(self.path), exc) from exc
+        return await read_again(lambda: self.conn, repr(self.path), make)

@@ -18,7 +18,8 @@ from cairn.errors import StoreUnavailable
 from cairn.store.programs import journal
 from cairn.store.protocol import LeaseLost
 from cairn.store.records import Lease, StepRecord
-from cairn.store.sqlite.connections import classify, is_busy, run
+from cairn.store.sqlite.connections import classify, connect_for_steps, is_busy, run
+from cairn.store.sqlite.failures import WriteFailures
 
 # Waiting for the write lock another process holds: 1 ms doubling to 50 ms, 30 s at most.
 _FIRST_RETRY = 0.001
@@ -43,6 +44,14 @@ async def begin_immediate(conn: sqlite3.Connection, where: str) -> None:
                 ) from exc
         await asyncio.sleep(delay)
         delay = min(delay * 2, _LAST_RETRY)
+
+
+def own_connection(path: str, synchronous: str, failures: WriteFailures) -> sqlite3.Connection:
+    """A file database's connection of its own for step transactions."""
+    try:
+        return connect_for_steps(path, synchronous)
+    except sqlite3.Error as exc:
+        raise failures.classify(exc) from exc
 
 
 class SqliteStepTransaction:
