@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,9 @@ BROKERS = {
 # The workers' Celery queues ("cairn", "cairn.lonely", "cairn.step.gpu") are fixed names on
 # the shared brokers: a worker of one test would take another test's messages (runs its
 # own database does not hold), and a test's purge would empty another's queue. Under
-# xdist (make test, --dist loadgroup) these tests run one after another in one process.
+# xdist (make test, --dist loadgroup) these tests run one after another in one process;
+# test sessions side by side (other worktrees) still share them, so a test that can
+# takes a workflow queue of its own (`own_queue`).
 ONE_AT_A_TIME = pytest.mark.xdist_group("celery-brokers")
 
 
@@ -50,6 +53,23 @@ def broker(request: pytest.FixtureRequest) -> str:
     url, port = BROKERS[request.param]
     reachable_or_skip(request.param, port)
     return url
+
+
+@pytest.fixture
+def own_queue() -> Iterator[str]:
+    """A workflow queue name used by this test alone (Celery queue "cairn.<name>").
+
+    Its workers get `--queue <name>` and its runs `queue=<name>`, so no message of another
+    test or test session reaches them, nor theirs it. Deleted from the brokers afterwards.
+    """
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    yield name
+    for url, port in BROKERS.values():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        except OSError:
+            continue
+        delete(url, f"cairn.{name}")
 
 
 def proxied(url: str, port: int) -> str:
@@ -194,6 +214,14 @@ def purge(broker: str, queue: str) -> None:
         bound = Queue(queue, channel=connection.default_channel)  # type: ignore[no-untyped-call]
         bound.queue_declare()
         bound.purge()
+
+
+def delete(broker: str, queue: str) -> None:
+    """Remove Celery queue `queue` from `broker` (nothing when it does not exist)."""
+    from kombu import Connection, Queue
+
+    with Connection(broker) as connection:
+        Queue(queue, channel=connection.default_channel).delete()  # type: ignore[no-untyped-call]
 
 
 def depth(broker: str, queue: str) -> int:
