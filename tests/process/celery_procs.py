@@ -7,6 +7,7 @@ the reason); with CI=true they fail. A worker may reach its broker through a TCP
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -34,6 +35,7 @@ BROKERS = {
 # test sessions side by side (other worktrees) still share them, so a test that can
 # takes a workflow queue of its own (`own_queue`).
 ONE_AT_A_TIME = pytest.mark.xdist_group("celery-brokers")
+OWN_PREFIX = "test-"
 
 
 def reachable_or_skip(name: str, port: int) -> None:
@@ -56,20 +58,14 @@ def broker(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def own_queue() -> Iterator[str]:
+def own_queue() -> str:
     """A workflow queue name used by this test alone (Celery queue "cairn.<name>").
 
     Its workers get `--queue <name>` and its runs `queue=<name>`, so no message of another
-    test or test session reaches them, nor theirs it. Deleted from the brokers afterwards.
+    test or test session reaches them, nor theirs it. `procs` deletes its Celery queues
+    once the workers are gone.
     """
-    name = f"test-{uuid.uuid4().hex[:8]}"
-    yield name
-    for url, port in BROKERS.values():
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=2).close()
-        except OSError:
-            continue
-        delete(url, f"cairn.{name}")
+    return f"{OWN_PREFIX}{uuid.uuid4().hex[:8]}"
 
 
 def proxied(url: str, port: int) -> str:
@@ -102,6 +98,8 @@ class CeleryWorker:
             "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")]),
             **(env or {}),
         }
+        self.broker = broker
+        self.queues = [value for flag, value in itertools.pairwise(args) if flag == "--queue"]
         self.log = root / f"{name}.log"
         self.out = self.log.open("w")
         self.proc = subprocess.Popen(
@@ -164,6 +162,12 @@ def procs() -> Iterator[list[CeleryWorker]]:
     yield started
     for worker in started:
         worker.close()
+    # Once no worker consumes them (a consumer would declare them again): a test's own
+    # queues, for runs and (every --queue is a step queue too) for step attempts.
+    for broker, queue in {(w.broker, q) for w in started for q in w.queues}:
+        if queue.startswith(OWN_PREFIX):
+            delete(broker, f"cairn.{queue}")
+            delete(broker, f"cairn.step.{queue}")
 
 
 def effects(root: Path) -> list[tuple[str, int]]:
