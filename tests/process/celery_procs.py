@@ -98,7 +98,6 @@ class CeleryWorker:
             "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")]),
             **(env or {}),
         }
-        self.broker = broker
         self.queues = [value for flag, value in itertools.pairwise(args) if flag == "--queue"]
         self.log = root / f"{name}.log"
         self.out = self.log.open("w")
@@ -163,11 +162,17 @@ def procs() -> Iterator[list[CeleryWorker]]:
     for worker in started:
         worker.close()
     # Once no worker consumes them (a consumer would declare them again): a test's own
-    # queues, for runs and (every --queue is a step queue too) for step attempts.
-    for broker, queue in {(w.broker, q) for w in started for q in w.queues}:
-        if queue.startswith(OWN_PREFIX):
-            delete(broker, f"cairn.{queue}")
-            delete(broker, f"cairn.step.{queue}")
+    # queues, for runs and (every --queue is a step queue too) for step attempts. On the
+    # brokers themselves: a worker's URL may be a proxy's, closed by now.
+    own = {q for w in started for q in w.queues if q.startswith(OWN_PREFIX)}
+    for url, port in BROKERS.values() if own else ():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        except OSError:
+            continue
+        for queue in own:
+            delete(url, f"cairn.{queue}")
+            delete(url, f"cairn.step.{queue}")
 
 
 def effects(root: Path) -> list[tuple[str, int]]:
@@ -221,11 +226,14 @@ def purge(broker: str, queue: str) -> None:
 
 
 def delete(broker: str, queue: str) -> None:
-    """Remove Celery queue `queue` from `broker` (nothing when it does not exist)."""
-    from kombu import Connection, Queue
+    """Remove Celery queue `queue` and its exchange (Celery names it after the queue) from
+    `broker`; nothing when they do not exist."""
+    from kombu import Connection, Exchange, Queue
 
     with Connection(broker) as connection:
-        Queue(queue, channel=connection.default_channel).delete()  # type: ignore[no-untyped-call]
+        channel = connection.default_channel
+        Queue(queue, channel=channel).delete()  # type: ignore[no-untyped-call]
+        Exchange(queue, channel=channel).delete()  # type: ignore[no-untyped-call]
 
 
 def depth(broker: str, queue: str) -> int:
