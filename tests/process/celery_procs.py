@@ -63,7 +63,7 @@ def own_queue() -> str:
 
     Its workers get `--queue <name>` and its runs `queue=<name>`, so no message of another
     test or test session reaches them, nor theirs it. `procs` deletes its Celery queues
-    once the workers are gone.
+    once the workers are gone (`delete_own`, for workers started otherwise).
     """
     return f"{OWN_PREFIX}{uuid.uuid4().hex[:8]}"
 
@@ -161,16 +161,19 @@ def procs() -> Iterator[list[CeleryWorker]]:
     yield started
     for worker in started:
         worker.close()
-    # Once no worker consumes them (a consumer would declare them again): a test's own
-    # queues, for runs and (every --queue is a step queue too) for step attempts. On the
-    # brokers themselves: a worker's URL may be a proxy's, closed by now.
-    own = {q for w in started for q in w.queues if q.startswith(OWN_PREFIX)}
-    for url, port in BROKERS.values() if own else ():
+    # Once no worker consumes them (a consumer would declare them again).
+    delete_own({q for w in started for q in w.queues if q.startswith(OWN_PREFIX)})
+
+
+def delete_own(queues: set[str]) -> None:
+    """Delete `own_queue`s, for runs and (every --queue is a step queue too) for step
+    attempts, on the brokers themselves (a worker's URL may be a proxy's, closed by now)."""
+    for url, port in BROKERS.values() if queues else ():
         try:
             socket.create_connection(("127.0.0.1", port), timeout=2).close()
         except OSError:
             continue
-        for queue in own:
+        for queue in queues:
             delete(url, f"cairn.{queue}")
             delete(url, f"cairn.step.{queue}")
 

@@ -165,7 +165,7 @@ def test_celery__broker_is_checked(tmp_path: Path) -> None:
 
 
 def test_celery__plain_celery_workers_run_a_schedule_once_per_tick(
-    broker: str, tmp_path: Path, procs: list[CeleryWorker]
+    broker: str, tmp_path: Path, procs: list[CeleryWorker], own_queue: str
 ) -> None:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")},
@@ -173,6 +173,7 @@ def test_celery__plain_celery_workers_run_a_schedule_once_per_tick(
         "CAIRN_DATABASE_URL": f"sqlite:///{tmp_path / 'ticks.db'}",
         "CAIRN_MODULES": "tests.process.celery_schedule_flow",
         "CAIRN_EFFECTS": str(tmp_path / "effects.txt"),
+        "CAIRN_TICK_QUEUE": own_queue,
         "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")]),
     }
     celery = []
@@ -183,6 +184,7 @@ def test_celery__plain_celery_workers_run_a_schedule_once_per_tick(
                 [
                     *(sys.executable, "-m", "celery", "-A", "cairn.celery.worker", "worker"),
                     *("-c", "4", "--without-gossip", "--without-mingle", "-n", f"tick{i}@%h"),
+                    *("-Q", f"cairn.{own_queue}"),
                 ],
                 env=env,
                 cwd=tmp_path,
@@ -199,6 +201,7 @@ def test_celery__plain_celery_workers_run_a_schedule_once_per_tick(
         codes = [proc.wait(timeout=DEADLINE) for proc in celery]
         for log in logs:
             log.close()
+        celery_procs.delete_own({own_queue})
     ticks = Counter(what for what, _ in _effects(tmp_path))
     assert len(ticks) >= 4
     assert set(ticks.values()) == {1}, ticks  # one run per tick, on either worker
