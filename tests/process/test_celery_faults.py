@@ -96,8 +96,8 @@ def test_celery__the_exit_status_says_whether_the_worker_failed(
     assert stopped.exit_code() == 0, stopped.log.read_text()[-2000:]
 
 
-def _publish_raw(broker: str, messages: list[tuple[dict[str, object], str]]) -> None:
-    """Put (headers, JSON body text) messages on Celery queue "cairn", as any client could."""
+def _publish_raw(broker: str, queue: str, messages: list[tuple[dict[str, object], str]]) -> None:
+    """Put (headers, JSON body text) messages on Celery queue `queue`, as any client could."""
     from kombu import Connection, Queue
 
     with Connection(broker) as connection:
@@ -106,8 +106,8 @@ def _publish_raw(broker: str, messages: list[tuple[dict[str, object], str]]) -> 
             producer.publish(
                 body,
                 exchange="",
-                routing_key="cairn",
-                declare=[Queue("cairn")],  # type: ignore[no-untyped-call]
+                routing_key=queue,
+                declare=[Queue(queue)],  # type: ignore[no-untyped-call]
                 headers=headers,
                 content_type="application/json",
                 content_encoding="utf-8",
@@ -115,10 +115,11 @@ def _publish_raw(broker: str, messages: list[tuple[dict[str, object], str]]) -> 
 
 
 def test_celery__messages_the_worker_cannot_use_are_dropped_not_fatal(
-    sqlite_url: str, broker: str, tmp_path: Path, procs: list[CeleryWorker]
+    sqlite_url: str, broker: str, tmp_path: Path, procs: list[CeleryWorker], own_queue: str
 ) -> None:
-    purge(broker, "cairn")
-    worker = CeleryWorker(sqlite_url, broker, tmp_path, "worker", "--concurrency", "2")
+    worker = CeleryWorker(
+        sqlite_url, broker, tmp_path, "worker", "--concurrency", "2", "--queue", own_queue
+    )
     procs.append(worker)
     worker.ready()
     run = {"task": "cairn.run", "lang": "py"}
@@ -135,9 +136,9 @@ def test_celery__messages_the_worker_cannot_use_are_dropped_not_fatal(
         ({"task": "cairn.runs", "id": "batch-of-integers"}, "[[[5, 6]], {}, {}]"),
         ({"task": "cairn.runs", "id": "empty-batch"}, "[[[]], {}, {}]"),
     ]
-    _publish_raw(broker, bad)
+    _publish_raw(broker, f"cairn.{own_queue}", bad)
     with cairn.Client(sqlite_url) as client:
-        handle = client.start("celery.math", 3, allow_unknown=True)
+        handle = client.start("celery.math", 3, queue=own_queue, allow_unknown=True)
         assert results([handle], [worker]) == [[9, 81]]
     until("every bad message logged", lambda: worker.log.read_text().count("dropped") >= len(bad))
     time.sleep(0.5)  # none comes back
