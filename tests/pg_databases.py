@@ -6,6 +6,12 @@ of its own. In the test's own time that is minutes over the suite's thousand Pos
 tests. Here a thread copies the next test's database while a test runs, and drops the
 used ones together, so that their checkpoints are shared. Each test still gets a
 database no one has used, copied from the template; none is reused.
+
+Each drop waiting together holds a connection of its own on the server, whose
+`max_connections` (100) every test session on the machine shares: bursts of up to 15
+connections in one `-n 2` session (two workers' eight), for the seconds a checkpoint
+takes, beside its tests' own. Fewer at a time would share fewer checkpoints (each took
+2 to 10 s on a loaded machine, and copies wait behind drops on this thread).
 """
 
 from __future__ import annotations

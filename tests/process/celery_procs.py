@@ -7,12 +7,14 @@ the reason); with CI=true they fail. A worker may reach its broker through a TCP
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,8 +31,11 @@ BROKERS = {
 # The workers' Celery queues ("cairn", "cairn.lonely", "cairn.step.gpu") are fixed names on
 # the shared brokers: a worker of one test would take another test's messages (runs its
 # own database does not hold), and a test's purge would empty another's queue. Under
-# xdist (make test, --dist loadgroup) these tests run one after another in one process.
+# xdist (make test, --dist loadgroup) these tests run one after another in one process;
+# test sessions side by side (other worktrees) still share them, so a test that can
+# takes a workflow queue of its own (`own_queue`).
 ONE_AT_A_TIME = pytest.mark.xdist_group("celery-brokers")
+OWN_PREFIX = "test-"
 
 
 def reachable_or_skip(name: str, port: int) -> None:
@@ -50,6 +55,17 @@ def broker(request: pytest.FixtureRequest) -> str:
     url, port = BROKERS[request.param]
     reachable_or_skip(request.param, port)
     return url
+
+
+@pytest.fixture
+def own_queue() -> str:
+    """A workflow queue name used by this test alone (Celery queue "cairn.<name>").
+
+    Its workers get `--queue <name>` and its runs `queue=<name>`, so no message of another
+    test or test session reaches them, nor theirs it. `procs` deletes its Celery queues
+    once the workers are gone (`delete_own`, for workers started otherwise).
+    """
+    return f"{OWN_PREFIX}{uuid.uuid4().hex[:8]}"
 
 
 def proxied(url: str, port: int) -> str:
@@ -82,6 +98,7 @@ class CeleryWorker:
             "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")]),
             **(env or {}),
         }
+        self.queues = [value for flag, value in itertools.pairwise(args) if flag == "--queue"]
         self.log = root / f"{name}.log"
         self.out = self.log.open("w")
         self.proc = subprocess.Popen(
@@ -144,6 +161,21 @@ def procs() -> Iterator[list[CeleryWorker]]:
     yield started
     for worker in started:
         worker.close()
+    # Once no worker consumes them (a consumer would declare them again).
+    delete_own({q for w in started for q in w.queues if q.startswith(OWN_PREFIX)})
+
+
+def delete_own(queues: set[str]) -> None:
+    """Delete `own_queue`s, for runs and (every --queue is a step queue too) for step
+    attempts, on the brokers themselves (a worker's URL may be a proxy's, closed by now)."""
+    for url, port in BROKERS.values() if queues else ():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        except OSError:
+            continue
+        for queue in queues:
+            delete(url, f"cairn.{queue}")
+            delete(url, f"cairn.step.{queue}")
 
 
 def effects(root: Path) -> list[tuple[str, int]]:
@@ -194,6 +226,17 @@ def purge(broker: str, queue: str) -> None:
         bound = Queue(queue, channel=connection.default_channel)  # type: ignore[no-untyped-call]
         bound.queue_declare()
         bound.purge()
+
+
+def delete(broker: str, queue: str) -> None:
+    """Remove Celery queue `queue` and its exchange (Celery names it after the queue) from
+    `broker`; nothing when they do not exist."""
+    from kombu import Connection, Exchange, Queue
+
+    with Connection(broker) as connection:
+        channel = connection.default_channel
+        Queue(queue, channel=channel).delete()  # type: ignore[no-untyped-call]
+        Exchange(queue, channel=channel).delete()  # type: ignore[no-untyped-call]
 
 
 def depth(broker: str, queue: str) -> int:

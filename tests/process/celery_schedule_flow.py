@@ -21,7 +21,9 @@ async def record(tick: str) -> None:
         os.fsync(out.fileno())
 
 
-@cairn.workflow("celery.tick")
+# The test's own workflow queue (Celery queue "cairn.<name>"), so that its workers, which
+# take only that queue, consume no other test's messages on the shared brokers.
+@cairn.workflow("celery.tick", queue=os.environ.get("CAIRN_TICK_QUEUE") or None)
 async def tick() -> None:
     scheduled = cairn.current_run().scheduled_at
     assert scheduled is not None

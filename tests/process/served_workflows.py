@@ -1,6 +1,6 @@
 """Workflows for the waiting and control process tests, and a worker process serving them.
 
-    python served_workflows.py URL EFFECTS [--hold N,...]
+    python served_workflows.py URL EFFECTS [--hold N,...] [--lease 30s]
 
 The process runs an engine on URL that claims and executes runs until it is killed. Every
 step appends a line to EFFECTS (a file outside the store) and fsyncs it: the counter that
@@ -254,8 +254,8 @@ async def streams_doomed() -> None:
     await cairn.stream("tokens").close()  # never reached
 
 
-async def serve(url: str) -> None:
-    async with cairn.Engine(url, workers=16, poll_interval=0.05, lease="30s"):
+async def serve(url: str, lease: str) -> None:
+    async with cairn.Engine(url, workers=16, poll_interval=0.05, lease=lease):
         print("ready", flush=True)
         await asyncio.Event().wait()  # until killed
 
@@ -266,10 +266,11 @@ def main() -> int:
     parser.add_argument("url")
     parser.add_argument("effects")
     parser.add_argument("--hold", default="")
+    parser.add_argument("--lease", default="30s")
     options = parser.parse_args()
     EFFECTS = Path(options.effects)
     HOLD = {int(i) for i in options.hold.split(",") if i}
-    asyncio.run(serve(options.url))
+    asyncio.run(serve(options.url, options.lease))
     return 0
 
 

@@ -35,6 +35,7 @@ pytestmark = [pytest.mark.process, celery_procs.ONE_AT_A_TIME]
 
 broker = celery_procs.broker
 procs = celery_procs.procs
+own_queue = celery_procs.own_queue
 
 
 @pytest.fixture
@@ -47,15 +48,26 @@ def proxy(broker: str) -> Iterator[FreezingProxy]:
 
 
 def test_celery__connection_resets_do_not_stop_the_worker(
-    sqlite_url: str, broker: str, proxy: FreezingProxy, tmp_path: Path, procs: list[CeleryWorker]
+    sqlite_url: str,
+    broker: str,
+    proxy: FreezingProxy,
+    tmp_path: Path,
+    procs: list[CeleryWorker],
+    own_queue: str,
 ) -> None:
     worker = CeleryWorker(
-        sqlite_url, proxied(broker, proxy.port), tmp_path, "worker", "--concurrency", "4"
+        sqlite_url,
+        proxied(broker, proxy.port),
+        tmp_path,
+        "worker",
+        *("--concurrency", "4", "--queue", own_queue),
     )
     procs.append(worker)
     worker.ready()
     with cairn.Client(sqlite_url) as client:
-        handles = [client.start("celery.steady", n, allow_unknown=True) for n in range(12)]
+        handles = [
+            client.start("celery.steady", n, queue=own_queue, allow_unknown=True) for n in range(12)
+        ]
         for _ in range(3):
             time.sleep(1.0)
             until("a reconnection", lambda: worker.alive() or proxy.open_links())
@@ -68,22 +80,24 @@ def test_celery__connection_resets_do_not_stop_the_worker(
 
 
 def test_celery__the_exit_status_says_whether_the_worker_failed(
-    broker: str, tmp_path: Path, procs: list[CeleryWorker]
+    broker: str, tmp_path: Path, procs: list[CeleryWorker], own_queue: str
 ) -> None:
     unopenable = f"sqlite:///{tmp_path / 'no-such-folder' / 'cairn.db'}"
     failed = CeleryWorker(unopenable, broker, tmp_path, "failed")
     procs.append(failed)
     assert failed.exit_code() == 1, failed.log.read_text()[-2000:]
     assert "cairn engine failed to open: cannot open database" in failed.log.read_text()
-    stopped = CeleryWorker(f"sqlite:///{tmp_path / 'cairn.db'}", broker, tmp_path, "stopped")
+    # Its own queue: ready, it would consume (and drop) other tests' runs' messages.
+    db = f"sqlite:///{tmp_path / 'cairn.db'}"
+    stopped = CeleryWorker(db, broker, tmp_path, "stopped", "--queue", own_queue)
     procs.append(stopped)
     stopped.ready()
     stopped.proc.terminate()  # a warm shutdown: a success
     assert stopped.exit_code() == 0, stopped.log.read_text()[-2000:]
 
 
-def _publish_raw(broker: str, messages: list[tuple[dict[str, object], str]]) -> None:
-    """Put (headers, JSON body text) messages on Celery queue "cairn", as any client could."""
+def _publish_raw(broker: str, queue: str, messages: list[tuple[dict[str, object], str]]) -> None:
+    """Put (headers, JSON body text) messages on Celery queue `queue`, as any client could."""
     from kombu import Connection, Queue
 
     with Connection(broker) as connection:
@@ -92,8 +106,8 @@ def _publish_raw(broker: str, messages: list[tuple[dict[str, object], str]]) -> 
             producer.publish(
                 body,
                 exchange="",
-                routing_key="cairn",
-                declare=[Queue("cairn")],  # type: ignore[no-untyped-call]
+                routing_key=queue,
+                declare=[Queue(queue)],  # type: ignore[no-untyped-call]
                 headers=headers,
                 content_type="application/json",
                 content_encoding="utf-8",
@@ -101,10 +115,11 @@ def _publish_raw(broker: str, messages: list[tuple[dict[str, object], str]]) -> 
 
 
 def test_celery__messages_the_worker_cannot_use_are_dropped_not_fatal(
-    sqlite_url: str, broker: str, tmp_path: Path, procs: list[CeleryWorker]
+    sqlite_url: str, broker: str, tmp_path: Path, procs: list[CeleryWorker], own_queue: str
 ) -> None:
-    purge(broker, "cairn")
-    worker = CeleryWorker(sqlite_url, broker, tmp_path, "worker", "--concurrency", "2")
+    worker = CeleryWorker(
+        sqlite_url, broker, tmp_path, "worker", "--concurrency", "2", "--queue", own_queue
+    )
     procs.append(worker)
     worker.ready()
     run = {"task": "cairn.run", "lang": "py"}
@@ -121,9 +136,9 @@ def test_celery__messages_the_worker_cannot_use_are_dropped_not_fatal(
         ({"task": "cairn.runs", "id": "batch-of-integers"}, "[[[5, 6]], {}, {}]"),
         ({"task": "cairn.runs", "id": "empty-batch"}, "[[[]], {}, {}]"),
     ]
-    _publish_raw(broker, bad)
+    _publish_raw(broker, f"cairn.{own_queue}", bad)
     with cairn.Client(sqlite_url) as client:
-        handle = client.start("celery.math", 3, allow_unknown=True)
+        handle = client.start("celery.math", 3, queue=own_queue, allow_unknown=True)
         assert results([handle], [worker]) == [[9, 81]]
     until("every bad message logged", lambda: worker.log.read_text().count("dropped") >= len(bad))
     time.sleep(0.5)  # none comes back
@@ -175,15 +190,18 @@ def test_celery__an_attempt_longer_than_rabbitmq_s_consumer_timeout_finishes(
     tmp_path: Path,
     procs: list[CeleryWorker],
     short_consumer_timeout: None,
+    own_queue: str,
 ) -> None:
     url, port = BROKERS["rabbitmq"]
     reachable_or_skip("rabbitmq", port)
-    worker = CeleryWorker(sqlite_url, url, tmp_path, "worker", "--concurrency", "2")
+    worker = CeleryWorker(
+        sqlite_url, url, tmp_path, "worker", "--concurrency", "2", "--queue", own_queue
+    )
     procs.append(worker)
     worker.ready()
     with cairn.Client(sqlite_url) as client:
         # Two steps of 3 s: each outlasts the 2 s the broker allows an unacknowledged message.
-        handle = client.start("celery.steady", 7, 2, 3.0, allow_unknown=True)
+        handle = client.start("celery.steady", 7, 2, 3.0, queue=own_queue, allow_unknown=True)
         assert results([handle], [worker]) == [7]
     log = worker.log.read_text()
     assert "PRECONDITION_FAILED" not in log, log[-3000:]
@@ -191,7 +209,12 @@ def test_celery__an_attempt_longer_than_rabbitmq_s_consumer_timeout_finishes(
 
 
 def test_celery__a_frozen_broker_is_reported_and_the_worker_catches_up(
-    sqlite_url: str, broker: str, proxy: FreezingProxy, tmp_path: Path, procs: list[CeleryWorker]
+    sqlite_url: str,
+    broker: str,
+    proxy: FreezingProxy,
+    tmp_path: Path,
+    procs: list[CeleryWorker],
+    own_queue: str,
 ) -> None:
     health = tmp_path / "health.json"
     worker = CeleryWorker(
@@ -199,7 +222,7 @@ def test_celery__a_frozen_broker_is_reported_and_the_worker_catches_up(
         proxied(broker, proxy.port),
         tmp_path,
         "worker",
-        *("--concurrency", "4"),
+        *("--concurrency", "4", "--queue", own_queue),
         env={"CAIRN_BROKER_TIMEOUT": "2", "CAIRN_HEALTH_FILE": str(health)},
     )
     procs.append(worker)
@@ -209,11 +232,17 @@ def test_celery__a_frozen_broker_is_reported_and_the_worker_catches_up(
         return json.loads(health.read_text())["status"] if health.exists() else None
 
     with cairn.Client(sqlite_url) as client:
-        before = [client.start("celery.steady", n, 2, 0.1, allow_unknown=True) for n in range(4)]
+        before = [
+            client.start("celery.steady", n, 2, 0.1, queue=own_queue, allow_unknown=True)
+            for n in range(4)
+        ]
         assert results(before, [worker]) == list(range(4))
         until("a healthy worker", lambda: worker.alive() or status() == "ok")
         proxy.freeze(new=True)  # open and new connections: TCP up, not a byte through
-        during = [client.start("celery.steady", n, 2, 0.1, allow_unknown=True) for n in range(6)]
+        during = [
+            client.start("celery.steady", n, 2, 0.1, queue=own_queue, allow_unknown=True)
+            for n in range(6)
+        ]
         until(
             "the health file to tell",
             lambda: worker.alive() or status() == "broker unreachable",

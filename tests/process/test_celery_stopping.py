@@ -24,7 +24,6 @@ from tests.process.celery_procs import (
     broker_port,
     effects,
     proxied,
-    purge,
     results,
     until,
 )
@@ -37,6 +36,7 @@ pytestmark = [pytest.mark.process, celery_procs.ONE_AT_A_TIME, pytest.mark.timeo
 
 broker = celery_procs.broker
 procs = celery_procs.procs
+own_queue = celery_procs.own_queue
 
 GRACE = 2.0
 # Besides the grace, the hand-back window and the linger: Celery's own stop and the
@@ -93,6 +93,7 @@ def _finish_elsewhere(
     root: Path,
     procs: list[CeleryWorker],
     run_ids: list[str],
+    queue: str,
     fault: int | None = None,
 ) -> None:
     """A second worker completes every run; no step completed twice.
@@ -100,7 +101,7 @@ def _finish_elsewhere(
     `fault`: how many effects were written when the database froze. A step in flight
     then (started before, ended after) could not commit its outcome: it runs again.
     """
-    second = CeleryWorker(url, broker, root, "second", "--concurrency", "4")
+    second = CeleryWorker(url, broker, root, "second", "--concurrency", "4", "--queue", queue)
     procs.append(second)
     second.ready()
     with cairn.Client(url) as client:
@@ -116,25 +117,29 @@ def _finish_elsewhere(
     assert {what for what, n in ends.items() if n > 1} <= cut, (ends, cut)
 
 
-def _start(url: str, runs: int) -> list[str]:
+def _start(url: str, runs: int, queue: str) -> list[str]:
     with cairn.Client(url) as client:
         return [
-            client.start("celery.counted", n, 5, 0.6, allow_unknown=True).run_id
+            client.start("celery.counted", n, 5, 0.6, queue=queue, allow_unknown=True).run_id
             for n in range(runs)
         ]
 
 
 def test_celery_stop__a_frozen_broker_holds_the_exit_no_longer_than_a_linger(
-    store_url: str, broker: str, proxy: FreezingProxy, tmp_path: Path, procs: list[CeleryWorker]
+    store_url: str,
+    broker: str,
+    proxy: FreezingProxy,
+    tmp_path: Path,
+    procs: list[CeleryWorker],
+    own_queue: str,
 ) -> None:
-    purge(broker, "cairn")
-    run_ids = _start(store_url, 4)
+    run_ids = _start(store_url, 4, own_queue)
     worker = CeleryWorker(
         store_url,
         proxied(broker, proxy.port),
         tmp_path,
         "first",
-        *("--concurrency", "4", "--grace", f"{GRACE:g}s"),
+        *("--concurrency", "4", "--grace", f"{GRACE:g}s", "--queue", own_queue),
         env={"CAIRN_BROKER_TIMEOUT": BROKER_TIMEOUT},
     )
     procs.append(worker)
@@ -149,7 +154,7 @@ def test_celery_stop__a_frozen_broker_holds_the_exit_no_longer_than_a_linger(
     assert "cairn: Celery's shutdown still waits on the broker" in log, log[-4000:]
     assert "Traceback" not in log, log[-6000:]
     proxy.thaw()
-    _finish_elsewhere(store_url, broker, tmp_path, procs, run_ids)
+    _finish_elsewhere(store_url, broker, tmp_path, procs, run_ids, own_queue)
 
 
 def test_celery_stop__a_frozen_database_leaves_runs_to_their_lease_in_one_line(
@@ -158,15 +163,15 @@ def test_celery_stop__a_frozen_database_leaves_runs_to_their_lease_in_one_line(
     freezing: FreezingProxy,
     tmp_path: Path,
     procs: list[CeleryWorker],
+    own_queue: str,
 ) -> None:
-    purge(broker, "cairn")
-    run_ids = _start(pg_url, 4)
+    run_ids = _start(pg_url, 4, own_queue)
     worker = CeleryWorker(
         freezing.url(pg_url.rsplit("/", 1)[1]),
         broker,
         tmp_path,
         "first",
-        *("--concurrency", "4", "--grace", f"{GRACE:g}s"),
+        *("--concurrency", "4", "--grace", f"{GRACE:g}s", "--queue", own_queue),
     )
     procs.append(worker)
     worker.ready()
@@ -180,4 +185,4 @@ def test_celery_stop__a_frozen_database_leaves_runs_to_their_lease_in_one_line(
     assert "stopped without handing its runs back" in log, log[-4000:]
     assert "Traceback" not in log, log[-6000:]
     freezing.thaw()
-    _finish_elsewhere(pg_url, broker, tmp_path, procs, run_ids, fault)
+    _finish_elsewhere(pg_url, broker, tmp_path, procs, run_ids, own_queue, fault)

@@ -4,6 +4,7 @@ worker that takes the run over records it as an interrupted attempt (it may have
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -85,8 +86,9 @@ async def test_kill_9_at_once__the_view_says_a_step_may_have_started_unrecorded(
     assert record.recoveries == 1
     assert history[0].key == "held_async#1" and history[0].attempts == 1 and attempts == []
     said = (
-        "taken over from a dead worker once with no step recorded in flight: a step that had "
-        "run under about a second may have started once more than its ATTEMPTS say"
+        "taken over once from a worker that died or lost its lease, with no step recorded "
+        "in flight: a step that had run under about a second may have started once more "
+        "than its ATTEMPTS say"
     )
     assert said in " ".join(runs_show(store_url, run.run_id).split())
     dashboard = start_server(store_url, tmp_path)  # the run page says it too
@@ -96,6 +98,44 @@ async def test_kill_9_at_once__the_view_says_a_step_may_have_started_unrecorded(
     finally:
         dashboard.stop()
     assert f'data-field="unrecorded">{said}<' in page
+
+
+async def test_lease_lost_at_once__nothing_records_the_attempt_cut_off(
+    tmp_path: Path, store_url: str
+) -> None:
+    """A worker stopped (SIGSTOP) before its heartbeat published the step loses the run to
+    another worker, which runs the step again as attempt 1: it never heard of the first.
+
+    Resumed, the first worker ends its attempt (a sync step's thread runs on to its end;
+    its writes are fenced off) and records nothing either: by then its attempt's number
+    is the new worker's. The view says what is known, as for a worker that died.
+    """
+    async with workers(tmp_path, store_url) as (procs, control):
+        victim = procs.spawn("--lease", "2s")
+        run = await control.start("proc.control", "sync", 0, allow_unknown=True)
+        await procs.until("the held step", lambda: procs.counts()["held start"] == 1)
+        victim.send_signal(signal.SIGSTOP)  # within milliseconds of the step's start
+        try:
+            procs.spawn("--lease", "2s")  # takes the run once the victim's lease has run out
+            await procs.until("the step again", lambda: procs.counts()["held start"] == 2)
+        finally:
+            victim.send_signal(signal.SIGCONT)
+        procs.release()
+        await procs.until("both attempts' ends", lambda: procs.counts()["held end"] == 2)
+        record = await procs.status(control, run.run_id, "COMPLETED")
+        history = await control.history(run.run_id)
+        attempts = await control.control.attempts(run.run_id)
+        assert victim.poll() is None  # alive all along: it lost the run, it did not die
+
+    assert len(procs.pids("held end")) == 2  # both attempts ran to their end, side by side
+    assert record.recoveries == 1
+    assert history[0].key == "held_sync#1" and history[0].attempts == 1 and attempts == []
+    said = (
+        "taken over once from a worker that died or lost its lease, with no step recorded "
+        "in flight: a step that had run under about a second may have started once more "
+        "than its ATTEMPTS say"
+    )
+    assert said in " ".join(runs_show(store_url, run.run_id).split())
 
 
 def runs_show(url: str, run_id: str) -> str:

@@ -19,10 +19,15 @@ import cairn
 pytestmark = pytest.mark.process
 
 ROOT = Path(__file__).resolve().parents[2]
+# Runs each worker executes at once on the shared PostgreSQL server. A worker's pool grows
+# with them, to 10 connections plus LISTEN and its heartbeat's: at 20 runs three workers
+# held 34 connections of the server's 100, which other test sessions share (clients were
+# refused). Three workers at 4 runs each still race for every claim.
+SHARED_SERVER_CONCURRENCY = 4
 
 
 def _worker(
-    url: str, side_db: Path, *, delay: float = 0.0, concurrency: int = 20
+    url: str, side_db: Path, *, delay: float = 0.0, concurrency: int = SHARED_SERVER_CONCURRENCY
 ) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
@@ -130,7 +135,7 @@ def test_workers__kill_9_hands_runs_to_the_others(
     side = tmp_path / "side.db"
     run_ids = _enqueue(store_url, 60)
     for _ in range(_worker_count(store_url)):
-        workers.append(_worker(store_url, side, delay=0.05, concurrency=10))
+        workers.append(_worker(store_url, side, delay=0.05))
     victim = workers[0]
     # Kill once the victim has done real work (its effects are in the side table).
     deadline = time.monotonic() + 60

@@ -277,12 +277,14 @@ def _utc(ts: float | None) -> datetime | None:
 def unrecorded_recoveries(shown: Shown) -> int:
     """How many of the run's recoveries recorded no interrupted attempt.
 
-    A worker that takes a run over records the steps its dead owner had in flight as
-    interrupted attempts, one batch per recovery (they share its time), but it knows only
-    those the owner's heartbeats had published: a step that had run for less than about
-    a second is not among them (runtime/in_flight.py). A recovery with no batch may thus
-    hide a step that started once more than its attempts say, or none (the owner died
-    between steps): not knowing which, `cairn runs show` says so rather than guess.
+    A worker that takes a run over records the steps its owner (dead, or alive but past
+    its lease) had in flight as interrupted attempts, one batch per recovery (they share
+    its time), but it knows only those the owner's heartbeats had published: a step that
+    had run for less than about a second is not among them (runtime/in_flight.py). An
+    owner that comes back records nothing either: the taker numbered its next attempt as
+    the one cut off. A recovery with no batch may thus hide a step that started once more
+    than its attempts say, or none (the owner died between steps): not knowing which,
+    `cairn runs show` says so rather than guess.
     """
     batches = {
         (a.get("execution"), a.get("failed_at"))

@@ -115,10 +115,14 @@ def unrecorded_note(recoveries: int) -> str:
 
     See representation/runs.py `unrecorded_recoveries`.
     """
-    times = "once" if recoveries == 1 else f"{recoveries} times"
+    if recoveries == 1:
+        times, whom = "once", "a worker that died or lost its lease"
+    else:
+        times, whom = f"{recoveries} times", "workers that died or lost their leases"
     return (
-        f"taken over from a dead worker {times} with no step recorded in flight: a step "
-        "that had run under about a second may have started once more than its ATTEMPTS say"
+        f"taken over {times} from {whom}, with no step "
+        "recorded in flight: a step that had run under about a second may have started "
+        "once more than its ATTEMPTS say"
     )
 
 
