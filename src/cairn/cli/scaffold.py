@@ -149,8 +149,5 @@ def init(ns: argparse.Namespace, glob: options.Globals) -> int:
     ]
     width = max(len(command) for command, _ in steps)
     lines = [f"  {command:<{width}}   {note}".rstrip() for command, note in steps]
-    output.stdout().print(
-        f"created {', '.join(str(p) for p in planned)}\nnext:\n" + "\n".join(lines),
-        markup=False,
-    )
+    output.say(f"created {', '.join(str(p) for p in planned)}\nnext:\n" + "\n".join(lines))
     return 0

@@ -110,8 +110,9 @@ def _timing(info: ScheduleInfo) -> str:
     return f"every {describe_seconds(info.every.total_seconds())}"
 
 
-# The id (what pause, resume, delete and trigger take), workflow and state always show;
-# the next tick first, then the others, join while there is room (see output.FittedTable).
+# The id (what pause, resume, delete and trigger take: whole, on a line of its own if need
+# be), workflow and state always show; the next tick first, then the others, join while
+# there is room (see output.FittedTable).
 SCHEDULE_COLUMNS: output.Columns = {
     "ID": (None, 0, None),
     "WORKFLOW": (16, 0, 32),
@@ -139,7 +140,7 @@ def schedules_table(infos: list[ScheduleInfo]) -> output.FittedTable:
         }
         for info in infos
     ]
-    return output.FittedTable(SCHEDULE_COLUMNS, rows, middle=("WORKFLOW", "LAST RUN"))
+    return output.FittedTable(SCHEDULE_COLUMNS, rows, middle=("WORKFLOW", "LAST RUN"), lead="ID")
 
 
 def list_schedules(ns: argparse.Namespace, glob: options.Globals) -> int:
@@ -192,9 +193,8 @@ def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
         output.print_json(schedule_forms.schedule_dict(info))
     else:
         done, tick = ("exists already", "next") if existed else ("created", "first")
-        output.stdout().print(
-            f"schedule {info.id} {done}: {_timing(info)}, {tick} tick {words.when(info.next_tick)}",
-            markup=False,
+        output.say(
+            f"schedule {info.id} {done}: {_timing(info)}, {tick} tick {words.when(info.next_tick)}"
         )
     return 0
 
@@ -202,23 +202,21 @@ def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
 def pause(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn schedules pause`."""
     info = _with_engine(glob, lambda engine: engine.schedules.pause(ns.schedule_id))
-    output.stdout().print(f"schedule {info.id} paused", markup=False)
+    output.say(f"schedule {info.id} paused")
     return 0
 
 
 def resume(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn schedules resume`."""
     info = _with_engine(glob, lambda engine: engine.schedules.resume(ns.schedule_id))
-    output.stdout().print(
-        f"schedule {info.id} resumed, next tick {words.when(info.next_tick)}", markup=False
-    )
+    output.say(f"schedule {info.id} resumed, next tick {words.when(info.next_tick)}")
     return 0
 
 
 def delete(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn schedules delete`."""
     _with_engine(glob, lambda engine: engine.schedules.delete(ns.schedule_id))
-    output.stdout().print(f"schedule {ns.schedule_id} deleted", markup=False)
+    output.say(f"schedule {ns.schedule_id} deleted")
     return 0
 
 
@@ -228,5 +226,5 @@ def trigger(ns: argparse.Namespace, glob: options.Globals) -> int:
     async def start(engine: Engine) -> str:
         return (await engine.schedules.trigger(ns.schedule_id)).run_id
 
-    output.stdout().print(_with_engine(glob, start), markup=False)
+    output.say(_with_engine(glob, start))
     return 0
