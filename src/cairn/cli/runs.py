@@ -248,7 +248,10 @@ def download(ns: argparse.Namespace, glob: options.Globals) -> int:
         glob, lambda engine: stored_values.stored_text(engine.control, ns.run_id, ns.download)
     )
     if ns.output:
-        Path(ns.output).write_text(text, encoding="utf-8", errors="surrogatepass")
+        try:
+            Path(ns.output).write_text(text, encoding="utf-8", errors="surrogatepass")
+        except OSError as exc:
+            raise ValueError(f"--output {ns.output!r}: cannot write it ({exc.strerror})") from exc
     else:
         sys.stdout.write(text + "\n")
     return 0
