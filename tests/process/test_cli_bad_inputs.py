@@ -71,3 +71,17 @@ def test_postgres__a_database_that_does_not_exist_is_one_line(
     line = one_error_line(proc)
     assert line.startswith(f"error: cannot open database {url}: ")
     assert line.endswith("does not exist")
+
+
+def test_run__a_file_path_for_a_module_says_to_name_the_module(project: Path) -> None:
+    # A new operator's first try: the file they just wrote.
+    for target, name, example in (
+        ("flows.py:total", "flows.py", ", e.g. 'flows'"),
+        ("./flows.py:total", "./flows.py", ", e.g. 'flows'"),
+        ("/abs/flows.py:total", "/abs/flows.py", ""),
+    ):
+        proc = cairn_cmd(project, "run", target, "1", "2", "--db", "memory://")
+        assert proc.returncode == 1
+        line = one_error_line(proc)
+        assert line.startswith(f"error: cannot import module '{name}': ")
+        assert line.endswith(f" (name the module as Python imports it{example}, not a file)")
