@@ -152,3 +152,38 @@ def test_runs_list__a_bad_cursor_names_the_option_and_what_to_pass(
             f"error: invalid --cursor '{cursor}': pass the value the previous page printed "
             "(`more runs: add --cursor ...` on stderr, or `next_cursor` with --json)"
         )
+
+
+REVIEW = """
+import cairn
+
+
+@cairn.workflow(name="review.flow")
+async def flow(order: str) -> dict:
+    return await cairn.human_task(
+        "approve",
+        title="Approve the refund of order " + order
+        + " [bold]for a customer who asked twice[/bold]",
+        data={"order": order, "reason": "the parcel arrived damaged, photographs of every side"},
+    )
+"""
+
+
+def test_tasks_show__facts_wrap_under_themselves_and_markup_is_text(
+    project: Path, store_url: str
+) -> None:
+    (project / "review.py").write_text(REVIEW)
+    db = ["--db", store_url]
+    proc = cairn_cmd(project, "run", "review:flow", ORDER, "--run-id", RUN_ID, *db)
+    assert proc.returncode == 0, proc.stderr
+    task_id = re.search(r"cairn tasks show (\w+)", proc.stderr)
+    assert task_id is not None, proc.stderr
+    lines = at_80(project, "tasks", "show", task_id[1], *db).splitlines()
+    assert f"run       {RUN_ID}" in lines  # whole on its line, not folded
+    title = lines.index(next(line for line in lines if line.startswith("title ")))
+    text = " ".join(line.strip() for line in lines[title : title + 3])
+    # `[bold]` was taken as markup: dropped, and the rest printed bold.
+    assert (
+        f"Approve the refund of order {ORDER} [bold]for a customer who asked twice[/bold]" in text
+    )
+    assert lines[title + 1].startswith(" " * 10) and len(lines[title]) <= 80
