@@ -85,3 +85,26 @@ def test_run__a_file_path_for_a_module_says_to_name_the_module(project: Path) ->
         line = one_error_line(proc)
         assert line.startswith(f"error: cannot import module '{name}': ")
         assert line.endswith(f" (name the module as Python imports it{example}, not a file)")
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "value"),
+    [
+        (["worker", "--lease", "soon"], "--lease", "soon"),
+        (["worker", "--grace", "soon"], "--grace", "soon"),
+        (["schedules", "create", "s1", "flows.total", "--every", "soon"], "--every", "soon"),
+        (
+            ["schedules", "create", "s1", "flows.total", "--every", "1m", "--catchup", "forever"],
+            "--catchup",
+            "forever",
+        ),
+    ],
+)
+def test_bad_durations__name_the_option_as_typed(
+    project: Path, args: list[str], option: str, value: str
+) -> None:
+    # They said "invalid duration for lease", "... for every of schedule 's1'".
+    proc = cairn_cmd(project, *args, "--db", f"sqlite:///{project / 'cairn.db'}")
+    assert proc.returncode == 1
+    assert one_error_line(proc).startswith(f"error: invalid duration for {option}: '{value}' (")
+    assert not (project / "cairn.db").exists()  # refused before the database is opened

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from rich.text import Text
 
+from cairn import durations
 from cairn.authoring.schedule_ticks import describe_seconds
 from cairn.cli import options, output
 from cairn.errors import ScheduleNotFound, UnknownWorkflow
@@ -159,6 +160,9 @@ def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
     from cairn.cli import call_args
     from cairn.cli import run as run_command
 
+    for option, value in (("--every", ns.every), ("--catchup", ns.catchup)):
+        if value is not None:  # a value that is no duration at all, named as typed
+            durations.parse(value, what=option)
     options.import_modules(glob.modules)  # the name may be one these modules register
     workflow = run_command.resolve(ns.workflow, enqueue=True)
     args, kwargs = call_args.parse_call(workflow, ns.args, ns.input, reserved=())
