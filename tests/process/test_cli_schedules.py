@@ -94,7 +94,7 @@ def test_schedules_cli__create_list_pause_resume_trigger_delete(tmp_path: Path) 
     [
         (["--cron", "0 2 * *"], 1, "need 5 fields"),
         (["--every", "1h", "--tz", "Moon/Base"], 1, "unknown time zone 'Moon/Base'"),
-        (["--every", "soon"], 1, "every of schedule 'x'"),
+        (["--every", "soon"], 1, "invalid duration for --every: 'soon'"),
         ([], 2, "one of the arguments --cron --every is required"),
         (["--cron", "0 2 * * *", "--every", "1h"], 2, "not allowed with argument"),
         (["--every", "1h", "--overlap", "queue"], 2, "invalid choice: 'queue'"),

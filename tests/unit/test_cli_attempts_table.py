@@ -51,13 +51,27 @@ def shown(width: int) -> list[str]:
     return captured.get().splitlines()
 
 
+def facts_and_errors(lines: list[str]) -> tuple[list[str], list[str]]:
+    """The attempts' fact lines, and each one's error with its indented lines joined."""
+    facts: list[str] = []
+    errors: list[str] = []
+    for line in lines[1:]:
+        if not line.startswith(" "):
+            facts.append(line)
+        elif line.startswith("    "):
+            errors[-1] += " " + line.strip()
+        else:
+            errors.append(line)
+    return facts, errors
+
+
 def test_attempts_table__each_attempt_reads_on_its_lines_at_80_columns() -> None:
     # Before: every cell folded, so each attempt wrapped over 2-4 lines, its error and
     # times broken mid-word.
     lines = shown(80)
     assert all(len(line) <= 80 for line in lines), lines
     assert lines[0].split() == ["KEY", "ATTEMPT", "ENDED", "AT", "WORKER", "RETRY"]
-    facts, errors = lines[1::2], lines[2::2]
+    facts, errors = facts_and_errors(lines)
     assert len(facts) == len(errors) == 3, lines
     for number, line in enumerate(facts, 1):
         assert line.startswith("fetch_user_data_from_external_crm#1"[:10]), line
@@ -66,15 +80,25 @@ def test_attempts_table__each_attempt_reads_on_its_lines_at_80_columns() -> None
         assert ("ip-10-0-12" if number < 3 else "host-b:77") in line  # the worker
     assert "after 200ms" in facts[0] and "no retry" in facts[1] and "ran again" in facts[2]
     assert errors[0].startswith("  builtins.ConnectionError: HTTPSConnectionPool(host='crm.")
-    assert errors[0].endswith("…")  # cut at the width, not wrapped
+    # The error's first line whole, wrapped at spaces and indented (it was cut at the
+    # width, "[Errno 111] Connection refused" and all lost).
+    assert (
+        errors[0].strip()
+        == errors[1].strip()
+        == ("builtins.ConnectionError: " + " ".join(MESSAGE.splitlines()[0].split()) + " …")
+    )
     assert "second line" not in "\n".join(lines)  # the first line only
     assert errors[2].startswith("  interrupted (worker host-b:77:0123, started ")
 
 
 def test_attempts_table__a_wide_terminal_puts_the_error_beside_its_facts() -> None:
-    lines = shown(220)
+    lines = shown(400)
     assert lines[0].split()[-1] == "ERROR"
     assert len(lines) == 4, lines  # the header and one line per attempt
     assert WORKER in lines[1] and "2026" in lines[1]
     assert "builtins.ConnectionError: HTTPSConnectionPool(host='crm.internal" in lines[1]
-    assert "Connection refused')) …" in shown(400)[1]  # the whole first line, more to come
+    assert "Connection refused')) …" in lines[1]  # the whole first line, more to come
+    # Too narrow for every error whole beside its facts: each goes below them, whole.
+    narrower = shown(220)
+    assert narrower[0].split()[-1] == "RETRY"
+    assert facts_and_errors(narrower)[1][0].endswith("Connection refused')) …")

@@ -43,13 +43,22 @@ def test_runs_table__long_workflow_names_keep_their_ends_at_80_columns() -> None
         )
         for i, name in enumerate(NAMES)
     ]
+    lines = rendered(output.runs_table(runs[1:]))  # generated ids: one line a run
+    assert all(len(line) <= 80 for line in lines), lines
+    assert len(lines) == 1 + len(runs[1:])
+    for line, name in zip(lines[1:], NAMES[1:], strict=True):
+        assert name.rpartition(".")[2][-7:] + "  " in line, line  # the end that differs
+    assert lines[1].startswith("01a22afd58ef6d0d5334c15e3ae6f0a1  ")  # a generated id whole
+
+    # A scheduled run's id is too long to show whole beside the rest: every id takes a
+    # line of its own (it was cut to `sched:ever…:2026-11-30T05:50:00Z`, no use to
+    # `cairn runs show`), the rest of its row below it.
     lines = rendered(output.runs_table(runs))
     assert all(len(line) <= 80 for line in lines), lines
-    assert len(lines) == 1 + len(runs)
-    for line, name in zip(lines[1:], NAMES, strict=True):
-        assert name.rpartition(".")[2][-16:] + "  " in line, line  # the end that differs
-    assert lines[1].startswith("sched:ever…:2026-11-30T05:50:00Z")  # its tick, not cut off
-    assert "01a22afd58ef6d0d5334c15e3ae6f0a1" in lines[2]  # a generated id whole
+    assert lines[0] == "RUN ID" and len(lines) == 2 + 2 * len(runs)
+    assert [lines[2], lines[4]] == [SCHEDULED, "01a22afd58ef6d0d5334c15e3ae6f0a1"]
+    for line, name in zip(lines[3::2], NAMES, strict=True):
+        assert line.startswith("  ") and name.rpartition(".")[2][-16:] + "  " in line, line
 
 
 def test_workflows_table__one_line_per_workflow_at_80_columns() -> None:

@@ -91,9 +91,12 @@ def test_runs_table__wide_enough_shows_every_column() -> None:
 
 
 def test_runs_table__narrow_keeps_identity_and_status() -> None:
+    # Too narrow for a whole id beside the workflow, status and error: each run's id on
+    # a line of its own, the rest below it, indented.
     lines = rendered(60)
 
-    for line, run in zip(lines[1:], RUNS, strict=True):
-        assert len(line) <= 60
-        assert line.startswith(run.run_id)
-        assert run.status.value in line
+    assert lines[0] == "RUN ID" and lines[1].split()[:3] == ["WORKFLOW", "STATUS", "ERROR"]
+    for first, second, run in zip(lines[2::2], lines[3::2], RUNS, strict=True):
+        assert len(first) <= 60 and len(second) <= 60
+        assert first == run.run_id
+        assert second.startswith("  ") and run.status.value in second

@@ -1,8 +1,9 @@
 """`cairn runs show`'s failed (interrupted, cancelled) step attempts, fitted to the terminal.
 
-Each attempt keeps to one line when the terminal has room for its error beside its
-facts; on a narrower one (80 columns) its facts take one line and its error's first line
-the next, cut with an ellipsis, instead of each cell folding over several lines.
+Each attempt keeps to one line when the terminal has room for every error, whole, beside
+its facts; on a narrower one (80 columns) its facts take one line and its error's first
+line the next ones, wrapped at spaces and indented (see `cli.facts`), instead of each
+cell folding over several lines or the error losing its end.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cairn.cli import fit
+from cairn.cli.facts import unbroken, wrap
 from cairn.representation.words import attempt_outcome, seconds, when
 from cairn.store.records import CANCELLED, INTERRUPTED
 
@@ -27,10 +29,8 @@ FACTS: dict[str, tuple[int | None, int, int | None]] = {
     "RETRY": (None, 2, None),
 }
 RIGHT = ("ATTEMPT",)
-# The error gets a column of its own (after the facts, which widen first) only when at
-# least this much of it fits there.
-ERROR_BESIDE = 48
 INDENT = "  "
+CONTINUED = "    "  # an error's lines after its first
 
 
 def error_text(attempt: Mapping[str, Any]) -> str:
@@ -84,7 +84,7 @@ class AttemptsTable:
         """The table for a console `width` characters wide (a Table, or lines of Text)."""
         names = [n for n in FACTS if n != "WORKER" or any(f["WORKER"] for f, _ in self.rows)]
         error_natural = max([len("ERROR"), *(e.cell_len for _, e in self.rows)])
-        error = fit.Want("ERROR", error_natural, min(error_natural, ERROR_BESIDE), 3, ERROR_BESIDE)
+        error = fit.Want("ERROR", error_natural, error_natural, 3)  # whole, or below
         wants = self._wants(names)
         beside = fit.fit([*wants, error], width)
         if "ERROR" in beside and sum(beside.values()) + 2 * (len(beside) - 1) <= width:
@@ -101,9 +101,9 @@ class AttemptsTable:
         lines: list[Table | Text] = [self._line({n: n for n in widths}, widths, style="bold")]
         for facts, text in self.rows:
             lines.append(self._line(facts, widths))
-            below = Text(INDENT) + text
-            below.truncate(max(len(INDENT) + 1, width), overflow="ellipsis")
-            lines.append(below)
+            room = width - len(INDENT)
+            for i, part in enumerate(wrap(text, room, room - len(CONTINUED) + len(INDENT))):
+                lines.append(unbroken(Text(CONTINUED if i else INDENT) + part))
         return lines
 
     @staticmethod

@@ -163,7 +163,7 @@ def _say(ns: argparse.Namespace, line: str, facts: dict[str, Any]) -> int:
     if ns.json:
         output.print_json(facts)
     else:
-        output.stdout().print(line, markup=False, highlight=False)
+        output.say(line)
     return 0
 
 
@@ -329,7 +329,7 @@ def resume_hook(ns: argparse.Namespace, glob: options.Globals) -> int:
     if ns.json:
         output.print_json({"run_id": run_id, "resumed": True})
     else:
-        output.stdout().print(f"hook called: run {run_id} goes on", markup=False)
+        output.say(f"hook called: run {run_id} goes on")
     return 0
 
 

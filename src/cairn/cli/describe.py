@@ -29,16 +29,17 @@ def worker_command(url: str, modules: Iterable[str]) -> str:
     return " ".join(words)
 
 
-def follow_up(run: RunRecord, found: Mapping[str, Any] | None) -> str:
+def follow_up(run: RunRecord, found: Mapping[str, Any] | None, worker: str = "cairn worker") -> str:
     """The command that moves a parked run on, for the last line of `cairn run`.
 
     A run waiting on a child is moved on by what moves the child (the nearest one
-    whose reason is known, `found["child"]`).
+    whose reason is known, `found["child"]`). `worker` starts a worker able to go on with
+    the run (`worker_command`): a step queue's worker needs its modules too, to find the step.
     """
-    return _follow_up(run.run_id, found)
+    return _follow_up(run.run_id, found, worker)
 
 
-def _follow_up(run_id: str, found: Mapping[str, Any] | None) -> str:
+def _follow_up(run_id: str, found: Mapping[str, Any] | None, worker: str) -> str:
     kind = None if found is None else found["kind"]
     if kind == "event" and found is not None:
         return f"send it with `cairn send {run_id} {found['name']} JSON`"
@@ -54,9 +55,13 @@ def _follow_up(run_id: str, found: Mapping[str, Any] | None) -> str:
         )
     if kind == "step" and found is not None:
         queue = str(found["name"]).rpartition("@")[2]
-        return f"a worker serving it runs the step (`cairn worker --step-queue {queue}`)"
+        return (
+            f"a worker serving it runs the step (`{worker} --step-queue {queue}`; "
+            "`cairn run --wait` waits for a live one)"
+        )
     if kind == "child" and found is not None and found.get("child_id"):
         child = found.get("child") or {}
-        inner = _follow_up(str(child["run_id"]), child["waiting"]) if child.get("waiting") else ""
+        waits = child.get("waiting")
+        inner = _follow_up(str(child["run_id"]), waits, worker) if waits else ""
         return inner or f"it goes on when its child ends (`cairn runs show {found['child_id']}`)"
     return ""

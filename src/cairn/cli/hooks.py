@@ -99,7 +99,7 @@ def list_hooks(ns: argparse.Namespace, glob: options.Globals) -> int:
         return 0
     if not infos:
         where = f" of run {ns.run}" if ns.run else ""
-        output.stdout().print(f"no open hooks{where}", markup=False)
+        output.say(f"no open hooks{where}")
         return 0
     output.stdout().print(hooks_table(infos))
     return 0

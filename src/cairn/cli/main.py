@@ -105,6 +105,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         ns = parse(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
+    # psycopg_pool logs each failed connection (three lines for a database that does not
+    # exist) before cairn's own one-line error says why it cannot open it.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     try:
         glob = options.resolve_globals(ns)
         code: int = ns.handler(ns, glob)

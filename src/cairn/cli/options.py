@@ -86,7 +86,14 @@ def import_module(name: str) -> ModuleType:
         return importlib.import_module(name)
     except Exception as exc:
         detail = " ".join(str(exc).split()) or "no message"
-        raise ConfigError(f"cannot import module {name!r}: {type(exc).__name__}: {detail}") from exc
+        hint = ""
+        if name.endswith(".py") or "/" in name or name.startswith("."):  # a file's path
+            dotted = name.removesuffix(".py").removeprefix("./").replace("/", ".")
+            example = "" if name.startswith(("/", "..")) else f", e.g. {dotted!r}"
+            hint = f" (name the module as Python imports it{example}, not a file)"
+        raise ConfigError(
+            f"cannot import module {name!r}: {type(exc).__name__}: {detail}{hint}"
+        ) from exc
 
 
 def import_modules(names: tuple[str, ...]) -> None:

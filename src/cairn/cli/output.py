@@ -58,6 +58,14 @@ def stdout() -> Console:
     return console
 
 
+def say(text: str) -> None:
+    """Print a message on stdout, its lines unbroken however long.
+
+    The terminal wraps a long one with no newline put in, so an id in it copies whole.
+    """
+    stdout().print(text, markup=False, soft_wrap=True)
+
+
 def stderr() -> Console:
     """The console for progress, logs and hints, so stdout stays parseable."""
     return Console(stderr=True, highlight=False, soft_wrap=True)
@@ -126,6 +134,10 @@ class FittedTable:
     keeps to one line at 80 columns as at 200. `optional` columns are left out when no
     row has text in them. `middle` columns (dotted names, ids) are cut in the middle,
     keeping the end that tells `shop.orders.refund` from `shop.orders.charge`.
+
+    A `lead` column (the id the other commands take) is never cut: when it cannot show
+    whole beside the rank-0 and rank-1 columns, each row's lead goes on a line of its
+    own, the row's other cells indented on the next (`stacked`).
     """
 
     def __init__(
@@ -134,22 +146,40 @@ class FittedTable:
         rows: list[dict[str, str | Text]],
         optional: Iterable[str] = (),
         middle: Iterable[str] = (),
+        lead: str | None = None,
     ) -> None:
         self.columns = columns
         self.rows = rows
         self.optional = frozenset(optional)
         self.middle = frozenset(middle)
+        self.lead = lead
 
-    def table(self, width: int) -> Table:
-        """The table for a console `width` characters wide."""
+    def _widths(self, width: int, names: Iterable[str], *, whole: bool = False) -> dict[str, int]:
         wants = []
-        for name, (least, rank, ample) in self.columns.items():
+        for name in names:
+            least, rank, ample = self.columns[name]
             natural = max([len(name), *(cells(row[name]) for row in self.rows)])
             if name in self.optional and not any(row[name] for row in self.rows):
                 continue  # no row has any
-            least = natural if least is None else least
+            least = natural if least is None or (whole and name == self.lead) else least
             wants.append(fit.Want(name, natural, least, rank, ample))
-        widths = fit.fit(wants, width)
+        return fit.fit(wants, width)
+
+    def stacked(self, width: int) -> bool:
+        """Whether rows take two lines: the lead whole, then the rest (see the class)."""
+        if self.lead is None:
+            return False
+        widths = self._widths(width, self.columns, whole=True)
+        needed = {
+            name
+            for name, (_, rank, _) in self.columns.items()
+            if rank <= 1 and (name not in self.optional or any(row[name] for row in self.rows))
+        }
+        return not needed <= set(widths) or sum(widths.values()) + 2 * (len(widths) - 1) > width
+
+    def table(self, width: int) -> Table:
+        """The table for a console `width` characters wide (rows of one line)."""
+        widths = self._widths(width, self.columns, whole=self.lead is not None)
         table = Table(box=None, header_style="bold", pad_edge=False)
         for name, size in widths.items():
             table.add_column(name, width=size, no_wrap=True, overflow="ellipsis")
@@ -162,8 +192,41 @@ class FittedTable:
             )
         return table
 
+    def lines(self, width: int) -> list[Text]:
+        """Each row as its lead's line and its other cells' line, indented (`stacked`)."""
+        indent = "  "
+        rest = [name for name in self.columns if name != self.lead]
+        widths = self._widths(width - len(indent), rest)
+        out = [Text(str(self.lead), style="bold"), Text(indent) + _line(widths, None, "bold")]
+        for row in self.rows:
+            lead = row[str(self.lead)]
+            out.append(lead.copy() if isinstance(lead, Text) else Text(lead))
+            cut = {n: elide(row[n], w) if n in self.middle else row[n] for n, w in widths.items()}
+            out.append(Text(indent) + _line(widths, cut))
+        for line in out:
+            line.no_wrap, line.overflow, line.end = True, "ignore", "\n"  # a long lead whole
+        return out
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield self.table(options.max_width)
+        width = options.max_width
+        if self.stacked(width):
+            yield from self.lines(width)
+        else:
+            yield self.table(width)
+
+
+def _line(widths: Mapping[str, int], row: Mapping[str, str | Text] | None, style: str = "") -> Text:
+    """One line of cells `widths` wide, two spaces apart (`row` None: the headings)."""
+    line = Text(style=style)
+    for i, (name, size) in enumerate(widths.items()):
+        value = name if row is None else row[name]
+        cell = value.copy() if isinstance(value, Text) else Text(value)
+        cell.truncate(size, overflow="ellipsis")
+        if i < len(widths) - 1:
+            cell.pad_right(size - cell.cell_len)
+        line.append_text(cell if i == 0 else Text("  ") + cell)
+    line.rstrip()
+    return line
 
 
 def elide(text: str | Text, width: int) -> str | Text:
@@ -182,18 +245,23 @@ def elide(text: str | Text, width: int) -> str | Text:
 def runs_table(runs: Iterable[RunSummary]) -> FittedTable:
     """Listed runs as a table laid out for the console it is printed on.
 
-    RUN ID, WORKFLOW and STATUS always show, whole (a run id is cut only past 32
-    characters); the other columns join while there is room (ERROR first, then CREATED,
-    VERSION, PROGRESS, UPDATED, COLUMNS).
+    RUN ID, WORKFLOW (cut in the middle) and STATUS always show, and ERROR when a run
+    has one; the other columns join while there is room (CREATED, VERSION, PROGRESS,
+    UPDATED, COLUMNS). A run id is never cut: when ids too long for that leave no room,
+    each run's id takes a line of its own (see `FittedTable`).
     """
     return FittedTable(
-        RUN_COLUMNS, [_run_cells(run) for run in runs], RUN_OPTIONAL_TEXT, ("RUN ID", "WORKFLOW")
+        RUN_COLUMNS,
+        [_run_cells(run) for run in runs],
+        RUN_OPTIONAL_TEXT,
+        ("WORKFLOW",),
+        lead="RUN ID",
     )
 
 
 RUN_COLUMNS: Columns = {
-    "RUN ID": (32, 0, 32),
-    "WORKFLOW": (16, 0, None),
+    "RUN ID": (None, 0, None),
+    "WORKFLOW": (16, 0, 16),
     "VERSION": (8, 3, 16),
     "STATUS": (None, 0, None),
     "CREATED": (None, 2, None),

@@ -80,5 +80,5 @@ def prune_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
     )
     runs = "run" if count == 1 else "runs"
     verb = "would delete" if ns.dry_run else "deleted"
-    output.stdout().print(f"{verb} {count} finished {runs}", markup=False)
+    output.say(f"{verb} {count} finished {runs}")
     return 0

@@ -104,7 +104,7 @@ def list_queues(ns: argparse.Namespace, glob: options.Globals) -> int:
     if ns.json:
         output.print_json({"queues": [queue_forms.queue_dict(info) for info in infos]})
         return 0
-    output.stdout().print(queues_table(infos) if infos else "no queues")
+    output.stdout().print(queues_table(infos)) if infos else output.say("no queues")
     return 0
 
 
@@ -134,5 +134,5 @@ def set_queue(ns: argparse.Namespace, glob: options.Globals) -> int:
     if ns.json:
         output.print_json(queue_forms.queue_dict(info))
     else:
-        output.stdout().print(describe(info), markup=False)
+        output.say(describe(info))
     return 0

@@ -364,7 +364,7 @@ def report(
         return 0
     if status is RunStatus.WAITING:
         waits = words.waiting_text(found, now=now, run_id=run.run_id) if found else "an event"
-        hint = describe.follow_up(run, found)
+        hint = describe.follow_up(run, found, worker)
         hint = f"{hint}, and `{worker}` continues it" if hint else f"`{worker}` continues it"
         err.print(
             f"run {run.run_id} is WAITING for {waits}; {hint}; check it with `{show}`",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -15,14 +16,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
-from cairn.cli import control, options, output, prune
+from cairn.cli import control, facts, options, output, prune
 from cairn.models import Execution, RunStatus, parse_origin
 from cairn.representation import json_form, words
 from cairn.representation import runs as run_forms
-from cairn.runtime import stored_values
+from cairn.runtime import run_reading, stored_values
 from cairn.store.records import CANCELLED, INTERRUPTED
 
 T = TypeVar("T")
@@ -30,6 +30,11 @@ T = TypeVar("T")
 # History entries `cairn runs show` reads by default: the last ones, as the dashboard's run
 # page does, so a history of 50,000 entries is not read whole to print one run.
 SHOWN = 200
+# Where a good --cursor comes from.
+CURSOR_HINT = (
+    "pass the value the previous page printed (`more runs: add --cursor ...` on stderr, "
+    "or `next_cursor` with --json)"
+)
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -135,6 +140,10 @@ def list_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
         raise ValueError(f"--limit must be a positive integer, got {ns.limit}")
     origin = None if ns.origin is None else parse_origin(ns.origin)
     since, until = _local_time(ns.since, "--since"), _local_time(ns.until, "--until")
+    try:  # checked here to name the option: the engine's words are for Python callers
+        run_reading.parse_cursor(ns.cursor)
+    except ValueError:
+        raise ValueError(f"invalid --cursor {ns.cursor!r}: {CURSOR_HINT}") from None
     page = options.with_engine(
         glob,
         lambda engine: engine.list_runs(
@@ -158,7 +167,7 @@ def list_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
         return 0
     console = output.stdout()
     if not page.runs:
-        console.print("no runs")
+        output.say("no runs")
         return 0
     console.print(output.runs_table(page))
     for run in page:
@@ -170,7 +179,7 @@ def list_runs(ns: argparse.Namespace, glob: options.Globals) -> int:
             )
     if page.next_cursor is not None:
         output.stderr().print(
-            f"more runs: add --cursor '{page.next_cursor}'", markup=False, style="dim"
+            f"more runs: add --cursor {shlex.quote(page.next_cursor)}", markup=False, style="dim"
         )
     return 0
 
@@ -228,8 +237,8 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
     quiet = shown.run.status == RunStatus.CANCELLED and not ns.traceback
     if error and error.get("traceback") and not quiet:
         parts += [Text(""), Text("traceback", style="bold underline")]
-        parts.append(Text(str(error["traceback"]).rstrip()))
-    output.stdout().print(Group(*parts))
+        parts.append(facts.Traceback(str(error["traceback"])))
+    output.stdout().print(Group(*parts), crop=False)  # an id longer than a line stays whole
     return 0
 
 
@@ -239,7 +248,10 @@ def download(ns: argparse.Namespace, glob: options.Globals) -> int:
         glob, lambda engine: stored_values.stored_text(engine.control, ns.run_id, ns.download)
     )
     if ns.output:
-        Path(ns.output).write_text(text, encoding="utf-8", errors="surrogatepass")
+        try:
+            Path(ns.output).write_text(text, encoding="utf-8", errors="surrogatepass")
+        except OSError as exc:
+            raise ValueError(f"--output {ns.output!r}: cannot write it ({exc.strerror})") from exc
     else:
         sys.stdout.write(text + "\n")
     return 0
@@ -266,12 +278,9 @@ def by_execution(
     return [(labels.get(number, f"execution {number}"), group) for number, group in groups.items()]
 
 
-def facts_table(shown: run_forms.Shown) -> Table:
-    """The facts of one run as a two-column grid."""
+def facts_table(shown: run_forms.Shown) -> facts.Facts:
+    """The facts of one run, `key  value` a line, long values wrapped under themselves."""
     run, error = shown.run, shown.error
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column(overflow="fold")
     started = run.started_at
     duration = None if started is None or not run.finished_at else run.finished_at - started
     rows: list[tuple[str, str | Text]] = [
@@ -333,9 +342,7 @@ def facts_table(shown: run_forms.Shown) -> Table:
         rows.append(("error", Text(words.error_line(error), style="red")))
         if error.get("step"):
             rows.append(("failed step", str(error["step"])))
-    for key, value in rows:
-        grid.add_row(key, value if isinstance(value, Text) else Text(value))  # never markup
-    return grid
+    return facts.Facts(rows)  # values as Text: never markup
 
 
 def _source(run_id: str | None, seq: int | None, first: Execution | None) -> str | None:

@@ -138,7 +138,10 @@ def init(ns: argparse.Namespace, glob: options.Globals) -> int:
                 f"{str(path)!r} already exists; cairn init never overwrites files "
                 "(pick an empty or new directory)"
             )
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create directory {str(directory)!r}: {exc.strerror}") from exc
     for path, text in planned.items():
         with path.open("x", encoding="utf-8") as handle:
             handle.write(text)
@@ -149,8 +152,5 @@ def init(ns: argparse.Namespace, glob: options.Globals) -> int:
     ]
     width = max(len(command) for command, _ in steps)
     lines = [f"  {command:<{width}}   {note}".rstrip() for command, note in steps]
-    output.stdout().print(
-        f"created {', '.join(str(p) for p in planned)}\nnext:\n" + "\n".join(lines),
-        markup=False,
-    )
+    output.say(f"created {', '.join(str(p) for p in planned)}\nnext:\n" + "\n".join(lines))
     return 0

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from rich.text import Text
 
+from cairn import durations
 from cairn.authoring.schedule_ticks import describe_seconds
 from cairn.cli import options, output
 from cairn.errors import ScheduleNotFound, UnknownWorkflow
@@ -110,8 +111,9 @@ def _timing(info: ScheduleInfo) -> str:
     return f"every {describe_seconds(info.every.total_seconds())}"
 
 
-# The id (what pause, resume, delete and trigger take), workflow and state always show;
-# the next tick first, then the others, join while there is room (see output.FittedTable).
+# The id (what pause, resume, delete and trigger take: whole, on a line of its own if need
+# be), workflow and state always show; the next tick first, then the others, join while
+# there is room (see output.FittedTable).
 SCHEDULE_COLUMNS: output.Columns = {
     "ID": (None, 0, None),
     "WORKFLOW": (16, 0, 32),
@@ -139,7 +141,7 @@ def schedules_table(infos: list[ScheduleInfo]) -> output.FittedTable:
         }
         for info in infos
     ]
-    return output.FittedTable(SCHEDULE_COLUMNS, rows, middle=("WORKFLOW", "LAST RUN"))
+    return output.FittedTable(SCHEDULE_COLUMNS, rows, middle=("WORKFLOW", "LAST RUN"), lead="ID")
 
 
 def list_schedules(ns: argparse.Namespace, glob: options.Globals) -> int:
@@ -158,6 +160,9 @@ def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
     from cairn.cli import call_args
     from cairn.cli import run as run_command
 
+    for option, value in (("--every", ns.every), ("--catchup", ns.catchup)):
+        if value is not None:  # a value that is no duration at all, named as typed
+            durations.parse(value, what=option)
     options.import_modules(glob.modules)  # the name may be one these modules register
     workflow = run_command.resolve(ns.workflow, enqueue=True)
     args, kwargs = call_args.parse_call(workflow, ns.args, ns.input, reserved=())
@@ -192,9 +197,8 @@ def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
         output.print_json(schedule_forms.schedule_dict(info))
     else:
         done, tick = ("exists already", "next") if existed else ("created", "first")
-        output.stdout().print(
-            f"schedule {info.id} {done}: {_timing(info)}, {tick} tick {words.when(info.next_tick)}",
-            markup=False,
+        output.say(
+            f"schedule {info.id} {done}: {_timing(info)}, {tick} tick {words.when(info.next_tick)}"
         )
     return 0
 
@@ -202,23 +206,21 @@ def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
 def pause(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn schedules pause`."""
     info = _with_engine(glob, lambda engine: engine.schedules.pause(ns.schedule_id))
-    output.stdout().print(f"schedule {info.id} paused", markup=False)
+    output.say(f"schedule {info.id} paused")
     return 0
 
 
 def resume(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn schedules resume`."""
     info = _with_engine(glob, lambda engine: engine.schedules.resume(ns.schedule_id))
-    output.stdout().print(
-        f"schedule {info.id} resumed, next tick {words.when(info.next_tick)}", markup=False
-    )
+    output.say(f"schedule {info.id} resumed, next tick {words.when(info.next_tick)}")
     return 0
 
 
 def delete(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn schedules delete`."""
     _with_engine(glob, lambda engine: engine.schedules.delete(ns.schedule_id))
-    output.stdout().print(f"schedule {ns.schedule_id} deleted", markup=False)
+    output.say(f"schedule {ns.schedule_id} deleted")
     return 0
 
 
@@ -228,5 +230,5 @@ def trigger(ns: argparse.Namespace, glob: options.Globals) -> int:
     async def start(engine: Engine) -> str:
         return (await engine.schedules.trigger(ns.schedule_id)).run_id
 
-    output.stdout().print(_with_engine(glob, start), markup=False)
+    output.say(_with_engine(glob, start))
     return 0

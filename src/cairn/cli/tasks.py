@@ -13,7 +13,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from cairn.cli import options, output
+from cairn.cli import facts, options, output
 from cairn.representation import tasks as task_forms
 from cairn.representation import words
 from cairn.runtime.tasks import TaskInfo
@@ -137,7 +137,7 @@ def list_tasks(ns: argparse.Namespace, glob: options.Globals) -> int:
         output.print_json({"tasks": [task_forms.task_dict(task) for task in tasks]})
         return 0
     if not tasks:
-        output.stdout().print(f"no {status} tasks" if status else "no tasks", markup=False)
+        output.say(f"no {status} tasks" if status else "no tasks")
         return 0
     output.stdout().print(tasks_table(tasks))
     return 0
@@ -149,9 +149,6 @@ def show_task(ns: argparse.Namespace, glob: options.Globals) -> int:
     if ns.json:
         output.print_json(task_forms.task_dict(task))
         return 0
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column(overflow="fold")
     rows: list[tuple[str, str | Text]] = [
         ("task id", task.task_id),
         ("title", task.title),
@@ -169,16 +166,14 @@ def show_task(ns: argparse.Namespace, glob: options.Globals) -> int:
             ("submitted at", words.when(task.submitted_at)),
             ("values", words.short(task.values, 400)),
         ]
-    for key, value in rows:
-        grid.add_row(key, value)
-    parts: list[Any] = [grid, Text("")]
+    parts: list[Any] = [facts.Facts(rows), Text("")]
     if task.form:
         parts += [Text("form", style="bold underline"), form_table(task.form)]
     else:
         parts.append(Text("form: any JSON object"))
     if task.status == "open":
         parts += [Text(""), Text(f"submit: cairn tasks submit {task.task_id} JSON --by NAME")]
-    output.stdout().print(Group(*parts))
+    output.stdout().print(Group(*parts), crop=False)  # an id longer than a line stays whole
     return 0
 
 
@@ -228,8 +223,7 @@ def submit_task(ns: argparse.Namespace, glob: options.Globals) -> int:
         output.print_json(task_forms.task_dict(task))
         return 0
     by = f" by {task.submitted_by}" if task.submitted_by else ""
-    output.stdout().print(
-        f"task {task.task_id} submitted{by}; run {task.run_id} goes on when a worker takes it",
-        markup=False,
+    output.say(
+        f"task {task.task_id} submitted{by}; run {task.run_id} goes on when a worker takes it"
     )
     return 0

@@ -9,12 +9,17 @@ run is reported as parked, with the command that moves it on.
 
 from __future__ import annotations
 
+import time
+
 from rich.console import Console
 
 from cairn.cli.follow import Follower
+from cairn.core import remote_steps
 from cairn.models import RunStatus
 from cairn.representation import words
+from cairn.runtime import leases
 from cairn.runtime.engine import Engine
+from cairn.store.programs import workers as worker_ops
 from cairn.store.records import RunRecord
 
 # How often to look again while the run sleeps: a cancel or a worker elsewhere shows soon.
@@ -26,16 +31,38 @@ async def through_sleeps(
 ) -> RunRecord:
     """Execute the followed run here each time it wakes, until it stops sleeping.
 
-    Returns the run once it has finished or parked for anything but a sleep. `worker` is
-    the command that starts a worker able to go on with it, should this one stop waiting.
+    Returns the run once it has finished or parked for anything but a sleep or a step
+    that a live worker of its step queue will run. `worker` is the command that starts a
+    worker able to go on with it, should this one stop waiting.
     """
     told: float | None = None
+    stepped: str | None = None  # the step queue wait told about
     while True:
         status = RunStatus(run.status)
         held_elsewhere = status is RunStatus.RUNNING and run.owner is not None
-        if not held_elsewhere and status is not RunStatus.SLEEPING:
-            return run
+        step = _step_wait(run)
+        if step is not None and step != stepped:
+            queue = step.rpartition("@")[2]
+            if not await _served(engine, queue):
+                return run  # reported as parked, with the worker that would serve it
+            stepped = step
+            console.print(
+                f"run {run.run_id} is WAITING for a worker of step queue '{queue}' to run step "
+                f"'{step.rpartition('@')[0]}'; a live worker serves it: waiting here for it "
+                f"(Ctrl-C stops waiting: the run stays stored for `{worker}`)",
+                markup=False,
+            )
         now = engine.clock.now()
+        due = 0.0 if run.wake_at is None else run.wake_at - now
+        # Woken by the step's report (due at once, or queued again) and not taken by a
+        # worker elsewhere: it goes on here.
+        woken = (
+            stepped is not None
+            and run.owner is None
+            and (status is RunStatus.PENDING or (step is not None and run.wake_at is not None))
+        )
+        if not held_elsewhere and step is None and not woken and status is not RunStatus.SLEEPING:
+            return run
         if status is RunStatus.SLEEPING and run.wake_at is not None and told != run.wake_at:
             told = run.wake_at
             console.print(
@@ -44,9 +71,8 @@ async def through_sleeps(
                 f"it (Ctrl-C stops waiting: the run stays stored for `{worker}`)",
                 markup=False,
             )
-        due = 0.0 if run.wake_at is None else run.wake_at - now
         taken = False
-        if status is RunStatus.SLEEPING and due <= 0 and engine.worker is not None:
+        if (woken or status is RunStatus.SLEEPING) and due <= 0 and engine.worker is not None:
             taken = await engine.worker.take(run.run_id)  # False: not claimable (yet)
         if not taken:
             pause = LOOK_EVERY if due <= 0 else min(LOOK_EVERY, due)
@@ -55,3 +81,17 @@ async def through_sleeps(
             except TimeoutError:
                 pass
         run = await follower.follow()
+
+
+def _step_wait(run: RunRecord) -> str | None:
+    """`NAME@QUEUE` of the step queue attempt the run is parked on, if it is."""
+    kind, _, what = (run.waiting_for or "").partition(":")
+    waiting = RunStatus(run.status) is RunStatus.WAITING
+    return what if waiting and kind == remote_steps.WAITING and "@" in what else None
+
+
+async def _served(engine: Engine, queue: str) -> bool:
+    """Whether a live worker serves step queue `queue` (or may: its row does not say)."""
+    workers = await engine.control.store.read(worker_ops.list_workers())
+    # Heartbeats carry the database's real time, whatever clock the engine keeps.
+    return leases.serves_step_queue(workers, queue, time.time())

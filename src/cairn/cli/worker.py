@@ -123,7 +123,9 @@ def serve(ns: argparse.Namespace, glob: options.Globals) -> int:
         raise ValueError(f"--concurrency must be a positive integer, got {ns.concurrency}")
     if ns.metrics_port is not None and not 0 < ns.metrics_port < 65536:
         raise ValueError(f"--metrics-port must be a port number, got {ns.metrics_port}")
-    durations.parse(ns.grace, what="grace")  # a bad value fails before anything starts
+    # A bad value fails before anything starts, naming the option.
+    durations.parse(ns.grace, what="--grace")
+    durations.parse(ns.lease, what="--lease")
     queues = [name for group in ns.queue or () for name in group]
     step_queues = list(
         dict.fromkeys([*queues, *(name for group in ns.step_queue or () for name in group)])

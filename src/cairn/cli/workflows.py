@@ -161,10 +161,9 @@ def list_workflows(ns: argparse.Namespace, glob: options.Globals) -> int:
         output.print_json({"workflows": [workflow_forms.workflow_dict(info) for info in infos]})
         return 0
     if not infos:
-        output.stdout().print(
+        output.say(
             "no workflows: none registered here (-m MODULE imports one) and no live worker "
-            "says it executes any",
-            markup=False,
+            "says it executes any"
         )
         return 0
     output.stdout().print(workflows_table(infos))

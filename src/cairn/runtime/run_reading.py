@@ -82,7 +82,7 @@ class RunReader:
             run_id_prefix=run_id_prefix,
             tree=tree,
             limit=limit + 1,
-            cursor=_parse_cursor(cursor),
+            cursor=parse_cursor(cursor),
         )
         rows = await self.store.read(run_ops.list_runs(query))
         more = len(rows) > limit
@@ -288,7 +288,8 @@ def _query(
     )
 
 
-def _parse_cursor(cursor: str | None) -> tuple[float, str] | None:
+def parse_cursor(cursor: str | None) -> tuple[float, str] | None:
+    """`(created_at, run_id)` of a page's cursor; InvalidValue when it is not one."""
     if cursor is None:
         return None
     created, sep, run_id = cursor.partition("|") if isinstance(cursor, str) else ("", "", "")
