@@ -1,0 +1,300 @@
+"""Child runs meeting cancel, pause and SIGKILL in real `cairn worker` processes.
+
+The test process starts, steers and inspects runs through an engine with no workers; the
+runs execute in worker processes (child_flows.py), whose side-effect file proves what ran,
+how often and where.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import cairn
+
+from cairn.store.records import RunRecord
+
+from .kids_procs import Kids, child_id, kids, run_cli
+
+pytestmark = pytest.mark.process
+
+ENDED = ("COMPLETED", "FAILED", "CANCELLED", "CONTINUED")
+
+
+async def test_cancel_parent__awaited_children_cancelled_detached_one_finishes(
+    tmp_path: Path, store_url: str
+) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        await procs.spawn()
+        await procs.spawn()  # two workers share the database
+        run = await control.start("kids.parent", ["a", "b"], ["d"], [], allow_unknown=True)
+        a, b, d = child_id(run.run_id), child_id(run.run_id, n=2), child_id(run.run_id, n=3)
+        await procs.held("a", "b", "d")
+        await run.cancel()
+        await procs.status(control, run.run_id, *ENDED)
+        for kid in (a, b):
+            assert (await procs.status(control, kid, *ENDED)).status == "CANCELLED"
+        assert (await control.control.record(d)).status == "RUNNING"
+        procs.release("d")
+        assert (await procs.status(control, d, *ENDED)).status == "COMPLETED"
+        with pytest.raises(cairn.RunCancelled):
+            await run.result(timeout=1)
+        listed = {r.run_id: r for r in await control.list_runs(limit=10)}
+    counts = procs.counts()
+    assert counts["parent start"] == counts["parent cleanup"] == 1
+    assert counts["parent end"] == 0
+    for name in ("a", "b"):
+        assert counts[f"{name} start"] == counts[f"{name} cleanup"] == 1
+        assert counts[f"{name} end"] == 0
+    assert counts["d start"] == counts["d end"] == 1 and counts["d cleanup"] == 0
+    assert listed[run.run_id].status == "CANCELLED"
+    assert {listed[k].status for k in (a, b)} == {"CANCELLED"}
+    assert listed[d].status == "COMPLETED" and listed[d].parent_id == run.run_id
+    shown = run_cli(store_url, "runs", "show", run.run_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    print(shown.stdout[:3000])
+    print(run_cli(store_url, "runs", "show", run.run_id).stdout[:3000])
+    print(run_cli(store_url, "runs", "list").stdout[:3000])
+
+
+async def test_cancel_child__the_parent_sees_child_failed_and_goes_on(
+    tmp_path: Path, store_url: str
+) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        await procs.spawn()
+        await procs.spawn()
+        run = await control.start("kids.parent", ["a", "b"], [], [], allow_unknown=True)
+        a = child_id(run.run_id)
+        await procs.held("a", "b")
+        await control.cancel(a)
+        assert (await procs.status(control, a, *ENDED)).status == "CANCELLED"
+        procs.release("b")
+        assert await run.result(timeout=20) == [f"failed {a}", "b done"]
+        print(run_cli(store_url, "runs", "show", run.run_id).stdout[:3000])
+    counts = procs.counts()
+    print(counts)
+    assert counts["a cleanup"] == 1 and counts["a end"] == 0
+    assert counts["parent end"] == 1 and counts["b end"] == 1
+
+
+async def test_failed_child__the_parent_sees_child_failed(tmp_path: Path, store_url: str) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        await procs.spawn()
+        run = await control.start("kids.parent", ["fail1"], [], [], allow_unknown=True)
+        procs.release("fail1")
+        got = await run.result(timeout=20)
+    f = child_id(run.run_id)
+    assert got == [f"failed {f}"]
+    print(procs.counts())
+    assert procs.counts()[f"parent saw {f} cairn.errors.FatalError"] == 1 or print(procs.counts())
+
+
+async def test_pause_parent__children_finish_meanwhile_resume_completes(
+    tmp_path: Path, store_url: str
+) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        await procs.spawn()
+        await procs.spawn()
+        run = await control.start("kids.parent", ["a", "b"], [], [], allow_unknown=True)
+        a, b = child_id(run.run_id), child_id(run.run_id, n=2)
+        await procs.held("a", "b")
+        assert await run.pause() in (cairn.RunStatus.PAUSED, cairn.RunStatus.RUNNING)
+        await procs.status(control, run.run_id, "PAUSED")
+        procs.release("a", "b")
+        await procs.status(control, a, "COMPLETED")
+        await procs.status(control, b, "COMPLETED")
+        assert (await control.control.record(run.run_id)).status == "PAUSED"
+        print(run_cli(store_url, "runs", "show", run.run_id).stdout[:3000])
+        await control.resume(run.run_id)
+        assert await run.result(timeout=20) == ["a done", "b done"]
+    counts = procs.counts()
+    assert all(v == 1 for k, v in counts.items() if not k.endswith("held")), counts
+
+
+async def test_pause_parent_then_cancel__children_cancelled(tmp_path: Path, store_url: str) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        await procs.spawn()
+        run = await control.start("kids.parent", ["a", "b"], [], [], allow_unknown=True)
+        a, b = child_id(run.run_id), child_id(run.run_id, n=2)
+        await procs.held("a", "b")
+        await run.pause()
+        await procs.status(control, run.run_id, "PAUSED")
+        await control.pause(a)  # a paused child too, mid-step
+        await run.cancel()
+        assert (await procs.status(control, run.run_id, *ENDED)).status == "CANCELLED"
+        assert (await procs.status(control, a, *ENDED)).status == "CANCELLED"
+        assert (await procs.status(control, b, *ENDED)).status == "CANCELLED"
+    counts = procs.counts()
+    assert counts["parent cleanup"] == counts["a cleanup"] == counts["b cleanup"] == 1, counts
+
+
+async def test_queued_children__cancel_parent_ends_the_unstarted_at_once(
+    tmp_path: Path, store_url: str
+) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        await procs.spawn()
+        await procs.spawn()
+        run = await control.start("kids.parent", [], [], ["q1", "q2", "q3"], allow_unknown=True)
+        q = [child_id(run.run_id, "kids.queued", n) for n in (1, 2, 3)]
+        await procs.held("q1")
+        shown = run_cli(store_url, "runs", "show", q[1])
+        print(shown.stdout[:2000])
+        await run.cancel()
+        assert (await procs.status(control, run.run_id, *ENDED)).status == "CANCELLED"
+        for kid in q:
+            assert (await procs.status(control, kid, *ENDED)).status == "CANCELLED"
+    counts = procs.counts()
+    assert counts["q1 cleanup"] == 1
+    assert counts["q2 start"] == counts["q3 start"] == 0, counts
+
+
+async def test_grandchildren__cancel_reaches_two_levels(tmp_path: Path, store_url: str) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        await procs.spawn()
+        await procs.spawn()
+        run = await control.start("kids.grand", ["a", "b"], allow_unknown=True)
+        mid = child_id(run.run_id, "kids.parent")
+        await procs.held("a", "b")
+        await run.cancel()
+        for rid in (run.run_id, mid, child_id(mid), child_id(mid, n=2)):
+            assert (await procs.status(control, rid, *ENDED)).status == "CANCELLED", rid
+    counts = procs.counts()
+    assert counts["parent cleanup"] == counts["a cleanup"] == counts["b cleanup"] == 1, counts
+
+
+async def test_continue_as_new__children_of_a_continued_run_are_cancelled(
+    tmp_path: Path, store_url: str
+) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        await procs.spawn()
+        run = await control.start("kids.looping", 1, 2, allow_unknown=True)
+        await procs.held("loop2")
+        first_kid = child_id(run.run_id)
+        assert (await procs.status(control, first_kid, *ENDED)).status == "CANCELLED"
+        procs.release("loop2")
+        assert await run.result(timeout=20) == "loop2 done"
+    counts = procs.counts()
+    assert counts["loop1 start"] == 0 and counts["loop2 end"] == 1, counts
+
+
+async def test_kill_parent_worker__recovered_parent_starts_no_second_child(
+    tmp_path: Path, store_url: str
+) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        first = await procs.spawn()
+        run = await control.start("kids.parent", ["a", "b"], ["d"], [], allow_unknown=True)
+        await procs.held("a", "b", "d")
+        await procs.spawn()
+        first.kill()
+        await procs.until(
+            "the held steps again",
+            lambda: all(procs.counts()[f"{n} held"] == 2 for n in ("a", "b", "d")),
+        )
+        await run.cancel()
+        assert (await procs.status(control, run.run_id, *ENDED)).status == "CANCELLED"
+        for n in (1, 2):
+            kid = child_id(run.run_id, n=n)
+            assert (await procs.status(control, kid, *ENDED)).status == "CANCELLED"
+        procs.release("d")
+        assert (await procs.status(control, child_id(run.run_id, n=3), *ENDED)).status == (
+            "COMPLETED"
+        )
+        runs = await control.list_runs(limit=20)
+    counts = procs.counts()
+    assert len(list(runs)) == 4
+    assert counts["parent start"] == counts["a start"] == counts["b start"] == 1, counts
+    assert counts["a cleanup"] == counts["b cleanup"] == counts["parent cleanup"] == 1, counts
+    assert json.dumps(counts)
+
+
+async def _chain_end(control: cairn.Engine, workflow: str) -> str:
+    """The id of the newest run of the (one) chain of `workflow`."""
+    runs = [r for r in await control.list_runs(workflow=workflow, limit=1000)]
+    return next(r.run_id for r in runs if r.continued_to is None)
+
+
+async def _chain_ended(procs: Kids, control: cairn.Engine, workflow: str) -> RunRecord:
+    """The last run of the (one) chain of `workflow`, once the chain has ended."""
+
+    async def ended() -> RunRecord | None:
+        last = await control.control.record(await _chain_end(control, workflow))
+        return last if last.status in ENDED and last.status != "CONTINUED" else None
+
+    record: RunRecord = await procs.until(f"the end of the chain of {workflow}", ended)
+    return record
+
+
+async def test_cancel_parent__a_child_going_on_as_new_each_round_is_cancelled(
+    tmp_path: Path, store_url: str
+) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        await procs.spawn()
+        run = await control.start("kids.spinning_parent", 400, allow_unknown=True)
+        await procs.until("a few rounds", lambda: procs.counts()["spin 3"])
+        await run.cancel()
+        assert (await procs.status(control, run.run_id, *ENDED)).status == "CANCELLED"
+        ended = await _chain_ended(procs, control, "kids.spinner")
+    counts = procs.counts()
+    rounds = sorted(int(k.split()[1]) for k in counts if k.startswith("spin ") and k != "spin done")
+    print(ended.run_id, ended.status, rounds[-1], counts["spin done"])
+    assert counts["spin done"] == 0, counts
+    assert ended.status == "CANCELLED"
+
+
+async def test_cancel__stored_while_a_run_goes_on_as_new_ends_the_chain(
+    tmp_path: Path, store_url: str
+) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        await procs.spawn()
+        run = await control.start("kids.slow_round", 0, 2, allow_unknown=True)
+        await procs.until("round 0's block", lambda: procs.counts()["round 0 blocks"])
+        assert await run.cancel() == cairn.RunStatus.RUNNING
+        procs.release("round0", "round1", "round2")
+        ended = await _chain_ended(procs, control, "kids.slow_round")
+        with pytest.raises(cairn.RunCancelled):
+            await run.result(timeout=5)
+    assert procs.counts()["round 1"] == 0
+    assert (ended.run_id, ended.status, ended.continued_to) == (run.run_id, "CANCELLED", None)
+
+
+async def test_cancel_parent__while_its_child_goes_on_as_new_ends_the_childs_chain(
+    tmp_path: Path, store_url: str
+) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        await procs.spawn("--queue", "kids.parents")
+        await procs.spawn("--queue", "kids.slow")  # blocked by the child, not the parent
+        run = await control.start("kids.slow_parent", 2, allow_unknown=True)
+        await procs.until("round 0's block", lambda: procs.counts()["round 0 blocks"])
+        await run.cancel()  # the parent's end asks the child to cancel (the worker is blocked)
+        kid = child_id(run.run_id, "kids.slow_round")
+
+        async def asked() -> bool:
+            return (await control.control.record(kid)).control == "cancel"
+
+        await procs.until("the child asked to cancel", asked)
+        procs.release("round0", "round1", "round2")
+        assert (await procs.status(control, run.run_id, *ENDED)).status == "CANCELLED"
+        ended = await _chain_ended(procs, control, "kids.slow_round")
+    assert procs.counts()["round 1"] == 0
+    assert procs.counts()["parent cleanup"] == 1
+    assert (ended.run_id, ended.status) == (kid, "CANCELLED")
+
+
+async def test_pause__stored_while_a_run_goes_on_as_new_pauses_the_next_run(
+    tmp_path: Path, store_url: str
+) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        await procs.spawn()
+        run = await control.start("kids.slow_round", 0, 1, allow_unknown=True)
+        await procs.until("round 0's block", lambda: procs.counts()["round 0 blocks"])
+        assert await run.pause() == cairn.RunStatus.RUNNING
+        procs.release("round0", "round1")
+        first = await procs.status(control, run.run_id, *ENDED)
+        assert first.status == "CONTINUED" and first.continued_to is not None
+        paused = await procs.status(control, first.continued_to, "PAUSED", *ENDED)
+        assert paused.status == "PAUSED" and procs.counts()["round 1"] == 0
+        await control.resume(paused.run_id)
+        assert await run.result(timeout=20) == 1
+    assert procs.counts()["round 1"] == 1
