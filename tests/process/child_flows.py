@@ -1,4 +1,4 @@
-"""Parents and children for the child-run process tests: `cairn worker -m tests.process.child_flows`.
+"""Parents and children for the child-run process tests (`cairn worker -m ...child_flows`).
 
 Every step appends a line to the file named by KIDS_EFFECTS (outside the store) and fsyncs
 it: the counter that proves which steps ran how often, and in which process. A held child

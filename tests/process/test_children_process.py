@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 import cairn
-
 from cairn.store.records import RunRecord
 
 from .kids_procs import Kids, child_id, kids, run_cli
