@@ -51,11 +51,40 @@ async def test_cancel_parent__awaited_children_cancelled_detached_one_finishes(
     assert listed[run.run_id].status == "CANCELLED"
     assert {listed[k].status for k in (a, b)} == {"CANCELLED"}
     assert listed[d].status == "COMPLETED" and listed[d].parent_id == run.run_id
+    # The parent's history tells how each child ended, the detached one too (the parent
+    # never awaited it: the cancel ended no wait of it).
     shown = run_cli(store_url, "runs", "show", run.run_id, "--json")
     assert shown.returncode == 0, shown.stderr
-    print(shown.stdout[:3000])
-    print(run_cli(store_url, "runs", "show", run.run_id).stdout[:3000])
-    print(run_cli(store_url, "runs", "list").stdout[:3000])
+    entries = [(e["key"], e["status"]) for e in json.loads(shown.stdout)["history"]]
+    assert [e for e in entries if e[0].startswith("~child:")] == [
+        ("~child:kids.child#1", "cancelled"),
+        ("~child:kids.child#2", "cancelled"),
+        ("~child:kids.child#3", "completed"),
+    ]
+    listed_text = run_cli(store_url, "runs", "list").stdout
+    assert sum("CANCELLED" in line for line in listed_text.splitlines()) == 3
+
+
+async def test_parent_ends__its_history_tells_how_an_unawaited_detached_child_is_doing(
+    tmp_path: Path, store_url: str
+) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        await procs.spawn()
+        run = await control.start("kids.parent", ["a"], ["d"], [], allow_unknown=True)
+        d = child_id(run.run_id, n=2)
+        await procs.held("a", "d")
+        procs.release("a")
+        assert await run.result(timeout=20) == ["a done"]
+        assert [(h.key, h.status) for h in await control.history(run.run_id)][1:3] == [
+            ("~child:kids.child#1", "completed"),
+            ("~child:kids.child#2", "running"),  # not "waiting": the parent has ended
+        ]
+        procs.release("d")
+        await procs.status(control, d, "COMPLETED")
+        assert [h.status for h in await control.history(run.run_id)][1:3] == [
+            "completed",
+            "completed",
+        ]
 
 
 async def test_cancel_child__the_parent_sees_child_failed_and_goes_on(
