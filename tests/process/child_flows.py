@@ -75,12 +75,15 @@ async def queued(name: str) -> str:
 
 
 @cairn.workflow("kids.parent")
-async def parent(awaited: list[str], detached: list[str], queued_names: list[str]) -> list[str]:
+async def parent(
+    awaited: list[str], detached: list[str], queued_names: list[str], tag: str = "parent"
+) -> list[str]:
     """Starts children (awaited, detached, and on the one-at-a-time queue) and awaits some.
 
-    A child that fails or is cancelled is noted and the parent goes on.
+    A child that fails or is cancelled is noted and the parent goes on. Its own side
+    effects are "TAG start", "TAG end" and "TAG cleanup" (on cancel).
     """
-    await note("parent start")
+    await note(f"{tag} start")
     handles = [await cairn.start_child(child, name) for name in awaited]
     handles += [await cairn.start_child(queued, name) for name in queued_names]
     for name in detached:
@@ -91,13 +94,13 @@ async def parent(awaited: list[str], detached: list[str], queued_names: list[str
             try:
                 seen.append(await handle.result())
             except cairn.ChildFailed as exc:
-                await note(f"parent saw {exc.run_id} {exc.error_type}")
+                await note(f"{tag} saw {exc.run_id} {exc.error_type}")
                 seen.append(f"failed {exc.run_id}")
     except cairn.Cancelled:
         async with cairn.shield():
-            await note("parent cleanup")
+            await note(f"{tag} cleanup")
         raise
-    await note("parent end")
+    await note(f"{tag} end")
     return seen
 
 

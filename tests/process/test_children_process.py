@@ -326,3 +326,125 @@ async def test_pause__stored_while_a_run_goes_on_as_new_pauses_the_next_run(
         await control.resume(paused.run_id)
         assert await run.result(timeout=20) == 1
     assert procs.counts()["round 1"] == 1
+
+
+async def test_kill_child_worker__cancel_parent_reaches_the_child_its_next_worker_runs(
+    tmp_path: Path, store_url: str
+) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        await procs.spawn("--queue", "kids.parents")
+        doomed = await procs.spawn("--queue", "kids.one_at_a_time")
+        run = await control.start(
+            "kids.parent", [], [], ["q1", "q2"], queue="kids.parents", allow_unknown=True
+        )
+        q1, q2 = (child_id(run.run_id, "kids.queued", n) for n in (1, 2))
+        await procs.held("q1")
+        doomed.kill()
+        await run.cancel()
+        assert (await procs.status(control, run.run_id, *ENDED)).status == "CANCELLED"
+        assert (await procs.status(control, q2, *ENDED)).status == "CANCELLED"  # never started
+        stuck = await control.control.record(q1)
+        assert (stuck.status, stuck.control) == ("RUNNING", "cancel")
+        print(run_cli(store_url, "runs", "show", q1).stdout)
+        await procs.spawn("--queue", "kids.one_at_a_time")
+        assert (await procs.status(control, q1, *ENDED)).status == "CANCELLED"
+    counts = procs.counts()
+    assert counts["parent cleanup"] == counts["q1 start"] == counts["q1 cleanup"] == 1, counts
+    assert counts["q2 start"] == 0 and counts["q1 end"] == 0, counts
+    assert procs.pids("q1 cleanup") != {doomed.pid}
+
+
+async def test_kill_parent_worker__cancel_while_no_worker_serves_it_ends_it_later(
+    tmp_path: Path, store_url: str
+) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        doomed = await procs.spawn("--queue", "kids.parents")
+        await procs.spawn("--queue", "kids.one_at_a_time")
+        run = await control.start(
+            "kids.parent", [], ["d"], ["q1", "q2"], queue="kids.parents", allow_unknown=True
+        )
+        q1, q2 = (child_id(run.run_id, "kids.queued", n) for n in (1, 2))
+        await procs.held("q1")
+        doomed.kill()
+        await run.cancel()
+        print(run_cli(store_url, "runs", "show", run.run_id).stdout)
+        assert (await control.control.record(q1)).status == "RUNNING"  # not told yet
+        await procs.spawn("--queue", "kids.parents")
+        assert (await procs.status(control, run.run_id, *ENDED)).status == "CANCELLED"
+        assert (await procs.status(control, q1, *ENDED)).status == "CANCELLED"
+        assert (await procs.status(control, q2, *ENDED)).status == "CANCELLED"
+    counts = procs.counts()
+    assert counts["parent start"] == counts["parent cleanup"] == counts["q1 cleanup"] == 1
+    assert counts["q2 start"] == 0 and counts["d start"] == 0, counts
+
+
+async def test_queued_child__cancelled_while_its_parent_awaits_it_ends_at_once(
+    tmp_path: Path, store_url: str
+) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        await procs.spawn()
+        run = await control.start("kids.parent", [], [], ["q1", "q2"], allow_unknown=True)
+        q1, q2 = (child_id(run.run_id, "kids.queued", n) for n in (1, 2))
+        await procs.held("q1")
+        assert await control.cancel(q2) == cairn.RunStatus.CANCELLED  # queued: ends at once
+        procs.release("q1")
+        assert await run.result(timeout=20) == ["q1 done", f"failed {q2}"]
+    counts = procs.counts()
+    assert counts["q2 start"] == 0 and counts["q1 end"] == 1, counts
+    assert counts[f"parent saw {q2} cairn.errors.Cancelled"] == 1, counts
+
+
+PARENTS = 6
+
+
+async def test_soak__parents_cancelled_and_a_worker_killed_mid_way(
+    tmp_path: Path, store_url: str
+) -> None:
+    """Six parents of two awaited children and a detached one, on two workers; one worker
+    is killed with everything in flight, half the parents are cancelled (by the CLI and
+    the API) meanwhile, a third worker joins, then every held step is let go."""
+    names = {f"p{i}": [f"p{i}a", f"p{i}b", f"p{i}d"] for i in range(PARENTS)}
+    cancelled = {"p0", "p2", "p4"}
+    async with kids(tmp_path, store_url) as (procs, control):
+        doomed = await procs.spawn()
+        await procs.spawn()
+        for tag, (a, b, d) in names.items():
+            await control.start("kids.parent", [a, b], [d], [], tag, run_id=tag, allow_unknown=True)
+        await procs.held(*(n for kids_of in names.values() for n in kids_of))
+        doomed.kill()
+        for tag in sorted(cancelled):
+            if tag == "p0":
+                done = run_cli(store_url, "runs", "cancel", tag)
+                assert done.returncode == 0, done.stderr
+            else:
+                await control.cancel(tag)
+        await procs.spawn()
+        procs.release(*(n for kids_of in names.values() for n in kids_of))
+        ended = {}
+        for tag in names:
+            ended[tag] = (await procs.status(control, tag, *ENDED)).status
+            for n in (1, 2, 3):
+                kid = child_id(tag, n=n)
+                ended[kid] = (await procs.status(control, kid, *ENDED)).status
+        results = {
+            tag: await (await control.get(tag)).result(timeout=1)
+            for tag in names
+            if tag not in cancelled
+        }
+    for tag, (a, b, d) in names.items():
+        lost = tag in cancelled
+        assert ended[tag] == ("CANCELLED" if lost else "COMPLETED")
+        assert ended[child_id(tag)] == ended[child_id(tag, n=2)] == ended[tag]
+        assert ended[child_id(tag, n=3)] == "COMPLETED"  # detached
+        if not lost:
+            assert results[tag] == [f"{a} done", f"{b} done"]
+    counts = procs.counts()
+    for tag, kids_of in names.items():
+        lost = tag in cancelled
+        assert counts[f"{tag} start"] == 1, counts
+        assert counts[f"{tag} cleanup"] == int(lost) and counts[f"{tag} end"] == int(not lost)
+        for name in kids_of:
+            attached = not name.endswith("d")
+            assert counts[f"{name} start"] == 1, (name, counts)
+            assert counts[f"{name} cleanup"] == int(lost and attached), (name, counts)
+            assert counts[f"{name} end"] == int(not (lost and attached)), (name, counts)
