@@ -384,7 +384,7 @@ async def test_queued_child__cancelled_while_its_parent_awaits_it_ends_at_once(
     async with kids(tmp_path, store_url) as (procs, control):
         await procs.spawn()
         run = await control.start("kids.parent", [], [], ["q1", "q2"], allow_unknown=True)
-        q1, q2 = (child_id(run.run_id, "kids.queued", n) for n in (1, 2))
+        q2 = child_id(run.run_id, "kids.queued", 2)
         await procs.held("q1")
         assert await control.cancel(q2) == cairn.RunStatus.CANCELLED  # queued: ends at once
         procs.release("q1")
@@ -431,7 +431,7 @@ async def test_soak__parents_cancelled_and_a_worker_killed_mid_way(
             for tag in names
             if tag not in cancelled
         }
-    for tag, (a, b, d) in names.items():
+    for tag, (a, b, _) in names.items():
         lost = tag in cancelled
         assert ended[tag] == ("CANCELLED" if lost else "COMPLETED")
         assert ended[child_id(tag)] == ended[child_id(tag, n=2)] == ended[tag]
