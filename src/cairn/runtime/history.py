@@ -148,7 +148,8 @@ async def _children_now(
 
     A run that ended without awaiting a child (a detached one, or one it was not yet
     waiting for when it was cancelled) never learns how that child is doing; its history
-    asks the child instead of saying `waiting` (or `cancelled`) about a wait that is over.
+    asks the child instead of saying `waiting` (or `cancelled`) about a wait that is over:
+    a detached child whatever its status, an attached one once it has ended.
     """
     if run.finished_at is None:
         return {}
@@ -157,7 +158,8 @@ async def _children_now(
         facts = decode(step.result) if step.kind == "child" and step.status == "waiting" else None
         if isinstance(facts, dict) and facts.get("child_id"):
             child = await store.read(run_ops.get_run(str(facts["child_id"])))
-            if child is not None:
+            # An attached child not yet ended is ending: the run's end asked it to cancel.
+            if child is not None and (child.detached or RunStatus(child.status).finished):
                 found[child.run_id] = (child.status.lower(), child.finished_at)
     return found
 
