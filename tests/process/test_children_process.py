@@ -100,9 +100,14 @@ async def test_cancel_child__the_parent_sees_child_failed_and_goes_on(
         assert (await procs.status(control, a, *ENDED)).status == "CANCELLED"
         procs.release("b")
         assert await run.result(timeout=20) == [f"failed {a}", "b done"]
-        print(run_cli(store_url, "runs", "show", run.run_id).stdout[:3000])
+    shown = run_cli(store_url, "runs", "show", run.run_id, "--json")
+    entries = [(e["key"], e["status"]) for e in json.loads(shown.stdout)["history"]]
+    assert entries[1:3] == [
+        ("~child:kids.child#1", "cancelled"),
+        ("~child:kids.child#2", "completed"),
+    ]
     counts = procs.counts()
-    print(counts)
+    assert counts[f"parent saw {a} cairn.errors.Cancelled"] == 1, counts
     assert counts["a cleanup"] == 1 and counts["a end"] == 0
     assert counts["parent end"] == 1 and counts["b end"] == 1
 
@@ -115,8 +120,7 @@ async def test_failed_child__the_parent_sees_child_failed(tmp_path: Path, store_
         got = await run.result(timeout=20)
     f = child_id(run.run_id)
     assert got == [f"failed {f}"]
-    print(procs.counts())
-    assert procs.counts()[f"parent saw {f} cairn.errors.FatalError"] == 1 or print(procs.counts())
+    assert procs.counts()[f"parent saw {f} cairn.errors.FatalError"] == 1, procs.counts()
 
 
 async def test_pause_parent__children_finish_meanwhile_resume_completes(
@@ -134,7 +138,8 @@ async def test_pause_parent__children_finish_meanwhile_resume_completes(
         await procs.status(control, a, "COMPLETED")
         await procs.status(control, b, "COMPLETED")
         assert (await control.control.record(run.run_id)).status == "PAUSED"
-        print(run_cli(store_url, "runs", "show", run.run_id).stdout[:3000])
+        shown = run_cli(store_url, "runs", "show", run.run_id).stdout
+        assert f"`cairn runs resume {run.run_id}` (it is paused)" in shown, shown
         await control.resume(run.run_id)
         assert await run.result(timeout=20) == ["a done", "b done"]
     counts = procs.counts()
@@ -167,8 +172,8 @@ async def test_queued_children__cancel_parent_ends_the_unstarted_at_once(
         run = await control.start("kids.parent", [], [], ["q1", "q2", "q3"], allow_unknown=True)
         q = [child_id(run.run_id, "kids.queued", n) for n in (1, 2, 3)]
         await procs.held("q1")
-        shown = run_cli(store_url, "runs", "show", q[1])
-        print(shown.stdout[:2000])
+        shown = run_cli(store_url, "runs", "show", q[1]).stdout
+        assert "queue 'kids.one_at_a_time': concurrency limit 1 reached" in shown, shown
         await run.cancel()
         assert (await procs.status(control, run.run_id, *ENDED)).status == "CANCELLED"
         for kid in q:
@@ -204,37 +209,9 @@ async def test_continue_as_new__children_of_a_continued_run_are_cancelled(
         procs.release("loop2")
         assert await run.result(timeout=20) == "loop2 done"
     counts = procs.counts()
-    assert counts["loop1 start"] == 0 and counts["loop2 end"] == 1, counts
-
-
-async def test_kill_parent_worker__recovered_parent_starts_no_second_child(
-    tmp_path: Path, store_url: str
-) -> None:
-    async with kids(tmp_path, store_url) as (procs, control):
-        first = await procs.spawn()
-        run = await control.start("kids.parent", ["a", "b"], ["d"], [], allow_unknown=True)
-        await procs.held("a", "b", "d")
-        await procs.spawn()
-        first.kill()
-        await procs.until(
-            "the held steps again",
-            lambda: all(procs.counts()[f"{n} held"] == 2 for n in ("a", "b", "d")),
-        )
-        await run.cancel()
-        assert (await procs.status(control, run.run_id, *ENDED)).status == "CANCELLED"
-        for n in (1, 2):
-            kid = child_id(run.run_id, n=n)
-            assert (await procs.status(control, kid, *ENDED)).status == "CANCELLED"
-        procs.release("d")
-        assert (await procs.status(control, child_id(run.run_id, n=3), *ENDED)).status == (
-            "COMPLETED"
-        )
-        runs = await control.list_runs(limit=20)
-    counts = procs.counts()
-    assert len(list(runs)) == 4
-    assert counts["parent start"] == counts["a start"] == counts["b start"] == 1, counts
-    assert counts["a cleanup"] == counts["b cleanup"] == counts["parent cleanup"] == 1, counts
-    assert json.dumps(counts)
+    # Cancelled before it started, or at its held step: never past it either way.
+    assert counts["loop1 cleanup"] == counts["loop1 start"] <= 1, counts
+    assert counts["loop1 end"] == 0 and counts["loop2 end"] == 1, counts
 
 
 async def _chain_end(control: cairn.Engine, workflow: str) -> str:
@@ -265,8 +242,6 @@ async def test_cancel_parent__a_child_going_on_as_new_each_round_is_cancelled(
         assert (await procs.status(control, run.run_id, *ENDED)).status == "CANCELLED"
         ended = await _chain_ended(procs, control, "kids.spinner")
     counts = procs.counts()
-    rounds = sorted(int(k.split()[1]) for k in counts if k.startswith("spin ") and k != "spin done")
-    print(ended.run_id, ended.status, rounds[-1], counts["spin done"])
     assert counts["spin done"] == 0, counts
     assert ended.status == "CANCELLED"
 
@@ -345,7 +320,8 @@ async def test_kill_child_worker__cancel_parent_reaches_the_child_its_next_worke
         assert (await procs.status(control, q2, *ENDED)).status == "CANCELLED"  # never started
         stuck = await control.control.record(q1)
         assert (stuck.status, stuck.control) == ("RUNNING", "cancel")
-        print(run_cli(store_url, "runs", "show", q1).stdout)
+        shown = run_cli(store_url, "runs", "show", q1).stdout
+        assert "cancel (at its next durable point)" in shown and doomed.id in shown, shown
         await procs.spawn("--queue", "kids.one_at_a_time")
         assert (await procs.status(control, q1, *ENDED)).status == "CANCELLED"
     counts = procs.counts()
@@ -367,7 +343,9 @@ async def test_kill_parent_worker__cancel_while_no_worker_serves_it_ends_it_late
         await procs.held("q1")
         doomed.kill()
         await run.cancel()
-        print(run_cli(store_url, "runs", "show", run.run_id).stdout)
+        shown = run_cli(store_url, "runs", "show", run.run_id).stdout
+        assert "a worker serving queue 'kids.parents' to take it" in shown, shown
+        assert "cancel (at its next durable point)" in shown, shown
         assert (await control.control.record(q1)).status == "RUNNING"  # not told yet
         await procs.spawn("--queue", "kids.parents")
         assert (await procs.status(control, run.run_id, *ENDED)).status == "CANCELLED"
