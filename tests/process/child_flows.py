@@ -76,12 +76,17 @@ async def queued(name: str) -> str:
 
 @cairn.workflow("kids.parent")
 async def parent(
-    awaited: list[str], detached: list[str], queued_names: list[str], tag: str = "parent"
+    awaited: list[str],
+    detached: list[str],
+    queued_names: list[str],
+    tag: str = "parent",
+    held: bool = False,
 ) -> list[str]:
     """Starts children (awaited, detached, and on the one-at-a-time queue) and awaits some.
 
     A child that fails or is cancelled is noted and the parent goes on. Its own side
-    effects are "TAG start", "TAG end" and "TAG cleanup" (on cancel).
+    effects are "TAG start", "TAG end" and "TAG cleanup" (on cancel). `held`: once its
+    children are started, it holds a step of its own until TAG is released.
     """
     await note(f"{tag} start")
     handles = [await cairn.start_child(child, name) for name in awaited]
@@ -90,6 +95,8 @@ async def parent(
         await cairn.start_child(child, name, detached=True)
     seen = []
     try:
+        if held:
+            await hold(tag)
         for handle in handles:
             try:
                 seen.append(await handle.result())

@@ -214,6 +214,34 @@ async def test_continue_as_new__children_of_a_continued_run_are_cancelled(
     assert counts["loop1 end"] == 0 and counts["loop2 end"] == 1, counts
 
 
+async def test_kill_parent_worker__mid_step_the_recovered_parent_starts_no_second_child(
+    tmp_path: Path, store_url: str
+) -> None:
+    async with kids(tmp_path, store_url) as (procs, control):
+        doomed = await procs.spawn()
+        run = await control.start(
+            "kids.parent", ["a"], ["d"], [], "p", True, run_id="p", allow_unknown=True
+        )
+        await procs.held("p", "a", "d")  # the parent mid-step, its children mid-step
+        await procs.spawn()
+        doomed.kill()
+        await procs.until(
+            "the held steps again in the other worker",
+            lambda: all(procs.counts()[f"{n} held"] == 2 for n in ("p", "a", "d")),
+        )
+        await run.cancel()
+        assert (await procs.status(control, "p", *ENDED)).status == "CANCELLED"
+        assert (await procs.status(control, child_id("p"), *ENDED)).status == "CANCELLED"
+        procs.release("d")
+        assert (await procs.status(control, child_id("p", n=2), *ENDED)).status == "COMPLETED"
+        runs = list(await control.list_runs(limit=20))
+    counts = procs.counts()
+    assert len(runs) == 3
+    assert counts["p start"] == counts["a start"] == counts["d start"] == 1, counts
+    assert counts["p cleanup"] == counts["a cleanup"] == counts["d end"] == 1, counts
+    assert procs.pids("p cleanup") == procs.pids("a cleanup") != {doomed.pid}
+
+
 async def _chain_end(control: cairn.Engine, workflow: str) -> str:
     """The id of the newest run of the (one) chain of `workflow`."""
     runs = [r for r in await control.list_runs(workflow=workflow, limit=1000)]
@@ -341,6 +369,7 @@ async def test_kill_parent_worker__cancel_while_no_worker_serves_it_ends_it_late
         )
         q1, q2 = (child_id(run.run_id, "kids.queued", n) for n in (1, 2))
         await procs.held("q1")
+        await procs.status(control, run.run_id, "WAITING")  # parked: awaits q1
         doomed.kill()
         await run.cancel()
         shown = run_cli(store_url, "runs", "show", run.run_id).stdout
