@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from cairn import arguments, durations
 from cairn.core import durable, journal
 from cairn.core.waits import facts_of, wait_message, waiting_record
-from cairn.errors import ChildFailed, EventTimeout, TransientWorkflow
+from cairn.errors import Cancelled, ChildFailed, EventTimeout, TransientWorkflow
 from cairn.models import RunStatus
 from cairn.observability import propagation
 from cairn.store.programs import journal as journal_ops
@@ -30,6 +30,14 @@ NOT_A_CHILD = (
     "a durable run cannot start it as a child (the child would be lost with this process "
     "while its parent waits on); make it durable, or call its steps from the parent"
 )
+
+
+# How a child cancelled before it started (queued, or paused first) ended, as the parent
+# reads it: like any cancelled child's end, whose error is a Cancelled.
+NEVER_STARTED = {
+    "type": f"{Cancelled.__module__}.{Cancelled.__qualname__}",
+    "message": "cancelled before it started",
+}
 
 
 class ChildHandle:
@@ -187,6 +195,8 @@ async def child_result(live: LiveView, handle: ChildHandle, timeout: float | Non
         result = message.get("result")
         return None if result is None else await live.values.loads_async(result, key)
     error = live.values.unseal_json(message.get("error")) or {}
+    if status == RunStatus.CANCELLED.value and not error:
+        error = NEVER_STARTED  # its end stored no error: it ran no code
     raise ChildFailed(
         f"child run {child_id!r} ({handle.workflow}) ended {status}: {error.get('message', '')}",
         run_id=child_id,

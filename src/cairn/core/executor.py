@@ -178,10 +178,7 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
         await live.steps.record_cancel()
         await live.flush_meta()
         if live.interrupts.cancel:
-            # A cancelled run never starts a successor: the chain ends here, CANCELLED.
-            cancelled = Cancelled(live.interrupts.reason)
-            error = error_json(cancelled, at=live.interrupts.delivered_at)
-            return await _finish(env, live.steps, RunStatus.CANCELLED.value, error=error)
+            return await _end_chain(env, live)
         return await _continue(env, live, again, workflow.version)
     except HandBack as leaving:
         # Its worker is stopping, or lacks a key or the run's version of the code (KeyMissing,
@@ -320,12 +317,25 @@ async def _continue(
         origin="continue",
     )
 
-    def go_on() -> Any:
-        return env.store.write(run_ops.continue_run(run.run_id, live.lease, successor, now))
+    went_on: list[bool] = []
+
+    async def go_on() -> None:
+        write = run_ops.continue_run(run.run_id, live.lease, successor, now)
+        went_on.append(await env.store.write(write))
 
     if not await _ended(live.steps, go_on, what=lambda: f"run {run.run_id!r} continuing as new"):
         return Outcome(None)
+    if not went_on[-1]:  # a cancel stored since the run's last look: it did not go on
+        live.interrupts.request("cancel")
+        return await _end_chain(env, live)
     return Outcome(RunStatus.CONTINUED.value, successor.run_id)
+
+
+async def _end_chain(env: RunEnv, live: LiveRun) -> Outcome:
+    """A cancelled run never starts a successor: the chain ends here, CANCELLED."""
+    cancelled = Cancelled(live.interrupts.reason)
+    error = error_json(cancelled, at=live.interrupts.delivered_at)
+    return await _finish(env, live.steps, RunStatus.CANCELLED.value, error=error)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +22,7 @@ from cairn.serialization import Serializer
 from cairn.store import in_flight
 from cairn.store.programs import control, workers
 from cairn.store.programs import journal as journal_ops
+from cairn.store.programs import runs as run_ops
 from cairn.store.protocol import Store
 from cairn.store.records import (
     INTERRUPTED,
@@ -117,6 +119,7 @@ async def history(
     for attempt in await store.read(journal_ops.load_attempts(run.run_id)):
         where = (attempt.execution, attempt.key)
         failures[where] = max(failures.get(where, 0), attempt.attempt)
+    children = await _children_now(store, run, steps, decode)
     entries = [
         _entry(run, now, step, execution_of(step.seq, known), False, failures, decode, serializer)
         for step in steps
@@ -124,6 +127,8 @@ async def history(
     entries += [
         _entry(run, now, r.step, r.execution, True, failures, decode, serializer) for r in retried
     ]
+    if children:
+        entries = [_child_now(entry, children) for entry in entries]
     entries.sort(key=lambda entry: (entry.execution, entry.seq))
     return History(
         entries,
@@ -134,6 +139,40 @@ async def history(
         executions=known,
         next_after=next_after,
     )
+
+
+async def _children_now(
+    store: Store, run: RunRecord, steps: list[StepRecord], decode: Decode
+) -> dict[str, tuple[str, float | None]]:
+    """Of a finished run, each child whose end it never took: its status now, and end.
+
+    A run that ended without awaiting a child (a detached one, or one it was not yet
+    waiting for when it was cancelled) never learns how that child is doing; its history
+    asks the child instead of saying `waiting` (or `cancelled`) about a wait that is over:
+    a detached child whatever its status, an attached one once it has ended.
+    """
+    if run.finished_at is None:
+        return {}
+    found: dict[str, tuple[str, float | None]] = {}
+    for step in steps:
+        facts = decode(step.result) if step.kind == "child" and step.status == "waiting" else None
+        if isinstance(facts, dict) and facts.get("child_id"):
+            child = await store.read(run_ops.get_run(str(facts["child_id"])))
+            # An attached child not yet ended is ending: the run's end asked it to cancel.
+            if child is not None and (child.detached or RunStatus(child.status).finished):
+                found[child.run_id] = (child.status.lower(), child.finished_at)
+    return found
+
+
+def _child_now(entry: HistoryEntry, children: dict[str, tuple[str, float | None]]) -> HistoryEntry:
+    """`entry`, if it is an open wait for one of `children`, with that child's status."""
+    facts = entry.result
+    if entry.kind != "child" or not isinstance(facts, dict) or entry.status == "timeout":
+        return entry
+    now = children.get(str(facts.get("child_id")))
+    if now is None or "status" in facts:
+        return entry
+    return replace(entry, status=now[0], finished_at=_dt(now[1]))
 
 
 def _entry(

@@ -96,6 +96,8 @@ COPY_STEPS = (
     f"INSERT INTO steps ({STEP_COLUMNS}) SELECT ?, {STEP_COLUMNS.replace('run_id, ', '', 1)} "
     "FROM steps WHERE run_id = ? AND seq < ? AND status <> 'waiting'"
 )
+# The request a run going on as new has not met yet (None: none; no row: not held).
+SELECT_HELD_CONTROL = f"SELECT control FROM runs WHERE {FENCE}"
 CONTINUE_RUN = (
     "UPDATE runs SET status = 'CONTINUED', continued_to = ?, result = NULL, owner = NULL, "
     f"wake_at = NULL, updated_at = ?, finished_at = ? WHERE {FENCE}"

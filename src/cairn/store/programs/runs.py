@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from cairn.errors import DuplicateRun
@@ -185,21 +186,35 @@ def after_finish(
 
 @operation
 @wakes
-def continue_run(run_id: str, lease: Lease, new_run: RunRecord, now: float) -> Program[None]:
+def continue_run(run_id: str, lease: Lease, new_run: RunRecord, now: float) -> Program[bool]:
     """End a run as CONTINUED and create its successor, in one transaction.
 
     `continued_to` of the old run names `new_run`, and the events queued for the old run
     that none of its waits took are queued for `new_run` instead. Raises LeaseLost if not
     held.
+
+    A cancel stored for the run that it did not meet (it came after the run's last
+    durable point, or while its worker was busy) ends the chain instead: nothing is
+    written and False is returned, for the caller to end the run CANCELLED. A pause so
+    stored passes to the successor, which is created PAUSED. Either would otherwise be
+    lost with the run: the successor starts with no request.
     """
-    params = (new_run.run_id, now, now, run_id, lease.owner, lease.fence)
     yield from lock_family(run_id)
+    row = yield one_row(_sql.SELECT_HELD_CONTROL, (run_id, lease.owner, lease.fence))
+    if row is None:
+        raise LeaseLost(run_id)
+    if row[0] == "cancel":
+        return False
+    if row[0] == "pause":
+        new_run = replace(new_run, status=RunStatus.PAUSED.value)
+    params = (new_run.run_id, now, now, run_id, lease.owner, lease.fence)
     if not (yield Sql(_sql.CONTINUE_RUN, params)):
         raise LeaseLost(run_id)
     yield Sql(_sql.INSERT_RUN, _sql.run_params(new_run))
     yield Sql(_sql.PASS_ON_EVENTS, (new_run.run_id, run_id))
     # A parent waiting on this run learns the successor's id (in `result`).
     yield from after_finish(run_id, RunStatus.CONTINUED, new_run.run_id, None, now)
+    return True
 
 
 def _park_path(
