@@ -134,3 +134,59 @@ async def test_no_connection_free__a_write_cut_off_before_it_had_one_is_withdraw
         for conn in taken:
             await store.pool.putconn(conn)
         await store.close()
+
+
+async def test_no_connection_free__a_write_a_lane_took_before_it_had_one_is_withdrawn(
+    pg_url: str,
+) -> None:
+    # A lane takes what is queued into a batch, then waits for the pool to give it a
+    # connection. A caller cut off meanwhile was told its change "may still be made", and
+    # it was, once a connection came back, though nothing had been sent when it gave up.
+    store = PostgresStore(pg_url, max_connections=4)
+    await store.open()
+    writer = store._writer
+    assert writer is not None
+    taken = []
+    try:
+        while True:
+            try:
+                taken.append(await store.pool.getconn(timeout=0.5))
+            except Exception:  # psycopg_pool.PoolTimeout: none is left
+                break
+
+        def register(worker_id: str) -> Awaitable[None]:
+            return store.write(workers.register_worker(_worker(worker_id)))
+
+        # Two writes each hold a lane while they wait for a connection; a third queues.
+        first = asyncio.create_task(register("first"))
+        await _until("a write on lane 0", lambda: not writer._locks[0].free())
+        second = asyncio.create_task(register("second"))
+        await _until("a write on lane 1", lambda: not writer._locks[1].free())
+        tally = write_tally.Tally()
+        batched = asyncio.create_task(target.counted(lambda: register("batched"), tally))
+        await _until("a queued write", lambda: bool(writer._queue))
+        first.cancel()  # lane 0's own task takes the queued write, and waits for a connection
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        await _until("the queued write in lane 0's batch", lambda: not writer._queue)
+        assert not writer._locks[0].free()
+        batched.cancel()  # as target.within cuts work off at its deadline
+        with pytest.raises(asyncio.CancelledError):
+            await batched
+        # Nothing was sent: the 503 may say "nothing was changed" (target._unchanged).
+        assert (tally.asked, tally.withdrawn) == (1, 1)
+        for conn in taken:
+            await store.pool.putconn(conn)
+        taken = []
+        await asyncio.wait_for(second, WAIT)
+        await register("after")  # lane 0 is free again only once its batch is over
+        assert await store.read(workers.get_worker("batched")) is None, (
+            "a write withdrawn before it was sent landed once a connection came"
+        )
+        assert await store.read(workers.get_worker("first")) is None
+        assert await store.read(workers.get_worker("second")) is not None
+        assert await store.read(workers.get_worker("after")) is not None
+    finally:
+        for conn in taken:
+            await store.pool.putconn(conn)
+        await store.close()

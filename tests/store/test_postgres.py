@@ -360,3 +360,39 @@ async def test_a_commit_whose_reply_is_lost_and_whose_fate_cannot_be_asked__is_u
     assert dict(proxy.lost) == {"COMMIT": 1}
     assert caught.value.unknown, caught.value
     assert "the transaction's fate is unknown" in str(caught.value)
+
+
+async def test_many_queued_writes_cancelled_at_once__the_rest_go_on_in_order(
+    pg_store: PostgresStore,
+) -> None:
+    # A mass cancel (a worker stopping with many runs): writes queued behind two busy lanes
+    # are withdrawn in no particular order. Each is marked, not searched for in the queue
+    # (bench.withdrawals counts it); the lanes pass the withdrawn ones over, and the
+    # others, in between them and in more than one batch, are committed.
+    writer = pg_store._writer
+    assert writer is not None
+    for lock in writer._locks:
+        await lock.acquire()
+    names = [f"w{i:04}" for i in range(1200)]  # more than two batches (MAX_BATCH 500)
+    tasks = [
+        asyncio.ensure_future(pg_store.write(workers.register_worker(worker_record(name))))
+        for name in names
+    ]
+    while len(writer._queue) < len(names):
+        await asyncio.sleep(0)
+    cancelled = set(names[::3]) | set(names[:50]) | set(names[-50:])
+    for name, task in reversed(list(zip(names, tasks, strict=True))):
+        if name in cancelled:
+            task.cancel()
+    await asyncio.sleep(0)
+    assert writer._waiting == len(names) - len(cancelled)
+    for lock in writer._locks:
+        lock.release()
+    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    assert [isinstance(o, asyncio.CancelledError) for o in outcomes] == [
+        name in cancelled for name in names
+    ]
+    stored = {w.worker_id for w in await pg_store.read(workers.list_workers())}
+    assert stored == set(names) - cancelled
+    assert not writer._queue and writer._waiting == 0
+    assert writer._free_lane() is not None  # nothing is left queued: a write goes at once

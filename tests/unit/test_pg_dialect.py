@@ -155,11 +155,11 @@ def test_a_stream_append__is_fenced_stores_nothing_twice_and_tells_the_stream_s_
 
     assert pg.startswith(f"INSERT INTO stream_chunks ({_sql.STREAM_COLUMNS}) SELECT %s, %s, ")
     assert pg.endswith(
-        f"(VALUES (%s, %s, %s), (%s, %s, %s)) AS v "
+        "ORDER BY seq DESC LIMIT 1) AS last ON 1 = 1 "
+        f"CROSS JOIN (VALUES (%s, %s, %s), (%s, %s, %s)) AS v "
         f"WHERE EXISTS (SELECT 1 FROM runs WHERE {PG_FENCE} FOR KEY SHARE) "
-        "AND NOT EXISTS (SELECT 1 FROM stream_chunks d WHERE d.run_id = %s AND d.name = %s "
-        "AND d.seq = top.s AND d.step_key = %s AND d.attempt = %s AND d.claim = %s "
-        "AND d.n > %s) "
+        "AND NOT COALESCE(last.step_key = %s AND last.attempt = %s AND last.claim = %s "
+        "AND last.n > %s, FALSE) "
         "RETURNING pg_notify('cairn_streams', json_build_array(run_id, name)::text)"
     )
 

@@ -4,8 +4,9 @@ The dashboard cuts a request's work off at its deadline (dashboard/target.py). W
 its 503 may say "nothing was changed" depends on what the work's writes became: a write
 still queued for the write lock when its writer gives up is withdrawn (SQLite: the
 next flush drops it), and so is a PostgreSQL transaction whose COMMIT was not sent yet, or
-a write of PostgreSQL's group commit not sent yet (still queued, or waiting for a
-connection); a COMMIT (or a lone statement, or a batch) already sent may be made yet.
+a write of PostgreSQL's group commit not sent yet (still queued, or in a batch whose
+lane, or whose caller, waits for a connection); a COMMIT (or a lone statement, or a
+batch) already sent may be made yet.
 Counted only where a caller keeps a `Tally` (`kept`). Everywhere else a write costs a
 look at `ACTIVE`, an empty set: no ContextVar read on a step's path.
 """

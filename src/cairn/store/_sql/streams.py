@@ -10,21 +10,21 @@ from cairn.store._sql.statement import Statement
 STREAM_COLUMNS = "run_id, name, seq, kind, step_key, attempt, claim, at_seq, value, created_at, n"
 
 
-# Items appended after the stream's last seq, in one statement, while the run is held
-# (see `append_stream_items`).
+# Items appended after the stream's last item, in one statement, while the run is held
+# (see `append_stream_items`). The last item is read once, for its seq and its writer.
 _APPEND_HEAD = (
     f"INSERT INTO stream_chunks ({STREAM_COLUMNS}) "
-    "SELECT ?, ?, top.s + v.column1, v.column2, ?, ?, ?, CAST(? AS INTEGER), v.column3, ?, "
-    "CAST(? AS INTEGER) + v.column1 "
-    "FROM (SELECT COALESCE(MAX(seq), 0) AS s FROM stream_chunks "
-    "WHERE run_id = ? AND name = ?) AS top, (VALUES "
+    "SELECT ?, ?, COALESCE(last.seq, 0) + v.column1, v.column2, ?, ?, ?, "
+    "CAST(? AS INTEGER), v.column3, ?, CAST(? AS INTEGER) + v.column1 "
+    "FROM (SELECT 1 AS one) AS head LEFT JOIN (SELECT seq, step_key, attempt, claim, n "
+    "FROM stream_chunks WHERE run_id = ? AND name = ? ORDER BY seq DESC LIMIT 1) AS last "
+    "ON 1 = 1 CROSS JOIN (VALUES "
 )
 # ... unless the stream ends with an item of this writer numbered past `base`: this append
 # was sent before, and committed although its reply was lost (a writer's appends take
 # turns, and a run's stream writes too, so its own last item is the stream's last).
 _NOT_STORED = (
-    "NOT EXISTS (SELECT 1 FROM stream_chunks d WHERE d.run_id = ? AND d.name = ? "
-    "AND d.seq = top.s AND d.step_key = ? AND d.attempt = ? AND d.claim = ? AND d.n > ?)"
+    "NOT COALESCE(last.step_key = ? AND last.attempt = ? AND last.claim = ? AND last.n > ?, FALSE)"
 )
 
 
@@ -33,8 +33,8 @@ def append_stream_items(count: int) -> Statement:
     """The statement appending `count` items after the stream's last seq.
 
     Params: run_id, name, step_key, attempt, claim, at_seq, created_at, base, run_id,
-    name, then (i, kind, value) per item (i from 1), then FENCE's, then run_id, name,
-    step_key, attempt, claim, base. `base`: how many items the writer (step_key, attempt,
+    name, then (i, kind, value) per item (i from 1), then FENCE's, then step_key,
+    attempt, claim, base. `base`: how many items the writer (step_key, attempt,
     claim) appended before (its items are numbered base + i); NULL for a reset. It is
     fenced as a step's outcome is, stores nothing if it is stored already (`_NOT_STORED`),
     and tells the stream's readers at its commit.

@@ -8,15 +8,15 @@ only after its commit. A shot that raises LeaseLost is answered with it and the 
 goes on; a batch that fails is retried one shot per transaction; a batch that loses its
 connection (the server restarted) is retried on a new one for up to `retry_for` seconds
 before its shots fail with StoreUnavailable (sent again, they are "ambiguous": see
-shots). A shot not sent yet when its caller gives up (still queued, or waiting for a
-connection) is withdrawn, never sent.
+shots). A shot not sent yet when its caller gives up (still queued, or in a batch whose
+lane waits for a connection) is withdrawn in constant time, and never sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -74,7 +74,8 @@ class Writer:
         self._retry_for = db.retry_for
         self._on_commit = on_commit
         self._lanes = lanes
-        self._queue: list[Shot] = []
+        self._queue: deque[Shot] = deque()  # withdrawn ones stay until a lane passes them
+        self._waiting = 0  # shots in the queue not withdrawn
         self._ready = asyncio.Event()
         self._conns: list[Conn | None] = [None] * lanes
         self._fast: list[FastPath | None] = [None] * lanes
@@ -102,10 +103,10 @@ class Writer:
     async def commit(self, shot: Shot) -> Any:
         """Commit a shot and return its outcome (or raise its error) once committed.
 
-        A caller that gives up (is cancelled) while its shot is still queued, or while
-        it waits for a connection to commit it at once, withdraws it: it is never sent,
-        and its tally counts it withdrawn (store/write_tally.py). One already in a batch,
-        or sent, may be made yet.
+        A caller that gives up (is cancelled) before its shot is sent withdraws it: still
+        queued, in a batch whose lane waits for a connection, or waiting for one itself
+        to commit it at once. It is never sent, and its tally counts it withdrawn
+        (store/write_tally.py). One sent (its batch on a connection) may be made yet.
         """
         if not self._tasks or self._closing:
             raise StoreError(f"store {self._where} is not open")
@@ -114,7 +115,9 @@ class Writer:
             async with self._locks[lane]:  # free: nobody holds it or waits for it
                 await self._commit_now(lane, shot)
             return await shot.future
+        shot.queued = True
         self._queue.append(shot)
+        self._waiting += 1
         self._ready.set()
         try:
             return await shot.future
@@ -123,11 +126,16 @@ class Writer:
             raise
 
     def _withdraw(self, shot: Shot) -> None:
-        """Take a shot whose caller gave up out of the queue, if no batch took it yet."""
-        if shot.done or shot not in self._queue:
-            return  # in a batch already (sent, or about to be): it may be made
-        self._queue.remove(shot)
-        # One sent before on a lost connection (`lone`'s LOST) may have committed then.
+        """Withdraw a shot whose caller gave up, unless sent (a lane passes it over)."""
+        if shot.done or shot.sending:
+            return  # on a connection: it may be made
+        shot.done = True
+        if shot.queued:
+            shot.queued = False
+            self._waiting -= 1
+            if not self._waiting:
+                self._queue.clear()  # only withdrawn shots are left
+        # One sent before on a lost connection may have committed then: not "unchanged".
         if not shot.ambiguous:
             write_tally.withdrawn()
 
@@ -155,7 +163,7 @@ class Writer:
 
     def _free_lane(self) -> int | None:
         """A lane nobody holds or waits for, if nothing is queued (else wait your turn)."""
-        if self._queue:
+        if self._waiting:
             return None
         for lane, lock in enumerate(self._locks):
             if lock.free():
@@ -183,11 +191,10 @@ class Writer:
         except asyncio.CancelledError:
             if shot.done:
                 raise
-            if self._conns[lane] is None and not shot.ambiguous:
-                # Cut off while waiting for a connection: it was never sent (`_withdraw`).
-                write_tally.withdrawn()
-            else:  # its statement may be in flight: the connection is unusable
+            if shot.sending:  # its statement may be in flight: the connection is unusable
                 await self._drop_connection(lane)
+            else:  # cut off waiting for a connection, or to retry: not sent (now)
+                self._withdraw(shot)
             raise
         except Exception as exc:  # a bug here must not leave the caller waiting forever
             log.exception("cairn: PostgreSQL writer failed")
@@ -196,12 +203,11 @@ class Writer:
     async def _run(self, lane: int) -> None:
         while True:
             await self._ready.wait()
-            while self._queue:
+            while self._waiting:
                 async with self._locks[lane]:
-                    batch = self._queue[:MAX_BATCH]
-                    del self._queue[:MAX_BATCH]
-                    if not self._queue:
-                        self._ready.clear()
+                    batch = self._take()
+                    if not batch:
+                        continue  # the other lane, or withdrawals, emptied the queue
                     try:
                         await self._commit(lane, batch)
                     except Exception as exc:  # a bug must not leave writers waiting forever
@@ -213,6 +219,21 @@ class Writer:
             if self._closing:
                 self._ready.set()  # let the other lanes see it too
                 return
+
+    def _take(self) -> list[Shot]:
+        """Up to MAX_BATCH shots from the head of the queue, passing withdrawn ones over."""
+        batch: list[Shot] = []
+        queue = self._queue
+        while queue and len(batch) < MAX_BATCH:
+            shot = queue.popleft()
+            if shot.queued:
+                shot.queued = False
+                batch.append(shot)
+        self._waiting -= len(batch)
+        if not self._waiting:
+            queue.clear()  # only withdrawn shots are left
+            self._ready.clear()
+        return batch
 
     async def _commit(self, lane: int, batch: list[Shot]) -> None:
         loop = asyncio.get_running_loop()
@@ -230,6 +251,12 @@ class Writer:
                 conn = await self._connection(lane)
                 fast = self._fast[lane]
                 assert fast is not None
+                # Callers that gave up while the lane waited for it withdrew theirs.
+                todo = [shot for shot in todo if not shot.done]
+                if not todo:
+                    continue
+                for shot in todo:
+                    shot.sending = True
                 sent = True
                 runs = tuple({shot.run for shot in todo if shot.run is not None})
                 waiting = self._db.health.waits.begin(conn, runs)
@@ -240,9 +267,9 @@ class Writer:
                 continue  # settled: the top of the loop returns
             except Disconnected as exc:
                 self._db.health.trouble()
-                if sent:  # they may have committed before the reply was lost (said before
-                    for shot in todo:  # the drop: a caller cut off in it must see it)
-                        shot.ambiguous = True
+                for shot in todo:  # sent, they may have committed before the reply was
+                    shot.sending = False  # lost (said before the drop: a caller cut off
+                    shot.ambiguous |= sent  # in it must see it)
                 await self._drop_connection(lane)
                 cause = exc.__cause__ or exc
                 if loop.time() >= deadline:

@@ -28,7 +28,9 @@ class Shot:
     wake: float | None
     bulk: dialect.Bulk | None = None
     params: Sequence[Any] = ()
-    done: bool = False
+    done: bool = False  # settled, or withdrawn: nothing more is done with it
+    queued: bool = False  # in the writer's queue, not taken by a lane yet
+    sending: bool = False  # on a connection now: its caller can no longer take it back
     started: tuple[Program[Any], Request] | None = None  # made already, for the 1st attempt
     ambiguous: bool = False  # sent before on a connection that was lost (module docstring)
     # The run (id, fence) it is written for, if any: its wait counts as that run's.

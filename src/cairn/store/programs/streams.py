@@ -59,7 +59,7 @@ def append_stream(
     params += (run_id, name)
     for n, (kind, value) in enumerate(items, 1):
         params += (n, kind, value)
-    params += (run_id, lease.owner, lease.fence, run_id, name, step_key, attempt, claim, base)
+    params += (run_id, lease.owner, lease.fence, step_key, attempt, claim, base)
     count = yield Sql(_sql.append_stream_items(len(items)), params)
     if not count:
         raise LeaseLost(run_id)
@@ -93,7 +93,7 @@ def _reset_params(
     """The parameters of a reset of (step_key, attempt, claim)'s chunks (it has no number)."""
     params: list[object] = [run_id, name, step_key, attempt, claim, None, now, None]
     params += (run_id, name, 1, "reset", None, run_id, lease.owner, lease.fence)
-    return [*params, run_id, name, step_key, attempt, claim, None]
+    return [*params, step_key, attempt, claim, None]
 
 
 @operation
