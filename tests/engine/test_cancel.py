@@ -66,6 +66,34 @@ async def test_cancel__running_run_stops_at_its_next_durable_point(kit: Kit) -> 
     assert summary.error is not None and summary.error["type"] == "cairn.errors.Cancelled"
 
 
+async def test_cancel__during_the_last_step_the_run_that_returns_completes(kit: Kit) -> None:
+    """A cancel the workflow never meets (no durable point after it) does not undo its end.
+
+    The request came while the last step ran; the workflow then returned. It completes,
+    as documented (howto/control.md), and the CLI's answer says a run may finish first.
+    """
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    @kit.step("last")
+    async def last() -> str:
+        entered.set()
+        await release.wait()
+        return "done"
+
+    @kit.workflow("cancel.last_step")
+    async def only_step() -> str:
+        return await last()
+
+    async with kit.engine() as engine:
+        run = await engine.start(only_step)
+        async with asyncio.timeout(WAIT):
+            await entered.wait()
+        assert await run.cancel() == cairn.RunStatus.RUNNING
+        release.set()
+        assert await run.result(timeout=WAIT) == "done"
+        assert await run.status() == cairn.RunStatus.COMPLETED
+
+
 @pytest.mark.parametrize("parked", ["sleep", "event", "memory_sleep", "child"])
 async def test_cancel__parked_run_is_cancelled_at_once(kit: Kit, parked: str) -> None:
     @kit.workflow("cancel.child")

@@ -175,7 +175,7 @@ def cancel(ns: argparse.Namespace, glob: options.Globals) -> int:
     else:
         line = (
             f"run {run.run_id}: cancel requested; it is {run.status} and ends CANCELLED at "
-            "its current or next durable point"
+            "its current or next durable point, unless it finishes first"
         )
     return _say(ns, line, actions.action_dict(run, "cancel"))
 

@@ -29,7 +29,10 @@ from cairn.runtime.control import RunControl
 from cairn.store.programs import streams as stream_ops
 
 QUESTIONS = {
-    "cancel": "Cancel run {id}? It ends CANCELLED at its current or next durable point.",
+    "cancel": (
+        "Cancel run {id}? It ends CANCELLED at its current or next durable point, "
+        "unless it finishes first."
+    ),
     "pause": "Pause run {id} at its next durable point?",
     "resume": "Resume run {id}?",
     "retry": "Retry run {id} from its failed step?",
@@ -77,7 +80,10 @@ def acted(verb: str, run_id: str, done: dict[str, Any]) -> str:
     if verb == "cancel":
         if ended is RunStatus.CANCELLED:
             return f"cancel: run {run_id} is cancelled"
-        return f"cancel: run {run_id} stops at its current or next durable point"
+        return (
+            f"cancel: run {run_id} stops at its current or next durable point, "
+            "unless it finishes first"
+        )
     if verb == "pause":
         if ended is RunStatus.PAUSED:
             return f"pause: run {run_id} is paused"
