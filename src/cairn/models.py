@@ -108,8 +108,7 @@ class RunSummary:
 
     `version` is the code version the run started under, `waiting_for` one line saying
     what holds it (None while it executes, is due, or has finished),
-    `continued_from` / `continued_to` link the runs of a `continue_as_new` chain, and
-    `started_at` is when a worker first began executing it (None until then).
+    `continued_from` / `continued_to` link the runs of a `continue_as_new` chain.
     `execution` counts its executions (each `retry` begins the next one); a run made by
     `restart` names its source in `restarted_from`, one made by `fork` in `forked_from`
     (with `forked_from_seq`, the history entry it was forked from).

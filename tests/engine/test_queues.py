@@ -145,9 +145,11 @@ async def test_rate__starts_spread_over_the_window(kit: Kit) -> None:
         runs = [await engine.start(rated) for _ in range(7)]
         for run in runs:
             await run.result(timeout=WAIT)
-    starts.sort()
+        # The limit governs the starts the store stamped (a body may run a little after its
+        # claim on a loaded machine, so the bodies' own times can crowd closer together).
+        stamped = sorted([(await run.describe()).started_at.timestamp() for run in runs])
     assert len(starts) == 7
-    for first, fourth in zip(starts, starts[3:], strict=False):
+    for first, fourth in zip(stamped, stamped[3:], strict=False):
         assert fourth - first >= 0.9  # at most 3 starts in any second
 
 
