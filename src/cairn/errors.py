@@ -265,12 +265,17 @@ class RunNotFound(CairnError):
 
 
 class RunFinished(CairnError):
-    """The run has already finished."""
+    """The run has already finished.
 
-    def __init__(self, run_id: str, status: str) -> None:
+    `newest`: of a run that continued as new, the newest run of its chain (a steering
+    verb refused says which run to steer instead), else None.
+    """
+
+    def __init__(self, run_id: str, status: str, *, newest: str | None = None) -> None:
         super().__init__(f"run {run_id!r} already finished ({status})")
         self.run_id = run_id
         self.status = status
+        self.newest = newest
 
 
 class DuplicateRun(CairnError):

@@ -116,6 +116,13 @@ async def ticker() -> int:
     return i
 
 
+@cairn.workflow(name="ctl.relay")
+async def relay(n: int) -> str:
+    if n < 1:
+        cairn.continue_as_new(n + 1)
+    return await cairn.wait_for_event("go")
+
+
 @cairn.workflow(name="ctl.limited", queue=slow)
 async def limited(marker: str) -> str:
     return await gate(marker)
@@ -381,6 +388,17 @@ def test_runs_verbs__a_finished_run_is_one_line_exit_1(project, verb):
     assert "'done'" in message
     assert "COMPLETED" in message
     assert shown(project, "done")["status"] == "COMPLETED"
+
+
+@pytest.mark.parametrize("verb", ["cancel", "pause", "resume"])
+def test_runs_verbs__a_continued_run_names_the_newest_run_of_its_chain(project, verb):
+    ok(project, "run", "flows:relay", "0", "--run-id", "r0")
+    newest = shown(project, "r0")["continued_to"]
+    assert failed(project, "runs", verb, "r0") == (
+        f"error: run 'r0' already finished (CONTINUED; {verb} its newest run, "
+        f"{newest!r} (PENDING))"
+    )
+    assert shown(project, newest)["control"] is None
 
 
 @pytest.mark.parametrize("verb", ["cancel", "pause", "resume", "retry", "restart"])
