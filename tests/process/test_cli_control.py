@@ -395,8 +395,7 @@ def test_runs_verbs__a_continued_run_names_the_newest_run_of_its_chain(project, 
     ok(project, "run", "flows:relay", "0", "--run-id", "r0")
     newest = shown(project, "r0")["continued_to"]
     assert failed(project, "runs", verb, "r0") == (
-        f"error: run 'r0' already finished (CONTINUED; {verb} its newest run, "
-        f"{newest!r} (PENDING))"
+        f"error: run 'r0' already finished (CONTINUED; {verb} its newest run, {newest!r} (PENDING))"
     )
     assert shown(project, newest)["control"] is None
 

@@ -46,6 +46,9 @@ async def held() -> str:
 """
 
 
+WORKER = [sys.executable, "-m", "cairn.cli.main", "worker", "-m", "flows"]
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     (tmp_path / "flows.py").write_text(FLOWS)
@@ -64,8 +67,7 @@ def spawned() -> Iterator[list[subprocess.Popen[str]]]:
 
 def _worker(project: Path, url: str, *queues: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "cairn.cli.main", "worker", "--db", url, "-m", "flows"]
-        + ["--lease", "1s", "--concurrency", "2", "--queue", *queues],
+        [*WORKER, "--db", url, "--lease", "1s", "--concurrency", "2", "--queue", *queues],
         cwd=project,
         env=_env(),
         stdout=subprocess.DEVNULL,
@@ -121,7 +123,11 @@ def test_runs_show__a_killed_owner_and_no_live_worker_of_its_queue(
     )
     waiting = run["waiting"]
     assert run["status"] == "RUNNING"
-    assert (waiting["kind"], waiting["name"], waiting["owner"]) == ("takeover", "lane", run["owner"])
+    assert (waiting["kind"], waiting["name"], waiting["owner"]) == (
+        "takeover",
+        "lane",
+        run["owner"],
+    )
     assert waiting["owner_state"] in ("silent", "dead")  # dead: a neighbour saw it end
     assert (waiting["takers"], waiting["blocked"], waiting["lease"]) == (False, "queue", 1.0)
     table = _cli(project, url, "runs", "show", "h1")

@@ -141,9 +141,14 @@ async def fetch(
         # Heartbeats carry the database's real time, whatever clock the control keeps.
         if not leases.serves_step_queue(workers, queue, time.time()):
             waiting["no_live_worker"] = True
-    if run.status == RunStatus.RUNNING and run.owner and (waiting or {}).get("kind") in (
-        None,
-        "spinning",
+    if (
+        run.status == RunStatus.RUNNING
+        and run.owner
+        and (waiting or {}).get("kind")
+        in (
+            None,
+            "spinning",
+        )
     ):
         workers = await control.store.read(worker_ops.list_workers())
         # Heartbeats carry the database's real time, whatever clock the control keeps.

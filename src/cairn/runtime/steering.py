@@ -16,7 +16,6 @@ from cairn.runtime.control import RunControl
 from cairn.runtime.handle import RunHandle
 from cairn.store.records import RunRecord
 
-
 # A continue_as_new chain followed to its newest run, at most (as events follow it).
 _MAX_CHAIN_HOPS = 10_000
 
