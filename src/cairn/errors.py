@@ -265,17 +265,11 @@ class RunNotFound(CairnError):
 
 
 class RunFinished(CairnError):
-    """The run has already finished.
-
-    `newest`: of a run that continued as new, the newest run of its chain (a steering
-    verb refused says which run to steer instead), else None.
-    """
+    """The run has already finished (`newest`: of a CONTINUED run, its chain's newest)."""
 
     def __init__(self, run_id: str, status: str, *, newest: str | None = None) -> None:
         super().__init__(f"run {run_id!r} already finished ({status})")
-        self.run_id = run_id
-        self.status = status
-        self.newest = newest
+        self.run_id, self.status, self.newest = run_id, status, newest
 
 
 class DuplicateRun(CairnError):
