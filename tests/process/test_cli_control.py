@@ -594,7 +594,7 @@ def test_check__lists_what_the_modules_register(project):
     assert (queue["name"], queue["concurrency"]) == ("slow", 1)
     table = cairn_cmd(project, "check", "-m", "flows").stdout
     assert "ctl.limited" in table
-    assert "ok: imported flows: 8 workflows, 4 steps, 1 queue, 0 schedules" in table
+    assert "ok: imported flows: 9 workflows, 4 steps, 1 queue, 0 schedules" in table
     assert not (project / "cairn.db").exists()  # check never opens the database
 
 
