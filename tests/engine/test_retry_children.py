@@ -98,3 +98,35 @@ async def test_retry__a_caught_child_failure_is_not_retried(kit: Kit) -> None:
             await run.result(timeout=WAIT)
         child = await engine.control.record("t/rc.broken#1")
     assert (child.status, child.execution) == ("FAILED", 1)
+
+
+async def test_retry__a_child_chain_that_failed_is_retried_at_its_newest_run(kit: Kit) -> None:
+    broken = {"now": True}
+
+    @kit.step("check", retries=1)
+    def check(n: int) -> int:
+        if broken["now"]:
+            raise ConnectionError("down")
+        return n
+
+    @kit.workflow("rc.hops")
+    async def hops(n: int) -> int:
+        if n < 1:
+            cairn.continue_as_new(n + 1)
+        return await check(n)
+
+    @kit.workflow("rc.top")
+    async def top() -> int:
+        return await hops(0)
+
+    async with kit.engine() as engine:
+        run = await engine.start(top, run_id="top")
+        with pytest.raises(cairn.RunFailed, match="down"):
+            await run.result(timeout=WAIT)
+        first = await engine.control.record("top/rc.hops#1")
+        assert (first.status, first.continued_to is not None) == ("CONTINUED", True)
+        broken["now"] = False
+        await engine.retry("top")
+        assert await run.result(timeout=WAIT) == 1
+        newest = await engine.control.record(first.continued_to or "")
+    assert (newest.status, newest.execution) == ("COMPLETED", 2)

@@ -102,6 +102,13 @@ def _retried(
     if last is not None and by_child:  # a child's wait records its end, a failure too
         child = yield one_row(_sql.CHILD_END_OF_ENTRY, (run_id, last[0]))
         child_id = None if child is None else _failed_child(child[0])
+        owned = (
+            None
+            if child_id is None
+            else (yield one_row(_sql.SELECT_CHILD_STATUS, (child_id, run_id)))
+        )
+        if owned is None or owned[0] != RunStatus.FAILED:  # not a failed child of its own
+            child_id = None
     if last is not None and (last[1] == "failed" or child_id is not None):
         key, seq = last[0], int(last[2])
         found = yield one_row(_sql.EXECUTION_OF_SEQ, (run_id, seq))
@@ -109,10 +116,8 @@ def _retried(
         yield Sql(_sql.RETIRE_STEP, (recorded_in, run_id, key))
         yield Sql(_sql.DELETE_STEP, (run_id, key))
         from_seq = seq
-    if child_id is not None:
-        owned = yield one_row(_sql.SELECT_CHILD_STATUS, (child_id, run_id))
-        if owned is not None and owned[0] == RunStatus.FAILED:
-            yield from _retried(child_id, now, by, child_failed, depth - 1)
+    if child_id is not None:  # its entry gone, the parent waits for it again: retry it
+        yield from _retried(child_id, now, by, child_failed, depth - 1)
     execution = int(row[0]) + 1
     yield Sql(_sql.INSERT_EXECUTION, (run_id, execution, now, "retry", by, from_seq))
     return True
