@@ -13,9 +13,8 @@ from cairn.runtime import steering
 from .kit import WAIT, Kit
 
 
-async def _chain(kit: Kit, engine: cairn.Engine) -> tuple[str, str]:
+async def _chain(engine: cairn.Engine) -> tuple[str, str]:
     """A chain continued twice, its newest run waiting for an event: (first, newest)."""
-    record = await engine.control.record("inbox-0")
     async with asyncio.timeout(WAIT):
         while True:
             record = await engine.control.record("inbox-0")
@@ -43,7 +42,7 @@ async def test_steering__a_continued_run_names_the_newest_run_of_its_chain(
     inbox = _declare(kit)
     async with kit.engine() as engine:
         await engine.start(inbox, 0, run_id="inbox-0")
-        first, newest = await _chain(kit, engine)
+        first, newest = await _chain(engine)
         with pytest.raises(cairn.RunFinished) as refused:
             await getattr(steering, verb)(engine.control, first)
         assert refused.value.newest == newest
