@@ -265,12 +265,11 @@ class RunNotFound(CairnError):
 
 
 class RunFinished(CairnError):
-    """The run has already finished."""
+    """The run has already finished (`newest`: of a CONTINUED run, its chain's newest)."""
 
-    def __init__(self, run_id: str, status: str) -> None:
+    def __init__(self, run_id: str, status: str, *, newest: str | None = None) -> None:
         super().__init__(f"run {run_id!r} already finished ({status})")
-        self.run_id = run_id
-        self.status = status
+        self.run_id, self.status, self.newest = run_id, status, newest
 
 
 class DuplicateRun(CairnError):

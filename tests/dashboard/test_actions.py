@@ -39,6 +39,22 @@ async def test_verbs__a_finished_run_is_409_and_an_unknown_one_404(api, workers)
     assert (await api.get("/runs/done")).json()["status"] == "COMPLETED"
 
 
+async def test_verbs__a_continued_run_is_409_naming_the_newest_run_of_its_chain(api, workers):
+    await start(api, "t.relay", 0, run_id="r0")
+    first = await status(api, "r0", "CONTINUED")
+    newest = first["continued_to"]
+    await status(api, newest, "WAITING")
+    for verb in ("cancel", "pause", "resume"):
+        response = await api.post(f"/runs/r0/{verb}")
+        assert response.status_code == 409, (verb, response.text)
+        assert response.json() == {
+            "error": "RunFinished",
+            "message": f"run 'r0' already finished (CONTINUED; {verb} its newest run, "
+            f"{newest!r} (WAITING))",
+        }
+    assert (await api.get(f"/runs/{newest}")).json()["control"] is None
+
+
 async def test_verbs__a_body_other_than_an_empty_object_is_400(api, workers):
     await start(api, "t.waiter", run_id="w")
     response = await api.post("/runs/w/cancel", json={"force": True})

@@ -116,6 +116,13 @@ async def ticker() -> int:
     return i
 
 
+@cairn.workflow(name="ctl.relay")
+async def relay(n: int) -> str:
+    if n < 1:
+        cairn.continue_as_new(n + 1)
+    return await cairn.wait_for_event("go")
+
+
 @cairn.workflow(name="ctl.limited", queue=slow)
 async def limited(marker: str) -> str:
     return await gate(marker)
@@ -383,6 +390,16 @@ def test_runs_verbs__a_finished_run_is_one_line_exit_1(project, verb):
     assert shown(project, "done")["status"] == "COMPLETED"
 
 
+@pytest.mark.parametrize("verb", ["cancel", "pause", "resume"])
+def test_runs_verbs__a_continued_run_names_the_newest_run_of_its_chain(project, verb):
+    ok(project, "run", "flows:relay", "0", "--run-id", "r0")
+    newest = shown(project, "r0")["continued_to"]
+    assert failed(project, "runs", verb, "r0") == (
+        f"error: run 'r0' already finished (CONTINUED; {verb} its newest run, {newest!r} (PENDING))"
+    )
+    assert shown(project, newest)["control"] is None
+
+
 @pytest.mark.parametrize("verb", ["cancel", "pause", "resume", "retry", "restart"])
 def test_runs_verbs__unknown_run_is_one_line_exit_1(project, verb):
     assert failed(project, "runs", verb, "nope") == "error: run 'nope' not found"
@@ -577,7 +594,7 @@ def test_check__lists_what_the_modules_register(project):
     assert (queue["name"], queue["concurrency"]) == ("slow", 1)
     table = cairn_cmd(project, "check", "-m", "flows").stdout
     assert "ctl.limited" in table
-    assert "ok: imported flows: 8 workflows, 4 steps, 1 queue, 0 schedules" in table
+    assert "ok: imported flows: 9 workflows, 4 steps, 1 queue, 0 schedules" in table
     assert not (project / "cairn.db").exists()  # check never opens the database
 
 

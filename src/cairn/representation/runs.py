@@ -141,6 +141,21 @@ async def fetch(
         # Heartbeats carry the database's real time, whatever clock the control keeps.
         if not leases.serves_step_queue(workers, queue, time.time()):
             waiting["no_live_worker"] = True
+    if (
+        run.status == RunStatus.RUNNING
+        and run.owner
+        and (waiting or {}).get("kind")
+        in (
+            None,
+            "spinning",
+        )
+    ):
+        workers = await control.store.read(worker_ops.list_workers())
+        # Heartbeats carry the database's real time, whatever clock the control keeps.
+        orphan = leases.orphaned(workers, run, time.time())
+        if orphan is not None:  # its owner is not live: what will take it over, if anything
+            waiting = {**(waiting or {}), "kind": "takeover", "name": run.queue, "until": None}
+            waiting.update(orphan)
     return Shown(
         run=run,
         args=_decode(control, run.args),

@@ -276,6 +276,33 @@ def waiting_text(found: Mapping[str, Any], *, now: float, run_id: str = "RUN_ID"
     return text if flag is None else f"{text} — but it {flag}"
 
 
+def takeover_text(found: Mapping[str, Any]) -> str:
+    """`no takeover: owner silent 12s (lease 1s); no live worker on 'lane'` and the like.
+
+    Of a RUNNING run whose owner is not live (runtime/leases.py `orphaned`): "no
+    takeover" when no live worker claims runs of its queue (or knows its workflow), so
+    nothing takes it over until one starts.
+    """
+    state, age, lease = found.get("owner_state"), found.get("silent_for"), found.get("lease")
+    silent = "" if age is None else _short(age)
+    if state == "gone":
+        owner = "owner unregistered"
+    elif state == "dead":
+        owner = f"owner dead (silent {silent})" if silent else "owner dead"
+    else:
+        owner = f"owner silent {silent}" + ("" if lease is None else f" (lease {_short(lease)})")
+    if found.get("takers"):
+        return f"a live worker to take it over: {owner}"
+    name, blocked = found.get("name"), found.get("blocked")
+    none = "knows it" if blocked == "workflow" else f"on {name!r}" if name else "for it"
+    return f"no takeover: {owner}; no live worker {none}"
+
+
+def _short(value: float) -> str:
+    """`0.5s`, `12s`, `3m05s`: a duration in a few characters."""
+    return f"{value:.2g}s" if value < 10 else f"{value:.0f}s" if value < 60 else seconds(value)
+
+
 def _waiting_text(found: Mapping[str, Any], *, now: float, run_id: str) -> str:
     kind, name, until = found["kind"], found.get("name"), found.get("until")
     if kind == "sleep":
@@ -310,6 +337,8 @@ def _waiting_text(found: Mapping[str, Any], *, now: float, run_id: str) -> str:
                 )
             return text
         return f"a worker{where} to take it (`cairn worker`)"
+    if kind == "takeover":  # RUNNING, and its owner is not live
+        return takeover_text(found)
     if kind == "step":  # parked while a worker of its step queue runs the attempt
         step, _, queue = (name or "").rpartition("@")
         text = f"a worker of step queue {queue!r} to run step {step!r}"

@@ -16,8 +16,9 @@ import secrets
 import socket
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from cairn.store.records import WorkerRecord
+from cairn.store.records import RunRecord, WorkerRecord
 
 HOST = socket.gethostname()
 
@@ -162,3 +163,54 @@ def serves_step_queue(workers: list[WorkerRecord], queue: str, now: float) -> bo
             if steps is None or queue in steps:
                 return True
     return False
+
+
+def run_queues(worker: WorkerRecord) -> list[str] | None:
+    """The run queues `worker` claims from; None: every one (or its row does not say)."""
+    try:
+        found = json.loads(worker.queues or "")
+    except ValueError:
+        return None
+    runs = found.get("runs") if isinstance(found, dict) else found
+    return [str(name) for name in runs] if isinstance(runs, list) else None
+
+
+def orphaned(workers: list[WorkerRecord], run: RunRecord, now: float) -> dict[str, Any] | None:
+    """Of a RUNNING run whose owner is not live at `now`, who can take it over; else None.
+
+    The owner is `gone` (no worker row), `dead` (a neighbour saw its process end) or
+    `silent` (no heartbeat within its lease, `silent_for` seconds since its last).
+    `takers` says whether a live worker claims runs of its queue and workflow, as a
+    claim filters them (a run on no queue is taken only by a worker of every queue);
+    `blocked` names what none serves ("queue", "workflow") when there are none.
+    """
+    if run.status != "RUNNING" or run.owner is None:
+        return None
+    owner = next((w for w in workers if w.worker_id == run.owner), None)
+    if owner is not None and alive(owner, now):
+        return None
+    beat = None if owner is None else owner.heartbeat_at or owner.last_heartbeat_at
+    state = "gone" if owner is None else "silent" if owner.heartbeat_at > 0 else "dead"
+    live = [w for w in workers if alive(w, now) and w.worker_id != run.owner]
+    on_queue = [w for w in live if _takes(run_queues(w), run.queue)]
+    takers = [w for w in on_queue if _takes(_names(w.workflows), run.workflow)]
+    return {
+        "owner": run.owner,
+        "owner_state": state,
+        "silent_for": None if beat is None else max(0.0, now - beat),
+        "lease": None if owner is None else owner.lease,
+        "takers": bool(takers),
+        "blocked": None if takers else "workflow" if on_queue else "queue",
+    }
+
+
+def _names(text: str | None) -> list[str] | None:
+    try:
+        found = json.loads(text or "")
+    except ValueError:
+        return None
+    return [str(name) for name in found] if isinstance(found, list) else None
+
+
+def _takes(served: list[str] | None, name: str | None) -> bool:
+    return served is None or (name is not None and name in served)

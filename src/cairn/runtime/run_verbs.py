@@ -6,7 +6,8 @@ from typing import Any
 
 from cairn import blobs, ids
 from cairn.clock import Clock
-from cairn.errors import InvalidValue, RunFinished, RunNotFound
+from cairn.codecs import coded
+from cairn.errors import ChildFailed, InvalidValue, RunFinished, RunNotFound
 from cairn.models import EventDelivery, RunStatus
 from cairn.names import check_name
 from cairn.observability import propagation
@@ -22,6 +23,7 @@ from cairn.store.records import RunRecord
 
 # A chain of continue_as_new runs an event follows to its newest run, at most.
 _MAX_CHAIN_HOPS = 10_000
+_CHILD_FAILED = f"{ChildFailed.__module__}.{ChildFailed.__qualname__}"
 
 
 class RunVerbs:
@@ -141,7 +143,10 @@ class RunVerbs:
         """Continue a FAILED run from its failed step (completed steps do not run again).
 
         The run's next execution begins; `by` (who asked) is recorded with it. The failed
-        entry and every attempt of the earlier executions stay in the history.
+        entry and every attempt of the earlier executions stay in the history. A run
+        failed by a child it awaited (ChildFailed) has the failed child retried too, the
+        same way and under the same id (and its own failed child...): no second child
+        starts, and the parent waits for it again.
 
         Raises:
             RunNotFound: unknown run.
@@ -150,10 +155,21 @@ class RunVerbs:
         """
         by = _who(by)
         run = await self.reader.record(run_id)
-        if not await self.store.write(control.retry_run(run_id, now=self.clock.now(), by=by)):
+        retried = control.retry_run(
+            run_id, now=self.clock.now(), by=by, child_failed=self._failed_by_child
+        )
+        if not await self.store.write(retried):
             raise RunFinished(run_id, f"{run.status}; only FAILED runs can be retried")
         self.waiter.wake_local()
         return RunHandle(self.handles, run_id)
+
+    def _failed_by_child(self, error: str | None) -> bool:
+        """True if a run's stored error is a ChildFailed (its type read with our keys)."""
+        try:
+            found = coded.unseal_json(self.serializer, error)
+        except Exception:  # encrypted with a key this process lacks, or not JSON
+            return False
+        return isinstance(found, dict) and found.get("type") == _CHILD_FAILED
 
     async def restart(self, run_id: str, *, by: str | None = None) -> RunHandle:
         """Start a new run of the same workflow with the same input.

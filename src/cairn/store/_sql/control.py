@@ -56,8 +56,12 @@ SELECT_PARENT = "SELECT parent_id FROM runs WHERE run_id = ?"
 # Retrying a FAILED run begins its next execution. A failed last entry moves out of the
 # journal (so that its step runs again) into retried_steps (so that history keeps it);
 # attempts stay, each with its execution.
-SELECT_EXECUTION = "SELECT execution FROM runs WHERE run_id = ?"
+SELECT_EXECUTION = "SELECT execution, error FROM runs WHERE run_id = ?"
 LAST_STEP = "SELECT key, status, seq FROM steps WHERE run_id = ? ORDER BY seq DESC LIMIT 1"
+# A child entry's stored end (the child's run id and status in it), to retry a failed one.
+CHILD_END_OF_ENTRY = "SELECT result FROM steps WHERE run_id = ? AND key = ? AND kind = 'child'"
+# The status of a run that is a child of the given parent (none: not its child).
+SELECT_CHILD_STATUS = "SELECT status FROM runs WHERE run_id = ? AND parent_id = ?"
 # The execution that recorded journal entry `seq`: the last one that began at or before it.
 EXECUTION_OF_SEQ = (
     "SELECT MAX(execution) FROM run_executions WHERE run_id = ? AND cause = 'retry' "

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+
 from cairn.models import RunStatus
 from cairn.store import _sql
 from cairn.store.programs.base import FINISHED, Program, Sql, all_rows, one_row, operation, wakes
@@ -55,29 +58,81 @@ def control_run(run_id: str, action: str, *, now: float) -> Program[str | None]:
 
 @operation
 @wakes
-def retry_run(run_id: str, *, now: float, by: str | None = None) -> Program[bool]:
+def retry_run(
+    run_id: str,
+    *,
+    now: float,
+    by: str | None = None,
+    child_failed: Callable[[str | None], bool] | None = None,
+) -> Program[bool]:
     """Requeue a FAILED run as its next execution; False if not FAILED.
 
     A failed last entry moves from the journal to retried_steps, so that its step runs
-    again and the history still shows how it failed.
+    again and the history still shows how it failed. A run whose stored error
+    `child_failed` says is a child's failure (ChildFailed, told from its type: the
+    caller can read an encrypted one) has its last entry, the wait for a child of its
+    own that FAILED, go too, and the child is retried (and so on down, at most
+    `RETRY_DEPTH` generations): the parent's replay finds it unfinished and waits for it
+    again, where it would otherwise be handed the same failure at once.
     """
+    return (yield from _retried(run_id, now, by, child_failed, RETRY_DEPTH))
+
+
+# How many generations down a retry follows a failed child (a parent failed by its child,
+# failed by its own child...).
+RETRY_DEPTH = 16
+
+
+def _retried(
+    run_id: str,
+    now: float,
+    by: str | None,
+    child_failed: Callable[[str | None], bool] | None,
+    depth: int,
+) -> Program[bool]:
     row = yield Sql(_sql.SELECT_EXECUTION, (run_id,), "one", "update")
     if row is None:
         return False
     last = yield one_row(_sql.LAST_STEP, (run_id,))
+    by_child = depth > 0 and child_failed is not None and child_failed(row[1])
     if not (yield Sql(_sql.REQUEUE_FAILED, (now, run_id))):
         return False
     from_seq = 1 if last is None else int(last[2]) + 1
-    if last is not None and last[1] == "failed":
+    child_id = None
+    if last is not None and by_child:  # a child's wait records its end, a failure too
+        child = yield one_row(_sql.CHILD_END_OF_ENTRY, (run_id, last[0]))
+        child_id = None if child is None else _failed_child(child[0])
+        owned = (
+            None
+            if child_id is None
+            else (yield one_row(_sql.SELECT_CHILD_STATUS, (child_id, run_id)))
+        )
+        if owned is None or owned[0] != RunStatus.FAILED:  # not a failed child of its own
+            child_id = None
+    if last is not None and (last[1] == "failed" or child_id is not None):
         key, seq = last[0], int(last[2])
         found = yield one_row(_sql.EXECUTION_OF_SEQ, (run_id, seq))
         recorded_in = 1 if found is None or found[0] is None else int(found[0])
         yield Sql(_sql.RETIRE_STEP, (recorded_in, run_id, key))
         yield Sql(_sql.DELETE_STEP, (run_id, key))
         from_seq = seq
+    if child_id is not None:  # its entry gone, the parent waits for it again: retry it
+        yield from _retried(child_id, now, by, child_failed, depth - 1)
     execution = int(row[0]) + 1
     yield Sql(_sql.INSERT_EXECUTION, (run_id, execution, now, "retry", by, from_seq))
     return True
+
+
+def _failed_child(text: str | None) -> str | None:
+    """The run a child entry's stored end names (`{"run_id": ...}`) if it FAILED, else None."""
+    try:
+        found = json.loads(text or "")
+    except ValueError:
+        return None
+    if not isinstance(found, dict) or found.get("status") != RunStatus.FAILED:
+        return None
+    child_id = found.get("run_id")
+    return child_id if isinstance(child_id, str) else None
 
 
 @operation
