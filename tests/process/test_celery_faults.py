@@ -79,6 +79,40 @@ def test_celery__connection_resets_do_not_stop_the_worker(
     assert "CPendingDeprecationWarning" not in worker.log.read_text()
 
 
+def test_celery__junk_from_the_broker_does_not_stop_the_worker(
+    sqlite_url: str,
+    broker: str,
+    proxy: FreezingProxy,
+    tmp_path: Path,
+    procs: list[CeleryWorker],
+    own_queue: str,
+) -> None:
+    worker = CeleryWorker(
+        sqlite_url,
+        proxied(broker, proxy.port),
+        tmp_path,
+        "worker",
+        *("--concurrency", "4", "--queue", own_queue),
+    )
+    procs.append(worker)
+    worker.ready()
+    with cairn.Client(sqlite_url) as client:
+        handles = [
+            client.start("celery.steady", n, queue=own_queue, allow_unknown=True) for n in range(8)
+        ]
+        time.sleep(0.5)
+        # Redis answers with a protocol error (a kombu "channel error"): Celery stopped the
+        # worker ("Unrecoverable error: InvalidResponse") unless told to reconnect.
+        assert proxy.garble() > 0
+        more = [
+            client.start("celery.steady", n, queue=own_queue, allow_unknown=True)
+            for n in range(8, 12)
+        ]
+        assert results(handles + more, [worker]) == list(range(12))
+    worker.alive()
+    assert "Unrecoverable error" not in worker.log.read_text()
+
+
 def test_celery__the_exit_status_says_whether_the_worker_failed(
     broker: str, tmp_path: Path, procs: list[CeleryWorker], own_queue: str
 ) -> None:
