@@ -57,6 +57,10 @@ def settings(url: str, timeout: float) -> dict[str, Any]:
         "broker_connection_timeout": timeout,
         "broker_heartbeat": timeout,
         "broker_connection_max_retries": None,  # a worker waits out an outage
+        # A reply the client cannot parse (junk from a middlebox; redis-py's InvalidResponse
+        # is a kombu "channel error") reconnects like a reset: without it Celery stopped
+        # the worker ("Unrecoverable error").
+        "broker_channel_error_retry": True,
         "broker_transport_options": transport,
         # A publish is tried twice at most before the dispatcher hears it failed.
         "task_publish_retry_policy": {
