@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -111,6 +112,27 @@ def test_celery__junk_from_the_broker_does_not_stop_the_worker(
         assert results(handles + more, [worker]) == list(range(12))
     worker.alive()
     assert "Unrecoverable error" not in worker.log.read_text()
+
+
+def test_celery__an_unreachable_broker_is_one_log_line_per_try(
+    tmp_path: Path, procs: list[CeleryWorker], own_queue: str
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]  # nothing listens there once closed
+    db = f"sqlite:///{tmp_path / 'cairn.db'}"
+    unreachable = f"amqp://guest:guest@127.0.0.1:{port}//"
+    worker = CeleryWorker(db, unreachable, tmp_path, "worker", "--queue", own_queue)
+    procs.append(worker)
+    until("two tries", lambda: worker.log.read_text().count("Cannot connect") >= 2)
+    worker.alive()
+    log = worker.log.read_text()
+    first = log.rindex("\n", 0, log.index("consumer: Cannot connect")) + 1
+    tries = log[first:].splitlines()[:-1]  # the last may be partial
+    # Celery's message was three lines a try: the error, "Trying again in 2.00 seconds...
+    # (1/None)", and an empty line.
+    assert all(line.startswith("20") and "consumer: Cannot connect" in line for line in tries), tries
+    assert f"Cannot connect to amqp://guest:**@127.0.0.1:{port}//" in tries[0], tries
+    assert "trying again in" in tries[0], tries
 
 
 def test_celery__the_exit_status_says_whether_the_worker_failed(

@@ -12,6 +12,7 @@ publish) reached the broker, logged once per change and written to a health file
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -70,6 +71,41 @@ def settings(url: str, timeout: float) -> dict[str, Any]:
             "interval_max": 0.5,
         },
     }
+
+
+class OneLine(logging.Filter):
+    """Celery's consumer says "Cannot connect to URL: ERROR." then "Trying again in 2.00
+    seconds... (1/None)" and an empty line, at every try: this makes it one line,
+    "consumer: Cannot connect to URL: ERROR; trying again in 2.00 seconds (try 1)".
+    Records that carry a traceback are left as they are."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info is None:
+            text = record.getMessage()
+            if "\n" in text:
+                parts = [part.strip() for part in text.splitlines() if part.strip()]
+                text = "; ".join(parts).replace(".; Trying again", "; trying again")
+                record.msg, record.args = text.replace("... (", " (try ").replace("/None)", ")"), ()
+        return True
+
+
+def one_line_per_retry() -> None:
+    """Make the log lines of Celery's consumer (its connection retries) one line each."""
+    consumer = logging.getLogger("celery.worker.consumer.consumer")
+    if not any(isinstance(f, OneLine) for f in consumer.filters):
+        consumer.addFilter(OneLine())
+
+
+def named_connection(transport: str, scheme: str) -> Any:
+    """kombu's Connection, naming the transport `transport` (an import path) after the
+    broker URL's `scheme` in what Celery logs ("Cannot connect to redis://...", its
+    banner) instead of "cairn.celery.redis_transport:Transport://..."."""
+    from kombu import Connection
+
+    class Named(Connection):  # type: ignore[misc]
+        resolve_aliases = {**Connection.resolve_aliases, transport: scheme}
+
+    return Named
 
 
 class BrokerState:
