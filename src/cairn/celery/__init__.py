@@ -137,7 +137,7 @@ def app(
         transport = f"cairn.celery.amqp_transport:{'SSLTransport' if tls else 'Transport'}"
     application.conf.broker_transport = transport
     application.amqp.Connection = broker.named_connection(transport, url.split("://", 1)[0])
-    broker.one_line_per_retry()
+    broker.one_line_per_problem()
     application.conf.update(
         # A message is acknowledged as its task starts, before the claim: the database,
         # not the message, holds the run, so an attempt may outlast the broker's limit

@@ -74,26 +74,40 @@ def settings(url: str, timeout: float) -> dict[str, Any]:
 
 
 class OneLine(logging.Filter):
-    """Celery's consumer says "Cannot connect to URL: ERROR." then "Trying again in 2.00
-    seconds... (1/None)" and an empty line, at every try: this makes it one line,
-    "consumer: Cannot connect to URL: ERROR; trying again in 2.00 seconds (try 1)".
-    Records that carry a traceback are left as they are."""
+    """One line per problem in Celery's log of a lost broker connection.
+
+    Celery's consumer says "Cannot connect to URL: ERROR." then "Trying again in 2.00
+    seconds... (1/None)" and an empty line, at every try: made one line, "consumer:
+    Cannot connect to URL: ERROR; trying again in 2.00 seconds (try 1)". A lost connection
+    also fails the acknowledgement of each message in flight ("Couldn't ack 22, reason:
+    ...") and the clean-up of Celery's event loop ("Error cleaning up after event loop:
+    ..."), each logged with a traceback: the line names the error, the traceback of a
+    connection reset says nothing more, and is left out. Other tracebacks are kept.
+    """
+
+    _WITHOUT_TRACEBACK = ("Couldn't ack", "Error cleaning up after event loop")
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info is None:
-            text = record.getMessage()
-            if "\n" in text:
-                parts = [part.strip() for part in text.splitlines() if part.strip()]
-                text = "; ".join(parts).replace(".; Trying again", "; trying again")
-                record.msg, record.args = text.replace("... (", " (try ").replace("/None)", ")"), ()
+        text = record.getMessage()
+        if record.exc_info is not None:
+            if text.startswith(self._WITHOUT_TRACEBACK):
+                record.exc_info, record.exc_text = None, None
+        elif "\n" in text:
+            parts = [part.strip() for part in text.splitlines() if part.strip()]
+            text = "; ".join(parts).replace(".; Trying again", "; trying again")
+            record.msg, record.args = text.replace("... (", " (try ").replace("/None)", ")"), ()
         return True
 
 
-def one_line_per_retry() -> None:
-    """Make the log lines of Celery's consumer (its connection retries) one line each."""
-    consumer = logging.getLogger("celery.worker.consumer.consumer")
-    if not any(isinstance(f, OneLine) for f in consumer.filters):
-        consumer.addFilter(OneLine())
+_CELERY_LOGGERS = ("celery.worker.consumer.consumer", "celery.worker.request", "celery.worker.loops")
+
+
+def one_line_per_problem() -> None:
+    """Make Celery's log of a lost broker connection one line per problem (`OneLine`)."""
+    for name in _CELERY_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, OneLine) for f in logger.filters):
+            logger.addFilter(OneLine())
 
 
 def named_connection(transport: str, scheme: str) -> Any:
