@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import os
 
-import cairn
 from tests.process.celery_flow import effect
+
+import cairn
 
 QUEUE = os.environ.get("CAIRN_SOAK_QUEUE", "soak")
 KIDS = cairn.Queue(f"{QUEUE}.kids", concurrency=2)

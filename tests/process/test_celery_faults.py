@@ -130,7 +130,9 @@ def test_celery__an_unreachable_broker_is_one_log_line_per_try(
     tries = log[first:].splitlines()[:-1]  # the last may be partial
     # Celery's message was three lines a try: the error, "Trying again in 2.00 seconds...
     # (1/None)", and an empty line.
-    assert all(line.startswith("20") and "consumer: Cannot connect" in line for line in tries), tries
+    assert all(line.startswith("20") and "consumer: Cannot connect" in line for line in tries), (
+        tries
+    )
     assert f"Cannot connect to amqp://guest:**@127.0.0.1:{port}//" in tries[0], tries
     assert "trying again in" in tries[0], tries
 

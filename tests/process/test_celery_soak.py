@@ -104,7 +104,9 @@ def test_celery__runs_children_and_limits_survive_broker_faults_and_a_kill(
         plain = [start("soak.steps", n) for n in range(100)]
         chains = [start("soak.rounds", n, 0, 3) for n in range(6)]
         # Paused once a Celery worker holds them (a step done), resumed after the faults.
-        until("runs to pause", lambda: {f"end steps {100 + n}.0" for n in range(5)} <= _seen(tmp_path))
+        until(
+            "runs to pause", lambda: {f"end steps {100 + n}.0" for n in range(5)} <= _seen(tmp_path)
+        )
         pausing = [handle.pause() for handle in paused]
         # Parents 0-2 are cancelled once their children run (two at a time: the others wait).
         until("children running", lambda: sum(k.startswith("in kid") for k in _seen(tmp_path)) >= 2)
@@ -132,9 +134,7 @@ def test_celery__runs_children_and_limits_survive_broker_faults_and_a_kill(
         assert results(plain, alive, deadline=120) == list(range(100))
         assert results(paused, alive) == [100 + n for n in range(5)]
         assert results(chains, alive) == list(range(6))
-        assert results(parents[3:], alive) == [
-            [f"{n}.{i}" for i in range(3)] for n in range(3, 10)
-        ]
+        assert results(parents[3:], alive) == [[f"{n}.{i}" for i in range(3)] for n in range(3, 10)]
         for handle in cancelled:
             until("the cancel", lambda h=handle: h.status().finished, deadline=30)
             assert handle.status() == RunStatus.CANCELLED

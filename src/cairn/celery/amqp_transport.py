@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from amqp import transport as amqp_transport
+from amqp import transport as amqp_transport  # type: ignore[import-untyped]
 from kombu.transport import pyamqp
 
 
@@ -33,18 +33,18 @@ class _Bounded:
         return super()._read(n, *args, **kwargs)  # type: ignore[misc]
 
 
-class _TCP(_Bounded, amqp_transport.TCPTransport):
+class _TCP(_Bounded, amqp_transport.TCPTransport):  # type: ignore[misc]
     pass
 
 
-class _SSL(_Bounded, amqp_transport.SSLTransport):
+class _SSL(_Bounded, amqp_transport.SSLTransport):  # type: ignore[misc]
     pass
 
 
 class Connection(pyamqp.Connection):
     """kombu's py-amqp connection, with `_Bounded` transports."""
 
-    def Transport(  # noqa: N802 - py-amqp's name
+    def Transport(
         self,
         host: str,
         connect_timeout: Any,
@@ -54,6 +54,7 @@ class Connection(pyamqp.Connection):
         socket_settings: Any = None,
         **kwargs: Any,
     ) -> Any:
+        """py-amqp's transport for this connection, refusing frames over its frame_max."""
         bounded = _SSL if ssl else _TCP
         made = bounded(
             host,

@@ -88,6 +88,7 @@ class OneLine(logging.Filter):
     _WITHOUT_TRACEBACK = ("Couldn't ack", "Error cleaning up after event loop")
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite `record` in place (one line, or no traceback); never drops one."""
         text = record.getMessage()
         if record.exc_info is not None:
             if text.startswith(self._WITHOUT_TRACEBACK):
@@ -99,7 +100,11 @@ class OneLine(logging.Filter):
         return True
 
 
-_CELERY_LOGGERS = ("celery.worker.consumer.consumer", "celery.worker.request", "celery.worker.loops")
+_CELERY_LOGGERS = (
+    "celery.worker.consumer.consumer",
+    "celery.worker.request",
+    "celery.worker.loops",
+)
 
 
 def one_line_per_problem() -> None:
@@ -111,12 +116,14 @@ def one_line_per_problem() -> None:
 
 
 def named_connection(transport: str, scheme: str) -> Any:
-    """kombu's Connection, naming the transport `transport` (an import path) after the
-    broker URL's `scheme` in what Celery logs ("Cannot connect to redis://...", its
-    banner) instead of "cairn.celery.redis_transport:Transport://..."."""
-    from kombu import Connection
+    """The kombu Connection naming transport `transport` (an import path) after `scheme`.
 
-    class Named(Connection):  # type: ignore[misc]
+    What Celery logs ("Cannot connect to redis://...", its banner) then shows the broker
+    URL's scheme instead of "cairn.celery.redis_transport:Transport://...".
+    """
+    from kombu.connection import Connection
+
+    class Named(Connection):
         resolve_aliases = {**Connection.resolve_aliases, transport: scheme}
 
     return Named
