@@ -114,13 +114,20 @@ def test_celery__junk_from_the_broker_does_not_stop_the_worker(
     assert "Unrecoverable error" not in worker.log.read_text()
 
 
+@pytest.mark.parametrize(
+    ("url", "logged"),
+    [
+        ("amqp://guest:guest@127.0.0.1:{port}//", "amqp://guest:**@127.0.0.1:{port}//"),
+        ("redis://127.0.0.1:{port}/11", "redis://:**@127.0.0.1:{port}/11"),
+    ],
+)
 def test_celery__an_unreachable_broker_is_one_log_line_per_try(
-    tmp_path: Path, procs: list[CeleryWorker], own_queue: str
+    tmp_path: Path, procs: list[CeleryWorker], own_queue: str, url: str, logged: str
 ) -> None:
     with socket.create_server(("127.0.0.1", 0)) as closed:
         port = closed.getsockname()[1]  # nothing listens there once closed
     db = f"sqlite:///{tmp_path / 'cairn.db'}"
-    unreachable = f"amqp://guest:guest@127.0.0.1:{port}//"
+    unreachable = url.format(port=port)
     worker = CeleryWorker(db, unreachable, tmp_path, "worker", "--queue", own_queue)
     procs.append(worker)
     until("two tries", lambda: worker.log.read_text().count("Cannot connect") >= 2)
@@ -133,7 +140,8 @@ def test_celery__an_unreachable_broker_is_one_log_line_per_try(
     assert all(line.startswith("20") and "consumer: Cannot connect" in line for line in tries), (
         tries
     )
-    assert f"Cannot connect to amqp://guest:**@127.0.0.1:{port}//" in tries[0], tries
+    # The broker's URL as given, not cairn's transport ("cairn.celery.redis_transport:...").
+    assert f"Cannot connect to {logged.format(port=port)}: " in tries[0], tries
     assert "trying again in" in tries[0], tries
 
 

@@ -94,9 +94,11 @@ class OneLine(logging.Filter):
             if text.startswith(self._WITHOUT_TRACEBACK):
                 record.exc_info, record.exc_text = None, None
         elif "\n" in text:
-            parts = [part.strip() for part in text.splitlines() if part.strip()]
-            text = "; ".join(parts).replace(".; Trying again", "; trying again")
-            record.msg, record.args = text.replace("... (", " (try ").replace("/None)", ")"), ()
+            parts = [part.strip().rstrip(".") for part in text.splitlines() if part.strip()]
+            if parts[-1].startswith("Trying again"):  # "Trying again in 2.00 seconds... (1/None)"
+                step = parts[-1].replace("Trying", "trying", 1).replace("... (", " (try ")
+                parts[-1] = step.replace("/None)", ")")
+            record.msg, record.args = "; ".join(parts), ()
         return True
 
 
