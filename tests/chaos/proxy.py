@@ -12,7 +12,8 @@ or a hung middlebox, seen from a worker whose connections were open then. It als
 every connection at once (a broken network path, a restarted middlebox), and with
 `freeze(new=True)` hangs the connections opened later too (a broker that keeps TCP open
 but answers nothing), until `restore`: then new connections pass, and a client that
-does not give up on its frozen ones hangs for ever.
+does not give up on its frozen ones hangs for ever. `garble` writes junk to the clients
+of the open connections, in the middle of the server's replies.
 """
 
 from __future__ import annotations
@@ -186,6 +187,16 @@ class FreezingProxy:
                 link.frozen = True
         for sock in [s for link in links for s in (link.client, link.server)] + hung:
             _abort(sock)
+        return len(links)
+
+    def garble(self, junk: bytes = b"\x08\xff garbage \xce\x00\x00junk\r\n" * 4) -> int:
+        """Write `junk` into every open connection, to the client, as if the server had
+        sent it (a middlebox or a broker gone wrong); how many connections got it."""
+        with self._lock:
+            links = list(self._links)
+        for link in links:
+            with link.lock:
+                _forward(link.client, junk)
         return len(links)
 
     def restore(self) -> None:

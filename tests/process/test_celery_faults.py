@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -77,6 +78,71 @@ def test_celery__connection_resets_do_not_stop_the_worker(
     # Celery's multi-line warning about a setting that cancels late-acknowledged tasks (a
     # cairn task is acknowledged as it starts) is not repeated at every reconnection.
     assert "CPendingDeprecationWarning" not in worker.log.read_text()
+
+
+def test_celery__junk_from_the_broker_does_not_stop_the_worker(
+    sqlite_url: str,
+    broker: str,
+    proxy: FreezingProxy,
+    tmp_path: Path,
+    procs: list[CeleryWorker],
+    own_queue: str,
+) -> None:
+    worker = CeleryWorker(
+        sqlite_url,
+        proxied(broker, proxy.port),
+        tmp_path,
+        "worker",
+        *("--concurrency", "4", "--queue", own_queue),
+    )
+    procs.append(worker)
+    worker.ready()
+    with cairn.Client(sqlite_url) as client:
+        handles = [
+            client.start("celery.steady", n, queue=own_queue, allow_unknown=True) for n in range(8)
+        ]
+        time.sleep(0.5)
+        # Redis answers with a protocol error (a kombu "channel error"): Celery stopped the
+        # worker ("Unrecoverable error: InvalidResponse") unless told to reconnect.
+        assert proxy.garble() > 0
+        more = [
+            client.start("celery.steady", n, queue=own_queue, allow_unknown=True)
+            for n in range(8, 12)
+        ]
+        assert results(handles + more, [worker]) == list(range(12))
+    worker.alive()
+    assert "Unrecoverable error" not in worker.log.read_text()
+
+
+@pytest.mark.parametrize(
+    ("url", "logged"),
+    [
+        ("amqp://guest:guest@127.0.0.1:{port}//", "amqp://guest:**@127.0.0.1:{port}//"),
+        ("redis://127.0.0.1:{port}/11", "redis://:**@127.0.0.1:{port}/11"),
+    ],
+)
+def test_celery__an_unreachable_broker_is_one_log_line_per_try(
+    tmp_path: Path, procs: list[CeleryWorker], own_queue: str, url: str, logged: str
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]  # nothing listens there once closed
+    db = f"sqlite:///{tmp_path / 'cairn.db'}"
+    unreachable = url.format(port=port)
+    worker = CeleryWorker(db, unreachable, tmp_path, "worker", "--queue", own_queue)
+    procs.append(worker)
+    until("two tries", lambda: worker.log.read_text().count("Cannot connect") >= 2)
+    worker.alive()
+    log = worker.log.read_text()
+    first = log.rindex("\n", 0, log.index("consumer: Cannot connect")) + 1
+    tries = log[first:].splitlines()[:-1]  # the last may be partial
+    # Celery's message was three lines a try: the error, "Trying again in 2.00 seconds...
+    # (1/None)", and an empty line.
+    assert all(line.startswith("20") and "consumer: Cannot connect" in line for line in tries), (
+        tries
+    )
+    # The broker's URL as given, not cairn's transport ("cairn.celery.redis_transport:...").
+    assert f"Cannot connect to {logged.format(port=port)}: " in tries[0], tries
+    assert "trying again in" in tries[0], tries
 
 
 def test_celery__the_exit_status_says_whether_the_worker_failed(

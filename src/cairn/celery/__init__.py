@@ -130,7 +130,14 @@ def app(
     if not confirms:
         # One Redis client per channel, not per command (redis_transport.py); a string,
         # so that kombu imports it (and redis-py) only here.
-        application.conf.broker_transport = "cairn.celery.redis_transport:Transport"
+        transport = "cairn.celery.redis_transport:Transport"
+    else:
+        # A frame larger than the connection allows is junk: reconnect (amqp_transport.py).
+        tls = url.startswith("amqps://")
+        transport = f"cairn.celery.amqp_transport:{'SSLTransport' if tls else 'Transport'}"
+    application.conf.broker_transport = transport
+    application.amqp.Connection = broker.named_connection(transport, url.split("://", 1)[0])
+    broker.one_line_per_problem()
     application.conf.update(
         # A message is acknowledged as its task starts, before the claim: the database,
         # not the message, holds the run, so an attempt may outlast the broker's limit

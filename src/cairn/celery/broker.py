@@ -12,6 +12,7 @@ publish) reached the broker, logged once per change and written to a health file
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -57,6 +58,10 @@ def settings(url: str, timeout: float) -> dict[str, Any]:
         "broker_connection_timeout": timeout,
         "broker_heartbeat": timeout,
         "broker_connection_max_retries": None,  # a worker waits out an outage
+        # A reply the client cannot parse (junk from a middlebox; redis-py's InvalidResponse
+        # is a kombu "channel error") reconnects like a reset: without it Celery stopped
+        # the worker ("Unrecoverable error").
+        "broker_channel_error_retry": True,
         "broker_transport_options": transport,
         # A publish is tried twice at most before the dispatcher hears it failed.
         "task_publish_retry_policy": {
@@ -66,6 +71,64 @@ def settings(url: str, timeout: float) -> dict[str, Any]:
             "interval_max": 0.5,
         },
     }
+
+
+class OneLine(logging.Filter):
+    """One line per problem in Celery's log of a lost broker connection.
+
+    Celery's consumer says "Cannot connect to URL: ERROR." then "Trying again in 2.00
+    seconds... (1/None)" and an empty line, at every try: made one line, "consumer:
+    Cannot connect to URL: ERROR; trying again in 2.00 seconds (try 1)". A lost connection
+    also fails the acknowledgement of each message in flight ("Couldn't ack 22, reason:
+    ...") and the clean-up of Celery's event loop ("Error cleaning up after event loop:
+    ..."), each logged with a traceback: the line names the error, the traceback of a
+    connection reset says nothing more, and is left out. Other tracebacks are kept.
+    """
+
+    _WITHOUT_TRACEBACK = ("Couldn't ack", "Error cleaning up after event loop")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite `record` in place (one line, or no traceback); never drops one."""
+        text = record.getMessage()
+        if record.exc_info is not None:
+            if text.startswith(self._WITHOUT_TRACEBACK):
+                record.exc_info, record.exc_text = None, None
+        elif "\n" in text:
+            parts = [part.strip().rstrip(".") for part in text.splitlines() if part.strip()]
+            if parts[-1].startswith("Trying again"):  # "Trying again in 2.00 seconds... (1/None)"
+                step = parts[-1].replace("Trying", "trying", 1).replace("... (", " (try ")
+                parts[-1] = step.replace("/None)", ")")
+            record.msg, record.args = "; ".join(parts), ()
+        return True
+
+
+_CELERY_LOGGERS = (
+    "celery.worker.consumer.consumer",
+    "celery.worker.request",
+    "celery.worker.loops",
+)
+
+
+def one_line_per_problem() -> None:
+    """Make Celery's log of a lost broker connection one line per problem (`OneLine`)."""
+    for name in _CELERY_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, OneLine) for f in logger.filters):
+            logger.addFilter(OneLine())
+
+
+def named_connection(transport: str, scheme: str) -> Any:
+    """The kombu Connection naming transport `transport` (an import path) after `scheme`.
+
+    What Celery logs ("Cannot connect to redis://...", its banner) then shows the broker
+    URL's scheme instead of "cairn.celery.redis_transport:Transport://...".
+    """
+    from kombu.connection import Connection
+
+    class Named(Connection):
+        resolve_aliases = {**Connection.resolve_aliases, transport: scheme}
+
+    return Named
 
 
 class BrokerState:
