@@ -32,6 +32,32 @@ async def twice(a: int) -> int:
     second = await add(first, 1)
     await cairn.sleep("300ms", name="again")
     return await add(second, 1)
+
+
+@cairn.workflow(name="naps.grandchild")
+async def grandchild(a: int) -> int:
+    await cairn.sleep("300ms")
+    return await add(a, 100)
+
+
+@cairn.workflow(name="naps.child")
+async def child(a: int) -> int:
+    return await grandchild(await add(a, 10))
+
+
+@cairn.workflow(name="naps.family")
+async def family(a: int) -> list[int]:
+    return [await child(a), await child(a + 1)]
+
+
+@cairn.workflow(name="naps.outside")
+async def outside() -> None:
+    await cairn.wait_for_event("never")
+
+
+@cairn.workflow(name="naps.waits_outside")
+async def waits_outside() -> None:
+    await outside()
 """
 
 
@@ -57,6 +83,29 @@ def test_run_wait__goes_on_through_its_sleeps_to_the_result(project: Path, store
     assert proc.stderr.count("waiting here to continue it") == 2, proc.stderr
     assert "run w1 COMPLETED" in proc.stderr
     assert status(project, store_url, "w1") == "COMPLETED"
+
+
+def test_run_wait__executes_its_children_and_theirs_here(project: Path, store_url: str) -> None:
+    # Before: it stopped at the first child ("waits for a worker to take it"), though this
+    # process imports the child's workflow and could execute it.
+    proc = cairn_cmd(
+        project, "run", "naps:family", "1", "--run-id", "f1", "--wait", "--db", store_url
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [111, 112]
+    for run_id in ("f1", "f1/naps.child#1", "f1/naps.child#1/naps.grandchild#1"):
+        assert status(project, store_url, run_id) == "COMPLETED"
+
+
+def test_run_wait__a_child_waiting_for_an_event_stops_it_as_parked(
+    project: Path, store_url: str
+) -> None:
+    proc = cairn_cmd(
+        project, "run", "naps:waits_outside", "--run-id", "o1", "--wait", "--db", store_url
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "run o1 is WAITING" in proc.stderr, proc.stderr
+    assert status(project, store_url, "o1/naps.outside#1") == "WAITING"
 
 
 def test_workflows_run__waits_for_the_result_as_pyworkflow_does(

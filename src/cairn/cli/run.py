@@ -80,8 +80,8 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wait",
         action="store_true",
-        help="when the run goes to sleep, wait here and go on executing it at its wake "
-        "time, until it finishes or waits for an event, hook, task or resume",
+        help="wait here through the run's sleeps and child runs, executing them when due, "
+        "until it finishes or waits for an event, hook, task or resume",
     )
     parser.set_defaults(handler=handle, takes_extra_args=True)
 

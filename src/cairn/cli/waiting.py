@@ -2,9 +2,11 @@
 
 A run that goes to sleep is parked in the database like any other; here this process
 waits for its wake time and claims it again by id (the claim's usual rules: a worker
-elsewhere that takes it first wins, and is followed instead). A wait for something from
-outside (an event, a hook, a human task, a step queue, a resume) ends the waiting: the
-run is reported as parked, with the command that moves it on.
+elsewhere that takes it first wins, and is followed instead). A run waiting for its child
+runs has them executed here too, each claimed by id when it is due (their sleeps waited
+out as the run's own). A wait for something from outside (an event, a hook, a human
+task, a step queue, a resume), the run's or a child's, ends the waiting: the run is
+reported as parked, with the command that moves it on.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from cairn.store.records import RunRecord
 
 # How often to look again while the run sleeps: a cancel or a worker elsewhere shows soon.
 LOOK_EVERY = 1.0
+# The statuses of a child run that this process may take up again when it is due.
+_GOES_ON = (RunStatus.PENDING, RunStatus.SLEEPING, RunStatus.WAITING)
 
 
 async def through_sleeps(
@@ -37,8 +41,16 @@ async def through_sleeps(
     """
     told: float | None = None
     stepped: str | None = None  # the step queue wait told about
+    family = False  # children executed here: the run, woken by their ends, goes on here
+    told_children: set[float] = set()
     while True:
         status = RunStatus(run.status)
+        if status is RunStatus.WAITING and await _children_went_on(
+            engine, run, console, told_children
+        ):
+            family = True
+            run = await follower.follow()
+            continue
         held_elsewhere = status is RunStatus.RUNNING and run.owner is not None
         step = _step_wait(run)
         if step is not None and step != stepped:
@@ -56,10 +68,13 @@ async def through_sleeps(
         due = 0.0 if run.wake_at is None else run.wake_at - now
         # Woken by the step's report (due at once, or queued again) and not taken by a
         # worker elsewhere: it goes on here.
-        woken = (
-            stepped is not None
-            and run.owner is None
-            and (status is RunStatus.PENDING or (step is not None and run.wake_at is not None))
+        woken = run.owner is None and (
+            (
+                stepped is not None
+                and (status is RunStatus.PENDING or (step is not None and run.wake_at is not None))
+            )
+            # Woken by its children's ends (due now), not a wait of its own with a deadline.
+            or (family and (status is RunStatus.PENDING or (run.wake_at is not None and due <= 0)))
         )
         if not held_elsewhere and step is None and not woken and status is not RunStatus.SLEEPING:
             return run
@@ -81,6 +96,54 @@ async def through_sleeps(
             except TimeoutError:
                 pass
         run = await follower.follow()
+
+
+async def _children_went_on(
+    engine: Engine, run: RunRecord, console: Console, told: set[float]
+) -> bool:
+    """Execute here what the run's unfinished descendants need; whether any went on.
+
+    False when none is due, sleeping or held by a worker elsewhere: the run waits for
+    something from outside (or for no child), and is reported as parked.
+    """
+    page = await engine.list_runs(tree=run.run_id, limit=1000)
+    open_ids = [
+        r.run_id for r in page if r.run_id != run.run_id and not RunStatus(r.status).finished
+    ]
+    if not open_ids or engine.worker is None:
+        return False
+    wake: float | None = None
+    went_on = held = False
+    for run_id in reversed(open_ids):  # oldest first: the order they were started in
+        child = await engine.control.record(run_id)
+        status = RunStatus(child.status)
+        if status is RunStatus.RUNNING and child.owner is not None:
+            held = True  # a worker elsewhere executes it: wait for it
+        elif child.owner is None and status in _GOES_ON:
+            # Due: new, or woken (its sleep over, or its own child ended). A wait for
+            # something from outside, with or without a deadline, is left as it is.
+            due = child.wake_at
+            if status is RunStatus.PENDING or (due is not None and due <= engine.clock.now()):
+                went_on = await engine.worker.take(run_id) or went_on
+            elif status is RunStatus.SLEEPING and due is not None:
+                wake = due if wake is None else min(wake, due)
+    if went_on:
+        return True
+    if wake is None and not held:
+        return False
+    if wake is not None and wake not in told:
+        told.add(wake)
+        console.print(
+            f"run {run.run_id} waits for a child run that sleeps until {words.when(wake)}: "
+            "waiting here to continue it",
+            markup=False,
+        )
+    pause = LOOK_EVERY if wake is None else min(LOOK_EVERY, max(0.0, wake - engine.clock.now()))
+    try:
+        await engine.control.wait(run.run_id, timeout=pause)
+    except TimeoutError:
+        pass
+    return True
 
 
 def _step_wait(run: RunRecord) -> str | None:
