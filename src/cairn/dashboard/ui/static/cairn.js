@@ -120,7 +120,8 @@
       if (!tr) return;
       setStatus(tr, run.status);
       setProgress(tr, run);
-      setText(tr, "waiting", run.waiting);
+      var waiting = setText(tr, "waiting", run.waiting);
+      if (waiting) waiting.title = run.waiting || "";
       setText(tr, "duration", run.duration);
       setStarted(tr, run);
       /* A finished run's error sits under its status, never under "Waiting for". */

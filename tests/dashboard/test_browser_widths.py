@@ -1,0 +1,42 @@
+"""Pages at the widths operators use (1280 and 1024 pixels) with names that do not break.
+
+A workflow name, a run id or a waiting text with no space in it must still break inside
+its cell: the page never scrolls sideways, and the runs table's last column, "Waiting
+for", stays in view. Chromium as in test_browser.py (SQLite only, for the same reason).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .flows import LONG_WORKFLOW, start, status
+from .test_browser import browser, page, store_url  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.process
+
+LONG_ID = "run-with-a-very-long-id-" + "abcdefghij" * 12
+
+# Cells of the runs table whose content is wider than the cell (it spills over the next).
+SPILLED = """() => Array.from(document.querySelectorAll('table.runs td'))
+  .filter(td => td.scrollWidth > td.clientWidth + 1)
+  .map(td => td.className + ': ' + td.textContent.trim().slice(0, 40))"""
+
+
+@pytest.mark.parametrize("width", [1280, 1024])
+async def test_browser_widths__long_names_break_and_waiting_for_stays_in_view(
+    page, api, workers, width
+):
+    await start(api, LONG_WORKFLOW, run_id=LONG_ID)
+    await status(api, LONG_ID, "WAITING")
+    await page.set_viewport_size({"width": width, "height": 800})
+
+    await page.goto("/")
+    header = await page.locator("table.runs th", has_text="Waiting for").bounding_box()
+    assert header is not None
+    assert header["x"] + header["width"] <= width, "'Waiting for' is off to the right"
+    assert await page.evaluate(SPILLED) == []
+
+    await page.goto(f"/runs/{LONG_ID}")
+    assert await page.evaluate("document.documentElement.scrollWidth") <= width
+    shown = await page.locator("h1 code").inner_text()
+    assert shown.replace("\n", "") == LONG_ID  # broken across lines, never cut
