@@ -193,6 +193,9 @@
           }
           Array.prototype.forEach.call(fresh.querySelectorAll("[data-live-section]"), function (el) {
             var old = document.getElementById(el.id);
+            /* A form asking for the same things keeps what the operator typed in it. */
+            var keep = old && old.getAttribute("data-keep");
+            if (keep && keep === el.getAttribute("data-keep")) return;
             if (old) old.replaceWith(document.importNode(el, true));
           });
           /* Streams begun since: followed too (those followed already keep their text). */
