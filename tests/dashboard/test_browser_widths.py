@@ -16,8 +16,8 @@ pytestmark = pytest.mark.process
 
 LONG_ID = "run-with-a-very-long-id-" + "abcdefghij" * 12
 
-# Cells of the runs table whose content is wider than the cell (it spills over the next).
-SPILLED = """() => Array.from(document.querySelectorAll('table.runs td'))
+# Cells of a table whose content is wider than the cell (it spills over the next).
+SPILLED = """() => Array.from(document.querySelectorAll('table td'))
   .filter(td => td.scrollWidth > td.clientWidth + 1)
   .map(td => td.className + ': ' + td.textContent.trim().slice(0, 40))"""
 
@@ -40,3 +40,14 @@ async def test_browser_widths__long_names_break_and_waiting_for_stays_in_view(
     assert await page.evaluate("document.documentElement.scrollWidth") <= width
     shown = await page.locator("h1 code").inner_text()
     assert shown.replace("\n", "") == LONG_ID  # broken across lines, never cut
+
+
+@pytest.mark.parametrize("width", [1280, 1024])
+async def test_browser_widths__a_worker_of_a_long_named_workflow_fits(page, api, workers, width):
+    # The worker's workflows (the `workers` engine's, LONG_WORKFLOW among them) are chips.
+    await page.set_viewport_size({"width": width, "height": 800})
+    await page.goto("/workers")
+    await page.locator("table.workers td", has_text=LONG_WORKFLOW).wait_for()
+    assert await page.evaluate(SPILLED) == []
+    box = "(() => { const d = document.querySelector('.wide'); return d.scrollWidth - d.clientWidth; })()"
+    assert await page.evaluate(box) <= 0, "the workers table scrolls sideways"
