@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import pytest
 
+from . import test_browser
 from .flows import start, status
-from .test_browser import browser, page, store_url  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.process
+
+# The browser and its tab, on SQLite, as test_browser.py has them.
+browser, page, store_url = test_browser.browser, test_browser.page, test_browser.store_url
 
 
 async def test_browser_tasks__an_answer_without_who_names_that_problem_once(page, api, workers):

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import pytest
 
+from . import test_browser
 from .flows import LONG_WORKFLOW, start, status
-from .test_browser import browser, page, store_url  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.process
+
+# The browser and its tab, on SQLite, as test_browser.py has them.
+browser, page, store_url = test_browser.browser, test_browser.page, test_browser.store_url
 
 LONG_ID = "run-with-a-very-long-id-" + "abcdefghij" * 12
 
@@ -49,5 +52,5 @@ async def test_browser_widths__a_worker_of_a_long_named_workflow_fits(page, api,
     await page.goto("/workers")
     await page.locator("table.workers td", has_text=LONG_WORKFLOW).wait_for()
     assert await page.evaluate(SPILLED) == []
-    box = "(() => { const d = document.querySelector('.wide'); return d.scrollWidth - d.clientWidth; })()"
+    box = "(d => d.scrollWidth - d.clientWidth)(document.querySelector('.wide'))"
     assert await page.evaluate(box) <= 0, "the workers table scrolls sideways"
