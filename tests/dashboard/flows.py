@@ -62,6 +62,10 @@ ADDRESS_FORM = {
 EVIL = "<script>alert('x')</script>"
 EVIL_WORKFLOW = f"t.evil{EVIL}"
 
+# A name and an event with no place to break a line (the dashboard must break them anyway).
+LONG_WORKFLOW = "t.reconciliation.monthly_ledger_consolidation_for_enterprise_customers_v2"
+LONG_EVENT = "confirmation_from_the_upstream_ledger_service_of_subsidiary_emea_0001"
+
 
 PAYMENT = {
     "type": "object",
@@ -135,6 +139,10 @@ class Flows:
         async def waiter() -> Any:
             await add_step(1, 1)
             return await cairn.wait_for_event("go", timeout="1h")
+
+        async def long_waiter() -> Any:
+            await add_step(1, 1)
+            return await cairn.wait_for_event(LONG_EVENT, timeout="1h")
 
         async def sleeper() -> str:
             await add_step(1, 1)
@@ -235,6 +243,7 @@ class Flows:
             ("t.total", total),
             ("t.long", long),
             ("t.waiter", waiter),
+            (LONG_WORKFLOW, long_waiter),
             ("t.sleeper", sleeper),
             ("t.broken", broken),
             ("t.wobbly", wobbly),

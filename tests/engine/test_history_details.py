@@ -159,3 +159,25 @@ async def test_history__a_local_failed_attempt_names_its_worker(kit: Kit) -> Non
         owner = engine.worker.env.owner
     assert (failed["key"], failed["outcome"]) == ("flaky#1", "failed")
     assert failed["worker"] == owner
+
+
+async def test_history__an_awaited_childs_result_reads_as_its_value(kit: Kit) -> None:
+    @kit.workflow("details.kid")
+    async def kid(n: int) -> dict[str, object]:
+        return {"n": n, "word": "slept"}
+
+    @kit.workflow("details.word")
+    async def word() -> str:
+        return "slept"
+
+    @kit.workflow("details.parent")
+    async def parent() -> list[object]:
+        return [await kid(1), await word()]
+
+    async with kit.engine() as engine:
+        run = await engine.start(parent)
+        assert await run.result() == [{"n": 1, "word": "slept"}, "slept"]
+        history = await engine.history(run.run_id)
+    told = [e.result["result"] for e in history if e.kind == "child"]
+    # Before: the child's stored text, '{"n": 1, "word": "slept"}' and '"slept"'.
+    assert told == [{"n": 1, "word": "slept"}, "slept"]

@@ -189,6 +189,9 @@ def _entry(
     status, finished_at = step.status, step.finished_at
     if step.kind == "child" and isinstance(result, dict) and "status" in result:
         status = str(result["status"]).lower()  # how the child itself ended
+        if status == "completed" and isinstance(result.get("result"), str):
+            # The child's message carries its result as stored: read it as a value.
+            result = {**result, "result": decode(result["result"])}
     elif step.kind == "sleep" and isinstance(result, int | float):
         status, finished_at, result = _sleep_entry(run, float(result), now)
         if finished_at is not None and step.started_at is not None:

@@ -64,7 +64,9 @@ def routes(target: Target) -> list[BaseRoute]:
         status: int = 200,
     ) -> Response:
         raw = raw or {}
-        fields, leftover = schema_form.build(task.form, raw or None, errors)
+        # "by" is the page's own field, reported beside it (not as a form problem too).
+        form_errors = {k: v for k, v in (errors or {}).items() if k != "by"}
+        fields, leftover = schema_form.build(task.form, raw or None, form_errors or None)
         by = raw.get("by", request.cookies.get(BY_COOKIE, ""))
         context = {
             "title": task.title or task.name,

@@ -120,7 +120,8 @@
       if (!tr) return;
       setStatus(tr, run.status);
       setProgress(tr, run);
-      setText(tr, "waiting", run.waiting);
+      var waiting = setText(tr, "waiting", run.waiting);
+      if (waiting) waiting.title = run.waiting || "";
       setText(tr, "duration", run.duration);
       setStarted(tr, run);
       /* A finished run's error sits under its status, never under "Waiting for". */
@@ -192,6 +193,9 @@
           }
           Array.prototype.forEach.call(fresh.querySelectorAll("[data-live-section]"), function (el) {
             var old = document.getElementById(el.id);
+            /* A form asking for the same things keeps what the operator typed in it. */
+            var keep = old && old.getAttribute("data-keep");
+            if (keep && keep === el.getAttribute("data-keep")) return;
             if (old) old.replaceWith(document.importNode(el, true));
           });
           /* Streams begun since: followed too (those followed already keep their text). */
