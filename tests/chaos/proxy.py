@@ -215,7 +215,10 @@ class FreezingProxy:
         return ports
 
     def thaw(self) -> None:
-        """Deliver what the frozen connections held back, and let them go on."""
+        """Deliver what the frozen connections held back, and let them go on.
+
+        New connections after `freeze(new=True)` still hang until `restore()`.
+        """
         with self._lock:
             links = list(self._links)
         for link in links:

@@ -128,7 +128,9 @@ async def test_cancel__parked_run_is_cancelled_at_once(kit: Kit, parked: str) ->
         if parked == "child":
             [child_run] = [r for r in await engine.list_runs() if r.parent_id == run.run_id]
             await until(engine, child_run.run_id, "CANCELLED")
-    assert took < 0.5
+    # At once: before the in-memory sleep's 0.9 s would end and before any look of a
+    # second came round (a loaded machine took 0.52 s, so not a tighter bound).
+    assert took < 0.85
 
 
 async def test_cancel__check_cancelled_stops_long_steps(kit: Kit) -> None:
