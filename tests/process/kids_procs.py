@@ -22,7 +22,7 @@ import pytest
 import cairn
 from cairn.store.records import RunRecord
 
-from .spawned import effect_counts, effect_lines
+from .spawned import effect_counts, effect_lines, effect_pids
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = 30.0  # seconds; a healthy machine needs a fraction of one
@@ -100,11 +100,7 @@ class Kids:
 
     def pids(self, effect: str) -> set[str]:
         """The processes that produced `effect`."""
-        return {
-            line.rsplit(" pid=", 1)[1]
-            for line in self.lines()
-            if line.rsplit(" pid=", 1)[0] == effect
-        }
+        return effect_pids(self.effects, effect)
 
     async def until(self, what: str, ready: Callable[[], Any]) -> Any:
         """Poll `ready` (sync or async) until truthy; fail if a worker dies or time runs out."""

@@ -109,3 +109,12 @@ def effect_lines(effects: Path) -> list[str]:
 def effect_counts(effects: Path) -> Counter[str]:
     """How often each side effect happened ("work 3", "work 7 failed"), whatever the pid."""
     return Counter(line.rsplit(" pid=", 1)[0] for line in effect_lines(effects))
+
+
+def effect_pids(effects: Path, effect: str) -> set[str]:
+    """The processes that produced `effect` (the pids its lines end with)."""
+    return {
+        pid
+        for text, _, pid in (line.rpartition(" pid=") for line in effect_lines(effects))
+        if text == effect
+    }
