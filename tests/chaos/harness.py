@@ -24,6 +24,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.stopped_processes import process_state
+
 import cairn
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,7 +168,7 @@ class Chaos:
     def freeze(self, proc: subprocess.Popen[bytes]) -> None:
         """SIGSTOP: the process is alive and holds what it held, but does nothing."""
         os.kill(proc.pid, signal.SIGSTOP)
-        while _state(proc.pid) != "T":  # the signal lands asynchronously
+        while process_state(proc.pid) != "T":  # the signal lands asynchronously
             time.sleep(0.001)
         self.faults.append(Fault(self.tag(proc), self.mark(), "SIGSTOP"))
 
@@ -299,14 +301,6 @@ class Chaos:
     def _cut_off(self, row_id: int, worker: str) -> bool:
         """True if the execution logged at `row_id` by `worker` was in flight at a fault."""
         return any(f.worker == worker and row_id <= f.mark for f in self.faults)
-
-
-def _state(pid: int) -> str:
-    """The one-letter state of process `pid` ("T" once stopped)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "?"
 
 
 def free_port() -> int:

@@ -14,6 +14,7 @@ import time
 
 import pytest
 from tests.chaos.harness import Chaos, size
+from tests.stopped_processes import sqlite_writable
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(900)]
 
@@ -68,22 +69,10 @@ def _freeze_outside_a_commit(chaos: Chaos, proc: subprocess.Popen[bytes]) -> Non
     """
     while True:
         chaos.freeze(proc)
-        if not chaos.url.startswith("sqlite") or _writable(chaos.url):
+        if not chaos.url.startswith("sqlite") or sqlite_writable(chaos.url, wait=1):
             return
         chaos.thaw(proc)
         time.sleep(0.05)
-
-
-def _writable(url: str) -> bool:
-    probe = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None, timeout=1)
-    try:
-        probe.execute("BEGIN IMMEDIATE")
-        probe.execute("ROLLBACK")
-        return True
-    except sqlite3.OperationalError:  # database is locked: the frozen process holds it
-        return False
-    finally:
-        probe.close()
 
 
 def _busy(chaos: Chaos, proc: subprocess.Popen[bytes]) -> set[str]:

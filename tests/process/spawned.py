@@ -9,6 +9,7 @@ left behind without outliving it, and how a child is killed mid-run.
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -52,8 +54,19 @@ class Spawned:
                 _, err = proc.communicate()
                 pytest.fail(f"process exited ({proc.returncode}) before {what}: {err[-2000:]}")
             if time.monotonic() > deadline:
-                pytest.fail(f"no {what} within {self.deadline}s")
+                self.stuck(f"no {what} within {self.deadline}s")
             time.sleep(every)  # polling interval, not synchronisation
+
+    def stuck(self, message: str) -> NoReturn:
+        """Fail with `message` and what each process printed: the only trace of why."""
+        tails = []
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)  # a stopped process cannot die until then
+                proc.kill()
+            _, err = proc.communicate(timeout=10)
+            tails.append(f"--- pid {proc.pid} (exit {proc.returncode}):\n{err[-1500:]}")
+        pytest.fail("\n".join([message, *tails]))
 
     @staticmethod
     def kill(proc: subprocess.Popen[str]) -> None:

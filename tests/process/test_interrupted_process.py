@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from tests.dashboard.server import start_server
+from tests.stopped_processes import stop_outside_a_write
 
 import cairn
 
@@ -114,7 +115,9 @@ async def test_lease_lost_at_once__nothing_records_the_attempt_cut_off(
         victim = procs.spawn("--lease", "2s")
         run = await control.start("proc.control", "sync", 0, allow_unknown=True)
         await procs.until("the held step", lambda: procs.counts()["held start"] == 1)
-        victim.send_signal(signal.SIGSTOP)  # within milliseconds of the step's start
+        # Within milliseconds of the step's start, and never inside a SQLite commit: a
+        # worker frozen there would hold the write lock, and nobody could take over.
+        stop_outside_a_write(victim.pid, store_url)
         try:
             procs.spawn("--lease", "2s")  # takes the run once the victim's lease has run out
             await procs.until("the step again", lambda: procs.counts()["held start"] == 2)

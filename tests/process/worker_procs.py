@@ -68,7 +68,7 @@ class Workers(Spawned):
                     _, err = proc.communicate()
                     pytest.fail(f"worker exited ({proc.returncode}) before {what}: {err[-2000:]}")
             if time.monotonic() > deadline:
-                pytest.fail(f"no {what} within {DEADLINE}s")
+                self.stuck(f"no {what} within {DEADLINE}s")
             await asyncio.sleep(0.005)  # polling interval, not synchronisation
 
     async def status(self, control: cairn.Engine, run_id: str, *statuses: str) -> RunRecord:
