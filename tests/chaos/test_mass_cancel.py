@@ -5,7 +5,8 @@ loses the replies to committed writes (the connection dropped right after COMMIT
 one that resets every connection, then freezes them for 10 s (no error, no reply). Half
 of the runs are cancelled meanwhile with `cairn runs cancel`, one process per run, a few
 at once, as `xargs -P 8` would; then the worker is stopped (SIGTERM) with its runs in
-flight, and another takes them over. Every run must end (the cancelled ones CANCELLED unless
+flight, and another takes them over. No step may start later than `LATE_START` after
+its run's cancel was accepted. Every run must end (the cancelled ones CANCELLED unless
 they completed first, the others COMPLETED with all ten steps), and no step whose
 result was committed may run again (judged by the journal, as `journal_verdict`).
 """
@@ -33,6 +34,9 @@ pytestmark = [pytest.mark.process, pytest.mark.timeout(900)]
 RUNS = size(100, 200)
 FREEZE = 10.0  # seconds
 ENDED = ("COMPLETED", "FAILED", "CANCELLED")
+# Seconds after its cancel was accepted that a step may still start: a worker learns of a
+# cancel within a poll (50 ms here), reads slow a while after the freeze.
+LATE_START = 2.0
 
 
 @pytest.fixture
@@ -47,13 +51,14 @@ def proxies(pg_url: str) -> Iterator[tuple[FreezingProxy, LosingProxy]]:
         losing.close()
 
 
-def _cancel(url: str, run_id: str) -> tuple[str, int, str]:
-    """`cairn runs cancel RUN_ID`, as an operator types it; (run, exit code, output)."""
+def _cancel(url: str, run_id: str) -> tuple[str, int, str, int]:
+    """`cairn runs cancel RUN_ID`, as an operator types it; (run, exit code, output, and
+    when it answered, on the clock of the side-effect logs)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
     env.pop("CAIRN_DATABASE_URL", None)
     command = [sys.executable, "-m", "cairn", "runs", "cancel", run_id, "--db", url]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-    return run_id, done.returncode, (done.stdout + done.stderr).strip()
+    return run_id, done.returncode, (done.stdout + done.stderr).strip(), time.monotonic_ns()
 
 
 def test_mass_cancel__200_runs_through_resets_a_freeze_and_lost_commits(
@@ -62,7 +67,7 @@ def test_mass_cancel__200_runs_through_resets_a_freeze_and_lost_commits(
     freezing, losing = proxies
     database = pg_url.rsplit("/", 1)[1]
     chaos = Chaos(tmp_path, pg_url, lease=5.0)  # the freeze outlasts the lease
-    cancels: list[tuple[str, int, str]] = []
+    cancels: list[tuple[str, int, str, int]] = []
     try:
         worker = chaos.spawn(
             url=freezing.url(database), concurrency=RUNS, delay=6.0, retry_for=30.0
@@ -101,17 +106,28 @@ def test_mass_cancel__200_runs_through_resets_a_freeze_and_lost_commits(
     finally:
         chaos.stop_all()
     logs = chaos.log_of(worker) + chaos.log_of(second)
-    refused = {run_id: out for run_id, code, out in cancels if code != 0}
+    refused = {run_id: out for run_id, code, out, _ in cancels if code != 0}
+    accepted = {run_id: at for run_id, code, _, at in cancels if code == 0}
+    # Steps started after their run's cancel was accepted: within a poll, the worker did not
+    # know yet. Steps that had passed their durable point, then waited for a heartbeat
+    # after the freeze, started up to 6 s late (they now wait before the point).
+    after = sorted(
+        ((when - accepted[run_id]) / 1e9, run_id, step)
+        for when, _, run_id, step, phase in chaos.rows()
+        if phase == "start" and run_id in accepted and when > accepted[run_id]
+    )
     cancelled = {r for r, s in statuses.items() if s == "CANCELLED"}
-    late = [r for r, code, _ in cancels if code == 0 and statuses[r] == "COMPLETED"]
+    late = [r for r, code, _, _ in cancels if code == 0 and statuses[r] == "COMPLETED"]
     print(verdict, f"{len(cancelled)} cancelled, {len(refused)} refused (finished already),")
     print(f"{len(late)} completed in the step they were in; replies lost: {dict(losing.lost)}")
+    print(f"steps started after their run's cancel was accepted: {after}")
     assert verdict.duplicates == [], chaos.story(verdict)
     assert cancelled <= set(doomed), cancelled - set(doomed)
     assert all(statuses[r] == "COMPLETED" for r in run_ids if r not in doomed)
-    for run_id, code, out in cancels:  # a refused cancel found the run finished already
+    for run_id, code, out, _ in cancels:  # a refused cancel found the run finished already
         assert code == 0 or statuses[run_id] == "COMPLETED", (run_id, code, out)
         assert code != 0 or statuses[run_id] in ("CANCELLED", "COMPLETED"), (run_id, out)
+    assert [row for row in after if row[0] > LATE_START] == [], after
     assert cancelled, "no cancel reached a run in flight: the scenario did not bite"
     assert "writer failed" not in logs and "Traceback" not in logs, logs[-4000:]
     assert chaos.effects_by(second) > 0

@@ -305,3 +305,54 @@ def _async(check: Any) -> Any:
         return bool(check())
 
     return check_now
+
+
+async def test_cancel__met_by_a_step_that_waited_for_its_worker_s_heartbeat(kit: Kit) -> None:
+    # After a gap (the database away, the process frozen) a step may start only once a
+    # heartbeat has committed. A cancel another process makes meanwhile, which the worker
+    # learns while the step waits, is met at the step's durable point: the step does not
+    # start (it did, once the heartbeat landed: seen in a soak, tests/chaos/test_mass_cancel).
+    started: list[str] = []
+
+    @kit.step("live.before_gap")
+    async def before_gap() -> None:
+        started.append("before_gap")
+        tenure = engine.worker.tenure  # type: ignore[union-attr]
+        tenure.renewed = lambda sent_at: None  # type: ignore[method-assign]  # beats held up
+        tenure.state = (0.0, tenure.epoch)  # its trust lapses, as after an outage
+
+    @kit.step("live.after_gap")
+    async def after_gap() -> None:
+        started.append("after_gap")
+
+    @kit.workflow("live.gap")
+    async def gap() -> None:
+        await before_gap()
+        await after_gap()
+
+    async with kit.engine(lease=LEASE) as engine:
+        worker = engine.worker
+        assert worker is not None
+        tenure = worker.tenure
+        waiting = asyncio.Event()
+        renewal = tenure.renewal
+
+        async def renewal_seen(timeout: float) -> None:
+            waiting.set()
+            await renewal(timeout)
+
+        tenure.renewal = renewal_seen  # type: ignore[method-assign]
+        run = await engine.start(gap)
+        await asyncio.wait_for(waiting.wait(), WAIT)  # the next step waits for a heartbeat
+        with cairn.Client(kit.url, registry=kit.registry) as client:
+            await asyncio.to_thread(client.cancel, run.run_id)  # as `cairn runs cancel` does
+        live = worker.executions.live
+        await _until(_async(lambda: live[run.run_id].interrupts.cancel), "the worker to learn")
+        del tenure.renewed  # heartbeats land again
+        with pytest.raises(cairn.RunCancelled):
+            await run.result(timeout=WAIT)
+        history = await engine.history(run.run_id)
+
+    assert started == ["before_gap"]
+    assert [(entry.kind, entry.key) for entry in history][-1][0] == "cancel"
+    assert history[-1].result["at"] == "live.after_gap#1"

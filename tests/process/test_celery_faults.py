@@ -88,6 +88,41 @@ def test_celery__junk_from_the_broker_does_not_stop_the_worker(
     procs: list[CeleryWorker],
     own_queue: str,
 ) -> None:
+    # Redis answers with a protocol error (a kombu "channel error"): Celery stopped the
+    # worker ("Unrecoverable error: InvalidResponse") unless told to reconnect. RabbitMQ's
+    # client read a header of a frame of 1.7 GB, and waited for it.
+    worker = _through_junk(sqlite_url, broker, proxy, tmp_path, procs, own_queue)
+    assert "Unrecoverable error" not in worker.log.read_text()
+
+
+@pytest.mark.parametrize("broker", ["rabbitmq"], indirect=True)
+def test_celery__junk_that_reads_as_a_small_frame_header_is_a_lost_connection(
+    sqlite_url: str,
+    broker: str,
+    proxy: FreezingProxy,
+    tmp_path: Path,
+    procs: list[CeleryWorker],
+    own_queue: str,
+) -> None:
+    # A frame header of 4096 bytes, then 4: py-amqp waited for the rest in a loop, the
+    # dispatcher's publishing thread spinning there (about half a core), and published
+    # nothing more: the runs started after the junk never ran.
+    junk = b"\x01\x00\x01\x00\x00\x10\x00junk"
+    worker = _through_junk(sqlite_url, broker, proxy, tmp_path, procs, own_queue, junk)
+    assert "began a frame and sent nothing more for 5 s: not AMQP" in worker.log.read_text()
+
+
+def _through_junk(
+    sqlite_url: str,
+    broker: str,
+    proxy: FreezingProxy,
+    tmp_path: Path,
+    procs: list[CeleryWorker],
+    own_queue: str,
+    junk: bytes | None = None,
+) -> CeleryWorker:
+    """A worker behind `proxy` that is sent `junk` (the proxy's own by default) while it
+    executes 8 runs; it finishes them and 4 started after (asserted), and lives on."""
     worker = CeleryWorker(
         sqlite_url,
         proxied(broker, proxy.port),
@@ -102,16 +137,14 @@ def test_celery__junk_from_the_broker_does_not_stop_the_worker(
             client.start("celery.steady", n, queue=own_queue, allow_unknown=True) for n in range(8)
         ]
         time.sleep(0.5)
-        # Redis answers with a protocol error (a kombu "channel error"): Celery stopped the
-        # worker ("Unrecoverable error: InvalidResponse") unless told to reconnect.
-        assert proxy.garble() > 0
+        assert (proxy.garble() if junk is None else proxy.garble(junk)) > 0
         more = [
             client.start("celery.steady", n, queue=own_queue, allow_unknown=True)
             for n in range(8, 12)
         ]
         assert results(handles + more, [worker]) == list(range(12))
     worker.alive()
-    assert "Unrecoverable error" not in worker.log.read_text()
+    return worker
 
 
 @pytest.mark.parametrize(

@@ -7,12 +7,20 @@ that checks for the broker's `connection.blocked` first reads with a timeout of 
 py-amqp retries EAGAIN in a loop. The dispatcher's publishing thread spun there for
 ever, publishing nothing (its connection has no heartbeats for the broker to drop it).
 A frame larger than the connection's frame_max is not AMQP: this transport raises a
-connection error instead, and kombu and Celery reconnect as after a reset. Celery is
-pointed here by `broker_transport` (cairn.celery.app); the wire is unchanged.
+connection error instead, and kombu and Celery reconnect as after a reset. Junk that
+reads as a small header spun the same way, waiting for the rest of a frame that never
+comes: within a frame, a read that would block waits for the socket instead, and a frame
+whose rest does not come within `patience` seconds (a broker sends a frame whole) is a
+connection error too. Celery is pointed here by `broker_transport` (cairn.celery.app);
+the wire is unchanged.
 """
 
 from __future__ import annotations
 
+import selectors
+import socket
+import ssl
+from collections.abc import Callable
 from typing import Any
 
 from amqp import transport as amqp_transport  # type: ignore[import-untyped]
@@ -20,17 +28,57 @@ from kombu.transport import pyamqp
 
 
 class _Bounded:
-    """A py-amqp transport whose reads are at most `largest` bytes (a frame's payload)."""
+    """A py-amqp transport that refuses frames over `largest` bytes, or cut short.
+
+    A frame's payload is at most `largest` bytes; once its header has come, the rest
+    must come within `patience` seconds.
+    """
 
     largest = 131072
+    patience = 5.0
+    _within_frame = False  # reading past a frame's header (py-amqp: not `initial`)
+    _quick_recv: Callable[[int], bytes]  # py-amqp's socket read, set up on connecting
 
-    def _read(self, n: int, *args: Any, **kwargs: Any) -> Any:
+    def _setup_transport(self) -> None:
+        super()._setup_transport()  # type: ignore[misc]
+        self._quick_recv = self._patient(self._quick_recv)
+
+    def _read(self, n: int, initial: bool = False, *args: Any, **kwargs: Any) -> Any:
         if n > self.largest + 8:  # a payload, its frame-end octet, and slack
             raise OSError(
                 f"the broker sent a frame of {n} bytes, over the connection's frame_max "
                 f"({self.largest}): not AMQP; reconnecting"
             )
-        return super()._read(n, *args, **kwargs)  # type: ignore[misc]
+        self._within_frame = not initial
+        return super()._read(n, initial, *args, **kwargs)  # type: ignore[misc]
+
+    def _patient(self, recv: Callable[[int], bytes]) -> Callable[[int], bytes]:
+        """`recv`, waiting within a frame where py-amqp would retry a read at once.
+
+        A read with a timeout of 0 raises "would block" when nothing has come; py-amqp
+        retries it in a loop unless it is a frame's first read.
+        """
+
+        def patient(size: int) -> bytes:
+            try:
+                return recv(size)
+            except (BlockingIOError, ssl.SSLWantReadError):
+                if not self._within_frame:
+                    raise
+            if not _readable(self.sock, self.patience):  # type: ignore[attr-defined]
+                raise OSError(
+                    f"the broker began a frame and sent nothing more for {self.patience:g} "
+                    "s: not AMQP; reconnecting"
+                )
+            return recv(size)
+
+        return patient
+
+
+def _readable(sock: socket.socket, within: float) -> bool:
+    with selectors.DefaultSelector() as selector:
+        selector.register(sock, selectors.EVENT_READ)
+        return bool(selector.select(within))
 
 
 class _TCP(_Bounded, amqp_transport.TCPTransport):  # type: ignore[misc]

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-def _trusted(live: LiveView) -> bool:
+def trusted(live: LiveView) -> bool:
     """True if this attempt surely still holds its run (see core/tenure.py).
 
     No step body starts unless it does: a clock read, while the worker's heartbeat is
@@ -57,7 +57,7 @@ async def _call(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> Any:
-    if not _trusted(live):
+    if not trusted(live):
         await live.attempt.hold_lease()
     token = context.mark_in_step((step.name, key, attempt))
     fn = step.fn
@@ -128,7 +128,7 @@ async def run_new_step(
     # The attempt in flight, for the worker's heartbeat to publish (runtime/in_flight.py):
     # an entry in a dict, no write of its own. The step removes it at its end.
     flying = live.flying
-    tenure = live.env.tenure  # `_trusted`, inlined below for the direct path
+    tenure = live.env.tenure  # `trusted`, inlined below for the direct path
     while True:
         attempt += 1
         started = clock.now() if first is None else first[1]

@@ -269,6 +269,11 @@ class LiveSteps:
             return await self.replayed(record)
         if not self.journal.open_for_new_work():
             await self.journal.check_new_work(journal.started("step", key))
+        if step.queue is None and not attempts.trusted(self):
+            # After a gap (the database away, the process frozen) the step may start only
+            # once a heartbeat commits: wait for it before the durable point, so that a
+            # cancel or pause the worker learns of meanwhile is met there, not after.
+            await self.attempt.hold_lease()
         interrupts = self.interrupts
         if (
             interrupts.cancel
