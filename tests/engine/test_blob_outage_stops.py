@@ -144,3 +144,39 @@ async def test_blob_outage__a_shield_in_a_sync_steps_thread_holds_a_cancel_off_i
         with pytest.raises(cairn.RunCancelled):
             await run.result(timeout=WAIT)  # met after the step
     assert calls == ["step", "written"]
+
+
+async def test_blob_outage__a_cancel_inside_a_shield_waits_for_a_childs_arguments(
+    kit: Kit, tmp_path: Path
+) -> None:
+    # Before: the cancel ended the wait for the store to take the child's arguments; the
+    # replay met no cancel inside the shield, came back to the same wait, and ended it
+    # again, and again.
+    started: list[int] = []
+
+    @kit.workflow("big.shielded_child")
+    async def measured(data: str) -> int:
+        started.append(1)
+        return len(data)
+
+    @kit.workflow("big.shielded_start")
+    async def shielded_start() -> int:
+        with cairn.shield():
+            size = await measured("m" * 10_000)
+        await cairn.sleep("1h")  # the cancel is met here
+        return size
+
+    where = unwritable_store(kit, tmp_path)
+    async with engine(kit, tmp_path, inline_limit="1KiB") as eng:
+        run = await eng.start(shielded_start)
+        await until_it_waits_for_the_store(eng, run.run_id)
+        first = (await eng.control.record(run.run_id)).attempt
+        await run.cancel()
+        await asyncio.sleep(0.3)
+        record = await eng.control.record(run.run_id)
+        assert (record.status, record.attempt) == ("RUNNING", first)  # the same attempt
+        assert "blob store" in (record.waiting_for or "")
+        where.unlink()
+        with pytest.raises(cairn.RunCancelled):
+            await run.result(timeout=WAIT)
+    assert started == [1]
