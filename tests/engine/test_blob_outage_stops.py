@@ -180,3 +180,41 @@ async def test_blob_outage__a_cancel_inside_a_shield_waits_for_a_childs_argument
         with pytest.raises(cairn.RunCancelled):
             await run.result(timeout=WAIT)
     assert started == [1]
+
+
+async def test_blob_outage__a_cleanup_step_after_a_cancel_waits_for_the_store(
+    kit: Kit, tmp_path: Path
+) -> None:
+    # Before: the cancel, delivered already, ended the cleanup step's wait; the replay
+    # delivered it again at the sleep and ran the cleanup step again, and again.
+    calls: list[int] = []
+
+    @kit.step("big.cleanup_step")
+    def undo() -> str:
+        calls.append(1)
+        return "u" * 10_000
+
+    @kit.workflow("big.cleanup_outage")
+    async def cleanup_outage() -> None:
+        try:
+            await cairn.sleep("1h")
+        except cairn.Cancelled:
+            await undo()
+            raise
+
+    where = unwritable_store(kit, tmp_path)
+    async with engine(kit, tmp_path, inline_limit="1KiB") as eng:
+        run = await eng.start(cleanup_outage)
+        async with asyncio.timeout(WAIT):
+            while (await eng.control.record(run.run_id)).status != "SLEEPING":
+                await asyncio.sleep(0.02)
+        await run.cancel()
+        async with asyncio.timeout(WAIT):
+            while "blob store" not in ((await eng.control.record(run.run_id)).waiting_for or ""):
+                await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)
+        assert calls == [1]
+        where.unlink()
+        with pytest.raises(cairn.RunCancelled):
+            await run.result(timeout=WAIT)
+    assert calls == [1]
