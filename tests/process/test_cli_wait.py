@@ -168,6 +168,13 @@ def test_run_wait__waits_out_a_childs_queue_limit(project: Path, store_url: str)
     assert (started[1] - started[0]).total_seconds() >= 0.99  # the limit held
 
 
+def test_run_wait__executes_a_run_of_a_queue_here(project: Path, store_url: str) -> None:
+    # Before: it stopped at once, "PENDING on queue 'limited', queued for workers".
+    proc = cairn_cmd(project, "run", "naps:limited", "1", "--wait", "--db", store_url)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == 2
+
+
 def test_run_wait__waits_for_a_childs_step_a_live_worker_serves(
     project: Path, store_url: str
 ) -> None:

@@ -4,7 +4,8 @@ A run that goes to sleep is parked in the database like any other; here this pro
 waits for its wake time and claims it again by id (the claim's usual rules: a worker
 elsewhere that takes it first wins, and is followed instead). A run waiting for its child
 runs has them executed here too, each claimed by id when it is due (their sleeps waited
-out as the run's own, and so a limit of their queue that holds them back). A step on a
+out as the run's own, and so a limit of their queue that holds them back). A run of a
+queue, which its start leaves to workers, is claimed here by id the same way. A step on a
 step queue, the run's or a child's, is waited for while a live worker serves that queue.
 A wait for something from outside (an event, a hook, a human task, a step queue no live
 worker serves, a resume), the run's or a child's, ends the waiting: the run is reported
@@ -69,9 +70,11 @@ async def through_sleeps(
         now = engine.clock.now()
         due = 0.0 if run.wake_at is None else run.wake_at - now
         # Woken by the step's report (due at once, or queued again) and not taken by a
-        # worker elsewhere: it goes on here.
+        # worker elsewhere: it goes on here. So does a run of a queue, which its start
+        # left to workers: taken by id, its queue's limits hold here too.
         woken = run.owner is None and (
-            (
+            (status is RunStatus.PENDING and run.queue is not None)
+            or (
                 stepped is not None
                 and (status is RunStatus.PENDING or (step is not None and run.wake_at is not None))
             )
@@ -92,6 +95,15 @@ async def through_sleeps(
         if (woken or status is RunStatus.SLEEPING) and due <= 0 and engine.worker is not None:
             taken = await engine.worker.take(run.run_id)  # False: not claimable (yet)
         if not taken:
+            if due <= 0 and (
+                limit := blocking.held_by_queue(await engine.control.record(run.run_id))
+            ):
+                _tell(
+                    console,
+                    told_children,
+                    f"{run.run_id} is {status.value}, held back by "
+                    f"{limit['reason']}: waiting here to continue it",
+                )
             pause = LOOK_EVERY if due <= 0 else min(LOOK_EVERY, due)
             try:
                 await engine.control.wait(run.run_id, timeout=pause)
