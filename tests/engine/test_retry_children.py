@@ -13,6 +13,8 @@ from collections import Counter
 import pytest
 
 import cairn
+from cairn.codecs import Encrypted
+from cairn.errors import KeyUnavailable
 
 from .kit import WAIT, Kit
 
@@ -130,3 +132,55 @@ async def test_retry__a_child_chain_that_failed_is_retried_at_its_newest_run(kit
         assert await run.result(timeout=WAIT) == 1
         newest = await engine.control.record(first.continued_to or "")
     assert (newest.status, newest.execution) == ("COMPLETED", 2)
+
+
+async def test_retry__without_the_key_a_failed_child_is_not_retried_blind(kit: Kit) -> None:
+    # Before: a process without the key could not read the parent's error, so it took it
+    # for no child's failure and requeued the parent alone, which met its child's
+    # failure again at once. Now it refuses, naming the key; with the key it cascades.
+    calls: Counter[str] = Counter()
+    broken = {"ship": True}
+    _declare(kit, calls, broken)
+
+    codec = Encrypted({"k1": b"\x01" * 32}, "k1")
+    async with kit.engine(codec=codec) as engine:
+        run = await engine.start("rc.order", "sku", run_id="e")
+        with pytest.raises(cairn.RunFailed, match="carrier down"):
+            await run.result(timeout=WAIT)
+    broken["ship"] = False
+    async with kit.engine(workers=0) as keyless:
+        with pytest.raises(KeyUnavailable) as refused:
+            await keyless.retry("e")
+        assert str(refused.value).startswith("cannot retry run 'e': its error is encrypted")
+        assert refused.value.key_id == "k1"
+        for run_id in ("e", "e/rc.delivery#1", "e/rc.delivery#1/rc.shipping#1"):
+            assert (await keyless.control.record(run_id)).status == "FAILED"  # untouched
+    async with kit.engine(codec=codec) as engine:
+        await engine.retry("e")
+        assert await (await engine.get("e")).result(timeout=WAIT) == [
+            "packed sku",
+            "packed sku, shipped sku",
+        ]
+
+
+async def test_retry__a_detached_child_it_awaited_is_retried_too(kit: Kit) -> None:
+    calls: Counter[str] = Counter()
+    broken = {"ship": True}
+    _declare(kit, calls, broken)
+
+    @kit.workflow("rc.detaching")
+    async def detaching(item: str) -> str:
+        shipping = kit.registry.workflow("rc.shipping")
+        handle = await cairn.start_child(shipping, item, detached=True)
+        return str(await handle.result())
+
+    async with kit.engine() as engine:
+        run = await engine.start(detaching, "sku", run_id="d")
+        with pytest.raises(cairn.RunFailed, match="carrier down"):
+            await run.result(timeout=WAIT)
+        broken["ship"] = False
+        await engine.retry("d")
+        assert await run.result(timeout=WAIT) == "packed sku, shipped sku"
+        child = await engine.control.record("d/rc.shipping#1")
+    assert (child.status, child.execution) == ("COMPLETED", 2)
+    assert calls == {"pack": 1, "ship": 2}

@@ -8,6 +8,7 @@ import re
 import shlex
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,32 @@ async def outside() -> None:
 @cairn.workflow(name="naps.waits_outside")
 async def waits_outside() -> None:
     await outside()
+
+
+@cairn.workflow(name="naps.limited", queue=cairn.Queue("limited", rate="1/1s"))
+async def limited(a: int) -> int:
+    return await add(a, 1)
+
+
+@cairn.workflow(name="naps.limits")
+async def limits() -> list[int]:
+    handles = [await cairn.start_child(limited, a) for a in (1, 2)]
+    return [await handle.result() for handle in handles]
+
+
+@cairn.step(queue="gpu")
+async def train(a: int) -> int:
+    return a * 2
+
+
+@cairn.workflow(name="naps.trained")
+async def trained(a: int) -> int:
+    return await train(a)
+
+
+@cairn.workflow(name="naps.trains")
+async def trains(a: int) -> int:
+    return await trained(a) + 1
 """
 
 
@@ -71,6 +98,24 @@ def status(project: Path, url: str, run_id: str) -> str:
     shown = cairn_cmd(project, "runs", "show", run_id, "--json", "--db", url)
     assert shown.returncode == 0, shown.stderr
     return str(json.loads(shown.stdout)["run"]["status"])
+
+
+def worker_until(project: Path, argv: list[str], logged: str = " ready") -> subprocess.Popen[str]:
+    """`cairn ARGV` started in `project`, once it has logged a line holding `logged`."""
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "cairn", *argv],
+        cwd=project,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert worker.stderr is not None
+    for log in worker.stderr:
+        if logged in log:
+            return worker
+    worker.communicate(timeout=TIMEOUT)
+    pytest.fail(f"the worker exited before logging {logged!r}")
 
 
 def test_run_wait__goes_on_through_its_sleeps_to_the_result(project: Path, store_url: str) -> None:
@@ -108,6 +153,49 @@ def test_run_wait__a_child_waiting_for_an_event_stops_it_as_parked(
     assert status(project, store_url, "o1/naps.outside#1") == "WAITING"
 
 
+def test_run_wait__waits_out_a_childs_queue_limit(project: Path, store_url: str) -> None:
+    # Before: the second child, held back by its queue's rate limit, stopped it as parked
+    # (a limit frees by itself, like a sleep ends).
+    proc = cairn_cmd(project, "run", "naps:limits", "--run-id", "q1", "--wait", "--db", store_url)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [2, 3]
+    line = "run q1 waits for child run q1/naps.limited#2, held back by queue 'limited': rate "
+    assert f"{line}limit 1/1s reached: waiting here to continue it" in proc.stderr
+    started = []
+    for child in ("q1/naps.limited#1", "q1/naps.limited#2"):
+        shown = cairn_cmd(project, "runs", "show", child, "--json", "--db", store_url)
+        started.append(datetime.fromisoformat(json.loads(shown.stdout)["run"]["started_at"]))
+    assert (started[1] - started[0]).total_seconds() >= 0.99  # the limit held
+
+
+def test_run_wait__executes_a_run_of_a_queue_here(project: Path, store_url: str) -> None:
+    # Before: it stopped at once, "PENDING on queue 'limited', queued for workers".
+    proc = cairn_cmd(project, "run", "naps:limited", "1", "--wait", "--db", store_url)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == 2
+
+
+def test_run_wait__waits_for_a_childs_step_a_live_worker_serves(
+    project: Path, store_url: str
+) -> None:
+    # Before: it stopped as parked, though its line said "`cairn run --wait` waits for a
+    # live one" and one served the step queue.
+    worker = worker_until(project, ["worker", "-m", "naps", "--queue", "gpu", "--db", store_url])
+    try:
+        proc = cairn_cmd(
+            project, "run", "naps:trains", "4", "--run-id", "t1", "--wait", "--db", store_url
+        )
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == 9
+    assert (
+        "run t1 waits for child run t1/naps.trained#1, WAITING for a worker of step queue "
+        "'gpu' to run step 'train'; a live worker serves it: waiting here for it"
+    ) in proc.stderr
+
+
 def test_workflows_run__waits_for_the_result_as_pyworkflow_does(
     project: Path, store_url: str
 ) -> None:
@@ -133,24 +221,9 @@ def test_run__stops_at_a_sleep_naming_the_worker_that_finishes_it(
     [command] = re.findall(r"start `([^`]+)`", line)
     assert command == f"cairn worker --db {shlex.quote(store_url)} -m naps"
     argv = shlex.split(command)[1:]  # run as told, from the same directory
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "cairn", *argv],
-        cwd=project,
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert worker.stderr is not None
-        for log in worker.stderr:
-            if "run s1 COMPLETED" in log:
-                break
-        else:
-            pytest.fail("the worker exited before completing run s1")
-    finally:
-        worker.kill()
-        worker.communicate(timeout=TIMEOUT)
+    worker = worker_until(project, argv, "run s1 COMPLETED")
+    worker.kill()
+    worker.communicate(timeout=TIMEOUT)
     assert status(project, store_url, "s1") == "COMPLETED"
 
 

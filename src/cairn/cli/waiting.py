@@ -4,9 +4,12 @@ A run that goes to sleep is parked in the database like any other; here this pro
 waits for its wake time and claims it again by id (the claim's usual rules: a worker
 elsewhere that takes it first wins, and is followed instead). A run waiting for its child
 runs has them executed here too, each claimed by id when it is due (their sleeps waited
-out as the run's own). A wait for something from outside (an event, a hook, a human
-task, a step queue, a resume), the run's or a child's, ends the waiting: the run is
-reported as parked, with the command that moves it on.
+out as the run's own, and so a limit of their queue that holds them back). A run of a
+queue, which its start leaves to workers, is claimed here by id the same way. A step on a
+step queue, the run's or a child's, is waited for while a live worker serves that queue.
+A wait for something from outside (an event, a hook, a human task, a step queue no live
+worker serves, a resume), the run's or a child's, ends the waiting: the run is reported
+as parked, with the command that moves it on.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from cairn.cli.follow import Follower
 from cairn.core import remote_steps
 from cairn.models import RunStatus
 from cairn.representation import words
-from cairn.runtime import leases
+from cairn.runtime import blocking, leases
 from cairn.runtime.engine import Engine
 from cairn.store.programs import workers as worker_ops
 from cairn.store.records import RunRecord
@@ -42,7 +45,7 @@ async def through_sleeps(
     told: float | None = None
     stepped: str | None = None  # the step queue wait told about
     family = False  # children executed here: the run, woken by their ends, goes on here
-    told_children: set[float] = set()
+    told_children: set[object] = set()
     while True:
         status = RunStatus(run.status)
         if status is RunStatus.WAITING and await _children_went_on(
@@ -67,9 +70,11 @@ async def through_sleeps(
         now = engine.clock.now()
         due = 0.0 if run.wake_at is None else run.wake_at - now
         # Woken by the step's report (due at once, or queued again) and not taken by a
-        # worker elsewhere: it goes on here.
+        # worker elsewhere: it goes on here. So does a run of a queue, which its start
+        # left to workers: taken by id, its queue's limits hold here too.
         woken = run.owner is None and (
-            (
+            (status is RunStatus.PENDING and run.queue is not None)
+            or (
                 stepped is not None
                 and (status is RunStatus.PENDING or (step is not None and run.wake_at is not None))
             )
@@ -90,6 +95,15 @@ async def through_sleeps(
         if (woken or status is RunStatus.SLEEPING) and due <= 0 and engine.worker is not None:
             taken = await engine.worker.take(run.run_id)  # False: not claimable (yet)
         if not taken:
+            if due <= 0 and (
+                limit := blocking.held_by_queue(await engine.control.record(run.run_id))
+            ):
+                _tell(
+                    console,
+                    told_children,
+                    f"{run.run_id} is {status.value}, held back by "
+                    f"{limit['reason']}: waiting here to continue it",
+                )
             pause = LOOK_EVERY if due <= 0 else min(LOOK_EVERY, due)
             try:
                 await engine.control.wait(run.run_id, timeout=pause)
@@ -99,12 +113,13 @@ async def through_sleeps(
 
 
 async def _children_went_on(
-    engine: Engine, run: RunRecord, console: Console, told: set[float]
+    engine: Engine, run: RunRecord, console: Console, told: set[object]
 ) -> bool:
     """Execute here what the run's unfinished descendants need; whether any went on.
 
-    False when none is due, sleeping or held by a worker elsewhere: the run waits for
-    something from outside (or for no child), and is reported as parked.
+    False when none is due, sleeping, held back by a limit of its queue, waiting for a
+    step a live worker of its step queue serves, or held by a worker elsewhere: the run
+    waits for something from outside (or for no child), and is reported as parked.
     """
     page = await engine.list_runs(tree=run.run_id, limit=1000)
     open_ids = [
@@ -117,6 +132,7 @@ async def _children_went_on(
     for run_id in reversed(open_ids):  # oldest first: the order they were started in
         child = await engine.control.record(run_id)
         status = RunStatus(child.status)
+        step = _step_wait(child)
         if status is RunStatus.RUNNING and child.owner is not None:
             held = True  # a worker elsewhere executes it: wait for it
         elif child.owner is None and status in _GOES_ON:
@@ -124,19 +140,42 @@ async def _children_went_on(
             # something from outside, with or without a deadline, is left as it is.
             due = child.wake_at
             if status is RunStatus.PENDING or (due is not None and due <= engine.clock.now()):
-                went_on = await engine.worker.take(run_id) or went_on
+                if await engine.worker.take(run_id):
+                    went_on = True
+                    continue
+                # Not taken: a limit of its queue holds it back (it frees by itself, or
+                # when a run elsewhere leaves its place), or a worker elsewhere took it.
+                limit = blocking.held_by_queue(await engine.control.record(run_id))
+                if limit is not None:
+                    held = True
+                    _tell(
+                        console,
+                        told,
+                        f"{run.run_id} waits for child run {run_id}, held "
+                        f"back by {limit['reason']}: waiting here to continue it",
+                    )
             elif status is RunStatus.SLEEPING and due is not None:
                 wake = due if wake is None else min(wake, due)
+            elif step is not None and await _served(engine, step.rpartition("@")[2]):
+                held = True  # its step's report wakes it: then it is due, and goes on here
+                name, _, queue = step.rpartition("@")
+                _tell(
+                    console,
+                    told,
+                    f"{run.run_id} waits for child run {run_id}, WAITING for "
+                    f"a worker of step queue '{queue}' to run step '{name}'; a live worker "
+                    "serves it: waiting here for it",
+                )
     if went_on:
         return True
     if wake is None and not held:
         return False
-    if wake is not None and wake not in told:
-        told.add(wake)
-        console.print(
-            f"run {run.run_id} waits for a child run that sleeps until {words.when(wake)}: "
-            "waiting here to continue it",
-            markup=False,
+    if wake is not None:
+        _tell(
+            console,
+            told,
+            f"{run.run_id} waits for a child run that sleeps until "
+            f"{words.when(wake)}: waiting here to continue it",
         )
     pause = LOOK_EVERY if wake is None else min(LOOK_EVERY, max(0.0, wake - engine.clock.now()))
     try:
@@ -144,6 +183,13 @@ async def _children_went_on(
     except TimeoutError:
         pass
     return True
+
+
+def _tell(console: Console, told: set[object], line: str) -> None:
+    """Print `run LINE` once (a wait told about already is not told again)."""
+    if line not in told:
+        told.add(line)
+        console.print(f"run {line}", markup=False)
 
 
 def _step_wait(run: RunRecord) -> str | None:

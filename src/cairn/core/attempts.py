@@ -232,9 +232,10 @@ async def completed(
             if held is not None:  # not with a transaction open: it holds the locks
                 raise
             # A blob store that refuses the result is waited out: a coroutine more
-            # only then, not for every step.
+            # only then, not for every step. Through a stop's grace too (its end cuts
+            # the wait off), and through a cancel held off by cairn.shield().
             text = await durable.stored(
-                live, live.env, value, what=what, given_up=live.interrupts.asked
+                live, live.env, value, what=what, given_up=live.interrupts.cutting
             )
     except SerializationError as exc:
         if held is not None:

@@ -76,8 +76,20 @@ class Interrupts:
             wake()
 
     def asked(self) -> bool:
-        """Whether a cancel or a hand back is pending (an outage need not be waited out)."""
-        return self.cancel or self.handing_back
+        """Whether a cancel or a hand back is pending (an outage need not be waited out).
+
+        Not a cancel that is held off (inside `cairn.shield()`) or already delivered (its
+        cleanup runs): the replay would not meet it, and would come back to the same wait.
+        """
+        return self.handing_back or self.cutting()
+
+    def cutting(self) -> bool:
+        """Whether a cancel stops the code here now (not shielded, not delivered yet).
+
+        What gives up a returned step's wait for the blob store to take its result: a hand
+        back does not (the stop's grace lets it be stored; the grace's end cuts it off).
+        """
+        return self.cancel and self.delivered_at is None and not self.shielded()
 
     def on_cancel(self, stop: Callable[[], None]) -> Callable[[], None]:
         """Call `stop()` (on the loop, once) when the run is cancelled; returns the undo.
@@ -143,7 +155,7 @@ class Interrupts:
 
         The step stops, and Cancelled reaches the workflow at its call (LiveSteps._step).
         """
-        if self.cancel and self.delivered_at is None and not self.shielded():
+        if self.cutting():
             raise Cancelled(self.reason)
 
     def hand_back(self) -> None:

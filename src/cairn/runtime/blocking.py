@@ -101,7 +101,7 @@ def waiting(run: RunRecord, *, now: float, task_id: str | None = None) -> dict[s
     return {**found, "spinning": flag}
 
 
-def _held_by_queue(run: RunRecord) -> dict[str, Any] | None:
+def held_by_queue(run: RunRecord) -> dict[str, Any] | None:
     """A run held back by a limit of its queue, as the claim that passed it over said."""
     reason = run.waiting_for or ""
     if run.queue is None or not reason.startswith(f"queue {run.queue!r}: "):
@@ -113,7 +113,7 @@ def _waiting(run: RunRecord, *, now: float, task_id: str | None) -> dict[str, An
     status = RunStatus(run.status)
     if status in (RunStatus.SLEEPING, RunStatus.WAITING):
         # Woken, it takes a place in its queue again: a claim may have held it back.
-        held = _held_by_queue(run)
+        held = held_by_queue(run)
         if held is not None:
             return held
     if status is RunStatus.SLEEPING:

@@ -7,7 +7,7 @@ from typing import Any
 from cairn import blobs, ids
 from cairn.clock import Clock
 from cairn.codecs import coded
-from cairn.errors import ChildFailed, InvalidValue, RunFinished, RunNotFound
+from cairn.errors import ChildFailed, InvalidValue, KeyUnavailable, RunFinished, RunNotFound
 from cairn.models import EventDelivery, RunStatus
 from cairn.names import check_name
 from cairn.observability import propagation
@@ -163,11 +163,26 @@ class RunVerbs:
         self.waiter.wake_local()
         return RunHandle(self.handles, run_id)
 
-    def _failed_by_child(self, error: str | None) -> bool:
-        """True if a run's stored error is a ChildFailed (its type read with our keys)."""
+    def _failed_by_child(self, run_id: str, error: str | None) -> bool:
+        """True if a run's stored error is a ChildFailed (its type read with our keys).
+
+        Raises:
+            KeyUnavailable: it is encrypted with a key this process lacks. Guessing
+                either way would be wrong: a parent requeued alone meets its child's
+                failure again at once, and a child whose failure the parent caught
+                would run again though nothing awaits it.
+        """
         try:
             found = coded.unseal_json(self.serializer, error)
-        except Exception:  # encrypted with a key this process lacks, or not JSON
+        except KeyUnavailable as exc:
+            raise KeyUnavailable(
+                f"cannot retry run {run_id!r}: its error is encrypted with key "
+                f"{exc.key_id!r}, which this process lacks, so whether its child's failure "
+                "failed it (and that child is to be retried too) cannot be told; give this "
+                "process the key (CAIRN_KEYS, see docs/howto/encryption.md)",
+                key_id=exc.key_id,
+            ) from exc
+        except Exception:  # not JSON: not a ChildFailed
             return False
         return isinstance(found, dict) and found.get("type") == _CHILD_FAILED
 

@@ -63,17 +63,18 @@ def retry_run(
     *,
     now: float,
     by: str | None = None,
-    child_failed: Callable[[str | None], bool] | None = None,
+    child_failed: Callable[[str, str | None], bool] | None = None,
 ) -> Program[bool]:
     """Requeue a FAILED run as its next execution; False if not FAILED.
 
     A failed last entry moves from the journal to retried_steps, so that its step runs
-    again and the history still shows how it failed. A run whose stored error
-    `child_failed` says is a child's failure (ChildFailed, told from its type: the
-    caller can read an encrypted one) has its last entry, the wait for a child of its
-    own that FAILED, go too, and the child is retried (and so on down, at most
-    `RETRY_DEPTH` generations): the parent's replay finds it unfinished and waits for it
-    again, where it would otherwise be handed the same failure at once.
+    again and the history still shows how it failed. A run whose last entry is the wait
+    for a child of its own that FAILED, and whose stored error `child_failed(run_id,
+    error)` says is that failure (ChildFailed, told from its type: the caller can read an
+    encrypted one, and raises, undoing the retry, when it cannot), has that entry go too,
+    and the child is retried (and so on down, at most `RETRY_DEPTH` generations): the
+    parent's replay finds it unfinished and waits for it again, where it would otherwise
+    be handed the same failure at once.
     """
     return (yield from _retried(run_id, now, by, child_failed, RETRY_DEPTH))
 
@@ -87,19 +88,19 @@ def _retried(
     run_id: str,
     now: float,
     by: str | None,
-    child_failed: Callable[[str | None], bool] | None,
+    child_failed: Callable[[str, str | None], bool] | None,
     depth: int,
 ) -> Program[bool]:
     row = yield Sql(_sql.SELECT_EXECUTION, (run_id,), "one", "update")
     if row is None:
         return False
     last = yield one_row(_sql.LAST_STEP, (run_id,))
-    by_child = depth > 0 and child_failed is not None and child_failed(row[1])
     if not (yield Sql(_sql.REQUEUE_FAILED, (now, run_id))):
         return False
     from_seq = 1 if last is None else int(last[2]) + 1
     child_id = None
-    if last is not None and by_child:  # a child's wait records its end, a failure too
+    if last is not None and depth > 0 and child_failed is not None:
+        # A child's wait records its end, a failure too: a failed child of its own, last.
         child = yield one_row(_sql.CHILD_END_OF_ENTRY, (run_id, last[0]))
         child_id = None if child is None else _failed_child(child[0])
         owned = (
@@ -108,6 +109,8 @@ def _retried(
             else (yield one_row(_sql.SELECT_CHILD_STATUS, (child_id, run_id)))
         )
         if owned is None or owned[0] != RunStatus.FAILED:  # not a failed child of its own
+            child_id = None
+        elif not child_failed(run_id, row[1]):  # caught, then the run failed otherwise
             child_id = None
     if last is not None and (last[1] == "failed" or child_id is not None):
         key, seq = last[0], int(last[2])
