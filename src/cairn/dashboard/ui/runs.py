@@ -267,7 +267,8 @@ def routes(target: Target) -> list[BaseRoute]:
                     status, _, message = describe(exc, where=f"POST /runs/bulk ({verb})")
                     if status >= 500:
                         raise
-                    refused.append(message)
+                    # "continued as new: NEW (WAITING)" names no run of the selection.
+                    refused.append(message if run_id in message else f"{run_id}: {message}")
             return done, refused
 
         done, refused = await target(go)
