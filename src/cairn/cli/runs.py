@@ -232,7 +232,7 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
         parts += [Text(""), Text(title, style="bold underline")]
         for label, tries in by_execution(shown, attempts, lambda a: int(a["execution"])):
             parts += [Text(label, style="bold")] if label else []
-            parts.append(output.attempts_table(tries))
+            parts.append(output.attempts_table(tries, words.error_line(error)))
     # A cancellation is no fault: its line above says where it stopped (--traceback: how).
     quiet = shown.run.status == RunStatus.CANCELLED and not ns.traceback
     if error and error.get("traceback") and not quiet:
