@@ -399,6 +399,8 @@ def test_runs_verbs__a_continued_run_names_the_newest_run_of_its_chain(project, 
     assert started.stderr.splitlines()[-1] == (
         f"run r0 continued as new: {newest}; check it with `cairn runs show {newest}`"
     )
+    # It ended before its first step: none will come ("no steps yet" said otherwise).
+    assert "\nno steps\n" in ok(project, "runs", "show", "r0").stdout
     message = failed(project, "runs", verb, "r0")
     assert message == f"error: continued as new: {newest} (PENDING)"
     assert len(message) <= 80  # one line at 80 columns (it was 118 characters)

@@ -215,8 +215,8 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
     parts += [Text(""), Text(f"history ({count})", style="bold underline")]
     if shown.skipped:
         parts.append(Text(skipped_note(shown), style="dim"))
-    if not history:
-        parts.append(Text("no steps yet"))
+    if not history:  # "yet" of a finished run (one that continued as new) misled
+        parts.append(Text("no steps" if RunStatus(shown.run.status).finished else "no steps yet"))
     for label, entries in by_execution(shown, history, lambda e: e.execution):
         parts += [Text(label, style="bold")] if label else []
         parts.append(output.history_table(entries))
