@@ -64,10 +64,13 @@ def timeline(
 
 def _entry(entry: HistoryEntry, failed: list[dict[str, Any]]) -> dict[str, Any]:
     outcome = entry.result
+    # A sleep's end or a wait's state is said in the entry's head, not as an output:
+    # `output "no deadline"` (a JSON string) read as if the wait had returned that.
+    state = None
     if entry.kind == "sleep" and isinstance(entry.result, datetime):
-        outcome = f"until {words.when(entry.result)}"
+        state = f"until {words.when(entry.result)}"
     elif entry.status in ("waiting", "cancelled"):  # a wait, open or ended by a cancel
-        outcome = words.waiting_outcome(entry)
+        state = words.waiting_outcome(entry)
     tries = [_failed(attempt) for attempt in failed]
     if failed and entry.status != "failed" and entry.started_at is not None:
         # The attempt that produced the outcome (a failed step's last one is in `failed`).
@@ -100,8 +103,10 @@ def _entry(entry: HistoryEntry, failed: list[dict[str, Any]]) -> dict[str, Any]:
         "input": shown_input,
         "input_omitted": omitted,
         "outcome": outcome,
-        "has_outcome": entry.result is not None and entry.status != "failed",
-        "summary": words.received(entry) or words.ran_on(entry) or words.scheduled(entry),
+        "has_outcome": state is None and entry.result is not None and entry.status != "failed",
+        "summary": (
+            words.received(entry) or words.ran_on(entry) or words.scheduled(entry) or state
+        ),
         "error": entry.error,
         "tries": tries,
     }

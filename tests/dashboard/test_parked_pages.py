@@ -1,4 +1,4 @@
-"""A parked run woken with no worker to take it, as the runs page lists it (both stores)."""
+"""Parked runs as the pages show them: what holds them, in words (both stores)."""
 
 from __future__ import annotations
 
@@ -21,3 +21,18 @@ async def test_runs_page__a_woken_run_says_it_waits_for_a_worker(server, api, fl
     page = (await api.get(f"{server.url}/")).text
     row = page[page.index('data-run-id="parked"') :].split("</tr>")[0]
     assert 'data-field="waiting" title="a worker to take it (it is due)"' in row, row
+
+
+async def test_run_page__a_sleep_or_a_wait_says_its_state_and_shows_no_output(server, api, workers):
+    # The sleep's end and the wait's state were shown as an "output", a JSON string
+    # (`output "no deadline"`), as if the wait had returned that text.
+    await start(api, "t.sleeper", run_id="nap")
+    await start(api, "t.family", run_id="fam")
+    await status(api, "nap", "SLEEPING")
+    await status(api, "fam", "WAITING")
+    for run_id, said in (("nap", "until "), ("fam", "")):
+        page = (await api.get(f"{server.url}/runs/{run_id}")).text
+        entry = page[page.index('data-seq="2"' if run_id == "nap" else 'data-seq="1"') :]
+        entry = entry.split("</li>")[0]
+        assert '<div class="outcome">' not in entry, entry
+        assert f'<span class="muted">{said}' in entry, entry
