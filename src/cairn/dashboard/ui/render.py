@@ -197,7 +197,7 @@ def resend_page(request: Request, form: csrf.Form, message: str) -> Response:
         {
             "name": name,
             "value": value,
-            "label": name.removeprefix("v."),
+            "label": name.removeprefix("v.").replace("_", " ").capitalize(),
             "hidden": name in _HIDDEN,
             "long": "\n" in value or len(value) > 60 or name == "payload",
         }
@@ -205,7 +205,7 @@ def resend_page(request: Request, form: csrf.Form, message: str) -> Response:
         if name != csrf.FIELD
     ]
     context = {
-        "title": "Not sent: the database did not answer",
+        "title": "The database did not answer",  # the message says if the change was made
         "message": message,
         "action": _sent_to(request),
         "fields": fields,
