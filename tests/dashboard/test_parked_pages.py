@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from .flows import Flows, start, status
@@ -36,3 +37,17 @@ async def test_run_page__a_sleep_or_a_wait_says_its_state_and_shows_no_output(se
         entry = entry.split("</li>")[0]
         assert '<div class="outcome">' not in entry, entry
         assert f'<span class="muted">{said}' in entry, entry
+
+
+async def test_runs_page__a_bulk_cancel_refused_for_a_continued_run_names_it(server, api, workers):
+    from .test_ui_pages import csrf_of, notice_of
+
+    await start(api, "t.relay", 0, run_id="r0")
+    newest = (await status(api, "r0", "CONTINUED"))["continued_to"]
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as web:
+        token = csrf_of(await web.get("/"))
+        chosen = {"csrf": token, "action": "cancel", "run": ["r0"], "confirmed": "yes"}
+        done = await web.post("/runs/bulk", data={**chosen, "back": "/"})
+        shown = await web.get(done.headers["location"])
+    # The refusal names the run it refuses: "continued as new: NEW (...)" does not.
+    assert f"refused: r0: continued as new: {newest} (" in notice_of(shown)
