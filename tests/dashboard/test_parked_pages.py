@@ -51,3 +51,6 @@ async def test_runs_page__a_bulk_cancel_refused_for_a_continued_run_names_it(ser
         shown = await web.get(done.headers["location"])
     # The refusal names the run it refuses: "continued as new: NEW (...)" does not.
     assert f"refused: r0: continued as new: {newest} (" in notice_of(shown)
+    # The runs list says where the run went, in the same words (it said nothing).
+    row = shown.text[shown.text.index('data-run-id="r0"') :].split("</tr>")[0]
+    assert f'continued as new: <a href="/runs/{newest}">{newest}</a>' in row, row

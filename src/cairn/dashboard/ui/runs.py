@@ -160,6 +160,7 @@ def row(run: RunSummary, *, now: float, live: list[WorkerRecord] | None = None) 
         "percent": words.progress_percent(run.progress, run.status.value),
         "waiting": waiting or "",
         "error": words.error_line(run.error),
+        "continued_to": run.continued_to,  # said under CONTINUED, as the refusals say it
         "origin": run.origin or UNKNOWN_ORIGIN,
     }
 
