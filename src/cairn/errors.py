@@ -265,10 +265,11 @@ class RunNotFound(CairnError):
 
 
 class RunFinished(CairnError):
-    """The run has already finished (`newest`: of a CONTINUED run, its chain's newest)."""
+    """The run has already finished (`newest`, `now`: a CONTINUED run's newest, its status)."""
 
-    def __init__(self, run_id: str, status: str, *, newest: str | None = None) -> None:
-        super().__init__(f"run {run_id!r} already finished ({status})")
+    def __init__(self, run_id: str, status: str, *, newest: str | None = None, now: str = ""):
+        text = f"continued as new: {newest} ({now})" if newest else ""
+        super().__init__(text or f"run {run_id!r} already finished ({status})")
         self.run_id, self.status, self.newest = run_id, status, newest
 
 

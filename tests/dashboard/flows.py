@@ -115,12 +115,19 @@ class Flows:
                 raise ConnectionError(f"wobble {len(wobbles)}")
             return text
 
+        async def decline(order: str) -> str:
+            raise ValueError(
+                f"payment provider rejected the charge for order {order} because the card "
+                "was declined by the issuing bank with code 51 insufficient funds"
+            )
+
         add_step = make_step(add, "add", None, None, reg)
         flaky_step = make_step(flaky, "flaky", cairn.Retry(max_attempts=1), None, reg)
         tell_step = make_step(tell, "tell", None, None, reg)
         held_step = make_step(held, "held", None, None, reg)
         retry_soon = cairn.Retry(max_attempts=3, delay="10ms", jitter=0)
         wobble_step = make_step(wobble, "wobble", retry_soon, None, reg)
+        decline_step = make_step(decline, "decline", retry_soon, None, reg)
         # Fails until fixed, parked SLEEPING between its two attempts.
         retry_later = cairn.Retry(max_attempts=2, delay="400ms", jitter=0)
         shaky_step = make_step(flaky, "shaky", retry_later, None, reg)
@@ -160,6 +167,9 @@ class Flows:
         async def shaky() -> str:
             await add_step(3, 3)
             return str(await shaky_step())
+
+        async def declined(order: str) -> str:
+            return await decline_step(order)
 
         async def wobbly(text: str) -> str:
             await add_step(1, 1)
@@ -247,6 +257,7 @@ class Flows:
             ("t.sleeper", sleeper),
             ("t.broken", broken),
             ("t.wobbly", wobbly),
+            ("t.declined", declined),
             ("t.held", holding),
             ("t.shaky", shaky),
             ("t.escalate", escalate),

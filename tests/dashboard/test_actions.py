@@ -39,7 +39,9 @@ async def test_verbs__a_finished_run_is_409_and_an_unknown_one_404(api, workers)
     assert (await api.get("/runs/done")).json()["status"] == "COMPLETED"
 
 
-async def test_verbs__a_continued_run_is_409_naming_the_newest_run_of_its_chain(api, workers):
+async def test_verbs__a_continued_run_is_409_naming_the_newest_run_of_its_chain(
+    server, api, workers
+):
     await start(api, "t.relay", 0, run_id="r0")
     first = await status(api, "r0", "CONTINUED")
     newest = first["continued_to"]
@@ -49,10 +51,13 @@ async def test_verbs__a_continued_run_is_409_naming_the_newest_run_of_its_chain(
         assert response.status_code == 409, (verb, response.text)
         assert response.json() == {
             "error": "RunFinished",
-            "message": f"run 'r0' already finished (CONTINUED; {verb} its newest run, "
-            f"{newest!r} (WAITING))",
+            # Short: it was two run ids and 110 characters, wrapping wherever shown.
+            "message": f"continued as new: {newest} (WAITING)",
         }
     assert (await api.get(f"/runs/{newest}")).json()["control"] is None
+    # Its page: no step, and none to come ("No steps yet." said otherwise).
+    page = (await api.get(f"{server.url}/runs/r0")).text
+    assert '<p class="muted" data-field="no-steps">No steps.</p>' in page
 
 
 async def test_verbs__a_body_other_than_an_empty_object_is_400(api, workers):

@@ -54,3 +54,32 @@ async def test_browser_widths__a_worker_of_a_long_named_workflow_fits(page, api,
     assert await page.evaluate(SPILLED) == []
     box = "(d => d.scrollWidth - d.clientWidth)(document.querySelector('.wide'))"
     assert await page.evaluate(box) <= 0, "the workers table scrolls sideways"
+
+
+DECLINED = (
+    "builtins.ValueError: payment provider rejected the charge for order o-1001-abcdef-"
+    "very-long-order-identifier-0001 because the card was declined by the issuing bank "
+    "with code 51 insufficient funds"
+)
+
+
+@pytest.mark.parametrize("width", [1280, 1024])
+async def test_browser_widths__a_long_step_error_is_shown_whole_once(page, api, workers, width):
+    # Three failed attempts of one step: before, the page showed the long error five
+    # times whole (the run's error, the step's, each attempt's), each over two lines.
+    await start(api, "t.declined", "o-1001-abcdef-very-long-order-identifier-0001", run_id="no")
+    await status(api, "no", "FAILED")
+    await page.set_viewport_size({"width": width, "height": 800})
+    await page.goto("/runs/no")
+    text = " ".join((await page.locator("main").inner_text()).split())
+    assert text.count(DECLINED) == 1, text
+    assert f"step 'decline' failed after 3 attempt(s): {DECLINED}" in text  # the run's
+    # Elsewhere a reference, linked to the whole error; an attempt's line stays one line.
+    assert await page.locator("ol.timeline a[href='#run-error']").count() == 4
+    attempts = page.locator("li.attempt-failed")
+    assert await attempts.count() == 3
+    for i in range(3):
+        box = await attempts.nth(i).bounding_box()
+        assert box is not None and box["height"] < 30, await attempts.nth(i).inner_text()
+    assert await page.locator("details.fold summary", has_text="Traceback").count() == 1
+    assert await page.evaluate("document.documentElement.scrollWidth") <= width

@@ -115,10 +115,7 @@ async def test_deadline__a_503_in_time_says_whether_the_change_may_still_be_made
     monkeypatch.setattr(target, "DEADLINE", DEADLINE)
     async with flows.engine(workers=0) as engine:
         await engine.start("t.waiter", run_id="held")
-        transport = httpx.ASGITransport(app=app(engine))
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://localhost/api/v1", timeout=20
-        ) as api:
+        async with _client(engine) as api:
             with held(flows.url, "held"):
                 answers = [
                     await asyncio.wait_for(api.post(path, json=body), DEADLINE + 10)
@@ -166,3 +163,32 @@ async def test_deadline__a_change_withdrawn_on_a_clients_loop_is_not_made_later(
         assert record.status == "PENDING", record
     else:
         assert message.endswith("a change asked for may still be made once it answers")
+
+
+async def test_deadline__a_page_form_the_database_cannot_take_comes_back_filled_in(
+    flows: Flows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: a bare 503 page, and the payload typed into the event form was lost.
+    monkeypatch.setattr(target, "DEADLINE", DEADLINE)
+    async with flows.engine(workers=0) as engine:
+        await engine.start("t.waiter", run_id="held")
+        async with _client(engine, "http://localhost") as pages:
+            token = "t" * 32
+            pages.cookies.set("cairn_csrf", token)
+            form = {"csrf": token, "name": "go", "payload": '{"typed": "<by hand>"}'}
+            with held(flows.url, "held"):
+                response = await asyncio.wait_for(
+                    pages.post("/runs/held/event", data=form), DEADLINE + 10
+                )
+            assert response.status_code == 503, response.text
+            page = response.text
+            assert 'action="/runs/held/event"' in page
+            assert f"did not answer within {DEADLINE:g}s" in page
+            assert 'name="name" value="go"' in page
+            assert "{&#34;typed&#34;: &#34;&lt;by hand&gt;&#34;}</textarea>" in page
+            assert page.count('name="csrf"') == 1
+
+
+def _client(engine: cairn.Engine, base_url: str = "http://localhost/api/v1") -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=app(engine))
+    return httpx.AsyncClient(transport=transport, base_url=base_url, timeout=20)

@@ -46,10 +46,7 @@ async def test_steering__a_continued_run_names_the_newest_run_of_its_chain(
         with pytest.raises(cairn.RunFinished) as refused:
             await getattr(steering, verb)(engine.control, first)
         assert refused.value.newest == newest
-        assert str(refused.value) == (
-            f"run 'inbox-0' already finished (CONTINUED; {verb} its newest run, "
-            f"{newest!r} (WAITING))"
-        )
+        assert str(refused.value) == f"continued as new: {newest} (WAITING)"
         # Nothing was asked of the newest run; then the chain ends, and that is said.
         assert (await engine.control.record(newest)).control is None
         await engine.send_event(newest, "msg", "done")
@@ -59,6 +56,4 @@ async def test_steering__a_continued_run_names_the_newest_run_of_its_chain(
         with pytest.raises(cairn.RunFinished) as ended:
             await getattr(steering, verb)(engine.control, first)
     assert ended.value.newest == newest
-    assert str(ended.value).endswith(
-        f"(CONTINUED; its newest run {newest!r} is COMPLETED: nothing to {verb})"
-    )
+    assert str(ended.value) == f"continued as new: {newest} (COMPLETED)"

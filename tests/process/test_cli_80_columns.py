@@ -32,11 +32,27 @@ async def explode(order_number_that_is_fairly_long):
     raise ValueError("payment provider rejected the charge for order " + order_number_that_is_fairly_long + " because the card was declined by the issuing bank with code 51 insufficient funds")
 
 
+TRIES = []
+
+
+@cairn.step(max_retries=2, retry_delay=0.01)
+async def wobble(order_number_that_is_fairly_long):
+    TRIES.append(1)
+    if len(TRIES) < 3:
+        raise ValueError("the carrier's label service timed out for order " + order_number_that_is_fairly_long + " after 30 seconds; it answers again within a minute")
+    return "labelled"
+
+
+@cairn.workflow(name="ship")
+async def ship(order: str) -> str:
+    return await wobble(order)
+
+
 @cairn.workflow(name="exchange.workflows.order_fulfilment.process_order_with_retries")
 async def broken(order: str) -> None:
     await add(1, 2)
     await explode(order)
-"""  # noqa: E501 (the raise's line is long on purpose)
+"""  # noqa: E501 (the raises' lines are long on purpose)
 
 
 @pytest.fixture
@@ -89,11 +105,12 @@ def test_runs_show__facts_and_traceback_wrap_indented_with_ids_whole(
     raised = next(i for i, line in enumerate(tb) if line.startswith("    raise ValueError("))
     assert tb[raised + 1].startswith("        order_number_that_is_fairly_long")
 
-    # The attempt's error, whole and indented under its facts (it was cut with `…`).
+    # The attempt's error, indented under its facts: the run's error, whole above, so
+    # named by its type (it was printed whole again for each attempt, after a cut `…`).
     attempts = lines[lines.index("failed attempts (1)") :]
     assert re.match(r"explode#1\s+1\s", attempts[2]), attempts
-    assert attempts[3].startswith("  builtins.ValueError: payment provider rejected")
-    assert "insufficient funds" in attempts[5] and attempts[5].startswith("    ")
+    assert attempts[3] == "  builtins.ValueError (the error above)"
+    assert " ".join(lines).count("by the issuing bank") == 2  # the error's, the traceback's
 
 
 SCHEDULE = "nightly-settlement-report-for-all-european-merchant-accounts-v2"
@@ -187,3 +204,24 @@ def test_tasks_show__facts_wrap_under_themselves_and_markup_is_text(
         f"Approve the refund of order {ORDER} [bold]for a customer who asked twice[/bold]" in text
     )
     assert lines[title + 1].startswith(" " * 10) and len(lines[title]) <= 80
+
+
+def test_run__a_progress_line_that_cuts_an_error_is_followed_by_it_whole_once(
+    project: Path, store_url: str
+) -> None:
+    # Two attempts fail with a long error, the third succeeds: no final line says the
+    # error, and the progress lines cut it at 80 columns (`payment…`), so it was lost.
+    env = {**_env(), "COLUMNS": "80"}
+    proc = cairn_cmd(project, "run", "flows:ship", ORDER, "--db", store_url, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()[1:]  # after "run ID of ship started"
+    assert all(len(line) <= 80 for line in lines), lines
+    cut = [i for i, line in enumerate(lines) if "attempt" in line and "…" in line]
+    assert len(cut) == 2, lines
+    whole = "builtins.ValueError: the carrier's label service timed out for order "
+    whole += f"{ORDER} after 30 seconds; it answers again within a minute"
+    # Whole once, wrapped and indented right under the first line that cut it.
+    after = lines[cut[0] + 1 : cut[1]]
+    assert all(line.startswith(" " * 10) for line in after), lines
+    assert " ".join(line.strip() for line in after) == whole
+    assert " ".join(proc.stderr.split()).count(whole) == 1

@@ -392,11 +392,18 @@ def test_runs_verbs__a_finished_run_is_one_line_exit_1(project, verb):
 
 @pytest.mark.parametrize("verb", ["cancel", "pause", "resume"])
 def test_runs_verbs__a_continued_run_names_the_newest_run_of_its_chain(project, verb):
-    ok(project, "run", "flows:relay", "0", "--run-id", "r0")
+    started = ok(project, "run", "flows:relay", "0", "--run-id", "r0")
     newest = shown(project, "r0")["continued_to"]
-    assert failed(project, "runs", verb, "r0") == (
-        f"error: run 'r0' already finished (CONTINUED; {verb} its newest run, {newest!r} (PENDING))"
+    # The run's last line says it as the refusals do, and shows the run it goes on as
+    # (it said `follow: cairn runs show r0`, the run that had ended).
+    assert started.stderr.splitlines()[-1] == (
+        f"run r0 continued as new: {newest}; check it with `cairn runs show {newest}`"
     )
+    # It ended before its first step: none will come ("no steps yet" said otherwise).
+    assert "\nno steps\n" in ok(project, "runs", "show", "r0").stdout
+    message = failed(project, "runs", verb, "r0")
+    assert message == f"error: continued as new: {newest} (PENDING)"
+    assert len(message) <= 80  # one line at 80 columns (it was 118 characters)
     assert shown(project, newest)["control"] is None
 
 

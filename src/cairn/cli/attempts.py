@@ -59,10 +59,17 @@ def retry_text(attempt: Mapping[str, Any]) -> str:
 class AttemptsTable:
     """The attempts of one execution: KEY, ATTEMPT, ENDED AT, WORKER, RETRY and the error."""
 
-    def __init__(self, attempts: Iterable[Mapping[str, Any]]) -> None:
+    def __init__(self, attempts: Iterable[Mapping[str, Any]], above: str = "") -> None:
+        """`above`: the run's error, printed whole above the table.
+
+        An attempt's error that it holds is named by its type alone, as on the dashboard.
+        """
         self.rows: list[tuple[dict[str, str], Text]] = []
         for attempt in attempts:
             quiet = attempt.get("outcome") in (INTERRUPTED, CANCELLED)
+            text, kind = error_text(attempt), str(attempt.get("error_type") or "")
+            if not quiet and kind and text != kind and text in above:
+                text = f"{kind} (the error above)"
             facts = {
                 "KEY": str(attempt["key"]),
                 "ATTEMPT": str(attempt["attempt"]),
@@ -70,7 +77,7 @@ class AttemptsTable:
                 "WORKER": str(attempt.get("worker") or ""),
                 "RETRY": retry_text(attempt),
             }
-            self.rows.append((facts, Text(error_text(attempt), style="yellow" if quiet else "red")))
+            self.rows.append((facts, Text(text, style="yellow" if quiet else "red")))
 
     def _wants(self, names: Iterable[str]) -> list[fit.Want]:
         wants = []

@@ -17,13 +17,15 @@ from rich.console import Console
 from rich.text import Text
 
 from cairn.cli import attempts
+from cairn.cli.facts import unbroken, wrap
 from cairn.core import mailbox
 from cairn.models import HistoryEntry, RunStatus
 from cairn.representation import words
 from cairn.runtime.control import RunControl
-from cairn.store.records import RunRecord
+from cairn.store.records import CANCELLED, INTERRUPTED, RunRecord
 
 ACTIVE = frozenset({RunStatus.RUNNING})
+WHOLE = " " * 10  # the indent of an error printed whole under the line that cut it
 
 
 class Follower:
@@ -37,6 +39,7 @@ class Follower:
         self._attempts: set[tuple[str, int]] = set()
         self._progress: str | None = None
         self.progress = ""
+        self._whole: set[str] = set()  # errors printed whole: a cut line then refers to them
         # On a terminal (or with COLUMNS set) each line is cut at the width; a log keeps all.
         self.fitted = console.is_terminal or "COLUMNS" in os.environ
 
@@ -44,29 +47,50 @@ class Follower:
         """Print new history entries and failed attempts; returns the run as read first."""
         # Status first, history second: when the status says finished, the history is whole.
         run = await self.control.record(self.run_id)
-        lines: list[tuple[datetime | None, int, Text]] = []
+        lines: list[tuple[datetime | None, int, Text, str]] = []
         for attempt in await self.control.attempts(self.run_id):
             mark = (attempt["key"], attempt["attempt"])
             if mark not in self._attempts:
                 self._attempts.add(mark)
                 width = self.console.width if self.fitted else None
-                lines.append((attempt["failed_at"], 0, attempt_line(attempt, width)))
+                stopped = attempt.get("outcome") in (INTERRUPTED, CANCELLED)  # no error
+                full = "" if stopped else words.error_line(attempt)
+                lines.append((attempt["failed_at"], 0, attempt_line(attempt, width), full))
         for entry in await self.control.history(self.run_id):
             if entry.seq not in self._steps:
                 self._steps.add(entry.seq)
-                lines.append((entry.finished_at, 1, entry_line(entry)))
+                lines.append((entry.finished_at, 1, entry_line(entry), _failure(entry)))
         if run.progress is not None and run.progress != self._progress:
             self._progress = run.progress
             update = progress_line(json.loads(run.progress))
             # A run replayed after a sleep reports its progress again: shown once.
             if update is not None and update[1] != self.progress:
                 moment, self.progress = update
-                lines.append((moment, 2, Text(f"        … {self.progress}", style="cyan")))
-        for _, _, line in sorted(lines, key=_order):
-            if self.fitted:  # one line each, cut at the terminal's width
-                line.truncate(self.console.width, overflow="ellipsis")
-            self.console.print(line)
+                lines.append((moment, 2, Text(f"        … {self.progress}", style="cyan"), ""))
+        for _, _, line, error in sorted(lines, key=_order):
+            self.show(line, error)
         return run
+
+    def show(self, line: Text, error: str) -> None:
+        """Print `line`; cut at the terminal's width, its `error` follows whole, once.
+
+        On a terminal each line is one line, so a long error is cut with `…` there (and an
+        attempt's line holds its error's first line only): the first line to cut an error
+        is followed by the error in full, wrapped and indented, and later lines cutting
+        the same error refer to it. No error is lost, and none is printed twice.
+        """
+        width = self.console.width
+        if self.fitted and line.cell_len > width:
+            line.truncate(width, overflow="ellipsis")
+        self.console.print(line)
+        if not error or error in self._whole:
+            return
+        self._whole.add(error)
+        if error in line.plain:
+            return
+        room = max(20, width - len(WHOLE))
+        for part in wrap(Text(error, style="red"), room):
+            self.console.print(unbroken(Text(WHOLE) + part))
 
     async def follow(self, *, interval: float = 0.1) -> RunRecord:
         """Poll until the run stops running here.
@@ -92,9 +116,14 @@ class Follower:
                     pass
 
 
-def _order(item: tuple[datetime | None, int, Text]) -> tuple[float, int]:
-    moment, rank, _ = item
+def _order(item: tuple[datetime | None, int, Text, str]) -> tuple[float, int]:
+    moment, rank, _, _ = item
     return (moment.timestamp() if moment is not None else float("inf"), rank)
+
+
+def _failure(entry: HistoryEntry) -> str:
+    """A failed entry's whole error on one line ("" for any other entry)."""
+    return words.error_line(entry.error) if entry.status == "failed" else ""
 
 
 def progress_line(progress: Any) -> tuple[datetime | None, str] | None:

@@ -369,9 +369,13 @@ class HistoryTable:
         yield self.table(options.max_width)
 
 
-def attempts_table(attempts: Iterable[Mapping[str, Any]]) -> AttemptsTable:
-    """A table of failed, interrupted and cancelled step attempts, fitted to the console."""
-    return AttemptsTable(attempts)
+def attempts_table(attempts: Iterable[Mapping[str, Any]], above: str = "") -> AttemptsTable:
+    """A table of failed, interrupted and cancelled step attempts, fitted to the console.
+
+    An attempt's error that `above` (the run's error, printed whole) holds is named by its
+    type alone: a step's long error was printed once for the run and once per attempt.
+    """
+    return AttemptsTable(attempts, above)
 
 
 def executing_table(steps: Iterable[Mapping[str, Any]], *, now: float) -> Table:

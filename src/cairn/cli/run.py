@@ -17,12 +17,7 @@ from cairn.authoring.definitions import WorkflowDef, definition_of
 from cairn.authoring.registry import default_registry
 from cairn.cli import call_args, describe, follow, options, output, waiting
 from cairn.codecs import coded
-from cairn.errors import (
-    ConfigError,
-    RunNotFound,
-    TransientWorkflow,
-    UnknownWorkflow,
-)
+from cairn.errors import ConfigError, RunNotFound, TransientWorkflow, UnknownWorkflow
 from cairn.models import RunStatus
 from cairn.representation import runs as run_forms
 from cairn.representation import words
@@ -351,7 +346,11 @@ def report(
         output.error(f"run {run.run_id!r} was cancelled")
         return 1
     if status is RunStatus.CONTINUED:
-        err.print(f"run {run.run_id} continued as new run {run.continued_to}; follow: {show}")
+        new = run.continued_to
+        err.print(
+            f"run {run.run_id} continued as new: {new}; check it with `cairn runs show {new}`",
+            markup=False,
+        )
         return 0
     if status is RunStatus.SLEEPING:
         left = "" if run.wake_at is None else f" (in {words.seconds(max(0.0, run.wake_at - now))})"

@@ -215,8 +215,8 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
     parts += [Text(""), Text(f"history ({count})", style="bold underline")]
     if shown.skipped:
         parts.append(Text(skipped_note(shown), style="dim"))
-    if not history:
-        parts.append(Text("no steps yet"))
+    if not history:  # "yet" of a finished run (one that continued as new) misled
+        parts.append(Text("no steps" if RunStatus(shown.run.status).finished else "no steps yet"))
     for label, entries in by_execution(shown, history, lambda e: e.execution):
         parts += [Text(label, style="bold")] if label else []
         parts.append(output.history_table(entries))
@@ -232,7 +232,7 @@ def show_run(ns: argparse.Namespace, glob: options.Globals) -> int:
         parts += [Text(""), Text(title, style="bold underline")]
         for label, tries in by_execution(shown, attempts, lambda a: int(a["execution"])):
             parts += [Text(label, style="bold")] if label else []
-            parts.append(output.attempts_table(tries))
+            parts.append(output.attempts_table(tries, words.error_line(error)))
     # A cancellation is no fault: its line above says where it stopped (--traceback: how).
     quiet = shown.run.status == RunStatus.CANCELLED and not ns.traceback
     if error and error.get("traceback") and not quiet:

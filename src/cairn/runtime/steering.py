@@ -50,12 +50,8 @@ async def finished(control: RunControl, run_id: str, status: RunStatus, verb: st
         if newest.continued_to is None or newest.status != RunStatus.CONTINUED:
             break
         newest = await control.record(newest.continued_to)
-    now = RunStatus(newest.status)
-    if now.finished:
-        text = f"CONTINUED; its newest run {newest.run_id!r} is {now.value}: nothing to {verb}"
-    else:
-        text = f"CONTINUED; {verb} its newest run, {newest.run_id!r} ({now.value})"
-    return RunFinished(run_id, text, newest=newest.run_id)
+    now = RunStatus(newest.status).value
+    return RunFinished(run_id, status.value, newest=newest.run_id, now=now)
 
 
 async def resume(control: RunControl, run_id: str) -> tuple[RunRecord, RunRecord]:

@@ -19,6 +19,7 @@ from cairn.dashboard.api import inputs
 
 COOKIE = "cairn_csrf"
 FIELD = "csrf"
+READ = "cairn.form"  # where a request's state keeps its form once read and checked
 MAX_FORM = 1024 * 1024  # bytes; forms carry small JSON payloads at most
 
 
@@ -82,4 +83,11 @@ async def read_form(request: Request) -> Form:
             "this form was not sent from a page of this dashboard (or the page is stale): "
             "reload the page and try again"
         )
+    request.scope.setdefault("state", {})[READ] = form
     return form
+
+
+def was_read(request: Request) -> Form | None:
+    """The form `read_form` read (and checked) for this request, if it did."""
+    found = request.scope.get("state", {}).get(READ)
+    return found if isinstance(found, Form) else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote, unquote, urlencode
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import jinja2
 from starlette.requests import Request
@@ -175,9 +175,59 @@ def handled(endpoint: Endpoint) -> Endpoint:
         except Exception as exc:
             where = f"{request.method} {request.url.path}"
             status, name, message = describe(exc, where=where)
+            form = csrf.was_read(request) if status == 503 else None
+            if form is not None:
+                return resend_page(request, form, message)
             return failure_page(request, status, name, message)
 
     return serve
+
+
+# Fields a form carries for the user without showing them (kept as they were sent).
+_HIDDEN = frozenset({csrf.FIELD, "confirmed", "action", "back", "run", "from_step"})
+
+
+def resend_page(request: Request, form: csrf.Form, message: str) -> Response:
+    """A form the database did not answer, sent back with what was typed in it (503).
+
+    The page it came from cannot be read again while the database does not answer, so
+    this one holds the same fields, editable, and sends them to the same place again.
+    """
+    fields = [
+        {
+            "name": name,
+            "value": value,
+            "label": name.removeprefix("v.").replace("_", " ").capitalize(),
+            "hidden": name in _HIDDEN,
+            "long": "\n" in value or len(value) > 60 or name == "payload",
+        }
+        for name, value in form
+        if name != csrf.FIELD
+    ]
+    context = {
+        "title": "The database did not answer",  # the message says if the change was made
+        "message": message,
+        "action": _sent_to(request),
+        "fields": fields,
+        "back": _referer(request) or root(request) + "/",
+    }
+    return page(request, "resend.html", context, 503)
+
+
+def _sent_to(request: Request) -> str:
+    """The path the form was posted to, as sent (a run id's `%2F` and `%23` kept quoted)."""
+    raw = request.scope.get("raw_path")
+    if isinstance(raw, bytes) and raw:
+        return raw.decode("latin-1").partition("?")[0]
+    return quote(request.url.path)
+
+
+def _referer(request: Request) -> str:
+    """The page of this dashboard a form was sent from (a path), or "" when not known."""
+    sent = urlsplit(request.headers.get("referer", ""))
+    if sent.netloc != request.url.netloc or not sent.path.startswith(root(request) or "/"):
+        return ""
+    return sent.path + (f"?{sent.query}" if sent.query else "")
 
 
 def failure_page(request: Request, status: int, name: str, message: str) -> Response:

@@ -172,6 +172,7 @@ def routes(target: Target) -> list[BaseRoute]:
         entries = timeline.timeline(shown.history, shown.attempts, shown.executing)
         whole = request.query_params.get("timeline") == "all"
         hidden = 0 if whole else max(0, len(entries) - TIMELINE_SHOWN)
+        timeline.refer(entries[hidden:], shown.error)
         context = {
             "title": f"Run {run_id}",
             "nav": "runs",

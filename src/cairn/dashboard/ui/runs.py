@@ -113,6 +113,10 @@ def status_counts(
     return shown
 
 
+PARKED = (RunStatus.WAITING, RunStatus.SLEEPING)
+DUE = "a worker to take it (it is due)"
+
+
 def live_workers(workers: list[WorkerRecord], now: float) -> list[WorkerRecord]:
     """The workers whose heartbeat is younger than their lease."""
     return [w for w in workers if w.heartbeat_at > 0 and now - w.heartbeat_at <= w.lease]
@@ -138,6 +142,10 @@ def row(run: RunSummary, *, now: float, live: list[WorkerRecord] | None = None) 
     waiting = run.waiting_for
     if waiting is None and live is not None:
         waiting = idle_reason(run, live)
+    if waiting is None and run.status in PARKED:
+        # Woken (a cancel or an event reached it) and due: the cell was blank, as if
+        # nothing held the run, while its page said what does.
+        waiting = DUE
     return {
         "run_id": run.run_id,
         "workflow": run.workflow,
@@ -152,6 +160,7 @@ def row(run: RunSummary, *, now: float, live: list[WorkerRecord] | None = None) 
         "percent": words.progress_percent(run.progress, run.status.value),
         "waiting": waiting or "",
         "error": words.error_line(run.error),
+        "continued_to": run.continued_to,  # said under CONTINUED, as the refusals say it
         "origin": run.origin or UNKNOWN_ORIGIN,
     }
 
@@ -267,7 +276,8 @@ def routes(target: Target) -> list[BaseRoute]:
                     status, _, message = describe(exc, where=f"POST /runs/bulk ({verb})")
                     if status >= 500:
                         raise
-                    refused.append(message)
+                    # "continued as new: NEW (WAITING)" names no run of the selection.
+                    refused.append(message if run_id in message else f"{run_id}: {message}")
             return done, refused
 
         done, refused = await target(go)

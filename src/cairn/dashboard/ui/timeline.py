@@ -9,7 +9,7 @@ between attempts ("retrying"), or one executing now, with its worker and heartbe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -64,10 +64,13 @@ def timeline(
 
 def _entry(entry: HistoryEntry, failed: list[dict[str, Any]]) -> dict[str, Any]:
     outcome = entry.result
+    # A sleep's end or a wait's state is said in the entry's head, not as an output:
+    # `output "no deadline"` (a JSON string) read as if the wait had returned that.
+    state = None
     if entry.kind == "sleep" and isinstance(entry.result, datetime):
-        outcome = f"until {words.when(entry.result)}"
+        state = f"until {words.when(entry.result)}"
     elif entry.status in ("waiting", "cancelled"):  # a wait, open or ended by a cancel
-        outcome = words.waiting_outcome(entry)
+        state = words.waiting_outcome(entry)
     tries = [_failed(attempt) for attempt in failed]
     if failed and entry.status != "failed" and entry.started_at is not None:
         # The attempt that produced the outcome (a failed step's last one is in `failed`).
@@ -100,8 +103,10 @@ def _entry(entry: HistoryEntry, failed: list[dict[str, Any]]) -> dict[str, Any]:
         "input": shown_input,
         "input_omitted": omitted,
         "outcome": outcome,
-        "has_outcome": entry.result is not None and entry.status != "failed",
-        "summary": words.received(entry) or words.ran_on(entry) or words.scheduled(entry),
+        "has_outcome": state is None and entry.result is not None and entry.status != "failed",
+        "summary": (
+            words.received(entry) or words.ran_on(entry) or words.scheduled(entry) or state
+        ),
         "error": entry.error,
         "tries": tries,
     }
@@ -138,3 +143,58 @@ def _first_start(attempts: list[dict[str, Any]]) -> datetime | None:
 
 def _took(start: datetime | None, end: datetime | None) -> str:
     return words.seconds(words.span(start, end))
+
+
+REFERENCE = 60  # characters of an error shown again as a reference to where it is whole
+
+
+def refer(entries: list[dict[str, Any]], run_error: Mapping[str, Any] | None) -> None:
+    """Mark where each error is shown whole: once, the first time the page shows it.
+
+    The page shows the run's error first, then its entries in order, each followed by
+    its attempts. A failed step's error is most often the same as its attempts' and the
+    run's: shown whole at each place, a long one filled the page. An error (or a
+    traceback) already shown whole is shown again only as its start, linked to it.
+    Sets on each entry and failed attempt: `error_text`, `error_id` (the anchor of one
+    shown whole), `error_ref` (the anchor it refers to instead), `error_short` and
+    `traceback_shown`.
+    """
+    whole: list[tuple[str, str]] = []  # (text, anchor), in page order
+    tracebacks: set[str] = set()
+    if run_error:
+        whole.append((words.error_line(run_error), "run-error"))
+        tracebacks.add(str(run_error.get("traceback") or ""))
+    for entry in entries:
+        if entry["error"]:
+            _mark(entry, entry["error"], whole, tracebacks, REFERENCE)
+        for attempt in entry["tries"]:
+            if not (attempt["succeeded"] or attempt["running"] or attempt["interrupted"]):
+                _mark(attempt, attempt, whole, tracebacks, 0)
+
+
+def _mark(
+    item: dict[str, Any],
+    error: Mapping[str, Any],
+    whole: list[tuple[str, str]],
+    tracebacks: set[str],
+    width: int,
+) -> None:
+    """Mark one error (see `refer`); a reference keeps `width` characters of it.
+
+    0 keeps its type alone: an attempt's line holds its times and retry too.
+    """
+    text = words.error_line(error)
+    ref = next((anchor for shown, anchor in whole if text and text in shown), None)
+    item["error_text"], item["error_ref"], item["error_id"] = text, ref, None
+    kind = str(error.get("error_type") or error.get("type") or "")
+    if not width and kind:
+        item["error_short"] = kind
+    else:
+        width = width or REFERENCE
+        item["error_short"] = text if len(text) <= width else text[: width - 1] + "…"
+    if ref is None:
+        item["error_id"] = f"error-{len(whole)}"
+        whole.append((text, item["error_id"]))
+    traceback = str(error.get("traceback") or "")
+    item["traceback_shown"] = bool(traceback) and traceback not in tracebacks
+    tracebacks.add(traceback)
