@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 
@@ -326,3 +327,32 @@ async def test_finish_run__alone_many_at_once_are_each_fenced(store: Store) -> N
         assert run is not None
         expected = ("RUNNING", None, None) if i == 4 else ("COMPLETED", str(i), T0 + i)
         assert (run.status, run.result, run.finished_at) == expected
+
+
+@pytest.mark.parametrize("together", [False, True], ids=["alone", "group-commit"])
+async def test_finish_alone__as_finish_run_alone_and_fenced(store: Store, together: bool) -> None:
+    # core/common_runs.py's end of a run: one fenced statement (SQLite runs it without its
+    # program when it joins a batch), the same row as finish_run(..., alone=True).
+    for i in range(4):
+        await store.write(run_ops.create_run(run_record(f"r{i}", status="RUNNING", owner="w1")))
+
+    def finish(i: int) -> Any:
+        lease = held("w1" if i != 2 else "w2")
+        return store.write(run_ops.finish_alone(f"r{i}", lease, "COMPLETED", str(i), T0 + i))
+
+    if together:
+        outcomes = await asyncio.gather(*(finish(i) for i in range(4)), return_exceptions=True)
+    else:
+        outcomes = []
+        for i in range(4):
+            try:
+                outcomes.append(await finish(i))
+            except LeaseLost as exc:
+                outcomes.append(exc)
+
+    assert [isinstance(o, LeaseLost) for o in outcomes] == [i == 2 for i in range(4)]
+    for i in range(4):
+        run = await store.read(run_ops.get_run(f"r{i}"))
+        assert run is not None
+        expected = ("RUNNING", None, None, "w1") if i == 2 else ("COMPLETED", str(i), T0 + i, None)
+        assert (run.status, run.result, run.finished_at, run.owner) == expected

@@ -12,12 +12,11 @@ from cairn import blobs, ids
 from cairn.authoring import context
 from cairn.blobs import BlobUnwritable
 from cairn.codecs import coded
-from cairn.core import blob_reads, durable, failed_attempts, streams, versions
+from cairn.core import blob_reads, durable, failed_attempts, parkings, streams, versions
 from cairn.core.live_run import LiveRun
 from cairn.core.live_steps import LiveSteps
 from cairn.core.run_env import RunEnv
 from cairn.core.run_errors import error_json
-from cairn.core.run_values import RunValues
 from cairn.core.signals import ContinueAsNew, HandBack, KeyMissing, OtherVersion, Suspend, Unwind
 from cairn.errors import (
     CairnError,
@@ -47,14 +46,6 @@ class Outcome:
     error: str | None = None
     lacking: KeyMissing | OtherVersion | None = None  # abandoned for a key or code it lacks
     idle: bool = False  # abandoned having recorded nothing: not an attempt of the run
-
-
-async def decode_args(
-    values: RunValues, run: RunRecord, at: str | None = None
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The positional and keyword arguments a run was started with (see RunValues `at`)."""
-    payload = await values.loads_async(run.args, at)
-    return tuple(payload.get("args", ())), dict(payload.get("kwargs", {}))
 
 
 async def execute(
@@ -116,7 +107,8 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
     try:
         # A cancel delivered while they were read, before the code began, is met there again.
         live.interrupts.at_recorded_point(blob_reads.ARGUMENTS)
-        args, kwargs = await decode_args(live.steps.values, run, blob_reads.ARGUMENTS)
+        payload = await live.steps.values.loads_async(run.args, blob_reads.ARGUMENTS)
+        args, kwargs = tuple(payload.get("args", ())), dict(payload.get("kwargs", {}))
         if workflow.is_async:
             # Runs it scheduled without awaiting are written before the attempt ends:
             # pending_starts.settled, inlined (a wrapper coroutine is one more level for
@@ -137,19 +129,40 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
             value = await env.loop.run_in_executor(
                 env.workflow_threads, lambda: ctx.run(workflow.fn, *args, **kwargs)
             )
-        _raise_divergence(live)
-        live.journal.check_finished("returned")
-        if live.interrupts.delivered_at is not None:
-            await live.steps.record_cancel()  # delivered by check_cancelled() and swallowed
-        await live.flush_meta()
-        what = f"result of workflow {run.workflow!r}"
-        try:
-            text = await blobs.dumps_async(env.serializer, value, what=what)
-        except BlobUnwritable:  # waited out: a coroutine more only then, as for a step
-            text = await durable.stored(live.steps, env, value, what, live.interrupts.asked)
-        # A workflow that caught its cancellation and returned still ends CANCELLED.
-        status = _CANCELLED if live.interrupts.delivered else _COMPLETED
-        return await _finish(env, live.steps, status, result=text, alone=live.steps.alone())
+        return await returned(env, live, value)
+    except asyncio.CancelledError:
+        raise
+    except ENDINGS as exc:
+        return await ended(env, live, exc)
+    finally:
+        logcontext.leave_run(facts)
+        context.leave(token)
+        live.attempt.close()
+
+
+async def returned(env: RunEnv, live: LiveRun, value: Any) -> Outcome:
+    """How an attempt whose workflow code returned `value` ends (raises as _attempt's code)."""
+    run = live.run
+    _raise_divergence(live)
+    live.journal.check_finished("returned")
+    if live.interrupts.delivered_at is not None:
+        await live.steps.record_cancel()  # delivered by check_cancelled() and swallowed
+    await live.flush_meta()
+    what = f"result of workflow {run.workflow!r}"
+    try:
+        text = await blobs.dumps_async(env.serializer, value, what=what)
+    except BlobUnwritable:  # waited out: a coroutine more only then, as for a step
+        text = await durable.stored(live.steps, env, value, what, live.interrupts.asked)
+    # A workflow that caught its cancellation and returned still ends CANCELLED.
+    status = _CANCELLED if live.interrupts.delivered else _COMPLETED
+    return await _finish(env, live.steps, status, result=text, alone=live.steps.alone())
+
+
+async def ended(env: RunEnv, live: LiveRun, exc: BaseException) -> Outcome:
+    """How an attempt whose code (or its end) raised `exc` ends: parked, failed, ..."""
+    run, workflow = live.run, live.workflow
+    try:
+        raise exc
     except Suspend as parked:
         if live.journal.fatal is not None:
             return await _finish(
@@ -159,7 +172,7 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
         await live.steps.store_marks()
         await live.steps.record_cancel()
         await live.flush_meta()
-        parking = _parking(live, parked)
+        parking = parkings.parking(live, parked)
         futile = 0
         # A pause is no wake-up.
         if env.futile is not None and parking.status != RunStatus.PAUSED.value:
@@ -218,10 +231,6 @@ async def _attempt(env: RunEnv, live: LiveRun) -> Outcome:
     except Exception as exc:
         failure = live.journal.fatal or exc
         return await _finish(env, live.steps, RunStatus.FAILED.value, error=error_json(failure))
-    finally:
-        logcontext.leave_run(facts)
-        context.leave(token)
-        live.attempt.close()
 
 
 def _raise_divergence(live: LiveRun) -> None:
@@ -239,6 +248,16 @@ async def _ended(live: durable.Attempt, write: Any, *, what: Callable[[], str]) 
         return False
     except StoreError:
         pass  # the slow path below decides what it meant, and sends it again if need be
+    return await _sent_slowly(live, write, what)
+
+
+async def end_slowly(live: LiveSteps, env: RunEnv, status: str, result: str, alone: bool) -> bool:
+    """`_finish`'s slow path for a run ending `status` whose first finish the store failed."""
+    finish = _finish_write(env, live, status, result, None, alone)
+    return await _sent_slowly(live, finish, _finish_what(live.run, status))
+
+
+async def _sent_slowly(live: durable.Attempt, write: Any, what: Callable[[], str]) -> bool:
     try:
         await durable.write(live, write, what=what())  # named only on this slow path
     except Unwind:
@@ -249,6 +268,8 @@ async def _ended(live: durable.Attempt, write: Any, *, what: Callable[[], str]) 
 _CANCELLED, _COMPLETED = RunStatus.CANCELLED.value, RunStatus.COMPLETED.value  # read once
 _FAILED = RunStatus.FAILED.value
 _VOIDING = (_CANCELLED, RunStatus.FAILED.value)
+# What ends an attempt by unwinding its code: `ended` tells them apart (not CancelledError).
+ENDINGS = (Exception, Suspend, ContinueAsNew, HandBack, Unwind, Cancelled)
 
 
 async def _finish(
@@ -260,29 +281,41 @@ async def _finish(
     error: str | None = None,
     alone: bool = False,
 ) -> Outcome:
-    run = live.run
     stored_error = None if error is None else coded.seal(env.serializer, error)
-
-    def finish() -> Any:
-        return env.store.write(
-            run_ops.finish_run(
-                run.run_id,
-                live.lease,
-                status,
-                result=result,
-                error=stored_error,
-                now=env.clock.now(),
-                alone=alone,
-            )
-        )
-
-    what = lambda: f"the end of run {run.run_id!r} ({status})"  # noqa: E731
+    finish = _finish_write(env, live, status, result, stored_error, alone)
+    what = _finish_what(live.run, status)
     if status in _VOIDING and isinstance(live, LiveSteps):
         async with streams.unfinished_voided(env, live):  # the dead steps' resets go first
             ended = await _ended(live, finish, what=what)
     else:  # no context manager to enter: a run's end is on every run's path
         ended = await _ended(live, finish, what=what)
     return Outcome(status, result, error) if ended else Outcome(None)
+
+
+def _finish_write(
+    env: RunEnv,
+    live: durable.Attempt,
+    status: str,
+    result: str | None,
+    error: str | None,
+    alone: bool,
+) -> Callable[[], Any]:
+    """The write that ends `live`'s run `status` (sent again by the slow path if need be)."""
+    return lambda: env.store.write(
+        run_ops.finish_run(
+            live.run.run_id,
+            live.lease,
+            status,
+            result=result,
+            error=error,
+            now=env.clock.now(),
+            alone=alone,
+        )
+    )
+
+
+def _finish_what(run: RunRecord, status: str) -> Callable[[], str]:
+    return lambda: f"the end of run {run.run_id!r} ({status})"
 
 
 async def _continue(
@@ -338,37 +371,7 @@ async def _end_chain(env: RunEnv, live: LiveRun) -> Outcome:
     return await _finish(env, live.steps, RunStatus.CANCELLED.value, error=error)
 
 
-@dataclass(frozen=True, slots=True)
-class Parking:
-    """How a run parks: status, wake time, what it waits for and what wakes it."""
-
-    status: str
-    wake_at: float | None
-    waiting_for: str | None
-    waits_on: list[str] | None = None  # channels whose messages wake it (None: any)
-
-
-def _parking(live: LiveRun, parked: Suspend) -> Parking:
-    """How the run parks, from the signal it unwound with and its open waits.
-
-    The branches of an `asyncio.gather` park together: the run wakes for a message any
-    of their waits takes and at the first of their deadlines or sleeps, whichever branch
-    happened to unwind first (a sleep beside waits parks WAITING, so messages wake it).
-    """
-    status, wake_at, waiting_for = parked.status, parked.wake_at, parked.waiting_for
-    waits_on = None
-    if status in (RunStatus.SLEEPING.value, RunStatus.WAITING.value):
-        channels, first_time, first_wait = live.attempt.parked_waits()
-        if first_time is not None:
-            wake_at = first_time if wake_at is None else min(wake_at, first_time)
-        if channels:
-            waits_on = channels
-            if status == RunStatus.SLEEPING.value:
-                status, waiting_for = RunStatus.WAITING.value, first_wait
-    return Parking(status, live.attempt.park_time(wake_at), waiting_for, waits_on)
-
-
-async def _park(env: RunEnv, live: LiveRun, parking: Parking, futile: int) -> Outcome:
+async def _park(env: RunEnv, live: LiveRun, parking: parkings.Parking, futile: int) -> Outcome:
     run = live.run
 
     def park() -> Any:

@@ -115,7 +115,7 @@ class LiveAttempt:
         self.flying: dict[str, tuple[str, int, float]] = {}
         # What this attempt's branches park on (key -> message channel or None for a
         # sleep, deadline or wake time, what `waiting_for` calls it): when the run parks,
-        # the messages that wake it and when it wakes (see executor's _parking).
+        # the messages that wake it and when it wakes (see core/parkings.py).
         self.waits: dict[str, tuple[str | None, float | None, str]] = {}
         # Waits deciding now whether to take a message, time out or park (see settle).
         self._deciding: set[asyncio.Future[None]] = set()

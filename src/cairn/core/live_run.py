@@ -64,7 +64,7 @@ class LiveRun(RunContext):
         self.lease = self.attempt.lease
         self.interrupts = self.attempt.interrupts
         self.steps = LiveSteps(self, self.attempt, prior_attempts)
-        self.waiting = LiveWaits(self.steps)
+        self._waiting: LiveWaits | None = None  # made on the first wait (most runs have none)
         self.deliver = self.attempt.deliver
         # Served by LiveSteps itself, not forwarded: a step call is per step (hot path).
         self.call_step = self.steps.call_step  # type: ignore[method-assign]
@@ -78,6 +78,14 @@ class LiveRun(RunContext):
                 for name, value in json.loads(run.columns).items()
             }
         self._meta: MetaWriter | None = None  # made on the first columns/progress write
+
+    @property
+    def waiting(self) -> LiveWaits:
+        """The run's sleeps, events, hooks, tasks and receives (core/live_waits.py)."""
+        waiting = self._waiting
+        if waiting is None:
+            waiting = self._waiting = LiveWaits(self.steps)
+        return waiting
 
     def info(self) -> RunInfo:
         """Facts about this run."""
@@ -222,6 +230,11 @@ class LiveRun(RunContext):
             self._meta.add(columns, progress)
         else:  # a sync step's thread
             self.env.loop.call_soon_threadsafe(self._meta.add, columns, progress)
+
+    @property
+    def meta_pending(self) -> bool:
+        """True once columns or progress were written (`flush_meta` has work to wait for)."""
+        return self._meta is not None
 
     async def flush_meta(self) -> None:
         """Wait for background column/progress writes (before the run finishes)."""

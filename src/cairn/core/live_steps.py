@@ -61,11 +61,8 @@ class LiveSteps:
         self.leave = attempt.leave
         # Every stored value the attempt reads: a missing key hands the run back.
         # A blob store that does not answer a read is waited out (core/blob_reads.py).
-        self.values = RunValues(
-            self.env.serializer,
-            attempt.leave,
-            lambda read, first, at: blob_reads.fetched(self, self.env, read, first, at),
-        )
+        # Made on the first read: its waiting-out points back here (a cycle a run needs not).
+        self._values: RunValues | None = None
         # A small result is encoded by the JSON serializer alone, without a coroutine.
         # The JSON serializer's own `dumps`, when nothing but it and the blob store's length
         # check make the stored text (core/common_steps.py); and the texts that are short.
@@ -90,6 +87,18 @@ class LiveSteps:
         self._first_seq = self.journal.next_seq
         self._cancel_recorded = self.journal.cancelled is not None
         self._checks = 0  # check_cancelled() calls in workflow code: durable points too
+
+    @property
+    def values(self) -> RunValues:
+        """Every stored value the attempt reads (see `_values`)."""
+        values = self._values
+        if values is None:
+            values = self._values = RunValues(
+                self.env.serializer,
+                self.leave,
+                lambda read, first, at: blob_reads.fetched(self, self.env, read, first, at),
+            )
+        return values
 
     @property
     def closed(self) -> bool:

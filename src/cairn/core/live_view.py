@@ -29,7 +29,6 @@ class LiveView(Protocol):
     ctx: RunContext  # the run's RunContext, made active where a step runs
     attempt: LiveAttempt
     env: RunEnv
-    values: RunValues  # every stored value it reads (a missing key hands the run back)
     run: RunRecord
     lease: Lease
     journal: Journal
@@ -45,6 +44,11 @@ class LiveView(Protocol):
     # the length up to which its texts are stored as they are (core/common_steps.py).
     dumps_plain: Callable[..., str] | None
     surely_inline: int
+
+    @property
+    def values(self) -> RunValues:
+        """Every stored value it reads (a missing key hands the run back); made on first use."""
+        ...
 
     @property
     def closed(self) -> bool:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cairn.core import executor
+from cairn.core import common_runs, executor
 from cairn.core.futile_wakes import FutileWakes
 from cairn.core.live_run import LiveRun
 from cairn.core.run_env import RunEnv
@@ -261,7 +261,7 @@ class Executions:
 
         outcome = _ABANDONED
         try:
-            outcome = await executor.execute(
+            outcome = await common_runs.execute(
                 self.env, run, fresh=fresh, on_live=on_live, epoch=attempt.epoch
             )
         except Exception:

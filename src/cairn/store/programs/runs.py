@@ -12,10 +12,12 @@ from cairn.models import RunStatus
 from cairn.store import _sql
 from cairn.store.programs import step_tasks
 from cairn.store.programs.base import (
+    Fenced,
     Path,
     Program,
     Sql,
     all_rows,
+    fenced,
     lone,
     one_plan,
     one_row,
@@ -135,6 +137,29 @@ def finish_run(
 
 def _finish_owned(run_id: str, params: tuple[Any, ...]) -> Program[None]:
     if not (yield Sql(_sql.FINISH_RUN, params)):
+        raise LeaseLost(run_id)
+
+
+def _finished_row(run_id: str, lease: Lease, status: str, result: str, now: float) -> Fenced:
+    return (
+        _sql.FINISH_RUN,
+        (status, result, None, now, now, run_id, lease.owner, lease.fence),
+        run_id,
+    )
+
+
+@operation
+@fenced(_finished_row)
+@single_write
+@path("one")
+def finish_alone(run_id: str, lease: Lease, status: str, result: str, now: float) -> Program[None]:
+    """`finish_run(..., error=None, alone=True)`, declared one fenced statement.
+
+    A group commit on SQLite runs it without its program (core/common_runs.py: the end of
+    nearly every run). Raises LeaseLost if the run is not held.
+    """
+    text, params, run_id = _finished_row(run_id, lease, status, result, now)
+    if not (yield Sql(text, params)):
         raise LeaseLost(run_id)
 
 
