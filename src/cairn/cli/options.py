@@ -131,13 +131,10 @@ def refusal(url: str, exc: SchemaMissing) -> str:
     if exc.applied:
         return (
             f"database {shown} has cairn schema version {exc.applied}, older than this "
-            f"cairn's ({exc.newest}); run `cairn db upgrade` to migrate it (commands "
-            "that only read or steer never migrate)"
+            f"cairn's ({exc.newest}); this command does not migrate: run `cairn db upgrade`"
         )
-    return (
-        f"no cairn database at {shown} ({exc.reason}); `cairn db upgrade` or `cairn worker` "
-        "creates one there (commands that only read or steer never do)"
-    )
+    creators = "`cairn db upgrade` or `cairn worker` creates one"
+    return f"no cairn database at {shown} ({exc.reason}); {creators}"
 
 
 # Name prefixes of the engine's thread pools (runtime/engine.py).
