@@ -74,6 +74,22 @@ def _admin_url(database: str) -> str:
     return f"{base}/{database}"
 
 
+def migrated(url: str) -> None:
+    """Create cairn's schema at `url`, as a worker's start does: the commands that only
+    read or steer refuse a database without it (tests/process/test_cli_no_database.py)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cairn.store import opened
+
+    async def create() -> None:
+        async with opened(url):
+            pass
+
+    with ThreadPoolExecutor(1) as thread:  # also from an async test, whose loop runs
+        thread.submit(asyncio.run, create()).result()
+
+
 @pytest.fixture(scope="session")
 def pg_template() -> Iterator[str]:
     """A database migrated once, copied for each test."""

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.conftest import migrated
 
 import cairn
 
@@ -79,7 +80,12 @@ class Server:
 def start_server(
     url: str, cwd: Path, *extra: str, env: dict[str, str] | None = None, ready: bool = True
 ) -> Server:
-    """`cairn dashboard --db URL --port 0 EXTRA...`, once it listens."""
+    """`cairn dashboard --db URL --port 0 EXTRA...`, once it listens.
+
+    The database is given cairn's schema first, as the worker beside a dashboard would:
+    without workers, the dashboard refuses a database that has none.
+    """
+    migrated(url)
     proc = subprocess.Popen(
         [sys.executable, "-m", "cairn", "dashboard", "--db", url, "--port", "0", *extra],
         cwd=cwd,

@@ -21,6 +21,7 @@ import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from tests.conftest import migrated
 
 import cairn
 
@@ -43,6 +44,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _command(url: str, *extra: str) -> list[str]:
+    migrated(url)  # `cairn mcp` opens only a database that has cairn's schema
     return [sys.executable, "-m", "cairn", "mcp", "--db", url, "-m", "flows", *extra]
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.conftest import migrated
 
 import cairn
 from cairn.store import open_store
@@ -362,6 +363,7 @@ def test_cairn_script__when_installed(project):
     script = Path(sys.executable).with_name("cairn")
     if not script.exists():
         pytest.skip("the `cairn` script is not installed in this environment (pip install -e .)")
+    migrated(db_args(project)[1])
     proc = subprocess.run(
         [str(script), "runs", "list", "--json", *db_args(project)],
         cwd=project,

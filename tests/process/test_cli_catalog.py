@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import migrated
 
 from .test_cli import TIMEOUT, Worker, cairn_cmd, one_error_line
 
@@ -114,6 +115,7 @@ def failed(project: Path, *args: str, code: int = 1) -> str:
 
 
 def test_workflows_list__local_ones_with_their_options(project):
+    migrated(db(project)[1])
     listed = as_json(project, "workflows", "list")["workflows"]
     by_name = {w["name"]: w for w in listed}
     assert [w["name"] for w in listed] == sorted(by_name)
@@ -133,6 +135,7 @@ def test_workflows_list__local_ones_with_their_options(project):
 
 def test_workflows_list__adds_what_live_workers_execute(project, workers):
     workers.append(Worker(project, "-m", "remote", *db(project)))
+    workers[-1].wait_for("ready")  # it has created the database by then
     deadline = time.monotonic() + TIMEOUT
     while True:
         by_name = {w["name"]: w for w in as_json(project, "workflows", "list")["workflows"]}
@@ -163,6 +166,7 @@ def test_workflows_list__adds_what_live_workers_execute(project, workers):
 
 
 def test_workflows_list__nothing_known(project):
+    migrated(db(project)[1])
     proc = cairn_cmd(project, "workflows", "list", *db(project))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("no workflows: none registered here")
@@ -232,6 +236,7 @@ def test_hooks__list_filters_by_run_and_limits(project):
     ],
 )
 def test_hooks__bad_input_one_line_error(project, argv, code, message):
+    migrated(db(project)[1])
     assert message in failed(project, *argv, code=code)
 
 
@@ -257,6 +262,7 @@ def test_run__a_failed_transient_run_shows_its_traceback_now(project):
 
 
 def test_run__enqueue_of_a_transient_workflow_is_refused(project):
+    migrated(db(project)[1])
     message = failed(project, "run", "flows:quick", "1", "--enqueue")
     assert message == (
         "error: workflow 'cat.quick' is transient (durable=False): its runs live only in "

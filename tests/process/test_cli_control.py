@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import migrated
 
 from .test_cli import TIMEOUT, Worker, _env, cairn_cmd, one_error_line
 
@@ -303,6 +304,7 @@ def test_send__a_name_the_run_does_not_wait_for_says_so_and_is_kept(project):
 
 
 def test_send__unknown_or_finished_run_is_one_line_exit_1(project):
+    migrated(f"sqlite:///{project / 'cairn.db'}")  # as a worker would have
     assert "run 'nope' not found" in failed(project, "send", "nope", "approval")
     ok(project, "run", "flows:three", "1", "--run-id", "done")
     assert "run 'done' already finished (COMPLETED)" in failed(project, "send", "done", "x")
@@ -353,6 +355,7 @@ def test_tasks__list_show_and_submit_with_audit(project):
 
 
 def test_tasks__bad_input_is_one_line_exit_1(project):
+    migrated(f"sqlite:///{project / 'cairn.db'}")  # as a worker would have
     assert "human task 'nope' not found" in failed(project, "tasks", "show", "nope")
     assert "human task 'nope' not found" in failed(project, "tasks", "submit", "nope", "{}")
     assert "unknown task status 'done'" in failed(project, "tasks", "list", "--status", "done")
@@ -409,6 +412,7 @@ def test_runs_verbs__a_continued_run_names_the_newest_run_of_its_chain(project, 
 
 @pytest.mark.parametrize("verb", ["cancel", "pause", "resume", "retry", "restart"])
 def test_runs_verbs__unknown_run_is_one_line_exit_1(project, verb):
+    migrated(f"sqlite:///{project / 'cairn.db'}")  # as a worker would have
     assert failed(project, "runs", verb, "nope") == "error: run 'nope' not found"
 
 
@@ -517,6 +521,7 @@ def test_runs_fork__bad_step(project):
 
 
 def test_queues__list_and_set_live_limits(project):
+    migrated(f"sqlite:///{project / 'cairn.db'}")  # as a worker would have
     # -m flows declares queue "slow" (concurrency 1) when the database is opened.
     assert as_json(project, "queues", "list") == {
         "queues": [
@@ -553,6 +558,7 @@ def test_queues__list_and_set_live_limits(project):
 
 
 def test_queues_set__bad_input(project):
+    migrated(f"sqlite:///{project / 'cairn.db'}")  # as a worker would have
     before = as_json(project, "queues", "list")
     assert "--concurrency must be a positive integer or none, got 0" in failed(
         project, "queues", "set", "slow", "--concurrency", "0"

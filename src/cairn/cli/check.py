@@ -24,7 +24,7 @@ from cairn.cli import options, output
 from cairn.errors import ConfigError
 from cairn.runtime import deploy_check
 from cairn.runtime.deploy_check import CheckReport
-from cairn.store import open_store
+from cairn.store import opened
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -243,9 +243,7 @@ def print_replay(report: CheckReport) -> int:
 
 
 async def _replay(url: str, workflow: str | None, sample: int | None) -> CheckReport:
-    store = open_store(url)
-    await store.open()
-    try:
+    async with opened(url, migrate=False) as store:  # a check changes no schema
         return await deploy_check.check(
             store,
             default_registry,
@@ -254,5 +252,3 @@ async def _replay(url: str, workflow: str | None, sample: int | None) -> CheckRe
             workflow=workflow,
             sample=sample,
         )
-    finally:
-        await store.close()

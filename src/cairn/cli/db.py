@@ -14,7 +14,7 @@ from cairn import blobs, codecs
 from cairn.cli import options, output
 from cairn.errors import ConfigError
 from cairn.runtime import rekeying
-from cairn.store import migrate, open_store
+from cairn.store import migrate, open_store, opened
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -83,15 +83,11 @@ def rekey_db(ns: argparse.Namespace, glob: options.Globals) -> int:
         )
     if ns.batch < 1:
         raise ConfigError(f"--batch must be a positive number, got {ns.batch}")
-    store = open_store(glob.url)
 
     async def run() -> dict[str, int]:
-        await store.open()
-        try:
+        async with opened(glob.url, migrate=False) as store:  # rewrites, never creates
             found = blobs.configured(store)  # offloaded values are rewritten too
             return await rekeying.rekey(store, codec, batch=ns.batch, blobs=found)
-        finally:
-            await store.close()
 
     done = asyncio.run(run())
     where = ", ".join(f"{name} {count}" for name, count in done.items()) or "none"

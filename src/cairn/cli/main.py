@@ -34,6 +34,7 @@ from cairn.cli import (
 )
 from cairn.cli import run as run_command  # `cairn run` (`run` here runs a command line)
 from cairn.errors import CairnError
+from cairn.store.migrate import SchemaMissing
 
 
 class Parser(argparse.ArgumentParser):
@@ -112,6 +113,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         glob = options.resolve_globals(ns)
         code: int = ns.handler(ns, glob)
         return code
+    except SchemaMissing as exc:
+        output.error(options.refusal(glob.url, exc))
+        return 1
     except options.UsageError as exc:
         output.error(str(exc))
         return 2

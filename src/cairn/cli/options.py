@@ -21,8 +21,11 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from cairn import config
+from cairn.cli import output
 from cairn.errors import ConfigError
 from cairn.runtime.engine import Engine
+from cairn.runtime.opening import engine_on
+from cairn.store.migrate import SchemaMissing
 
 T = TypeVar("T")
 
@@ -102,18 +105,36 @@ def import_modules(names: tuple[str, ...]) -> None:
         import_module(name)
 
 
-def with_engine(glob: Globals, work: Callable[[Engine], Coroutine[Any, Any, T]]) -> T:
+def with_engine(
+    glob: Globals, work: Callable[[Engine], Coroutine[Any, Any, T]], *, creates: bool = False
+) -> T:
     """Run `work` on an engine without workers: it reads and writes, never executes a run.
 
-    Runs it starts, retries or wakes are left for `cairn worker`.
+    Runs it starts, retries or wakes are left for `cairn worker`. Unless `creates` (a
+    command that defines work: `schedules create`, `queues set`), it opens only a
+    database that has cairn's schema at this version (see `refusal`): a command that
+    reads or steers never creates one where a mistyped --db points, nor migrates one.
     """
     import_modules(glob.modules)
 
     async def go() -> T:
-        async with Engine(glob.url, workers=0, modules=glob.modules) as engine:
+        settings = {"workers": 0, "modules": glob.modules}
+        async with engine_on(glob.url, migrate=creates, **settings) as engine:
             return await work(engine)
 
     return asyncio.run(go())
+
+
+def refusal(url: str, exc: SchemaMissing) -> str:
+    """The one line for a command refused a database without cairn's current schema."""
+    shown = output.redact(url)
+    if exc.applied:
+        return (
+            f"database {shown} has cairn schema version {exc.applied}, older than this "
+            f"cairn's ({exc.newest}); this command does not migrate: run `cairn db upgrade`"
+        )
+    creators = "`cairn db upgrade` or `cairn worker` creates one"
+    return f"no cairn database at {shown} ({exc.reason}); {creators}"
 
 
 # Name prefixes of the engine's thread pools (runtime/engine.py).

@@ -130,7 +130,9 @@ def changes(ns: argparse.Namespace) -> dict[str, Any]:
 def set_queue(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn queues set`."""
     limits = changes(ns)
-    info = options.with_engine(glob, lambda engine: engine.queues.update(ns.name, **limits))
+    info = options.with_engine(
+        glob, lambda engine: engine.queues.update(ns.name, **limits), creates=True
+    )
     if ns.json:
         output.print_json(queue_forms.queue_dict(info))
     else:

@@ -7,9 +7,7 @@ by the engines that run workers (`cairn worker`, or an application's Engine).
 from __future__ import annotations
 
 import argparse
-import asyncio
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
 from rich.text import Text
 
@@ -21,8 +19,6 @@ from cairn.representation import schedules as schedule_forms
 from cairn.representation import words
 from cairn.runtime.engine import Engine
 from cairn.runtime.schedules import ScheduleInfo
-
-T = TypeVar("T")
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -94,16 +90,6 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         action.set_defaults(handler=handler)
 
 
-def _with_engine(glob: options.Globals, work: Callable[[Engine], Coroutine[Any, Any, T]]) -> T:
-    options.import_modules(glob.modules)
-
-    async def go() -> T:
-        async with Engine(glob.url, workers=0, modules=glob.modules) as engine:
-            return await work(engine)
-
-    return asyncio.run(go())
-
-
 def _timing(info: ScheduleInfo) -> str:
     if info.cron is not None:
         return f"cron {info.cron} ({info.tz})"
@@ -146,7 +132,7 @@ def schedules_table(infos: list[ScheduleInfo]) -> output.FittedTable:
 
 def list_schedules(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn schedules list`."""
-    infos = _with_engine(glob, lambda engine: engine.schedules.list())
+    infos = options.with_engine(glob, lambda engine: engine.schedules.list())
     if ns.json:
         output.print_json({"schedules": [schedule_forms.schedule_dict(info) for info in infos]})
         return 0
@@ -192,7 +178,7 @@ def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
         except UnknownWorkflow as exc:
             raise exc.told("add --allow-unknown") from None
 
-    info = _with_engine(glob, create)
+    info = options.with_engine(glob, create, creates=True)
     if ns.json:
         output.print_json(schedule_forms.schedule_dict(info))
     else:
@@ -205,21 +191,21 @@ def create_schedule(ns: argparse.Namespace, glob: options.Globals) -> int:
 
 def pause(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn schedules pause`."""
-    info = _with_engine(glob, lambda engine: engine.schedules.pause(ns.schedule_id))
+    info = options.with_engine(glob, lambda engine: engine.schedules.pause(ns.schedule_id))
     output.say(f"schedule {info.id} paused")
     return 0
 
 
 def resume(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn schedules resume`."""
-    info = _with_engine(glob, lambda engine: engine.schedules.resume(ns.schedule_id))
+    info = options.with_engine(glob, lambda engine: engine.schedules.resume(ns.schedule_id))
     output.say(f"schedule {info.id} resumed, next tick {words.when(info.next_tick)}")
     return 0
 
 
 def delete(ns: argparse.Namespace, glob: options.Globals) -> int:
     """Run `cairn schedules delete`."""
-    _with_engine(glob, lambda engine: engine.schedules.delete(ns.schedule_id))
+    options.with_engine(glob, lambda engine: engine.schedules.delete(ns.schedule_id))
     output.say(f"schedule {ns.schedule_id} deleted")
     return 0
 
@@ -230,5 +216,5 @@ def trigger(ns: argparse.Namespace, glob: options.Globals) -> int:
     async def start(engine: Engine) -> str:
         return (await engine.schedules.trigger(ns.schedule_id)).run_id
 
-    output.say(_with_engine(glob, start))
+    output.say(options.with_engine(glob, start))
     return 0

@@ -16,7 +16,7 @@ from types import FrameType
 import uvicorn
 
 from cairn.dashboard.asgi import create_app
-from cairn.runtime.engine import Engine
+from cairn.runtime.opening import engine_on
 
 
 class AnnouncingServer(uvicorn.Server):
@@ -77,11 +77,15 @@ async def serve(
 ) -> None:
     """Serve the dashboard on the bound `sock` until SIGINT or SIGTERM.
 
-    With `workers`, the engine also executes up to that many runs at once. It answers to
-    localhost, IP addresses and `allowed_hosts` (see `create_app`).
+    With `workers`, the engine also executes up to that many runs at once, and like a
+    worker creates or migrates cairn's schema; without, it only reads and steers, so it
+    opens only a database with cairn's current schema (SchemaMissing otherwise: a
+    mistyped URL does not become a new database). It answers to localhost, IP addresses
+    and `allowed_hosts` (see `create_app`).
     """
-    engine = Engine(url, workers=workers, modules=modules, metrics=_metrics_installed())
-    async with engine:
+    metrics = _metrics_installed()
+    settings = {"workers": workers, "modules": modules, "metrics": metrics}
+    async with engine_on(url, migrate=workers > 0, **settings) as engine:
         app = create_app(engine, token=token, allowed_hosts=allowed_hosts)
         config = uvicorn.Config(
             app,

@@ -15,7 +15,7 @@ import uvicorn
 from cairn.dashboard.guard import check_allowed_host
 from cairn.dashboard.serve import AnnouncingServer
 from cairn.mcp_server import server
-from cairn.runtime.engine import Engine
+from cairn.runtime.opening import engine_on
 
 # For `cairn mcp --allowed-host`, which checks its names as `cairn dashboard` does (the
 # CLI imports the dashboard only to start it, so it takes the check from here).
@@ -36,7 +36,8 @@ async def serve(
 
     Over HTTP it stops on SIGINT or SIGTERM; over stdio when the client closes stdin.
     """
-    async with Engine(url, workers=0, modules=modules) as engine:
+    # It reads and steers runs: a mistyped URL must not become a new database.
+    async with engine_on(url, migrate=False, workers=0, modules=modules) as engine:
         if sock is None:
             announce()
             await server.serve_stdio(engine.control)

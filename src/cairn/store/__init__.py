@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from urllib.parse import unquote, urlsplit
 
 from cairn.errors import ConfigError
@@ -10,7 +12,7 @@ from cairn.store.locations import redact
 from cairn.store.protocol import LeaseLost, Store
 from cairn.store.records import RunQuery, RunRecord, StepRecord
 
-__all__ = ["LeaseLost", "RunQuery", "RunRecord", "StepRecord", "Store", "open_store"]
+__all__ = ["LeaseLost", "RunQuery", "RunRecord", "StepRecord", "Store", "open_store", "opened"]
 
 DEFAULT_URL = "sqlite:///cairn.db"
 
@@ -60,3 +62,18 @@ def open_store(url: str) -> Store:
         f"unsupported database URL {redact(url)!r} (use sqlite:///path.db, "
         "file:///directory, memory:// or postgresql://...)"
     )
+
+
+@asynccontextmanager
+async def opened(url: str, *, migrate: bool = True) -> AsyncIterator[Store]:
+    """The store for `url`, open for the block and closed after it.
+
+    `migrate=False`: only a database that has cairn's schema at this version opens;
+    any other raises `migrate.SchemaMissing` with nothing created or changed.
+    """
+    store = open_store(url)
+    await store.open(migrate=migrate)
+    try:
+        yield store
+    finally:
+        await store.close()

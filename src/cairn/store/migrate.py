@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from cairn.errors import SchemaTooNew
+from cairn.errors import SchemaTooNew, StoreError
 
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -46,6 +46,37 @@ def pending(dialect: str, applied: set[int], *, where: str) -> list[Migration]:
             f"understands ({newest}); upgrade cairn"
         )
     return [m for m in shipped if m.version not in applied]
+
+
+class SchemaMissing(StoreError):
+    """A store opened with `migrate=False` found no cairn schema, or an older one.
+
+    Nothing was created or changed. `reason` says what is missing (no file, no cairn
+    table); `applied` is the newest version there (0: none) and `newest` this cairn's.
+    """
+
+    def __init__(self, where: str, reason: str, *, applied: int = 0, newest: int = 0) -> None:
+        self.where = where
+        self.reason = reason
+        self.applied = applied
+        self.newest = newest
+        if applied:
+            text = f"database {where} has cairn schema version {applied}, older than this one's"
+            super().__init__(f"{text} ({newest}); not migrated")
+        else:
+            super().__init__(f"no cairn database at {where} ({reason})")
+
+
+def require_current(dialect: str, applied: set[int] | None, *, where: str, missing: str) -> None:
+    """Refuse (SchemaMissing) a schema absent (`applied` None) or older than this cairn's.
+
+    `missing` is the reason given when there is none; a newer one is SchemaTooNew.
+    """
+    todo = pending(dialect, applied or set(), where=where)
+    if not todo:
+        return
+    shipped = available(dialect)
+    raise SchemaMissing(where, missing, applied=max(applied or {0}), newest=shipped[-1].version)
 
 
 def statements(sql: str) -> list[str]:

@@ -5,7 +5,7 @@ retry window). One that answered and then dropped the connection (a network flap
 worker starts) is tried again for up to `retry_for`: the migration is one transaction
 under an advisory lock that skips what is applied, so a lost reply to its COMMIT is
 harmless to repeat. A database with nothing pending is only read (the applied versions),
-without the lock.
+without the lock; so is one opened not to be migrated, which is refused if not current.
 """
 
 from __future__ import annotations
@@ -27,8 +27,13 @@ log = logging.getLogger("cairn.store.postgres")
 MIGRATION_LOCK = 0x636169726E  # "cairn"
 
 
-async def prepare(conninfo: str, where: str, retry_for: float) -> dict[str, dialect.Bulk]:
-    """Migrate on a connection of its own; the server's bulk forms of the hot statements."""
+async def prepare(
+    conninfo: str, where: str, retry_for: float, migrate: bool = True
+) -> dict[str, dialect.Bulk]:
+    """Migrate on a connection of its own; the server's bulk forms of the hot statements.
+
+    `migrate=False`: only check the schema is there and current (SchemaMissing if not).
+    """
     loop = asyncio.get_running_loop()
     deadline: float | None = None  # set once the server has answered
     delay = 0.05
@@ -41,7 +46,7 @@ async def prepare(conninfo: str, where: str, retry_for: float) -> dict[str, dial
             if deadline is None:
                 deadline = loop.time() + retry_for
             async with conn:
-                await _migrate(conn, where)
+                await (_migrate if migrate else _require)(conn, where)
                 return await _bulk_forms(conn)
         except psycopg.Error as exc:
             lost = connections.is_lost(conn, exc) or connections.is_transient(exc)
@@ -73,6 +78,18 @@ async def _migrate(conn: Conn, where: str) -> None:
                 "VALUES (%s, %s, EXTRACT(EPOCH FROM now()))",
                 (migration.version, migration.name),
             )
+
+
+async def _require(conn: Conn, where: str) -> None:
+    """SchemaMissing unless the database has cairn's schema at this version; one read."""
+    try:
+        cursor = await conn.execute("SELECT version FROM cairn_migrations")
+    except psycopg.errors.UndefinedTable:
+        applied = None
+    else:
+        applied = {row[0] for row in await cursor.fetchall()}
+    missing = "that database has no cairn schema"
+    migrate.require_current("postgres", applied, where=where, missing=missing)
 
 
 async def _up_to_date(conn: Conn, where: str) -> bool:

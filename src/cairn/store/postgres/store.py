@@ -143,8 +143,8 @@ class PostgresStore(SqlStore):
             raise StoreError(f"store {self.where} is not open")
         return self._db
 
-    async def open(self) -> None:
-        """Connect, apply pending migrations and start the writer."""
+    async def open(self, *, migrate: bool = True) -> None:
+        """Connect, apply pending migrations and start the writer (see LifecycleStore.open)."""
         if self._pool is not None:
             return
         pool: Pool = AsyncConnectionPool(
@@ -160,7 +160,7 @@ class PostgresStore(SqlStore):
         # connections touch no table, and neither has to wait for the other.
         filling = asyncio.ensure_future(pool.open(wait=True, timeout=30.0))
         try:
-            self._bulk = await opening.prepare(self._conninfo, self.where, self._retry_for)
+            self._bulk = await opening.prepare(self._conninfo, self.where, self._retry_for, migrate)
             await filling
         except BaseException as exc:
             filling.cancel()

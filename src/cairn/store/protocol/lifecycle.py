@@ -63,8 +63,13 @@ class LifecycleStore(Protocol):
         """When the store last met trouble (an outage, a long wait for a lock)."""
         ...
 
-    async def open(self) -> None:
-        """Connect and apply pending migrations. Raises SchemaTooNew for a newer schema."""
+    async def open(self, *, migrate: bool = True) -> None:
+        """Connect and apply pending migrations. Raises SchemaTooNew for a newer schema.
+
+        `migrate=False` opens only a database that has cairn's schema at this version
+        and raises `migrate.SchemaMissing` for any other, creating and changing nothing
+        (no file, no table): what commands that only read or steer runs open.
+        """
         ...
 
     async def close(self) -> None:

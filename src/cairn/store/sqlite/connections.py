@@ -17,7 +17,6 @@ from operator import is_not
 from typing import Any, TypeVar, cast
 
 from cairn.errors import StoreError, StoreRefused, StoreUnavailable
-from cairn.store import migrate
 from cairn.store.programs import workers
 from cairn.store.programs.base import Program
 from cairn.store.records import Beat, WorkerRecord
@@ -369,26 +368,3 @@ class SqliteSideChannel:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-
-
-def apply_migrations(conn: sqlite3.Connection, where: str) -> None:
-    """Apply the migrations `conn`'s database lacks, in one transaction."""
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute(migrate.TABLE_SQL)
-        applied = {row[0] for row in conn.execute("SELECT version FROM cairn_migrations")}
-        for migration in migrate.pending("sqlite", applied, where=where):
-            for statement in migrate.statements(migration.sql):
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO cairn_migrations (version, name, applied_at) "
-                "VALUES (?, ?, julianday('now'))",
-                (migration.version, migration.name),
-            )
-        conn.execute("COMMIT")
-    except BaseException as exc:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.Error):
-            raise StoreError(f"cannot migrate database {where}: {exc}") from exc
-        raise

@@ -6,6 +6,7 @@ import os
 
 from cairn.errors import StoreError
 from cairn.store.locations import FILE_NAME
+from cairn.store.migrate import SchemaMissing
 from cairn.store.sqlite.store import SqliteStore
 
 
@@ -23,12 +24,17 @@ class DirectoryStore(SqliteStore):
     def __repr__(self) -> str:
         return f"DirectoryStore({self.directory!r})"
 
-    async def open(self) -> None:
-        """Make the directory (owner-only, as the file is), then open the store in it."""
+    async def open(self, *, migrate: bool = True) -> None:
+        """Make the directory (owner-only, as the file is), then open the store in it.
+
+        `migrate=False` makes nothing: the directory's cairn.db must be there already.
+        """
+        if not migrate and not os.path.isfile(self.path):
+            raise SchemaMissing(repr(self.path), f"the SQLite file {self.path} does not exist")
         try:
             os.makedirs(self.directory, mode=0o700, exist_ok=True)
         except OSError as exc:
             raise StoreError(
                 f"cannot open store directory {self.directory!r}: {exc.strerror or exc}"
             ) from exc
-        await super().open()
+        await super().open(migrate=migrate)

@@ -12,7 +12,6 @@ heartbeats, timers and other runs go on meanwhile.
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence, Sized
@@ -32,7 +31,6 @@ from cairn.store.sqlite.connections import (
     AGAIN,
     SqliteSideChannel,
     Sunk,
-    apply_migrations,
     classify,
     commit_lone,
     execute,
@@ -43,6 +41,7 @@ from cairn.store.sqlite.connections import (
     run_in_savepoint,
 )
 from cairn.store.sqlite.failures import WriteFailures
+from cairn.store.sqlite.schema import apply_migrations, check_file
 from cairn.store.sqlite.transactions import SqliteStepTransaction, begin_immediate, own_connection
 from cairn.store.write_tally import ACTIVE
 
@@ -98,16 +97,18 @@ class SqliteStore(SqlStore):
             raise StoreError(f"store {self.path!r} is not open")
         return self._conn
 
-    async def open(self) -> None:
-        """Connect, switch to WAL and apply pending migrations."""
+    async def open(self, *, migrate: bool = True) -> None:
+        """Connect, switch to WAL and apply pending migrations (see LifecycleStore.open).
+
+        In memory, `migrate=False` migrates all the same: that database is this
+        process's own, not one a typo could bring into existence.
+        """
         if self._conn is not None:
             return
         self._loop = asyncio.get_running_loop()
         self._ready = ready_queue(self._loop)
         if not self._memory:
-            folder = os.path.dirname(os.path.abspath(self.path))
-            if not os.path.isdir(folder):
-                raise StoreError(f"cannot open database {self.path!r}: no folder {folder!r}")
+            check_file(self.path, migrate=migrate)  # before anything creates or writes it
         self._conn = conn = await open_main(self.path, self._memory, self._synchronous)
         apply_migrations(conn, repr(self.path))
         conn.execute("PRAGMA busy_timeout=0")
