@@ -119,7 +119,7 @@ async def run_new_step(
             left = prior[-1].retry_at - clock.now()
             if left > PARK_BACKOFF_AFTER:
                 raise live.attempt.timer(key, prior[-1].retry_at, f"{RETRY}:{name}")
-            await back_off(live, left)
+            await back_off(live, key, left)
     # Serialized before the first attempt: what the step was given, whatever it mutates.
     given = first[2] if first is not None else step_input.NOT_KEPT
     if first is None and step.keep_input:

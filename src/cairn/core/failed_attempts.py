@@ -6,6 +6,7 @@ runtime/step_worker.py).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import defaultdict
 from dataclasses import dataclass
@@ -14,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from cairn import step_failures
 from cairn.authoring.retry import Retry, next_delay
 from cairn.codecs import coded
-from cairn.core.signals import HandBack
 from cairn.errors import (
     CairnError,
     Cancelled,
@@ -170,7 +170,7 @@ async def record_failure(
             # and a crash meanwhile loses nothing (the attempt and its retry time are
             # stored). The run wakes at retry_at and replays into the next attempt.
             raise live.attempt.timer(key, retry_at, f"{RETRY}:{name}")
-        await back_off(live, delay)
+        await back_off(live, key, delay)
         return None
     kind = StepTimeout if timed_out else StepFailed
     # Also an instance of the step's own exception class where a replay can do the same.
@@ -239,21 +239,47 @@ def cancelled_attempt(
     )
 
 
-async def back_off(live: LiveView, seconds: float) -> None:
-    """Wait out a short backoff in memory, counted in `live.attempt.backing_off` meanwhile.
+async def back_off(live: LiveView, key: str, seconds: float) -> None:
+    """Wait out a short backoff of step `key` in memory (counted in `live.attempt.backing_off`).
 
-    A worker stopping meanwhile takes the run back before the next attempt starts: the
-    failed attempt and its retry time are stored, so the run's next worker waits out what
-    is left of the backoff.
+    The backoff is a durable point: the failed attempt and its retry time are stored. A
+    cancel or pause that comes meanwhile ends the wait and is met here, before the next
+    attempt starts (unless held off by `cairn.shield()`, or in a delivered cancel's
+    cleanup: then the wait goes on). A worker stopping meanwhile takes the run back
+    before the next attempt starts: the run's next worker waits out what is left.
     """
+    interrupts = live.interrupts
+    clock = live.env.clock
     live.attempt.backing_off += 1
     try:
-        if not live.interrupts.handing_back:
-            await live.env.clock.sleep(seconds)
+        until = clock.now() + seconds
+        while not (interrupts.handing_back or interrupts.met()):
+            left = until - clock.now()
+            if left <= 0:
+                break
+            await _wait(live, left)
     finally:
         live.attempt.backing_off -= 1
-    if live.interrupts.handing_back:
-        raise live.leave(HandBack())
+    await live.point(key)  # acts on a hand back, cancel or pause (see Interrupts.checkpoint)
+
+
+async def _wait(live: LiveView, seconds: float) -> None:
+    """Sleep `seconds` on the engine's clock, or less if a cancel or pause comes."""
+    loop = live.env.loop
+    woken: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    undo = live.interrupts.on_request(wake)
+    sleep = loop.create_task(live.env.clock.sleep(seconds))
+    try:
+        await asyncio.wait((sleep, woken), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        undo()
+        sleep.cancel()
+        woken.cancel()
 
 
 def by_key(attempts: list[AttemptRecord], execution: int) -> dict[str, list[AttemptRecord]]:

@@ -162,6 +162,16 @@ class Interrupts:
         """Ask the attempt to leave at its next durable point (its worker is stopping)."""
         self.handing_back = True
 
+    def met(self) -> bool:
+        """Whether a durable point now acts on a pending cancel or pause (see checkpoint).
+
+        Not inside `cairn.shield()`, nor for a cancel delivered already (its cleanup runs:
+        a pause waits for the cleanup's end too) or to be delivered at its recorded point.
+        """
+        if not (self.cancel or self.pause) or self.shielded():
+            return False
+        return not self.cancel or (self.delivered_at is None and self.recorded_at is None)
+
     def checkpoint(self, key: str) -> None:
         """Act on a pending request at durable point `key` (cancel and pause: unless shielded).
 

@@ -135,7 +135,7 @@ async def run_remote_step(
         if left > failed_attempts.PARK_BACKOFF_AFTER:
             raise live.attempt.timer(key, prior[-1].retry_at, f"{failed_attempts.RETRY}:{name}")
         if left > 0:
-            await failed_attempts.back_off(live, left)
+            await failed_attempts.back_off(live, key, left)
     sent = await _arguments(live, name, [list(args), kwargs])
     while True:
         if out is None:
