@@ -51,6 +51,16 @@ async def family(a: int) -> list[int]:
     return [await child(a), await child(a + 1)]
 
 
+@cairn.workflow(name="naps.rounds")
+async def rounds(n: int) -> int:
+    total = await add(n, 1)
+    if n == 1:
+        await cairn.sleep("200ms")  # the chain's second run sleeps, then goes on as new
+    if n < 2:
+        cairn.continue_as_new(n + 1)
+    return total
+
+
 @cairn.workflow(name="naps.outside")
 async def outside() -> None:
     await cairn.wait_for_event("never")
@@ -140,6 +150,33 @@ def test_run_wait__executes_its_children_and_theirs_here(project: Path, store_ur
     assert json.loads(proc.stdout) == [111, 112]
     for run_id in ("f1", "f1/naps.child#1", "f1/naps.child#1/naps.grandchild#1"):
         assert status(project, store_url, run_id) == "COMPLETED"
+
+
+def test_run_wait__follows_a_chain_continued_as_new_to_its_result(
+    project: Path, store_url: str
+) -> None:
+    # Before: it stopped at the first continue_as_new ("continued as new: NEW; check it
+    # with ..."), exit 0 and no result, the new run left PENDING for a worker, though
+    # result() on any run of a chain waits for the chain's final result.
+    proc = cairn_cmd(
+        project, "run", "naps:rounds", "0", "--run-id", "c1", "--wait", "--db", store_url
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == 3
+    assert proc.stderr.count("following it here") == 2, proc.stderr
+    assert status(project, store_url, "c1") == "CONTINUED"
+    listed = cairn_cmd(project, "runs", "list", "--json", "--db", store_url)
+    statuses = sorted(run["status"] for run in json.loads(listed.stdout)["runs"])
+    assert statuses == ["COMPLETED", "CONTINUED", "CONTINUED"], listed.stdout
+
+
+def test_run__stops_at_a_continue_as_new_naming_what_goes_on_with_it(
+    project: Path, store_url: str
+) -> None:
+    proc = cairn_cmd(project, "run", "naps:rounds", "0", "--run-id", "c2", "--db", store_url)
+    assert proc.returncode == 0, proc.stderr
+    [line] = [ln for ln in proc.stderr.splitlines() if ln.startswith("run c2 continued as new")]
+    assert "--wait" in line and "cairn worker --db" in line and "cairn runs show" in line
 
 
 def test_run_wait__a_child_waiting_for_an_event_stops_it_as_parked(

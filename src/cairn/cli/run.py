@@ -257,7 +257,7 @@ async def _execute(
             follower = follow.Follower(engine.control, handle.run_id, err)
             run = await follower.follow()
             if wait:
-                run = await waiting.through_sleeps(engine, follower, run, err, worker)
+                run = await waiting.through_chain(engine, follower, run, err, worker)
             found = await run_forms.waiting_of(engine.control, run, now=engine.clock.now())
             return report(engine, run, err, found, worker=worker)
     except asyncio.CancelledError:
@@ -346,9 +346,10 @@ def report(
         output.error(f"run {run.run_id!r} was cancelled")
         return 1
     if status is RunStatus.CONTINUED:
-        new = run.continued_to
         err.print(
-            f"run {run.run_id} continued as new: {new}; check it with `cairn runs show {new}`",
+            f"run {run.run_id} continued as new: {run.continued_to}; `{worker}` continues it, "
+            f"or next time run it with --wait to follow it here; check it with "
+            f"`cairn runs show {run.continued_to}`",
             markup=False,
         )
         return 0

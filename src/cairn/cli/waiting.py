@@ -14,6 +14,7 @@ as parked, with the command that moves it on.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from rich.console import Console
@@ -110,6 +111,30 @@ async def through_sleeps(
             except TimeoutError:
                 pass
         run = await follower.follow()
+
+
+async def through_chain(
+    engine: Engine, follower: Follower, run: RunRecord, console: Console, worker: str
+) -> RunRecord:
+    """`through_sleeps`, then on through the runs the run continued as, executing each here.
+
+    `result()` on any run of a chain waits for the chain's final result: so does this.
+    Each new run is claimed by id (a worker elsewhere that takes it first is followed
+    instead) and executed through its sleeps like the first. Returns the last run reached.
+    """
+    run = await through_sleeps(engine, follower, run, console, worker)
+    while run.status == RunStatus.CONTINUED.value and run.continued_to and engine.worker:
+        new = run.continued_to
+        console.print(f"run {run.run_id} continued as new: {new}; following it here", markup=False)
+        follower = Follower(engine.control, new, console)
+        taking = asyncio.ensure_future(engine.worker.take(new))  # its steps shown as they run
+        try:
+            await follower.follow()
+            await taking
+        finally:
+            taking.cancel()
+        run = await through_sleeps(engine, follower, await follower.follow(), console, worker)
+    return run
 
 
 async def _children_went_on(
