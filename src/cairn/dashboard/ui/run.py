@@ -59,7 +59,8 @@ def available(shown: run_forms.Shown) -> list[str]:
     status = RunStatus(shown.run.status)
     verbs = []
     if not status.finished:
-        verbs.append("cancel")
+        if shown.run.control != "cancel":  # asked already: the page says so instead
+            verbs.append("cancel")
         if status is not RunStatus.PAUSED and shown.run.control != "pause":
             verbs.append("pause")
     if status is RunStatus.PAUSED or shown.run.control == "pause":
@@ -140,8 +141,11 @@ def facts(shown: run_forms.Shown) -> dict[str, Any]:
     found["execution_text"] = (
         words.execution_label(latest, named=False) if latest and latest.number > 1 else ""
     )
-    # The event form appears only where a wait can take what it sends.
-    found["awaited_events"] = blocking.awaited_events(run)
+    pending = run.control if run.control and not found["finished"] else None
+    found["control_text"] = words.control_text(pending, run.updated_at) if pending else ""
+    # The event form appears only where a wait can take what it sends: not on a run
+    # that is to end CANCELLED at its next durable point.
+    found["awaited_events"] = [] if pending == "cancel" else blocking.awaited_events(run)
     return found
 
 
