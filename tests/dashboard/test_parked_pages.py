@@ -75,7 +75,9 @@ async def test_run_page__a_cancel_requested_is_said_and_not_offered_again(
     assert (
         "; it ends CANCELLED at its current or next durable point, unless it finishes first" in said
     ), said
+    # Nor Pause: pausing the parked run dropped the cancel request (store behaviour).
     assert 'data-action="cancel"' not in _actions_of(page)
+    assert 'data-action="pause"' not in _actions_of(page)
     assert "Send an event" not in page
 
 

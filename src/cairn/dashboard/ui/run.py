@@ -58,9 +58,10 @@ def available(shown: run_forms.Shown) -> list[str]:
     """The actions the run can take now, in the order the page shows them."""
     status = RunStatus(shown.run.status)
     verbs = []
-    if not status.finished:
-        if shown.run.control != "cancel":  # asked already: the page says so instead
-            verbs.append("cancel")
+    # A cancel asked for already: the page says so instead of offering it again, nor a
+    # pause (the store's pause of a parked run drops the cancel request).
+    if not status.finished and shown.run.control != "cancel":
+        verbs.append("cancel")
         if status is not RunStatus.PAUSED and shown.run.control != "pause":
             verbs.append("pause")
     if status is RunStatus.PAUSED or shown.run.control == "pause":
