@@ -99,6 +99,9 @@ async def test_frozen_database__each_form_comes_back_with_what_was_typed(
             await form.locator("[name=name]").fill("go")
             await form.locator("[name=payload]").fill('{"typed": "by hand"}')
             await frozen_then_again(form.locator("button[type=submit]"))
+            # Under the labels the form had (it said "Payload", "Idempotency key").
+            await expect(tab.locator("label", has_text="Payload (JSON)")).to_have_count(1)
+            await expect(tab.get_by_label("Idempotency key (optional)")).to_have_value("")
             assert await tab.locator("[name=name]").input_value() == "go"
             assert await tab.locator("[name=payload]").input_value() == '{"typed": "by hand"}'
             await tab.locator("button", has_text="Try again").click()
@@ -123,6 +126,10 @@ async def test_frozen_database__each_form_comes_back_with_what_was_typed(
             await tab.fill("#f-by", "ann")
             await frozen_then_again(tab.locator("form button[type=submit]").last)
             assert await tab.locator("[name=by]").input_value() == "ann"
+            # The checkbox is one, still checked (it came back as a text box saying
+            # "true"), and the fields have the labels the task's page gave them.
+            await expect(tab.get_by_label("Approved")).to_be_checked()
+            await expect(tab.get_by_label("Answered by")).to_have_value("ann")
             await tab.locator("button", has_text="Try again").click()
             await expect(tab.locator("[role=status]")).to_contain_text("answered by ann")
             assert await _result(workers, "asks") == {"approved": True}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from .flows import Flows, start, status
+from .flows import Flows, start, status, until
 
 pytestmark = pytest.mark.process
 
@@ -54,3 +54,50 @@ async def test_runs_page__a_bulk_cancel_refused_for_a_continued_run_names_it(ser
     # The runs list says where the run went, in the same words (it said nothing).
     row = shown.text[shown.text.index('data-run-id="r0"') :].split("</tr>")[0]
     assert f'continued as new: <a href="/runs/{newest}">{newest}</a>' in row, row
+
+
+def _actions_of(page: str) -> str:
+    return page[page.index('id="actions"') :].split("</section>")[0]
+
+
+async def test_run_page__a_cancel_requested_is_said_and_not_offered_again(
+    server, api, flows: Flows
+):
+    # A parked run with no worker, a cancel requested: the page offered Cancel again and
+    # the "Send an event" form as if nothing had happened.
+    async with flows.engine():
+        await start(api, "t.waiter", run_id="asked")
+        await status(api, "asked", "WAITING")
+    assert (await api.post("/runs/asked/cancel")).status_code == 200
+    page = (await api.get(f"{server.url}/runs/asked")).text
+    said = page[page.index('data-field="control"') :].split("</dd>")[0]
+    assert "cancel requested at " in said, said
+    assert (
+        "; it ends CANCELLED at its current or next durable point, unless it finishes first" in said
+    ), said
+    # Nor Pause: pausing the parked run dropped the cancel request (store behaviour).
+    assert 'data-action="cancel"' not in _actions_of(page)
+    assert 'data-action="pause"' not in _actions_of(page)
+    assert "Send an event" not in page
+
+
+async def test_run_page__a_pause_requested_is_said_and_not_offered_again(
+    server, api, workers, flows
+):
+    # A run held in a long step, a pause requested: Pause is not offered again, Resume
+    # (which withdraws the request) and Cancel are.
+    await start(api, "t.held", run_id="held")
+
+    async def live() -> object:
+        return workers.worker.executions.live.get("held")
+
+    await until("the run executing", live)
+    assert (await api.post("/runs/held/pause")).json()["requested"] == "pause"
+    page = (await api.get(f"{server.url}/runs/held")).text
+    said = page[page.index('data-field="control"') :].split("</dd>")[0]
+    assert "pause requested at " in said and "; it pauses at its next durable point" in said
+    actions = _actions_of(page)
+    assert 'data-action="pause"' not in actions
+    assert 'data-action="resume"' in actions and 'data-action="cancel"' in actions
+    flows.release.set()
+    await status(api, "held", "PAUSED", "COMPLETED")

@@ -6,6 +6,7 @@ traceback's long lines wrapped back to the first column, a column dropped.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -46,6 +47,13 @@ async def wobble(order_number_that_is_fairly_long):
 @cairn.workflow(name="ship")
 async def ship(order: str) -> str:
     return await wobble(order)
+
+
+@cairn.workflow(name="relay")
+async def relay(n: int) -> int:
+    if n < 1:
+        cairn.continue_as_new(n + 1)
+    return n
 
 
 @cairn.workflow(name="exchange.workflows.order_fulfilment.process_order_with_retries")
@@ -157,6 +165,28 @@ def test_runs_list__long_ids_and_names_keep_the_error_and_whole_ids(
     ids = at_80(project, "runs", "list", "--prefix", "r-", *db).splitlines()
     assert ids[0].split() == ["RUN", "ID", "WORKFLOW", "STATUS", "ERROR"], ids
     assert ids[1].startswith("r-2  ") and "FAILED  step 'explode' fail" in ids[1]
+
+
+def test_runs_list__no_trailing_spaces_and_a_continued_run_names_its_new_run(
+    project: Path, store_url: str
+) -> None:
+    db = ["--db", store_url]
+    assert cairn_cmd(project, "run", "flows:broken", "o-3", "--run-id", "c-0", *db).returncode
+    proc = cairn_cmd(project, "run", "flows:relay", "0", "--run-id", "c-1", *db)
+    assert proc.returncode == 0, proc.stderr
+    listed = json.loads(at_80(project, "runs", "list", "--prefix", "c-1", "--json", *db))
+    (new,) = [run["continued_to"] for run in listed["runs"] if run["run_id"] == "c-1"]
+    for chosen in (["--prefix", "c-"], []):  # one line a run, and stacked (a long id)
+        lines = at_80(project, "runs", "list", *chosen, *db).splitlines()
+        # Rich padded each line to the last column's width: 80 columns of trailing spaces.
+        assert all(line == line.rstrip() for line in lines), [repr(line) for line in lines]
+    # The CONTINUED row names the run it went on as, as `runs show` and the dashboard do:
+    # whole, on a line of its own (beside the status, it left no room for the error).
+    rows = at_80(project, "runs", "list", "--prefix", "c-", *db).splitlines()
+    row = next(i for i, line in enumerate(rows) if line.startswith("c-1 "))
+    assert rows[row].split()[-1] == "CONTINUED", rows
+    assert rows[row + 1] == f"  continued as new: {new}", rows
+    assert rows[row + 2].startswith("c-0 ") and "step 'explode' fail" in rows[row + 2], rows
 
 
 def test_runs_list__a_bad_cursor_names_the_option_and_what_to_pass(

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
+from rich.text import Text
+
 
 @dataclass(frozen=True, slots=True)
 class Want:
@@ -61,3 +66,35 @@ def fit(wants: list[Want], width: int, *, gap: int = 2) -> dict[str, int]:
             shown[i] += grow
             used += grow
     return {wants[i].name: shown[i] for i in sorted(shown)}
+
+
+def unpadded(
+    console: Console, options: ConsoleOptions, table: RenderableType
+) -> list[list[Segment]]:
+    """`table`'s lines (each ending in its newline) without the spaces rich pads to width.
+
+    Rich pads a table's last cell to its column's width: each line of `cairn runs list`
+    ended in spaces, which a copy took along and a `diff` of two listings showed.
+    """
+    lines = []
+    for line in console.render_lines(table, options, pad=False):
+        while line and not line[-1].control and not line[-1].text.rstrip(" "):
+            line.pop()
+        if line and not line[-1].control:
+            last = line.pop()
+            line.append(Segment(last.text.rstrip(" "), last.style))
+        lines.append([*line, Segment.line()])
+    return lines
+
+
+def elide(text: str | Text, width: int) -> str | Text:
+    """`text` cut to `width` cells in the middle (`exchange.wo…ess_order`), when longer."""
+    plain = text.plain if isinstance(text, Text) else text
+    if cell_len(plain) <= width or width < 5:
+        return text
+    head = (width - 1) // 3
+    tail = width - 1 - head
+    while cell_len(plain[:head]) + cell_len(plain[-tail:]) > width - 1 and tail > 1:
+        tail -= 1  # wide characters
+    cut = f"{plain[:head]}…{plain[-tail:]}"
+    return Text(cut, style=text.style) if isinstance(text, Text) else cut

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -137,7 +138,8 @@ class FittedTable:
 
     A `lead` column (the id the other commands take) is never cut: when it cannot show
     whole beside the rank-0 and rank-1 columns, each row's lead goes on a line of its
-    own, the row's other cells indented on the next (`stacked`).
+    own, the row's other cells indented on the next (`stacked`). A row's note (a run id
+    it names) takes a line of its own under the row, indented, never cut.
     """
 
     def __init__(
@@ -147,9 +149,11 @@ class FittedTable:
         optional: Iterable[str] = (),
         middle: Iterable[str] = (),
         lead: str | None = None,
+        notes: list[str] | None = None,
     ) -> None:
         self.columns = columns
         self.rows = rows
+        self.notes = notes or [""] * len(rows)  # a line under a row, whole (an id to copy)
         self.optional = frozenset(optional)
         self.middle = frozenset(middle)
         self.lead = lead
@@ -186,7 +190,7 @@ class FittedTable:
         for row in self.rows:
             table.add_row(
                 *(
-                    elide(row[name], size) if name in self.middle else row[name]
+                    fit.elide(row[name], size) if name in self.middle else row[name]
                     for name, size in widths.items()
                 )
             )
@@ -198,11 +202,13 @@ class FittedTable:
         rest = [name for name in self.columns if name != self.lead]
         widths = self._widths(width - len(indent), rest)
         out = [Text(str(self.lead), style="bold"), Text(indent) + _line(widths, None, "bold")]
-        for row in self.rows:
+        for row, note in zip(self.rows, self.notes, strict=True):
             lead = row[str(self.lead)]
             out.append(lead.copy() if isinstance(lead, Text) else Text(lead))
-            cut = {n: elide(row[n], w) if n in self.middle else row[n] for n, w in widths.items()}
-            out.append(Text(indent) + _line(widths, cut))
+            cut = {
+                n: fit.elide(row[n], w) if n in self.middle else row[n] for n, w in widths.items()
+            }
+            out += [Text(indent) + _line(widths, cut), *([Text(indent + note)] if note else [])]
         for line in out:
             line.no_wrap, line.overflow, line.end = True, "ignore", "\n"  # a long lead whole
         return out
@@ -212,7 +218,10 @@ class FittedTable:
         if self.stacked(width):
             yield from self.lines(width)
         else:
-            yield self.table(width)
+            header, *rows = fit.unpadded(console, options, self.table(width))
+            yield from header
+            for row, note in zip(rows, self.notes, strict=True):  # a row is one line
+                yield from [*row, *([Segment(f"  {note}"), Segment.line()] if note else [])]
 
 
 def _line(widths: Mapping[str, int], row: Mapping[str, str | Text] | None, style: str = "") -> Text:
@@ -229,33 +238,23 @@ def _line(widths: Mapping[str, int], row: Mapping[str, str | Text] | None, style
     return line
 
 
-def elide(text: str | Text, width: int) -> str | Text:
-    """`text` cut to `width` cells in the middle (`exchange.wo…ess_order`), when longer."""
-    if cells(text) <= width or width < 5:
-        return text
-    plain = text.plain if isinstance(text, Text) else text
-    head = (width - 1) // 3
-    tail = width - 1 - head
-    while cell_len(plain[:head]) + cell_len(plain[-tail:]) > width - 1 and tail > 1:
-        tail -= 1  # wide characters
-    cut = f"{plain[:head]}…{plain[-tail:]}"
-    return Text(cut, style=text.style) if isinstance(text, Text) else cut
-
-
 def runs_table(runs: Iterable[RunSummary]) -> FittedTable:
     """Listed runs as a table laid out for the console it is printed on.
 
     RUN ID, WORKFLOW (cut in the middle) and STATUS always show, and ERROR when a run
     has one; the other columns join while there is room (CREATED, VERSION, PROGRESS,
     UPDATED, COLUMNS). A run id is never cut: when ids too long for that leave no room,
-    each run's id takes a line of its own (see `FittedTable`).
+    each run's id takes a line of its own (see `FittedTable`). A CONTINUED run's row is
+    followed by `continued as new: ID`, as `runs show` and the dashboard say it.
     """
+    runs = list(runs)
     return FittedTable(
         RUN_COLUMNS,
         [_run_cells(run) for run in runs],
         RUN_OPTIONAL_TEXT,
         ("WORKFLOW",),
         lead="RUN ID",
+        notes=[f"continued as new: {r.continued_to}" if r.continued_to else "" for r in runs],
     )
 
 
@@ -366,7 +365,8 @@ class HistoryTable:
         return table
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield self.table(options.max_width)
+        for line in fit.unpadded(console, options, self.table(options.max_width)):
+            yield from line
 
 
 def attempts_table(attempts: Iterable[Mapping[str, Any]], above: str = "") -> AttemptsTable:

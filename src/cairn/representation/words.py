@@ -126,6 +126,23 @@ def unrecorded_note(recoveries: int) -> str:
     )
 
 
+# What a stored control request does next, as the CLI's answer and the run page say it.
+CONTROL_NEXT = {
+    "cancel": "it ends CANCELLED at its current or next durable point, unless it finishes first",
+    "pause": "it pauses at its next durable point",
+}
+
+
+def control_text(control: str, at: float | None) -> str:
+    """`cancel requested at 2026-...; it ends CANCELLED at ...`: a request not yet acted on.
+
+    `at` is the run's last change (`updated_at`): the request, unless a worker has
+    touched the run since (a claim, a failed attempt).
+    """
+    said = f"{control} requested at {when(at)}" if at else f"{control} requested"
+    return f"{said}; {CONTROL_NEXT.get(control, 'at its next durable point')}"
+
+
 def execution_label(execution: Execution, *, named: bool = True) -> str:
     """`execution 2, after retry by ada at 2026-03-01 10:00:00`, for people.
 

@@ -77,6 +77,7 @@ def routes(target: Target) -> list[BaseRoute]:
             "field_errors": schema_form.problems(fields),
             "by": by,
             "by_error": (errors or {}).get("by", ""),
+            "described_fields": [*schema_form.described(fields), ("by", "Answered by", "text")],
         }
         return render.page(request, "task.html", context, status)
 

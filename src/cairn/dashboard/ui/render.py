@@ -6,6 +6,7 @@ Every value a page shows passes through autoescaping, so text that came from a r
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -184,7 +185,9 @@ def handled(endpoint: Endpoint) -> Endpoint:
 
 
 # Fields a form carries for the user without showing them (kept as they were sent).
-_HIDDEN = frozenset({csrf.FIELD, "confirmed", "action", "back", "run", "from_step"})
+_HIDDEN = frozenset({csrf.FIELD, "confirmed", "action", "back", "run", "from_step", "_fields"})
+# The widgets the page a form comes back on draws (see `described` in _macros.html).
+_WIDGETS = frozenset({"text", "textarea", "checkbox"})
 
 
 def resend_page(request: Request, form: csrf.Form, message: str) -> Response:
@@ -193,16 +196,30 @@ def resend_page(request: Request, form: csrf.Form, message: str) -> Response:
     The page it came from cannot be read again while the database does not answer, so
     this one holds the same fields, editable, and sends them to the same place again.
     """
+    shown = _described(form)
     fields = [
+        {
+            "name": name,
+            "value": value,
+            "label": label,
+            "hidden": False,
+            "checkbox": widget == "checkbox",
+            "long": widget == "textarea" or "\n" in value or len(value) > 60,
+        }
+        for name, label, widget in shown
+        for value in (form.get(name),)
+    ]
+    fields += [
         {
             "name": name,
             "value": value,
             "label": name.removeprefix("v.").replace("_", " ").capitalize(),
             "hidden": name in _HIDDEN,
+            "checkbox": False,
             "long": "\n" in value or len(value) > 60 or name == "payload",
         }
         for name, value in form
-        if name != csrf.FIELD
+        if name != csrf.FIELD and name not in {item[0] for item in shown}
     ]
     context = {
         "title": "The database did not answer",  # the message says if the change was made
@@ -212,6 +229,28 @@ def resend_page(request: Request, form: csrf.Form, message: str) -> Response:
         "back": _referer(request) or root(request) + "/",
     }
     return page(request, "resend.html", context, 503)
+
+
+def _described(form: csrf.Form) -> list[tuple[str, str, str]]:
+    """(name, label, widget) of the fields the form said it has, in its order.
+
+    A checkbox left unchecked is sent as nothing: it is listed here all the same.
+    """
+    try:
+        told = json.loads(form.get("_fields") or "[]")
+    except ValueError:
+        return []
+    if not isinstance(told, list):
+        return []
+    return [
+        (item[0], item[1], item[2])
+        for item in told
+        if isinstance(item, list)
+        and len(item) == 3
+        and all(isinstance(part, str) for part in item)
+        and item[0] not in _HIDDEN
+        and item[2] in _WIDGETS
+    ]
 
 
 def _sent_to(request: Request) -> str:

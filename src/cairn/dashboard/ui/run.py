@@ -58,7 +58,9 @@ def available(shown: run_forms.Shown) -> list[str]:
     """The actions the run can take now, in the order the page shows them."""
     status = RunStatus(shown.run.status)
     verbs = []
-    if not status.finished:
+    # A cancel asked for already: the page says so instead of offering it again, nor a
+    # pause (the store's pause of a parked run drops the cancel request).
+    if not status.finished and shown.run.control != "cancel":
         verbs.append("cancel")
         if status is not RunStatus.PAUSED and shown.run.control != "pause":
             verbs.append("pause")
@@ -140,8 +142,11 @@ def facts(shown: run_forms.Shown) -> dict[str, Any]:
     found["execution_text"] = (
         words.execution_label(latest, named=False) if latest and latest.number > 1 else ""
     )
-    # The event form appears only where a wait can take what it sends.
-    found["awaited_events"] = blocking.awaited_events(run)
+    pending = run.control if run.control and not found["finished"] else None
+    found["control_text"] = words.control_text(pending, run.updated_at) if pending else ""
+    # The event form appears only where a wait can take what it sends: not on a run
+    # that is to end CANCELLED at its next durable point.
+    found["awaited_events"] = [] if pending == "cancel" else blocking.awaited_events(run)
     return found
 
 

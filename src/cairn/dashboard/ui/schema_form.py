@@ -191,6 +191,21 @@ def _all(fields: list[Field]) -> dict[str, Field]:
     return found
 
 
+def described(fields: list[Field]) -> list[tuple[str, str, str]]:
+    """(input name, label, widget) of each input, for a form sent back unanswered.
+
+    The widget is one the page that sends it back draws: checkbox, textarea or text.
+    """
+    found: list[tuple[str, str, str]] = []
+    for item in fields:
+        if item.widget == "group":
+            found += described(item.children)
+            continue
+        widget = {"checkbox": "checkbox", "json": "textarea", "textarea": "textarea"}
+        found.append((PREFIX + item.name, item.label, widget.get(item.widget, "text")))
+    return found
+
+
 def problems(fields: list[Field], parent: str = "") -> list[tuple[str, str, str]]:
     """(input id, label path, error) of every field with an error, in the form's order.
 
