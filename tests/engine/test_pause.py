@@ -217,3 +217,60 @@ async def test_pause__from_another_process_as_the_run_parks_is_not_lost(kit: Kit
         assert engine.worker is not None
         engine.worker.wake()
         assert await run.result(timeout=WAIT) == "went"
+
+
+async def test_pause__a_cancel_requested_of_a_parked_run_stands(kit: Kit) -> None:
+    """A pause or resume after a cancel nobody has acted on yet leaves the cancel in place.
+
+    Before, a pause of a parked run with a cancel pending (no worker had taken it up) set
+    it PAUSED and cleared the cancel; resumed, it waited on as if never cancelled.
+    """
+
+    @kit.workflow("pause.after_cancel")
+    async def waiting() -> None:
+        await cairn.wait_for_event("never")
+
+    async with kit.engine() as engine:
+        run = await engine.start(waiting)
+        await until(engine, run.run_id, "WAITING")
+    async with kit.engine(workers=0) as control:  # no worker acts on the cancel meanwhile
+        assert await control.cancel(run.run_id) == cairn.RunStatus.WAITING
+        assert await control.pause(run.run_id) == cairn.RunStatus.WAITING
+        assert await control.resume(run.run_id) == cairn.RunStatus.WAITING
+        assert (await control.control.record(run.run_id)).control == "cancel"
+    async with kit.engine() as engine:
+        with pytest.raises(cairn.RunCancelled):
+            await (await engine.get(run.run_id)).result(timeout=WAIT)
+
+
+async def test_pause__a_cancel_requested_of_a_running_run_stands(kit: Kit) -> None:
+    """Mid-step, a pause and a resume after a cancel do not overwrite it: the run ends
+    CANCELLED where it next parks, not PAUSED, nor waiting on.
+
+    Before, the pause overwrote the stored cancel and the resume cleared it. The engine
+    that executes the run looks for requests made elsewhere once a minute here, so what
+    it meets when it parks is what the database holds.
+    """
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    @kit.step("held")
+    async def held() -> None:
+        entered.set()
+        await release.wait()
+
+    @kit.workflow("pause.running_after_cancel")
+    async def running() -> Any:
+        await held()
+        return await cairn.wait_for_event("go")
+
+    async with kit.engine(poll_interval=60) as engine, kit.engine(workers=0) as elsewhere:
+        run = await engine.start(running)
+        async with asyncio.timeout(WAIT):
+            await entered.wait()
+        assert await elsewhere.cancel(run.run_id) == cairn.RunStatus.RUNNING
+        assert await elsewhere.pause(run.run_id) == cairn.RunStatus.RUNNING
+        assert await elsewhere.resume(run.run_id) == cairn.RunStatus.RUNNING
+        assert (await engine.control.record(run.run_id)).control == "cancel"
+        release.set()
+        ended = await until(engine, run.run_id, "CANCELLED", "PAUSED", "WAITING")
+    assert ended.status == "CANCELLED"

@@ -376,6 +376,10 @@ def test_runs_pause_resume_cancel__on_parked_and_queued_runs(project):
     cancel = as_json(project, "runs", "cancel", "nap")
     assert cancel["requested"] == "cancel"  # delivered by the worker that takes it
     assert fact(ok(project, "runs", "show", "nap").stdout, "requested").startswith("cancel")
+    # A pause or resume now changes nothing: the cancel stands (both used to erase it).
+    assert "a cancel is requested and stands" in ok(project, "runs", "pause", "nap").stdout
+    assert as_json(project, "runs", "resume", "nap")["requested"] == "cancel"
+    assert shown(project, "nap")["status"] != "PAUSED"
 
     queued = ok(project, "run", "flows:three", "1", "--enqueue").stdout.strip()
     line = ok(project, "runs", "cancel", queued).stdout.strip()

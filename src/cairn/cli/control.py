@@ -18,7 +18,7 @@ from cairn.cli import options, output
 from cairn.codecs import coded
 from cairn.errors import CairnError, HookNotFound
 from cairn.models import EventDelivery, RunStatus
-from cairn.representation import actions
+from cairn.representation import actions, words
 from cairn.runtime import steering
 from cairn.runtime.engine import Engine
 from cairn.runtime.verbs import VERBS
@@ -185,6 +185,8 @@ def pause(ns: argparse.Namespace, glob: options.Globals) -> int:
     run = options.with_engine(glob, lambda engine: steering.pause(engine.control, ns.run_id))
     if run.status == RunStatus.PAUSED:
         line = f"run {run.run_id} PAUSED; resume it with `cairn runs resume {run.run_id}`"
+    elif run.control == "cancel":
+        line = f"run {run.run_id} is not paused: {words.cancel_stands(run.status)}"
     else:
         line = (
             f"run {run.run_id}: pause requested; it is {run.status} and pauses at its next "
@@ -200,6 +202,8 @@ def resume(ns: argparse.Namespace, glob: options.Globals) -> int:
     )
     if before.status == RunStatus.PAUSED:
         line = f"run {run.run_id} resumed: {run.status}, for a worker to continue"
+    elif before.control == "cancel":
+        line = f"run {run.run_id}: nothing to resume: {words.cancel_stands(run.status)}"
     elif before.control == "pause":
         line = f"run {run.run_id}: pause request withdrawn; it is {run.status}"
     else:

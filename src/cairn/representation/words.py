@@ -133,6 +133,11 @@ CONTROL_NEXT = {
 }
 
 
+def cancel_stands(status: str) -> str:
+    """Why a pause or resume of a run with a cancel requested changed nothing."""
+    return f"a cancel is requested and stands ({status}); {CONTROL_NEXT['cancel']}"
+
+
 def control_text(control: str, at: float | None) -> str:
     """`cancel requested at 2026-...; it ends CANCELLED at ...`: a request not yet acted on.
 

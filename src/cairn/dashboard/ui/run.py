@@ -86,6 +86,8 @@ def acted(verb: str, run_id: str, done: dict[str, Any]) -> str:
             f"cancel: run {run_id} stops at its current or next durable point, "
             "unless it finishes first"
         )
+    if verb in ("pause", "resume") and done.get("requested") == "cancel":
+        return f"{verb}: run {run_id} is not changed: a cancel is requested and stands"
     if verb == "pause":
         if ended is RunStatus.PAUSED:
             return f"pause: run {run_id} is paused"

@@ -12,7 +12,7 @@ from cairn.store.records import (
 # durable point; a parked or pending one is changed here directly.
 # The request is decided by the state read: the row stays locked until it is written.
 SELECT_CONTROL_STATE = Statement(
-    "SELECT status, attempt, owner FROM runs WHERE run_id = ?", lock="hold"
+    "SELECT status, attempt, owner, control FROM runs WHERE run_id = ?", lock="hold"
 )
 SET_CONTROL = "UPDATE runs SET control = ?, updated_at = ? WHERE run_id = ?"
 # Parked runs are made due so they replay and meet the request at their durable point.

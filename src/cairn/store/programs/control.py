@@ -19,10 +19,12 @@ def control_run(run_id: str, action: str, *, now: float) -> Program[str | None]:
     row = yield one_row(_sql.SELECT_CONTROL_STATE, (run_id,))
     if row is None:
         return None
-    status, attempt, _owner = row
+    status, attempt, _owner, pending = row
     status = str(status)
     if status in FINISHED:
         return status
+    if pending == "cancel" and action != "cancel":
+        return status  # a cancel requested stands: a pause or resume would erase it
     if action == "cancel":
         if (
             status in (RunStatus.PENDING, RunStatus.PAUSED)
