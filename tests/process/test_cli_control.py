@@ -403,9 +403,9 @@ def test_runs_verbs__a_continued_run_names_the_newest_run_of_its_chain(project, 
     newest = shown(project, "r0")["continued_to"]
     # The run's last line says it as the refusals do, and shows the run it goes on as
     # (it said `follow: cairn runs show r0`, the run that had ended).
-    assert started.stderr.splitlines()[-1] == (
-        f"run r0 continued as new: {newest}; check it with `cairn runs show {newest}`"
-    )
+    last = started.stderr.splitlines()[-1]
+    assert last.startswith(f"run r0 continued as new: {newest}; `cairn worker ")
+    assert last.endswith(f"--wait to follow it here; check it with `cairn runs show {newest}`")
     # It ended before its first step: none will come ("no steps yet" said otherwise).
     assert "\nno steps\n" in ok(project, "runs", "show", "r0").stdout
     message = failed(project, "runs", verb, "r0")

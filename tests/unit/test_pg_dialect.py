@@ -85,7 +85,8 @@ PINNED: dict[str, tuple[tuple[Any, ...], list[tuple[str, tuple[Any, ...]]]]] = {
         ("r1",),
         [
             (
-                "SELECT status, attempt, owner FROM runs WHERE run_id = %s FOR NO KEY UPDATE",
+                "SELECT status, attempt, owner, control FROM runs WHERE run_id = %s "
+                "FOR NO KEY UPDATE",
                 ("r1",),
             )
         ],
