@@ -94,6 +94,12 @@ def test_transaction_crash__row_committed_exactly_once(
     assert pid == (first.pid if committed_before_kill else second.pid)
 
 
+# Seconds a worker may wait for a frozen worker's open transaction: the server's idle
+# timeout for cairn's sessions (store/postgres/sessions.py), and the takeover after it.
+FROZEN_SESSION_ENDS = 100
+
+
+@pytest.mark.timeout(2 * FROZEN_SESSION_ENDS + 60)
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_transaction_crash__a_frozen_owner_taken_over_cannot_commit(
     pg_url: str, tmp_path: Path, mode: str
@@ -109,14 +115,18 @@ def test_transaction_crash__a_frozen_owner_taken_over_cannot_commit(
         ledger.wait_for_mark(first, "stall_inside")
         os.kill(first.pid, signal.SIGSTOP)  # no heartbeat: its lease runs out
         second = ledger.spawn(mode, lease="1s")
-        out, err = second.communicate(timeout=60)
+        # Frozen while one of its sessions had a transaction open (a heartbeat's, say), the
+        # first worker holds that transaction's row locks until the server ends the idle
+        # session, after cairn's idle_in_transaction_session_timeout (60 s): the takeover
+        # waits that long. Seen once in CI (60.7 s); hence more than 60 s here.
+        out, err = second.communicate(timeout=FROZEN_SESSION_ENDS)
         assert second.returncode == 0, err[-2000:]
         assert json.loads(out.strip().splitlines()[-1])["result"] == 1
         assert ledger.rows() == [(RUN_ID, second.pid)]
 
         (tmp_path / "go").touch()
         os.kill(first.pid, signal.SIGCONT)  # its function returns; the commit is fenced off
-        out, err = first.communicate(timeout=60)
+        out, err = first.communicate(timeout=FROZEN_SESSION_ENDS)
         assert first.returncode == 0, err[-2000:]
         assert ledger.rows() == [(RUN_ID, second.pid)]  # its row was rolled back
     finally:

@@ -156,7 +156,7 @@ async def main() -> int:
         engine.worker.env.before_commit = on_step("before_commit")
         engine.worker.env.commit_hook = on_step("after_commit")
         handle = await engine.start(flow, options.mode, placeholder, run_id=RUN_ID)
-        result = await handle.result(timeout=60)
+        result = await handle.result(timeout=100)  # a frozen worker's locks: 60 s at most
     print(json.dumps({"result": result, "pid": os.getpid()}))
     return 0
 
